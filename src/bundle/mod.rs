@@ -1,0 +1,1 @@
+//! registry+v1 bundles: read, validate, build and push images, pull and unpack them.

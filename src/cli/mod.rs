@@ -1,0 +1,29 @@
+//! The `capstan` binary's commands.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// capstan: an Operator Lifecycle Manager for Kubernetes.
+#[derive(Parser, Debug)]
+#[command(name = "capstan", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the version.
+    Version,
+}
+
+/// Parses the command line and runs the command; the exit code follows each command's contract.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Version => {
+            println!("capstan {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+    }
+}

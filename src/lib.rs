@@ -1,0 +1,9 @@
+//! capstan: an Operator Lifecycle Manager for Kubernetes that speaks OLM v0's API and formats.
+//!
+//! Data flows one way: registry ([`oci`]) → catalog index ([`catalog`]) → resolver ([`resolve`])
+//! → plan ([`install`]) → cluster ([`controller`]). See `../shared/DESIGN.md` for the map.
+
+pub mod bundle;
+pub mod catalog;
+pub mod oci;
+pub mod resolve;

@@ -1,0 +1,7 @@
+//! The `capstan` command line.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

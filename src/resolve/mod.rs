@@ -1,0 +1,1 @@
+//! Resolution: channel graphs, upgrade edges, dependencies; a pure function with explanations.
