@@ -2,3 +2,5 @@
 
 pub mod model;
 pub mod property;
+pub mod error;
+pub mod parse;
