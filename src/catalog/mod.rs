@@ -4,3 +4,4 @@ pub mod model;
 pub mod property;
 pub mod error;
 pub mod parse;
+pub mod semver_range;
