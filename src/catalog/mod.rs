@@ -5,3 +5,4 @@ pub mod property;
 pub mod error;
 pub mod parse;
 pub mod semver_range;
+pub mod validate;
