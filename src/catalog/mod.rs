@@ -2,3 +2,4 @@
 
 pub mod model;
 pub mod property;
+pub mod render;
