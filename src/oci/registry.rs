@@ -200,6 +200,9 @@ impl Op {
 impl Registry {
     /// A client with the given configuration.
     pub fn new(config: ClientConfig) -> Self {
+        // reqwest is built without a default rustls provider (the crate uses ring only); install
+        // it once per process. An error only means a provider is installed already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let progress = Progress::new(config.quiet);
         Registry {
             config: Arc::new(config),
