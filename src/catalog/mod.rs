@@ -2,3 +2,7 @@
 
 pub mod model;
 pub mod property;
+pub mod error;
+pub mod parse;
+pub mod semver_range;
+pub mod validate;
