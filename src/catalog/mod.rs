@@ -6,3 +6,5 @@ pub mod error;
 pub mod parse;
 pub mod semver_range;
 pub mod validate;
+
+pub mod image;
