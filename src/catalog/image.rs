@@ -349,6 +349,34 @@ pub async fn load_catalog_image(
     })
 }
 
+/// True when `arg` names an image rather than a local catalog: it is not an existing path and
+/// parses as an image reference. This is how `capstan catalog validate DIR|REF` and
+/// `capstan resolve --catalog NS/NAME=PATH|REF` tell the two apart.
+pub fn is_image_reference(arg: &str) -> bool {
+    !Path::new(arg).exists() && crate::oci::parse_reference(arg).is_ok()
+}
+
+/// Blocking form of [`load_catalog_image`] for command-line code: parses `reference`, builds a
+/// [`Registry`] from `config`, and uses the catalog cache under `config.cache`'s root (none when
+/// `config.cache` is `None`). Runs its own single-threaded Tokio runtime, so it must not be
+/// called from inside an async context.
+///
+/// Errors: as [`load_catalog_image`], plus [`OciError::InvalidReference`] and a failure to start
+/// the runtime ([`OciError::Io`]).
+pub fn load_catalog_image_blocking(
+    reference: &str,
+    config: crate::oci::ClientConfig,
+) -> Result<LoadedCatalog, CatalogImageError> {
+    let reference = crate::oci::parse_reference(reference)?;
+    let cache = config.cache.as_ref().map(|c| CatalogCache::new(c.root()));
+    let registry = Registry::new(config);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| OciError::io("(tokio runtime)", e))?;
+    runtime.block_on(load_catalog_image(&registry, &reference, cache.as_ref()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
