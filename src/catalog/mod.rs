@@ -2,6 +2,7 @@
 
 pub mod model;
 pub mod property;
+pub mod render;
 pub mod error;
 pub mod parse;
 pub mod semver_range;

@@ -1,5 +1,8 @@
 //! The `capstan` binary's commands.
 
+mod bundle;
+mod render;
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -15,6 +18,8 @@ pub struct Cli {
 enum Command {
     /// Print the version.
     Version,
+    /// Work with registry+v1 bundle directories.
+    Bundle(bundle::BundleArgs),
 }
 
 /// Parses the command line and runs the command; the exit code follows each command's contract.
@@ -25,5 +30,6 @@ pub fn main() -> ExitCode {
             println!("capstan {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Bundle(args) => bundle::run(args),
     }
 }
