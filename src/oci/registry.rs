@@ -561,7 +561,7 @@ impl Registry {
                     scheme: self.scheme(&registry),
                     message: format!("HTTP 400: {}", message.trim()),
                     hint: format!(
-                        "; {registry} expects HTTPS: do not pass --plain-http and do not list it in insecure_registries"
+                        "; {registry} serves HTTPS: drop --plain-http / --insecure-registry for it"
                     ),
                 },
                 _ => OciError::Registry {
@@ -580,10 +580,10 @@ impl Registry {
                         .any(|w| lower.contains(w))
                 {
                     format!(
-                        "; if {registry} serves plain HTTP, pass --plain-http or add it to insecure_registries"
+                        "; if {registry} serves plain HTTP, pass --insecure-registry {registry} (or --plain-http)"
                     )
                 } else if scheme == "http" && !self.config.plain_http && !crate::oci::config::is_loopback_registry(&registry) {
-                    format!("; {registry} is listed in insecure_registries: check that it serves plain HTTP")
+                    format!("; {registry} is reached over plain HTTP because of --insecure-registry: check that it does not serve HTTPS")
                 } else if lower.contains("connection refused") || lower.contains("dns") {
                     format!("; check that the registry at {registry} is running and the address is right")
                 } else {
