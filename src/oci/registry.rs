@@ -570,6 +570,16 @@ impl Registry {
                     message: format!("HTTP {code}: {}", message.trim()),
                 },
             },
+            OciDistributionError::RequestError(err)
+                if err.status().is_some_and(|s| s.as_u16() == 401 || s.as_u16() == 403) =>
+            {
+                unauthorized()
+            }
+            OciDistributionError::RequestError(err)
+                if err.status().is_some_and(|s| s.as_u16() == 404) =>
+            {
+                not_found()
+            }
             OciDistributionError::RequestError(err) => {
                 let message = error_chain(&err);
                 let lower = message.to_ascii_lowercase();
