@@ -11,6 +11,7 @@ mod csv;
 mod decode;
 pub(crate) mod gojson;
 mod validate;
+pub mod image;
 
 pub use csv::{ClusterServiceVersion, CrdDescription, InstallMode, INSTALL_MODE_TYPES};
 pub use validate::{Finding, Severity, validate};

@@ -20,6 +20,8 @@ enum BundleCommand {
     /// Check a bundle directory. Exit 0 when valid (warnings allowed), 1 on errors, 2 when the
     /// directory cannot be read as a bundle.
     Validate(ValidateArgs),
+    #[command(flatten)]
+    Image(super::image::BundleImageCommand),
 }
 
 /// Output format of reports.
@@ -59,6 +61,7 @@ struct Report<'a> {
 pub fn run(args: BundleArgs) -> ExitCode {
     match args.command {
         BundleCommand::Validate(a) => validate_cmd(a),
+        BundleCommand::Image(c) => super::image::run_bundle(c),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The `capstan` binary's commands.
 
 mod bundle;
+mod image;
 mod render;
 
 use clap::{Parser, Subcommand};
