@@ -1,5 +1,7 @@
 //! The `capstan` binary's commands.
 
+mod resolve;
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -15,6 +17,8 @@ pub struct Cli {
 enum Command {
     /// Print the version.
     Version,
+    /// What-if resolution of Subscriptions against catalogs, offline.
+    Resolve(resolve::ResolveArgs),
 }
 
 /// Parses the command line and runs the command; the exit code follows each command's contract.
@@ -25,5 +29,6 @@ pub fn main() -> ExitCode {
             println!("capstan {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Resolve(args) => resolve::run(args),
     }
 }

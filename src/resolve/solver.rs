@@ -1261,9 +1261,10 @@ fn assemble(ctx: &Ctx<'_>, accepted: &[usize], solution: &[Record]) -> Vec<(usiz
                 if sub_records.contains(&dep) || !assigned.insert(dep) {
                     continue;
                 }
+                let requirement: Vec<String> = g.edges_connecting(n, t).map(|x| x.weight().clone()).collect();
                 let reason = Reason::Dependency {
                     of: ctx.bundle_name(g[n]),
-                    requirement: e.weight().clone(),
+                    requirement: join_and(&requirement),
                     already_installed: matches!(dep, Record::Installed(_)),
                 };
                 entries.push(resolved_bundle(ctx, sub, dep, reason));
