@@ -581,6 +581,8 @@ fn solve(ctx: &Ctx<'_>, active: &[usize]) -> Result<Vec<Record>, String> {
 fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> String {
     let g = &graph.graph;
     let mut lines: IndexSet<String> = IndexSet::new();
+    let mut head: IndexSet<String> = IndexSet::new();
+    let mut tail: IndexSet<String> = IndexSet::new();
     // Breadth-first from the root so that the chain reads from the Subscription downwards.
     let mut order: Vec<NodeIndex> = Vec::new();
     let mut seen = HashSet::new();
@@ -630,10 +632,10 @@ fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> String {
                 (ConflictNode::Root, VsKey::Sub(_)) => {
                     let cands: Vec<String> =
                         targets.iter().filter_map(|&t| solvable_of(t)).map(|s| p.describe(p.record(s))).collect();
-                    lines.insert(format!("{}; candidates: {}", p.describe_vs(first_vs), join_and(&cands)));
+                    head.insert(format!("{}; candidates: {}", p.describe_vs(first_vs), join_and(&cands)));
                 }
                 (ConflictNode::Root, VsKey::Exact(r)) => {
-                    lines.insert(format!(
+                    tail.insert(format!(
                         "{} is not referenced by a Subscription being resolved, so it stays as it is (subscribe to its package to let it upgrade)",
                         p.describe(*r)
                     ));
@@ -686,11 +688,11 @@ fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> String {
                             let lead = if matches!(first, Record::Installed(_)) {
                                 format!("API {api} is already provided by installed {}", p.ctx.bundle_name(first))
                             } else {
-                                format!("API {api} is provided by {} ({})", p.ctx.bundle_name(first), p.describe(first))
+                                format!("API {api} is provided by {}", p.describe(first))
                             };
                             let others: Vec<String> = all[1..]
                                 .iter()
-                                .map(|r| format!("candidate {} ({})", p.ctx.bundle_name(*r), p.describe(*r)))
+                                .map(|r| format!("candidate {}", p.describe(*r)))
                                 .collect();
                             lines.insert(format!(
                                 "{lead}; {} also provides it, so both cannot be installed in namespace {} (at most one operator may provide an API there)",
@@ -724,11 +726,8 @@ fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> String {
             ConflictCause::Constrains(_) => {}
         }
     }
-    if lines.is_empty() {
-        "the requirements cannot be met together".to_string()
-    } else {
-        lines.into_iter().collect::<Vec<_>>().join("; ")
-    }
+    let all: Vec<String> = head.into_iter().chain(lines).chain(tail).collect();
+    if all.is_empty() { "the requirements cannot be met together".to_string() } else { all.join("; ") }
 }
 
 fn err(sub: &SubscriptionRequest, kind: ErrorKind, message: String) -> ResolveError {
