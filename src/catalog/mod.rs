@@ -7,3 +7,4 @@ pub mod parse;
 pub mod semver_range;
 pub mod validate;
 pub mod index;
+pub mod generate;
