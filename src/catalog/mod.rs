@@ -8,3 +8,4 @@ pub mod semver_range;
 pub mod validate;
 pub mod index;
 pub mod generate;
+pub mod add;
