@@ -1,5 +1,10 @@
 //! The `capstan` binary's commands.
 
+mod bundle;
+mod image;
+mod render;
+mod resolve;
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -15,6 +20,10 @@ pub struct Cli {
 enum Command {
     /// Print the version.
     Version,
+    /// Work with registry+v1 bundle directories.
+    Bundle(bundle::BundleArgs),
+    /// What-if resolution of Subscriptions against catalogs, offline.
+    Resolve(resolve::ResolveArgs),
 }
 
 /// Parses the command line and runs the command; the exit code follows each command's contract.
@@ -25,5 +34,7 @@ pub fn main() -> ExitCode {
             println!("capstan {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Bundle(args) => bundle::run(args),
+        Command::Resolve(args) => resolve::run(args),
     }
 }
