@@ -15,8 +15,9 @@
 //!
 //! The package's `olm.package` blob is created when missing. `defaultChannel` follows the
 //! bundle's default-channel annotation when the new bundle is the package's highest version
-//! (operator-registry `SemverPackageManifest` takes it from the highest version); a new package
-//! with no annotation and one channel gets that channel.
+//! (operator-registry `SemverPackageManifest` takes it from the highest version). When the
+//! annotation names a channel the package does not have, the previous default stays (or, for a
+//! new package, the bundle's first channel) and [`AddReport::notes`] says so.
 //!
 //! Adding a bundle whose name is already in the package is an error ([`AddError::Exists`]) unless
 //! [`AddOptions::force`] is set: then the old blob and its entries are replaced (a re-publish of
@@ -104,6 +105,9 @@ pub struct AddReport {
     pub default_channel: String,
     /// Per channel the bundle was added to: its entry and the channel head afterwards.
     pub channels: Vec<ChannelChange>,
+    /// Things the user should know, e.g. a default channel annotation that could not be applied.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Files written by [`add_to_dir`] (empty for [`add_bundle`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<PathBuf>,
@@ -225,23 +229,19 @@ pub fn add_bundle(cfg: &mut DeclarativeConfig, input: AddInput, opts: &AddOption
         replaced_existing = true;
     }
 
-    // Package blob and default channel.
+    // Package blob and default channel (settled after the channels exist, below).
     let versions = versions_in_package(cfg, &package);
     let highest = versions.values().all(|v| v.cmp_precedence(&version).is_lt());
     let created_package = !cfg.packages.iter().any(|p| p.name == package);
     if created_package {
-        cfg.packages.push(Package {
-            schema: SCHEMA_PACKAGE.into(),
-            name: package.clone(),
-            default_channel: default_channel.clone().or_else(|| (channels.len() == 1).then(|| channels[0].clone())),
-            ..Default::default()
-        });
-    } else if highest
-        && let Some(d) = &default_channel
-        && let Some(p) = cfg.packages.iter_mut().find(|p| p.name == package)
-    {
-        p.default_channel = Some(d.clone());
+        cfg.packages.push(Package { schema: SCHEMA_PACKAGE.into(), name: package.clone(), ..Default::default() });
     }
+    let previous_default = cfg.packages.iter().find(|p| p.name == package).and_then(|p| p.default_channel.clone());
+    let wanted_default = if created_package || highest {
+        default_channel.clone().filter(|d| !d.is_empty()).or_else(|| previous_default.clone())
+    } else {
+        previous_default.clone()
+    };
 
     // Channel entries.
     let mut changes = Vec::new();
@@ -311,6 +311,26 @@ pub fn add_bundle(cfg: &mut DeclarativeConfig, input: AddInput, opts: &AddOption
         ch.entries.push(entry);
     }
 
+    // The default channel must name a channel of the package: an annotation naming a channel
+    // that does not exist (yet) keeps the previous default, else the bundle's first channel.
+    let mut notes = Vec::new();
+    let exists = |c: &str| cfg.channels.iter().any(|ch| ch.package == package && ch.name == c);
+    let new_default = match wanted_default {
+        Some(d) if exists(&d) => d,
+        other => {
+            let fallback = previous_default.filter(|p| exists(p)).unwrap_or_else(|| channels[0].clone());
+            if let Some(d) = other {
+                notes.push(format!(
+                    "the default channel annotation {d:?} of {name} names no channel of package {package}; the default channel stays {fallback}"
+                ));
+            }
+            fallback
+        }
+    };
+    if let Some(p) = cfg.packages.iter_mut().find(|p| p.name == package) {
+        p.default_channel = Some(new_default);
+    }
+
     if bundle.schema.is_empty() {
         bundle.schema = super::model::SCHEMA_BUNDLE.into();
     }
@@ -341,6 +361,7 @@ pub fn add_bundle(cfg: &mut DeclarativeConfig, input: AddInput, opts: &AddOption
         replaced_existing,
         default_channel,
         channels: changes,
+        notes,
         files: Vec::new(),
     })
 }
@@ -511,6 +532,21 @@ mod tests {
         assert_eq!(r.default_channel, "stable");
         let r = add_bundle(&mut cfg, input("foo", "1.5.0", None, &["alpha"]), &opts).unwrap();
         assert_eq!(r.default_channel, "stable", "an older bundle does not move the default channel");
+    }
+
+    #[test]
+    fn default_channel_annotation_naming_no_channel_is_noted_not_fatal() {
+        let mut cfg = DeclarativeConfig::default();
+        let mut first = input("foo", "0.6.1", None, &["alpha"]);
+        first.default_channel = Some("singlenamespace-alpha".into());
+        let r = add_bundle(&mut cfg, first, &AddOptions::default()).unwrap();
+        assert_eq!(r.default_channel, "alpha");
+        assert!(r.notes[0].contains("singlenamespace-alpha"), "{:?}", r.notes);
+        let mut next = input("foo", "0.9.0", None, &["singlenamespace-alpha"]);
+        next.default_channel = Some("singlenamespace-alpha".into());
+        let r = add_bundle(&mut cfg, next, &AddOptions::default()).unwrap();
+        assert_eq!(r.default_channel, "singlenamespace-alpha");
+        assert!(r.notes.is_empty());
     }
 
     #[test]
