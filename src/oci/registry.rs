@@ -300,7 +300,7 @@ impl Registry {
         let by_digest = reference.clone_with_digest(digest.clone());
         let bytes = self.manifest_bytes(&by_digest, &digest).await?;
         match parse_manifest(&bytes, reference)? {
-            Parsed::Image(m) => Ok((digest, m, bytes)),
+            Parsed::Image(m) => Ok((digest, *m, bytes)),
             Parsed::Index(index) => {
                 let entry = choose_platform(&index).ok_or_else(|| OciError::Format {
                     reference: reference.whole(),
@@ -310,7 +310,7 @@ impl Registry {
                 let child = reference.clone_with_digest(child_digest.clone());
                 let bytes = self.manifest_bytes(&child, &child_digest).await?;
                 match parse_manifest(&bytes, reference)? {
-                    Parsed::Image(m) => Ok((child_digest, m, bytes)),
+                    Parsed::Image(m) => Ok((child_digest, *m, bytes)),
                     Parsed::Index(_) => Err(OciError::Format {
                         reference: reference.whole(),
                         reason: format!("index entry {child_digest} is itself an index; nested indexes are not supported"),
@@ -643,7 +643,7 @@ fn short_digest(d: &str) -> &str {
 }
 
 enum Parsed {
-    Image(OciImageManifest),
+    Image(Box<OciImageManifest>),
     Index(OciImageIndex),
 }
 
@@ -674,7 +674,7 @@ fn parse_manifest(bytes: &[u8], reference: &Reference) -> Result<Parsed> {
             )));
         }
         serde_json::from_value(v)
-            .map(Parsed::Image)
+            .map(|m| Parsed::Image(Box::new(m)))
             .map_err(|e| bad(format!("malformed image manifest: {e}")))
     }
 }
