@@ -80,8 +80,8 @@ fn every_corpus_bundle_loads_validates_and_renders() {
         for crd in bundle.csv().owned_crds() {
             assert!(
                 blob.properties.iter().any(|p| p.type_ == "olm.gvk"
-                    && p.value["kind"] == Value::from(crd.kind.clone())
-                    && p.value["version"] == Value::from(crd.version.clone())),
+                    && p.value["kind"] == crd.kind.clone()
+                    && p.value["version"] == crd.version.clone()),
                 "{}: olm.gvk for owned {}",
                 dir.display(),
                 crd.name

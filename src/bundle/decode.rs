@@ -84,16 +84,14 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
         if annotations.is_none() {
             annotations = decode_annotations(&first, &rel)?;
         }
-        if dependencies.is_none() {
-            if let Some(list) = decode_entries(&first, "dependencies", &rel)? {
+        if dependencies.is_none()
+            && let Some(list) = decode_entries(&first, "dependencies", &rel)? {
                 dependencies = Some((rel.clone(), list));
             }
-        }
-        if properties.is_none() {
-            if let Some(list) = decode_entries(&first, "properties", &rel)? {
+        if properties.is_none()
+            && let Some(list) = decode_entries(&first, "properties", &rel)? {
                 properties = Some((rel.clone(), list));
             }
-        }
     }
     let Some(annotations) = annotations else {
         return Err(BundleError::NoAnnotations { dir: dir.to_path_buf() });
@@ -199,11 +197,10 @@ fn check_object(m: &Manifest) -> Result<(), BundleError> {
             Some(other) => return Err(err(format!("field {key} must be a string, found {}", type_name(other)))),
         }
     }
-    if let Some(meta) = map.get("metadata") {
-        if !meta.is_object() {
+    if let Some(meta) = map.get("metadata")
+        && !meta.is_object() {
             return Err(err(format!("field metadata must be a mapping, found {}", type_name(meta))));
         }
-    }
     Ok(())
 }
 
@@ -214,15 +211,14 @@ fn decode_annotations(doc: &Value, rel: &Path) -> Result<Option<Annotations>, Bu
     let Some(Value::Object(map)) = doc.get("annotations") else { return Ok(None) };
     let known = [ANNOTATION_PACKAGE, ANNOTATION_CHANNELS, ANNOTATION_DEFAULT_CHANNEL];
     for k in known {
-        if let Some(v) = map.get(k) {
-            if !v.is_string() && !v.is_null() {
+        if let Some(v) = map.get(k)
+            && !v.is_string() && !v.is_null() {
                 return Err(BundleError::Field {
                     path: rel.to_path_buf(),
                     field: format!("annotations.{k}"),
                     message: format!("must be a string, found {}; quote the value", type_name(v)),
                 });
             }
-        }
     }
     let get = |k: &str| map.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     let package = get(ANNOTATION_PACKAGE);

@@ -202,8 +202,8 @@ fn check_annotations(b: &Bundle, out: &mut Out) {
         ),
     }
     for (k, want) in [(ANNOTATION_MANIFESTS, "manifests/"), (ANNOTATION_METADATA, "metadata/")] {
-        if let Some(v) = a.all.get(k) {
-            if v.trim_end_matches('/') != want.trim_end_matches('/') {
+        if let Some(v) = a.all.get(k)
+            && v.trim_end_matches('/') != want.trim_end_matches('/') {
                 out.warn(
                     &file,
                     key(k),
@@ -211,7 +211,6 @@ fn check_annotations(b: &Bundle, out: &mut Out) {
                     format!("set it to \"{want}\""),
                 );
             }
-        }
     }
 }
 
@@ -652,11 +651,10 @@ fn check_constraint_shape(c: &property::Constraint, file: &str, field: &str, out
     if n != 1 {
         out.error(file, field, format!("has {n} constraints; exactly one of gvk, package, cel, all, any, not is required"), "split it or wrap several in all/any");
     }
-    if let Some(p) = &c.package {
-        if let Err(e) = check_range(&p.version_range) {
+    if let Some(p) = &c.package
+        && let Err(e) = check_range(&p.version_range) {
             out.error(file, format!("{field}.package.versionRange"), format!("{:?} is not a semver range: {e}", p.version_range), "use blang/semver range syntax");
         }
-    }
     for (key, comp) in [("all", &c.all), ("any", &c.any), ("not", &c.not)] {
         if let Some(comp) = comp {
             for (i, inner) in comp.constraints.iter().enumerate() {

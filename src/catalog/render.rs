@@ -532,11 +532,10 @@ fn req_str(v: Option<&Value>, field: &str) -> FieldResult<String> {
 }
 
 fn put_str(out: &mut Map<String, Value>, key: &str, v: Option<&Value>, field: &str) -> FieldResult<()> {
-    if let Some(s) = opt_str(v, field)? {
-        if !s.is_empty() {
+    if let Some(s) = opt_str(v, field)?
+        && !s.is_empty() {
             out.insert(key.into(), Value::String(s));
         }
-    }
     Ok(())
 }
 
@@ -572,11 +571,10 @@ fn app_link(v: Option<&Value>, field: &str, keys: &[&str]) -> FieldResult<Value>
         None | Some(Value::Null) => {}
         Some(Value::Object(m)) => {
             for k in keys {
-                if let Some(s) = opt_str(m.get(*k), &format!("{field}.{k}"))? {
-                    if !s.is_empty() {
+                if let Some(s) = opt_str(m.get(*k), &format!("{field}.{k}"))?
+                    && !s.is_empty() {
                         o.insert((*k).into(), Value::String(s));
                     }
-                }
             }
         }
         Some(other) => return Err((field.to_string(), format!("must be a mapping, found {other}"))),

@@ -3,6 +3,7 @@
 mod bundle;
 mod image;
 mod render;
+mod resolve;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -21,6 +22,8 @@ enum Command {
     Version,
     /// Work with registry+v1 bundle directories.
     Bundle(bundle::BundleArgs),
+    /// What-if resolution of Subscriptions against catalogs, offline.
+    Resolve(resolve::ResolveArgs),
 }
 
 /// Parses the command line and runs the command; the exit code follows each command's contract.
@@ -32,5 +35,6 @@ pub fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Bundle(args) => bundle::run(args),
+        Command::Resolve(args) => resolve::run(args),
     }
 }

@@ -1,0 +1,834 @@
+//! The resolver's view of one catalog: packages, channels ordered the way OLM v0 orders them,
+//! bundles with parsed versions, provided APIs and dependencies.
+//!
+//! Built once per catalog from a [`DeclarativeConfig`] and shared behind an `Arc`; everything
+//! the solver asks for is precomputed here so that resolving a Subscription does no parsing.
+//! Only what resolution needs is kept (no `olm.bundle.object`, no `olm.csv.metadata`).
+//!
+//! Channel ordering follows OLM v0's `sortChannel` (`reference/olm-v0.md` §4.2; upstream
+//! `pkg/controller/registry/resolver/resolver.go`): entries nobody `replaces` or `skips` are heads,
+//! exactly one head is required, its `replaces` chain gives the order (head first), and entries named
+//! in some entry's `skips` are never candidates. `skipRange` is an upgrade edge, not an ordering edge.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+use petgraph::graph::{DiGraph, NodeIndex};
+use semver::Version;
+
+use crate::catalog::model::DeclarativeConfig;
+use crate::catalog::property::{self, Constraint, Gvk, PackageProperty, PackageRequired};
+
+use super::range::{VersionRange, parse_version};
+
+/// Index of a package in [`CatalogIndex`].
+pub type PackageIdx = u32;
+/// Index of a bundle in [`CatalogIndex`].
+pub type BundleIdx = u32;
+
+/// A predicate over one candidate bundle: what a dependency asks for
+/// (`olm.package.required`, `olm.gvk.required`, `olm.constraint`; `reference/olm-v0.md` §2.2–2.3).
+/// Compound forms follow operator-lifecycle-manager `cache/predicates.go`: `all` = every predicate
+/// holds for the same bundle, `any` = at least one, `not` = none.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Predicate {
+    /// A bundle of this package whose version lies in the (blang) range.
+    Package {
+        /// Package name.
+        package: String,
+        /// Version range (blang/semver syntax).
+        range: VersionRange,
+    },
+    /// A bundle that provides this API.
+    Gvk(Gvk),
+    /// All nested predicates hold.
+    All(Vec<Predicate>),
+    /// At least one nested predicate holds.
+    Any(Vec<Predicate>),
+    /// None of the nested predicates holds.
+    Not(Vec<Predicate>),
+}
+
+impl fmt::Display for Predicate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn join(f: &mut fmt::Formatter<'_>, ps: &[Predicate], sep: &str) -> fmt::Result {
+            for (i, p) in ps.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(sep)?;
+                }
+                write!(f, "{p}")?;
+            }
+            Ok(())
+        }
+        match self {
+            Predicate::Package { package, range } => write!(f, "{package} {range}"),
+            Predicate::Gvk(g) => write!(f, "an operator providing {}", display_gvk(g)),
+            Predicate::All(ps) => {
+                f.write_str("(")?;
+                join(f, ps, " and ")?;
+                f.write_str(")")
+            }
+            Predicate::Any(ps) => {
+                f.write_str("(")?;
+                join(f, ps, " or ")?;
+                f.write_str(")")
+            }
+            Predicate::Not(ps) => {
+                f.write_str("not (")?;
+                join(f, ps, " or ")?;
+                f.write_str(")")
+            }
+        }
+    }
+}
+
+/// `group/version Kind`, the way the explanations name an API.
+pub fn display_gvk(g: &Gvk) -> String {
+    if g.group.is_empty() { format!("{} {}", g.version, g.kind) } else { format!("{}/{} {}", g.group, g.version, g.kind) }
+}
+
+impl Predicate {
+    /// Whether `bundle` (of `index`) satisfies the predicate.
+    pub fn matches(&self, package: &str, version: &Version, provides: &[Gvk]) -> bool {
+        match self {
+            Predicate::Package { package: p, range } => p == package && range.matches(version),
+            Predicate::Gvk(g) => provides.contains(g),
+            Predicate::All(ps) => ps.iter().all(|p| p.matches(package, version, provides)),
+            Predicate::Any(ps) => ps.iter().any(|p| p.matches(package, version, provides)),
+            Predicate::Not(ps) => !ps.iter().any(|p| p.matches(package, version, provides)),
+        }
+    }
+
+    /// Packages a matching bundle may belong to, or `None` when any package may match (`not`).
+    pub fn packages(&self, gvk_packages: &dyn Fn(&Gvk) -> Vec<String>) -> Option<HashSet<String>> {
+        match self {
+            Predicate::Package { package, .. } => Some(HashSet::from([package.clone()])),
+            Predicate::Gvk(g) => Some(gvk_packages(g).into_iter().collect()),
+            Predicate::All(ps) => {
+                let mut acc: Option<HashSet<String>> = None;
+                for p in ps {
+                    if let Some(s) = p.packages(gvk_packages) {
+                        acc = Some(match acc {
+                            None => s,
+                            Some(a) => a.intersection(&s).cloned().collect(),
+                        });
+                    }
+                }
+                acc
+            }
+            Predicate::Any(ps) => {
+                let mut acc = HashSet::new();
+                for p in ps {
+                    acc.extend(p.packages(gvk_packages)?);
+                }
+                Some(acc)
+            }
+            Predicate::Not(_) => None,
+        }
+    }
+}
+
+/// One dependency of a bundle: a predicate some installed bundle must satisfy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dependency {
+    /// What is required.
+    pub predicate: Predicate,
+    /// `failureMessage` of an `olm.constraint`, shown when it cannot be satisfied.
+    pub failure_message: Option<String>,
+}
+
+/// A bundle as the resolver sees it.
+#[derive(Debug, Clone)]
+pub struct BundleEntry {
+    /// Bundle (CSV) name.
+    pub name: String,
+    /// Owning package.
+    pub package: PackageIdx,
+    /// Version from the `olm.package` property (`0.0.0` when it is missing or invalid; see `problem`).
+    pub version: Version,
+    /// Bundle image reference.
+    pub image: String,
+    /// APIs the bundle provides (`olm.gvk`).
+    pub provides: Vec<Gvk>,
+    /// Dependencies (`olm.package.required`, `olm.gvk.required`, `olm.constraint`).
+    pub dependencies: Vec<Dependency>,
+    /// Why the bundle can never be installed (bad properties, `cel` constraint, `olm.deprecated`).
+    pub problem: Option<String>,
+    /// Position in OLM's dependency preference order inside this catalog (default channel first,
+    /// then package name, then channel name, then head first); `u32::MAX` when the bundle is on no
+    /// channel's candidate chain (skipped, stranded, or its channel is broken).
+    pub rank: u32,
+}
+
+/// One channel entry with its upgrade edges.
+#[derive(Debug, Clone)]
+pub struct EntryInfo {
+    /// Bundle name of the entry.
+    pub name: String,
+    /// The bundle blob, when the catalog has one.
+    pub bundle: Option<BundleIdx>,
+    /// `replaces`.
+    pub replaces: Option<String>,
+    /// `skips`.
+    pub skips: Vec<String>,
+    /// `skipRange`, parsed (blang); `Err` keeps the parse error for explanations.
+    pub skip_range: Option<Result<VersionRange, String>>,
+    /// Name of an entry that lists this one in its `skips`.
+    pub skipped_by: Option<String>,
+}
+
+/// A channel: its entries and the head-first order of its candidate entries.
+#[derive(Debug, Clone)]
+pub struct ChannelInfo {
+    /// Channel name.
+    pub name: String,
+    /// Entries in file order.
+    pub entries: Vec<EntryInfo>,
+    /// Candidate entries (indexes into `entries`), head first; `Err` says why the channel cannot be
+    /// ordered (no head, several heads, cycle) in OLM's terms plus where the chain breaks.
+    pub order: Result<Vec<u32>, String>,
+}
+
+/// A package with its channels (sorted by name).
+#[derive(Debug, Clone)]
+pub struct PackageInfo {
+    /// Package name.
+    pub name: String,
+    /// `defaultChannel` as written.
+    pub default_channel: Option<String>,
+    /// Channels sorted by name.
+    pub channels: Vec<ChannelInfo>,
+    /// Bundles of the package.
+    pub bundles: Vec<BundleIdx>,
+}
+
+impl PackageInfo {
+    /// The channel named `name`.
+    pub fn channel(&self, name: &str) -> Option<&ChannelInfo> {
+        self.channels.iter().find(|c| c.name == name)
+    }
+
+    /// Channel names joined for messages: `fast, stable (default stable)`.
+    pub fn channel_list(&self) -> String {
+        let names: Vec<&str> = self.channels.iter().map(|c| c.name.as_str()).collect();
+        let mut s = join_and(&names);
+        if let Some(d) = &self.default_channel {
+            s.push_str(&format!(" (default {d})"));
+        }
+        s
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+pub fn join_and<S: AsRef<str>>(items: &[S]) -> String {
+    match items.len() {
+        0 => "none".to_string(),
+        1 => items[0].as_ref().to_string(),
+        n => {
+            let head: Vec<&str> = items[..n - 1].iter().map(|s| s.as_ref()).collect();
+            format!("{} and {}", head.join(", "), items[n - 1].as_ref())
+        }
+    }
+}
+
+/// The resolver's index of one catalog. Build it with [`CatalogIndex::from_config`].
+#[derive(Debug, Clone, Default)]
+pub struct CatalogIndex {
+    packages: Vec<PackageInfo>,
+    package_by_name: HashMap<String, PackageIdx>,
+    bundles: Vec<BundleEntry>,
+    bundle_by_name: HashMap<String, BundleIdx>,
+    gvk_providers: HashMap<Gvk, Vec<BundleIdx>>,
+    problems: Vec<String>,
+}
+
+impl CatalogIndex {
+    /// Builds the index. Never fails: a problem with one bundle, channel or package is recorded on
+    /// that object (and in [`CatalogIndex::problems`]) so that the rest of the catalog stays usable
+    /// and a Subscription that touches the broken object gets a message naming it.
+    pub fn from_config(config: &DeclarativeConfig) -> CatalogIndex {
+        let mut idx = CatalogIndex::default();
+        for p in &config.packages {
+            if idx.package_by_name.contains_key(&p.name) {
+                idx.problems.push(format!("package {} is declared twice (olm.package)", p.name));
+                continue;
+            }
+            idx.package_by_name.insert(p.name.clone(), idx.packages.len() as PackageIdx);
+            idx.packages.push(PackageInfo {
+                name: p.name.clone(),
+                default_channel: p.default_channel.clone().filter(|c| !c.is_empty()),
+                channels: Vec::new(),
+                bundles: Vec::new(),
+            });
+        }
+        for b in &config.bundles {
+            let Some(&pkg) = idx.package_by_name.get(&b.package) else {
+                idx.problems.push(format!(
+                    "bundle {} names package {:?}, which has no olm.package blob; it is ignored",
+                    b.name, b.package
+                ));
+                continue;
+            };
+            let bi = idx.bundles.len() as BundleIdx;
+            if let Some(&other) = idx.bundle_by_name.get(&b.name) {
+                let other_pkg = &idx.packages[idx.bundles[other as usize].package as usize].name;
+                idx.problems.push(format!(
+                    "bundle name {} appears twice (packages {} and {}); lookups by name use the first",
+                    b.name, other_pkg, b.package
+                ));
+            } else {
+                idx.bundle_by_name.insert(b.name.clone(), bi);
+            }
+            let entry = bundle_entry(b, pkg);
+            if let Some(p) = &entry.problem {
+                idx.problems.push(format!("package {} / bundle {}: {p}", b.package, b.name));
+            }
+            for g in &entry.provides {
+                idx.gvk_providers.entry(g.clone()).or_default().push(bi);
+            }
+            idx.packages[pkg as usize].bundles.push(bi);
+            idx.bundles.push(entry);
+        }
+        let mut channels_by_pkg: Vec<Vec<ChannelInfo>> = vec![Vec::new(); idx.packages.len()];
+        for c in &config.channels {
+            let Some(&pkg) = idx.package_by_name.get(&c.package) else {
+                idx.problems.push(format!(
+                    "channel {} names package {:?}, which has no olm.package blob; it is ignored",
+                    c.name, c.package
+                ));
+                continue;
+            };
+            let entries: Vec<EntryInfo> = c
+                .entries
+                .iter()
+                .map(|e| {
+                    let bundle = idx
+                        .bundle_by_name
+                        .get(&e.name)
+                        .copied()
+                        .filter(|&b| idx.bundles[b as usize].package == pkg);
+                    EntryInfo {
+                        name: e.name.clone(),
+                        bundle,
+                        replaces: e.replaces.clone().filter(|r| !r.is_empty()),
+                        skips: e.skips.clone(),
+                        skip_range: e
+                            .skip_range
+                            .as_ref()
+                            .filter(|r| !r.trim().is_empty())
+                            .map(|r| VersionRange::blang(r).map_err(|err| err.to_string())),
+                        skipped_by: None,
+                    }
+                })
+                .collect();
+            let mut info = ChannelInfo { name: c.name.clone(), entries, order: Ok(Vec::new()) };
+            info.order = order_channel(&c.package, &mut info);
+            if let Err(e) = &info.order {
+                idx.problems.push(e.clone());
+            }
+            channels_by_pkg[pkg as usize].push(info);
+        }
+        for (pkg, mut chans) in channels_by_pkg.into_iter().enumerate() {
+            chans.sort_by(|a, b| a.name.cmp(&b.name));
+            idx.packages[pkg].channels = chans;
+        }
+        idx.assign_ranks();
+        idx
+    }
+
+    /// OLM's dependency order inside one catalog: default channels first, then package name, then
+    /// channel name, then head first (`reference/olm-v0.md` §4.5, upstream `sortBundles`).
+    fn assign_ranks(&mut self) {
+        let mut chans: Vec<(bool, &str, &str, &ChannelInfo)> = Vec::new();
+        for p in &self.packages {
+            for c in &p.channels {
+                let is_default = p.default_channel.as_deref() == Some(c.name.as_str());
+                chans.push((!is_default, p.name.as_str(), c.name.as_str(), c));
+            }
+        }
+        chans.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+        let mut ranks = vec![u32::MAX; self.bundles.len()];
+        let mut next = 0u32;
+        for (_, _, _, c) in chans {
+            let Ok(order) = &c.order else { continue };
+            for &e in order {
+                if let Some(b) = c.entries[e as usize].bundle
+                    && ranks[b as usize] == u32::MAX
+                {
+                    ranks[b as usize] = next;
+                    next += 1;
+                }
+            }
+        }
+        for (b, r) in self.bundles.iter_mut().zip(ranks) {
+            b.rank = r;
+        }
+    }
+
+    /// Problems found while indexing (bad properties, channels that cannot be ordered, …), each
+    /// naming package / channel / bundle.
+    pub fn problems(&self) -> &[String] {
+        &self.problems
+    }
+
+    /// All packages.
+    pub fn packages(&self) -> &[PackageInfo] {
+        &self.packages
+    }
+
+    /// All bundles.
+    pub fn bundles(&self) -> &[BundleEntry] {
+        &self.bundles
+    }
+
+    /// The package named `name`.
+    pub fn package(&self, name: &str) -> Option<(PackageIdx, &PackageInfo)> {
+        self.package_by_name.get(name).map(|&i| (i, &self.packages[i as usize]))
+    }
+
+    /// Package by index.
+    pub fn package_at(&self, i: PackageIdx) -> &PackageInfo {
+        &self.packages[i as usize]
+    }
+
+    /// Bundle by index.
+    pub fn bundle(&self, i: BundleIdx) -> &BundleEntry {
+        &self.bundles[i as usize]
+    }
+
+    /// The bundle named `name` (first one, if a name repeats across packages).
+    pub fn bundle_by_name(&self, name: &str) -> Option<BundleIdx> {
+        self.bundle_by_name.get(name).copied()
+    }
+
+    /// Package name of a bundle.
+    pub fn package_name(&self, b: BundleIdx) -> &str {
+        &self.packages[self.bundles[b as usize].package as usize].name
+    }
+
+    /// Bundles that provide `gvk`.
+    pub fn providers(&self, gvk: &Gvk) -> &[BundleIdx] {
+        self.gvk_providers.get(gvk).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Whether the bundle can be chosen as a dependency: on some channel's candidate chain and
+    /// without a problem.
+    pub fn is_candidate(&self, b: BundleIdx) -> bool {
+        let e = &self.bundles[b as usize];
+        e.rank != u32::MAX && e.problem.is_none()
+    }
+
+    /// Channels (names) whose candidate chain holds bundle `b`, default channel first.
+    pub fn channels_of(&self, b: BundleIdx) -> Vec<&str> {
+        let bundle = &self.bundles[b as usize];
+        let pkg = &self.packages[bundle.package as usize];
+        let mut out: Vec<&str> = pkg
+            .channels
+            .iter()
+            .filter(|c| {
+                c.order.as_ref().is_ok_and(|o| o.iter().any(|&e| c.entries[e as usize].bundle == Some(b)))
+            })
+            .map(|c| c.name.as_str())
+            .collect();
+        if let Some(d) = &pkg.default_channel
+            && let Some(pos) = out.iter().position(|c| c == d)
+        {
+            let d = out.remove(pos);
+            out.insert(0, d);
+        }
+        out
+    }
+
+    /// The upgrade graph of one channel (petgraph): a node per entry, an edge `old → new` for every
+    /// `replaces`, `skips` and `skipRange` relation, labelled with the kind.
+    pub fn upgrade_graph(&self, channel: &ChannelInfo) -> DiGraph<String, EdgeKind> {
+        let mut g = DiGraph::new();
+        let nodes: Vec<NodeIndex> = channel.entries.iter().map(|e| g.add_node(e.name.clone())).collect();
+        let by_name: HashMap<&str, usize> =
+            channel.entries.iter().enumerate().map(|(i, e)| (e.name.as_str(), i)).collect();
+        for (i, e) in channel.entries.iter().enumerate() {
+            if let Some(r) = &e.replaces
+                && let Some(&j) = by_name.get(r.as_str())
+            {
+                g.add_edge(nodes[j], nodes[i], EdgeKind::Replaces);
+            }
+            for s in &e.skips {
+                if let Some(&j) = by_name.get(s.as_str()) {
+                    g.add_edge(nodes[j], nodes[i], EdgeKind::Skips);
+                }
+            }
+            if let Some(Ok(range)) = &e.skip_range {
+                for (j, other) in channel.entries.iter().enumerate() {
+                    if j != i
+                        && let Some(b) = other.bundle
+                        && range.matches(&self.bundles[b as usize].version)
+                    {
+                        g.add_edge(nodes[j], nodes[i], EdgeKind::SkipRange);
+                    }
+                }
+            }
+        }
+        g
+    }
+}
+
+/// Kind of an upgrade edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EdgeKind {
+    /// The newer entry `replaces` the older one.
+    Replaces,
+    /// The newer entry lists the older one in `skips`.
+    Skips,
+    /// The older entry's version lies in the newer entry's `skipRange`.
+    SkipRange,
+}
+
+fn bundle_entry(b: &crate::catalog::model::Bundle, package: PackageIdx) -> BundleEntry {
+    let mut problems: Vec<String> = Vec::new();
+    let mut version = None;
+    let mut provides = Vec::new();
+    let mut dependencies = Vec::new();
+    let mut package_props = 0;
+    for p in &b.properties {
+        match p.type_.as_str() {
+            property::PACKAGE => {
+                package_props += 1;
+                match p.decode::<PackageProperty>() {
+                    Ok(pp) => match parse_version(&pp.version) {
+                        Ok(v) => version = Some(v),
+                        Err(e) => problems.push(format!("olm.package version {:?} is not semver: {e}", pp.version)),
+                    },
+                    Err(e) => problems.push(format!("{e}; a bundle needs exactly one olm.package property with packageName and version")),
+                }
+            }
+            property::GVK => match p.decode::<Gvk>() {
+                Ok(g) => provides.push(g),
+                Err(e) => problems.push(e.to_string()),
+            },
+            property::PACKAGE_REQUIRED => match p.decode::<PackageRequired>() {
+                Ok(r) => match VersionRange::blang(&r.version_range) {
+                    Ok(range) => dependencies.push(Dependency {
+                        predicate: Predicate::Package { package: r.package_name, range },
+                        failure_message: None,
+                    }),
+                    Err(e) => problems.push(format!("olm.package.required on {}: {e}", r.package_name)),
+                },
+                Err(e) => problems.push(e.to_string()),
+            },
+            property::GVK_REQUIRED => match p.decode::<Gvk>() {
+                Ok(g) => dependencies.push(Dependency { predicate: Predicate::Gvk(g), failure_message: None }),
+                Err(e) => problems.push(e.to_string()),
+            },
+            property::CONSTRAINT => {
+                let size = serde_json::to_vec(&p.value).map(|v| v.len()).unwrap_or(0);
+                if size > property::MAX_CONSTRAINT_SIZE {
+                    problems.push(format!(
+                        "olm.constraint value is {size} bytes, more than the {} byte limit",
+                        property::MAX_CONSTRAINT_SIZE
+                    ));
+                    continue;
+                }
+                match p.decode::<Constraint>().map_err(|e| e.to_string()).and_then(|c| {
+                    let msg = c.failure_message.clone();
+                    constraint_predicate(&c).map(|pred| Dependency { predicate: pred, failure_message: msg })
+                }) {
+                    Ok(d) => dependencies.push(d),
+                    Err(e) => problems.push(e),
+                }
+            }
+            property::DEPRECATED => problems.push(
+                "the bundle carries the olm.deprecated property, so OLM never installs it".to_string(),
+            ),
+            _ => {}
+        }
+    }
+    if package_props != 1 && problems.is_empty() {
+        problems.push(format!(
+            "has {package_props} olm.package properties; a bundle needs exactly one olm.package property with packageName and version"
+        ));
+    }
+    if version.is_none() && problems.is_empty() {
+        problems.push("has no usable olm.package version".into());
+    }
+    BundleEntry {
+        name: b.name.clone(),
+        package,
+        version: version.unwrap_or_else(|| Version::new(0, 0, 0)),
+        image: b.image.clone(),
+        provides,
+        dependencies,
+        problem: if problems.is_empty() { None } else { Some(problems.join("; ")) },
+        rank: u32::MAX,
+    }
+}
+
+/// Translates an `olm.constraint` value into a predicate; `cel` is refused.
+fn constraint_predicate(c: &Constraint) -> Result<Predicate, String> {
+    let mut found: Vec<Predicate> = Vec::new();
+    if let Some(g) = &c.gvk {
+        found.push(Predicate::Gvk(g.clone()));
+    }
+    if let Some(p) = &c.package {
+        let range = VersionRange::blang(&p.version_range).map_err(|e| format!("olm.constraint package {}: {e}", p.package_name))?;
+        found.push(Predicate::Package { package: p.package_name.clone(), range });
+    }
+    if let Some(cel) = &c.cel {
+        return Err(format!(
+            "olm.constraint with a cel rule ({:?}) is not supported yet by capstan; the bundle cannot be installed until the catalog offers it without the cel constraint",
+            cel.rule
+        ));
+    }
+    let nested = |cc: &crate::catalog::property::CompoundConstraint| -> Result<Vec<Predicate>, String> {
+        cc.constraints.iter().map(constraint_predicate).collect()
+    };
+    if let Some(a) = &c.all {
+        found.push(Predicate::All(nested(a)?));
+    }
+    if let Some(a) = &c.any {
+        found.push(Predicate::Any(nested(a)?));
+    }
+    if let Some(a) = &c.not {
+        found.push(Predicate::Not(nested(a)?));
+    }
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err("olm.constraint names no constraint (one of gvk, package, cel, all, any, not)".into()),
+        n => Err(format!("olm.constraint names {n} constraints; exactly one of gvk, package, cel, all, any, not is allowed")),
+    }
+}
+
+/// Orders a channel as OLM v0's `sortChannel` does and records `skipped_by` on entries.
+fn order_channel(package: &str, ch: &mut ChannelInfo) -> Result<Vec<u32>, String> {
+    let n = ch.entries.len();
+    if n == 0 {
+        return Err(format!("channel {} of package {package} has no entries", ch.name));
+    }
+    let by_name: HashMap<String, usize> = ch.entries.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
+    let mut replaced_by: Vec<Option<usize>> = vec![None; n];
+    let mut replaces: Vec<Option<usize>> = vec![None; n];
+    let mut skipped_by: Vec<Option<usize>> = vec![None; n];
+    for (i, e) in ch.entries.iter().enumerate() {
+        if let Some(r) = &e.replaces
+            && let Some(&j) = by_name.get(r)
+        {
+            replaced_by[j] = Some(i);
+            replaces[i] = Some(j);
+        }
+        for s in &e.skips {
+            if let Some(&j) = by_name.get(s) {
+                replaced_by[j] = Some(i);
+                skipped_by[j] = Some(i);
+            }
+        }
+    }
+    for (j, s) in skipped_by.iter().enumerate() {
+        if let Some(i) = s {
+            ch.entries[j].skipped_by = Some(ch.entries[*i].name.clone());
+        }
+    }
+    // Cycles in the replaces chain, found with petgraph so the message can show the path.
+    let mut g: DiGraph<usize, ()> = DiGraph::new();
+    let nodes: Vec<NodeIndex> = (0..n).map(|i| g.add_node(i)).collect();
+    for (i, r) in replaces.iter().enumerate() {
+        if let Some(j) = r {
+            g.add_edge(nodes[i], nodes[*j], ());
+        }
+    }
+    for scc in petgraph::algo::tarjan_scc(&g) {
+        let is_cycle = scc.len() > 1 || g.contains_edge(scc[0], scc[0]);
+        if is_cycle {
+            // Walk the cycle from its first member to print it in replaces order.
+            let start = g[scc[0]];
+            let mut path = vec![ch.entries[start].name.clone()];
+            let mut cur = start;
+            while let Some(next) = replaces[cur] {
+                path.push(ch.entries[next].name.clone());
+                if next == start {
+                    break;
+                }
+                cur = next;
+            }
+            return Err(format!(
+                "channel {} of package {package} has a cycle in its replaces chain: {}; remove one replaces so the chain ends",
+                ch.name,
+                path.join(" -> ")
+            ));
+        }
+    }
+    let heads: Vec<usize> = (0..n).filter(|&i| replaced_by[i].is_none()).collect();
+    let chain_of = |head: usize| -> Vec<usize> {
+        let mut chain = vec![head];
+        let mut cur = head;
+        while let Some(next) = replaces[cur] {
+            chain.push(next);
+            cur = next;
+        }
+        chain
+    };
+    if heads.is_empty() {
+        return Err(format!(
+            "channel {} of package {package} has no head: every entry is replaced or skipped by another",
+            ch.name
+        ));
+    }
+    if heads.len() > 1 {
+        let mut parts = Vec::new();
+        let mut breaks = Vec::new();
+        for &h in &heads {
+            let chain = chain_of(h);
+            let tail = *chain.last().unwrap_or(&h);
+            if chain.len() == 1 {
+                parts.push(ch.entries[h].name.clone());
+            } else {
+                parts.push(format!("{}...{}", ch.entries[h].name, ch.entries[tail].name));
+            }
+            if let Some(r) = &ch.entries[tail].replaces
+                && !by_name.contains_key(r)
+            {
+                breaks.push(format!("{} replaces {r}, which is not an entry of this channel", ch.entries[tail].name));
+            }
+        }
+        let mut msg = format!(
+            "channel {} of package {package} has {} heads ({}); a channel needs one replaces chain",
+            ch.name,
+            heads.len(),
+            parts.join(", ")
+        );
+        if !breaks.is_empty() {
+            msg.push_str(&format!("; the chain breaks where {}", breaks.join(" and ")));
+        }
+        let skip_range_only: Vec<&str> = heads
+            .iter()
+            .filter(|&&h| ch.entries[h].skip_range.is_some())
+            .map(|&h| ch.entries[h].name.as_str())
+            .collect();
+        if !skip_range_only.is_empty() {
+            msg.push_str(&format!(
+                "; skipRange (on {}) does not create an ordering edge, add replaces or skips to link the entries",
+                skip_range_only.join(", ")
+            ));
+        }
+        return Err(msg);
+    }
+    Ok(chain_of(heads[0]).into_iter().filter(|&i| skipped_by[i].is_none()).map(|i| i as u32).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::model::{Bundle, Channel, ChannelEntry, Package, Property};
+
+    fn entry(name: &str, replaces: Option<&str>, skips: &[&str], skip_range: Option<&str>) -> ChannelEntry {
+        ChannelEntry {
+            name: name.into(),
+            replaces: replaces.map(Into::into),
+            skips: skips.iter().map(|s| s.to_string()).collect(),
+            skip_range: skip_range.map(Into::into),
+            ..Default::default()
+        }
+    }
+
+    fn config(entries: Vec<ChannelEntry>) -> DeclarativeConfig {
+        let bundles = entries
+            .iter()
+            .map(|e| Bundle {
+                schema: "olm.bundle".into(),
+                package: "p".into(),
+                name: e.name.clone(),
+                image: format!("img/{}", e.name),
+                properties: vec![Property::new(
+                    property::PACKAGE,
+                    &PackageProperty {
+                        package_name: "p".into(),
+                        version: e.name.trim_start_matches("p.v").into(),
+                        release: None,
+                    },
+                )],
+                ..Default::default()
+            })
+            .collect();
+        DeclarativeConfig {
+            packages: vec![Package { schema: "olm.package".into(), name: "p".into(), default_channel: Some("s".into()), ..Default::default() }],
+            channels: vec![Channel { schema: "olm.channel".into(), package: "p".into(), name: "s".into(), entries, ..Default::default() }],
+            bundles,
+            ..Default::default()
+        }
+    }
+
+    fn order(idx: &CatalogIndex) -> Result<Vec<String>, String> {
+        let c = &idx.packages()[0].channels[0];
+        c.order.clone().map(|o| o.iter().map(|&e| c.entries[e as usize].name.clone()).collect())
+    }
+
+    #[test]
+    fn orders_head_first_and_drops_skipped_entries() {
+        let idx = CatalogIndex::from_config(&config(vec![
+            entry("p.v1.0.0", None, &[], None),
+            entry("p.v1.1.0", Some("p.v1.0.0"), &[], None),
+            entry("p.v1.1.1", Some("p.v1.0.0"), &["p.v1.1.0"], None),
+        ]));
+        assert_eq!(order(&idx).unwrap(), vec!["p.v1.1.1", "p.v1.0.0"]);
+        assert_eq!(idx.packages()[0].channels[0].entries[1].skipped_by.as_deref(), Some("p.v1.1.1"));
+    }
+
+    #[test]
+    fn skip_range_alone_gives_two_heads() {
+        let idx = CatalogIndex::from_config(&config(vec![
+            entry("p.v1.0.0", None, &[], None),
+            entry("p.v1.0.1", None, &[], Some("<1.0.1")),
+        ]));
+        let err = order(&idx).unwrap_err();
+        assert!(err.contains("2 heads") && err.contains("p.v1.0.0") && err.contains("p.v1.0.1"), "{err}");
+        assert!(err.contains("skipRange"), "{err}");
+    }
+
+    #[test]
+    fn broken_chain_is_located() {
+        let idx = CatalogIndex::from_config(&config(vec![
+            entry("p.v1.6.1", None, &[], None),
+            entry("p.v1.6.2", Some("p.v1.6.1"), &[], None),
+            entry("p.v1.7.0", Some("p.v1.6.3"), &[], None),
+            entry("p.v1.7.1", Some("p.v1.7.0"), &[], None),
+        ]));
+        let err = order(&idx).unwrap_err();
+        assert!(err.contains("p.v1.6.2...p.v1.6.1") && err.contains("p.v1.7.1...p.v1.7.0"), "{err}");
+        assert!(err.contains("p.v1.7.0 replaces p.v1.6.3, which is not an entry"), "{err}");
+    }
+
+    #[test]
+    fn replaces_cycle_is_reported_with_its_path() {
+        let idx = CatalogIndex::from_config(&config(vec![
+            entry("p.v3.0.0", Some("p.v2.0.0"), &[], None),
+            entry("p.v2.0.0", Some("p.v1.0.0"), &[], None),
+            entry("p.v1.0.0", Some("p.v2.0.0"), &[], None),
+        ]));
+        let err = order(&idx).unwrap_err();
+        assert!(err.contains("cycle") && (err.contains("p.v2.0.0 -> p.v1.0.0 -> p.v2.0.0") || err.contains("p.v1.0.0 -> p.v2.0.0 -> p.v1.0.0")), "{err}");
+    }
+
+    #[test]
+    fn upgrade_graph_has_skip_range_edges() {
+        let idx = CatalogIndex::from_config(&config(vec![
+            entry("p.v1.0.0", None, &[], None),
+            entry("p.v1.0.1", Some("p.v1.0.0"), &[], None),
+            entry("p.v1.1.0", Some("p.v1.0.1"), &[], Some(">=1.0.0 <1.1.0")),
+        ]));
+        let g = idx.upgrade_graph(&idx.packages()[0].channels[0]);
+        let kinds: Vec<EdgeKind> = g.edge_weights().copied().collect();
+        assert_eq!(kinds.iter().filter(|k| **k == EdgeKind::SkipRange).count(), 2);
+        assert_eq!(kinds.iter().filter(|k| **k == EdgeKind::Replaces).count(), 2);
+    }
+
+    #[test]
+    fn cel_constraint_is_refused_on_the_bundle() {
+        let mut cfg = config(vec![entry("p.v1.0.0", None, &[], None)]);
+        cfg.bundles[0].properties.push(Property {
+            type_: "olm.constraint".into(),
+            value: serde_json::json!({"cel": {"rule": "true"}}),
+        });
+        let idx = CatalogIndex::from_config(&cfg);
+        let p = idx.bundle(0).problem.clone().unwrap();
+        assert!(p.contains("cel") && p.contains("not supported yet"), "{p}");
+        assert!(!idx.is_candidate(0));
+    }
+}

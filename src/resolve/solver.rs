@@ -1,0 +1,1301 @@
+//! The resolvo encoding of one namespace, the per-Subscription preflight checks and the
+//! explanations built from resolvo's conflict graph.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt::{self, Display};
+
+use indexmap::IndexSet;
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::EdgeRef;
+use resolvo::conflict::{ConflictCause, ConflictEdge, ConflictGraph, ConflictNode};
+use resolvo::utils::{Pool, VersionSet};
+use resolvo::{
+    Candidates, Condition, ConditionId, ConditionalRequirement, Dependencies, DependencyProvider, Interner,
+    KnownDependencies, NameId, Problem, Requirement, SolvableId, Solver, SolverCache, StringId,
+    UnsolvableOrCancelled, VersionSetId, VersionSetUnionId,
+};
+use semver::Version;
+
+use crate::catalog::property::Gvk;
+
+use super::index::{BundleIdx, CatalogIndex, ChannelInfo, Dependency, Predicate, display_gvk, join_and};
+use super::range::VersionRange;
+use super::{
+    CatalogInput, CatalogSourceKey, ErrorKind, InstalledBundle, Reason, ResolveError, ResolvedBundle,
+    SubscriptionRequest, split_csv_name,
+};
+
+/// A solvable: a catalog bundle, an installed bundle, or "package P provides API G".
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Record {
+    Bundle { cat: u32, b: BundleIdx },
+    Installed(u32),
+    GvkProvider { gvk: u32, pkg: u32 },
+}
+
+impl Display for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+/// A resolvo name: a package, an API (GVK), or a requirement nothing can meet.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+enum SolverName {
+    Package(String),
+    Gvk(u32),
+    Nothing,
+}
+
+/// A resolvo version set.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+enum VsKey {
+    /// The candidates of Subscription plan `i`, in preference order.
+    Sub(u32),
+    /// Exactly this solvable.
+    Exact(Record),
+    /// Dependency `dep` of `owner`, restricted to the version set's package.
+    Dep { owner: Record, dep: u32 },
+}
+
+impl VersionSet for VsKey {
+    type V = Record;
+}
+
+/// An installed bundle with what the resolver knows about it.
+struct InstalledInfo {
+    name: String,
+    package: String,
+    version: Version,
+    catalog: Option<usize>,
+    bundle: Option<BundleIdx>,
+    provides: Vec<Gvk>,
+    dependencies: Vec<Dependency>,
+    image: String,
+}
+
+/// A Subscription that passed the preflight checks.
+struct SubPlan {
+    input: usize,
+    catalog: usize,
+    package: String,
+    channel_label: String,
+    candidates: HashMap<Record, usize>,
+    candidate_channel: HashMap<Record, String>,
+    current: Option<u32>,
+    note: Option<String>,
+}
+
+struct Ctx<'a> {
+    catalogs: &'a [CatalogInput],
+    namespace: &'a str,
+    installed: Vec<InstalledInfo>,
+    plans: Vec<SubPlan>,
+    subs: &'a [SubscriptionRequest],
+}
+
+type PrefKey<'a> = (u8, i64, u8, &'a str, &'a str, u32);
+
+impl<'a> Ctx<'a> {
+    fn index(&self, cat: u32) -> &CatalogIndex {
+        &self.catalogs[cat as usize].index
+    }
+
+    /// (package, version, provides, dependencies, catalog) of a bundle or installed record.
+    fn info(&self, r: Record) -> Option<(&str, &Version, &[Gvk], &[Dependency], Option<usize>)> {
+        match r {
+            Record::Bundle { cat, b } => {
+                let idx = self.index(cat);
+                let e = idx.bundle(b);
+                Some((idx.package_name(b), &e.version, &e.provides, &e.dependencies, Some(cat as usize)))
+            }
+            Record::Installed(i) => {
+                let e = &self.installed[i as usize];
+                Some((&e.package, &e.version, &e.provides, &e.dependencies, e.catalog))
+            }
+            Record::GvkProvider { .. } => None,
+        }
+    }
+
+    fn is_dep_candidate(&self, r: Record) -> bool {
+        match r {
+            Record::Bundle { cat, b } => self.index(cat).is_candidate(b),
+            Record::Installed(_) => true,
+            Record::GvkProvider { .. } => false,
+        }
+    }
+
+    /// OLM's dependency preference (`reference/olm-v0.md` §4.5): installed first, then the
+    /// dependent's catalog, higher priority, the namespace's own catalogs, catalog name; then the
+    /// in-catalog rank.
+    fn pref_key(&self, r: Record, owner_cat: Option<usize>) -> PrefKey<'_> {
+        match r {
+            Record::Installed(i) => (0, 0, 0, "", "", i),
+            Record::Bundle { cat, b } => {
+                let c = &self.catalogs[cat as usize];
+                let tier = if Some(cat as usize) == owner_cat { 1 } else { 2 };
+                let other_ns = u8::from(c.key.namespace != self.namespace);
+                (tier, -i64::from(c.priority), other_ns, c.key.name.as_str(), c.key.namespace.as_str(), c.index.bundle(b).rank)
+            }
+            Record::GvkProvider { .. } => (3, 0, 0, "", "", u32::MAX),
+        }
+    }
+
+    fn dep_matches(&self, owner: Record, dep: u32, r: Record) -> bool {
+        let Some((_, _, _, deps, _)) = self.info(owner) else { return false };
+        let Some(d) = deps.get(dep as usize) else { return false };
+        if !self.is_dep_candidate(r) {
+            return false;
+        }
+        self.info(r).is_some_and(|(p, v, provides, _, _)| d.predicate.matches(p, v, provides))
+    }
+
+    fn packages_providing(&self, g: &Gvk) -> Vec<String> {
+        let mut out: IndexSet<String> = IndexSet::new();
+        for inst in &self.installed {
+            if inst.provides.contains(g) {
+                out.insert(inst.package.clone());
+            }
+        }
+        for c in self.catalogs {
+            for &b in c.index.providers(g) {
+                out.insert(c.index.package_name(b).to_string());
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    fn all_packages(&self) -> Vec<String> {
+        let mut out: IndexSet<String> = IndexSet::new();
+        for inst in &self.installed {
+            out.insert(inst.package.clone());
+        }
+        for c in self.catalogs {
+            for p in c.index.packages() {
+                out.insert(p.name.clone());
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    /// Records of package `p`: installed ones, then every catalog's bundles.
+    fn package_records(&self, p: &str) -> Vec<Record> {
+        let mut out = Vec::new();
+        for (i, inst) in self.installed.iter().enumerate() {
+            if inst.package == p {
+                out.push(Record::Installed(i as u32));
+            }
+        }
+        for (c, cat) in self.catalogs.iter().enumerate() {
+            if let Some((_, pkg)) = cat.index.package(p) {
+                out.extend(pkg.bundles.iter().map(|&b| Record::Bundle { cat: c as u32, b }));
+            }
+        }
+        out
+    }
+
+    fn channel_of(&self, r: Record) -> Option<String> {
+        for p in &self.plans {
+            if let Some(c) = p.candidate_channel.get(&r)
+                && !c.is_empty()
+            {
+                return Some(c.clone());
+            }
+        }
+        match r {
+            Record::Bundle { cat, b } => self.index(cat).channels_of(b).first().map(|s| s.to_string()),
+            Record::Installed(i) => {
+                let inst = &self.installed[i as usize];
+                match (inst.catalog, inst.bundle) {
+                    (Some(c), Some(b)) => self.catalogs[c].index.channels_of(b).first().map(|s| s.to_string()),
+                    _ => None,
+                }
+            }
+            Record::GvkProvider { .. } => None,
+        }
+    }
+
+    /// `dns-operator 0.6.0 (stable, catalog olm/community)` / `installed dns-operator.v0.5.0 (dns-operator 0.5.0)`.
+    fn describe(&self, r: Record, gvks: &IndexSet<Gvk>, pkgs: &IndexSet<String>) -> String {
+        match r {
+            Record::Bundle { cat, b } => {
+                let idx = self.index(cat);
+                let e = idx.bundle(b);
+                let ch = self.channel_of(r).unwrap_or_else(|| "no channel".into());
+                format!("{} {} ({}, {}, catalog {})", idx.package_name(b), e.version, e.name, ch, self.catalogs[cat as usize].key)
+            }
+            Record::Installed(i) => {
+                let e = &self.installed[i as usize];
+                format!("installed {} ({} {})", e.name, e.package, e.version)
+            }
+            Record::GvkProvider { gvk, pkg } => format!(
+                "package {} as provider of {}",
+                pkgs.get_index(pkg as usize).map(String::as_str).unwrap_or("?"),
+                gvks.get_index(gvk as usize).map(display_gvk).unwrap_or_default()
+            ),
+        }
+    }
+
+    fn bundle_name(&self, r: Record) -> String {
+        match r {
+            Record::Bundle { cat, b } => self.index(cat).bundle(b).name.clone(),
+            Record::Installed(i) => self.installed[i as usize].name.clone(),
+            Record::GvkProvider { .. } => String::new(),
+        }
+    }
+
+    /// What catalogs offer for a requirement nothing satisfies.
+    fn availability(&self, pred: &Predicate) -> String {
+        match pred {
+            Predicate::Package { package, .. } => {
+                let mut parts = Vec::new();
+                for c in self.catalogs {
+                    if let Some((_, p)) = c.index.package(package) {
+                        let mut versions: Vec<&Version> =
+                            p.bundles.iter().filter(|&&b| c.index.is_candidate(b)).map(|&b| &c.index.bundle(b).version).collect();
+                        versions.sort_by(|a, b| a.cmp_precedence(b));
+                        versions.dedup();
+                        let vs: Vec<String> = versions.iter().map(|v| v.to_string()).collect();
+                        if vs.is_empty() {
+                            parts.push(format!("catalog {} has package {package} but no installable bundle of it", c.key));
+                        } else {
+                            parts.push(format!("catalog {} offers {package} {} only", c.key, join_and(&vs)));
+                        }
+                    }
+                }
+                let inst: Vec<String> = self
+                    .installed
+                    .iter()
+                    .filter(|i| &i.package == package)
+                    .map(|i| format!("{} {} is installed", i.name, i.version))
+                    .collect();
+                parts.extend(inst);
+                if parts.is_empty() {
+                    let keys: Vec<String> = self.catalogs.iter().map(|c| c.key.to_string()).collect();
+                    format!("no visible catalog ({}) has package {package}", join_and(&keys))
+                } else {
+                    parts.join("; ")
+                }
+            }
+            Predicate::Gvk(g) => {
+                let keys: Vec<String> = self.catalogs.iter().map(|c| c.key.to_string()).collect();
+                format!("no installable bundle in catalogs {} provides {}", join_and(&keys), display_gvk(g))
+            }
+            _ => {
+                let keys: Vec<String> = self.catalogs.iter().map(|c| c.key.to_string()).collect();
+                format!("no installable bundle in catalogs {} satisfies it", join_and(&keys))
+            }
+        }
+    }
+}
+
+/// Why a catalog bundle is not a candidate, for resolvo's `excluded` list.
+fn non_candidate_reason(idx: &CatalogIndex, b: BundleIdx) -> String {
+    let e = idx.bundle(b);
+    if let Some(p) = &e.problem {
+        return p.clone();
+    }
+    let pkg = idx.package_at(e.package);
+    let mut reasons = Vec::new();
+    for c in &pkg.channels {
+        if let Some(entry) = c.entries.iter().find(|x| x.bundle == Some(b)) {
+            match &c.order {
+                Err(err) => reasons.push(err.clone()),
+                Ok(_) => match &entry.skipped_by {
+                    Some(by) => reasons.push(format!("it is skipped by {by} in channel {}", c.name)),
+                    None => reasons.push(format!("it is not on the replaces chain of channel {}", c.name)),
+                },
+            }
+        }
+    }
+    if reasons.is_empty() { "it is in no channel".into() } else { reasons.join("; ") }
+}
+
+struct Provider<'c, 'a> {
+    ctx: &'c Ctx<'a>,
+    pool: Pool<VsKey, SolverName>,
+    records: RefCell<HashMap<Record, SolvableId>>,
+    gvks: RefCell<IndexSet<Gvk>>,
+    pkgs: RefCell<IndexSet<String>>,
+}
+
+impl<'c, 'a> Provider<'c, 'a> {
+    fn new(ctx: &'c Ctx<'a>) -> Self {
+        Provider {
+            ctx,
+            pool: Pool::new(),
+            records: RefCell::new(HashMap::new()),
+            gvks: RefCell::new(IndexSet::new()),
+            pkgs: RefCell::new(IndexSet::new()),
+        }
+    }
+
+    fn solvable(&self, r: Record) -> SolvableId {
+        let name = self.name_of(r);
+        *self.records.borrow_mut().entry(r).or_insert_with(|| self.pool.intern_solvable(name, r))
+    }
+
+    fn name_of(&self, r: Record) -> NameId {
+        let n = match r {
+            Record::GvkProvider { gvk, .. } => SolverName::Gvk(gvk),
+            other => SolverName::Package(self.ctx.info(other).map(|i| i.0.to_string()).unwrap_or_default()),
+        };
+        self.pool.intern_package_name(n)
+    }
+
+    fn gvk_id(&self, g: &Gvk) -> u32 {
+        self.gvks.borrow_mut().insert_full(g.clone()).0 as u32
+    }
+
+    fn pkg_id(&self, p: &str) -> u32 {
+        self.pkgs.borrow_mut().insert_full(p.to_string()).0 as u32
+    }
+
+    fn record(&self, s: SolvableId) -> Record {
+        self.pool.resolve_solvable(s).record
+    }
+
+    fn describe(&self, r: Record) -> String {
+        self.ctx.describe(r, &self.gvks.borrow(), &self.pkgs.borrow())
+    }
+
+    fn describe_vs(&self, vs: VersionSetId) -> String {
+        match self.pool.resolve_version_set(vs) {
+            VsKey::Sub(i) => {
+                let plan = &self.ctx.plans[*i as usize];
+                let sub = &self.ctx.subs[plan.input];
+                let mut s = format!(
+                    "subscription {} asks for package {} from {} of catalog {}",
+                    sub.name, plan.package, plan.channel_label, self.ctx.catalogs[plan.catalog].key
+                );
+                if let Some(r) = &sub.version_range {
+                    s.push_str(&format!(" with versionRange {r}"));
+                }
+                s
+            }
+            VsKey::Exact(r) => self.describe(*r),
+            VsKey::Dep { owner, dep } => self
+                .ctx
+                .info(*owner)
+                .and_then(|i| i.3.get(*dep as usize))
+                .map(|d| d.predicate.to_string())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn dep_requirement(&self, owner: Record, k: u32, dep: &Dependency) -> ConditionalRequirement {
+        let ctx = self.ctx;
+        let owner_cat = ctx.info(owner).and_then(|i| i.4);
+        let packages: Vec<String> = match dep.predicate.packages(&|g| ctx.packages_providing(g)) {
+            Some(set) => {
+                let mut v: Vec<String> = set.into_iter().collect();
+                v.sort();
+                v
+            }
+            None => ctx.all_packages(),
+        };
+        let mut ranked: Vec<(PrefKey<'_>, String)> = Vec::new();
+        for p in packages {
+            let best = ctx
+                .package_records(&p)
+                .into_iter()
+                .filter(|&r| ctx.dep_matches(owner, k, r))
+                .map(|r| ctx.pref_key(r, owner_cat))
+                .min();
+            if let Some(best) = best {
+                ranked.push((best, p));
+            }
+        }
+        ranked.sort();
+        let key = VsKey::Dep { owner, dep: k };
+        let sets: Vec<VersionSetId> = if ranked.is_empty() {
+            let name = match &dep.predicate {
+                Predicate::Package { package, .. } => SolverName::Package(package.clone()),
+                _ => SolverName::Nothing,
+            };
+            vec![self.pool.intern_version_set(self.pool.intern_package_name(name), key)]
+        } else {
+            ranked
+                .into_iter()
+                .map(|(_, p)| self.pool.intern_version_set(self.pool.intern_package_name(SolverName::Package(p)), key.clone()))
+                .collect()
+        };
+        if sets.len() == 1 {
+            Requirement::Single(sets[0]).into()
+        } else {
+            Requirement::Union(self.pool.intern_version_set_union(sets[0], sets[1..].iter().copied())).into()
+        }
+    }
+}
+
+impl Interner for Provider<'_, '_> {
+    type NameId = NameId;
+    type SolvableId = SolvableId;
+
+    fn display_solvable(&self, solvable: SolvableId) -> impl Display + '_ {
+        self.describe(self.record(solvable))
+    }
+
+    fn display_name(&self, name: NameId) -> impl Display + '_ {
+        match self.pool.resolve_package_name(name) {
+            SolverName::Package(p) => p.clone(),
+            SolverName::Gvk(g) => self.gvks.borrow().get_index(*g as usize).map(display_gvk).unwrap_or_default(),
+            SolverName::Nothing => "(nothing)".to_string(),
+        }
+    }
+
+    fn display_version_set(&self, version_set: VersionSetId) -> impl Display + '_ {
+        self.describe_vs(version_set)
+    }
+
+    fn display_string(&self, string_id: StringId) -> impl Display + '_ {
+        self.pool.resolve_string(string_id).to_string()
+    }
+
+    fn version_set_name(&self, version_set: VersionSetId) -> NameId {
+        self.pool.resolve_version_set_package_name(version_set)
+    }
+
+    fn solvable_name(&self, solvable: SolvableId) -> NameId {
+        self.pool.resolve_solvable(solvable).name
+    }
+
+    fn version_sets_in_union(&self, version_set_union: VersionSetUnionId) -> impl Iterator<Item = VersionSetId> {
+        self.pool.resolve_version_set_union(version_set_union)
+    }
+
+    fn resolve_condition(&self, condition: ConditionId) -> Condition {
+        self.pool.resolve_condition(condition).clone()
+    }
+}
+
+impl DependencyProvider for Provider<'_, '_> {
+    async fn filter_candidates(&self, candidates: &[SolvableId], version_set: VersionSetId, inverse: bool) -> Vec<SolvableId> {
+        let key = self.pool.resolve_version_set(version_set).clone();
+        let matches = |s: &SolvableId| -> bool {
+            let r = self.record(*s);
+            match &key {
+                VsKey::Sub(i) => self.ctx.plans[*i as usize].candidates.contains_key(&r),
+                VsKey::Exact(x) => *x == r,
+                VsKey::Dep { owner, dep } => self.ctx.dep_matches(*owner, *dep, r),
+            }
+        };
+        let mut out: Vec<SolvableId> = candidates.iter().copied().filter(|s| matches(s) != inverse).collect();
+        if !inverse {
+            match &key {
+                VsKey::Sub(i) => {
+                    let plan = &self.ctx.plans[*i as usize];
+                    out.sort_by_key(|s| plan.candidates.get(&self.record(*s)).copied().unwrap_or(usize::MAX));
+                }
+                VsKey::Dep { owner, .. } => {
+                    let owner_cat = self.ctx.info(*owner).and_then(|i| i.4);
+                    out.sort_by(|a, b| {
+                        self.ctx.pref_key(self.record(*a), owner_cat).cmp(&self.ctx.pref_key(self.record(*b), owner_cat))
+                    });
+                }
+                VsKey::Exact(_) => {}
+            }
+        }
+        out
+    }
+
+    async fn get_candidates(&self, name: NameId) -> Option<Candidates<SolvableId>> {
+        let mut c = Candidates::default();
+        match self.pool.resolve_package_name(name).clone() {
+            SolverName::Package(p) => {
+                for r in self.ctx.package_records(&p) {
+                    let id = self.solvable(r);
+                    c.candidates.push(id);
+                    if let Record::Bundle { cat, b } = r {
+                        let idx = self.ctx.index(cat);
+                        if !idx.is_candidate(b) {
+                            c.excluded.push((id, self.pool.intern_string(non_candidate_reason(idx, b))));
+                        }
+                    }
+                }
+            }
+            SolverName::Gvk(g) => {
+                let gvk = self.gvks.borrow().get_index(g as usize).cloned()?;
+                for p in self.ctx.packages_providing(&gvk) {
+                    let pkg = self.pkg_id(&p);
+                    c.candidates.push(self.solvable(Record::GvkProvider { gvk: g, pkg }));
+                }
+            }
+            SolverName::Nothing => return None,
+        }
+        Some(c)
+    }
+
+    async fn sort_candidates(&self, _solver: &SolverCache<Self>, _solvables: &mut [SolvableId]) {
+        // filter_candidates already returns candidates in OLM's preference order.
+    }
+
+    async fn get_dependencies(&self, solvable: SolvableId) -> Dependencies {
+        let r = self.record(solvable);
+        let Some((pkg, _, provides, deps, _)) = self.ctx.info(r) else {
+            return Dependencies::Known(KnownDependencies::default());
+        };
+        let mut known = KnownDependencies::default();
+        let pkg_id = self.pkg_id(pkg);
+        for g in provides {
+            let gid = self.gvk_id(g);
+            let name = self.pool.intern_package_name(SolverName::Gvk(gid));
+            let vs = self.pool.intern_version_set(name, VsKey::Exact(Record::GvkProvider { gvk: gid, pkg: pkg_id }));
+            known.requirements.push(Requirement::Single(vs).into());
+        }
+        for (k, d) in deps.iter().enumerate() {
+            known.requirements.push(self.dep_requirement(r, k as u32, d));
+        }
+        Dependencies::Known(known)
+    }
+}
+
+/// Solves the given plans together; installed bundles not claimed by one of them stay.
+fn solve(ctx: &Ctx<'_>, active: &[usize]) -> Result<Vec<Record>, String> {
+    let provider = Provider::new(ctx);
+    let claimed: HashSet<u32> = active.iter().filter_map(|&i| ctx.plans[i].current).collect();
+    let mut reqs: Vec<ConditionalRequirement> = Vec::new();
+    for &i in active {
+        let name = provider.pool.intern_package_name(SolverName::Package(ctx.plans[i].package.clone()));
+        reqs.push(Requirement::Single(provider.pool.intern_version_set(name, VsKey::Sub(i as u32))).into());
+    }
+    for (j, inst) in ctx.installed.iter().enumerate() {
+        if !claimed.contains(&(j as u32)) {
+            let name = provider.pool.intern_package_name(SolverName::Package(inst.package.clone()));
+            reqs.push(Requirement::Single(provider.pool.intern_version_set(name, VsKey::Exact(Record::Installed(j as u32)))).into());
+        }
+    }
+    let mut solver = Solver::new(provider);
+    match solver.solve(Problem::new().requirements(reqs)) {
+        Ok(ids) => Ok(ids.iter().map(|&id| solver.provider().record(id)).collect()),
+        Err(UnsolvableOrCancelled::Unsolvable(conflict)) => {
+            let graph = conflict.graph(&solver);
+            Err(explain(&graph, solver.provider()))
+        }
+        Err(UnsolvableOrCancelled::Cancelled(_)) => Err("resolution was cancelled".into()),
+    }
+}
+
+/// Turns resolvo's conflict graph into a chain of sentences.
+fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> String {
+    let g = &graph.graph;
+    let mut lines: IndexSet<String> = IndexSet::new();
+    let mut head: IndexSet<String> = IndexSet::new();
+    let mut tail: IndexSet<String> = IndexSet::new();
+    // Breadth-first from the root so that the chain reads from the Subscription downwards.
+    let mut order: Vec<NodeIndex> = Vec::new();
+    let mut seen = HashSet::new();
+    let mut queue = VecDeque::from([graph.root_node]);
+    while let Some(n) = queue.pop_front() {
+        if !seen.insert(n) {
+            continue;
+        }
+        order.push(n);
+        for e in g.edges(n) {
+            queue.push_back(e.target());
+        }
+    }
+    for n in g.node_indices() {
+        if !seen.contains(&n) {
+            order.push(n);
+        }
+    }
+    let solvable_of = |n: NodeIndex| match g[n] {
+        ConflictNode::Solvable(s) => Some(s),
+        _ => None,
+    };
+    let unresolved = graph.unresolved_node;
+    for &n in &order {
+        // Group requires edges of this node by requirement.
+        let mut groups: Vec<(Requirement, Vec<NodeIndex>)> = Vec::new();
+        for e in g.edges(n) {
+            if let ConflictEdge::Requires(req) = e.weight() {
+                match groups.iter_mut().find(|(r, _)| r == req) {
+                    Some((_, t)) => t.push(e.target()),
+                    None => groups.push((*req, vec![e.target()])),
+                }
+            }
+        }
+        for (req, targets) in groups {
+            let first_vs = match req {
+                Requirement::Single(vs) => vs,
+                Requirement::Union(u) => match p.pool.resolve_version_set_union(u).next() {
+                    Some(vs) => vs,
+                    None => continue,
+                },
+            };
+            let key = p.pool.resolve_version_set(first_vs).clone();
+            let no_candidates = targets.iter().all(|t| Some(*t) == unresolved);
+            match (&g[n], &key) {
+                (_, VsKey::Exact(Record::GvkProvider { .. })) => {} // "provides" edges: used below
+                (ConflictNode::Root, VsKey::Sub(_)) => {
+                    let cands: Vec<String> =
+                        targets.iter().filter_map(|&t| solvable_of(t)).map(|s| p.describe(p.record(s))).collect();
+                    head.insert(format!("{}; candidates: {}", p.describe_vs(first_vs), join_and(&cands)));
+                }
+                (ConflictNode::Root, VsKey::Exact(r)) => {
+                    tail.insert(format!(
+                        "{} is not referenced by a Subscription being resolved, so it stays as it is (subscribe to its package to let it upgrade)",
+                        p.describe(*r)
+                    ));
+                }
+                (ConflictNode::Solvable(s), VsKey::Dep { owner, dep }) => {
+                    let src = p.describe(p.record(*s));
+                    let d = p.ctx.info(*owner).and_then(|i| i.3.get(*dep as usize).cloned());
+                    let Some(d) = d else { continue };
+                    let mut line = format!("{src} requires {}", d.predicate);
+                    if no_candidates {
+                        line.push_str(&format!("; {}", p.ctx.availability(&d.predicate)));
+                    } else {
+                        let cands: Vec<String> =
+                            targets.iter().filter_map(|&t| solvable_of(t)).map(|s| p.describe(p.record(s))).collect();
+                        line.push_str(&format!(", met only by {}", join_and(&cands)));
+                    }
+                    if let Some(m) = &d.failure_message {
+                        line.push_str(&format!(" ({m})"));
+                    }
+                    lines.insert(line);
+                }
+                _ => {}
+            }
+        }
+    }
+    // Conflicts.
+    for e in g.edge_references() {
+        let ConflictEdge::Conflict(cause) = e.weight() else { continue };
+        match cause {
+            ConflictCause::ForbidMultipleInstances => {
+                let (Some(a), Some(b)) = (solvable_of(e.source()), solvable_of(e.target())) else { continue };
+                let (ra, rb) = (p.record(a), p.record(b));
+                match (ra, rb) {
+                    (Record::GvkProvider { gvk, .. }, Record::GvkProvider { .. }) => {
+                        let api = p.gvks.borrow().get_index(gvk as usize).map(display_gvk).unwrap_or_default();
+                        // The bundles that need these provider solvables.
+                        let owners = |node: NodeIndex| -> Vec<Record> {
+                            g.edges_directed(node, petgraph::Direction::Incoming)
+                                .filter_map(|x| solvable_of(x.source()))
+                                .map(|s| p.record(s))
+                                .filter(|r| !matches!(r, Record::GvkProvider { .. }))
+                                .collect()
+                        };
+                        let (oa, ob) = (owners(e.source()), owners(e.target()));
+                        let mut all: Vec<Record> = oa.into_iter().chain(ob).collect();
+                        all.sort_by_key(|r| !matches!(r, Record::Installed(_)));
+                        all.dedup();
+                        if all.len() >= 2 {
+                            let first = all[0];
+                            let lead = if matches!(first, Record::Installed(_)) {
+                                format!("API {api} is already provided by installed {}", p.ctx.bundle_name(first))
+                            } else {
+                                format!("API {api} is provided by {}", p.describe(first))
+                            };
+                            let others: Vec<String> = all[1..]
+                                .iter()
+                                .map(|r| format!("candidate {}", p.describe(*r)))
+                                .collect();
+                            lines.insert(format!(
+                                "{lead}; {} also provides it, so both cannot be installed in namespace {} (at most one operator may provide an API there)",
+                                join_and(&others),
+                                p.ctx.namespace
+                            ));
+                        } else {
+                            lines.insert(format!("two packages would both provide API {api}; at most one may in namespace {}", p.ctx.namespace));
+                        }
+                    }
+                    _ => {
+                        let pkg = p.ctx.info(ra).map(|i| i.0.to_string()).unwrap_or_default();
+                        lines.insert(format!(
+                            "{} and {} are both bundles of package {pkg}; namespace {} holds one bundle per package",
+                            p.describe(ra),
+                            p.describe(rb),
+                            p.ctx.namespace
+                        ));
+                    }
+                }
+            }
+            ConflictCause::Excluded => {
+                let Some(s) = solvable_of(e.source()) else { continue };
+                if let ConflictNode::Excluded(reason) = g[e.target()] {
+                    lines.insert(format!("{} cannot be installed: {}", p.describe(p.record(s)), p.pool.resolve_string(reason)));
+                }
+            }
+            ConflictCause::Locked(s) => {
+                lines.insert(format!("{} is locked", p.describe(p.record(*s))));
+            }
+            ConflictCause::Constrains(_) => {}
+        }
+    }
+    let all: Vec<String> = head.into_iter().chain(lines).chain(tail).collect();
+    if all.is_empty() { "the requirements cannot be met together".to_string() } else { all.join("; ") }
+}
+
+fn err(sub: &SubscriptionRequest, kind: ErrorKind, message: String) -> ResolveError {
+    ResolveError { subscription: sub.name.clone(), namespace: sub.namespace.clone(), kind, message }
+}
+
+/// Describes the installed bundles of a namespace with what the catalogs know about them.
+fn installed_infos(catalogs: &[CatalogInput], installed: &[&InstalledBundle]) -> Vec<InstalledInfo> {
+    installed
+        .iter()
+        .map(|ib| {
+            let preferred = ib.catalog.as_ref().and_then(|k| catalogs.iter().position(|c| &c.key == k));
+            let found = preferred
+                .and_then(|c| catalogs[c].index.bundle_by_name(&ib.name).map(|b| (c, b)))
+                .or_else(|| catalogs.iter().enumerate().find_map(|(c, cat)| cat.index.bundle_by_name(&ib.name).map(|b| (c, b))));
+            let inferred = split_csv_name(&ib.name);
+            match found {
+                Some((c, b)) => {
+                    let idx = &catalogs[c].index;
+                    let e = idx.bundle(b);
+                    InstalledInfo {
+                        name: ib.name.clone(),
+                        package: ib.package.clone().unwrap_or_else(|| idx.package_name(b).to_string()),
+                        version: ib.version.clone().unwrap_or_else(|| e.version.clone()),
+                        catalog: Some(c),
+                        bundle: Some(b),
+                        provides: e.provides.clone(),
+                        dependencies: e.dependencies.clone(),
+                        image: e.image.clone(),
+                    }
+                }
+                None => InstalledInfo {
+                    name: ib.name.clone(),
+                    package: ib
+                        .package
+                        .clone()
+                        .or_else(|| inferred.as_ref().map(|(p, _)| p.clone()))
+                        .unwrap_or_else(|| ib.name.clone()),
+                    version: ib
+                        .version
+                        .clone()
+                        .or_else(|| inferred.as_ref().map(|(_, v)| v.clone()))
+                        .unwrap_or_else(|| Version::new(0, 0, 0)),
+                    catalog: preferred,
+                    bundle: None,
+                    provides: Vec::new(),
+                    dependencies: Vec::new(),
+                    image: String::new(),
+                },
+            }
+        })
+        .collect()
+}
+
+/// Checks one Subscription against its catalog and computes its ordered candidates.
+fn preflight(
+    catalogs: &[CatalogInput],
+    installed: &[InstalledInfo],
+    sub: &SubscriptionRequest,
+    input: usize,
+) -> Result<SubPlan, ResolveError> {
+    let key = CatalogSourceKey::new(&sub.source_namespace, &sub.source);
+    let Some(cat) = catalogs.iter().position(|c| c.key == key) else {
+        let known: Vec<String> = catalogs.iter().map(|c| c.key.to_string()).collect();
+        let elsewhere: Vec<String> =
+            catalogs.iter().filter(|c| c.index.package(&sub.package).is_some()).map(|c| c.key.to_string()).collect();
+        let mut m = format!(
+            "catalog {key} (spec.sourceNamespace/spec.source of subscription {}) does not exist; visible catalogs: {}",
+            sub.name,
+            join_and(&known)
+        );
+        if !elsewhere.is_empty() {
+            m.push_str(&format!("; package {} is offered by {}", sub.package, join_and(&elsewhere)));
+        }
+        m.push_str("; fix spec.source and spec.sourceNamespace or create the CatalogSource");
+        return Err(err(sub, ErrorKind::MissingCatalog, m));
+    };
+    let idx = &catalogs[cat].index;
+    let Some((_, pkg)) = idx.package(&sub.package) else {
+        let elsewhere: Vec<String> =
+            catalogs.iter().filter(|c| c.index.package(&sub.package).is_some()).map(|c| c.key.to_string()).collect();
+        let mut m = format!("package {} (spec.name) is not in catalog {key}", sub.package);
+        if elsewhere.is_empty() {
+            m.push_str("; no visible catalog offers it; check the package name in spec.name");
+        } else {
+            m.push_str(&format!("; it is offered by {}; set spec.source/spec.sourceNamespace to that catalog", join_and(&elsewhere)));
+        }
+        return Err(err(sub, ErrorKind::MissingPackage, m));
+    };
+    // Channels to consider.
+    let mut channels: Vec<&ChannelInfo> = Vec::new();
+    let channel_label;
+    match sub.channel.as_deref().filter(|c| !c.is_empty()) {
+        Some(name) => {
+            let Some(ch) = pkg.channel(name) else {
+                return Err(err(
+                    sub,
+                    ErrorKind::MissingChannel,
+                    format!(
+                        "channel {name} does not exist in package {} of catalog {key}; the available channels are {}; set spec.channel to one of them",
+                        pkg.name,
+                        pkg.channel_list()
+                    ),
+                ));
+            };
+            channels.push(ch);
+            channel_label = format!("channel {name}");
+        }
+        None => {
+            let names: Vec<&str> = pkg.channels.iter().map(|c| c.name.as_str()).collect();
+            let Some(default) = &pkg.default_channel else {
+                return Err(err(
+                    sub,
+                    ErrorKind::MissingDefaultChannel,
+                    format!(
+                        "package {} has no defaultChannel in catalog {key} and subscription {} names no channel; set spec.channel to one of {}",
+                        pkg.name,
+                        sub.name,
+                        join_and(&names)
+                    ),
+                ));
+            };
+            let Some(d) = pkg.channel(default) else {
+                return Err(err(
+                    sub,
+                    ErrorKind::MissingDefaultChannel,
+                    format!(
+                        "defaultChannel {default:?} of package {} (catalog {key}) does not name any channel; the existing channels are {}; set spec.channel to one of them, or fix defaultChannel in the catalog",
+                        pkg.name,
+                        join_and(&names)
+                    ),
+                ));
+            };
+            channels.push(d);
+            channels.extend(pkg.channels.iter().filter(|c| c.name != *default));
+            channel_label = format!("the default channel {default} (then the other channels)");
+        }
+    }
+    let first = channels[0];
+    if let Err(e) = &first.order {
+        return Err(err(
+            sub,
+            ErrorKind::BrokenChannel,
+            format!("catalog {key}: {e}; until the catalog is fixed, subscription {} cannot resolve from this channel", sub.name),
+        ));
+    }
+    let range = match sub.version_range.as_deref().filter(|r| !r.trim().is_empty()) {
+        Some(r) => Some(VersionRange::olm_v1(r).map_err(|e| {
+            err(sub, ErrorKind::InvalidVersionRange, format!("spec.versionRange of subscription {}: {e}; use forms such as \">=1.2 <2\", \"~1.4\", \"1.2.x\" or an exact version", sub.name))
+        })?),
+        None => None,
+    };
+    let current = match &sub.installed_csv {
+        Some(name) => installed.iter().position(|i| &i.name == name),
+        None => installed.iter().position(|i| i.package == sub.package),
+    };
+    let mut plan = SubPlan {
+        input,
+        catalog: cat,
+        package: pkg.name.clone(),
+        channel_label,
+        candidates: HashMap::new(),
+        candidate_channel: HashMap::new(),
+        current: current.map(|c| c as u32),
+        note: None,
+    };
+    let push = |plan: &mut SubPlan, r: Record, ch: &str| {
+        if !plan.candidates.contains_key(&r) {
+            let n = plan.candidates.len();
+            plan.candidates.insert(r, n);
+            plan.candidate_channel.insert(r, ch.to_string());
+        }
+    };
+    let ordered = |ch: &ChannelInfo| -> Vec<(BundleIdx, usize)> {
+        match &ch.order {
+            Ok(o) => o.iter().filter_map(|&e| ch.entries[e as usize].bundle.map(|b| (b, e as usize))).collect(),
+            Err(_) => Vec::new(),
+        }
+    };
+    let versions_in = |ch: &ChannelInfo| -> String {
+        let mut vs: Vec<&Version> = ordered(ch).iter().map(|(b, _)| &idx.bundle(*b).version).collect();
+        vs.sort_by(|a, b| a.cmp_precedence(b));
+        let s: Vec<String> = vs.iter().map(|v| v.to_string()).collect();
+        join_and(&s)
+    };
+    match current {
+        None => {
+            for ch in &channels {
+                for (b, _) in ordered(ch) {
+                    let e = idx.bundle(b);
+                    if sub.starting_csv.as_deref().is_some_and(|s| s != e.name) {
+                        continue;
+                    }
+                    if range.as_ref().is_some_and(|r| !r.matches(&e.version)) {
+                        continue;
+                    }
+                    push(&mut plan, Record::Bundle { cat: cat as u32, b }, &ch.name);
+                }
+            }
+            if plan.candidates.is_empty() {
+                if let Some(s) = &sub.starting_csv {
+                    let in_channel = first.entries.iter().find(|e| &e.name == s);
+                    let m = match in_channel {
+                        Some(e) if e.skipped_by.is_some() => format!(
+                            "startingCSV {s} is in channel {} of package {} (catalog {key}) but is skipped by {}, so OLM never installs it; pick one of the channel's bundles instead ({})",
+                            first.name,
+                            pkg.name,
+                            e.skipped_by.as_deref().unwrap_or_default(),
+                            versions_in(first)
+                        ),
+                        Some(_) if range.is_some() => format!(
+                            "startingCSV {s} is outside spec.versionRange {}; make them agree",
+                            sub.version_range.as_deref().unwrap_or_default()
+                        ),
+                        _ => {
+                            let names: Vec<String> = ordered(first).iter().map(|(b, _)| idx.bundle(*b).name.clone()).collect();
+                            format!(
+                                "startingCSV {s} is not in channel {} of package {} (catalog {key}); the channel offers {}; fix spec.startingCSV",
+                                first.name,
+                                pkg.name,
+                                join_and(&names)
+                            )
+                        }
+                    };
+                    return Err(err(sub, ErrorKind::StartingCsvNotInChannel, m));
+                }
+                if let Some(r) = &range {
+                    return Err(err(
+                        sub,
+                        ErrorKind::VersionRangeMatchesNothing,
+                        format!(
+                            "versionRange {r} matches no bundle in channel {} of package {} (catalog {key}); the channel has versions {}; widen spec.versionRange or choose another channel",
+                            first.name,
+                            pkg.name,
+                            versions_in(first)
+                        ),
+                    ));
+                }
+                return Err(err(
+                    sub,
+                    ErrorKind::BrokenChannel,
+                    format!("channel {} of package {} (catalog {key}) has no installable bundle", first.name, pkg.name),
+                ));
+            }
+        }
+        Some(ci) => {
+            let cur = &installed[ci];
+            let mut edges_outside_range: Vec<String> = Vec::new();
+            for ch in &channels {
+                for (b, e) in ordered(ch) {
+                    let entry = &ch.entries[e];
+                    if entry.name == cur.name {
+                        continue;
+                    }
+                    let edge = entry.replaces.as_deref() == Some(cur.name.as_str())
+                        || entry.skips.iter().any(|s| s == &cur.name)
+                        || matches!(&entry.skip_range, Some(Ok(r)) if r.matches(&cur.version));
+                    if !edge {
+                        continue;
+                    }
+                    if range.as_ref().is_some_and(|r| !r.matches(&idx.bundle(b).version)) {
+                        edges_outside_range.push(format!("{} ({})", entry.name, idx.bundle(b).version));
+                        continue;
+                    }
+                    push(&mut plan, Record::Bundle { cat: cat as u32, b }, &ch.name);
+                }
+            }
+            let stay_ok = range.as_ref().is_none_or(|r| r.matches(&cur.version));
+            if plan.candidates.is_empty() && !stay_ok {
+                let r = range.as_ref().map(|r| r.to_string()).unwrap_or_default();
+                let path = path_to_range(idx, first, &cur.name, &cur.version, range.as_ref());
+                let mut m = format!(
+                    "versionRange {r} excludes the installed {} ({}) and no bundle it admits in channel {} of package {} (catalog {key}) upgrades from {} directly; OLM moves one upgrade edge at a time",
+                    cur.name, cur.version, first.name, pkg.name, cur.name
+                );
+                match path {
+                    Some(p) if p.len() > 1 => m.push_str(&format!(
+                        "; the channel reaches it as {}; set spec.versionRange to admit {} first, then widen it",
+                        p.join(" -> "),
+                        p[1]
+                    )),
+                    _ => m.push_str(&format!(
+                        "; no path of upgrade edges leads from {} to a version in {r} (versions in the channel: {})",
+                        cur.name,
+                        versions_in(first)
+                    )),
+                }
+                return Err(err(sub, ErrorKind::Unreachable, m));
+            }
+            if stay_ok {
+                push(&mut plan, Record::Installed(ci as u32), "");
+            }
+            if plan.candidates.len() == 1 && stay_ok {
+                plan.note = no_upgrade_note(idx, first, cur, &edges_outside_range, sub);
+            }
+        }
+    }
+    Ok(plan)
+}
+
+/// Why an installed bundle has no upgrade, when the channel has something newer.
+fn no_upgrade_note(
+    idx: &CatalogIndex,
+    ch: &ChannelInfo,
+    cur: &InstalledInfo,
+    outside_range: &[String],
+    sub: &SubscriptionRequest,
+) -> Option<String> {
+    let Ok(order) = &ch.order else { return None };
+    let head = order.first().and_then(|&e| ch.entries[e as usize].bundle)?;
+    let head_entry = idx.bundle(head);
+    if head_entry.name == cur.name {
+        return Some(format!("at the head of channel {}", ch.name));
+    }
+    if !outside_range.is_empty() {
+        return Some(format!(
+            "the upgrades from {} ({}) lie outside spec.versionRange {}; widen it to move on",
+            cur.name,
+            join_and(outside_range),
+            sub.version_range.as_deref().unwrap_or_default()
+        ));
+    }
+    let newer = head_entry.version.cmp_precedence(&cur.version) == std::cmp::Ordering::Greater;
+    if !newer {
+        return None;
+    }
+    let mut m = format!("no upgrade edge from the installed {} ({}) in channel {}", cur.name, cur.version, ch.name);
+    if !ch.entries.iter().any(|e| e.name == cur.name) {
+        m.push_str(&format!(" (it is not an entry of the channel)"));
+    }
+    let mut pre_notes = Vec::new();
+    if !cur.version.pre.is_empty() {
+        for e in &ch.entries {
+            if let Some(Ok(r)) = &e.skip_range
+                && !r.matches(&cur.version)
+                && r.matches_release_of(&cur.version)
+            {
+                let mut release = cur.version.clone();
+                release.pre = semver::Prerelease::EMPTY;
+                release.build = semver::BuildMetadata::EMPTY;
+                pre_notes.push(format!(
+                    "its version {} is a pre-release that sorts below {release}, so it is outside the skipRange {r} of {}; the catalog can admit pre-releases with a -0 floor (e.g. >={release}-0), or reinstall {} directly",
+                    cur.version, e.name, e.name
+                ));
+            }
+        }
+    }
+    if pre_notes.is_empty() {
+        m.push_str(&format!(
+            ": no entry replaces it, skips it, or has a skipRange that holds {}; the channel head is {} ({}); reinstall at the head or ask the catalog author for an edge",
+            cur.version, head_entry.name, head_entry.version
+        ));
+    } else {
+        m.push_str(": ");
+        m.push_str(&pre_notes.join("; "));
+    }
+    Some(m)
+}
+
+/// Shortest path of upgrade edges (petgraph) from `from` to the first entry in `range`.
+fn path_to_range(
+    idx: &CatalogIndex,
+    ch: &ChannelInfo,
+    from: &str,
+    from_version: &Version,
+    range: Option<&VersionRange>,
+) -> Option<Vec<String>> {
+    let range = range?;
+    let g: DiGraph<String, _> = idx.upgrade_graph(ch);
+    let candidates: HashSet<usize> = ch.order.as_ref().ok()?.iter().map(|&e| e as usize).collect();
+    // Start: the node of `from`, or (when it is not an entry) every entry with an edge from it.
+    let mut queue: VecDeque<NodeIndex> = VecDeque::new();
+    let mut prev: HashMap<NodeIndex, Option<NodeIndex>> = HashMap::new();
+    match g.node_indices().find(|&n| g[n] == from) {
+        Some(n) => {
+            prev.insert(n, None);
+            queue.push_back(n);
+        }
+        None => {
+            for (i, e) in ch.entries.iter().enumerate() {
+                let edge = e.replaces.as_deref() == Some(from)
+                    || e.skips.iter().any(|s| s == from)
+                    || matches!(&e.skip_range, Some(Ok(r)) if r.matches(from_version));
+                if edge && candidates.contains(&i) {
+                    let n = NodeIndex::new(i);
+                    prev.insert(n, None);
+                    queue.push_back(n);
+                }
+            }
+        }
+    }
+    while let Some(n) = queue.pop_front() {
+        let i = n.index();
+        let is_target = candidates.contains(&i)
+            && g[n] != from
+            && ch.entries[i].bundle.is_some_and(|b| range.matches(&idx.bundle(b).version));
+        if is_target {
+            let mut path = vec![g[n].clone()];
+            let mut cur = n;
+            while let Some(Some(p)) = prev.get(&cur) {
+                path.push(g[*p].clone());
+                cur = *p;
+            }
+            if g[cur] != from {
+                path.push(from.to_string());
+            }
+            path.reverse();
+            return Some(path);
+        }
+        for next in g.neighbors(n) {
+            if candidates.contains(&next.index()) && !prev.contains_key(&next) {
+                prev.insert(next, Some(n));
+                queue.push_back(next);
+            }
+        }
+    }
+    None
+}
+
+/// Resolves the Subscriptions `subs` (indexes into `all_subs`) of namespace `ns`.
+pub(super) fn resolve_namespace(
+    catalogs: &[CatalogInput],
+    ns: &str,
+    installed: &[&InstalledBundle],
+    subs: &[usize],
+    all_subs: &[SubscriptionRequest],
+) -> (Vec<(usize, Vec<ResolvedBundle>)>, Vec<(usize, ResolveError)>) {
+    let infos = installed_infos(catalogs, installed);
+    let mut errors: Vec<(usize, ResolveError)> = Vec::new();
+    let mut plans = Vec::new();
+    for &i in subs {
+        match preflight(catalogs, &infos, &all_subs[i], i) {
+            Ok(p) => plans.push(p),
+            Err(e) => errors.push((i, e)),
+        }
+    }
+    let ctx = Ctx { catalogs, namespace: ns, installed: infos, plans, subs: all_subs };
+    let all: Vec<usize> = (0..ctx.plans.len()).collect();
+    let (accepted, solution) = match solve(&ctx, &all) {
+        Ok(sol) => (all, sol),
+        Err(_) => {
+            // Add the Subscriptions one at a time: one that cannot be satisfied (alone or with the
+            // ones already accepted) fails with its own explanation; the others still resolve.
+            let mut accepted = Vec::new();
+            let mut solution = match solve(&ctx, &[]) {
+                Ok(s) => s,
+                Err(e) => {
+                    for p in &ctx.plans {
+                        let sub = &all_subs[p.input];
+                        errors.push((
+                            p.input,
+                            err(sub, ErrorKind::Unsatisfiable, format!("the bundles installed in namespace {ns} are already inconsistent: {e}")),
+                        ));
+                    }
+                    return (Vec::new(), errors);
+                }
+            };
+            for i in 0..ctx.plans.len() {
+                let mut trial = accepted.clone();
+                trial.push(i);
+                match solve(&ctx, &trial) {
+                    Ok(s) => {
+                        accepted = trial;
+                        solution = s;
+                    }
+                    Err(e) => {
+                        let sub = &all_subs[ctx.plans[i].input];
+                        errors.push((
+                            ctx.plans[i].input,
+                            err(sub, ErrorKind::Unsatisfiable, format!("subscription {} cannot be resolved: {e}", sub.name)),
+                        ));
+                    }
+                }
+            }
+            (accepted, solution)
+        }
+    };
+    (assemble(&ctx, &accepted, &solution), errors)
+}
+
+/// Builds the plan: each Subscription's bundle, then the dependencies reached from it (petgraph
+/// breadth-first over "requires" edges), each with its reason.
+fn assemble(ctx: &Ctx<'_>, accepted: &[usize], solution: &[Record]) -> Vec<(usize, Vec<ResolvedBundle>)> {
+    let chosen: Vec<Record> =
+        solution.iter().copied().filter(|r| !matches!(r, Record::GvkProvider { .. })).collect();
+    let mut g: DiGraph<Record, String> = DiGraph::new();
+    let nodes: HashMap<Record, NodeIndex> = chosen.iter().map(|&r| (r, g.add_node(r))).collect();
+    for &r in &chosen {
+        let Some((_, _, _, deps, owner_cat)) = ctx.info(r) else { continue };
+        for (k, d) in deps.iter().enumerate() {
+            let best = chosen
+                .iter()
+                .copied()
+                .filter(|&s| ctx.dep_matches(r, k as u32, s))
+                .min_by(|a, b| ctx.pref_key(*a, owner_cat).cmp(&ctx.pref_key(*b, owner_cat)));
+            if let Some(s) = best {
+                g.add_edge(nodes[&r], nodes[&s], d.predicate.to_string());
+            }
+        }
+    }
+    let sub_choice: HashMap<usize, Record> = accepted
+        .iter()
+        .filter_map(|&i| chosen.iter().copied().find(|r| ctx.plans[i].candidates.contains_key(r)).map(|r| (i, r)))
+        .collect();
+    let sub_records: HashSet<Record> = sub_choice.values().copied().collect();
+    let mut assigned: HashSet<Record> = HashSet::new();
+    let mut out = Vec::new();
+    for &i in accepted {
+        let plan = &ctx.plans[i];
+        let sub = &ctx.subs[plan.input];
+        let Some(&r) = sub_choice.get(&i) else { continue };
+        let mut entries = Vec::new();
+        let reason = match (r, plan.current) {
+            (Record::Installed(_), _) => Reason::Installed { note: plan.note.clone() },
+            (_, Some(c)) => Reason::Upgrade { from: ctx.installed[c as usize].name.clone() },
+            _ => Reason::Requested,
+        };
+        assigned.insert(r);
+        entries.push(resolved_bundle(ctx, sub, r, reason));
+        let mut queue = VecDeque::from([nodes[&r]]);
+        let mut seen = HashSet::from([nodes[&r]]);
+        while let Some(n) = queue.pop_front() {
+            for e in g.edges(n) {
+                let t = e.target();
+                if !seen.insert(t) {
+                    continue;
+                }
+                queue.push_back(t);
+                let dep = g[t];
+                if sub_records.contains(&dep) || !assigned.insert(dep) {
+                    continue;
+                }
+                let requirement: Vec<String> = g.edges_connecting(n, t).map(|x| x.weight().clone()).collect();
+                let reason = Reason::Dependency {
+                    of: ctx.bundle_name(g[n]),
+                    requirement: join_and(&requirement),
+                    already_installed: matches!(dep, Record::Installed(_)),
+                };
+                entries.push(resolved_bundle(ctx, sub, dep, reason));
+            }
+        }
+        out.push((plan.input, entries));
+    }
+    out
+}
+
+fn resolved_bundle(ctx: &Ctx<'_>, sub: &SubscriptionRequest, r: Record, reason: Reason) -> ResolvedBundle {
+    let (package, bundle, version, catalog, image) = match r {
+        Record::Bundle { cat, b } => {
+            let idx = ctx.index(cat);
+            let e = idx.bundle(b);
+            (idx.package_name(b).to_string(), e.name.clone(), e.version.clone(), Some(ctx.catalogs[cat as usize].key.clone()), e.image.clone())
+        }
+        Record::Installed(i) => {
+            let e = &ctx.installed[i as usize];
+            (e.package.clone(), e.name.clone(), e.version.clone(), e.catalog.map(|c| ctx.catalogs[c].key.clone()), e.image.clone())
+        }
+        Record::GvkProvider { .. } => (String::new(), String::new(), Version::new(0, 0, 0), None, String::new()),
+    };
+    ResolvedBundle {
+        subscription: sub.name.clone(),
+        namespace: sub.namespace.clone(),
+        package,
+        bundle,
+        version,
+        channel: ctx.channel_of(r).filter(|c| !c.is_empty()),
+        catalog,
+        image,
+        reason,
+    }
+}

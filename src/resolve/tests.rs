@@ -1,0 +1,243 @@
+//! Unit tests of the resolver core.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::catalog::model::DeclarativeConfig;
+
+/// Builds a catalog from a YAML list of FBC blobs (serde; tiny stand-in until `catalog::parse` lands).
+fn dc(yaml: &str) -> DeclarativeConfig {
+    let blobs: Vec<serde_json::Value> = serde_norway::from_str(yaml).expect("test YAML parses");
+    let mut cfg = DeclarativeConfig::default();
+    for b in blobs {
+        match b["schema"].as_str() {
+            Some("olm.package") => cfg.packages.push(serde_json::from_value(b).expect("package")),
+            Some("olm.channel") => cfg.channels.push(serde_json::from_value(b).expect("channel")),
+            Some("olm.bundle") => cfg.bundles.push(serde_json::from_value(b).expect("bundle")),
+            _ => cfg.others.push(b),
+        }
+    }
+    cfg
+}
+
+fn cat(ns: &str, name: &str, priority: i32, yaml: &str) -> CatalogInput {
+    CatalogInput { key: CatalogSourceKey::new(ns, name), priority, index: Arc::new(CatalogIndex::from_config(&dc(yaml))) }
+}
+
+fn sub(package: &str, channel: Option<&str>, source: &str) -> SubscriptionRequest {
+    SubscriptionRequest {
+        name: package.into(),
+        namespace: "operators".into(),
+        package: package.into(),
+        channel: channel.map(Into::into),
+        source: source.into(),
+        source_namespace: "olm".into(),
+        ..Default::default()
+    }
+}
+
+fn installed(name: &str) -> InstalledBundle {
+    InstalledBundle { namespace: "operators".into(), name: name.into(), ..Default::default() }
+}
+
+/// A bundle blob line.
+fn b(pkg: &str, version: &str, extra: &str) -> String {
+    format!(
+        "- {{schema: olm.bundle, name: {pkg}.v{version}, package: {pkg}, image: reg/{pkg}:{version}, properties: [{{type: olm.package, value: {{packageName: {pkg}, version: {version}}}}}{extra}]}}\n"
+    )
+}
+
+/// A package with one channel `stable` that is a replaces chain over `versions` (oldest first).
+fn chain(pkg: &str, versions: &[&str], extra: &dyn Fn(&str) -> String) -> String {
+    let mut y = format!("- {{schema: olm.package, name: {pkg}, defaultChannel: stable}}\n");
+    y.push_str(&format!("- schema: olm.channel\n  package: {pkg}\n  name: stable\n  entries:\n"));
+    let mut prev: Option<&str> = None;
+    for v in versions {
+        match prev {
+            Some(p) => y.push_str(&format!("    - {{name: {pkg}.v{v}, replaces: {pkg}.v{p}}}\n")),
+            None => y.push_str(&format!("    - {{name: {pkg}.v{v}}}\n")),
+        }
+        prev = Some(v);
+    }
+    for v in versions {
+        y.push_str(&b(pkg, v, &extra(v)));
+    }
+    y
+}
+
+fn none(_: &str) -> String {
+    String::new()
+}
+
+fn bundles(out: &ResolveOutput) -> Vec<String> {
+    out.resolved.iter().map(|r| r.bundle.clone()).collect()
+}
+
+#[test]
+fn fresh_install_takes_the_channel_head() {
+    let c = cat("olm", "cat", 0, &chain("foo", &["1.0.0", "1.1.0", "1.2.0"], &none));
+    let out = resolve(&ResolveInput { catalogs: vec![c], installed: vec![], subscriptions: vec![sub("foo", Some("stable"), "cat")] });
+    assert_eq!(bundles(&out), vec!["foo.v1.2.0"]);
+    assert_eq!(out.resolved[0].reason, Reason::Requested);
+    assert_eq!(out.resolved[0].channel.as_deref(), Some("stable"));
+    assert!(out.errors.is_empty());
+}
+
+#[test]
+fn upgrade_moves_one_edge_at_a_time() {
+    let c = cat("olm", "cat", 0, &chain("foo", &["1.0.0", "1.1.0", "1.2.0"], &none));
+    let out = resolve(&ResolveInput {
+        catalogs: vec![c],
+        installed: vec![installed("foo.v1.0.0")],
+        subscriptions: vec![sub("foo", Some("stable"), "cat")],
+    });
+    assert_eq!(bundles(&out), vec!["foo.v1.1.0"]);
+    assert_eq!(out.resolved[0].reason, Reason::Upgrade { from: "foo.v1.0.0".into() });
+}
+
+#[test]
+fn version_range_pins_and_explains_unreachable_targets() {
+    let c = cat("olm", "cat", 0, &chain("foo", &["1.0.0", "1.0.1", "1.0.2"], &none));
+    let mut s = sub("foo", Some("stable"), "cat");
+    s.version_range = Some("1.0.0".into());
+    let out = resolve(&ResolveInput { catalogs: vec![c.clone()], installed: vec![], subscriptions: vec![s.clone()] });
+    assert_eq!(bundles(&out), vec!["foo.v1.0.0"]);
+
+    s.version_range = Some("1.0.2".into());
+    let out = resolve(&ResolveInput { catalogs: vec![c.clone()], installed: vec![installed("foo.v1.0.0")], subscriptions: vec![s.clone()] });
+    assert_eq!(out.errors.len(), 1, "{out:?}");
+    let e = &out.errors[0];
+    assert_eq!(e.kind, ErrorKind::Unreachable);
+    assert!(e.message.contains("foo.v1.0.0 -> foo.v1.0.1 -> foo.v1.0.2"), "{}", e.message);
+
+    s.version_range = Some(">=3".into());
+    let out = resolve(&ResolveInput { catalogs: vec![c], installed: vec![], subscriptions: vec![s] });
+    assert_eq!(out.errors[0].kind, ErrorKind::VersionRangeMatchesNothing);
+    assert!(out.errors[0].message.contains("1.0.0, 1.0.1 and 1.0.2"), "{}", out.errors[0].message);
+}
+
+#[test]
+fn package_dependency_is_pulled_at_the_required_version() {
+    let mut y = chain("app", &["1.0.0"], &|_| {
+        ", {type: olm.package.required, value: {packageName: lib, versionRange: '>=1.0.0 <2.0.0'}}".into()
+    });
+    y.push_str(&chain("lib", &["0.9.0", "1.0.0", "1.5.0", "2.0.0"], &none));
+    let out = resolve(&ResolveInput { catalogs: vec![cat("olm", "cat", 0, &y)], installed: vec![], subscriptions: vec![sub("app", None, "cat")] });
+    assert_eq!(bundles(&out), vec!["app.v1.0.0", "lib.v1.5.0"]);
+    assert!(matches!(&out.resolved[1].reason, Reason::Dependency { of, .. } if of == "app.v1.0.0"));
+}
+
+#[test]
+fn missing_dependency_version_is_explained() {
+    let mut y = chain("kuadrant-operator", &["0.11.1"], &|_| {
+        ", {type: olm.package.required, value: {packageName: dns-operator, versionRange: '0.6.0'}}".into()
+    });
+    y.push_str(&chain("dns-operator", &["0.4.0", "0.5.0"], &none));
+    let out = resolve(&ResolveInput {
+        catalogs: vec![cat("olm", "community", 0, &y)],
+        installed: vec![],
+        subscriptions: vec![sub("kuadrant-operator", Some("stable"), "community")],
+    });
+    assert!(out.resolved.is_empty());
+    let m = &out.errors[0].message;
+    assert!(m.contains("kuadrant-operator 0.11.1"), "{m}");
+    assert!(m.contains("requires dns-operator 0.6.0"), "{m}");
+    assert!(m.contains("catalog olm/community offers dns-operator 0.4.0 and 0.5.0 only"), "{m}");
+}
+
+#[test]
+fn gvk_dependency_prefers_the_same_catalog_then_priority() {
+    let app = chain("app", &["1.0.0"], &|_| ", {type: olm.gvk.required, value: {group: x.io, version: v1, kind: Db}}".into());
+    let db = |p: &str| chain(p, &["1.0.0"], &|_| ", {type: olm.gvk, value: {group: x.io, version: v1, kind: Db}}".into());
+    // Same catalog wins over a higher-priority one.
+    let out = resolve(&ResolveInput {
+        catalogs: vec![cat("olm", "a", 0, &format!("{app}{}", db("db-a"))), cat("olm", "b", 10, &db("db-b"))],
+        installed: vec![],
+        subscriptions: vec![sub("app", None, "a")],
+    });
+    assert_eq!(bundles(&out), vec!["app.v1.0.0", "db-a.v1.0.0"]);
+    // Otherwise the higher priority wins.
+    let out = resolve(&ResolveInput {
+        catalogs: vec![cat("olm", "a", 0, &app), cat("olm", "b", 10, &db("db-b")), cat("olm", "c", 5, &db("db-c"))],
+        installed: vec![],
+        subscriptions: vec![sub("app", None, "a")],
+    });
+    assert_eq!(bundles(&out), vec!["app.v1.0.0", "db-b.v1.0.0"]);
+    // An installed provider wins over everything.
+    let out = resolve(&ResolveInput {
+        catalogs: vec![cat("olm", "a", 0, &app), cat("olm", "b", 10, &db("db-b")), cat("olm", "c", 5, &db("db-c"))],
+        installed: vec![installed("db-c.v1.0.0")],
+        subscriptions: vec![sub("app", None, "a")],
+    });
+    assert_eq!(bundles(&out), vec!["app.v1.0.0", "db-c.v1.0.0"]);
+    assert!(matches!(&out.resolved[1].reason, Reason::Dependency { already_installed: true, .. }));
+}
+
+#[test]
+fn one_provider_per_gvk_and_one_failing_subscription_fails_alone() {
+    let gvk = ", {type: olm.gvk, value: {group: x.io, version: v1, kind: Shared}}";
+    let mut y = chain("one", &["1.0.0"], &|_| gvk.into());
+    y.push_str(&chain("two", &["1.0.0"], &|_| gvk.into()));
+    y.push_str(&chain("three", &["1.0.0"], &none));
+    let out = resolve(&ResolveInput {
+        catalogs: vec![cat("olm", "cat", 0, &y)],
+        installed: vec![],
+        subscriptions: vec![sub("one", None, "cat"), sub("two", None, "cat"), sub("three", None, "cat")],
+    });
+    assert_eq!(bundles(&out), vec!["one.v1.0.0", "three.v1.0.0"]);
+    assert_eq!(out.errors.len(), 1);
+    assert_eq!(out.errors[0].subscription, "two");
+    assert!(out.errors[0].message.contains("x.io/v1 Shared"), "{}", out.errors[0].message);
+}
+
+#[test]
+fn missing_package_channel_and_catalog_have_their_own_messages() {
+    let c = cat("olm", "cat", 0, &chain("foo", &["1.0.0"], &none));
+    let mut missing_pkg = sub("bar", None, "cat");
+    missing_pkg.name = "bar".into();
+    let missing_ch = sub("foo", Some("fast"), "cat");
+    let mut missing_cat = sub("foo", None, "nope");
+    missing_cat.name = "foo2".into();
+    let out = resolve(&ResolveInput { catalogs: vec![c], installed: vec![], subscriptions: vec![missing_pkg, missing_ch, missing_cat] });
+    let kinds: Vec<ErrorKind> = out.errors.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, vec![ErrorKind::MissingPackage, ErrorKind::MissingChannel, ErrorKind::MissingCatalog]);
+    assert!(out.errors[1].message.contains("stable (default stable)"), "{}", out.errors[1].message);
+    assert!(out.errors[2].message.contains("olm/cat"), "{}", out.errors[2].message);
+}
+
+#[test]
+fn constraint_any_all_not_and_cel() {
+    let cons = |v: &str| format!(", {{type: olm.constraint, value: {v}}}");
+    let mut y = chain("app", &["1.0.0"], &|_| {
+        cons("{any: {constraints: [{package: {packageName: lib-a, versionRange: '>=9.0.0'}}, {all: {constraints: [{package: {packageName: lib-b, versionRange: '>=1.0.0'}}, {not: {constraints: [{package: {packageName: lib-b, versionRange: '1.2.0'}}]}}]}}]}}")
+    });
+    y.push_str(&chain("lib-a", &["1.0.0"], &none));
+    y.push_str(&chain("lib-b", &["1.1.0", "1.2.0"], &none));
+    let out = resolve(&ResolveInput { catalogs: vec![cat("olm", "cat", 0, &y)], installed: vec![], subscriptions: vec![sub("app", None, "cat")] });
+    assert_eq!(bundles(&out), vec!["app.v1.0.0", "lib-b.v1.1.0"], "{out:?}");
+
+    let y = chain("celapp", &["1.0.0"], &|_| cons("{cel: {rule: 'true'}}"));
+    let out = resolve(&ResolveInput { catalogs: vec![cat("olm", "cat", 0, &y)], installed: vec![], subscriptions: vec![sub("celapp", None, "cat")] });
+    assert!(out.errors[0].message.contains("cel") && out.errors[0].message.contains("not supported yet"), "{}", out.errors[0].message);
+}
+
+#[test]
+fn installed_pre_release_outside_skip_range_is_explained() {
+    let y = "- {schema: olm.package, name: ptp, defaultChannel: '4.3'}\n- {schema: olm.channel, package: ptp, name: '4.3', entries: [{name: ptp.v4.3.1, skipRange: '>=4.3.0 <4.3.1'}]}\n".to_string()
+        + &b("ptp", "4.3.1", "");
+    let out = resolve(&ResolveInput {
+        catalogs: vec![cat("olm", "cat", 0, &y)],
+        installed: vec![installed("ptp.v4.3.0-201911201000")],
+        subscriptions: vec![sub("ptp", Some("4.3"), "cat")],
+    });
+    assert_eq!(bundles(&out), vec!["ptp.v4.3.0-201911201000"]);
+    let Reason::Installed { note: Some(n) } = &out.resolved[0].reason else { panic!("{out:?}") };
+    assert!(n.contains("pre-release") && n.contains(">=4.3.0 <4.3.1") && n.contains("ptp.v4.3.1"), "{n}");
+}
+
+#[test]
+fn split_csv_name_finds_the_version() {
+    assert_eq!(split_csv_name("ptp.v4.3.0-201911201000").map(|(p, v)| (p, v.to_string())), Some(("ptp".into(), "4.3.0-201911201000".into())));
+    assert_eq!(split_csv_name("etcdoperator.v0.9.0").map(|(p, _)| p), Some("etcdoperator".into()));
+    assert!(split_csv_name("no-version").is_none());
+}

@@ -1,0 +1,252 @@
+//! Property tests of the resolver core on generated catalogs:
+//! - every plan satisfies every constraint (dependencies, one bundle per package, one provider per
+//!   API), for one and for several Subscriptions in a namespace;
+//! - a failure names at least one unsatisfiable requirement, and a lone Subscription fails only
+//!   when no valid plan exists (checked by brute force over the small catalog).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use capstan::catalog::model::{Bundle, Channel, ChannelEntry, DeclarativeConfig, Package, Property};
+use capstan::catalog::property::{self, Gvk, PackageProperty, PackageRequired};
+use capstan::resolve::{
+    CatalogIndex, CatalogInput, CatalogSourceKey, ErrorKind, ResolveInput, ResolveOutput, SubscriptionRequest, resolve,
+};
+use proptest::prelude::*;
+use semver::Version;
+
+#[derive(Debug, Clone)]
+enum Dep {
+    /// Package (index mod N) with versions from `lo` (inclusive) to `hi` (exclusive), as minor numbers.
+    Pkg(usize, u8, u8),
+    /// API from the pool.
+    Gvk(u8),
+}
+
+#[derive(Debug, Clone)]
+struct BundleSpec {
+    provides: Vec<u8>,
+    deps: Vec<Dep>,
+}
+
+type CatalogSpec = Vec<Vec<BundleSpec>>;
+
+const GVK_POOL: u8 = 4;
+
+fn gvk(i: u8) -> Gvk {
+    Gvk { group: "x.io".into(), version: "v1".into(), kind: format!("K{i}") }
+}
+
+fn version(minor: usize) -> Version {
+    Version::new(1, minor as u64, 0)
+}
+
+fn catalog_spec() -> impl Strategy<Value = CatalogSpec> {
+    let dep = prop_oneof![
+        (0usize..5, 0u8..3, 1u8..4).prop_map(|(p, lo, hi)| Dep::Pkg(p, lo, hi.max(lo + 1))),
+        (0u8..GVK_POOL).prop_map(Dep::Gvk),
+    ];
+    let bundle = (prop::collection::vec(0u8..(GVK_POOL + 3), 0..2), prop::collection::vec(dep, 0..3)).prop_map(|(p, deps)| BundleSpec {
+        provides: p.into_iter().filter(|g| *g < GVK_POOL).collect(),
+        deps,
+    });
+    prop::collection::vec(prop::collection::vec(bundle, 1..=3), 2..=5)
+}
+
+fn pkg_name(i: usize) -> String {
+    format!("p{i}")
+}
+
+fn build(spec: &CatalogSpec) -> DeclarativeConfig {
+    let n = spec.len();
+    let mut cfg = DeclarativeConfig::default();
+    for (pi, bundles) in spec.iter().enumerate() {
+        let pkg = pkg_name(pi);
+        cfg.packages.push(Package { schema: "olm.package".into(), name: pkg.clone(), default_channel: Some("stable".into()), ..Default::default() });
+        let mut entries = Vec::new();
+        for (bi, b) in bundles.iter().enumerate() {
+            let name = format!("{pkg}.v{}", version(bi));
+            entries.push(ChannelEntry {
+                name: name.clone(),
+                replaces: (bi > 0).then(|| format!("{pkg}.v{}", version(bi - 1))),
+                ..Default::default()
+            });
+            let mut props = vec![Property::new(
+                property::PACKAGE,
+                &PackageProperty { package_name: pkg.clone(), version: version(bi).to_string(), release: None },
+            )];
+            for g in &b.provides {
+                props.push(Property::new(property::GVK, &gvk(*g)));
+            }
+            for d in &b.deps {
+                match d {
+                    Dep::Pkg(p, lo, hi) => props.push(Property::new(
+                        property::PACKAGE_REQUIRED,
+                        &PackageRequired {
+                            package_name: pkg_name(p % n),
+                            version_range: format!(">={} <{}", version(*lo as usize), version(*hi as usize)),
+                        },
+                    )),
+                    Dep::Gvk(g) => props.push(Property::new(property::GVK_REQUIRED, &gvk(*g))),
+                }
+            }
+            cfg.bundles.push(Bundle {
+                schema: "olm.bundle".into(),
+                package: pkg.clone(),
+                name,
+                image: format!("reg/{pkg}:{}", version(bi)),
+                properties: props,
+                ..Default::default()
+            });
+        }
+        cfg.channels.push(Channel { schema: "olm.channel".into(), package: pkg, name: "stable".into(), entries, ..Default::default() });
+    }
+    cfg
+}
+
+fn input(spec: &CatalogSpec, subs: &[usize]) -> ResolveInput {
+    let index = CatalogIndex::from_config(&build(spec));
+    assert!(index.problems().is_empty(), "{:?}", index.problems());
+    ResolveInput {
+        catalogs: vec![CatalogInput { key: CatalogSourceKey::new("olm", "gen"), priority: 0, index: Arc::new(index) }],
+        installed: vec![],
+        subscriptions: subs
+            .iter()
+            .map(|&p| SubscriptionRequest {
+                name: format!("sub-{}", pkg_name(p)),
+                namespace: "ns".into(),
+                package: pkg_name(p),
+                channel: Some("stable".into()),
+                source: "gen".into(),
+                source_namespace: "olm".into(),
+                ..Default::default()
+            })
+            .collect(),
+    }
+}
+
+/// A chosen set: package index → bundle index. Checks every constraint; returns what is violated.
+fn violations(spec: &CatalogSpec, chosen: &HashMap<usize, usize>) -> Vec<String> {
+    let n = spec.len();
+    let mut out = Vec::new();
+    let mut providers: HashMap<u8, usize> = HashMap::new();
+    for (&p, &b) in chosen {
+        let bundle = &spec[p][b];
+        for g in &bundle.provides {
+            if let Some(other) = providers.insert(*g, p)
+                && other != p
+            {
+                out.push(format!("K{g} provided by p{other} and p{p}"));
+            }
+        }
+        for d in &bundle.deps {
+            let ok = match d {
+                Dep::Pkg(t, lo, hi) => chosen.get(&(t % n)).is_some_and(|&tb| (*lo as usize) <= tb && tb < (*hi as usize)),
+                Dep::Gvk(g) => chosen.iter().any(|(&q, &qb)| spec[q][qb].provides.contains(g)),
+            };
+            if !ok {
+                out.push(format!("p{p} v{b}: {d:?} unmet"));
+            }
+        }
+    }
+    out
+}
+
+fn plan_of(out: &ResolveOutput) -> HashMap<usize, usize> {
+    let mut chosen = HashMap::new();
+    for r in &out.resolved {
+        let p: usize = r.package.trim_start_matches('p').parse().expect("generated package name");
+        let previous = chosen.insert(p, r.version.minor as usize);
+        assert!(previous.is_none(), "two bundles of {} in the plan: {out:?}", r.package);
+    }
+    chosen
+}
+
+/// Whether some valid plan contains a bundle of package `want` (brute force).
+fn satisfiable(spec: &CatalogSpec, want: usize) -> bool {
+    let n = spec.len();
+    let mut choice = vec![0usize; n]; // 0 = none, k = bundle k-1
+    loop {
+        if choice[want] > 0 {
+            let chosen: HashMap<usize, usize> = choice.iter().enumerate().filter(|(_, c)| **c > 0).map(|(p, c)| (p, c - 1)).collect();
+            if violations(spec, &chosen).is_empty() {
+                return true;
+            }
+        }
+        // Next assignment.
+        let mut i = 0;
+        loop {
+            if i == n {
+                return false;
+            }
+            choice[i] += 1;
+            if choice[i] <= spec[i].len() {
+                break;
+            }
+            choice[i] = 0;
+            i += 1;
+        }
+    }
+}
+
+fn names_a_requirement(message: &str) -> bool {
+    message.contains(" requires ") || message.contains("also provides it") || message.contains("both bundles of package")
+        || message.contains("would both provide API")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, .. ProptestConfig::default() })]
+
+    #[test]
+    fn one_subscription_plan_is_valid_and_failure_only_when_nothing_works(spec in catalog_spec(), pick in 0usize..5) {
+        let want = pick % spec.len();
+        let out = resolve(&input(&spec, &[want]));
+        let exists = satisfiable(&spec, want);
+        if out.errors.is_empty() {
+            let plan = plan_of(&out);
+            prop_assert!(plan.contains_key(&want), "{out:?}");
+            let v = violations(&spec, &plan);
+            prop_assert!(v.is_empty(), "plan violates {v:?}: {out:?}");
+            prop_assert!(exists);
+        } else {
+            prop_assert_eq!(out.errors.len(), 1);
+            prop_assert!(out.resolved.is_empty());
+            let e = &out.errors[0];
+            prop_assert_eq!(e.kind, ErrorKind::Unsatisfiable);
+            prop_assert!(!exists, "resolver failed although a plan exists: {}", e.message);
+            prop_assert!(names_a_requirement(&e.message), "{}", e.message);
+            let named: HashSet<usize> = (0..spec.len()).filter(|p| e.message.contains(&format!("p{p} "))).collect();
+            prop_assert!(!named.is_empty(), "names no package: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn several_subscriptions_each_resolve_or_fail_alone(spec in catalog_spec(), picks in prop::collection::vec(0usize..5, 2..4)) {
+        let mut wanted: Vec<usize> = picks.iter().map(|p| p % spec.len()).collect();
+        wanted.sort();
+        wanted.dedup();
+        let out = resolve(&input(&spec, &wanted));
+        let plan = plan_of(&out);
+        let v = violations(&spec, &plan);
+        prop_assert!(v.is_empty(), "plan violates {v:?}: {out:?}");
+        let failed: HashSet<String> = out.errors.iter().map(|e| e.subscription.clone()).collect();
+        for &w in &wanted {
+            let name = format!("sub-{}", pkg_name(w));
+            if failed.contains(&name) {
+                let e = out.errors.iter().find(|e| e.subscription == name).expect("error");
+                prop_assert!(names_a_requirement(&e.message), "{}", e.message);
+            } else {
+                prop_assert!(plan.contains_key(&w), "{name} neither resolved nor failed: {out:?}");
+                prop_assert!(out.resolved.iter().any(|r| r.subscription == name && r.package == pkg_name(w)));
+            }
+            // A Subscription that is satisfiable alone is never dropped when it is the only one asking.
+            if wanted.len() == 1 {
+                prop_assert_eq!(failed.contains(&name), !satisfiable(&spec, w));
+            }
+        }
+        // Every failing Subscription would also fail alone or conflicts with what was accepted.
+        for e in &out.errors {
+            prop_assert_eq!(e.kind, ErrorKind::Unsatisfiable);
+        }
+    }
+}
