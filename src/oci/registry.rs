@@ -324,8 +324,10 @@ impl Registry {
         if let Some(cache) = &self.config.cache
             && let Some(bytes) = cache.get(digest)
         {
+            tracing::debug!(digest, "manifest served from the blob cache");
             return Ok(bytes);
         }
+        tracing::debug!(reference = %by_digest.whole(), "pulling manifest");
         let client = self.ready(by_digest).await?;
         let (auth, _) = self.auth_for(by_digest)?;
         let (body, _) = client
@@ -361,8 +363,10 @@ impl Registry {
         if let Some(cache) = &self.config.cache
             && let Some(bytes) = cache.get(&descriptor.digest)
         {
+            tracing::debug!(digest = %descriptor.digest, what, "blob served from the blob cache");
             return Ok(bytes);
         }
+        tracing::debug!(digest = %descriptor.digest, what, size = descriptor.size, "pulling blob");
         let client = self.ready(reference).await?;
         let short = short_digest(&descriptor.digest);
         let bar = self
