@@ -216,13 +216,15 @@ impl Registry {
         &self.config
     }
 
-    fn client_for(&self, registry: &str) -> Client {
+    /// The client for `registry` and one set of credentials (`auth_key`): repositories of one
+    /// registry may have different credentials (docker config keys with a path).
+    fn client_for(&self, registry: &str, auth_key: &str) -> Client {
         let mut clients = match self.clients.lock() {
             Ok(c) => c,
             Err(poisoned) => poisoned.into_inner(),
         };
         clients
-            .entry(registry.to_string())
+            .entry(format!("{registry}\u{0}{auth_key}"))
             .or_insert_with(|| {
                 let protocol = if self.config.uses_plain_http(registry) {
                     ClientProtocol::Http
@@ -260,8 +262,13 @@ impl Registry {
     /// A client for the reference's registry with its credentials stored; oci-client fetches a
     /// token (or applies basic credentials) lazily on the first request that needs one.
     async fn ready(&self, reference: &Reference) -> Result<Client> {
-        let client = self.client_for(reference.resolve_registry());
-        let (auth, _) = self.auth_for(reference)?;
+        let (auth, source) = self.auth_for(reference)?;
+        let auth_key = match &auth {
+            RegistryAuth::Anonymous => String::new(),
+            RegistryAuth::Basic(user, _) => format!("basic:{user}:{}", source.unwrap_or_default()),
+            RegistryAuth::Bearer(_) => format!("bearer:{}", source.unwrap_or_default()),
+        };
+        let client = self.client_for(reference.resolve_registry(), &auth_key);
         client
             .store_auth_if_needed(reference.resolve_registry(), &auth)
             .await;
