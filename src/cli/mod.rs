@@ -1,5 +1,8 @@
 //! The `capstan` binary's commands.
 
+mod bundle;
+mod image;
+mod render;
 mod resolve;
 
 use clap::{Parser, Subcommand};
@@ -17,6 +20,8 @@ pub struct Cli {
 enum Command {
     /// Print the version.
     Version,
+    /// Work with registry+v1 bundle directories.
+    Bundle(bundle::BundleArgs),
     /// What-if resolution of Subscriptions against catalogs, offline.
     Resolve(resolve::ResolveArgs),
 }
@@ -29,6 +34,7 @@ pub fn main() -> ExitCode {
             println!("capstan {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Bundle(args) => bundle::run(args),
         Command::Resolve(args) => resolve::run(args),
     }
 }

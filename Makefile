@@ -1,0 +1,32 @@
+# capstan — the two commands a new user needs are `make demo` and `make test` (see README.md).
+SHELL := /bin/bash
+CARGO ?= cargo
+export CAPSTAN_CACHE ?= $(HOME)/.cache/capstan
+
+.PHONY: demo test build cluster-build cluster-up cluster-down bench crds
+
+## demo: build capstan, start the local control plane and registry, publish the example catalog, show it working
+demo: build cluster-up
+	bash examples/demo.sh
+
+## test: install what the tests need, start the environment, run every test, stop what was started
+test:
+	bash tests/run.sh
+
+build:
+	$(CARGO) build --release --locked
+
+## cluster-build: build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (cached)
+cluster-build:
+	bash tests/cluster/build.sh >/dev/null
+
+## cluster-up / cluster-down: the local control plane and OCI registry on 127.0.0.1 (state in .cluster/)
+cluster-up:
+	bash tests/cluster/up.sh all
+
+cluster-down:
+	bash tests/cluster/down.sh
+
+## bench: the benchmarks (tables printed as markdown; see docs/benchmarks.md)
+bench:
+	$(CARGO) bench --locked

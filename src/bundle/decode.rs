@@ -1,0 +1,355 @@
+//! Reading a bundle directory: files in name order, YAML (multi-document) or JSON, with errors
+//! that name the file. Semantics follow operator-registry `pkg/registry/parse.go` and
+//! `pkg/registry/decode.go` (first document per file, first CSV, first metadata file of each kind).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use indexmap::IndexMap;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{
+    ANNOTATION_CHANNELS, ANNOTATION_DEFAULT_CHANNEL, ANNOTATION_PACKAGE, Annotations, Bundle, BundleError, Dependency,
+    MAX_FILE_SIZE, Manifest,
+};
+
+pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
+    let manifests_dir = dir.join("manifests");
+    let metadata_dir = dir.join("metadata");
+    for (path, name) in [(&manifests_dir, "manifests"), (&metadata_dir, "metadata")] {
+        match fs::metadata(path) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(BundleError::MissingDirectory { dir: dir.to_path_buf(), name }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(BundleError::MissingDirectory { dir: dir.to_path_buf(), name });
+            }
+            Err(source) => return Err(BundleError::Io { path: path.clone(), source }),
+        }
+    }
+
+    let mut objects = Vec::new();
+    let mut ignored = Vec::new();
+    let mut csv_index = None;
+    for (name, full) in list_files(&manifests_dir)? {
+        let rel = PathBuf::from("manifests").join(&name);
+        let docs = read_documents(&full, &rel)?;
+        for (i, doc) in docs.into_iter().enumerate() {
+            let document = i;
+            let manifest = Manifest { path: rel.clone(), document, value: doc };
+            check_object(&manifest)?;
+            if i > 0 {
+                ignored.push(manifest);
+                continue;
+            }
+            if manifest.kind() == "ClusterServiceVersion" {
+                if csv_index.is_some() {
+                    ignored.push(manifest);
+                    continue;
+                }
+                csv_index = Some(objects.len());
+            }
+            objects.push(manifest);
+        }
+    }
+    let Some(csv_index) = csv_index else {
+        return Err(BundleError::NoCsv { dir: dir.to_path_buf() });
+    };
+    let csv = &objects[csv_index];
+    match csv.value.pointer("/metadata/name") {
+        Some(Value::String(s)) if !s.is_empty() => {}
+        Some(Value::String(_)) | None => {
+            return Err(BundleError::Field {
+                path: csv.path.clone(),
+                field: "metadata.name".into(),
+                message: "missing; set the CSV name, e.g. <package>.v<version>".into(),
+            });
+        }
+        Some(other) => {
+            return Err(BundleError::Field {
+                path: csv.path.clone(),
+                field: "metadata.name".into(),
+                message: format!("must be a string, found {}", type_name(other)),
+            });
+        }
+    }
+
+    let mut annotations = None;
+    let mut dependencies: Option<(PathBuf, Vec<Dependency>)> = None;
+    let mut properties: Option<(PathBuf, Vec<Dependency>)> = None;
+    for (name, full) in list_files_any(&metadata_dir)? {
+        let rel = PathBuf::from("metadata").join(&name);
+        let docs = read_documents(&full, &rel)?;
+        let Some(first) = docs.into_iter().next() else { continue };
+        if annotations.is_none() {
+            annotations = decode_annotations(&first, &rel)?;
+        }
+        if dependencies.is_none()
+            && let Some(list) = decode_entries(&first, "dependencies", &rel)? {
+                dependencies = Some((rel.clone(), list));
+            }
+        if properties.is_none()
+            && let Some(list) = decode_entries(&first, "properties", &rel)? {
+                properties = Some((rel.clone(), list));
+            }
+    }
+    let Some(annotations) = annotations else {
+        return Err(BundleError::NoAnnotations { dir: dir.to_path_buf() });
+    };
+    let (dependencies_file, dependencies) = match dependencies {
+        Some((f, d)) => (Some(f), d),
+        None => (None, Vec::new()),
+    };
+    let (properties_file, properties) = match properties {
+        Some((f, d)) => (Some(f), d),
+        None => (None, Vec::new()),
+    };
+    Ok(Bundle {
+        dir: dir.to_path_buf(),
+        annotations,
+        dependencies,
+        dependencies_file,
+        properties,
+        properties_file,
+        objects,
+        csv_index,
+        ignored,
+    })
+}
+
+/// Regular files of `dir` whose names do not start with `.`, sorted by name (bytes), as opm's
+/// `fs.ReadDir` + hidden-file skip. Symlinks to files count as files.
+fn list_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, BundleError> {
+    Ok(list_files_any(dir)?.into_iter().filter(|(n, _)| !n.starts_with('.')).collect())
+}
+
+/// Regular files of `dir` sorted by name (metadata/ does not skip hidden files in opm).
+fn list_files_any(dir: &Path) -> Result<Vec<(String, PathBuf)>, BundleError> {
+    let io = |source| BundleError::Io { path: dir.to_path_buf(), source };
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        let path = entry.path();
+        let is_file = fs::metadata(&path).map(|m| m.is_file()).unwrap_or(false);
+        if !is_file {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        out.push((name, path));
+    }
+    out.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    Ok(out)
+}
+
+/// Reads a file and parses every YAML document (or the JSON values of a JSON stream). Empty
+/// documents (`---` with nothing after it, or only comments) are dropped.
+pub(crate) fn read_documents(full: &Path, rel: &Path) -> Result<Vec<Value>, BundleError> {
+    let meta = fs::metadata(full).map_err(|source| BundleError::Io { path: rel.to_path_buf(), source })?;
+    if meta.len() > MAX_FILE_SIZE {
+        return Err(BundleError::TooLarge { path: rel.to_path_buf(), size: meta.len(), limit: MAX_FILE_SIZE });
+    }
+    let bytes = fs::read(full).map_err(|source| BundleError::Io { path: rel.to_path_buf(), source })?;
+    parse_documents(&bytes, rel)
+}
+
+/// Parses bytes as YAML documents or a JSON stream (opm's `NewYAMLOrJSONDecoder` sniffs JSON when
+/// the first non-space byte is `{`).
+pub(crate) fn parse_documents(bytes: &[u8], rel: &Path) -> Result<Vec<Value>, BundleError> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| BundleError::NotUtf8 { path: rel.to_path_buf(), offset: e.valid_up_to() })?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let syntax = |message: String| BundleError::Syntax { path: rel.to_path_buf(), message };
+    if text.trim_start().starts_with('{') {
+        let mut out = Vec::new();
+        for v in serde_json::Deserializer::from_str(text).into_iter::<Value>() {
+            out.push(v.map_err(|e| syntax(format!("invalid JSON: {e}")))?);
+        }
+        return Ok(out);
+    }
+    let mut out = Vec::new();
+    for doc in serde_norway::Deserializer::from_str(text) {
+        let v = Value::deserialize(doc).map_err(|e| syntax(format!("invalid YAML: {e}")))?;
+        if !v.is_null() {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+fn check_object(m: &Manifest) -> Result<(), BundleError> {
+    let err = |message: String| BundleError::NotAnObject {
+        path: m.path.clone(),
+        document: m.document + 1,
+        message,
+    };
+    let Value::Object(map) = &m.value else {
+        return Err(err(format!(
+            "expected a Kubernetes object (a mapping with apiVersion, kind and metadata), found {}",
+            type_name(&m.value)
+        )));
+    };
+    for key in ["apiVersion", "kind"] {
+        match map.get(key) {
+            Some(Value::String(s)) if !s.is_empty() => {}
+            Some(Value::String(_)) | None => {
+                return Err(err(format!("field {key} is missing; every manifest needs apiVersion and kind")));
+            }
+            Some(other) => return Err(err(format!("field {key} must be a string, found {}", type_name(other)))),
+        }
+    }
+    if let Some(meta) = map.get("metadata")
+        && !meta.is_object() {
+            return Err(err(format!("field metadata must be a mapping, found {}", type_name(meta))));
+        }
+    Ok(())
+}
+
+/// Decodes an annotations file the way Go decodes `AnnotationsFile`: `annotations` must be a
+/// mapping; the file counts when one of the three known keys is non-empty. A known key with a
+/// non-string value makes the Go decode fail, so the file does not count either.
+fn decode_annotations(doc: &Value, rel: &Path) -> Result<Option<Annotations>, BundleError> {
+    let Some(Value::Object(map)) = doc.get("annotations") else { return Ok(None) };
+    let known = [ANNOTATION_PACKAGE, ANNOTATION_CHANNELS, ANNOTATION_DEFAULT_CHANNEL];
+    for k in known {
+        if let Some(v) = map.get(k)
+            && !v.is_string() && !v.is_null() {
+                return Err(BundleError::Field {
+                    path: rel.to_path_buf(),
+                    field: format!("annotations.{k}"),
+                    message: format!("must be a string, found {}; quote the value", type_name(v)),
+                });
+            }
+    }
+    let get = |k: &str| map.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let package = get(ANNOTATION_PACKAGE);
+    let channels = get(ANNOTATION_CHANNELS);
+    let default_channel = get(ANNOTATION_DEFAULT_CHANNEL);
+    if package.is_empty() && channels.is_empty() && default_channel.is_empty() {
+        return Ok(None);
+    }
+    let mut all = IndexMap::new();
+    for (k, v) in map {
+        let text = match v {
+            Value::String(s) => s.clone(),
+            Value::Null => String::new(),
+            Value::Bool(_) | Value::Number(_) => v.to_string(),
+            other => {
+                return Err(BundleError::Field {
+                    path: rel.to_path_buf(),
+                    field: format!("annotations.{k}"),
+                    message: format!("must be a string, found {}", type_name(other)),
+                });
+            }
+        };
+        all.insert(k.clone(), text);
+    }
+    Ok(Some(Annotations {
+        file: rel.to_path_buf(),
+        package,
+        channels: if channels.is_empty() { Vec::new() } else { channels.split(',').map(str::to_string).collect() },
+        default_channel: if default_channel.is_empty() { None } else { Some(default_channel) },
+        all,
+    }))
+}
+
+/// Decodes `dependencies:` / `properties:` lists of `{type, value}`. Returns `None` when the key is
+/// absent or the list is empty (opm then keeps looking in later files).
+fn decode_entries(doc: &Value, key: &str, rel: &Path) -> Result<Option<Vec<Dependency>>, BundleError> {
+    let Some(list) = doc.get(key) else { return Ok(None) };
+    let Value::Array(items) = list else {
+        if list.is_null() {
+            return Ok(None);
+        }
+        return Err(BundleError::Field {
+            path: rel.to_path_buf(),
+            field: key.to_string(),
+            message: format!("must be a list of {{type, value}} entries, found {}", type_name(list)),
+        });
+    };
+    if items.is_empty() {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let field = |f: &str| format!("{key}[{i}]{f}");
+        let Value::Object(map) = item else {
+            return Err(BundleError::Field {
+                path: rel.to_path_buf(),
+                field: field(""),
+                message: format!("must be a mapping with type and value, found {}", type_name(item)),
+            });
+        };
+        let type_ = match map.get("type") {
+            Some(Value::String(s)) => s.clone(),
+            None | Some(Value::Null) => String::new(),
+            Some(other) => {
+                return Err(BundleError::Field {
+                    path: rel.to_path_buf(),
+                    field: field(".type"),
+                    message: format!("must be a string, found {}", type_name(other)),
+                });
+            }
+        };
+        out.push(Dependency { type_, value: map.get("value").cloned().unwrap_or(Value::Null) });
+    }
+    Ok(Some(out))
+}
+
+/// JSON type name for messages.
+pub(crate) fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_multi_document_and_empty_documents() {
+        let docs = parse_documents(b"---\na: 1\n---\n# only a comment\n---\nb: [x]\n", Path::new("f.yaml")).unwrap();
+        assert_eq!(docs, vec![serde_json::json!({"a": 1}), serde_json::json!({"b": ["x"]})]);
+    }
+
+    #[test]
+    fn json_stream_is_sniffed() {
+        let docs = parse_documents(b"  {\"a\": 1} {\"b\": 2}", Path::new("f.json")).unwrap();
+        assert_eq!(docs.len(), 2);
+    }
+
+    #[test]
+    fn non_utf8_names_file_and_offset() {
+        let err = parse_documents(b"kind: A\xff\n", Path::new("manifests/x.yaml")).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("manifests/x.yaml") && text.contains("offset 7"), "{text}");
+    }
+
+    #[test]
+    fn truncated_yaml_names_file() {
+        let err = parse_documents(b"a:\n  b: [1, 2\n", Path::new("manifests/x.yaml")).unwrap_err();
+        assert!(err.to_string().starts_with("manifests/x.yaml: invalid YAML"), "{err}");
+    }
+
+    #[test]
+    fn annotations_channels_split_like_opm() {
+        let doc = serde_json::json!({"annotations": {
+            ANNOTATION_PACKAGE: "p", ANNOTATION_CHANNELS: "alpha,beta", "x": 1}});
+        let a = decode_annotations(&doc, Path::new("metadata/annotations.yaml")).unwrap().unwrap();
+        assert_eq!(a.channels, vec!["alpha", "beta"]);
+        assert_eq!(a.default_channel, None);
+        assert_eq!(a.all.get("x").map(String::as_str), Some("1"));
+    }
+
+    #[test]
+    fn dependencies_must_be_a_list() {
+        let doc = serde_json::json!({"dependencies": {"type": "olm.package"}});
+        let err = decode_entries(&doc, "dependencies", Path::new("metadata/dependencies.yaml")).unwrap_err();
+        assert!(err.to_string().contains("metadata/dependencies.yaml: field dependencies"), "{err}");
+    }
+}

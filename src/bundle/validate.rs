@@ -1,0 +1,759 @@
+//! Bundle validation: what `operator-sdk bundle validate` / operator-framework/api's validators,
+//! opm and OLM's installer would reject, each finding with the file, the field and the fix.
+//!
+//! Sources: `olm-v0.md` §1.5 (CSV fields, install modes), §2.1–2.3 (layout, annotations,
+//! dependencies, properties, `olm.constraint`), §2.5 (object kinds a bundle may contain);
+//! operator-framework/api `pkg/validation/internal/csv.go` (CSV name is a DNS-1123 subdomain and a
+//! label value, install modes), operator-registry `pkg/registry/bundle.go`
+//! (`AllProvidedAPIsInBundle`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::csv::INSTALL_MODE_TYPES;
+use super::decode::type_name;
+use super::{
+    ANNOTATION_MANIFESTS, ANNOTATION_MEDIATYPE, ANNOTATION_METADATA, Bundle, Manifest, str_at,
+};
+use crate::catalog::property;
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The bundle will not render, publish or install correctly.
+    Error,
+    /// Works, but is probably not what the author meant or goes against convention.
+    Warning,
+}
+
+/// One problem found in a bundle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Error or warning.
+    pub severity: Severity,
+    /// File relative to the bundle directory (e.g. `manifests/x.clusterserviceversion.yaml`).
+    pub file: String,
+    /// Field inside the file, e.g. `spec.version`, `annotations.<key>`; "" for the whole file.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+    /// What to do about it.
+    pub fix: String,
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sev = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(f, "{sev}: {}", self.file)?;
+        if !self.field.is_empty() {
+            write!(f, ": {}", self.field)?;
+        }
+        write!(f, ": {}", self.message)?;
+        if !self.fix.is_empty() {
+            write!(f, " (fix: {})", self.fix)?;
+        }
+        Ok(())
+    }
+}
+
+/// Kinds a bundle may contain besides the CSV and CRDs: OLM turns them into InstallPlan steps;
+/// any other kind makes the step `UnsupportedResource` and the plan fail (`olm-v0.md` §2.5;
+/// OLM `pkg/controller/operators/catalog/supportedresources.go`).
+pub const ALLOWED_KINDS: [&str; 21] = [
+    "ClusterServiceVersion",
+    "CustomResourceDefinition",
+    "Secret",
+    "ConfigMap",
+    "Service",
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "PrometheusRule",
+    "ServiceMonitor",
+    "PodDisruptionBudget",
+    "PriorityClass",
+    "VerticalPodAutoscaler",
+    "ConsoleYAMLSample",
+    "ConsoleQuickStart",
+    "ConsoleCLIDownload",
+    "ConsoleLink",
+    "ConsolePlugin",
+    "NetworkPolicy",
+];
+
+/// Largest object the API server stores (etcd's default request limit, 1.5 MiB).
+pub const MAX_OBJECT_SIZE: usize = 3 << 19;
+
+struct Out {
+    findings: Vec<Finding>,
+}
+
+impl Out {
+    fn push(&mut self, severity: Severity, file: impl std::fmt::Display, field: impl Into<String>, message: impl Into<String>, fix: impl Into<String>) {
+        self.findings.push(Finding {
+            severity,
+            file: file.to_string(),
+            field: field.into(),
+            message: message.into(),
+            fix: fix.into(),
+        });
+    }
+    fn error(&mut self, file: impl std::fmt::Display, field: impl Into<String>, message: impl Into<String>, fix: impl Into<String>) {
+        self.push(Severity::Error, file, field, message, fix);
+    }
+    fn warn(&mut self, file: impl std::fmt::Display, field: impl Into<String>, message: impl Into<String>, fix: impl Into<String>) {
+        self.push(Severity::Warning, file, field, message, fix);
+    }
+}
+
+/// Checks a loaded bundle. Errors first, then warnings, each group in file order. An empty list
+/// (or warnings only) means the bundle renders, publishes and installs.
+///
+/// Checked: CSV name (DNS-1123 subdomain and label value), `spec.version` semver,
+/// `spec.replaces` / `spec.skips` names, `olm.skipRange`, `spec.minKubeVersion`, install modes
+/// (known types, no duplicates, at least one supported, AllNamespaces only with conversion
+/// webhooks), install strategy, related images, `olm.properties` annotation; annotations
+/// (package, channels, default channel among them, media type); owned CRDs present with the
+/// owned version and kind, and every CRD well formed; required CRD names; object kinds allowed
+/// in a bundle; object size; `dependencies.yaml` and `properties.yaml` entries; documents opm
+/// ignores.
+pub fn validate(bundle: &Bundle) -> Vec<Finding> {
+    let mut out = Out { findings: Vec::new() };
+    check_annotations(bundle, &mut out);
+    check_csv(bundle, &mut out);
+    check_crds(bundle, &mut out);
+    check_objects(bundle, &mut out);
+    check_entries(bundle, &mut out, true);
+    check_entries(bundle, &mut out, false);
+    let mut findings = out.findings;
+    findings.sort_by_key(|f| f.severity);
+    findings
+}
+
+fn check_annotations(b: &Bundle, out: &mut Out) {
+    let a = &b.annotations;
+    let file = a.file.display().to_string();
+    let key = |k: &str| format!("annotations.{k}");
+    if a.package.is_empty() {
+        out.error(&file, key(super::ANNOTATION_PACKAGE), "package name is missing", "set it to the operator's package name");
+    } else if !is_dns1123_label(&a.package) {
+        out.error(
+            &file,
+            key(super::ANNOTATION_PACKAGE),
+            format!("package name {:?} is not a DNS-1123 label", a.package),
+            "use lowercase letters, digits and '-', at most 63 characters",
+        );
+    }
+    if a.channels.is_empty() {
+        out.error(
+            &file,
+            key(super::ANNOTATION_CHANNELS),
+            "channels are missing",
+            "list the channels this bundle is published in, comma-separated, e.g. \"stable\"",
+        );
+    }
+    for c in &a.channels {
+        if c.is_empty() || c.trim() != c {
+            out.error(
+                &file,
+                key(super::ANNOTATION_CHANNELS),
+                format!("channel {c:?} is empty or has surrounding spaces; opm splits at ',' without trimming"),
+                "write the list without spaces, e.g. \"alpha,stable\"",
+            );
+        }
+    }
+    match &a.default_channel {
+        // A warning, not an error: the default channel is a package setting, and opm accepts a
+        // bundle whose default channel is another bundle's channel (the corpus' etcd
+        // 0.9.x-clusterwide bundles do that on purpose).
+        Some(d) if !a.channels.iter().any(|c| c == d) => out.warn(
+            &file,
+            key(super::ANNOTATION_DEFAULT_CHANNEL),
+            format!(
+                "default channel {d:?} is not among this bundle's channels {:?}; the package gets no {d:?} channel unless another bundle is in it",
+                a.channels.join(",")
+            ),
+            "add it to the channels annotation, or make sure another bundle of the package is in that channel",
+        ),
+        None if a.channels.len() > 1 => out.warn(
+            &file,
+            key(super::ANNOTATION_DEFAULT_CHANNEL),
+            "no default channel while the bundle is in several channels",
+            "set the default channel annotation so the catalog's package gets a defaultChannel",
+        ),
+        _ => {}
+    }
+    match a.all.get(ANNOTATION_MEDIATYPE).map(String::as_str) {
+        Some("registry+v1") => {}
+        None => out.warn(&file, key(ANNOTATION_MEDIATYPE), "media type is missing", "set it to \"registry+v1\""),
+        Some(other) => out.error(
+            &file,
+            key(ANNOTATION_MEDIATYPE),
+            format!("media type {other:?} is not registry+v1; capstan and OLM v0 install registry+v1 bundles only"),
+            "set it to \"registry+v1\"",
+        ),
+    }
+    for (k, want) in [(ANNOTATION_MANIFESTS, "manifests/"), (ANNOTATION_METADATA, "metadata/")] {
+        if let Some(v) = a.all.get(k)
+            && v.trim_end_matches('/') != want.trim_end_matches('/') {
+                out.warn(
+                    &file,
+                    key(k),
+                    format!("is {v:?}, but the bundle image keeps this content in {want}"),
+                    format!("set it to \"{want}\""),
+                );
+            }
+    }
+}
+
+fn check_csv(b: &Bundle, out: &mut Out) {
+    let csv = b.csv();
+    let file = csv.path().display().to_string();
+    let v = csv.value();
+    let name = csv.name();
+    if let Err(why) = csv_name_format(name) {
+        out.error(&file, "metadata.name", format!("{name:?} is invalid: {why}"), "use <package>.v<version>, e.g. etcd.v0.9.4");
+    }
+    // spec.version
+    match v.pointer("/spec/version") {
+        None | Some(Value::Null) => out.error(&file, "spec.version", "missing", "set the operator version, a semver such as \"1.2.3\""),
+        Some(Value::String(s)) => {
+            if let Err(e) = semver::Version::parse(s) {
+                out.error(&file, "spec.version", format!("{s:?} is not semver: {e}"), "use MAJOR.MINOR.PATCH[-PRERELEASE][+BUILD] without a leading 'v'");
+            } else if !b.annotations.package.is_empty() {
+                let conventional = format!("{}.v{s}", b.annotations.package);
+                if name != conventional && !name.ends_with(&format!("v{s}")) && !name.ends_with(s.as_str()) {
+                    out.warn(
+                        &file,
+                        "metadata.name",
+                        format!("{name:?} does not carry the version {s}; catalogs and users expect {conventional:?}"),
+                        format!("rename the CSV to {conventional}"),
+                    );
+                }
+            }
+        }
+        Some(other) => out.error(&file, "spec.version", format!("must be a string, found {}", type_name(other)), "quote the version, e.g. \"1.2.3\""),
+    }
+    // replaces / skips
+    match v.pointer("/spec/replaces") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(r)) if r.is_empty() => {}
+        Some(Value::String(r)) => {
+            if let Err(why) = csv_name_format(r) {
+                out.error(&file, "spec.replaces", format!("{r:?} is invalid: {why}"), "name the CSV this one replaces, e.g. etcd.v0.9.2");
+            }
+            if r == name {
+                out.error(&file, "spec.replaces", "the CSV replaces itself", "name the previous version's CSV");
+            }
+        }
+        Some(other) => out.error(&file, "spec.replaces", format!("must be a string, found {}", type_name(other)), "name one CSV"),
+    }
+    match v.pointer("/spec/skips") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for (i, s) in items.iter().enumerate() {
+                let field = format!("spec.skips[{i}]");
+                match s.as_str() {
+                    None => out.error(&file, field, format!("must be a string, found {}", type_name(s)), "list CSV names"),
+                    Some("") => out.error(&file, field, "empty name (opm validate rejects empty skips)", "remove the entry"),
+                    Some(s) if s == name => out.error(&file, field, "the CSV skips itself", "remove the entry"),
+                    Some(s) => {
+                        if let Err(why) = csv_name_format(s) {
+                            out.error(&file, field, format!("{s:?} is invalid: {why}"), "list CSV names such as etcd.v0.9.2");
+                        }
+                    }
+                }
+            }
+        }
+        Some(other) => out.error(&file, "spec.skips", format!("must be a list of CSV names, found {}", type_name(other)), "write skips as a list"),
+    }
+    match v.pointer("/metadata/annotations/olm.skipRange") {
+        None => {}
+        Some(Value::String(r)) => {
+            if let Err(e) = check_range(r) {
+                out.error(&file, "metadata.annotations[olm.skipRange]", format!("{r:?} is not a semver range: {e}"), "use blang/semver range syntax, e.g. \">=1.0.0 <1.2.0\"");
+            }
+        }
+        Some(other) => out.error(&file, "metadata.annotations[olm.skipRange]", format!("must be a string, found {}", type_name(other)), "quote the range"),
+    }
+    match v.pointer("/spec/minKubeVersion") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s.trim().is_empty() => {}
+        Some(Value::String(s)) => {
+            if semver::Version::parse(s.trim()).is_err() {
+                out.error(&file, "spec.minKubeVersion", format!("{s:?} is not semver"), "use a full version such as \"1.25.0\"");
+            }
+        }
+        Some(other) => out.error(&file, "spec.minKubeVersion", format!("must be a string, found {}", type_name(other)), "quote the version"),
+    }
+    if let Some(Err(e)) = csv.annotation_properties() {
+        out.error(
+            &file,
+            "metadata.annotations[olm.properties]",
+            format!("is not a JSON list of {{type, value}}: {e}; opm ignores it and the properties are lost"),
+            "write a JSON list such as [{\"type\":\"olm.maxOpenShiftVersion\",\"value\":\"4.16\"}]",
+        );
+    }
+    check_install_modes(v, &file, out);
+    check_install_strategy(v, &file, out);
+    match v.pointer("/spec/relatedImages") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for (i, r) in items.iter().enumerate() {
+                if str_at(r, "/image").is_empty() {
+                    out.error(&file, format!("spec.relatedImages[{i}].image"), "missing or not a string", "give the image reference, preferably by digest");
+                }
+            }
+        }
+        Some(other) => out.error(&file, "spec.relatedImages", format!("must be a list of {{name, image}}, found {}", type_name(other)), "write a list"),
+    }
+    // required CRDs
+    for (i, d) in csv.required_crds().iter().enumerate() {
+        if d.api_key().is_none() {
+            out.error(
+                &file,
+                format!("spec.customresourcedefinitions.required[{i}].name"),
+                format!("{:?} is not <plural>.<group>", d.name),
+                "use the CRD's metadata.name, e.g. etcdclusters.etcd.database.coreos.com",
+            );
+        }
+        if d.version.is_empty() || d.kind.is_empty() {
+            out.error(&file, format!("spec.customresourcedefinitions.required[{i}]"), "version and kind are required", "give the required API's version and kind");
+        }
+    }
+}
+
+fn check_install_modes(v: &Value, file: &str, out: &mut Out) {
+    let modes = match v.pointer("/spec/installModes") {
+        None | Some(Value::Null) => {
+            out.error(file, "spec.installModes", "install modes not found; OLM fails such a CSV", "list OwnNamespace, SingleNamespace, MultiNamespace and AllNamespaces with supported: true/false");
+            return;
+        }
+        Some(Value::Array(a)) => a,
+        Some(other) => {
+            out.error(file, "spec.installModes", format!("must be a list, found {}", type_name(other)), "list {type, supported} entries");
+            return;
+        }
+    };
+    if modes.is_empty() {
+        out.error(file, "spec.installModes", "install modes not found; OLM fails such a CSV", "list the install modes with supported: true/false");
+        return;
+    }
+    let mut seen = BTreeSet::new();
+    let mut any = false;
+    let mut supported = BTreeSet::new();
+    for (i, m) in modes.iter().enumerate() {
+        let field = format!("spec.installModes[{i}]");
+        let t = str_at(m, "/type");
+        if !INSTALL_MODE_TYPES.contains(&t) {
+            out.error(file, format!("{field}.type"), format!("{t:?} is not an install mode type"), format!("use one of {}", INSTALL_MODE_TYPES.join(", ")));
+        } else if !seen.insert(t) {
+            out.error(file, format!("{field}.type"), format!("{t} is listed twice"), "keep one entry per type");
+        }
+        match m.get("supported") {
+            Some(Value::Bool(true)) => {
+                any = true;
+                supported.insert(t);
+            }
+            Some(Value::Bool(false)) | None => {}
+            Some(other) => out.error(file, format!("{field}.supported"), format!("must be true or false, found {}", type_name(other)), "write true or false"),
+        }
+    }
+    if !any {
+        out.error(file, "spec.installModes", "none of the install mode types is supported; no OperatorGroup can install this CSV", "set supported: true on at least one mode");
+    }
+    let conversion = v
+        .pointer("/spec/webhookdefinitions")
+        .and_then(Value::as_array)
+        .is_some_and(|w| w.iter().any(|d| d.get("conversionCRDs").and_then(Value::as_array).is_some_and(|c| !c.is_empty())));
+    if conversion && (supported.len() != 1 || !supported.contains("AllNamespaces")) {
+        out.error(file, "spec.installModes", "only AllNamespaces may be supported when a webhook definition has conversionCRDs", "support AllNamespaces only");
+    }
+}
+
+fn check_install_strategy(v: &Value, file: &str, out: &mut Out) {
+    let strategy = str_at(v, "/spec/install/strategy");
+    if strategy != "deployment" {
+        out.error(file, "spec.install.strategy", format!("is {strategy:?}; OLM knows only \"deployment\""), "set strategy: deployment with spec.deployments");
+        return;
+    }
+    let deployments = v.pointer("/spec/install/spec/deployments").and_then(Value::as_array);
+    let Some(deployments) = deployments.filter(|d| !d.is_empty()) else {
+        out.warn(file, "spec.install.spec.deployments", "no deployments: the operator runs nothing", "add the operator's Deployment");
+        return;
+    };
+    let mut names = BTreeSet::new();
+    for (i, d) in deployments.iter().enumerate() {
+        let n = str_at(d, "/name");
+        if n.is_empty() {
+            out.error(file, format!("spec.install.spec.deployments[{i}].name"), "missing", "name the Deployment");
+        } else if !names.insert(n) {
+            out.error(file, format!("spec.install.spec.deployments[{i}].name"), format!("{n:?} is used twice"), "give each Deployment its own name");
+        }
+        if d.pointer("/spec/template/spec/containers").and_then(Value::as_array).is_none_or(|c| c.is_empty()) {
+            out.error(file, format!("spec.install.spec.deployments[{i}].spec.template.spec.containers"), "no containers", "add the operator container");
+        }
+    }
+    for key in ["permissions", "clusterPermissions"] {
+        if let Some(perms) = v.pointer(&format!("/spec/install/spec/{key}")).and_then(Value::as_array) {
+            for (i, p) in perms.iter().enumerate() {
+                if str_at(p, "/serviceAccountName").is_empty() {
+                    out.error(file, format!("spec.install.spec.{key}[{i}].serviceAccountName"), "missing", "name the ServiceAccount the rules are granted to");
+                }
+            }
+        }
+    }
+}
+
+fn check_crds(b: &Bundle, out: &mut Out) {
+    let csv = b.csv();
+    let csv_file = csv.path().display().to_string();
+    // CRDs by name.
+    let mut by_name: BTreeMap<&str, &Manifest> = BTreeMap::new();
+    for crd in b.crds() {
+        let file = crd.location();
+        let v = &crd.value;
+        let name = crd.name();
+        let group = str_at(v, "/spec/group");
+        let plural = str_at(v, "/spec/names/plural");
+        let kind = str_at(v, "/spec/names/kind");
+        let api = crd.api_version();
+        if api != "apiextensions.k8s.io/v1" && api != "apiextensions.k8s.io/v1beta1" {
+            out.error(&file, "apiVersion", format!("{api:?} is not a CRD API version"), "use apiextensions.k8s.io/v1");
+            continue;
+        }
+        if api.ends_with("v1beta1") {
+            out.warn(&file, "apiVersion", "apiextensions.k8s.io/v1beta1 CRDs are gone since Kubernetes 1.22", "convert the CRD to apiextensions.k8s.io/v1");
+        }
+        if group.is_empty() || plural.is_empty() || kind.is_empty() {
+            out.error(&file, "spec", "spec.group, spec.names.plural and spec.names.kind are required", "fill them in");
+            continue;
+        }
+        if name != format!("{plural}.{group}") {
+            out.error(&file, "metadata.name", format!("{name:?} must be <spec.names.plural>.<spec.group> = {plural}.{group}"), format!("rename it to {plural}.{group}"));
+        }
+        if let Some(prev) = by_name.insert(name, crd) {
+            out.error(&file, "metadata.name", format!("CRD {name} is also defined in {}", prev.location()), "keep one file per CRD");
+        }
+        let versions = v.pointer("/spec/versions").and_then(Value::as_array);
+        match versions {
+            Some(vs) if !vs.is_empty() => {
+                let storage = vs.iter().filter(|x| x.get("storage").and_then(Value::as_bool) == Some(true)).count();
+                if storage != 1 && !(api.ends_with("v1beta1") && vs.len() == 1) {
+                    out.error(&file, "spec.versions", format!("{storage} versions are marked storage: true; exactly one must be"), "mark exactly one version storage: true");
+                }
+                for (i, x) in vs.iter().enumerate() {
+                    if str_at(x, "/name").is_empty() {
+                        out.error(&file, format!("spec.versions[{i}].name"), "missing", "name the version, e.g. v1");
+                    }
+                }
+            }
+            _ if api.ends_with("v1beta1") && !str_at(v, "/spec/version").is_empty() => {}
+            _ => out.error(&file, "spec.versions", "no versions", "list at least one version with served: true and storage: true"),
+        }
+    }
+    // Owned CRDs must be in the bundle with the owned version and kind.
+    let provided: BTreeSet<_> = b.provided_apis().into_iter().collect();
+    for (i, d) in csv.owned_crds().iter().enumerate() {
+        let field = format!("spec.customresourcedefinitions.owned[{i}]");
+        let Some(key) = d.api_key() else {
+            out.error(&csv_file, format!("{field}.name"), format!("{:?} is not <plural>.<group>", d.name), "use the CRD's metadata.name");
+            continue;
+        };
+        if d.version.is_empty() || d.kind.is_empty() {
+            out.error(&csv_file, field.clone(), "version and kind are required", "give the owned API's version and kind");
+        }
+        if !by_name.contains_key(d.name.as_str()) {
+            out.error(
+                &csv_file,
+                format!("{field}.name"),
+                format!("owned CRD {} has no file in manifests/", d.name),
+                "add the CRD manifest to manifests/ or remove the entry",
+            );
+        } else if !provided.contains(&key) {
+            out.error(
+                &csv_file,
+                field,
+                format!("owned API {} {} {} is not served by the CRD {} in the bundle", key.group, key.version, key.kind, d.name),
+                "make version and kind match a version and spec.names.kind of the CRD",
+            );
+        }
+    }
+    let owned: BTreeSet<String> = csv.owned_crds().into_iter().map(|d| d.name).collect();
+    for (name, crd) in &by_name {
+        if !owned.contains(*name) {
+            out.warn(
+                crd.location(),
+                "metadata.name",
+                format!("CRD {name} is not listed in the CSV's spec.customresourcedefinitions.owned"),
+                format!("add it to owned in {csv_file} so OLM and the catalog know the bundle provides it"),
+            );
+        }
+    }
+}
+
+fn check_objects(b: &Bundle, out: &mut Out) {
+    for m in &b.objects {
+        let file = m.location();
+        let kind = m.kind();
+        if kind == "Deployment" {
+            out.error(&file, "kind", "a bundle cannot carry a Deployment; OLM creates Deployments only from the CSV", "move it into the CSV's spec.install.spec.deployments");
+        } else if !ALLOWED_KINDS.contains(&kind) {
+            out.error(&file, "kind", format!("{kind} is not a kind OLM installs from a bundle (the InstallPlan fails with UnsupportedResource)"), format!("remove it or use one of {}", ALLOWED_KINDS.join(", ")));
+        }
+        if m.name().is_empty() {
+            out.error(&file, "metadata.name", "missing", "name the object");
+        }
+        let size = serde_json::to_vec(&m.value).map(|v| v.len()).unwrap_or(0);
+        if size > MAX_OBJECT_SIZE {
+            let biggest = biggest_field(&m.value);
+            out.error(
+                &file,
+                biggest.clone(),
+                format!("the object is {size} bytes of JSON; the API server stores no object over {MAX_OBJECT_SIZE} bytes"),
+                format!("shrink it, starting with {biggest}"),
+            );
+        }
+    }
+    for m in &b.ignored {
+        if m.kind() == "ClusterServiceVersion" {
+            out.error(
+                m.location(),
+                "kind",
+                format!("a second ClusterServiceVersion ({}); a bundle holds exactly one and opm uses {}", m.name(), b.csv().path().display()),
+                "put each CSV in its own bundle",
+            );
+        } else {
+            out.warn(
+                m.location(),
+                "",
+                format!("{} {} is in a later document of a multi-document file; opm and OLM read only the first document of each file, so it is not installed", m.kind(), m.name()),
+                "move it to a file of its own",
+            );
+        }
+    }
+}
+
+/// The dotted path of the largest leaf string or subtree, for size messages.
+fn biggest_field(v: &Value) -> String {
+    let mut path = String::new();
+    let mut cur = v;
+    loop {
+        let next = match cur {
+            Value::Object(m) => m
+                .iter()
+                .max_by_key(|(_, x)| serde_json::to_vec(x).map(|b| b.len()).unwrap_or(0))
+                .map(|(k, x)| (k.clone(), x)),
+            Value::Array(a) => a
+                .iter()
+                .enumerate()
+                .max_by_key(|(_, x)| serde_json::to_vec(x).map(|b| b.len()).unwrap_or(0))
+                .map(|(i, x)| (format!("[{i}]"), x)),
+            _ => None,
+        };
+        match next {
+            Some((k, x)) => {
+                if !path.is_empty() && !k.starts_with('[') {
+                    path.push('.');
+                }
+                path.push_str(&k);
+                cur = x;
+            }
+            None => return path,
+        }
+    }
+}
+
+fn check_entries(b: &Bundle, out: &mut Out, dependencies: bool) {
+    let (entries, file, list) = if dependencies {
+        (&b.dependencies, b.dependencies_file.as_ref(), "dependencies")
+    } else {
+        (&b.properties, b.properties_file.as_ref(), "properties")
+    };
+    let Some(file) = file else { return };
+    let file = file.display().to_string();
+    for (i, e) in entries.iter().enumerate() {
+        let field = format!("{list}[{i}]");
+        let v = &e.value;
+        match e.type_.as_str() {
+            "" => out.error(&file, format!("{field}.type"), "missing", "set the type, e.g. olm.package or olm.gvk"),
+            property::PACKAGE if dependencies => {
+                let name = str_at(v, "/packageName");
+                let range = str_at(v, "/version");
+                if name.is_empty() {
+                    out.error(&file, format!("{field}.value.packageName"), "missing or not a string", "name the required package");
+                }
+                if range.is_empty() {
+                    out.error(&file, format!("{field}.value.version"), "missing or not a string", "give a semver range, e.g. \">=1.0.0\"");
+                } else if let Err(err) = check_range(range) {
+                    out.error(&file, format!("{field}.value.version"), format!("{range:?} is not a semver range: {err}"), "use blang/semver range syntax, e.g. \">=1.0.0 <2.0.0\"");
+                }
+            }
+            property::GVK | property::GVK_REQUIRED => {
+                for k in ["version", "kind"] {
+                    if str_at(v, &format!("/{k}")).is_empty() {
+                        out.error(&file, format!("{field}.value.{k}"), "missing or not a string", "give group, version and kind of the API");
+                    }
+                }
+                if !v.is_object() || v.get("group").is_some_and(|g| !g.is_string()) {
+                    out.error(&file, format!("{field}.value"), "must be {group, version, kind} strings", "write the API's group, version and kind");
+                }
+            }
+            property::PACKAGE_REQUIRED => {
+                if str_at(v, "/packageName").is_empty() {
+                    out.error(&file, format!("{field}.value.packageName"), "missing or not a string", "name the required package");
+                }
+                match check_range(str_at(v, "/versionRange")) {
+                    Ok(()) => {}
+                    Err(err) => out.error(&file, format!("{field}.value.versionRange"), format!("not a semver range: {err}"), "use blang/semver range syntax"),
+                }
+            }
+            property::PACKAGE if !dependencies => {
+                out.warn(&file, format!("{field}.type"), "an olm.package property here replaces the one derived from the annotations and CSV version", "remove it unless you mean to override package and version");
+            }
+            property::CONSTRAINT => check_constraint(v, &file, &field, out),
+            "olm.label" | "olm.label.required" | "olm.deprecated" | "olm.maxOpenShiftVersion" => {}
+            other if dependencies => out.warn(
+                &file,
+                format!("{field}.type"),
+                format!("{other:?} is not a dependency type OLM knows (olm.package, olm.gvk, olm.constraint, olm.label); it becomes a plain property"),
+                "use olm.package, olm.gvk or olm.constraint",
+            ),
+            _ => {}
+        }
+    }
+}
+
+fn check_constraint(v: &Value, file: &str, field: &str, out: &mut Out) {
+    let size = serde_json::to_vec(v).map(|b| b.len()).unwrap_or(0);
+    if size > property::MAX_CONSTRAINT_SIZE {
+        out.error(file, format!("{field}.value"), format!("olm.constraint value is {size} bytes, over the {} limit", property::MAX_CONSTRAINT_SIZE), "split or simplify the constraint");
+    }
+    match serde_json::from_value::<property::Constraint>(v.clone()) {
+        Err(e) => out.error(file, format!("{field}.value"), format!("not an olm.constraint: {e}"), "give failureMessage and exactly one of gvk, package, cel, all, any, not"),
+        Ok(c) => check_constraint_shape(&c, file, &format!("{field}.value"), out),
+    }
+}
+
+fn check_constraint_shape(c: &property::Constraint, file: &str, field: &str, out: &mut Out) {
+    let n = [c.gvk.is_some(), c.package.is_some(), c.cel.is_some(), c.all.is_some(), c.any.is_some(), c.not.is_some()]
+        .iter()
+        .filter(|x| **x)
+        .count();
+    if n != 1 {
+        out.error(file, field, format!("has {n} constraints; exactly one of gvk, package, cel, all, any, not is required"), "split it or wrap several in all/any");
+    }
+    if let Some(p) = &c.package
+        && let Err(e) = check_range(&p.version_range) {
+            out.error(file, format!("{field}.package.versionRange"), format!("{:?} is not a semver range: {e}", p.version_range), "use blang/semver range syntax");
+        }
+    for (key, comp) in [("all", &c.all), ("any", &c.any), ("not", &c.not)] {
+        if let Some(comp) = comp {
+            for (i, inner) in comp.constraints.iter().enumerate() {
+                check_constraint_shape(inner, file, &format!("{field}.{key}.constraints[{i}]"), out);
+            }
+        }
+    }
+}
+
+/// Checks a blang/semver range (`olm.skipRange`, dependency `version`).
+///
+/// Seam: the catalog module owns the blang range parser (`crate::catalog::semver_range`); until
+/// it is on this branch this check accepts what blang accepts for the common forms: `||`-separated
+/// alternatives of space-separated comparators `[op]version`, op one of `>= <= > < = == ! !=`,
+/// the version a full `MAJOR.MINOR.PATCH` semver.
+pub(crate) fn check_range(range: &str) -> Result<(), String> {
+    if range.trim().is_empty() {
+        return Err("empty range".into());
+    }
+    for alt in range.split("||") {
+        let parts: Vec<&str> = alt.split_whitespace().collect();
+        if parts.is_empty() {
+            return Err("empty alternative around ||".into());
+        }
+        let mut i = 0;
+        while i < parts.len() {
+            let mut p = parts[i];
+            let op_len = ["!=", ">=", "<=", "==", ">", "<", "=", "!"]
+                .iter()
+                .find(|op| p.starts_with(**op))
+                .map_or(0, |op| op.len());
+            if op_len == p.len() {
+                // Operator separated from its version by a space (blang accepts ">= 1.0.0").
+                i += 1;
+                p = parts.get(i).copied().ok_or_else(|| format!("operator {p:?} without a version"))?;
+                semver::Version::parse(p).map_err(|e| format!("{p:?}: {e}"))?;
+            } else {
+                let ver = &p[op_len..];
+                semver::Version::parse(ver).map_err(|e| format!("{ver:?}: {e}"))?;
+            }
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+/// operator-framework/api `parseCSVNameFormat`: a DNS-1123 subdomain that is also a label value.
+fn csv_name_format(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("empty".into());
+    }
+    if name.len() > 63 {
+        return Err(format!("{} characters; a label value has at most 63", name.len()));
+    }
+    let ok_chars = name.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.');
+    let alnum = |c: Option<u8>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if !ok_chars || !alnum(name.bytes().next()) || !alnum(name.bytes().last()) {
+        return Err("must be lowercase letters, digits, '-' and '.', starting and ending with a letter or digit (a DNS-1123 subdomain)".into());
+    }
+    if name.split('.').any(|l| l.is_empty() || l.starts_with('-') || l.ends_with('-')) {
+        return Err("each dot-separated part must start and end with a letter or digit".into());
+    }
+    Ok(())
+}
+
+fn is_dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges() {
+        for ok in [">=1.0.0 <2.0.0", ">= 1.0.0", ">1.0.0 !1.2.1 || =3.0.0", "<0.9.2-clusterwide", ">=4.1.0 <4.2.0-rc1"] {
+            assert!(check_range(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", ">=1.0", "foo", ">=1.0.0 ||", ">="] {
+            assert!(check_range(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn csv_names() {
+        assert!(csv_name_format("etcdoperator.v0.9.4").is_ok());
+        assert!(csv_name_format("etcdoperator.v0.9.4-clusterwide").is_ok());
+        assert!(csv_name_format("Etcd.v1").is_err());
+        assert!(csv_name_format("etcd..v1").is_err());
+        assert!(csv_name_format(&"a".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn biggest_field_path() {
+        let v = serde_json::json!({"spec": {"description": "x".repeat(100), "a": [1, "y".repeat(200)]}});
+        assert_eq!(biggest_field(&v), "spec.a[1]");
+    }
+}

@@ -1,0 +1,1003 @@
+//! Catalog validation as `opm validate` does it, with every error collected and explained.
+//!
+//! Rules follow operator-registry `alpha/declcfg/declcfg_to_model.go` (`ConvertToModel`) and
+//! `alpha/model/model.go` (`Package/Channel/Bundle.Validate`, `validateReplacesChain`,
+//! `validateUniqueBundleVersions`), summarised in `../shared/reference/olm-v0.md` §3.4:
+//!
+//! - package: name set, a DNS-1123 label, unique; `defaultChannel` set and naming one of its
+//!   channels; at least one channel;
+//! - channel: known package, name set and unique in the package, at least one entry, entries
+//!   unique and naming existing bundles, skips not empty, skipRange parses (blang syntax,
+//!   [`crate::catalog::semver_range`]);
+//! - channel graph: exactly one head, counting only `replaces` and `skips` as incoming edges
+//!   (`skipRange` is not an edge); from the head, the `replaces` chain (stopping at a replaced
+//!   entry that some entry skips) reaches every entry no entry skips; no cycle in `replaces`; the
+//!   tail may replace a bundle that is not in the channel;
+//! - bundle: known package, unique name, listed in some channel, image set and a valid
+//!   reference, exactly one `olm.package` property matching the package with a semver version,
+//!   valid `release` (and then no build metadata and name `<package>-v<version>-<release>`),
+//!   no two bundles of a package with the same version;
+//! - properties: every property has a type and a value; `olm.package`, `olm.gvk`,
+//!   `olm.gvk.required`, `olm.package.required` (range parses), `olm.constraint` (shape,
+//!   exactly one constraint per level, size limit, [`crate::catalog::property::MAX_CONSTRAINT_SIZE`]),
+//!   `olm.bundle.object` (base64 data) and `olm.csv.metadata` (an object) have the right shape;
+//! - deprecations: at most one per known package; entries reference an existing package,
+//!   channel or bundle once, with a message.
+//!
+//! Where opm stops at the first error, capstan reports all of them, grouped by package. Checks
+//! stricter than opm's (`olm.gvk` / `olm.gvk.required` need `version` and `kind`;
+//! `olm.package.required` needs a parseable `versionRange`; `olm.constraint` is checked as OLM's
+//! resolver parses it) reject catalogs that would fail at resolution time in OLM anyway.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+
+use indexmap::IndexMap;
+use semver::Version;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::model::{
+    Bundle, Channel, ChannelEntry, DeclarativeConfig, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE,
+};
+use super::property::{self, Constraint, Gvk, PackageProperty, PackageRequired};
+use super::semver_range;
+
+/// What kind of rule an error breaks (stable names for `-o json` and tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorKind {
+    /// A package, channel or bundle name is missing or malformed.
+    Name,
+    /// Two blobs with the same identity.
+    Duplicate,
+    /// A blob names a package that has no `olm.package` blob.
+    UnknownPackage,
+    /// `defaultChannel` missing or naming no channel.
+    DefaultChannel,
+    /// A package without channels or a channel without entries.
+    Empty,
+    /// A channel entry names a bundle that has no `olm.bundle` blob.
+    MissingBundle,
+    /// A bundle that no channel lists.
+    NotInChannel,
+    /// A channel in which every entry is replaced or skipped.
+    NoHead,
+    /// A channel with more than one head.
+    MultipleHeads,
+    /// Entries not reachable from the head.
+    Stranded,
+    /// A cycle in the replaces chain.
+    Cycle,
+    /// An empty skip or a skipRange that does not parse.
+    Edge,
+    /// A property of the wrong shape, or the wrong number of `olm.package` properties.
+    Property,
+    /// A version or release that does not parse, or a duplicate version.
+    Version,
+    /// A missing or malformed image reference.
+    Image,
+    /// A malformed deprecation.
+    Deprecation,
+}
+
+/// One validation error: where (package, channel, bundle) and what, including what to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ValidationError {
+    /// Package the error belongs to (may be empty for a blob with no package).
+    pub package: String,
+    /// Channel, when the error is about one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    /// Bundle, when the error is about one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<String>,
+    /// The rule broken.
+    pub kind: ErrorKind,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+impl fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "package {}", if self.package.is_empty() { "\"\"" } else { &self.package })?;
+        if let Some(c) = &self.channel {
+            write!(f, " / channel {c}")?;
+        }
+        if let Some(b) = &self.bundle {
+            write!(f, " / bundle {b}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Every error found in a catalog, in package order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ValidationErrors {
+    /// The errors, sorted by package (stable within a package).
+    pub errors: Vec<ValidationError>,
+}
+
+impl ValidationErrors {
+    /// Number of errors.
+    pub fn len(&self) -> usize {
+        self.errors.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.errors.is_empty()
+    }
+
+    /// The errors grouped by package name.
+    pub fn by_package(&self) -> BTreeMap<&str, Vec<&ValidationError>> {
+        let mut m: BTreeMap<&str, Vec<&ValidationError>> = BTreeMap::new();
+        for e in &self.errors {
+            m.entry(e.package.as_str()).or_default().push(e);
+        }
+        m
+    }
+}
+
+impl fmt::Display for ValidationErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let groups = self.by_package();
+        write!(
+            f,
+            "invalid catalog: {} error{} in {} package{}",
+            self.len(),
+            if self.len() == 1 { "" } else { "s" },
+            groups.len(),
+            if groups.len() == 1 { "" } else { "s" }
+        )?;
+        for (pkg, errs) in groups {
+            write!(f, "\npackage {}:", if pkg.is_empty() { "\"\"" } else { pkg })?;
+            for e in errs {
+                write!(f, "\n  - {e}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ValidationErrors {}
+
+struct Collector {
+    errors: Vec<ValidationError>,
+}
+
+impl Collector {
+    fn push(&mut self, package: &str, channel: Option<&str>, bundle: Option<&str>, kind: ErrorKind, message: String) {
+        self.errors.push(ValidationError {
+            package: package.to_string(),
+            channel: channel.map(str::to_string),
+            bundle: bundle.map(str::to_string),
+            kind,
+            message,
+        });
+    }
+}
+
+/// Whether `s` is a DNS-1123 label (k8s `IsDNS1123Label`): at most 63 characters of lowercase
+/// alphanumerics and `-`, starting and ending with an alphanumeric.
+pub fn is_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+fn list(names: &[&str]) -> String {
+    names.join(", ")
+}
+
+fn count_word(n: usize) -> String {
+    match n {
+        2 => "two".into(),
+        3 => "three".into(),
+        4 => "four".into(),
+        n => n.to_string(),
+    }
+}
+
+/// Levenshtein distance, for "did you mean" hints on short names.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Validates a whole catalog as `opm validate` does (see the module documentation for the rules).
+///
+/// # Errors
+/// [`ValidationErrors`] listing every error found, grouped by package; each names package,
+/// channel and bundle where they apply and says what to change.
+pub fn validate(cfg: &DeclarativeConfig) -> Result<(), ValidationErrors> {
+    let mut c = Collector { errors: Vec::new() };
+
+    // Packages.
+    let mut packages: HashMap<&str, usize> = HashMap::new();
+    for (i, p) in cfg.packages.iter().enumerate() {
+        if p.name.is_empty() {
+            c.push("", None, None, ErrorKind::Name, "an olm.package blob has no name; set its name field".into());
+            continue;
+        }
+        if packages.contains_key(p.name.as_str()) {
+            c.push(&p.name, None, None, ErrorKind::Duplicate, format!(
+                "duplicate package {:?}: there is more than one olm.package blob with this name; keep one (catalogs composed from several sources must not repeat a package)",
+                p.name
+            ));
+            continue;
+        }
+        packages.insert(&p.name, i);
+        if !is_dns1123_label(&p.name) {
+            c.push(&p.name, None, None, ErrorKind::Name, format!(
+                "invalid package name {:?}: a package name must be a DNS-1123 label (at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit)",
+                p.name
+            ));
+        }
+    }
+
+    // Channels, by package.
+    let mut channels_of: HashMap<&str, IndexMap<&str, &Channel>> = HashMap::new();
+    for ch in &cfg.channels {
+        if !packages.contains_key(ch.package.as_str()) {
+            c.push(&ch.package, Some(&ch.name), None, ErrorKind::UnknownPackage, format!(
+                "channel {:?} names package {:?}, which has no olm.package blob; add the olm.package blob or fix the channel's package field",
+                ch.name, ch.package
+            ));
+            continue;
+        }
+        if ch.name.is_empty() {
+            c.push(&ch.package, None, None, ErrorKind::Name, "an olm.channel blob has no name; set its name field".into());
+            continue;
+        }
+        let chans = channels_of.entry(&ch.package).or_default();
+        if chans.contains_key(ch.name.as_str()) {
+            c.push(&ch.package, Some(&ch.name), None, ErrorKind::Duplicate, format!(
+                "duplicate channel {:?}: package {} has more than one olm.channel blob with this name; merge their entries into one",
+                ch.name, ch.package
+            ));
+            continue;
+        }
+        chans.insert(&ch.name, ch);
+    }
+
+    // Bundles, by (package, name).
+    let mut bundles: HashMap<(&str, &str), &Bundle> = HashMap::new();
+    for b in &cfg.bundles {
+        if b.package.is_empty() {
+            c.push("", None, Some(&b.name), ErrorKind::UnknownPackage, format!(
+                "bundle {:?} has no package; set its package field",
+                b.name
+            ));
+            continue;
+        }
+        if !packages.contains_key(b.package.as_str()) {
+            c.push(&b.package, None, Some(&b.name), ErrorKind::UnknownPackage, format!(
+                "bundle {:?} names package {:?}, which has no olm.package blob; add the olm.package blob or fix the bundle's package field",
+                b.name, b.package
+            ));
+            continue;
+        }
+        if bundles.insert((&b.package, &b.name), b).is_some() {
+            c.push(&b.package, None, Some(&b.name), ErrorKind::Duplicate, format!(
+                "duplicate bundle {:?}: package {} has more than one olm.bundle blob with this name; keep one",
+                b.name, b.package
+            ));
+        }
+    }
+
+    // Bundle checks (properties, image, version); remember parsed versions.
+    let mut versions: HashMap<(&str, &str), (Version, String)> = HashMap::new();
+    let mut first_channel: HashMap<(&str, &str), &str> = HashMap::new();
+    for (pkg, chans) in &channels_of {
+        let mut names: Vec<&&str> = chans.keys().collect();
+        names.sort();
+        for ch in names {
+            for e in &chans[*ch].entries {
+                first_channel.entry((pkg, e.name.as_str())).or_insert(ch);
+            }
+        }
+    }
+    let mut seen_bundles: HashSet<(&str, &str)> = HashSet::new();
+    for b in &cfg.bundles {
+        let key = (b.package.as_str(), b.name.as_str());
+        if !packages.contains_key(key.0) || !seen_bundles.insert(key) {
+            continue;
+        }
+        let channel = first_channel.get(&key).copied();
+        if channel.is_none() {
+            c.push(&b.package, None, Some(&b.name), ErrorKind::NotInChannel, format!(
+                "bundle {} is not an entry of any channel of package {}; add it to a channel's entries or remove the bundle",
+                b.name, b.package
+            ));
+        }
+        if let Some(v) = check_bundle(b, channel, &mut c) {
+            versions.insert(key, v);
+        }
+    }
+
+    // Package-level checks and channel graphs.
+    let mut pkg_names: Vec<&str> = packages.keys().copied().collect();
+    pkg_names.sort_unstable();
+    let empty = IndexMap::new();
+    for pkg in pkg_names {
+        let p = &cfg.packages[packages[pkg]];
+        let chans = channels_of.get(pkg).unwrap_or(&empty);
+        let mut chan_names: Vec<&str> = chans.keys().copied().collect();
+        chan_names.sort_unstable();
+        if chans.is_empty() {
+            c.push(pkg, None, None, ErrorKind::Empty, format!(
+                "package {pkg} has no channels; add an olm.channel blob with package: {pkg}"
+            ));
+        }
+        match p.default_channel.as_deref() {
+            None | Some("") => {
+                let hint = match chan_names.as_slice() {
+                    [] => String::new(),
+                    [one] => format!(" (its only channel is {one})"),
+                    many => format!("; the existing channels are {}", list(many)),
+                };
+                c.push(pkg, None, None, ErrorKind::DefaultChannel, format!(
+                    "package {pkg} has no defaultChannel: set defaultChannel in its olm.package blob to the channel Subscriptions without a channel should use{hint}"
+                ));
+            }
+            Some(d) if !chans.contains_key(d) => {
+                let near: Vec<&str> = chan_names.iter().copied().filter(|n| distance(n, d) <= 2).collect();
+                let hint = if near.len() == 1 { format!(" (did you mean {}?)", near[0]) } else { String::new() };
+                c.push(pkg, None, None, ErrorKind::DefaultChannel, format!(
+                    "defaultChannel {d:?} of package {pkg} does not name any channel{hint}; the existing channels are ({}); fix defaultChannel in the olm.package blob or add the channel",
+                    list(&chan_names)
+                ));
+            }
+            Some(_) => {}
+        }
+        for ch_name in &chan_names {
+            check_channel(pkg, chans[ch_name], &bundles, &versions, &mut c);
+        }
+        // Duplicate versions among bundles that are in channels (opm validateUniqueBundleVersions).
+        let mut by_version: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        let mut listed: HashSet<&str> = HashSet::new();
+        for ch in chans.values() {
+            for e in &ch.entries {
+                if listed.insert(&e.name)
+                    && let Some((_, vs)) = versions.get(&(pkg, e.name.as_str()))
+                {
+                    by_version.entry(vs).or_default().push(&e.name);
+                }
+            }
+        }
+        for (v, mut names) in by_version {
+            if names.len() > 1 {
+                names.sort_unstable();
+                c.push(pkg, None, None, ErrorKind::Version, format!(
+                    "package {pkg} has duplicate version {v}: bundles {} all have version {v} in their olm.package property; every bundle of a package needs its own version (bump the version of the respin or use the release field)",
+                    names.join(" and ")
+                ));
+            }
+        }
+    }
+
+    check_deprecations(cfg, &packages, &channels_of, &bundles, &mut c);
+
+    if c.errors.is_empty() {
+        return Ok(());
+    }
+    c.errors.sort_by(|a, b| a.package.cmp(&b.package));
+    Err(ValidationErrors { errors: c.errors })
+}
+
+/// Checks one bundle's image and properties; returns its parsed version and version string
+/// (`<version>[-<release>]`, as opm's `VersionString`) when the single `olm.package` is valid.
+fn check_bundle(b: &Bundle, channel: Option<&str>, c: &mut Collector) -> Option<(Version, String)> {
+    let pkg = b.package.as_str();
+    let at = |c: &mut Collector, kind, msg: String| c.push(pkg, channel, Some(&b.name), kind, msg);
+    if b.name.is_empty() {
+        at(c, ErrorKind::Name, "an olm.bundle blob has no name; set name to the CSV's metadata.name".into());
+    }
+    let has_objects = b.properties.iter().any(|p| p.type_ == property::BUNDLE_OBJECT);
+    if b.image.is_empty() {
+        if !has_objects {
+            at(c, ErrorKind::Image, "bundle image must be set: set image to the bundle image reference (for example quay.io/org/op-bundle:v1.0.0)".into());
+        }
+    } else if let Err(e) = oci_client::Reference::try_from(b.image.as_str()) {
+        at(c, ErrorKind::Image, format!("invalid image pull spec {:?}: {e}; use a reference such as registry.example.com/org/bundle:tag or @sha256:<digest>", b.image));
+    }
+    for (i, r) in b.related_images.iter().enumerate() {
+        if !r.image.is_empty()
+            && let Err(e) = oci_client::Reference::try_from(r.image.as_str())
+        {
+            at(c, ErrorKind::Image, format!("relatedImages[{i}].image: invalid image pull spec {:?}: {e}", r.image));
+        }
+    }
+    let mut package_props = 0usize;
+    let mut version = None;
+    for (i, p) in b.properties.iter().enumerate() {
+        let here = format!("properties[{i}]");
+        if p.type_.is_empty() {
+            at(c, ErrorKind::Property, format!("{here}: property type must be set"));
+            continue;
+        }
+        let t = p.type_.as_str();
+        if p.value.is_null() {
+            if t == property::PACKAGE {
+                package_props += 1;
+            }
+            at(c, ErrorKind::Property, format!("{here} ({t}): property value must be set{}", if t == property::PACKAGE {
+                "; a bundle needs exactly one olm.package property with packageName and version"
+            } else {
+                ""
+            }));
+            continue;
+        }
+        match t {
+            property::PACKAGE => {
+                package_props += 1;
+                match p.decode::<PackageProperty>() {
+                    Err(e) => at(c, ErrorKind::Property, format!("{here}: {e}; a bundle needs exactly one olm.package property with packageName and version")),
+                    Ok(pp) => {
+                        if pp.package_name != b.package {
+                            at(c, ErrorKind::Property, format!(
+                                "{here}: olm.package packageName {:?} does not match the bundle's package {:?}; set packageName to {:?}",
+                                pp.package_name, b.package, b.package
+                            ));
+                        }
+                        match Version::parse(&pp.version) {
+                            Err(e) => at(c, ErrorKind::Version, format!(
+                                "{here}: olm.package version {:?} is not a semver version ({e}); use MAJOR.MINOR.PATCH such as 1.2.3",
+                                pp.version
+                            )),
+                            Ok(v) => version = check_release(b, &pp, v, &here, c, channel),
+                        }
+                    }
+                }
+            }
+            property::GVK | property::GVK_REQUIRED => match p.decode::<Gvk>() {
+                Err(e) => at(c, ErrorKind::Property, format!("{here}: {e}; expected {{group, version, kind}}")),
+                Ok(g) if g.version.is_empty() || g.kind.is_empty() => at(c, ErrorKind::Property, format!(
+                    "{here}: {t} needs version and kind (got group {:?}, version {:?}, kind {:?})",
+                    g.group, g.version, g.kind
+                )),
+                Ok(_) => {}
+            },
+            property::PACKAGE_REQUIRED => match p.decode::<PackageRequired>() {
+                Err(e) => at(c, ErrorKind::Property, format!("{here}: {e}; expected {{packageName, versionRange}}")),
+                Ok(r) => {
+                    if r.package_name.is_empty() {
+                        at(c, ErrorKind::Property, format!("{here}: olm.package.required needs packageName"));
+                    }
+                    if let Err(e) = semver_range::parse(&r.version_range) {
+                        at(c, ErrorKind::Property, format!("{here}: olm.package.required on {}: {e}", r.package_name));
+                    }
+                }
+            },
+            property::CONSTRAINT => {
+                let size = serde_json::to_vec(&p.value).map_or(0, |v| v.len());
+                if size > property::MAX_CONSTRAINT_SIZE {
+                    at(c, ErrorKind::Property, format!(
+                        "{here}: olm.constraint value is {size} bytes, greater than max constraint size {} bytes; split or simplify the constraint",
+                        property::MAX_CONSTRAINT_SIZE
+                    ));
+                } else {
+                    match p.decode::<Constraint>() {
+                        Err(e) => at(c, ErrorKind::Property, format!("{here}: {e}; an olm.constraint value is {{failureMessage?, one of gvk | package | cel | all | any | not}}")),
+                        Ok(con) => {
+                            if let Err(m) = check_constraint(&con, "") {
+                                at(c, ErrorKind::Property, format!("{here}: olm.constraint{m}"));
+                            }
+                        }
+                    }
+                }
+            }
+            property::BUNDLE_OBJECT => {
+                let data = p.value.get("data").and_then(Value::as_str);
+                use base64::Engine as _;
+                match data {
+                    None => at(c, ErrorKind::Property, format!("{here}: olm.bundle.object needs data (a base64-encoded manifest)")),
+                    Some(d) if base64::engine::general_purpose::STANDARD.decode(d).is_err() => {
+                        at(c, ErrorKind::Property, format!("{here}: olm.bundle.object data is not valid base64"));
+                    }
+                    Some(_) => {}
+                }
+            }
+            property::CSV_METADATA => {
+                if !p.value.is_object() {
+                    at(c, ErrorKind::Property, format!("{here}: olm.csv.metadata value must be an object"));
+                }
+            }
+            _ => {}
+        }
+    }
+    if package_props != 1 {
+        at(c, ErrorKind::Property, format!(
+            "a bundle needs exactly one olm.package property with packageName and version; found {package_props}"
+        ));
+        return None;
+    }
+    version
+}
+
+/// opm `NewRelease` and the release rules of `Bundle.Validate`.
+fn check_release(
+    b: &Bundle,
+    pp: &PackageProperty,
+    v: Version,
+    here: &str,
+    c: &mut Collector,
+    channel: Option<&str>,
+) -> Option<(Version, String)> {
+    let Some(rel) = pp.release.as_deref().filter(|r| !r.is_empty()) else {
+        let s = v.to_string();
+        return Some((v, s));
+    };
+    let mut msgs: Vec<String> = Vec::new();
+    if rel.len() > 20 {
+        msgs.push(format!("invalid release {rel:?}: exceeds maximum length of 20 characters"));
+    } else if let Err(e) = semver::Prerelease::new(rel) {
+        msgs.push(format!("invalid release {rel:?}: {e}; a release is dot-separated alphanumerics and '-'"));
+    }
+    if !v.build.is_empty() {
+        msgs.push("cannot use build metadata in version with a release version; drop the +build part".into());
+    }
+    let vs = format!("{v}-{rel}");
+    let normalized = format!("{}-v{vs}", b.package);
+    if msgs.is_empty() && b.name != normalized {
+        msgs.push(format!("name {:?} does not match normalized name {normalized:?} (a bundle with a release must be named <package>-v<version>-<release>)", b.name));
+    }
+    let ok = msgs.is_empty();
+    for m in msgs {
+        c.push(&b.package, channel, Some(&b.name), ErrorKind::Version, format!("{here}: {m}"));
+    }
+    ok.then_some((v, vs))
+}
+
+/// Checks that every level of a constraint has exactly one of gvk/package/cel/all/any/not.
+fn check_constraint(con: &Constraint, path: &str) -> Result<(), String> {
+    let set = [con.gvk.is_some(), con.package.is_some(), con.cel.is_some(), con.all.is_some(), con.any.is_some(), con.not.is_some()]
+        .iter()
+        .filter(|x| **x)
+        .count();
+    if set != 1 {
+        return Err(format!("{path}: must have exactly one of gvk, package, cel, all, any, not (found {set})"));
+    }
+    if let Some(p) = &con.package
+        && let Err(e) = semver_range::parse(&p.version_range)
+    {
+        return Err(format!("{path}.package: {e}"));
+    }
+    if let Some(g) = &con.gvk
+        && (g.version.is_empty() || g.kind.is_empty())
+    {
+        return Err(format!("{path}.gvk: needs version and kind"));
+    }
+    if let Some(cel) = &con.cel
+        && cel.rule.trim().is_empty()
+    {
+        return Err(format!("{path}.cel: rule must not be empty"));
+    }
+    for (name, compound) in [("all", &con.all), ("any", &con.any), ("not", &con.not)] {
+        if let Some(comp) = compound {
+            if comp.constraints.is_empty() {
+                return Err(format!("{path}.{name}: needs at least one constraint"));
+            }
+            for (i, inner) in comp.constraints.iter().enumerate() {
+                check_constraint(inner, &format!("{path}.{name}.constraints[{i}]"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Entry checks and the upgrade-graph rules of one channel.
+fn check_channel<'a>(
+    pkg: &'a str,
+    ch: &'a Channel,
+    bundles: &HashMap<(&'a str, &'a str), &'a Bundle>,
+    versions: &HashMap<(&'a str, &'a str), (Version, String)>,
+    c: &mut Collector,
+) {
+    let cn = ch.name.as_str();
+    if ch.entries.is_empty() {
+        c.push(pkg, Some(cn), None, ErrorKind::Empty, format!(
+            "channel {cn} of package {pkg} has no entries; add at least one entry or remove the channel"
+        ));
+        return;
+    }
+    let mut entries: IndexMap<&str, &ChannelEntry> = IndexMap::with_capacity(ch.entries.len());
+    let mut missing = Vec::new();
+    for e in &ch.entries {
+        if e.name.is_empty() {
+            c.push(pkg, Some(cn), None, ErrorKind::Name, "an entry has no name; set it to a bundle name".into());
+            continue;
+        }
+        if entries.insert(&e.name, e).is_some() {
+            c.push(pkg, Some(cn), Some(&e.name), ErrorKind::Duplicate, format!(
+                "duplicate entry {}: a bundle may appear only once per channel; merge the two entries", e.name
+            ));
+            continue;
+        }
+        if !bundles.contains_key(&(pkg, e.name.as_str())) {
+            missing.push(e.name.as_str());
+        }
+        for (i, s) in e.skips.iter().enumerate() {
+            if s.is_empty() {
+                c.push(pkg, Some(cn), Some(&e.name), ErrorKind::Edge, format!("skips[{i}] is empty; remove it or name the skipped bundle"));
+            }
+        }
+        if let Some(r) = &e.skip_range
+            && let Err(err) = semver_range::parse(r)
+        {
+            c.push(pkg, Some(cn), Some(&e.name), ErrorKind::Edge, format!("invalid skipRange: {err}"));
+        }
+    }
+    for m in missing {
+        c.push(pkg, Some(cn), Some(m), ErrorKind::MissingBundle, format!(
+            "channel {cn} lists entry {m}, but package {pkg} has no olm.bundle blob named {m}; add the bundle or remove the entry"
+        ));
+    }
+    check_graph(pkg, cn, &entries, versions, c);
+}
+
+/// Head, cycle and stranded-bundle rules (operator-registry `Channel.Head`,
+/// `validateReplacesChain`), with explanations of where the replaces chain breaks.
+fn check_graph<'a>(
+    pkg: &'a str,
+    cn: &str,
+    entries: &IndexMap<&'a str, &'a ChannelEntry>,
+    versions: &HashMap<(&'a str, &'a str), (Version, String)>,
+    c: &mut Collector,
+) {
+    let mut incoming: HashSet<&str> = HashSet::new();
+    let mut skipped: HashSet<&str> = HashSet::new();
+    for e in entries.values() {
+        if let Some(r) = &e.replaces {
+            incoming.insert(r);
+        }
+        for s in &e.skips {
+            incoming.insert(s);
+            skipped.insert(s);
+        }
+    }
+    let heads: Vec<&str> = entries.keys().copied().filter(|n| !incoming.contains(n)).collect();
+
+    // The replaces target of an entry that the validation walk follows: an entry of this channel
+    // that no entry skips (opm stops at a skipped replaces target).
+    let next = |name: &str| -> Option<&str> {
+        let r = entries.get(name)?.replaces.as_deref()?;
+        (entries.contains_key(r) && !skipped.contains(r)).then_some(r)
+    };
+
+    // Cycles in the replaces graph (each entry has at most one replaces edge).
+    let mut state: HashMap<&str, u8> = HashMap::with_capacity(entries.len()); // 1 = on path, 2 = done
+    let mut cycles: Vec<Vec<&str>> = Vec::new();
+    for start in entries.keys().copied() {
+        if state.contains_key(start) {
+            continue;
+        }
+        let mut path = Vec::new();
+        let mut cur = Some(start);
+        while let Some(n) = cur {
+            match state.get(n) {
+                Some(1) => {
+                    let pos = path.iter().position(|p| *p == n).unwrap_or(0);
+                    let mut cyc: Vec<&str> = path[pos..].to_vec();
+                    cyc.push(n);
+                    cycles.push(cyc);
+                    break;
+                }
+                Some(_) => break,
+                None => {
+                    state.insert(n, 1);
+                    path.push(n);
+                    cur = next(n);
+                }
+            }
+        }
+        for n in path {
+            state.insert(n, 2);
+        }
+    }
+    let in_cycle: HashSet<&str> = cycles.iter().flatten().copied().collect();
+    for cyc in &cycles {
+        let closing = cyc[cyc.len() - 2];
+        c.push(pkg, Some(cn), None, ErrorKind::Cycle, format!(
+            "detected a cycle in the replaces chain of channel {cn}, package {pkg}: {}{}; remove the replaces edge that closes it ({closing} replaces {})",
+            cyc.join(" -> "),
+            if heads.is_empty() { " (so no entry is left as the channel head)" } else { "" },
+            cyc[cyc.len() - 1]
+        ));
+    }
+
+    let version = |n: &'a str| versions.get(&(pkg, n)).map(|(v, _)| v);
+    match heads.len() {
+        0 => {
+            if cycles.is_empty() {
+                c.push(pkg, Some(cn), None, ErrorKind::NoHead, format!(
+                    "no channel head found in channel {cn} of package {pkg}: every entry is replaced or skipped by another entry; the newest entry must not be named in any replaces or skips"
+                ));
+            }
+        }
+        1 => {
+            let head = heads[0];
+            let mut chain: HashSet<&str> = HashSet::from([head]);
+            let mut cur = head;
+            while let Some(n) = next(cur) {
+                if !chain.insert(n) {
+                    break;
+                }
+                cur = n;
+            }
+            let mut stranded: Vec<&str> = entries
+                .keys()
+                .copied()
+                .filter(|n| !chain.contains(n) && !skipped.contains(n) && !in_cycle.contains(n))
+                .collect();
+            if !stranded.is_empty() {
+                stranded.sort_unstable();
+                c.push(pkg, Some(cn), None, ErrorKind::Stranded, format!(
+                    "channel {cn} of package {pkg} contains stranded bundles {}: they are not on the replaces chain from the head {head} and no entry skips them, so no upgrade reaches them. The chain {}. Link each one: name it in the replaces (or skips) of the entry that should upgrade from it, or remove it from the channel",
+                    list(&stranded),
+                    describe_chain(head, entries, &skipped, cn)
+                ));
+            }
+        }
+        _ => {
+            let mut heads = heads;
+            // Newest first (unknown versions last), then by name.
+            heads.sort_by(|a, b| match (version(a), version(b)) {
+                (Some(x), Some(y)) => y.cmp_precedence(x).then_with(|| a.cmp(b)),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => a.cmp(b),
+            });
+            let chains: Vec<String> = heads.iter().map(|h| describe_chain(h, entries, &skipped, cn)).collect();
+            let mut msg = format!(
+                "channel {cn} of package {pkg} has {} heads, {}: a channel needs exactly one head (an entry that no other entry replaces or skips), so the upgrade graph is split into separate chains. Chains: {}. To fix it, link the chains: let an entry of the newer chain replace (or skip) the head of the older one",
+                count_word(heads.len()),
+                heads.join(" and "),
+                chains.join("; ")
+            );
+            let with_range: Vec<String> = heads
+                .iter()
+                .filter_map(|h| entries[h].skip_range.as_deref().map(|r| format!("{h} has skipRange {r:?}")))
+                .collect();
+            if !with_range.is_empty() || entries.values().any(|e| e.skip_range.is_some()) {
+                msg.push_str(&format!(
+                    ". Note: {}skipRange does not create an ordering edge; add replaces or skips to link the entries",
+                    if with_range.is_empty() { String::new() } else { format!("{}, but ", with_range.join(", ")) }
+                ));
+            }
+            c.push(pkg, Some(cn), None, ErrorKind::MultipleHeads, msg);
+        }
+    }
+}
+
+/// "h...t (t replaces x, which is not an entry of channel c)" for the replaces chain from `head`.
+fn describe_chain(head: &str, entries: &IndexMap<&str, &ChannelEntry>, skipped: &HashSet<&str>, cn: &str) -> String {
+    let mut seen: HashSet<&str> = HashSet::from([head]);
+    let mut tail = head;
+    let mut len = 1;
+    loop {
+        let Some(r) = entries.get(tail).and_then(|e| e.replaces.as_deref()) else { break };
+        if !entries.contains_key(r) || skipped.contains(r) || !seen.insert(r) {
+            break;
+        }
+        tail = r;
+        len += 1;
+    }
+    let reason = match entries.get(tail).and_then(|e| e.replaces.as_deref()) {
+        None if len == 1 => return format!("{head} is left disconnected: no entry replaces or skips it and it replaces nothing"),
+        None => format!("{tail} replaces nothing"),
+        Some(r) if !entries.contains_key(r) => format!("{tail} replaces {r}, which is not an entry of channel {cn}"),
+        Some(r) if skipped.contains(r) => format!("{tail} replaces {r}, which another entry skips, so the chain stops there"),
+        Some(r) => format!("{tail} replaces {r}, closing a cycle"),
+    };
+    if len == 1 { format!("{head} alone ({reason})") } else { format!("{head}...{tail} ({reason})") }
+}
+
+fn check_deprecations(
+    cfg: &DeclarativeConfig,
+    packages: &HashMap<&str, usize>,
+    channels_of: &HashMap<&str, IndexMap<&str, &Channel>>,
+    bundles: &HashMap<(&str, &str), &Bundle>,
+    c: &mut Collector,
+) {
+    let mut seen: HashSet<&str> = HashSet::new();
+    for (i, d) in cfg.deprecations.iter().enumerate() {
+        let pkg = d.package.as_str();
+        if pkg.is_empty() {
+            c.push("", None, None, ErrorKind::Deprecation, format!("olm.deprecations blob {i} has no package; set its package field"));
+            continue;
+        }
+        if !packages.contains_key(pkg) {
+            c.push(pkg, None, None, ErrorKind::Deprecation, format!(
+                "cannot apply deprecations to unknown package {pkg:?}; add its olm.package blob or fix the package field"
+            ));
+            continue;
+        }
+        if !seen.insert(pkg) {
+            c.push(pkg, None, None, ErrorKind::Deprecation, format!(
+                "package {pkg} has more than one olm.deprecations blob; merge them into one"
+            ));
+            continue;
+        }
+        let mut refs: HashSet<(&str, &str)> = HashSet::new();
+        for (j, e) in d.entries.iter().enumerate() {
+            let r = &e.reference;
+            let here = format!("olm.deprecations entries[{j}]");
+            if r.schema.is_empty() {
+                c.push(pkg, None, None, ErrorKind::Deprecation, format!("{here}: reference.schema must be set (olm.package, olm.channel or olm.bundle)"));
+                continue;
+            }
+            if !refs.insert((&r.schema, &r.name)) {
+                c.push(pkg, None, None, ErrorKind::Deprecation, format!("{here}: duplicate deprecation entry for {} {:?}", r.schema, r.name));
+                continue;
+            }
+            if e.message.is_empty() {
+                c.push(pkg, None, None, ErrorKind::Deprecation, format!("{here}: message must be set; tell users why and what to use instead"));
+            }
+            match r.schema.as_str() {
+                SCHEMA_BUNDLE => {
+                    if !bundles.contains_key(&(pkg, r.name.as_str())) {
+                        c.push(pkg, None, Some(&r.name), ErrorKind::Deprecation, format!("{here}: cannot deprecate bundle {:?}: bundle not found in package {pkg}", r.name));
+                    }
+                }
+                SCHEMA_CHANNEL => {
+                    if !channels_of.get(pkg).is_some_and(|m| m.contains_key(r.name.as_str())) {
+                        c.push(pkg, Some(&r.name), None, ErrorKind::Deprecation, format!("{here}: cannot deprecate channel {:?}: channel not found in package {pkg}", r.name));
+                    }
+                }
+                SCHEMA_PACKAGE => {
+                    if !r.name.is_empty() {
+                        c.push(pkg, None, None, ErrorKind::Deprecation, format!("{here}: reference.name must be empty for a deprecated package (got {:?})", r.name));
+                    }
+                }
+                other => c.push(pkg, None, None, ErrorKind::Deprecation, format!(
+                    "{here}: cannot deprecate an object of schema {other:?}; reference.schema must be olm.package, olm.channel or olm.bundle"
+                )),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::parse::parse_bytes;
+
+    fn cfg(yaml: &str) -> DeclarativeConfig {
+        parse_bytes("t.yaml", yaml.as_bytes()).unwrap()
+    }
+
+    fn bundle(pkg: &str, name: &str, version: &str) -> String {
+        format!(
+            "---\nschema: olm.bundle\npackage: {pkg}\nname: {name}\nimage: registry.local/{pkg}:{version}\nproperties:\n- type: olm.package\n  value: {{packageName: {pkg}, version: {version}}}\n"
+        )
+    }
+
+    fn errs(yaml: &str) -> ValidationErrors {
+        validate(&cfg(yaml)).expect_err("catalog should be invalid")
+    }
+
+    const PKG: &str = "---\nschema: olm.package\nname: p\ndefaultChannel: stable\n";
+
+    #[test]
+    fn valid_chain_with_skips_passes() {
+        let y = format!(
+            "{PKG}---\nschema: olm.channel\npackage: p\nname: stable\nentries:\n- name: p.v1\n- name: p.v2\n  replaces: p.v1\n- name: p.v3\n  replaces: p.v1\n  skips: [p.v2]\n  skipRange: '<3.0.0'\n{}{}{}",
+            bundle("p", "p.v1", "1.0.0"),
+            bundle("p", "p.v2", "2.0.0"),
+            bundle("p", "p.v3", "3.0.0")
+        );
+        validate(&cfg(&y)).unwrap();
+    }
+
+    #[test]
+    fn skip_range_is_not_an_edge() {
+        let y = format!(
+            "{PKG}---\nschema: olm.channel\npackage: p\nname: stable\nentries:\n- name: p.v1\n- name: p.v2\n  skipRange: '<2.0.0'\n{}{}",
+            bundle("p", "p.v1", "1.0.0"),
+            bundle("p", "p.v2", "2.0.0")
+        );
+        let e = errs(&y);
+        assert_eq!(e.len(), 1, "{e}");
+        let m = e.errors[0].to_string();
+        assert_eq!(e.errors[0].kind, ErrorKind::MultipleHeads);
+        assert!(m.contains("p.v2 and p.v1") && m.contains("skipRange does not create an ordering edge"), "{m}");
+    }
+
+    #[test]
+    fn stranded_bundle_is_reported_with_chain_end() {
+        let y = format!(
+            "{PKG}---\nschema: olm.channel\npackage: p\nname: stable\nentries:\n- name: p.v1\n- name: p.v2\n  replaces: p.v1\n- name: p.v3\n  replaces: p.v2\n- name: p.v4\n  replaces: p.v3\n  skips: [p.v2]\n{}{}{}{}",
+            bundle("p", "p.v1", "1.0.0"),
+            bundle("p", "p.v2", "2.0.0"),
+            bundle("p", "p.v3", "3.0.0"),
+            bundle("p", "p.v4", "4.0.0")
+        );
+        // p.v4 -> p.v3, whose replaces (p.v2) is skipped: the chain stops, p.v1 is stranded.
+        let e = errs(&y);
+        assert_eq!(e.errors[0].kind, ErrorKind::Stranded, "{e}");
+        let m = e.errors[0].to_string();
+        assert!(m.contains("stranded bundles p.v1") && m.contains("p.v3 replaces p.v2, which another entry skips"), "{m}");
+    }
+
+    #[test]
+    fn cycle_is_reported_with_path_and_terminates() {
+        let y = format!(
+            "{PKG}---\nschema: olm.channel\npackage: p\nname: stable\nentries:\n- name: p.v1\n  replaces: p.v2\n- name: p.v2\n  replaces: p.v1\n{}{}",
+            bundle("p", "p.v1", "1.0.0"),
+            bundle("p", "p.v2", "2.0.0")
+        );
+        let e = errs(&y);
+        assert!(e.errors.iter().any(|x| x.kind == ErrorKind::Cycle && x.message.contains("p.v1 -> p.v2 -> p.v1")), "{e}");
+    }
+
+    #[test]
+    fn all_errors_are_collected_across_packages() {
+        let y = format!(
+            "---\nschema: olm.package\nname: a\n---\nschema: olm.channel\npackage: a\nname: s\nentries:\n- name: a.v1\n- name: ghost\n{}---\nschema: olm.package\nname: b\ndefaultChannel: s\n---\nschema: olm.channel\npackage: b\nname: s\nentries:\n- name: b.v1\n---\nschema: olm.bundle\npackage: b\nname: b.v1\nimage: ''\nproperties: []\n",
+            bundle("a", "a.v1", "not-semver")
+        );
+        let e = errs(&y);
+        let kinds: Vec<(&str, ErrorKind)> = e.errors.iter().map(|x| (x.package.as_str(), x.kind)).collect();
+        assert!(kinds.contains(&("a", ErrorKind::DefaultChannel)), "{e}");
+        assert!(kinds.contains(&("a", ErrorKind::Version)), "{e}");
+        assert!(kinds.contains(&("a", ErrorKind::MissingBundle)), "{e}");
+        assert!(kinds.contains(&("b", ErrorKind::Image)), "{e}");
+        assert!(kinds.contains(&("b", ErrorKind::Property)), "{e}");
+        let text = e.to_string();
+        assert!(text.starts_with("invalid catalog:") && text.contains("\npackage a:") && text.contains("\npackage b:"), "{text}");
+    }
+
+    #[test]
+    fn property_shapes_are_checked() {
+        let y = format!(
+            "{PKG}---\nschema: olm.channel\npackage: p\nname: stable\nentries:\n- name: p.v1\n---\nschema: olm.bundle\npackage: p\nname: p.v1\nimage: registry.local/p:1\nproperties:\n- type: olm.package\n  value: {{packageName: p, version: 1.0.0}}\n- type: olm.package.required\n  value: {{packageName: q, versionRange: '>=1.0,<2'}}\n- type: olm.gvk\n  value: {{group: example.com, version: v1}}\n- type: olm.constraint\n  value: {{failureMessage: x, gvk: {{group: g, version: v1, kind: K}}, package: {{packageName: q, versionRange: '>=1.0.0'}}}}\n- type: olm.constraint\n  value: {{cel: {{rule: 'true'}}, extra: 1}}\n"
+        );
+        let e = errs(&y);
+        let text = e.to_string();
+        assert_eq!(e.len(), 4, "{text}");
+        assert!(text.contains("properties[1]") && text.contains("invalid semver range"), "{text}");
+        assert!(text.contains("properties[2]") && text.contains("kind"), "{text}");
+        assert!(text.contains("properties[3]") && text.contains("exactly one of"), "{text}");
+        assert!(text.contains("properties[4]") && text.contains("unknown field"), "{text}");
+    }
+
+    #[test]
+    fn release_rules() {
+        let y = format!(
+            "{PKG}---\nschema: olm.channel\npackage: p\nname: stable\nentries:\n- name: p.v1\n---\nschema: olm.bundle\npackage: p\nname: p.v1\nimage: registry.local/p:1\nproperties:\n- type: olm.package\n  value: {{packageName: p, version: 1.0.0, release: '2'}}\n"
+        );
+        let e = errs(&y);
+        assert!(e.to_string().contains("normalized name \"p-v1.0.0-2\""), "{e}");
+        let ok = y.replace("name: p.v1", "name: p-v1.0.0-2");
+        validate(&cfg(&ok)).unwrap();
+    }
+
+    #[test]
+    fn deprecations_are_checked() {
+        let y = format!(
+            "{PKG}---\nschema: olm.channel\npackage: p\nname: stable\nentries:\n- name: p.v1\n{}---\nschema: olm.deprecations\npackage: p\nentries:\n- reference: {{schema: olm.bundle, name: p.v9}}\n  message: gone\n- reference: {{schema: olm.channel, name: stable}}\n  message: ''\n",
+            bundle("p", "p.v1", "1.0.0")
+        );
+        let e = errs(&y);
+        let text = e.to_string();
+        assert!(text.contains("cannot deprecate bundle \"p.v9\"") && text.contains("message must be set"), "{text}");
+    }
+
+    #[test]
+    fn dns_label() {
+        assert!(is_dns1123_label("etcd-operator") && !is_dns1123_label("Etcd") && !is_dns1123_label("-a") && !is_dns1123_label(""));
+    }
+}

@@ -1,0 +1,186 @@
+//! On-disk content-addressed cache of manifests and blobs: `<root>/oci/blobs/sha256/<hex>`,
+//! the layout of an OCI image layout's `blobs/` directory. Entries are written atomically
+//! (temporary file + rename) and verified against their digest when read, so a truncated or
+//! corrupted entry is treated as missing and fetched again.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest as _, Sha256};
+
+use super::error::{OciError, Result};
+
+/// A content-addressed blob cache rooted at a directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobCache {
+    root: PathBuf,
+}
+
+impl BlobCache {
+    /// A cache rooted at `root` (the capstan cache directory; blobs go under `root/oci/blobs`).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        BlobCache { root: root.into() }
+    }
+
+    /// `$CAPSTAN_CACHE`, else `$XDG_CACHE_HOME/capstan`, else `~/.cache/capstan`.
+    pub fn default_root() -> PathBuf {
+        super::config::default_cache_root()
+    }
+
+    /// The cache's root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Path of the entry for `digest` (`sha256:<64 hex>`), or `None` if the digest is not a
+    /// well-formed sha256 digest (other algorithms are not cached).
+    pub fn path_for(&self, digest: &str) -> Option<PathBuf> {
+        let hex = sha256_hex(digest)?;
+        Some(self.root.join("oci").join("blobs").join("sha256").join(hex))
+    }
+
+    /// The cached bytes of `digest`, verified; `None` when absent or corrupt (a corrupt entry is
+    /// removed).
+    pub fn get(&self, digest: &str) -> Option<Vec<u8>> {
+        let path = self.path_for(digest)?;
+        let bytes = std::fs::read(&path).ok()?;
+        if sha256_digest(&bytes) == digest {
+            Some(bytes)
+        } else {
+            tracing::warn!(path = %path.display(), "corrupt cache entry removed");
+            let _ = std::fs::remove_file(&path);
+            None
+        }
+    }
+
+    /// True if an entry for `digest` exists (not verified).
+    pub fn contains(&self, digest: &str) -> bool {
+        self.path_for(digest).is_some_and(|p| p.is_file())
+    }
+
+    /// Stores `bytes` under `digest` after checking that they hash to it.
+    ///
+    /// Errors: the bytes do not match the digest, or the cache directory is not writable.
+    pub fn put(&self, digest: &str, bytes: &[u8]) -> Result<()> {
+        let Some(path) = self.path_for(digest) else {
+            return Ok(());
+        };
+        let actual = sha256_digest(bytes);
+        if actual != digest {
+            return Err(OciError::DigestMismatch {
+                reference: "(cache)".into(),
+                registry: self.root.display().to_string(),
+                what: "blob",
+                expected: digest.to_string(),
+                actual,
+            });
+        }
+        if path.is_file() {
+            return Ok(());
+        }
+        write_atomic(&path, bytes)
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| OciError::io(dir, e))?;
+    let mut tmp = tempfile_in(dir)?;
+    tmp.1.write_all(bytes).map_err(|e| OciError::io(&tmp.0, e))?;
+    tmp.1.sync_all().map_err(|e| OciError::io(&tmp.0, e))?;
+    drop(tmp.1);
+    std::fs::rename(&tmp.0, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp.0);
+        OciError::io(path, e)
+    })
+}
+
+fn tempfile_in(dir: &Path) -> Result<(PathBuf, std::fs::File)> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let name = format!(".tmp-{}-{}", std::process::id(), n);
+    let path = dir.join(name);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| OciError::io(&path, e))?;
+    Ok((path, file))
+}
+
+/// A scratch directory removed (with its content) when dropped.
+#[derive(Debug)]
+pub struct ScratchDir {
+    path: PathBuf,
+}
+
+impl ScratchDir {
+    /// Creates a fresh directory named `<prefix>-<pid>-<n>` under the system temp directory.
+    ///
+    /// Errors: the directory cannot be created.
+    pub fn new(prefix: &str) -> Result<Self> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let base = std::env::temp_dir();
+        loop {
+            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0);
+            let path = base.join(format!("{prefix}-{}-{n}-{nanos}", std::process::id()));
+            match std::fs::create_dir(&path) {
+                Ok(()) => return Ok(ScratchDir { path }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(OciError::io(path, e)),
+            }
+        }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// `sha256:<hex>` of `bytes`.
+pub fn sha256_digest(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+/// The hex part of a well-formed `sha256:<64 lowercase hex>` digest.
+pub fn sha256_hex(digest: &str) -> Option<&str> {
+    let hex = digest.strip_prefix("sha256:")?;
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+        .then_some(hex)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_get_verifies() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = BlobCache::new(dir.path());
+        let d = sha256_digest(b"hello");
+        assert!(c.get(&d).is_none());
+        c.put(&d, b"hello").unwrap();
+        assert_eq!(c.get(&d).as_deref(), Some(&b"hello"[..]));
+        assert!(c.put(&sha256_digest(b"other"), b"hello").is_err());
+        // Corrupt the entry: it is dropped, not returned.
+        std::fs::write(c.path_for(&d).unwrap(), b"HELLO").unwrap();
+        assert!(c.get(&d).is_none());
+        assert!(!c.contains(&d));
+        assert!(c.path_for("sha512:abc").is_none());
+        assert!(c.path_for("sha256:../../etc").is_none());
+    }
+}

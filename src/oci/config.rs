@@ -1,0 +1,148 @@
+//! Client configuration: which registries are spoken to over plain HTTP, where credentials come
+//! from, where the blob cache lives, and whether progress bars are drawn.
+//!
+//! Protocol rule (issue 3, "TLS by default; plain HTTP only for loopback addresses or when asked
+//! explicitly"): a registry is reached over HTTPS unless its host is a loopback address
+//! (`127.0.0.0/8`, `localhost`, `[::1]`), or `plain_http` is set, or the registry is listed in
+//! `insecure_registries`. This matches what containerd and podman do for `localhost` registries.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use super::auth::DockerConfig;
+use super::cache::BlobCache;
+
+/// How a client reaches registries and authenticates.
+#[derive(Debug, Clone, Default)]
+pub struct ClientConfig {
+    /// Use plain HTTP for every registry (`--plain-http`).
+    pub plain_http: bool,
+    /// Registries (`host` or `host:port`) reached over plain HTTP even though they are not loopback.
+    pub insecure_registries: Vec<String>,
+    /// Credentials. `None` means anonymous access everywhere.
+    pub auth: Option<DockerConfig>,
+    /// Content-addressed blob cache. `None` disables caching.
+    pub cache: Option<BlobCache>,
+    /// Draw no progress bars (`--quiet`). Bars are also hidden when stderr is not a terminal.
+    pub quiet: bool,
+}
+
+impl ClientConfig {
+    /// A configuration for command-line use: credentials from the default docker config file
+    /// (see [`DockerConfig::load_default`]) and the blob cache in [`BlobCache::default_root`].
+    ///
+    /// Errors: an unreadable or malformed auth file ([`super::OciError::AuthConfig`]).
+    pub fn from_env(plain_http: bool, quiet: bool) -> super::Result<Self> {
+        Ok(ClientConfig {
+            plain_http,
+            insecure_registries: Vec::new(),
+            auth: DockerConfig::load_default()?,
+            cache: Some(BlobCache::new(BlobCache::default_root())),
+            quiet,
+        })
+    }
+
+    /// True if `registry` (`host`, `host:port`, `[v6]:port`) is reached over plain HTTP.
+    pub fn uses_plain_http(&self, registry: &str) -> bool {
+        if self.plain_http || is_loopback_registry(registry) {
+            return true;
+        }
+        let host = registry_host(registry);
+        self.insecure_registries
+            .iter()
+            .any(|r| r.eq_ignore_ascii_case(registry) || r.eq_ignore_ascii_case(host))
+    }
+}
+
+/// The host part of `host[:port]` (IPv6 literals keep no brackets: `[::1]:5000` → `::1`).
+pub fn registry_host(registry: &str) -> &str {
+    if let Some(rest) = registry.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match registry.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') && port.chars().all(|c| c.is_ascii_digit()) => {
+            host
+        }
+        _ => registry,
+    }
+}
+
+/// True for `localhost`, any `127.0.0.0/8` address and `::1`, with or without a port.
+pub fn is_loopback_registry(registry: &str) -> bool {
+    let host = registry_host(registry);
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Default cache root: `$CAPSTAN_CACHE`, else `$XDG_CACHE_HOME/capstan`, else `~/.cache/capstan`.
+pub fn default_cache_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CAPSTAN_CACHE").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("capstan");
+    }
+    match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        Some(home) => PathBuf::from(home).join(".cache").join("capstan"),
+        None => std::env::temp_dir().join("capstan-cache"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts_are_plain_http() {
+        let c = ClientConfig::default();
+        for r in [
+            "127.0.0.1:5000",
+            "127.1.2.3",
+            "localhost",
+            "LOCALHOST:5000",
+            "[::1]:5000",
+            "::1",
+        ] {
+            assert!(c.uses_plain_http(r), "{r} should use plain HTTP");
+        }
+    }
+
+    #[test]
+    fn other_hosts_use_tls_unless_asked() {
+        let c = ClientConfig::default();
+        for r in [
+            "quay.io",
+            "registry.example.com:5000",
+            "10.0.0.1:5000",
+            "192.168.1.2",
+            "[fe80::1]:5000",
+            "localhost.example.com",
+            "128.0.0.1",
+        ] {
+            assert!(!c.uses_plain_http(r), "{r} must use TLS by default");
+        }
+        let listed = ClientConfig {
+            insecure_registries: vec!["registry.example.com:5000".into(), "10.0.0.1".into()],
+            ..Default::default()
+        };
+        assert!(listed.uses_plain_http("registry.example.com:5000"));
+        assert!(!listed.uses_plain_http("registry.example.com:6000"));
+        assert!(listed.uses_plain_http("10.0.0.1:5000"), "a bare host covers every port");
+        assert!(!listed.uses_plain_http("quay.io"));
+        let forced = ClientConfig {
+            plain_http: true,
+            ..Default::default()
+        };
+        assert!(forced.uses_plain_http("quay.io"));
+    }
+
+    #[test]
+    fn host_of_registry() {
+        assert_eq!(registry_host("quay.io"), "quay.io");
+        assert_eq!(registry_host("quay.io:443"), "quay.io");
+        assert_eq!(registry_host("[::1]:5000"), "::1");
+        assert_eq!(registry_host("::1"), "::1");
+    }
+}

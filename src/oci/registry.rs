@@ -1,0 +1,745 @@
+//! The registry client: resolve a tag to a digest, pull an image by digest with every blob
+//! verified, push blobs and a manifest. Built on `oci-client`; one `oci_client::Client` per
+//! registry host so that each host gets its own protocol (HTTPS or plain HTTP, see
+//! [`ClientConfig::uses_plain_http`]) and its own credentials.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use futures::future::try_join_all;
+use oci_client::client::{ClientConfig as OciClientConfig, ClientProtocol};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::manifest::{
+    IMAGE_MANIFEST_LIST_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_INDEX_MEDIA_TYPE,
+    OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageIndex, OciImageManifest,
+};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use serde::Serialize;
+
+use super::cache::sha256_digest;
+use super::config::ClientConfig;
+use super::error::{OciError, Result};
+use super::progress::{BarWriter, Progress};
+
+const MANIFEST_TYPES: &[&str] = &[
+    OCI_IMAGE_MEDIA_TYPE,
+    IMAGE_MANIFEST_MEDIA_TYPE,
+    OCI_IMAGE_INDEX_MEDIA_TYPE,
+    IMAGE_MANIFEST_LIST_MEDIA_TYPE,
+];
+
+/// Parses an image reference (`[registry/]repository[:tag][@sha256:…]`; no registry means
+/// Docker Hub, as docker and containers/image read it).
+///
+/// Errors: [`OciError::InvalidReference`].
+pub fn parse_reference(text: &str) -> Result<Reference> {
+    text.parse::<Reference>()
+        .map_err(|e| OciError::InvalidReference {
+            reference: text.to_string(),
+            reason: e.to_string(),
+        })
+}
+
+/// A blob with its descriptor: a config or a layer.
+#[derive(Debug, Clone)]
+pub struct Blob {
+    /// Media type, digest, size (and annotations) as they appear in the manifest.
+    pub descriptor: OciDescriptor,
+    /// The blob's bytes (compressed, for a compressed layer).
+    pub data: Vec<u8>,
+}
+
+impl Blob {
+    /// Wraps `data` with a descriptor of `media_type`, computing digest and size.
+    pub fn new(media_type: &str, data: Vec<u8>) -> Self {
+        Blob {
+            descriptor: OciDescriptor {
+                media_type: media_type.to_string(),
+                digest: sha256_digest(&data),
+                size: data.len() as i64,
+                urls: None,
+                annotations: None,
+                artifact_type: None,
+            },
+            data,
+        }
+    }
+}
+
+/// An image pulled by digest: the manifest exactly as the registry served it, the config and
+/// every layer, all verified against their digests.
+#[derive(Debug, Clone)]
+pub struct PulledImage {
+    /// The reference as given (tag or digest).
+    pub reference: String,
+    /// Digest of the image manifest (for a multi-platform index, of the chosen platform's
+    /// manifest).
+    pub digest: String,
+    /// The manifest's raw bytes.
+    pub manifest_bytes: Vec<u8>,
+    /// The parsed manifest.
+    pub manifest: OciImageManifest,
+    /// The image config blob's raw bytes (JSON).
+    pub config: Vec<u8>,
+    /// Layers in manifest order.
+    pub layers: Vec<Blob>,
+}
+
+impl PulledImage {
+    /// `config.Labels` of the image config (empty when absent).
+    ///
+    /// Errors: the config is not JSON ([`OciError::Format`]).
+    pub fn labels(&self) -> Result<BTreeMap<String, String>> {
+        let v: serde_json::Value =
+            serde_json::from_slice(&self.config).map_err(|e| OciError::Format {
+                reference: self.reference.clone(),
+                reason: format!("image config {} is not JSON: {e}", self.manifest.config.digest),
+            })?;
+        let mut out = BTreeMap::new();
+        if let Some(labels) = v
+            .get("config")
+            .and_then(|c| c.get("Labels"))
+            .and_then(|l| l.as_object())
+        {
+            for (k, v) in labels {
+                if let Some(s) = v.as_str() {
+                    out.insert(k.clone(), s.to_string());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Total bytes: manifest + config + layers (compressed).
+    pub fn size(&self) -> u64 {
+        (self.manifest_bytes.len()
+            + self.config.len()
+            + self.layers.iter().map(|l| l.data.len()).sum::<usize>()) as u64
+    }
+}
+
+/// An image ready to push: its config and layers; the manifest is built from them.
+#[derive(Debug, Clone)]
+pub struct ImageToPush {
+    /// The config blob (media type `application/vnd.oci.image.config.v1+json`).
+    pub config: Blob,
+    /// Layers in order.
+    pub layers: Vec<Blob>,
+    /// Manifest annotations (e.g. `org.opencontainers.image.created`); empty for none.
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl ImageToPush {
+    /// The OCI image manifest (`application/vnd.oci.image.manifest.v1+json`) as compact JSON with
+    /// a fixed key order, so that the same content always gives the same digest.
+    pub fn manifest_bytes(&self) -> Vec<u8> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Manifest<'a> {
+            schema_version: u8,
+            media_type: &'a str,
+            config: &'a OciDescriptor,
+            layers: Vec<&'a OciDescriptor>,
+            #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+            annotations: &'a BTreeMap<String, String>,
+        }
+        let m = Manifest {
+            schema_version: 2,
+            media_type: OCI_IMAGE_MEDIA_TYPE,
+            config: &self.config.descriptor,
+            layers: self.layers.iter().map(|l| &l.descriptor).collect(),
+            annotations: &self.annotations,
+        };
+        // Serializing these plain structs cannot fail.
+        serde_json::to_vec(&m).unwrap_or_default()
+    }
+}
+
+/// The result of a push, printed by `-o json|yaml` as `{reference, digest, size}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PushedImage {
+    /// The reference pushed to (as given).
+    pub reference: String,
+    /// Digest of the manifest: pull `repository@digest` to get exactly this image.
+    pub digest: String,
+    /// Bytes of the manifest, as `docker push` reports it.
+    pub size: u64,
+}
+
+/// A registry client with per-host protocol and credentials, a blob cache and progress bars.
+#[derive(Clone)]
+pub struct Registry {
+    config: Arc<ClientConfig>,
+    clients: Arc<Mutex<HashMap<String, Client>>>,
+    progress: Progress,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+enum Op {
+    Pull,
+    Push,
+}
+
+impl Op {
+    fn name(&self) -> &'static str {
+        match self {
+            Op::Pull => "pull",
+            Op::Push => "push",
+        }
+    }
+}
+
+impl Registry {
+    /// A client with the given configuration.
+    pub fn new(config: ClientConfig) -> Self {
+        // reqwest is built without a default rustls provider (the crate uses ring only); install
+        // it once per process. An error only means a provider is installed already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let progress = Progress::new(config.quiet);
+        Registry {
+            config: Arc::new(config),
+            clients: Arc::default(),
+            progress,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    fn client_for(&self, registry: &str) -> Client {
+        let mut clients = match self.clients.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        clients
+            .entry(registry.to_string())
+            .or_insert_with(|| {
+                let protocol = if self.config.uses_plain_http(registry) {
+                    ClientProtocol::Http
+                } else {
+                    ClientProtocol::Https
+                };
+                Client::new(OciClientConfig {
+                    protocol,
+                    platform_resolver: None,
+                    connect_timeout: Some(std::time::Duration::from_secs(30)),
+                    ..Default::default()
+                })
+            })
+            .clone()
+    }
+
+    fn scheme(&self, registry: &str) -> &'static str {
+        if self.config.uses_plain_http(registry) {
+            "http"
+        } else {
+            "https"
+        }
+    }
+
+    fn auth_for(&self, reference: &Reference) -> Result<(RegistryAuth, Option<String>)> {
+        match &self.config.auth {
+            None => Ok((RegistryAuth::Anonymous, None)),
+            Some(cfg) => {
+                let r = cfg.resolve(reference.resolve_registry(), reference.repository())?;
+                Ok((r.auth, r.source))
+            }
+        }
+    }
+
+    /// A client for the reference's registry with its credentials stored; oci-client fetches a
+    /// token (or applies basic credentials) lazily on the first request that needs one.
+    async fn ready(&self, reference: &Reference) -> Result<Client> {
+        let client = self.client_for(reference.resolve_registry());
+        let (auth, _) = self.auth_for(reference)?;
+        client
+            .store_auth_if_needed(reference.resolve_registry(), &auth)
+            .await;
+        Ok(client)
+    }
+
+    /// Resolves `reference` to its manifest digest: a digest reference is returned as is; a tag
+    /// is looked up with one `HEAD` request.
+    ///
+    /// Errors: not found, unauthorized, unreachable ([`OciError`] variants name the reference and
+    /// registry).
+    pub async fn resolve_digest(&self, reference: &Reference) -> Result<String> {
+        if let Some(d) = reference.digest() {
+            return Ok(d.to_string());
+        }
+        let client = self.ready(reference).await?;
+        let (auth, _) = self.auth_for(reference)?;
+        client
+            .fetch_manifest_digest(reference, &auth)
+            .await
+            .map_err(|e| self.map_err(e, reference, &Op::Pull))
+    }
+
+    /// Pulls the image manifest for `reference`, following a multi-platform index to one
+    /// platform's manifest (the running platform, else `linux/amd64`, else the first entry —
+    /// bundle and catalog content does not depend on the platform). Returns
+    /// `(digest, manifest, raw bytes)`. Served from the cache when the digest is known.
+    ///
+    /// Errors: as [`Self::resolve_digest`], plus [`OciError::Format`] for a manifest that is
+    /// neither an OCI/Docker v2 image manifest nor an index.
+    pub async fn pull_manifest(
+        &self,
+        reference: &Reference,
+    ) -> Result<(String, OciImageManifest, Vec<u8>)> {
+        let digest = self.resolve_digest(reference).await?;
+        let by_digest = reference.clone_with_digest(digest.clone());
+        let bytes = self.manifest_bytes(&by_digest, &digest).await?;
+        match parse_manifest(&bytes, reference)? {
+            Parsed::Image(m) => Ok((digest, m, bytes)),
+            Parsed::Index(index) => {
+                let entry = choose_platform(&index).ok_or_else(|| OciError::Format {
+                    reference: reference.whole(),
+                    reason: "the image index lists no manifests".into(),
+                })?;
+                let child_digest = entry.digest.clone();
+                let child = reference.clone_with_digest(child_digest.clone());
+                let bytes = self.manifest_bytes(&child, &child_digest).await?;
+                match parse_manifest(&bytes, reference)? {
+                    Parsed::Image(m) => Ok((child_digest, m, bytes)),
+                    Parsed::Index(_) => Err(OciError::Format {
+                        reference: reference.whole(),
+                        reason: format!("index entry {child_digest} is itself an index; nested indexes are not supported"),
+                    }),
+                }
+            }
+        }
+    }
+
+    async fn manifest_bytes(&self, by_digest: &Reference, digest: &str) -> Result<Vec<u8>> {
+        if let Some(cache) = &self.config.cache
+            && let Some(bytes) = cache.get(digest)
+        {
+            return Ok(bytes);
+        }
+        let client = self.ready(by_digest).await?;
+        let (auth, _) = self.auth_for(by_digest)?;
+        let (body, _) = client
+            .pull_manifest_raw(by_digest, &auth, MANIFEST_TYPES)
+            .await
+            .map_err(|e| self.map_err(e, by_digest, &Op::Pull))?;
+        let actual = sha256_digest(&body);
+        if actual != digest {
+            return Err(OciError::DigestMismatch {
+                reference: by_digest.whole(),
+                registry: by_digest.resolve_registry().to_string(),
+                what: "manifest",
+                expected: digest.to_string(),
+                actual,
+            });
+        }
+        if let Some(cache) = &self.config.cache {
+            cache.put(digest, &body)?;
+        }
+        Ok(body.to_vec())
+    }
+
+    /// Pulls one blob by its descriptor, verifying size and sha256; served from (and stored
+    /// into) the cache.
+    ///
+    /// Errors: [`OciError::DigestMismatch`], plus the registry errors.
+    pub async fn pull_blob(
+        &self,
+        reference: &Reference,
+        descriptor: &OciDescriptor,
+        what: &'static str,
+    ) -> Result<Vec<u8>> {
+        if let Some(cache) = &self.config.cache
+            && let Some(bytes) = cache.get(&descriptor.digest)
+        {
+            return Ok(bytes);
+        }
+        let client = self.ready(reference).await?;
+        let short = short_digest(&descriptor.digest);
+        let bar = self
+            .progress
+            .bytes_bar(descriptor.size.max(0) as u64, format!("pull {what} {short}"));
+        let mut sink = BarWriter {
+            buf: Vec::with_capacity(descriptor.size.clamp(0, 64 << 20) as usize),
+            bar: bar.clone(),
+        };
+        client
+            .pull_blob(reference, descriptor, &mut sink)
+            .await
+            .map_err(|e| self.map_err(e, reference, &Op::Pull))?;
+        bar.finish_and_clear();
+        let data = sink.buf;
+        let actual = sha256_digest(&data);
+        if actual != descriptor.digest || data.len() as i64 != descriptor.size {
+            return Err(OciError::DigestMismatch {
+                reference: reference.whole(),
+                registry: reference.resolve_registry().to_string(),
+                what,
+                expected: format!("{} ({} bytes)", descriptor.digest, descriptor.size),
+                actual: format!("{actual} ({} bytes)", data.len()),
+            });
+        }
+        if let Some(cache) = &self.config.cache {
+            cache.put(&descriptor.digest, &data)?;
+        }
+        Ok(data)
+    }
+
+    /// Pulls the whole image by digest: manifest, config and all layers, each verified. When
+    /// every blob is cached, a digest reference makes no request and a tag reference makes one
+    /// (`HEAD` of the tag).
+    ///
+    /// Errors: see [`Self::pull_manifest`] and [`Self::pull_blob`].
+    pub async fn pull(&self, reference: &Reference) -> Result<PulledImage> {
+        let (digest, manifest, manifest_bytes) = self.pull_manifest(reference).await?;
+        let by_digest = reference.clone_with_digest(digest.clone());
+        let config = self.pull_blob(&by_digest, &manifest.config, "config").await?;
+        let layers = try_join_all(manifest.layers.iter().map(|d| {
+            let by_digest = &by_digest;
+            async move {
+                let data = self.pull_blob(by_digest, d, "layer").await?;
+                Ok::<_, OciError>(Blob {
+                    descriptor: d.clone(),
+                    data,
+                })
+            }
+        }))
+        .await?;
+        Ok(PulledImage {
+            reference: reference.whole(),
+            digest,
+            manifest_bytes,
+            manifest,
+            config,
+            layers,
+        })
+    }
+
+    /// Pushes the image's layers and config (skipping blobs the repository already has) and then
+    /// its manifest under the reference's tag (or digest).
+    ///
+    /// Errors: unauthorized, unreachable, or the registry rejecting a blob or the manifest.
+    pub async fn push(&self, reference: &Reference, image: &ImageToPush) -> Result<PushedImage> {
+        let manifest = image.manifest_bytes();
+        self.push_manifest_and_blobs(
+            reference,
+            image.layers.iter().chain(std::iter::once(&image.config)),
+            manifest,
+            OCI_IMAGE_MEDIA_TYPE,
+        )
+        .await
+    }
+
+    /// Pushes `blobs` and then `manifest` (raw bytes, sent as `media_type`) to `reference`.
+    /// Lower level than [`Self::push`], for manifests built elsewhere.
+    ///
+    /// Errors: as [`Self::push`].
+    pub async fn push_manifest_and_blobs<'a>(
+        &self,
+        reference: &Reference,
+        blobs: impl Iterator<Item = &'a Blob>,
+        manifest: Vec<u8>,
+        media_type: &str,
+    ) -> Result<PushedImage> {
+        let client = self.ready(reference).await?;
+        let blobs: Vec<&Blob> = blobs.collect();
+        let total: u64 = blobs.iter().map(|b| b.data.len() as u64).sum();
+        let bar = self
+            .progress
+            .bytes_bar(total, format!("push {}", reference.whole()));
+        for blob in blobs {
+            let exists = client
+                .blob_exists(reference, &blob.descriptor.digest)
+                .await
+                .map_err(|e| self.map_err(e, reference, &Op::Push))?;
+            if !exists {
+                client
+                    .push_blob(reference, blob.data.clone(), &blob.descriptor.digest)
+                    .await
+                    .map_err(|e| self.map_err(e, reference, &Op::Push))?;
+            }
+            bar.inc(blob.data.len() as u64);
+        }
+        let content_type = media_type.parse().map_err(|_| OciError::Format {
+            reference: reference.whole(),
+            reason: format!("media type {media_type:?} is not a valid header value"),
+        })?;
+        let digest = sha256_digest(&manifest);
+        let size = manifest.len() as u64;
+        client
+            .push_manifest_raw(reference, manifest, content_type)
+            .await
+            .map_err(|e| self.map_err(e, reference, &Op::Push))?;
+        bar.finish_and_clear();
+        Ok(PushedImage {
+            reference: reference.whole(),
+            digest,
+            size,
+        })
+    }
+
+    fn unauthorized_hint(&self, reference: &Reference) -> String {
+        let registry = reference.resolve_registry();
+        match (&self.config.auth, self.auth_for(reference)) {
+            (_, Ok((_, Some(source)))) => format!(
+                "the credentials for {registry} from {source} were rejected; check them (docker login {registry} rewrites them)"
+            ),
+            (Some(cfg), _) => format!(
+                "no credentials for {registry} in {}; add an auths entry for {registry} (docker login {registry}) or point REGISTRY_AUTH_FILE at a file that has one",
+                cfg.sources().join(", ")
+            ),
+            (None, _) => {
+                let mut looked: Vec<String> = vec!["$REGISTRY_AUTH_FILE (unset)".into()];
+                looked.extend(
+                    super::auth::DockerConfig::default_paths()
+                        .iter()
+                        .map(|p| p.display().to_string()),
+                );
+                format!(
+                    "no credentials: no docker config file found (looked at {}); run docker login {registry} or set REGISTRY_AUTH_FILE",
+                    looked.join(", ")
+                )
+            }
+        }
+    }
+
+    fn map_err(&self, e: OciDistributionError, reference: &Reference, op: &Op) -> OciError {
+        let registry = reference.resolve_registry().to_string();
+        let whole = reference.whole();
+        let unauthorized = || OciError::Unauthorized {
+            reference: whole.clone(),
+            registry: registry.clone(),
+            action: op.name(),
+            hint: self.unauthorized_hint(reference),
+        };
+        let not_found = || OciError::NotFound {
+            reference: whole.clone(),
+            registry: registry.clone(),
+        };
+        match e {
+            OciDistributionError::UnauthorizedError { .. }
+            | OciDistributionError::AuthenticationFailure(_) => unauthorized(),
+            OciDistributionError::RegistryError { envelope, .. } => {
+                let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
+                if codes.iter().any(|c| {
+                    matches!(
+                        c,
+                        OciErrorCode::ManifestUnknown
+                            | OciErrorCode::NameUnknown
+                            | OciErrorCode::NotFound
+                    )
+                }) {
+                    not_found()
+                } else if codes
+                    .iter()
+                    .any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied))
+                {
+                    unauthorized()
+                } else {
+                    OciError::Registry {
+                        reference: whole,
+                        registry,
+                        message: envelope.to_string(),
+                    }
+                }
+            }
+            OciDistributionError::ServerError { code, message, .. } => match code {
+                404 => not_found(),
+                401 | 403 => unauthorized(),
+                400 if message.to_ascii_lowercase().contains("https") => OciError::Connect {
+                    reference: whole,
+                    registry: registry.clone(),
+                    scheme: self.scheme(&registry),
+                    message: format!("HTTP 400: {}", message.trim()),
+                    hint: format!(
+                        "; {registry} serves HTTPS: drop --plain-http / --insecure-registry for it"
+                    ),
+                },
+                _ => OciError::Registry {
+                    reference: whole,
+                    registry,
+                    message: format!("HTTP {code}: {}", message.trim()),
+                },
+            },
+            OciDistributionError::RequestError(err)
+                if err.status().is_some_and(|s| s.as_u16() == 401 || s.as_u16() == 403) =>
+            {
+                unauthorized()
+            }
+            OciDistributionError::RequestError(err)
+                if err.status().is_some_and(|s| s.as_u16() == 404) =>
+            {
+                not_found()
+            }
+            OciDistributionError::RequestError(err) => {
+                let message = error_chain(&err);
+                let lower = message.to_ascii_lowercase();
+                let scheme = self.scheme(&registry);
+                let hint = if scheme == "https"
+                    && ["tls", "certificate", "corrupt", "invalidcontenttype", "handshake", "ssl"]
+                        .iter()
+                        .any(|w| lower.contains(w))
+                {
+                    format!(
+                        "; if {registry} serves plain HTTP, pass --insecure-registry {registry} (or --plain-http)"
+                    )
+                } else if scheme == "http" && !self.config.plain_http && !crate::oci::config::is_loopback_registry(&registry) {
+                    format!("; {registry} is reached over plain HTTP because of --insecure-registry: check that it does not serve HTTPS")
+                } else if lower.contains("connection refused") || lower.contains("dns") {
+                    format!("; check that the registry at {registry} is running and the address is right")
+                } else {
+                    String::new()
+                };
+                OciError::Connect {
+                    reference: whole,
+                    registry,
+                    scheme,
+                    message,
+                    hint,
+                }
+            }
+            OciDistributionError::DigestError(d) => OciError::DigestMismatch {
+                reference: whole,
+                registry,
+                what: "blob",
+                expected: "the digest named by the manifest".into(),
+                actual: d.to_string(),
+            },
+            other => OciError::Registry {
+                reference: whole,
+                registry,
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+fn short_digest(d: &str) -> &str {
+    let hex = d.strip_prefix("sha256:").unwrap_or(d);
+    &hex[..hex.len().min(12)]
+}
+
+enum Parsed {
+    Image(OciImageManifest),
+    Index(OciImageIndex),
+}
+
+fn parse_manifest(bytes: &[u8], reference: &Reference) -> Result<Parsed> {
+    let bad = |reason: String| OciError::Format {
+        reference: reference.whole(),
+        reason,
+    };
+    let v: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| bad(format!("manifest is not JSON: {e}")))?;
+    let media_type = v.get("mediaType").and_then(|m| m.as_str()).unwrap_or("");
+    let is_index = v.get("manifests").is_some()
+        || media_type == OCI_IMAGE_INDEX_MEDIA_TYPE
+        || media_type == IMAGE_MANIFEST_LIST_MEDIA_TYPE;
+    if v.get("schemaVersion").and_then(|s| s.as_i64()) != Some(2) {
+        return Err(bad(
+            "manifest schemaVersion is not 2 (Docker schema 1 images are not supported; push the image again with a current tool)".into(),
+        ));
+    }
+    if is_index {
+        serde_json::from_value(v)
+            .map(Parsed::Index)
+            .map_err(|e| bad(format!("malformed image index: {e}")))
+    } else {
+        if v.get("config").is_none() {
+            return Err(bad(format!(
+                "manifest of media type {media_type:?} has no config; it is not an image"
+            )));
+        }
+        serde_json::from_value(v)
+            .map(Parsed::Image)
+            .map_err(|e| bad(format!("malformed image manifest: {e}")))
+    }
+}
+
+fn choose_platform(index: &OciImageIndex) -> Option<&oci_client::manifest::ImageIndexEntry> {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "powerpc64" => "ppc64le",
+        other => other,
+    };
+    let matches = |os: &str, a: &str| {
+        index.manifests.iter().find(|e| {
+            e.platform.as_ref().is_some_and(|p| {
+                p.os.to_string() == os && p.architecture.to_string() == a
+            })
+        })
+    };
+    matches("linux", arch)
+        .or_else(|| matches("linux", "amd64"))
+        .or_else(|| index.manifests.first())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_is_deterministic_and_named_by_content() {
+        let layer = Blob::new("application/vnd.oci.image.layer.v1.tar+gzip", b"layer".to_vec());
+        let config = Blob::new("application/vnd.oci.image.config.v1+json", b"{}".to_vec());
+        let img = ImageToPush {
+            config,
+            layers: vec![layer],
+            annotations: BTreeMap::new(),
+        };
+        let a = img.manifest_bytes();
+        assert_eq!(a, img.clone().manifest_bytes());
+        let v: serde_json::Value = serde_json::from_slice(&a).unwrap();
+        assert_eq!(v["schemaVersion"], 2);
+        assert_eq!(v["mediaType"], OCI_IMAGE_MEDIA_TYPE);
+        assert_eq!(v["layers"][0]["digest"], sha256_digest(b"layer"));
+        assert_eq!(v["layers"][0]["size"], 5);
+        assert!(v.get("annotations").is_none());
+    }
+
+    #[test]
+    fn references() {
+        let r = parse_reference("127.0.0.1:5000/ns/bundle:v1").unwrap();
+        assert_eq!(r.resolve_registry(), "127.0.0.1:5000");
+        assert_eq!(r.repository(), "ns/bundle");
+        assert!(parse_reference("UPPER/Case:x").is_err());
+        let err = parse_reference("a b").unwrap_err().to_string();
+        assert!(err.contains("\"a b\""), "{err}");
+    }
+
+    #[test]
+    fn schema1_and_non_images_are_rejected() {
+        let r = parse_reference("localhost/x:y").unwrap();
+        let err = match parse_manifest(br#"{"schemaVersion":1,"fsLayers":[]}"#, &r) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("schema 1 accepted"),
+        };
+        assert!(err.contains("schema 1") && err.contains("localhost/x:y"), "{err}");
+        assert!(parse_manifest(b"not json", &r).is_err());
+        assert!(parse_manifest(br#"{"schemaVersion":2,"layers":[]}"#, &r).is_err());
+    }
+}

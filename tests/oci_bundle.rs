@@ -1,0 +1,129 @@
+//! Bundle image push → pull round trips against a real `docker-registry` on loopback
+//! (issue 3: `capstan bundle push DIR REF`, `capstan bundle pull REF DIR`).
+
+mod oci_common;
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use capstan::bundle::image::{BundleImageError, pull_bundle, push_bundle};
+use capstan::oci::layer::{self, LayerEntry};
+use capstan::oci::{BlobCache, ClientConfig, ImageToPush, Registry, parse_reference};
+use oci_common::{cache_dir, shared_dir};
+
+fn registry(cache: &tempfile::TempDir) -> Registry {
+    Registry::new(ClientConfig {
+        cache: Some(BlobCache::new(cache.path())),
+        quiet: true,
+        ..Default::default()
+    })
+}
+
+/// Every regular file under `dir`, relative path → bytes.
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            let rel = e.path().strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+            (rel, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+fn corpus_bundle(package: &str, version: &str) -> std::path::PathBuf {
+    shared_dir()
+        .join("corpus/community-operators-prod/operators")
+        .join(package)
+        .join(version)
+}
+
+#[tokio::test]
+async fn bundle_push_pull_gives_identical_files_and_stable_digest() {
+    let addr = support::registry();
+    let src = corpus_bundle("etcd", "0.9.4");
+    assert!(src.join("metadata/annotations.yaml").is_file(), "corpus bundle missing at {}", src.display());
+    let cache = cache_dir();
+    let reg = registry(&cache);
+    let reference = parse_reference(&format!("{addr}/capstan-test/etcd-bundle:v0.9.4")).unwrap();
+    let first = push_bundle(&reg, &src, &reference).await.unwrap();
+    let second = push_bundle(&reg, &src, &reference).await.unwrap();
+    assert_eq!(first.digest, second.digest, "pushing the same directory twice must give the same digest");
+
+    let out = tempfile::tempdir().unwrap();
+    let dest = out.path().join("bundle");
+    let pulled = pull_bundle(&reg, &reference, &dest).await.unwrap();
+    assert_eq!(pulled.digest, first.digest);
+    assert_eq!(files(&src), files(&dest));
+    assert_eq!(pulled.labels["operators.operatorframework.io.bundle.package.v1"], "etcd");
+    assert_eq!(pulled.labels["operators.operatorframework.io.bundle.mediatype.v1"], "registry+v1");
+
+    // Pulling into a non-empty directory is refused, and nothing there is touched.
+    let err = pull_bundle(&reg, &reference, &dest).await.unwrap_err();
+    assert!(matches!(err, BundleImageError::DestinationNotEmpty { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn multi_layer_bundle_with_whiteouts_unpacks_like_a_runtime() {
+    // A bundle image built by `docker build` has one layer per COPY; a later layer may replace or
+    // delete files of an earlier one.
+    let addr = support::registry();
+    let l1 = layer::build_layer(vec![
+        LayerEntry::Dir("manifests".into()),
+        LayerEntry::File("manifests/csv.yaml".into(), b"old csv\n".to_vec(), false),
+        LayerEntry::File("manifests/stale.crd.yaml".into(), b"stale\n".to_vec(), false),
+    ])
+    .unwrap();
+    let l2 = layer::build_layer(vec![
+        LayerEntry::Dir("manifests".into()),
+        LayerEntry::File("manifests/csv.yaml".into(), b"new csv\n".to_vec(), false),
+        LayerEntry::File("manifests/.wh.stale.crd.yaml".into(), Vec::new(), false),
+        LayerEntry::Dir("metadata".into()),
+        LayerEntry::File(
+            "metadata/annotations.yaml".into(),
+            b"annotations:\n  operators.operatorframework.io.bundle.package.v1: demo\n".to_vec(),
+            false,
+        ),
+    ])
+    .unwrap();
+    let labels = BTreeMap::from([(
+        "operators.operatorframework.io.bundle.mediatype.v1".to_string(),
+        "registry+v1".to_string(),
+    )]);
+    let image = ImageToPush {
+        config: layer::image_config(&labels, &[l1.diff_id.clone(), l2.diff_id.clone()]),
+        layers: vec![l1.blob, l2.blob],
+        annotations: BTreeMap::new(),
+    };
+    let cache = cache_dir();
+    let reg = registry(&cache);
+    let reference = parse_reference(&format!("{addr}/capstan-test/layered-bundle:v1")).unwrap();
+    reg.push(&reference, &image).await.unwrap();
+    let out = tempfile::tempdir().unwrap();
+    pull_bundle(&reg, &reference, out.path()).await.unwrap();
+    let got = files(out.path());
+    assert_eq!(got.get("manifests/csv.yaml").map(Vec::as_slice), Some(&b"new csv\n"[..]));
+    assert!(!got.contains_key("manifests/stale.crd.yaml"), "{:?}", got.keys());
+    assert!(!got.keys().any(|k| k.contains(".wh.")), "{:?}", got.keys());
+    assert!(got.contains_key("metadata/annotations.yaml"));
+}
+
+#[tokio::test]
+async fn an_image_that_is_not_a_bundle_is_named() {
+    let addr = support::registry();
+    let built = layer::build_layer(vec![LayerEntry::File("etc/motd".into(), b"hi".to_vec(), false)]).unwrap();
+    let image = ImageToPush {
+        config: layer::image_config(&BTreeMap::new(), std::slice::from_ref(&built.diff_id)),
+        layers: vec![built.blob],
+        annotations: BTreeMap::new(),
+    };
+    let cache = cache_dir();
+    let reg = registry(&cache);
+    let reference = parse_reference(&format!("{addr}/capstan-test/not-a-bundle:v1")).unwrap();
+    reg.push(&reference, &image).await.unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let err = pull_bundle(&reg, &reference, &out.path().join("b")).await.unwrap_err().to_string();
+    assert!(err.contains("not-a-bundle:v1") && err.contains("annotations.yaml"), "{err}");
+}

@@ -1,0 +1,99 @@
+//! The image commands end to end through the `capstan` binary, against `docker-registry` on
+//! loopback: `bundle push -o json` prints `{reference, digest, size}`, `bundle pull` unpacks,
+//! credentials come from `REGISTRY_AUTH_FILE`, and failures exit 2 naming the registry.
+
+mod oci_common;
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use base64::Engine as _;
+use oci_common::{ExtraRegistry, shared_dir};
+
+fn capstan(args: &[&str], cache: &Path, auth_file: Option<&Path>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_capstan"));
+    cmd.args(args)
+        .env("CAPSTAN_CACHE", cache)
+        .env("HOME", cache) // no ~/.docker/config.json of the machine's user
+        .env_remove("DOCKER_CONFIG")
+        .env_remove("REGISTRY_AUTH_FILE");
+    if let Some(f) = auth_file {
+        cmd.env("REGISTRY_AUTH_FILE", f);
+    }
+    cmd.output().expect("run capstan")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn etcd_bundle() -> std::path::PathBuf {
+    shared_dir().join("corpus/community-operators-prod/operators/etcd/0.9.4")
+}
+
+#[test]
+fn bundle_push_json_and_pull() {
+    let addr = support::registry();
+    let cache = tempfile::tempdir().unwrap();
+    let reference = format!("{addr}/capstan-cli/etcd-bundle:v0.9.4");
+    let bundle = etcd_bundle();
+    let out = capstan(
+        &["bundle", "push", bundle.to_str().unwrap(), &reference, "-o", "json"],
+        cache.path(),
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["reference"], reference.as_str());
+    let digest = v["digest"].as_str().unwrap().to_string();
+    assert!(digest.starts_with("sha256:") && digest.len() == 71, "{digest}");
+    assert!(v["size"].as_u64().unwrap() > 0);
+
+    let dest = cache.path().join("pulled");
+    let out = capstan(&["bundle", "pull", &reference, dest.to_str().unwrap()], cache.path(), None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), digest);
+    assert_eq!(
+        std::fs::read(dest.join("metadata/annotations.yaml")).unwrap(),
+        std::fs::read(bundle.join("metadata/annotations.yaml")).unwrap()
+    );
+}
+
+#[test]
+fn missing_image_exits_2_naming_the_registry() {
+    let addr = support::registry();
+    let cache = tempfile::tempdir().unwrap();
+    let dest = cache.path().join("x");
+    let out = capstan(
+        &["bundle", "pull", &format!("{addr}/capstan-cli/absent:v1"), dest.to_str().unwrap()],
+        cache.path(),
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("not found in {addr}")), "{err}");
+}
+
+#[test]
+fn registry_auth_file_is_used() {
+    let reg = ExtraRegistry::start(Some(("cli-user", "cli-pass")));
+    let cache = tempfile::tempdir().unwrap();
+    let auth = cache.path().join("auth.json");
+    let b64 = base64::engine::general_purpose::STANDARD.encode("cli-user:cli-pass");
+    std::fs::write(&auth, format!(r#"{{"auths":{{"{}":{{"auth":"{b64}"}}}}}}"#, reg.addr)).unwrap();
+    let reference = format!("{}/private/etcd-bundle:v1", reg.addr);
+    let bundle = etcd_bundle();
+
+    let out = capstan(&["bundle", "push", bundle.to_str().unwrap(), &reference, "-q"], cache.path(), None);
+    assert_eq!(out.status.code(), Some(2), "anonymous push must fail");
+    let err = text(&out.stderr);
+    assert!(err.contains(&reg.addr) && err.contains("not authorized to push"), "{err}");
+
+    let out = capstan(&["bundle", "push", bundle.to_str().unwrap(), &reference, "-q"], cache.path(), Some(&auth));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let dest = cache.path().join("pulled");
+    let out = capstan(&["bundle", "pull", &reference, dest.to_str().unwrap(), "-q"], cache.path(), Some(&auth));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(dest.join("manifests").is_dir());
+}

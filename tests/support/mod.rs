@@ -1,0 +1,187 @@
+//! Test support for capstan's tests against the real local environment (issue 2).
+//!
+//! - [`registry`] gives the address (`127.0.0.1:PORT`) of the OCI registry, starting it with
+//!   `tests/cluster/up.sh registry` when it is not running.
+//! - [`cluster`] starts the whole control plane once per test binary (`tests/cluster/up.sh`),
+//!   or reuses a running one, and returns an admin [`kube::Client`].
+//! - [`TestNamespace`] gives each test its own namespace and deletes it when dropped.
+//! - [`shared_dir`] finds the read-only `shared/` material (`../shared` next to the repository).
+//!
+//! The state directory is `$CAPSTAN_CLUSTER_DIR`, default `<repo>/.cluster`. An environment a
+//! test binary started is left running for the next binary; `make cluster-down` stops it (the
+//! Makefile's `test` target starts it before and stops it after the run).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The environment's state directory (`$CAPSTAN_CLUSTER_DIR` or `<repo>/.cluster`).
+pub fn state_dir() -> PathBuf {
+    std::env::var_os("CAPSTAN_CLUSTER_DIR").map(PathBuf::from).unwrap_or_else(|| repo_root().join(".cluster"))
+}
+
+/// The read-only `shared/` directory: `$CAPSTAN_SHARED`, else `<repo>/../shared`, else `/work/shared`.
+pub fn shared_dir() -> PathBuf {
+    if let Some(p) = std::env::var_os("CAPSTAN_SHARED") {
+        return PathBuf::from(p);
+    }
+    let beside = repo_root().join("../shared");
+    if beside.is_dir() {
+        return beside;
+    }
+    PathBuf::from("/work/shared")
+}
+
+static UP_LOCK: Mutex<()> = Mutex::new(());
+
+fn run_up(what: &str) {
+    let _guard = UP_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let script = repo_root().join("tests/cluster/up.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(what)
+        .env("CAPSTAN_CLUSTER_DIR", state_dir())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    if !out.status.success() {
+        panic!(
+            "{} {what} failed ({}):\n{}\n{}",
+            script.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Address `127.0.0.1:PORT` of the local OCI registry, started if needed.
+///
+/// # Panics
+/// When the registry cannot be started; the message carries the registry's log.
+pub fn registry() -> String {
+    static ADDR: OnceLock<String> = OnceLock::new();
+    ADDR.get_or_init(|| {
+        run_up("registry");
+        read_trimmed(&state_dir().join("registry"))
+    })
+    .clone()
+}
+
+fn read_trimmed(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display())).trim().to_string()
+}
+
+/// Path of the admin kubeconfig, after starting the control plane once per test binary.
+///
+/// # Panics
+/// When the control plane cannot be started; the message carries the failing component's log.
+pub fn kubeconfig_path() -> PathBuf {
+    static UP: OnceLock<()> = OnceLock::new();
+    UP.get_or_init(|| run_up("all"));
+    state_dir().join("kubeconfig")
+}
+
+/// The kube-rs configuration of the admin user.
+pub async fn admin_config() -> kube::Config {
+    let path = kubeconfig_path();
+    let kc = Kubeconfig::read_from(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("invalid kubeconfig {}: {e}", path.display()))
+}
+
+/// An admin client for the local control plane (started once per test binary).
+pub async fn cluster() -> kube::Client {
+    kube::Client::try_from(admin_config().await).expect("admin client")
+}
+
+/// A client that authenticates with a bearer token (for example one from TokenRequest) and
+/// trusts the local control plane's CA.
+pub async fn client_with_token(token: &str) -> kube::Client {
+    let mut cfg = admin_config().await;
+    cfg.auth_info = kube::config::AuthInfo { token: Some(token.to_string().into()), ..Default::default() };
+    kube::Client::try_from(cfg).expect("token client")
+}
+
+/// A namespace of the test's own, deleted (without waiting) when dropped.
+pub struct TestNamespace {
+    /// The namespace name: `<prefix>-<random suffix>`.
+    pub name: String,
+    client: kube::Client,
+}
+
+impl TestNamespace {
+    /// Creates a fresh namespace whose name starts with `prefix` (lowercase, `-` allowed).
+    pub async fn new(client: &kube::Client, prefix: &str) -> TestNamespace {
+        let suffix: u32 = rand_suffix();
+        let name = format!("{prefix}-{suffix:08x}");
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"capstan.dev/test": "true"}}
+        }))
+        .expect("namespace object");
+        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.expect("create test namespace");
+        // Pods need the default ServiceAccount, which the controller manager creates.
+        let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(client.clone(), &name);
+        for _ in 0..100 {
+            if sas.get_opt("default").await.ok().flatten().is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        TestNamespace { name, client: client.clone() }
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        let client = self.client.clone();
+        let name = self.name.clone();
+        // Drop cannot await; delete from a short-lived runtime on another thread.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
+            if let Ok(rt) = rt {
+                rt.block_on(async move {
+                    let _ = Api::<Namespace>::all(client).delete(&name, &DeleteParams::background()).await;
+                });
+            }
+        })
+        .join();
+    }
+}
+
+fn rand_suffix() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    h.finish() as u32
+}
+
+/// Polls `f` every 200 ms until it returns `Some`, or panics with `what` after `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
