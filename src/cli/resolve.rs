@@ -144,60 +144,9 @@ fn looks_like_image(s: &str) -> bool {
     s.contains('@') || (s.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost"))
 }
 
-/// Reads an FBC directory (recursively) or file: JSON streams and multi-document YAML.
+/// Reads an FBC directory (recursively) or file with [`capstan::catalog::parse::load_path`].
 fn load_fbc(path: &Path) -> Result<DeclarativeConfig, String> {
-    let mut files: Vec<PathBuf> = Vec::new();
-    if path.is_dir() {
-        for entry in walkdir::WalkDir::new(path).sort_by_file_name() {
-            let entry = entry.map_err(|e| format!("reading catalog directory {}: {e}", path.display()))?;
-            let p = entry.path();
-            if entry.file_type().is_file() && matches!(p.extension().and_then(|e| e.to_str()), Some("json" | "yaml" | "yml")) {
-                files.push(p.to_path_buf());
-            }
-        }
-    } else {
-        files.push(path.to_path_buf());
-    }
-    let mut cfg = DeclarativeConfig::default();
-    for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|e| format!("reading catalog file {}: {e}", f.display()))?;
-        let blobs = parse_documents(&f, &text)?;
-        for (i, blob) in blobs.into_iter().enumerate() {
-            if blob.is_null() {
-                continue;
-            }
-            let schema = blob.get("schema").and_then(Value::as_str).unwrap_or_default().to_string();
-            let name = blob.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-            let what = || format!("catalog file {}, blob {} (schema {schema:?}, name {name:?})", f.display(), i + 1);
-            let bad = |e: serde_json::Error| format!("{}: {e}", what());
-            match schema.as_str() {
-                "olm.package" => cfg.packages.push(serde_json::from_value(blob).map_err(bad)?),
-                "olm.channel" => cfg.channels.push(serde_json::from_value(blob).map_err(bad)?),
-                "olm.bundle" => cfg.bundles.push(serde_json::from_value(blob).map_err(bad)?),
-                "olm.deprecations" => cfg.deprecations.push(serde_json::from_value(blob).map_err(bad)?),
-                "" => return Err(format!("{}: the blob has no schema field", what())),
-                _ => cfg.others.push(blob),
-            }
-        }
-    }
-    Ok(cfg)
-}
-
-fn parse_documents(file: &Path, text: &str) -> Result<Vec<Value>, String> {
-    let is_json = file.extension().and_then(|e| e.to_str()) == Some("json");
-    if is_json {
-        serde_json::Deserializer::from_str(text)
-            .into_iter::<Value>()
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("{}: not valid JSON: {e}", file.display()))
-    } else {
-        let mut out = Vec::new();
-        for doc in serde_norway::Deserializer::from_str(text) {
-            let v = Value::deserialize(doc).map_err(|e| format!("{}: not valid YAML: {e}", file.display()))?;
-            out.push(v);
-        }
-        Ok(out)
-    }
+    capstan::catalog::parse::load_path(path).map_err(|e| e.to_string())
 }
 
 #[derive(Deserialize)]

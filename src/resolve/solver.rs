@@ -360,6 +360,43 @@ impl<'c, 'a> Provider<'c, 'a> {
         self.ctx.describe(r, &self.gvks.borrow(), &self.pkgs.borrow())
     }
 
+    /// Several records in one phrase: `foo 1.0.0, 1.1.0 and 1.2.0 (stable, catalog olm/cat)`.
+    fn describe_group(&self, rs: &[Record]) -> String {
+        let mut groups: Vec<((String, String, String), Vec<String>)> = Vec::new();
+        let mut singles: Vec<String> = Vec::new();
+        for &r in rs {
+            match r {
+                Record::Bundle { cat, b } => {
+                    let idx = self.ctx.index(cat);
+                    let key = (
+                        idx.package_name(b).to_string(),
+                        self.ctx.channel_of(r).unwrap_or_else(|| "no channel".into()),
+                        self.ctx.catalogs[cat as usize].key.to_string(),
+                    );
+                    let v = idx.bundle(b).version.to_string();
+                    match groups.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, vs)) => vs.push(v),
+                        None => groups.push((key, vec![v])),
+                    }
+                }
+                other => singles.push(self.describe(other)),
+            }
+        }
+        let mut parts: Vec<String> = groups
+            .into_iter()
+            .map(|((pkg, ch, cat), vs)| {
+                if vs.len() == 1 {
+                    let r = rs.iter().copied().find(|r| matches!(r, Record::Bundle { .. }) && self.ctx.info(*r).is_some_and(|i| i.0 == pkg && i.1.to_string() == vs[0]));
+                    r.map(|r| self.describe(r)).unwrap_or_else(|| format!("{pkg} {} ({ch}, catalog {cat})", vs[0]))
+                } else {
+                    format!("{pkg} {} ({ch}, catalog {cat})", join_and(&vs))
+                }
+            })
+            .collect();
+        parts.extend(singles);
+        join_and(&parts)
+    }
+
     fn describe_vs(&self, vs: VersionSetId) -> String {
         match self.pool.resolve_version_set(vs) {
             VsKey::Sub(i) => {
@@ -606,6 +643,8 @@ fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> String {
         _ => None,
     };
     let unresolved = graph.unresolved_node;
+    // Unmet dependencies, grouped by what is required so that many candidates read as one line.
+    let mut dep_lines: Vec<(String, Vec<Record>)> = Vec::new();
     for &n in &order {
         // Group requires edges of this node by requirement.
         let mut groups: Vec<(Requirement, Vec<NodeIndex>)> = Vec::new();
@@ -630,9 +669,8 @@ fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> String {
             match (&g[n], &key) {
                 (_, VsKey::Exact(Record::GvkProvider { .. })) => {} // "provides" edges: used below
                 (ConflictNode::Root, VsKey::Sub(_)) => {
-                    let cands: Vec<String> =
-                        targets.iter().filter_map(|&t| solvable_of(t)).map(|s| p.describe(p.record(s))).collect();
-                    head.insert(format!("{}; candidates: {}", p.describe_vs(first_vs), join_and(&cands)));
+                    let cands: Vec<Record> = targets.iter().filter_map(|&t| solvable_of(t)).map(|s| p.record(s)).collect();
+                    head.insert(format!("{}; candidates: {}", p.describe_vs(first_vs), p.describe_group(&cands)));
                 }
                 (ConflictNode::Root, VsKey::Exact(r)) => {
                     tail.insert(format!(
@@ -641,25 +679,31 @@ fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> String {
                     ));
                 }
                 (ConflictNode::Solvable(s), VsKey::Dep { owner, dep }) => {
-                    let src = p.describe(p.record(*s));
                     let d = p.ctx.info(*owner).and_then(|i| i.3.get(*dep as usize).cloned());
                     let Some(d) = d else { continue };
-                    let mut line = format!("{src} requires {}", d.predicate);
+                    let mut line = d.predicate.to_string();
                     if no_candidates {
                         line.push_str(&format!("; {}", p.ctx.availability(&d.predicate)));
                     } else {
-                        let cands: Vec<String> =
-                            targets.iter().filter_map(|&t| solvable_of(t)).map(|s| p.describe(p.record(s))).collect();
-                        line.push_str(&format!(", met only by {}", join_and(&cands)));
+                        let cands: Vec<Record> = targets.iter().filter_map(|&t| solvable_of(t)).map(|s| p.record(s)).collect();
+                        line.push_str(&format!(", met only by {}", p.describe_group(&cands)));
                     }
                     if let Some(m) = &d.failure_message {
                         line.push_str(&format!(" ({m})"));
                     }
-                    lines.insert(line);
+                    let src = p.record(*s);
+                    match dep_lines.iter_mut().find(|(l, _)| *l == line) {
+                        Some((_, srcs)) => srcs.push(src),
+                        None => dep_lines.push((line, vec![src])),
+                    }
                 }
                 _ => {}
             }
         }
+    }
+    for (line, srcs) in dep_lines {
+        let verb = if srcs.len() > 1 { "each require" } else { "requires" };
+        lines.insert(format!("{} {verb} {line}", p.describe_group(&srcs)));
     }
     // Conflicts.
     for e in g.edge_references() {
