@@ -97,3 +97,40 @@ fn registry_auth_file_is_used() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(dest.join("manifests").is_dir());
 }
+
+#[test]
+fn resolve_reads_a_catalog_image_like_the_directory() {
+    let addr = support::registry();
+    let cache = tempfile::tempdir().unwrap();
+    let catalog = shared_dir().join("corpus/community-operators-prod/catalogs/v4.20/ecr-secret-operator");
+    let reference = format!("{addr}/capstan-cli/ecr-catalog:v1");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let registry = capstan::oci::Registry::new(capstan::oci::ClientConfig { quiet: true, ..Default::default() });
+    rt.block_on(capstan::catalog::image::push_catalog(
+        &registry,
+        &catalog,
+        &capstan::oci::parse_reference(&reference).unwrap(),
+    ))
+    .unwrap();
+    let sub = cache.path().join("sub.yaml");
+    std::fs::write(
+        &sub,
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: ecr, namespace: operators}\nspec: {name: ecr-secret-operator, channel: alpha, source: cat, sourceNamespace: olm}\n",
+    )
+    .unwrap();
+    let run = |target: &str| {
+        let out = capstan(
+            &["resolve", "--catalog", &format!("olm/cat={target}"), "-f", sub.to_str().unwrap(), "-o", "json"],
+            cache.path(),
+            None,
+        );
+        assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let from_dir = run(catalog.to_str().unwrap());
+    let from_image = run(&reference);
+    assert!(!from_dir["resolved"].as_array().unwrap().is_empty(), "{from_dir}");
+    assert_eq!(from_dir, from_image);
+    // The parsed catalog is now cached by digest.
+    assert!(std::fs::read_dir(cache.path().join("catalogs")).unwrap().count() >= 2);
+}

@@ -314,10 +314,12 @@ fn invalid_input_exits_2_naming_the_file() {
     assert!(err.contains("bad.yaml") && err.contains("spec.source is required"), "{err}");
 
     let out = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["resolve", "--catalog", "olm/c=quay.io/operatorhubio/catalog:latest", "-f", &sub.display().to_string()])
+        .args(["resolve", "--catalog", "olm/c=127.0.0.1:9/capstan/absent-catalog:latest", "-f", &sub.display().to_string()])
+        .env("CAPSTAN_CACHE", dir.path())
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("image reference") && err.contains("not supported"), "{err}");
+    // A catalog image is pulled; an unreachable registry is named in the error.
+    assert!(err.contains("olm/c=") && err.contains("127.0.0.1:9"), "{err}");
 }

@@ -17,13 +17,21 @@ use super::{
 pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
     let manifests_dir = dir.join("manifests");
     let metadata_dir = dir.join("metadata");
+    let missing = |name| {
+        // Some repositories keep the bundle one level down (community-operators' `<version>/bundle/`).
+        let nested = dir.join("bundle");
+        let hint = if nested.join("manifests").is_dir() && nested.join("metadata").is_dir() {
+            format!("; did you mean {}?", nested.display())
+        } else {
+            String::new()
+        };
+        BundleError::MissingDirectory { dir: dir.to_path_buf(), name, hint }
+    };
     for (path, name) in [(&manifests_dir, "manifests"), (&metadata_dir, "metadata")] {
         match fs::metadata(path) {
             Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(BundleError::MissingDirectory { dir: dir.to_path_buf(), name }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(BundleError::MissingDirectory { dir: dir.to_path_buf(), name });
-            }
+            Ok(_) => return Err(missing(name)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(name)),
             Err(source) => return Err(BundleError::Io { path: path.clone(), source }),
         }
     }

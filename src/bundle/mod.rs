@@ -144,12 +144,14 @@ pub enum BundleError {
         source: std::io::Error,
     },
     /// `manifests/` or `metadata/` is missing.
-    #[error("{dir}: no {name}/ directory; a registry+v1 bundle has manifests/ and metadata/ (reference olm-v0.md §2.1)")]
+    #[error("{dir}: no {name}/ directory; a registry+v1 bundle has manifests/ and metadata/ (reference olm-v0.md §2.1){hint}")]
     MissingDirectory {
         /// The bundle directory.
         dir: PathBuf,
         /// `manifests` or `metadata`.
         name: &'static str,
+        /// "" or a suggestion such as `; did you mean <dir>/bundle?`.
+        hint: String,
     },
     /// A file is larger than [`MAX_FILE_SIZE`].
     #[error("{path}: file is {size} bytes, over the {limit}-byte limit; Kubernetes stores no object over about 1.5 MiB, so shrink it (for example a shorter spec.description)")]

@@ -664,41 +664,10 @@ fn check_constraint_shape(c: &property::Constraint, file: &str, field: &str, out
     }
 }
 
-/// Checks a blang/semver range (`olm.skipRange`, dependency `version`).
-///
-/// Seam: the catalog module owns the blang range parser (`crate::catalog::semver_range`); until
-/// it is on this branch this check accepts what blang accepts for the common forms: `||`-separated
-/// alternatives of space-separated comparators `[op]version`, op one of `>= <= > < = == ! !=`,
-/// the version a full `MAJOR.MINOR.PATCH` semver.
+/// Checks a blang/semver range (`olm.skipRange`, dependency `version`, `versionRange`) with the
+/// catalog's port of blang's parser ([`crate::catalog::semver_range`]); the error is blang's reason.
 pub(crate) fn check_range(range: &str) -> Result<(), String> {
-    if range.trim().is_empty() {
-        return Err("empty range".into());
-    }
-    for alt in range.split("||") {
-        let parts: Vec<&str> = alt.split_whitespace().collect();
-        if parts.is_empty() {
-            return Err("empty alternative around ||".into());
-        }
-        let mut i = 0;
-        while i < parts.len() {
-            let mut p = parts[i];
-            let op_len = ["!=", ">=", "<=", "==", ">", "<", "=", "!"]
-                .iter()
-                .find(|op| p.starts_with(**op))
-                .map_or(0, |op| op.len());
-            if op_len == p.len() {
-                // Operator separated from its version by a space (blang accepts ">= 1.0.0").
-                i += 1;
-                p = parts.get(i).copied().ok_or_else(|| format!("operator {p:?} without a version"))?;
-                semver::Version::parse(p).map_err(|e| format!("{p:?}: {e}"))?;
-            } else {
-                let ver = &p[op_len..];
-                semver::Version::parse(ver).map_err(|e| format!("{ver:?}: {e}"))?;
-            }
-            i += 1;
-        }
-    }
-    Ok(())
+    crate::catalog::semver_range::parse(range).map(|_| ()).map_err(|e| e.message)
 }
 
 /// operator-framework/api `parseCSVNameFormat`: a DNS-1123 subdomain that is also a label value.
@@ -734,7 +703,7 @@ mod tests {
 
     #[test]
     fn ranges() {
-        for ok in [">=1.0.0 <2.0.0", ">= 1.0.0", ">1.0.0 !1.2.1 || =3.0.0", "<0.9.2-clusterwide", ">=4.1.0 <4.2.0-rc1"] {
+        for ok in [">=1.0.0 <2.0.0", ">= 1.0.0", ">1.0.0 !1.2.1 || =3.0.0", "<0.9.2-clusterwide", ">=4.1.0 <4.2.0-rc1", "1.2.x"] {
             assert!(check_range(ok).is_ok(), "{ok}");
         }
         for bad in ["", ">=1.0", "foo", ">=1.0.0 ||", ">="] {

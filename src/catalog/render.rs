@@ -33,7 +33,8 @@
 //!   sorts by the bytes as written (whitespace included), which only matters for two such
 //!   properties of one type that differ in spacing.
 //! - opm writes `relatedImages[].name: ""` for unnamed images; [`model::RelatedImage`] omits an
-//!   empty name.
+//!   empty name when serialized directly (the catalog writer, `catalog::parse::to_stream`,
+//!   writes it as opm does).
 //! - When a bundle directory is rendered without an image, [`render_bundle_dir`] fills in
 //!   [`placeholder_image`] (opm leaves `image` empty unless `--alpha-image-ref-template` is given);
 //!   [`render_bundle`] with `image = ""` gives opm's empty image.
@@ -675,30 +676,3 @@ fn description(d: &Value, field: &str, apiservice: bool) -> FieldResult<Value> {
     Ok(Value::Object(o))
 }
 
-/// The blob as opm writes it: keys in operator-registry's `declcfg.Bundle` order (`schema`,
-/// `name`, `package`, `image`, `properties`, `relatedImages`), `relatedImages[].name` always
-/// present, extra fields after them. Serialize this instead of the [`model::Bundle`] when the
-/// output should match `opm render` byte for byte (JSON with a 4-space indent).
-pub fn opm_blob(bundle: &model::Bundle) -> Value {
-    let mut m = Map::new();
-    m.insert("schema".into(), Value::String(bundle.schema.clone()));
-    if !bundle.name.is_empty() {
-        m.insert("name".into(), Value::String(bundle.name.clone()));
-    }
-    if !bundle.package.is_empty() {
-        m.insert("package".into(), Value::String(bundle.package.clone()));
-    }
-    m.insert("image".into(), Value::String(bundle.image.clone()));
-    if !bundle.properties.is_empty() {
-        let props = bundle.properties.iter().map(|p| json!({"type": p.type_, "value": p.value})).collect();
-        m.insert("properties".into(), Value::Array(props));
-    }
-    if !bundle.related_images.is_empty() {
-        let imgs = bundle.related_images.iter().map(|r| json!({"name": r.name, "image": r.image})).collect();
-        m.insert("relatedImages".into(), Value::Array(imgs));
-    }
-    for (k, v) in &bundle.extra {
-        m.entry(k.clone()).or_insert_with(|| v.clone());
-    }
-    Value::Object(m)
-}

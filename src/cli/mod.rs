@@ -1,6 +1,7 @@
 //! The `capstan` binary's commands.
 
 mod bundle;
+mod catalog;
 mod image;
 mod render;
 mod resolve;
@@ -24,6 +25,8 @@ enum Command {
     Bundle(bundle::BundleArgs),
     /// What-if resolution of Subscriptions against catalogs, offline.
     Resolve(resolve::ResolveArgs),
+    /// Work with File-Based Catalogs: validate, add, render, push, pull.
+    Catalog(catalog::CatalogArgs),
 }
 
 /// Parses the command line and runs the command; the exit code follows each command's contract.
@@ -36,5 +39,6 @@ pub fn main() -> ExitCode {
         }
         Command::Bundle(args) => bundle::run(args),
         Command::Resolve(args) => resolve::run(args),
+        Command::Catalog(args) => catalog::run(args),
     }
 }

@@ -5,11 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use serde_json::Value;
-
 use capstan::bundle::Bundle;
-use capstan::catalog::model;
-use capstan::catalog::render::{Migration, opm_blob, placeholder_image, render_bundle_with, render_info};
+use capstan::catalog::model::DeclarativeConfig;
+use capstan::catalog::parse::{Format, to_stream};
+use capstan::catalog::render::{Migration, placeholder_image, render_bundle_with, render_info};
 
 /// Output format of FBC blobs.
 #[derive(Clone, Copy, Debug, Default, ValueEnum)]
@@ -71,7 +70,7 @@ pub fn run(args: RenderArgs) -> ExitCode {
         MigrateLevel::None => Migration::None,
         MigrateLevel::BundleObjectToCsvMetadata => Migration::CsvMetadata,
     };
-    let mut blobs: Vec<model::Bundle> = Vec::new();
+    let mut cfg = DeclarativeConfig::default();
     for (i, dir) in args.refs.iter().enumerate() {
         if !dir.is_dir() {
             eprintln!(
@@ -104,51 +103,22 @@ pub fn run(args: RenderArgs) -> ExitCode {
             }
         };
         match render_bundle_with(&bundle, &image, migration) {
-            Ok(b) => blobs.push(b),
+            Ok(b) => cfg.bundles.push(b),
             Err(e) => {
                 eprintln!("error: render {}: {e}", dir.display());
                 return ExitCode::from(1);
             }
         }
     }
-    // opm writes blobs grouped by package, bundles sorted by name.
-    blobs.sort_by(|a, b| (a.package.as_str(), a.name.as_str()).cmp(&(b.package.as_str(), b.name.as_str())));
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    for blob in &blobs {
-        let v = opm_blob(blob);
-        if let Err(e) = write_blob(&mut out, &v, args.output) {
-            eprintln!("error: writing output: {e}");
-            return ExitCode::from(1);
-        }
+    // opm's writer: grouped by package, bundles sorted by name, opm's key order.
+    let format = match args.output {
+        FbcOutput::Json => Format::Json,
+        FbcOutput::Yaml => Format::Yaml,
+    };
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(to_stream(&cfg, format).as_bytes()).and_then(|()| out.flush()) {
+        eprintln!("error: writing output: {e}");
+        return ExitCode::from(1);
     }
     ExitCode::SUCCESS
-}
-
-fn write_blob(out: &mut impl Write, v: &Value, format: FbcOutput) -> std::io::Result<()> {
-    match format {
-        FbcOutput::Json => {
-            let fmt = serde_json::ser::PrettyFormatter::with_indent(b"    ");
-            let mut ser = serde_json::Serializer::with_formatter(&mut *out, fmt);
-            serde::Serialize::serialize(v, &mut ser).map_err(std::io::Error::other)?;
-            writeln!(out)
-        }
-        FbcOutput::Yaml => {
-            let text = serde_norway::to_string(&sorted(v)).map_err(std::io::Error::other)?;
-            write!(out, "---\n{text}")
-        }
-    }
-}
-
-/// Keys sorted at every level, as opm's JSON→YAML conversion writes them.
-fn sorted(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => {
-            let mut entries: Vec<_> = m.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            Value::Object(entries.into_iter().map(|(k, v)| (k.clone(), sorted(v))).collect())
-        }
-        Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
-        other => other.clone(),
-    }
 }

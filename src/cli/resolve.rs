@@ -80,9 +80,13 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
         let path = Path::new(&target);
         if !path.exists() {
             if looks_like_image(&target) {
-                return Err(format!(
-                    "--catalog {spec}: {target:?} is not a local path and looks like an image reference; pulling catalog images is not supported by `capstan resolve` yet — give the path of an FBC directory or file"
-                ));
+                // A catalog image: pulled by digest, parsed, and cached under $CAPSTAN_CACHE/catalogs.
+                let client = capstan::oci::ClientConfig::from_env(false, false).map_err(|e| format!("--catalog {spec}: {e}"))?;
+                let loaded = capstan::catalog::image::load_catalog_image_blocking(&target, client)
+                    .map_err(|e| format!("--catalog {spec}: {e}"))?;
+                let index = CatalogIndex::from_config(&loaded.config);
+                catalogs.push(CatalogInput { key, priority: 0, index: Arc::new(index) });
+                continue;
             }
             return Err(format!("--catalog {spec}: {target:?} does not exist (expected an FBC directory or file)"));
         }
