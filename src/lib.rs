@@ -5,5 +5,6 @@
 
 pub mod bundle;
 pub mod catalog;
+pub mod install;
 pub mod oci;
 pub mod resolve;

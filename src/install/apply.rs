@@ -1,0 +1,621 @@
+//! Applying InstallPlan [`Step`]s to a cluster with server-side apply.
+//!
+//! Semantics after OLM's `ExecutePlan` (`reference/olm-v0.md` §5.1 item 6, §5.2): steps are
+//! applied in order with one field manager ([`super::FIELD_MANAGER`]); after CRDs, later steps
+//! wait until every CRD applied before them is `Established` and `NamesAccepted`; transient API
+//! errors (5xx, 429, 409 Conflict, timeouts and connection errors) are retried with exponential
+//! backoff for up to [`ApplyOptions::retry_timeout`] (OLM's `--install-plan-retry-timeout`, 1 min);
+//! `Forbidden` is reported at once with the verb, the resource and the client's identity (the
+//! controller decides whether to retry, as OLM does for scoped installs). After a failed step the
+//! later steps are not applied and are reported as [`StepStatus::NotApplied`], so a caller always
+//! learns which step failed and why and which did not run.
+//!
+//! An ownerReference with an empty `uid` (see [`super::InstallTarget::csv_owner_reference`]) is
+//! completed with the UID of the object it names in the step's namespace; when that object does
+//! not exist yet (the CSV is applied after the objects it owns), the step is applied without the
+//! reference first and applied again with it once all steps are done.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::Duration;
+
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, Error as KubeError};
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::plan::kind_info;
+use super::{FIELD_MANAGER, Step};
+
+/// Settings of [`apply`]. [`Default`] gives capstan's values.
+#[derive(Debug, Clone)]
+pub struct ApplyOptions {
+    /// Field manager of every server-side apply; default [`FIELD_MANAGER`] (`capstan`).
+    pub field_manager: String,
+    /// Take over fields another manager owns (`force=true`), as an installer that owns its
+    /// objects must; default `true`.
+    pub force: bool,
+    /// How long to wait for a CRD to become `Established`; default 60 s.
+    pub crd_timeout: Duration,
+    /// How long one API call is retried on transient errors; default 60 s (OLM's
+    /// `--install-plan-retry-timeout` default).
+    pub retry_timeout: Duration,
+    /// First backoff between retries, doubled up to [`ApplyOptions::max_backoff`]; default 200 ms.
+    pub initial_backoff: Duration,
+    /// Largest backoff between retries; default 5 s.
+    pub max_backoff: Duration,
+    /// Poll interval while waiting for CRDs; default 100 ms.
+    pub poll_interval: Duration,
+}
+
+impl Default for ApplyOptions {
+    fn default() -> Self {
+        ApplyOptions {
+            field_manager: FIELD_MANAGER.to_string(),
+            force: true,
+            crd_timeout: Duration::from_secs(60),
+            retry_timeout: Duration::from_secs(60),
+            initial_backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(5),
+            poll_interval: Duration::from_millis(100),
+        }
+    }
+}
+
+/// What happened to one step (OLM's step statuses `Created` / `Present`, plus failure details).
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepStatus {
+    /// The object did not exist and was created.
+    Created,
+    /// The object existed; `changed` says whether the apply modified it (its resourceVersion
+    /// changed).
+    Present {
+        /// Whether the object was modified.
+        changed: bool,
+    },
+    /// The step failed; nothing after it was applied.
+    Failed(StepError),
+    /// Not applied because the step with this index failed first.
+    NotApplied {
+        /// Index (in the step list) of the failed step.
+        blocked_by: usize,
+    },
+}
+
+/// The result of one step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepResult {
+    /// Index of the step in the list given to [`apply`].
+    pub index: usize,
+    /// The step's kind.
+    pub kind: String,
+    /// The step's name.
+    pub name: String,
+    /// The step's namespace (`None` for cluster-scoped objects).
+    pub namespace: Option<String>,
+    /// What happened.
+    pub status: StepStatus,
+    /// The object's UID after the apply, when it was applied.
+    pub uid: Option<String>,
+}
+
+impl StepResult {
+    /// Whether the step was applied (`Created` or `Present`).
+    pub fn applied(&self) -> bool {
+        matches!(self.status, StepStatus::Created | StepStatus::Present { .. })
+    }
+}
+
+impl fmt::Display for StepResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let obj = match &self.namespace {
+            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        };
+        match &self.status {
+            StepStatus::Created => write!(f, "{obj}: Created"),
+            StepStatus::Present { changed: true } => write!(f, "{obj}: Present (updated)"),
+            StepStatus::Present { changed: false } => write!(f, "{obj}: Present"),
+            StepStatus::Failed(e) => write!(f, "{obj}: Failed: {e}"),
+            StepStatus::NotApplied { blocked_by } => write!(f, "{obj}: not applied, step {blocked_by} failed"),
+        }
+    }
+}
+
+/// Why a step failed. Messages name the object and say what to do.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StepError {
+    /// The API server refused the client (HTTP 403).
+    #[error("{object}: forbidden: {identity} cannot {verb} {resource}{}: {message}; grant the permission (for a scoped install, to the OperatorGroup's ServiceAccount) or install with an account that has it", namespace.as_ref().map(|n| format!(" in namespace {n}")).unwrap_or_default())]
+    Forbidden {
+        /// The step's object, `Kind namespace/name`.
+        object: String,
+        /// The verb refused: `get` (reading the object first), `patch` (server-side apply) or
+        /// `get` on an owner.
+        verb: String,
+        /// The resource, `plural.group` (or `plural` for the core group).
+        resource: String,
+        /// The namespace, for namespaced resources.
+        namespace: Option<String>,
+        /// Who the client is: user name and groups from a SelfSubjectReview, or as the API server
+        /// named it in its message.
+        identity: String,
+        /// The API server's message.
+        message: String,
+    },
+    /// The API server does not serve the kind (HTTP 404 on the resource type), e.g. a
+    /// `ServiceMonitor` without the Prometheus operator's CRDs.
+    #[error("{object}: the API server does not serve {api_version} {kind}; install the API (its CRD) first or remove the object from the bundle")]
+    ApiNotAvailable {
+        /// The step's object.
+        object: String,
+        /// The apiVersion asked for.
+        api_version: String,
+        /// The kind asked for.
+        kind: String,
+    },
+    /// The API server rejected the object (HTTP 400/422: schema or validation).
+    #[error("{object}: rejected by the API server ({reason}): {message}; fix the object in the bundle")]
+    Invalid {
+        /// The step's object.
+        object: String,
+        /// The API server's reason, e.g. `Invalid`.
+        reason: String,
+        /// The API server's message.
+        message: String,
+    },
+    /// A CRD did not become Established (or its names were not accepted) in time.
+    #[error("CustomResourceDefinition {crd}: not Established after {waited:?}: {message}")]
+    NotEstablished {
+        /// The CRD name.
+        crd: String,
+        /// How long capstan waited.
+        waited: Duration,
+        /// The CRD's conditions as last seen, or the reason names were refused.
+        message: String,
+    },
+    /// An ownerReference names an object that does not exist after all steps ran.
+    #[error("{object}: owner {owner} does not exist; apply the plan including its owner")]
+    OwnerMissing {
+        /// The step's object.
+        object: String,
+        /// The owner, `Kind name`.
+        owner: String,
+    },
+    /// Transient errors went on past [`ApplyOptions::retry_timeout`].
+    #[error("{object}: {verb} failed {attempts} times over {elapsed:?}, last error: {last}; check the API server's health")]
+    RetriesExhausted {
+        /// The step's object.
+        object: String,
+        /// The verb being retried.
+        verb: String,
+        /// Attempts made.
+        attempts: u32,
+        /// Time spent.
+        elapsed: Duration,
+        /// The last error.
+        last: String,
+    },
+    /// The step itself is malformed (no name, kind unknown to the cluster's discovery…).
+    #[error("{object}: {message}")]
+    BadStep {
+        /// The step's object.
+        object: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Any other API error.
+    #[error("{object}: {verb} failed: {message}")]
+    Api {
+        /// The step's object.
+        object: String,
+        /// The verb.
+        verb: String,
+        /// The error.
+        message: String,
+    },
+}
+
+/// Applies `steps` in order (see the module documentation) and returns one [`StepResult`] per
+/// step, in the same order. Never panics; a failure is a [`StepStatus::Failed`] result followed
+/// by [`StepStatus::NotApplied`] for every later step.
+pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<StepResult> {
+    let mut ap = Applier { client, opts, uids: HashMap::new(), identity: None };
+    let mut results: Vec<StepResult> = Vec::with_capacity(steps.len());
+    let mut pending_crds: Vec<usize> = Vec::new();
+    let mut deferred: Vec<usize> = Vec::new();
+    let mut failed: Option<usize> = None;
+
+    for (i, step) in steps.iter().enumerate() {
+        let mut result = StepResult {
+            index: i,
+            kind: step.kind.clone(),
+            name: step.name.clone(),
+            namespace: step.namespace.clone(),
+            status: StepStatus::NotApplied { blocked_by: 0 },
+            uid: None,
+        };
+        if failed.is_none() && step.kind != "CustomResourceDefinition" && !pending_crds.is_empty() {
+            failed = ap.wait_crds(steps, &mut pending_crds, &mut results).await;
+        }
+        if let Some(f) = failed {
+            result.status = StepStatus::NotApplied { blocked_by: f };
+            results.push(result);
+            continue;
+        }
+        match ap.apply_step(step, false).await {
+            Ok((status, uid, owner_pending)) => {
+                result.status = status;
+                result.uid = uid;
+                if step.kind == "CustomResourceDefinition" {
+                    pending_crds.push(i);
+                }
+                if owner_pending {
+                    deferred.push(i);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(step = %step.describe(), error = %e, "install step failed");
+                result.status = StepStatus::Failed(e);
+                failed = Some(i);
+            }
+        }
+        results.push(result);
+    }
+    if failed.is_none() && !pending_crds.is_empty() {
+        failed = ap.wait_crds(steps, &mut pending_crds, &mut results).await;
+    }
+    if failed.is_none() {
+        for i in deferred {
+            if let Err(e) = ap.apply_step(&steps[i], true).await {
+                results[i].status = StepStatus::Failed(e);
+            }
+        }
+    }
+    results
+}
+
+struct Applier<'a> {
+    client: &'a Client,
+    opts: &'a ApplyOptions,
+    /// (apiVersion, kind, namespace, name) → uid of objects applied in this run.
+    uids: HashMap<(String, String, String, String), String>,
+    identity: Option<String>,
+}
+
+enum Attempt<T> {
+    Done(T),
+    Failed(KubeError, u32, Duration),
+}
+
+impl Applier<'_> {
+    /// Waits for every pending CRD; on failure marks its result failed and returns its index.
+    async fn wait_crds(&mut self, steps: &[Step], pending: &mut Vec<usize>, results: &mut [StepResult]) -> Option<usize> {
+        for i in std::mem::take(pending) {
+            if let Err(e) = self.wait_established(&steps[i].name).await {
+                results[i].status = StepStatus::Failed(e);
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    async fn wait_established(&self, name: &str) -> Result<(), StepError> {
+        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let start = Instant::now();
+        let mut last: String;
+        loop {
+            match api.get_opt(name).await {
+                Ok(Some(crd)) => {
+                    let conds = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+                    let is_true = |t: &str| conds.iter().any(|c| c.type_ == t && c.status == "True");
+                    if let Some(c) = conds.iter().find(|c| c.type_ == "NamesAccepted" && c.status == "False") {
+                        return Err(StepError::NotEstablished {
+                            crd: name.to_string(),
+                            waited: start.elapsed(),
+                            message: format!(
+                                "NamesAccepted=False ({}): {}; another CRD already uses these names",
+                                c.reason.clone().unwrap_or_default(),
+                                c.message.clone().unwrap_or_default()
+                            ),
+                        });
+                    }
+                    if is_true("Established") && is_true("NamesAccepted") {
+                        return Ok(());
+                    }
+                    last = conds
+                        .iter()
+                        .map(|c| format!("{}={} {}", c.type_, c.status, c.message.clone().unwrap_or_default()))
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                }
+                Ok(None) => last = "the CRD is gone".into(),
+                Err(e) if is_transient(&e) => last = e.to_string(),
+                Err(e) => {
+                    return Err(StepError::Api {
+                        object: format!("CustomResourceDefinition {name}"),
+                        verb: "get".into(),
+                        message: e.to_string(),
+                    });
+                }
+            }
+            if start.elapsed() >= self.opts.crd_timeout {
+                return Err(StepError::NotEstablished { crd: name.to_string(), waited: start.elapsed(), message: last });
+            }
+            tokio::time::sleep(self.opts.poll_interval).await;
+        }
+    }
+
+    async fn api_resource(&self, step: &Step, gvk: &GroupVersionKind) -> Result<ApiResource, StepError> {
+        if let Some(info) = kind_info(&step.kind) {
+            return Ok(ApiResource::from_gvk_with_plural(gvk, info.plural));
+        }
+        match self.retry(|| kube::discovery::pinned_kind(self.client, gvk)).await {
+            Attempt::Done((ar, _caps)) => Ok(ar),
+            Attempt::Failed(e, ..) => Err(StepError::BadStep {
+                object: step.describe(),
+                message: format!("cannot find the resource of {} {} by discovery: {e}", gvk.api_version(), gvk.kind),
+            }),
+        }
+    }
+
+    fn api(&self, ar: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+        match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
+            None => Api::all_with(self.client.clone(), ar),
+        }
+    }
+
+    /// Applies one step. Returns the status, the uid, and whether an owner could not be resolved
+    /// yet (the step must be applied again later). With `final_pass`, an unresolved owner is an
+    /// error.
+    async fn apply_step(&mut self, step: &Step, final_pass: bool) -> Result<(StepStatus, Option<String>, bool), StepError> {
+        let object = step.describe();
+        if step.name.is_empty() || step.kind.is_empty() || step.version.is_empty() {
+            return Err(StepError::BadStep { object, message: "the step has no name, kind or version".into() });
+        }
+        let gvk = step.gvk();
+        let ar = self.api_resource(step, &gvk).await?;
+        let api = self.api(&ar, step.namespace.as_deref());
+        let mut manifest = step.manifest.clone();
+        if let Some(obj) = manifest.as_object_mut() {
+            obj.insert("apiVersion".into(), Value::String(step.api_version()));
+            obj.insert("kind".into(), Value::String(step.kind.clone()));
+        }
+        let owner_pending = self.resolve_owners(step, &mut manifest, final_pass).await?;
+
+        let before = match self.retry(|| api.get_opt(&step.name)).await {
+            Attempt::Done(o) => o.and_then(|o| o.metadata.resource_version),
+            Attempt::Failed(e, attempts, elapsed) => return Err(self.error(step, &ar, "get", e, attempts, elapsed).await),
+        };
+        let mut pp = PatchParams::apply(&self.opts.field_manager);
+        pp.force = self.opts.force;
+        let patch = Patch::Apply(&manifest);
+        let applied = match self.retry(|| api.patch(&step.name, &pp, &patch)).await {
+            Attempt::Done(o) => o,
+            Attempt::Failed(e, attempts, elapsed) => return Err(self.error(step, &ar, "patch", e, attempts, elapsed).await),
+        };
+        let uid = applied.metadata.uid.clone();
+        if let Some(u) = &uid {
+            self.uids.insert(
+                (step.api_version(), step.kind.clone(), step.namespace.clone().unwrap_or_default(), step.name.clone()),
+                u.clone(),
+            );
+        }
+        let status = match before {
+            None => StepStatus::Created,
+            Some(rv) => StepStatus::Present { changed: applied.metadata.resource_version.as_deref() != Some(rv.as_str()) },
+        };
+        tracing::debug!(step = %object, ?status, "applied install step");
+        Ok((status, uid, owner_pending))
+    }
+
+    /// Fills empty ownerReference uids; removes the ones whose owner does not exist yet and
+    /// returns whether any was removed.
+    async fn resolve_owners(&mut self, step: &Step, manifest: &mut Value, final_pass: bool) -> Result<bool, StepError> {
+        let ns = step.namespace.clone().unwrap_or_default();
+        let Some(refs) = manifest.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) else {
+            return Ok(false);
+        };
+        let mut keep = Vec::with_capacity(refs.len());
+        let mut pending = false;
+        for mut r in std::mem::take(refs) {
+            let uid_empty = r.get("uid").and_then(Value::as_str).is_none_or(str::is_empty);
+            if !uid_empty {
+                keep.push(r);
+                continue;
+            }
+            let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            let key = (s("apiVersion"), s("kind"), ns.clone(), s("name"));
+            let uid = match self.uids.get(&key) {
+                Some(u) => Some(u.clone()),
+                None => self.lookup_uid(step, &key).await?,
+            };
+            match uid {
+                Some(u) => {
+                    if let Some(o) = r.as_object_mut() {
+                        o.insert("uid".into(), Value::String(u.clone()));
+                    }
+                    self.uids.insert(key, u);
+                    keep.push(r);
+                }
+                None if final_pass => {
+                    return Err(StepError::OwnerMissing { object: step.describe(), owner: format!("{} {}", key.1, key.3) });
+                }
+                None => pending = true,
+            }
+        }
+        let empty = keep.is_empty();
+        *refs = keep;
+        if empty && let Some(meta) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("ownerReferences");
+        }
+        Ok(pending)
+    }
+
+    async fn lookup_uid(&mut self, step: &Step, key: &(String, String, String, String)) -> Result<Option<String>, StepError> {
+        let (api_version, kind, ns, name) = key;
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version.as_str()));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let owner_step = Step {
+            resolving: step.resolving.clone(),
+            group: group.into(),
+            version: version.into(),
+            kind: kind.clone(),
+            name: name.clone(),
+            namespace: Some(ns.clone()),
+            manifest: Value::Null,
+        };
+        let ar = self.api_resource(&owner_step, &gvk).await?;
+        let api = self.api(&ar, Some(ns));
+        match self.retry(|| api.get_opt(name)).await {
+            Attempt::Done(o) => Ok(o.and_then(|o| o.metadata.uid)),
+            // The owner's API not being served yet means the owner does not exist yet.
+            Attempt::Failed(KubeError::Api(s), ..) if s.code == 404 => Ok(None),
+            Attempt::Failed(e, attempts, elapsed) => {
+                let mut err = self.error(&owner_step, &ar, "get", e, attempts, elapsed).await;
+                if let StepError::Forbidden { object, .. } | StepError::Api { object, .. } = &mut err {
+                    *object = format!("{} (owner of {})", object, step.describe());
+                }
+                Err(err)
+            }
+        }
+    }
+
+    async fn retry<T, F, Fut>(&self, mut f: F) -> Attempt<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, KubeError>>,
+    {
+        let start = Instant::now();
+        let mut backoff = self.opts.initial_backoff;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match f().await {
+                Ok(v) => return Attempt::Done(v),
+                Err(e) if is_transient(&e) && start.elapsed() < self.opts.retry_timeout => {
+                    let mut wait = backoff;
+                    if let KubeError::Api(s) = &e
+                        && let Some(d) = &s.details
+                        && d.retry_after_seconds > 0
+                    {
+                        wait = wait.max(Duration::from_secs(u64::from(d.retry_after_seconds)));
+                    }
+                    let left = self.opts.retry_timeout.saturating_sub(start.elapsed());
+                    tracing::debug!(error = %e, ?wait, attempts, "transient API error, retrying");
+                    tokio::time::sleep(wait.min(left).max(Duration::from_millis(1))).await;
+                    backoff = (backoff * 2).min(self.opts.max_backoff);
+                }
+                Err(e) => return Attempt::Failed(e, attempts, start.elapsed()),
+            }
+        }
+    }
+
+    async fn error(&mut self, step: &Step, ar: &ApiResource, verb: &str, e: KubeError, attempts: u32, elapsed: Duration) -> StepError {
+        let object = step.describe();
+        let resource = if ar.group.is_empty() { ar.plural.clone() } else { format!("{}.{}", ar.plural, ar.group) };
+        if is_transient(&e) {
+            return StepError::RetriesExhausted { object, verb: verb.into(), attempts, elapsed, last: e.to_string() };
+        }
+        match e {
+            KubeError::Api(s) if s.code == 403 => {
+                let identity = self.identity(&s.message).await;
+                StepError::Forbidden {
+                    object,
+                    verb: verb.into(),
+                    resource,
+                    namespace: step.namespace.clone(),
+                    identity,
+                    message: s.message.clone(),
+                }
+            }
+            KubeError::Api(s) if s.code == 404 => {
+                StepError::ApiNotAvailable { object, api_version: ar.api_version.clone(), kind: ar.kind.clone() }
+            }
+            KubeError::Api(s) if s.code == 400 || s.code == 422 => {
+                StepError::Invalid { object, reason: s.reason.clone(), message: s.message.clone() }
+            }
+            other => StepError::Api { object, verb: verb.into(), message: other.to_string() },
+        }
+    }
+
+    /// The client's identity from a SelfSubjectReview, else the user the API server named in its
+    /// Forbidden message (`User "x" cannot …`), else "the client".
+    async fn identity(&mut self, message: &str) -> String {
+        if let Some(id) = &self.identity {
+            return id.clone();
+        }
+        let review = SelfSubjectReview { metadata: Default::default(), status: None };
+        let api: Api<SelfSubjectReview> = Api::all(self.client.clone());
+        let from_review = match api.create(&PostParams::default(), &review).await {
+            Ok(r) => r.status.and_then(|s| s.user_info).and_then(|u| {
+                let user = u.username?;
+                let groups = u.groups.unwrap_or_default();
+                Some(if groups.is_empty() { format!("user {user:?}") } else { format!("user {user:?} (groups {})", groups.join(", ")) })
+            }),
+            Err(_) => None,
+        };
+        let id = from_review
+            .or_else(|| {
+                let rest = message.split_once("User \"")?.1;
+                Some(format!("user {:?}", rest.split_once('"')?.0))
+            })
+            .unwrap_or_else(|| "the client".into());
+        self.identity = Some(id.clone());
+        id
+    }
+}
+
+/// Whether an error is worth retrying: 5xx, 429, 409 Conflict, server timeouts, connection errors.
+fn is_transient(e: &KubeError) -> bool {
+    match e {
+        KubeError::Api(s) => s.code >= 500 || s.code == 429 || s.code == 409 || s.reason == "ServerTimeout" || s.reason == "Timeout",
+        KubeError::HyperError(_) | KubeError::Service(_) => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    #[test]
+    fn transient_errors_are_the_retryable_ones() {
+        let api = |code: u16, reason: &str| KubeError::Api(Status::failure("x", reason).with_code(code).boxed());
+        for (code, reason) in [(500, "InternalError"), (503, "ServiceUnavailable"), (429, "TooManyRequests"), (409, "Conflict"), (504, "Timeout")] {
+            assert!(is_transient(&api(code, reason)), "{code} {reason}");
+        }
+        for (code, reason) in [(403, "Forbidden"), (404, "NotFound"), (422, "Invalid"), (400, "BadRequest")] {
+            assert!(!is_transient(&api(code, reason)), "{code} {reason}");
+        }
+    }
+
+    #[test]
+    fn results_display_the_object_and_outcome() {
+        let r = StepResult {
+            index: 3,
+            kind: "Role".into(),
+            name: "r".into(),
+            namespace: Some("ns".into()),
+            status: StepStatus::Failed(StepError::Forbidden {
+                object: "Role ns/r".into(),
+                verb: "patch".into(),
+                resource: "roles.rbac.authorization.k8s.io".into(),
+                namespace: Some("ns".into()),
+                identity: "user \"system:serviceaccount:ns:installer\"".into(),
+                message: "denied".into(),
+            }),
+            uid: None,
+        };
+        let text = r.to_string();
+        for part in ["Role ns/r", "patch", "roles.rbac.authorization.k8s.io", "system:serviceaccount:ns:installer", "in namespace ns"] {
+            assert!(text.contains(part), "{text} lacks {part}");
+        }
+        assert!(!r.applied());
+    }
+}

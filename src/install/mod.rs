@@ -1,0 +1,186 @@
+//! From a resolved bundle to objects on a cluster: [`plan::steps`] turns a registry+v1 bundle
+//! into ordered InstallPlan steps (pure), and [`apply::apply`] applies them with server-side
+//! apply (I/O).
+//!
+//! The semantics are OLM v0's (`reference/olm-v0.md` §1.4 InstallPlan steps, §1.5 the CSV's
+//! deployment install strategy, §2.5 the kinds a bundle may contain, §5 install mechanics); the
+//! upstream code is `pkg/controller/registry/resolver/{steps,rbac}.go`,
+//! `pkg/controller/install/deployment.go` and
+//! `pkg/controller/operators/olm/overrides/inject/inject.go` of operator-lifecycle-manager.
+//! Where capstan differs from OLM it says so in the item's documentation.
+
+pub mod apply;
+pub mod config;
+pub mod plan;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::core::GroupVersionKind;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use apply::{ApplyOptions, StepError, StepResult, StepStatus, apply};
+pub use config::{ConfigError, SubscriptionConfig};
+pub use plan::{PlanError, steps};
+
+/// The field manager capstan uses for every server-side apply (one manager, so that a later apply
+/// by capstan takes over fields it set before; §5.2 of `reference/olm-v0.md`).
+pub const FIELD_MANAGER: &str = "capstan";
+
+/// Label `olm.owner`: name of the CSV that owns the object ([OLM] `pkg/lib/ownerutil/util.go`).
+pub const LABEL_OWNER: &str = "olm.owner";
+/// Label `olm.owner.namespace`: namespace of the owning CSV.
+pub const LABEL_OWNER_NAMESPACE: &str = "olm.owner.namespace";
+/// Label `olm.owner.kind`: kind of the owner, always `ClusterServiceVersion` here.
+pub const LABEL_OWNER_KIND: &str = "olm.owner.kind";
+/// Label `olm.managed: "true"` on every object capstan creates (§5.5).
+pub const LABEL_MANAGED: &str = "olm.managed";
+/// Label `olm.permissions.hash` on generated RBAC: base62 SHA-224 of the rules, or of roleRef +
+/// subjects for bindings ([OLM] `pkg/controller/registry/resolver/rbac.go`).
+pub const LABEL_PERMISSIONS_HASH: &str = "olm.permissions.hash";
+/// Label `olm.copiedFrom=<operator namespace>` on RBAC copied into another target namespace
+/// ([OLM] `operatorgroup.go` `ensureTenantRBAC`).
+pub const LABEL_COPIED_FROM: &str = "olm.copiedFrom";
+/// Prefix of the component label `operators.coreos.com/<package>.<namespace>` (value "").
+pub const COMPONENT_LABEL_PREFIX: &str = "operators.coreos.com/";
+/// CSV and pod-template annotation: the OperatorGroup's target namespaces, sorted and
+/// comma-joined; `""` means all namespaces (§1.5).
+pub const ANNOTATION_TARGET_NAMESPACES: &str = "olm.targetNamespaces";
+/// CSV annotation: the OperatorGroup's name.
+pub const ANNOTATION_OPERATOR_GROUP: &str = "olm.operatorGroup";
+/// CSV annotation: the OperatorGroup's namespace.
+pub const ANNOTATION_OPERATOR_NAMESPACE: &str = "olm.operatorNamespace";
+/// CSV annotation set by the InstallPlan: `{"properties":[{type,value}…]}` of the bundle
+/// ([OLM] `resolver/projection/properties.go`).
+pub const ANNOTATION_PROPERTIES: &str = "operatorframework.io/properties";
+/// The CSV's API group.
+pub const OPERATORS_GROUP: &str = "operators.coreos.com";
+
+/// Where and how a bundle is installed: the input of [`plan::steps`] besides the bundle.
+#[derive(Debug, Clone, Default)]
+pub struct InstallTarget {
+    /// The namespace the operator (CSV, Deployments, ServiceAccounts) is installed into.
+    pub namespace: String,
+    /// The OperatorGroup's target namespaces. `[""]` means all namespaces (AllNamespaces install
+    /// mode); an empty list is treated as `[namespace]` (OwnNamespace).
+    pub target_namespaces: Vec<String>,
+    /// The package name, for the component label `operators.coreos.com/<package>.<namespace>`.
+    pub package: String,
+    /// The CSV name; must equal the bundle CSV's `metadata.name`. It is every step's `resolving`.
+    pub csv_name: String,
+    /// The Subscription's `spec.config`, injected into every Deployment (§1.3).
+    pub config: SubscriptionConfig,
+    /// The ownerReference put on objects in [`InstallTarget::namespace`] that OLM garbage-collects
+    /// with the CSV (see [`plan::steps`]). `None`: no ownerReference. A reference whose `uid` is
+    /// empty (see [`InstallTarget::csv_owner_reference`]) is completed by [`apply::apply`] once the
+    /// owner exists.
+    pub owner: Option<OwnerReference>,
+    /// The CSV this install replaces on this cluster; written to the CSV's `spec.replaces`, which
+    /// OLM overwrites (and clears when nothing is replaced) (§1.5).
+    pub replaces: Option<String>,
+    /// The OperatorGroup name, written as the CSV annotation `olm.operatorGroup` (and
+    /// `olm.operatorNamespace` = [`InstallTarget::namespace`]) when set.
+    pub operator_group: Option<String>,
+    /// The bundle's properties from the catalog (`{"type":…,"value":…}` each), written as the
+    /// CSV annotation `operatorframework.io/properties` when not empty.
+    pub properties: Vec<Value>,
+}
+
+impl InstallTarget {
+    /// A non-blocking, non-controller ownerReference to this target's CSV
+    /// (`operators.coreos.com/v1alpha1`, [OLM] `ownerutil.NonBlockingOwner`) with an empty `uid`:
+    /// [`apply::apply`] fills in the CSV's UID once the CSV exists.
+    pub fn csv_owner_reference(&self) -> OwnerReference {
+        OwnerReference {
+            api_version: format!("{OPERATORS_GROUP}/v1alpha1"),
+            kind: "ClusterServiceVersion".into(),
+            name: self.csv_name.clone(),
+            uid: String::new(),
+            controller: Some(false),
+            block_owner_deletion: Some(false),
+        }
+    }
+
+    /// The component label key `operators.coreos.com/<package>.<namespace>`, its name part cut to
+    /// 63 characters without trailing `.`, `_` or `-` ([OLM]
+    /// `pkg/controller/operators/decorators/operator.go` `ComponentLabelKey`).
+    pub fn component_label(&self) -> String {
+        let mut name = format!("{}.{}", self.package, self.namespace);
+        if name.len() > 63 {
+            let mut cut = 63;
+            while !name.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            name.truncate(cut);
+            while name.ends_with(['.', '_', '-']) {
+                name.pop();
+            }
+        }
+        format!("{COMPONENT_LABEL_PREFIX}{name}")
+    }
+
+    /// The target namespaces as OLM writes them in `olm.targetNamespaces`: sorted, deduplicated,
+    /// comma-joined; `[namespace]` when the list is empty.
+    pub fn target_namespaces_annotation(&self) -> String {
+        self.effective_targets().join(",")
+    }
+
+    /// Sorted, deduplicated target namespaces, `[namespace]` when empty.
+    pub(crate) fn effective_targets(&self) -> Vec<String> {
+        let mut t: Vec<String> = if self.target_namespaces.is_empty() {
+            vec![self.namespace.clone()]
+        } else {
+            self.target_namespaces.clone()
+        };
+        t.sort();
+        t.dedup();
+        t
+    }
+
+    /// Whether the target is all namespaces (`[""]`).
+    pub fn all_namespaces(&self) -> bool {
+        self.target_namespaces.iter().any(|n| n.is_empty())
+    }
+}
+
+/// One InstallPlan step: an object to apply and the CSV it belongs to (`status.plan[]` of an
+/// InstallPlan, `reference/olm-v0.md` §1.4).
+///
+/// `kind` is the object's own kind; OLM shows a bundle's Secret as the synthetic kind
+/// `BundleSecret` in the InstallPlan, which the controller does when writing status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// The CSV name this step installs.
+    pub resolving: String,
+    /// API group, "" for the core group.
+    pub group: String,
+    /// API version, e.g. `v1`.
+    pub version: String,
+    /// Kind, e.g. `CustomResourceDefinition`.
+    pub kind: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace`; `None` for cluster-scoped objects.
+    pub namespace: Option<String>,
+    /// The full object to apply (with `apiVersion`, `kind`, `metadata`).
+    pub manifest: Value,
+}
+
+impl Step {
+    /// `apiVersion`: `group/version`, or `version` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+    }
+
+    /// The step's group, version and kind.
+    pub fn gvk(&self) -> GroupVersionKind {
+        GroupVersionKind::gvk(&self.group, &self.version, &self.kind)
+    }
+
+    /// `Kind namespace/name` or `Kind name`, for messages.
+    pub fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        }
+    }
+}

@@ -1,0 +1,730 @@
+//! A bundle and an [`InstallTarget`] → ordered InstallPlan [`Step`]s. Pure: no I/O.
+//!
+//! Sources: `reference/olm-v0.md` §1.4, §1.5, §2.5, §5.2, §5.4; [OLM]
+//! `pkg/controller/registry/resolver/steps.go` (`NewStepResourceFromBundle`), `rbac.go`
+//! (`RBACForClusterServiceVersion`), `pkg/controller/install/deployment.go` (`deploymentForSpec`),
+//! `pkg/controller/operators/olm/operatorgroup.go` (`ensureSingletonRBAC`, `ensureTenantRBAC`).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha224, Sha256};
+
+use super::{
+    ANNOTATION_OPERATOR_GROUP, ANNOTATION_OPERATOR_NAMESPACE, ANNOTATION_PROPERTIES, ANNOTATION_TARGET_NAMESPACES,
+    InstallTarget, LABEL_COPIED_FROM, LABEL_MANAGED, LABEL_OWNER, LABEL_OWNER_KIND, LABEL_OWNER_NAMESPACE,
+    LABEL_PERMISSIONS_HASH, Step,
+};
+use crate::bundle::{Bundle, Manifest};
+
+/// Label on generated Deployments: a hash of the final Deployment spec, for drift detection
+/// (§5.4). OLM hashes with Go's `DeepHashObject`; capstan's value is its own (see
+/// [`short_hash`]) and only compared with values capstan wrote.
+pub const LABEL_DEPLOYMENT_SPEC_HASH: &str = "olm.deployment-spec-hash";
+
+/// Kubernetes' limit on object names that must be DNS labels, used by OLM for generated RBAC.
+const MAX_NAME_LENGTH: usize = 63;
+
+/// How capstan places an object kind in the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KindInfo {
+    /// The kind.
+    pub kind: &'static str,
+    /// Position in the apply order (lower first).
+    pub rank: u8,
+    /// Whether objects of this kind live in a namespace.
+    pub namespaced: bool,
+    /// The resource name (plural) in the API.
+    pub plural: &'static str,
+}
+
+/// Every kind a plan may hold, in apply order: the order of issue 5 (CRDs, ServiceAccounts,
+/// Roles, RoleBindings, ClusterRoles, ClusterRoleBindings, Services, ConfigMaps, Secrets), then
+/// the other kinds OLM supports in bundles (§2.5, [OLM] `catalog/supportedresources.go`), then the
+/// CSV, then the Deployments of the CSV's install strategy (which OLM's olm-operator creates once
+/// the CSV's requirements are met, §5.4).
+pub const KINDS: &[KindInfo] = &[
+    KindInfo { kind: "CustomResourceDefinition", rank: 0, namespaced: false, plural: "customresourcedefinitions" },
+    KindInfo { kind: "ServiceAccount", rank: 1, namespaced: true, plural: "serviceaccounts" },
+    KindInfo { kind: "Role", rank: 2, namespaced: true, plural: "roles" },
+    KindInfo { kind: "RoleBinding", rank: 3, namespaced: true, plural: "rolebindings" },
+    KindInfo { kind: "ClusterRole", rank: 4, namespaced: false, plural: "clusterroles" },
+    KindInfo { kind: "ClusterRoleBinding", rank: 5, namespaced: false, plural: "clusterrolebindings" },
+    KindInfo { kind: "Service", rank: 6, namespaced: true, plural: "services" },
+    KindInfo { kind: "ConfigMap", rank: 7, namespaced: true, plural: "configmaps" },
+    KindInfo { kind: "Secret", rank: 8, namespaced: true, plural: "secrets" },
+    KindInfo { kind: "PrometheusRule", rank: 9, namespaced: true, plural: "prometheusrules" },
+    KindInfo { kind: "ServiceMonitor", rank: 9, namespaced: true, plural: "servicemonitors" },
+    KindInfo { kind: "PodDisruptionBudget", rank: 9, namespaced: true, plural: "poddisruptionbudgets" },
+    KindInfo { kind: "PriorityClass", rank: 9, namespaced: false, plural: "priorityclasses" },
+    KindInfo { kind: "VerticalPodAutoscaler", rank: 9, namespaced: true, plural: "verticalpodautoscalers" },
+    KindInfo { kind: "ConsoleYAMLSample", rank: 9, namespaced: false, plural: "consoleyamlsamples" },
+    KindInfo { kind: "ConsoleQuickStart", rank: 9, namespaced: false, plural: "consolequickstarts" },
+    KindInfo { kind: "ConsoleCLIDownload", rank: 9, namespaced: false, plural: "consoleclidownloads" },
+    KindInfo { kind: "ConsoleLink", rank: 9, namespaced: false, plural: "consolelinks" },
+    KindInfo { kind: "ConsolePlugin", rank: 9, namespaced: false, plural: "consoleplugins" },
+    KindInfo { kind: "NetworkPolicy", rank: 9, namespaced: true, plural: "networkpolicies" },
+    KindInfo { kind: "ClusterServiceVersion", rank: 10, namespaced: true, plural: "clusterserviceversions" },
+    KindInfo { kind: "Deployment", rank: 11, namespaced: true, plural: "deployments" },
+];
+
+/// The [`KindInfo`] of a kind; `None` for a kind OLM does not install from a bundle. Matched by
+/// kind only, as OLM does.
+pub fn kind_info(kind: &str) -> Option<&'static KindInfo> {
+    KINDS.iter().find(|k| k.kind == kind)
+}
+
+/// Why a bundle cannot be turned into steps. Each message names the bundle object or field and
+/// says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// [`InstallTarget::namespace`] is empty.
+    #[error("install target has no namespace; set the namespace the operator is installed into")]
+    NoNamespace,
+    /// [`InstallTarget::csv_name`] is not the bundle's CSV.
+    #[error("install target names CSV {expected:?} but the bundle's ClusterServiceVersion is {found:?}; plan the bundle that was resolved")]
+    CsvNameMismatch {
+        /// The name in the target.
+        expected: String,
+        /// The bundle CSV's `metadata.name`.
+        found: String,
+    },
+    /// `""` (all namespaces) mixed with named target namespaces (§1.5).
+    #[error("target namespaces {targets:?} mix \"\" (all namespaces) with named namespaces; an OperatorGroup targets either all namespaces or a list")]
+    InvalidTargetNamespaces {
+        /// The target namespaces as given.
+        targets: Vec<String>,
+    },
+    /// The bundle holds objects of kinds OLM does not install (step status `UnsupportedResource`).
+    #[error("bundle {bundle}: UnsupportedResource: {}; a bundle may contain only CRDs, the CSV, ServiceAccounts, Roles, RoleBindings, ClusterRoles, ClusterRoleBindings, Services, ConfigMaps, Secrets and the kinds of reference/olm-v0.md §2.5 — remove these objects or move them into the operator", objects.join(", "))]
+    UnsupportedResource {
+        /// The bundle (CSV name).
+        bundle: String,
+        /// Each unsupported object as `Kind name (file)`.
+        objects: Vec<String>,
+    },
+    /// A bundle object lacks `apiVersion` or `metadata.name`.
+    #[error("bundle {bundle}: {location}: {kind} has no {field}; every bundle object needs apiVersion, kind and metadata.name")]
+    InvalidObject {
+        /// The bundle (CSV name).
+        bundle: String,
+        /// File (and document) of the object.
+        location: String,
+        /// The object's kind.
+        kind: String,
+        /// The missing field.
+        field: &'static str,
+    },
+    /// The CSV's install strategy cannot be read.
+    #[error("ClusterServiceVersion {csv}: {field}: {message}")]
+    InvalidInstallStrategy {
+        /// The CSV name.
+        csv: String,
+        /// The field, e.g. `spec.install.spec.permissions[0]`.
+        field: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Permission {
+    service_account_name: String,
+    #[serde(default)]
+    rules: Vec<PolicyRule>,
+}
+
+#[derive(Deserialize)]
+struct DeploymentEntry {
+    name: String,
+    #[serde(default)]
+    spec: DeploymentSpec,
+    #[serde(default)]
+    label: Option<BTreeMap<String, String>>,
+}
+
+/// Turns a bundle into ordered InstallPlan steps for `target`.
+///
+/// Steps, all with `resolving` = the CSV name:
+/// - every object of the bundle: namespaced ones get `metadata.namespace` = the install
+///   namespace, cluster-scoped ones lose any namespace; all get the labels `olm.managed: "true"`
+///   and `operators.coreos.com/<package>.<namespace>: ""`. Services, ConfigMaps, Secrets and
+///   namespaced §2.5 kinds get [`InstallTarget::owner`] as ownerReference; cluster-scoped §2.5
+///   kinds get the owner labels. Bundle-shipped ServiceAccounts, Roles, RoleBindings,
+///   ClusterRoles and ClusterRoleBindings get neither, as in OLM (they outlive the CSV, §5.2).
+/// - the CSV with `metadata.namespace`, `spec.replaces` = [`InstallTarget::replaces`] (removed
+///   when `None`), annotations `olm.targetNamespaces`, `olm.operatorGroup`,
+///   `olm.operatorNamespace` and `operatorframework.io/properties` (§1.5).
+/// - from `spec.install.spec` (strategy `deployment` only):
+///   - a ServiceAccount for every `serviceAccountName` of `permissions`, `clusterPermissions` and
+///     the deployments' pod templates, unless it is `default` or the bundle ships it (OLM creates
+///     them only for the permissions; the deployments' are added so that their pods can start);
+///   - per `permissions[i]`: a Role and a RoleBinding (to the ServiceAccount in the install
+///     namespace) named `<csv>-<serviceAccount>-<hash>` in the install namespace, copied into every
+///     other target namespace with label `olm.copiedFrom=<install namespace>`; with target `[""]`
+///     (all namespaces) also a ClusterRole (the rules plus `get, list, watch` on namespaces) and
+///     ClusterRoleBinding of the same name (OLM's `ensureSingletonRBAC`);
+///   - per `clusterPermissions[i]`: a ClusterRole and ClusterRoleBinding named `<csv>-<hash>`;
+///   - per `deployments[i]`: a Deployment (see [`deployment`]).
+///
+///   Generated objects carry the owner labels `olm.owner`, `olm.owner.namespace`,
+///   `olm.owner.kind`, and RBAC the label `olm.permissions.hash` computed exactly as OLM does
+///   (base62 of SHA-224 over Go's JSON of the rules, or of `{RoleRef, Subjects}`). Generated
+///   names follow OLM's shape (`base-<hash>`, base cut so the name has at most 63 characters),
+///   but the hash is capstan's: [`short_hash`] of the CSV name, the namespace (cluster-scoped
+///   ones only, so two namespaces never collide) and the permission entry. OLM's uses Go's
+///   `spew` printing and cannot be reproduced outside Go.
+///
+/// Order: by kind as in [`KINDS`], bundle objects (in file order) before generated ones of the
+/// same kind.
+///
+/// # Errors
+/// [`PlanError`]: no namespace, CSV name mismatch, invalid target namespaces, unsupported kinds
+/// (all of them named in one error), objects without apiVersion or name, an install strategy
+/// other than `deployment` or with malformed entries.
+pub fn steps(bundle: &Bundle, target: &InstallTarget) -> Result<Vec<Step>, PlanError> {
+    if target.namespace.is_empty() {
+        return Err(PlanError::NoNamespace);
+    }
+    let csv_name = bundle.name().to_string();
+    if target.csv_name != csv_name {
+        return Err(PlanError::CsvNameMismatch { expected: target.csv_name.clone(), found: csv_name });
+    }
+    if target.all_namespaces() && target.target_namespaces.iter().any(|n| !n.is_empty()) {
+        return Err(PlanError::InvalidTargetNamespaces { targets: target.target_namespaces.clone() });
+    }
+    let unsupported: Vec<String> = bundle
+        .objects
+        .iter()
+        .filter(|m| kind_info(m.kind()).is_none_or(|k| k.kind == "Deployment"))
+        .map(|m| format!("{} {} ({})", if m.kind().is_empty() { "<no kind>" } else { m.kind() }, m.name(), m.location()))
+        .collect();
+    if !unsupported.is_empty() {
+        return Err(PlanError::UnsupportedResource { bundle: csv_name, objects: unsupported });
+    }
+
+    let ctx = Ctx { target, csv: &csv_name };
+    let mut out: Vec<(u8, Step)> = Vec::new();
+    let mut shipped_sas: Vec<String> = Vec::new();
+    for (i, m) in bundle.objects.iter().enumerate() {
+        let Some(info) = kind_info(m.kind()) else { continue };
+        for (field, ok) in [("apiVersion", !m.api_version().is_empty()), ("metadata.name", !m.name().is_empty())] {
+            if !ok {
+                return Err(PlanError::InvalidObject {
+                    bundle: csv_name.clone(),
+                    location: m.location(),
+                    kind: m.kind().to_string(),
+                    field,
+                });
+            }
+        }
+        if info.kind == "ServiceAccount" {
+            shipped_sas.push(m.name().to_string());
+        }
+        let manifest = if i == bundle.csv_index { ctx.csv_manifest(&m.value) } else { ctx.bundle_object(m, info) };
+        out.push((info.rank, ctx.step(manifest)));
+    }
+
+    let csv_value = &bundle.objects[bundle.csv_index].value;
+    let strategy = Strategy::read(&csv_name, csv_value)?;
+    // Pod templates get the CSV's annotations as the CSV is applied (with olm.targetNamespaces).
+    let csv_annotations = ctx.csv_manifest(csv_value).pointer("/metadata/annotations").cloned().unwrap_or(json!({}));
+
+    let mut sa_names: Vec<String> = Vec::new();
+    for p in strategy.permissions.iter().chain(&strategy.cluster_permissions) {
+        sa_names.push(p.service_account_name.clone());
+    }
+    for d in &strategy.deployments {
+        if let Some(sa) = d.spec.template.spec.as_ref().and_then(|s| s.service_account_name.clone()) {
+            sa_names.push(sa);
+        }
+    }
+    let mut seen = Vec::new();
+    for sa in sa_names {
+        if sa.is_empty() || sa == "default" || shipped_sas.contains(&sa) || seen.contains(&sa) {
+            continue;
+        }
+        seen.push(sa.clone());
+        let mut v = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": target.namespace}});
+        ctx.generated_meta(&mut v, true);
+        out.push((1, ctx.step(v)));
+    }
+
+    for p in &strategy.permissions {
+        for (rank, v) in ctx.permission_objects(p) {
+            out.push((rank, ctx.step(v)));
+        }
+    }
+    for p in &strategy.cluster_permissions {
+        for (rank, v) in ctx.cluster_permission_objects(p) {
+            out.push((rank, ctx.step(v)));
+        }
+    }
+    for d in &strategy.deployments {
+        let dep = deployment(&ctx, d, &csv_annotations).map_err(|message| PlanError::InvalidInstallStrategy {
+            csv: csv_name.clone(),
+            field: format!("spec.install.spec.deployments[{}]", d.name),
+            message,
+        })?;
+        out.push((11, ctx.step(dep)));
+    }
+
+    out.sort_by_key(|(rank, _)| *rank); // stable: bundle order, then generated order
+    Ok(out.into_iter().map(|(_, s)| s).collect())
+}
+
+struct Strategy {
+    permissions: Vec<Permission>,
+    cluster_permissions: Vec<Permission>,
+    deployments: Vec<DeploymentEntry>,
+}
+
+impl Strategy {
+    fn read(csv: &str, value: &Value) -> Result<Strategy, PlanError> {
+        let err = |field: String, message: String| PlanError::InvalidInstallStrategy { csv: csv.to_string(), field, message };
+        let Some(install) = value.pointer("/spec/install") else {
+            return Ok(Strategy { permissions: vec![], cluster_permissions: vec![], deployments: vec![] });
+        };
+        match install.get("strategy").and_then(Value::as_str) {
+            Some("deployment") => {}
+            other => {
+                return Err(err(
+                    "spec.install.strategy".into(),
+                    format!("strategy is {other:?}; \"deployment\" is the only install strategy OLM knows (§1.5)"),
+                ));
+            }
+        }
+        let spec = install.get("spec").cloned().unwrap_or(Value::Null);
+        let list = |name: &str| -> Result<Vec<Value>, PlanError> {
+            match spec.get(name) {
+                None | Some(Value::Null) => Ok(vec![]),
+                Some(Value::Array(a)) => Ok(a.clone()),
+                Some(_) => Err(err(format!("spec.install.spec.{name}"), "must be a list".into())),
+            }
+        };
+        let mut permissions = Vec::new();
+        let mut cluster_permissions = Vec::new();
+        for (name, dest) in [("permissions", &mut permissions), ("clusterPermissions", &mut cluster_permissions)] {
+            for (i, v) in list(name)?.into_iter().enumerate() {
+                let p: Permission = serde_json::from_value(v).map_err(|e| {
+                    err(format!("spec.install.spec.{name}[{i}]"), format!("{e}; an entry is {{serviceAccountName, rules: [PolicyRule]}}"))
+                })?;
+                if p.service_account_name.is_empty() {
+                    return Err(err(format!("spec.install.spec.{name}[{i}].serviceAccountName"), "is empty; name the operator's ServiceAccount".into()));
+                }
+                dest.push(p);
+            }
+        }
+        let mut deployments = Vec::new();
+        for (i, v) in list("deployments")?.into_iter().enumerate() {
+            let d: DeploymentEntry = serde_json::from_value(v).map_err(|e| {
+                err(format!("spec.install.spec.deployments[{i}]"), format!("{e}; an entry is {{name, spec: DeploymentSpec, label}}"))
+            })?;
+            if d.name.is_empty() {
+                return Err(err(format!("spec.install.spec.deployments[{i}].name"), "is empty; name the Deployment".into()));
+            }
+            deployments.push(d);
+        }
+        Ok(Strategy { permissions, cluster_permissions, deployments })
+    }
+}
+
+struct Ctx<'a> {
+    target: &'a InstallTarget,
+    csv: &'a str,
+}
+
+impl Ctx<'_> {
+    fn step(&self, manifest: Value) -> Step {
+        let api_version = manifest.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        let (group, version) = match api_version.rsplit_once('/') {
+            Some((g, v)) => (g.to_string(), v.to_string()),
+            None => (String::new(), api_version.to_string()),
+        };
+        Step {
+            resolving: self.csv.to_string(),
+            group,
+            version,
+            kind: manifest.get("kind").and_then(Value::as_str).unwrap_or("").to_string(),
+            name: manifest.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string(),
+            namespace: manifest.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string),
+            manifest,
+        }
+    }
+
+    fn owner_labels(&self) -> [(&'static str, String); 3] {
+        [
+            (LABEL_OWNER, self.csv.to_string()),
+            (LABEL_OWNER_NAMESPACE, self.target.namespace.clone()),
+            (LABEL_OWNER_KIND, "ClusterServiceVersion".to_string()),
+        ]
+    }
+
+    /// olm.managed + component label (every object).
+    fn common_labels(&self, v: &mut Value) {
+        let labels = labels_mut(v);
+        labels.insert(LABEL_MANAGED.into(), json!("true"));
+        labels.insert(self.target.component_label(), json!(""));
+    }
+
+    /// Common labels, owner labels, and (when `owned` and an owner is given) the ownerReference.
+    fn generated_meta(&self, v: &mut Value, owned: bool) {
+        self.common_labels(v);
+        let labels = labels_mut(v);
+        for (k, val) in self.owner_labels() {
+            labels.insert(k.into(), json!(val));
+        }
+        if owned {
+            self.add_owner(v);
+        }
+    }
+
+    fn add_owner(&self, v: &mut Value) {
+        let Some(owner) = &self.target.owner else { return };
+        let Ok(owner) = serde_json::to_value(owner) else { return };
+        let meta = meta_mut(v);
+        let refs = meta.entry("ownerReferences").or_insert_with(|| json!([]));
+        if !refs.is_array() {
+            *refs = json!([]);
+        }
+        if let Some(a) = refs.as_array_mut() {
+            let same = |r: &Value| r.get("kind") == owner.get("kind") && r.get("name") == owner.get("name");
+            a.retain(|r| !same(r));
+            a.push(owner);
+        }
+    }
+
+    fn bundle_object(&self, m: &Manifest, info: &KindInfo) -> Value {
+        let mut v = m.value.clone();
+        let meta = meta_mut(&mut v);
+        if info.namespaced {
+            meta.insert("namespace".into(), json!(self.target.namespace));
+        } else {
+            meta.remove("namespace");
+        }
+        self.common_labels(&mut v);
+        match info.kind {
+            "Service" | "ConfigMap" | "Secret" => self.add_owner(&mut v),
+            _ if info.rank == 9 && info.namespaced => self.add_owner(&mut v),
+            _ if info.rank == 9 => {
+                let labels = labels_mut(&mut v);
+                for (k, val) in self.owner_labels() {
+                    labels.insert(k.into(), json!(val));
+                }
+            }
+            _ => {}
+        }
+        v
+    }
+
+    fn csv_manifest(&self, csv: &Value) -> Value {
+        let mut v = csv.clone();
+        meta_mut(&mut v).insert("namespace".into(), json!(self.target.namespace));
+        self.common_labels(&mut v);
+        let ann = annotations_mut(&mut v);
+        ann.insert(ANNOTATION_TARGET_NAMESPACES.into(), json!(self.target.target_namespaces_annotation()));
+        if let Some(og) = &self.target.operator_group {
+            ann.insert(ANNOTATION_OPERATOR_GROUP.into(), json!(og));
+            ann.insert(ANNOTATION_OPERATOR_NAMESPACE.into(), json!(self.target.namespace));
+        }
+        if !self.target.properties.is_empty() {
+            let text = go_json(&json!({"properties": self.target.properties}));
+            ann.insert(ANNOTATION_PROPERTIES.into(), json!(text));
+        }
+        if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
+            match &self.target.replaces {
+                Some(r) if !r.is_empty() => {
+                    spec.insert("replaces".into(), json!(r));
+                }
+                _ => {
+                    spec.remove("replaces");
+                }
+            }
+        }
+        v
+    }
+
+    fn permission_objects(&self, p: &Permission) -> Vec<(u8, Value)> {
+        let ns = &self.target.namespace;
+        let perm = permission_json(p);
+        let name = generate_name(&format!("{}-{}", self.csv, p.service_account_name), &json!({"name": self.csv, "permission": perm}));
+        let rules = rules_json(&p.rules);
+        let rules_hash = permissions_hash(&p.rules);
+        let role_ref = json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name});
+        let subjects = json!([{"kind": "ServiceAccount", "name": p.service_account_name, "namespace": ns}]);
+        let binding_hash = binding_hash(&role_ref, &subjects);
+
+        let role = |namespace: &str| {
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                   "metadata": {"name": name, "namespace": namespace, "labels": {LABEL_PERMISSIONS_HASH: rules_hash}},
+                   "rules": rules})
+        };
+        let binding = |namespace: &str| {
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                   "metadata": {"name": name, "namespace": namespace, "labels": {LABEL_PERMISSIONS_HASH: binding_hash}},
+                   "roleRef": role_ref, "subjects": subjects})
+        };
+        let mut out = Vec::new();
+        let mut r = role(ns);
+        self.generated_meta(&mut r, true);
+        out.push((2, r));
+        let mut b = binding(ns);
+        self.generated_meta(&mut b, true);
+        out.push((3, b));
+        if self.target.all_namespaces() {
+            let mut cluster_rules = rules.clone();
+            if let Some(a) = cluster_rules.as_array_mut() {
+                a.push(json!({"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["namespaces"]}));
+            }
+            let mut cr = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": name, "labels": {LABEL_PERMISSIONS_HASH: rules_hash}}, "rules": cluster_rules});
+            self.generated_meta(&mut cr, false);
+            out.push((4, cr));
+            let mut crb = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": name, "labels": {LABEL_PERMISSIONS_HASH: binding_hash}},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}, "subjects": subjects});
+            self.generated_meta(&mut crb, false);
+            out.push((5, crb));
+        } else {
+            for t in self.target.effective_targets() {
+                if &t == ns {
+                    continue;
+                }
+                for (rank, mut v) in [(2, role(&t)), (3, binding(&t))] {
+                    self.generated_meta(&mut v, false);
+                    labels_mut(&mut v).insert(LABEL_COPIED_FROM.into(), json!(ns));
+                    out.push((rank, v));
+                }
+            }
+        }
+        out
+    }
+
+    fn cluster_permission_objects(&self, p: &Permission) -> Vec<(u8, Value)> {
+        let ns = &self.target.namespace;
+        let name = generate_name(self.csv, &json!({"name": self.csv, "namespace": ns, "permission": permission_json(p)}));
+        let role_ref = json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name});
+        let subjects = json!([{"kind": "ServiceAccount", "name": p.service_account_name, "namespace": ns}]);
+        let mut cr = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": {LABEL_PERMISSIONS_HASH: permissions_hash(&p.rules)}},
+            "rules": rules_json(&p.rules)});
+        self.generated_meta(&mut cr, false);
+        let mut crb = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": {LABEL_PERMISSIONS_HASH: binding_hash(&role_ref, &subjects)}},
+            "roleRef": role_ref, "subjects": subjects});
+        self.generated_meta(&mut crb, false);
+        vec![(4, cr), (5, crb)]
+    }
+}
+
+/// The Deployment OLM's olm-operator makes from one `spec.install.spec.deployments[]` entry
+/// ([OLM] `pkg/controller/install/deployment.go` `deploymentForSpec`, §5.4): labels = the entry's
+/// `label` map, then `olm.managed`, the owner labels and the component label; the pod template's
+/// annotations merged with the CSV's (so it carries `olm.targetNamespaces`); the Subscription
+/// config applied ([`super::SubscriptionConfig::apply_to`]); env `OPERATOR_CONDITION_NAME=<csv>`
+/// in every container; `revisionHistoryLimit: 1`; label `olm.deployment-spec-hash`; the owner
+/// reference.
+fn deployment(ctx: &Ctx<'_>, d: &DeploymentEntry, csv_annotations: &Value) -> Result<Value, String> {
+    let mut dep = Deployment { spec: Some(d.spec.clone()), ..Default::default() };
+    dep.metadata.name = Some(d.name.clone());
+    dep.metadata.namespace = Some(ctx.target.namespace.clone());
+    let spec = dep.spec.get_or_insert_with(Default::default);
+    let tmeta = spec.template.metadata.get_or_insert_with(Default::default);
+    let mut ann = tmeta.annotations.take().unwrap_or_default();
+    if let Some(m) = csv_annotations.as_object() {
+        for (k, v) in m {
+            if let Some(s) = v.as_str() {
+                ann.insert(k.clone(), s.to_string());
+            }
+        }
+    }
+    tmeta.annotations = Some(ann);
+    let mut labels = d.label.clone().unwrap_or_default();
+    labels.insert(LABEL_MANAGED.into(), "true".into());
+    for (k, v) in ctx.owner_labels() {
+        labels.insert(k.into(), v);
+    }
+    labels.insert(ctx.target.component_label(), String::new());
+    dep.metadata.labels = Some(labels);
+
+    ctx.target.config.apply_to(&mut dep);
+    let spec = dep.spec.get_or_insert_with(Default::default);
+    let pod = spec.template.spec.get_or_insert_with(Default::default);
+    super::config::inject_env(
+        pod,
+        &[k8s_openapi::api::core::v1::EnvVar {
+            name: "OPERATOR_CONDITION_NAME".into(),
+            value: Some(ctx.csv.to_string()),
+            value_from: None,
+        }],
+    );
+    spec.revision_history_limit = Some(1);
+    let spec_json = serde_json::to_value(&dep.spec).map_err(|e| e.to_string())?;
+    let hash = short_hash(&spec_json);
+    if let Some(l) = dep.metadata.labels.as_mut() {
+        l.insert(LABEL_DEPLOYMENT_SPEC_HASH.into(), hash);
+    }
+    let mut v = serde_json::to_value(&dep).map_err(|e| e.to_string())?;
+    ctx.add_owner(&mut v);
+    Ok(v)
+}
+
+fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
+    if !v.is_object() {
+        *v = json!({});
+    }
+    let obj = v.as_object_mut().expect("made an object above");
+    let meta = obj.entry("metadata").or_insert_with(|| json!({}));
+    if !meta.is_object() {
+        *meta = json!({});
+    }
+    meta.as_object_mut().expect("made an object above")
+}
+
+fn sub_map_mut<'a>(v: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
+    let entry = meta_mut(v).entry(key).or_insert_with(|| json!({}));
+    if !entry.is_object() {
+        *entry = json!({});
+    }
+    entry.as_object_mut().expect("made an object above")
+}
+
+fn labels_mut(v: &mut Value) -> &mut Map<String, Value> {
+    sub_map_mut(v, "labels")
+}
+
+fn annotations_mut(v: &mut Value) -> &mut Map<String, Value> {
+    sub_map_mut(v, "annotations")
+}
+
+/// A PolicyRule as Go's `encoding/json` writes `rbac/v1.PolicyRule`: fields in struct order
+/// (`verbs`, `apiGroups`, `resources`, `resourceNames`, `nonResourceURLs`), empty lists omitted
+/// except `verbs`.
+fn rule_json(r: &PolicyRule) -> Value {
+    let mut m = Map::new();
+    m.insert("verbs".into(), json!(r.verbs));
+    for (k, v) in [
+        ("apiGroups", &r.api_groups),
+        ("resources", &r.resources),
+        ("resourceNames", &r.resource_names),
+        ("nonResourceURLs", &r.non_resource_urls),
+    ] {
+        if let Some(v) = v.as_ref().filter(|v| !v.is_empty()) {
+            m.insert(k.into(), json!(v));
+        }
+    }
+    Value::Object(m)
+}
+
+fn rules_json(rules: &[PolicyRule]) -> Value {
+    Value::Array(rules.iter().map(rule_json).collect())
+}
+
+fn permission_json(p: &Permission) -> Value {
+    json!({"serviceAccountName": p.service_account_name, "rules": rules_json(&p.rules)})
+}
+
+/// JSON text as Go's `encoding/json` writes it: compact, with `<`, `>`, `&`, U+2028 and U+2029
+/// escaped. Key order is the order of the [`Value`] (serde_json keeps insertion order here).
+fn go_json(v: &Value) -> String {
+    let s = serde_json::to_string(v).unwrap_or_default();
+    // These characters can only occur inside JSON strings, so replacing them everywhere is exact.
+    s.replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
+}
+
+/// `olm.permissions.hash` of a Role or ClusterRole: base62 SHA-224 of Go's JSON of the rules
+/// ([OLM] `rbac.go` `PolicyRuleHashLabelValue`).
+pub fn permissions_hash(rules: &[PolicyRule]) -> String {
+    base62(&Sha224::digest(go_json(&rules_json(rules)).as_bytes()))
+}
+
+/// `olm.permissions.hash` of a binding: base62 SHA-224 of Go's JSON of
+/// `{"RoleRef":{apiGroup,kind,name},"Subjects":[{kind,apiGroup?,name,namespace?}]}`
+/// ([OLM] `rbac.go` `RoleReferenceAndSubjectHashLabelValue`).
+fn binding_hash(role_ref: &Value, subjects: &Value) -> String {
+    let s = |k: &str, v: &Value| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let rr = json!({"apiGroup": s("apiGroup", role_ref), "kind": s("kind", role_ref), "name": s("name", role_ref)});
+    let subs: Vec<Value> = subjects
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|sub| {
+                    let mut m = Map::new();
+                    m.insert("kind".into(), json!(s("kind", sub)));
+                    if !s("apiGroup", sub).is_empty() {
+                        m.insert("apiGroup".into(), json!(s("apiGroup", sub)));
+                    }
+                    m.insert("name".into(), json!(s("name", sub)));
+                    if !s("namespace", sub).is_empty() {
+                        m.insert("namespace".into(), json!(s("namespace", sub)));
+                    }
+                    Value::Object(m)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    base62(&Sha224::digest(go_json(&json!({"RoleRef": rr, "Subjects": subs})).as_bytes()))
+}
+
+/// Big-endian bytes as a base-62 number with Go's `big.Int.Text(62)` digits (0-9, a-z, A-Z).
+fn base62(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 62] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    let mut num: Vec<u8> = bytes.iter().copied().skip_while(|b| *b == 0).collect();
+    let mut out = Vec::new();
+    while !num.is_empty() {
+        let mut rem: u32 = 0;
+        let mut next = Vec::with_capacity(num.len());
+        for &b in &num {
+            let cur = (rem << 8) | u32::from(b);
+            let q = cur / 62;
+            rem = cur % 62;
+            if !(next.is_empty() && q == 0) {
+                next.push(q as u8);
+            }
+        }
+        out.push(DIGITS[rem as usize]);
+        num = next;
+    }
+    if out.is_empty() {
+        out.push(b'0');
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// A short, name-safe hash of a JSON value: the first 4 bytes of SHA-256 of its compact JSON as
+/// a decimal number, each digit mapped through Kubernetes' `rand.SafeEncodeString` alphabet
+/// (`bcdfghjklmnpqrstvwxz2456789`), the same shape as OLM's `DeepHashObject` names (e.g.
+/// `6f7b8c9d5`).
+pub fn short_hash(v: &Value) -> String {
+    const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let digest = Sha256::digest(go_json(v).as_bytes());
+    let n = u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]);
+    n.to_string().bytes().map(|b| ALPHANUMS[usize::from(b) % ALPHANUMS.len()] as char).collect()
+}
+
+/// `<base>-<hash>` with `base` cut so that the name has at most 63 characters ([OLM] `rbac.go`
+/// `generateName`, whose check lets a 64-character name through; capstan's does not).
+fn generate_name(base: &str, obj: &Value) -> String {
+    let hash = short_hash(obj);
+    let mut base = base.to_string();
+    if base.len() + 1 + hash.len() > MAX_NAME_LENGTH {
+        let mut cut = MAX_NAME_LENGTH - hash.len() - 1;
+        while !base.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        base.truncate(cut);
+    }
+    format!("{base}-{hash}")
+}
+
+#[cfg(test)]
+mod tests;

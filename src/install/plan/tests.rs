@@ -1,0 +1,332 @@
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::*;
+use crate::install::SubscriptionConfig;
+
+fn bundle_dir(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn nginx() -> Bundle {
+    Bundle::load(&bundle_dir("bundles/nginx-operator/0.2.0")).expect("nginx bundle")
+}
+
+fn target(ns: &str) -> InstallTarget {
+    InstallTarget {
+        namespace: ns.into(),
+        target_namespaces: vec![ns.into()],
+        package: "nginx-operator".into(),
+        csv_name: "nginx-operator.v0.2.0".into(),
+        ..Default::default()
+    }
+}
+
+fn find<'a>(steps: &'a [Step], kind: &str) -> Vec<&'a Step> {
+    steps.iter().filter(|s| s.kind == kind).collect()
+}
+
+fn label<'a>(s: &'a Step, key: &str) -> Option<&'a str> {
+    s.manifest.pointer("/metadata/labels").and_then(|l| l.get(key)).and_then(Value::as_str)
+}
+
+#[test]
+fn steps_are_ordered_by_kind_as_issue_5_says() {
+    let steps = steps(&nginx(), &target("ops")).expect("plan");
+    let kinds: Vec<&str> = steps.iter().map(|s| s.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "CustomResourceDefinition",
+            "ServiceAccount",
+            "Role",
+            "RoleBinding",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Service",
+            "ClusterServiceVersion",
+            "Deployment"
+        ]
+    );
+    assert!(steps.iter().all(|s| s.resolving == "nginx-operator.v0.2.0"));
+    let crd = &steps[0];
+    assert_eq!((crd.group.as_str(), crd.version.as_str(), crd.namespace.as_deref()), ("apiextensions.k8s.io", "v1", None));
+    let svc = find(&steps, "Service")[0];
+    assert_eq!((svc.group.as_str(), svc.version.as_str(), svc.namespace.as_deref()), ("", "v1", Some("ops")));
+    assert_eq!(svc.manifest.pointer("/metadata/namespace"), Some(&json!("ops")));
+}
+
+#[test]
+fn generated_rbac_names_are_deterministic_bounded_and_bind_the_service_account() {
+    let a = steps(&nginx(), &target("ops")).expect("plan");
+    let b = steps(&nginx(), &target("ops")).expect("plan");
+    assert_eq!(a, b, "planning twice gives the same steps");
+
+    let role = find(&a, "Role")[0];
+    let rb = find(&a, "RoleBinding")[0];
+    assert!(role.name.starts_with("nginx-operator.v0.2.0-nginx-operator-controller-manager".get(..50).unwrap_or("")), "{}", role.name);
+    assert!(role.name.len() <= 63, "{} is {} chars", role.name, role.name.len());
+    assert_eq!(rb.name, role.name);
+    assert_eq!(rb.manifest["roleRef"], json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.name}));
+    assert_eq!(
+        rb.manifest["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "nginx-operator-controller-manager", "namespace": "ops"}])
+    );
+    assert_eq!(role.manifest["rules"].as_array().map(Vec::len), Some(7));
+
+    let cr = find(&a, "ClusterRole")[0];
+    assert!(cr.name.starts_with("nginx-operator.v0.2.0-") && cr.name.len() <= 63, "{}", cr.name);
+    assert_eq!(find(&a, "ClusterRoleBinding")[0].manifest["roleRef"]["name"], json!(cr.name));
+
+    // Cluster-scoped names differ between namespaces, namespaced ones need not.
+    let other = steps(&nginx(), &target("other")).expect("plan");
+    assert_ne!(find(&other, "ClusterRole")[0].name, cr.name);
+    assert_eq!(find(&other, "Role")[0].name, role.name);
+}
+
+#[test]
+fn service_account_generated_unless_shipped() {
+    let s = steps(&nginx(), &target("ops")).expect("plan");
+    let sas = find(&s, "ServiceAccount");
+    assert_eq!(sas.len(), 1);
+    assert_eq!(sas[0].name, "nginx-operator-controller-manager");
+    assert_eq!(sas[0].namespace.as_deref(), Some("ops"));
+
+    let dir = copy_bundle("bundles/nginx-operator/0.2.0");
+    std::fs::write(
+        dir.path().join("manifests/sa.yaml"),
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: nginx-operator-controller-manager\n  annotations: {shipped: 'yes'}\n",
+    )
+    .expect("write sa");
+    let b = Bundle::load(dir.path()).expect("bundle");
+    let s = steps(&b, &target("ops")).expect("plan");
+    let sas = find(&s, "ServiceAccount");
+    assert_eq!(sas.len(), 1, "the bundle's own ServiceAccount is used, none generated");
+    assert_eq!(sas[0].manifest.pointer("/metadata/annotations/shipped"), Some(&json!("yes")));
+}
+
+#[test]
+fn owner_labels_and_component_label_on_generated_objects() {
+    let mut t = target("ops");
+    t.owner = Some(t.csv_owner_reference());
+    let s = steps(&nginx(), &t).expect("plan");
+    for st in s.iter().filter(|st| ["ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Deployment"].contains(&st.kind.as_str())) {
+        assert_eq!(label(st, "olm.owner"), Some("nginx-operator.v0.2.0"), "{}", st.describe());
+        assert_eq!(label(st, "olm.owner.namespace"), Some("ops"), "{}", st.describe());
+        assert_eq!(label(st, "olm.owner.kind"), Some("ClusterServiceVersion"), "{}", st.describe());
+    }
+    for st in &s {
+        assert_eq!(label(st, "olm.managed"), Some("true"), "{}", st.describe());
+        assert_eq!(label(st, "operators.coreos.com/nginx-operator.ops"), Some(""), "{}", st.describe());
+        let refs = st.manifest.pointer("/metadata/ownerReferences");
+        let owned = matches!(st.kind.as_str(), "ServiceAccount" | "Role" | "RoleBinding" | "Service" | "Deployment");
+        assert_eq!(refs.is_some(), owned, "ownerReferences on {}", st.describe());
+        if let Some(r) = refs {
+            assert_eq!(r[0]["kind"], json!("ClusterServiceVersion"));
+            assert_eq!(r[0]["blockOwnerDeletion"], json!(false));
+            assert_eq!(r[0]["controller"], json!(false));
+        }
+    }
+    let role = find(&s, "Role")[0];
+    assert!(label(role, "olm.permissions.hash").is_some_and(|h| h.len() > 30));
+    // Bundle-shipped cluster RBAC stays unowned (OLM keeps it when the CSV goes).
+    let kaiwu = Bundle::load(&bundle_dir("bundles/kaiwudb-operator/1.0.0")).expect("kaiwudb");
+    let kt = InstallTarget { package: "kaiwudb-operator".into(), csv_name: kaiwu.name().into(), ..target("ops") };
+    let ks = steps(&kaiwu, &kt).expect("plan");
+    let shipped = ks.iter().find(|s| s.name == "kaiwudb-operator-kaiwucluster-editor-role").expect("shipped ClusterRole");
+    assert_eq!(label(shipped, "olm.owner"), None);
+    assert_eq!(label(shipped, "rbac.authorization.k8s.io/aggregate-to-edit"), Some("true"));
+}
+
+#[test]
+fn deployment_carries_olm_labels_annotations_and_defaults() {
+    let mut t = target("ops");
+    t.operator_group = Some("og".into());
+    let s = steps(&nginx(), &t).expect("plan");
+    let d = find(&s, "Deployment")[0];
+    assert_eq!(d.name, "nginx-operator-controller-manager");
+    assert_eq!((d.group.as_str(), d.version.as_str()), ("apps", "v1"));
+    assert_eq!(label(d, "control-plane"), Some("controller-manager"), "the entry's own label");
+    assert!(label(d, LABEL_DEPLOYMENT_SPEC_HASH).is_some());
+    let ann = &d.manifest["spec"]["template"]["metadata"]["annotations"];
+    assert_eq!(ann["olm.targetNamespaces"], json!("ops"));
+    assert_eq!(ann["olm.operatorGroup"], json!("og"));
+    assert_eq!(ann["capabilities"], json!("Basic Install"), "CSV annotations are projected onto the pod template");
+    assert_eq!(d.manifest["spec"]["revisionHistoryLimit"], json!(1));
+    let env = &d.manifest["spec"]["template"]["spec"]["containers"][0]["env"];
+    assert_eq!(env, &json!([{"name": "OPERATOR_CONDITION_NAME", "value": "nginx-operator.v0.2.0"}]));
+
+    let csv = find(&s, "ClusterServiceVersion")[0];
+    assert_eq!(csv.namespace.as_deref(), Some("ops"));
+    assert_eq!(csv.manifest["metadata"]["annotations"]["olm.targetNamespaces"], json!("ops"));
+    assert_eq!(csv.manifest["metadata"]["annotations"]["olm.operatorNamespace"], json!("ops"));
+    assert!(csv.manifest["spec"].get("replaces").is_none(), "nothing replaced on this cluster: spec.replaces cleared");
+    let mut t2 = target("ops");
+    t2.replaces = Some("nginx-operator.v0.1.0".into());
+    t2.properties = vec![json!({"type": "olm.package", "value": {"packageName": "nginx-operator", "version": "0.2.0"}})];
+    let s2 = steps(&nginx(), &t2).expect("plan");
+    let csv2 = find(&s2, "ClusterServiceVersion")[0];
+    assert_eq!(csv2.manifest["spec"]["replaces"], json!("nginx-operator.v0.1.0"));
+    assert_eq!(
+        csv2.manifest["metadata"]["annotations"]["operatorframework.io/properties"],
+        json!(r#"{"properties":[{"type":"olm.package","value":{"packageName":"nginx-operator","version":"0.2.0"}}]}"#)
+    );
+}
+
+#[test]
+fn subscription_config_is_merged_and_resources_untouched_when_unset() {
+    let mut t = target("ops");
+    t.config = SubscriptionConfig::from_value(&json!({
+        "env": [{"name": "HTTP_PROXY", "value": "http://proxy"}],
+        "nodeSelector": {"zone": "a"},
+        "tolerations": [{"key": "k", "operator": "Exists"}]
+    }))
+    .expect("config");
+    let s = steps(&nginx(), &t).expect("plan");
+    let pod = &find(&s, "Deployment")[0].manifest["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["env"],
+        json!([{"name": "HTTP_PROXY", "value": "http://proxy"}, {"name": "OPERATOR_CONDITION_NAME", "value": "nginx-operator.v0.2.0"}])
+    );
+    assert_eq!(pod["nodeSelector"], json!({"zone": "a"}));
+    assert_eq!(pod["tolerations"], json!([{"key": "k", "operator": "Exists"}]));
+    assert_eq!(
+        pod["containers"][0]["resources"],
+        json!({"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": {"cpu": "10m", "memory": "64Mi"}}),
+        "OLM #1912: resources from the CSV stay when the config sets none"
+    );
+    t.config.resources = serde_json::from_value(json!({"limits": {"memory": "1Gi"}})).expect("resources");
+    let s = steps(&nginx(), &t).expect("plan");
+    let pod = &find(&s, "Deployment")[0].manifest["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"][0]["resources"], json!({"limits": {"memory": "1Gi"}}));
+}
+
+#[test]
+fn multi_namespace_copies_roles_and_all_namespaces_lifts_them() {
+    let mut t = target("ops");
+    t.target_namespaces = vec!["b".into(), "a".into(), "ops".into()];
+    let s = steps(&nginx(), &t).expect("plan");
+    let roles: Vec<_> = find(&s, "Role").iter().map(|r| r.namespace.clone().unwrap_or_default()).collect();
+    assert_eq!(roles, vec!["ops", "a", "b"]);
+    let rbs = find(&s, "RoleBinding");
+    assert_eq!(rbs.len(), 3);
+    for rb in &rbs {
+        assert_eq!(rb.manifest["subjects"][0]["namespace"], json!("ops"), "the subject is the operator's ServiceAccount");
+    }
+    let copied = rbs.iter().find(|r| r.namespace.as_deref() == Some("a")).expect("copy in a");
+    assert_eq!(label(copied, "olm.copiedFrom"), Some("ops"));
+    assert!(copied.manifest.pointer("/metadata/ownerReferences").is_none());
+    let d = find(&s, "Deployment")[0];
+    assert_eq!(d.manifest["spec"]["template"]["metadata"]["annotations"]["olm.targetNamespaces"], json!("a,b,ops"));
+
+    t.target_namespaces = vec!["".into()];
+    let s = steps(&nginx(), &t).expect("plan");
+    assert_eq!(find(&s, "Role").len(), 1);
+    let role = find(&s, "Role")[0];
+    let lifted = find(&s, "ClusterRole").into_iter().find(|c| c.name == role.name).expect("lifted ClusterRole");
+    let rules = lifted.manifest["rules"].as_array().expect("rules");
+    assert_eq!(rules.last(), Some(&json!({"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["namespaces"]})));
+    let crb = find(&s, "ClusterRoleBinding").into_iter().find(|c| c.name == role.name).expect("lifted binding");
+    assert_eq!(crb.manifest["roleRef"]["kind"], json!("ClusterRole"));
+
+    t.target_namespaces = vec!["".into(), "a".into()];
+    assert!(matches!(steps(&nginx(), &t), Err(PlanError::InvalidTargetNamespaces { .. })));
+}
+
+fn copy_bundle(rel: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for sub in ["manifests", "metadata"] {
+        std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
+        for e in std::fs::read_dir(bundle_dir(rel).join(sub)).expect("read bundle") {
+            let e = e.expect("entry");
+            std::fs::copy(e.path(), dir.path().join(sub).join(e.file_name())).expect("copy");
+        }
+    }
+    dir
+}
+
+#[test]
+fn unsupported_kinds_are_named() {
+    let dir = copy_bundle("bundles/nginx-operator/0.2.0");
+    std::fs::write(dir.path().join("manifests/job.yaml"), "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n").expect("write");
+    std::fs::write(dir.path().join("manifests/dep.yaml"), "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: extra\n").expect("write");
+    std::fs::write(dir.path().join("manifests/pdb.yaml"), "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: pdb\n").expect("write");
+    let b = Bundle::load(dir.path()).expect("bundle");
+    let err = steps(&b, &target("ops")).expect_err("Job is not installable");
+    let PlanError::UnsupportedResource { objects, .. } = &err else { panic!("wrong error {err}") };
+    assert_eq!(objects, &vec!["Deployment extra (manifests/dep.yaml)".to_string(), "Job migrate (manifests/job.yaml)".to_string()]);
+    assert!(err.to_string().contains("UnsupportedResource"), "{err}");
+
+    // A supported §2.5 kind is planned after Secrets and before the CSV, owned in the namespace.
+    std::fs::remove_file(dir.path().join("manifests/job.yaml")).expect("rm");
+    std::fs::remove_file(dir.path().join("manifests/dep.yaml")).expect("rm");
+    let mut t = target("ops");
+    t.owner = Some(t.csv_owner_reference());
+    let s = steps(&Bundle::load(dir.path()).expect("bundle"), &t).expect("plan");
+    let kinds: Vec<&str> = s.iter().map(|s| s.kind.as_str()).collect();
+    let pdb = kinds.iter().position(|k| *k == "PodDisruptionBudget").expect("pdb step");
+    assert_eq!(kinds[pdb - 1], "Service");
+    assert_eq!(kinds[pdb + 1], "ClusterServiceVersion");
+    assert!(s[pdb].manifest.pointer("/metadata/ownerReferences/0").is_some());
+}
+
+#[test]
+fn bad_targets_and_strategies_are_errors() {
+    let mut t = target("ops");
+    t.csv_name = "other.v1".into();
+    let e = steps(&nginx(), &t).expect_err("mismatch");
+    assert!(e.to_string().contains("other.v1") && e.to_string().contains("nginx-operator.v0.2.0"), "{e}");
+    let mut t = target("");
+    t.target_namespaces.clear();
+    assert!(matches!(steps(&nginx(), &t), Err(PlanError::NoNamespace)));
+
+    let dir = copy_bundle("bundles/nginx-operator/0.2.0");
+    let csv_path = dir.path().join("manifests/nginx-operator.clusterserviceversion.yaml");
+    let text = std::fs::read_to_string(&csv_path).expect("read csv");
+    std::fs::write(&csv_path, text.replace("strategy: deployment", "strategy: helm")).expect("write");
+    let e = steps(&Bundle::load(dir.path()).expect("bundle"), &target("ops")).expect_err("unknown strategy");
+    assert!(e.to_string().contains("spec.install.strategy") && e.to_string().contains("helm"), "{e}");
+
+    std::fs::write(&csv_path, text.replace("      permissions:\n        - serviceAccountName: nginx-operator-controller-manager\n", "      permissions:\n        - serviceAccount: x\n")).expect("write");
+    let e = steps(&Bundle::load(dir.path()).expect("bundle"), &target("ops")).expect_err("bad permission");
+    assert!(e.to_string().contains("spec.install.spec.permissions[0]") && e.to_string().contains("serviceAccountName"), "{e}");
+}
+
+#[test]
+fn hashes_match_go_encoding_json_and_big_int_base62() {
+    // Expected values computed with Go 1.x: json.Marshal of []rbacv1.PolicyRule-shaped structs /
+    // of struct{RoleRef; Subjects}, sha256.Sum224, big.Int.Text(62) — as OLM's rbac.go does.
+    let rules: Vec<PolicyRule> = serde_json::from_value(json!([
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["example.com"], "resources": ["nginxes<&>"], "resourceNames": ["x"], "verbs": ["create"]}
+    ]))
+    .expect("rules");
+    assert_eq!(permissions_hash(&rules), "64yWLwnxXTSTWKctkZ6Q4u1ty022shhevNEM84");
+    let h = binding_hash(
+        &json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"}),
+        &json!([{"kind": "ServiceAccount", "name": "sa", "namespace": "ns"}]),
+    );
+    assert_eq!(h, "5xasUEoevBXLH8uOQsXTr3GPmeI0H06RYE4fKm");
+}
+
+#[test]
+fn long_names_are_cut_to_63_characters() {
+    let base = "a-very-long-operator-name-that-goes-on.v1.2.3-and-a-long-service-account-name";
+    let n = generate_name(base, &json!({"x": 1}));
+    assert!(n.len() <= 63, "{n}");
+    assert!(n.starts_with(&base[..40]));
+    assert_eq!(n, generate_name(base, &json!({"x": 1})));
+    assert_ne!(n, generate_name(base, &json!({"x": 2})));
+    assert_eq!(base62(&[0, 0, 61]), "Z");
+    assert_eq!(base62(&[0, 62]), "10");
+}
+
+#[test]
+fn component_label_is_cut_like_olm() {
+    let t = InstallTarget { package: "p".repeat(60), namespace: "n-space".into(), ..Default::default() };
+    let key = t.component_label();
+    let name = key.strip_prefix("operators.coreos.com/").expect("prefix");
+    assert!(name.len() <= 63 && !name.ends_with(['.', '-', '_']), "{name}");
+    assert_eq!(target("ops").component_label(), "operators.coreos.com/nginx-operator.ops");
+}
