@@ -1,0 +1,353 @@
+//! `install::plan` + `install::apply` against the real local control plane (issue 5): bundles
+//! from `bundles/` become CRDs, RBAC, a CSV and Deployments that work.
+
+mod support;
+
+use std::time::Duration;
+
+use capstan::bundle::Bundle;
+use capstan::install::{self, ApplyOptions, InstallTarget, Step, StepError, StepStatus, SubscriptionConfig};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+use support::{TestNamespace, eventually};
+
+fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).expect("test object")
+}
+
+fn load(rel: &str) -> Bundle {
+    Bundle::load(&support::repo_root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn target(bundle: &Bundle, ns: &str) -> InstallTarget {
+    let mut t = InstallTarget {
+        namespace: ns.into(),
+        target_namespaces: vec![ns.into()],
+        package: bundle.package().into(),
+        csv_name: bundle.name().into(),
+        operator_group: Some("og".into()),
+        ..Default::default()
+    };
+    t.owner = Some(t.csv_owner_reference());
+    t
+}
+
+/// The ClusterServiceVersion CRD must exist before a CSV step can be applied. Uses the project's
+/// generated CRD (`manifests/crds/`) when there is one, else a schemaless stand-in; created only
+/// when absent so that a real CRD installed by other tests is never replaced.
+async fn ensure_csv_crd(client: &kube::Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = "clusterserviceversions.operators.coreos.com";
+    if crds.get_opt(name).await.expect("get CSV CRD").is_none() {
+        let dir = support::repo_root().join("manifests/crds");
+        let from_repo = std::fs::read_dir(&dir).ok().into_iter().flatten().flatten().find_map(|e| {
+            let text = std::fs::read_to_string(e.path()).ok()?;
+            let v: Value = serde_norway::from_str(&text).ok()?;
+            (v.pointer("/metadata/name").and_then(Value::as_str) == Some(name)).then_some(v)
+        });
+        let crd = from_repo.unwrap_or_else(|| {
+            json!({
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": name},
+                "spec": {"group": "operators.coreos.com", "scope": "Namespaced",
+                    "names": {"plural": "clusterserviceversions", "singular": "clusterserviceversion",
+                              "kind": "ClusterServiceVersion", "listKind": "ClusterServiceVersionList", "shortNames": ["csv", "csvs"]},
+                    "versions": [{"name": "v1alpha1", "served": true, "storage": true, "subresources": {"status": {}},
+                        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+            })
+        });
+        match crds.create(&PostParams::default(), &obj(crd)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => panic!("create CSV CRD: {e}"),
+        }
+    }
+    eventually("CSV CRD Established", Duration::from_secs(30), || async {
+        let c = crds.get(name).await.ok()?;
+        c.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
+    })
+    .await;
+}
+
+async fn allowed(client: &kube::Client, ns: &str, sa: &str, verb: &str, group: &str, resource: &str, in_ns: Option<&str>) -> bool {
+    let mut attrs = json!({"verb": verb, "group": group, "resource": resource});
+    if let Some(n) = in_ns {
+        attrs["namespace"] = json!(n);
+    }
+    let sar: SubjectAccessReview = obj(json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": format!("system:serviceaccount:{ns}:{sa}"),
+                 "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}"), "system:authenticated"],
+                 "resourceAttributes": attrs}
+    }));
+    let r = Api::<SubjectAccessReview>::all(client.clone()).create(&PostParams::default(), &sar).await.expect("SubjectAccessReview");
+    r.status.map(|s| s.allowed).unwrap_or(false)
+}
+
+/// Deletes the cluster-scoped objects a test created (generated RBAC of its namespace, plus the
+/// named ones).
+async fn cleanup_cluster_scoped(client: &kube::Client, ns: &str, named_cluster_roles: &[&str]) {
+    let sel = ListParams::default().labels(&format!("olm.owner.namespace={ns}"));
+    let crs: Api<ClusterRole> = Api::all(client.clone());
+    let crbs: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let _ = crbs.delete_collection(&DeleteParams::default(), &sel).await;
+    let _ = crs.delete_collection(&DeleteParams::default(), &sel).await;
+    for n in named_cluster_roles {
+        let _ = crs.delete(n, &DeleteParams::default()).await;
+    }
+}
+
+fn assert_all_applied(results: &[install::StepResult]) {
+    let failed: Vec<String> = results.iter().filter(|r| !r.applied()).map(|r| r.to_string()).collect();
+    assert!(failed.is_empty(), "steps not applied:\n{}", failed.join("\n"));
+}
+
+#[tokio::test]
+async fn nginx_operator_installs_works_and_reapplies_idempotently() {
+    let client = support::cluster().await;
+    let ns = TestNamespace::new(&client, "inst-nginx").await;
+    ensure_csv_crd(&client).await;
+    let bundle = load("bundles/nginx-operator/0.2.0");
+    let t = target(&bundle, &ns.name);
+    let steps = install::steps(&bundle, &t).expect("plan");
+    let _cleanup = ClusterCleanup(ns.name.clone(), vec![]);
+    let results = install::apply(&client, &steps, &ApplyOptions::default()).await;
+    assert_all_applied(&results);
+    assert_eq!(results.len(), steps.len());
+    for (r, s) in results.iter().zip(&steps) {
+        if s.namespace.is_some() {
+            assert_eq!(r.status, StepStatus::Created, "{r}: new namespace, so every namespaced object is new");
+        }
+    }
+
+    // CRD Established; an Nginx accepted by the schema and a bad one rejected.
+    let crd = Api::<CustomResourceDefinition>::all(client.clone()).get("nginxes.example.com").await.expect("CRD");
+    let conds = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+    assert!(conds.iter().any(|c| c.type_ == "Established" && c.status == "True"), "{conds:?}");
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1alpha1", "Nginx"), "nginxes");
+    let nginxes: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
+    let good: DynamicObject = obj(json!({"apiVersion": "example.com/v1alpha1", "kind": "Nginx",
+        "metadata": {"name": "web"}, "spec": {"replicaCount": 2, "image": {}, "service": {"type": "ClusterIP", "port": 80}}}));
+    let created = eventually("a valid Nginx is accepted", Duration::from_secs(20), || async {
+        nginxes.create(&PostParams::default(), &good).await.ok()
+    })
+    .await;
+    assert_eq!(created.data.pointer("/spec/image/tag"), Some(&json!("1.27")), "schema defaults applied");
+    let bad: DynamicObject = obj(json!({"apiVersion": "example.com/v1alpha1", "kind": "Nginx",
+        "metadata": {"name": "bad"}, "spec": {"replicaCount": -1, "service": {"type": "Bogus"}}}));
+    match nginxes.create(&PostParams::default(), &bad).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 422, "{s:?}");
+            assert!(s.message.contains("spec.replicaCount") && s.message.contains("spec.service.type"), "{}", s.message);
+        }
+        other => panic!("an Nginx with replicaCount -1 must be rejected, got {other:?}"),
+    }
+
+    // The Deployment becomes Available on the kwok node, owned by the CSV, with OLM's markers.
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let dep = eventually("Deployment Available", Duration::from_secs(90), || async {
+        let d = deps.get("nginx-operator-controller-manager").await.ok()?;
+        let ok = d.status.as_ref()?.conditions.as_ref()?.iter().any(|c| c.type_ == "Available" && c.status == "True");
+        ok.then_some(d)
+    })
+    .await;
+    let csv_uid = results.iter().find(|r| r.kind == "ClusterServiceVersion").and_then(|r| r.uid.clone()).expect("CSV uid");
+    let owners = dep.metadata.owner_references.clone().unwrap_or_default();
+    assert_eq!(owners.len(), 1);
+    assert_eq!((owners[0].kind.as_str(), owners[0].uid.as_str()), ("ClusterServiceVersion", csv_uid.as_str()));
+    let labels = dep.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("olm.owner").map(String::as_str), Some("nginx-operator.v0.2.0"));
+    assert_eq!(labels.get(&format!("operators.coreos.com/nginx-operator.{}", ns.name)).map(String::as_str), Some(""));
+    let pod_ann = dep.spec.and_then(|s| s.template.metadata).and_then(|m| m.annotations).unwrap_or_default();
+    assert_eq!(pod_ann.get("olm.targetNamespaces"), Some(&ns.name));
+    // The Service applied before the CSV existed got its ownerReference in the second pass.
+    let svc = Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), &ns.name)
+        .get("nginx-operator-controller-manager-metrics-service")
+        .await
+        .expect("service");
+    assert_eq!(svc.metadata.owner_references.unwrap_or_default().first().map(|o| o.uid.clone()), Some(csv_uid.clone()));
+
+    // The operator's ServiceAccount can do what the CSV asks, and no more.
+    let sa = "nginx-operator-controller-manager";
+    let n = ns.name.as_str();
+    assert!(allowed(&client, n, sa, "create", "example.com", "nginxes", Some(n)).await, "permissions: nginxes create");
+    assert!(allowed(&client, n, sa, "watch", "apps", "deployments", Some(n)).await, "permissions: deployments watch");
+    assert!(allowed(&client, n, sa, "create", "authentication.k8s.io", "tokenreviews", None).await, "clusterPermissions: tokenreviews");
+    assert!(!allowed(&client, n, sa, "delete", "", "pods", Some(n)).await, "pods are get/list/watch only");
+    assert!(!allowed(&client, n, sa, "create", "example.com", "nginxes", Some("default")).await, "no rights outside the target namespace");
+    assert!(!allowed(&client, n, sa, "list", "", "nodes", None).await, "no cluster-wide reads beyond the CSV's");
+
+    // Apply again: every step Present and unchanged.
+    let again = install::apply(&client, &steps, &ApplyOptions::default()).await;
+    for r in &again {
+        assert_eq!(r.status, StepStatus::Present { changed: false }, "{r}");
+    }
+}
+
+#[tokio::test]
+async fn kaiwudb_operator_installs_with_cluster_scoped_rbac() {
+    let client = support::cluster().await;
+    let ns = TestNamespace::new(&client, "inst-kaiwu").await;
+    ensure_csv_crd(&client).await;
+    let bundle = load("bundles/kaiwudb-operator/1.0.0");
+    let mut t = target(&bundle, &ns.name);
+    t.config = SubscriptionConfig::from_value(&json!({"env": [{"name": "LOG_LEVEL", "value": "debug"}]})).expect("config");
+    let steps = install::steps(&bundle, &t).expect("plan");
+    let shipped = ["kaiwudb-operator-kaiwucluster-editor-role", "kaiwudb-operator-kaiwucluster-viewer-role"];
+    let _cleanup = ClusterCleanup(ns.name.clone(), shipped.to_vec());
+    let results = install::apply(&client, &steps, &ApplyOptions::default()).await;
+    assert_all_applied(&results);
+
+    let generated: Vec<&Step> = steps.iter().filter(|s| s.kind == "ClusterRole" && !shipped.contains(&s.name.as_str())).collect();
+    assert_eq!(generated.len(), 1, "one ClusterRole from clusterPermissions");
+    let crb = Api::<ClusterRoleBinding>::all(client.clone()).get(&generated[0].name).await.expect("ClusterRoleBinding");
+    let subj = &crb.subjects.unwrap_or_default()[0];
+    assert_eq!((subj.name.as_str(), subj.namespace.as_deref()), ("kaiwudb-operator-controller-manager", Some(ns.name.as_str())));
+    for name in shipped {
+        Api::<ClusterRole>::all(client.clone()).get(name).await.unwrap_or_else(|e| panic!("bundle ClusterRole {name}: {e}"));
+    }
+    let sa = "kaiwudb-operator-controller-manager";
+    let n = ns.name.as_str();
+    assert!(allowed(&client, n, sa, "create", "apps", "statefulsets", Some("default")).await, "cluster-wide statefulsets");
+    assert!(allowed(&client, n, sa, "create", "coordination.k8s.io", "leases", Some(n)).await, "leases in its namespace");
+    assert!(!allowed(&client, n, sa, "create", "coordination.k8s.io", "leases", Some("default")).await, "leases only in its namespace");
+    assert!(!allowed(&client, n, sa, "delete", "", "nodes", None).await);
+
+    // A KaiwuCluster is accepted by the CRD's schema.
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("kaiwu.inspur.com", "v1", "KaiwuCluster"), "kaiwuclusters");
+    let kcs: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
+    let kc: DynamicObject = obj(json!({"apiVersion": "kaiwu.inspur.com/v1", "kind": "KaiwuCluster",
+        "metadata": {"name": "db"}, "spec": {"replicas": 3, "version": "2.2.0", "storage": {"size": "10Gi"}}}));
+    eventually("a KaiwuCluster is accepted", Duration::from_secs(20), || async { kcs.create(&PostParams::default(), &kc).await.ok() }).await;
+
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let d = deps.get("kaiwudb-operator-controller-manager").await.expect("deployment");
+    let env = d.spec.and_then(|s| s.template.spec).map(|p| p.containers[0].env.clone().unwrap_or_default()).unwrap_or_default();
+    let names: Vec<&str> = env.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, vec!["KAIWUDB_IMAGE", "WATCH_NAMESPACE", "LOG_LEVEL", "OPERATOR_CONDITION_NAME"]);
+}
+
+#[tokio::test]
+async fn forbidden_names_verb_resource_and_identity_and_stops_the_plan() {
+    let client = support::cluster().await;
+    let ns = TestNamespace::new(&client, "inst-forbid").await;
+    let n = ns.name.clone();
+    ensure_csv_crd(&client).await;
+    // An installer that may manage ServiceAccounts and read CSVs (to resolve the ServiceAccount's
+    // owner) in its namespace, and nothing else.
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &n);
+    sas.create(&PostParams::default(), &obj(json!({"metadata": {"name": "installer"}}))).await.expect("sa");
+    Api::<Role>::namespaced(client.clone(), &n)
+        .create(&PostParams::default(), &obj(json!({"metadata": {"name": "sa-only"},
+            "rules": [{"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get", "create", "patch"]},
+                      {"apiGroups": ["operators.coreos.com"], "resources": ["clusterserviceversions"], "verbs": ["get"]}]})))
+        .await
+        .expect("role");
+    Api::<RoleBinding>::namespaced(client.clone(), &n)
+        .create(&PostParams::default(), &obj(json!({"metadata": {"name": "sa-only"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "sa-only"},
+            "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": n}]})))
+        .await
+        .expect("binding");
+    let tr: TokenRequest = obj(json!({"spec": {"expirationSeconds": 600}}));
+    let token = sas.create_token_request("installer", &PostParams::default(), &tr).await.expect("token").status.and_then(|s| s.token).expect("token in status");
+    let installer = support::client_with_token(&token).await;
+
+    let bundle = load("bundles/nginx-operator/0.2.0");
+    let all = install::steps(&bundle, &target(&bundle, &n)).expect("plan");
+    // Skip the CRD (cluster-scoped): the ServiceAccount goes through, the Role is refused.
+    let steps: Vec<Step> = all.into_iter().filter(|s| s.kind != "CustomResourceDefinition").collect();
+    assert_eq!(steps[0].kind, "ServiceAccount");
+    let results = install::apply(&installer, &steps, &ApplyOptions::default()).await;
+    assert_eq!(results.len(), steps.len());
+    assert_eq!(results[0].status, StepStatus::Created, "{}", results[0]);
+    let StepStatus::Failed(StepError::Forbidden { verb, resource, identity, namespace, .. }) = &results[1].status else {
+        panic!("expected Forbidden on the Role, got {}", results[1]);
+    };
+    assert_eq!(verb, "get");
+    assert_eq!(resource, "roles.rbac.authorization.k8s.io");
+    assert_eq!(namespace.as_deref(), Some(n.as_str()));
+    assert!(identity.contains(&format!("system:serviceaccount:{n}:installer")), "{identity}");
+    let text = results[1].to_string();
+    assert!(text.contains("Role") && text.contains("forbidden"), "{text}");
+    for r in &results[2..] {
+        assert_eq!(r.status, StepStatus::NotApplied { blocked_by: 1 }, "{r}");
+    }
+}
+
+#[tokio::test]
+async fn crd_whose_names_are_taken_fails_and_blocks_later_steps() {
+    let client = support::cluster().await;
+    let ns = TestNamespace::new(&client, "inst-crd").await;
+    let bundle = load("bundles/nginx-operator/0.2.0");
+    let crd_step = install::steps(&bundle, &target(&bundle, &ns.name)).expect("plan").remove(0);
+    let clone_name = format!("nginxclones{}.example.com", &ns.name[ns.name.len() - 8..]);
+    let mut clone = crd_step.clone();
+    clone.name = clone_name.clone();
+    clone.manifest["metadata"]["name"] = json!(clone_name);
+    clone.manifest["spec"]["names"]["plural"] = json!(clone_name.split('.').next());
+    clone.manifest["spec"]["names"]["singular"] = json!("nginxclone");
+    clone.manifest["spec"]["names"]["listKind"] = json!("NginxList"); // kind Nginx is already taken in example.com
+    let cm = Step {
+        resolving: "t".into(),
+        group: String::new(),
+        version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: "after".into(),
+        namespace: Some(ns.name.clone()),
+        manifest: json!({"metadata": {"name": "after", "namespace": ns.name}}),
+    };
+    let opts = ApplyOptions { crd_timeout: Duration::from_secs(20), ..Default::default() };
+    let results = install::apply(&client, &[crd_step, clone, cm], &opts).await;
+    let _ = Api::<CustomResourceDefinition>::all(client.clone()).delete(&clone_name, &DeleteParams::default()).await;
+    assert!(results[0].applied(), "{}", results[0]);
+    let StepStatus::Failed(StepError::NotEstablished { crd, message, .. }) = &results[1].status else {
+        panic!("expected NotEstablished, got {}", results[1]);
+    };
+    assert_eq!(crd, &clone_name);
+    assert!(message.contains("NamesAccepted"), "{message}");
+    assert_eq!(results[2].status, StepStatus::NotApplied { blocked_by: 1 });
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    assert!(cms.get_opt("after").await.expect("get").is_none(), "nothing after the failed step is applied");
+
+    // An object the API server rejects is reported as Invalid, with its message.
+    let bad = Step {
+        resolving: "t".into(),
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Service".into(),
+        name: "bad".into(),
+        namespace: Some(ns.name.clone()),
+        manifest: json!({"metadata": {"name": "bad"}, "spec": {"ports": [{"port": 0}]}}),
+    };
+    let r = install::apply(&client, &[bad], &opts).await;
+    let StepStatus::Failed(StepError::Invalid { message, .. }) = &r[0].status else { panic!("expected Invalid, got {}", r[0]) };
+    assert!(message.contains("spec.ports[0].port"), "{message}");
+}
+
+/// Removes the cluster-scoped objects of a test namespace when dropped (end of test, pass or fail).
+struct ClusterCleanup(String, Vec<&'static str>);
+
+impl Drop for ClusterCleanup {
+    fn drop(&mut self) {
+        let (ns, named) = (self.0.clone(), self.1.clone());
+        // Drop cannot await and the test's runtime is blocked here: use a runtime on another thread.
+        let _ = std::thread::spawn(move || {
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                rt.block_on(async move {
+                    if let Ok(client) = kube::Client::try_from(support::admin_config().await) {
+                        cleanup_cluster_scoped(&client, &ns, &named).await;
+                    }
+                });
+            }
+        })
+        .join();
+    }
+}
