@@ -298,3 +298,23 @@ fn no_channel_uses_the_default_and_a_bad_default_is_reported() {
     assert_eq!(out.errors[0].kind, ErrorKind::MissingDefaultChannel);
     assert!(out.errors[0].message.contains("defaultChannel \"stabel\" of package foo") && out.errors[0].message.contains("fast and stable"), "{}", out.errors[0].message);
 }
+
+#[test]
+fn index_from_the_catalog_module_index_resolves_the_same() {
+    let mut y = chain("app", &["1.0.0", "1.1.0"], &|_| ", {type: olm.gvk.required, value: {group: x.io, version: v1, kind: Db}}".into());
+    y.push_str(&chain("db", &["1.0.0", "2.0.0"], &|_| ", {type: olm.gvk, value: {group: x.io, version: v1, kind: Db}}".into()));
+    let cfg = dc(&y);
+    let ci = crate::catalog::index::CatalogIndex::new(cfg.clone()).expect("valid catalog");
+    let a = CatalogIndex::from_config(&cfg);
+    let b = CatalogIndex::from_catalog_index(&ci);
+    let run = |idx: CatalogIndex| {
+        resolve(&ResolveInput {
+            catalogs: vec![CatalogInput { key: CatalogSourceKey::new("olm", "cat"), priority: 0, index: Arc::new(idx) }],
+            installed: vec![installed("app.v1.0.0")],
+            subscriptions: vec![sub("app", None, "cat")],
+        })
+    };
+    let (ra, rb) = (run(a), run(b));
+    assert_eq!(ra, rb);
+    assert_eq!(bundles(&ra), vec!["app.v1.1.0", "db.v2.0.0"]);
+}
