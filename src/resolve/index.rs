@@ -240,6 +240,7 @@ pub struct CatalogIndex {
     bundle_by_name: HashMap<String, BundleIdx>,
     gvk_providers: HashMap<Gvk, Vec<BundleIdx>>,
     problems: Vec<String>,
+    invalid: Option<String>,
 }
 
 impl CatalogIndex {
@@ -416,6 +417,20 @@ impl CatalogIndex {
         }
     }
 
+    /// Marks the whole catalog invalid (e.g. `opm validate` rules failed, as
+    /// [`crate::catalog::validate::validate`] reports them): as for a CatalogSource whose registry
+    /// refuses to serve it, no Subscription resolves from it and no dependency is taken from it,
+    /// and each such Subscription's error carries `message`.
+    pub fn with_invalid(mut self, message: impl Into<String>) -> CatalogIndex {
+        self.invalid = Some(message.into());
+        self
+    }
+
+    /// Why the catalog as a whole is unusable, if it is (see [`CatalogIndex::with_invalid`]).
+    pub fn invalid(&self) -> Option<&str> {
+        self.invalid.as_deref()
+    }
+
     /// Problems found while indexing (bad properties, channels that cannot be ordered, …), each
     /// naming package / channel / bundle.
     pub fn problems(&self) -> &[String] {
@@ -466,7 +481,7 @@ impl CatalogIndex {
     /// without a problem.
     pub fn is_candidate(&self, b: BundleIdx) -> bool {
         let e = &self.bundles[b as usize];
-        e.rank != u32::MAX && e.problem.is_none()
+        e.rank != u32::MAX && e.problem.is_none() && self.invalid.is_none()
     }
 
     /// Channels (names) whose candidate chain holds bundle `b`, default channel first.

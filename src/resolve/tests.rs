@@ -318,3 +318,17 @@ fn index_from_the_catalog_module_index_resolves_the_same() {
     assert_eq!(ra, rb);
     assert_eq!(bundles(&ra), vec!["app.v1.1.0", "db.v2.0.0"]);
 }
+
+#[test]
+fn an_invalid_catalog_serves_nothing() {
+    let app = chain("app", &["1.0.0"], &|_| ", {type: olm.package.required, value: {packageName: lib, versionRange: '>=1.0.0'}}".into());
+    let good = cat("olm", "good", 0, &app);
+    let mut bad = cat("olm", "bad", 0, &chain("lib", &["1.0.0"], &none));
+    bad.index = Arc::new((*bad.index).clone().with_invalid("package lib: broken"));
+    let mut s = sub("lib", None, "bad");
+    s.name = "lib".into();
+    let out = resolve(&ResolveInput { catalogs: vec![good, bad], installed: vec![], subscriptions: vec![sub("app", None, "good"), s] });
+    assert_eq!(out.errors.len(), 2, "{out:?}");
+    assert!(out.errors[0].message.contains("catalog olm/bad has package lib but the catalog is invalid, so it serves nothing: package lib: broken"), "{}", out.errors[0].message);
+    assert_eq!(out.errors[1].kind, ErrorKind::InvalidCatalog);
+}
