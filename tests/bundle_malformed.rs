@@ -332,3 +332,21 @@ fn cli_exit_codes() {
     assert_eq!(unreadable.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unreadable.stderr).contains("no metadata/ directory"));
 }
+
+#[test]
+fn what_keeps_opm_from_rendering_is_a_validation_error() {
+    let t = tempfile::tempdir().unwrap();
+    good(t.path());
+    let csv = CSV.replace(
+        "    olm.skipRange:",
+        "    olm.properties: '[{\"type\":\"olm.gvk\",\"value\":\"example.com/v1/Demo\"}]'\n    olm.skipRange:",
+    );
+    fs::write(t.path().join("manifests/demo.clusterserviceversion.yaml"), csv).unwrap();
+    let b = Bundle::load(t.path()).unwrap();
+    let field = "manifests/demo.clusterserviceversion.yaml: metadata.annotations[olm.properties][0].value";
+    let err = render_bundle(&b, "").unwrap_err().to_string();
+    assert!(err.contains(field), "{err}");
+    let errs = errors(&b);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].contains(field) && errs[0].contains("olm.gvk value must be {group, version, kind}"), "{errs:?}");
+}

@@ -7,13 +7,15 @@
 //! instead of skipping it; [`validate()`] checks it and [`crate::catalog::render`] turns it into an
 //! `olm.bundle` blob.
 
+mod crd;
 mod csv;
 mod decode;
 pub(crate) mod gojson;
 mod validate;
 pub mod image;
 
-pub use csv::{ClusterServiceVersion, CrdDescription, InstallMode, INSTALL_MODE_TYPES};
+pub use crd::{CrdVersion, CustomResourceDefinition};
+pub use csv::{ClusterServiceVersion, CrdDescription, INSTALL_MODE_TYPES, InstallMode};
 pub use validate::{Finding, Severity, validate};
 
 use std::path::{Path, PathBuf};
@@ -240,6 +242,11 @@ impl Bundle {
     /// The CustomResourceDefinitions among [`Bundle::objects`].
     pub fn crds(&self) -> impl Iterator<Item = &Manifest> {
         self.objects.iter().filter(|m| m.is_crd())
+    }
+
+    /// Typed views of the CustomResourceDefinitions among [`Bundle::objects`].
+    pub fn custom_resource_definitions(&self) -> impl Iterator<Item = CustomResourceDefinition<'_>> {
+        self.objects.iter().filter_map(CustomResourceDefinition::new)
     }
 
     /// Bundle name: the CSV's `metadata.name`.

@@ -124,7 +124,8 @@ impl Out {
 /// (package, channels, default channel among them, media type); owned CRDs present with the
 /// owned version and kind, and every CRD well formed; required CRD names; object kinds allowed
 /// in a bundle; object size; `dependencies.yaml` and `properties.yaml` entries; documents opm
-/// ignores.
+/// ignores; and anything else that keeps [`crate::catalog::render::render_bundle`] from
+/// rendering the bundle.
 pub fn validate(bundle: &Bundle) -> Vec<Finding> {
     let mut out = Out { findings: Vec::new() };
     check_annotations(bundle, &mut out);
@@ -133,6 +134,14 @@ pub fn validate(bundle: &Bundle) -> Vec<Finding> {
     check_objects(bundle, &mut out);
     check_entries(bundle, &mut out, true);
     check_entries(bundle, &mut out, false);
+    // Whatever else keeps opm from rendering the bundle (and is not reported above).
+    if let Err(crate::catalog::render::RenderError::Field { file, field, message, .. }) =
+        crate::catalog::render::render_bundle(bundle, "")
+    {
+        if !out.findings.iter().any(|f| f.severity == Severity::Error && f.file == file) {
+            out.error(file, field, format!("the bundle cannot be rendered into a catalog: {message}"), "fix the field");
+        }
+    }
     let mut findings = out.findings;
     findings.sort_by_key(|f| f.severity);
     findings
