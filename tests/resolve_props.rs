@@ -10,7 +10,8 @@ use std::sync::Arc;
 use capstan::catalog::model::{Bundle, Channel, ChannelEntry, DeclarativeConfig, Package, Property};
 use capstan::catalog::property::{self, Gvk, PackageProperty, PackageRequired};
 use capstan::resolve::{
-    CatalogIndex, CatalogInput, CatalogSourceKey, ErrorKind, ResolveInput, ResolveOutput, SubscriptionRequest, resolve,
+    CatalogIndex, CatalogInput, CatalogSourceKey, ErrorKind, InstalledBundle, Reason, ResolveInput, ResolveOutput,
+    SubscriptionRequest, resolve,
 };
 use proptest::prelude::*;
 use semver::Version;
@@ -247,6 +248,32 @@ proptest! {
         // Every failing Subscription would also fail alone or conflicts with what was accepted.
         for e in &out.errors {
             prop_assert_eq!(e.kind, ErrorKind::Unsatisfiable);
+        }
+    }
+
+    #[test]
+    fn an_installed_bundle_moves_at_most_one_edge(spec in catalog_spec(), pick in 0usize..5, at in 0usize..3) {
+        let want = pick % spec.len();
+        let k = at % spec[want].len();
+        let mut inp = input(&spec, &[want]);
+        let name = format!("{}.v{}", pkg_name(want), version(k));
+        inp.installed.push(InstalledBundle { namespace: "ns".into(), name: name.clone(), ..Default::default() });
+        let out = resolve(&inp);
+        if let Some(r) = out.resolved.iter().find(|r| r.package == pkg_name(want)) {
+            match &r.reason {
+                Reason::Upgrade { from } => {
+                    prop_assert_eq!(from, &name);
+                    // The generated channels are plain replaces chains: the only edge from k leads to k + 1.
+                    prop_assert_eq!(r.version.minor as usize, k + 1);
+                }
+                Reason::Installed { .. } => prop_assert_eq!(&r.bundle, &name),
+                other => prop_assert!(false, "unexpected reason {other:?}"),
+            }
+            let v = violations(&spec, &plan_of(&out));
+            prop_assert!(v.is_empty(), "plan violates {v:?}: {out:?}");
+        } else {
+            prop_assert_eq!(out.errors.len(), 1, "{:?}", out);
+            prop_assert!(names_a_requirement(&out.errors[0].message), "{}", out.errors[0].message);
         }
     }
 }
