@@ -311,6 +311,17 @@ fn check_csv(b: &Bundle, out: &mut Out) {
             "write a JSON list such as [{\"type\":\"olm.maxOpenShiftVersion\",\"value\":\"4.16\"}]",
         );
     }
+    // operator-framework/api `validateExamplesAnnotations`: consoles parse alm-examples as JSON.
+    if let Some(examples) = csv.annotation("alm-examples") {
+        if let Err(e) = serde_json::from_str::<Vec<Value>>(examples) {
+            out.error(
+                &file,
+                "metadata.annotations[alm-examples]",
+                format!("is not a JSON list of example objects: {e}"),
+                "write a JSON array of example custom resources",
+            );
+        }
+    }
     check_install_modes(v, &file, out);
     check_install_strategy(v, &file, out);
     match v.pointer("/spec/relatedImages") {
