@@ -190,7 +190,7 @@ fn satisfiable(spec: &CatalogSpec, want: usize) -> bool {
 }
 
 fn names_a_requirement(message: &str) -> bool {
-    message.contains(" requires ") || message.contains("also provides it") || message.contains("both bundles of package")
+    message.contains(" requires ") || message.contains(" each require ") || message.contains("also provides it") || message.contains("both bundles of package")
         || message.contains("would both provide API")
 }
 

@@ -57,8 +57,11 @@ pub enum OutputFormat {
 pub fn run(args: ResolveArgs) -> ExitCode {
     match run_inner(&args) {
         Ok(out) => {
-            let code = if out.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) };
-            code
+            if out.errors.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
         }
         Err(message) => {
             eprintln!("error: {message}");

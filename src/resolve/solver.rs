@@ -64,6 +64,7 @@ impl VersionSet for VsKey {
 }
 
 /// An installed bundle with what the resolver knows about it.
+#[derive(Clone)]
 struct InstalledInfo {
     name: String,
     package: String,
@@ -76,6 +77,7 @@ struct InstalledInfo {
 }
 
 /// A Subscription that passed the preflight checks.
+#[derive(Clone)]
 struct SubPlan {
     input: usize,
     catalog: usize,
@@ -97,13 +99,19 @@ struct Ctx<'a> {
 
 type PrefKey<'a> = (u8, i64, u8, &'a str, &'a str, u32);
 
+/// (package, version, provides, dependencies, catalog) of a bundle or installed record.
+type RecordInfo<'a> = (&'a str, &'a Version, &'a [Gvk], &'a [Dependency], Option<usize>);
+
+/// Resolved entries and errors, each tagged with the Subscription's input position.
+type NamespaceResult = (Vec<(usize, Vec<ResolvedBundle>)>, Vec<(usize, ResolveError)>);
+
 impl<'a> Ctx<'a> {
     fn index(&self, cat: u32) -> &CatalogIndex {
         &self.catalogs[cat as usize].index
     }
 
     /// (package, version, provides, dependencies, catalog) of a bundle or installed record.
-    fn info(&self, r: Record) -> Option<(&str, &Version, &[Gvk], &[Dependency], Option<usize>)> {
+    fn info(&self, r: Record) -> Option<RecordInfo<'_>> {
         match r {
             Record::Bundle { cat, b } => {
                 let idx = self.index(cat);
@@ -863,8 +871,7 @@ fn preflight(
     };
     // Channels to consider.
     let mut channels: Vec<&ChannelInfo> = Vec::new();
-    let channel_label;
-    match sub.channel.as_deref().filter(|c| !c.is_empty()) {
+    let channel_label = match sub.channel.as_deref().filter(|c| !c.is_empty()) {
         Some(name) => {
             let Some(ch) = pkg.channel(name) else {
                 return Err(err(
@@ -878,7 +885,7 @@ fn preflight(
                 ));
             };
             channels.push(ch);
-            channel_label = format!("channel {name}");
+            format!("channel {name}")
         }
         None => {
             let names: Vec<&str> = pkg.channels.iter().map(|c| c.name.as_str()).collect();
@@ -907,9 +914,9 @@ fn preflight(
             };
             channels.push(d);
             channels.extend(pkg.channels.iter().filter(|c| c.name != *default));
-            channel_label = format!("the default channel {default} (then the other channels)");
+            format!("the default channel {default} (then the other channels)")
         }
-    }
+    };
     let first = channels[0];
     if let Err(e) = &first.order {
         return Err(err(
@@ -1100,7 +1107,7 @@ fn no_upgrade_note(
     }
     let mut m = format!("no upgrade edge from the installed {} ({}) in channel {}", cur.name, cur.version, ch.name);
     if !ch.entries.iter().any(|e| e.name == cur.name) {
-        m.push_str(&format!(" (it is not an entry of the channel)"));
+        m.push_str(" (it is not an entry of the channel)");
     }
     let mut pre_notes = Vec::new();
     if !cur.version.pre.is_empty() {
@@ -1198,7 +1205,7 @@ pub(super) fn resolve_namespace(
     installed: &[&InstalledBundle],
     subs: &[usize],
     all_subs: &[SubscriptionRequest],
-) -> (Vec<(usize, Vec<ResolvedBundle>)>, Vec<(usize, ResolveError)>) {
+) -> NamespaceResult {
     let infos = installed_infos(catalogs, installed);
     let mut errors: Vec<(usize, ResolveError)> = Vec::new();
     let mut plans = Vec::new();
@@ -1249,12 +1256,49 @@ pub(super) fn resolve_namespace(
             (accepted, solution)
         }
     };
-    (assemble(&ctx, &accepted, &solution), errors)
+    let blocked = blocked_upgrade_notes(&ctx, &accepted, &solution);
+    (assemble(&ctx, &accepted, &solution, &blocked), errors)
+}
+
+/// For Subscriptions that stay on their installed bundle although upgrade candidates exist, the
+/// reason the upgrade cannot be installed (found by solving again without the option to stay).
+fn blocked_upgrade_notes(ctx: &Ctx<'_>, accepted: &[usize], solution: &[Record]) -> HashMap<usize, String> {
+    let mut notes = HashMap::new();
+    for &i in accepted {
+        let plan = &ctx.plans[i];
+        let Some(c) = plan.current else { continue };
+        let cur = Record::Installed(c);
+        if !solution.contains(&cur) || plan.candidates.len() < 2 {
+            continue;
+        }
+        let mut plans = ctx.plans.clone();
+        plans[i].candidates.remove(&cur);
+        let mut targets: Vec<(usize, Record)> = plans[i].candidates.iter().map(|(r, p)| (*p, *r)).collect();
+        targets.sort_by_key(|(p, _)| *p);
+        let ctx2 = Ctx { catalogs: ctx.catalogs, namespace: ctx.namespace, installed: ctx.installed.clone(), plans, subs: ctx.subs };
+        if let Err(e) = solve(&ctx2, accepted) {
+            let names: Vec<String> = targets.iter().map(|(_, r)| ctx.bundle_name(*r)).collect();
+            notes.insert(
+                i,
+                format!(
+                    "the upgrade from {} to {} cannot be installed, so it stays: {e}",
+                    ctx.installed[c as usize].name,
+                    join_and(&names)
+                ),
+            );
+        }
+    }
+    notes
 }
 
 /// Builds the plan: each Subscription's bundle, then the dependencies reached from it (petgraph
 /// breadth-first over "requires" edges), each with its reason.
-fn assemble(ctx: &Ctx<'_>, accepted: &[usize], solution: &[Record]) -> Vec<(usize, Vec<ResolvedBundle>)> {
+fn assemble(
+    ctx: &Ctx<'_>,
+    accepted: &[usize],
+    solution: &[Record],
+    blocked: &HashMap<usize, String>,
+) -> Vec<(usize, Vec<ResolvedBundle>)> {
     let chosen: Vec<Record> =
         solution.iter().copied().filter(|r| !matches!(r, Record::GvkProvider { .. })).collect();
     let mut g: DiGraph<Record, String> = DiGraph::new();
@@ -1285,7 +1329,7 @@ fn assemble(ctx: &Ctx<'_>, accepted: &[usize], solution: &[Record]) -> Vec<(usiz
         let Some(&r) = sub_choice.get(&i) else { continue };
         let mut entries = Vec::new();
         let reason = match (r, plan.current) {
-            (Record::Installed(_), _) => Reason::Installed { note: plan.note.clone() },
+            (Record::Installed(_), _) => Reason::Installed { note: blocked.get(&i).cloned().or_else(|| plan.note.clone()) },
             (_, Some(c)) => Reason::Upgrade { from: ctx.installed[c as usize].name.clone() },
             _ => Reason::Requested,
         };

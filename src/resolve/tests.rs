@@ -241,3 +241,22 @@ fn split_csv_name_finds_the_version() {
     assert_eq!(split_csv_name("etcdoperator.v0.9.0").map(|(p, _)| p), Some("etcdoperator".into()));
     assert!(split_csv_name("no-version").is_none());
 }
+
+#[test]
+fn blocked_upgrade_stays_and_says_why() {
+    // foo 1.1.0 needs bar >=2, but bar 1.0.0 is installed without a Subscription and stays.
+    let mut y = chain("foo", &["1.0.0", "1.1.0"], &|v| {
+        if v == "1.1.0" { ", {type: olm.package.required, value: {packageName: bar, versionRange: '>=2.0.0'}}".into() } else { String::new() }
+    });
+    y.push_str(&chain("bar", &["1.0.0", "2.0.0"], &none));
+    let out = resolve(&ResolveInput {
+        catalogs: vec![cat("olm", "cat", 0, &y)],
+        installed: vec![installed("foo.v1.0.0"), installed("bar.v1.0.0")],
+        subscriptions: vec![sub("foo", Some("stable"), "cat")],
+    });
+    assert!(out.errors.is_empty(), "{out:?}");
+    assert_eq!(bundles(&out), vec!["foo.v1.0.0"]);
+    let Reason::Installed { note: Some(n) } = &out.resolved[0].reason else { panic!("{out:?}") };
+    assert!(n.contains("upgrade from foo.v1.0.0 to foo.v1.1.0 cannot be installed"), "{n}");
+    assert!(n.contains("requires bar >=2.0.0") && n.contains("installed bar.v1.0.0"), "{n}");
+}
