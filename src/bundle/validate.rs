@@ -593,17 +593,18 @@ fn biggest_field(v: &Value) -> String {
 }
 
 fn check_entries(b: &Bundle, out: &mut Out, dependencies: bool) {
-    let (entries, file, list) = if dependencies {
-        (&b.dependencies, b.dependencies_file.as_ref(), "dependencies")
+    let (entries, file, list): (Vec<(&str, &Value)>, _, _) = if dependencies {
+        let e = b.dependencies.iter().map(|d| (d.type_.as_str(), &d.value)).collect();
+        (e, b.dependencies_file.as_ref(), "dependencies")
     } else {
-        (&b.properties, b.properties_file.as_ref(), "properties")
+        let e = b.properties.iter().map(|p| (p.type_.as_str(), &p.value)).collect();
+        (e, b.properties_file.as_ref(), "properties")
     };
     let Some(file) = file else { return };
     let file = file.display().to_string();
-    for (i, e) in entries.iter().enumerate() {
+    for (i, (type_, v)) in entries.into_iter().enumerate() {
         let field = format!("{list}[{i}]");
-        let v = &e.value;
-        match e.type_.as_str() {
+        match type_ {
             "" => out.error(&file, format!("{field}.type"), "missing", "set the type, e.g. olm.package or olm.gvk"),
             property::PACKAGE if dependencies => {
                 let name = str_at(v, "/packageName");
