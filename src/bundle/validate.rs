@@ -114,7 +114,8 @@ impl Out {
     }
 }
 
-/// Checks a loaded bundle. Errors first, then warnings, each group in file order. An empty list
+/// Checks a loaded bundle. Errors first, then warnings, each group in the order of the checks
+/// below (annotations, CSV, CRDs, objects, dependencies, properties). An empty list
 /// (or warnings only) means the bundle renders, publishes and installs.
 ///
 /// Checked: CSV name (DNS-1123 subdomain and label value), `spec.version` semver,
