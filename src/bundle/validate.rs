@@ -138,10 +138,9 @@ pub fn validate(bundle: &Bundle) -> Vec<Finding> {
     // Whatever else keeps opm from rendering the bundle (and is not reported above).
     if let Err(crate::catalog::render::RenderError::Field { file, field, message, .. }) =
         crate::catalog::render::render_bundle(bundle, "")
+        && !out.findings.iter().any(|f| f.severity == Severity::Error && f.file == file)
     {
-        if !out.findings.iter().any(|f| f.severity == Severity::Error && f.file == file) {
-            out.error(file, field, format!("the bundle cannot be rendered into a catalog: {message}"), "fix the field");
-        }
+        out.error(file, field, format!("the bundle cannot be rendered into a catalog: {message}"), "fix the field");
     }
     let mut findings = out.findings;
     findings.sort_by_key(|f| f.severity);
@@ -313,15 +312,15 @@ fn check_csv(b: &Bundle, out: &mut Out) {
         );
     }
     // operator-framework/api `validateExamplesAnnotations`: consoles parse alm-examples as JSON.
-    if let Some(examples) = csv.annotation("alm-examples") {
-        if let Err(e) = serde_json::from_str::<Vec<Value>>(examples) {
-            out.error(
-                &file,
-                "metadata.annotations[alm-examples]",
-                format!("is not a JSON list of example objects: {e}"),
-                "write a JSON array of example custom resources",
-            );
-        }
+    if let Some(examples) = csv.annotation("alm-examples")
+        && let Err(e) = serde_json::from_str::<Vec<Value>>(examples)
+    {
+        out.error(
+            &file,
+            "metadata.annotations[alm-examples]",
+            format!("is not a JSON list of example objects: {e}"),
+            "write a JSON array of example custom resources",
+        );
     }
     check_install_modes(v, &file, out);
     check_install_strategy(v, &file, out);
