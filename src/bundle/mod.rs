@@ -15,8 +15,8 @@ mod validate;
 pub mod image;
 
 pub use crd::{CrdVersion, CustomResourceDefinition};
-pub use csv::{ClusterServiceVersion, CrdDescription, INSTALL_MODE_TYPES, InstallMode};
-pub use validate::{Finding, Severity, validate};
+pub use csv::{ClusterServiceVersion, CrdDescription, INSTALL_MODE_TYPES, InstallMode, PROPERTIES_ANNOTATION, SKIP_RANGE_ANNOTATION};
+pub use validate::{ALLOWED_KINDS, Finding, MAX_OBJECT_SIZE, Severity, validate};
 
 use std::path::{Path, PathBuf};
 
