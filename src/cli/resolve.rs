@@ -1,4 +1,5 @@
-//! `capstan resolve`: what-if resolution, offline.
+//! `capstan resolve`: what-if resolution; reads catalogs (directories, files or images) and
+//! Subscription YAML, prints the plan, installs nothing.
 //!
 //! ```text
 //! capstan resolve --catalog NAMESPACE/NAME=PATH|REF [--priority NAMESPACE/NAME=N]
