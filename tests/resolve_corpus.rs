@@ -217,8 +217,7 @@ fn node_healthcheck_brings_self_node_remediation_by_gvk() {
     // The newest provider in the default channel.
     let newest = corpus_catalog()
         .package("self-node-remediation")
-        .map(|(_, p)| p.bundles.iter().map(|&b| corpus_catalog().bundle(b).version.clone()).max_by(|a, b| a.cmp_precedence(b)))
-        .flatten()
+        .and_then(|(_, p)| p.bundles.iter().map(|&b| corpus_catalog().bundle(b).version.clone()).max_by(|a, b| a.cmp_precedence(b)))
         .expect("versions");
     assert_eq!(snr.version, newest);
 }
