@@ -1,9 +1,9 @@
 //! Resolver benchmark (`cargo bench --bench resolve`): prints a markdown table.
 //!
 //! Catalogs:
-//! - generated: 10,000 bundles in 500 packages (20 per package, one `stable` replaces chain with
-//!   a skipRange on every fifth entry), two APIs per package, dependency chains up to depth 5
-//!   (alternating `olm.package.required` and `olm.gvk.required`);
+//! - generated: `catalog::generate::generate(500, 20, 5, 42)` — 10,000 bundles in 500 packages,
+//!   replaces chains with skips and skipRanges, a second channel, 1–3 APIs per package, dependency
+//!   chains up to depth 5 (alternating `olm.package.required` and `olm.gvk.required`);
 //! - corpus: `../shared/corpus/community-operators-prod/catalogs/v4.20` (37 packages, real FBC).
 //!
 //! Measured: p50/p99 time to resolve one Subscription with its transitive dependencies; time to
@@ -17,8 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
-use capstan::catalog::model::{Bundle, Channel, ChannelEntry, DeclarativeConfig, Package, Property};
-use capstan::catalog::property::{self, Gvk, PackageProperty, PackageRequired};
+use capstan::catalog::model::DeclarativeConfig;
 use capstan::resolve::{CatalogIndex, CatalogInput, CatalogSourceKey, ResolveInput, SubscriptionRequest, resolve};
 
 struct Counting;
@@ -62,55 +61,9 @@ const PACKAGES: usize = 500;
 const BUNDLES_PER_PACKAGE: usize = 20;
 const DEPTH: usize = 5;
 
-fn gvk(p: usize, k: usize) -> Gvk {
-    Gvk { group: format!("pkg{p:04}.example.com"), version: "v1".into(), kind: format!("Kind{k}") }
-}
-
-/// The generated catalog (the catalog helper's generator had not landed when this was written).
+/// The generated catalog: `catalog::generate` (500 packages × 20 bundles, chains up to depth 5).
 fn generated() -> DeclarativeConfig {
-    let mut cfg = DeclarativeConfig::default();
-    for p in 0..PACKAGES {
-        let pkg = format!("pkg-{p:04}");
-        cfg.packages.push(Package { schema: "olm.package".into(), name: pkg.clone(), default_channel: Some("stable".into()), ..Default::default() });
-        let mut entries = Vec::new();
-        // Packages form chains p → p+1 → … of up to DEPTH dependencies (p % 6 == 5 ends a chain).
-        let next = (p % (DEPTH + 1) < DEPTH && p + 1 < PACKAGES).then_some(p + 1);
-        for b in 0..BUNDLES_PER_PACKAGE {
-            let v = format!("1.{b}.0");
-            let name = format!("{pkg}.v{v}");
-            entries.push(ChannelEntry {
-                name: name.clone(),
-                replaces: (b > 0).then(|| format!("{pkg}.v1.{}.0", b - 1)),
-                skip_range: (b % 5 == 4).then(|| format!(">=1.{}.0 <1.{b}.0", b - 4)),
-                ..Default::default()
-            });
-            let mut props = vec![
-                Property::new(property::PACKAGE, &PackageProperty { package_name: pkg.clone(), version: v.clone(), release: None }),
-                Property::new(property::GVK, &gvk(p, 0)),
-                Property::new(property::GVK, &gvk(p, 1)),
-            ];
-            if let Some(n) = next {
-                if p % 2 == 0 {
-                    props.push(Property::new(
-                        property::PACKAGE_REQUIRED,
-                        &PackageRequired { package_name: format!("pkg-{n:04}"), version_range: format!(">=1.{}.0", b / 2) },
-                    ));
-                } else {
-                    props.push(Property::new(property::GVK_REQUIRED, &gvk(n, b % 2)));
-                }
-            }
-            cfg.bundles.push(Bundle {
-                schema: "olm.bundle".into(),
-                package: pkg.clone(),
-                name,
-                image: format!("registry.local/{pkg}-bundle@sha256:{:064x}", p * 1000 + b),
-                properties: props,
-                ..Default::default()
-            });
-        }
-        cfg.channels.push(Channel { schema: "olm.channel".into(), package: pkg, name: "stable".into(), entries, ..Default::default() });
-    }
-    cfg
+    capstan::catalog::generate::generate(PACKAGES, BUNDLES_PER_PACKAGE, DEPTH, 42)
 }
 
 fn shared() -> PathBuf {
@@ -273,9 +226,9 @@ fn measure(name: &'static str, cfg: DeclarativeConfig, roots: &[String]) -> Row 
 }
 
 fn main() {
-    let generated_roots: Vec<String> =
-        (0..PACKAGES).filter(|p| p % (DEPTH + 1) == 0).map(|p| format!("pkg-{p:04}")).collect();
-    let gen_row = measure("generated (500 packages)", generated(), &generated_roots);
+    let generated_cfg = generated();
+    let generated_roots: Vec<String> = generated_cfg.packages.iter().map(|p| p.name.clone()).collect();
+    let gen_row = measure("generated (500 packages)", generated_cfg, &generated_roots);
 
     let corpus_cfg = corpus();
     let corpus_roots: Vec<String> = corpus_cfg.packages.iter().map(|p| p.name.clone()).collect();

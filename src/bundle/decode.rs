@@ -9,6 +9,8 @@ use indexmap::IndexMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::catalog::model::Property;
+
 use super::{
     ANNOTATION_CHANNELS, ANNOTATION_DEFAULT_CHANNEL, ANNOTATION_PACKAGE, Annotations, Bundle, BundleError, Dependency,
     MAX_FILE_SIZE, Manifest,
@@ -84,7 +86,7 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
 
     let mut annotations = None;
     let mut dependencies: Option<(PathBuf, Vec<Dependency>)> = None;
-    let mut properties: Option<(PathBuf, Vec<Dependency>)> = None;
+    let mut properties: Option<(PathBuf, Vec<Property>)> = None;
     for (name, full) in list_files_any(&metadata_dir)? {
         let rel = PathBuf::from("metadata").join(&name);
         let docs = read_documents(&full, &rel)?;
@@ -98,6 +100,7 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
             }
         if properties.is_none()
             && let Some(list) = decode_entries(&first, "properties", &rel)? {
+                let list = list.into_iter().map(|d| Property { type_: d.type_, value: d.value }).collect();
                 properties = Some((rel.clone(), list));
             }
     }

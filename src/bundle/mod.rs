@@ -15,8 +15,8 @@ mod validate;
 pub mod image;
 
 pub use crd::{CrdVersion, CustomResourceDefinition};
-pub use csv::{ClusterServiceVersion, CrdDescription, INSTALL_MODE_TYPES, InstallMode};
-pub use validate::{Finding, Severity, validate};
+pub use csv::{ClusterServiceVersion, CrdDescription, INSTALL_MODE_TYPES, InstallMode, PROPERTIES_ANNOTATION, SKIP_RANGE_ANNOTATION};
+pub use validate::{ALLOWED_KINDS, Finding, MAX_OBJECT_SIZE, Severity, validate};
 
 use std::path::{Path, PathBuf};
 
@@ -55,8 +55,8 @@ pub struct Bundle {
     pub dependencies: Vec<Dependency>,
     /// File the dependencies came from.
     pub dependencies_file: Option<PathBuf>,
-    /// `properties.yaml` entries, empty when the file is absent.
-    pub properties: Vec<Dependency>,
+    /// `properties.yaml` entries (`type` + raw `value`), empty when the file is absent.
+    pub properties: Vec<crate::catalog::model::Property>,
     /// File the properties came from.
     pub properties_file: Option<PathBuf>,
     /// The objects OLM and opm use: the first document of every file in `manifests/`, sorted by
@@ -123,7 +123,8 @@ pub struct Annotations {
     pub all: IndexMap<String, String>,
 }
 
-/// One `dependencies.yaml` or `properties.yaml` entry: a type and its raw value.
+/// One `dependencies.yaml` entry: a type and its raw value (operator-registry
+/// `pkg/registry/types.go` `Dependency`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dependency {
     /// Entry type, e.g. `olm.package`, `olm.gvk`, `olm.constraint`.

@@ -114,7 +114,8 @@ impl Out {
     }
 }
 
-/// Checks a loaded bundle. Errors first, then warnings, each group in file order. An empty list
+/// Checks a loaded bundle. Errors first, then warnings, each group in the order of the checks
+/// below (annotations, CSV, CRDs, objects, dependencies, properties). An empty list
 /// (or warnings only) means the bundle renders, publishes and installs.
 ///
 /// Checked: CSV name (DNS-1123 subdomain and label value), `spec.version` semver,
@@ -137,10 +138,9 @@ pub fn validate(bundle: &Bundle) -> Vec<Finding> {
     // Whatever else keeps opm from rendering the bundle (and is not reported above).
     if let Err(crate::catalog::render::RenderError::Field { file, field, message, .. }) =
         crate::catalog::render::render_bundle(bundle, "")
+        && !out.findings.iter().any(|f| f.severity == Severity::Error && f.file == file)
     {
-        if !out.findings.iter().any(|f| f.severity == Severity::Error && f.file == file) {
-            out.error(file, field, format!("the bundle cannot be rendered into a catalog: {message}"), "fix the field");
-        }
+        out.error(file, field, format!("the bundle cannot be rendered into a catalog: {message}"), "fix the field");
     }
     let mut findings = out.findings;
     findings.sort_by_key(|f| f.severity);
@@ -309,6 +309,17 @@ fn check_csv(b: &Bundle, out: &mut Out) {
             "metadata.annotations[olm.properties]",
             format!("is not a JSON list of {{type, value}}: {e}; opm ignores it and the properties are lost"),
             "write a JSON list such as [{\"type\":\"olm.maxOpenShiftVersion\",\"value\":\"4.16\"}]",
+        );
+    }
+    // operator-framework/api `validateExamplesAnnotations`: consoles parse alm-examples as JSON.
+    if let Some(examples) = csv.annotation("alm-examples")
+        && let Err(e) = serde_json::from_str::<Vec<Value>>(examples)
+    {
+        out.error(
+            &file,
+            "metadata.annotations[alm-examples]",
+            format!("is not a JSON list of example objects: {e}"),
+            "write a JSON array of example custom resources",
         );
     }
     check_install_modes(v, &file, out);
@@ -582,17 +593,18 @@ fn biggest_field(v: &Value) -> String {
 }
 
 fn check_entries(b: &Bundle, out: &mut Out, dependencies: bool) {
-    let (entries, file, list) = if dependencies {
-        (&b.dependencies, b.dependencies_file.as_ref(), "dependencies")
+    let (entries, file, list): (Vec<(&str, &Value)>, _, _) = if dependencies {
+        let e = b.dependencies.iter().map(|d| (d.type_.as_str(), &d.value)).collect();
+        (e, b.dependencies_file.as_ref(), "dependencies")
     } else {
-        (&b.properties, b.properties_file.as_ref(), "properties")
+        let e = b.properties.iter().map(|p| (p.type_.as_str(), &p.value)).collect();
+        (e, b.properties_file.as_ref(), "properties")
     };
     let Some(file) = file else { return };
     let file = file.display().to_string();
-    for (i, e) in entries.iter().enumerate() {
+    for (i, (type_, v)) in entries.into_iter().enumerate() {
         let field = format!("{list}[{i}]");
-        let v = &e.value;
-        match e.type_.as_str() {
+        match type_ {
             "" => out.error(&file, format!("{field}.type"), "missing", "set the type, e.g. olm.package or olm.gvk"),
             property::PACKAGE if dependencies => {
                 let name = str_at(v, "/packageName");

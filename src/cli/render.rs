@@ -155,9 +155,9 @@ fn render_image(reference: &str, args: &RenderArgs, migration: Migration, cfg: &
         .enable_all()
         .build()
         .map_err(|e| (e.to_string(), 2))
-        .and_then(|rt| {
+        .map(|rt| {
             let registry = capstan::oci::Registry::new(config.clone());
-            Ok(rt.block_on(pull_bundle(&registry, &parsed, &scratch)))
+            rt.block_on(pull_bundle(&registry, &parsed, &scratch))
         });
     let result = match pulled {
         Err(f) => Err(f),

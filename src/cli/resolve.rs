@@ -1,4 +1,5 @@
-//! `capstan resolve`: what-if resolution, offline.
+//! `capstan resolve`: what-if resolution; reads catalogs (directories, files or images) and
+//! Subscription YAML, prints the plan, installs nothing.
 //!
 //! ```text
 //! capstan resolve --catalog NAMESPACE/NAME=PATH|REF [--priority NAMESPACE/NAME=N]
@@ -84,14 +85,14 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
                 let client = capstan::oci::ClientConfig::from_env(false, false).map_err(|e| format!("--catalog {spec}: {e}"))?;
                 let loaded = capstan::catalog::image::load_catalog_image_blocking(&target, client)
                     .map_err(|e| format!("--catalog {spec}: {e}"))?;
-                let index = CatalogIndex::from_config(&loaded.config);
+                let index = index_of(&loaded.config, &target);
                 catalogs.push(CatalogInput { key, priority: 0, index: Arc::new(index) });
                 continue;
             }
             return Err(format!("--catalog {spec}: {target:?} does not exist (expected an FBC directory or file)"));
         }
         let config = load_fbc(path)?;
-        let index = CatalogIndex::from_config(&config);
+        let index = index_of(&config, &target);
         catalogs.push(CatalogInput { key, priority: 0, index: Arc::new(index) });
     }
     for spec in &args.priorities {
@@ -145,6 +146,16 @@ fn split_key_value(spec: &str, flag: &str, form: &str) -> Result<(CatalogSourceK
 fn looks_like_image(s: &str) -> bool {
     let first = s.split('/').next().unwrap_or("");
     s.contains('@') || (s.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost"))
+}
+
+/// The resolver's index of a catalog, marked invalid (with every error, naming package / channel /
+/// bundle) when `opm validate` rules fail.
+fn index_of(config: &DeclarativeConfig, source: &str) -> CatalogIndex {
+    let index = CatalogIndex::from_config(config);
+    match capstan::catalog::validate::validate(config) {
+        Ok(()) => index,
+        Err(errors) => index.with_invalid(format!("{source}: {errors}")),
+    }
 }
 
 /// Reads an FBC directory (recursively) or file with [`capstan::catalog::parse::load_path`].

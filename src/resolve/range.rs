@@ -245,9 +245,9 @@ impl Partial {
     fn ceiling(&self) -> Option<Version> {
         match (self.major, self.minor, self.patch) {
             (None, _, _) => None,
-            (Some(m), None, _) => Some(Version::new(m + 1, 0, 0)),
-            (Some(m), Some(n), None) => Some(Version::new(m, n + 1, 0)),
-            (Some(m), Some(n), Some(p)) => Some(Version::new(m, n, p + 1)),
+            (Some(m), None, _) => Some(Version::new(m.saturating_add(1), 0, 0)),
+            (Some(m), Some(n), None) => Some(Version::new(m, n.saturating_add(1), 0)),
+            (Some(m), Some(n), Some(p)) => Some(Version::new(m, n, p.saturating_add(1))),
         }
     }
 }
@@ -264,8 +264,8 @@ fn parse_term(token: &str, out: &mut Vec<Comparator>) -> Result<(), String> {
             out.push(ge(floor));
             let m = partial.major.unwrap_or(0);
             match partial.minor {
-                Some(n) => out.push(lt(Version::new(m, n + 1, 0))),
-                None if partial.major.is_some() => out.push(lt(Version::new(m + 1, 0, 0))),
+                Some(n) => out.push(lt(Version::new(m, n.saturating_add(1), 0))),
+                None if partial.major.is_some() => out.push(lt(Version::new(m.saturating_add(1), 0, 0))),
                 None => {}
             }
         }
@@ -273,10 +273,10 @@ fn parse_term(token: &str, out: &mut Vec<Comparator>) -> Result<(), String> {
             out.push(ge(floor));
             let (m, n, p) = (partial.major.unwrap_or(0), partial.minor, partial.patch);
             let upper = match (m, n, p) {
-                (0, Some(0), Some(p)) if partial.is_complete() => Version::new(0, 0, p + 1),
-                (0, Some(n), _) => Version::new(0, n + 1, 0),
+                (0, Some(0), Some(p)) if partial.is_complete() => Version::new(0, 0, p.saturating_add(1)),
+                (0, Some(n), _) => Version::new(0, n.saturating_add(1), 0),
                 (0, None, _) if partial.major.is_none() => return Ok(()),
-                (m, _, _) => Version::new(m + 1, 0, 0),
+                (m, _, _) => Version::new(m.saturating_add(1), 0, 0),
             };
             out.push(lt(upper));
         }
@@ -389,5 +389,8 @@ mod tests {
         assert!(!gt.matches(&v("1.2.5")) && gt.matches(&v("1.3.0")));
         let le = VersionRange::olm_v1("<=1.2").unwrap();
         assert!(le.matches(&v("1.2.5")) && !le.matches(&v("1.3.0")));
+        // Huge numbers saturate instead of overflowing (no panic on input).
+        let huge = VersionRange::olm_v1("~18446744073709551615.18446744073709551615").unwrap();
+        assert!(!huge.matches(&v("1.0.0")));
     }
 }

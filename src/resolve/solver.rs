@@ -260,6 +260,10 @@ impl<'a> Ctx<'a> {
                 let mut parts = Vec::new();
                 for c in self.catalogs {
                     if let Some((_, p)) = c.index.package(package) {
+                        if let Some(m) = c.index.invalid() {
+                            parts.push(format!("catalog {} has package {package} but the catalog is invalid, so it serves nothing: {m}", c.key));
+                            continue;
+                        }
                         let mut versions: Vec<&Version> =
                             p.bundles.iter().filter(|&&b| c.index.is_candidate(b)).map(|&b| &c.index.bundle(b).version).collect();
                         versions.sort_by(|a, b| a.cmp_precedence(b));
@@ -288,18 +292,31 @@ impl<'a> Ctx<'a> {
             }
             Predicate::Gvk(g) => {
                 let keys: Vec<String> = self.catalogs.iter().map(|c| c.key.to_string()).collect();
-                format!("no installable bundle in catalogs {} provides {}", join_and(&keys), display_gvk(g))
+                format!("no installable bundle in catalogs {} provides {}{}", join_and(&keys), display_gvk(g), self.invalid_note())
             }
             _ => {
                 let keys: Vec<String> = self.catalogs.iter().map(|c| c.key.to_string()).collect();
-                format!("no installable bundle in catalogs {} satisfies it", join_and(&keys))
+                format!("no installable bundle in catalogs {} satisfies it{}", join_and(&keys), self.invalid_note())
             }
         }
+    }
+
+    /// `" (catalog X is invalid and serves nothing: …)"` for every invalid catalog, or "".
+    fn invalid_note(&self) -> String {
+        let notes: Vec<String> = self
+            .catalogs
+            .iter()
+            .filter_map(|c| c.index.invalid().map(|m| format!("catalog {} is invalid and serves nothing: {m}", c.key)))
+            .collect();
+        if notes.is_empty() { String::new() } else { format!(" ({})", notes.join("; ")) }
     }
 }
 
 /// Why a catalog bundle is not a candidate, for resolvo's `excluded` list.
 fn non_candidate_reason(idx: &CatalogIndex, b: BundleIdx) -> String {
+    if let Some(m) = idx.invalid() {
+        return format!("its catalog is invalid: {m}");
+    }
     let e = idx.bundle(b);
     if let Some(p) = &e.problem {
         return p.clone();
@@ -858,6 +875,16 @@ fn preflight(
         return Err(err(sub, ErrorKind::MissingCatalog, m));
     };
     let idx = &catalogs[cat].index;
+    if let Some(m) = idx.invalid() {
+        return Err(err(
+            sub,
+            ErrorKind::InvalidCatalog,
+            format!(
+                "catalog {key} is invalid, so subscription {} cannot resolve from it until the catalog is fixed: {m}",
+                sub.name
+            ),
+        ));
+    }
     let Some((_, pkg)) = idx.package(&sub.package) else {
         let elsewhere: Vec<String> =
             catalogs.iter().filter(|c| c.index.package(&sub.package).is_some()).map(|c| c.key.to_string()).collect();
