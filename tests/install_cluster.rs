@@ -351,3 +351,66 @@ impl Drop for ClusterCleanup {
         .join();
     }
 }
+
+#[tokio::test]
+async fn preflight_lists_every_missing_permission_before_anything_is_applied() {
+    let client = support::cluster().await;
+    let ns = TestNamespace::new(&client, "inst-pre").await;
+    let n = ns.name.clone();
+    let bundle = load("bundles/nginx-operator/0.2.0");
+    let steps = install::steps(&bundle, &target(&bundle, &n)).expect("plan");
+
+    // The admin may do everything.
+    install::preflight::check(&client, &steps).await.expect("admin passes the pre-check");
+
+    // An installer that may manage RBAC objects and ServiceAccounts in its namespace, but holds
+    // none of the operator's permissions and nothing cluster-wide.
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &n);
+    sas.create(&PostParams::default(), &obj(json!({"metadata": {"name": "installer"}}))).await.expect("sa");
+    Api::<Role>::namespaced(client.clone(), &n)
+        .create(&PostParams::default(), &obj(json!({"metadata": {"name": "installer"},
+            "rules": [{"apiGroups": [""], "resources": ["serviceaccounts", "services"], "verbs": ["get", "create", "patch"]},
+                      {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["get", "create", "patch"]}]})))
+        .await
+        .expect("role");
+    Api::<RoleBinding>::namespaced(client.clone(), &n)
+        .create(&PostParams::default(), &obj(json!({"metadata": {"name": "installer"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "installer"},
+            "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": n}]})))
+        .await
+        .expect("binding");
+    let tr: TokenRequest = obj(json!({"spec": {"expirationSeconds": 600}}));
+    let token = sas.create_token_request("installer", &PostParams::default(), &tr).await.expect("token").status.and_then(|s| s.token).expect("token in status");
+    let installer = support::client_with_token(&token).await;
+
+    let err = eventually("the installer's Role is in effect", Duration::from_secs(20), || async {
+        match install::preflight::check(&installer, &steps).await {
+            Err(install::PreflightError::Missing { identity, missing })
+                if !missing.iter().any(|(p, _)| p.resource == "serviceaccounts" && p.verb == "create") =>
+            {
+                Some((identity, missing))
+            }
+            _ => None,
+        }
+    })
+    .await;
+    let (identity, missing) = err;
+    assert!(identity.contains(&format!("system:serviceaccount:{n}:installer")), "{identity}");
+    let shown: Vec<String> = missing.iter().map(|(p, _)| p.to_string()).collect();
+    for expected in [
+        "create customresourcedefinitions.apiextensions.k8s.io cluster-wide".to_string(),
+        "create clusterroles.rbac.authorization.k8s.io cluster-wide".to_string(),
+        format!("delete nginxes.example.com in namespace {n}"),
+        format!("watch leases.coordination.k8s.io in namespace {n}"),
+        "create tokenreviews.authentication.k8s.io cluster-wide".to_string(),
+        format!("create deployments.apps in namespace {n}"),
+    ] {
+        assert!(shown.contains(&expected), "missing list lacks {expected:?}:\n{}", shown.join("\n"));
+    }
+    assert!(!shown.iter().any(|s| s.starts_with("create roles.")), "the installer may create Roles: {shown:?}");
+    let (_, needed_by) = missing.iter().find(|(p, _)| p.to_string() == format!("delete nginxes.example.com in namespace {n}")).expect("entry");
+    assert!(needed_by.iter().any(|s| s.starts_with("Role ") && s.ends_with("(RBAC escalation)")), "{needed_by:?}");
+    // Read-only: nothing was created.
+    assert!(Api::<Deployment>::namespaced(client.clone(), &n).list(&ListParams::default()).await.expect("list").items.is_empty());
+    assert!(Api::<Role>::namespaced(client.clone(), &n).list(&ListParams::default()).await.expect("list").items.len() == 1);
+}

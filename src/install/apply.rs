@@ -549,16 +549,7 @@ impl Applier<'_> {
         if let Some(id) = &self.identity {
             return id.clone();
         }
-        let review = SelfSubjectReview { metadata: Default::default(), status: None };
-        let api: Api<SelfSubjectReview> = Api::all(self.client.clone());
-        let from_review = match api.create(&PostParams::default(), &review).await {
-            Ok(r) => r.status.and_then(|s| s.user_info).and_then(|u| {
-                let user = u.username?;
-                let groups = u.groups.unwrap_or_default();
-                Some(if groups.is_empty() { format!("user {user:?}") } else { format!("user {user:?} (groups {})", groups.join(", ")) })
-            }),
-            Err(_) => None,
-        };
+        let from_review = whoami(self.client).await;
         let id = from_review
             .or_else(|| {
                 let rest = message.split_once("User \"")?.1;
@@ -568,6 +559,18 @@ impl Applier<'_> {
         self.identity = Some(id.clone());
         id
     }
+}
+
+/// The client's identity from a SelfSubjectReview: `user "NAME" (groups A, B)`; `None` when the
+/// review is not possible.
+pub async fn whoami(client: &Client) -> Option<String> {
+    let review = SelfSubjectReview { metadata: Default::default(), status: None };
+    let api: Api<SelfSubjectReview> = Api::all(client.clone());
+    let r = api.create(&PostParams::default(), &review).await.ok()?;
+    let u = r.status?.user_info?;
+    let user = u.username?;
+    let groups = u.groups.unwrap_or_default();
+    Some(if groups.is_empty() { format!("user {user:?}") } else { format!("user {user:?} (groups {})", groups.join(", ")) })
 }
 
 /// Whether an error is worth retrying: 5xx, 429, 409 Conflict, server timeouts, connection errors.
