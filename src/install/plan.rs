@@ -150,8 +150,10 @@ struct DeploymentEntry {
 /// Turns a bundle into ordered InstallPlan steps for `target`.
 ///
 /// Steps, all with `resolving` = the CSV name:
-/// - every object of the bundle: namespaced ones get `metadata.namespace` = the install
-///   namespace, cluster-scoped ones lose any namespace; all get the labels `olm.managed: "true"`
+/// - every object of the bundle, without server-owned metadata (`resourceVersion`, `uid`,
+///   `selfLink`, `generation`, `managedFields`, `creationTimestamp`): namespaced ones get
+///   `metadata.namespace` = the install namespace, cluster-scoped ones lose any namespace; all get
+///   the labels `olm.managed: "true"`
 ///   and `operators.coreos.com/<package>.<namespace>: ""`. Services, ConfigMaps, Secrets and
 ///   namespaced §2.5 kinds get [`InstallTarget::owner`] as ownerReference; cluster-scoped §2.5
 ///   kinds get the owner labels. Bundle-shipped ServiceAccounts, Roles, RoleBindings,
@@ -169,7 +171,13 @@ struct DeploymentEntry {
 ///     (all namespaces) also a ClusterRole (the rules plus `get, list, watch` on namespaces) and
 ///     ClusterRoleBinding of the same name (OLM's `ensureSingletonRBAC`);
 ///   - per `clusterPermissions[i]`: a ClusterRole and ClusterRoleBinding named `<csv>-<hash>`;
-///   - per `deployments[i]`: a Deployment (see [`deployment`]).
+///   - per `deployments[i]`: a Deployment as OLM's olm-operator makes it
+///     ([OLM] `install/deployment.go` `deploymentForSpec`, §5.4): labels = the entry's `label`
+///     map, then `olm.managed`, the owner labels and the component label; the pod template's
+///     annotations merged with the CSV's (so it carries `olm.targetNamespaces`); the
+///     Subscription config applied ([`super::SubscriptionConfig::apply_to`]); env
+///     `OPERATOR_CONDITION_NAME=<csv>` in every container; `revisionHistoryLimit: 1`; label
+///     `olm.deployment-spec-hash`; the owner reference.
 ///
 ///   Generated objects carry the owner labels `olm.owner`, `olm.owner.namespace`,
 ///   `olm.owner.kind`, and RBAC the label `olm.permissions.hash` computed exactly as OLM does
@@ -401,6 +409,7 @@ impl Ctx<'_> {
     fn bundle_object(&self, m: &Manifest, info: &KindInfo) -> Value {
         let mut v = m.value.clone();
         let meta = meta_mut(&mut v);
+        strip_server_fields(meta);
         if info.namespaced {
             meta.insert("namespace".into(), json!(self.target.namespace));
         } else {
@@ -423,7 +432,9 @@ impl Ctx<'_> {
 
     fn csv_manifest(&self, csv: &Value) -> Value {
         let mut v = csv.clone();
-        meta_mut(&mut v).insert("namespace".into(), json!(self.target.namespace));
+        let meta = meta_mut(&mut v);
+        strip_server_fields(meta);
+        meta.insert("namespace".into(), json!(self.target.namespace));
         self.common_labels(&mut v);
         let ann = annotations_mut(&mut v);
         ann.insert(ANNOTATION_TARGET_NAMESPACES.into(), json!(self.target.target_namespaces_annotation()));
@@ -571,6 +582,14 @@ fn deployment(ctx: &Ctx<'_>, d: &DeploymentEntry, csv_annotations: &Value) -> Re
     let mut v = serde_json::to_value(&dep).map_err(|e| e.to_string())?;
     ctx.add_owner(&mut v);
     Ok(v)
+}
+
+/// Removes metadata the API server owns, which a bundle exported from a cluster may carry and
+/// which server-side apply refuses or treats as a precondition (`resourceVersion`).
+fn strip_server_fields(meta: &mut Map<String, Value>) {
+    for k in ["resourceVersion", "uid", "selfLink", "generation", "managedFields", "creationTimestamp"] {
+        meta.remove(k);
+    }
 }
 
 fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {

@@ -247,6 +247,24 @@ fn copy_bundle(rel: &str) -> tempfile::TempDir {
 }
 
 #[test]
+fn server_owned_metadata_is_dropped_from_bundle_objects() {
+    let dir = copy_bundle("bundles/nginx-operator/0.2.0");
+    std::fs::write(
+        dir.path().join("manifests/cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: exported\n  namespace: elsewhere\n  resourceVersion: '42'\n  uid: abc\n  creationTimestamp: null\ndata: {k: v}\n",
+    )
+    .expect("write");
+    let s = steps(&Bundle::load(dir.path()).expect("bundle"), &target("ops")).expect("plan");
+    let cm = find(&s, "ConfigMap")[0];
+    let meta = cm.manifest["metadata"].as_object().expect("metadata");
+    assert!(!meta.contains_key("resourceVersion") && !meta.contains_key("uid") && !meta.contains_key("creationTimestamp"), "{meta:?}");
+    assert_eq!(cm.namespace.as_deref(), Some("ops"), "installed into the target namespace, not the exported one");
+    assert_eq!(cm.manifest["data"], json!({"k": "v"}));
+    let kinds: Vec<&str> = s.iter().map(|s| s.kind.as_str()).collect();
+    assert_eq!(kinds[kinds.iter().position(|k| *k == "ConfigMap").expect("cm") - 1], "Service", "ConfigMaps after Services");
+}
+
+#[test]
 fn unsupported_kinds_are_named() {
     let dir = copy_bundle("bundles/nginx-operator/0.2.0");
     std::fs::write(dir.path().join("manifests/job.yaml"), "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n").expect("write");
