@@ -1,6 +1,6 @@
 //! The Subscription's `spec.config` and how it is merged into the Deployments of a CSV.
 //!
-//! Merge rules are OLM's ([OLM] `pkg/controller/operators/olm/overrides/inject/inject.go`,
+//! Merge rules are OLM's (\[OLM\] `pkg/controller/operators/olm/overrides/inject/inject.go`,
 //! applied in the order of `overrides/initializer.go`; `reference/olm-v0.md` §1.3):
 //! - `env`: into every container; an entry overwrites the container's entry of the same name in
 //!   place, new names are appended in the Subscription's order.
@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The Subscription's `spec.config` (`SubscriptionConfig` in
-/// [API] `pkg/operators/v1alpha1/subscription_types.go`), field names as in OLM.
+/// \[API\] `pkg/operators/v1alpha1/subscription_types.go`), field names as in OLM.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionConfig {
@@ -138,7 +138,7 @@ impl SubscriptionConfig {
 }
 
 /// Merges `new` into every container's env: same names overwritten in place, new names appended
-/// in order ([OLM] `inject.go` `mergeEnvVars`).
+/// in order (\[OLM\] `inject.go` `mergeEnvVars`).
 pub(crate) fn inject_env(pod: &mut PodSpec, new: &[EnvVar]) {
     if new.is_empty() {
         return;

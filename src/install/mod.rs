@@ -29,7 +29,7 @@ pub use preflight::{MissingPermission, PreflightError};
 /// by capstan takes over fields it set before; §5.2 of `reference/olm-v0.md`).
 pub const FIELD_MANAGER: &str = "capstan";
 
-/// Label `olm.owner`: name of the CSV that owns the object ([OLM] `pkg/lib/ownerutil/util.go`).
+/// Label `olm.owner`: name of the CSV that owns the object (\[OLM\] `pkg/lib/ownerutil/util.go`).
 pub const LABEL_OWNER: &str = "olm.owner";
 /// Label `olm.owner.namespace`: namespace of the owning CSV.
 pub const LABEL_OWNER_NAMESPACE: &str = "olm.owner.namespace";
@@ -38,10 +38,10 @@ pub const LABEL_OWNER_KIND: &str = "olm.owner.kind";
 /// Label `olm.managed: "true"` on every object capstan creates (§5.5).
 pub const LABEL_MANAGED: &str = "olm.managed";
 /// Label `olm.permissions.hash` on generated RBAC: base62 SHA-224 of the rules, or of roleRef +
-/// subjects for bindings ([OLM] `pkg/controller/registry/resolver/rbac.go`).
+/// subjects for bindings (\[OLM\] `pkg/controller/registry/resolver/rbac.go`).
 pub const LABEL_PERMISSIONS_HASH: &str = "olm.permissions.hash";
 /// Label `olm.copiedFrom=<operator namespace>` on RBAC copied into another target namespace
-/// ([OLM] `operatorgroup.go` `ensureTenantRBAC`).
+/// (\[OLM\] `operatorgroup.go` `ensureTenantRBAC`).
 pub const LABEL_COPIED_FROM: &str = "olm.copiedFrom";
 /// Prefix of the component label `operators.coreos.com/<package>.<namespace>` (value "").
 pub const COMPONENT_LABEL_PREFIX: &str = "operators.coreos.com/";
@@ -53,7 +53,7 @@ pub const ANNOTATION_OPERATOR_GROUP: &str = "olm.operatorGroup";
 /// CSV annotation: the OperatorGroup's namespace.
 pub const ANNOTATION_OPERATOR_NAMESPACE: &str = "olm.operatorNamespace";
 /// CSV annotation set by the InstallPlan: `{"properties":[{type,value}…]}` of the bundle
-/// ([OLM] `resolver/projection/properties.go`).
+/// (\[OLM\] `resolver/projection/properties.go`).
 pub const ANNOTATION_PROPERTIES: &str = "operatorframework.io/properties";
 /// The CSV's API group.
 pub const OPERATORS_GROUP: &str = "operators.coreos.com";
@@ -90,7 +90,7 @@ pub struct InstallTarget {
 
 impl InstallTarget {
     /// A non-blocking, non-controller ownerReference to this target's CSV
-    /// (`operators.coreos.com/v1alpha1`, [OLM] `ownerutil.NonBlockingOwner`) with an empty `uid`:
+    /// (`operators.coreos.com/v1alpha1`, \[OLM\] `ownerutil.NonBlockingOwner`) with an empty `uid`:
     /// [`apply::apply`] fills in the CSV's UID once the CSV exists.
     pub fn csv_owner_reference(&self) -> OwnerReference {
         OwnerReference {
@@ -104,7 +104,7 @@ impl InstallTarget {
     }
 
     /// The component label key `operators.coreos.com/<package>.<namespace>`, its name part cut to
-    /// 63 characters without trailing `.`, `_` or `-` ([OLM]
+    /// 63 characters without trailing `.`, `_` or `-` (\[OLM\]
     /// `pkg/controller/operators/decorators/operator.go` `ComponentLabelKey`).
     pub fn component_label(&self) -> String {
         let mut name = format!("{}.{}", self.package, self.namespace);

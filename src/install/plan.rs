@@ -1,6 +1,6 @@
 //! A bundle and an [`InstallTarget`] → ordered InstallPlan [`Step`]s. Pure: no I/O.
 //!
-//! Sources: `reference/olm-v0.md` §1.4, §1.5, §2.5, §5.2, §5.4; [OLM]
+//! Sources: `reference/olm-v0.md` §1.4, §1.5, §2.5, §5.2, §5.4; \[OLM\]
 //! `pkg/controller/registry/resolver/steps.go` (`NewStepResourceFromBundle`), `rbac.go`
 //! (`RBACForClusterServiceVersion`), `pkg/controller/install/deployment.go` (`deploymentForSpec`),
 //! `pkg/controller/operators/olm/operatorgroup.go` (`ensureSingletonRBAC`, `ensureTenantRBAC`).
@@ -43,7 +43,7 @@ pub struct KindInfo {
 
 /// Every kind a plan may hold, in apply order: the order of issue 5 (CRDs, ServiceAccounts,
 /// Roles, RoleBindings, ClusterRoles, ClusterRoleBindings, Services, ConfigMaps, Secrets), then
-/// the other kinds OLM supports in bundles (§2.5, [OLM] `catalog/supportedresources.go`), then the
+/// the other kinds OLM supports in bundles (§2.5, \[OLM\] `catalog/supportedresources.go`), then the
 /// CSV, then the Deployments of the CSV's install strategy (which OLM's olm-operator creates once
 /// the CSV's requirements are met, §5.4).
 pub const KINDS: &[KindInfo] = &[
@@ -172,7 +172,7 @@ struct DeploymentEntry {
 ///     ClusterRoleBinding of the same name (OLM's `ensureSingletonRBAC`);
 ///   - per `clusterPermissions[i]`: a ClusterRole and ClusterRoleBinding named `<csv>-<hash>`;
 ///   - per `deployments[i]`: a Deployment as OLM's olm-operator makes it
-///     ([OLM] `install/deployment.go` `deploymentForSpec`, §5.4): labels = the entry's `label`
+///     (\[OLM\] `install/deployment.go` `deploymentForSpec`, §5.4): labels = the entry's `label`
 ///     map, then `olm.managed`, the owner labels and the component label; the pod template's
 ///     annotations merged with the CSV's (so it carries `olm.targetNamespaces`); the
 ///     Subscription config applied ([`super::SubscriptionConfig::apply_to`]); env
@@ -533,7 +533,7 @@ impl Ctx<'_> {
 }
 
 /// The Deployment OLM's olm-operator makes from one `spec.install.spec.deployments[]` entry
-/// ([OLM] `pkg/controller/install/deployment.go` `deploymentForSpec`, §5.4): labels = the entry's
+/// (\[OLM\] `pkg/controller/install/deployment.go` `deploymentForSpec`, §5.4): labels = the entry's
 /// `label` map, then `olm.managed`, the owner labels and the component label; the pod template's
 /// annotations merged with the CSV's (so it carries `olm.targetNamespaces`); the Subscription
 /// config applied ([`super::SubscriptionConfig::apply_to`]); env `OPERATOR_CONDITION_NAME=<csv>`
@@ -660,14 +660,14 @@ fn go_json(v: &Value) -> String {
 }
 
 /// `olm.permissions.hash` of a Role or ClusterRole: base62 SHA-224 of Go's JSON of the rules
-/// ([OLM] `rbac.go` `PolicyRuleHashLabelValue`).
+/// (\[OLM\] `rbac.go` `PolicyRuleHashLabelValue`).
 pub fn permissions_hash(rules: &[PolicyRule]) -> String {
     base62(&Sha224::digest(go_json(&rules_json(rules)).as_bytes()))
 }
 
 /// `olm.permissions.hash` of a binding: base62 SHA-224 of Go's JSON of
 /// `{"RoleRef":{apiGroup,kind,name},"Subjects":[{kind,apiGroup?,name,namespace?}]}`
-/// ([OLM] `rbac.go` `RoleReferenceAndSubjectHashLabelValue`).
+/// (\[OLM\] `rbac.go` `RoleReferenceAndSubjectHashLabelValue`).
 fn binding_hash(role_ref: &Value, subjects: &Value) -> String {
     let s = |k: &str, v: &Value| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     let rr = json!({"apiGroup": s("apiGroup", role_ref), "kind": s("kind", role_ref), "name": s("name", role_ref)});
@@ -730,7 +730,7 @@ pub fn short_hash(v: &Value) -> String {
     n.to_string().bytes().map(|b| ALPHANUMS[usize::from(b) % ALPHANUMS.len()] as char).collect()
 }
 
-/// `<base>-<hash>` with `base` cut so that the name has at most 63 characters ([OLM] `rbac.go`
+/// `<base>-<hash>` with `base` cut so that the name has at most 63 characters (\[OLM\] `rbac.go`
 /// `generateName`, whose check lets a 64-character name through; capstan's does not).
 fn generate_name(base: &str, obj: &Value) -> String {
     let hash = short_hash(obj);
