@@ -1,6 +1,7 @@
 //! The `capstan` binary's commands.
 
 mod bundle;
+mod crds;
 mod image;
 mod render;
 mod resolve;
@@ -24,6 +25,8 @@ enum Command {
     Bundle(bundle::BundleArgs),
     /// What-if resolution of Subscriptions against catalogs, offline.
     Resolve(resolve::ResolveArgs),
+    /// Print the operators.coreos.com CRDs (or write them with --dir).
+    Crds(crds::CrdsArgs),
 }
 
 /// Parses the command line and runs the command; the exit code follows each command's contract.
@@ -36,5 +39,6 @@ pub fn main() -> ExitCode {
         }
         Command::Bundle(args) => bundle::run(args),
         Command::Resolve(args) => resolve::run(args),
+        Command::Crds(args) => crds::run(args),
     }
 }
