@@ -263,7 +263,7 @@ async fn operator_group_without_spec_is_defaulted_like_olm() {
     let og = api.get("own").await.expect("get");
     assert_eq!(og.spec.target_namespaces.as_deref(), Some(&[ns.name.clone()][..]));
     assert_eq!(og.upgrade_strategy(), UpgradeStrategy::Default);
-    assert_eq!(og.status.expect("status").namespaces, [ns.name.clone()]);
+    assert_eq!(og.status.expect("status").namespaces, std::slice::from_ref(&ns.name));
 
     let bad: DynamicObject = obj(json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
         "metadata": {"name": "bad"}, "spec": {"upgradeStrategy": "YOLO"}}));

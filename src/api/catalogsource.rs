@@ -4,6 +4,9 @@
 //! capstan pulls `spec.image` by digest directly from the registry (no registry pod) for
 //! `sourceType: grpc` (as written for OLM) and for capstan's `sourceType: image`.
 
+// kube's repeated `printcolumn(type_ = "string", …)` arguments are not duplicate attributes.
+#![allow(clippy::duplicated_attributes)]
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Affinity, Toleration};
@@ -88,6 +91,7 @@ open_enum! {
     }
 }
 
+#[allow(clippy::derivable_impls)] // the enum is declared by `open_enum!`
 impl Default for SourceType {
     fn default() -> Self {
         SourceType::Grpc
@@ -119,7 +123,7 @@ pub struct UpdateStrategy {
 #[serde(rename_all = "camelCase")]
 pub struct RegistryPoll {
     /// Poll interval as a Go duration string (`10m`, `1h30m`, `45s`). When it does not parse, OLM
-    /// polls every 15 minutes ([`DEFAULT_REGISTRY_POLL`]) and reports `InvalidIntervalError`.
+    /// polls every 15 minutes and reports `InvalidIntervalError`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<String>,
 }
@@ -180,7 +184,8 @@ pub struct CatalogSourceStatus {
     /// Human-readable message of the last error, empty when healthy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// Machine-readable reason of the last error: see [`reason`].
+    /// Machine-readable reason of the last error: `SpecInvalidError`, `ConfigMapError`,
+    /// `RegistryServerError` or `InvalidIntervalError`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// When the image tag was last checked for a new digest (OLM `latestImageRegistryPoll`).
@@ -202,7 +207,7 @@ pub struct CatalogSourceStatus {
     /// (the tag in `spec.image` resolved at the last successful pull).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved_image: Option<String>,
-    /// capstan: the manifest digest of [`Self::resolved_image`], `sha256:<hex>`; a poll that sees
+    /// capstan: the manifest digest of `resolvedImage`, `sha256:<hex>`; a poll that sees
     /// another digest re-reads the catalog and re-resolves Subscriptions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved_digest: Option<String>,
@@ -218,7 +223,7 @@ pub struct GrpcConnectionState {
     /// Address connected to (for capstan, the catalog image reference).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
-    /// gRPC connectivity state: see [`connection_state`] (`READY`, `CONNECTING`, `TRANSIENT_FAILURE`…).
+    /// gRPC connectivity state: `READY`, `CONNECTING`, `TRANSIENT_FAILURE`, `IDLE`, `SHUTDOWN`.
     pub last_observed_state: String,
     /// When the state was last observed (OLM JSON name `lastConnect`).
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "lastConnect")]

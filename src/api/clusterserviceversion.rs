@@ -8,6 +8,9 @@
 //! Deployment's `spec`, and any spec key OLM's type lacks ([`ClusterServiceVersionSpec::extra`]).
 //! A CSV from a bundle therefore round-trips through these types without losing a field.
 
+// kube's repeated `printcolumn(type_ = "string", …)` arguments are not duplicate attributes.
+#![allow(clippy::duplicated_attributes)]
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::admissionregistration::v1::RuleWithOperations;
@@ -132,7 +135,7 @@ pub struct ClusterServiceVersionSpec {
 /// `spec.install` (OLM `NamedInstallStrategy`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NamedInstallStrategy {
-    /// Strategy name; `deployment` ([`INSTALL_STRATEGY_DEPLOYMENT`]) is the only one.
+    /// Strategy name; `deployment` is the only one.
     pub strategy: String,
     /// The deployment strategy's details.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -406,7 +409,7 @@ pub struct ClusterServiceVersionStatus {
     /// Last time the phase changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
-    /// History of phases, oldest first, trimmed to the last [`CONDITIONS_LENGTH_LIMIT`].
+    /// History of phases, oldest first, trimmed to the last 20.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<ClusterServiceVersionCondition>,
     /// Result of the requirement checks (CRDs, ServiceAccounts, permissions…).
@@ -594,6 +597,7 @@ open_enum! {
     }
 }
 
+#[allow(clippy::derivable_impls)] // the enum is declared by `open_enum!`
 impl Default for RequirementStatusReason {
     fn default() -> Self {
         RequirementStatusReason::NotPresent

@@ -2,6 +2,9 @@
 //! or more CSVs, and their progress (`reference/olm-v0.md` §1.4, §5.1–5.2; upstream
 //! `pkg/operators/v1alpha1/installplan_types.go`).
 
+// kube's repeated `printcolumn(type_ = "string", …)` arguments are not duplicate attributes.
+#![allow(clippy::duplicated_attributes)]
+
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
@@ -248,7 +251,7 @@ pub struct BundleLookupCondition {
     pub type_: BundleLookupConditionType,
     /// `True`, `False` or `Unknown`.
     pub status: ConditionStatus,
-    /// Reason; see [`bundle_lookup_reason`].
+    /// Reason: `JobNotStarted`, `JobIncomplete`, `JobFailed`, `CatalogSourceMissing`, `BundleNotUnpacked`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Human-readable details.

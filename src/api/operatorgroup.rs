@@ -80,7 +80,8 @@ pub struct OperatorGroupStatus {
     pub service_account_ref: Option<ObjectReference>,
     /// When the status was last updated (required by OLM's schema).
     pub last_updated: Time,
-    /// Conditions; types in [`condition`].
+    /// Conditions: `OperatorGroupServiceAccount` (reason `ServiceAccountNotFound`),
+    /// `MultipleOperatorGroup` (reason `MultipleOperatorGroupsFound`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }

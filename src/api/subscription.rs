@@ -1,6 +1,9 @@
 //! `Subscription` (`operators.coreos.com/v1alpha1`): keeps an operator installed and up to date
 //! from a catalog (`reference/olm-v0.md` §1.3; upstream `pkg/operators/v1alpha1/subscription_types.go`).
 
+// kube's repeated `printcolumn(type_ = "string", …)` arguments are not duplicate attributes.
+#![allow(clippy::duplicated_attributes)]
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
@@ -114,7 +117,7 @@ pub struct SubscriptionStatus {
     /// Upgrade state; absent means none yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<SubscriptionState>,
-    /// Reason of the state (e.g. `InvalidCatalog`, `UpgradeSucceeded`; see [`reason`]).
+    /// Reason of the state (e.g. `InvalidCatalog`, `UpgradeSucceeded`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Generation of the latest InstallPlan (`spec.generation` of that plan).
@@ -126,7 +129,9 @@ pub struct SubscriptionStatus {
     /// Health of every catalog visible to the Subscription (own namespace and global namespace).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub catalog_health: Vec<SubscriptionCatalogHealth>,
-    /// Conditions; types are [`SubscriptionConditionType`].
+    /// Conditions: `CatalogSourcesUnhealthy`, `InstallPlanMissing`, `InstallPlanPending`,
+    /// `InstallPlanFailed`, `ResolutionFailed`, `BundleUnpacking`, `BundleUnpackFailed`, `Deprecated`,
+    /// `PackageDeprecated`, `ChannelDeprecated`, `BundleDeprecated`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<SubscriptionCondition>,
     /// When the status was last updated (required by OLM's schema).
@@ -183,7 +188,7 @@ pub struct SubscriptionCondition {
     pub type_: SubscriptionConditionType,
     /// `True`, `False` or `Unknown`.
     pub status: ConditionStatus,
-    /// One-word CamelCase reason; see [`reason`].
+    /// One-word CamelCase reason (e.g. `ConstraintsNotSatisfiable`, `AllCatalogSourcesHealthy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Human-readable details (for `ResolutionFailed`, the resolver's explanation).
