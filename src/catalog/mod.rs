@@ -9,3 +9,5 @@ pub mod property;
 pub mod render;
 pub mod semver_range;
 pub mod validate;
+pub mod generate;
+pub mod add;

@@ -1,6 +1,7 @@
 //! The `capstan` binary's commands.
 
 mod bundle;
+mod catalog;
 mod crds;
 mod image;
 mod render;
@@ -23,8 +24,10 @@ enum Command {
     Version,
     /// Work with registry+v1 bundle directories.
     Bundle(bundle::BundleArgs),
-    /// What-if resolution of Subscriptions against catalogs, offline.
+    /// What-if resolution of Subscriptions against catalogs; nothing is installed.
     Resolve(resolve::ResolveArgs),
+    /// Work with File-Based Catalogs: validate, add, render, push, pull.
+    Catalog(catalog::CatalogArgs),
     /// Print the operators.coreos.com CRDs (or write them with --dir).
     Crds(crds::CrdsArgs),
 }
@@ -39,6 +42,7 @@ pub fn main() -> ExitCode {
         }
         Command::Bundle(args) => bundle::run(args),
         Command::Resolve(args) => resolve::run(args),
+        Command::Catalog(args) => catalog::run(args),
         Command::Crds(args) => crds::run(args),
     }
 }
