@@ -128,6 +128,39 @@ pub struct RegistryPoll {
     pub interval: Option<String>,
 }
 
+impl RegistryPoll {
+    /// The poll interval, parsed as Go's `time.ParseDuration` does (`10m`, `1h30m`, `45s`, `1.5h`;
+    /// via [`kube::core::Duration`]).
+    ///
+    /// # Errors
+    /// [`IntervalError`] when the interval is absent, does not parse, or is not positive (capstan
+    /// also refuses zero and negative intervals, which would poll without pause). OLM then polls
+    /// every [`DEFAULT_REGISTRY_POLL`] and sets `status.reason` to `InvalidIntervalError`
+    /// (`reference/olm-v0.md` §1.2).
+    pub fn parse_interval(&self) -> Result<std::time::Duration, IntervalError> {
+        let raw = self.interval.as_deref().unwrap_or("");
+        let err = |reason: String| IntervalError { interval: raw.to_string(), reason };
+        let d: kube::core::Duration = raw.trim().parse().map_err(|e| err(format!("{e}")))?;
+        if d.is_negative() || std::time::Duration::from(d).is_zero() {
+            return Err(err("the interval must be positive".to_string()));
+        }
+        Ok(d.into())
+    }
+}
+
+/// `spec.updateStrategy.registryPoll.interval` is not a usable duration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "spec.updateStrategy.registryPoll.interval {interval:?} is not a valid duration ({reason}); write a Go duration \
+     such as 10m or 1h30m (polling every 15m until then)"
+)]
+pub struct IntervalError {
+    /// The interval as written (empty when absent).
+    pub interval: String,
+    /// Why it was refused.
+    pub reason: String,
+}
+
 /// `spec.grpcPodConfig` (OLM `GrpcPodConfig`): scheduling of OLM's registry pod.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -318,5 +351,64 @@ impl CatalogSource {
         }
         let poll = self.spec.update_strategy.as_ref()?.registry_poll.as_ref()?;
         Some(poll.interval.as_deref().unwrap_or(""))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn catsrc(spec: serde_json::Value) -> CatalogSource {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": "c", "namespace": "olm"}, "spec": spec
+        }))
+        .expect("CatalogSource")
+    }
+
+    fn poll(interval: Option<&str>) -> RegistryPoll {
+        RegistryPoll { interval: interval.map(str::to_string) }
+    }
+
+    #[test]
+    fn intervals_parse_as_go_durations() {
+        assert_eq!(poll(Some("10m")).parse_interval(), Ok(Duration::from_secs(600)));
+        assert_eq!(poll(Some("1h30m")).parse_interval(), Ok(Duration::from_secs(5400)));
+        assert_eq!(poll(Some("45s")).parse_interval(), Ok(Duration::from_secs(45)));
+        for bad in [None, Some(""), Some("10"), Some("ten minutes"), Some("0s"), Some("-5m")] {
+            let e = poll(bad).parse_interval().expect_err("invalid interval");
+            assert!(e.to_string().contains("spec.updateStrategy.registryPoll.interval"), "{e}");
+            assert_eq!(e.interval, bad.unwrap_or(""));
+        }
+    }
+
+    #[test]
+    fn polling_applies_to_image_sources_only() {
+        let grpc = catsrc(serde_json::json!({"sourceType": "grpc", "image": "r/c:1",
+            "updateStrategy": {"registryPoll": {"interval": "10m"}}}));
+        assert_eq!(grpc.poll_interval(), Some("10m"));
+        assert!(grpc.is_image_source());
+        let image = catsrc(serde_json::json!({"sourceType": "image", "image": "r/c:1",
+            "updateStrategy": {"registryPoll": {}}}));
+        assert_eq!(image.poll_interval(), Some(""), "registryPoll without interval still polls (at the default)");
+        let address = catsrc(serde_json::json!({"sourceType": "grpc", "address": "h:50051",
+            "updateStrategy": {"registryPoll": {"interval": "10m"}}}));
+        assert!(!address.is_image_source());
+        assert_eq!(address.poll_interval(), None);
+        let configmap = catsrc(serde_json::json!({"sourceType": "configmap", "image": "r/c:1",
+            "updateStrategy": {"registryPoll": {"interval": "10m"}}}));
+        assert_eq!(configmap.poll_interval(), None);
+        let no_strategy = catsrc(serde_json::json!({"sourceType": "grpc", "image": "r/c:1"}));
+        assert_eq!(no_strategy.poll_interval(), None);
+        assert_eq!(no_strategy.priority(), 0);
+    }
+
+    #[test]
+    fn unknown_source_types_are_kept() {
+        let c = catsrc(serde_json::json!({"sourceType": "oci-artifact", "image": "r/c:1"}));
+        assert_eq!(c.spec.source_type, SourceType::Other("oci-artifact".into()));
+        assert!(!c.is_image_source());
+        assert_eq!(serde_json::to_value(&c).unwrap()["spec"]["sourceType"], "oci-artifact");
     }
 }

@@ -660,3 +660,64 @@ impl ClusterServiceVersion {
         self.status.as_ref()?.phase.as_ref()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn csv(spec: serde_json::Value, annotations: serde_json::Value) -> ClusterServiceVersion {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+            "metadata": {"name": "op.v1.0.0", "annotations": annotations}, "spec": spec
+        }))
+        .expect("CSV")
+    }
+
+    #[test]
+    fn install_modes_and_owned_crds() {
+        let c = csv(
+            serde_json::json!({"displayName": "Op", "install": {"strategy": "deployment"},
+                "installModes": [{"type": "OwnNamespace", "supported": true}, {"type": "AllNamespaces", "supported": false}],
+                "customresourcedefinitions": {"owned": [{"name": "as.example.com", "version": "v1", "kind": "A"}],
+                                              "required": [{"name": "bs.example.com", "version": "v1", "kind": "B"}]}}),
+            serde_json::json!({"olm.skipRange": ">=0.9.0 <1.0.0"}),
+        );
+        assert!(c.supports_install_mode(&InstallModeType::OwnNamespace));
+        assert!(!c.supports_install_mode(&InstallModeType::AllNamespaces), "supported: false");
+        assert!(!c.supports_install_mode(&InstallModeType::MultiNamespace), "omitted means unsupported");
+        assert_eq!(c.owned_crd_names().collect::<Vec<_>>(), ["as.example.com"]);
+        assert_eq!(c.skip_range(), Some(">=0.9.0 <1.0.0"));
+        assert_eq!(c.phase(), None);
+    }
+
+    #[test]
+    fn explicit_nulls_and_unknown_keys_in_preserved_subtrees_survive() {
+        let spec = serde_json::json!({"displayName": "Op", "install": {"strategy": "deployment"},
+            "customresourcedefinitions": {"owned": [{"name": "as.example.com", "version": "v1", "kind": "A",
+                "resources": null, "specDescriptors": [{"path": "size", "x-descriptors": ["urn:x"], "value": 3}]}]},
+            "support": "Example Inc.", "icon": [{"base64data": "", "mediatype": "image/png"}]});
+        let c = csv(spec.clone(), serde_json::json!({}));
+        let owned = &c.spec.customresourcedefinitions.as_ref().unwrap().owned.as_ref().unwrap()[0];
+        assert_eq!(owned.resources, Some(serde_json::Value::Null));
+        assert_eq!(c.spec.extra.get("support"), Some(&serde_json::json!("Example Inc.")));
+        assert_eq!(serde_json::to_value(&c).unwrap()["spec"], spec);
+    }
+
+    #[test]
+    fn status_phases_reasons_and_requirements_use_olm_strings() {
+        let st: ClusterServiceVersionStatus = serde_json::from_value(serde_json::json!({
+            "phase": "Succeeded", "reason": "InstallSucceeded",
+            "conditions": [{"phase": "Pending", "reason": "RequirementsUnknown"}, {"phase": "Succeeded", "reason": "InstallSucceeded"}],
+            "requirementStatus": [{"group": "", "version": "v1", "kind": "ServiceAccount", "name": "sa",
+                                   "status": "Present", "message": "", "dependents": [{"group": "rbac.authorization.k8s.io",
+                                   "version": "v1", "kind": "PolicyRule", "status": "Satisfied"}]}]
+        }))
+        .expect("status");
+        assert_eq!(st.phase, Some(CsvPhase::Succeeded));
+        assert_eq!(st.reason, Some(CsvReason::InstallSucceeded));
+        assert_eq!(st.conditions[0].reason, Some(CsvReason::RequirementsUnknown));
+        assert_eq!(st.requirement_status[0].dependents[0].status, RequirementStatusReason::Satisfied);
+        assert_eq!(CsvReason::CannotModifyStaticOperatorGroupProvidedApis.as_str(), "CannotModifyStaticOperatorGroupProvidedAPIs");
+        assert_eq!(CsvReason::KNOWN.len(), 30, "OLM's complete list of CSV reasons");
+    }
+}

@@ -297,3 +297,30 @@ impl InstallPlan {
         self.status.as_ref().map(|s| &s.phase)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_and_phases_use_olm_strings() {
+        let st: InstallPlanStatus = serde_json::from_value(serde_json::json!({
+            "phase": "Installing", "catalogSources": [],
+            "plan": [{"resolving": "a.v1", "status": "WaitingForApi",
+                      "resource": {"sourceName": "c", "sourceNamespace": "olm", "group": "", "version": "v1",
+                                   "kind": "ServiceAccount", "name": "sa", "manifest": "{}"}}],
+            "conditions": [{"type": "Installed", "status": "False", "reason": "InstallComponentFailed"}]
+        }))
+        .expect("status");
+        assert_eq!(st.phase, InstallPlanPhase::Installing);
+        assert!(!st.phase.is_terminal() && InstallPlanPhase::Complete.is_terminal() && InstallPlanPhase::Failed.is_terminal());
+        assert_eq!(st.plan[0].status, StepStatus::WaitingForApi);
+        assert!(!st.plan[0].optional);
+        assert_eq!(st.conditions[0].reason, Some(InstallPlanConditionReason::InstallComponentFailed));
+        let v = serde_json::to_value(&st).unwrap();
+        assert!(v["plan"][0].get("optional").is_none(), "optional: false is omitted like OLM's omitempty");
+        assert_eq!(v["catalogSources"], serde_json::json!([]), "catalogSources is always written");
+        assert_eq!(serde_json::to_value(InstallPlanStatus::new(InstallPlanPhase::RequiresApproval)).unwrap(),
+                   serde_json::json!({"phase": "RequiresApproval", "catalogSources": []}));
+    }
+}

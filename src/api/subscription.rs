@@ -286,3 +286,62 @@ impl SubscriptionStatus {
         self.conditions.iter().find(|c| &c.type_ == type_)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sub(spec: serde_json::Value) -> Subscription {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "s", "namespace": "ns"}, "spec": spec
+        }))
+        .expect("Subscription")
+    }
+
+    #[test]
+    fn olm_json_names_map_to_the_fields() {
+        let s = sub(serde_json::json!({"name": "etcd", "source": "operatorhubio-catalog", "sourceNamespace": "olm",
+            "channel": "", "startingCSV": "etcdoperator.v0.9.2", "versionRange": ">=0.9 <1"}));
+        assert_eq!(s.spec.package, "etcd");
+        assert_eq!(s.spec.starting_csv.as_deref(), Some("etcdoperator.v0.9.2"));
+        assert_eq!(s.channel(), None, "an empty channel means any channel");
+        assert_eq!(s.approval(), Approval::Automatic, "absent approval is Automatic");
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["spec"]["name"], "etcd");
+        assert_eq!(v["spec"]["startingCSV"], "etcdoperator.v0.9.2");
+        assert_eq!(v["spec"]["versionRange"], ">=0.9 <1");
+        assert!(v["spec"].get("package").is_none());
+    }
+
+    #[test]
+    fn missing_required_fields_are_named() {
+        let err = serde_json::from_value::<Subscription>(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "s"}, "spec": {"name": "etcd", "source": "c"}
+        }))
+        .expect_err("sourceNamespace is required");
+        assert!(err.to_string().contains("sourceNamespace"), "{err}");
+    }
+
+    #[test]
+    fn status_uses_olm_names_and_condition_types() {
+        let st: SubscriptionStatus = serde_json::from_value(serde_json::json!({
+            "currentCSV": "a.v2", "installedCSV": "a.v1", "state": "AtLatestKnown", "lastUpdated": "2026-01-01T00:00:00Z",
+            "installplan": {"apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan", "name": "ip", "uuid": "u"},
+            "conditions": [{"type": "ResolutionFailed", "status": "True", "reason": "ConstraintsNotSatisfiable",
+                            "message": "no operators found in package x"},
+                           {"type": "SomethingNewer", "status": "Unknown"}]
+        }))
+        .expect("status");
+        assert_eq!(st.state, Some(SubscriptionState::AtLatestKnown));
+        let rf = st.condition(&SubscriptionConditionType::ResolutionFailed).expect("condition");
+        assert_eq!(rf.reason.as_deref(), Some(reason::CONSTRAINTS_NOT_SATISFIABLE));
+        assert_eq!(st.conditions[1].type_, SubscriptionConditionType::Other("SomethingNewer".into()));
+        let v = serde_json::to_value(&st).unwrap();
+        assert_eq!(v["currentCSV"], "a.v2");
+        assert_eq!(v["installedCSV"], "a.v1");
+        assert_eq!(v["installplan"]["uuid"], "u");
+        assert!(v.get("catalogHealth").is_none(), "empty lists are omitted like OLM's omitempty");
+    }
+}
