@@ -83,6 +83,12 @@ fn every_corpus_csv_round_trips_without_losing_a_field() {
         // Typed fields hold the CSV's values.
         assert_eq!(Some(csv.spec.display_name.as_str()), before["spec"]["displayName"].as_str(), "{}", f.display());
         assert_eq!(csv.metadata.name.as_deref(), before["metadata"]["name"].as_str(), "{}", f.display());
+        // Every Deployment of the install strategy converts to a typed DeploymentSpec.
+        for d in csv.spec.install.spec.iter().flat_map(|s| &s.deployments) {
+            if let Err(e) = d.deployment_spec() {
+                failures.push(format!("{}: {e}", f.display()));
+            }
+        }
         let after = serde_json::to_value(&csv).expect("serialize CSV");
         if let Some(d) = first_difference(&before, &after, "") {
             failures.push(format!("{}: {d}", f.display()));

@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::admissionregistration::v1::RuleWithOperations;
+use k8s_openapi::api::apps::v1::DeploymentSpec;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -167,6 +168,29 @@ pub struct StrategyDeploymentSpec {
     /// Labels of the Deployment object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<BTreeMap<String, String>>,
+}
+
+impl StrategyDeploymentSpec {
+    /// The preserved `spec` as a typed `apps/v1` DeploymentSpec (unknown keys inside are
+    /// ignored by this conversion, not removed from [`Self::spec`]).
+    ///
+    /// # Errors
+    /// [`DeploymentSpecError`] naming the deployment and what does not fit when `spec` is not a
+    /// valid DeploymentSpec (e.g. a missing `selector` or `template`).
+    pub fn deployment_spec(&self) -> Result<DeploymentSpec, DeploymentSpecError> {
+        DeploymentSpec::deserialize(&self.spec)
+            .map_err(|source| DeploymentSpecError { deployment: self.name.clone(), source })
+    }
+}
+
+/// A `spec.install.spec.deployments[].spec` that is not a valid `apps/v1` DeploymentSpec.
+#[derive(Debug, thiserror::Error)]
+#[error("spec.install.spec.deployments[name={deployment}].spec is not a valid apps/v1 DeploymentSpec: {source}")]
+pub struct DeploymentSpecError {
+    /// The deployment's `name`.
+    pub deployment: String,
+    /// What does not fit.
+    pub source: serde_json::Error,
 }
 
 /// `permissions[]` / `clusterPermissions[]` (OLM `StrategyDeploymentPermissions`).
@@ -671,6 +695,22 @@ mod tests {
             "metadata": {"name": "op.v1.0.0", "annotations": annotations}, "spec": spec
         }))
         .expect("CSV")
+    }
+
+    #[test]
+    fn deployment_spec_converts_or_names_the_deployment() {
+        let good = StrategyDeploymentSpec {
+            name: "op".into(),
+            spec: serde_json::json!({"selector": {"matchLabels": {"a": "b"}}, "replicas": 2,
+                "template": {"metadata": {"labels": {"a": "b"}, "creationTimestamp": null},
+                             "spec": {"containers": [{"name": "c", "image": "i"}]}}}),
+            label: None,
+        };
+        let d = good.deployment_spec().expect("valid DeploymentSpec");
+        assert_eq!(d.replicas, Some(2));
+        let bad = StrategyDeploymentSpec { name: "broken".into(), spec: serde_json::json!({"replicas": "two"}), label: None };
+        let e = bad.deployment_spec().expect_err("invalid");
+        assert!(e.to_string().contains("deployments[name=broken]"), "{e}");
     }
 
     #[test]
