@@ -265,6 +265,16 @@ async fn operator_group_without_spec_is_defaulted_like_olm() {
     assert_eq!(og.upgrade_strategy(), UpgradeStrategy::Default);
     assert_eq!(og.status.expect("status").namespaces, std::slice::from_ref(&ns.name));
 
+    // An older manifest written against v1alpha2 is served and reads back as v1.
+    let ar_v1alpha2 = ApiResource::erase::<capstan::api::operatorgroup::v1alpha2::OperatorGroup>(&());
+    let v1alpha2: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar_v1alpha2);
+    let old: DynamicObject = obj(json!({"apiVersion": "operators.coreos.com/v1alpha2", "kind": "OperatorGroup",
+        "metadata": {"name": "old"}, "spec": {"targetNamespaces": ["a", "b"]}}));
+    create(&v1alpha2, &old).await;
+    let og = api.get("old").await.expect("a v1alpha2 OperatorGroup reads back as v1");
+    assert_eq!(og.spec.target_namespaces.as_deref(), Some(&["a".to_string(), "b".to_string()][..]));
+    assert_eq!(og.spec.upgrade_strategy, Some(UpgradeStrategy::Default), "v1 defaulting on read");
+
     let bad: DynamicObject = obj(json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
         "metadata": {"name": "bad"}, "spec": {"upgradeStrategy": "YOLO"}}));
     let err = dynamic.create(&PostParams::default(), &bad).await.expect_err("unknown upgrade strategy");

@@ -3,6 +3,8 @@
 //!
 //! Exactly one OperatorGroup per namespace. `spec` may be omitted: the CRD defaults it to
 //! `{upgradeStrategy: Default}` like OLM's, so objects read from the API server always have one.
+//! Like OLM's CRD, the CRD also serves the older [`v1alpha2`] version (same fields without
+//! `upgradeStrategy`; `v1` is stored, conversion `None`).
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
@@ -102,5 +104,62 @@ impl OperatorGroup {
     /// The effective upgrade strategy (`Default` when unset).
     pub fn upgrade_strategy(&self) -> UpgradeStrategy {
         self.spec.upgrade_strategy.unwrap_or_default()
+    }
+}
+
+/// `operators.coreos.com/v1alpha2` OperatorGroup: served for manifests written against the older
+/// version, not stored (OLM's CRD does the same; `reference/olm-v0.md` §1.1). Read and write
+/// OperatorGroups as [`super::OperatorGroup`] (`v1`).
+pub mod v1alpha2 {
+    // kube's repeated `shortname`/`category` style arguments are not duplicate attributes.
+    #![allow(clippy::duplicated_attributes)]
+
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+    use kube::CustomResource;
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+
+    /// Spec of a `v1alpha2` OperatorGroup: `v1`'s without `upgradeStrategy`.
+    #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[kube(
+        group = "operators.coreos.com",
+        version = "v1alpha2",
+        kind = "OperatorGroup",
+        namespaced,
+        status = "OperatorGroupStatus",
+        shortname = "og",
+        category = "olm",
+        derive = "PartialEq",
+        storage = false,
+        doc = "OperatorGroup is the unit of multitenancy for OLM managed operators. It constrains the installation of operators in its namespace to a specified set of target namespaces."
+    )]
+    #[serde(rename_all = "camelCase")]
+    pub struct OperatorGroupSpec {
+        /// Label selector of the target namespaces; ignored when `targetNamespaces` is set.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub selector: Option<LabelSelector>,
+        /// Explicit list of target namespaces.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub target_namespaces: Option<Vec<String>>,
+        /// ServiceAccount (in the group's namespace) used to install operators (scoped install).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub service_account_name: Option<String>,
+        /// Whether `olm.providedAPIs` is maintained by hand instead of by the controller.
+        #[serde(default, skip_serializing_if = "Option::is_none", rename = "staticProvidedAPIs")]
+        pub static_provided_apis: Option<bool>,
+    }
+
+    /// Status of a `v1alpha2` OperatorGroup (OLM's schema requires `lastUpdated` and `namespaces`).
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    pub struct OperatorGroupStatus {
+        /// Resolved target namespaces; a global group has exactly `[""]`.
+        pub namespaces: Vec<String>,
+        /// The ServiceAccount of a scoped install.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub service_account_ref: Option<ObjectReference>,
+        /// When the status was last updated.
+        pub last_updated: Time,
     }
 }
