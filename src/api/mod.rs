@@ -1,5 +1,6 @@
 //! The `operators.coreos.com` API as kube-rs custom resources: CatalogSource, Subscription,
-//! InstallPlan, ClusterServiceVersion (`v1alpha1`) and OperatorGroup (`v1`).
+//! InstallPlan, ClusterServiceVersion (`v1alpha1`) and OperatorGroup (`v1`; its CRD also serves
+//! `v1alpha2`, see [`operatorgroup::v1alpha2`]).
 //!
 //! Field names, enum values, condition types, short names, categories and printer columns are
 //! OLM v0's (`../shared/reference/olm-v0.md` §1; upstream `operator-framework/api`
