@@ -733,6 +733,41 @@ mod tests {
     }
 
     #[test]
+    fn registry_errors_become_actionable() {
+        let reg = Registry::new(ClientConfig {
+            insecure_registries: vec!["reg.example.com".into()],
+            ..Default::default()
+        });
+        let r = parse_reference("reg.example.com/ns/app:v1").unwrap();
+        let e = reg.map_err(
+            OciDistributionError::ServerError {
+                code: 400,
+                url: "http://reg.example.com/v2/".into(),
+                message: "Client sent an HTTP request to an HTTPS server.\n".into(),
+            },
+            &r,
+            &Op::Pull,
+        );
+        let text = e.to_string();
+        assert!(text.contains("serves HTTPS") && text.contains("--insecure-registry"), "{text}");
+        let e = reg.map_err(
+            OciDistributionError::ServerError { code: 404, url: String::new(), message: String::new() },
+            &r,
+            &Op::Pull,
+        );
+        assert_eq!(e.to_string(), "image reg.example.com/ns/app:v1 not found in reg.example.com: check the repository name and the tag or digest");
+        let envelope: oci_client::errors::OciEnvelope =
+            serde_json::from_str(r#"{"errors":[{"code":"DENIED","message":"no"}]}"#).unwrap();
+        let e = reg.map_err(
+            OciDistributionError::RegistryError { envelope, url: String::new() },
+            &r,
+            &Op::Push,
+        );
+        let text = e.to_string();
+        assert!(text.starts_with("not authorized to push reg.example.com/ns/app:v1 at reg.example.com"), "{text}");
+    }
+
+    #[test]
     fn references() {
         let r = parse_reference("127.0.0.1:5000/ns/bundle:v1").unwrap();
         assert_eq!(r.resolve_registry(), "127.0.0.1:5000");
