@@ -27,6 +27,10 @@ cluster-up:
 cluster-down:
 	bash tests/cluster/down.sh
 
+## crds: regenerate manifests/crds from the API types (a test fails when they differ)
+crds:
+	$(CARGO) run -q -- crds --dir manifests/crds
+
 ## bench: the benchmarks (tables printed as markdown; see docs/benchmarks.md)
 bench:
 	$(CARGO) bench --locked

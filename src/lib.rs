@@ -3,6 +3,7 @@
 //! Data flows one way: registry ([`oci`]) → catalog index ([`catalog`]) → resolver ([`resolve`])
 //! → plan (`install`) → cluster (`controller`; both to come, issue 5). See `../shared/DESIGN.md` for the map.
 
+pub mod api;
 pub mod bundle;
 pub mod catalog;
 pub mod install;

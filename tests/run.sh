@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test`: everything the tests need, on a machine that has never seen the project.
-# 1. builds the control plane from the Go module proxy (cached in $CAPSTAN_CACHE, outside the repo),
+# 1. builds the control plane and opm from the Go module proxy (cached in $CAPSTAN_CACHE, outside the repo),
 # 2. starts the control plane and the registry (tests/cluster/up.sh; reuses a running one),
 # 3. runs every Rust test (unit, CLI, end-to-end) with cargo,
 # 4. stops the environment again if this script started it.
@@ -25,6 +25,10 @@ trap cleanup EXIT
 
 echo "== building the test control plane (cached after the first run)"
 bash "$here/cluster/build.sh" >/dev/null
+echo "== building the peer tools for side-by-side checks (opm; cached after the first run)"
+export CAPSTAN_OPM=$(bash "$here/peers/build.sh")
+# Side-by-side tests and benchmarks fail, rather than skip, when a peer is missing.
+export CAPSTAN_REQUIRE_PEERS=1
 echo "== starting the control plane and the OCI registry"
 bash "$here/cluster/up.sh" all
 echo "== cargo test"

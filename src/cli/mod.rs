@@ -2,6 +2,7 @@
 
 mod bundle;
 mod catalog;
+mod crds;
 mod image;
 mod render;
 mod resolve;
@@ -27,6 +28,8 @@ enum Command {
     Resolve(resolve::ResolveArgs),
     /// Work with File-Based Catalogs: validate, add, render, push, pull.
     Catalog(catalog::CatalogArgs),
+    /// Print the operators.coreos.com CRDs (or write them with --dir).
+    Crds(crds::CrdsArgs),
 }
 
 /// Parses the command line and runs the command; the exit code follows each command's contract.
@@ -40,5 +43,6 @@ pub fn main() -> ExitCode {
         Command::Bundle(args) => bundle::run(args),
         Command::Resolve(args) => resolve::run(args),
         Command::Catalog(args) => catalog::run(args),
+        Command::Crds(args) => crds::run(args),
     }
 }

@@ -1,0 +1,115 @@
+//! Types and helpers shared by the `operators.coreos.com` kinds.
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+/// Status of a condition: `True`, `False` or `Unknown` (Kubernetes `corev1.ConditionStatus`, as
+/// OLM's Subscription, InstallPlan and bundle-lookup conditions use it;
+/// `reference/olm-v0.md` §1.3, §1.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ConditionStatus {
+    /// The condition holds.
+    True,
+    /// The condition does not hold.
+    False,
+    /// It is not known whether the condition holds.
+    Unknown,
+}
+
+impl ConditionStatus {
+    /// The wire string (`True`, `False`, `Unknown`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        }
+    }
+}
+
+impl From<bool> for ConditionStatus {
+    fn from(b: bool) -> Self {
+        if b { ConditionStatus::True } else { ConditionStatus::False }
+    }
+}
+
+/// How an InstallPlan gets approved: `Automatic` or `Manual` (OLM `Approval`,
+/// `pkg/operators/v1alpha1/installplan_types.go`; `reference/olm-v0.md` §1.3, §1.4).
+/// A Subscription without `installPlanApproval` means `Automatic`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum Approval {
+    /// InstallPlans are approved on creation (`spec.approved: true`).
+    #[default]
+    Automatic,
+    /// InstallPlans wait in `RequiresApproval` until `spec.approved` is set to `true`.
+    Manual,
+}
+
+impl Approval {
+    /// The wire string (`Automatic` or `Manual`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Approval::Automatic => "Automatic",
+            Approval::Manual => "Manual",
+        }
+    }
+}
+
+/// Schema of a preserved object: `{type: object, x-kubernetes-preserve-unknown-fields: true}`.
+pub(crate) fn preserve_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
+}
+
+/// Schema of a preserved value that may also be `null`.
+pub(crate) fn preserve_object_nullable(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "object", "nullable": true, "x-kubernetes-preserve-unknown-fields": true })
+}
+
+/// Schema of a preserved list of objects that may also be `null`.
+pub(crate) fn preserve_object_list_nullable(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "nullable": true,
+        "items": { "type": "object", "x-kubernetes-preserve-unknown-fields": true }
+    })
+}
+
+/// Deserializes a field that is present, including an explicit `null`, as `Some(value)`, so a
+/// preserved subtree round-trips exactly (absent stays `None` through `#[serde(default)]`).
+pub(crate) fn keep_null<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    open_enum! {
+        /// Test enum.
+        enum Colour {
+            /// Red.
+            Red = "red",
+            /// Green.
+            Green = "GreenLight",
+        }
+    }
+
+    #[test]
+    fn open_enum_reads_known_and_keeps_unknown_values() {
+        let v: Vec<Colour> = serde_json::from_str(r#"["red","GreenLight","blue",""]"#).unwrap();
+        assert_eq!(v, vec![Colour::Red, Colour::Green, Colour::Other("blue".into()), Colour::Other(String::new())]);
+        assert_eq!(serde_json::to_string(&v).unwrap(), r#"["red","GreenLight","blue",""]"#);
+        assert!(Colour::Red.is_known());
+        assert!(!Colour::from("green").is_known(), "matching is exact, case-sensitive");
+        assert_eq!(Colour::KNOWN, &["red", "GreenLight"]);
+    }
+
+    #[test]
+    fn condition_status_and_approval_use_olm_spelling() {
+        assert_eq!(serde_json::to_value(ConditionStatus::Unknown).unwrap(), "Unknown");
+        assert_eq!(serde_json::from_value::<Approval>("Manual".into()).unwrap(), Approval::Manual);
+        assert!(serde_json::from_value::<Approval>("manual".into()).is_err());
+        assert_eq!(Approval::default(), Approval::Automatic);
+    }
+}

@@ -1,0 +1,326 @@
+//! `InstallPlan` (`operators.coreos.com/v1alpha1`): the resolved set of objects to create for one
+//! or more CSVs, and their progress (`reference/olm-v0.md` §1.4, §5.1–5.2; upstream
+//! `pkg/operators/v1alpha1/installplan_types.go`).
+
+// kube's repeated `printcolumn(type_ = "string", …)` arguments are not duplicate attributes.
+#![allow(clippy::duplicated_attributes)]
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::common::{Approval, ConditionStatus};
+
+/// Spec of an InstallPlan (`InstallPlanSpec`). Required: `approval`, `approved`,
+/// `clusterServiceVersionNames`.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "operators.coreos.com",
+    version = "v1alpha1",
+    kind = "InstallPlan",
+    namespaced,
+    status = "InstallPlanStatus",
+    shortname = "ip",
+    category = "olm",
+    derive = "PartialEq",
+    doc = "InstallPlan defines the installation of a set of operators.",
+    printcolumn(name = "CSV", type_ = "string", json_path = ".spec.clusterServiceVersionNames[0]", description = "The first CSV in the list of clusterServiceVersionNames"),
+    printcolumn(name = "Approval", type_ = "string", json_path = ".spec.approval", description = "The approval mode"),
+    printcolumn(name = "Approved", type_ = "boolean", json_path = ".spec.approved")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct InstallPlanSpec {
+    /// Legacy: name of the CatalogSource the plan was resolved from.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "source")]
+    pub source: Option<String>,
+    /// Legacy: namespace of that CatalogSource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_namespace: Option<String>,
+    /// Names of the CSVs this plan creates.
+    pub cluster_service_version_names: Vec<String>,
+    /// `Automatic` or `Manual`.
+    pub approval: Approval,
+    /// Whether the plan may be executed; `kubectl patch installplan … -p '{"spec":{"approved":true}}'`.
+    pub approved: bool,
+    /// Monotonic per-namespace generation of plans (`reference/olm-v0.md` §5.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+}
+
+/// Status of an InstallPlan (`InstallPlanStatus`). OLM's schema requires `phase` and
+/// `catalogSources`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstallPlanStatus {
+    /// Phase of the plan.
+    pub phase: InstallPlanPhase,
+    /// Conditions (`Resolved`, `Installed`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<InstallPlanCondition>,
+    /// Names of the CatalogSources the plan was resolved from (always written, may be empty).
+    pub catalog_sources: Vec<String>,
+    /// Steps, in execution order; each creates or checks one object.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plan: Vec<Step>,
+    /// Bundles still to be fetched before the plan's steps are known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bundle_lookups: Vec<BundleLookup>,
+    /// The ServiceAccount the plan runs as when the OperatorGroup names one (scoped install).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attenuated_service_account_ref: Option<ObjectReference>,
+    /// When execution started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    /// Human-readable details of the phase (for `Failed`, which step failed and why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl InstallPlanStatus {
+    /// A status in `phase` with nothing else set.
+    pub fn new(phase: InstallPlanPhase) -> Self {
+        InstallPlanStatus {
+            phase,
+            conditions: Vec::new(),
+            catalog_sources: Vec::new(),
+            plan: Vec::new(),
+            bundle_lookups: Vec::new(),
+            attenuated_service_account_ref: None,
+            start_time: None,
+            message: None,
+        }
+    }
+}
+
+open_enum! {
+    /// `status.phase` of an InstallPlan (OLM `InstallPlanPhase`). `Complete` and `Failed` are terminal.
+    pub enum InstallPlanPhase {
+        /// `Planning` (legacy, no longer written by OLM).
+        Planning = "Planning",
+        /// `RequiresApproval`: Manual approval pending; nothing is applied.
+        RequiresApproval = "RequiresApproval",
+        /// `Installing`: steps are being applied.
+        Installing = "Installing",
+        /// `Complete`: every step applied.
+        Complete = "Complete",
+        /// `Failed`: a step failed; `message` says which and why.
+        Failed = "Failed",
+    }
+}
+
+impl InstallPlanPhase {
+    /// Whether the phase is terminal (`Complete` or `Failed`).
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, InstallPlanPhase::Complete | InstallPlanPhase::Failed)
+    }
+}
+
+/// An InstallPlan condition (OLM `InstallPlanCondition`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstallPlanCondition {
+    /// `Resolved` or `Installed`.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "type")]
+    pub type_: Option<InstallPlanConditionType>,
+    /// `True`, `False` or `Unknown`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ConditionStatus>,
+    /// Last time the condition was updated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update_time: Option<Time>,
+    /// Last time the status changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+    /// Reason of the last transition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<InstallPlanConditionReason>,
+    /// Human-readable details.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+open_enum! {
+    /// InstallPlan condition types (OLM `InstallPlanConditionType`).
+    pub enum InstallPlanConditionType {
+        /// The plan's steps are resolved.
+        Resolved = "Resolved",
+        /// The plan's steps are applied.
+        Installed = "Installed",
+    }
+}
+
+open_enum! {
+    /// InstallPlan condition reasons (OLM `InstallPlanConditionReason`).
+    pub enum InstallPlanConditionReason {
+        /// The plan is unknown.
+        PlanUnknown = "PlanUnknown",
+        /// A pre-install check failed.
+        InstallCheckFailed = "InstallCheckFailed",
+        /// Dependencies conflict.
+        DependenciesConflict = "DependenciesConflict",
+        /// Applying a step failed.
+        InstallComponentFailed = "InstallComponentFailed",
+    }
+}
+
+/// One step of `status.plan` (OLM `Step`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    /// Name of the CSV this step belongs to.
+    pub resolving: String,
+    /// The object the step creates.
+    pub resource: StepResource,
+    /// Whether the plan may complete without this step (`false`, the default: a failure fails the plan).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+    /// Progress of the step.
+    pub status: StepStatus,
+}
+
+/// `status.plan[].resource` (OLM `StepResource`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepResource {
+    /// CatalogSource the object comes from (OLM JSON name `sourceName`).
+    pub source_name: String,
+    /// Namespace of that CatalogSource.
+    pub source_namespace: String,
+    /// API group of the object (empty for the core group).
+    pub group: String,
+    /// API version of the object.
+    pub version: String,
+    /// Kind of the object.
+    pub kind: String,
+    /// Name of the object.
+    pub name: String,
+    /// The object serialized as JSON, or (for bundles unpacked from images in OLM) a JSON
+    /// reference to the unpacked bundle ConfigMap (`reference/olm-v0.md` §1.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
+}
+
+open_enum! {
+    /// `status.plan[].status` (OLM `StepStatus`).
+    pub enum StepStatus {
+        /// Not known yet.
+        Unknown = "Unknown",
+        /// The object does not exist yet.
+        NotPresent = "NotPresent",
+        /// The object already exists.
+        Present = "Present",
+        /// The object was created.
+        Created = "Created",
+        /// Creating the object failed.
+        NotCreated = "NotCreated",
+        /// Waiting for the object's API (e.g. a CRD to be Established); the plan is requeued.
+        WaitingForApi = "WaitingForApi",
+        /// The object's kind cannot be installed.
+        UnsupportedResource = "UnsupportedResource",
+    }
+}
+
+/// `status.bundleLookups[]` (OLM `BundleLookup`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BundleLookup {
+    /// The bundle image reference.
+    pub path: String,
+    /// The bundle's CSV name.
+    pub identifier: String,
+    /// The CSV the bundle replaces (empty if none).
+    pub replaces: String,
+    /// The CatalogSource the bundle comes from.
+    pub catalog_source_ref: ObjectReference,
+    /// Conditions (`BundleLookupPending`, `BundleLookupFailed`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<BundleLookupCondition>,
+    /// JSON of the bundle's properties.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub properties: Option<String>,
+}
+
+/// A bundle-lookup condition (OLM `BundleLookupCondition`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BundleLookupCondition {
+    /// Condition type.
+    #[serde(rename = "type")]
+    pub type_: BundleLookupConditionType,
+    /// `True`, `False` or `Unknown`.
+    pub status: ConditionStatus,
+    /// Reason: `JobNotStarted`, `JobIncomplete`, `JobFailed`, `CatalogSourceMissing`, `BundleNotUnpacked`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Human-readable details.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Last time the condition was updated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update_time: Option<Time>,
+    /// Last time the status changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+}
+
+open_enum! {
+    /// Bundle-lookup condition types (OLM `BundleLookupConditionType`).
+    pub enum BundleLookupConditionType {
+        /// The bundle is still being fetched.
+        BundleLookupPending = "BundleLookupPending",
+        /// Fetching the bundle failed.
+        BundleLookupFailed = "BundleLookupFailed",
+        /// OLM-internal: the unpacked bundle was not persisted.
+        BundleLookupNotPersisted = "BundleLookupNotPersisted",
+    }
+}
+
+/// Bundle-lookup condition reasons OLM uses (`pkg/controller/bundle/bundle_unpacker.go`).
+pub mod bundle_lookup_reason {
+    /// The unpack job has not started.
+    pub const JOB_NOT_STARTED: &str = "JobNotStarted";
+    /// The unpack job is not complete.
+    pub const JOB_INCOMPLETE: &str = "JobIncomplete";
+    /// The unpack job failed.
+    pub const JOB_FAILED: &str = "JobFailed";
+    /// The bundle's CatalogSource is missing.
+    pub const CATALOG_SOURCE_MISSING: &str = "CatalogSourceMissing";
+    /// The bundle is not unpacked.
+    pub const BUNDLE_NOT_UNPACKED: &str = "BundleNotUnpacked";
+}
+
+impl InstallPlan {
+    /// The phase, `None` before the controller wrote a status.
+    pub fn phase(&self) -> Option<&InstallPlanPhase> {
+        self.status.as_ref().map(|s| &s.phase)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_and_phases_use_olm_strings() {
+        let st: InstallPlanStatus = serde_json::from_value(serde_json::json!({
+            "phase": "Installing", "catalogSources": [],
+            "plan": [{"resolving": "a.v1", "status": "WaitingForApi",
+                      "resource": {"sourceName": "c", "sourceNamespace": "olm", "group": "", "version": "v1",
+                                   "kind": "ServiceAccount", "name": "sa", "manifest": "{}"}}],
+            "conditions": [{"type": "Installed", "status": "False", "reason": "InstallComponentFailed"}]
+        }))
+        .expect("status");
+        assert_eq!(st.phase, InstallPlanPhase::Installing);
+        assert!(!st.phase.is_terminal() && InstallPlanPhase::Complete.is_terminal() && InstallPlanPhase::Failed.is_terminal());
+        assert_eq!(st.plan[0].status, StepStatus::WaitingForApi);
+        assert!(!st.plan[0].optional);
+        assert_eq!(st.conditions[0].reason, Some(InstallPlanConditionReason::InstallComponentFailed));
+        let v = serde_json::to_value(&st).unwrap();
+        assert!(v["plan"][0].get("optional").is_none(), "optional: false is omitted like OLM's omitempty");
+        assert_eq!(v["catalogSources"], serde_json::json!([]), "catalogSources is always written");
+        assert_eq!(serde_json::to_value(InstallPlanStatus::new(InstallPlanPhase::RequiresApproval)).unwrap(),
+                   serde_json::json!({"phase": "RequiresApproval", "catalogSources": []}));
+    }
+}

@@ -1,0 +1,165 @@
+//! `OperatorGroup` (`operators.coreos.com/v1`): the namespaces the operators installed in its
+//! namespace watch (`reference/olm-v0.md` §1.6; upstream `pkg/operators/v1/operatorgroup_types.go`).
+//!
+//! Exactly one OperatorGroup per namespace. `spec` may be omitted: the CRD defaults it to
+//! `{upgradeStrategy: Default}` like OLM's, so objects read from the API server always have one.
+//! Like OLM's CRD, the CRD also serves the older [`v1alpha2`] version (same fields without
+//! `upgradeStrategy`; `v1` is stored, conversion `None`).
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Annotation OLM sets on member CSVs: the OperatorGroup's name.
+pub const OPERATOR_GROUP_ANNOTATION: &str = "olm.operatorGroup";
+/// Annotation OLM sets on member CSVs: the OperatorGroup's namespace.
+pub const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
+/// Annotation OLM sets on member CSVs and their pod templates: comma-joined sorted target namespaces.
+pub const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
+/// Annotation on the OperatorGroup: comma list of `Kind.version.group` provided by its members.
+pub const PROVIDED_APIS_ANNOTATION: &str = "olm.providedAPIs";
+/// Label prefix put on target namespaces: `olm.operatorgroup.uid/<og-uid>`.
+pub const OPERATOR_GROUP_LABEL_PREFIX: &str = "olm.operatorgroup.uid/";
+/// OperatorGroup annotation that removes the global catalog namespace from resolution.
+pub const EXCLUDE_GLOBAL_NAMESPACE_RESOLUTION_ANNOTATION: &str =
+    "olm.operatorframework.io/exclude-global-namespace-resolution";
+
+/// Spec of an OperatorGroup (`OperatorGroupSpec`). With neither `targetNamespaces` nor
+/// `selector` the group targets all namespaces.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "operators.coreos.com",
+    version = "v1",
+    kind = "OperatorGroup",
+    namespaced,
+    status = "OperatorGroupStatus",
+    shortname = "og",
+    category = "olm",
+    derive = "PartialEq",
+    doc = "OperatorGroup is the unit of multitenancy for OLM managed operators. It constrains the installation of operators in its namespace to a specified set of target namespaces."
+)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorGroupSpec {
+    /// Label selector of the target namespaces; ignored when `targetNamespaces` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// Explicit list of target namespaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_namespaces: Option<Vec<String>>,
+    /// ServiceAccount (in the group's namespace) used to install operators (scoped install).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+    /// Whether `olm.providedAPIs` is maintained by hand instead of by the controller.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "staticProvidedAPIs")]
+    pub static_provided_apis: Option<bool>,
+    /// `Default` or `TechPreviewUnsafeFailForward`; the CRD defaults it to `Default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "Default"))]
+    pub upgrade_strategy: Option<UpgradeStrategy>,
+}
+
+/// `spec.upgradeStrategy` (OLM `UpgradeStrategy`; closed enum in OLM's CRD).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum UpgradeStrategy {
+    /// A CSV moves to `Replacing` only from `Succeeded`.
+    #[default]
+    Default,
+    /// A CSV may also move to `Replacing` from `Failed` (unsafe).
+    TechPreviewUnsafeFailForward,
+}
+
+/// Status of an OperatorGroup (`OperatorGroupStatus`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorGroupStatus {
+    /// Resolved target namespaces; a global group has exactly `[""]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+    /// The ServiceAccount of a scoped install.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_ref: Option<ObjectReference>,
+    /// When the status was last updated (required by OLM's schema).
+    pub last_updated: Time,
+    /// Conditions: `OperatorGroupServiceAccount` (reason `ServiceAccountNotFound`),
+    /// `MultipleOperatorGroup` (reason `MultipleOperatorGroupsFound`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// OperatorGroup condition types and reasons (`reference/olm-v0.md` §1.6).
+pub mod condition {
+    /// Condition type: the named ServiceAccount is missing.
+    pub const SERVICE_ACCOUNT: &str = "OperatorGroupServiceAccount";
+    /// Reason of [`SERVICE_ACCOUNT`].
+    pub const SERVICE_ACCOUNT_NOT_FOUND: &str = "ServiceAccountNotFound";
+    /// Condition type: more than one OperatorGroup in the namespace.
+    pub const MULTIPLE_OPERATOR_GROUP: &str = "MultipleOperatorGroup";
+    /// Reason of [`MULTIPLE_OPERATOR_GROUP`].
+    pub const MULTIPLE_OPERATOR_GROUPS_FOUND: &str = "MultipleOperatorGroupsFound";
+}
+
+impl OperatorGroup {
+    /// The effective upgrade strategy (`Default` when unset).
+    pub fn upgrade_strategy(&self) -> UpgradeStrategy {
+        self.spec.upgrade_strategy.unwrap_or_default()
+    }
+}
+
+/// `operators.coreos.com/v1alpha2` OperatorGroup: served for manifests written against the older
+/// version, not stored (OLM's CRD does the same; `reference/olm-v0.md` §1.1). Read and write
+/// OperatorGroups as [`super::OperatorGroup`] (`v1`).
+pub mod v1alpha2 {
+    // kube's repeated `shortname`/`category` style arguments are not duplicate attributes.
+    #![allow(clippy::duplicated_attributes)]
+
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+    use kube::CustomResource;
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+
+    /// Spec of a `v1alpha2` OperatorGroup: `v1`'s without `upgradeStrategy`.
+    #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[kube(
+        group = "operators.coreos.com",
+        version = "v1alpha2",
+        kind = "OperatorGroup",
+        namespaced,
+        status = "OperatorGroupStatus",
+        shortname = "og",
+        category = "olm",
+        derive = "PartialEq",
+        storage = false,
+        doc = "OperatorGroup is the unit of multitenancy for OLM managed operators. It constrains the installation of operators in its namespace to a specified set of target namespaces."
+    )]
+    #[serde(rename_all = "camelCase")]
+    pub struct OperatorGroupSpec {
+        /// Label selector of the target namespaces; ignored when `targetNamespaces` is set.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub selector: Option<LabelSelector>,
+        /// Explicit list of target namespaces.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub target_namespaces: Option<Vec<String>>,
+        /// ServiceAccount (in the group's namespace) used to install operators (scoped install).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub service_account_name: Option<String>,
+        /// Whether `olm.providedAPIs` is maintained by hand instead of by the controller.
+        #[serde(default, skip_serializing_if = "Option::is_none", rename = "staticProvidedAPIs")]
+        pub static_provided_apis: Option<bool>,
+    }
+
+    /// Status of a `v1alpha2` OperatorGroup (OLM's schema requires `lastUpdated` and `namespaces`).
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    pub struct OperatorGroupStatus {
+        /// Resolved target namespaces; a global group has exactly `[""]`.
+        pub namespaces: Vec<String>,
+        /// The ServiceAccount of a scoped install.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub service_account_ref: Option<ObjectReference>,
+        /// When the status was last updated.
+        pub last_updated: Time,
+    }
+}
