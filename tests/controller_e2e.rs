@@ -80,10 +80,14 @@ async fn namespace_with_group(client: &kube::Client, prefix: &str) -> TestNamesp
 }
 
 async fn subscribe(client: &kube::Client, ns: &str, package: &str, catalog_ns: &str, approval: &str) {
+    subscribe_channel(client, ns, package, "alpha", catalog_ns, approval).await;
+}
+
+async fn subscribe_channel(client: &kube::Client, ns: &str, package: &str, channel: &str, catalog_ns: &str, approval: &str) {
     create::<Subscription>(client, ns, json!({
         "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
         "metadata": {"name": package, "namespace": ns},
-        "spec": {"name": package, "channel": "alpha", "source": "examples", "sourceNamespace": catalog_ns, "installPlanApproval": approval}
+        "spec": {"name": package, "channel": channel, "source": "examples", "sourceNamespace": catalog_ns, "installPlanApproval": approval}
     }))
     .await;
 }
@@ -97,7 +101,7 @@ async fn plan_in_phase(client: &kube::Client, ns: &str, sub: &str, phase: &str) 
         let name = s.status?.install_plan_ref?.name?;
         let p = plans.get(&name).await.ok()?;
         let st = serde_json::to_value(p.status.as_ref()?).ok()?;
-        if st["phase"] == "Failed" {
+        if st["phase"] == "Failed" && phase != "Failed" {
             panic!("InstallPlan {ns}/{name} failed: {}", st["message"]);
         }
         (st["phase"] == phase).then_some(p)
@@ -226,6 +230,45 @@ async fn controller_installs_subscriptions_end_to_end() {
     assert!(cond["message"].as_str().is_some_and(|m| m.contains("no-such-operator")), "{cond}");
     let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &bad.name);
     assert!(plans.list(&Default::default()).await.expect("plans").items.is_empty());
+
+    // Manual approved with a plain patch of spec.approved (as `kubectl patch` does).
+    let patched = namespace_with_group(&client, "ctl-patch").await;
+    subscribe(&client, &patched.name, "nginx-operator", &catalog_ns.name, "Manual").await;
+    let plan = plan_in_phase(&client, &patched.name, "nginx-operator", "RequiresApproval").await;
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &patched.name);
+    let name = plan.metadata.name.clone().expect("plan name");
+    plans.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"approved": true}}))).await.expect("approve by patch");
+    plan_in_phase(&client, &patched.name, "nginx-operator", "Complete").await;
+    csv_succeeded_and_deployment_available(&client, &patched.name).await;
+
+    // An install mode the OperatorGroup cannot give (kaiwudb-operator supports only AllNamespaces):
+    // the plan fails before anything is applied, and the Subscription says why.
+    let modes = namespace_with_group(&client, "ctl-modes").await;
+    subscribe_channel(&client, &modes.name, "kaiwudb-operator", "stable", &catalog_ns.name, "Automatic").await;
+    let plan = plan_in_phase(&client, &modes.name, "kaiwudb-operator", "Failed").await;
+    let message = plan.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(message.contains("UnsupportedOperatorGroup") && message.contains("AllNamespaces"), "{message}");
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &modes.name);
+    assert!(csvs.list(&Default::default()).await.expect("csvs").items.is_empty(), "nothing applied");
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), &modes.name);
+    let cond = eventually("InstallPlanFailed", WAIT, || async {
+        let st = serde_json::to_value(subs.get("kaiwudb-operator").await.ok()?.status?).ok()?;
+        st["conditions"].as_array()?.iter().find(|c| c["type"] == "InstallPlanFailed" && c["status"] == "True").cloned()
+    })
+    .await;
+    assert!(cond["message"].as_str().is_some_and(|m| m.contains("AllNamespaces")), "{cond}");
+
+    // Two OperatorGroups in one namespace: the plan fails naming both.
+    let two = namespace_with_group(&client, "ctl-two-og").await;
+    let og2: capstan::api::OperatorGroup = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "og2", "namespace": two.name}, "spec": {}
+    }))
+    .expect("og2");
+    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &two.name).create(&PostParams::default(), &og2).await.expect("og2");
+    subscribe(&client, &two.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
+    let plan = plan_in_phase(&client, &two.name, "nginx-operator", "Failed").await;
+    let message = plan.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(message.contains("TooManyOperatorGroups") && message.contains("og2"), "{message}");
 
     controller.abort();
 }

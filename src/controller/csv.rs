@@ -40,7 +40,13 @@ pub fn check_install_mode(namespace: &str, targets: &[String], modes: &[(String,
         } else {
             Err(InstallModeError {
                 reason: "UnsupportedOperatorGroup",
-                message: format!("{why} needs install mode {m}, which the CSV does not support (spec.installModes); change the OperatorGroup's targetNamespaces to a mode the CSV supports"),
+                message: format!(
+                    "{why} needs install mode {m}, which the CSV does not support (spec.installModes supports: {}); change the OperatorGroup's targetNamespaces to fit one of those",
+                    {
+                        let ok: Vec<&str> = modes.iter().filter(|(_, s)| *s).map(|(t, _)| t.as_str()).collect();
+                        if ok.is_empty() { "none".to_string() } else { ok.join(", ") }
+                    }
+                ),
             })
         }
     };
@@ -208,7 +214,7 @@ mod tests {
         assert!(check_install_mode("a", &t(&["b", "c"]), &modes(&["MultiNamespace"])).is_ok());
         assert_eq!(check_install_mode("a", &t(&["", "b"]), &modes(&["MultiNamespace"])).unwrap_err().reason, "InvalidInstallModes");
         assert_eq!(check_install_mode("a", &[], &modes(&["AllNamespaces"])).unwrap_err().reason, "NoTargetNamespaces");
-        let e = check_install_mode("a", &t(&[""]), &modes(&["OwnNamespace"])).unwrap_err();
-        assert!(e.message.contains("AllNamespaces"), "{e}");
+        let e = check_install_mode("a", &t(&["a"]), &modes(&["AllNamespaces"])).unwrap_err();
+        assert!(e.message.contains("needs install mode OwnNamespace") && e.message.contains("supports: AllNamespaces"), "{e}");
     }
 }
