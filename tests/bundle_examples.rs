@@ -24,7 +24,11 @@ fn has(blob: &model::Bundle, type_: &str, value: serde_json::Value) -> bool {
 fn every_example_bundle_is_valid_without_warnings() {
     let mut n = 0;
     for pkg in std::fs::read_dir(example("")).unwrap() {
-        for ver in std::fs::read_dir(pkg.unwrap().path()).unwrap() {
+        let pkg = pkg.unwrap().path();
+        if !pkg.is_dir() {
+            continue;
+        }
+        for ver in std::fs::read_dir(pkg).unwrap() {
             let dir = ver.unwrap().path();
             let bundle = Bundle::load(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
             let findings: Vec<String> = validate(&bundle).iter().map(ToString::to_string).collect();
@@ -71,4 +75,40 @@ fn kaiwudb_operator_versions() {
     assert!(!b1.properties.iter().any(|p| p.type_.ends_with(".required")));
     assert!(has(&b2, "olm.package.required", json!({"packageName": "nginx-operator", "versionRange": ">=0.1.0"})));
     assert!(has(&b2, "olm.gvk.required", json!({"group": "example.com", "kind": "Nginx", "version": "v1alpha1"})));
+}
+
+/// The images the example catalog gives the example bundles.
+const EXAMPLES: [(&str, &str); 5] = [
+    ("nginx-operator/0.1.0", "quay.io/example/nginx-operator-bundle:v0.1.0"),
+    ("nginx-operator/0.2.0", "quay.io/example/nginx-operator-bundle:v0.2.0"),
+    ("kaiwudb-operator/1.0.0", "quay.io/example/kaiwudb-operator-bundle:v1.0.0"),
+    ("kaiwudb-operator/1.1.0", "quay.io/example/kaiwudb-operator-bundle:v1.1.0"),
+    ("kaiwudb-operator/1.2.0", "quay.io/example/kaiwudb-operator-bundle:v1.2.0"),
+];
+
+/// catalog/ is exactly what `capstan catalog add` builds from bundles/ (in the order of
+/// bundles/README.md), and it validates.
+#[test]
+fn example_catalog_is_built_from_the_example_bundles() {
+    let exe = env!("CARGO_BIN_EXE_capstan");
+    let t = tempfile::tempdir().unwrap();
+    let built = t.path().join("catalog");
+    for (dir, image) in EXAMPLES {
+        let out = std::process::Command::new(exe)
+            .args(["catalog", "add"])
+            .arg(&built)
+            .arg(example(dir))
+            .args(["--image", image])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "catalog add {dir}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
+    for pkg in ["nginx-operator", "kaiwudb-operator"] {
+        let want = std::fs::read_to_string(built.join(pkg).join("catalog.json")).unwrap();
+        let have = std::fs::read_to_string(repo.join(pkg).join("catalog.json")).unwrap();
+        assert!(want == have, "catalog/{pkg}/catalog.json is stale; rebuild it as bundles/README.md says");
+    }
+    let out = std::process::Command::new(exe).args(["catalog", "validate"]).arg(&repo).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
 }

@@ -187,7 +187,8 @@ fn csv_field_errors_name_file_and_field() {
         .replace("version: 1.0.0\n", "version: 1.0\n")
         .replace("replaces: demo-operator.v0.9.0", "replaces: Demo_Operator")
         .replace("\">=0.9.0 <1.0.0\"", "\">=0.9 <1.0.0\"")
-        .replace("{type: OwnNamespace, supported: true}", "{type: OwnNamespaces, supported: true}");
+        .replace("{type: OwnNamespace, supported: true}", "{type: OwnNamespaces, supported: true}")
+        .replace("    olm.skipRange:", "    alm-examples: '[{\"kind\": \"Demo\",}]'\n    olm.skipRange:");
     fs::write(t.path().join("manifests/demo.clusterserviceversion.yaml"), bad).unwrap();
     let b = Bundle::load(t.path()).unwrap();
     let errs = errors(&b).join("\n");
@@ -197,6 +198,7 @@ fn csv_field_errors_name_file_and_field() {
         format!("{f}: spec.replaces: \"Demo_Operator\" is invalid"),
         format!("{f}: metadata.annotations[olm.skipRange]: \">=0.9 <1.0.0\" is not a semver range"),
         format!("{f}: spec.installModes[0].type: \"OwnNamespaces\" is not an install mode type"),
+        format!("{f}: metadata.annotations[alm-examples]: is not a JSON list"),
     ] {
         assert!(errs.contains(&want), "missing {want:?} in\n{errs}");
     }
@@ -331,4 +333,22 @@ fn cli_exit_codes() {
     let unreadable = run(t.path(), "text");
     assert_eq!(unreadable.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unreadable.stderr).contains("no metadata/ directory"));
+}
+
+#[test]
+fn what_keeps_opm_from_rendering_is_a_validation_error() {
+    let t = tempfile::tempdir().unwrap();
+    good(t.path());
+    let csv = CSV.replace(
+        "    olm.skipRange:",
+        "    olm.properties: '[{\"type\":\"olm.gvk\",\"value\":\"example.com/v1/Demo\"}]'\n    olm.skipRange:",
+    );
+    fs::write(t.path().join("manifests/demo.clusterserviceversion.yaml"), csv).unwrap();
+    let b = Bundle::load(t.path()).unwrap();
+    let field = "manifests/demo.clusterserviceversion.yaml: metadata.annotations[olm.properties][0].value";
+    let err = render_bundle(&b, "").unwrap_err().to_string();
+    assert!(err.contains(field), "{err}");
+    let errs = errors(&b);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].contains(field) && errs[0].contains("olm.gvk value must be {group, version, kind}"), "{errs:?}");
 }

@@ -127,3 +127,37 @@ async fn an_image_that_is_not_a_bundle_is_named() {
     let err = pull_bundle(&reg, &reference, &out.path().join("b")).await.unwrap_err().to_string();
     assert!(err.contains("not-a-bundle:v1") && err.contains("annotations.yaml"), "{err}");
 }
+
+#[tokio::test]
+async fn docker_v2_bundle_images_are_read_too() {
+    // `docker build` + `docker push` of operator-sdk's bundle.Dockerfile gives a Docker v2
+    // schema 2 manifest with Docker media types; pulls must read it like an OCI one.
+    let addr = support::registry();
+    let src = corpus_bundle("etcd", "0.9.4");
+    let image = capstan::bundle::image::build_bundle_image(&src).unwrap();
+    let mut layer = image.layers[0].clone();
+    layer.descriptor.media_type = "application/vnd.docker.image.rootfs.diff.tar.gzip".into();
+    let mut config = image.config.clone();
+    config.descriptor.media_type = "application/vnd.docker.container.image.v1+json".into();
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+        "config": config.descriptor,
+        "layers": [layer.descriptor],
+    });
+    let cache = cache_dir();
+    let reg = registry(&cache);
+    let reference = parse_reference(&format!("{addr}/capstan-test/docker-v2-bundle:v1")).unwrap();
+    reg.push_manifest_and_blobs(
+        &reference,
+        [&layer, &config].into_iter(),
+        serde_json::to_vec(&manifest).unwrap(),
+        "application/vnd.docker.distribution.manifest.v2+json",
+    )
+    .await
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let pulled = pull_bundle(&reg, &reference, out.path()).await.unwrap();
+    assert_eq!(pulled.labels["operators.operatorframework.io.bundle.package.v1"], "etcd");
+    assert_eq!(files(&src), files(out.path()));
+}

@@ -97,3 +97,78 @@ fn registry_auth_file_is_used() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(dest.join("manifests").is_dir());
 }
+
+#[test]
+fn resolve_reads_a_catalog_image_like_the_directory() {
+    let addr = support::registry();
+    let cache = tempfile::tempdir().unwrap();
+    let catalog = shared_dir().join("corpus/community-operators-prod/catalogs/v4.20/ecr-secret-operator");
+    let reference = format!("{addr}/capstan-cli/ecr-catalog:v1");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let registry = capstan::oci::Registry::new(capstan::oci::ClientConfig { quiet: true, ..Default::default() });
+    rt.block_on(capstan::catalog::image::push_catalog(
+        &registry,
+        &catalog,
+        &capstan::oci::parse_reference(&reference).unwrap(),
+    ))
+    .unwrap();
+    let sub = cache.path().join("sub.yaml");
+    std::fs::write(
+        &sub,
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: ecr, namespace: operators}\nspec: {name: ecr-secret-operator, channel: alpha, source: cat, sourceNamespace: olm}\n",
+    )
+    .unwrap();
+    let run = |target: &str| {
+        let out = capstan(
+            &["resolve", "--catalog", &format!("olm/cat={target}"), "-f", sub.to_str().unwrap(), "-o", "json"],
+            cache.path(),
+            None,
+        );
+        assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let from_dir = run(catalog.to_str().unwrap());
+    let from_image = run(&reference);
+    assert!(!from_dir["resolved"].as_array().unwrap().is_empty(), "{from_dir}");
+    assert_eq!(from_dir, from_image);
+    // The parsed catalog is now cached by digest.
+    assert!(std::fs::read_dir(cache.path().join("catalogs")).unwrap().count() >= 2);
+}
+
+#[test]
+fn catalog_push_validate_ref_and_pull() {
+    let addr = support::registry();
+    let cache = tempfile::tempdir().unwrap();
+    let catalog = shared_dir().join("corpus/community-operators-prod/catalogs/v4.20/nfs-provisioner-operator");
+    let reference = format!("{addr}/capstan-cli/nfs-catalog:v1");
+    let out = capstan(&["catalog", "push", catalog.to_str().unwrap(), &reference, "-o", "yaml"], cache.path(), None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_norway::from_slice(&out.stdout).unwrap();
+    let digest = v["digest"].as_str().unwrap().to_string();
+
+    let out = capstan(&["catalog", "validate", &reference], cache.path(), None);
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+
+    let dest = cache.path().join("pulled");
+    let out = capstan(&["catalog", "pull", &format!("{addr}/capstan-cli/nfs-catalog@{digest}"), dest.to_str().unwrap()], cache.path(), None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), digest);
+    let original = std::fs::read_dir(&catalog).unwrap().count();
+    assert_eq!(std::fs::read_dir(&dest).unwrap().count(), original);
+
+    // An invalid catalog is not pushed: exit 1, the error names the problem.
+    let bad = cache.path().join("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::write(
+        bad.join("c.json"),
+        r#"{"schema":"olm.package","name":"demo","defaultChannel":"stable"}
+{"schema":"olm.channel","package":"demo","name":"alpha","entries":[{"name":"demo.v1.0.0"}]}
+{"schema":"olm.bundle","package":"demo","name":"demo.v1.0.0","image":"quay.io/x/demo:v1","properties":[{"type":"olm.package","value":{"packageName":"demo","version":"1.0.0"}}]}
+"#,
+    )
+    .unwrap();
+    let out = capstan(&["catalog", "push", bad.to_str().unwrap(), &format!("{addr}/capstan-cli/bad:v1")], cache.path(), None);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("not pushing") && err.contains("stable"), "{err}");
+}

@@ -204,3 +204,41 @@ async fn auth_from_docker_config_file_and_pull_secret() {
     assert_eq!(pulled.layers[0].data, image.layers[0].data);
     drop(reg);
 }
+
+#[tokio::test]
+async fn a_multi_platform_index_is_followed_to_one_image() {
+    // Catalog images on public registries are usually multi-platform indexes.
+    let addr = support::registry();
+    let image = test_image("index");
+    let reg = client(None);
+    let repo = format!("{addr}/capstan-test/multi");
+    let manifest = image.manifest_bytes();
+    let digest = capstan::oci::cache::sha256_digest(&manifest);
+    let by_digest = parse_reference(&format!("{repo}@{digest}")).unwrap();
+    reg.push(&by_digest, &image).await.unwrap();
+    // An index with an s390x entry first, then linux/amd64 pointing at the image.
+    let other = test_image("other");
+    let other_manifest = other.manifest_bytes();
+    let other_digest = capstan::oci::cache::sha256_digest(&other_manifest);
+    reg.push(&parse_reference(&format!("{repo}@{other_digest}")).unwrap(), &other).await.unwrap();
+    let index = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [
+            {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": other_digest,
+             "size": other_manifest.len(), "platform": {"architecture": "s390x", "os": "linux"}},
+            {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest,
+             "size": manifest.len(), "platform": {"architecture": "amd64", "os": "linux"}},
+            {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest,
+             "size": manifest.len(), "platform": {"architecture": "arm64", "os": "linux"}}
+        ]
+    });
+    let index_bytes = serde_json::to_vec(&index).unwrap();
+    let tag = parse_reference(&format!("{repo}:v1")).unwrap();
+    reg.push_manifest_and_blobs(&tag, std::iter::empty(), index_bytes, "application/vnd.oci.image.index.v1+json")
+        .await
+        .unwrap();
+    let pulled = reg.pull(&tag).await.unwrap();
+    assert_eq!(pulled.digest, digest, "the running platform's (amd64 or arm64) entry is chosen");
+    assert_eq!(pulled.layers[0].data, image.layers[0].data);
+}

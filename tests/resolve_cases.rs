@@ -314,10 +314,26 @@ fn invalid_input_exits_2_naming_the_file() {
     assert!(err.contains("bad.yaml") && err.contains("spec.source is required"), "{err}");
 
     let out = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["resolve", "--catalog", "olm/c=quay.io/operatorhubio/catalog:latest", "-f", &sub.display().to_string()])
+        .args(["resolve", "--catalog", "olm/c=127.0.0.1:9/capstan/absent-catalog:latest", "-f", &sub.display().to_string()])
+        .env("CAPSTAN_CACHE", dir.path())
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("image reference") && err.contains("not supported"), "{err}");
+    // A catalog image is pulled; an unreachable registry is named in the error.
+    assert!(err.contains("olm/c=") && err.contains("127.0.0.1:9"), "{err}");
+}
+
+/// case-14 is a `reject_catalog` case (the catalog module's tests cover the rejection); what the
+/// resolver must do is make the Subscription for the healthy package report that its catalog is
+/// invalid, with the path to the bad bundle, rather than that the package is missing.
+#[test]
+fn case_14_subscription_reports_its_invalid_catalog() {
+    let c = case("case-14");
+    let r = run_case(&c, &no_override, &[]);
+    assert_eq!(r.code, 1, "{}", r.json);
+    assert!(r.bundles().is_empty());
+    let m = r.error();
+    assert_mentions(&m, &["catalog olm/cat-a is invalid", "package rstudio / channel v1.0 / bundle rstudio.v1.0.9", "olm.package"]);
+    assert!(!m.contains("is not in catalog"), "{m}");
 }

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use capstan::catalog::model::{Bundle, Channel, ChannelEntry, DeclarativeConfig, Package, Property};
 use capstan::catalog::property::{self, Gvk, PackageProperty, PackageRequired};
 use capstan::resolve::{
-    CatalogIndex, CatalogInput, CatalogSourceKey, ErrorKind, ResolveInput, ResolveOutput, SubscriptionRequest, resolve,
+    CatalogIndex, CatalogInput, CatalogSourceKey, ErrorKind, InstalledBundle, Reason, ResolveInput, ResolveOutput,
+    SubscriptionRequest, resolve,
 };
 use proptest::prelude::*;
 use semver::Version;
@@ -190,7 +191,7 @@ fn satisfiable(spec: &CatalogSpec, want: usize) -> bool {
 }
 
 fn names_a_requirement(message: &str) -> bool {
-    message.contains(" requires ") || message.contains("also provides it") || message.contains("both bundles of package")
+    message.contains(" requires ") || message.contains(" each require ") || message.contains("also provides it") || message.contains("both bundles of package")
         || message.contains("would both provide API")
 }
 
@@ -247,6 +248,87 @@ proptest! {
         // Every failing Subscription would also fail alone or conflicts with what was accepted.
         for e in &out.errors {
             prop_assert_eq!(e.kind, ErrorKind::Unsatisfiable);
+        }
+    }
+
+    #[test]
+    fn an_installed_bundle_moves_at_most_one_edge(spec in catalog_spec(), pick in 0usize..5, at in 0usize..3) {
+        let want = pick % spec.len();
+        let k = at % spec[want].len();
+        let mut inp = input(&spec, &[want]);
+        let name = format!("{}.v{}", pkg_name(want), version(k));
+        inp.installed.push(InstalledBundle { namespace: "ns".into(), name: name.clone(), ..Default::default() });
+        let out = resolve(&inp);
+        if let Some(r) = out.resolved.iter().find(|r| r.package == pkg_name(want)) {
+            match &r.reason {
+                Reason::Upgrade { from } => {
+                    prop_assert_eq!(from, &name);
+                    // The generated channels are plain replaces chains: the only edge from k leads to k + 1.
+                    prop_assert_eq!(r.version.minor as usize, k + 1);
+                }
+                Reason::Installed { .. } => prop_assert_eq!(&r.bundle, &name),
+                other => prop_assert!(false, "unexpected reason {other:?}"),
+            }
+            let v = violations(&spec, &plan_of(&out));
+            prop_assert!(v.is_empty(), "plan violates {v:?}: {out:?}");
+        } else {
+            prop_assert_eq!(out.errors.len(), 1, "{:?}", out);
+            prop_assert!(names_a_requirement(&out.errors[0].message), "{}", out.errors[0].message);
+        }
+    }
+
+    #[test]
+    fn arbitrary_channel_edges_never_panic_and_errors_name_the_channel(
+        edges in prop::collection::vec((prop::option::of(0usize..6), prop::collection::vec(0usize..6, 0..2), prop::option::of((0u8..6, 0u8..7))), 1..6),
+        installed_at in prop::option::of(0usize..6),
+    ) {
+        let n = edges.len();
+        let name = |i: usize| format!("p.v1.{i}.0");
+        let mut cfg = DeclarativeConfig::default();
+        cfg.packages.push(Package { schema: "olm.package".into(), name: "p".into(), default_channel: Some("stable".into()), ..Default::default() });
+        let entries = edges
+            .iter()
+            .enumerate()
+            .map(|(i, (rep, skips, range))| ChannelEntry {
+                name: name(i),
+                replaces: rep.map(|r| name(r % (n + 1))),
+                skips: skips.iter().map(|s| name(s % (n + 1))).collect(),
+                skip_range: range.map(|(lo, hi)| format!(">=1.{lo}.0 <1.{hi}.0")),
+                ..Default::default()
+            })
+            .collect();
+        cfg.channels.push(Channel { schema: "olm.channel".into(), package: "p".into(), name: "stable".into(), entries, ..Default::default() });
+        for i in 0..n {
+            cfg.bundles.push(Bundle {
+                schema: "olm.bundle".into(),
+                package: "p".into(),
+                name: name(i),
+                image: format!("reg/p:{i}"),
+                properties: vec![Property::new(property::PACKAGE, &PackageProperty { package_name: "p".into(), version: version(i).to_string(), release: None })],
+                ..Default::default()
+            });
+        }
+        let index = CatalogIndex::from_config(&cfg);
+        let mut inp = ResolveInput {
+            catalogs: vec![CatalogInput { key: CatalogSourceKey::new("olm", "gen"), priority: 0, index: Arc::new(index) }],
+            installed: vec![],
+            subscriptions: vec![SubscriptionRequest {
+                name: "s".into(), namespace: "ns".into(), package: "p".into(), channel: Some("stable".into()),
+                source: "gen".into(), source_namespace: "olm".into(), ..Default::default()
+            }],
+        };
+        if let Some(k) = installed_at {
+            inp.installed.push(InstalledBundle { namespace: "ns".into(), name: name(k % (n + 1)), ..Default::default() });
+        }
+        let out = resolve(&inp);
+        prop_assert_eq!(out.resolved.len() + out.errors.len(), 1, "{:?}", out);
+        if let Some(e) = out.errors.first() {
+            prop_assert!(e.message.contains("channel stable") && e.message.contains("package p"), "{}", e.message);
+        } else {
+            let r = &out.resolved[0];
+            // Never a skipped entry unless it is what is installed.
+            let skipped: Vec<String> = edges.iter().flat_map(|(_, s, _)| s.iter().map(|x| name(x % (n + 1)))).collect();
+            prop_assert!(!skipped.contains(&r.bundle) || matches!(r.reason, Reason::Installed { .. }), "{:?}", out);
         }
     }
 }

@@ -9,6 +9,8 @@ use indexmap::IndexMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::catalog::model::Property;
+
 use super::{
     ANNOTATION_CHANNELS, ANNOTATION_DEFAULT_CHANNEL, ANNOTATION_PACKAGE, Annotations, Bundle, BundleError, Dependency,
     MAX_FILE_SIZE, Manifest,
@@ -17,13 +19,21 @@ use super::{
 pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
     let manifests_dir = dir.join("manifests");
     let metadata_dir = dir.join("metadata");
+    let missing = |name| {
+        // Some repositories keep the bundle one level down (community-operators' `<version>/bundle/`).
+        let nested = dir.join("bundle");
+        let hint = if nested.join("manifests").is_dir() && nested.join("metadata").is_dir() {
+            format!("; did you mean {}?", nested.display())
+        } else {
+            String::new()
+        };
+        BundleError::MissingDirectory { dir: dir.to_path_buf(), name, hint }
+    };
     for (path, name) in [(&manifests_dir, "manifests"), (&metadata_dir, "metadata")] {
         match fs::metadata(path) {
             Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(BundleError::MissingDirectory { dir: dir.to_path_buf(), name }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(BundleError::MissingDirectory { dir: dir.to_path_buf(), name });
-            }
+            Ok(_) => return Err(missing(name)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(name)),
             Err(source) => return Err(BundleError::Io { path: path.clone(), source }),
         }
     }
@@ -76,7 +86,7 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
 
     let mut annotations = None;
     let mut dependencies: Option<(PathBuf, Vec<Dependency>)> = None;
-    let mut properties: Option<(PathBuf, Vec<Dependency>)> = None;
+    let mut properties: Option<(PathBuf, Vec<Property>)> = None;
     for (name, full) in list_files_any(&metadata_dir)? {
         let rel = PathBuf::from("metadata").join(&name);
         let docs = read_documents(&full, &rel)?;
@@ -90,6 +100,7 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
             }
         if properties.is_none()
             && let Some(list) = decode_entries(&first, "properties", &rel)? {
+                let list = list.into_iter().map(|d| Property { type_: d.type_, value: d.value }).collect();
                 properties = Some((rel.clone(), list));
             }
     }
@@ -351,5 +362,38 @@ mod tests {
         let doc = serde_json::json!({"dependencies": {"type": "olm.package"}});
         let err = decode_entries(&doc, "dependencies", Path::new("metadata/dependencies.yaml")).unwrap_err();
         assert!(err.to_string().contains("metadata/dependencies.yaml: field dependencies"), "{err}");
+    }
+
+    #[test]
+    fn deep_nesting_and_alias_bombs_are_errors_not_crashes() {
+        let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(parse_documents(deep.as_bytes(), Path::new("manifests/deep.yaml")).is_err());
+        let deep_json = format!("{{\"a\":{}1{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(parse_documents(deep_json.as_bytes(), Path::new("manifests/deep.json")).is_err());
+        let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 0..12 {
+            let prev = if i == 0 { "a".to_string() } else { format!("b{}", i - 1) };
+            bomb.push_str(&format!("b{i}: &b{i} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
+        }
+        let err = parse_documents(bomb.as_bytes(), Path::new("manifests/bomb.yaml")).unwrap_err();
+        assert!(err.to_string().starts_with("manifests/bomb.yaml: invalid YAML"), "{err}");
+    }
+
+    proptest::proptest! {
+        /// Arbitrary bytes give documents or an error naming the file, never a panic.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..512)) {
+            if let Err(e) = parse_documents(&bytes, Path::new("manifests/x.yaml")) {
+                proptest::prop_assert!(e.to_string().starts_with("manifests/x.yaml"));
+            }
+        }
+
+        /// Arbitrary YAML-ish text (indentation, flow, anchors, tags, quotes) likewise.
+        #[test]
+        fn arbitrary_yaml_text_never_panics(text in "([a-z]{0,3}|[ \\t\\n:,\\-\\[\\]{}&*!|>'\"#%@]){0,80}") {
+            if let Err(e) = parse_documents(text.as_bytes(), Path::new("manifests/x.yaml")) {
+                proptest::prop_assert!(e.to_string().starts_with("manifests/x.yaml"));
+            }
+        }
     }
 }

@@ -157,4 +157,51 @@ mod tests {
     fn control_characters() {
         assert_eq!(to_string(&json!("a\u{8}\u{c}\n\"\\"), KeyOrder::AsIs, true), r#""a\b\f\n\"\\""#);
     }
+
+    fn arb_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            (-1e30f64..1e30).prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map(any::<String>(), inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Whatever the escaping and number format, the bytes parse back to the same JSON
+        /// (floats compared by value).
+        #[test]
+        fn go_json_round_trips(v in arb_json(), html in proptest::bool::ANY) {
+            let text = to_string(&v, KeyOrder::Sorted, html);
+            let back: Value = serde_json::from_str(&text).unwrap();
+            proptest::prop_assert!(same(&v, &back), "{} -> {}", v, text);
+            if html {
+                proptest::prop_assert!(!text.contains(['<', '>', '&']));
+            }
+        }
+    }
+
+    fn same(a: &Value, b: &Value) -> bool {
+        match (a, b) {
+            // serde_json's default float parser may be one ULP off; Go's shortest form is exact.
+            (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
+                (Some(p), Some(q)) => p == q || ((p - q) / p).abs() < 1e-15,
+                _ => false,
+            },
+            (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q)),
+            (Value::Object(x), Value::Object(y)) => {
+                x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+            }
+            _ => a == b,
+        }
+    }
 }

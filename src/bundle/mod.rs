@@ -7,14 +7,16 @@
 //! instead of skipping it; [`validate()`] checks it and [`crate::catalog::render`] turns it into an
 //! `olm.bundle` blob.
 
+mod crd;
 mod csv;
 mod decode;
 pub(crate) mod gojson;
 mod validate;
 pub mod image;
 
-pub use csv::{ClusterServiceVersion, CrdDescription, InstallMode, INSTALL_MODE_TYPES};
-pub use validate::{Finding, Severity, validate};
+pub use crd::{CrdVersion, CustomResourceDefinition};
+pub use csv::{ClusterServiceVersion, CrdDescription, INSTALL_MODE_TYPES, InstallMode, PROPERTIES_ANNOTATION, SKIP_RANGE_ANNOTATION};
+pub use validate::{ALLOWED_KINDS, Finding, MAX_OBJECT_SIZE, Severity, validate};
 
 use std::path::{Path, PathBuf};
 
@@ -53,8 +55,8 @@ pub struct Bundle {
     pub dependencies: Vec<Dependency>,
     /// File the dependencies came from.
     pub dependencies_file: Option<PathBuf>,
-    /// `properties.yaml` entries, empty when the file is absent.
-    pub properties: Vec<Dependency>,
+    /// `properties.yaml` entries (`type` + raw `value`), empty when the file is absent.
+    pub properties: Vec<crate::catalog::model::Property>,
     /// File the properties came from.
     pub properties_file: Option<PathBuf>,
     /// The objects OLM and opm use: the first document of every file in `manifests/`, sorted by
@@ -121,7 +123,8 @@ pub struct Annotations {
     pub all: IndexMap<String, String>,
 }
 
-/// One `dependencies.yaml` or `properties.yaml` entry: a type and its raw value.
+/// One `dependencies.yaml` entry: a type and its raw value (operator-registry
+/// `pkg/registry/types.go` `Dependency`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dependency {
     /// Entry type, e.g. `olm.package`, `olm.gvk`, `olm.constraint`.
@@ -144,12 +147,14 @@ pub enum BundleError {
         source: std::io::Error,
     },
     /// `manifests/` or `metadata/` is missing.
-    #[error("{dir}: no {name}/ directory; a registry+v1 bundle has manifests/ and metadata/ (reference olm-v0.md §2.1)")]
+    #[error("{dir}: no {name}/ directory; a registry+v1 bundle has manifests/ and metadata/ (reference olm-v0.md §2.1){hint}")]
     MissingDirectory {
         /// The bundle directory.
         dir: PathBuf,
         /// `manifests` or `metadata`.
         name: &'static str,
+        /// "" or a suggestion such as `; did you mean <dir>/bundle?`.
+        hint: String,
     },
     /// A file is larger than [`MAX_FILE_SIZE`].
     #[error("{path}: file is {size} bytes, over the {limit}-byte limit; Kubernetes stores no object over about 1.5 MiB, so shrink it (for example a shorter spec.description)")]
@@ -238,6 +243,11 @@ impl Bundle {
     /// The CustomResourceDefinitions among [`Bundle::objects`].
     pub fn crds(&self) -> impl Iterator<Item = &Manifest> {
         self.objects.iter().filter(|m| m.is_crd())
+    }
+
+    /// Typed views of the CustomResourceDefinitions among [`Bundle::objects`].
+    pub fn custom_resource_definitions(&self) -> impl Iterator<Item = CustomResourceDefinition<'_>> {
+        self.objects.iter().filter_map(CustomResourceDefinition::new)
     }
 
     /// Bundle name: the CSV's `metadata.name`.

@@ -114,7 +114,8 @@ impl Out {
     }
 }
 
-/// Checks a loaded bundle. Errors first, then warnings, each group in file order. An empty list
+/// Checks a loaded bundle. Errors first, then warnings, each group in the order of the checks
+/// below (annotations, CSV, CRDs, objects, dependencies, properties). An empty list
 /// (or warnings only) means the bundle renders, publishes and installs.
 ///
 /// Checked: CSV name (DNS-1123 subdomain and label value), `spec.version` semver,
@@ -124,7 +125,8 @@ impl Out {
 /// (package, channels, default channel among them, media type); owned CRDs present with the
 /// owned version and kind, and every CRD well formed; required CRD names; object kinds allowed
 /// in a bundle; object size; `dependencies.yaml` and `properties.yaml` entries; documents opm
-/// ignores.
+/// ignores; and anything else that keeps [`crate::catalog::render::render_bundle`] from
+/// rendering the bundle.
 pub fn validate(bundle: &Bundle) -> Vec<Finding> {
     let mut out = Out { findings: Vec::new() };
     check_annotations(bundle, &mut out);
@@ -133,6 +135,13 @@ pub fn validate(bundle: &Bundle) -> Vec<Finding> {
     check_objects(bundle, &mut out);
     check_entries(bundle, &mut out, true);
     check_entries(bundle, &mut out, false);
+    // Whatever else keeps opm from rendering the bundle (and is not reported above).
+    if let Err(crate::catalog::render::RenderError::Field { file, field, message, .. }) =
+        crate::catalog::render::render_bundle(bundle, "")
+        && !out.findings.iter().any(|f| f.severity == Severity::Error && f.file == file)
+    {
+        out.error(file, field, format!("the bundle cannot be rendered into a catalog: {message}"), "fix the field");
+    }
     let mut findings = out.findings;
     findings.sort_by_key(|f| f.severity);
     findings
@@ -300,6 +309,17 @@ fn check_csv(b: &Bundle, out: &mut Out) {
             "metadata.annotations[olm.properties]",
             format!("is not a JSON list of {{type, value}}: {e}; opm ignores it and the properties are lost"),
             "write a JSON list such as [{\"type\":\"olm.maxOpenShiftVersion\",\"value\":\"4.16\"}]",
+        );
+    }
+    // operator-framework/api `validateExamplesAnnotations`: consoles parse alm-examples as JSON.
+    if let Some(examples) = csv.annotation("alm-examples")
+        && let Err(e) = serde_json::from_str::<Vec<Value>>(examples)
+    {
+        out.error(
+            &file,
+            "metadata.annotations[alm-examples]",
+            format!("is not a JSON list of example objects: {e}"),
+            "write a JSON array of example custom resources",
         );
     }
     check_install_modes(v, &file, out);
@@ -573,17 +593,18 @@ fn biggest_field(v: &Value) -> String {
 }
 
 fn check_entries(b: &Bundle, out: &mut Out, dependencies: bool) {
-    let (entries, file, list) = if dependencies {
-        (&b.dependencies, b.dependencies_file.as_ref(), "dependencies")
+    let (entries, file, list): (Vec<(&str, &Value)>, _, _) = if dependencies {
+        let e = b.dependencies.iter().map(|d| (d.type_.as_str(), &d.value)).collect();
+        (e, b.dependencies_file.as_ref(), "dependencies")
     } else {
-        (&b.properties, b.properties_file.as_ref(), "properties")
+        let e = b.properties.iter().map(|p| (p.type_.as_str(), &p.value)).collect();
+        (e, b.properties_file.as_ref(), "properties")
     };
     let Some(file) = file else { return };
     let file = file.display().to_string();
-    for (i, e) in entries.iter().enumerate() {
+    for (i, (type_, v)) in entries.into_iter().enumerate() {
         let field = format!("{list}[{i}]");
-        let v = &e.value;
-        match e.type_.as_str() {
+        match type_ {
             "" => out.error(&file, format!("{field}.type"), "missing", "set the type, e.g. olm.package or olm.gvk"),
             property::PACKAGE if dependencies => {
                 let name = str_at(v, "/packageName");
@@ -664,41 +685,10 @@ fn check_constraint_shape(c: &property::Constraint, file: &str, field: &str, out
     }
 }
 
-/// Checks a blang/semver range (`olm.skipRange`, dependency `version`).
-///
-/// Seam: the catalog module owns the blang range parser (`crate::catalog::semver_range`); until
-/// it is on this branch this check accepts what blang accepts for the common forms: `||`-separated
-/// alternatives of space-separated comparators `[op]version`, op one of `>= <= > < = == ! !=`,
-/// the version a full `MAJOR.MINOR.PATCH` semver.
+/// Checks a blang/semver range (`olm.skipRange`, dependency `version`, `versionRange`) with the
+/// catalog's port of blang's parser ([`crate::catalog::semver_range`]); the error is blang's reason.
 pub(crate) fn check_range(range: &str) -> Result<(), String> {
-    if range.trim().is_empty() {
-        return Err("empty range".into());
-    }
-    for alt in range.split("||") {
-        let parts: Vec<&str> = alt.split_whitespace().collect();
-        if parts.is_empty() {
-            return Err("empty alternative around ||".into());
-        }
-        let mut i = 0;
-        while i < parts.len() {
-            let mut p = parts[i];
-            let op_len = ["!=", ">=", "<=", "==", ">", "<", "=", "!"]
-                .iter()
-                .find(|op| p.starts_with(**op))
-                .map_or(0, |op| op.len());
-            if op_len == p.len() {
-                // Operator separated from its version by a space (blang accepts ">= 1.0.0").
-                i += 1;
-                p = parts.get(i).copied().ok_or_else(|| format!("operator {p:?} without a version"))?;
-                semver::Version::parse(p).map_err(|e| format!("{p:?}: {e}"))?;
-            } else {
-                let ver = &p[op_len..];
-                semver::Version::parse(ver).map_err(|e| format!("{ver:?}: {e}"))?;
-            }
-            i += 1;
-        }
-    }
-    Ok(())
+    crate::catalog::semver_range::parse(range).map(|_| ()).map_err(|e| e.message)
 }
 
 /// operator-framework/api `parseCSVNameFormat`: a DNS-1123 subdomain that is also a label value.
@@ -734,7 +724,7 @@ mod tests {
 
     #[test]
     fn ranges() {
-        for ok in [">=1.0.0 <2.0.0", ">= 1.0.0", ">1.0.0 !1.2.1 || =3.0.0", "<0.9.2-clusterwide", ">=4.1.0 <4.2.0-rc1"] {
+        for ok in [">=1.0.0 <2.0.0", ">= 1.0.0", ">1.0.0 !1.2.1 || =3.0.0", "<0.9.2-clusterwide", ">=4.1.0 <4.2.0-rc1", "1.2.x"] {
             assert!(check_range(ok).is_ok(), "{ok}");
         }
         for bad in ["", ">=1.0", "foo", ">=1.0.0 ||", ">="] {

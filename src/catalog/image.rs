@@ -40,7 +40,7 @@ pub enum CatalogImageError {
     Oci(#[from] OciError),
     /// The catalog directory could not be read or parsed.
     #[error(transparent)]
-    Catalog(#[from] CatalogError),
+    Catalog(#[from] Box<CatalogError>),
     /// The catalog directory does not validate; nothing was pushed.
     #[error("catalog {dir} is not valid, not pushing it:\n{errors}")]
     Invalid {
@@ -73,6 +73,12 @@ pub enum CatalogImageError {
         /// The destination directory.
         dir: PathBuf,
     },
+}
+
+impl From<CatalogError> for CatalogImageError {
+    fn from(e: CatalogError) -> Self {
+        CatalogImageError::Catalog(Box::new(e))
+    }
 }
 
 /// Builds the catalog image for the FBC directory `dir`: one layer with `configs/…` and the

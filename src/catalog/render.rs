@@ -33,7 +33,8 @@
 //!   sorts by the bytes as written (whitespace included), which only matters for two such
 //!   properties of one type that differ in spacing.
 //! - opm writes `relatedImages[].name: ""` for unnamed images; [`model::RelatedImage`] omits an
-//!   empty name.
+//!   empty name when serialized directly (the catalog writer, `catalog::parse::to_stream`,
+//!   writes it as opm does).
 //! - When a bundle directory is rendered without an image, [`render_bundle_dir`] fills in
 //!   [`placeholder_image`] (opm leaves `image` empty unless `--alpha-image-ref-template` is given);
 //!   [`render_bundle`] with `image = ""` gives opm's empty image.
@@ -158,13 +159,13 @@ pub fn render_bundle_with(bundle: &Bundle, image: &str, migration: Migration) ->
     // 1. bundle.Properties as pkg/registry/parse.go builds them.
     let mut registry_props: Vec<GoProp> = Vec::new();
     let props_file = bundle.properties_file.as_deref().unwrap_or(Path::new("metadata/properties.yaml"));
-    for p in &bundle.properties {
-        registry_props.push(GoProp::raw_yaml(&p.type_, p.value.clone()));
+    for (i, p) in bundle.properties.iter().enumerate() {
+        registry_props.push(GoProp::raw_yaml(&p.type_, p.value.clone()).from(props_file, format!("properties[{i}]")));
     }
     let mut derived: Vec<GoProp> = Vec::new();
     if let Some(Ok(list)) = csv.annotation_properties() {
-        for (t, v) in list {
-            derived.push(GoProp::raw_json(&t, v));
+        for (i, (t, v)) in list.into_iter().enumerate() {
+            derived.push(GoProp::raw_json(&t, v).from(csv_path, format!("metadata.annotations[olm.properties][{i}]")));
         }
     }
     if !bundle.annotations.package.is_empty() {
@@ -181,19 +182,23 @@ pub fn render_bundle_with(bundle: &Bundle, image: &str, migration: Migration) ->
     let mut required: BTreeSet<(String, String, String)> = BTreeSet::new();
     let mut package_prop_final: Option<GoProp> = None;
     let mut others: Vec<GoProp> = Vec::new();
-    for (i, p) in registry_props.into_iter().enumerate() {
+    for p in registry_props {
+        let (file, field) = match &p.origin {
+            Some((f, field)) => (f.as_path(), format!("{field}.value")),
+            None => (csv_path, String::from("(derived property)")),
+        };
         match p.type_.as_str() {
             property::GVK => {
-                let (g, v, k) = decode_gvk(&p.value)
-                    .ok_or_else(|| field_err(props_file, &format!("property {i} (olm.gvk)"), expect_gvk(&p.value)))?;
+                let (g, v, k) =
+                    decode_gvk(&p.value).ok_or_else(|| field_err(file, &field, expect_gvk(&p.value)))?;
                 provided.insert((g, k, v));
             }
             property::PACKAGE => {
                 let (n, v, r) = decode_package(&p.value).ok_or_else(|| {
                     field_err(
-                        props_file,
-                        &format!("property {i} (olm.package)"),
-                        format!("value must be {{packageName, version}} strings, found {}", p.value),
+                        file,
+                        &field,
+                        format!("olm.package value must be {{packageName, version}} strings, found {}", p.value),
                     )
                 })?;
                 package_prop_final = Some(package_prop(&n, &v, &r));
@@ -207,16 +212,16 @@ pub fn render_bundle_with(bundle: &Bundle, image: &str, migration: Migration) ->
         match d.type_.as_str() {
             property::GVK => {
                 let (g, v, k) = decode_gvk(&d.value)
-                    .ok_or_else(|| field_err(deps_file, &format!("dependencies[{i}] (olm.gvk)"), expect_gvk(&d.value)))?;
+                    .ok_or_else(|| field_err(deps_file, &format!("dependencies[{i}].value"), expect_gvk(&d.value)))?;
                 required.insert((g, k, v));
             }
             property::PACKAGE => {
                 let (n, v, _) = decode_package(&d.value).ok_or_else(|| {
                     field_err(
                         deps_file,
-                        &format!("dependencies[{i}] (olm.package)"),
+                        &format!("dependencies[{i}].value"),
                         format!(
-                            "value must be {{packageName, version}} with version a semver range, found {}",
+                            "olm.package value must be {{packageName, version}} with version a semver range, found {}",
                             d.value
                         ),
                     )
@@ -359,23 +364,29 @@ struct GoProp {
     type_: String,
     value: Value,
     bytes: String,
+    /// File and field the property was written in, for errors; `None` when derived.
+    origin: Option<(std::path::PathBuf, String)>,
 }
 
 impl GoProp {
+    fn from(mut self, file: &Path, field: String) -> GoProp {
+        self.origin = Some((file.to_path_buf(), field));
+        self
+    }
     /// Built from a Go struct (`property.MustBuild*`): field order as given, no HTML escaping.
     fn built(type_: &str, value: Value) -> GoProp {
         let bytes = gojson::to_string(&value, KeyOrder::AsIs, false);
-        GoProp { type_: type_.to_string(), value, bytes }
+        GoProp { type_: type_.to_string(), value, bytes, origin: None }
     }
     /// A raw value decoded from YAML by Go (`yaml.YAMLToJSON` + `json.Marshal`): keys sorted, HTML escaped.
     fn raw_yaml(type_: &str, value: Value) -> GoProp {
         let bytes = gojson::to_string(&value, KeyOrder::Sorted, true);
-        GoProp { type_: type_.to_string(), value, bytes }
+        GoProp { type_: type_.to_string(), value, bytes, origin: None }
     }
     /// A raw value from a JSON string (`json.RawMessage`): as written.
     fn raw_json(type_: &str, value: Value) -> GoProp {
         let bytes = gojson::to_string(&value, KeyOrder::AsIs, false);
-        GoProp { type_: type_.to_string(), value, bytes }
+        GoProp { type_: type_.to_string(), value, bytes, origin: None }
     }
 }
 
@@ -413,7 +424,7 @@ fn decode_gvk(v: &Value) -> Option<(String, String, String)> {
 }
 
 fn expect_gvk(v: &Value) -> String {
-    format!("value must be {{group, version, kind}} strings, found {v}")
+    format!("olm.gvk value must be {{group, version, kind}} strings, found {v}")
 }
 
 /// Decodes `{packageName, version, release?}` (Go `property.Package`).
@@ -675,30 +686,3 @@ fn description(d: &Value, field: &str, apiservice: bool) -> FieldResult<Value> {
     Ok(Value::Object(o))
 }
 
-/// The blob as opm writes it: keys in operator-registry's `declcfg.Bundle` order (`schema`,
-/// `name`, `package`, `image`, `properties`, `relatedImages`), `relatedImages[].name` always
-/// present, extra fields after them. Serialize this instead of the [`model::Bundle`] when the
-/// output should match `opm render` byte for byte (JSON with a 4-space indent).
-pub fn opm_blob(bundle: &model::Bundle) -> Value {
-    let mut m = Map::new();
-    m.insert("schema".into(), Value::String(bundle.schema.clone()));
-    if !bundle.name.is_empty() {
-        m.insert("name".into(), Value::String(bundle.name.clone()));
-    }
-    if !bundle.package.is_empty() {
-        m.insert("package".into(), Value::String(bundle.package.clone()));
-    }
-    m.insert("image".into(), Value::String(bundle.image.clone()));
-    if !bundle.properties.is_empty() {
-        let props = bundle.properties.iter().map(|p| json!({"type": p.type_, "value": p.value})).collect();
-        m.insert("properties".into(), Value::Array(props));
-    }
-    if !bundle.related_images.is_empty() {
-        let imgs = bundle.related_images.iter().map(|r| json!({"name": r.name, "image": r.image})).collect();
-        m.insert("relatedImages".into(), Value::Array(imgs));
-    }
-    for (k, v) in &bundle.extra {
-        m.entry(k.clone()).or_insert_with(|| v.clone());
-    }
-    Value::Object(m)
-}

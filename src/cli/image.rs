@@ -129,7 +129,6 @@ fn bundle_code(e: &BundleImageError) -> u8 {
     }
 }
 
-#[allow(dead_code)] // until `capstan catalog` (src/cli/catalog.rs) is on main
 fn catalog_code(e: &CatalogImageError) -> u8 {
     match e {
         CatalogImageError::Oci(_) | CatalogImageError::DestinationNotEmpty { .. } => 2,
@@ -199,7 +198,6 @@ pub fn run_bundle(cmd: BundleImageCommand) -> ExitCode {
 }
 
 /// Runs `capstan catalog push|pull`.
-#[allow(dead_code)] // until `capstan catalog` (src/cli/catalog.rs) is on main
 pub fn run_catalog(cmd: CatalogImageCommand) -> ExitCode {
     let rt = match runtime() {
         Ok(rt) => rt,

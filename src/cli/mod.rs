@@ -23,7 +23,7 @@ enum Command {
     Version,
     /// Work with registry+v1 bundle directories.
     Bundle(bundle::BundleArgs),
-    /// What-if resolution of Subscriptions against catalogs, offline.
+    /// What-if resolution of Subscriptions against catalogs; nothing is installed.
     Resolve(resolve::ResolveArgs),
     /// Work with File-Based Catalogs: validate, add, render, push, pull.
     Catalog(catalog::CatalogArgs),

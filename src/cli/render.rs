@@ -1,15 +1,23 @@
-//! `capstan catalog render`: bundle directories → `olm.bundle` blobs, as `opm render` prints them.
+//! `capstan catalog render`: bundle directories and images, catalog directories and images →
+//! one FBC stream, as `opm render` prints it (operator-registry `alpha/action/render.go`).
+//!
+//! Exit codes: 0 success; 1 a reference was read but cannot be rendered (invalid bundle or
+//! catalog); 2 a reference cannot be read (missing path, unreachable registry, bad flags).
+//! Nothing is printed unless every reference renders.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use serde_json::Value;
-
 use capstan::bundle::Bundle;
-use capstan::catalog::model;
-use capstan::catalog::render::{Migration, opm_blob, placeholder_image, render_bundle_with, render_info};
+use capstan::bundle::image::{BundleImageError, pull_bundle};
+use capstan::catalog::image::{is_image_reference, load_catalog_image_blocking};
+use capstan::catalog::model::DeclarativeConfig;
+use capstan::catalog::parse::{self, Format, to_stream};
+use capstan::catalog::render::{Migration, placeholder_image, render_bundle_with, render_info};
+
+use super::image::RegistryArgs;
 
 /// Output format of FBC blobs.
 #[derive(Clone, Copy, Debug, Default, ValueEnum)]
@@ -34,36 +42,40 @@ pub enum MigrateLevel {
 /// Arguments of `capstan catalog render`.
 #[derive(Args, Debug)]
 pub struct RenderArgs {
-    /// Bundle directories (each holding manifests/ and metadata/).
+    /// What to render: bundle directories (manifests/ and metadata/), catalog directories or
+    /// files, bundle images or catalog images.
     #[arg(required = true)]
-    refs: Vec<PathBuf>,
+    refs: Vec<String>,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = FbcOutput::Json)]
     output: FbcOutput,
-    /// Bundle image reference for the blob; with several directories give it once per directory,
-    /// in the same order.
+    /// Image reference for a bundle directory's blob; repeat it once per bundle directory, in
+    /// the order the directories are given. A bundle image always gets its own reference.
     #[arg(long = "image")]
     images: Vec<String>,
-    /// Image reference template for directories without --image: `{package}`, `{name}` and
-    /// `{version}` (or opm's `{{.Package}}`, `{{.Name}}`, `{{.Version}}`) are replaced.
+    /// Image reference template for bundle directories without --image: `{package}`, `{name}`
+    /// and `{version}` (or opm's `{{.Package}}`, `{{.Name}}`, `{{.Version}}`) are replaced.
     /// Default: `capstan.invalid/{package}/bundle:v{version}`, a placeholder that never resolves.
     #[arg(long)]
     image_template: Option<String>,
-    /// Migration level, as opm's --migrate-level.
+    /// Migration level of rendered bundles, as opm's --migrate-level (catalog blobs are passed
+    /// through unchanged).
     #[arg(long, value_enum, default_value_t = MigrateLevel::None)]
     migrate_level: MigrateLevel,
+    #[command(flatten)]
+    registry: RegistryArgs,
 }
 
-// Wired into `capstan catalog` (src/cli/catalog.rs, owned by the catalog helper) once that file is on main.
-#[allow(dead_code)]
-/// Runs `capstan catalog render`. Exit 0 on success, 1 when any reference cannot be rendered
-/// (nothing is printed then).
+/// Why a reference failed: the message and the exit code (1 invalid content, 2 unreadable).
+type Failure = (String, u8);
+
+/// Runs `capstan catalog render` (exit codes in the module documentation).
 pub fn run(args: RenderArgs) -> ExitCode {
-    if !args.images.is_empty() && args.images.len() != args.refs.len() {
+    let bundle_dirs = args.refs.iter().filter(|r| is_bundle_dir(Path::new(r))).count();
+    if !args.images.is_empty() && args.images.len() != bundle_dirs {
         eprintln!(
-            "error: {} --image values for {} bundle directories; give one per directory, in order",
-            args.images.len(),
-            args.refs.len()
+            "error: {} --image values for {bundle_dirs} bundle directories; give one per bundle directory, in order",
+            args.images.len()
         );
         return ExitCode::from(2);
     }
@@ -71,84 +83,101 @@ pub fn run(args: RenderArgs) -> ExitCode {
         MigrateLevel::None => Migration::None,
         MigrateLevel::BundleObjectToCsvMetadata => Migration::CsvMetadata,
     };
-    let mut blobs: Vec<model::Bundle> = Vec::new();
-    for (i, dir) in args.refs.iter().enumerate() {
-        if !dir.is_dir() {
-            eprintln!(
-                "error: {}: not a directory; capstan catalog render takes bundle directories (bundle images come with the registry support)",
-                dir.display()
-            );
-            return ExitCode::from(1);
-        }
-        let bundle = match Bundle::load(dir) {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("error: render {}: {e}", dir.display());
-                return ExitCode::from(1);
-            }
+    let mut cfg = DeclarativeConfig::default();
+    let mut images = args.images.iter();
+    for r in &args.refs {
+        let path = Path::new(r);
+        let result = if is_bundle_dir(path) {
+            render_dir(path, images.next().cloned(), &args, migration, &mut cfg)
+        } else if path.exists() {
+            parse::load_path(path).map(|c| parse::merge(&mut cfg, c)).map_err(|e| (e.to_string(), 1))
+        } else if is_image_reference(r) {
+            render_image(r, &args, migration, &mut cfg)
+        } else {
+            Err((format!("{r}: no such file or directory, and not an image reference"), 2))
         };
-        let image = match args.images.get(i) {
-            Some(img) => img.clone(),
-            None => {
-                let info = render_info(&bundle);
-                match &args.image_template {
-                    Some(t) => t
-                        .replace("{{.Package}}", &info.package)
-                        .replace("{{.Name}}", &info.name)
-                        .replace("{{.Version}}", &info.version)
-                        .replace("{package}", &info.package)
-                        .replace("{name}", &info.name)
-                        .replace("{version}", &info.version),
-                    None => placeholder_image(&info.package, &info.version),
-                }
-            }
-        };
-        match render_bundle_with(&bundle, &image, migration) {
-            Ok(b) => blobs.push(b),
-            Err(e) => {
-                eprintln!("error: render {}: {e}", dir.display());
-                return ExitCode::from(1);
-            }
+        if let Err((message, code)) = result {
+            eprintln!("error: render {r}: {message}");
+            return ExitCode::from(code);
         }
     }
-    // opm writes blobs grouped by package, bundles sorted by name.
-    blobs.sort_by(|a, b| (a.package.as_str(), a.name.as_str()).cmp(&(b.package.as_str(), b.name.as_str())));
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    for blob in &blobs {
-        let v = opm_blob(blob);
-        if let Err(e) = write_blob(&mut out, &v, args.output) {
-            eprintln!("error: writing output: {e}");
-            return ExitCode::from(1);
-        }
+    // opm's writer: grouped by package, bundles sorted by name, opm's key order.
+    let format = match args.output {
+        FbcOutput::Json => Format::Json,
+        FbcOutput::Yaml => Format::Yaml,
+    };
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(to_stream(&cfg, format).as_bytes()).and_then(|()| out.flush()) {
+        eprintln!("error: writing output: {e}");
+        return ExitCode::from(1);
     }
     ExitCode::SUCCESS
 }
 
-fn write_blob(out: &mut impl Write, v: &Value, format: FbcOutput) -> std::io::Result<()> {
-    match format {
-        FbcOutput::Json => {
-            let fmt = serde_json::ser::PrettyFormatter::with_indent(b"    ");
-            let mut ser = serde_json::Serializer::with_formatter(&mut *out, fmt);
-            serde::Serialize::serialize(v, &mut ser).map_err(std::io::Error::other)?;
-            writeln!(out)
-        }
-        FbcOutput::Yaml => {
-            let text = serde_norway::to_string(&sorted(v)).map_err(std::io::Error::other)?;
-            write!(out, "---\n{text}")
-        }
-    }
+/// opm's `isBundle`: a directory with `manifests/` and `metadata/` sub-directories.
+fn is_bundle_dir(path: &Path) -> bool {
+    path.join("manifests").is_dir() && path.join("metadata").is_dir()
 }
 
-/// Keys sorted at every level, as opm's JSON→YAML conversion writes them.
-fn sorted(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => {
-            let mut entries: Vec<_> = m.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            Value::Object(entries.into_iter().map(|(k, v)| (k.clone(), sorted(v))).collect())
+fn render_dir(
+    dir: &Path,
+    image: Option<String>,
+    args: &RenderArgs,
+    migration: Migration,
+    cfg: &mut DeclarativeConfig,
+) -> Result<(), Failure> {
+    let bundle = Bundle::load(dir).map_err(|e| (e.to_string(), 1))?;
+    let image = image.unwrap_or_else(|| {
+        let info = render_info(&bundle);
+        match &args.image_template {
+            Some(t) => t
+                .replace("{{.Package}}", &info.package)
+                .replace("{{.Name}}", &info.name)
+                .replace("{{.Version}}", &info.version)
+                .replace("{package}", &info.package)
+                .replace("{name}", &info.name)
+                .replace("{version}", &info.version),
+            None => placeholder_image(&info.package, &info.version),
         }
-        Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
-        other => other.clone(),
-    }
+    });
+    let blob = render_bundle_with(&bundle, &image, migration).map_err(|e| (e.to_string(), 1))?;
+    cfg.bundles.push(blob);
+    Ok(())
+}
+
+/// Pulls `reference`; a bundle image is rendered with `reference` as its image (as opm does),
+/// any other image is loaded as a catalog image.
+fn render_image(reference: &str, args: &RenderArgs, migration: Migration, cfg: &mut DeclarativeConfig) -> Result<(), Failure> {
+    let parsed = capstan::oci::parse_reference(reference).map_err(|e| (e.to_string(), 2))?;
+    let config = args.registry.client_config().map_err(|e| (e.to_string(), 2))?;
+    let scratch = scratch_dir().map_err(|e| (e, 2))?;
+    let pulled = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| (e.to_string(), 2))
+        .map(|rt| {
+            let registry = capstan::oci::Registry::new(config.clone());
+            rt.block_on(pull_bundle(&registry, &parsed, &scratch))
+        });
+    let result = match pulled {
+        Err(f) => Err(f),
+        Ok(Ok(_)) => Bundle::load(&scratch)
+            .map_err(|e| (e.to_string(), 1))
+            .and_then(|b| render_bundle_with(&b, reference, migration).map_err(|e| (e.to_string(), 1)))
+            .map(|blob| cfg.bundles.push(blob)),
+        Ok(Err(BundleImageError::NotABundle { .. })) => load_catalog_image_blocking(reference, config)
+            .map(|loaded| parse::merge(cfg, loaded.config))
+            .map_err(|e| (e.to_string(), 2)),
+        Ok(Err(e)) => Err((e.to_string(), 2)),
+    };
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+/// A fresh, empty directory under the system temp directory.
+fn scratch_dir() -> Result<PathBuf, String> {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir().join(format!("capstan-render-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(dir)
 }

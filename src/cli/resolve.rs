@@ -1,4 +1,5 @@
-//! `capstan resolve`: what-if resolution, offline.
+//! `capstan resolve`: what-if resolution; reads catalogs (directories, files or images) and
+//! Subscription YAML, prints the plan, installs nothing.
 //!
 //! ```text
 //! capstan resolve --catalog NAMESPACE/NAME=PATH|REF [--priority NAMESPACE/NAME=N]
@@ -57,8 +58,11 @@ pub enum OutputFormat {
 pub fn run(args: ResolveArgs) -> ExitCode {
     match run_inner(&args) {
         Ok(out) => {
-            let code = if out.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) };
-            code
+            if out.errors.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
         }
         Err(message) => {
             eprintln!("error: {message}");
@@ -77,14 +81,18 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
         let path = Path::new(&target);
         if !path.exists() {
             if looks_like_image(&target) {
-                return Err(format!(
-                    "--catalog {spec}: {target:?} is not a local path and looks like an image reference; pulling catalog images is not supported by `capstan resolve` yet — give the path of an FBC directory or file"
-                ));
+                // A catalog image: pulled by digest, parsed, and cached under $CAPSTAN_CACHE/catalogs.
+                let client = capstan::oci::ClientConfig::from_env(false, false).map_err(|e| format!("--catalog {spec}: {e}"))?;
+                let loaded = capstan::catalog::image::load_catalog_image_blocking(&target, client)
+                    .map_err(|e| format!("--catalog {spec}: {e}"))?;
+                let index = index_of(&loaded.config, &target);
+                catalogs.push(CatalogInput { key, priority: 0, index: Arc::new(index) });
+                continue;
             }
             return Err(format!("--catalog {spec}: {target:?} does not exist (expected an FBC directory or file)"));
         }
         let config = load_fbc(path)?;
-        let index = CatalogIndex::from_config(&config);
+        let index = index_of(&config, &target);
         catalogs.push(CatalogInput { key, priority: 0, index: Arc::new(index) });
     }
     for spec in &args.priorities {
@@ -140,60 +148,19 @@ fn looks_like_image(s: &str) -> bool {
     s.contains('@') || (s.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost"))
 }
 
-/// Reads an FBC directory (recursively) or file: JSON streams and multi-document YAML.
-fn load_fbc(path: &Path) -> Result<DeclarativeConfig, String> {
-    let mut files: Vec<PathBuf> = Vec::new();
-    if path.is_dir() {
-        for entry in walkdir::WalkDir::new(path).sort_by_file_name() {
-            let entry = entry.map_err(|e| format!("reading catalog directory {}: {e}", path.display()))?;
-            let p = entry.path();
-            if entry.file_type().is_file() && matches!(p.extension().and_then(|e| e.to_str()), Some("json" | "yaml" | "yml")) {
-                files.push(p.to_path_buf());
-            }
-        }
-    } else {
-        files.push(path.to_path_buf());
+/// The resolver's index of a catalog, marked invalid (with every error, naming package / channel /
+/// bundle) when `opm validate` rules fail.
+fn index_of(config: &DeclarativeConfig, source: &str) -> CatalogIndex {
+    let index = CatalogIndex::from_config(config);
+    match capstan::catalog::validate::validate(config) {
+        Ok(()) => index,
+        Err(errors) => index.with_invalid(format!("{source}: {errors}")),
     }
-    let mut cfg = DeclarativeConfig::default();
-    for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|e| format!("reading catalog file {}: {e}", f.display()))?;
-        let blobs = parse_documents(&f, &text)?;
-        for (i, blob) in blobs.into_iter().enumerate() {
-            if blob.is_null() {
-                continue;
-            }
-            let schema = blob.get("schema").and_then(Value::as_str).unwrap_or_default().to_string();
-            let name = blob.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-            let what = || format!("catalog file {}, blob {} (schema {schema:?}, name {name:?})", f.display(), i + 1);
-            let bad = |e: serde_json::Error| format!("{}: {e}", what());
-            match schema.as_str() {
-                "olm.package" => cfg.packages.push(serde_json::from_value(blob).map_err(bad)?),
-                "olm.channel" => cfg.channels.push(serde_json::from_value(blob).map_err(bad)?),
-                "olm.bundle" => cfg.bundles.push(serde_json::from_value(blob).map_err(bad)?),
-                "olm.deprecations" => cfg.deprecations.push(serde_json::from_value(blob).map_err(bad)?),
-                "" => return Err(format!("{}: the blob has no schema field", what())),
-                _ => cfg.others.push(blob),
-            }
-        }
-    }
-    Ok(cfg)
 }
 
-fn parse_documents(file: &Path, text: &str) -> Result<Vec<Value>, String> {
-    let is_json = file.extension().and_then(|e| e.to_str()) == Some("json");
-    if is_json {
-        serde_json::Deserializer::from_str(text)
-            .into_iter::<Value>()
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("{}: not valid JSON: {e}", file.display()))
-    } else {
-        let mut out = Vec::new();
-        for doc in serde_norway::Deserializer::from_str(text) {
-            let v = Value::deserialize(doc).map_err(|e| format!("{}: not valid YAML: {e}", file.display()))?;
-            out.push(v);
-        }
-        Ok(out)
-    }
+/// Reads an FBC directory (recursively) or file with [`capstan::catalog::parse::load_path`].
+fn load_fbc(path: &Path) -> Result<DeclarativeConfig, String> {
+    capstan::catalog::parse::load_path(path).map_err(|e| e.to_string())
 }
 
 #[derive(Deserialize)]

@@ -216,13 +216,15 @@ impl Registry {
         &self.config
     }
 
-    fn client_for(&self, registry: &str) -> Client {
+    /// The client for `registry` and one set of credentials (`auth_key`): repositories of one
+    /// registry may have different credentials (docker config keys with a path).
+    fn client_for(&self, registry: &str, auth_key: &str) -> Client {
         let mut clients = match self.clients.lock() {
             Ok(c) => c,
             Err(poisoned) => poisoned.into_inner(),
         };
         clients
-            .entry(registry.to_string())
+            .entry(format!("{registry}\u{0}{auth_key}"))
             .or_insert_with(|| {
                 let protocol = if self.config.uses_plain_http(registry) {
                     ClientProtocol::Http
@@ -260,8 +262,13 @@ impl Registry {
     /// A client for the reference's registry with its credentials stored; oci-client fetches a
     /// token (or applies basic credentials) lazily on the first request that needs one.
     async fn ready(&self, reference: &Reference) -> Result<Client> {
-        let client = self.client_for(reference.resolve_registry());
-        let (auth, _) = self.auth_for(reference)?;
+        let (auth, source) = self.auth_for(reference)?;
+        let auth_key = match &auth {
+            RegistryAuth::Anonymous => String::new(),
+            RegistryAuth::Basic(user, _) => format!("basic:{user}:{}", source.unwrap_or_default()),
+            RegistryAuth::Bearer(_) => format!("bearer:{}", source.unwrap_or_default()),
+        };
+        let client = self.client_for(reference.resolve_registry(), &auth_key);
         client
             .store_auth_if_needed(reference.resolve_registry(), &auth)
             .await;
@@ -300,7 +307,7 @@ impl Registry {
         let by_digest = reference.clone_with_digest(digest.clone());
         let bytes = self.manifest_bytes(&by_digest, &digest).await?;
         match parse_manifest(&bytes, reference)? {
-            Parsed::Image(m) => Ok((digest, m, bytes)),
+            Parsed::Image(m) => Ok((digest, *m, bytes)),
             Parsed::Index(index) => {
                 let entry = choose_platform(&index).ok_or_else(|| OciError::Format {
                     reference: reference.whole(),
@@ -310,7 +317,7 @@ impl Registry {
                 let child = reference.clone_with_digest(child_digest.clone());
                 let bytes = self.manifest_bytes(&child, &child_digest).await?;
                 match parse_manifest(&bytes, reference)? {
-                    Parsed::Image(m) => Ok((child_digest, m, bytes)),
+                    Parsed::Image(m) => Ok((child_digest, *m, bytes)),
                     Parsed::Index(_) => Err(OciError::Format {
                         reference: reference.whole(),
                         reason: format!("index entry {child_digest} is itself an index; nested indexes are not supported"),
@@ -324,8 +331,10 @@ impl Registry {
         if let Some(cache) = &self.config.cache
             && let Some(bytes) = cache.get(digest)
         {
+            tracing::debug!(digest, "manifest served from the blob cache");
             return Ok(bytes);
         }
+        tracing::debug!(reference = %by_digest.whole(), "pulling manifest");
         let client = self.ready(by_digest).await?;
         let (auth, _) = self.auth_for(by_digest)?;
         let (body, _) = client
@@ -361,8 +370,10 @@ impl Registry {
         if let Some(cache) = &self.config.cache
             && let Some(bytes) = cache.get(&descriptor.digest)
         {
+            tracing::debug!(digest = %descriptor.digest, what, "blob served from the blob cache");
             return Ok(bytes);
         }
+        tracing::debug!(digest = %descriptor.digest, what, size = descriptor.size, "pulling blob");
         let client = self.ready(reference).await?;
         let short = short_digest(&descriptor.digest);
         let bar = self
@@ -643,7 +654,7 @@ fn short_digest(d: &str) -> &str {
 }
 
 enum Parsed {
-    Image(OciImageManifest),
+    Image(Box<OciImageManifest>),
     Index(OciImageIndex),
 }
 
@@ -674,7 +685,7 @@ fn parse_manifest(bytes: &[u8], reference: &Reference) -> Result<Parsed> {
             )));
         }
         serde_json::from_value(v)
-            .map(Parsed::Image)
+            .map(|m| Parsed::Image(Box::new(m)))
             .map_err(|e| bad(format!("malformed image manifest: {e}")))
     }
 }
@@ -719,6 +730,41 @@ mod tests {
         assert_eq!(v["layers"][0]["digest"], sha256_digest(b"layer"));
         assert_eq!(v["layers"][0]["size"], 5);
         assert!(v.get("annotations").is_none());
+    }
+
+    #[test]
+    fn registry_errors_become_actionable() {
+        let reg = Registry::new(ClientConfig {
+            insecure_registries: vec!["reg.example.com".into()],
+            ..Default::default()
+        });
+        let r = parse_reference("reg.example.com/ns/app:v1").unwrap();
+        let e = reg.map_err(
+            OciDistributionError::ServerError {
+                code: 400,
+                url: "http://reg.example.com/v2/".into(),
+                message: "Client sent an HTTP request to an HTTPS server.\n".into(),
+            },
+            &r,
+            &Op::Pull,
+        );
+        let text = e.to_string();
+        assert!(text.contains("serves HTTPS") && text.contains("--insecure-registry"), "{text}");
+        let e = reg.map_err(
+            OciDistributionError::ServerError { code: 404, url: String::new(), message: String::new() },
+            &r,
+            &Op::Pull,
+        );
+        assert_eq!(e.to_string(), "image reg.example.com/ns/app:v1 not found in reg.example.com: check the repository name and the tag or digest");
+        let envelope: oci_client::errors::OciEnvelope =
+            serde_json::from_str(r#"{"errors":[{"code":"DENIED","message":"no"}]}"#).unwrap();
+        let e = reg.map_err(
+            OciDistributionError::RegistryError { envelope, url: String::new() },
+            &r,
+            &Op::Push,
+        );
+        let text = e.to_string();
+        assert!(text.starts_with("not authorized to push reg.example.com/ns/app:v1 at reg.example.com"), "{text}");
     }
 
     #[test]

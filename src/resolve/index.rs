@@ -240,6 +240,7 @@ pub struct CatalogIndex {
     bundle_by_name: HashMap<String, BundleIdx>,
     gvk_providers: HashMap<Gvk, Vec<BundleIdx>>,
     problems: Vec<String>,
+    invalid: Option<String>,
 }
 
 impl CatalogIndex {
@@ -336,6 +337,57 @@ impl CatalogIndex {
         idx
     }
 
+    /// Builds the resolver's index from the catalog module's validated
+    /// [`crate::catalog::index::CatalogIndex`] (what the controller keeps per catalog image), so the
+    /// source config need not be kept around. Same semantics as [`CatalogIndex::from_config`].
+    pub fn from_catalog_index(ci: &crate::catalog::index::CatalogIndex) -> CatalogIndex {
+        use crate::catalog::model::{Bundle, Channel, ChannelEntry, Package};
+        let mut cfg = DeclarativeConfig::default();
+        for p in ci.packages() {
+            cfg.packages.push(Package {
+                schema: crate::catalog::model::SCHEMA_PACKAGE.into(),
+                name: p.name.clone(),
+                default_channel: Some(p.default_channel.clone()).filter(|d| !d.is_empty()),
+                ..Default::default()
+            });
+            for c in &p.channels {
+                cfg.channels.push(Channel {
+                    schema: crate::catalog::model::SCHEMA_CHANNEL.into(),
+                    package: p.name.clone(),
+                    name: c.name.clone(),
+                    entries: c
+                        .entries
+                        .iter()
+                        .map(|e| ChannelEntry {
+                            name: ci.bundle_at(e.bundle).name.clone(),
+                            replaces: e.replaces.clone(),
+                            skips: e.skips.clone(),
+                            skip_range: e.skip_range.as_ref().map(|r| r.as_str().to_string()),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                });
+            }
+        }
+        for b in ci.all_bundles() {
+            cfg.bundles.push(Bundle {
+                schema: crate::catalog::model::SCHEMA_BUNDLE.into(),
+                package: ci.package_of(b).to_string(),
+                name: b.name.clone(),
+                image: b.image.clone(),
+                properties: b
+                    .properties
+                    .iter()
+                    .filter(|p| p.type_ != property::BUNDLE_OBJECT && p.type_ != property::CSV_METADATA)
+                    .cloned()
+                    .collect(),
+                ..Default::default()
+            });
+        }
+        Self::from_config(&cfg)
+    }
+
     /// OLM's dependency order inside one catalog: default channels first, then package name, then
     /// channel name, then head first (`reference/olm-v0.md` §4.5, upstream `sortBundles`).
     fn assign_ranks(&mut self) {
@@ -363,6 +415,20 @@ impl CatalogIndex {
         for (b, r) in self.bundles.iter_mut().zip(ranks) {
             b.rank = r;
         }
+    }
+
+    /// Marks the whole catalog invalid (e.g. `opm validate` rules failed, as
+    /// [`crate::catalog::validate::validate`] reports them): as for a CatalogSource whose registry
+    /// refuses to serve it, no Subscription resolves from it and no dependency is taken from it,
+    /// and each such Subscription's error carries `message`.
+    pub fn with_invalid(mut self, message: impl Into<String>) -> CatalogIndex {
+        self.invalid = Some(message.into());
+        self
+    }
+
+    /// Why the catalog as a whole is unusable, if it is (see [`CatalogIndex::with_invalid`]).
+    pub fn invalid(&self) -> Option<&str> {
+        self.invalid.as_deref()
     }
 
     /// Problems found while indexing (bad properties, channels that cannot be ordered, …), each
@@ -415,7 +481,7 @@ impl CatalogIndex {
     /// without a problem.
     pub fn is_candidate(&self, b: BundleIdx) -> bool {
         let e = &self.bundles[b as usize];
-        e.rank != u32::MAX && e.problem.is_none()
+        e.rank != u32::MAX && e.problem.is_none() && self.invalid.is_none()
     }
 
     /// Channels (names) whose candidate chain holds bundle `b`, default channel first.

@@ -201,6 +201,8 @@ pub struct ResolvedBundle {
 pub enum ErrorKind {
     /// `spec.source`/`spec.sourceNamespace` name no visible catalog.
     MissingCatalog,
+    /// The Subscription's catalog is invalid as a whole (see [`CatalogIndex::with_invalid`]).
+    InvalidCatalog,
     /// `spec.name` names no package of the catalog.
     MissingPackage,
     /// `spec.channel` names no channel of the package.

@@ -1,10 +1,9 @@
 //! Semver version ranges in the two dialects the resolver reads.
 //!
 //! - **blang/semver** (`reference/olm-v0.md` §2.2, §3.4): `olm.skipRange` and the `versionRange` of
-//!   `olm.package.required`. Comparators `>`, `>=`, `<`, `<=`, `=`, `==`, `!=`, `!` (or none, meaning
-//!   `=`), separated by spaces (AND) and `||` (OR); `x`/`X`/`*` wildcards. Versions compare by plain
-//!   semver 2.0 precedence, so `4.3.0-201911201000 < 4.3.0` and `>=4.3.0-0` admits pre-releases of
-//!   4.3.0 (blang/semver v4 `ParseRange`).
+//!   `olm.package.required` / `olm.constraint` — parsed by [`crate::catalog::semver_range`] (a port
+//!   of blang's `ParseRange`). Versions compare by plain semver 2.0 precedence, so
+//!   `4.3.0-201911201000 < 4.3.0` and `>=4.3.0-0` admits pre-releases of 4.3.0.
 //! - **OLM v1 `version`** (operator-controller, Masterminds/semver v3 constraints): the syntax of a
 //!   Subscription's optional `spec.versionRange`: `>=1.2 <2`, `>=1.2, <2`, `~1.4`, `^1.2`, `1.2.x`,
 //!   `||`, and an exact version to pin. Partial versions are wildcards (`1.2` = `1.2.x`). A pre-release
@@ -15,6 +14,8 @@
 use semver::Version;
 use std::cmp::Ordering;
 use std::fmt;
+
+use crate::catalog::semver_range;
 
 /// Which range dialect a text is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,12 +42,17 @@ struct Comparator {
     version: Version,
 }
 
-/// A parsed range: a disjunction (`||`) of conjunctions of comparators.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    Blang(semver_range::Range),
+    OlmV1(Vec<Vec<Comparator>>),
+}
+
+/// A parsed range in either dialect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VersionRange {
     text: String,
-    dialect: Dialect,
-    any_of: Vec<Vec<Comparator>>,
+    kind: Kind,
 }
 
 /// A range that does not parse: names the text and what is wrong.
@@ -65,6 +71,27 @@ impl VersionRange {
     /// # Errors
     /// [`RangeError`] when an operator or version does not parse, or the range is empty.
     pub fn parse(text: &str, dialect: Dialect) -> Result<VersionRange, RangeError> {
+        match dialect {
+            Dialect::Blang => Self::blang(text),
+            Dialect::OlmV1 => Self::olm_v1(text),
+        }
+    }
+
+    /// Parses a blang/semver range (skipRange, `olm.package.required`) with
+    /// [`crate::catalog::semver_range::parse`].
+    ///
+    /// # Errors
+    /// [`RangeError`] carrying blang's reason.
+    pub fn blang(text: &str) -> Result<VersionRange, RangeError> {
+        let r = semver_range::parse(text).map_err(|e| RangeError { text: text.to_string(), message: e.message })?;
+        Ok(VersionRange { text: text.trim().to_string(), kind: Kind::Blang(r) })
+    }
+
+    /// Parses an OLM v1 `version` constraint (a Subscription's `spec.versionRange`).
+    ///
+    /// # Errors
+    /// [`RangeError`] when an operator or version does not parse, or an alternative is empty.
+    pub fn olm_v1(text: &str) -> Result<VersionRange, RangeError> {
         let err = |message: String| RangeError { text: text.to_string(), message };
         let mut any_of = Vec::new();
         for alternative in text.split("||") {
@@ -75,32 +102,19 @@ impl VersionRange {
             }
             let mut all_of = Vec::new();
             for token in tokens {
-                parse_term(&token, dialect, &mut all_of).map_err(&err)?;
+                parse_term(&token, &mut all_of).map_err(&err)?;
             }
             any_of.push(all_of);
         }
-        Ok(VersionRange { text: text.trim().to_string(), dialect, any_of })
-    }
-
-    /// Parses a blang/semver range (skipRange, `olm.package.required`).
-    ///
-    /// # Errors
-    /// See [`VersionRange::parse`].
-    pub fn blang(text: &str) -> Result<VersionRange, RangeError> {
-        Self::parse(text, Dialect::Blang)
-    }
-
-    /// Parses an OLM v1 `version` constraint (a Subscription's `spec.versionRange`).
-    ///
-    /// # Errors
-    /// See [`VersionRange::parse`].
-    pub fn olm_v1(text: &str) -> Result<VersionRange, RangeError> {
-        Self::parse(text, Dialect::OlmV1)
+        Ok(VersionRange { text: text.trim().to_string(), kind: Kind::OlmV1(any_of) })
     }
 
     /// Whether `version` lies in the range.
     pub fn matches(&self, version: &Version) -> bool {
-        self.any_of.iter().any(|all| all.iter().all(|c| c.matches(version, self.dialect)))
+        match &self.kind {
+            Kind::Blang(r) => r.matches(version),
+            Kind::OlmV1(any_of) => any_of.iter().any(|all| all.iter().all(|c| c.matches(version))),
+        }
     }
 
     /// Whether the range would admit `version` if its pre-release were dropped — used to explain
@@ -125,8 +139,8 @@ impl fmt::Display for VersionRange {
 }
 
 impl Comparator {
-    fn matches(&self, v: &Version, dialect: Dialect) -> bool {
-        if dialect == Dialect::OlmV1 && !v.pre.is_empty() && self.version.pre.is_empty() {
+    fn matches(&self, v: &Version) -> bool {
+        if !v.pre.is_empty() && self.version.pre.is_empty() {
             return false;
         }
         let ord = v.cmp_precedence(&self.version);
@@ -231,14 +245,14 @@ impl Partial {
     fn ceiling(&self) -> Option<Version> {
         match (self.major, self.minor, self.patch) {
             (None, _, _) => None,
-            (Some(m), None, _) => Some(Version::new(m + 1, 0, 0)),
-            (Some(m), Some(n), None) => Some(Version::new(m, n + 1, 0)),
-            (Some(m), Some(n), Some(p)) => Some(Version::new(m, n, p + 1)),
+            (Some(m), None, _) => Some(Version::new(m.saturating_add(1), 0, 0)),
+            (Some(m), Some(n), None) => Some(Version::new(m, n.saturating_add(1), 0)),
+            (Some(m), Some(n), Some(p)) => Some(Version::new(m, n, p.saturating_add(1))),
         }
     }
 }
 
-fn parse_term(token: &str, dialect: Dialect, out: &mut Vec<Comparator>) -> Result<(), String> {
+fn parse_term(token: &str, out: &mut Vec<Comparator>) -> Result<(), String> {
     let (op, rest) = split_op(token);
     let partial = Partial::parse(rest)?;
     let floor = partial.floor();
@@ -250,8 +264,8 @@ fn parse_term(token: &str, dialect: Dialect, out: &mut Vec<Comparator>) -> Resul
             out.push(ge(floor));
             let m = partial.major.unwrap_or(0);
             match partial.minor {
-                Some(n) => out.push(lt(Version::new(m, n + 1, 0))),
-                None if partial.major.is_some() => out.push(lt(Version::new(m + 1, 0, 0))),
+                Some(n) => out.push(lt(Version::new(m, n.saturating_add(1), 0))),
+                None if partial.major.is_some() => out.push(lt(Version::new(m.saturating_add(1), 0, 0))),
                 None => {}
             }
         }
@@ -259,10 +273,10 @@ fn parse_term(token: &str, dialect: Dialect, out: &mut Vec<Comparator>) -> Resul
             out.push(ge(floor));
             let (m, n, p) = (partial.major.unwrap_or(0), partial.minor, partial.patch);
             let upper = match (m, n, p) {
-                (0, Some(0), Some(p)) if partial.is_complete() => Version::new(0, 0, p + 1),
-                (0, Some(n), _) => Version::new(0, n + 1, 0),
+                (0, Some(0), Some(p)) if partial.is_complete() => Version::new(0, 0, p.saturating_add(1)),
+                (0, Some(n), _) => Version::new(0, n.saturating_add(1), 0),
                 (0, None, _) if partial.major.is_none() => return Ok(()),
-                (m, _, _) => Version::new(m + 1, 0, 0),
+                (m, _, _) => Version::new(m.saturating_add(1), 0, 0),
             };
             out.push(lt(upper));
         }
@@ -296,9 +310,6 @@ fn parse_term(token: &str, dialect: Dialect, out: &mut Vec<Comparator>) -> Resul
             None => out.push(ge(Version::new(0, 0, 0))),
         },
         other => return Err(format!("unknown operator {other:?}")),
-    }
-    if dialect == Dialect::Blang && matches!(op, "~" | "~>" | "^") {
-        return Err(format!("operator {op:?} is not part of blang/semver ranges; write >= and < instead"));
     }
     Ok(())
 }
@@ -378,5 +389,8 @@ mod tests {
         assert!(!gt.matches(&v("1.2.5")) && gt.matches(&v("1.3.0")));
         let le = VersionRange::olm_v1("<=1.2").unwrap();
         assert!(le.matches(&v("1.2.5")) && !le.matches(&v("1.3.0")));
+        // Huge numbers saturate instead of overflowing (no panic on input).
+        let huge = VersionRange::olm_v1("~18446744073709551615.18446744073709551615").unwrap();
+        assert!(!huge.matches(&v("1.0.0")));
     }
 }

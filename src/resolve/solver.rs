@@ -64,6 +64,7 @@ impl VersionSet for VsKey {
 }
 
 /// An installed bundle with what the resolver knows about it.
+#[derive(Clone)]
 struct InstalledInfo {
     name: String,
     package: String,
@@ -76,6 +77,7 @@ struct InstalledInfo {
 }
 
 /// A Subscription that passed the preflight checks.
+#[derive(Clone)]
 struct SubPlan {
     input: usize,
     catalog: usize,
@@ -97,13 +99,19 @@ struct Ctx<'a> {
 
 type PrefKey<'a> = (u8, i64, u8, &'a str, &'a str, u32);
 
+/// (package, version, provides, dependencies, catalog) of a bundle or installed record.
+type RecordInfo<'a> = (&'a str, &'a Version, &'a [Gvk], &'a [Dependency], Option<usize>);
+
+/// Resolved entries and errors, each tagged with the Subscription's input position.
+type NamespaceResult = (Vec<(usize, Vec<ResolvedBundle>)>, Vec<(usize, ResolveError)>);
+
 impl<'a> Ctx<'a> {
     fn index(&self, cat: u32) -> &CatalogIndex {
         &self.catalogs[cat as usize].index
     }
 
     /// (package, version, provides, dependencies, catalog) of a bundle or installed record.
-    fn info(&self, r: Record) -> Option<(&str, &Version, &[Gvk], &[Dependency], Option<usize>)> {
+    fn info(&self, r: Record) -> Option<RecordInfo<'_>> {
         match r {
             Record::Bundle { cat, b } => {
                 let idx = self.index(cat);
@@ -252,6 +260,10 @@ impl<'a> Ctx<'a> {
                 let mut parts = Vec::new();
                 for c in self.catalogs {
                     if let Some((_, p)) = c.index.package(package) {
+                        if let Some(m) = c.index.invalid() {
+                            parts.push(format!("catalog {} has package {package} but the catalog is invalid, so it serves nothing: {m}", c.key));
+                            continue;
+                        }
                         let mut versions: Vec<&Version> =
                             p.bundles.iter().filter(|&&b| c.index.is_candidate(b)).map(|&b| &c.index.bundle(b).version).collect();
                         versions.sort_by(|a, b| a.cmp_precedence(b));
@@ -280,18 +292,31 @@ impl<'a> Ctx<'a> {
             }
             Predicate::Gvk(g) => {
                 let keys: Vec<String> = self.catalogs.iter().map(|c| c.key.to_string()).collect();
-                format!("no installable bundle in catalogs {} provides {}", join_and(&keys), display_gvk(g))
+                format!("no installable bundle in catalogs {} provides {}{}", join_and(&keys), display_gvk(g), self.invalid_note())
             }
             _ => {
                 let keys: Vec<String> = self.catalogs.iter().map(|c| c.key.to_string()).collect();
-                format!("no installable bundle in catalogs {} satisfies it", join_and(&keys))
+                format!("no installable bundle in catalogs {} satisfies it{}", join_and(&keys), self.invalid_note())
             }
         }
+    }
+
+    /// `" (catalog X is invalid and serves nothing: …)"` for every invalid catalog, or "".
+    fn invalid_note(&self) -> String {
+        let notes: Vec<String> = self
+            .catalogs
+            .iter()
+            .filter_map(|c| c.index.invalid().map(|m| format!("catalog {} is invalid and serves nothing: {m}", c.key)))
+            .collect();
+        if notes.is_empty() { String::new() } else { format!(" ({})", notes.join("; ")) }
     }
 }
 
 /// Why a catalog bundle is not a candidate, for resolvo's `excluded` list.
 fn non_candidate_reason(idx: &CatalogIndex, b: BundleIdx) -> String {
+    if let Some(m) = idx.invalid() {
+        return format!("its catalog is invalid: {m}");
+    }
     let e = idx.bundle(b);
     if let Some(p) = &e.problem {
         return p.clone();
@@ -358,6 +383,43 @@ impl<'c, 'a> Provider<'c, 'a> {
 
     fn describe(&self, r: Record) -> String {
         self.ctx.describe(r, &self.gvks.borrow(), &self.pkgs.borrow())
+    }
+
+    /// Several records in one phrase: `foo 1.0.0, 1.1.0 and 1.2.0 (stable, catalog olm/cat)`.
+    fn describe_group(&self, rs: &[Record]) -> String {
+        let mut groups: Vec<((String, String, String), Vec<String>)> = Vec::new();
+        let mut singles: Vec<String> = Vec::new();
+        for &r in rs {
+            match r {
+                Record::Bundle { cat, b } => {
+                    let idx = self.ctx.index(cat);
+                    let key = (
+                        idx.package_name(b).to_string(),
+                        self.ctx.channel_of(r).unwrap_or_else(|| "no channel".into()),
+                        self.ctx.catalogs[cat as usize].key.to_string(),
+                    );
+                    let v = idx.bundle(b).version.to_string();
+                    match groups.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, vs)) => vs.push(v),
+                        None => groups.push((key, vec![v])),
+                    }
+                }
+                other => singles.push(self.describe(other)),
+            }
+        }
+        let mut parts: Vec<String> = groups
+            .into_iter()
+            .map(|((pkg, ch, cat), vs)| {
+                if vs.len() == 1 {
+                    let r = rs.iter().copied().find(|r| matches!(r, Record::Bundle { .. }) && self.ctx.info(*r).is_some_and(|i| i.0 == pkg && i.1.to_string() == vs[0]));
+                    r.map(|r| self.describe(r)).unwrap_or_else(|| format!("{pkg} {} ({ch}, catalog {cat})", vs[0]))
+                } else {
+                    format!("{pkg} {} ({ch}, catalog {cat})", join_and(&vs))
+                }
+            })
+            .collect();
+        parts.extend(singles);
+        join_and(&parts)
     }
 
     fn describe_vs(&self, vs: VersionSetId) -> String {
@@ -606,6 +668,8 @@ fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> String {
         _ => None,
     };
     let unresolved = graph.unresolved_node;
+    // Unmet dependencies, grouped by what is required so that many candidates read as one line.
+    let mut dep_lines: Vec<(String, Vec<Record>)> = Vec::new();
     for &n in &order {
         // Group requires edges of this node by requirement.
         let mut groups: Vec<(Requirement, Vec<NodeIndex>)> = Vec::new();
@@ -630,9 +694,8 @@ fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> String {
             match (&g[n], &key) {
                 (_, VsKey::Exact(Record::GvkProvider { .. })) => {} // "provides" edges: used below
                 (ConflictNode::Root, VsKey::Sub(_)) => {
-                    let cands: Vec<String> =
-                        targets.iter().filter_map(|&t| solvable_of(t)).map(|s| p.describe(p.record(s))).collect();
-                    head.insert(format!("{}; candidates: {}", p.describe_vs(first_vs), join_and(&cands)));
+                    let cands: Vec<Record> = targets.iter().filter_map(|&t| solvable_of(t)).map(|s| p.record(s)).collect();
+                    head.insert(format!("{}; candidates: {}", p.describe_vs(first_vs), p.describe_group(&cands)));
                 }
                 (ConflictNode::Root, VsKey::Exact(r)) => {
                     tail.insert(format!(
@@ -641,25 +704,31 @@ fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> String {
                     ));
                 }
                 (ConflictNode::Solvable(s), VsKey::Dep { owner, dep }) => {
-                    let src = p.describe(p.record(*s));
                     let d = p.ctx.info(*owner).and_then(|i| i.3.get(*dep as usize).cloned());
                     let Some(d) = d else { continue };
-                    let mut line = format!("{src} requires {}", d.predicate);
+                    let mut line = d.predicate.to_string();
                     if no_candidates {
                         line.push_str(&format!("; {}", p.ctx.availability(&d.predicate)));
                     } else {
-                        let cands: Vec<String> =
-                            targets.iter().filter_map(|&t| solvable_of(t)).map(|s| p.describe(p.record(s))).collect();
-                        line.push_str(&format!(", met only by {}", join_and(&cands)));
+                        let cands: Vec<Record> = targets.iter().filter_map(|&t| solvable_of(t)).map(|s| p.record(s)).collect();
+                        line.push_str(&format!(", met only by {}", p.describe_group(&cands)));
                     }
                     if let Some(m) = &d.failure_message {
                         line.push_str(&format!(" ({m})"));
                     }
-                    lines.insert(line);
+                    let src = p.record(*s);
+                    match dep_lines.iter_mut().find(|(l, _)| *l == line) {
+                        Some((_, srcs)) => srcs.push(src),
+                        None => dep_lines.push((line, vec![src])),
+                    }
                 }
                 _ => {}
             }
         }
+    }
+    for (line, srcs) in dep_lines {
+        let verb = if srcs.len() > 1 { "each require" } else { "requires" };
+        lines.insert(format!("{} {verb} {line}", p.describe_group(&srcs)));
     }
     // Conflicts.
     for e in g.edge_references() {
@@ -806,6 +875,16 @@ fn preflight(
         return Err(err(sub, ErrorKind::MissingCatalog, m));
     };
     let idx = &catalogs[cat].index;
+    if let Some(m) = idx.invalid() {
+        return Err(err(
+            sub,
+            ErrorKind::InvalidCatalog,
+            format!(
+                "catalog {key} is invalid, so subscription {} cannot resolve from it until the catalog is fixed: {m}",
+                sub.name
+            ),
+        ));
+    }
     let Some((_, pkg)) = idx.package(&sub.package) else {
         let elsewhere: Vec<String> =
             catalogs.iter().filter(|c| c.index.package(&sub.package).is_some()).map(|c| c.key.to_string()).collect();
@@ -819,8 +898,7 @@ fn preflight(
     };
     // Channels to consider.
     let mut channels: Vec<&ChannelInfo> = Vec::new();
-    let channel_label;
-    match sub.channel.as_deref().filter(|c| !c.is_empty()) {
+    let channel_label = match sub.channel.as_deref().filter(|c| !c.is_empty()) {
         Some(name) => {
             let Some(ch) = pkg.channel(name) else {
                 return Err(err(
@@ -834,7 +912,7 @@ fn preflight(
                 ));
             };
             channels.push(ch);
-            channel_label = format!("channel {name}");
+            format!("channel {name}")
         }
         None => {
             let names: Vec<&str> = pkg.channels.iter().map(|c| c.name.as_str()).collect();
@@ -863,9 +941,9 @@ fn preflight(
             };
             channels.push(d);
             channels.extend(pkg.channels.iter().filter(|c| c.name != *default));
-            channel_label = format!("the default channel {default} (then the other channels)");
+            format!("the default channel {default} (then the other channels)")
         }
-    }
+    };
     let first = channels[0];
     if let Err(e) = &first.order {
         return Err(err(
@@ -1056,7 +1134,7 @@ fn no_upgrade_note(
     }
     let mut m = format!("no upgrade edge from the installed {} ({}) in channel {}", cur.name, cur.version, ch.name);
     if !ch.entries.iter().any(|e| e.name == cur.name) {
-        m.push_str(&format!(" (it is not an entry of the channel)"));
+        m.push_str(" (it is not an entry of the channel)");
     }
     let mut pre_notes = Vec::new();
     if !cur.version.pre.is_empty() {
@@ -1154,7 +1232,7 @@ pub(super) fn resolve_namespace(
     installed: &[&InstalledBundle],
     subs: &[usize],
     all_subs: &[SubscriptionRequest],
-) -> (Vec<(usize, Vec<ResolvedBundle>)>, Vec<(usize, ResolveError)>) {
+) -> NamespaceResult {
     let infos = installed_infos(catalogs, installed);
     let mut errors: Vec<(usize, ResolveError)> = Vec::new();
     let mut plans = Vec::new();
@@ -1205,12 +1283,49 @@ pub(super) fn resolve_namespace(
             (accepted, solution)
         }
     };
-    (assemble(&ctx, &accepted, &solution), errors)
+    let blocked = blocked_upgrade_notes(&ctx, &accepted, &solution);
+    (assemble(&ctx, &accepted, &solution, &blocked), errors)
+}
+
+/// For Subscriptions that stay on their installed bundle although upgrade candidates exist, the
+/// reason the upgrade cannot be installed (found by solving again without the option to stay).
+fn blocked_upgrade_notes(ctx: &Ctx<'_>, accepted: &[usize], solution: &[Record]) -> HashMap<usize, String> {
+    let mut notes = HashMap::new();
+    for &i in accepted {
+        let plan = &ctx.plans[i];
+        let Some(c) = plan.current else { continue };
+        let cur = Record::Installed(c);
+        if !solution.contains(&cur) || plan.candidates.len() < 2 {
+            continue;
+        }
+        let mut plans = ctx.plans.clone();
+        plans[i].candidates.remove(&cur);
+        let mut targets: Vec<(usize, Record)> = plans[i].candidates.iter().map(|(r, p)| (*p, *r)).collect();
+        targets.sort_by_key(|(p, _)| *p);
+        let ctx2 = Ctx { catalogs: ctx.catalogs, namespace: ctx.namespace, installed: ctx.installed.clone(), plans, subs: ctx.subs };
+        if let Err(e) = solve(&ctx2, accepted) {
+            let names: Vec<String> = targets.iter().map(|(_, r)| ctx.bundle_name(*r)).collect();
+            notes.insert(
+                i,
+                format!(
+                    "the upgrade from {} to {} cannot be installed, so it stays: {e}",
+                    ctx.installed[c as usize].name,
+                    join_and(&names)
+                ),
+            );
+        }
+    }
+    notes
 }
 
 /// Builds the plan: each Subscription's bundle, then the dependencies reached from it (petgraph
 /// breadth-first over "requires" edges), each with its reason.
-fn assemble(ctx: &Ctx<'_>, accepted: &[usize], solution: &[Record]) -> Vec<(usize, Vec<ResolvedBundle>)> {
+fn assemble(
+    ctx: &Ctx<'_>,
+    accepted: &[usize],
+    solution: &[Record],
+    blocked: &HashMap<usize, String>,
+) -> Vec<(usize, Vec<ResolvedBundle>)> {
     let chosen: Vec<Record> =
         solution.iter().copied().filter(|r| !matches!(r, Record::GvkProvider { .. })).collect();
     let mut g: DiGraph<Record, String> = DiGraph::new();
@@ -1241,7 +1356,7 @@ fn assemble(ctx: &Ctx<'_>, accepted: &[usize], solution: &[Record]) -> Vec<(usiz
         let Some(&r) = sub_choice.get(&i) else { continue };
         let mut entries = Vec::new();
         let reason = match (r, plan.current) {
-            (Record::Installed(_), _) => Reason::Installed { note: plan.note.clone() },
+            (Record::Installed(_), _) => Reason::Installed { note: blocked.get(&i).cloned().or_else(|| plan.note.clone()) },
             (_, Some(c)) => Reason::Upgrade { from: ctx.installed[c as usize].name.clone() },
             _ => Reason::Requested,
         };

@@ -241,3 +241,94 @@ fn split_csv_name_finds_the_version() {
     assert_eq!(split_csv_name("etcdoperator.v0.9.0").map(|(p, _)| p), Some("etcdoperator".into()));
     assert!(split_csv_name("no-version").is_none());
 }
+
+#[test]
+fn blocked_upgrade_stays_and_says_why() {
+    // foo 1.1.0 needs bar >=2, but bar 1.0.0 is installed without a Subscription and stays.
+    let mut y = chain("foo", &["1.0.0", "1.1.0"], &|v| {
+        if v == "1.1.0" { ", {type: olm.package.required, value: {packageName: bar, versionRange: '>=2.0.0'}}".into() } else { String::new() }
+    });
+    y.push_str(&chain("bar", &["1.0.0", "2.0.0"], &none));
+    let out = resolve(&ResolveInput {
+        catalogs: vec![cat("olm", "cat", 0, &y)],
+        installed: vec![installed("foo.v1.0.0"), installed("bar.v1.0.0")],
+        subscriptions: vec![sub("foo", Some("stable"), "cat")],
+    });
+    assert!(out.errors.is_empty(), "{out:?}");
+    assert_eq!(bundles(&out), vec!["foo.v1.0.0"]);
+    let Reason::Installed { note: Some(n) } = &out.resolved[0].reason else { panic!("{out:?}") };
+    assert!(n.contains("upgrade from foo.v1.0.0 to foo.v1.1.0 cannot be installed"), "{n}");
+    assert!(n.contains("requires bar >=2.0.0") && n.contains("installed bar.v1.0.0"), "{n}");
+}
+
+#[test]
+fn starting_csv_first_install_and_its_errors() {
+    let y = "- {schema: olm.package, name: app, defaultChannel: stable}\n- schema: olm.channel\n  package: app\n  name: stable\n  entries:\n    - {name: app.v1.0.0}\n    - {name: app.v1.1.0, replaces: app.v1.0.0}\n    - {name: app.v1.1.1, replaces: app.v1.0.0, skips: [app.v1.1.0]}\n".to_string()
+        + &b("app", "1.0.0", "")
+        + &b("app", "1.1.0", "")
+        + &b("app", "1.1.1", "");
+    let c = cat("olm", "cat", 0, &y);
+    let mut s = sub("app", Some("stable"), "cat");
+    s.starting_csv = Some("app.v1.0.0".into());
+    let out = resolve(&ResolveInput { catalogs: vec![c.clone()], installed: vec![], subscriptions: vec![s.clone()] });
+    assert_eq!(bundles(&out), vec!["app.v1.0.0"]);
+    // startingCSV only applies to a first install: with 1.0.0 installed the upgrade goes to 1.1.1.
+    let out = resolve(&ResolveInput { catalogs: vec![c.clone()], installed: vec![installed("app.v1.0.0")], subscriptions: vec![s.clone()] });
+    assert_eq!(bundles(&out), vec!["app.v1.1.1"]);
+    s.starting_csv = Some("app.v1.1.0".into());
+    let out = resolve(&ResolveInput { catalogs: vec![c.clone()], installed: vec![], subscriptions: vec![s.clone()] });
+    assert_eq!(out.errors[0].kind, ErrorKind::StartingCsvNotInChannel);
+    assert!(out.errors[0].message.contains("skipped by app.v1.1.1"), "{}", out.errors[0].message);
+    s.starting_csv = Some("app.v9.9.9".into());
+    let out = resolve(&ResolveInput { catalogs: vec![c], installed: vec![], subscriptions: vec![s] });
+    assert_eq!(out.errors[0].kind, ErrorKind::StartingCsvNotInChannel);
+    assert!(out.errors[0].message.contains("app.v9.9.9 is not in channel stable"), "{}", out.errors[0].message);
+}
+
+#[test]
+fn no_channel_uses_the_default_and_a_bad_default_is_reported() {
+    let mut y = "- {schema: olm.package, name: foo, defaultChannel: fast}\n- {schema: olm.channel, package: foo, name: stable, entries: [{name: foo.v1.0.0}]}\n- {schema: olm.channel, package: foo, name: fast, entries: [{name: foo.v1.0.0}, {name: foo.v2.0.0, replaces: foo.v1.0.0}]}\n".to_string();
+    y.push_str(&b("foo", "1.0.0", ""));
+    y.push_str(&b("foo", "2.0.0", ""));
+    let out = resolve(&ResolveInput { catalogs: vec![cat("olm", "cat", 0, &y)], installed: vec![], subscriptions: vec![sub("foo", None, "cat")] });
+    assert_eq!(bundles(&out), vec!["foo.v2.0.0"]);
+    assert_eq!(out.resolved[0].channel.as_deref(), Some("fast"));
+    let bad = y.replace("defaultChannel: fast", "defaultChannel: stabel");
+    let out = resolve(&ResolveInput { catalogs: vec![cat("olm", "cat", 0, &bad)], installed: vec![], subscriptions: vec![sub("foo", None, "cat")] });
+    assert_eq!(out.errors[0].kind, ErrorKind::MissingDefaultChannel);
+    assert!(out.errors[0].message.contains("defaultChannel \"stabel\" of package foo") && out.errors[0].message.contains("fast and stable"), "{}", out.errors[0].message);
+}
+
+#[test]
+fn index_from_the_catalog_module_index_resolves_the_same() {
+    let mut y = chain("app", &["1.0.0", "1.1.0"], &|_| ", {type: olm.gvk.required, value: {group: x.io, version: v1, kind: Db}}".into());
+    y.push_str(&chain("db", &["1.0.0", "2.0.0"], &|_| ", {type: olm.gvk, value: {group: x.io, version: v1, kind: Db}}".into()));
+    let cfg = dc(&y);
+    let ci = crate::catalog::index::CatalogIndex::new(cfg.clone()).expect("valid catalog");
+    let a = CatalogIndex::from_config(&cfg);
+    let b = CatalogIndex::from_catalog_index(&ci);
+    let run = |idx: CatalogIndex| {
+        resolve(&ResolveInput {
+            catalogs: vec![CatalogInput { key: CatalogSourceKey::new("olm", "cat"), priority: 0, index: Arc::new(idx) }],
+            installed: vec![installed("app.v1.0.0")],
+            subscriptions: vec![sub("app", None, "cat")],
+        })
+    };
+    let (ra, rb) = (run(a), run(b));
+    assert_eq!(ra, rb);
+    assert_eq!(bundles(&ra), vec!["app.v1.1.0", "db.v2.0.0"]);
+}
+
+#[test]
+fn an_invalid_catalog_serves_nothing() {
+    let app = chain("app", &["1.0.0"], &|_| ", {type: olm.package.required, value: {packageName: lib, versionRange: '>=1.0.0'}}".into());
+    let good = cat("olm", "good", 0, &app);
+    let mut bad = cat("olm", "bad", 0, &chain("lib", &["1.0.0"], &none));
+    bad.index = Arc::new((*bad.index).clone().with_invalid("package lib: broken"));
+    let mut s = sub("lib", None, "bad");
+    s.name = "lib".into();
+    let out = resolve(&ResolveInput { catalogs: vec![good, bad], installed: vec![], subscriptions: vec![sub("app", None, "good"), s] });
+    assert_eq!(out.errors.len(), 2, "{out:?}");
+    assert!(out.errors[0].message.contains("catalog olm/bad has package lib but the catalog is invalid, so it serves nothing: package lib: broken"), "{}", out.errors[0].message);
+    assert_eq!(out.errors[1].kind, ErrorKind::InvalidCatalog);
+}

@@ -176,7 +176,7 @@ wait_for kube-apiserver 120 "${api[@]}" "https://127.0.0.1:$API_PORT/readyz"
 start kube-controller-manager "$bin/kube-controller-manager" \
   --kubeconfig="$kubeconfig" --authentication-kubeconfig="$kubeconfig" --authorization-kubeconfig="$kubeconfig" \
   --bind-address=127.0.0.1 --secure-port="$KCM_PORT" --leader-elect=false \
-  --controllers=garbage-collector-controller,deployment-controller,replicaset-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,statefulset-controller,job-controller,endpointslice-controller,clusterrole-aggregation-controller,root-ca-certificate-publisher-controller,pod-garbage-collector-controller,ttl-after-finished-controller \
+  --controllers=garbage-collector-controller,deployment-controller,replicaset-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,statefulset-controller,job-controller,endpointslice-controller,clusterrole-aggregation-controller,root-ca-certificate-publisher-controller,pod-garbage-collector-controller,ttl-after-finished-controller,node-lifecycle-controller \
   --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
   --use-service-account-credentials=false \
   --concurrent-gc-syncs=5 --v=1
@@ -213,8 +213,9 @@ if ! "${api[@]}" "https://127.0.0.1:$API_PORT/api/v1/nodes/kwok-node-0" >/dev/nu
 fi
 node_ready() {
   "${api[@]}" "https://127.0.0.1:$API_PORT/api/v1/nodes/kwok-node-0" \
-    | python3 -c 'import json,sys; n=json.load(sys.stdin); sys.exit(0 if any(c["type"]=="Ready" and c["status"]=="True" for c in n.get("status",{}).get("conditions",[])) else 1)'
+    | python3 -c 'import json,sys; n=json.load(sys.stdin); ready=any(c["type"]=="Ready" and c["status"]=="True" for c in n.get("status",{}).get("conditions",[])); tainted=any(t["key"].startswith("node.kubernetes.io/") for t in n.get("spec",{}).get("taints",[]) or []); sys.exit(0 if ready and not tainted else 1)'
 }
+# Ready, and the node-lifecycle controller has lifted the not-ready taint the API server puts on new nodes.
 wait_for kwok 60 node_ready
 # The default ServiceAccount must exist before Pods can be created in a namespace.
 sa_ready() { "${api[@]}" "https://127.0.0.1:$API_PORT/api/v1/namespaces/default/serviceaccounts/default"; }

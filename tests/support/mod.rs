@@ -118,7 +118,6 @@ pub async fn client_with_token(token: &str) -> kube::Client {
 pub struct TestNamespace {
     /// The namespace name: `<prefix>-<random suffix>`.
     pub name: String,
-    client: kube::Client,
 }
 
 impl TestNamespace {
@@ -140,20 +139,22 @@ impl TestNamespace {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        TestNamespace { name, client: client.clone() }
+        TestNamespace { name }
     }
 }
 
 impl Drop for TestNamespace {
     fn drop(&mut self) {
-        let client = self.client.clone();
         let name = self.name.clone();
-        // Drop cannot await; delete from a short-lived runtime on another thread.
+        // Drop cannot await, and the test's client is driven by the test's own (now blocked)
+        // runtime: delete with a fresh client on a short-lived runtime on another thread.
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
             if let Ok(rt) = rt {
                 rt.block_on(async move {
-                    let _ = Api::<Namespace>::all(client).delete(&name, &DeleteParams::background()).await;
+                    if let Ok(client) = kube::Client::try_from(admin_config().await) {
+                        let _ = Api::<Namespace>::all(client).delete(&name, &DeleteParams::background()).await;
+                    }
                 });
             }
         })
