@@ -640,6 +640,11 @@ where
 {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len()).max(1);
     let results: Mutex<Vec<Option<Result<T, CatalogError>>>> = Mutex::new((0..files.len()).map(|_| None).collect());
+    // Largest files first, so that a big file does not start last and leave one worker busy
+    // alone at the end; results still go to their path-order slot.
+    let mut order: Vec<(u64, usize)> =
+        files.iter().enumerate().map(|(i, f)| (std::fs::metadata(f).map_or(0, |m| m.len()), i)).collect();
+    order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let work = || {
@@ -647,8 +652,8 @@ where
             if failed.load(Ordering::Relaxed) {
                 return;
             }
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(path) = files.get(i) else { return };
+            let Some(&(_, i)) = order.get(next.fetch_add(1, Ordering::Relaxed)) else { return };
+            let path = &files[i];
             let r = read_file(path)
                 .and_then(|b| parse_bytes(&path.display().to_string(), &b))
                 .map(|cfg| per_file(path, cfg));
