@@ -681,10 +681,8 @@ fn check_bundle(b: &Bundle, channel: Option<&str>, c: &mut Collector) -> Option<
                     Some(_) => {}
                 }
             }
-            property::CSV_METADATA => {
-                if !p.value.is_object() {
-                    at(c, ErrorKind::Property, format!("{here}: olm.csv.metadata value must be an object"));
-                }
+            property::CSV_METADATA if !p.value.is_object() => {
+                at(c, ErrorKind::Property, format!("{here}: olm.csv.metadata value must be an object"));
             }
             _ => {}
         }
@@ -1047,8 +1045,7 @@ fn describe_chain(head: &str, entries: &IndexMap<&str, &ChannelEntry, FxBuild>, 
     let mut seen: FxSet<&str> = FxSet::from_iter([head]);
     let mut tail = head;
     let mut len = 1;
-    loop {
-        let Some(r) = entries.get(tail).and_then(|e| e.replaces.as_deref()) else { break };
+    while let Some(r) = entries.get(tail).and_then(|e| e.replaces.as_deref()) {
         if !entries.contains_key(r) || skipped.contains(r) || !seen.insert(r) {
             break;
         }

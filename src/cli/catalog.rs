@@ -131,8 +131,11 @@ struct ValidateReport<'a> {
     errors: &'a [ValidationError],
 }
 
+/// Blob counts, the image digest (for a reference) and the validation result.
+type Validated = (CatalogCounts, Option<String>, Result<(), ValidationErrors>);
+
 /// Loads and validates a catalog path (streaming, [`validate_path`]) or image.
-fn load_and_validate(arg: &str, registry: &RegistryArgs) -> Result<(CatalogCounts, Option<String>, Result<(), ValidationErrors>), String> {
+fn load_and_validate(arg: &str, registry: &RegistryArgs) -> Result<Validated, String> {
     if is_image_reference(arg) {
         let config = registry.client_config().map_err(|e| e.to_string())?;
         let loaded = load_catalog_image_blocking(arg, config).map_err(|e| e.to_string())?;
