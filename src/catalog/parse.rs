@@ -540,7 +540,8 @@ fn decode_deprecation(ctx: &BlobCtx, map: Map<String, Value>) -> Result<Deprecat
 ///
 /// # Errors
 /// [`CatalogError::Io`] when the path or a file cannot be read (or an `.indexignore` file is
-/// malformed); otherwise the first error of [`parse_bytes`] in path order.
+/// malformed); otherwise an error of [`parse_bytes`] (parsing stops at the first failure;
+/// of the files parsed by then, the first in path order is reported).
 pub fn load_path(path: &Path) -> Result<DeclarativeConfig, CatalogError> {
     let mut cfg = DeclarativeConfig::default();
     for part in load_path_map(path, |_, c| c)? {
