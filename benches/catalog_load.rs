@@ -6,9 +6,10 @@
 //!
 //! Each tool runs as a child process (`capstan catalog validate DIR`, `opm validate DIR`) so that
 //! both pay process start-up and both are measured the same way: wall time from spawn to exit,
-//! and peak resident memory from the kernel's `ru_maxrss` of that child (`wait4`). The table
-//! gives medians over `CAPSTAN_BENCH_RUNS` runs (default 7) and the ratios; targets: capstan at
-//! least 5x faster, under a third of opm's peak memory.
+//! CPU time (user + system) and peak resident memory from the kernel's rusage of that child
+//! (`wait4`). Runs alternate between the two tools so that both see the same machine load. The
+//! table gives medians over `CAPSTAN_BENCH_RUNS` runs (default 7) and the ratios; targets:
+//! capstan at least 5x faster, under a third of opm's peak memory.
 //!
 //! opm is found at `$CAPSTAN_OPM`, else `~/.cache/capstan/peers/bin/opm`, else on `PATH`; when
 //! absent, the opm columns are skipped with a note. Run: `cargo bench --bench catalog_load`.
@@ -18,6 +19,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use capstan::catalog::{generate, parse};
+
+/// Set (to a directory) when this binary runs as the generator child.
+const GENERATE_ENV: &str = "CAPSTAN_BENCH_GENERATE_INTO";
 
 /// `$CAPSTAN_SHARED`, else `<repo>/../shared`, else `/work/shared`.
 fn shared() -> PathBuf {
@@ -43,8 +47,15 @@ fn find_opm() -> Option<PathBuf> {
     })
 }
 
-/// One run of a child process: wall time, peak RSS in KiB, and whether it exited 0.
-fn run_child(program: &Path, args: &[&str]) -> (Duration, u64, bool) {
+/// One run of a child process.
+struct Run {
+    wall: Duration,
+    cpu: Duration,
+    rss_kib: u64,
+    ok: bool,
+}
+
+fn run_child(program: &Path, args: &[&str]) -> Run {
     let start = Instant::now();
     let child = Command::new(program)
         .args(args)
@@ -57,11 +68,16 @@ fn run_child(program: &Path, args: &[&str]) -> (Duration, u64, bool) {
     // SAFETY: rusage is plain data; wait4 fills it for the child we spawned and reaps it.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    let elapsed = start.elapsed();
+    let wall = start.elapsed();
     assert_eq!(r, pid, "wait4 failed for {}", program.display());
     std::mem::forget(child); // already reaped
-    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-    (elapsed, usage.ru_maxrss as u64, ok)
+    let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    Run {
+        wall,
+        cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
+        rss_kib: usage.ru_maxrss as u64,
+        ok: libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+    }
 }
 
 fn median<T: Copy + Ord>(mut v: Vec<T>) -> T {
@@ -69,24 +85,44 @@ fn median<T: Copy + Ord>(mut v: Vec<T>) -> T {
     v[v.len() / 2]
 }
 
+/// Medians of one tool on one workload.
 struct Measured {
-    time: Duration,
+    wall: Duration,
+    cpu: Duration,
     rss_kib: u64,
 }
 
-fn measure(program: &Path, args: &[&str], runs: usize) -> Option<Measured> {
-    let mut times = Vec::with_capacity(runs);
-    let mut rss = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let (t, r, ok) = run_child(program, args);
-        if !ok {
-            eprintln!("note: {} {} failed; not counted", program.display(), args.join(" "));
-            return None;
-        }
-        times.push(t);
-        rss.push(r);
+fn summarize(runs: &[Run]) -> Measured {
+    Measured {
+        wall: median(runs.iter().map(|r| r.wall).collect()),
+        cpu: median(runs.iter().map(|r| r.cpu).collect()),
+        rss_kib: median(runs.iter().map(|r| r.rss_kib).collect()),
     }
-    Some(Measured { time: median(times), rss_kib: median(rss) })
+}
+
+/// Runs capstan and (if present) opm alternately, so that both see the same machine load.
+fn measure_pair(capstan: (&Path, &[&str]), opm: Option<(&Path, &[&str])>, runs: usize) -> (Option<Measured>, Option<Measured>) {
+    let mut c_runs = Vec::with_capacity(runs);
+    let mut o_runs = Vec::with_capacity(runs);
+    let mut o_ok = opm.is_some();
+    for _ in 0..runs {
+        let r = run_child(capstan.0, capstan.1);
+        if !r.ok {
+            eprintln!("note: {} {} failed", capstan.0.display(), capstan.1.join(" "));
+            return (None, None);
+        }
+        c_runs.push(r);
+        if let (Some((p, a)), true) = (opm, o_ok) {
+            let r = run_child(p, a);
+            if r.ok {
+                o_runs.push(r);
+            } else {
+                eprintln!("note: {} {} failed; opm column skipped", p.display(), a.join(" "));
+                o_ok = false;
+            }
+        }
+    }
+    (Some(summarize(&c_runs)), (o_ok && !o_runs.is_empty()).then(|| summarize(&o_runs)))
 }
 
 fn dir_size(dir: &Path) -> u64 {
@@ -114,13 +150,25 @@ fn main() {
     let capstan = PathBuf::from(env!("CARGO_BIN_EXE_capstan"));
     let opm = find_opm();
 
+    // The generated catalog is written by a child process (this binary again): a process that
+    // spawns a child passes its own peak RSS on to the child's `ru_maxrss` (the kernel accounts
+    // the pre-exec memory image at exec), so the measuring process must stay small.
+    if let Some(dir) = std::env::var_os(GENERATE_ENV) {
+        let cfg = generate::generate(500, 20, 5, 42);
+        parse::write_dir(&cfg, Path::new(&dir)).expect("write generated catalog");
+        return;
+    }
     let corpus = shared().join("corpus/community-operators-prod/catalogs/v4.20");
     let tmp = tempfile::tempdir().expect("temp dir");
     let generated = tmp.path().join("generated");
-    let cfg = generate::generate(500, 20, 5, 42);
-    let bundles = cfg.bundles.len();
-    parse::write_dir(&cfg, &generated).expect("write generated catalog");
-    drop(cfg);
+    let status = Command::new(std::env::current_exe().expect("bench executable"))
+        .env(GENERATE_ENV, &generated)
+        .status()
+        .expect("run the generator");
+    assert!(status.success(), "generating the catalog failed");
+    let bundles = parse::catalog_files(&generated).map_or(0, |files| {
+        files.iter().map(|f| std::fs::read_to_string(f).unwrap_or_default().matches("\"schema\": \"olm.bundle\"").count()).sum()
+    });
 
     let workloads: Vec<(String, PathBuf)> = vec![
         ("community-operators v4.20 (37 packages, YAML)".to_string(), corpus),
@@ -128,7 +176,7 @@ fn main() {
     ];
 
     println!("## Catalog load and validate\n");
-    println!("Median of {runs} runs per cell; each run is a child process (`capstan catalog validate DIR` / `opm validate DIR`); peak memory is the child's `ru_maxrss`.\n");
+    println!("Median of {runs} runs per cell; each run is a child process (`capstan catalog validate DIR` / `opm validate DIR`) started from the same small process; peak memory is the child's `ru_maxrss` (`wait4`).\n");
     match &opm {
         Some(p) => {
             let version = Command::new(p).arg("version").output().ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
@@ -136,29 +184,34 @@ fn main() {
         }
         None => println!("note: opm not found ($CAPSTAN_OPM, ~/.cache/capstan/peers/bin/opm, PATH); opm columns skipped.\n"),
     }
-    println!("| workload | size on disk | capstan time | opm time | speedup | capstan peak RSS | opm peak RSS | memory ratio |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| workload | size on disk | capstan wall | opm wall | speedup (wall) | capstan CPU | opm CPU | speedup (CPU) | capstan peak RSS | opm peak RSS | memory ratio |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for (name, dir) in &workloads {
         if filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
             continue;
         }
         let d = dir.to_str().expect("utf-8 path");
         let size = dir_size(dir);
-        let Some(c) = measure(&capstan, &["catalog", "validate", d], runs) else { continue };
-        let o = opm.as_ref().and_then(|p| measure(p, &["validate", d], runs));
-        let (ot, speed, orss, ratio) = match &o {
+        let c_args = ["catalog", "validate", d];
+        let o_args = ["validate", d];
+        let (Some(c), o) = measure_pair((&capstan, &c_args), opm.as_deref().map(|p| (p, &o_args[..])), runs) else { continue };
+        let dash = || "—".to_string();
+        let (ow, sw, oc, sc, orss, ratio) = match &o {
             Some(o) => (
-                ms(o.time),
-                format!("{:.1}x", o.time.as_secs_f64() / c.time.as_secs_f64()),
+                ms(o.wall),
+                format!("{:.1}x", o.wall.as_secs_f64() / c.wall.as_secs_f64()),
+                ms(o.cpu),
+                format!("{:.1}x", o.cpu.as_secs_f64() / c.cpu.as_secs_f64()),
                 mib(o.rss_kib),
                 format!("{:.2}", c.rss_kib as f64 / o.rss_kib as f64),
             ),
-            None => ("—".into(), "—".into(), "—".into(), "—".into()),
+            None => (dash(), dash(), dash(), dash(), dash(), dash()),
         };
         println!(
-            "| {name} | {:.1} MiB | {} | {ot} | {speed} | {} | {orss} | {ratio} |",
+            "| {name} | {:.1} MiB | {} | {ow} | {sw} | {} | {oc} | {sc} | {} | {orss} | {ratio} |",
             size as f64 / (1024.0 * 1024.0),
-            ms(c.time),
+            ms(c.wall),
+            ms(c.cpu),
             mib(c.rss_kib)
         );
     }

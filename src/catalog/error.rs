@@ -84,7 +84,7 @@ pub enum CatalogError {
         keys: Vec<String>,
     },
     /// A field of a blob has the wrong shape.
-    #[error("{file}: blob {index} (line {line}, {schema}{named}): field {field}: {message}")]
+    #[error("{file}: blob {index} (line {line}, {blob}): field {field}: {message}")]
     Field {
         /// File name.
         file: String,
@@ -92,10 +92,8 @@ pub enum CatalogError {
         index: usize,
         /// 1-based line where the blob starts.
         line: usize,
-        /// The blob's schema.
-        schema: String,
-        /// ` "name"` when the blob has a name, else empty.
-        named: String,
+        /// The blob's schema and, when it has one, its name: `olm.bundle "foo.v1.0.0"`.
+        blob: String,
         /// Path of the field, e.g. `entries[3].skips`.
         field: String,
         /// What is wrong and what is expected.
@@ -103,7 +101,7 @@ pub enum CatalogError {
     },
     /// A field is larger than capstan accepts (see [`crate::catalog::parse::MAX_DESCRIPTION_BYTES`]).
     #[error(
-        "{file}: blob {index} (line {line}, {schema}{named}): field {field} is {size} bytes, more than the limit of {limit} bytes; shorten it"
+        "{file}: blob {index} (line {line}, {blob}): field {field} is {size} bytes, more than the limit of {limit} bytes; shorten it"
     )]
     TooLarge {
         /// File name.
@@ -112,10 +110,8 @@ pub enum CatalogError {
         index: usize,
         /// 1-based line where the blob starts.
         line: usize,
-        /// The blob's schema.
-        schema: String,
-        /// ` "name"` when the blob has a name, else empty.
-        named: String,
+        /// The blob's schema and name, as in [`CatalogError::Field`].
+        blob: String,
         /// Field path.
         field: String,
         /// Size in bytes.

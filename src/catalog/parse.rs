@@ -227,8 +227,7 @@ impl BlobCtx<'_> {
             file: self.file.to_string(),
             index: self.index,
             line: self.line,
-            schema: self.schema.clone(),
-            named: self.named.clone(),
+            blob: format!("{}{}", self.schema, self.named),
             field: field.into(),
             message: message.into(),
         }
@@ -380,8 +379,7 @@ fn decode_package(ctx: &BlobCtx, map: Map<String, Value>) -> Result<Package, Cat
                         file: ctx.file.to_string(),
                         index: ctx.index,
                         line: ctx.line,
-                        schema: ctx.schema.clone(),
-                        named: ctx.named.clone(),
+                        blob: format!("{}{}", ctx.schema, ctx.named),
                         field: "description".into(),
                         size: d.len(),
                         limit: MAX_DESCRIPTION_BYTES,
@@ -542,8 +540,28 @@ fn decode_deprecation(ctx: &BlobCtx, map: Map<String, Value>) -> Result<Deprecat
 ///
 /// # Errors
 /// [`CatalogError::Io`] when the path or a file cannot be read (or an `.indexignore` file is
-/// malformed); otherwise the first error of [`parse_bytes`] in path order.
+/// malformed); otherwise an error of [`parse_bytes`] (parsing stops at the first failure;
+/// of the files parsed by then, the first in path order is reported).
 pub fn load_path(path: &Path) -> Result<DeclarativeConfig, CatalogError> {
+    let mut cfg = DeclarativeConfig::default();
+    for part in load_path_map(path, |_, c| c)? {
+        merge(&mut cfg, part);
+    }
+    Ok(cfg)
+}
+
+/// As [`load_path`], but hands each file's blobs to `per_file` in the worker thread that parsed
+/// it and returns the results in path order (one per file). Lets a caller check and shrink each
+/// file's blobs before the next ones are read, so that the whole catalog never has to be in
+/// memory at once ([`crate::catalog::validate::validate_path`]).
+///
+/// # Errors
+/// As [`load_path`].
+pub fn load_path_map<T, F>(path: &Path, per_file: F) -> Result<Vec<T>, CatalogError>
+where
+    T: Send,
+    F: Fn(&Path, DeclarativeConfig) -> T + Sync,
+{
     let meta = std::fs::metadata(path).map_err(|source| CatalogError::Io {
         path: path.to_path_buf(),
         action: "read catalog",
@@ -551,10 +569,11 @@ pub fn load_path(path: &Path) -> Result<DeclarativeConfig, CatalogError> {
     })?;
     if !meta.is_dir() {
         let bytes = read_file(path)?;
-        return parse_bytes(&path.display().to_string(), &bytes);
+        let cfg = parse_bytes(&path.display().to_string(), &bytes)?;
+        return Ok(vec![per_file(path, cfg)]);
     }
     let files = catalog_files(path)?;
-    parse_files_parallel(&files)
+    parse_files_parallel(&files, &per_file)
 }
 
 fn read_file(path: &Path) -> Result<Vec<u8>, CatalogError> {
@@ -613,10 +632,18 @@ pub fn catalog_files(dir: &Path) -> Result<Vec<PathBuf>, CatalogError> {
     Ok(files)
 }
 
-fn parse_files_parallel(files: &[PathBuf]) -> Result<DeclarativeConfig, CatalogError> {
+fn parse_files_parallel<T, F>(files: &[PathBuf], per_file: &F) -> Result<Vec<T>, CatalogError>
+where
+    T: Send,
+    F: Fn(&Path, DeclarativeConfig) -> T + Sync,
+{
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len()).max(1);
-    let results: Mutex<Vec<Option<Result<DeclarativeConfig, CatalogError>>>> =
-        Mutex::new((0..files.len()).map(|_| None).collect());
+    let results: Mutex<Vec<Option<Result<T, CatalogError>>>> = Mutex::new((0..files.len()).map(|_| None).collect());
+    // Largest files first, so that a big file does not start last and leave one worker busy
+    // alone at the end; results still go to their path-order slot.
+    let mut order: Vec<(u64, usize)> =
+        files.iter().enumerate().map(|(i, f)| (std::fs::metadata(f).map_or(0, |m| m.len()), i)).collect();
+    order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let work = || {
@@ -624,9 +651,11 @@ fn parse_files_parallel(files: &[PathBuf]) -> Result<DeclarativeConfig, CatalogE
             if failed.load(Ordering::Relaxed) {
                 return;
             }
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(path) = files.get(i) else { return };
-            let r = read_file(path).and_then(|b| parse_bytes(&path.display().to_string(), &b));
+            let Some(&(_, i)) = order.get(next.fetch_add(1, Ordering::Relaxed)) else { return };
+            let path = &files[i];
+            let r = read_file(path)
+                .and_then(|b| parse_bytes(&path.display().to_string(), &b))
+                .map(|cfg| per_file(path, cfg));
             if r.is_err() {
                 failed.store(true, Ordering::Relaxed);
             }
@@ -645,11 +674,8 @@ fn parse_files_parallel(files: &[PathBuf]) -> Result<DeclarativeConfig, CatalogE
         });
     }
     let results = results.into_inner().unwrap_or_else(|p| p.into_inner());
-    let mut cfg = DeclarativeConfig::default();
-    for r in results.into_iter().flatten() {
-        merge(&mut cfg, r?);
-    }
-    Ok(cfg)
+    // The first error in path order wins; files after a failure may not have been parsed.
+    results.into_iter().flatten().collect()
 }
 
 /// Appends every blob of `src` to `dst` (operator-registry `DeclarativeConfig.Merge`).

@@ -31,6 +31,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
+use std::path::Path;
 
 use indexmap::IndexMap;
 use semver::Version;
@@ -41,6 +42,8 @@ use super::model::{
     Bundle, Channel, ChannelEntry, DeclarativeConfig, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE,
 };
 use super::property::{self, Constraint, Gvk, PackageProperty, PackageRequired};
+use super::error::CatalogError;
+use super::parse::{load_path_map, merge};
 use super::semver_range;
 
 /// What kind of rule an error breaks (stable names for `-o json` and tests).
@@ -162,6 +165,38 @@ impl fmt::Display for ValidationErrors {
 
 impl std::error::Error for ValidationErrors {}
 
+/// FxHash (rustc's hasher): validation hashes many short names; SipHash's DoS resistance is not
+/// needed for maps that live for one call.
+#[derive(Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.0 = (self.0.rotate_left(5) ^ u64::from(i)).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.0 = (self.0.rotate_left(5) ^ i as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FxBuild = std::hash::BuildHasherDefault<FxHasher>;
+type FxMap<K, V> = HashMap<K, V, FxBuild>;
+type FxSet<K> = HashSet<K, FxBuild>;
+
 struct Collector {
     errors: Vec<ValidationError>,
 }
@@ -222,10 +257,141 @@ fn distance(a: &str, b: &str) -> usize {
 /// [`ValidationErrors`] listing every error found, grouped by package; each names package,
 /// channel and bundle where they apply and says what to change.
 pub fn validate(cfg: &DeclarativeConfig) -> Result<(), ValidationErrors> {
+    let mut checks = BundleChecks::default();
+    for b in &cfg.bundles {
+        checks.check(b);
+    }
+    validate_checked(cfg, checks)
+}
+
+/// Blob counts of a catalog.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CatalogCounts {
+    /// `olm.package` blobs.
+    pub packages: usize,
+    /// `olm.channel` blobs.
+    pub channels: usize,
+    /// `olm.bundle` blobs.
+    pub bundles: usize,
+    /// `olm.deprecations` blobs.
+    pub deprecations: usize,
+    /// Blobs of other schemas.
+    pub others: usize,
+}
+
+/// Loads and validates a catalog file or directory as [`validate`] does, with low memory: each
+/// file's bundles are checked right after the file is parsed, then their properties, related
+/// images and other payloads are dropped; the catalog-wide rules run on what is left. This is
+/// what `capstan catalog validate` runs on a local path.
+///
+/// # Errors
+/// Outer: [`CatalogError`] when the input cannot be read or parsed. Inner: the validation
+/// result, with the blob counts either way.
+pub fn validate_path(path: &Path) -> Result<(CatalogCounts, Result<(), ValidationErrors>), CatalogError> {
+    let parts = load_path_map(path, |_, mut cfg| {
+        let mut checks = BundleChecks::default();
+        for b in &cfg.bundles {
+            checks.check(b);
+        }
+        let others = cfg.others.len();
+        shrink_checked(&mut cfg);
+        (cfg, checks, others)
+    })?;
+    let mut cfg = DeclarativeConfig::default();
+    let mut checks = BundleChecks::default();
+    let mut others = 0;
+    for (c, k, o) in parts {
+        merge(&mut cfg, c);
+        checks.merge(k);
+        others += o;
+    }
+    let counts = CatalogCounts {
+        packages: cfg.packages.len(),
+        channels: cfg.channels.len(),
+        bundles: cfg.bundles.len(),
+        deprecations: cfg.deprecations.len(),
+        others,
+    };
+    Ok((counts, validate_checked(&cfg, checks)))
+}
+
+/// Drops what [`validate_checked`] does not read once bundles have been checked.
+fn shrink_checked(cfg: &mut DeclarativeConfig) {
+    for b in &mut cfg.bundles {
+        b.properties = Vec::new();
+        b.related_images = Vec::new();
+        b.extra = IndexMap::new();
+        b.image = String::new();
+    }
+    for p in &mut cfg.packages {
+        p.description = None;
+        p.icon = None;
+        p.properties = Vec::new();
+        p.extra = IndexMap::new();
+    }
+    for c in &mut cfg.channels {
+        c.properties = Vec::new();
+        c.extra = IndexMap::new();
+        for e in &mut c.entries {
+            e.extra = IndexMap::new();
+        }
+    }
+    cfg.others = Vec::new();
+}
+
+/// The per-bundle half of [`validate`] (image, properties, version), run blob by blob so that a
+/// loader can check bundles as it reads them and then drop their properties
+/// ([`validate_path`]). Bundle errors are kept here until [`validate_checked`] adds the
+/// channel to their path.
+#[derive(Debug, Default)]
+pub struct BundleChecks {
+    /// package → bundle → (version, version string incl. release) of bundles whose single
+    /// `olm.package` property is valid.
+    versions: FxMap<String, FxMap<String, (Version, String)>>,
+    errors: Vec<ValidationError>,
+}
+
+impl BundleChecks {
+    /// Checks one bundle blob (a second blob with the same package and name is skipped; the
+    /// duplicate itself is reported by [`validate_checked`]).
+    pub fn check(&mut self, b: &Bundle) {
+        if self.versions.get(&b.package).is_some_and(|m| m.contains_key(&b.name)) {
+            return;
+        }
+        let mut c = Collector { errors: std::mem::take(&mut self.errors) };
+        let v = check_bundle(b, None, &mut c);
+        self.errors = c.errors;
+        if let Some(v) = v {
+            self.versions.entry(b.package.clone()).or_default().insert(b.name.clone(), v);
+        }
+    }
+
+    /// Adds the results of another set of checks (for bundles read later).
+    pub fn merge(&mut self, other: BundleChecks) {
+        for (pkg, names) in other.versions {
+            let mine = self.versions.entry(pkg).or_default();
+            for (n, v) in names {
+                mine.entry(n).or_insert(v);
+            }
+        }
+        self.errors.extend(other.errors);
+    }
+
+    fn version(&self, package: &str, bundle: &str) -> Option<&(Version, String)> {
+        self.versions.get(package)?.get(bundle)
+    }
+}
+
+/// The catalog-wide half of [`validate`]: packages, channels, graphs, duplicates, deprecations,
+/// using the per-bundle results in `checks`. `cfg.bundles` need only carry package and name.
+///
+/// # Errors
+/// [`ValidationErrors`] with the errors of `checks` and of the catalog-wide rules.
+pub fn validate_checked(cfg: &DeclarativeConfig, checks: BundleChecks) -> Result<(), ValidationErrors> {
     let mut c = Collector { errors: Vec::new() };
 
     // Packages.
-    let mut packages: HashMap<&str, usize> = HashMap::new();
+    let mut packages: FxMap<&str, usize> = FxMap::default();
     for (i, p) in cfg.packages.iter().enumerate() {
         if p.name.is_empty() {
             c.push("", None, None, ErrorKind::Name, "an olm.package blob has no name; set its name field".into());
@@ -248,7 +414,7 @@ pub fn validate(cfg: &DeclarativeConfig) -> Result<(), ValidationErrors> {
     }
 
     // Channels, by package.
-    let mut channels_of: HashMap<&str, IndexMap<&str, &Channel>> = HashMap::new();
+    let mut channels_of: FxMap<&str, IndexMap<&str, &Channel, FxBuild>> = FxMap::default();
     for ch in &cfg.channels {
         if !packages.contains_key(ch.package.as_str()) {
             c.push(&ch.package, Some(&ch.name), None, ErrorKind::UnknownPackage, format!(
@@ -273,7 +439,7 @@ pub fn validate(cfg: &DeclarativeConfig) -> Result<(), ValidationErrors> {
     }
 
     // Bundles, by (package, name).
-    let mut bundles: HashMap<(&str, &str), &Bundle> = HashMap::new();
+    let mut bundles: FxMap<(&str, &str), &Bundle> = FxMap::default();
     for b in &cfg.bundles {
         if b.package.is_empty() {
             c.push("", None, Some(&b.name), ErrorKind::UnknownPackage, format!(
@@ -297,9 +463,8 @@ pub fn validate(cfg: &DeclarativeConfig) -> Result<(), ValidationErrors> {
         }
     }
 
-    // Bundle checks (properties, image, version); remember parsed versions.
-    let mut versions: HashMap<(&str, &str), (Version, String)> = HashMap::new();
-    let mut first_channel: HashMap<(&str, &str), &str> = HashMap::new();
+    // Bundles listed in no channel; the channel of each bundle error's path.
+    let mut first_channel: FxMap<(&str, &str), &str> = FxMap::default();
     for (pkg, chans) in &channels_of {
         let mut names: Vec<&&str> = chans.keys().collect();
         names.sort();
@@ -309,28 +474,34 @@ pub fn validate(cfg: &DeclarativeConfig) -> Result<(), ValidationErrors> {
             }
         }
     }
-    let mut seen_bundles: HashSet<(&str, &str)> = HashSet::new();
+    let mut seen_bundles: FxSet<(&str, &str)> = FxSet::default();
     for b in &cfg.bundles {
         let key = (b.package.as_str(), b.name.as_str());
         if !packages.contains_key(key.0) || !seen_bundles.insert(key) {
             continue;
         }
-        let channel = first_channel.get(&key).copied();
-        if channel.is_none() {
+        if !first_channel.contains_key(&key) {
             c.push(&b.package, None, Some(&b.name), ErrorKind::NotInChannel, format!(
                 "bundle {} is not an entry of any channel of package {}; add it to a channel's entries or remove the bundle",
                 b.name, b.package
             ));
         }
-        if let Some(v) = check_bundle(b, channel, &mut c) {
-            versions.insert(key, v);
+    }
+    let BundleChecks { versions, errors: bundle_errors } = checks;
+    let checks = BundleChecks { versions, errors: Vec::new() };
+    for mut e in bundle_errors {
+        if e.channel.is_none()
+            && let Some(b) = &e.bundle
+        {
+            e.channel = first_channel.get(&(e.package.as_str(), b.as_str())).map(|c| c.to_string());
         }
+        c.errors.push(e);
     }
 
     // Package-level checks and channel graphs.
     let mut pkg_names: Vec<&str> = packages.keys().copied().collect();
     pkg_names.sort_unstable();
-    let empty = IndexMap::new();
+    let empty: IndexMap<&str, &Channel, FxBuild> = IndexMap::default();
     for pkg in pkg_names {
         let p = &cfg.packages[packages[pkg]];
         let chans = channels_of.get(pkg).unwrap_or(&empty);
@@ -363,15 +534,15 @@ pub fn validate(cfg: &DeclarativeConfig) -> Result<(), ValidationErrors> {
             Some(_) => {}
         }
         for ch_name in &chan_names {
-            check_channel(pkg, chans[ch_name], &bundles, &versions, &mut c);
+            check_channel(pkg, chans[ch_name], &bundles, &checks, &mut c);
         }
         // Duplicate versions among bundles that are in channels (opm validateUniqueBundleVersions).
         let mut by_version: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        let mut listed: HashSet<&str> = HashSet::new();
+        let mut listed: FxSet<&str> = FxSet::default();
         for ch in chans.values() {
             for e in &ch.entries {
                 if listed.insert(&e.name)
-                    && let Some((_, vs)) = versions.get(&(pkg, e.name.as_str()))
+                    && let Some((_, vs)) = checks.version(pkg, &e.name)
                 {
                     by_version.entry(vs).or_default().push(&e.name);
                 }
@@ -410,12 +581,12 @@ fn check_bundle(b: &Bundle, channel: Option<&str>, c: &mut Collector) -> Option<
         if !has_objects {
             at(c, ErrorKind::Image, "bundle image must be set: set image to the bundle image reference (for example quay.io/org/op-bundle:v1.0.0)".into());
         }
-    } else if let Err(e) = oci_client::Reference::try_from(b.image.as_str()) {
+    } else if let Err(e) = check_reference(&b.image) {
         at(c, ErrorKind::Image, format!("invalid image pull spec {:?}: {e}; use a reference such as registry.example.com/org/bundle:tag or @sha256:<digest>", b.image));
     }
     for (i, r) in b.related_images.iter().enumerate() {
         if !r.image.is_empty()
-            && let Err(e) = oci_client::Reference::try_from(r.image.as_str())
+            && let Err(e) = check_reference(&r.image)
         {
             at(c, ErrorKind::Image, format!("relatedImages[{i}].image: invalid image pull spec {:?}: {e}", r.image));
         }
@@ -510,10 +681,8 @@ fn check_bundle(b: &Bundle, channel: Option<&str>, c: &mut Collector) -> Option<
                     Some(_) => {}
                 }
             }
-            property::CSV_METADATA => {
-                if !p.value.is_object() {
-                    at(c, ErrorKind::Property, format!("{here}: olm.csv.metadata value must be an object"));
-                }
+            property::CSV_METADATA if !p.value.is_object() => {
+                at(c, ErrorKind::Property, format!("{here}: olm.csv.metadata value must be an object"));
             }
             _ => {}
         }
@@ -525,6 +694,95 @@ fn check_bundle(b: &Bundle, channel: Option<&str>, c: &mut Collector) -> Option<
         return None;
     }
     version
+}
+
+/// Checks an image pull spec as opm does (`reference.ParseNormalizedNamed`, via the
+/// distribution reference grammar that `oci_client::Reference` implements). Common references
+/// are accepted by a hand-written check of the same grammar without running the regex (a
+/// 10,000-bundle catalog spends most of its validation time there otherwise); anything that
+/// check does not accept goes to `oci_client` for the verdict and its message.
+fn check_reference(s: &str) -> Result<(), oci_client::ParseError> {
+    if quick_reference_ok(s) {
+        return Ok(());
+    }
+    oci_client::Reference::try_from(s).map(|_| ())
+}
+
+/// A conservative subset of the reference grammar: `[domain[:port]/]path[:tag][@sha256:<64 hex>]`
+/// with lowercase path components. Returns false for anything else (IPv6 hosts, other digest
+/// algorithms, …), which then takes the full parser.
+fn quick_reference_ok(s: &str) -> bool {
+    fn alnum(c: u8) -> bool {
+        c.is_ascii_lowercase() || c.is_ascii_digit()
+    }
+    // pathComponent = [a-z0-9]+ ((?:[._]|__|[-]+) [a-z0-9]+)*
+    fn path_component(p: &[u8]) -> bool {
+        if p.is_empty() || !alnum(p[0]) || !alnum(p[p.len() - 1]) {
+            return false;
+        }
+        let mut i = 0;
+        while i < p.len() {
+            if alnum(p[i]) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < p.len() && !alnum(p[i]) {
+                i += 1;
+            }
+            let sep = &p[start..i];
+            let ok = sep == b"." || sep == b"_" || sep == b"__" || sep.iter().all(|c| *c == b'-');
+            if !ok {
+                return false;
+            }
+        }
+        true
+    }
+    // domainNameComponent ('.' domainNameComponent)* (':' [0-9]+)?
+    fn domain(d: &[u8]) -> bool {
+        let (host, port) = match d.iter().position(|c| *c == b':') {
+            Some(i) => (&d[..i], Some(&d[i + 1..])),
+            None => (d, None),
+        };
+        if port.is_some_and(|p| p.is_empty() || !p.iter().all(u8::is_ascii_digit)) {
+            return false;
+        }
+        !host.is_empty()
+            && host.split(|c| *c == b'.').all(|c| {
+                !c.is_empty()
+                    && c[0].is_ascii_alphanumeric()
+                    && c[c.len() - 1].is_ascii_alphanumeric()
+                    && c.iter().all(|x| x.is_ascii_alphanumeric() || *x == b'-')
+            })
+    }
+    let (rest, digest) = match s.split_once('@') {
+        Some((r, d)) => (r, Some(d)),
+        None => (s, None),
+    };
+    if let Some(d) = digest {
+        let Some(hex) = d.strip_prefix("sha256:") else { return false };
+        if hex.len() != 64 || !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return false;
+        }
+    }
+    let last_slash = rest.rfind('/').map_or(0, |i| i + 1);
+    let (name, tag) = match rest[last_slash..].find(':') {
+        Some(i) => (&rest[..last_slash + i], Some(&rest[last_slash + i + 1..])),
+        None => (rest, None),
+    };
+    if let Some(t) = tag {
+        let t = t.as_bytes();
+        let word = |c: &u8| c.is_ascii_alphanumeric() || *c == b'_';
+        if t.is_empty() || t.len() > 128 || !word(&t[0]) || !t.iter().all(|c| word(c) || *c == b'.' || *c == b'-') {
+            return false;
+        }
+    }
+    if name.is_empty() || name.len() > 255 {
+        return false;
+    }
+    let parts: Vec<&[u8]> = name.as_bytes().split(|c| *c == b'/').collect();
+    let first_ok = path_component(parts[0]) || (parts.len() > 1 && domain(parts[0]));
+    first_ok && parts[1..].iter().all(|p| path_component(p))
 }
 
 /// opm `NewRelease` and the release rules of `Bundle.Validate`.
@@ -602,8 +860,8 @@ fn check_constraint(con: &Constraint, path: &str) -> Result<(), String> {
 fn check_channel<'a>(
     pkg: &'a str,
     ch: &'a Channel,
-    bundles: &HashMap<(&'a str, &'a str), &'a Bundle>,
-    versions: &HashMap<(&'a str, &'a str), (Version, String)>,
+    bundles: &FxMap<(&'a str, &'a str), &'a Bundle>,
+    versions: &BundleChecks,
     c: &mut Collector,
 ) {
     let cn = ch.name.as_str();
@@ -613,7 +871,7 @@ fn check_channel<'a>(
         ));
         return;
     }
-    let mut entries: IndexMap<&str, &ChannelEntry> = IndexMap::with_capacity(ch.entries.len());
+    let mut entries: IndexMap<&str, &ChannelEntry, FxBuild> = IndexMap::with_capacity_and_hasher(ch.entries.len(), FxBuild::default());
     let mut missing = Vec::new();
     for e in &ch.entries {
         if e.name.is_empty() {
@@ -653,12 +911,12 @@ fn check_channel<'a>(
 fn check_graph<'a>(
     pkg: &'a str,
     cn: &str,
-    entries: &IndexMap<&'a str, &'a ChannelEntry>,
-    versions: &HashMap<(&'a str, &'a str), (Version, String)>,
+    entries: &IndexMap<&'a str, &'a ChannelEntry, FxBuild>,
+    versions: &'a BundleChecks,
     c: &mut Collector,
 ) {
-    let mut incoming: HashSet<&str> = HashSet::new();
-    let mut skipped: HashSet<&str> = HashSet::new();
+    let mut incoming: FxSet<&str> = FxSet::default();
+    let mut skipped: FxSet<&str> = FxSet::default();
     for e in entries.values() {
         if let Some(r) = &e.replaces {
             incoming.insert(r);
@@ -678,7 +936,7 @@ fn check_graph<'a>(
     };
 
     // Cycles in the replaces graph (each entry has at most one replaces edge).
-    let mut state: HashMap<&str, u8> = HashMap::with_capacity(entries.len()); // 1 = on path, 2 = done
+    let mut state: FxMap<&str, u8> = FxMap::with_capacity_and_hasher(entries.len(), FxBuild::default()); // 1 = on path, 2 = done
     let mut cycles: Vec<Vec<&str>> = Vec::new();
     for start in entries.keys().copied() {
         if state.contains_key(start) {
@@ -718,7 +976,7 @@ fn check_graph<'a>(
         ));
     }
 
-    let version = |n: &'a str| versions.get(&(pkg, n)).map(|(v, _)| v);
+    let version = |n: &str| versions.version(pkg, n).map(|(v, _)| v);
     match heads.len() {
         0 => {
             if cycles.is_empty() {
@@ -729,7 +987,7 @@ fn check_graph<'a>(
         }
         1 => {
             let head = heads[0];
-            let mut chain: HashSet<&str> = HashSet::from([head]);
+            let mut chain: FxSet<&str> = FxSet::from_iter([head]);
             let mut cur = head;
             while let Some(n) = next(cur) {
                 if !chain.insert(n) {
@@ -783,12 +1041,11 @@ fn check_graph<'a>(
 }
 
 /// "h...t (t replaces x, which is not an entry of channel c)" for the replaces chain from `head`.
-fn describe_chain(head: &str, entries: &IndexMap<&str, &ChannelEntry>, skipped: &HashSet<&str>, cn: &str) -> String {
-    let mut seen: HashSet<&str> = HashSet::from([head]);
+fn describe_chain(head: &str, entries: &IndexMap<&str, &ChannelEntry, FxBuild>, skipped: &FxSet<&str>, cn: &str) -> String {
+    let mut seen: FxSet<&str> = FxSet::from_iter([head]);
     let mut tail = head;
     let mut len = 1;
-    loop {
-        let Some(r) = entries.get(tail).and_then(|e| e.replaces.as_deref()) else { break };
+    while let Some(r) = entries.get(tail).and_then(|e| e.replaces.as_deref()) {
         if !entries.contains_key(r) || skipped.contains(r) || !seen.insert(r) {
             break;
         }
@@ -807,12 +1064,12 @@ fn describe_chain(head: &str, entries: &IndexMap<&str, &ChannelEntry>, skipped: 
 
 fn check_deprecations(
     cfg: &DeclarativeConfig,
-    packages: &HashMap<&str, usize>,
-    channels_of: &HashMap<&str, IndexMap<&str, &Channel>>,
-    bundles: &HashMap<(&str, &str), &Bundle>,
+    packages: &FxMap<&str, usize>,
+    channels_of: &FxMap<&str, IndexMap<&str, &Channel, FxBuild>>,
+    bundles: &FxMap<(&str, &str), &Bundle>,
     c: &mut Collector,
 ) {
-    let mut seen: HashSet<&str> = HashSet::new();
+    let mut seen: FxSet<&str> = FxSet::default();
     for (i, d) in cfg.deprecations.iter().enumerate() {
         let pkg = d.package.as_str();
         if pkg.is_empty() {
@@ -831,7 +1088,7 @@ fn check_deprecations(
             ));
             continue;
         }
-        let mut refs: HashSet<(&str, &str)> = HashSet::new();
+        let mut refs: FxSet<(&str, &str)> = FxSet::default();
         for (j, e) in d.entries.iter().enumerate() {
             let r = &e.reference;
             let here = format!("olm.deprecations entries[{j}]");
@@ -994,6 +1251,55 @@ mod tests {
         let e = errs(&y);
         let text = e.to_string();
         assert!(text.contains("cannot deprecate bundle \"p.v9\"") && text.contains("message must be set"), "{text}");
+    }
+
+    #[test]
+    fn quick_reference_check_agrees_with_the_full_parser() {
+        let cases = [
+            "quay.io/org/op-bundle:v1.0.0",
+            "registry.local:5000/a/b/c@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "localhost/x:1",
+            "ubuntu",
+            "library/ubuntu:22.04",
+            "a__b/c--d/e.f_g:T-a.g_1",
+            "Quay.io/org/op:v1",
+            "quay.io/Org/op:v1",
+            "oci://quay.io/kuadrant/wasm-shim:v0.1.0",
+            "quay.io/org/op:",
+            "quay.io/org/op@sha256:abc",
+            "quay.io//op",
+            "-a/b",
+            "a-/b",
+            "quay.io/org/op:.bad",
+            "[::1]:5000/x:1",
+            "host:port/x",
+            "a.b/c__d___e",
+        ];
+        for s in cases {
+            let full = oci_client::Reference::try_from(s).is_ok();
+            if quick_reference_ok(s) {
+                assert!(full, "quick check accepted {s:?} but the full parser rejects it");
+            }
+            assert_eq!(check_reference(s).is_ok(), full, "{s}");
+        }
+        assert!(quick_reference_ok("quay.io/org/op-bundle:v1.0.0") && quick_reference_ok("ubuntu"));
+    }
+
+    #[test]
+    fn validate_path_reports_the_same_errors_as_validate() {
+        let y = format!(
+            "{PKG}---\nschema: olm.channel\npackage: p\nname: stable\nentries:\n- name: p.v1\n- name: p.v2\n  skipRange: '<2.0.0'\n{}---\nschema: olm.bundle\npackage: p\nname: p.v2\nimage: 'Bad/Ref'\nproperties: []\n",
+            bundle("p", "p.v1", "1.0.0")
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("p")).unwrap();
+        std::fs::write(dir.path().join("p/catalog.yaml"), &y).unwrap();
+        let (counts, result) = validate_path(dir.path()).unwrap();
+        assert_eq!((counts.packages, counts.channels, counts.bundles), (1, 1, 2));
+        let streamed = result.unwrap_err();
+        let whole = validate(&cfg(&y)).unwrap_err();
+        assert_eq!(streamed, whole);
+        assert_eq!(whole.len(), 3, "{whole}");
     }
 
     #[test]

@@ -11,10 +11,8 @@ use serde::Serialize;
 
 use capstan::catalog::add::{AddError, AddInput, AddOptions, UpdateMode, add_to_dir};
 use capstan::catalog::image::{is_image_reference, load_catalog_image_blocking};
-use capstan::catalog::model::DeclarativeConfig;
-use capstan::catalog::parse;
 use capstan::catalog::render::{Migration, render_bundle_with, render_info};
-use capstan::catalog::validate::{ValidationError, validate};
+use capstan::catalog::validate::{CatalogCounts, ValidationError, ValidationErrors, validate, validate_path};
 
 use super::image::{CatalogImageCommand, RegistryArgs};
 use super::render::{MigrateLevel, RenderArgs};
@@ -133,32 +131,43 @@ struct ValidateReport<'a> {
     errors: &'a [ValidationError],
 }
 
-fn load(arg: &str, registry: &RegistryArgs) -> Result<(DeclarativeConfig, Option<String>), String> {
+/// Blob counts, the image digest (for a reference) and the validation result.
+type Validated = (CatalogCounts, Option<String>, Result<(), ValidationErrors>);
+
+/// Loads and validates a catalog path (streaming, [`validate_path`]) or image.
+fn load_and_validate(arg: &str, registry: &RegistryArgs) -> Result<Validated, String> {
     if is_image_reference(arg) {
         let config = registry.client_config().map_err(|e| e.to_string())?;
         let loaded = load_catalog_image_blocking(arg, config).map_err(|e| e.to_string())?;
-        return Ok((loaded.config, Some(loaded.digest)));
+        let cfg = &loaded.config;
+        let counts = CatalogCounts {
+            packages: cfg.packages.len(),
+            channels: cfg.channels.len(),
+            bundles: cfg.bundles.len(),
+            deprecations: cfg.deprecations.len(),
+            others: cfg.others.len(),
+        };
+        return Ok((counts, Some(loaded.digest.clone()), validate(cfg)));
     }
-    parse::load_path(Path::new(arg)).map(|c| (c, None)).map_err(|e| e.to_string())
+    validate_path(Path::new(arg)).map(|(counts, result)| (counts, None, result)).map_err(|e| e.to_string())
 }
 
 fn run_validate(a: ValidateArgs) -> ExitCode {
-    let (cfg, digest) = match load(&a.catalog, &a.registry) {
+    let (counts, digest, result) = match load_and_validate(&a.catalog, &a.registry) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    let result = validate(&cfg);
     let errors = result.as_ref().err().map_or(&[][..], |e| e.errors.as_slice());
     let report = ValidateReport {
         catalog: &a.catalog,
         digest,
         valid: errors.is_empty(),
-        packages: cfg.packages.len(),
-        channels: cfg.channels.len(),
-        bundles: cfg.bundles.len(),
+        packages: counts.packages,
+        channels: counts.channels,
+        bundles: counts.bundles,
         errors,
     };
     match (a.output, &result) {

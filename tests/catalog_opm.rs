@@ -1,0 +1,122 @@
+//! Side by side with `opm validate` (issue 3, "What must be shown" 3): opm accepts the catalogs
+//! capstan writes (JSON and YAML layouts, `catalog add` output, the generated benchmark catalog),
+//! and capstan and opm agree on accepting or rejecting every catalog of the olm-cases file.
+//!
+//! opm is found at `$CAPSTAN_OPM`, else `~/.cache/capstan/peers/bin/opm`, else on `PATH`. When
+//! it is absent the tests print a note and return, unless `CAPSTAN_REQUIRE_PEERS=1` (CI), where
+//! a missing opm is a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use capstan::catalog::add::{AddInput, AddOptions, UpdateMode, add_to_dir};
+use capstan::catalog::{generate, parse, validate};
+use serde_json::Value;
+
+/// `$CAPSTAN_SHARED`, else `<repo>/../shared`, else `/work/shared`.
+fn shared() -> PathBuf {
+    if let Some(p) = std::env::var_os("CAPSTAN_SHARED") {
+        return PathBuf::from(p);
+    }
+    let sibling = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    if sibling.exists() { sibling } else { PathBuf::from("/work/shared") }
+}
+
+fn opm() -> Option<PathBuf> {
+    let found = std::env::var_os("CAPSTAN_OPM")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/capstan/peers/bin/opm")).filter(|p| p.is_file()))
+        .or_else(|| std::env::var_os("PATH").and_then(|ps| std::env::split_paths(&ps).map(|d| d.join("opm")).find(|p| p.is_file())));
+    if found.is_none() {
+        assert!(std::env::var("CAPSTAN_REQUIRE_PEERS").as_deref() != Ok("1"), "opm not found and CAPSTAN_REQUIRE_PEERS=1");
+        eprintln!("note: opm not found; side-by-side checks skipped");
+    }
+    found
+}
+
+/// Runs `opm validate DIR`: Ok(()) when it accepts, Err(output) when it rejects.
+fn opm_validate(opm: &Path, dir: &Path) -> Result<(), String> {
+    let out = Command::new(opm).arg("validate").arg(dir).output().unwrap();
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+#[test]
+fn opm_accepts_catalogs_capstan_writes() {
+    let Some(opm) = opm() else { return };
+    // Generated benchmark catalog, JSON and YAML layouts.
+    let cfg = generate::generate(40, 12, 4, 3);
+    validate::validate(&cfg).unwrap();
+    for format in [parse::Format::Json, parse::Format::Yaml] {
+        let dir = tempfile::tempdir().unwrap();
+        parse::write_dir_format(&cfg, dir.path(), format).unwrap();
+        opm_validate(&opm, dir.path()).unwrap_or_else(|e| panic!("{format:?}: {e}"));
+    }
+    // A corpus catalog read and written again.
+    let corpus = shared().join("corpus/community-operators-prod/catalogs/v4.20");
+    let dir = tempfile::tempdir().unwrap();
+    parse::write_dir(&parse::load_path(&corpus).unwrap(), dir.path()).unwrap();
+    opm_validate(&opm, dir.path()).unwrap();
+}
+
+#[test]
+fn opm_accepts_catalog_add_output() {
+    let Some(opm) = opm() else { return };
+    let ops = shared().join("corpus/community-operators-prod/operators");
+    let dir = tempfile::tempdir().unwrap();
+    for (package, mode) in [("etcd", UpdateMode::Replaces), ("self-node-remediation", UpdateMode::Semver)] {
+        let mut bundles: Vec<(semver::Version, PathBuf)> = std::fs::read_dir(ops.join(package))
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.join("manifests").is_dir())
+            .filter_map(|p| Some((semver::Version::parse(p.file_name()?.to_str()?.split('-').next()?).ok()?, p)))
+            .collect();
+        bundles.sort();
+        for (v, path) in bundles {
+            let image = format!("quay.io/community-operators/{package}-bundle:v{v}");
+            let (blob, info) = capstan::catalog::render::render_bundle_dir(&path, Some(&image)).unwrap();
+            let input = AddInput {
+                bundle: blob,
+                replaces: info.replaces,
+                skips: info.skips,
+                skip_range: info.skip_range,
+                channels: info.channels,
+                default_channel: info.default_channel,
+            };
+            add_to_dir(dir.path(), input, &AddOptions { mode, ..Default::default() })
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        }
+    }
+    opm_validate(&opm, dir.path()).unwrap();
+}
+
+#[test]
+fn capstan_and_opm_agree_on_every_case_catalog() {
+    let Some(opm) = opm() else { return };
+    let text = std::fs::read_to_string(shared().join("cases/olm-cases.yaml")).unwrap();
+    let cases: Vec<Value> = serde_norway::from_str(&text).unwrap();
+    let mut checked = 0;
+    for case in cases {
+        let mut blobs = Vec::new();
+        for item in case["catalog"].as_array().into_iter().flatten() {
+            match item.get("blobs").and_then(Value::as_array) {
+                Some(bs) => blobs.extend(bs.iter().cloned()),
+                None => blobs.push(item.clone()),
+            }
+        }
+        if blobs.is_empty() {
+            continue;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let stream: String = blobs.iter().map(|b| serde_json::to_string(b).unwrap() + "\n").collect();
+        std::fs::write(dir.path().join("catalog.json"), &stream).unwrap();
+        let ours = parse::load_path(dir.path()).map_err(|e| e.to_string()).and_then(|c| validate::validate(&c).map_err(|e| e.to_string()));
+        let theirs = opm_validate(&opm, dir.path());
+        assert_eq!(ours.is_ok(), theirs.is_ok(), "{}: capstan {ours:?}, opm {theirs:?}", case["id"]);
+        checked += 1;
+    }
+    assert!(checked >= 15, "{checked}");
+}
