@@ -15,10 +15,38 @@ use capstan::api::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscripti
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use support::{TestNamespace, eventually};
+
+/// Whether ServiceAccount `ns/sa` may `verb` `group/resource` (in `in_ns`, or cluster-wide).
+async fn allowed(client: &kube::Client, ns: &str, sa: &str, verb: &str, group: &str, resource: &str, in_ns: Option<&str>) -> bool {
+    let mut attrs = json!({"verb": verb, "group": group, "resource": resource});
+    if let Some(n) = in_ns {
+        attrs["namespace"] = json!(n);
+    }
+    let sar: SubjectAccessReview = serde_json::from_value(json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": format!("system:serviceaccount:{ns}:{sa}"),
+                 "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}"), "system:authenticated"],
+                 "resourceAttributes": attrs}
+    }))
+    .expect("sar");
+    let r = Api::<SubjectAccessReview>::all(client.clone()).create(&PostParams::default(), &sar).await.expect("SubjectAccessReview");
+    r.status.map(|s| s.allowed).unwrap_or(false)
+}
+
+/// Deletes the generated cluster-scoped RBAC of the test namespaces (labelled `olm.owner.namespace`).
+async fn cleanup_cluster_rbac(client: &kube::Client, namespaces: &[&str]) {
+    for ns in namespaces {
+        let sel = ListParams::default().labels(&format!("olm.owner.namespace={ns}"));
+        let _ = Api::<ClusterRoleBinding>::all(client.clone()).delete_collection(&DeleteParams::default(), &sel).await;
+        let _ = Api::<ClusterRole>::all(client.clone()).delete_collection(&DeleteParams::default(), &sel).await;
+    }
+}
 
 const WAIT: Duration = Duration::from_secs(120);
 
@@ -200,6 +228,24 @@ async fn controller_installs_subscriptions_end_to_end() {
     // Still exactly one InstallPlan after the install settled.
     let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &auto.name);
     assert_eq!(plans.list(&Default::default()).await.expect("plans").items.len(), 1);
+    // The operator's ServiceAccount may do what the CSV asks, and not more.
+    let sa = "nginx-operator-controller-manager";
+    assert!(allowed(&client, &auto.name, sa, "create", "apps", "deployments", Some(&auto.name)).await, "CSV permissions granted");
+    assert!(!allowed(&client, &auto.name, sa, "delete", "", "nodes", None).await, "nothing beyond the CSV");
+    assert!(!allowed(&client, &auto.name, sa, "create", "rbac.authorization.k8s.io", "clusterroles", None).await, "nothing beyond the CSV");
+
+    // A new Subscription for the operator that is installed already adopts it: no second plan.
+    subs.delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
+    eventually("Subscription gone", WAIT, || async { subs.get_opt("nginx-operator").await.ok()?.is_none().then_some(()) }).await;
+    subscribe(&client, &auto.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
+    let st = eventually("re-created Subscription AtLatestKnown", WAIT, || async {
+        let st = serde_json::to_value(subs.get("nginx-operator").await.ok()?.status?).ok()?;
+        (st["state"] == "AtLatestKnown").then_some(st)
+    })
+    .await;
+    assert_eq!(st["installedCSV"], "nginx-operator.v0.2.0", "{st}");
+    let names: Vec<String> = plans.list(&Default::default()).await.expect("plans").items.iter().filter_map(|p| p.metadata.name.clone()).collect();
+    assert!(names.len() <= 1, "no new InstallPlan for an adopted operator: {names:?}");
 
     // Manual: RequiresApproval and nothing applied; `capstan approve` completes it.
     let manual = namespace_with_group(&client, "ctl-manual").await;
@@ -271,4 +317,5 @@ async fn controller_installs_subscriptions_end_to_end() {
     assert!(message.contains("TooManyOperatorGroups") && message.contains("og2"), "{message}");
 
     controller.abort();
+    cleanup_cluster_rbac(&client, &[&auto.name, &manual.name, &patched.name, &modes.name, &two.name]).await;
 }
