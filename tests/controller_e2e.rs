@@ -225,6 +225,10 @@ async fn controller_installs_subscriptions_end_to_end() {
     .await;
     assert_eq!(st["installedCSV"], "nginx-operator.v0.2.0", "{st}");
     assert_eq!(st["currentCSV"], "nginx-operator.v0.2.0", "{st}");
+    // The visible catalog source that cannot be pulled is reported, without stopping the install.
+    let unhealthy = st["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "CatalogSourcesUnhealthy").cloned()).unwrap_or_default();
+    assert_eq!(unhealthy["status"], "True", "{st}");
+    assert!(unhealthy["message"].as_str().is_some_and(|m| m.contains("/missing")), "{unhealthy}");
     // Still exactly one InstallPlan after the install settled.
     let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &auto.name);
     assert_eq!(plans.list(&Default::default()).await.expect("plans").items.len(), 1);

@@ -62,56 +62,58 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
     }
     status["lastUpdated"] = json!(now());
 
-    // Catalogs visible to the namespace: its own and the global catalog namespace (§1.2).
+    // Catalogs visible to the namespace: its own and the global catalog namespace (§1.2). Only
+    // CatalogSources that still exist count (a deleted one stays in the Context until then).
     let global = ctx.options.global_catalog_namespace.clone();
+    let mut existing = std::collections::BTreeSet::new();
+    for cns in [ns.clone(), global.clone()] {
+        let list = Api::<CatalogSource>::namespaced(ctx.client.clone(), &cns)
+            .list(&ListParams::default())
+            .await
+            .map_err(kube_err(format!("listing CatalogSources in {cns}")))?;
+        existing.extend(list.items.iter().map(|c| (cns.clone(), c.name_any())));
+    }
     let mut catalogs = Vec::new();
     {
         let map = ctx.catalogs.lock().unwrap_or_else(|e| e.into_inner());
-        for ((cns, cname), l) in map.iter() {
-            if *cns == ns || *cns == global {
-                catalogs.push(CatalogInput { key: CatalogSourceKey::new(cns, cname), priority: l.priority, index: l.index.clone() });
+        for (key, l) in map.iter() {
+            if existing.contains(key) {
+                catalogs.push(CatalogInput { key: CatalogSourceKey::new(&key.0, &key.1), priority: l.priority, index: l.index.clone() });
             }
         }
     }
     catalogs.sort_by(|a, b| (&a.key.namespace, &a.key.name).cmp(&(&b.key.namespace, &b.key.name)));
+    let unhealthy: Vec<((String, String), String)> = {
+        let errors = ctx.catalog_errors.lock().unwrap_or_else(|e| e.into_inner());
+        existing.iter().filter_map(|k| errors.get(k).map(|e| (k.clone(), e.clone()))).collect()
+    };
 
-    // Catalog health: the Subscription's own catalog source must exist and be loaded.
+    // Catalog health (§1.3): every visible CatalogSource, healthy when loaded.
     let source_ns = sub.spec.source_namespace.clone();
     let source = sub.spec.source.clone();
     let source_key = (source_ns.clone(), source.clone());
-    let source_exists = Api::<CatalogSource>::namespaced(ctx.client.clone(), &source_ns)
-        .get_opt(&source)
-        .await
-        .map_err(kube_err(format!("reading CatalogSource {source_ns}/{source}")))?;
-    let loaded = catalogs.iter().any(|c| c.key.namespace == source_ns && c.key.name == source);
-    let load_error = ctx.catalog_errors.lock().unwrap_or_else(|e| e.into_inner()).get(&source_key).cloned();
+    let ref_of = |k: &(String, String)| json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource", "namespace": k.0, "name": k.1});
     let mut health = Vec::new();
     for c in &catalogs {
-        health.push(json!({
-            "catalogSourceRef": {"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource", "namespace": c.key.namespace, "name": c.key.name},
-            "healthy": true, "lastUpdated": now(),
-        }));
+        health.push(json!({"catalogSourceRef": ref_of(&(c.key.namespace.clone(), c.key.name.clone())), "healthy": true, "lastUpdated": now()}));
     }
-    if let Some(e) = &load_error {
-        health.push(json!({
-            "catalogSourceRef": {"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource", "namespace": source_ns, "name": source},
-            "healthy": false, "lastUpdated": now(),
-        }));
-        set_condition(
-            &mut status,
-            "CatalogSourcesUnhealthy",
-            "True",
-            reason::UNHEALTHY_CATALOG_SOURCE_FOUND,
-            &format!("catalog source {source_ns}/{source} is not ready: {e}"),
-        );
-    } else if source_exists.is_some() && !loaded {
+    for (k, _) in &unhealthy {
+        health.push(json!({"catalogSourceRef": ref_of(k), "healthy": false, "lastUpdated": now()}));
+    }
+    let loaded = catalogs.iter().any(|c| c.key.namespace == source_ns && c.key.name == source);
+    let source_failed = unhealthy.iter().any(|(k, _)| *k == source_key);
+    if existing.contains(&source_key) && !loaded && !source_failed {
         // Not loaded yet: wait for the CatalogSource reconciler, which resyncs Subscriptions.
         set_condition(&mut status, "CatalogSourcesUnhealthy", "True", reason::UNHEALTHY_CATALOG_SOURCE_FOUND, &format!("catalog source {source_ns}/{source} is being loaded"));
         status["catalogHealth"] = json!(health);
         apply_status(&subs, &sub, status).await?;
         return Ok(Action::requeue(Duration::from_secs(2)));
-    } else {
+    }
+    if unhealthy.is_empty() {
         set_condition(&mut status, "CatalogSourcesUnhealthy", "False", reason::ALL_CATALOG_SOURCES_HEALTHY, "all available catalogsources are healthy");
+    } else {
+        let list: Vec<String> = unhealthy.iter().map(|((n, c), e)| format!("catalog source {n}/{c}: {e}")).collect();
+        set_condition(&mut status, "CatalogSourcesUnhealthy", "True", reason::UNHEALTHY_CATALOG_SOURCE_FOUND, &list.join("; "));
     }
     status["catalogHealth"] = json!(health);
 
