@@ -138,9 +138,13 @@ async fn plan_in_phase(client: &kube::Client, ns: &str, sub: &str, phase: &str) 
 }
 
 async fn csv_succeeded_and_deployment_available(client: &kube::Client, ns: &str) {
+    csv_version_succeeded(client, ns, "nginx-operator.v0.2.0").await;
+}
+
+async fn csv_version_succeeded(client: &kube::Client, ns: &str, csv: &str) {
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
-    eventually("CSV Succeeded", WAIT, || async {
-        let c = csvs.get("nginx-operator.v0.2.0").await.ok()?;
+    eventually(&format!("CSV {ns}/{csv} Succeeded"), WAIT, || async {
+        let c = csvs.get(csv).await.ok()?;
         let st = serde_json::to_value(c.status.as_ref()?).ok()?;
         (st["phase"] == "Succeeded").then_some(())
     })
@@ -320,6 +324,43 @@ async fn controller_installs_subscriptions_end_to_end() {
     let message = plan.status.and_then(|s| s.message).unwrap_or_default();
     assert!(message.contains("TooManyOperatorGroups") && message.contains("og2"), "{message}");
 
+    // Registry poll: a new digest behind the catalog tag re-resolves the Subscription, which
+    // upgrades along the channel (0.1.0 → 0.2.0), and the replaced CSV is deleted.
+    let upgrade = namespace_with_group(&client, "ctl-upgrade").await;
+    let upg_dir = work.path().join("upgrade-catalog");
+    let upg_ref = format!("{registry}/{repo}/upgrade-catalog:latest");
+    let bundle_ref = |v: &str| format!("{registry}/{repo}/nginx-operator-bundle:v{v}");
+    capstan(&["catalog", "add", upg_dir.to_str().unwrap_or_default(), &bundle_ref("0.1.0")]);
+    capstan(&["catalog", "push", "-q", upg_dir.to_str().unwrap_or_default(), &upg_ref]);
+    create::<CatalogSource>(&client, &upgrade.name, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+        "metadata": {"name": "upg", "namespace": upgrade.name},
+        "spec": {"sourceType": "grpc", "image": upg_ref, "updateStrategy": {"registryPoll": {"interval": "2s"}}}
+    }))
+    .await;
+    create::<Subscription>(&client, &upgrade.name, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": "nginx-operator", "namespace": upgrade.name},
+        "spec": {"name": "nginx-operator", "channel": "alpha", "source": "upg", "sourceNamespace": upgrade.name}
+    }))
+    .await;
+    csv_version_succeeded(&client, &upgrade.name, "nginx-operator.v0.1.0").await;
+    capstan(&["catalog", "add", upg_dir.to_str().unwrap_or_default(), &bundle_ref("0.2.0")]);
+    capstan(&["catalog", "push", "-q", upg_dir.to_str().unwrap_or_default(), &upg_ref]);
+    csv_version_succeeded(&client, &upgrade.name, "nginx-operator.v0.2.0").await;
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &upgrade.name);
+    let new = csvs.get("nginx-operator.v0.2.0").await.expect("new CSV");
+    assert_eq!(new.spec.replaces.as_deref(), Some("nginx-operator.v0.1.0"));
+    eventually("replaced CSV deleted", WAIT, || async { csvs.get_opt("nginx-operator.v0.1.0").await.ok()?.is_none().then_some(()) }).await;
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), &upgrade.name);
+    eventually("upgraded Subscription AtLatestKnown on 0.2.0", WAIT, || async {
+        let st = serde_json::to_value(subs.get("nginx-operator").await.ok()?.status?).ok()?;
+        (st["state"] == "AtLatestKnown" && st["installedCSV"] == "nginx-operator.v0.2.0").then_some(())
+    })
+    .await;
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &upgrade.name);
+    assert_eq!(plans.list(&Default::default()).await.expect("plans").items.len(), 2, "one InstallPlan per resolution");
+
     controller.abort();
-    cleanup_cluster_rbac(&client, &[&auto.name, &manual.name, &patched.name, &modes.name, &two.name]).await;
+    cleanup_cluster_rbac(&client, &[&auto.name, &manual.name, &patched.name, &modes.name, &two.name, &upgrade.name]).await;
 }

@@ -4,7 +4,8 @@
 //! (`RequirementsUnknown`) → InstallReady (`AllRequirementsMet`) → Installing (`InstallWaiting`)
 //! → Succeeded (`InstallSucceeded`) once every Deployment of the install strategy is Available;
 //! a Succeeded CSV whose Deployment is no longer Available goes back to Failed
-//! (`ComponentUnhealthy`). Requirement checks (`status.requirementStatus`) are not done yet.
+//! (`ComponentUnhealthy`). A Succeeded CSV deletes the CSV named in its `spec.replaces`.
+//! Requirement checks (`status.requirementStatus`) are not done yet.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -189,6 +190,19 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     if phase != p || status["message"] != m {
         set(&mut status, p, r, &m);
         apply_status(&api, &csv, status).await?;
+    }
+    // Once the new CSV succeeded, the one it replaces is deleted (OLM: Replacing → Deleting, §1.5);
+    // objects only it owns are garbage-collected with it.
+    if p == "Succeeded"
+        && let Some(old) = csv.spec.replaces.as_deref().filter(|r| !r.is_empty() && *r != name)
+        && api.get_opt(old).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{old}")))?.is_some()
+    {
+        tracing::info!(csv = %format!("{ns}/{name}"), replaced = %old, "deleting the replaced CSV");
+        match api.delete(old, &kube::api::DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(kube_err(format!("deleting replaced ClusterServiceVersion {ns}/{old}"))(e)),
+        }
     }
     Ok(Action::requeue(Duration::from_secs(if p == "Succeeded" { 30 } else { 1 })))
 }

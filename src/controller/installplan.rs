@@ -120,6 +120,7 @@ async fn plan_steps(ctx: &Context, ip: &InstallPlan, ns: &str) -> Result<Result<
             config,
             operator_group: Some(og.clone()),
             properties,
+            replaces: Some(lookup.replaces.clone()).filter(|r| !r.is_empty()),
             ..Default::default()
         };
         target.owner = Some(target.csv_owner_reference());

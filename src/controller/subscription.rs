@@ -135,7 +135,17 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
 
     // Every Subscription of the namespace is resolved together (one bundle per package, §4.6).
     let all_subs = subs.list(&ListParams::default()).await.map_err(kube_err(format!("listing Subscriptions in {ns}")))?;
-    let requests: Vec<SubscriptionRequest> = all_subs.items.iter().map(request_of).collect();
+    // `status.installedCSV` only counts while that CSV exists (after an upgrade it names the
+    // replaced one until this reconcile rewrites it); otherwise the package's installed CSV is used.
+    let requests: Vec<SubscriptionRequest> = all_subs
+        .items
+        .iter()
+        .map(request_of)
+        .map(|mut r| {
+            r.installed_csv = r.installed_csv.filter(|c| installed.iter().any(|i| i.name == *c));
+            r
+        })
+        .collect();
     let out = resolve(&ResolveInput { catalogs, installed: installed.clone(), subscriptions: requests });
 
     if let Some(err) = out.errors.iter().find(|e| e.subscription == name) {
@@ -213,8 +223,12 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
             .iter()
             .map(|b| {
                 let (cns, cname) = b.catalog.as_ref().map(|c| (c.namespace.clone(), c.name.clone())).unwrap_or_default();
+                let replaces = match &b.reason {
+                    Reason::Upgrade { from } => from.clone(),
+                    _ => String::new(),
+                };
                 json!({
-                    "path": b.image, "identifier": b.bundle, "replaces": "",
+                    "path": b.image, "identifier": b.bundle, "replaces": replaces,
                     "catalogSourceRef": {"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource", "namespace": cns, "name": cname},
                     "properties": json!({"properties": [{"type": "olm.package", "value": {"packageName": b.package, "version": b.version.to_string()}}]}).to_string(),
                 })
