@@ -9,3 +9,4 @@ pub mod catalog;
 pub mod install;
 pub mod oci;
 pub mod resolve;
+pub mod yaml;

@@ -84,6 +84,7 @@ pub fn bundle_labels(dir: &Path) -> Result<BTreeMap<String, String>, BundleImage
             "cannot read ({e}); a bundle needs metadata/annotations.yaml with an `annotations:` map"
         ))
     })?;
+    crate::yaml::check_flow_depth(&text).map_err(|e| bad(e.to_string()))?;
     let doc: serde_json::Value =
         serde_norway::from_str(&text).map_err(|e| bad(format!("not YAML: {e}")))?;
     let map = doc
