@@ -49,15 +49,48 @@ sed 's/channel: alpha/channel: stable/' examples/subscription.yaml > "$work/bad-
 
 step "the local control plane"
 kubectl get nodes -o wide
-if [ -d manifests/crds ]; then
-  kubectl apply --server-side -f manifests/crds >/dev/null
-  kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
-  kubectl create namespace olm --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-  kubectl create namespace operators --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-  sed "s#REGISTRY#$reg#" examples/catalogsource.yaml | kubectl apply -f -
-  kubectl apply -f examples/operatorgroup.yaml -f examples/subscription.yaml
-  kubectl get catalogsource -A; kubectl get subscription -A
+kubectl apply --server-side -f manifests/crds >/dev/null
+kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
+kubectl create namespace olm --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl create namespace operators --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+
+step "start capstan controller in the background (stopped by make cluster-down)"
+dir=$(cd "$dir" && pwd)
+pidfile="$dir/pids/capstan-controller.pid"
+log="$dir/capstan-controller.log"
+mkdir -p "$dir/pids"
+# A controller left from an earlier demo run: stop that one process (only if it is ours).
+if [ -f "$pidfile" ]; then
+  old=$(cat "$pidfile")
+  if [ -d "/proc/$old" ] && grep -qa -- "$dir" "/proc/$old/cmdline" 2>/dev/null; then kill -TERM "$old" 2>/dev/null || true; sleep 1; fi
+  rm -f "$pidfile"
 fi
+# --kubeconfig names the state directory, which is how tests/cluster/down.sh recognises the process.
+nohup "$capstan" controller --kubeconfig "$dir/kubeconfig" >"$log" 2>&1 &
+echo $! > "$pidfile"
+echo "capstan controller running as pid $(cat "$pidfile"), log: $log"
+
+step "apply examples/: a CatalogSource, an OperatorGroup and a Subscription written for OLM"
+sed "s#REGISTRY#$reg#" examples/catalogsource.yaml | kubectl apply -f -
+kubectl apply -f examples/operatorgroup.yaml -f examples/subscription.yaml
+
+step "wait for the ClusterServiceVersion to succeed"
+csv=nginx-operator.v0.2.0
+for i in $(seq 1 120); do
+  phase=$(kubectl get csv "$csv" -n operators -o jsonpath='{.status.phase}' 2>/dev/null || true)
+  [ "$phase" = Succeeded ] && break
+  if [ "$i" = 120 ]; then
+    echo "CSV $csv did not succeed (phase: ${phase:-none}); controller log:" >&2
+    tail -n 40 "$log" >&2
+    exit 1
+  fi
+  sleep 1
+done
+echo "CSV $csv: Succeeded"
+kubectl get catalogsource,subscription,installplan,csv,deploy -A
+
+step "what the operator's ServiceAccount may do"
+kubectl auth can-i --list -n operators --as=system:serviceaccount:operators:nginx-operator-controller-manager | head -n 30
+
 echo
-echo "The controller that turns this Subscription into an InstallPlan and a running operator is issue 5;"
-echo "until it lands, the demo stops at resolution. Stop the environment with: make cluster-down"
+echo "The controller keeps running (pid $(cat "$pidfile")); stop everything with: make cluster-down"

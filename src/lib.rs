@@ -6,6 +6,7 @@
 pub mod api;
 pub mod bundle;
 pub mod catalog;
+pub mod controller;
 pub mod install;
 pub mod oci;
 pub mod resolve;

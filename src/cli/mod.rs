@@ -1,7 +1,9 @@
 //! The `capstan` binary's commands.
 
+mod approve;
 mod bundle;
 mod catalog;
+mod controller;
 mod crds;
 mod image;
 mod render;
@@ -30,6 +32,10 @@ enum Command {
     Catalog(catalog::CatalogArgs),
     /// Print the operators.coreos.com CRDs (or write them with --dir).
     Crds(crds::CrdsArgs),
+    /// Run the controllers: CatalogSource, Subscription, InstallPlan, ClusterServiceVersion.
+    Controller(controller::ControllerArgs),
+    /// Print an InstallPlan's steps and approve it (by plan or Subscription name).
+    Approve(approve::ApproveArgs),
 }
 
 /// Parses the command line and runs the command; the exit code follows each command's contract.
@@ -44,5 +50,7 @@ pub fn main() -> ExitCode {
         Command::Resolve(args) => resolve::run(args),
         Command::Catalog(args) => catalog::run(args),
         Command::Crds(args) => crds::run(args),
+        Command::Controller(args) => controller::run(args),
+        Command::Approve(args) => approve::run(args),
     }
 }

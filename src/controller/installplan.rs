@@ -1,0 +1,224 @@
+//! InstallPlan reconciler (`reference/olm-v0.md` §1.4, §5): from `status.bundleLookups` (written by
+//! the Subscription reconciler) pull each bundle image, plan its steps with the namespace's
+//! OperatorGroup targets ([`crate::install::plan::steps`]) and write them to `status.plan`; phase
+//! `RequiresApproval` while `spec.approved` is false (nothing applied), else `Installing`, then
+//! [`crate::install::apply::apply`] and `Complete`, or `Failed` with a message naming the step and why.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::ResourceExt;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::catalogsource::registry_for;
+use super::csv::{check_install_mode, operator_group_targets};
+use super::{Context, Error, apply_status};
+use crate::api::installplan::InstallPlanPhase;
+use crate::api::{CatalogSource, InstallPlan, Subscription};
+use crate::bundle::Bundle;
+use crate::install::{ApplyOptions, InstallTarget, Step, StepStatus, SubscriptionConfig, apply, plan};
+use crate::oci::cache::ScratchDir;
+use crate::oci::parse_reference;
+
+/// The InstallPlan name for `subscription` installing `csv_names`: `install-` and the first 10 hex
+/// digits of a SHA-256 over both, so that the same resolution always maps to the same plan (a
+/// restart never creates a second one).
+pub fn install_plan_name(subscription: &str, csv_names: &[String]) -> String {
+    let mut names = csv_names.to_vec();
+    names.sort();
+    let mut h = Sha256::new();
+    h.update(subscription.as_bytes());
+    for n in &names {
+        h.update([0]);
+        h.update(n.as_bytes());
+    }
+    format!("install-{}", &hex::encode(h.finalize())[..10])
+}
+
+/// The `status.plan[]` entry (OLM `Step`) of one planned step with status `status`.
+pub(crate) fn step_json(step: &Step, lookup_catalog: (&str, &str), status: &str) -> Value {
+    json!({
+        "resolving": step.resolving,
+        "resource": {
+            "sourceName": lookup_catalog.1, "sourceNamespace": lookup_catalog.0,
+            "group": step.group, "version": step.version,
+            "kind": if step.kind == "Secret" { "BundleSecret" } else { step.kind.as_str() },
+            "name": step.name,
+            "manifest": step.manifest.to_string(),
+        },
+        "optional": false,
+        "status": status,
+    })
+}
+
+/// Pulls every bundle of the plan and plans its steps. `Err` is a message naming the bundle.
+async fn plan_steps(ctx: &Context, ip: &InstallPlan, ns: &str) -> Result<Result<Vec<(Step, (String, String))>, String>, Error> {
+    let (og, targets) = match operator_group_targets(&ctx.client, ns).await? {
+        Ok(t) => t,
+        Err((reason, message)) => return Ok(Err(format!("{reason}: {message}"))),
+    };
+    // The owning Subscription's spec.config goes into its own package's Deployments (§1.3).
+    let sub = match ip.owner_references().iter().find(|o| o.kind == "Subscription") {
+        Some(o) => Api::<Subscription>::namespaced(ctx.client.clone(), ns).get_opt(&o.name).await.ok().flatten(),
+        None => None,
+    };
+    let mut out = Vec::new();
+    for lookup in ip.status.iter().flat_map(|s| s.bundle_lookups.iter()) {
+        let csv_name = &lookup.identifier;
+        let at = |what: String| format!("bundle {csv_name} ({}): {what}", lookup.path);
+        let cref = &lookup.catalog_source_ref;
+        let cns = cref.namespace.clone().unwrap_or_default();
+        let cname = cref.name.clone().unwrap_or_default();
+        let secrets = match Api::<CatalogSource>::namespaced(ctx.client.clone(), &cns).get_opt(&cname).await {
+            Ok(Some(cs)) => cs.spec.secrets.unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        let registry = match registry_for(ctx, &cns, &secrets).await {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(at(e))),
+        };
+        let reference = match parse_reference(&lookup.path) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(at(format!("the image reference is invalid: {e}")))),
+        };
+        let dir = match ScratchDir::new("capstan-bundle") {
+            Ok(d) => d,
+            Err(e) => return Ok(Err(at(e.to_string()))),
+        };
+        if let Err(e) = crate::bundle::image::pull_bundle(&registry, &reference, dir.path()).await {
+            return Ok(Err(at(format!("pulling the bundle image failed: {e}"))));
+        }
+        let bundle = match Bundle::load(dir.path()) {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(at(format!("the bundle is invalid: {e}")))),
+        };
+        let modes: Vec<(String, bool)> = bundle.csv().install_modes().into_iter().map(|m| (m.type_, m.supported)).collect();
+        if let Err(e) = check_install_mode(ns, &targets, &modes) {
+            return Ok(Err(at(format!("{}: {}", e.reason, e.message))));
+        }
+        let config = match sub.as_ref().filter(|s| s.spec.package == bundle.package()).and_then(|s| s.spec.config.as_ref()) {
+            Some(c) => match serde_json::to_value(c).map_err(|e| e.to_string()).and_then(|v| SubscriptionConfig::from_value(&v).map_err(|e| e.to_string())) {
+                Ok(c) => c,
+                Err(e) => return Ok(Err(format!("Subscription spec.config: {e}"))),
+            },
+            None => SubscriptionConfig::default(),
+        };
+        let properties: Vec<Value> = lookup
+            .properties
+            .as_deref()
+            .and_then(|p| serde_json::from_str::<Value>(p).ok())
+            .and_then(|v| v["properties"].as_array().cloned())
+            .unwrap_or_default();
+        let mut target = InstallTarget {
+            namespace: ns.to_string(),
+            target_namespaces: targets.clone(),
+            package: bundle.package().to_string(),
+            csv_name: csv_name.clone(),
+            config,
+            operator_group: Some(og.clone()),
+            properties,
+            ..Default::default()
+        };
+        target.owner = Some(target.csv_owner_reference());
+        match plan::steps(&bundle, &target) {
+            Ok(steps) => out.extend(steps.into_iter().map(|s| (s, (cns.clone(), cname.clone())))),
+            Err(e) => return Ok(Err(at(e.to_string()))),
+        }
+    }
+    Ok(Ok(out))
+}
+
+pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = ip.namespace().unwrap_or_default();
+    let name = ip.name_any();
+    let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(current) = ip.status.as_ref() else {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    };
+    if current.phase.is_terminal() || current.bundle_lookups.is_empty() {
+        return Ok(Action::await_change());
+    }
+    if current.phase == InstallPlanPhase::RequiresApproval && !ip.spec.approved {
+        return Ok(Action::await_change());
+    }
+    let mut status = serde_json::to_value(current).unwrap_or(json!({}));
+    let steps = match plan_steps(&ctx, &ip, &ns).await? {
+        Ok(s) => s,
+        Err(message) => {
+            tracing::warn!(plan = %format!("{ns}/{name}"), %message, "InstallPlan failed");
+            status["phase"] = json!("Failed");
+            status["message"] = json!(message);
+            status["conditions"] = json!([{"type": "Installed", "status": "False", "reason": "InstallCheckFailed", "message": message, "lastUpdateTime": super::now(), "lastTransitionTime": super::now()}]);
+            apply_status(&api, &ip, status).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let listed = |status: &str| -> Vec<Value> { steps.iter().map(|(s, c)| step_json(s, (&c.0, &c.1), status)).collect() };
+    if !ip.spec.approved {
+        status["phase"] = json!("RequiresApproval");
+        status["plan"] = json!(listed("Unknown"));
+        apply_status(&api, &ip, status).await?;
+        return Ok(Action::await_change());
+    }
+    status["phase"] = json!("Installing");
+    status["startTime"] = json!(super::now());
+    status["plan"] = json!(listed("Unknown"));
+    apply_status(&api, &ip, status.clone()).await?;
+
+    let plain: Vec<Step> = steps.iter().map(|(s, _)| s.clone()).collect();
+    tracing::info!(plan = %format!("{ns}/{name}"), steps = plain.len(), "applying InstallPlan");
+    let results = apply(&ctx.client, &plain, &ApplyOptions::default()).await;
+    let mut failed = None;
+    let plan_status: Vec<Value> = steps
+        .iter()
+        .zip(results.iter())
+        .map(|((s, c), r)| {
+            let st = match &r.status {
+                StepStatus::Created => "Created",
+                StepStatus::Present { .. } => "Present",
+                StepStatus::Failed(_) => {
+                    failed.get_or_insert_with(|| format!("step {} ({}) failed: {r}", r.index + 1, s.describe()));
+                    "NotCreated"
+                }
+                StepStatus::NotApplied { .. } => "NotCreated",
+            };
+            step_json(s, (&c.0, &c.1), st)
+        })
+        .collect();
+    if failed.is_none() && results.len() < steps.len() {
+        failed = Some(format!("only {} of {} steps were applied", results.len(), steps.len()));
+    }
+    status["plan"] = json!(plan_status);
+    let now = super::now();
+    match &failed {
+        Some(message) => {
+            tracing::warn!(plan = %format!("{ns}/{name}"), %message, "InstallPlan failed");
+            status["phase"] = json!("Failed");
+            status["message"] = json!(message);
+            status["conditions"] = json!([{"type": "Installed", "status": "False", "reason": "InstallComponentFailed", "message": message, "lastUpdateTime": now, "lastTransitionTime": now}]);
+        }
+        None => {
+            status["phase"] = json!("Complete");
+            status["conditions"] = json!([{"type": "Installed", "status": "True", "lastUpdateTime": now, "lastTransitionTime": now}]);
+        }
+    }
+    apply_status(&api, &ip, status).await?;
+    Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_name_is_deterministic_and_order_independent() {
+        let a = install_plan_name("sub", &["b.v1".into(), "a.v1".into()]);
+        assert_eq!(a, install_plan_name("sub", &["a.v1".into(), "b.v1".into()]));
+        assert_ne!(a, install_plan_name("other", &["a.v1".into(), "b.v1".into()]));
+        assert_ne!(a, install_plan_name("sub", &["a.v1".into()]));
+        assert!(a.starts_with("install-") && a.len() == "install-".len() + 10);
+    }
+}

@@ -1,0 +1,164 @@
+//! The controller (`capstan controller`): kube-rs [`Controller`]s for CatalogSource, Subscription,
+//! InstallPlan and ClusterServiceVersion in one process, sharing one [`Context`].
+//!
+//! Flow (`reference/olm-v0.md` §1.2–1.5, §5): a CatalogSource's `spec.image` is pulled by digest and
+//! its index kept in memory; a Subscription is resolved against the catalogs its namespace can see
+//! (its own namespace and the global catalog namespace) and gets one InstallPlan per resolution; an
+//! approved InstallPlan pulls each bundle image, plans its steps ([`crate::install::plan::steps`])
+//! and applies them ([`crate::install::apply::apply`]); a CSV moves Pending → InstallReady →
+//! Installing → Succeeded once its Deployments are Available, or Failed when the OperatorGroup does
+//! not fit.
+//!
+//! Every status is written with server-side apply on the status subresource with field manager
+//! [`crate::install::FIELD_MANAGER`] (`capstan`).
+
+mod catalogsource;
+mod csv;
+mod installplan;
+mod subscription;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::channel::mpsc;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Client, Resource};
+use serde_json::Value;
+
+use crate::api::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
+use crate::install::FIELD_MANAGER;
+use crate::resolve::CatalogIndex;
+
+pub use catalogsource::poll_interval;
+pub use csv::{InstallModeError, check_install_mode};
+pub use installplan::install_plan_name;
+
+/// Settings of [`run`].
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The namespace whose CatalogSources every namespace can see (OLM's `--global-catalog-namespace`,
+    /// `olm` by default; §1.2).
+    pub global_catalog_namespace: String,
+    /// Where loaded catalogs are cached on disk (by digest); `None` keeps them only in memory.
+    pub catalog_cache: Option<std::path::PathBuf>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { global_catalog_namespace: "olm".into(), catalog_cache: None }
+    }
+}
+
+/// A catalog loaded from a CatalogSource's image.
+#[derive(Debug, Clone)]
+pub struct LoadedIndex {
+    /// The image reference as written in `spec.image`.
+    pub image: String,
+    /// The digest the reference resolved to (`sha256:…`).
+    pub digest: String,
+    /// `spec.priority` (0 when unset).
+    pub priority: i32,
+    /// The resolver's index of the catalog.
+    pub index: Arc<CatalogIndex>,
+}
+
+/// State shared by every reconciler (one per process, in an [`Arc`]).
+pub struct Context {
+    /// The API client.
+    pub client: Client,
+    /// Settings.
+    pub options: Options,
+    /// Loaded catalogs keyed by (namespace, name) of their CatalogSource.
+    pub catalogs: Mutex<HashMap<(String, String), LoadedIndex>>,
+    /// Last error per CatalogSource that could not be loaded, for Subscription conditions.
+    pub catalog_errors: Mutex<HashMap<(String, String), String>>,
+    /// Sends `()` to re-reconcile every Subscription (a catalog got a new digest).
+    resync_subscriptions: mpsc::UnboundedSender<()>,
+}
+
+/// Errors of a reconcile; the object is retried after a backoff (see [`error_policy`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API call failed.
+    #[error("{context}: {source}")]
+    Kube {
+        /// What was being done, naming the object.
+        context: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+pub(crate) fn kube_err(context: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let context = context.into();
+    move |source| Error::Kube { context, source }
+}
+
+/// Current time as RFC 3339 (metav1.Time's JSON form).
+pub(crate) fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now().round(k8s_openapi::jiff::Unit::Second).unwrap_or(k8s_openapi::jiff::Timestamp::now()).to_string()
+}
+
+/// Server-side applies `status` onto the status subresource of `obj` (field manager `capstan`, forced).
+pub(crate) async fn apply_status<K>(api: &Api<K>, obj: &K, status: Value) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let name = obj.meta().name.clone().unwrap_or_default();
+    let patch = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "metadata": {"name": name},
+        "status": status,
+    });
+    api.patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
+        .await
+        .map_err(kube_err(format!("writing status of {} {name}", K::kind(&()))))?;
+    Ok(())
+}
+
+fn error_policy<K>(obj: Arc<K>, err: &Error, _ctx: Arc<Context>) -> Action
+where
+    K: Resource<DynamicType = ()>,
+{
+    tracing::warn!(kind = %K::kind(&()), name = obj.meta().name.as_deref().unwrap_or(""), namespace = obj.meta().namespace.as_deref().unwrap_or(""), error = %err, "reconcile failed");
+    Action::requeue(Duration::from_secs(5))
+}
+
+/// Runs the four controllers until `shutdown` resolves (then they are dropped) or forever. Needs the
+/// `operators.coreos.com` CRDs on the cluster (`capstan crds | kubectl apply -f -`).
+pub async fn run(client: Client, options: Options, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+    let (tx, rx) = mpsc::unbounded();
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        options,
+        catalogs: Mutex::new(HashMap::new()),
+        catalog_errors: Mutex::new(HashMap::new()),
+        resync_subscriptions: tx,
+    });
+    let cfg = watcher::Config::default;
+    let catalogs = Controller::new(Api::<CatalogSource>::all(client.clone()), cfg())
+        .run(catalogsource::reconcile, error_policy, ctx.clone())
+        .for_each(|_| async {});
+    let subscriptions = Controller::new(Api::<Subscription>::all(client.clone()), cfg())
+        .owns(Api::<InstallPlan>::all(client.clone()), cfg())
+        .reconcile_all_on(rx)
+        .run(subscription::reconcile, error_policy, ctx.clone())
+        .for_each(|_| async {});
+    let plans = Controller::new(Api::<InstallPlan>::all(client.clone()), cfg())
+        .run(installplan::reconcile, error_policy, ctx.clone())
+        .for_each(|_| async {});
+    let csvs = Controller::new(Api::<ClusterServiceVersion>::all(client.clone()), cfg())
+        .run(csv::reconcile, error_policy, ctx.clone())
+        .for_each(|_| async {});
+    let all = futures::future::join4(catalogs, subscriptions, plans, csvs);
+    tokio::select! {
+        _ = all => {}
+        _ = shutdown => {}
+    }
+}

@@ -1,0 +1,293 @@
+//! Subscription reconciler (`reference/olm-v0.md` §1.3): resolves the Subscription against the
+//! catalogs its namespace can see and the CSVs installed there, and creates one InstallPlan per
+//! resolution. Status: `state` (UpgradePending / AtLatestKnown / UpgradeFailed), `currentCSV`,
+//! `installedCSV`, `installPlanRef`, `installplan`, `catalogHealth`, conditions
+//! `CatalogSourcesUnhealthy`, `ResolutionFailed`, `InstallPlanPending`, `InstallPlanFailed`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::{Context, Error, apply_status, installplan::install_plan_name, kube_err, now};
+use crate::api::installplan::InstallPlanPhase;
+use crate::api::subscription::reason;
+use crate::api::{Approval, CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
+use crate::resolve::{CatalogInput, CatalogSourceKey, InstalledBundle, Reason, ResolveInput, SubscriptionRequest, resolve, split_csv_name};
+
+/// Sets condition `type_` in `status.conditions` (a JSON array), keeping `lastTransitionTime` when
+/// the status value does not change.
+pub(crate) fn set_condition(status: &mut Value, type_: &str, value: &str, reason: &str, message: &str) {
+    if !status["conditions"].is_array() {
+        status["conditions"] = json!([]);
+    }
+    let Some(list) = status["conditions"].as_array_mut() else { return };
+    let now = now();
+    let existing = list.iter_mut().find(|c| c["type"] == type_);
+    match existing {
+        Some(c) => {
+            if c["status"] != value {
+                c["lastTransitionTime"] = json!(now);
+            }
+            c["status"] = json!(value);
+            c["reason"] = json!(reason);
+            c["message"] = json!(message);
+            c["lastHeartbeatTime"] = json!(now);
+        }
+        None => list.push(json!({
+            "type": type_, "status": value, "reason": reason, "message": message,
+            "lastTransitionTime": now, "lastHeartbeatTime": now,
+        })),
+    }
+}
+
+/// Removes condition `type_` from `status.conditions`.
+pub(crate) fn remove_condition(status: &mut Value, type_: &str) {
+    if let Some(list) = status["conditions"].as_array_mut() {
+        list.retain(|c| c["type"] != type_);
+    }
+}
+
+pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = sub.namespace().unwrap_or_default();
+    let name = sub.name_any();
+    let subs: Api<Subscription> = Api::namespaced(ctx.client.clone(), &ns);
+    let mut status = serde_json::to_value(&sub.status).unwrap_or(Value::Null);
+    if !status.is_object() {
+        status = json!({});
+    }
+    status["lastUpdated"] = json!(now());
+
+    // Catalogs visible to the namespace: its own and the global catalog namespace (§1.2). Only
+    // CatalogSources that still exist count (a deleted one stays in the Context until then).
+    let global = ctx.options.global_catalog_namespace.clone();
+    let mut existing = std::collections::BTreeSet::new();
+    for cns in [ns.clone(), global.clone()] {
+        let list = Api::<CatalogSource>::namespaced(ctx.client.clone(), &cns)
+            .list(&ListParams::default())
+            .await
+            .map_err(kube_err(format!("listing CatalogSources in {cns}")))?;
+        existing.extend(list.items.iter().map(|c| (cns.clone(), c.name_any())));
+    }
+    let mut catalogs = Vec::new();
+    {
+        let map = ctx.catalogs.lock().unwrap_or_else(|e| e.into_inner());
+        for (key, l) in map.iter() {
+            if existing.contains(key) {
+                catalogs.push(CatalogInput { key: CatalogSourceKey::new(&key.0, &key.1), priority: l.priority, index: l.index.clone() });
+            }
+        }
+    }
+    catalogs.sort_by(|a, b| (&a.key.namespace, &a.key.name).cmp(&(&b.key.namespace, &b.key.name)));
+    let unhealthy: Vec<((String, String), String)> = {
+        let errors = ctx.catalog_errors.lock().unwrap_or_else(|e| e.into_inner());
+        existing.iter().filter_map(|k| errors.get(k).map(|e| (k.clone(), e.clone()))).collect()
+    };
+
+    // Catalog health (§1.3): every visible CatalogSource, healthy when loaded.
+    let source_ns = sub.spec.source_namespace.clone();
+    let source = sub.spec.source.clone();
+    let source_key = (source_ns.clone(), source.clone());
+    let ref_of = |k: &(String, String)| json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource", "namespace": k.0, "name": k.1});
+    let mut health = Vec::new();
+    for c in &catalogs {
+        health.push(json!({"catalogSourceRef": ref_of(&(c.key.namespace.clone(), c.key.name.clone())), "healthy": true, "lastUpdated": now()}));
+    }
+    for (k, _) in &unhealthy {
+        health.push(json!({"catalogSourceRef": ref_of(k), "healthy": false, "lastUpdated": now()}));
+    }
+    let loaded = catalogs.iter().any(|c| c.key.namespace == source_ns && c.key.name == source);
+    let source_failed = unhealthy.iter().any(|(k, _)| *k == source_key);
+    if existing.contains(&source_key) && !loaded && !source_failed {
+        // Not loaded yet: wait for the CatalogSource reconciler, which resyncs Subscriptions.
+        set_condition(&mut status, "CatalogSourcesUnhealthy", "True", reason::UNHEALTHY_CATALOG_SOURCE_FOUND, &format!("catalog source {source_ns}/{source} is being loaded"));
+        status["catalogHealth"] = json!(health);
+        apply_status(&subs, &sub, status).await?;
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    }
+    if unhealthy.is_empty() {
+        set_condition(&mut status, "CatalogSourcesUnhealthy", "False", reason::ALL_CATALOG_SOURCES_HEALTHY, "all available catalogsources are healthy");
+    } else {
+        let list: Vec<String> = unhealthy.iter().map(|((n, c), e)| format!("catalog source {n}/{c}: {e}")).collect();
+        set_condition(&mut status, "CatalogSourcesUnhealthy", "True", reason::UNHEALTHY_CATALOG_SOURCE_FOUND, &list.join("; "));
+    }
+    status["catalogHealth"] = json!(health);
+
+    // Installed CSVs of the namespace.
+    let csvs = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err(format!("listing ClusterServiceVersions in {ns}")))?;
+    let installed: Vec<InstalledBundle> = csvs
+        .items
+        .iter()
+        .map(|c| {
+            let name = c.name_any();
+            let split = split_csv_name(&name);
+            let version = c.spec.version.as_deref().and_then(|v| semver::Version::parse(v.trim_start_matches('v')).ok()).or(split.as_ref().map(|s| s.1.clone()));
+            InstalledBundle { namespace: ns.clone(), name, package: split.map(|s| s.0), version, catalog: None }
+        })
+        .collect();
+
+    // Every Subscription of the namespace is resolved together (one bundle per package, §4.6).
+    let all_subs = subs.list(&ListParams::default()).await.map_err(kube_err(format!("listing Subscriptions in {ns}")))?;
+    let requests: Vec<SubscriptionRequest> = all_subs.items.iter().map(request_of).collect();
+    let out = resolve(&ResolveInput { catalogs, installed: installed.clone(), subscriptions: requests });
+
+    if let Some(err) = out.errors.iter().find(|e| e.subscription == name) {
+        let why = if err.message.contains("requires") || err.message.contains("conflict") { reason::CONSTRAINTS_NOT_SATISFIABLE } else { reason::ERROR_PREVENTED_RESOLUTION };
+        set_condition(&mut status, "ResolutionFailed", "True", why, &err.message);
+        apply_status(&subs, &sub, status).await?;
+        return Ok(Action::requeue(Duration::from_secs(60)));
+    }
+    remove_condition(&mut status, "ResolutionFailed");
+
+    let mine: Vec<_> = out.resolved.iter().filter(|b| b.subscription == name && b.namespace == ns).collect();
+    let own = mine.iter().find(|b| b.package == sub.spec.package);
+    if let Some(own) = own {
+        status["currentCSV"] = json!(own.bundle);
+    }
+    let is_installed = |csv: &str| installed.iter().any(|i| i.name == csv);
+    if let Some(own) = own
+        && is_installed(&own.bundle)
+    {
+        status["installedCSV"] = json!(own.bundle);
+    }
+    let to_install: Vec<_> = mine
+        .iter()
+        .filter(|b| !matches!(b.reason, Reason::Installed { .. } | Reason::Dependency { already_installed: true, .. }) && !is_installed(&b.bundle))
+        .collect();
+
+    if to_install.is_empty() {
+        status["state"] = json!("AtLatestKnown");
+        remove_condition(&mut status, "InstallPlanPending");
+        remove_condition(&mut status, "InstallPlanFailed");
+        apply_status(&subs, &sub, status).await?;
+        return Ok(Action::requeue(Duration::from_secs(300)));
+    }
+
+    // One InstallPlan per resolution, named after what it installs (a restart never duplicates it).
+    let csv_names: Vec<String> = to_install.iter().map(|b| b.bundle.clone()).collect();
+    let plan_name = install_plan_name(&name, &csv_names);
+    let plans: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &ns);
+    let approval = sub.spec.install_plan_approval.unwrap_or(Approval::Automatic);
+    let plan = match plans.get_opt(&plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))? {
+        Some(p) => p,
+        None => {
+            let owner = OwnerReference {
+                api_version: Subscription::api_version(&()).into_owned(),
+                kind: Subscription::kind(&()).into_owned(),
+                name: name.clone(),
+                uid: sub.uid().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: Some(false),
+            };
+            let ip: InstallPlan = serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+                "metadata": {"name": plan_name, "namespace": ns, "ownerReferences": [owner],
+                             "labels": {"operators.coreos.com/subscription": name}},
+                "spec": {
+                    "clusterServiceVersionNames": csv_names,
+                    "approval": approval,
+                    "approved": approval == Approval::Automatic,
+                    "generation": 1,
+                    "source": source, "sourceNamespace": source_ns,
+                },
+            }))
+            .map_err(|e| Error::Kube { context: format!("building InstallPlan {plan_name}"), source: kube::Error::SerdeError(e) })?;
+            tracing::info!(subscription = %format!("{ns}/{name}"), plan = %plan_name, csvs = ?csv_names, "creating InstallPlan");
+            match plans.create(&PostParams::default(), &ip).await {
+                Ok(p) => p,
+                Err(kube::Error::Api(s)) if s.code == 409 => plans.get(&plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))?,
+                Err(e) => return Err(kube_err(format!("creating InstallPlan {ns}/{plan_name}"))(e)),
+            }
+        }
+    };
+    // The plan's bundle lookups tell the InstallPlan reconciler where each bundle comes from.
+    if plan.status.as_ref().is_none_or(|s| s.bundle_lookups.is_empty()) {
+        let lookups: Vec<Value> = to_install
+            .iter()
+            .map(|b| {
+                let (cns, cname) = b.catalog.as_ref().map(|c| (c.namespace.clone(), c.name.clone())).unwrap_or_default();
+                json!({
+                    "path": b.image, "identifier": b.bundle, "replaces": "",
+                    "catalogSourceRef": {"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource", "namespace": cns, "name": cname},
+                    "properties": json!({"properties": [{"type": "olm.package", "value": {"packageName": b.package, "version": b.version.to_string()}}]}).to_string(),
+                })
+            })
+            .collect();
+        let catalog_sources: Vec<String> = {
+            let mut v: Vec<String> = to_install.iter().filter_map(|b| b.catalog.as_ref().map(|c| c.name.clone())).collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        apply_status(&plans, &plan, json!({"phase": "Planning", "catalogSources": catalog_sources, "bundleLookups": lookups, "plan": []})).await?;
+    }
+    let plan_ref = json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan", "namespace": ns, "name": plan_name,
+        "uid": plan.uid().unwrap_or_default(), "resourceVersion": plan.resource_version().unwrap_or_default(),
+    });
+    status["installPlanRef"] = plan_ref;
+    status["installplan"] = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan", "name": plan_name, "uuid": plan.uid().unwrap_or_default()});
+    status["installPlanGeneration"] = json!(1);
+    let phase = plan.status.as_ref().map(|s| s.phase.clone()).unwrap_or(InstallPlanPhase::Planning);
+    let phase_name = serde_json::to_value(&phase).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+    match phase {
+        InstallPlanPhase::Failed => {
+            let message = plan.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_else(|| format!("InstallPlan {plan_name} failed"));
+            status["state"] = json!("UpgradeFailed");
+            remove_condition(&mut status, "InstallPlanPending");
+            set_condition(&mut status, "InstallPlanFailed", "True", reason::INSTALL_PLAN_FAILED, &message);
+        }
+        _ => {
+            status["state"] = json!("UpgradePending");
+            remove_condition(&mut status, "InstallPlanFailed");
+            let message = if phase == InstallPlanPhase::RequiresApproval {
+                format!("InstallPlan {plan_name} requires approval: `capstan approve {plan_name} -n {ns}` or set spec.approved=true")
+            } else {
+                format!("InstallPlan {plan_name} is {phase_name}")
+            };
+            set_condition(&mut status, "InstallPlanPending", "True", &phase_name, &message);
+        }
+    }
+    apply_status(&subs, &sub, status).await?;
+    Ok(Action::requeue(Duration::from_secs(if phase == InstallPlanPhase::Complete { 1 } else { 10 })))
+}
+
+fn request_of(s: &Subscription) -> SubscriptionRequest {
+    SubscriptionRequest {
+        name: s.name_any(),
+        namespace: s.namespace().unwrap_or_default(),
+        package: s.spec.package.clone(),
+        channel: s.spec.channel.clone().filter(|c| !c.is_empty()),
+        source: s.spec.source.clone(),
+        source_namespace: s.spec.source_namespace.clone(),
+        starting_csv: s.spec.starting_csv.clone().filter(|c| !c.is_empty()),
+        version_range: s.spec.version_range.clone().filter(|c| !c.trim().is_empty()),
+        installed_csv: s.status.as_ref().and_then(|st| st.installed_csv.clone()).filter(|c| !c.is_empty()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conditions_keep_transition_time_while_status_is_unchanged() {
+        let mut st = json!({});
+        set_condition(&mut st, "ResolutionFailed", "True", "r", "m1");
+        st["conditions"][0]["lastTransitionTime"] = json!("2020-01-01T00:00:00Z");
+        set_condition(&mut st, "ResolutionFailed", "True", "r", "m2");
+        assert_eq!(st["conditions"][0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
+        assert_eq!(st["conditions"][0]["message"], "m2");
+        set_condition(&mut st, "ResolutionFailed", "False", "r", "ok");
+        assert_ne!(st["conditions"][0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
+        remove_condition(&mut st, "ResolutionFailed");
+        assert_eq!(st["conditions"], json!([]));
+    }
+}

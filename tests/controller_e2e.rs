@@ -1,0 +1,325 @@
+//! `capstan controller` end to end on the real local control plane and registry (issue 5):
+//! example bundles and a catalog published by capstan, a CatalogSource + OperatorGroup +
+//! Subscription written for OLM, and the controller running in-process.
+//!
+//! One test function runs the cases one after another: the controller watches every namespace,
+//! so two controllers in one process would fight over the same objects.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use capstan::api::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+use support::{TestNamespace, eventually};
+
+/// Whether ServiceAccount `ns/sa` may `verb` `group/resource` (in `in_ns`, or cluster-wide).
+async fn allowed(client: &kube::Client, ns: &str, sa: &str, verb: &str, group: &str, resource: &str, in_ns: Option<&str>) -> bool {
+    let mut attrs = json!({"verb": verb, "group": group, "resource": resource});
+    if let Some(n) = in_ns {
+        attrs["namespace"] = json!(n);
+    }
+    let sar: SubjectAccessReview = serde_json::from_value(json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": format!("system:serviceaccount:{ns}:{sa}"),
+                 "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}"), "system:authenticated"],
+                 "resourceAttributes": attrs}
+    }))
+    .expect("sar");
+    let r = Api::<SubjectAccessReview>::all(client.clone()).create(&PostParams::default(), &sar).await.expect("SubjectAccessReview");
+    r.status.map(|s| s.allowed).unwrap_or(false)
+}
+
+/// Deletes the generated cluster-scoped RBAC of the test namespaces (labelled `olm.owner.namespace`).
+async fn cleanup_cluster_rbac(client: &kube::Client, namespaces: &[&str]) {
+    for ns in namespaces {
+        let sel = ListParams::default().labels(&format!("olm.owner.namespace={ns}"));
+        let _ = Api::<ClusterRoleBinding>::all(client.clone()).delete_collection(&DeleteParams::default(), &sel).await;
+        let _ = Api::<ClusterRole>::all(client.clone()).delete_collection(&DeleteParams::default(), &sel).await;
+    }
+}
+
+const WAIT: Duration = Duration::from_secs(120);
+
+fn capstan(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_capstan")).args(args).output().expect("run capstan");
+    assert!(out.status.success(), "capstan {args:?} failed: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Pushes every bundle under `bundles/` and a catalog of them; returns the catalog reference.
+fn publish(registry: &str, repo: &str, work: &Path) -> String {
+    let catalog_dir = work.join("catalog");
+    let root = support::repo_root().join("bundles");
+    for pkg in ["nginx-operator", "kaiwudb-operator"] {
+        let mut versions: Vec<_> = std::fs::read_dir(root.join(pkg)).expect("bundles dir").flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+        versions.sort();
+        for dir in versions {
+            let ver = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+            let reference = format!("{registry}/{repo}/{pkg}-bundle:v{ver}");
+            capstan(&["bundle", "push", "-q", dir.to_str().unwrap_or_default(), &reference]);
+            capstan(&["catalog", "add", catalog_dir.to_str().unwrap_or_default(), &reference]);
+        }
+    }
+    let catalog_ref = format!("{registry}/{repo}/catalog:latest");
+    capstan(&["catalog", "push", "-q", catalog_dir.to_str().unwrap_or_default(), &catalog_ref]);
+    catalog_ref
+}
+
+async fn apply_crds(client: &kube::Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in capstan::api::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &PatchParams::apply("capstan-test").force(), &Patch::Apply(&crd)).await.unwrap_or_else(|e| panic!("apply CRD {name}: {e}"));
+        eventually(&format!("CRD {name} Established"), Duration::from_secs(30), || async {
+            let c = api.get(&name).await.ok()?;
+            c.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
+        })
+        .await;
+    }
+}
+
+async fn create<K>(client: &kube::Client, ns: &str, v: Value) -> K
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(v).expect("test object");
+    Api::<K>::namespaced(client.clone(), ns).create(&PostParams::default(), &obj).await.unwrap_or_else(|e| panic!("create {}: {e}", K::kind(&())))
+}
+
+async fn namespace_with_group(client: &kube::Client, prefix: &str) -> TestNamespace {
+    let ns = TestNamespace::new(client, prefix).await;
+    let og: capstan::api::OperatorGroup = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+        "metadata": {"name": "og", "namespace": ns.name}, "spec": {"targetNamespaces": [ns.name]}
+    }))
+    .expect("og");
+    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &ns.name).create(&PostParams::default(), &og).await.expect("create OperatorGroup");
+    ns
+}
+
+async fn subscribe(client: &kube::Client, ns: &str, package: &str, catalog_ns: &str, approval: &str) {
+    subscribe_channel(client, ns, package, "alpha", catalog_ns, approval).await;
+}
+
+async fn subscribe_channel(client: &kube::Client, ns: &str, package: &str, channel: &str, catalog_ns: &str, approval: &str) {
+    create::<Subscription>(client, ns, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": package, "namespace": ns},
+        "spec": {"name": package, "channel": channel, "source": "examples", "sourceNamespace": catalog_ns, "installPlanApproval": approval}
+    }))
+    .await;
+}
+
+/// The Subscription's InstallPlan once it has reached `phase`.
+async fn plan_in_phase(client: &kube::Client, ns: &str, sub: &str, phase: &str) -> InstallPlan {
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), ns);
+    eventually(&format!("InstallPlan of {ns}/{sub} in phase {phase}"), WAIT, || async {
+        let s = subs.get(sub).await.ok()?;
+        let name = s.status?.install_plan_ref?.name?;
+        let p = plans.get(&name).await.ok()?;
+        let st = serde_json::to_value(p.status.as_ref()?).ok()?;
+        if st["phase"] == "Failed" && phase != "Failed" {
+            panic!("InstallPlan {ns}/{name} failed: {}", st["message"]);
+        }
+        (st["phase"] == phase).then_some(p)
+    })
+    .await
+}
+
+async fn csv_succeeded_and_deployment_available(client: &kube::Client, ns: &str) {
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
+    eventually("CSV Succeeded", WAIT, || async {
+        let c = csvs.get("nginx-operator.v0.2.0").await.ok()?;
+        let st = serde_json::to_value(c.status.as_ref()?).ok()?;
+        (st["phase"] == "Succeeded").then_some(())
+    })
+    .await;
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let list = deps.list(&Default::default()).await.expect("list deployments");
+    assert!(!list.items.is_empty(), "no Deployment in {ns}");
+    for d in list.items {
+        let ok = d.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
+        assert!(ok, "Deployment {:?} not Available although the CSV Succeeded", d.metadata.name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn controller_installs_subscriptions_end_to_end() {
+    let client = support::cluster().await;
+    let registry = support::registry();
+    let work = tempfile::tempdir().expect("tempdir");
+    let repo = format!("ctl-e2e-{}", std::process::id());
+    let catalog_ref = publish(&registry, &repo, work.path());
+    apply_crds(&client).await;
+
+    let catalog_ns = TestNamespace::new(&client, "ctl-catalog").await;
+    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None };
+    let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
+
+    // CatalogSource: READY with the digest and package count.
+    create::<CatalogSource>(&client, &catalog_ns.name, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+        "metadata": {"name": "examples", "namespace": catalog_ns.name},
+        "spec": {"sourceType": "grpc", "image": catalog_ref, "updateStrategy": {"registryPoll": {"interval": "10m"}}}
+    }))
+    .await;
+    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), &catalog_ns.name);
+    let st = eventually("CatalogSource READY", WAIT, || async {
+        let st = serde_json::to_value(catalogs.get("examples").await.ok()?.status?).ok()?;
+        (st["connectionState"]["lastObservedState"] == "READY").then_some(st)
+    })
+    .await;
+    assert!(st["resolvedDigest"].as_str().is_some_and(|d| d.starts_with("sha256:")), "{st}");
+    assert_eq!(st["packageCount"], 2, "{st}");
+
+    // A catalog image that does not exist: TRANSIENT_FAILURE with a message naming it.
+    create::<CatalogSource>(&client, &catalog_ns.name, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+        "metadata": {"name": "missing", "namespace": catalog_ns.name},
+        "spec": {"sourceType": "image", "image": format!("{registry}/{repo}/no-such-catalog:latest")}
+    }))
+    .await;
+    let st = eventually("CatalogSource TRANSIENT_FAILURE", WAIT, || async {
+        let st = serde_json::to_value(catalogs.get("missing").await.ok()?.status?).ok()?;
+        (st["connectionState"]["lastObservedState"] == "TRANSIENT_FAILURE").then_some(st)
+    })
+    .await;
+    assert!(st["message"].as_str().is_some_and(|m| m.contains("no-such-catalog")), "{st}");
+
+    // Automatic: InstallPlan Complete → CSV Succeeded → Deployment Available, CRD Established.
+    let auto = namespace_with_group(&client, "ctl-auto").await;
+    subscribe(&client, &auto.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
+    let plan = plan_in_phase(&client, &auto.name, "nginx-operator", "Complete").await;
+    assert_eq!(plan.spec.cluster_service_version_names, vec!["nginx-operator.v0.2.0".to_string()]);
+    assert!(plan.spec.approved);
+    let pst = plan.status.clone().expect("plan status");
+    assert_eq!(pst.bundle_lookups.len(), 1);
+    assert!(pst.bundle_lookups[0].path.contains("nginx-operator-bundle"), "{:?}", pst.bundle_lookups);
+    let kinds: Vec<&str> = pst.plan.iter().map(|s| s.resource.kind.as_str()).collect();
+    assert!(kinds.contains(&"CustomResourceDefinition") && kinds.contains(&"ClusterServiceVersion"), "{kinds:?}");
+    let statuses: Vec<String> = pst.plan.iter().map(|s| serde_json::to_value(&s.status).unwrap_or_default().as_str().unwrap_or_default().to_string()).collect();
+    assert!(statuses.iter().all(|s| s == "Created" || s == "Present"), "{statuses:?}");
+    csv_succeeded_and_deployment_available(&client, &auto.name).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = crds.get("nginxes.example.com").await.expect("Nginx CRD");
+    assert!(crd.status.and_then(|s| s.conditions).is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True")));
+    let nginx = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1alpha1", "Nginx"), "nginxes");
+    let obj: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v1alpha1", "kind": "Nginx", "metadata": {"name": "sample"}, "spec": {}})).expect("nginx");
+    Api::<DynamicObject>::namespaced_with(client.clone(), &auto.name, &nginx).create(&PostParams::default(), &obj).await.expect("an Nginx object is accepted");
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), &auto.name);
+    let st = eventually("Subscription AtLatestKnown", WAIT, || async {
+        let st = serde_json::to_value(subs.get("nginx-operator").await.ok()?.status?).ok()?;
+        (st["state"] == "AtLatestKnown").then_some(st)
+    })
+    .await;
+    assert_eq!(st["installedCSV"], "nginx-operator.v0.2.0", "{st}");
+    assert_eq!(st["currentCSV"], "nginx-operator.v0.2.0", "{st}");
+    // The visible catalog source that cannot be pulled is reported, without stopping the install.
+    let unhealthy = st["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "CatalogSourcesUnhealthy").cloned()).unwrap_or_default();
+    assert_eq!(unhealthy["status"], "True", "{st}");
+    assert!(unhealthy["message"].as_str().is_some_and(|m| m.contains("/missing")), "{unhealthy}");
+    // Still exactly one InstallPlan after the install settled.
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &auto.name);
+    assert_eq!(plans.list(&Default::default()).await.expect("plans").items.len(), 1);
+    // The operator's ServiceAccount may do what the CSV asks, and not more.
+    let sa = "nginx-operator-controller-manager";
+    assert!(allowed(&client, &auto.name, sa, "create", "apps", "deployments", Some(&auto.name)).await, "CSV permissions granted");
+    assert!(!allowed(&client, &auto.name, sa, "delete", "", "nodes", None).await, "nothing beyond the CSV");
+    assert!(!allowed(&client, &auto.name, sa, "create", "rbac.authorization.k8s.io", "clusterroles", None).await, "nothing beyond the CSV");
+
+    // A new Subscription for the operator that is installed already adopts it: no second plan.
+    subs.delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
+    eventually("Subscription gone", WAIT, || async { subs.get_opt("nginx-operator").await.ok()?.is_none().then_some(()) }).await;
+    subscribe(&client, &auto.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
+    let st = eventually("re-created Subscription AtLatestKnown", WAIT, || async {
+        let st = serde_json::to_value(subs.get("nginx-operator").await.ok()?.status?).ok()?;
+        (st["state"] == "AtLatestKnown").then_some(st)
+    })
+    .await;
+    assert_eq!(st["installedCSV"], "nginx-operator.v0.2.0", "{st}");
+    let names: Vec<String> = plans.list(&Default::default()).await.expect("plans").items.iter().filter_map(|p| p.metadata.name.clone()).collect();
+    assert!(names.len() <= 1, "no new InstallPlan for an adopted operator: {names:?}");
+
+    // Manual: RequiresApproval and nothing applied; `capstan approve` completes it.
+    let manual = namespace_with_group(&client, "ctl-manual").await;
+    subscribe(&client, &manual.name, "nginx-operator", &catalog_ns.name, "Manual").await;
+    let plan = plan_in_phase(&client, &manual.name, "nginx-operator", "RequiresApproval").await;
+    assert!(!plan.spec.approved);
+    assert!(!plan.status.as_ref().map(|s| s.plan.is_empty()).unwrap_or(true), "the steps are listed before approval");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &manual.name);
+    assert!(csvs.list(&Default::default()).await.expect("csvs").items.is_empty(), "nothing is applied before approval");
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &manual.name);
+    assert!(sas.get_opt("nginx-operator-controller-manager").await.expect("sa").is_none(), "nothing is applied before approval");
+    let kubeconfig = support::kubeconfig_path();
+    let out = capstan(&["approve", "nginx-operator", "-n", &manual.name, "--kubeconfig", kubeconfig.to_str().unwrap_or_default()]);
+    assert!(out.contains("CustomResourceDefinition nginxes.example.com") && out.contains("approved InstallPlan"), "{out}");
+    plan_in_phase(&client, &manual.name, "nginx-operator", "Complete").await;
+    csv_succeeded_and_deployment_available(&client, &manual.name).await;
+
+    // A package that does not exist: ResolutionFailed naming it, and no InstallPlan.
+    let bad = namespace_with_group(&client, "ctl-bad").await;
+    subscribe(&client, &bad.name, "no-such-operator", &catalog_ns.name, "Automatic").await;
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), &bad.name);
+    let cond = eventually("ResolutionFailed", WAIT, || async {
+        let st = serde_json::to_value(subs.get("no-such-operator").await.ok()?.status?).ok()?;
+        st["conditions"].as_array()?.iter().find(|c| c["type"] == "ResolutionFailed" && c["status"] == "True").cloned()
+    })
+    .await;
+    assert!(cond["message"].as_str().is_some_and(|m| m.contains("no-such-operator")), "{cond}");
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &bad.name);
+    assert!(plans.list(&Default::default()).await.expect("plans").items.is_empty());
+
+    // Manual approved with a plain patch of spec.approved (as `kubectl patch` does).
+    let patched = namespace_with_group(&client, "ctl-patch").await;
+    subscribe(&client, &patched.name, "nginx-operator", &catalog_ns.name, "Manual").await;
+    let plan = plan_in_phase(&client, &patched.name, "nginx-operator", "RequiresApproval").await;
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &patched.name);
+    let name = plan.metadata.name.clone().expect("plan name");
+    plans.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"approved": true}}))).await.expect("approve by patch");
+    plan_in_phase(&client, &patched.name, "nginx-operator", "Complete").await;
+    csv_succeeded_and_deployment_available(&client, &patched.name).await;
+
+    // An install mode the OperatorGroup cannot give (kaiwudb-operator supports only AllNamespaces):
+    // the plan fails before anything is applied, and the Subscription says why.
+    let modes = namespace_with_group(&client, "ctl-modes").await;
+    subscribe_channel(&client, &modes.name, "kaiwudb-operator", "stable", &catalog_ns.name, "Automatic").await;
+    let plan = plan_in_phase(&client, &modes.name, "kaiwudb-operator", "Failed").await;
+    let message = plan.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(message.contains("UnsupportedOperatorGroup") && message.contains("AllNamespaces"), "{message}");
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &modes.name);
+    assert!(csvs.list(&Default::default()).await.expect("csvs").items.is_empty(), "nothing applied");
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), &modes.name);
+    let cond = eventually("InstallPlanFailed", WAIT, || async {
+        let st = serde_json::to_value(subs.get("kaiwudb-operator").await.ok()?.status?).ok()?;
+        st["conditions"].as_array()?.iter().find(|c| c["type"] == "InstallPlanFailed" && c["status"] == "True").cloned()
+    })
+    .await;
+    assert!(cond["message"].as_str().is_some_and(|m| m.contains("AllNamespaces")), "{cond}");
+
+    // Two OperatorGroups in one namespace: the plan fails naming both.
+    let two = namespace_with_group(&client, "ctl-two-og").await;
+    let og2: capstan::api::OperatorGroup = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "og2", "namespace": two.name}, "spec": {}
+    }))
+    .expect("og2");
+    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &two.name).create(&PostParams::default(), &og2).await.expect("og2");
+    subscribe(&client, &two.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
+    let plan = plan_in_phase(&client, &two.name, "nginx-operator", "Failed").await;
+    let message = plan.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(message.contains("TooManyOperatorGroups") && message.contains("og2"), "{message}");
+
+    controller.abort();
+    cleanup_cluster_rbac(&client, &[&auto.name, &manual.name, &patched.name, &modes.name, &two.name]).await;
+}
