@@ -10,3 +10,4 @@ pub mod controller;
 pub mod install;
 pub mod oci;
 pub mod resolve;
+pub mod yaml;

@@ -147,3 +147,17 @@ proptest! {
         }
     }
 }
+
+/// Deeply nested flow collections (a fresh-user finding: 256 KB of `{a: {a: …` kept the parser
+/// busy for over a minute before it reported its recursion limit) are refused up front, naming
+/// the file and the line.
+#[test]
+fn deeply_nested_flow_yaml_is_refused_naming_file_and_line() {
+    let bomb = format!("schema: olm.package\nname: x\ndescription: {}\n", "{a: ".repeat(64 * 1024));
+    let (_, msg) = load_with("bomb/catalog.yaml", bomb.as_bytes());
+    assert!(msg.contains("bomb/catalog.yaml"), "{msg}");
+    assert!(msg.contains("nested deeper than") && msg.contains("line 3"), "{msg}");
+    let seq = format!("schema: olm.package\nname: y\nicon: {}{}\n", "[".repeat(128 * 1024), "]".repeat(128 * 1024));
+    let (_, msg) = load_with("seq/catalog.yaml", seq.as_bytes());
+    assert!(msg.contains("seq/catalog.yaml") && msg.contains("nested deeper than"), "{msg}");
+}

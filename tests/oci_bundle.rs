@@ -126,6 +126,15 @@ async fn an_image_that_is_not_a_bundle_is_named() {
     let out = tempfile::tempdir().unwrap();
     let err = pull_bundle(&reg, &reference, &out.path().join("b")).await.unwrap_err().to_string();
     assert!(err.contains("not-a-bundle:v1") && err.contains("annotations.yaml"), "{err}");
+    // A failed pull keeps nothing: the directory it created is gone, so a retry fails for the
+    // same reason and not because the destination is now non-empty.
+    assert!(!out.path().join("b").exists(), "a failed pull left {}", out.path().join("b").display());
+    let again = pull_bundle(&reg, &reference, &out.path().join("b")).await.unwrap_err().to_string();
+    assert_eq!(again, err);
+    // An existing empty destination is left empty.
+    std::fs::create_dir(out.path().join("c")).unwrap();
+    pull_bundle(&reg, &reference, &out.path().join("c")).await.unwrap_err();
+    assert_eq!(std::fs::read_dir(out.path().join("c")).unwrap().count(), 0);
 }
 
 #[tokio::test]

@@ -242,3 +242,37 @@ async fn a_multi_platform_index_is_followed_to_one_image() {
     assert_eq!(pulled.digest, digest, "the running platform's (amd64 or arm64) entry is chosen");
     assert_eq!(pulled.layers[0].data, image.layers[0].data);
 }
+
+/// A registry that accepts the connection and then never answers (case from a fresh-user test:
+/// capstan hung forever) fails after the read timeout with an error naming the registry.
+#[tokio::test]
+async fn a_registry_that_never_answers_times_out_with_an_error_naming_it() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Accept connections and hold them open without writing a byte.
+    let _holder = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().take(8) {
+            if let Ok(c) = conn {
+                held.push(c);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_secs(30));
+    });
+    let registry = Registry::new(ClientConfig {
+        quiet: true,
+        read_timeout: Some(std::time::Duration::from_secs(2)),
+        ..Default::default()
+    });
+    let reference = parse_reference(&format!("{addr}/capstan-test/silent:v1")).unwrap();
+    let started = std::time::Instant::now();
+    let result = tokio::time::timeout(std::time::Duration::from_secs(20), registry.resolve_digest(&reference)).await;
+    let err = match result {
+        Ok(Err(e)) => e,
+        Ok(Ok(d)) => panic!("a silent registry returned a digest {d}"),
+        Err(_) => panic!("no answer after 20 s: the read timeout did not apply"),
+    };
+    assert!(started.elapsed() < std::time::Duration::from_secs(15), "took {:?}", started.elapsed());
+    let msg = err.to_string();
+    assert!(msg.contains(&addr.to_string()), "the error names the registry: {msg}");
+}

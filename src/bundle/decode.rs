@@ -177,6 +177,7 @@ pub(crate) fn parse_documents(bytes: &[u8], rel: &Path) -> Result<Vec<Value>, Bu
         }
         return Ok(out);
     }
+    crate::yaml::check_flow_depth(text).map_err(|e| syntax(e.to_string()))?;
     let mut out = Vec::new();
     for doc in serde_norway::Deserializer::from_str(text) {
         let v = Value::deserialize(doc).map_err(|e| syntax(format!("invalid YAML: {e}")))?;

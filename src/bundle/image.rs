@@ -84,6 +84,7 @@ pub fn bundle_labels(dir: &Path) -> Result<BTreeMap<String, String>, BundleImage
             "cannot read ({e}); a bundle needs metadata/annotations.yaml with an `annotations:` map"
         ))
     })?;
+    crate::yaml::check_flow_depth(&text).map_err(|e| bad(e.to_string()))?;
     let doc: serde_json::Value =
         serde_norway::from_str(&text).map_err(|e| bad(format!("not YAML: {e}")))?;
     let map = doc
@@ -184,6 +185,20 @@ pub async fn pull_bundle(
             dir: dest.to_path_buf(),
         });
     }
+    let existed = dest.exists();
+    let result = pull_bundle_into(registry, reference, dest).await;
+    if result.is_err() {
+        layer::discard_partial_unpack(dest, existed);
+    }
+    result
+}
+
+/// [`pull_bundle`] after the destination check; on error the caller removes what was written.
+async fn pull_bundle_into(
+    registry: &Registry,
+    reference: &Reference,
+    dest: &Path,
+) -> Result<PulledBundle, BundleImageError> {
     let image = registry.pull(reference).await?;
     let labels = image.labels()?;
     let summary = layer::unpack_layers(
@@ -202,7 +217,7 @@ pub async fn pull_bundle(
         return Err(BundleImageError::NotABundle {
             reference: image.reference,
             reason: format!(
-                "it has no {LABEL_MEDIATYPE} label and no {metadata_dir}/annotations.yaml (its files were written to {})",
+                "it has no {LABEL_MEDIATYPE} label and no {metadata_dir}/annotations.yaml (nothing was kept in {}; if it is a catalog image, use `capstan catalog pull`)",
                 dest.display()
             ),
         });

@@ -172,6 +172,20 @@ pub async fn pull_catalog(
             dir: dest.to_path_buf(),
         });
     }
+    let existed = dest.exists();
+    let result = pull_catalog_into(registry, reference, dest).await;
+    if result.is_err() {
+        layer::discard_partial_unpack(dest, existed);
+    }
+    result
+}
+
+/// [`pull_catalog`] after the destination check; on error the caller removes what was written.
+async fn pull_catalog_into(
+    registry: &Registry,
+    reference: &Reference,
+    dest: &Path,
+) -> Result<PulledCatalog, CatalogImageError> {
     let image = registry.pull(reference).await?;
     let configs_dir = configs_dir_of(&image.reference, &image.labels()?)?;
     let summary = layer::unpack_layers(

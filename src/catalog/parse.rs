@@ -179,6 +179,12 @@ fn split_yaml_documents<'a>(source: &str, text: &'a str) -> Result<Vec<(usize, &
 }
 
 fn parse_yaml_stream(source: &str, text: &str, cfg: &mut DeclarativeConfig) -> Result<(), CatalogError> {
+    crate::yaml::check_flow_depth(text).map_err(|e| CatalogError::Syntax {
+        file: source.to_string(),
+        format: "YAML",
+        line: e.line,
+        message: e.to_string(),
+    })?;
     let mut index = 0;
     for (first_line, doc) in split_yaml_documents(source, text)? {
         if doc.lines().all(|l| {

@@ -25,6 +25,10 @@ pub struct ClientConfig {
     pub cache: Option<BlobCache>,
     /// Draw no progress bars (`--quiet`). Bars are also hidden when stderr is not a terminal.
     pub quiet: bool,
+    /// Idle timeout of one read from a registry; `None` means
+    /// [`super::registry::READ_TIMEOUT`] (60 s). A registry that accepts the connection and then
+    /// never answers fails with [`super::OciError::Connect`] after this long instead of hanging.
+    pub read_timeout: Option<std::time::Duration>,
 }
 
 impl ClientConfig {
@@ -39,6 +43,7 @@ impl ClientConfig {
             auth: DockerConfig::load_default()?,
             cache: Some(BlobCache::new(BlobCache::default_root())),
             quiet,
+            read_timeout: None,
         })
     }
 

@@ -490,6 +490,26 @@ fn make_symlink(_link: &Path, at: &Path) -> Result<()> {
     Err(OciError::io(at, std::io::Error::other("symlinks are not supported here")))
 }
 
+/// Removes what a failed pull wrote into `dest`, which was absent or empty before the pull (the
+/// pulls refuse any other destination, so everything in it is the pull's own): `dest` itself when
+/// the pull created it, else everything inside it. Symbolic links are removed, never followed.
+/// Best effort: errors while removing are ignored, the pull's own error is what the user sees.
+pub fn discard_partial_unpack(dest: &Path, existed_before: bool) {
+    if !existed_before {
+        let _ = std::fs::remove_dir_all(dest);
+        return;
+    }
+    if let Ok(entries) = std::fs::read_dir(dest) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let _ = match entry.file_type() {
+                Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path),
+                _ => std::fs::remove_file(&path),
+            };
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -197,6 +197,12 @@ impl Op {
     }
 }
 
+/// How long to wait for a TCP/TLS connection to a registry.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long one read from a registry may wait for bytes before the request fails (an idle
+/// timeout per read, so large blobs still download as long as data keeps flowing).
+pub const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl Registry {
     /// A client with the given configuration.
     pub fn new(config: ClientConfig) -> Self {
@@ -234,7 +240,10 @@ impl Registry {
                 Client::new(OciClientConfig {
                     protocol,
                     platform_resolver: None,
-                    connect_timeout: Some(std::time::Duration::from_secs(30)),
+                    connect_timeout: Some(CONNECT_TIMEOUT),
+                    // A registry that accepts the connection but never answers must not hang
+                    // capstan: every read waits at most this long for bytes.
+                    read_timeout: Some(self.config.read_timeout.unwrap_or(READ_TIMEOUT)),
                     ..Default::default()
                 })
             })
