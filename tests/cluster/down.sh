@@ -22,7 +22,13 @@ stop() {
   fi
   rm -f "$f"
 }
-for name in kwok kube-scheduler kube-controller-manager kube-apiserver etcd registry; do stop "$name"; done
-for f in "$dir"/pids/*.pid; do [ -f "$f" ] && stop "$(basename "$f" .pid)"; done
+components="kwok kube-scheduler kube-controller-manager kube-apiserver etcd registry"
+# First what runs on top of the environment (e.g. the demo's capstan controller), then the environment.
+for f in "$dir"/pids/*.pid; do
+  [ -f "$f" ] || continue
+  name=$(basename "$f" .pid)
+  case " $components " in *" $name "*) ;; *) stop "$name" ;; esac
+done
+for name in $components; do stop "$name"; done
 if [ "${1:-}" = "--purge" ]; then rm -rf "$dir"; fi
 echo "[cluster] stopped" >&2
