@@ -2,6 +2,11 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 export CAPSTAN_CACHE ?= $(HOME)/.cache/capstan
+# A compile cache outside the repository when the machine has one (tests/run.sh installs it).
+SCCACHE := $(shell command -v sccache 2>/dev/null)
+ifneq ($(SCCACHE),)
+export RUSTC_WRAPPER ?= $(SCCACHE)
+endif
 
 .PHONY: demo test build cluster-build cluster-up cluster-down bench crds
 
