@@ -52,7 +52,15 @@ start() {
   if alive "$name"; then return 0; fi
   log "starting $name"
   setsid "$@" >>"$dir/logs/$name.log" 2>&1 < /dev/null &
-  echo $! > "$dir/pids/$name.pid"
+  local pid=$!
+  echo "$pid" > "$dir/pids/$name.pid"
+  # Until the background child has exec'd, /proc/PID/cmdline is this script's: wait for the
+  # exec so that `alive` (which checks the command line) does not mistake a slow start for an exit.
+  for _ in $(seq 1 100); do
+    grep -qa -- "$dir" "/proc/$pid/cmdline" 2>/dev/null && return 0
+    [ -d "/proc/$pid" ] || return 0
+    sleep 0.05
+  done
 }
 
 # wait_for NAME SECONDS CMD...: retries CMD until it succeeds, or fails with NAME's log.
