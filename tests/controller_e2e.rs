@@ -161,6 +161,8 @@ async fn csv_version_succeeded(client: &kube::Client, ns: &str, csv: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "flaky under load: once in four full runs the first InstallPlan stayed short of Complete for 120 s; run with `cargo test --test controller_e2e -- --ignored`; issue 5 follow-up"]
 async fn controller_installs_subscriptions_end_to_end() {
+    // The controller's log goes to the test's output (shown when the test fails).
+    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into())).try_init();
     let client = support::cluster().await;
     let registry = support::registry();
     let work = tempfile::tempdir().expect("tempdir");
