@@ -31,7 +31,7 @@ use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde_json::Value;
 
-use crate::api::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
+use crate::api::{CatalogSource, ClusterServiceVersion, InstallPlan, OperatorGroup, Subscription};
 use crate::install::FIELD_MANAGER;
 use crate::resolve::CatalogIndex;
 
@@ -162,7 +162,7 @@ where
     Controller::for_stream(trigger, reader)
 }
 
-/// Runs the four controllers until `shutdown` resolves (then they are dropped) or forever. Needs the
+/// Runs the controllers (CatalogSource, Subscription, InstallPlan, CSV, OperatorGroup) until `shutdown` resolves (then they are dropped) or forever. Needs the
 /// `operators.coreos.com` CRDs on the cluster (`capstan crds | kubectl apply -f -`).
 ///
 /// Triggers: each kind's own spec/metadata changes ([`spec_or_metadata`]); a Subscription also
@@ -204,7 +204,10 @@ pub async fn run(client: Client, options: Options, shutdown: impl std::future::F
         .owns(Api::<Deployment>::all(client.clone()), cfg().labels(&format!("{}=ClusterServiceVersion", crate::install::LABEL_OWNER_KIND)))
         .run(csv::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
-    let all = futures::future::join4(catalogs, subscriptions, plans, csvs);
+    let groups = filtered(Api::<OperatorGroup>::all(client.clone()))
+        .run(csv::reconcile_operator_group, error_policy, ctx.clone())
+        .for_each(|_| async {});
+    let all = futures::future::join5(catalogs, subscriptions, plans, csvs, groups);
     tokio::select! {
         _ = all => {}
         _ = shutdown => {}
