@@ -29,10 +29,13 @@
 //!
 //! Schemas are validated with the `jsonschema` crate (JSON Schema draft 4, the dialect of
 //! Kubernetes' OpenAPI v3 structural schemas) after [`to_json_schema`] translates the Kubernetes
-//! extensions. Not checked (OLM's `ValidateCustomResource` does not run them either, or capstan
-//! cannot reproduce them faithfully): CEL rules (`x-kubernetes-validations`), list-type uniqueness
-//! (`x-kubernetes-list-type`), embedded-resource metadata, and `format` (Kubernetes' formats, such
-//! as Go durations, differ from JSON Schema's).
+//! extensions; `pattern`s are Go RE2 and are matched with the `regex` crate (whose `\d`, `\w`, `\s`
+//! are Unicode-aware where Go's are ASCII: capstan may accept a value the API server would not,
+//! never the reverse). Not checked, as in OLM (its `ValidateCustomResource` runs only the OpenAPI
+//! schema validator): CEL rules (`x-kubernetes-validations`), list-type uniqueness
+//! (`x-kubernetes-list-type`), embedded-resource metadata. Not checked although OLM does:
+//! `format` (Kubernetes' formats, such as Go durations, differ from JSON Schema's, and a wrong
+//! format check would refuse good objects).
 //!
 //! [`check_crd_upgrade`] is the pure core; [`CrdUpgradeCheck`] is the same check fed one object at
 //! a time; [`check_plan_crds`] reads the cluster for a plan's CRD steps.
@@ -314,8 +317,11 @@ impl CrdUpgradeCheck {
                         continue;
                     }
                     Ok(None) => None,
-                    Ok(Some(schema)) => match compile(&schema) {
-                        Ok(v) => Some(v),
+                    Ok(Some(schema)) => match compile(&crd, &version, &schema) {
+                        Ok((v, warnings)) => {
+                            outcome.warnings.extend(warnings);
+                            Some(v)
+                        }
                         Err(message) => {
                             outcome.errors.push(CrdUpgradeError::InvalidSchema {
                                 crd: crd.clone(),
@@ -584,16 +590,62 @@ fn covered_by_open_field(field: &str, fields: &BTreeSet<String>) -> bool {
     })
 }
 
-/// Compiles a translated schema with JSON Schema draft 4 semantics, without format checks.
-fn compile(openapi: &Value) -> Result<jsonschema::Validator, String> {
-    let schema = to_json_schema(openapi);
-    jsonschema::draft4::options().should_validate_formats(false).build(&schema).map_err(|e| e.to_string())
+/// The keyword [`to_json_schema`] puts in place of `pattern`: a Go RE2 pattern, checked with the
+/// `regex` crate (whose syntax is RE2's) instead of jsonschema's ECMA-262 engine, which rejects or
+/// misreads Go syntax such as a mid-pattern `(?i)` or `[[:alpha:]]`.
+pub const GO_PATTERN_KEYWORD: &str = "x-capstan-go-pattern";
+
+/// A `pattern` of a CRD schema (Kubernetes matches it with Go's `regexp.MatchString`: unanchored).
+struct GoPattern {
+    regex: regex::Regex,
+}
+
+impl<'i> jsonschema::Keyword<'i> for GoPattern {
+    fn validate(&self, instance: &'i Value) -> Result<(), jsonschema::ValidationError<'i>> {
+        if self.is_valid(instance) {
+            return Ok(());
+        }
+        Err(jsonschema::ValidationError::custom(format!("{instance} does not match {:?}", self.regex.as_str())))
+    }
+
+    fn is_valid(&self, instance: &'i Value) -> bool {
+        instance.as_str().is_none_or(|s| self.regex.is_match(s))
+    }
+}
+
+/// Compiles a CRD version's schema (after [`to_json_schema`]) with JSON Schema draft 4 semantics,
+/// `pattern` as Go RE2 and no format checks. Patterns the `regex` crate cannot compile are left
+/// unchecked and returned as warnings.
+fn compile(crd: &str, version: &str, openapi: &Value) -> Result<(jsonschema::Validator, Vec<String>), String> {
+    let mut unsupported = Vec::new();
+    let schema = translate(openapi, "", &mut unsupported);
+    let validator = jsonschema::draft4::options()
+        .should_validate_formats(false)
+        .with_keyword(GO_PATTERN_KEYWORD, |_, value, _| {
+            let pattern = value.as_str().unwrap_or_default();
+            let regex = regex::Regex::new(pattern)
+                .map_err(|e| jsonschema::ValidationError::custom(format!("pattern {pattern:?}: {e}")))?;
+            Ok(Box::new(GoPattern { regex }))
+        })
+        .build(&schema)
+        .map_err(|e| cut(e.to_string()))?;
+    let warnings = unsupported
+        .into_iter()
+        .map(|(path, pattern, err)| {
+            format!(
+                "CRD {crd}: the pattern {pattern:?} of field {path} (version {version}) cannot be compiled by capstan                  ({err}); existing objects are not checked against it."
+            )
+        })
+        .collect();
+    Ok((validator, warnings))
 }
 
 /// Translates a Kubernetes structural schema (OpenAPI v3 `JSONSchemaProps`) into JSON Schema
 /// draft 4 with the same validation meaning:
 /// - `nullable: true` → `null` added to `type` (and to `enum`);
 /// - `x-kubernetes-int-or-string: true` without `type` → `type: [integer, string]`;
+/// - `pattern` → [`GO_PATTERN_KEYWORD`] (Go RE2 syntax, checked with the `regex` crate); a
+///   pattern that crate cannot compile is dropped (capstan's validator then does not check it);
 /// - empty `required` lists and empty `type` strings (allowed by Kubernetes, not by draft 4's
 ///   meta-schema) are dropped;
 /// - other `x-kubernetes-*` keys, `$ref`, `$schema`, `id`, and documentation keys
@@ -604,31 +656,55 @@ fn compile(openapi: &Value) -> Result<jsonschema::Validator, String> {
 /// Unknown fields stay allowed unless `additionalProperties: false`, as in Kubernetes'
 /// validation (pruning, not validation, removes them).
 pub fn to_json_schema(openapi: &Value) -> Value {
+    translate(openapi, "", &mut Vec::new())
+}
+
+/// [`to_json_schema`], collecting `(field path, pattern, error)` for every pattern that the
+/// `regex` crate cannot compile (dropped from the schema).
+fn translate(openapi: &Value, path: &str, unsupported: &mut Vec<(String, String, String)>) -> Value {
     let Some(obj) = openapi.as_object() else { return openapi.clone() };
+    let child = |suffix: &str| if path.is_empty() { suffix.trim_start_matches('.').to_string() } else { format!("{path}{suffix}") };
     let mut out = Map::new();
     for (key, value) in obj {
         match key.as_str() {
             "properties" | "patternProperties" | "definitions" => {
                 let mapped = match value.as_object() {
-                    Some(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), to_json_schema(v))).collect()),
+                    Some(m) => Value::Object(
+                        m.iter().map(|(k, v)| (k.clone(), translate(v, &child(&format!(".{k}")), unsupported))).collect(),
+                    ),
                     None => value.clone(),
                 };
                 out.insert(key.clone(), mapped);
             }
             "items" | "additionalItems" | "additionalProperties" | "not" => {
+                let sub = match key.as_str() {
+                    "items" | "additionalItems" => child("[]"),
+                    "additionalProperties" => child("{}"),
+                    _ => path.to_string(),
+                };
                 let mapped = match value {
-                    Value::Array(a) => Value::Array(a.iter().map(to_json_schema).collect()),
-                    other => to_json_schema(other),
+                    Value::Array(a) => Value::Array(a.iter().map(|v| translate(v, &sub, unsupported)).collect()),
+                    other => translate(other, &sub, unsupported),
                 };
                 out.insert(key.clone(), mapped);
             }
             "allOf" | "anyOf" | "oneOf" => {
                 let mapped = match value.as_array() {
-                    Some(a) => Value::Array(a.iter().map(to_json_schema).collect()),
+                    Some(a) => Value::Array(a.iter().map(|v| translate(v, path, unsupported)).collect()),
                     None => value.clone(),
                 };
                 out.insert(key.clone(), mapped);
             }
+            "pattern" => match value.as_str().map(|p| (p, regex::Regex::new(p))) {
+                Some((_, Ok(_))) => {
+                    out.insert(GO_PATTERN_KEYWORD.into(), value.clone());
+                }
+                Some((p, Err(e))) => {
+                    let at = if path.is_empty() { "<root>".to_string() } else { path.to_string() };
+                    unsupported.push((at, p.to_string(), e.to_string().lines().last().unwrap_or_default().trim().to_string()));
+                }
+                None => {}
+            },
             "nullable" | "$ref" | "$schema" | "id" | "description" | "example" | "externalDocs" => {}
             // Kubernetes allows `required: []` and `type: ""`; draft 4's meta-schema does not.
             "required" if value.as_array().is_some_and(Vec::is_empty) => {}

@@ -330,3 +330,39 @@ fn translation_keeps_validation_keywords_and_drops_kubernetes_extensions() {
             "additionalProperties": {"type": "string"}})
     );
 }
+
+#[test]
+fn patterns_are_go_syntax() {
+    // Go RE2 accepts a mid-pattern (?i) and POSIX classes; ECMA-262 engines do not.
+    let props = json!({
+        "month": {"type": "string", "pattern": "^((?i)january|february)$"},
+        "code": {"type": "string", "pattern": "^[[:alpha:]]+$"}
+    });
+    let old = one_version(schema(json!({}), &[]), &["v1"]);
+    let new = one_version(schema(props, &[]), &["v1"]);
+    let good = widget("ns", "good", json!({"month": "JANUARY", "code": "abc"}));
+    assert_eq!(check_crd_upgrade(Some(&old), &new, &[("v1".into(), good)]), Ok(()));
+    let bad = widget("ns", "bad", json!({"month": "march", "code": "ab1"}));
+    let errs = errors(check_crd_upgrade(Some(&old), &new, &[("v1".into(), bad)]));
+    let CrdUpgradeError::InvalidObjects { objects, .. } = &errs[0] else { panic!("{errs:?}") };
+    let mut paths: Vec<&str> = objects[0].errors.iter().map(|e| e.path.as_str()).collect();
+    paths.sort();
+    assert_eq!(paths, ["spec.code", "spec.month"]);
+    assert!(objects[0].errors.iter().all(|e| e.reason.contains("does not match")), "{:?}", objects[0].errors);
+}
+
+#[test]
+fn a_pattern_capstan_cannot_compile_is_a_warning_not_a_refusal() {
+    // \Q…\E quoting is Go syntax the regex crate lacks.
+    let props = json!({"id": {"type": "string", "pattern": "^\\Qa.b\\E$"}, "size": {"type": "integer"}});
+    let old = one_version(schema(json!({}), &[]), &["v1"]);
+    let new = one_version(schema(props, &[]), &["v1"]);
+    let mut check = CrdUpgradeCheck::new(Some(&old), &new);
+    check.add_object("v1", &widget("ns", "w", json!({"id": "anything", "size": "x"})));
+    let outcome = check.finish();
+    assert_eq!(outcome.warnings.len(), 1, "{:?}", outcome.warnings);
+    assert!(outcome.warnings[0].contains("field spec.id (version v1)"), "{}", outcome.warnings[0]);
+    // The rest of the schema is still enforced.
+    assert_eq!(outcome.errors.len(), 1, "{:?}", outcome.errors);
+    assert!(outcome.errors[0].to_string().contains("ns/w (spec.size: "), "{}", outcome.errors[0]);
+}
