@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use capstan::bundle::Bundle;
 use capstan::install::crd_safety::{CrdUpgradeCheck, CrdUpgradeError};
@@ -23,8 +24,13 @@ fn shared() -> PathBuf {
     if sibling.is_dir() { sibling } else { PathBuf::from("/work/shared") }
 }
 
-/// Bundles per package directory, in CSV `spec.version` order.
-fn corpus_packages() -> BTreeMap<String, Vec<Bundle>> {
+/// Bundles per package directory, in CSV `spec.version` order (loaded once per test binary).
+fn corpus_packages() -> &'static BTreeMap<String, Vec<Bundle>> {
+    static PACKAGES: OnceLock<BTreeMap<String, Vec<Bundle>>> = OnceLock::new();
+    PACKAGES.get_or_init(load_packages)
+}
+
+fn load_packages() -> BTreeMap<String, Vec<Bundle>> {
     let root = shared().join("corpus/community-operators-prod/operators");
     let mut out = BTreeMap::new();
     for pkg in std::fs::read_dir(&root).expect("corpus operators/ directory").flatten() {
@@ -156,4 +162,45 @@ fn consecutive_corpus_bundles_are_checked_like_install_plans() {
     eprintln!("{pairs} CRD upgrades checked; {} refused for stored versions:\n{}", refused.len(), refused.join("\n"));
     assert!(pairs >= 100, "expected the corpus's CRD upgrades, found {pairs}");
     assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+/// The project's own example bundles (`bundles/`): each upgrade along a package's versions keeps
+/// the stored versions and accepts the previous version's `alm-examples` as existing objects.
+#[test]
+fn the_example_bundles_upgrade_cleanly_with_their_examples_as_existing_objects() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("bundles");
+    let mut checked = 0;
+    for pkg in std::fs::read_dir(&root).expect("bundles/").flatten().filter(|e| e.path().is_dir()) {
+        let mut bundles: Vec<Bundle> = std::fs::read_dir(pkg.path())
+            .expect("package dir")
+            .flatten()
+            .filter(|e| e.path().join("manifests").is_dir())
+            .map(|e| Bundle::load(&e.path()).unwrap_or_else(|err| panic!("{}: {err}", e.path().display())))
+            .collect();
+        bundles.sort_by_key(|b| {
+            b.csv().value().pointer("/spec/version").and_then(Value::as_str).and_then(|v| semver::Version::parse(v).ok())
+        });
+        let mut skipped = 0;
+        for w in bundles.windows(2) {
+            let examples = alm_examples(&w[0]);
+            for new in v1_crds(&w[1], &mut skipped) {
+                let Some(old) = v1_crds(&w[0], &mut skipped).into_iter().find(|c| c.metadata.name == new.metadata.name) else {
+                    continue;
+                };
+                let mut check = CrdUpgradeCheck::new(Some(&as_installed(&old)), &new);
+                for ex in &examples {
+                    let api_version = ex.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+                    if let Some((group, version)) = api_version.rsplit_once('/')
+                        && group == new.spec.group
+                    {
+                        check.add_object(version, ex);
+                        checked += 1;
+                    }
+                }
+                let outcome = check.finish();
+                assert!(outcome.errors.is_empty(), "{} → {}: {:#?}", w[0].name(), w[1].name(), outcome.errors);
+            }
+        }
+    }
+    assert!(checked >= 2, "expected examples of the kaiwudb-operator and nginx-operator upgrades, checked {checked}");
 }

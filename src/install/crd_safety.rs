@@ -146,7 +146,7 @@ pub enum CrdUpgradeError {
          the new CRD's schema for {version} (updated validation is too restrictive): {}{}. Nothing of this \
          plan was applied. Fix or delete these objects so that they validate against the new schema \
          (list them with `kubectl get {crd} -A -o yaml`), or publish a bundle whose CRD still accepts them; \
-         the plan is retried on the next reconcile.",
+         the upgrade can proceed once no object fails.",
         plural_s(*total), if *total == 1 { "es" } else { "" },
         objects.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
         if *total > objects.len() { format!("; and {} more", total - objects.len()) } else { String::new() }
@@ -195,7 +195,7 @@ pub enum CrdUpgradeError {
         message: String,
     },
     /// Reading the cluster failed, so the CRD could not be checked (the plan is not applied).
-    #[error("CRD {crd}: cannot check the upgrade: {action} failed: {message}; the plan is retried on the next reconcile")]
+    #[error("CRD {crd}: cannot check the upgrade: {action} failed: {message}; nothing is applied until the check can run")]
     Cluster {
         /// The CRD name.
         crd: String,
@@ -241,6 +241,19 @@ fn stored_version_remediation(
          Uninstalling the operator is not needed.",
         current_storage.map(|s| format!(" {s}")).unwrap_or_default()
     )
+}
+
+/// One message for all of a plan's CRD problems, for an InstallPlan's `status.message`: the
+/// single error's text, or `N CRD upgrade problems: (1) …; (2) …`.
+pub fn describe_all(errors: &[CrdUpgradeError]) -> String {
+    match errors {
+        [one] => one.to_string(),
+        many => format!(
+            "{} CRD upgrade problems: {}",
+            many.len(),
+            many.iter().enumerate().map(|(i, e)| format!("({}) {e}", i + 1)).collect::<Vec<_>>().join(" ")
+        ),
+    }
 }
 
 /// The outcome of checking CRDs: errors refuse the plan; warnings are worth telling the user

@@ -366,3 +366,15 @@ fn a_pattern_capstan_cannot_compile_is_a_warning_not_a_refusal() {
     assert_eq!(outcome.errors.len(), 1, "{:?}", outcome.errors);
     assert!(outcome.errors[0].to_string().contains("ns/w (spec.size: "), "{}", outcome.errors[0]);
 }
+
+#[test]
+fn describe_all_numbers_several_problems() {
+    let s = schema(base_props(), &[]);
+    let old = crd(&[("v1alpha1", true, false, s.clone()), ("v1", true, true, s)], &["v1alpha1", "v1"], None);
+    let new = crd(&[("v1", true, true, schema(base_props(), &["color"]))], &[], None);
+    let errs = errors(check_crd_upgrade(Some(&old), &new, &[("v1".into(), widget("apps", "w", json!({})))]));
+    let text = describe_all(&errs);
+    assert!(text.starts_with("2 CRD upgrade problems: (1) CRD widgets.example.com: version v1alpha1"), "{text}");
+    assert!(text.contains(" (2) CRD widgets.example.com: 1 existing Widget object"), "{text}");
+    assert_eq!(describe_all(&errs[..1]), errs[0].to_string());
+}
