@@ -244,7 +244,7 @@ fn stored_version_remediation(
 }
 
 /// One message for all of a plan's CRD problems, for an InstallPlan's `status.message`: the
-/// single error's text, or `N CRD upgrade problems: (1) …; (2) …`.
+/// single error's text, or `N CRD upgrade problems: (1) … (2) …`.
 pub fn describe_all(errors: &[CrdUpgradeError]) -> String {
     match errors {
         [one] => one.to_string(),
