@@ -378,3 +378,13 @@ fn describe_all_numbers_several_problems() {
     assert!(text.contains(" (2) CRD widgets.example.com: 1 existing Widget object"), "{text}");
     assert_eq!(describe_all(&errs[..1]), errs[0].to_string());
 }
+
+#[test]
+fn cluster_scoped_objects_are_named_without_namespace() {
+    let old = one_version(schema(base_props(), &[]), &["v1"]);
+    let new = one_version(schema(base_props(), &["color"]), &["v1"]);
+    let object = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "global"}, "spec": {}});
+    let errs = errors(check_crd_upgrade(Some(&old), &new, &[("v1".into(), object)]));
+    let msg = errs[0].to_string();
+    assert!(msg.contains("): global (spec.color: Required value)"), "{msg}");
+}
