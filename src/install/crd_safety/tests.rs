@@ -388,3 +388,10 @@ fn cluster_scoped_objects_are_named_without_namespace() {
     let msg = errs[0].to_string();
     assert!(msg.contains("): global (spec.color: Required value)"), "{msg}");
 }
+
+/// The controller runs reconcilers on a multi-threaded runtime: the cluster check's future must be
+/// `Send` (a compile-time check; the function only has to type-check).
+#[allow(dead_code)]
+fn check_plan_crds_future_is_send<'a>(client: &'a kube::Client, steps: &'a [crate::install::Step]) -> impl Send + 'a {
+    check_plan_crds(client, steps)
+}
