@@ -16,7 +16,10 @@
 //!    and `validateExistingCRs` (paged list, 500 per page as client-go's `tools/pager`, each object
 //!    checked with apiextensions' `validation.ValidateCustomResource`; error "updated validation is
 //!    too restrictive"). As in OLM's `step.go`, when the new CRD's conversion strategy is `Webhook`,
-//!    validation failures only warn: the new webhook may convert the objects.
+//!    validation failures only warn: the new webhook may convert the objects. (Read at
+//!    operator-lifecycle-manager commit 992bb09, 2026-08; the "served by both" rule dates from
+//!    242f63f, 2023, "Correct CRD validation to validate CRs against each version of the updated
+//!    CRD".)
 //! 3. **The new CRD's versions** — at least one version, unique names, exactly one storage version,
 //!    and a schema for every served version: the API server's own rules
 //!    (k8s.io/apiextensions-apiserver `pkg/apis/apiextensions/validation/validation.go`
