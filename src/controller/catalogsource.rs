@@ -91,7 +91,10 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
                 let old = map.insert(key.clone(), l.clone());
                 old.map(|o| o.digest != l.digest || o.priority != l.priority).unwrap_or(true)
             };
-            ctx.catalog_errors.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+            let recovered = ctx.catalog_errors.lock().unwrap_or_else(|e| e.into_inner()).remove(&key).is_some();
+            if recovered && !new_digest {
+                let _ = ctx.resync_subscriptions.unbounded_send(());
+            }
             if new_digest {
                 tracing::info!(catalog = %format!("{ns}/{name}"), digest = %l.digest, packages = count, "catalog loaded");
                 let _ = ctx.resync_subscriptions.unbounded_send(());
@@ -115,7 +118,11 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
         }
         Err(message) => {
             tracing::warn!(catalog = %format!("{ns}/{name}"), %message, "catalog not loaded");
-            ctx.catalog_errors.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), message.clone());
+            // Subscriptions report catalog health: tell them when it changes.
+            let changed = ctx.catalog_errors.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), message.clone()).as_ref() != Some(&message);
+            if changed {
+                let _ = ctx.resync_subscriptions.unbounded_send(());
+            }
             json!({
                 "message": format!("catalog source {ns}/{name}: {message}"),
                 "reason": "ImagePullFailed",

@@ -19,6 +19,7 @@ use super::{Context, Error, apply_status, kube_err};
 use crate::api::installplan::InstallPlanPhase;
 use crate::api::{CatalogSource, InstallPlan, Subscription};
 use crate::bundle::Bundle;
+use crate::install::crd_safety::{check_plan_crds, describe_all};
 use crate::install::{ApplyOptions, InstallTarget, Step, StepStatus, SubscriptionConfig, apply, plan};
 use crate::oci::cache::ScratchDir;
 use crate::oci::parse_reference;
@@ -36,6 +37,19 @@ pub fn install_plan_name(subscription: &str, csv_names: &[String]) -> String {
         h.update(n.as_bytes());
     }
     format!("install-{}", &hex::encode(h.finalize())[..10])
+}
+
+/// Condition reason of a plan refused by the CRD upgrade check ([`check_plan_crds`]); such a plan
+/// is checked again every [`CRD_RECHECK`] and applied once the check passes.
+pub const CRD_UPGRADE_BLOCKED: &str = "CRDUpgradeBlocked";
+/// How often a plan refused by the CRD upgrade check is checked again.
+pub const CRD_RECHECK: Duration = Duration::from_secs(10);
+
+/// Whether `ip` is still the plan its owning Subscription's `status.installPlanRef` names.
+async fn still_current(ctx: &Context, ip: &InstallPlan, ns: &str) -> Result<bool, Error> {
+    let Some(owner) = ip.owner_references().iter().find(|o| o.kind == "Subscription") else { return Ok(false) };
+    let sub = Api::<Subscription>::namespaced(ctx.client.clone(), ns).get_opt(&owner.name).await.map_err(kube_err(format!("reading Subscription {ns}/{}", owner.name)))?;
+    Ok(sub.and_then(|s| s.status).and_then(|s| s.install_plan_ref).and_then(|r| r.name).is_some_and(|n| n == ip.name_any()))
 }
 
 /// The `status.plan[]` entry (OLM `Step`) of one planned step with status `status`.
@@ -146,7 +160,14 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
     let Some(current) = ip.status.as_ref() else {
         return Ok(Action::requeue(Duration::from_millis(500)));
     };
-    if current.phase.is_terminal() {
+    // A plan refused by the CRD upgrade check is looked at again: once the objects are fixed or the
+    // stored versions migrated, it proceeds (case-21: recovering needs no uninstall) — as long as
+    // it is still the plan its Subscription points at.
+    let blocked = current.phase == InstallPlanPhase::Failed && current.conditions.iter().any(|c| c.reason.as_ref().is_some_and(|r| r.as_str() == CRD_UPGRADE_BLOCKED));
+    if blocked && !still_current(&ctx, &ip, &ns).await? {
+        return Ok(Action::await_change());
+    }
+    if current.phase.is_terminal() && !blocked {
         return Ok(Action::await_change());
     }
     if current.bundle_lookups.is_empty() {
@@ -174,6 +195,26 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
         apply_status(&api, &ip, status).await?;
         return Ok(Action::await_change());
     }
+    // CRD upgrade safety (issue 6, case-21): before any step, every existing object must fit the
+    // new schema and no stored version may disappear; otherwise nothing is applied.
+    let plain: Vec<Step> = steps.iter().map(|(s, _)| s.clone()).collect();
+    if let Err(errors) = check_plan_crds(&ctx.client, &plain).await {
+        let message = format!("{} (capstan checks again every {} s)", describe_all(&errors), CRD_RECHECK.as_secs());
+        if status["message"] != message.as_str() || !blocked {
+            tracing::warn!(plan = %format!("{ns}/{name}"), %message, "InstallPlan refused by the CRD upgrade check");
+            status["phase"] = json!("Failed");
+            status["message"] = json!(message);
+            status["plan"] = json!(listed("NotCreated"));
+            status["conditions"] = json!([{"type": "Installed", "status": "False", "reason": CRD_UPGRADE_BLOCKED, "message": message, "lastUpdateTime": super::now(), "lastTransitionTime": super::now()}]);
+            apply_status(&api, &ip, status).await?;
+        }
+        return Ok(Action::requeue(CRD_RECHECK));
+    }
+    if blocked {
+        tracing::info!(plan = %format!("{ns}/{name}"), "the CRD upgrade check passes now; applying the plan");
+        status["message"] = json!("");
+        status["conditions"] = json!([]);
+    }
     // Claim the plan: Installing is written only if nobody changed the plan since the read above
     // (the resourceVersion is a precondition), so a plan is never applied twice at once.
     status["phase"] = json!("Installing");
@@ -188,7 +229,6 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
         Err(e) => return Err(kube_err(format!("writing status of InstallPlan {ns}/{name}"))(e)),
     }
 
-    let plain: Vec<Step> = steps.iter().map(|(s, _)| s.clone()).collect();
     tracing::info!(plan = %format!("{ns}/{name}"), steps = plain.len(), "applying InstallPlan");
     let results = apply(&ctx.client, &plain, &ApplyOptions::default()).await;
     let mut failed = None;
