@@ -212,6 +212,7 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
         remove_condition(&mut status, "InstallPlanMissing");
         remove_condition(&mut status, "InstallPlanFailed");
         apply_status(&subs, &sub, status).await?;
+        prune_plans(&ctx, &ns, &name).await?;
         return Ok(Action::requeue(Duration::from_secs(300)));
     }
 
@@ -381,6 +382,38 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
     Ok(Action::requeue(Duration::from_secs(if phase == InstallPlanPhase::Complete { 1 } else { 10 })))
 }
 
+/// How many terminal (Complete or Failed) InstallPlans are kept per Subscription; older ones are
+/// deleted once the Subscription is AtLatestKnown (OLM keeps a bounded history the same way).
+pub const KEEP_PLANS: usize = 5;
+
+/// Deletes the Subscription's terminal InstallPlans (label `operators.coreos.com/subscription`)
+/// beyond the newest [`KEEP_PLANS`], oldest first.
+async fn prune_plans(ctx: &Context, ns: &str, sub: &str) -> Result<(), Error> {
+    let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), ns);
+    let list = api
+        .list(&ListParams::default().labels(&format!("operators.coreos.com/subscription={sub}")))
+        .await
+        .map_err(kube_err(format!("listing InstallPlans of Subscription {ns}/{sub}")))?;
+    for pname in plans_to_prune(&list.items, KEEP_PLANS) {
+        tracing::info!(subscription = %format!("{ns}/{sub}"), plan = %pname, "pruning a completed InstallPlan");
+        match api.delete(&pname, &kube::api::DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(kube_err(format!("deleting InstallPlan {ns}/{pname}"))(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Names of the terminal plans beyond the newest `keep` (by creationTimestamp, then name), oldest
+/// first. Plans still pending or installing are never chosen.
+pub(crate) fn plans_to_prune(plans: &[InstallPlan], keep: usize) -> Vec<String> {
+    let mut done: Vec<&InstallPlan> = plans.iter().filter(|p| p.status.as_ref().is_some_and(|s| s.phase.is_terminal())).collect();
+    done.sort_by_key(|p| (p.metadata.creation_timestamp.clone().map(|t| t.0), p.name_any()));
+    let extra = done.len().saturating_sub(keep);
+    done[..extra].iter().map(|p| p.name_any()).collect()
+}
+
 /// The `properties` of a bundle lookup (`{"properties": [...]}` as OLM writes it): `olm.package`,
 /// an `olm.gvk` per provided API, and `olm.package.required` / `olm.gvk.required` for plain
 /// package and GVK dependencies, taken from the catalog the bundle was resolved from.
@@ -424,6 +457,23 @@ fn request_of(s: &Subscription) -> SubscriptionRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pruning_keeps_the_newest_terminal_plans_and_every_open_one() {
+        let plan = |name: &str, minute: u32, phase: &str| -> InstallPlan {
+            serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+                "metadata": {"name": name, "namespace": "ns", "creationTimestamp": format!("2026-01-01T00:{minute:02}:00Z")},
+                "spec": {"clusterServiceVersionNames": [], "approval": "Automatic", "approved": true},
+                "status": {"phase": phase, "catalogSources": []},
+            }))
+            .unwrap()
+        };
+        let plans = vec![plan("a", 5, "Complete"), plan("b", 1, "Complete"), plan("c", 3, "Failed"), plan("d", 0, "RequiresApproval"), plan("e", 4, "Complete")];
+        assert_eq!(plans_to_prune(&plans, 2), vec!["b".to_string(), "c".to_string()]);
+        assert!(plans_to_prune(&plans, 5).is_empty());
+        assert_eq!(plans_to_prune(&plans, 0).len(), 4, "never the pending one");
+    }
 
     #[test]
     fn conditions_keep_transition_time_while_status_is_unchanged() {
