@@ -72,6 +72,9 @@ pub struct LoadedIndex {
 pub struct Context {
     /// The API client.
     pub client: Client,
+    /// The configuration `client` was built from, when known ([`run_with_config`]): scoped installs
+    /// (OperatorGroup `spec.serviceAccountName`) derive an impersonating client from it.
+    pub config: Option<kube::Config>,
     /// Settings.
     pub options: Options,
     /// Loaded catalogs keyed by (namespace, name) of their CatalogSource.
@@ -178,9 +181,24 @@ where
 /// when one of its InstallPlans or a CSV of its namespace changes, and when a catalog gets a new
 /// digest; a CSV also when one of its Deployments changes (label `olm.owner.kind`).
 pub async fn run(client: Client, options: Options, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+    run_inner(client, None, options, shutdown).await
+}
+
+/// [`run`] with the client built from `config`, which also enables scoped installs: plans of an
+/// OperatorGroup with `spec.serviceAccountName` are applied impersonating that ServiceAccount.
+/// Errors: none returned; a configuration no client can be built from is logged and nothing runs.
+pub async fn run_with_config(config: kube::Config, options: Options, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+    match Client::try_from(config.clone()) {
+        Ok(client) => run_inner(client, Some(config), options, shutdown).await,
+        Err(e) => tracing::error!(error = %e, "cannot build a client from the configuration"),
+    }
+}
+
+async fn run_inner(client: Client, config: Option<kube::Config>, options: Options, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
     let (tx, rx) = mpsc::unbounded();
     let ctx = Arc::new(Context {
         client: client.clone(),
+        config,
         options,
         catalogs: Mutex::new(HashMap::new()),
         catalog_errors: Mutex::new(HashMap::new()),
