@@ -9,6 +9,9 @@ capstan=${CAPSTAN:-$root/target/release/capstan}
 dir=${CAPSTAN_CLUSTER_DIR:-$root/.cluster}
 reg=$(cat "$dir/registry")
 export KUBECONFIG="$dir/kubeconfig"
+# kubectl from the pinned build (tests/cluster/build.sh, linked as $dir/bin by up.sh), not the machine's.
+[ -x "$dir/bin/kubectl" ] || { echo "demo: $dir/bin/kubectl missing: run make cluster-up first" >&2; exit 1; }
+export PATH="$dir/bin:$PATH"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }

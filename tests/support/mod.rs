@@ -92,6 +92,19 @@ pub fn kubeconfig_path() -> PathBuf {
     state_dir().join("kubeconfig")
 }
 
+/// Path of the pinned `kubectl` (built by `tests/cluster/build.sh` from `tests/cluster/go.mod`,
+/// linked as `<state dir>/bin`), after starting the control plane. Tests use it instead of any
+/// kubectl on the machine's PATH; pass `--kubeconfig` [`kubeconfig_path`].
+///
+/// # Panics
+/// When the control plane cannot be started or the binary is missing.
+pub fn kubectl() -> PathBuf {
+    kubeconfig_path();
+    let path = state_dir().join("bin/kubectl");
+    assert!(path.is_file(), "{} missing: tests/cluster/build.sh should have built it", path.display());
+    path
+}
+
 /// The kube-rs configuration of the admin user.
 pub async fn admin_config() -> kube::Config {
     let path = kubeconfig_path();
