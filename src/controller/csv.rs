@@ -124,6 +124,10 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     let ns = csv.namespace().unwrap_or_default();
     let name = csv.name_any();
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
+    // Decide on a fresh read: the watch cache may still show an earlier phase.
+    let Some(csv) = api.get_opt(&name).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{name}")))? else {
+        return Ok(Action::await_change());
+    };
     let mut status = serde_json::to_value(&csv.status).unwrap_or(Value::Null);
     if !status.is_object() {
         status = json!({});

@@ -25,7 +25,9 @@ use futures::StreamExt;
 use futures::channel::mpsc;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde_json::Value;
 
@@ -130,8 +132,42 @@ where
     Action::requeue(Duration::from_secs(5))
 }
 
+/// The change filter of every primary watch: a hash of what a person changes (`metadata.generation`,
+/// i.e. the spec; labels; annotations; finalizers; deletion). Status-only updates — the
+/// controllers' own writes — do not trigger a reconcile, so a status write never loops back.
+/// Reconcilers that wait on status changes of other objects requeue or watch those objects.
+fn spec_or_metadata<K: Resource>(obj: &K) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let m = obj.meta();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    m.generation.hash(&mut h);
+    m.deletion_timestamp.is_some().hash(&mut h);
+    m.labels.hash(&mut h);
+    m.annotations.hash(&mut h);
+    m.finalizers.hash(&mut h);
+    Some(h.finish())
+}
+
+/// A controller for `K` over all namespaces whose trigger is filtered by [`spec_or_metadata`].
+fn filtered<K>(api: Api<K>) -> Controller<K>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let trigger = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(spec_or_metadata::<K>, PredicateConfig::default());
+    Controller::for_stream(trigger, reader)
+}
+
 /// Runs the four controllers until `shutdown` resolves (then they are dropped) or forever. Needs the
 /// `operators.coreos.com` CRDs on the cluster (`capstan crds | kubectl apply -f -`).
+///
+/// Triggers: each kind's own spec/metadata changes ([`spec_or_metadata`]); a Subscription also
+/// when one of its InstallPlans or a CSV of its namespace changes, and when a catalog gets a new
+/// digest; a CSV also when one of its Deployments changes (label `olm.owner.kind`).
 pub async fn run(client: Client, options: Options, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
     let (tx, rx) = mpsc::unbounded();
     let ctx = Arc::new(Context {
@@ -142,18 +178,30 @@ pub async fn run(client: Client, options: Options, shutdown: impl std::future::F
         resync_subscriptions: tx,
     });
     let cfg = watcher::Config::default;
-    let catalogs = Controller::new(Api::<CatalogSource>::all(client.clone()), cfg())
+    let catalogs = filtered(Api::<CatalogSource>::all(client.clone()))
         .run(catalogsource::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
-    let subscriptions = Controller::new(Api::<Subscription>::all(client.clone()), cfg())
+    let subscriptions = filtered(Api::<Subscription>::all(client.clone()));
+    let sub_store = subscriptions.store();
+    let subscriptions = subscriptions
         .owns(Api::<InstallPlan>::all(client.clone()), cfg())
+        .watches(Api::<ClusterServiceVersion>::all(client.clone()), cfg(), move |csv| {
+            let ns = csv.metadata.namespace.clone();
+            sub_store
+                .state()
+                .into_iter()
+                .filter(|s| s.metadata.namespace == ns)
+                .map(|s| ObjectRef::from_obj(s.as_ref()))
+                .collect::<Vec<_>>()
+        })
         .reconcile_all_on(rx)
         .run(subscription::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
-    let plans = Controller::new(Api::<InstallPlan>::all(client.clone()), cfg())
+    let plans = filtered(Api::<InstallPlan>::all(client.clone()))
         .run(installplan::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
-    let csvs = Controller::new(Api::<ClusterServiceVersion>::all(client.clone()), cfg())
+    let csvs = filtered(Api::<ClusterServiceVersion>::all(client.clone()))
+        .owns(Api::<Deployment>::all(client.clone()), cfg().labels(&format!("{}=ClusterServiceVersion", crate::install::LABEL_OWNER_KIND)))
         .run(csv::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
     let all = futures::future::join4(catalogs, subscriptions, plans, csvs);
