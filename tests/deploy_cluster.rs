@@ -437,7 +437,8 @@ async fn leader_election_hands_over_after_sigkill() {
     assert_eq!(released.lease_duration_seconds, Some(1));
 
     // A released Lease is taken at once; a leader whose Lease someone else took exits with 1.
-    let mut c = Controller::start("capstan-c", &kubeconfig, work.path(), &flags);
+    let json_flags: Vec<&str> = flags.iter().copied().chain(["--log-format", "json"]).collect();
+    let mut c = Controller::start("capstan-c", &kubeconfig, work.path(), &json_flags);
     let started = Instant::now();
     let mut lease = eventually("capstan-c holds the released Lease", Duration::from_secs(30), || async {
         let l = leases.get_opt("capstan").await.ok()??;
@@ -452,7 +453,16 @@ async fn leader_election_hands_over_after_sigkill() {
     leases.replace("capstan", &PostParams::default(), &lease).await.expect("take the Lease from c");
     let code = c.wait_exit(Duration::from_secs(10));
     assert_eq!(code, Some(1), "a leader that lost its Lease must exit 1:\n{}", c.log());
-    assert!(c.log().contains("leadership lost"), "{}", c.log());
+    // --log-format json: one JSON object per line, the message and fields at the top level.
+    let lines: Vec<serde_json::Value> = c
+        .log()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {l}")))
+        .collect();
+    let lost = lines.iter().find(|v| v["message"] == "leadership lost; exiting so that no two replicas reconcile").unwrap_or_else(|| panic!("no leadership-lost line: {lines:#?}"));
+    assert_eq!(lost["level"], "ERROR");
+    assert!(lost["reason"].as_str().is_some_and(|r| r.contains("intruder")), "{lost}");
     drop((a, b, c, ns));
 }
 
