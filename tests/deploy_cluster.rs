@@ -10,7 +10,8 @@
 //!   releases the Lease; a leader whose Lease is taken exits with code 1.
 //! - `controller::events::publish` records an Event on a Subscription, folding repeats.
 //!
-//! Tests that start a controller hold [`SERIAL`]: each controller watches every namespace.
+//! The tests hold [`SERIAL`]: each controller watches every namespace, and the manifests test
+//! deletes the CRDs it created.
 
 mod support;
 
@@ -18,7 +19,6 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -34,7 +34,7 @@ use serde_json::json;
 use support::controller::*;
 use support::{TestNamespace, eventually};
 
-static SERIAL: Mutex<()> = Mutex::new(());
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A `capstan controller` child process, SIGKILLed when dropped (a failing test leaves nothing running).
 struct Controller {
@@ -168,7 +168,7 @@ async fn can(client: &kube::Client, verb: &str, group: &str, resource: &str, ns:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manifests_deploy_and_capstan_runs_as_its_service_account() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
     let admin = support::cluster().await;
     let work = tempfile::tempdir().expect("tempdir");
 
@@ -377,7 +377,7 @@ impl Drop for DeleteManifests {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_election_hands_over_after_sigkill() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
     let admin = support::cluster().await;
     apply_crds(&admin).await;
     let ns = TestNamespace::new(&admin, "lease").await;
@@ -468,6 +468,8 @@ async fn leader_election_hands_over_after_sigkill() {
 
 #[tokio::test]
 async fn events_are_recorded_on_objects_and_repeats_fold() {
+    // Not concurrently with the manifests test, which may delete the CRDs it created.
+    let _serial = SERIAL.lock().await;
     let admin = support::cluster().await;
     apply_crds(&admin).await;
     let ns = TestNamespace::new(&admin, "events").await;
