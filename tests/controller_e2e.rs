@@ -77,6 +77,22 @@ async fn controller_installs_subscriptions_end_to_end() {
     let statuses: Vec<String> = pst.plan.iter().map(|s| serde_json::to_value(&s.status).unwrap_or_default().as_str().unwrap_or_default().to_string()).collect();
     assert!(statuses.iter().all(|s| s == "Created" || s == "Present"), "{statuses:?}");
     csv_succeeded_and_deployment_available(&client, &auto.name).await;
+    // requirementStatus: the owned CRD is present, the ServiceAccount's rules are all satisfied.
+    let csv = Api::<ClusterServiceVersion>::namespaced(client.clone(), &auto.name).get("nginx-operator.v0.2.0").await.expect("CSV");
+    let req = serde_json::to_value(csv.status.as_ref().expect("CSV status")).expect("status")["requirementStatus"].clone();
+    let entries = req.as_array().cloned().unwrap_or_default();
+    assert!(entries.iter().any(|e| e["kind"] == "CustomResourceDefinition" && e["name"] == "nginxes.example.com" && e["status"] == "Present"), "{req}");
+    let sa_entry = entries.iter().find(|e| e["kind"] == "ServiceAccount" && e["name"] == "nginx-operator-controller-manager").unwrap_or_else(|| panic!("{req}"));
+    let deps = sa_entry["dependents"].as_array().cloned().unwrap_or_default();
+    assert!(!deps.is_empty() && deps.iter().all(|d| d["status"] == "Satisfied"), "{sa_entry}");
+    // The OperatorGroup reports its target namespaces.
+    let ogs: Api<capstan::api::OperatorGroup> = Api::namespaced(client.clone(), &auto.name);
+    let og_ns = eventually("OperatorGroup status.namespaces", WAIT, || async {
+        let st = serde_json::to_value(ogs.get("og").await.ok()?.status?).ok()?;
+        st["namespaces"].as_array().filter(|a| !a.is_empty()).cloned()
+    })
+    .await;
+    assert_eq!(og_ns, vec![json!(auto.name)]);
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = crds.get("nginxes.example.com").await.expect("Nginx CRD");
     assert!(crd.status.and_then(|s| s.conditions).is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True")));

@@ -33,7 +33,7 @@ use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde_json::Value;
 
-use crate::api::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
+use crate::api::{CatalogSource, ClusterServiceVersion, InstallPlan, OperatorGroup, Subscription};
 use crate::install::FIELD_MANAGER;
 use crate::resolve::CatalogIndex;
 
@@ -179,16 +179,25 @@ fn filtered<K>(api: Api<K>) -> Controller<K>
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
+    filtered_by(api, spec_or_metadata::<K>)
+}
+
+/// A controller for `K` over all namespaces whose trigger is filtered by `predicate` (a hash of
+/// what matters; an unchanged hash does not trigger).
+fn filtered_by<K>(api: Api<K>, predicate: impl Fn(&K) -> Option<u64> + Send + 'static) -> Controller<K>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
     let (reader, writer) = reflector::store();
     let trigger = watcher(api, watcher::Config::default())
         .default_backoff()
         .reflect(writer)
         .applied_objects()
-        .predicate_filter(spec_or_metadata::<K>, PredicateConfig::default());
+        .predicate_filter(predicate, PredicateConfig::default());
     Controller::for_stream(trigger, reader)
 }
 
-/// Runs the four controllers until `shutdown` resolves (then they are dropped) or forever. Needs the
+/// Runs the controllers (CatalogSource, Subscription, InstallPlan, CSV, OperatorGroup) until `shutdown` resolves (then they are dropped) or forever. Needs the
 /// `operators.coreos.com` CRDs on the cluster (`capstan crds | kubectl apply -f -`).
 ///
 /// Triggers: each kind's own spec/metadata changes ([`spec_or_metadata`]); a Subscription also
@@ -223,14 +232,25 @@ pub async fn run(client: Client, options: Options, shutdown: impl std::future::F
         .reconcile_all_on(rx)
         .run(subscription::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
-    let plans = filtered(Api::<InstallPlan>::all(client.clone()))
+    let plans = filtered_by(Api::<InstallPlan>::all(client.clone()), |ip: &InstallPlan| {
+        // Also when the Subscription reconciler has written status.bundleLookups (right after
+        // creating the plan): the plan can be worked on from then on.
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        spec_or_metadata(ip).hash(&mut h);
+        ip.status.as_ref().map(|s| s.bundle_lookups.len()).hash(&mut h);
+        Some(h.finish())
+    })
         .run(installplan::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
     let csvs = filtered(Api::<ClusterServiceVersion>::all(client.clone()))
         .owns(Api::<Deployment>::all(client.clone()), cfg().labels(&format!("{}=ClusterServiceVersion", crate::install::LABEL_OWNER_KIND)))
         .run(csv::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
-    let all = futures::future::join4(catalogs, subscriptions, plans, csvs);
+    let groups = filtered(Api::<OperatorGroup>::all(client.clone()))
+        .run(csv::reconcile_operator_group, error_policy, ctx.clone())
+        .for_each(|_| async {});
+    let all = futures::future::join5(catalogs, subscriptions, plans, csvs, groups);
     tokio::select! {
         _ = all => {}
         _ = shutdown => {}
