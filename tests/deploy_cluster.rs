@@ -501,3 +501,79 @@ async fn events_are_recorded_on_objects_and_repeats_fold() {
     let shown = kubectl(&["events", "-n", &ns.name, "--for", "subscription.operators.coreos.com/nginx-operator"]);
     assert!(shown.contains("ResolutionFailed") && shown.contains("no channel alpha"), "{shown}");
 }
+
+/// Deletes a ClusterRole and ClusterRoleBinding of the test's own when dropped.
+struct DeleteClusterRbac(String);
+
+impl Drop for DeleteClusterRbac {
+    fn drop(&mut self) {
+        let (role, binding) = (format!("clusterrole/{}", self.0), format!("clusterrolebinding/{}", self.0));
+        let _ = Command::new(support::kubectl())
+            .arg("--kubeconfig")
+            .arg(support::kubeconfig_path())
+            .args(["delete", "--wait=false", "--ignore-not-found", role.as_str(), binding.as_str()])
+            .output();
+    }
+}
+
+/// The ClusterRole of `manifests/rbac.yaml` without `escalate` and `bind` cannot install an
+/// operator whose CSV asks for permissions capstan does not hold: the InstallPlan fails and its
+/// message names what was refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_role_without_escalate_and_bind_is_not_enough() {
+    use serde::Deserialize;
+    let _serial = SERIAL.lock().await;
+    let admin = support::cluster().await;
+    apply_crds(&admin).await;
+    let work = tempfile::tempdir().expect("tempdir");
+    let home = TestNamespace::new(&admin, "narrow").await;
+
+    // The manifests' ClusterRole, minus escalate and bind.
+    let text = std::fs::read_to_string(support::repo_root().join("manifests/rbac.yaml")).expect("read manifests/rbac.yaml");
+    let mut role = serde_norway::Deserializer::from_str(&text)
+        .map(|d| serde_json::Value::deserialize(d).expect("YAML document"))
+        .find(|v| v["kind"] == "ClusterRole")
+        .expect("a ClusterRole in manifests/rbac.yaml");
+    let mut removed = 0;
+    for rule in role["rules"].as_array_mut().expect("rules") {
+        if let Some(verbs) = rule["verbs"].as_array_mut() {
+            let before = verbs.len();
+            verbs.retain(|v| v != "escalate" && v != "bind");
+            removed += before - verbs.len();
+        }
+    }
+    assert_eq!(removed, 2, "expected escalate and bind once each in {role}");
+    let name = format!("capstan-narrow-{}", home.name);
+    let _rbac = DeleteClusterRbac(name.clone());
+    role["metadata"] = json!({"name": name});
+    let role: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(role).expect("ClusterRole");
+    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(admin.clone()).create(&PostParams::default(), &role).await.expect("create narrow ClusterRole");
+    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "capstan", "namespace": home.name}]
+    }))
+    .expect("binding");
+    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(admin.clone()).create(&PostParams::default(), &binding).await.expect("create binding");
+    let sa: ServiceAccount = serde_json::from_value(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "capstan"}})).expect("sa");
+    Api::<ServiceAccount>::namespaced(admin.clone(), &home.name).create(&PostParams::default(), &sa).await.expect("create ServiceAccount");
+    let token = sa_token(&admin, &home.name, "capstan").await;
+    let kubeconfig = work.path().join("narrow-kubeconfig");
+    token_kubeconfig(&token, &kubeconfig).await;
+
+    let registry = support::registry();
+    let catalog_ref = publish(&registry, &format!("deploy-narrow-{}", std::process::id()), work.path());
+    let catalog_ns = TestNamespace::new(&admin, "narrow-catalog").await;
+    let ctl = Controller::start("capstan-narrow", &kubeconfig, work.path(), &["--global-catalog-namespace", &catalog_ns.name]);
+    catalog_source(&admin, &catalog_ns.name, "examples", &catalog_ref).await;
+    let ns = namespace_with_global_group(&admin, "narrow-ops").await;
+    subscribe(&admin, &ns.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
+    let plan = plan_in_phase(&admin, &ns.name, "nginx-operator", "Failed").await;
+    let message = serde_json::to_value(plan.status.as_ref().expect("status")).expect("json")["message"].as_str().unwrap_or_default().to_string();
+    eprintln!("InstallPlan {}/{} failed as expected: {message}", ns.name, plan.metadata.name.as_deref().unwrap_or(""));
+    let who = format!("system:serviceaccount:{}:capstan", home.name);
+    assert!(message.contains(&who), "the message names the identity: {message}\n{}", ctl.log());
+    assert!(message.contains("attempting to grant RBAC permissions not currently held") || message.contains("escalate"), "the message names the refused grant: {message}");
+    cleanup_cluster_rbac(&admin, &[ns.name.as_str()]).await;
+    drop(ctl);
+}
