@@ -9,6 +9,8 @@
 //!   holder and the other takes over after the lease expired and within its bound; SIGTERM
 //!   releases the Lease; a leader whose Lease is taken exits with code 1.
 //! - `controller::events::publish` records an Event on a Subscription, folding repeats.
+//! - The manifests' ClusterRole without `escalate`/`bind` is not enough: the InstallPlan of
+//!   nginx-operator fails naming the identity and the refused grant.
 //!
 //! The tests hold [`SERIAL`]: each controller watches every namespace, and the manifests test
 //! deletes the CRDs it created.
