@@ -339,15 +339,16 @@ impl LeaderElector {
 }
 
 /// Runs `work` only while this candidate leads: waits for the Lease (standby), then runs `work`
-/// while renewing. Returns when `shutdown` resolves (the work is dropped and the Lease released),
-/// when `work` ends (Lease released), or when leadership is lost (work dropped at once, nothing
-/// released).
+/// on its own Tokio task (so that busy reconcilers cannot delay a renewal) while renewing.
+/// Returns when `shutdown` resolves (the work is aborted and the Lease released), when `work`
+/// ends (Lease released), or when leadership is lost (work aborted at once, nothing released).
+/// The work task has ended (is dropped) before this returns.
 ///
 /// # Errors
 /// [`ConfigError`] when the settings are inconsistent (before anything is done).
 pub async fn run<W, S>(client: Client, config: LeaderElectionConfig, shutdown: S, work: W) -> Result<Outcome, ConfigError>
 where
-    W: std::future::Future<Output = ()>,
+    W: std::future::Future<Output = ()> + Send + 'static,
     S: std::future::Future<Output = ()>,
 {
     let mut elector = LeaderElector::new(client, config)?;
@@ -356,17 +357,20 @@ where
         _ = elector.acquire() => {}
         _ = &mut shutdown => return Ok(Outcome::ShutdownWhileStandby),
     }
+    let mut task = tokio::spawn(work);
     let (outcome, release) = {
-        tokio::pin!(work);
         // `hold` borrows the elector mutably; release needs it after the select ends.
         let hold = elector.hold();
         tokio::pin!(hold);
         tokio::select! {
             reason = &mut hold => (Outcome::LostLeadership { reason }, false),
-            _ = &mut work => (Outcome::WorkEnded, true),
+            _ = &mut task => (Outcome::WorkEnded, true),
             _ = &mut shutdown => (Outcome::ShutdownWhileLeading, true),
         }
     };
+    // Stop the work before the Lease is released, so that no two leaders ever reconcile at once.
+    task.abort();
+    let _ = task.await;
     if release && let Err(e) = elector.release().await {
         tracing::warn!(error = %e, "could not release the lease; it expires by itself");
     }
