@@ -579,3 +579,32 @@ async fn a_cluster_role_without_escalate_and_bind_is_not_enough() {
     cleanup_cluster_rbac(&admin, &[ns.name.as_str()]).await;
     drop(ctl);
 }
+
+/// Every file of manifests/ (the generated CRDs included) is a resource of the kustomization, so
+/// that `kubectl apply -k manifests/` installs all of it after `make crds` adds a CRD.
+#[test]
+fn kustomization_lists_every_manifest() {
+    use serde::Deserialize;
+    let dir = support::repo_root().join("manifests");
+    let k: serde_json::Value = serde_json::Value::deserialize(serde_norway::Deserializer::from_str(
+        &std::fs::read_to_string(dir.join("kustomization.yaml")).expect("read kustomization.yaml"),
+    ))
+    .expect("kustomization.yaml is YAML");
+    let listed: Vec<&str> = k["resources"].as_array().expect("resources").iter().filter_map(|r| r.as_str()).collect();
+    let mut files = Vec::new();
+    for sub in ["", "crds"] {
+        for e in std::fs::read_dir(dir.join(sub)).expect("read manifests").flatten() {
+            let p = e.path();
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+            if p.is_file() && name.ends_with(".yaml") && name != "kustomization.yaml" {
+                files.push(if sub.is_empty() { name } else { format!("{sub}/{name}") });
+            }
+        }
+    }
+    files.sort();
+    let missing: Vec<&String> = files.iter().filter(|f| !listed.contains(&f.as_str())).collect();
+    assert!(missing.is_empty(), "manifests/kustomization.yaml does not list {missing:?}");
+    let stale: Vec<&&str> = listed.iter().filter(|l| !files.iter().any(|f| f == *l)).collect();
+    assert!(stale.is_empty(), "manifests/kustomization.yaml lists missing files {stale:?}");
+    assert_eq!(files.iter().filter(|f| f.starts_with("crds/")).count(), capstan::api::crds().len(), "one file per CRD of capstan crds");
+}
