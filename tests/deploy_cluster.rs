@@ -608,3 +608,34 @@ fn kustomization_lists_every_manifest() {
     assert!(stale.is_empty(), "manifests/kustomization.yaml lists missing files {stale:?}");
     assert_eq!(files.iter().filter(|f| f.starts_with("crds/")).count(), capstan::api::crds().len(), "one file per CRD of capstan crds");
 }
+
+/// Bad `capstan controller` flags are refused before anything is started: exit 2 and a message
+/// naming the flags.
+#[test]
+fn bad_controller_flags_exit_2_naming_the_flag() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_capstan"))
+            .arg("controller")
+            .args(["--kubeconfig", "/nonexistent/kubeconfig"])
+            .args(args)
+            .output()
+            .expect("run capstan");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = run(&["--metrics-addr", "everywhere"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--metrics-addr") && err.contains("everywhere"), "{err}");
+    let (code, err) = run(&["--leader-elect", "--lease-duration", "2s", "--renew-deadline", "3s"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--lease-duration") && err.contains("--renew-deadline"), "{err}");
+    let (code, err) = run(&["--leader-elect", "--retry-period", "soon"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--retry-period") && err.contains("not a duration"), "{err}");
+    let (code, err) = run(&["--log-format", "xml"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--log-format"), "{err}");
+    // Good flags get as far as the (missing) kubeconfig, which is named.
+    let (code, err) = run(&["--leader-elect", "--metrics-addr", "0"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("/nonexistent/kubeconfig"), "{err}");
+}

@@ -152,6 +152,20 @@ pub fn run(args: ControllerArgs) -> ExitCode {
             }
         },
     };
+    let leader_config = capstan::controller::leader::LeaderElectionConfig {
+        namespace: args.lease_namespace.clone(),
+        name: args.lease_name.clone(),
+        identity: capstan::controller::leader::default_identity(),
+        lease_duration: args.lease_duration,
+        renew_deadline: args.renew_deadline,
+        retry_period: args.retry_period,
+    };
+    if args.leader_elect
+        && let Err(e) = leader_config.validate()
+    {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -188,14 +202,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
             capstan::controller::run(client, options, shutdown_signal()).await;
             return ExitCode::SUCCESS;
         }
-        let config = capstan::controller::leader::LeaderElectionConfig {
-            namespace: args.lease_namespace,
-            name: args.lease_name,
-            identity: capstan::controller::leader::default_identity(),
-            lease_duration: args.lease_duration,
-            renew_deadline: args.renew_deadline,
-            retry_period: args.retry_period,
-        };
+        let config = leader_config;
         tracing::info!(lease = %format!("{}/{}", config.namespace, config.name), identity = %config.identity, "leader election: waiting for the lease");
         // A standby replica is ready: it serves its purpose by waiting.
         metrics.set_ready(true);
