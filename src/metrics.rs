@@ -173,6 +173,19 @@ impl Metrics {
         *seen = values.into_keys().collect();
     }
 
+    /// [`Metrics::set_csv_phase_counts`] from the `status.phase` of every CSV; an empty phase
+    /// (a CSV not reconciled yet, OLM's `None` phase) is not counted.
+    pub fn set_csv_phases<'a>(&self, phases: impl IntoIterator<Item = &'a str>) {
+        let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
+        for p in phases {
+            if !p.is_empty() {
+                *counts.entry(p).or_insert(0) += 1;
+            }
+        }
+        let counts: Vec<(&str, i64)> = counts.into_iter().collect();
+        self.set_csv_phase_counts(&counts);
+    }
+
     /// Records one pull of the catalog of CatalogSource `catalog` (`namespace/name`): how long it
     /// took and the size in bytes of the loaded catalog.
     pub fn observe_catalog_pull(&self, catalog: &str, elapsed: Duration, bytes: u64) {
@@ -318,6 +331,16 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "missing line {line:?} in:\n{text}");
         }
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn csv_phases_are_counted() {
+        let m = Metrics::new();
+        m.set_csv_phases(["Succeeded", "Succeeded", "Failed", ""]);
+        let text = m.encode();
+        assert!(text.contains("capstan_csvs{phase=\"Succeeded\"} 2"), "{text}");
+        assert!(text.contains("capstan_csvs{phase=\"Failed\"} 1"), "{text}");
+        assert!(!text.contains("phase=\"\""), "{text}");
     }
 
     #[test]

@@ -482,10 +482,10 @@ async fn events_are_recorded_on_objects_and_repeats_fold() {
     }))
     .await;
     let regarding = sub.object_ref(&());
-    use capstan::controller::events::{EventType, try_publish};
+    use capstan::controller::events::{EventType, publish_for, try_publish};
     try_publish(&admin, &regarding, EventType::Warning, "ResolutionFailed", "no channel alpha in package nginx-operator").await.expect("publish");
     try_publish(&admin, &regarding, EventType::Warning, "ResolutionFailed", "no channel alpha in package nginx-operator").await.expect("publish again");
-    try_publish(&admin, &regarding, EventType::Normal, "InstallPlanCreated", &"x".repeat(3000)).await.expect("publish long note");
+    publish_for(&admin, &sub, EventType::Normal, "InstallPlanCreated", &"x".repeat(3000)).await;
     let events: Api<Event> = Api::namespaced(admin.clone(), &ns.name);
     let list = events.list(&ListParams::default()).await.expect("list events");
     let ours: Vec<&Event> = list.items.iter().filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("nginx-operator")).collect();

@@ -10,8 +10,7 @@
 //!
 //! Usage from a reconciler (never fails the reconcile; a failure to record is logged):
 //! ```ignore
-//! use kube::Resource;
-//! events::publish(&ctx.client, &csv.object_ref(&()), EventType::Normal, "InstallSucceeded", "install strategy completed with no errors").await;
+//! events::publish_for(&ctx.client, &*csv, EventType::Normal, "InstallSucceeded", "install strategy completed with no errors").await;
 //! ```
 //! Cluster-scoped objects get their Events in namespace `default` (kube-rs' rule). RBAC: `create`
 //! and `patch` on `events.k8s.io` `events` (granted in `manifests/rbac.yaml`).
@@ -79,6 +78,16 @@ pub async fn publish(client: &Client, regarding: &ObjectReference, type_: EventT
             "could not record an Event"
         );
     }
+}
+
+/// [`publish`] about `obj` (any typed object, e.g. a Subscription, InstallPlan or CSV): the
+/// one-line form for reconcilers, `events::publish_for(&ctx.client, &*csv, EventType::Normal,
+/// "InstallSucceeded", "…").await`.
+pub async fn publish_for<K>(client: &Client, obj: &K, type_: EventType, reason: &str, note: &str)
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    publish(client, &obj.object_ref(&()), type_, reason, note).await;
 }
 
 #[cfg(test)]
