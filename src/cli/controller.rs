@@ -183,12 +183,11 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         };
         let metrics = capstan::metrics::global();
         if let Some(addr) = metrics_addr {
+            // A taken port must not stop reconciliation (a second controller on a workstation);
+            // in a Pod the probes then fail, which shows the problem.
             match capstan::metrics::serve(addr, metrics).await {
                 Ok(bound) => tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz"),
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::from(2);
-                }
+                Err(e) => tracing::error!(error = %e, "running without /metrics, /healthz and /readyz; pass another --metrics-addr, or 0 to disable"),
             }
         }
         let options = capstan::controller::Options {
