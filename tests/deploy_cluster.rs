@@ -47,8 +47,11 @@ struct Controller {
 
 impl Controller {
     fn start(name: &str, kubeconfig: &Path, work: &Path, extra: &[&str]) -> Controller {
-        let port = free_port();
-        let metrics = format!("127.0.0.1:{port}");
+        Controller::start_on(name, kubeconfig, work, &format!("127.0.0.1:{}", free_port()), extra)
+    }
+
+    fn start_on(name: &str, kubeconfig: &Path, work: &Path, metrics: &str, extra: &[&str]) -> Controller {
+        let metrics = metrics.to_string();
         let log = work.join(format!("{name}.log"));
         let out = std::fs::File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
@@ -566,7 +569,10 @@ async fn a_cluster_role_without_escalate_and_bind_is_not_enough() {
     let registry = support::registry();
     let catalog_ref = publish(&registry, &format!("deploy-narrow-{}", std::process::id()), work.path());
     let catalog_ns = TestNamespace::new(&admin, "narrow-catalog").await;
-    let ctl = Controller::start("capstan-narrow", &kubeconfig, work.path(), &["--global-catalog-namespace", &catalog_ns.name]);
+    // Its metrics port is taken: the controller says so and reconciles all the same.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let taken_addr = taken.local_addr().expect("addr").to_string();
+    let ctl = Controller::start_on("capstan-narrow", &kubeconfig, work.path(), &taken_addr, &["--global-catalog-namespace", &catalog_ns.name]);
     catalog_source(&admin, &catalog_ns.name, "examples", &catalog_ref).await;
     let ns = namespace_with_global_group(&admin, "narrow-ops").await;
     subscribe(&admin, &ns.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
@@ -576,8 +582,9 @@ async fn a_cluster_role_without_escalate_and_bind_is_not_enough() {
     let who = format!("system:serviceaccount:{}:capstan", home.name);
     assert!(message.contains(&who), "the message names the identity: {message}\n{}", ctl.log());
     assert!(message.contains("attempting to grant RBAC permissions not currently held") || message.contains("escalate"), "the message names the refused grant: {message}");
+    assert!(ctl.log().contains("running without /metrics") && ctl.log().contains(&taken_addr), "{}", ctl.log());
     cleanup_cluster_rbac(&admin, &[ns.name.as_str()]).await;
-    drop(ctl);
+    drop((ctl, taken));
 }
 
 /// Every file of manifests/ (the generated CRDs included) is a resource of the kustomization, so
