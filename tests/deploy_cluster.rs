@@ -7,7 +7,8 @@
 //!   SubjectAccessReviews show what the ClusterRole grants (and what it does not).
 //! - Two `capstan controller --leader-elect` processes: exactly one holds the Lease; SIGKILL the
 //!   holder and the other takes over after the lease expired and within its bound; SIGTERM
-//!   releases the Lease; a leader whose Lease is taken exits with code 1.
+//!   releases the Lease; a leader whose Lease is taken exits with code 1. Killing the leader
+//!   during an install: the standby finishes it with exactly one InstallPlan.
 //! - `controller::events::publish` records an Event on a Subscription, folding repeats.
 //! - The manifests' ClusterRole without `escalate`/`bind` is not enough: the InstallPlan of
 //!   nginx-operator fails naming the identity and the refused grant.
@@ -645,4 +646,57 @@ fn bad_controller_flags_exit_2_naming_the_flag() {
     let (code, err) = run(&["--leader-elect", "--metrics-addr", "0"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("/nonexistent/kubeconfig"), "{err}");
+}
+
+/// The leader is SIGKILLed while it installs nginx-operator; the standby takes over and the
+/// install converges: CSV Succeeded, exactly one InstallPlan, applied once (issue 7, item 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handover_during_an_install_converges_with_one_install_plan() {
+    let _serial = SERIAL.lock().await;
+    let admin = support::cluster().await;
+    apply_crds(&admin).await;
+    let work = tempfile::tempdir().expect("tempdir");
+    let lease_ns = TestNamespace::new(&admin, "lease-install").await;
+    let catalog_ns = TestNamespace::new(&admin, "handover-catalog").await;
+    let registry = support::registry();
+    let catalog_ref = publish(&registry, &format!("deploy-handover-{}", std::process::id()), work.path());
+    let kubeconfig = support::kubeconfig_path();
+    let flags = [
+        "--leader-elect", "--lease-namespace", &lease_ns.name, "--lease-duration", "4s", "--renew-deadline", "3s", "--retry-period", "500ms",
+        "--global-catalog-namespace", &catalog_ns.name,
+    ];
+    let a = Controller::start("capstan-a", &kubeconfig, work.path(), &flags);
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), &lease_ns.name);
+    eventually("capstan-a leads", Duration::from_secs(30), || async {
+        (leases.get_opt("capstan").await.ok()??.spec?.holder_identity.as_deref() == Some("capstan-a")).then_some(())
+    })
+    .await;
+    let b = Controller::start("capstan-b", &kubeconfig, work.path(), &flags);
+    catalog_source(&admin, &catalog_ns.name, "examples", &catalog_ref).await;
+    let ns = namespace_with_global_group(&admin, "handover-ops").await;
+    subscribe(&admin, &ns.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
+    // Kill the leader as soon as the InstallPlan exists (while it executes, or just after).
+    let subs: Api<capstan::api::Subscription> = Api::namespaced(admin.clone(), &ns.name);
+    eventually("an InstallPlan for the Subscription", WAIT, || async { subs.get("nginx-operator").await.ok()?.status?.install_plan_ref }).await;
+    let mut a = a;
+    a.child.kill().expect("SIGKILL a");
+    eventually("capstan-b leads", Duration::from_secs(30), || async {
+        (leases.get_opt("capstan").await.ok()??.spec?.holder_identity.as_deref() == Some("capstan-b")).then_some(())
+    })
+    .await;
+    csv_succeeded_and_deployment_available(&admin, &ns.name).await;
+    let plans: Api<capstan::api::InstallPlan> = Api::namespaced(admin.clone(), &ns.name);
+    let list = plans.list(&ListParams::default()).await.expect("list InstallPlans");
+    let names: Vec<String> = list.items.iter().filter_map(|p| p.metadata.name.clone()).collect();
+    assert_eq!(names.len(), 1, "one InstallPlan per bundle, got {names:?}\na:\n{}\nb:\n{}", a.log(), b.log());
+    let plan = &list.items[0];
+    let st = serde_json::to_value(plan.status.as_ref().expect("status")).expect("json");
+    assert_eq!(st["phase"], "Complete", "{st}");
+    let sub_plan = subs.get("nginx-operator").await.expect("sub").status.and_then(|s| s.install_plan_ref).and_then(|r| r.name);
+    assert_eq!(sub_plan.as_deref(), plan.metadata.name.as_deref());
+    // One CSV, one operator Deployment.
+    let csvs: Api<capstan::api::ClusterServiceVersion> = Api::namespaced(admin.clone(), &ns.name);
+    assert_eq!(csvs.list(&ListParams::default()).await.expect("csvs").items.len(), 1);
+    cleanup_cluster_rbac(&admin, &[ns.name.as_str()]).await;
+    drop((a, b));
 }
