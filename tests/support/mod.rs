@@ -5,6 +5,7 @@
 //! - [`cluster`] starts the whole control plane once per test binary (`tests/cluster/up.sh`),
 //!   or reuses a running one, and returns an admin [`kube::Client`].
 //! - [`TestNamespace`] gives each test its own namespace and deletes it when dropped.
+//! - [`kubectl`] is the pinned kubectl built by `tests/cluster/build.sh` (never the machine's).
 //! - [`shared_dir`] finds the read-only `shared/` material (`../shared` next to the repository).
 //!
 //! The state directory is `$CAPSTAN_CLUSTER_DIR`, default `<repo>/.cluster`. An environment a
