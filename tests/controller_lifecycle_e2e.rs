@@ -1,6 +1,8 @@
-//! `capstan controller` lifecycle end to end (issue 6 items 1–2): upgrades driven by a new
-//! catalog digest (registry poll), one edge per InstallPlan, and Manual approval flows (a
-//! superseded pending plan, a deleted pending plan, switching Manual → Automatic).
+//! `capstan controller` lifecycle end to end (issue 6 items 1–2 and cases 08, 23, 27 of
+//! `olm-cases.yaml` on the real control plane): upgrades driven by a new catalog digest
+//! (registry poll), one edge per InstallPlan, pinned upgrades by `versionRange`, a catalog outage
+//! after the install, and Manual approval flows (a superseded pending plan, a deleted pending
+//! plan, switching Manual → Automatic).
 //!
 //! Upgrade semantics (`reference/olm-v0.md` §4.4): each resolution moves one edge from the
 //! installed CSV — to the newest entry that replaces, skips or skip-ranges it. kaiwudb-operator
@@ -160,6 +162,54 @@ async fn controller_upgrades_and_approval_flows() {
     })
     .await;
 
+    // case-27: the catalog becomes unreachable after the install. The install stays reported as
+    // installed and healthy; one condition says the catalog cannot be loaded and resolution waits.
+    let catalogs: Api<capstan::api::CatalogSource> = Api::namespaced(client.clone(), &auto.name);
+    let good_image = catalogs.get("hops").await.expect("catalog").spec.image.clone().unwrap_or_default();
+    let set_image = |img: String| {
+        let catalogs = catalogs.clone();
+        async move { catalogs.patch("hops", &PatchParams::default(), &Patch::Merge(json!({"spec": {"image": img}}))).await.expect("patch CatalogSource") }
+    };
+    set_image(format!("{registry}/{repo}/unreachable:latest")).await;
+    let c = subscription_condition(&client, &auto.name, "kaiwudb-operator", "CatalogSourcesUnhealthy", "True").await;
+    let m = c["message"].as_str().unwrap_or_default().to_string();
+    assert!(m.contains("unreachable") && m.contains("kaiwudb-operator.v1.2.0") && m.contains("kept"), "{m}");
+    let st = subscription_status(&client, &auto.name).await;
+    assert_eq!(st["installedCSV"], "kaiwudb-operator.v1.2.0", "{st}");
+    assert_eq!(st["state"], "AtLatestKnown", "{st}");
+    assert!(!st["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "ResolutionFailed" && c["status"] == "True"), "not reported as unresolved: {st}");
+    let phase = serde_json::to_value(Api::<ClusterServiceVersion>::namespaced(client.clone(), &auto.name).get("kaiwudb-operator.v1.2.0").await.expect("csv").status).expect("st")["phase"].clone();
+    assert_eq!(phase, "Succeeded");
+    let before = plans(&client, &auto.name).await.len();
+    set_image(good_image).await;
+    subscription_condition(&client, &auto.name, "kaiwudb-operator", "CatalogSourcesUnhealthy", "False").await;
+    assert_eq!(plans(&client, &auto.name).await.len(), before, "nothing re-applied because of the outage");
+
+    // case-08: pinned upgrades by versionRange, one after another; status follows each hop.
+    let pin = namespace_with_global_group(&client, "ctl-life-pin").await;
+    let image = push_catalog(&registry, &repo, work.path(), "pin", &with(&[(k("1.1.0"), "v1.1.0"), (noskip.clone(), "v1.2.0-noskip")]));
+    polled_catalog(&client, &pin.name, "pin", &image).await;
+    create::<Subscription>(&client, &pin.name, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": "kaiwudb-operator", "namespace": pin.name},
+        "spec": {"name": "kaiwudb-operator", "channel": "stable", "source": "pin", "sourceNamespace": pin.name, "versionRange": "1.0.0"}
+    }))
+    .await;
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), &pin.name);
+    for v in ["1.0.0", "1.1.0", "1.2.0"] {
+        if v != "1.0.0" {
+            subs.patch("kaiwudb-operator", &PatchParams::default(), &Patch::Merge(json!({"spec": {"versionRange": v}}))).await.expect("set versionRange");
+        }
+        let csv = format!("kaiwudb-operator.v{v}");
+        csv_version_succeeded(&client, &pin.name, &csv).await;
+        eventually(&format!("installedCSV {csv}"), WAIT, || async {
+            let st = subscription_status(&client, &pin.name).await;
+            (st["installedCSV"] == csv.as_str() && st["state"] == "AtLatestKnown").then_some(())
+        })
+        .await;
+    }
+    eventually("only 1.2.0 left", WAIT, || async { (kaiwudb_csvs(&client, &pin.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(()) }).await;
+
     // The same catalog with the real 1.2.0 (skipRange >=1.0.0 <1.2.0): one hop, as OLM does.
     let jump = namespace_with_global_group(&client, "ctl-life-jump").await;
     let image = push_catalog(&registry, &repo, work.path(), "jump", &with(&[]));
@@ -222,5 +272,5 @@ async fn controller_upgrades_and_approval_flows() {
     eventually("1.0.0 replaced", WAIT, || async { (kaiwudb_csvs(&client, &manual.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(()) }).await;
 
     controller.abort();
-    cleanup_cluster_rbac(&client, &[&auto.name, &jump.name, &manual.name]).await;
+    cleanup_cluster_rbac(&client, &[&auto.name, &jump.name, &manual.name, &pin.name]).await;
 }
