@@ -14,7 +14,9 @@
 
 mod catalogsource;
 mod csv;
+pub mod events;
 mod installplan;
+pub mod leader;
 mod subscription;
 
 use std::collections::HashMap;
@@ -99,6 +101,29 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// A short CamelCase reason for `capstan_reconcile_errors_total{reason}`: the API status
+    /// reason of the first [`kube::Error`] in the source chain (`Forbidden`, `Conflict`,
+    /// `NotFound`, …), the kind of client failure, or `Reconcile` for capstan's own errors.
+    pub fn reason(&self) -> String {
+        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = cur {
+            if let Some(k) = e.downcast_ref::<kube::Error>() {
+                return match k {
+                    kube::Error::Api(status) if !status.reason.is_empty() => status.reason.clone(),
+                    kube::Error::Api(_) => "ApiError".into(),
+                    kube::Error::HyperError(_) | kube::Error::Service(_) => "Connection".into(),
+                    kube::Error::SerdeError(_) => "Decode".into(),
+                    kube::Error::Auth(_) => "Auth".into(),
+                    _ => "Client".into(),
+                };
+            }
+            cur = e.source();
+        }
+        "Reconcile".into()
+    }
+}
+
 pub(crate) fn kube_err(context: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
     let context = context.into();
     move |source| Error::Kube { context, source }
@@ -132,6 +157,7 @@ where
     K: Resource<DynamicType = ()>,
 {
     tracing::warn!(kind = %K::kind(&()), name = obj.meta().name.as_deref().unwrap_or(""), namespace = obj.meta().namespace.as_deref().unwrap_or(""), error = %err, "reconcile failed");
+    crate::metrics::global().reconcile_error(&K::kind(&()).to_lowercase(), &err.reason());
     Action::requeue(Duration::from_secs(5))
 }
 
