@@ -88,7 +88,13 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// Builds a client from `--kubeconfig` or the default configuration.
 pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, String> {
-    let config = match kubeconfig {
+    let config = config(kubeconfig).await?;
+    kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))
+}
+
+/// The configuration from `--kubeconfig` or the default one ($KUBECONFIG, ~/.kube/config, in-cluster).
+pub async fn config(kubeconfig: Option<&PathBuf>) -> Result<kube::Config, String> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
@@ -96,8 +102,7 @@ pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, String
                 .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?
         }
         None => kube::Config::infer().await.map_err(|e| format!("no cluster configuration (set KUBECONFIG or pass --kubeconfig): {e}"))?,
-    };
-    kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))
+    })
 }
 
 fn init_logging(format: LogFormat) {
@@ -174,10 +179,17 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         }
     };
     rt.block_on(async move {
-        let client = match client(args.kubeconfig.as_ref()).await {
+        let kube_config = match config(args.kubeconfig.as_ref()).await {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let client = match kube::Client::try_from(kube_config.clone()) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: cannot build a client: {e}");
                 return ExitCode::from(2);
             }
         };
@@ -198,7 +210,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         if !args.leader_elect {
             metrics.set_leader(true);
             tokio::spawn(mark_ready_when_api_answers(client.clone()));
-            capstan::controller::run(client, options, shutdown_signal()).await;
+            capstan::controller::run_with_config(kube_config, options, shutdown_signal()).await;
             return ExitCode::SUCCESS;
         }
         let config = leader_config;
@@ -209,7 +221,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         let work = async move {
             metrics.set_ready(false);
             let ready = tokio::spawn(mark_ready_when_api_answers(work_client.clone()));
-            capstan::controller::run(work_client, options, std::future::pending()).await;
+            capstan::controller::run_with_config(kube_config, options, std::future::pending()).await;
             ready.abort();
         };
         match capstan::controller::leader::run(client, config, shutdown_signal(), work).await {

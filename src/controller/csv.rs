@@ -185,7 +185,7 @@ async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &s
 
 /// The SubjectAccessReview attributes a policy rule grants: one per group × resource × verb
 /// (resource names, when listed, one each), or per non-resource URL × verb.
-fn rule_attributes(rule: &k8s_openapi::api::rbac::v1::PolicyRule, namespace: Option<&str>) -> Vec<Value> {
+pub(crate) fn rule_attributes(rule: &k8s_openapi::api::rbac::v1::PolicyRule, namespace: Option<&str>) -> Vec<Value> {
     let mut out = Vec::new();
     for url in rule.non_resource_urls.iter().flatten() {
         for verb in &rule.verbs {
@@ -222,7 +222,7 @@ fn rule_attributes(rule: &k8s_openapi::api::rbac::v1::PolicyRule, namespace: Opt
     out
 }
 
-async fn sar_allowed(client: &Client, ns: &str, sa: &str, attrs: Value) -> Result<bool, Error> {
+pub(crate) async fn sar_allowed(client: &Client, ns: &str, sa: &str, attrs: Value) -> Result<bool, Error> {
     let mut spec = json!({
         "user": format!("system:serviceaccount:{ns}:{sa}"),
         "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}"), "system:authenticated"],

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use super::catalogsource::registry_for;
 use super::csv::{check_install_mode, operator_group_targets};
-use super::{Context, Error, apply_status, kube_err};
+use super::{Context, Error, apply_status, kube_err, scoped};
 use crate::api::installplan::InstallPlanPhase;
 use crate::api::{CatalogSource, InstallPlan, Subscription};
 use crate::bundle::Bundle;
@@ -42,6 +42,25 @@ pub fn install_plan_name(subscription: &str, csv_names: &[String]) -> String {
 /// Condition reason of a plan refused by the CRD upgrade check ([`check_plan_crds`]); such a plan
 /// is checked again every [`CRD_RECHECK`] and applied once the check passes.
 pub const CRD_UPGRADE_BLOCKED: &str = "CRDUpgradeBlocked";
+/// Condition reason of a plan whose installer ServiceAccount is missing or lacks permissions;
+/// checked again every [`CRD_RECHECK`] like [`CRD_UPGRADE_BLOCKED`].
+pub const INSTALLER_BLOCKED: &str = "InstallerPermissionsMissing";
+
+/// Marks the plan Failed with `reason` and `message` (unless it already says exactly that),
+/// nothing applied, and requeues it for another check.
+async fn block(api: &Api<InstallPlan>, ip: &InstallPlan, mut status: Value, steps: &[Value], reason: &str, message: String, blocked: bool) -> Result<Action, Error> {
+    let message = format!("{message} (capstan checks again every {} s)", CRD_RECHECK.as_secs());
+    if status["message"] != message.as_str() || !blocked {
+        tracing::warn!(plan = %format!("{}/{}", ip.namespace().unwrap_or_default(), ip.name_any()), %message, "InstallPlan refused before any step");
+        status["phase"] = json!("Failed");
+        status["message"] = json!(message);
+        status["plan"] = json!(steps);
+        status["conditions"] = json!([{"type": "Installed", "status": "False", "reason": reason, "message": message, "lastUpdateTime": super::now(), "lastTransitionTime": super::now()}]);
+        apply_status(api, ip, status).await?;
+    }
+    Ok(Action::requeue(CRD_RECHECK))
+}
+
 /// How often a plan refused by the CRD upgrade check is checked again.
 pub const CRD_RECHECK: Duration = Duration::from_secs(10);
 
@@ -163,7 +182,8 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
     // A plan refused by the CRD upgrade check is looked at again: once the objects are fixed or the
     // stored versions migrated, it proceeds (case-21: recovering needs no uninstall) — as long as
     // it is still the plan its Subscription points at.
-    let blocked = current.phase == InstallPlanPhase::Failed && current.conditions.iter().any(|c| c.reason.as_ref().is_some_and(|r| r.as_str() == CRD_UPGRADE_BLOCKED));
+    let blocked = current.phase == InstallPlanPhase::Failed
+        && current.conditions.iter().any(|c| c.reason.as_ref().is_some_and(|r| r.as_str() == CRD_UPGRADE_BLOCKED || r.as_str() == INSTALLER_BLOCKED));
     if blocked && !still_current(&ctx, &ip, &ns).await? {
         return Ok(Action::await_change());
     }
@@ -210,8 +230,31 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
         }
         return Ok(Action::requeue(CRD_RECHECK));
     }
+    // Scoped installs (issue 7, case-25): the OperatorGroup's ServiceAccount applies the plan, and
+    // must hold everything the plan needs before the first step.
+    let og = match operator_group_targets(&ctx.client, &ns).await? {
+        Ok((og, _)) => og,
+        Err((reason, message)) => format!("{reason}: {message}"),
+    };
+    let installer = match scoped::installer(&ctx, &ns, &og).await? {
+        Ok(i) => i,
+        Err(message) => return block(&api, &ip, status, &listed("NotCreated"), INSTALLER_BLOCKED, message, blocked).await,
+    };
+    if let scoped::Installer::ServiceAccount { account, name: sa, .. } = &installer {
+        let missing = scoped::missing_permissions(&ctx.client, &ns, sa, &plain).await?;
+        if !missing.is_empty() {
+            let list: Vec<String> = missing.iter().enumerate().map(|(i, m)| format!("({}) {m}", i + 1)).collect();
+            let message = format!(
+                "the installer account {account} (OperatorGroup {ns}/{og} spec.serviceAccountName) lacks {} permission{} needed by this plan; nothing was applied: {}; grant them to {account}",
+                missing.len(),
+                if missing.len() == 1 { "" } else { "s" },
+                list.join("; ")
+            );
+            return block(&api, &ip, status, &listed("NotCreated"), INSTALLER_BLOCKED, message, blocked).await;
+        }
+    }
     if blocked {
-        tracing::info!(plan = %format!("{ns}/{name}"), "the CRD upgrade check passes now; applying the plan");
+        tracing::info!(plan = %format!("{ns}/{name}"), "the checks before the first step pass now; applying the plan");
         status["message"] = json!("");
         status["conditions"] = json!([]);
     }
@@ -230,7 +273,11 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
     }
 
     tracing::info!(plan = %format!("{ns}/{name}"), steps = plain.len(), "applying InstallPlan");
-    let results = apply(&ctx.client, &plain, &ApplyOptions::default()).await;
+    let apply_client = match &installer {
+        scoped::Installer::ServiceAccount { client, .. } => client.clone(),
+        scoped::Installer::Controller => ctx.client.clone(),
+    };
+    let results = apply(&apply_client, &plain, &ApplyOptions::default()).await;
     let mut failed = None;
     let plan_status: Vec<Value> = steps
         .iter()

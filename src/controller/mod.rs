@@ -16,6 +16,7 @@ mod catalogsource;
 mod csv;
 pub mod events;
 mod installplan;
+mod scoped;
 pub mod leader;
 mod subscription;
 
