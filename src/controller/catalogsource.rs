@@ -145,7 +145,9 @@ async fn load(ctx: &Context, cs: &CatalogSource, ns: &str, image: &str) -> Resul
     let reference = parse_reference(image).map_err(|e| format!("spec.image {image:?}: {e}"))?;
     let registry = registry_for(ctx, ns, cs.spec.secrets.as_deref().unwrap_or(&[])).await?;
     let cache = ctx.options.catalog_cache.as_ref().map(CatalogCache::new);
+    let started = std::time::Instant::now();
     let loaded = load_catalog_image(&registry, &reference, cache.as_ref()).await.map_err(|e| e.to_string())?;
+    crate::metrics::global().observe_catalog_pull(&format!("{ns}/{}", cs.metadata.name.as_deref().unwrap_or("")), started.elapsed(), loaded.size_bytes);
     let index = CatalogIndex::from_config(&loaded.config);
     let index = match crate::catalog::validate::validate(&loaded.config) {
         Ok(()) => index,

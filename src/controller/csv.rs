@@ -20,6 +20,7 @@ use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
+use super::events::{self, EventType};
 use super::{Context, Error, apply_status, kube_err, now};
 use crate::api::{ClusterServiceVersion, OperatorGroup};
 
@@ -298,12 +299,34 @@ fn phase_status(status: &mut Value, phase: &str, reason: &str, message: &str) {
     status["lastUpdateTime"] = json!(now());
 }
 
+/// Writes the CSV's status; on a phase change also records an Event (reason and message of the
+/// new phase; Warning for Failed) and updates the `capstan_csvs{phase}` gauge.
+async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &ClusterServiceVersion, status: Value, old_phase: &str) -> Result<(), Error> {
+    let phase = status["phase"].as_str().unwrap_or("").to_string();
+    let reason = status["reason"].as_str().unwrap_or("").to_string();
+    let message = status["message"].as_str().unwrap_or("").to_string();
+    apply_status(api, csv, status).await?;
+    if phase != old_phase {
+        let type_ = if phase == "Failed" { EventType::Warning } else { EventType::Normal };
+        events::publish_for(&ctx.client, csv, type_, if reason.is_empty() { &phase } else { &reason }, &format!("{phase}: {message}")).await;
+        let key = (csv.namespace().unwrap_or_default(), csv.name_any());
+        let mut phases = ctx.csv_phases.lock().unwrap_or_else(|e| e.into_inner());
+        phases.insert(key, phase);
+        crate::metrics::global().set_csv_phases(phases.values().map(String::as_str));
+    }
+    Ok(())
+}
+
 pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = csv.namespace().unwrap_or_default();
     let name = csv.name_any();
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
     // Decide on a fresh read: the watch cache may still show an earlier phase.
     let Some(csv) = api.get_opt(&name).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{name}")))? else {
+        let mut phases = ctx.csv_phases.lock().unwrap_or_else(|e| e.into_inner());
+        if phases.remove(&(ns.clone(), name.clone())).is_some() {
+            crate::metrics::global().set_csv_phases(phases.values().map(String::as_str));
+        }
         return Ok(Action::await_change());
     };
     let mut status = serde_json::to_value(&csv.status).unwrap_or(Value::Null);
@@ -330,7 +353,7 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     if let Err((reason, message)) = fit {
         if phase != "Failed" || status["reason"] != reason {
             set(&mut status, "Failed", reason, &message);
-            apply_status(&api, &csv, status).await?;
+            write_status(&ctx, &api, &csv, status, &phase).await?;
         }
         return Ok(Action::requeue(Duration::from_secs(30)));
     }
@@ -338,12 +361,12 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     match phase.as_str() {
         "" => {
             set(&mut status, "Pending", "RequirementsUnknown", "requirements not yet checked");
-            apply_status(&api, &csv, status).await?;
+            write_status(&ctx, &api, &csv, status, &phase).await?;
             return Ok(Action::requeue(Duration::from_millis(100)));
         }
         "Failed" if status["reason"] != "ComponentUnhealthy" => {
             set(&mut status, "Pending", "RequirementsUnknown", "requirements not yet checked");
-            apply_status(&api, &csv, status).await?;
+            write_status(&ctx, &api, &csv, status, &phase).await?;
             return Ok(Action::requeue(Duration::from_millis(100)));
         }
         "Pending" => {
@@ -351,14 +374,14 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
             status["requirementStatus"] = json!(entries);
             if missing.is_empty() {
                 set(&mut status, "InstallReady", "AllRequirementsMet", "all requirements found, attempting install");
-                apply_status(&api, &csv, status).await?;
+                write_status(&ctx, &api, &csv, status, &phase).await?;
                 return Ok(Action::requeue(Duration::from_millis(100)));
             }
             let message = format!("one or more requirements couldn't be found: {}", missing.join("; "));
             if status["reason"] != "RequirementsNotMet" || status["message"] != message {
                 set(&mut status, "Pending", "RequirementsNotMet", &message);
                 status["reason"] = json!("RequirementsNotMet");
-                apply_status(&api, &csv, status).await?;
+                write_status(&ctx, &api, &csv, status, &phase).await?;
             }
             return Ok(Action::requeue(Duration::from_secs(2)));
         }
@@ -390,7 +413,7 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     };
     if phase != p || status["message"] != m {
         set(&mut status, p, r, &m);
-        apply_status(&api, &csv, status).await?;
+        write_status(&ctx, &api, &csv, status, &phase).await?;
     }
     // Once the new CSV succeeded, the one it replaces is deleted (OLM: Replacing → Deleting, §1.5);
     // objects only it owns are garbage-collected with it.

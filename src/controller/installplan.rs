@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 
 use super::catalogsource::registry_for;
 use super::csv::{check_install_mode, operator_group_targets};
+use super::events::{self, EventType};
 use super::{Context, Error, apply_status, kube_err, scoped};
 use crate::api::installplan::InstallPlanPhase;
 use crate::api::{CatalogSource, InstallPlan, Subscription};
@@ -48,7 +49,8 @@ pub const INSTALLER_BLOCKED: &str = "InstallerPermissionsMissing";
 
 /// Marks the plan Failed with `reason` and `message` (unless it already says exactly that),
 /// nothing applied, and requeues it for another check.
-async fn block(api: &Api<InstallPlan>, ip: &InstallPlan, mut status: Value, steps: &[Value], reason: &str, message: String, blocked: bool) -> Result<Action, Error> {
+#[allow(clippy::too_many_arguments)]
+async fn block(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut status: Value, steps: &[Value], reason: &str, message: String, blocked: bool) -> Result<Action, Error> {
     let message = format!("{message} (capstan checks again every {} s)", CRD_RECHECK.as_secs());
     if status["message"] != message.as_str() || !blocked {
         tracing::warn!(plan = %format!("{}/{}", ip.namespace().unwrap_or_default(), ip.name_any()), %message, "InstallPlan refused before any step");
@@ -57,6 +59,7 @@ async fn block(api: &Api<InstallPlan>, ip: &InstallPlan, mut status: Value, step
         status["plan"] = json!(steps);
         status["conditions"] = json!([{"type": "Installed", "status": "False", "reason": reason, "message": message, "lastUpdateTime": super::now(), "lastTransitionTime": super::now()}]);
         apply_status(api, ip, status).await?;
+        events::publish_for(&ctx.client, ip, EventType::Warning, reason, &message).await;
     }
     Ok(Action::requeue(CRD_RECHECK))
 }
@@ -213,22 +216,15 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
         status["phase"] = json!("RequiresApproval");
         status["plan"] = json!(listed("Unknown"));
         apply_status(&api, &ip, status).await?;
+        let note = format!("{} steps wait for approval: `capstan approve {name} -n {ns}` or set spec.approved=true", steps.len());
+        events::publish_for(&ctx.client, &ip, EventType::Normal, "RequiresApproval", &note).await;
         return Ok(Action::await_change());
     }
     // CRD upgrade safety (issue 6, case-21): before any step, every existing object must fit the
     // new schema and no stored version may disappear; otherwise nothing is applied.
     let plain: Vec<Step> = steps.iter().map(|(s, _)| s.clone()).collect();
     if let Err(errors) = check_plan_crds(&ctx.client, &plain).await {
-        let message = format!("{} (capstan checks again every {} s)", describe_all(&errors), CRD_RECHECK.as_secs());
-        if status["message"] != message.as_str() || !blocked {
-            tracing::warn!(plan = %format!("{ns}/{name}"), %message, "InstallPlan refused by the CRD upgrade check");
-            status["phase"] = json!("Failed");
-            status["message"] = json!(message);
-            status["plan"] = json!(listed("NotCreated"));
-            status["conditions"] = json!([{"type": "Installed", "status": "False", "reason": CRD_UPGRADE_BLOCKED, "message": message, "lastUpdateTime": super::now(), "lastTransitionTime": super::now()}]);
-            apply_status(&api, &ip, status).await?;
-        }
-        return Ok(Action::requeue(CRD_RECHECK));
+        return block(&ctx, &api, &ip, status, &listed("NotCreated"), CRD_UPGRADE_BLOCKED, describe_all(&errors), blocked).await;
     }
     // Scoped installs (issue 7, case-25): the OperatorGroup's ServiceAccount applies the plan, and
     // must hold everything the plan needs before the first step.
@@ -238,7 +234,7 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
     };
     let installer = match scoped::installer(&ctx, &ns, &og).await? {
         Ok(i) => i,
-        Err(message) => return block(&api, &ip, status, &listed("NotCreated"), INSTALLER_BLOCKED, message, blocked).await,
+        Err(message) => return block(&ctx, &api, &ip, status, &listed("NotCreated"), INSTALLER_BLOCKED, message, blocked).await,
     };
     if let scoped::Installer::ServiceAccount { account, name: sa, .. } = &installer {
         let missing = scoped::missing_permissions(&ctx.client, &ns, sa, &plain).await?;
@@ -250,7 +246,7 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
                 if missing.len() == 1 { "" } else { "s" },
                 list.join("; ")
             );
-            return block(&api, &ip, status, &listed("NotCreated"), INSTALLER_BLOCKED, message, blocked).await;
+            return block(&ctx, &api, &ip, status, &listed("NotCreated"), INSTALLER_BLOCKED, message, blocked).await;
         }
     }
     if blocked {
@@ -273,6 +269,8 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
     }
 
     tracing::info!(plan = %format!("{ns}/{name}"), steps = plain.len(), "applying InstallPlan");
+    events::publish_for(&ctx.client, &ip, EventType::Normal, "Installing", &format!("applying {} steps for {}", plain.len(), ip.spec.cluster_service_version_names.join(", "))).await;
+    let started = std::time::Instant::now();
     let apply_client = match &installer {
         scoped::Installer::ServiceAccount { client, .. } => client.clone(),
         scoped::Installer::Controller => ctx.client.clone(),
@@ -313,6 +311,11 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
         }
     }
     apply_status(&api, &ip, status).await?;
+    crate::metrics::global().observe_install(started.elapsed(), if failed.is_some() { "failed" } else { "succeeded" });
+    match &failed {
+        Some(message) => events::publish_for(&ctx.client, &ip, EventType::Warning, "InstallFailed", message).await,
+        None => events::publish_for(&ctx.client, &ip, EventType::Normal, "Complete", &format!("applied {} steps", plain.len())).await,
+    }
     Ok(Action::await_change())
 }
 

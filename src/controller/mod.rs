@@ -84,6 +84,8 @@ pub struct Context {
     pub catalogs: Mutex<HashMap<(String, String), LoadedIndex>>,
     /// Last error per CatalogSource that could not be loaded, for Subscription conditions.
     pub catalog_errors: Mutex<HashMap<(String, String), String>>,
+    /// Last known phase per CSV (namespace, name), for the `capstan_csvs{phase}` gauge.
+    pub csv_phases: Mutex<HashMap<(String, String), String>>,
     /// Sends `()` to re-reconcile every Subscription (a catalog got a new digest).
     resync_subscriptions: mpsc::UnboundedSender<()>,
 }
@@ -229,6 +231,7 @@ async fn run_inner(client: Client, config: Option<kube::Config>, options: Option
         options,
         catalogs: Mutex::new(HashMap::new()),
         catalog_errors: Mutex::new(HashMap::new()),
+        csv_phases: Mutex::new(HashMap::new()),
         resync_subscriptions: tx,
     });
     let cfg = watcher::Config::default;

@@ -63,7 +63,9 @@ pub(crate) async fn installer(ctx: &Context, ns: &str, og: &str) -> Result<Resul
     }
 }
 
-fn describe_attrs(a: &Value) -> String {
+/// `(what, verb)` of SubjectAccessReview attributes: what is `resource.group[/sub] [name] in
+/// namespace N` / `… cluster-wide`, or the non-resource path.
+fn describe_attrs(a: &Value) -> (String, String) {
     let r = &a["resourceAttributes"];
     if r.is_object() {
         let group = r["group"].as_str().unwrap_or("");
@@ -74,11 +76,24 @@ fn describe_attrs(a: &Value) -> String {
         let resource = if group.is_empty() { resource } else { format!("{resource}.{group}") };
         let name = r["name"].as_str().map(|n| format!(" {n}")).unwrap_or_default();
         let scope = r["namespace"].as_str().map(|n| format!("in namespace {n}")).unwrap_or_else(|| "cluster-wide".into());
-        format!("{} {resource}{name} {scope}", r["verb"].as_str().unwrap_or(""))
+        (format!("{resource}{name} {scope}"), r["verb"].as_str().unwrap_or("").to_string())
     } else {
         let n = &a["nonResourceAttributes"];
-        format!("{} {}", n["verb"].as_str().unwrap_or(""), n["path"].as_str().unwrap_or(""))
+        (n["path"].as_str().unwrap_or("").to_string(), n["verb"].as_str().unwrap_or("").to_string())
     }
+}
+
+/// `verbs on what` per distinct target, in first-seen order.
+fn group_denied(denied: &[(String, String)]) -> String {
+    let mut order: Vec<&str> = Vec::new();
+    let mut verbs: std::collections::HashMap<&str, Vec<&str>> = std::collections::HashMap::new();
+    for (what, verb) in denied {
+        if !verbs.contains_key(what.as_str()) {
+            order.push(what);
+        }
+        verbs.entry(what).or_default().push(verb);
+    }
+    order.iter().map(|w| format!("{} on {w}", verbs[w].join(", "))).collect::<Vec<_>>().join("; ")
 }
 
 /// Every permission ServiceAccount `ns/sa` lacks for `steps`, as sentences; empty when it has
@@ -130,15 +145,34 @@ pub(crate) async fn missing_permissions(client: &Client, ns: &str, sa: &str, ste
                 }
                 if !lacking.is_empty() {
                     missing.push(format!(
-                        "to grant the rule {} of {} it must hold it (or have escalate on {}): lacks {}",
-                        serde_json::to_string(rule).unwrap_or_default(),
+                        "{} (to grant this rule of {} it must hold it, or have escalate on {})",
+                        group_denied(&lacking),
                         step.describe(),
-                        info.plural,
-                        lacking.join(", ")
+                        info.plural
                     ));
                 }
             }
         }
     }
     Ok(missing)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn denied_verbs_are_grouped_per_target() {
+        let a = |g: &str, r: &str, v: &str, ns: Option<&str>| {
+            let mut x = json!({"group": g, "resource": r, "verb": v});
+            if let Some(n) = ns {
+                x["namespace"] = json!(n);
+            }
+            describe_attrs(&json!({"resourceAttributes": x}))
+        };
+        let denied = vec![a("", "secrets", "get", None), a("apps", "deployments", "create", Some("ns")), a("", "secrets", "list", None)];
+        assert_eq!(group_denied(&denied), "get, list on secrets cluster-wide; create on deployments.apps in namespace ns");
+        let url = describe_attrs(&json!({"nonResourceAttributes": {"path": "/metrics", "verb": "get"}}));
+        assert_eq!(group_denied(&[url]), "get on /metrics");
+    }
 }

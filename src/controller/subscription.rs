@@ -13,6 +13,7 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use super::events::{self, EventType};
 use super::{Context, Error, apply_status, installplan::install_plan_name, kube_err, now};
 use crate::api::installplan::InstallPlanPhase;
 use crate::api::subscription::reason;
@@ -180,12 +181,20 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
             r
         })
         .collect();
+    let started = std::time::Instant::now();
     let out = resolve(&ResolveInput { catalogs, installed: installed.clone(), subscriptions: requests });
+    crate::metrics::global().observe_resolution(started.elapsed());
 
     if let Some(err) = out.errors.iter().find(|e| e.subscription == name) {
         let why = if err.message.contains("requires") || err.message.contains("conflict") { reason::CONSTRAINTS_NOT_SATISFIABLE } else { reason::ERROR_PREVENTED_RESOLUTION };
+        let was = sub.status.as_ref().and_then(|s| serde_json::to_value(s).ok()).and_then(|v| {
+            v["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "ResolutionFailed" && c["status"] == "True").map(|c| c["message"].clone()))
+        });
         set_condition(&mut status, "ResolutionFailed", "True", why, &err.message);
         apply_status(&subs, &sub, status).await?;
+        if was.as_ref().and_then(|m| m.as_str()) != Some(err.message.as_str()) {
+            events::publish_for(&ctx.client, &sub, EventType::Warning, "ResolutionFailed", &err.message).await;
+        }
         return Ok(Action::requeue(Duration::from_secs(60)));
     }
     remove_condition(&mut status, "ResolutionFailed");
@@ -252,7 +261,10 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
             });
             let pparams = kube::api::PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() };
             match plans.patch_status(&prior, &pparams, &kube::api::Patch::Merge(&mark)).await {
-                Ok(_) => tracing::info!(subscription = %format!("{ns}/{name}"), superseded = %prior, by = %plan_name, "pending InstallPlan superseded"),
+                Ok(_) => {
+                    tracing::info!(subscription = %format!("{ns}/{name}"), superseded = %prior, by = %plan_name, "pending InstallPlan superseded");
+                    events::publish_for(&ctx.client, &pp, EventType::Warning, "Superseded", &message).await;
+                }
                 // Approved or changed meanwhile: decide again on a fresh read.
                 Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue(Duration::from_millis(200))),
                 Err(e) => return Err(kube_err(format!("marking InstallPlan {ns}/{prior} superseded"))(e)),
@@ -305,7 +317,11 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
             .map_err(|e| Error::Kube { context: format!("building InstallPlan {plan_name}"), source: kube::Error::SerdeError(e) })?;
             tracing::info!(subscription = %format!("{ns}/{name}"), plan = %plan_name, csvs = ?csv_names, "creating InstallPlan");
             match plans.create(&PostParams::default(), &ip).await {
-                Ok(p) => p,
+                Ok(p) => {
+                    let note = format!("InstallPlan {plan_name} created for {} ({approval:?} approval)", csv_names.join(", "));
+                    events::publish_for(&ctx.client, &sub, EventType::Normal, "InstallPlanCreated", &note).await;
+                    p
+                }
                 Err(kube::Error::Api(s)) if s.code == 409 => plans.get(&plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))?,
                 Err(e) => return Err(kube_err(format!("creating InstallPlan {ns}/{plan_name}"))(e)),
             }
