@@ -15,6 +15,7 @@
 mod catalogsource;
 mod csv;
 mod installplan;
+mod removal;
 mod subscription;
 
 use std::collections::HashMap;
@@ -36,6 +37,9 @@ use crate::resolve::CatalogIndex;
 pub use catalogsource::poll_interval;
 pub use csv::{InstallModeError, check_install_mode};
 pub use installplan::install_plan_name;
+pub use removal::{
+    ANNOTATION_UNINSTALL_CRDS, ANNOTATION_UNINSTALL_OPERANDS, ANNOTATION_UNINSTALL_TIMEOUT, CSV_FINALIZER, DEFAULT_UNINSTALL_TIMEOUT, SUBSCRIPTION_FINALIZER,
+};
 
 /// Settings of [`run`].
 #[derive(Debug, Clone)]
@@ -156,7 +160,8 @@ pub async fn run(client: Client, options: Options, shutdown: impl std::future::F
     let csvs = Controller::new(Api::<ClusterServiceVersion>::all(client.clone()), cfg())
         .run(csv::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
-    let all = futures::future::join4(catalogs, subscriptions, plans, csvs);
+    let subscription_deletions = removal::watch_subscription_deletions(ctx.clone());
+    let all = futures::future::join5(catalogs, subscriptions, plans, csvs, subscription_deletions);
     tokio::select! {
         _ = all => {}
         _ = shutdown => {}

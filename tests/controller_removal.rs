@@ -1,0 +1,345 @@
+//! Removal that never hangs (issue 6, points 5 and 6; `cases/olm-cases.yaml` case-29) on the real
+//! local control plane, with the controller running in-process.
+//!
+//! One test function runs every case in turn: the controller watches every namespace, so two
+//! controllers on one cluster would fight. The "controller down" case stops the controller task
+//! and starts a new one.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use capstan::api::{CatalogSource, ClusterServiceVersion, Subscription};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+use support::{TestNamespace, eventually};
+
+const WAIT: Duration = Duration::from_secs(120);
+const CSV: &str = "nginx-operator.v0.2.0";
+const DEPLOYMENT: &str = "nginx-operator-controller-manager";
+const CLEANUP: &str = "example.com/cleanup";
+
+fn capstan(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_capstan")).args(args).output().expect("run capstan");
+    assert!(out.status.success(), "capstan {args:?} failed: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Pushes the nginx-operator bundles and a catalog of them; returns the catalog reference.
+fn publish(registry: &str, repo: &str, work: &Path) -> String {
+    let catalog_dir = work.join("catalog");
+    let root = support::repo_root().join("bundles/nginx-operator");
+    let mut versions: Vec<_> = std::fs::read_dir(&root).expect("bundles dir").flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    versions.sort();
+    for dir in versions {
+        let ver = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+        let reference = format!("{registry}/{repo}/nginx-operator-bundle:v{ver}");
+        capstan(&["bundle", "push", "-q", dir.to_str().unwrap_or_default(), &reference]);
+        capstan(&["catalog", "add", catalog_dir.to_str().unwrap_or_default(), &reference]);
+    }
+    let catalog_ref = format!("{registry}/{repo}/catalog:latest");
+    capstan(&["catalog", "push", "-q", catalog_dir.to_str().unwrap_or_default(), &catalog_ref]);
+    catalog_ref
+}
+
+async fn apply_crds(client: &kube::Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in capstan::api::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &PatchParams::apply("capstan-test").force(), &Patch::Apply(&crd)).await.unwrap_or_else(|e| panic!("apply CRD {name}: {e}"));
+        eventually(&format!("CRD {name} Established"), Duration::from_secs(30), || async {
+            let c = api.get(&name).await.ok()?;
+            c.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
+        })
+        .await;
+    }
+}
+
+async fn create<K>(client: &kube::Client, ns: &str, v: Value) -> K
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(v).expect("test object");
+    Api::<K>::namespaced(client.clone(), ns).create(&PostParams::default(), &obj).await.unwrap_or_else(|e| panic!("create {}: {e}", K::kind(&())))
+}
+
+/// A namespace with an OwnNamespace OperatorGroup and a Subscription to nginx-operator (with
+/// `annotations`), once its CSV has Succeeded.
+async fn install(client: &kube::Client, prefix: &str, catalog_ns: &str, annotations: Value) -> TestNamespace {
+    let ns = TestNamespace::new(client, prefix).await;
+    let og: capstan::api::OperatorGroup = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+        "metadata": {"name": "og", "namespace": ns.name}, "spec": {"targetNamespaces": [ns.name]}
+    }))
+    .expect("og");
+    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &ns.name).create(&PostParams::default(), &og).await.expect("create OperatorGroup");
+    create::<Subscription>(client, &ns.name, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": "nginx-operator", "namespace": ns.name, "annotations": annotations},
+        "spec": {"name": "nginx-operator", "channel": "alpha", "source": "examples", "sourceNamespace": catalog_ns, "installPlanApproval": "Automatic"}
+    }))
+    .await;
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns.name);
+    eventually(&format!("CSV {}/{CSV} Succeeded", ns.name), WAIT, || async {
+        let st = serde_json::to_value(csvs.get(CSV).await.ok()?.status?).ok()?;
+        (st["phase"] == "Succeeded").then_some(())
+    })
+    .await;
+    let csv = csvs.get(CSV).await.expect("CSV");
+    assert!(csv.finalizers().iter().any(|f| f == capstan::controller::CSV_FINALIZER), "a reconciled CSV carries the cleanup finalizer: {:?}", csv.finalizers());
+    ns
+}
+
+/// The objects labelled as owned by CSV `ns/CSV`, by kind (namespaced kinds in every namespace).
+async fn owned(client: &kube::Client, ns: &str) -> BTreeMap<&'static str, Vec<String>> {
+    let lp = ListParams::default().labels(&format!("olm.owner={CSV},olm.owner.namespace={ns},olm.owner.kind=ClusterServiceVersion"));
+    async fn names<K>(api: Api<K>, lp: &ListParams) -> Vec<String>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        api.list(lp).await.expect("list owned objects").items.iter().map(|o| format!("{}{}", o.meta().namespace.as_ref().map(|n| format!("{n}/")).unwrap_or_default(), o.name_any())).collect()
+    }
+    let mut out = BTreeMap::new();
+    out.insert("Deployment", names(Api::<Deployment>::all(client.clone()), &lp).await);
+    out.insert("ServiceAccount", names(Api::<ServiceAccount>::all(client.clone()), &lp).await);
+    out.insert("Role", names(Api::<Role>::all(client.clone()), &lp).await);
+    out.insert("RoleBinding", names(Api::<RoleBinding>::all(client.clone()), &lp).await);
+    out.insert("ClusterRole", names(Api::<ClusterRole>::all(client.clone()), &lp).await);
+    out.insert("ClusterRoleBinding", names(Api::<ClusterRoleBinding>::all(client.clone()), &lp).await);
+    // The bundle's own Service carries the component label and an ownerReference, no owner labels.
+    let component = ListParams::default().labels(&format!("operators.coreos.com/nginx-operator.{ns}"));
+    out.insert("Service", names(Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), ns), &component).await);
+    out
+}
+
+fn assert_all_present(what: &BTreeMap<&'static str, Vec<String>>) {
+    for (kind, list) in what {
+        assert!(!list.is_empty(), "the install created no {kind} labelled for the CSV: {what:?}");
+    }
+}
+
+async fn all_gone(client: &kube::Client, ns: &str) -> BTreeMap<&'static str, Vec<String>> {
+    eventually(&format!("every object of CSV {ns}/{CSV} deleted"), WAIT, || async {
+        let o = owned(client, ns).await;
+        o.values().all(|l| l.is_empty()).then_some(o)
+    })
+    .await
+}
+
+fn nginx_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1alpha1", "Nginx"), "nginxes")
+}
+
+async fn create_nginx(client: &kube::Client, ns: &str, name: &str, finalizers: &[&str]) {
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1alpha1", "kind": "Nginx", "metadata": {"name": name, "finalizers": finalizers}, "spec": {}
+    }))
+    .expect("nginx");
+    Api::<DynamicObject>::namespaced_with(client.clone(), ns, &nginx_resource()).create(&PostParams::default(), &obj).await.expect("create Nginx");
+}
+
+async fn clear_finalizers(client: &kube::Client, ns: &str, name: &str) {
+    Api::<DynamicObject>::namespaced_with(client.clone(), ns, &nginx_resource())
+        .patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
+        .await
+        .expect("clear Nginx finalizers");
+}
+
+async fn csv_gone(client: &kube::Client, ns: &str) {
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
+    eventually(&format!("CSV {ns}/{CSV} gone"), WAIT, || async { csvs.get_opt(CSV).await.ok()?.is_none().then_some(()) }).await;
+}
+
+/// The note of an event with `reason` about CSV `ns/CSV`.
+async fn event_note(client: &kube::Client, ns: &str, reason: &str) -> String {
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    eventually(&format!("event {reason} on CSV {ns}/{CSV}"), WAIT, || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items.into_iter().find(|e| e.reason.as_deref() == Some(reason) && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(CSV)).and_then(|e| e.note)
+    })
+    .await
+}
+
+fn start_controller(client: &kube::Client, catalog_ns: &str) -> tokio::task::JoinHandle<()> {
+    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.to_string(), catalog_cache: None };
+    tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn removal_never_hangs() {
+    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into())).try_init();
+    let client = support::cluster().await;
+    let registry = support::registry();
+    let work = tempfile::tempdir().expect("tempdir");
+    let catalog_ref = publish(&registry, &format!("ctl-removal-{}", std::process::id()), work.path());
+    apply_crds(&client).await;
+    let catalog_ns = TestNamespace::new(&client, "rm-catalog").await;
+    let mut controller = start_controller(&client, &catalog_ns.name);
+    create::<CatalogSource>(&client, &catalog_ns.name, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+        "metadata": {"name": "examples", "namespace": catalog_ns.name},
+        "spec": {"sourceType": "grpc", "image": catalog_ref}
+    }))
+    .await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let kubeconfig = support::kubeconfig_path();
+
+    // (5) Deleting the Subscription leaves the operator installed, as in OLM, and says so; deleting
+    // the CSV then removes every object it created, cluster-scoped RBAC included. CRDs and the
+    // user's custom resources stay.
+    let plain = install(&client, "rm-plain", &catalog_ns.name, json!({})).await;
+    create_nginx(&client, &plain.name, "users-own", &[]).await;
+    let before = owned(&client, &plain.name).await;
+    println!("objects of CSV {}/{CSV} before the uninstall: {before:?}", plain.name);
+    assert_all_present(&before);
+    Api::<Subscription>::namespaced(client.clone(), &plain.name).delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
+    let note = event_note(&client, &plain.name, "SubscriptionDeleted").await;
+    assert!(note.contains("stays installed") && note.contains(&format!("kubectl delete csv {CSV} -n {}", plain.name)), "{note}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &plain.name);
+    assert!(csvs.get_opt(CSV).await.expect("get CSV").is_some_and(|c| c.meta().deletion_timestamp.is_none()), "the CSV stays after its Subscription is deleted");
+    assert_eq!(owned(&client, &plain.name).await, before, "nothing is removed with the Subscription");
+    csvs.delete(CSV, &DeleteParams::default()).await.expect("delete CSV");
+    csv_gone(&client, &plain.name).await;
+    let after = all_gone(&client, &plain.name).await;
+    println!("objects of CSV {}/{CSV} after the uninstall: {after:?}", plain.name);
+    assert!(crds.get_opt("nginxes.example.com").await.expect("get CRD").is_some(), "CRDs are kept by default");
+    let nginxes: Api<DynamicObject> = Api::namespaced_with(client.clone(), &plain.name, &nginx_resource());
+    assert!(nginxes.get_opt("users-own").await.expect("get Nginx").is_some(), "custom resources are kept by default");
+    let note = event_note(&client, &plain.name, "Uninstalled").await;
+    assert!(note.contains("kept CRD nginxes.example.com and its 1 custom resource"), "{note}");
+
+    // (5) The same with the controller stopped while the CSV is deleted: the finalizer keeps the
+    // CSV, nothing is cleaned up meanwhile, and the cleanup happens once the controller runs again.
+    let down = install(&client, "rm-down", &catalog_ns.name, json!({})).await;
+    let before = owned(&client, &down.name).await;
+    println!("objects of CSV {}/{CSV} before the uninstall: {before:?}", down.name);
+    assert_all_present(&before);
+    // Without its Subscription, nothing may reinstall the CSV (OLM reinstalls a CSV deleted under a
+    // live Automatic Subscription).
+    Api::<Subscription>::namespaced(client.clone(), &down.name).delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
+    controller.abort();
+    let _ = (&mut controller).await;
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &down.name);
+    csvs.delete(CSV, &DeleteParams::default()).await.expect("delete CSV");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let held = csvs.get_opt(CSV).await.expect("get CSV").expect("the finalizer keeps the deleted CSV while the controller is down");
+    assert!(held.meta().deletion_timestamp.is_some());
+    let meanwhile = owned(&client, &down.name).await;
+    assert_eq!(meanwhile["ClusterRole"], before["ClusterRole"], "nothing cleans up while the controller is down");
+    controller = start_controller(&client, &catalog_ns.name);
+    csv_gone(&client, &down.name).await;
+    let after = all_gone(&client, &down.name).await;
+    println!("objects of CSV {}/{CSV} after the restart: {after:?}", down.name);
+
+    // (6) Operand removal asked on the CSV: the Nginx object with a finalizer is deleted while the
+    // operator still runs; the test plays the operator and completes the finalizer; then the
+    // operator goes. The CRD stays (only operands were asked for).
+    let operands = install(&client, "rm-operands", &catalog_ns.name, json!({})).await;
+    create_nginx(&client, &operands.name, "web", &[CLEANUP]).await;
+    Api::<Subscription>::namespaced(client.clone(), &operands.name).delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &operands.name);
+    csvs.patch(CSV, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {
+        capstan::controller::ANNOTATION_UNINSTALL_OPERANDS: "true", capstan::controller::ANNOTATION_UNINSTALL_TIMEOUT: "90s"}}})))
+        .await
+        .expect("annotate CSV");
+    csvs.delete(CSV, &DeleteParams::default()).await.expect("delete CSV");
+    let nginxes: Api<DynamicObject> = Api::namespaced_with(client.clone(), &operands.name, &nginx_resource());
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), &operands.name);
+    eventually("Nginx web being deleted", WAIT, || async { nginxes.get("web").await.ok()?.metadata.deletion_timestamp.map(|_| ()) }).await;
+    let dep = deps.get_opt(DEPLOYMENT).await.expect("get Deployment");
+    assert!(dep.is_some_and(|d| d.metadata.deletion_timestamp.is_none()), "the operator still runs while its custom resources are deleted");
+    let st = eventually("CSV Deleting while it waits", WAIT, || async {
+        let st = serde_json::to_value(csvs.get(CSV).await.ok()?.status?).ok()?;
+        (st["phase"] == "Deleting").then_some(st)
+    })
+    .await;
+    assert_eq!(st["reason"], "WaitingOnCleanup", "{st}");
+    assert!(st["message"].as_str().is_some_and(|m| m.contains(&format!("Nginx {}/web", operands.name)) && m.contains("still runs")), "{st}");
+    assert_eq!(st["cleanup"]["pendingDeletion"][0]["instances"][0]["name"], "web", "{st}");
+    assert!(owned(&client, &operands.name).await["ClusterRole"].len() == 1, "the operator's RBAC stays while it finalizes");
+    clear_finalizers(&client, &operands.name, "web").await;
+    csv_gone(&client, &operands.name).await;
+    all_gone(&client, &operands.name).await;
+    assert!(nginxes.get_opt("web").await.expect("get Nginx").is_none());
+    assert!(crds.get_opt("nginxes.example.com").await.expect("get CRD").is_some(), "CRDs are kept unless asked for");
+
+    // (6) The operator is gone first: the stuck object is reported in status with its finalizer
+    // and the command that unblocks it, never patched by capstan; following the message lets the
+    // namespace be deleted. Asked on the Subscription, whose deletion uninstalls.
+    let gone = install(&client, "rm-gone", &catalog_ns.name, json!({capstan::controller::ANNOTATION_UNINSTALL_OPERANDS: "true"})).await;
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), &gone.name);
+    eventually("Subscription finalizer", WAIT, || async {
+        subs.get("nginx-operator").await.ok()?.finalizers().iter().any(|f| f == capstan::controller::SUBSCRIPTION_FINALIZER).then_some(())
+    })
+    .await;
+    create_nginx(&client, &gone.name, "stuck", &[CLEANUP]).await;
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), &gone.name);
+    deps.delete(DEPLOYMENT, &DeleteParams::default()).await.expect("delete the operator Deployment");
+    eventually("operator Deployment gone", WAIT, || async { deps.get_opt(DEPLOYMENT).await.ok()?.is_none().then_some(()) }).await;
+    subs.delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &gone.name);
+    let command = format!(r#"kubectl patch nginxes.example.com stuck -n {} --type=merge -p '{{"metadata":{{"finalizers":null}}}}'"#, gone.name);
+    let st = eventually("stuck Nginx reported in the CSV status", WAIT, || async {
+        let st = serde_json::to_value(csvs.get(CSV).await.ok()?.status?).ok()?;
+        st["message"].as_str()?.contains(&command).then_some(st)
+    })
+    .await;
+    let message = st["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("Nginx {}/stuck (finalizers: {CLEANUP})", gone.name)) && message.contains("does not exist"), "{message}");
+    assert_eq!(st["phase"], "Deleting", "{st}");
+    assert_eq!(st["cleanup"]["pendingDeletion"][0]["instances"][0]["name"], "stuck", "{st}");
+    assert!(subs.get_opt("nginx-operator").await.expect("get Subscription").is_none(), "the Subscription is gone; its CSV carries the uninstall");
+    // The operator and its RBAC are removed after the report; the CSV stays to show it.
+    let after = all_gone(&client, &gone.name).await;
+    println!("objects of CSV {}/{CSV} while the stuck object is reported: {after:?}", gone.name);
+    let nginxes: Api<DynamicObject> = Api::namespaced_with(client.clone(), &gone.name, &nginx_resource());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let stuck = nginxes.get("stuck").await.expect("the stuck Nginx is still there");
+    assert_eq!(stuck.finalizers(), [CLEANUP.to_string()], "capstan never clears a finalizer itself");
+    assert!(csvs.get_opt(CSV).await.expect("get CSV").is_some(), "the CSV keeps the report until the object is gone");
+    // Follow the message: run the exact command it gives, then delete the namespace.
+    let out = Command::new("sh").arg("-c").arg(format!("{command} --kubeconfig {}", kubeconfig.display())).output().expect("run kubectl");
+    assert!(out.status.success(), "{command}: {}", String::from_utf8_lossy(&out.stderr));
+    csv_gone(&client, &gone.name).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces.delete(&gone.name, &DeleteParams::default()).await.expect("delete namespace");
+    eventually("namespace deleted", WAIT, || async { namespaces.get_opt(&gone.name).await.ok()?.is_none().then_some(()) }).await;
+
+    // case-29: deleting a Subscription annotated to uninstall including CRDs deletes the custom
+    // resources first while the operator runs, then the operator and its RBAC, then the CRD.
+    let full = install(&client, "rm-full", &catalog_ns.name, json!({capstan::controller::ANNOTATION_UNINSTALL_CRDS: "true"})).await;
+    create_nginx(&client, &full.name, "w1", &[CLEANUP]).await;
+    create_nginx(&client, &full.name, "w2", &[CLEANUP]).await;
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), &full.name);
+    eventually("Subscription finalizer", WAIT, || async {
+        subs.get("nginx-operator").await.ok()?.finalizers().iter().any(|f| f == capstan::controller::SUBSCRIPTION_FINALIZER).then_some(())
+    })
+    .await;
+    subs.delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
+    let nginxes: Api<DynamicObject> = Api::namespaced_with(client.clone(), &full.name, &nginx_resource());
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), &full.name);
+    for name in ["w1", "w2"] {
+        eventually(&format!("Nginx {name} being deleted"), WAIT, || async { nginxes.get(name).await.ok()?.metadata.deletion_timestamp.map(|_| ()) }).await;
+    }
+    assert!(deps.get_opt(DEPLOYMENT).await.expect("get Deployment").is_some_and(|d| d.metadata.deletion_timestamp.is_none()), "the operator still runs");
+    assert!(crds.get_opt("nginxes.example.com").await.expect("get CRD").is_some_and(|c| c.metadata.deletion_timestamp.is_none()), "the CRD waits for its objects");
+    for name in ["w1", "w2"] {
+        clear_finalizers(&client, &full.name, name).await;
+    }
+    csv_gone(&client, &full.name).await;
+    all_gone(&client, &full.name).await;
+    eventually("CRD nginxes.example.com deleted", WAIT, || async { crds.get_opt("nginxes.example.com").await.ok()?.is_none().then_some(()) }).await;
+
+    controller.abort();
+}
