@@ -317,7 +317,11 @@ async fn removal_never_hangs() {
     eventually("namespace deleted", WAIT, || async { namespaces.get_opt(&gone.name).await.ok()?.is_none().then_some(()) }).await;
 
     // case-29: deleting a Subscription annotated to uninstall including CRDs deletes the custom
-    // resources first while the operator runs, then the operator and its RBAC, then the CRD.
+    // resources first while the operator runs, then the operator and its RBAC, then the CRD —
+    // even when the controller is down as the Subscription is deleted. Another installation of
+    // the same operator keeps the CRD and its own objects.
+    let other = install(&client, "rm-other", &catalog_ns.name, json!({})).await;
+    create_nginx(&client, &other.name, "theirs", &[]).await;
     let full = install(&client, "rm-full", &catalog_ns.name, json!({capstan::controller::ANNOTATION_UNINSTALL_CRDS: "true"})).await;
     create_nginx(&client, &full.name, "w1", &[CLEANUP]).await;
     create_nginx(&client, &full.name, "w2", &[CLEANUP]).await;
@@ -326,8 +330,14 @@ async fn removal_never_hangs() {
         subs.get("nginx-operator").await.ok()?.finalizers().iter().any(|f| f == capstan::controller::SUBSCRIPTION_FINALIZER).then_some(())
     })
     .await;
+    controller.abort();
+    let _ = (&mut controller).await;
     subs.delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let nginxes: Api<DynamicObject> = Api::namespaced_with(client.clone(), &full.name, &nginx_resource());
+    assert!(subs.get_opt("nginx-operator").await.expect("get Subscription").is_some(), "the finalizer keeps the Subscription while the controller is down");
+    assert!(nginxes.get("w1").await.expect("get w1").metadata.deletion_timestamp.is_none());
+    controller = start_controller(&client, &catalog_ns.name);
     let deps: Api<Deployment> = Api::namespaced(client.clone(), &full.name);
     for name in ["w1", "w2"] {
         eventually(&format!("Nginx {name} being deleted"), WAIT, || async { nginxes.get(name).await.ok()?.metadata.deletion_timestamp.map(|_| ()) }).await;
@@ -339,6 +349,21 @@ async fn removal_never_hangs() {
     }
     csv_gone(&client, &full.name).await;
     all_gone(&client, &full.name).await;
+    let note = event_note(&client, &full.name, "Uninstalled").await;
+    assert!(note.contains(&format!("kept CRD nginxes.example.com because CSV {}/{CSV} still uses it", other.name)), "{note}");
+    assert!(crds.get_opt("nginxes.example.com").await.expect("get CRD").is_some_and(|c| c.metadata.deletion_timestamp.is_none()), "a CRD in use elsewhere is kept");
+    let theirs: Api<DynamicObject> = Api::namespaced_with(client.clone(), &other.name, &nginx_resource());
+    assert!(theirs.get("theirs").await.expect("the other installation's object").metadata.deletion_timestamp.is_none(), "objects of another installation are not touched");
+
+    // The last installation, uninstalled with its CRDs (asked on the CSV): now the CRD goes.
+    Api::<Subscription>::namespaced(client.clone(), &other.name).delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &other.name);
+    csvs.patch(CSV, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {capstan::controller::ANNOTATION_UNINSTALL_CRDS: "true"}}})))
+        .await
+        .expect("annotate CSV");
+    csvs.delete(CSV, &DeleteParams::default()).await.expect("delete CSV");
+    csv_gone(&client, &other.name).await;
+    all_gone(&client, &other.name).await;
     eventually("CRD nginxes.example.com deleted", WAIT, || async { crds.get_opt("nginxes.example.com").await.ok()?.is_none().then_some(()) }).await;
 
     controller.abort();

@@ -371,10 +371,11 @@ async fn owned_crds(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Vec<Ow
     Ok(out)
 }
 
-/// Lists the custom resources of `crds` in `scope` (`None` = all namespaces).
-async fn list_operands(ctx: &Context, crds: &[OwnedCrd], scope: &Option<Vec<String>>) -> Result<Vec<(DynamicObject, usize)>, Error> {
+/// Lists the custom resources of each of `crds` in its scope in `scopes` (same index; `None` = all
+/// namespaces).
+async fn list_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<String>>]) -> Result<Vec<(DynamicObject, usize)>, Error> {
     let mut out = Vec::new();
-    for (i, crd) in crds.iter().enumerate() {
+    for (i, (crd, scope)) in crds.iter().zip(scopes).enumerate() {
         let apis: Vec<Api<DynamicObject>> = match (crd.namespaced, scope) {
             (true, Some(list)) => list.iter().map(|n| Api::namespaced_with(ctx.client.clone(), n, &crd.api)).collect(),
             _ => vec![Api::all_with(ctx.client.clone(), &crd.api)],
@@ -390,9 +391,10 @@ async fn list_operands(ctx: &Context, crds: &[OwnedCrd], scope: &Option<Vec<Stri
     Ok(out)
 }
 
-/// Deletes the operands in `scope` that are not being deleted yet; returns those still there.
-async fn delete_operands(ctx: &Context, crds: &[OwnedCrd], scope: &Option<Vec<String>>) -> Result<Vec<RemainingObject>, Error> {
-    let objects = list_operands(ctx, crds, scope).await?;
+/// Deletes the operands in `scopes` (see [`list_operands`]) that are not being deleted yet;
+/// returns those still there.
+async fn delete_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<String>>]) -> Result<Vec<RemainingObject>, Error> {
+    let objects = list_operands(ctx, crds, scopes).await?;
     let mut deleted_any = false;
     for (o, i) in &objects {
         if o.metadata.deletion_timestamp.is_some() {
@@ -411,7 +413,7 @@ async fn delete_operands(ctx: &Context, crds: &[OwnedCrd], scope: &Option<Vec<St
             Err(e) => return Err(kube_err(format!("deleting {what}"))(e)),
         }
     }
-    let objects = if deleted_any { list_operands(ctx, crds, scope).await? } else { objects };
+    let objects = if deleted_any { list_operands(ctx, crds, scopes).await? } else { objects };
     Ok(objects
         .into_iter()
         .map(|(o, i)| RemainingObject {
@@ -640,10 +642,17 @@ async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Opti
         settings.crds = false;
     }
     let owned = owned_crds(ctx, csv).await?;
+    // A CRD another live CSV owns or requires is never deleted, and its custom resources outside
+    // this operator's target namespaces are not touched.
+    let mut users = Vec::new();
+    for crd in &owned {
+        users.push(if settings.crds { other_users_of_crd(ctx, csv, &crd.name).await? } else { Vec::new() });
+    }
+    let targets = target_namespaces(csv);
+    let scopes: Vec<Option<Vec<String>>> = users.iter().map(|u| if settings.crds && u.is_empty() { None } else { targets.clone() }).collect();
 
     if settings.operands {
-        let scope = if settings.crds { None } else { target_namespaces(csv) };
-        let remaining = delete_operands(ctx, &owned, &scope).await?;
+        let remaining = delete_operands(ctx, &owned, &scopes).await?;
         if !remaining.is_empty() {
             let pending = pending_deletion(&remaining);
             let running = operator_running(ctx, csv).await?;
@@ -695,6 +704,7 @@ async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Opti
     if settings.crds {
         let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
         for crd in &owned {
+            // Looked up again: another CSV may have been installed meanwhile.
             let others = other_users_of_crd(ctx, csv, &crd.name).await?;
             if !others.is_empty() {
                 notes.push(format!("kept CRD {} because CSV {} still uses it", crd.name, others.join(", ")));
@@ -708,12 +718,18 @@ async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Opti
         }
     } else if replaced_by.is_none() {
         // Say what stays (case-29: "status says CRs remain").
-        let left = list_operands(ctx, &owned, &None).await?;
+        let everywhere = vec![None; owned.len()];
+        let left = list_operands(ctx, &owned, &everywhere).await?;
         for crd in &owned {
             let n = left.iter().filter(|(_, i)| owned[*i].name == crd.name).count();
-            notes.push(format!("kept CRD {} and its {n} custom resource{}", crd.name, if n == 1 { "" } else { "s" }));
+            let s = if n == 1 { "" } else { "s" };
+            notes.push(if settings.operands {
+                format!("kept CRD {} and its {n} custom resource{s} outside the operator's target namespaces", crd.name)
+            } else {
+                format!("kept CRD {} and its {n} custom resource{s}", crd.name)
+            });
         }
-        if !owned.is_empty() {
+        if !owned.is_empty() && !settings.operands {
             notes.push(format!("annotate the CSV or Subscription with {ANNOTATION_UNINSTALL_OPERANDS}=true or {ANNOTATION_UNINSTALL_CRDS}=true before deleting to remove them"));
         }
     }
