@@ -102,7 +102,12 @@ async fn install(client: &kube::Client, prefix: &str, catalog_ns: &str, annotati
 
 /// The objects labelled as owned by CSV `ns/CSV`, by kind (namespaced kinds in every namespace).
 async fn owned(client: &kube::Client, ns: &str) -> BTreeMap<&'static str, Vec<String>> {
-    let lp = ListParams::default().labels(&format!("olm.owner={CSV},olm.owner.namespace={ns},olm.owner.kind=ClusterServiceVersion"));
+    owned_by(client, ns, CSV).await
+}
+
+/// The objects labelled as owned by CSV `ns/csv`, by kind, and the bundle's Services in `ns`.
+async fn owned_by(client: &kube::Client, ns: &str, csv: &str) -> BTreeMap<&'static str, Vec<String>> {
+    let lp = ListParams::default().labels(&format!("olm.owner={csv},olm.owner.namespace={ns},olm.owner.kind=ClusterServiceVersion"));
     async fn names<K>(api: Api<K>, lp: &ListParams) -> Vec<String>
     where
         K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
@@ -181,7 +186,8 @@ async fn removal_never_hangs() {
     let client = support::cluster().await;
     let registry = support::registry();
     let work = tempfile::tempdir().expect("tempdir");
-    let catalog_ref = publish(&registry, &format!("ctl-removal-{}", std::process::id()), work.path());
+    let repo = format!("ctl-removal-{}", std::process::id());
+    let catalog_ref = publish(&registry, &repo, work.path());
     apply_crds(&client).await;
     let catalog_ns = TestNamespace::new(&client, "rm-catalog").await;
     let mut controller = start_controller(&client, &catalog_ns.name);
@@ -273,6 +279,66 @@ async fn removal_never_hangs() {
     all_gone(&client, &operands.name).await;
     assert!(nginxes.get_opt("web").await.expect("get Nginx").is_none());
     assert!(crds.get_opt("nginxes.example.com").await.expect("get CRD").is_some(), "CRDs are kept unless asked for");
+
+    // An upgrade deletes the replaced CSV: only the objects still labelled for it go, and custom
+    // resources stay even though the Subscription asks for operand removal on uninstall.
+    let upgrade = TestNamespace::new(&client, "rm-upgrade").await;
+    let og: capstan::api::OperatorGroup = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+        "metadata": {"name": "og", "namespace": upgrade.name}, "spec": {"targetNamespaces": [upgrade.name]}
+    }))
+    .expect("og");
+    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &upgrade.name).create(&PostParams::default(), &og).await.expect("create OperatorGroup");
+    let upg_dir = work.path().join("upgrade-catalog");
+    let upg_ref = format!("{registry}/{repo}/upgrade-catalog:latest");
+    let bundle_ref = |v: &str| format!("{registry}/{repo}/nginx-operator-bundle:v{v}");
+    capstan(&["catalog", "add", upg_dir.to_str().unwrap_or_default(), &bundle_ref("0.1.0")]);
+    capstan(&["catalog", "push", "-q", upg_dir.to_str().unwrap_or_default(), &upg_ref]);
+    create::<CatalogSource>(&client, &upgrade.name, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+        "metadata": {"name": "upg", "namespace": upgrade.name},
+        "spec": {"sourceType": "grpc", "image": upg_ref, "updateStrategy": {"registryPoll": {"interval": "2s"}}}
+    }))
+    .await;
+    create::<Subscription>(&client, &upgrade.name, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": "nginx-operator", "namespace": upgrade.name, "annotations": {capstan::controller::ANNOTATION_UNINSTALL_OPERANDS: "true"}},
+        "spec": {"name": "nginx-operator", "channel": "alpha", "source": "upg", "sourceNamespace": upgrade.name}
+    }))
+    .await;
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &upgrade.name);
+    let succeeded = |csv: &'static str| {
+        let csvs = csvs.clone();
+        async move {
+            eventually(&format!("CSV {csv} Succeeded"), WAIT, || async {
+                let st = serde_json::to_value(csvs.get(csv).await.ok()?.status?).ok()?;
+                (st["phase"] == "Succeeded").then_some(())
+            })
+            .await
+        }
+    };
+    succeeded("nginx-operator.v0.1.0").await;
+    create_nginx(&client, &upgrade.name, "keep", &[CLEANUP]).await;
+    let old = owned_by(&client, &upgrade.name, "nginx-operator.v0.1.0").await;
+    assert!(!old["ClusterRole"].is_empty() && !old["Role"].is_empty(), "{old:?}");
+    capstan(&["catalog", "add", upg_dir.to_str().unwrap_or_default(), &bundle_ref("0.2.0")]);
+    capstan(&["catalog", "push", "-q", upg_dir.to_str().unwrap_or_default(), &upg_ref]);
+    succeeded(CSV).await;
+    eventually("replaced CSV deleted", WAIT, || async { csvs.get_opt("nginx-operator.v0.1.0").await.ok()?.is_none().then_some(()) }).await;
+    let left = owned_by(&client, &upgrade.name, "nginx-operator.v0.1.0").await;
+    for kind in ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"] {
+        assert!(left[kind].is_empty(), "RBAC of the replaced CSV is removed: {left:?}");
+    }
+    let new = owned(&client, &upgrade.name).await;
+    assert_all_present(&new);
+    let keep: Api<DynamicObject> = Api::namespaced_with(client.clone(), &upgrade.name, &nginx_resource());
+    assert!(keep.get("keep").await.expect("Nginx keep").metadata.deletion_timestamp.is_none(), "an upgrade never deletes custom resources");
+    // Uninstall it through its Subscription (the operator plays its part at once).
+    clear_finalizers(&client, &upgrade.name, "keep").await;
+    Api::<Subscription>::namespaced(client.clone(), &upgrade.name).delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
+    csv_gone(&client, &upgrade.name).await;
+    all_gone(&client, &upgrade.name).await;
+    assert!(keep.get_opt("keep").await.expect("get Nginx").is_none(), "operands removed on uninstall");
 
     // (6) The operator is gone first: the stuck object is reported in status with its finalizer
     // and the command that unblocks it, never patched by capstan; following the message lets the

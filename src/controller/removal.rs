@@ -777,26 +777,47 @@ pub(super) async fn reconcile_subscription(sub: &Subscription, ctx: &Context) ->
         return Ok(Some(Action::await_change()));
     }
     if wants {
-        let csv_name = sub.status.as_ref().and_then(|s| s.installed_csv.clone().or(s.current_csv.clone())).filter(|c| !c.is_empty());
         let csvs: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
-        if let Some(csv_name) = csv_name
-            && let Some(csv) = csvs.get_opt(&csv_name).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{csv_name}")))?
-            && csv.meta().deletion_timestamp.is_none()
-        {
+        // The package's CSVs (component label `operators.coreos.com/<package>.<namespace>`), and the
+        // CSVs the status names (it may lag behind an upgrade).
+        let component = crate::install::InstallTarget { namespace: ns.clone(), package: sub.spec.package.clone(), ..Default::default() }.component_label();
+        let mut names: Vec<String> = csvs
+            .list(&ListParams::default().labels(&component))
+            .await
+            .map_err(kube_err(format!("listing ClusterServiceVersions in {ns} labelled {component}")))?
+            .items
+            .iter()
+            .map(|c| c.name_any())
+            .collect();
+        for n in sub.status.iter().flat_map(|s| [s.installed_csv.clone(), s.current_csv.clone()]).flatten() {
+            if !n.is_empty() && !names.contains(&n) {
+                names.push(n);
+            }
+        }
+        let copied: BTreeMap<&str, &String> = [ANNOTATION_UNINSTALL_OPERANDS, ANNOTATION_UNINSTALL_CRDS, ANNOTATION_UNINSTALL_TIMEOUT]
+            .into_iter()
+            .filter_map(|k| sub.annotations().get(k).map(|v| (k, v)))
+            .collect();
+        let mut deleted = Vec::new();
+        for csv_name in names {
+            let Some(csv) = csvs.get_opt(&csv_name).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{csv_name}")))? else { continue };
+            if csv.meta().deletion_timestamp.is_some() {
+                continue;
+            }
             // The CSV's cleanup must see the request after the Subscription is gone.
-            let copied: BTreeMap<&str, &String> = [ANNOTATION_UNINSTALL_OPERANDS, ANNOTATION_UNINSTALL_CRDS, ANNOTATION_UNINSTALL_TIMEOUT]
-                .into_iter()
-                .filter_map(|k| sub.annotations().get(k).map(|v| (k, v)))
-                .collect();
             csvs.patch(&csv_name, &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"annotations": copied}})))
                 .await
                 .map_err(kube_err(format!("annotating ClusterServiceVersion {ns}/{csv_name} for uninstall")))?;
-            tracing::info!(subscription = %format!("{ns}/{name}"), csv = %csv_name, "Subscription deleted with an uninstall annotation: deleting its CSV");
             match csvs.delete(&csv_name, &DeleteParams::background()).await {
-                Ok(_) => {}
+                Ok(_) => deleted.push(csv_name),
                 Err(e) if not_found(&e) => {}
                 Err(e) => return Err(kube_err(format!("deleting ClusterServiceVersion {ns}/{csv_name}"))(e)),
             }
+        }
+        if deleted.is_empty() {
+            tracing::info!(subscription = %format!("{ns}/{name}"), "Subscription deleted with an uninstall annotation; it has no installed CSV to delete");
+        } else {
+            tracing::info!(subscription = %format!("{ns}/{name}"), csvs = ?deleted, "Subscription deleted with an uninstall annotation: deleting its CSV");
         }
     }
     remove_finalizer(&api, sub, SUBSCRIPTION_FINALIZER).await?;
