@@ -1,7 +1,8 @@
 //! CatalogSource reconciler (`reference/olm-v0.md` §1.2): pulls `spec.image` by digest (pull
 //! secrets from `spec.secrets` in the CatalogSource's namespace), keeps the loaded index in the
-//! [`Context`], and writes `status.connectionState.lastObservedState` READY / TRANSIENT_FAILURE with
-//! `message`, `resolvedImage`, `resolvedDigest`, `packageCount`. Requeued every
+//! [`Context`], and writes `status.connectionState.lastObservedState` (CONNECTING while the first
+//! pull runs, then READY or TRANSIENT_FAILURE) with `message`, `resolvedImage`, `resolvedDigest`,
+//! `packageCount`. Requeued every
 //! `spec.updateStrategy.registryPoll.interval` (15m by default); a new digest re-reconciles every
 //! Subscription.
 
@@ -75,6 +76,11 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
     } else if image.trim().is_empty() {
         Err("spec.image is empty; set it to the catalog image reference (address-only grpc sources are not supported)".into())
     } else {
+        // First contact: say CONNECTING while the image is pulled (§1.2), so a slow pull is visible.
+        let connected = cs.status.as_ref().and_then(|s| serde_json::to_value(s).ok()).is_some_and(|s| s["connectionState"]["lastObservedState"].is_string());
+        if !connected {
+            apply_status(&api, &cs, json!({"message": format!("pulling {image}"), "connectionState": {"lastObservedState": "CONNECTING", "lastConnect": now()}})).await?;
+        }
         load(&ctx, &cs, &ns, &image).await
     };
     let status = match loaded {

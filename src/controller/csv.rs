@@ -5,13 +5,16 @@
 //! → Succeeded (`InstallSucceeded`) once every Deployment of the install strategy is Available;
 //! a Succeeded CSV whose Deployment is no longer Available goes back to Failed
 //! (`ComponentUnhealthy`). A Succeeded CSV deletes the CSV named in its `spec.replaces`.
-//! Requirement checks (`status.requirementStatus`) are not done yet.
+//! In Pending the requirements are checked and written to `status.requirementStatus`
+//! ([`requirement_status`]); the CSV stays Pending (`RequirementsNotMet`) until all are met.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
@@ -87,19 +90,194 @@ pub(crate) async fn operator_group_targets(client: &Client, namespace: &str) -> 
     let targets = match (&og.spec.target_namespaces, &og.spec.selector) {
         (Some(t), _) if !t.is_empty() => t.clone(),
         (_, Some(sel)) if sel.match_labels.as_ref().is_some_and(|m| !m.is_empty()) || sel.match_expressions.as_ref().is_some_and(|m| !m.is_empty()) => {
-            if sel.match_expressions.as_ref().is_some_and(|m| !m.is_empty()) {
-                return Ok(Err(("UnsupportedOperatorGroup", format!("OperatorGroup {namespace}/{}: spec.selector.matchExpressions is not supported by capstan yet; use matchLabels or spec.targetNamespaces", og.name_any()))));
-            }
-            let labels: Vec<String> = sel.match_labels.iter().flatten().map(|(k, v)| format!("{k}={v}")).collect();
+            let selector = match label_selector(sel) {
+                Ok(s) => s,
+                Err(e) => return Ok(Err(("InvalidOperatorGroup", format!("OperatorGroup {namespace}/{}: spec.selector: {e}", og.name_any())))),
+            };
             let nss = Api::<Namespace>::all(client.clone())
-                .list(&ListParams::default().labels(&labels.join(",")))
+                .list(&ListParams::default().labels(&selector))
                 .await
-                .map_err(kube_err("listing namespaces for an OperatorGroup selector"))?;
-            nss.items.iter().map(|n| n.name_any()).collect()
+                .map_err(kube_err(format!("listing namespaces for the selector of OperatorGroup {namespace}/{}", og.name_any())))?;
+            let mut names: Vec<String> = nss.items.iter().map(|n| n.name_any()).collect();
+            names.sort();
+            names
         }
         _ => vec![String::new()],
     };
     Ok(Ok((og.name_any(), targets)))
+}
+
+/// OLM's `status.requirementStatus` (§1.5 "requirements"): one entry per owned or required CRD
+/// (`Present` when it exists and is Established, else `NotPresent`) and per ServiceAccount of
+/// `permissions` / `clusterPermissions` (`Present` with one `PolicyRule` dependent per rule,
+/// `Satisfied` when a SubjectAccessReview for the ServiceAccount allows every group × resource ×
+/// verb of the rule — in the CSV's namespace for `permissions`, cluster-wide for
+/// `clusterPermissions`). Returns the entries and a description of each unmet requirement.
+async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<(Vec<Value>, Vec<String>), Error> {
+    let mut entries = Vec::new();
+    let mut missing = Vec::new();
+    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crds = csv.spec.customresourcedefinitions.as_ref();
+    let mut wanted: Vec<&crate::api::clusterserviceversion::CrdDescription> = Vec::new();
+    if let Some(c) = crds {
+        wanted.extend(c.owned.iter().flatten());
+        wanted.extend(c.required.iter().flatten());
+    }
+    for d in wanted {
+        let crd = crd_api.get_opt(&d.name).await.map_err(kube_err(format!("reading CustomResourceDefinition {}", d.name)))?;
+        let established = crd.as_ref().and_then(|c| c.status.as_ref()).and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True"));
+        let (st, msg) = match (&crd, established) {
+            (Some(_), true) => ("Present", "CRD is present and Established condition is true".to_string()),
+            (Some(_), false) => ("NotPresent", "CRD is present but the Established condition is not true".to_string()),
+            (None, _) => ("NotPresent", "CRD is not present".to_string()),
+        };
+        if st != "Present" {
+            missing.push(format!("CustomResourceDefinition {}: {msg}", d.name));
+        }
+        entries.push(json!({"group": "apiextensions.k8s.io", "version": "v1", "kind": "CustomResourceDefinition", "name": d.name, "status": st, "message": msg}));
+    }
+    let strategy = csv.spec.install.spec.as_ref();
+    let mut perms: Vec<(&crate::api::clusterserviceversion::StrategyDeploymentPermissions, bool)> = Vec::new();
+    if let Some(s) = strategy {
+        perms.extend(s.permissions.iter().flatten().map(|p| (p, true)));
+        perms.extend(s.cluster_permissions.iter().flatten().map(|p| (p, false)));
+    }
+    let sa_api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let mut by_sa: std::collections::BTreeMap<String, Vec<Value>> = std::collections::BTreeMap::new();
+    let mut absent = std::collections::BTreeSet::new();
+    for (perm, namespaced) in perms {
+        let sa = &perm.service_account_name;
+        if !by_sa.contains_key(sa) && !absent.contains(sa) && sa_api.get_opt(sa).await.map_err(kube_err(format!("reading ServiceAccount {ns}/{sa}")))?.is_none() {
+            absent.insert(sa.clone());
+        }
+        if absent.contains(sa) {
+            continue;
+        }
+        let deps = by_sa.entry(sa.clone()).or_default();
+        for rule in &perm.rules {
+            let mut denied = Vec::new();
+            for attrs in rule_attributes(rule, namespaced.then_some(ns)) {
+                if !sar_allowed(client, ns, sa, attrs.clone()).await? {
+                    denied.push(attrs);
+                }
+            }
+            let rule_json = serde_json::to_string(rule).unwrap_or_default();
+            let scope = if namespaced { "namespaced" } else { "cluster" };
+            if !denied.is_empty() {
+                missing.push(format!("ServiceAccount {ns}/{sa} lacks the {scope} rule {rule_json}"));
+            }
+            deps.push(json!({
+                "group": "rbac.authorization.k8s.io", "version": "v1", "kind": "PolicyRule",
+                "status": if denied.is_empty() { "Satisfied" } else { "NotSatisfied" },
+                "message": format!("{scope} rule:{rule_json}"),
+            }));
+        }
+    }
+    for sa in &absent {
+        missing.push(format!("ServiceAccount {ns}/{sa} is not present"));
+        entries.push(json!({"group": "", "version": "v1", "kind": "ServiceAccount", "name": sa, "status": "NotPresent", "message": "Service account does not exist"}));
+    }
+    for (sa, deps) in by_sa {
+        entries.push(json!({"group": "", "version": "v1", "kind": "ServiceAccount", "name": sa, "status": "Present", "message": "Service account present", "dependents": deps}));
+    }
+    Ok((entries, missing))
+}
+
+/// The SubjectAccessReview attributes a policy rule grants: one per group × resource × verb
+/// (resource names, when listed, one each), or per non-resource URL × verb.
+fn rule_attributes(rule: &k8s_openapi::api::rbac::v1::PolicyRule, namespace: Option<&str>) -> Vec<Value> {
+    let mut out = Vec::new();
+    for url in rule.non_resource_urls.iter().flatten() {
+        for verb in &rule.verbs {
+            out.push(json!({"nonResourceAttributes": {"path": url, "verb": verb}}));
+        }
+    }
+    let names: Vec<Option<&String>> = match rule.resource_names.as_ref().filter(|n| !n.is_empty()) {
+        Some(n) => n.iter().map(Some).collect(),
+        None => vec![None],
+    };
+    for group in rule.api_groups.iter().flatten() {
+        for resource in rule.resources.iter().flatten() {
+            let (resource, sub) = match resource.split_once('/') {
+                Some((r, s)) => (r, Some(s)),
+                None => (resource.as_str(), None),
+            };
+            for verb in &rule.verbs {
+                for name in &names {
+                    let mut a = json!({"group": group, "resource": resource, "verb": verb});
+                    if let Some(s) = sub {
+                        a["subresource"] = json!(s);
+                    }
+                    if let Some(n) = name {
+                        a["name"] = json!(n);
+                    }
+                    if let Some(ns) = namespace {
+                        a["namespace"] = json!(ns);
+                    }
+                    out.push(json!({"resourceAttributes": a}));
+                }
+            }
+        }
+    }
+    out
+}
+
+async fn sar_allowed(client: &Client, ns: &str, sa: &str, attrs: Value) -> Result<bool, Error> {
+    let mut spec = json!({
+        "user": format!("system:serviceaccount:{ns}:{sa}"),
+        "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}"), "system:authenticated"],
+    });
+    if let (Some(s), Some(a)) = (spec.as_object_mut(), attrs.as_object()) {
+        s.extend(a.clone());
+    }
+    let sar: SubjectAccessReview = serde_json::from_value(json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}))
+        .map_err(|e| Error::Kube { context: "building a SubjectAccessReview".into(), source: kube::Error::SerdeError(e) })?;
+    let r = Api::<SubjectAccessReview>::all(client.clone())
+        .create(&kube::api::PostParams::default(), &sar)
+        .await
+        .map_err(kube_err(format!("SubjectAccessReview for ServiceAccount {ns}/{sa}")))?;
+    Ok(r.status.is_some_and(|s| s.allowed))
+}
+
+/// A `metav1.LabelSelector` as the label-selector string of a list call (`a=b,c in (d,e),!f`).
+/// Errors name an operator other than In, NotIn, Exists, DoesNotExist, or In/NotIn without values.
+pub(crate) fn label_selector(sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector) -> Result<String, String> {
+    let mut parts: Vec<String> = sel.match_labels.iter().flatten().map(|(k, v)| format!("{k}={v}")).collect();
+    for e in sel.match_expressions.iter().flatten() {
+        let values = e.values.clone().unwrap_or_default();
+        parts.push(match e.operator.as_str() {
+            "In" | "NotIn" if values.is_empty() => return Err(format!("matchExpressions key {:?}: operator {} needs values", e.key, e.operator)),
+            "In" => format!("{} in ({})", e.key, values.join(",")),
+            "NotIn" => format!("{} notin ({})", e.key, values.join(",")),
+            "Exists" => e.key.clone(),
+            "DoesNotExist" => format!("!{}", e.key),
+            other => return Err(format!("matchExpressions key {:?}: unknown operator {other:?} (use In, NotIn, Exists or DoesNotExist)", e.key)),
+        });
+    }
+    Ok(parts.join(","))
+}
+
+/// OperatorGroup reconciler: writes `status.namespaces` (the target namespaces, `[""]` for all)
+/// and `lastUpdated`, re-checked every 30 s so that a selector follows namespace labels.
+pub(super) async fn reconcile_operator_group(og: Arc<OperatorGroup>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = og.namespace().unwrap_or_default();
+    let api: Api<OperatorGroup> = Api::namespaced(ctx.client.clone(), &ns);
+    let mut status = json!({"lastUpdated": now()});
+    match operator_group_targets(&ctx.client, &ns).await? {
+        Ok((name, targets)) if name == og.name_any() => status["namespaces"] = json!(targets),
+        Ok(_) => {}
+        Err((reason, message)) => {
+            status["conditions"] = json!([{"type": "OperatorGroupInvalid", "status": "True", "reason": reason, "message": message, "lastTransitionTime": now()}]);
+        }
+    }
+    let old = og.status.as_ref().and_then(|s| serde_json::to_value(s).ok()).unwrap_or(Value::Null);
+    if old["namespaces"] != status["namespaces"] || old["conditions"].as_array().map(|c| c.len()).unwrap_or(0) != status["conditions"].as_array().map(|c| c.len()).unwrap_or(0) {
+        if status["namespaces"].is_null() {
+            status["namespaces"] = json!([]);
+        }
+        apply_status(&api, &og, status).await?;
+    }
+    Ok(Action::requeue(Duration::from_secs(30)))
 }
 
 fn phase_status(status: &mut Value, phase: &str, reason: &str, message: &str) {
@@ -128,6 +306,10 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     let ns = csv.namespace().unwrap_or_default();
     let name = csv.name_any();
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
+    // Decide on a fresh read: the watch cache may still show an earlier phase.
+    let Some(csv) = api.get_opt(&name).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{name}")))? else {
+        return Ok(Action::await_change());
+    };
     let mut status = serde_json::to_value(&csv.status).unwrap_or(Value::Null);
     if !status.is_object() {
         status = json!({});
@@ -157,15 +339,34 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
         return Ok(Action::requeue(Duration::from_secs(30)));
     }
 
-    let next = match phase.as_str() {
-        "" | "Failed" if status["reason"] != "ComponentUnhealthy" || phase.is_empty() => Some(("Pending", "RequirementsUnknown", "requirements not yet checked")),
-        "Pending" => Some(("InstallReady", "AllRequirementsMet", "all requirements found, attempting install")),
-        _ => None,
-    };
-    if let Some((p, r, m)) = next {
-        set(&mut status, p, r, m);
-        apply_status(&api, &csv, status).await?;
-        return Ok(Action::requeue(Duration::from_millis(200)));
+    match phase.as_str() {
+        "" => {
+            set(&mut status, "Pending", "RequirementsUnknown", "requirements not yet checked");
+            apply_status(&api, &csv, status).await?;
+            return Ok(Action::requeue(Duration::from_millis(100)));
+        }
+        "Failed" if status["reason"] != "ComponentUnhealthy" => {
+            set(&mut status, "Pending", "RequirementsUnknown", "requirements not yet checked");
+            apply_status(&api, &csv, status).await?;
+            return Ok(Action::requeue(Duration::from_millis(100)));
+        }
+        "Pending" => {
+            let (entries, missing) = requirement_status(&ctx.client, &csv, &ns).await?;
+            status["requirementStatus"] = json!(entries);
+            if missing.is_empty() {
+                set(&mut status, "InstallReady", "AllRequirementsMet", "all requirements found, attempting install");
+                apply_status(&api, &csv, status).await?;
+                return Ok(Action::requeue(Duration::from_millis(100)));
+            }
+            let message = format!("one or more requirements couldn't be found: {}", missing.join("; "));
+            if status["reason"] != "RequirementsNotMet" || status["message"] != message {
+                set(&mut status, "Pending", "RequirementsNotMet", &message);
+                status["reason"] = json!("RequirementsNotMet");
+                apply_status(&api, &csv, status).await?;
+            }
+            return Ok(Action::requeue(Duration::from_secs(2)));
+        }
+        _ => {}
     }
 
     // InstallReady / Installing / Succeeded / Failed(ComponentUnhealthy): look at the Deployments.
@@ -217,6 +418,31 @@ mod tests {
 
     fn modes(list: &[&str]) -> Vec<(String, bool)> {
         ["OwnNamespace", "SingleNamespace", "MultiNamespace", "AllNamespaces"].iter().map(|m| (m.to_string(), list.contains(m))).collect()
+    }
+
+    #[test]
+    fn label_selectors_follow_kubernetes_syntax() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+        let req = |k: &str, op: &str, v: &[&str]| LabelSelectorRequirement { key: k.into(), operator: op.into(), values: Some(v.iter().map(|s| s.to_string()).collect()) };
+        let sel = LabelSelector {
+            match_labels: Some([("team".to_string(), "db".to_string())].into()),
+            match_expressions: Some(vec![req("env", "In", &["prod", "stage"]), req("tier", "NotIn", &["x"]), req("a", "Exists", &[]), req("b", "DoesNotExist", &[])]),
+        };
+        assert_eq!(label_selector(&sel).unwrap(), "team=db,env in (prod,stage),tier notin (x),a,!b");
+        let bad = LabelSelector { match_labels: None, match_expressions: Some(vec![req("env", "In", &[])]) };
+        assert!(label_selector(&bad).unwrap_err().contains("needs values"));
+        let bad = LabelSelector { match_labels: None, match_expressions: Some(vec![req("env", "Near", &["x"])]) };
+        assert!(label_selector(&bad).unwrap_err().contains("unknown operator \"Near\""));
+    }
+
+    #[test]
+    fn rule_attributes_expand_groups_resources_verbs_and_subresources() {
+        let rule: k8s_openapi::api::rbac::v1::PolicyRule = serde_json::from_value(json!({"apiGroups": ["", "apps"], "resources": ["pods/exec", "deployments"], "verbs": ["get", "create"]})).unwrap();
+        let attrs = rule_attributes(&rule, Some("ns1"));
+        assert_eq!(attrs.len(), 8);
+        assert!(attrs.contains(&json!({"resourceAttributes": {"group": "", "resource": "pods", "subresource": "exec", "verb": "create", "namespace": "ns1"}})));
+        let rule: k8s_openapi::api::rbac::v1::PolicyRule = serde_json::from_value(json!({"nonResourceURLs": ["/metrics"], "verbs": ["get"]})).unwrap();
+        assert_eq!(rule_attributes(&rule, None), vec![json!({"nonResourceAttributes": {"path": "/metrics", "verb": "get"}})]);
     }
 
     #[test]

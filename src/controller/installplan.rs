@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use serde_json::{Value, json};
@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use super::catalogsource::registry_for;
 use super::csv::{check_install_mode, operator_group_targets};
-use super::{Context, Error, apply_status};
+use super::{Context, Error, apply_status, kube_err};
 use crate::api::installplan::InstallPlanPhase;
 use crate::api::{CatalogSource, InstallPlan, Subscription};
 use crate::bundle::Bundle;
@@ -136,13 +136,23 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
     let ns = ip.namespace().unwrap_or_default();
     let name = ip.name_any();
     let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &ns);
-    let Some(current) = ip.status.as_ref() else {
-        return Ok(Action::requeue(Duration::from_secs(1)));
+    // Decide on a fresh read, never on the watch cache: a reconcile queued by an earlier event may
+    // carry a plan that has since been approved, applied or completed.
+    let Some(ip) = api.get_opt(&name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{name}")))? else {
+        return Ok(Action::await_change());
     };
-    if current.phase.is_terminal() || current.bundle_lookups.is_empty() {
+    // The Subscription reconciler writes status.bundleLookups right after creating the plan; a
+    // status write does not trigger this controller, so look again shortly.
+    let Some(current) = ip.status.as_ref() else {
+        return Ok(Action::requeue(Duration::from_millis(500)));
+    };
+    if current.phase.is_terminal() {
         return Ok(Action::await_change());
     }
-    if current.phase == InstallPlanPhase::RequiresApproval && !ip.spec.approved {
+    if current.bundle_lookups.is_empty() {
+        return Ok(Action::requeue(Duration::from_millis(500)));
+    }
+    if current.phase == InstallPlanPhase::RequiresApproval && !ip.spec.approved && !current.plan.is_empty() {
         return Ok(Action::await_change());
     }
     let mut status = serde_json::to_value(current).unwrap_or(json!({}));
@@ -164,10 +174,19 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
         apply_status(&api, &ip, status).await?;
         return Ok(Action::await_change());
     }
+    // Claim the plan: Installing is written only if nobody changed the plan since the read above
+    // (the resourceVersion is a precondition), so a plan is never applied twice at once.
     status["phase"] = json!("Installing");
-    status["startTime"] = json!(super::now());
+    if status["startTime"].is_null() {
+        status["startTime"] = json!(super::now());
+    }
     status["plan"] = json!(listed("Unknown"));
-    apply_status(&api, &ip, status.clone()).await?;
+    let claim = json!({"metadata": {"resourceVersion": ip.resource_version()}, "status": status});
+    match api.patch_status(&name, &PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() }, &Patch::Merge(&claim)).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue(Duration::from_millis(200))),
+        Err(e) => return Err(kube_err(format!("writing status of InstallPlan {ns}/{name}"))(e)),
+    }
 
     let plain: Vec<Step> = steps.iter().map(|(s, _)| s.clone()).collect();
     tracing::info!(plan = %format!("{ns}/{name}"), steps = plain.len(), "applying InstallPlan");

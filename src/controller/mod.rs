@@ -26,11 +26,13 @@ use futures::StreamExt;
 use futures::channel::mpsc;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde_json::Value;
 
-use crate::api::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
+use crate::api::{CatalogSource, ClusterServiceVersion, InstallPlan, OperatorGroup, Subscription};
 use crate::install::FIELD_MANAGER;
 use crate::resolve::CatalogIndex;
 
@@ -134,8 +136,42 @@ where
     Action::requeue(Duration::from_secs(5))
 }
 
-/// Runs the four controllers until `shutdown` resolves (then they are dropped) or forever. Needs the
+/// The change filter of every primary watch: a hash of what a person changes (`metadata.generation`,
+/// i.e. the spec; labels; annotations; finalizers; deletion). Status-only updates — the
+/// controllers' own writes — do not trigger a reconcile, so a status write never loops back.
+/// Reconcilers that wait on status changes of other objects requeue or watch those objects.
+fn spec_or_metadata<K: Resource>(obj: &K) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let m = obj.meta();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    m.generation.hash(&mut h);
+    m.deletion_timestamp.is_some().hash(&mut h);
+    m.labels.hash(&mut h);
+    m.annotations.hash(&mut h);
+    m.finalizers.hash(&mut h);
+    Some(h.finish())
+}
+
+/// A controller for `K` over all namespaces whose trigger is filtered by [`spec_or_metadata`].
+fn filtered<K>(api: Api<K>) -> Controller<K>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let trigger = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(spec_or_metadata::<K>, PredicateConfig::default());
+    Controller::for_stream(trigger, reader)
+}
+
+/// Runs the controllers (CatalogSource, Subscription, InstallPlan, CSV, OperatorGroup) until `shutdown` resolves (then they are dropped) or forever. Needs the
 /// `operators.coreos.com` CRDs on the cluster (`capstan crds | kubectl apply -f -`).
+///
+/// Triggers: each kind's own spec/metadata changes ([`spec_or_metadata`]); a Subscription also
+/// when one of its InstallPlans or a CSV of its namespace changes, and when a catalog gets a new
+/// digest; a CSV also when one of its Deployments changes (label `olm.owner.kind`).
 pub async fn run(client: Client, options: Options, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
     let (tx, rx) = mpsc::unbounded();
     let ctx = Arc::new(Context {
@@ -146,22 +182,37 @@ pub async fn run(client: Client, options: Options, shutdown: impl std::future::F
         resync_subscriptions: tx,
     });
     let cfg = watcher::Config::default;
-    let catalogs = Controller::new(Api::<CatalogSource>::all(client.clone()), cfg())
+    let catalogs = filtered(Api::<CatalogSource>::all(client.clone()))
         .run(catalogsource::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
-    let subscriptions = Controller::new(Api::<Subscription>::all(client.clone()), cfg())
+    let subscriptions = filtered(Api::<Subscription>::all(client.clone()));
+    let sub_store = subscriptions.store();
+    let subscriptions = subscriptions
         .owns(Api::<InstallPlan>::all(client.clone()), cfg())
+        .watches(Api::<ClusterServiceVersion>::all(client.clone()), cfg(), move |csv| {
+            let ns = csv.metadata.namespace.clone();
+            sub_store
+                .state()
+                .into_iter()
+                .filter(|s| s.metadata.namespace == ns)
+                .map(|s| ObjectRef::from_obj(s.as_ref()))
+                .collect::<Vec<_>>()
+        })
         .reconcile_all_on(rx)
         .run(subscription::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
-    let plans = Controller::new(Api::<InstallPlan>::all(client.clone()), cfg())
+    let plans = filtered(Api::<InstallPlan>::all(client.clone()))
         .run(installplan::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
-    let csvs = Controller::new(Api::<ClusterServiceVersion>::all(client.clone()), cfg())
+    let csvs = filtered(Api::<ClusterServiceVersion>::all(client.clone()))
+        .owns(Api::<Deployment>::all(client.clone()), cfg().labels(&format!("{}=ClusterServiceVersion", crate::install::LABEL_OWNER_KIND)))
         .run(csv::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
+    let groups = filtered(Api::<OperatorGroup>::all(client.clone()))
+        .run(csv::reconcile_operator_group, error_policy, ctx.clone())
+        .for_each(|_| async {});
     let subscription_deletions = removal::watch_subscription_deletions(ctx.clone());
-    let all = futures::future::join5(catalogs, subscriptions, plans, csvs, subscription_deletions);
+    let all = futures::future::join(futures::future::join5(catalogs, subscriptions, plans, csvs, groups), subscription_deletions);
     tokio::select! {
         _ = all => {}
         _ = shutdown => {}

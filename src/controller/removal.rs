@@ -301,6 +301,11 @@ pub(super) async fn reconcile_csv(csv: &ClusterServiceVersion, ctx: &Context) ->
     let ns = csv.namespace().unwrap_or_default();
     let name = csv.name_any();
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
+    // A fresh read: finalizers, deletion and the status of an uninstall in progress.
+    let Some(fresh) = api.get_opt(&name).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{name}")))? else {
+        return Ok(Some(Action::await_change()));
+    };
+    let csv = &fresh;
     let has = csv.finalizers().iter().any(|f| f == CSV_FINALIZER);
     if csv.meta().deletion_timestamp.is_none() {
         // Copied CSVs are not cleaned up on their own (OLM ignores them too).
@@ -756,6 +761,10 @@ pub(super) async fn reconcile_subscription(sub: &Subscription, ctx: &Context) ->
     let ns = sub.namespace().unwrap_or_default();
     let name = sub.name_any();
     let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(fresh) = api.get_opt(&name).await.map_err(kube_err(format!("reading Subscription {ns}/{name}")))? else {
+        return Ok(Some(Action::await_change()));
+    };
+    let sub = &fresh;
     let has = sub.finalizers().iter().any(|f| f == SUBSCRIPTION_FINALIZER);
     let wants = subscription_uninstalls(sub);
     if sub.meta().deletion_timestamp.is_none() {

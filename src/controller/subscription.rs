@@ -60,6 +60,10 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
     let ns = sub.namespace().unwrap_or_default();
     let name = sub.name_any();
     let subs: Api<Subscription> = Api::namespaced(ctx.client.clone(), &ns);
+    // Decide on a fresh read: the watch cache may lag behind this controller's own status writes.
+    let Some(sub) = subs.get_opt(&name).await.map_err(kube_err(format!("reading Subscription {ns}/{name}")))? else {
+        return Ok(Action::await_change());
+    };
     let mut status = serde_json::to_value(&sub.status).unwrap_or(Value::Null);
     if !status.is_object() {
         status = json!({});
@@ -120,6 +124,17 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
         set_condition(&mut status, "CatalogSourcesUnhealthy", "True", reason::UNHEALTHY_CATALOG_SOURCE_FOUND, &list.join("; "));
     }
     status["catalogHealth"] = json!(health);
+    // The Subscription's own catalog cannot be loaded: resolution is deferred until it can; what
+    // is installed stays as it is (case-27).
+    if source_failed {
+        let why = unhealthy.iter().find(|(k, _)| *k == source_key).map(|(_, e)| e.clone()).unwrap_or_default();
+        let message = format!(
+            "catalog source {source_ns}/{source} (spec.source) cannot be loaded, so Subscription {name} is not resolved: {why}; fix spec.image or spec.secrets of CatalogSource {source_ns}/{source}; capstan retries every 30 s and keeps what is installed"
+        );
+        set_condition(&mut status, "ResolutionFailed", "True", reason::ERROR_PREVENTED_RESOLUTION, &message);
+        apply_status(&subs, &sub, status).await?;
+        return Ok(Action::requeue(Duration::from_secs(30)));
+    }
 
     // Installed CSVs of the namespace.
     let csvs = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), &ns)
@@ -179,6 +194,7 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
     if to_install.is_empty() {
         status["state"] = json!("AtLatestKnown");
         remove_condition(&mut status, "InstallPlanPending");
+        remove_condition(&mut status, "InstallPlanMissing");
         remove_condition(&mut status, "InstallPlanFailed");
         apply_status(&subs, &sub, status).await?;
         return Ok(Action::requeue(Duration::from_secs(300)));
@@ -189,7 +205,65 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
     let plan_name = install_plan_name(&name, &csv_names);
     let plans: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &ns);
     let approval = sub.spec.install_plan_approval.unwrap_or(Approval::Automatic);
-    let plan = match plans.get_opt(&plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))? {
+    let existing_plan = plans.get_opt(&plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))?;
+    // The plan in status.installPlanRef comes first (§5, issue 6 "approval flows"): while it is
+    // being applied, CSVs appear one by one and a resolution now would ask for the rest in a
+    // second plan, so wait for it. A plan still waiting for approval that the resolution no longer
+    // matches (a newer bundle supersedes it) is marked Failed with the reason, so that approving
+    // it later cannot install what was skipped, and a new plan replaces it.
+    let mut superseded = None;
+    if let Some(prior) = status["installPlanRef"]["name"].as_str().filter(|p| *p != plan_name).map(String::from)
+        && let Some(pp) = plans.get_opt(&prior).await.map_err(kube_err(format!("reading InstallPlan {ns}/{prior}")))?
+    {
+        let phase = pp.status.as_ref().map(|s| s.phase.clone()).unwrap_or(InstallPlanPhase::Planning);
+        let waiting_for_approval = phase == InstallPlanPhase::RequiresApproval && !pp.spec.approved;
+        if !phase.is_terminal() && !waiting_for_approval {
+            let phase_name = serde_json::to_value(&phase).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+            status["state"] = json!("UpgradePending");
+            set_condition(&mut status, "InstallPlanPending", "True", &phase_name, &format!("InstallPlan {prior} is {phase_name}; the next resolution waits for it"));
+            apply_status(&subs, &sub, status).await?;
+            return Ok(Action::requeue(Duration::from_secs(2)));
+        }
+        if waiting_for_approval {
+            let message = format!(
+                "superseded by InstallPlan {plan_name} ({}): the catalog now resolves Subscription {name} differently; approve {plan_name} instead",
+                csv_names.join(", ")
+            );
+            let mark = json!({
+                "metadata": {"resourceVersion": pp.resource_version()},
+                "status": {"phase": "Failed", "message": message,
+                           "conditions": [{"type": "Installed", "status": "False", "reason": "Superseded", "message": message, "lastUpdateTime": now(), "lastTransitionTime": now()}]},
+            });
+            let pparams = kube::api::PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() };
+            match plans.patch_status(&prior, &pparams, &kube::api::Patch::Merge(&mark)).await {
+                Ok(_) => tracing::info!(subscription = %format!("{ns}/{name}"), superseded = %prior, by = %plan_name, "pending InstallPlan superseded"),
+                // Approved or changed meanwhile: decide again on a fresh read.
+                Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue(Duration::from_millis(200))),
+                Err(e) => return Err(kube_err(format!("marking InstallPlan {ns}/{prior} superseded"))(e)),
+            }
+            superseded = Some(prior);
+        }
+    }
+    // InstallPlanMissing (§1.3): the plan named in status.installPlanRef is gone (deleted by hand,
+    // or pruned). It is recreated from the current resolution below; the condition says so.
+    let prior = status["installPlanRef"]["name"].as_str().map(String::from);
+    let prior_missing = match &prior {
+        Some(p) if *p == plan_name => existing_plan.is_none(),
+        Some(p) => plans.get_opt(p).await.map_err(kube_err(format!("reading InstallPlan {ns}/{p}")))?.is_none(),
+        None => false,
+    };
+    if let Some(p) = prior.as_ref().filter(|_| prior_missing) {
+        set_condition(
+            &mut status,
+            "InstallPlanMissing",
+            "True",
+            reason::REFERENCED_INSTALL_PLAN_NOT_FOUND,
+            &format!("InstallPlan {ns}/{p} referenced by status.installPlanRef was not found; capstan creates InstallPlan {plan_name} for {} from the current resolution", csv_names.join(", ")),
+        );
+    } else if existing_plan.is_some() {
+        remove_condition(&mut status, "InstallPlanMissing");
+    }
+    let plan = match existing_plan {
         Some(p) => p,
         None => {
             let owner = OwnerReference {
@@ -221,6 +295,18 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
             }
         }
     };
+    // Approval is per Subscription: switching it to Automatic approves its pending plan.
+    if approval == Approval::Automatic
+        && !plan.spec.approved
+        && plan.status.as_ref().is_some_and(|s| s.phase == InstallPlanPhase::RequiresApproval)
+    {
+        let approve = json!({"metadata": {"resourceVersion": plan.resource_version()}, "spec": {"approved": true, "approval": "Automatic"}});
+        match plans.patch(&plan_name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&approve)).await {
+            Ok(_) => tracing::info!(subscription = %format!("{ns}/{name}"), plan = %plan_name, "approved: the Subscription's installPlanApproval is Automatic"),
+            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue(Duration::from_millis(200))),
+            Err(e) => return Err(kube_err(format!("approving InstallPlan {ns}/{plan_name}"))(e)),
+        }
+    }
     // The plan's bundle lookups tell the InstallPlan reconciler where each bundle comes from.
     if plan.status.as_ref().is_none_or(|s| s.bundle_lookups.is_empty()) {
         let lookups: Vec<Value> = to_install
@@ -234,7 +320,7 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
                 json!({
                     "path": b.image, "identifier": b.bundle, "replaces": replaces,
                     "catalogSourceRef": {"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource", "namespace": cns, "name": cname},
-                    "properties": json!({"properties": [{"type": "olm.package", "value": {"packageName": b.package, "version": b.version.to_string()}}]}).to_string(),
+                    "properties": bundle_properties(&ctx, b).to_string(),
                 })
             })
             .collect();
@@ -265,16 +351,45 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
         _ => {
             status["state"] = json!("UpgradePending");
             remove_condition(&mut status, "InstallPlanFailed");
-            let message = if phase == InstallPlanPhase::RequiresApproval {
+            let mut message = if phase == InstallPlanPhase::RequiresApproval {
                 format!("InstallPlan {plan_name} requires approval: `capstan approve {plan_name} -n {ns}` or set spec.approved=true")
             } else {
                 format!("InstallPlan {plan_name} is {phase_name}")
             };
+            if let Some(old) = &superseded {
+                message = format!("{message}; it supersedes InstallPlan {old}, which can no longer be approved");
+            }
             set_condition(&mut status, "InstallPlanPending", "True", &phase_name, &message);
         }
     }
     apply_status(&subs, &sub, status).await?;
     Ok(Action::requeue(Duration::from_secs(if phase == InstallPlanPhase::Complete { 1 } else { 10 })))
+}
+
+/// The `properties` of a bundle lookup (`{"properties": [...]}` as OLM writes it): `olm.package`,
+/// an `olm.gvk` per provided API, and `olm.package.required` / `olm.gvk.required` for plain
+/// package and GVK dependencies, taken from the catalog the bundle was resolved from.
+fn bundle_properties(ctx: &Context, b: &crate::resolve::ResolvedBundle) -> Value {
+    use crate::resolve::index::Predicate;
+    let mut props = vec![json!({"type": "olm.package", "value": {"packageName": b.package, "version": b.version.to_string()}})];
+    let catalogs = ctx.catalogs.lock().unwrap_or_else(|e| e.into_inner());
+    let entry = b.catalog.as_ref().and_then(|c| catalogs.get(&(c.namespace.clone(), c.name.clone()))).and_then(|l| {
+        let i = l.index.bundle_by_name(&b.bundle)?;
+        Some(l.index.bundle(i).clone())
+    });
+    if let Some(e) = entry {
+        for g in &e.provides {
+            props.push(json!({"type": "olm.gvk", "value": {"group": g.group, "version": g.version, "kind": g.kind}}));
+        }
+        for d in &e.dependencies {
+            match &d.predicate {
+                Predicate::Package { package, range } => props.push(json!({"type": "olm.package.required", "value": {"packageName": package, "versionRange": range.as_str()}})),
+                Predicate::Gvk(g) => props.push(json!({"type": "olm.gvk.required", "value": {"group": g.group, "version": g.version, "kind": g.kind}})),
+                other => props.push(json!({"type": "olm.constraint", "value": {"failureMessage": d.failure_message, "description": other.to_string()}})),
+            }
+        }
+    }
+    json!({"properties": props})
 }
 
 fn request_of(s: &Subscription) -> SubscriptionRequest {

@@ -12,6 +12,8 @@
 //! Makefile's `test` target starts it before and stops it after the run).
 #![allow(dead_code)]
 
+pub mod controller;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};

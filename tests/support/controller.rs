@@ -1,0 +1,210 @@
+//! Helpers of the controller end-to-end tests (issue 5): publishing bundles and catalogs with the
+//! `capstan` binary, the `operators.coreos.com` CRDs, OperatorGroups, Subscriptions, and waiting
+//! for InstallPlan / CSV phases. Each test binary runs at most one controller (it watches every
+//! namespace), so each binary puts its controller cases in one test function.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use capstan::api::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use super::{TestNamespace, eventually};
+
+/// Whether ServiceAccount `ns/sa` may `verb` `group/resource` (in `in_ns`, or cluster-wide).
+pub async fn allowed(client: &kube::Client, ns: &str, sa: &str, verb: &str, group: &str, resource: &str, in_ns: Option<&str>) -> bool {
+    let mut attrs = json!({"verb": verb, "group": group, "resource": resource});
+    if let Some(n) = in_ns {
+        attrs["namespace"] = json!(n);
+    }
+    let sar: SubjectAccessReview = serde_json::from_value(json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": format!("system:serviceaccount:{ns}:{sa}"),
+                 "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}"), "system:authenticated"],
+                 "resourceAttributes": attrs}
+    }))
+    .expect("sar");
+    let r = Api::<SubjectAccessReview>::all(client.clone()).create(&PostParams::default(), &sar).await.expect("SubjectAccessReview");
+    r.status.map(|s| s.allowed).unwrap_or(false)
+}
+
+/// Deletes the generated cluster-scoped RBAC of the test namespaces (labelled `olm.owner.namespace`).
+pub async fn cleanup_cluster_rbac(client: &kube::Client, namespaces: &[&str]) {
+    for ns in namespaces {
+        let sel = ListParams::default().labels(&format!("olm.owner.namespace={ns}"));
+        let _ = Api::<ClusterRoleBinding>::all(client.clone()).delete_collection(&DeleteParams::default(), &sel).await;
+        let _ = Api::<ClusterRole>::all(client.clone()).delete_collection(&DeleteParams::default(), &sel).await;
+    }
+}
+
+pub const WAIT: Duration = Duration::from_secs(120);
+
+pub fn capstan(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_capstan")).args(args).output().expect("run capstan");
+    assert!(out.status.success(), "capstan {args:?} failed: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Pushes every bundle under `bundles/` and a catalog of them; returns the catalog reference.
+pub fn publish(registry: &str, repo: &str, work: &Path) -> String {
+    let catalog_dir = work.join("catalog");
+    let root = super::repo_root().join("bundles");
+    for pkg in ["nginx-operator", "kaiwudb-operator"] {
+        let mut versions: Vec<_> = std::fs::read_dir(root.join(pkg)).expect("bundles dir").flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+        versions.sort();
+        for dir in versions {
+            let ver = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+            let reference = format!("{registry}/{repo}/{pkg}-bundle:v{ver}");
+            capstan(&["bundle", "push", "-q", dir.to_str().unwrap_or_default(), &reference]);
+            capstan(&["catalog", "add", catalog_dir.to_str().unwrap_or_default(), &reference]);
+        }
+    }
+    let catalog_ref = format!("{registry}/{repo}/catalog:latest");
+    capstan(&["catalog", "push", "-q", catalog_dir.to_str().unwrap_or_default(), &catalog_ref]);
+    catalog_ref
+}
+
+pub async fn apply_crds(client: &kube::Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in capstan::api::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &PatchParams::apply("capstan-test").force(), &Patch::Apply(&crd)).await.unwrap_or_else(|e| panic!("apply CRD {name}: {e}"));
+        eventually(&format!("CRD {name} Established"), Duration::from_secs(30), || async {
+            let c = api.get(&name).await.ok()?;
+            c.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
+        })
+        .await;
+    }
+}
+
+pub async fn create<K>(client: &kube::Client, ns: &str, v: Value) -> K
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(v).expect("test object");
+    Api::<K>::namespaced(client.clone(), ns).create(&PostParams::default(), &obj).await.unwrap_or_else(|e| panic!("create {}: {e}", K::kind(&())))
+}
+
+pub async fn namespace_with_group(client: &kube::Client, prefix: &str) -> TestNamespace {
+    let ns = TestNamespace::new(client, prefix).await;
+    let og: capstan::api::OperatorGroup = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+        "metadata": {"name": "og", "namespace": ns.name}, "spec": {"targetNamespaces": [ns.name]}
+    }))
+    .expect("og");
+    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &ns.name).create(&PostParams::default(), &og).await.expect("create OperatorGroup");
+    ns
+}
+
+pub async fn subscribe(client: &kube::Client, ns: &str, package: &str, catalog_ns: &str, approval: &str) {
+    subscribe_channel(client, ns, package, "alpha", catalog_ns, approval).await;
+}
+
+pub async fn subscribe_channel(client: &kube::Client, ns: &str, package: &str, channel: &str, catalog_ns: &str, approval: &str) {
+    create::<Subscription>(client, ns, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": package, "namespace": ns},
+        "spec": {"name": package, "channel": channel, "source": "examples", "sourceNamespace": catalog_ns, "installPlanApproval": approval}
+    }))
+    .await;
+}
+
+/// The Subscription's InstallPlan once it has reached `phase`.
+pub async fn plan_in_phase(client: &kube::Client, ns: &str, sub: &str, phase: &str) -> InstallPlan {
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), ns);
+    eventually(&format!("InstallPlan of {ns}/{sub} in phase {phase}"), WAIT, || async {
+        let s = subs.get(sub).await.ok()?;
+        let name = s.status?.install_plan_ref?.name?;
+        let p = plans.get(&name).await.ok()?;
+        let st = serde_json::to_value(p.status.as_ref()?).ok()?;
+        if st["phase"] == "Failed" && phase != "Failed" {
+            panic!("InstallPlan {ns}/{name} failed: {}", st["message"]);
+        }
+        (st["phase"] == phase).then_some(p)
+    })
+    .await
+}
+
+pub async fn csv_succeeded_and_deployment_available(client: &kube::Client, ns: &str) {
+    csv_version_succeeded(client, ns, "nginx-operator.v0.2.0").await;
+}
+
+pub async fn csv_version_succeeded(client: &kube::Client, ns: &str, csv: &str) {
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
+    eventually(&format!("CSV {ns}/{csv} Succeeded"), WAIT, || async {
+        let c = csvs.get(csv).await.ok()?;
+        let st = serde_json::to_value(c.status.as_ref()?).ok()?;
+        (st["phase"] == "Succeeded").then_some(())
+    })
+    .await;
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let list = deps.list(&ListParams::default().labels(&format!("olm.owner={csv}"))).await.expect("list deployments");
+    assert!(!list.items.is_empty(), "no Deployment of CSV {csv} (label olm.owner) in {ns}");
+    for d in list.items {
+        let ok = d.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
+        assert!(ok, "Deployment {:?} not Available although the CSV Succeeded", d.metadata.name);
+    }
+}
+
+
+/// Creates CatalogSource `ns/name` for `image` (sourceType grpc, as users write it for OLM) and
+/// waits until it is READY.
+pub async fn catalog_source(client: &kube::Client, ns: &str, name: &str, image: &str) {
+    create::<CatalogSource>(client, ns, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"sourceType": "grpc", "image": image, "updateStrategy": {"registryPoll": {"interval": "10m"}}}
+    }))
+    .await;
+    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), ns);
+    eventually(&format!("CatalogSource {ns}/{name} READY"), WAIT, || async {
+        let st = serde_json::to_value(catalogs.get(name).await.ok()?.status?).ok()?;
+        (st["connectionState"]["lastObservedState"] == "READY").then_some(())
+    })
+    .await;
+}
+
+/// Pushes each bundle directory to `<registry>/<repo>/<package>-bundle:v<version>` and adds it
+/// to a catalog with the given `catalog add --mode` (`replaces` or `semver`); pushes the catalog
+/// to `<registry>/<repo>/<catalog>:latest` and returns that reference.
+pub fn publish_dirs(registry: &str, repo: &str, catalog: &str, work: &Path, bundles: &[(&Path, &str, &str)]) -> String {
+    let catalog_dir = work.join(catalog);
+    for (dir, version, mode) in bundles {
+        let package = dir.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str()).unwrap_or("bundle");
+        let reference = format!("{registry}/{repo}/{package}-bundle:v{version}");
+        capstan(&["bundle", "push", "-q", dir.to_str().unwrap_or_default(), &reference]);
+        capstan(&["catalog", "add", "--mode", mode, catalog_dir.to_str().unwrap_or_default(), &reference]);
+    }
+    let catalog_ref = format!("{registry}/{repo}/{catalog}:latest");
+    capstan(&["catalog", "push", "-q", catalog_dir.to_str().unwrap_or_default(), &catalog_ref]);
+    catalog_ref
+}
+
+/// Creates a namespace with an OperatorGroup targeting all namespaces (no targetNamespaces).
+pub async fn namespace_with_global_group(client: &kube::Client, prefix: &str) -> TestNamespace {
+    let ns = TestNamespace::new(client, prefix).await;
+    let og: capstan::api::OperatorGroup = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+        "metadata": {"name": "global", "namespace": ns.name}, "spec": {}
+    }))
+    .expect("og");
+    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &ns.name).create(&PostParams::default(), &og).await.expect("create OperatorGroup");
+    ns
+}
+
+/// The condition `type_` of Subscription `ns/name` once it has status `value`.
+pub async fn subscription_condition(client: &kube::Client, ns: &str, name: &str, type_: &str, value: &str) -> Value {
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
+    eventually(&format!("Subscription {ns}/{name} condition {type_}={value}"), WAIT, || async {
+        let st = serde_json::to_value(subs.get(name).await.ok()?.status?).ok()?;
+        st["conditions"].as_array()?.iter().find(|c| c["type"] == type_ && c["status"] == value).cloned()
+    })
+    .await
+}
