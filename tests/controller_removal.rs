@@ -189,6 +189,18 @@ async fn removal_never_hangs() {
     let repo = format!("ctl-removal-{}", std::process::id());
     let catalog_ref = publish(&registry, &repo, work.path());
     apply_crds(&client).await;
+    // A run that failed half-way may have left objects with the test's finalizer in namespaces
+    // being deleted: play the operator for them, so that this run starts clean.
+    for ns in Api::<Namespace>::all(client.clone()).list(&ListParams::default()).await.expect("list namespaces").items {
+        let name = ns.name_any();
+        if !name.starts_with("rm-") || ns.metadata.deletion_timestamp.is_none() {
+            continue;
+        }
+        let leftovers = Api::<DynamicObject>::namespaced_with(client.clone(), &name, &nginx_resource()).list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+        for o in leftovers.iter().filter(|o| o.finalizers().iter().any(|f| f == CLEANUP)) {
+            clear_finalizers(&client, &name, &o.name_any()).await;
+        }
+    }
     let catalog_ns = TestNamespace::new(&client, "rm-catalog").await;
     let mut controller = start_controller(&client, &catalog_ns.name);
     create::<CatalogSource>(&client, &catalog_ns.name, json!({
@@ -381,6 +393,36 @@ async fn removal_never_hangs() {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces.delete(&gone.name, &DeleteParams::default()).await.expect("delete namespace");
     eventually("namespace deleted", WAIT, || async { namespaces.get_opt(&gone.name).await.ok()?.is_none().then_some(()) }).await;
+
+    // (6) The operator runs but does not complete a finalizer within the timeout: the object is
+    // reported with its finalizer and the unblocking command, the operator is removed, and the CSV
+    // waits (with the report) until the object is gone.
+    let slow = install(&client, "rm-timeout", &catalog_ns.name, json!({
+        capstan::controller::ANNOTATION_UNINSTALL_OPERANDS: "true", capstan::controller::ANNOTATION_UNINSTALL_TIMEOUT: "5s"})).await;
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), &slow.name);
+    eventually("Subscription finalizer", WAIT, || async {
+        subs.get("nginx-operator").await.ok()?.finalizers().iter().any(|f| f == capstan::controller::SUBSCRIPTION_FINALIZER).then_some(())
+    })
+    .await;
+    create_nginx(&client, &slow.name, "slow", &[CLEANUP]).await;
+    subs.delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &slow.name);
+    let command = format!(r#"kubectl patch nginxes.example.com slow -n {} --type=merge -p '{{"metadata":{{"finalizers":null}}}}'"#, slow.name);
+    let st = eventually("timed-out Nginx reported in the CSV status", WAIT, || async {
+        let st = serde_json::to_value(csvs.get(CSV).await.ok()?.status?).ok()?;
+        st["message"].as_str()?.contains("did not complete them within 5s").then_some(st)
+    })
+    .await;
+    let message = st["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("Nginx {}/slow (finalizers: {CLEANUP})", slow.name)) && message.contains(&command), "{message}");
+    let note = event_note(&client, &slow.name, "OperandsStuck").await;
+    assert!(note.contains(&format!("Nginx {}/slow", slow.name)), "{note}");
+    all_gone(&client, &slow.name).await;
+    let nginxes: Api<DynamicObject> = Api::namespaced_with(client.clone(), &slow.name, &nginx_resource());
+    assert_eq!(nginxes.get("slow").await.expect("Nginx slow").finalizers(), [CLEANUP.to_string()], "capstan never clears a finalizer itself");
+    assert!(csvs.get_opt(CSV).await.expect("get CSV").is_some(), "the CSV keeps the report until the object is gone");
+    clear_finalizers(&client, &slow.name, "slow").await;
+    csv_gone(&client, &slow.name).await;
 
     // case-29: deleting a Subscription annotated to uninstall including CRDs deletes the custom
     // resources first while the operator runs, then the operator and its RBAC, then the CRD —

@@ -240,6 +240,14 @@ pub fn stuck_message(csv: &str, objects: &[RemainingObject], why: &str) -> Strin
     )
 }
 
+/// The reason a [`stuck_message`] gives (the text in parentheses), so that a report keeps its first
+/// reason once capstan has removed the operator itself.
+pub fn stuck_reason(message: &str) -> Option<&str> {
+    let start = message.find(" still Terminating (")? + " still Terminating (".len();
+    let len = message[start..].find("): ")?;
+    Some(&message[start..start + len])
+}
+
 /// `status.cleanup.pendingDeletion` (OLM `ResourceList`s) of `objects`, grouped by group and kind.
 pub fn pending_deletion(objects: &[RemainingObject]) -> Value {
     let mut groups: BTreeMap<(String, String), Vec<Value>> = BTreeMap::new();
@@ -677,9 +685,12 @@ async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Opti
                 write_deleting_status(ctx, csv, &message, pending).await?;
                 return Ok(Some(Duration::from_secs(2)));
             }
-            let why = match running {
-                Err(gone) => gone,
-                Ok(()) => format!("the operator did not complete them within {}", human(settings.timeout)),
+            // The first reason stays: after the report capstan removes the operator itself.
+            let previous = csv.status.as_ref().and_then(|s| s.message.as_deref()).and_then(stuck_reason).map(String::from);
+            let why = match (previous, running) {
+                (Some(p), _) => p,
+                (None, Err(gone)) => gone,
+                (None, Ok(())) => format!("the operator did not complete them within {}", human(settings.timeout)),
             };
             let message = stuck_message(&full, &remaining, &why);
             let changed = csv.status.as_ref().and_then(|s| s.message.as_deref()) != Some(message.as_str());
@@ -925,6 +936,8 @@ mod tests {
         assert!(m.contains("CSV ops/nginx.v1") && m.contains("2 custom resources are still Terminating"), "{m}");
         assert!(m.contains("Nginx apps/w1 (finalizers: example.com/cleanup)") && m.contains("finalizers: a/b, c/d"), "{m}");
         assert!(m.contains(&o.unblock_command()) && m.contains("Deployment ops/x does not exist"), "{m}");
+        assert_eq!(stuck_reason(&m), Some("the operator is gone: Deployment ops/x does not exist"));
+        assert_eq!(stuck_reason("uninstall of CSV a/b: deleting 1 custom resource before the operator"), None);
         let many: Vec<RemainingObject> = (0..13).map(|i| obj(Some("a"), &format!("n{i}"), &["f"])).collect();
         let m = stuck_message("a/b", &many, "why");
         assert!(m.contains("and 3 more") && !m.contains("n10 "), "{m}");
