@@ -157,12 +157,21 @@ fn filtered<K>(api: Api<K>) -> Controller<K>
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
+    filtered_by(api, spec_or_metadata::<K>)
+}
+
+/// A controller for `K` over all namespaces whose trigger is filtered by `predicate` (a hash of
+/// what matters; an unchanged hash does not trigger).
+fn filtered_by<K>(api: Api<K>, predicate: impl Fn(&K) -> Option<u64> + Send + 'static) -> Controller<K>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
     let (reader, writer) = reflector::store();
     let trigger = watcher(api, watcher::Config::default())
         .default_backoff()
         .reflect(writer)
         .applied_objects()
-        .predicate_filter(spec_or_metadata::<K>, PredicateConfig::default());
+        .predicate_filter(predicate, PredicateConfig::default());
     Controller::for_stream(trigger, reader)
 }
 
@@ -201,7 +210,15 @@ pub async fn run(client: Client, options: Options, shutdown: impl std::future::F
         .reconcile_all_on(rx)
         .run(subscription::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
-    let plans = filtered(Api::<InstallPlan>::all(client.clone()))
+    let plans = filtered_by(Api::<InstallPlan>::all(client.clone()), |ip: &InstallPlan| {
+        // Also when the Subscription reconciler has written status.bundleLookups (right after
+        // creating the plan): the plan can be worked on from then on.
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        spec_or_metadata(ip).hash(&mut h);
+        ip.status.as_ref().map(|s| s.bundle_lookups.len()).hash(&mut h);
+        Some(h.finish())
+    })
         .run(installplan::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
     let csvs = filtered(Api::<ClusterServiceVersion>::all(client.clone()))

@@ -131,7 +131,26 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
         let message = format!(
             "catalog source {source_ns}/{source} (spec.source) cannot be loaded, so Subscription {name} is not resolved: {why}; fix spec.image or spec.secrets of CatalogSource {source_ns}/{source}; capstan retries every 30 s and keeps what is installed"
         );
-        set_condition(&mut status, "ResolutionFailed", "True", reason::ERROR_PREVENTED_RESOLUTION, &message);
+        // With an installed CSV nothing is unresolved: the catalog is (case-27). Say that in the
+        // catalog condition and leave the install reported as it is.
+        let kept = match status["installedCSV"].as_str().filter(|c| !c.is_empty()) {
+            Some(c) => Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), &ns)
+                .get_opt(c)
+                .await
+                .map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{c}")))?
+                .map(|_| c.to_string()),
+            None => None,
+        };
+        match kept {
+            Some(csv) => {
+                let message = format!(
+                    "catalog source {source_ns}/{source} (spec.source) cannot be loaded: {why}; resolution of Subscription {name} is deferred and retried every 30 s; the installed {csv} is kept as it is"
+                );
+                set_condition(&mut status, "CatalogSourcesUnhealthy", "True", reason::UNHEALTHY_CATALOG_SOURCE_FOUND, &message);
+                remove_condition(&mut status, "ResolutionFailed");
+            }
+            None => set_condition(&mut status, "ResolutionFailed", "True", reason::ERROR_PREVENTED_RESOLUTION, &message),
+        }
         apply_status(&subs, &sub, status).await?;
         return Ok(Action::requeue(Duration::from_secs(30)));
     }

@@ -12,6 +12,7 @@
 
 pub mod apply;
 pub mod config;
+pub mod crd_safety;
 pub mod plan;
 pub mod preflight;
 

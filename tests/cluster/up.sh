@@ -191,12 +191,14 @@ start kube-controller-manager "$bin/kube-controller-manager" \
 start kube-scheduler "$bin/kube-scheduler" \
   --kubeconfig="$kubeconfig" --authentication-kubeconfig="$kubeconfig" --authorization-kubeconfig="$kubeconfig" \
   --bind-address=127.0.0.1 --secure-port="$SCHED_PORT" --leader-elect=false --v=1
-# kwok's own stage definitions from the pinned release (node initialize + lease heartbeat, pod lifecycle).
+# kwok's own stage definitions from the pinned release (node initialize + lease heartbeat, pod
+# lifecycle). Pods use the "fast" stages: Ready at once. The "general" ones add a random 1–6 s
+# simulated start-up to every pod, which only adds noise to tests and to the install benchmark.
 kwok_dir=$(cd "$here" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
 : > "$dir/kwok-stages.yaml"
 for f in "$kwok_dir"/kustomize/stage/node/fast/node-initialize.yaml \
          "$kwok_dir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
-         "$kwok_dir"/kustomize/stage/pod/general/pod-*.yaml; do
+         "$kwok_dir"/kustomize/stage/pod/fast/pod-*.yaml; do
   { echo "---"; cat "$f"; } >> "$dir/kwok-stages.yaml"
 done
 start kwok "$bin/kwok" \
