@@ -8,7 +8,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -22,67 +21,17 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
+use support::controller::{WAIT, apply_crds, capstan, create, namespace_with_group, publish_dirs};
 use support::{TestNamespace, eventually};
 
-const WAIT: Duration = Duration::from_secs(120);
 const CSV: &str = "nginx-operator.v0.2.0";
 const DEPLOYMENT: &str = "nginx-operator-controller-manager";
 const CLEANUP: &str = "example.com/cleanup";
 
-fn capstan(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_capstan")).args(args).output().expect("run capstan");
-    assert!(out.status.success(), "capstan {args:?} failed: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Pushes the nginx-operator bundles and a catalog of them; returns the catalog reference.
-fn publish(registry: &str, repo: &str, work: &Path) -> String {
-    let catalog_dir = work.join("catalog");
-    let root = support::repo_root().join("bundles/nginx-operator");
-    let mut versions: Vec<_> = std::fs::read_dir(&root).expect("bundles dir").flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
-    versions.sort();
-    for dir in versions {
-        let ver = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-        let reference = format!("{registry}/{repo}/nginx-operator-bundle:v{ver}");
-        capstan(&["bundle", "push", "-q", dir.to_str().unwrap_or_default(), &reference]);
-        capstan(&["catalog", "add", catalog_dir.to_str().unwrap_or_default(), &reference]);
-    }
-    let catalog_ref = format!("{registry}/{repo}/catalog:latest");
-    capstan(&["catalog", "push", "-q", catalog_dir.to_str().unwrap_or_default(), &catalog_ref]);
-    catalog_ref
-}
-
-async fn apply_crds(client: &kube::Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in capstan::api::crds() {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        api.patch(&name, &PatchParams::apply("capstan-test").force(), &Patch::Apply(&crd)).await.unwrap_or_else(|e| panic!("apply CRD {name}: {e}"));
-        eventually(&format!("CRD {name} Established"), Duration::from_secs(30), || async {
-            let c = api.get(&name).await.ok()?;
-            c.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
-        })
-        .await;
-    }
-}
-
-async fn create<K>(client: &kube::Client, ns: &str, v: Value) -> K
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let obj: K = serde_json::from_value(v).expect("test object");
-    Api::<K>::namespaced(client.clone(), ns).create(&PostParams::default(), &obj).await.unwrap_or_else(|e| panic!("create {}: {e}", K::kind(&())))
-}
-
 /// A namespace with an OwnNamespace OperatorGroup and a Subscription to nginx-operator (with
 /// `annotations`), once its CSV has Succeeded.
 async fn install(client: &kube::Client, prefix: &str, catalog_ns: &str, annotations: Value) -> TestNamespace {
-    let ns = TestNamespace::new(client, prefix).await;
-    let og: capstan::api::OperatorGroup = serde_json::from_value(json!({
-        "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-        "metadata": {"name": "og", "namespace": ns.name}, "spec": {"targetNamespaces": [ns.name]}
-    }))
-    .expect("og");
-    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &ns.name).create(&PostParams::default(), &og).await.expect("create OperatorGroup");
+    let ns = namespace_with_group(client, prefix).await;
     create::<Subscription>(client, &ns.name, json!({
         "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
         "metadata": {"name": "nginx-operator", "namespace": ns.name, "annotations": annotations},
@@ -187,7 +136,9 @@ async fn removal_never_hangs() {
     let registry = support::registry();
     let work = tempfile::tempdir().expect("tempdir");
     let repo = format!("ctl-removal-{}", std::process::id());
-    let catalog_ref = publish(&registry, &repo, work.path());
+    let nginx = support::repo_root().join("bundles/nginx-operator");
+    let (v1, v2) = (nginx.join("0.1.0"), nginx.join("0.2.0"));
+    let catalog_ref = publish_dirs(&registry, &repo, "catalog", work.path(), &[(&v1, "0.1.0", "replaces"), (&v2, "0.2.0", "replaces")]);
     apply_crds(&client).await;
     // A run that failed half-way may have left objects with the test's finalizer in namespaces
     // being deleted: play the operator for them, so that this run starts clean.
@@ -294,13 +245,7 @@ async fn removal_never_hangs() {
 
     // An upgrade deletes the replaced CSV: only the objects still labelled for it go, and custom
     // resources stay even though the Subscription asks for operand removal on uninstall.
-    let upgrade = TestNamespace::new(&client, "rm-upgrade").await;
-    let og: capstan::api::OperatorGroup = serde_json::from_value(json!({
-        "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-        "metadata": {"name": "og", "namespace": upgrade.name}, "spec": {"targetNamespaces": [upgrade.name]}
-    }))
-    .expect("og");
-    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &upgrade.name).create(&PostParams::default(), &og).await.expect("create OperatorGroup");
+    let upgrade = namespace_with_group(&client, "rm-upgrade").await;
     let upg_dir = work.path().join("upgrade-catalog");
     let upg_ref = format!("{registry}/{repo}/upgrade-catalog:latest");
     let bundle_ref = |v: &str| format!("{registry}/{repo}/nginx-operator-bundle:v{v}");
