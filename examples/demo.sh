@@ -9,6 +9,9 @@ capstan=${CAPSTAN:-$root/target/release/capstan}
 dir=${CAPSTAN_CLUSTER_DIR:-$root/.cluster}
 reg=$(cat "$dir/registry")
 export KUBECONFIG="$dir/kubeconfig"
+# kubectl from the pinned build (tests/cluster/build.sh, linked as $dir/bin by up.sh), not the machine's.
+[ -x "$dir/bin/kubectl" ] || { echo "demo: $dir/bin/kubectl missing: run make cluster-up first" >&2; exit 1; }
+export PATH="$dir/bin:$PATH"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -66,9 +69,11 @@ if [ -f "$pidfile" ]; then
   rm -f "$pidfile"
 fi
 # --kubeconfig names the state directory, which is how tests/cluster/down.sh recognises the process.
-nohup "$capstan" controller --kubeconfig "$dir/kubeconfig" >"$log" 2>&1 &
+# Metrics on a free loopback port (the default 0.0.0.0:8080 may be taken on a shared machine).
+metrics_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+nohup "$capstan" controller --kubeconfig "$dir/kubeconfig" --metrics-addr "127.0.0.1:$metrics_port" >"$log" 2>&1 &
 echo $! > "$pidfile"
-echo "capstan controller running as pid $(cat "$pidfile"), log: $log"
+echo "capstan controller running as pid $(cat "$pidfile"), log: $log, metrics: http://127.0.0.1:$metrics_port/metrics"
 
 step "apply examples/: a CatalogSource, an OperatorGroup and a Subscription written for OLM"
 sed "s#REGISTRY#$reg#" examples/catalogsource.yaml | kubectl apply -f -
@@ -89,8 +94,12 @@ done
 echo "CSV $csv: Succeeded"
 kubectl get catalogsource,subscription,installplan,csv,deploy -A
 
+step "capstan's metrics (http://127.0.0.1:$metrics_port/metrics)"
+curl -fsS "http://127.0.0.1:$metrics_port/metrics" | grep -E '^capstan_(leader|csvs\{phase="Succeeded"\}|install_duration_seconds_count|resolution_duration_seconds_count)' || true
+
 step "what the operator's ServiceAccount may do"
-kubectl auth can-i --list -n operators --as=system:serviceaccount:operators:nginx-operator-controller-manager | head -n 30
+kubectl auth can-i --list -n operators --as=system:serviceaccount:operators:nginx-operator-controller-manager > "$work/can-i.txt"
+head -n 30 "$work/can-i.txt"
 
 echo
 echo "The controller keeps running (pid $(cat "$pidfile")); stop everything with: make cluster-down"

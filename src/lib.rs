@@ -8,6 +8,7 @@ pub mod bundle;
 pub mod catalog;
 pub mod controller;
 pub mod install;
+pub mod metrics;
 pub mod oci;
 pub mod resolve;
 pub mod yaml;

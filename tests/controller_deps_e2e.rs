@@ -82,7 +82,8 @@ async fn controller_dependencies_cluster_rbac_config_and_bad_input() {
 
     let catalog_ns = TestNamespace::new(&client, "ctl-deps-catalog").await;
     let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None };
-    let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
+    // With its configuration, so that scoped installs (impersonation) work.
+    let controller = tokio::spawn(capstan::controller::run_with_config(support::admin_config().await, options, std::future::pending()));
     catalog_source(&client, &catalog_ns.name, "corpus", &corpus_ref).await;
     catalog_source(&client, &catalog_ns.name, "examples", &examples_ref).await;
 
@@ -207,6 +208,72 @@ async fn controller_dependencies_cluster_rbac_config_and_bad_input() {
     })
     .await;
 
+    // Issue 7 item 7 / case-25: a scoped install (OperatorGroup spec.serviceAccountName) whose
+    // ServiceAccount lacks three permissions fails before any step and lists all three; once
+    // they are granted the same plan goes through, applied as that ServiceAccount.
+    let scoped = TestNamespace::new(&client, "ctl-scoped").await;
+    let sa: k8s_openapi::api::core::v1::ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "installer", "namespace": scoped.name}})).expect("sa");
+    Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), &scoped.name).create(&PostParams::default(), &sa).await.expect("create installer SA");
+    let grant = |name: String, rules: serde_json::Value| {
+        let client = client.clone();
+        let ns = scoped.name.clone();
+        async move {
+            let cr: ClusterRole = serde_json::from_value(json!({"metadata": {"name": name, "labels": {"capstan-test": ns}}, "rules": rules})).expect("cr");
+            Api::<ClusterRole>::all(client.clone()).create(&PostParams::default(), &cr).await.expect("create ClusterRole");
+            let crb: ClusterRoleBinding = serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": {"capstan-test": ns}},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": ns}]
+            }))
+            .expect("crb");
+            Api::<ClusterRoleBinding>::all(client.clone()).create(&PostParams::default(), &crb).await.expect("create ClusterRoleBinding");
+        }
+    };
+    let all = json!(["get", "list", "watch", "create", "update", "patch", "delete"]);
+    grant(format!("{}-installer", scoped.name), json!([
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": all},
+        {"apiGroups": [""], "resources": ["serviceaccounts", "services", "configmaps", "secrets", "events", "pods"], "verbs": all},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": all},
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings", "clusterroles", "clusterrolebindings"], "verbs": all},
+        {"apiGroups": ["operators.coreos.com"], "resources": ["*"], "verbs": ["*"]},
+        {"apiGroups": ["example.com"], "resources": ["nginxes", "nginxes/status", "nginxes/finalizers"], "verbs": all},
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}
+    ])).await;
+    let og: capstan::api::OperatorGroup = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+        "metadata": {"name": "og", "namespace": scoped.name}, "spec": {"targetNamespaces": [scoped.name], "serviceAccountName": "installer"}
+    }))
+    .expect("og");
+    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &scoped.name).create(&PostParams::default(), &og).await.expect("create OperatorGroup");
+    subscribe(&client, &scoped.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
+    let refused = plan_in_phase(&client, &scoped.name, "nginx-operator", "Failed").await;
+    let m = refused.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(m.contains(&format!("installer account {}/installer", scoped.name)) && m.contains("lacks 3 permissions"), "{m}");
+    assert!(m.contains("ingresses") && m.contains("leases") && m.contains("subjectaccessreviews"), "all three in one message: {m}");
+    assert!(Api::<ClusterServiceVersion>::namespaced(client.clone(), &scoped.name).list(&Default::default()).await.expect("csvs").items.is_empty(), "nothing applied");
+    assert!(Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), &scoped.name).get_opt("nginx-operator-controller-manager").await.expect("sa").is_none(), "nothing applied");
+    grant(format!("{}-installer-more", scoped.name), json!([
+        {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": all},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": all},
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}
+    ])).await;
+    csv_version_succeeded(&client, &scoped.name, "nginx-operator.v0.2.0").await;
+    // A ServiceAccount that does not exist is named as such.
+    let nosa = TestNamespace::new(&client, "ctl-scoped-nosa").await;
+    let og: capstan::api::OperatorGroup = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+        "metadata": {"name": "og", "namespace": nosa.name}, "spec": {"targetNamespaces": [nosa.name], "serviceAccountName": "nobody"}
+    }))
+    .expect("og");
+    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &nosa.name).create(&PostParams::default(), &og).await.expect("create OperatorGroup");
+    subscribe(&client, &nosa.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
+    let refused = plan_in_phase(&client, &nosa.name, "nginx-operator", "Failed").await;
+    let m = refused.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(m.contains(&format!("ServiceAccount {}/nobody", nosa.name)) && m.contains("does not exist"), "{m}");
+
     controller.abort();
-    cleanup_cluster_rbac(&client, &[&kuadrant.name, &kaiwu.name]).await;
+    let test_rbac = ListParams::default().labels(&format!("capstan-test={}", scoped.name));
+    let _ = Api::<ClusterRoleBinding>::all(client.clone()).delete_collection(&Default::default(), &test_rbac).await;
+    let _ = Api::<ClusterRole>::all(client.clone()).delete_collection(&Default::default(), &test_rbac).await;
+    cleanup_cluster_rbac(&client, &[&kuadrant.name, &kaiwu.name, &scoped.name]).await;
 }

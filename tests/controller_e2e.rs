@@ -85,6 +85,40 @@ async fn controller_installs_subscriptions_end_to_end() {
     let sa_entry = entries.iter().find(|e| e["kind"] == "ServiceAccount" && e["name"] == "nginx-operator-controller-manager").unwrap_or_else(|| panic!("{req}"));
     let deps = sa_entry["dependents"].as_array().cloned().unwrap_or_default();
     assert!(!deps.is_empty() && deps.iter().all(|d| d["status"] == "Satisfied"), "{sa_entry}");
+    // Events (issue 7 item 5): every transition a person wants to see, in order.
+    let order = eventually("install Events", WAIT, || async {
+        let evs = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), &auto.name).list(&Default::default()).await.ok()?;
+        let mut seen: Vec<(String, String, String)> = evs
+            .items
+            .iter()
+            .map(|e| {
+                let t = e.event_time.as_ref().map(|t| t.0.to_string()).unwrap_or_default();
+                (t, e.regarding.as_ref().and_then(|r| r.kind.clone()).unwrap_or_default(), e.reason.clone().unwrap_or_default())
+            })
+            .collect();
+        seen.sort();
+        let reasons: Vec<String> = seen.iter().map(|(_, k, r)| format!("{k}/{r}")).collect();
+        let want = ["Subscription/InstallPlanCreated", "InstallPlan/Installing", "ClusterServiceVersion/RequirementsUnknown", "ClusterServiceVersion/AllRequirementsMet", "ClusterServiceVersion/InstallSucceeded"];
+        (want.iter().all(|w| reasons.iter().any(|r| r == w)) && reasons.iter().any(|r| r == "InstallPlan/Complete")).then_some(reasons)
+    })
+    .await;
+    let pos = |w: &str| order.iter().position(|r| r == w).unwrap_or(usize::MAX);
+    assert!(
+        pos("Subscription/InstallPlanCreated") < pos("InstallPlan/Installing")
+            && pos("InstallPlan/Installing") < pos("ClusterServiceVersion/RequirementsUnknown")
+            && pos("ClusterServiceVersion/RequirementsUnknown") < pos("ClusterServiceVersion/AllRequirementsMet")
+            && pos("ClusterServiceVersion/AllRequirementsMet") < pos("ClusterServiceVersion/InstallSucceeded")
+            && pos("InstallPlan/Installing") < pos("InstallPlan/Complete"),
+        "Events out of order: {order:?}"
+    );
+    // The metrics of the install are recorded.
+    let text = capstan::metrics::global().encode();
+    let value = |prefix: &str| -> f64 {
+        text.lines().find(|l| l.starts_with(prefix)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+    };
+    for series in ["capstan_resolution_duration_seconds_count", "capstan_install_duration_seconds_count{outcome=\"succeeded\"}", "capstan_catalog_pull_duration_seconds_count", "capstan_catalog_size_bytes", "capstan_csvs{phase=\"Succeeded\"}"] {
+        assert!(value(series) >= 1.0, "{series} not recorded in /metrics:\n{text}");
+    }
     // The OperatorGroup reports its target namespaces.
     let ogs: Api<capstan::api::OperatorGroup> = Api::namespaced(client.clone(), &auto.name);
     let og_ns = eventually("OperatorGroup status.namespaces", WAIT, || async {

@@ -271,6 +271,103 @@ async fn controller_upgrades_and_approval_flows() {
     csv_version_succeeded(&client, &manual.name, "kaiwudb-operator.v1.2.0").await;
     eventually("1.0.0 replaced", WAIT, || async { (kaiwudb_csvs(&client, &manual.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(()) }).await;
 
+    // Issue 6 items 3–4: CRD upgrade safety through the controller. A copy of kaiwudb-operator
+    // whose CRD lives in a group of its own (so that no other test's objects are involved):
+    // 2.0.0 makes spec.image required while an existing KaiwuCluster lacks it; 3.0.0 drops the
+    // stored version v1.
+    let group = format!("kaiwu-{}.example.com", std::process::id());
+    let regroup = |text: String| text.replace("kaiwu.inspur.com", &group);
+    let safe_dir = work.path().join("safe-bundles").join("kaiwudb-operator");
+    let v12 = safe_dir.join("1.2.0");
+    std::fs::create_dir_all(&v12).expect("mkdir");
+    copy_dir(&k("1.2.0"), &v12, &|_, t| regroup(t));
+    let v20 = safe_dir.join("2.0.0");
+    std::fs::create_dir_all(&v20).expect("mkdir");
+    copy_dir(&k("1.2.0"), &v20, &|p, t| {
+        let t = regroup(t);
+        if p.to_string_lossy().contains("clusterserviceversion") {
+            t.replace("name: kaiwudb-operator.v1.2.0", "name: kaiwudb-operator.v2.0.0")
+                .replace("version: 1.2.0", "version: 2.0.0")
+                .replace("replaces: kaiwudb-operator.v1.1.0", "replaces: kaiwudb-operator.v1.2.0")
+                .lines()
+                .filter(|l| !l.contains("olm.skipRange"))
+                .collect::<Vec<_>>()
+                .join("\n")
+                + "\n"
+        } else if p.to_string_lossy().contains("kaiwuclusters") {
+            t.replace("required: [replicas, version]", "required: [replicas, version, image]")
+        } else {
+            t
+        }
+    });
+    let v30 = safe_dir.join("3.0.0");
+    std::fs::create_dir_all(&v30).expect("mkdir");
+    copy_dir(&v20, &v30, &|p, t| {
+        if p.to_string_lossy().contains("clusterserviceversion") {
+            let t = t
+                .replace("name: kaiwudb-operator.v2.0.0", "name: kaiwudb-operator.v3.0.0")
+                .replace("version: 2.0.0", "version: 3.0.0")
+                .replace("replaces: kaiwudb-operator.v1.2.0", "replaces: kaiwudb-operator.v2.0.0");
+            let mut csv: Value = serde_norway::from_str(&t).expect("CSV yaml");
+            if let Some(owned) = csv["spec"]["customresourcedefinitions"]["owned"].as_array_mut() {
+                owned.retain(|o| o["version"] != "v1");
+            }
+            serde_json::to_string_pretty(&csv).expect("json")
+        } else if p.to_string_lossy().contains("kaiwuclusters") {
+            // Only v2alpha1 is left, now the storage version: v1 (in status.storedVersions) is gone.
+            let mut crd: Value = serde_norway::from_str(&t).expect("CRD yaml");
+            let versions = crd["spec"]["versions"].as_array_mut().expect("versions");
+            versions.retain(|v| v["name"] != "v1");
+            versions[0]["storage"] = json!(true);
+            serde_json::to_string_pretty(&crd).expect("json")
+        } else {
+            t
+        }
+    });
+    let safe = namespace_with_global_group(&client, "ctl-life-crd").await;
+    let image = push_catalog(&registry, &repo, work.path(), "safe", &[(nginx.clone(), "v0.2.0"), (v12.clone(), "safe-v1.2.0")]);
+    polled_catalog(&client, &safe.name, "safe", &image).await;
+    subscription(&client, &safe.name, "safe", "Automatic").await;
+    csv_version_succeeded(&client, &safe.name, "kaiwudb-operator.v1.2.0").await;
+    let ar = kube::core::ApiResource::from_gvk_with_plural(&kube::core::GroupVersionKind::gvk(&group, "v1", "KaiwuCluster"), "kaiwuclusters");
+    let kcs: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), &safe.name, &ar);
+    let legacy: kube::api::DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "KaiwuCluster", "metadata": {"name": "legacy"}, "spec": {"replicas": 1, "version": "2.2.0"}})).expect("kc");
+    kcs.create(&kube::api::PostParams::default(), &legacy).await.expect("create KaiwuCluster without spec.image");
+    push_catalog(&registry, &repo, work.path(), "safe", &[(nginx.clone(), "v0.2.0"), (v12.clone(), "safe-v1.2.0"), (v20.clone(), "safe-v2.0.0")]);
+    let refused = eventually("2.0.0 plan refused by the CRD check", WAIT, || async {
+        let api: Api<InstallPlan> = Api::namespaced(client.clone(), &safe.name);
+        api.list(&Default::default()).await.ok()?.items.into_iter().find_map(|p| {
+            let st = serde_json::to_value(p.status.as_ref()?).ok()?;
+            (p.spec.cluster_service_version_names.iter().any(|n| n == "kaiwudb-operator.v2.0.0") && st["phase"] == "Failed").then_some(st)
+        })
+    })
+    .await;
+    let m = refused["message"].as_str().unwrap_or_default();
+    assert!(m.contains(&format!("kaiwuclusters.{group}")) && m.contains("legacy") && m.contains("spec.image"), "{m}");
+    assert!(refused["plan"].as_array().into_iter().flatten().all(|s| s["status"] == "NotCreated"), "nothing applied: {refused}");
+    assert_eq!(kaiwudb_csvs(&client, &safe.name).await, ["kaiwudb-operator.v1.2.0"], "1.2.0 keeps running, 2.0.0 not created");
+    let sub_cond = subscription_condition(&client, &safe.name, "kaiwudb-operator", "InstallPlanFailed", "True").await;
+    assert!(sub_cond["message"].as_str().is_some_and(|m| m.contains("legacy")), "{sub_cond}");
+    kcs.delete("legacy", &DeleteParams::default()).await.expect("delete the object");
+    csv_version_succeeded(&client, &safe.name, "kaiwudb-operator.v2.0.0").await;
+    eventually("1.2.0 replaced by 2.0.0", WAIT, || async { (kaiwudb_csvs(&client, &safe.name).await == ["kaiwudb-operator.v2.0.0"]).then_some(()) }).await;
+    // 3.0.0 drops v1, which is in status.storedVersions: refused, naming the version.
+    push_catalog(&registry, &repo, work.path(), "safe", &[(nginx.clone(), "v0.2.0"), (v12.clone(), "safe-v1.2.0"), (v20.clone(), "safe-v2.0.0"), (v30.clone(), "safe-v3.0.0")]);
+    let refused = eventually("3.0.0 plan refused by the CRD check", WAIT, || async {
+        let api: Api<InstallPlan> = Api::namespaced(client.clone(), &safe.name);
+        api.list(&Default::default()).await.ok()?.items.into_iter().find_map(|p| {
+            let st = serde_json::to_value(p.status.as_ref()?).ok()?;
+            (p.spec.cluster_service_version_names.iter().any(|n| n == "kaiwudb-operator.v3.0.0") && st["phase"] == "Failed").then_some(st)
+        })
+    })
+    .await;
+    let m = refused["message"].as_str().unwrap_or_default();
+    assert!(m.contains("version v1 would be removed") && m.contains("storedVersions"), "{m}");
+    assert_eq!(kaiwudb_csvs(&client, &safe.name).await, ["kaiwudb-operator.v2.0.0"], "3.0.0 not applied");
+
     controller.abort();
-    cleanup_cluster_rbac(&client, &[&auto.name, &jump.name, &manual.name, &pin.name]).await;
+    let _ = Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(client.clone())
+        .delete(&format!("kaiwuclusters.{group}"), &DeleteParams::default())
+        .await;
+    cleanup_cluster_rbac(&client, &[&auto.name, &jump.name, &manual.name, &pin.name, &safe.name]).await;
 }

@@ -3,13 +3,25 @@
 //!
 //! ```text
 //! capstan controller [--kubeconfig PATH] [--global-catalog-namespace olm]
+//!                    [--leader-elect [--lease-namespace NS] [--lease-name capstan]
+//!                     [--lease-duration 15s] [--renew-deadline 10s] [--retry-period 2s]]
+//!                    [--metrics-addr 0.0.0.0:8080 | 0] [--log-format text|json]
 //! ```
-//! Exit codes: 0 after Ctrl-C / SIGTERM, 2 when no cluster configuration can be loaded.
+//! With `--leader-elect` the controllers run only while this process holds the Lease
+//! ([`capstan::controller::leader`]); a standby waits. `--metrics-addr` serves `/metrics`,
+//! `/healthz` and `/readyz` ([`capstan::metrics`]). On Ctrl-C / SIGTERM the controllers stop and
+//! the Lease is released.
+//!
+//! Exit codes: 0 after Ctrl-C / SIGTERM, 1 when leadership was lost (the process must not go on
+//! reconciling; the Deployment restarts it as a standby), 2 on bad flags or when no cluster
+//! configuration can be loaded.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 #[derive(Args, Debug)]
 pub struct ControllerArgs {
@@ -19,11 +31,70 @@ pub struct ControllerArgs {
     /// Namespace whose CatalogSources every namespace can use (OLM's default: olm).
     #[arg(long, default_value = "olm", value_name = "NAMESPACE")]
     global_catalog_namespace: String,
+    /// Run the controllers only while holding a coordination.k8s.io Lease (for several replicas).
+    #[arg(long)]
+    leader_elect: bool,
+    /// Namespace of the leader-election Lease (in a Pod: its own namespace via $POD_NAMESPACE).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "capstan-system", value_name = "NAMESPACE")]
+    lease_namespace: String,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "capstan", value_name = "NAME")]
+    lease_name: String,
+    /// How long a Lease stays valid without renewal (whole seconds, e.g. 15s); a standby takes
+    /// over at most about this long (plus two retry periods) after the leader died.
+    #[arg(long, default_value = "15s", value_parser = parse_duration, value_name = "DURATION")]
+    lease_duration: Duration,
+    /// How long the leader retries renewing before it gives up leadership and exits.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    renew_deadline: Duration,
+    /// Time between attempts to acquire or renew the Lease.
+    #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
+    retry_period: Duration,
+    /// Address for /metrics, /healthz and /readyz; `0` disables the listener.
+    #[arg(long, default_value = "0.0.0.0:8080", value_name = "ADDR")]
+    metrics_addr: String,
+    /// Log format on stderr: human-readable text or one JSON object per line.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// `--log-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (tracing-subscriber's JSON format).
+    Json,
+}
+
+/// Parses `500ms`, `2s`, `1.5s`, `1m` or a plain number of seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| format!("{s:?} is not a duration; write e.g. 500ms, 2s, 1.5s or 1m"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("{s:?} is not a duration; it must be zero or more"));
+    }
+    Ok(Duration::from_secs_f64(v * scale))
 }
 
 /// Builds a client from `--kubeconfig` or the default configuration.
 pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, String> {
-    let config = match kubeconfig {
+    let config = config(kubeconfig).await?;
+    kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))
+}
+
+/// The configuration from `--kubeconfig` or the default one ($KUBECONFIG, ~/.kube/config, in-cluster).
+pub async fn config(kubeconfig: Option<&PathBuf>) -> Result<kube::Config, String> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
@@ -31,15 +102,75 @@ pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, String
                 .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?
         }
         None => kube::Config::infer().await.map_err(|e| format!("no cluster configuration (set KUBECONFIG or pass --kubeconfig): {e}"))?,
+    })
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,kube=warn".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).try_init(),
     };
-    kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))
+}
+
+/// Waits until the API answers a list of CatalogSources (the CRDs are installed and this identity
+/// may read them), then marks the process ready for `/readyz`.
+async fn mark_ready_when_api_answers(client: kube::Client) {
+    let api: kube::Api<capstan::api::CatalogSource> = kube::Api::all(client);
+    let mut warned = false;
+    loop {
+        match api.list_metadata(&kube::api::ListParams::default().limit(1)).await {
+            Ok(_) => {
+                capstan::metrics::global().set_ready(true);
+                return;
+            }
+            Err(e) => {
+                if !warned {
+                    tracing::warn!(error = %e, "not ready: cannot list CatalogSources (are the CRDs installed, `kubectl apply -k manifests/`, and may this identity list them?)");
+                    warned = true;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+    }
+    tracing::info!("shutting down: stopping the controllers");
 }
 
 pub fn run(args: ControllerArgs) -> ExitCode {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,kube=warn".into()))
-        .with_writer(std::io::stderr)
-        .try_init();
+    init_logging(args.log_format);
+    let metrics_addr: Option<SocketAddr> = match args.metrics_addr.trim() {
+        "0" | "" => None,
+        a => match a.parse() {
+            Ok(addr) => Some(addr),
+            Err(_) => {
+                eprintln!("error: --metrics-addr {a:?} is not HOST:PORT (e.g. 0.0.0.0:8080) or 0 to disable");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let leader_config = capstan::controller::leader::LeaderElectionConfig {
+        namespace: args.lease_namespace.clone(),
+        name: args.lease_name.clone(),
+        identity: capstan::controller::leader::default_identity(),
+        lease_duration: args.lease_duration,
+        renew_deadline: args.renew_deadline,
+        retry_period: args.retry_period,
+    };
+    if args.leader_elect
+        && let Err(e) = leader_config.validate()
+    {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -48,26 +179,81 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         }
     };
     rt.block_on(async move {
-        let client = match client(args.kubeconfig.as_ref()).await {
+        let kube_config = match config(args.kubeconfig.as_ref()).await {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("error: {e}");
                 return ExitCode::from(2);
             }
         };
+        let client = match kube::Client::try_from(kube_config.clone()) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: cannot build a client: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let metrics = capstan::metrics::global();
+        if let Some(addr) = metrics_addr {
+            // A taken port must not stop reconciliation (a second controller on a workstation);
+            // in a Pod the probes then fail, which shows the problem.
+            match capstan::metrics::serve(addr, metrics).await {
+                Ok(bound) => tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz"),
+                Err(e) => tracing::error!(error = %e, "running without /metrics, /healthz and /readyz; pass another --metrics-addr, or 0 to disable"),
+            }
+        }
         let options = capstan::controller::Options {
             global_catalog_namespace: args.global_catalog_namespace,
             catalog_cache: Some(capstan::oci::config::default_cache_root()),
         };
-        tracing::info!(global_catalog_namespace = %options.global_catalog_namespace, "capstan controller starting");
-        let shutdown = async {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
-            }
+        tracing::info!(global_catalog_namespace = %options.global_catalog_namespace, leader_elect = args.leader_elect, "capstan controller starting");
+        if !args.leader_elect {
+            metrics.set_leader(true);
+            tokio::spawn(mark_ready_when_api_answers(client.clone()));
+            capstan::controller::run_with_config(kube_config, options, shutdown_signal()).await;
+            return ExitCode::SUCCESS;
+        }
+        let config = leader_config;
+        tracing::info!(lease = %format!("{}/{}", config.namespace, config.name), identity = %config.identity, "leader election: waiting for the lease");
+        // A standby replica is ready: it serves its purpose by waiting.
+        metrics.set_ready(true);
+        let work_client = client.clone();
+        let work = async move {
+            metrics.set_ready(false);
+            let ready = tokio::spawn(mark_ready_when_api_answers(work_client.clone()));
+            capstan::controller::run_with_config(kube_config, options, std::future::pending()).await;
+            ready.abort();
         };
-        capstan::controller::run(client, options, shutdown).await;
-        ExitCode::SUCCESS
+        match capstan::controller::leader::run(client, config, shutdown_signal(), work).await {
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+            Ok(capstan::controller::leader::Outcome::LostLeadership { reason }) => {
+                tracing::error!(%reason, "leadership lost; exiting so that no two replicas reconcile");
+                ExitCode::from(1)
+            }
+            Ok(outcome) => {
+                tracing::info!(?outcome, "capstan controller stopped");
+                ExitCode::SUCCESS
+            }
+        }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("soon").unwrap_err().contains("not a duration"));
+        assert!(parse_duration("-1s").is_err());
+    }
 }

@@ -91,7 +91,10 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
                 let old = map.insert(key.clone(), l.clone());
                 old.map(|o| o.digest != l.digest || o.priority != l.priority).unwrap_or(true)
             };
-            ctx.catalog_errors.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+            let recovered = ctx.catalog_errors.lock().unwrap_or_else(|e| e.into_inner()).remove(&key).is_some();
+            if recovered && !new_digest {
+                let _ = ctx.resync_subscriptions.unbounded_send(());
+            }
             if new_digest {
                 tracing::info!(catalog = %format!("{ns}/{name}"), digest = %l.digest, packages = count, "catalog loaded");
                 let _ = ctx.resync_subscriptions.unbounded_send(());
@@ -115,7 +118,11 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
         }
         Err(message) => {
             tracing::warn!(catalog = %format!("{ns}/{name}"), %message, "catalog not loaded");
-            ctx.catalog_errors.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), message.clone());
+            // Subscriptions report catalog health: tell them when it changes.
+            let changed = ctx.catalog_errors.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), message.clone()).as_ref() != Some(&message);
+            if changed {
+                let _ = ctx.resync_subscriptions.unbounded_send(());
+            }
             json!({
                 "message": format!("catalog source {ns}/{name}: {message}"),
                 "reason": "ImagePullFailed",
@@ -138,7 +145,9 @@ async fn load(ctx: &Context, cs: &CatalogSource, ns: &str, image: &str) -> Resul
     let reference = parse_reference(image).map_err(|e| format!("spec.image {image:?}: {e}"))?;
     let registry = registry_for(ctx, ns, cs.spec.secrets.as_deref().unwrap_or(&[])).await?;
     let cache = ctx.options.catalog_cache.as_ref().map(CatalogCache::new);
+    let started = std::time::Instant::now();
     let loaded = load_catalog_image(&registry, &reference, cache.as_ref()).await.map_err(|e| e.to_string())?;
+    crate::metrics::global().observe_catalog_pull(&format!("{ns}/{}", cs.metadata.name.as_deref().unwrap_or("")), started.elapsed(), loaded.size_bytes);
     let index = CatalogIndex::from_config(&loaded.config);
     let index = match crate::catalog::validate::validate(&loaded.config) {
         Ok(()) => index,

@@ -20,6 +20,7 @@ use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
+use super::events::{self, EventType};
 use super::{Context, Error, apply_status, kube_err, now};
 use crate::api::{ClusterServiceVersion, OperatorGroup};
 
@@ -185,7 +186,7 @@ async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &s
 
 /// The SubjectAccessReview attributes a policy rule grants: one per group × resource × verb
 /// (resource names, when listed, one each), or per non-resource URL × verb.
-fn rule_attributes(rule: &k8s_openapi::api::rbac::v1::PolicyRule, namespace: Option<&str>) -> Vec<Value> {
+pub(crate) fn rule_attributes(rule: &k8s_openapi::api::rbac::v1::PolicyRule, namespace: Option<&str>) -> Vec<Value> {
     let mut out = Vec::new();
     for url in rule.non_resource_urls.iter().flatten() {
         for verb in &rule.verbs {
@@ -222,7 +223,7 @@ fn rule_attributes(rule: &k8s_openapi::api::rbac::v1::PolicyRule, namespace: Opt
     out
 }
 
-async fn sar_allowed(client: &Client, ns: &str, sa: &str, attrs: Value) -> Result<bool, Error> {
+pub(crate) async fn sar_allowed(client: &Client, ns: &str, sa: &str, attrs: Value) -> Result<bool, Error> {
     let mut spec = json!({
         "user": format!("system:serviceaccount:{ns}:{sa}"),
         "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}"), "system:authenticated"],
@@ -298,6 +299,24 @@ fn phase_status(status: &mut Value, phase: &str, reason: &str, message: &str) {
     status["lastUpdateTime"] = json!(now());
 }
 
+/// Writes the CSV's status; on a phase change also records an Event (reason and message of the
+/// new phase; Warning for Failed) and updates the `capstan_csvs{phase}` gauge.
+async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &ClusterServiceVersion, status: Value, old_phase: &str) -> Result<(), Error> {
+    let phase = status["phase"].as_str().unwrap_or("").to_string();
+    let reason = status["reason"].as_str().unwrap_or("").to_string();
+    let message = status["message"].as_str().unwrap_or("").to_string();
+    apply_status(api, csv, status).await?;
+    if phase != old_phase {
+        let type_ = if phase == "Failed" { EventType::Warning } else { EventType::Normal };
+        events::publish_for(&ctx.client, csv, type_, if reason.is_empty() { &phase } else { &reason }, &format!("{phase}: {message}")).await;
+        let key = (csv.namespace().unwrap_or_default(), csv.name_any());
+        let mut phases = ctx.csv_phases.lock().unwrap_or_else(|e| e.into_inner());
+        phases.insert(key, phase);
+        crate::metrics::global().set_csv_phases(phases.values().map(String::as_str));
+    }
+    Ok(())
+}
+
 pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Result<Action, Error> {
     // Finalizer and removal of a deleted CSV (issue 6, `removal.rs`).
     if let Some(action) = super::removal::reconcile_csv(&csv, &ctx).await? {
@@ -308,6 +327,10 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
     // Decide on a fresh read: the watch cache may still show an earlier phase.
     let Some(csv) = api.get_opt(&name).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{name}")))? else {
+        let mut phases = ctx.csv_phases.lock().unwrap_or_else(|e| e.into_inner());
+        if phases.remove(&(ns.clone(), name.clone())).is_some() {
+            crate::metrics::global().set_csv_phases(phases.values().map(String::as_str));
+        }
         return Ok(Action::await_change());
     };
     let mut status = serde_json::to_value(&csv.status).unwrap_or(Value::Null);
@@ -334,7 +357,7 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     if let Err((reason, message)) = fit {
         if phase != "Failed" || status["reason"] != reason {
             set(&mut status, "Failed", reason, &message);
-            apply_status(&api, &csv, status).await?;
+            write_status(&ctx, &api, &csv, status, &phase).await?;
         }
         return Ok(Action::requeue(Duration::from_secs(30)));
     }
@@ -342,12 +365,12 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     match phase.as_str() {
         "" => {
             set(&mut status, "Pending", "RequirementsUnknown", "requirements not yet checked");
-            apply_status(&api, &csv, status).await?;
+            write_status(&ctx, &api, &csv, status, &phase).await?;
             return Ok(Action::requeue(Duration::from_millis(100)));
         }
         "Failed" if status["reason"] != "ComponentUnhealthy" => {
             set(&mut status, "Pending", "RequirementsUnknown", "requirements not yet checked");
-            apply_status(&api, &csv, status).await?;
+            write_status(&ctx, &api, &csv, status, &phase).await?;
             return Ok(Action::requeue(Duration::from_millis(100)));
         }
         "Pending" => {
@@ -355,14 +378,14 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
             status["requirementStatus"] = json!(entries);
             if missing.is_empty() {
                 set(&mut status, "InstallReady", "AllRequirementsMet", "all requirements found, attempting install");
-                apply_status(&api, &csv, status).await?;
+                write_status(&ctx, &api, &csv, status, &phase).await?;
                 return Ok(Action::requeue(Duration::from_millis(100)));
             }
             let message = format!("one or more requirements couldn't be found: {}", missing.join("; "));
             if status["reason"] != "RequirementsNotMet" || status["message"] != message {
                 set(&mut status, "Pending", "RequirementsNotMet", &message);
                 status["reason"] = json!("RequirementsNotMet");
-                apply_status(&api, &csv, status).await?;
+                write_status(&ctx, &api, &csv, status, &phase).await?;
             }
             return Ok(Action::requeue(Duration::from_secs(2)));
         }
@@ -394,7 +417,7 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     };
     if phase != p || status["message"] != m {
         set(&mut status, p, r, &m);
-        apply_status(&api, &csv, status).await?;
+        write_status(&ctx, &api, &csv, status, &phase).await?;
     }
     // Once the new CSV succeeded, the one it replaces is deleted (OLM: Replacing → Deleting, §1.5);
     // objects only it owns are garbage-collected with it.

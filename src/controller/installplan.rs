@@ -15,10 +15,12 @@ use sha2::{Digest, Sha256};
 
 use super::catalogsource::registry_for;
 use super::csv::{check_install_mode, operator_group_targets};
-use super::{Context, Error, apply_status, kube_err};
+use super::events::{self, EventType};
+use super::{Context, Error, apply_status, kube_err, scoped};
 use crate::api::installplan::InstallPlanPhase;
 use crate::api::{CatalogSource, InstallPlan, Subscription};
 use crate::bundle::Bundle;
+use crate::install::crd_safety::{check_plan_crds, describe_all};
 use crate::install::{ApplyOptions, InstallTarget, Step, StepStatus, SubscriptionConfig, apply, plan};
 use crate::oci::cache::ScratchDir;
 use crate::oci::parse_reference;
@@ -36,6 +38,40 @@ pub fn install_plan_name(subscription: &str, csv_names: &[String]) -> String {
         h.update(n.as_bytes());
     }
     format!("install-{}", &hex::encode(h.finalize())[..10])
+}
+
+/// Condition reason of a plan refused by the CRD upgrade check ([`check_plan_crds`]); such a plan
+/// is checked again every [`CRD_RECHECK`] and applied once the check passes.
+pub const CRD_UPGRADE_BLOCKED: &str = "CRDUpgradeBlocked";
+/// Condition reason of a plan whose installer ServiceAccount is missing or lacks permissions;
+/// checked again every [`CRD_RECHECK`] like [`CRD_UPGRADE_BLOCKED`].
+pub const INSTALLER_BLOCKED: &str = "InstallerPermissionsMissing";
+
+/// Marks the plan Failed with `reason` and `message` (unless it already says exactly that),
+/// nothing applied, and requeues it for another check.
+#[allow(clippy::too_many_arguments)]
+async fn block(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut status: Value, steps: &[Value], reason: &str, message: String, blocked: bool) -> Result<Action, Error> {
+    let message = format!("{message} (capstan checks again every {} s)", CRD_RECHECK.as_secs());
+    if status["message"] != message.as_str() || !blocked {
+        tracing::warn!(plan = %format!("{}/{}", ip.namespace().unwrap_or_default(), ip.name_any()), %message, "InstallPlan refused before any step");
+        status["phase"] = json!("Failed");
+        status["message"] = json!(message);
+        status["plan"] = json!(steps);
+        status["conditions"] = json!([{"type": "Installed", "status": "False", "reason": reason, "message": message, "lastUpdateTime": super::now(), "lastTransitionTime": super::now()}]);
+        apply_status(api, ip, status).await?;
+        events::publish_for(&ctx.client, ip, EventType::Warning, reason, &message).await;
+    }
+    Ok(Action::requeue(CRD_RECHECK))
+}
+
+/// How often a plan refused by the CRD upgrade check is checked again.
+pub const CRD_RECHECK: Duration = Duration::from_secs(10);
+
+/// Whether `ip` is still the plan its owning Subscription's `status.installPlanRef` names.
+async fn still_current(ctx: &Context, ip: &InstallPlan, ns: &str) -> Result<bool, Error> {
+    let Some(owner) = ip.owner_references().iter().find(|o| o.kind == "Subscription") else { return Ok(false) };
+    let sub = Api::<Subscription>::namespaced(ctx.client.clone(), ns).get_opt(&owner.name).await.map_err(kube_err(format!("reading Subscription {ns}/{}", owner.name)))?;
+    Ok(sub.and_then(|s| s.status).and_then(|s| s.install_plan_ref).and_then(|r| r.name).is_some_and(|n| n == ip.name_any()))
 }
 
 /// The `status.plan[]` entry (OLM `Step`) of one planned step with status `status`.
@@ -146,7 +182,15 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
     let Some(current) = ip.status.as_ref() else {
         return Ok(Action::requeue(Duration::from_millis(500)));
     };
-    if current.phase.is_terminal() {
+    // A plan refused by the CRD upgrade check is looked at again: once the objects are fixed or the
+    // stored versions migrated, it proceeds (case-21: recovering needs no uninstall) — as long as
+    // it is still the plan its Subscription points at.
+    let blocked = current.phase == InstallPlanPhase::Failed
+        && current.conditions.iter().any(|c| c.reason.as_ref().is_some_and(|r| r.as_str() == CRD_UPGRADE_BLOCKED || r.as_str() == INSTALLER_BLOCKED));
+    if blocked && !still_current(&ctx, &ip, &ns).await? {
+        return Ok(Action::await_change());
+    }
+    if current.phase.is_terminal() && !blocked {
         return Ok(Action::await_change());
     }
     if current.bundle_lookups.is_empty() {
@@ -172,7 +216,43 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
         status["phase"] = json!("RequiresApproval");
         status["plan"] = json!(listed("Unknown"));
         apply_status(&api, &ip, status).await?;
+        let note = format!("{} steps wait for approval: `capstan approve {name} -n {ns}` or set spec.approved=true", steps.len());
+        events::publish_for(&ctx.client, &ip, EventType::Normal, "RequiresApproval", &note).await;
         return Ok(Action::await_change());
+    }
+    // CRD upgrade safety (issue 6, case-21): before any step, every existing object must fit the
+    // new schema and no stored version may disappear; otherwise nothing is applied.
+    let plain: Vec<Step> = steps.iter().map(|(s, _)| s.clone()).collect();
+    if let Err(errors) = check_plan_crds(&ctx.client, &plain).await {
+        return block(&ctx, &api, &ip, status, &listed("NotCreated"), CRD_UPGRADE_BLOCKED, describe_all(&errors), blocked).await;
+    }
+    // Scoped installs (issue 7, case-25): the OperatorGroup's ServiceAccount applies the plan, and
+    // must hold everything the plan needs before the first step.
+    let og = match operator_group_targets(&ctx.client, &ns).await? {
+        Ok((og, _)) => og,
+        Err((reason, message)) => format!("{reason}: {message}"),
+    };
+    let installer = match scoped::installer(&ctx, &ns, &og).await? {
+        Ok(i) => i,
+        Err(message) => return block(&ctx, &api, &ip, status, &listed("NotCreated"), INSTALLER_BLOCKED, message, blocked).await,
+    };
+    if let scoped::Installer::ServiceAccount { account, name: sa, .. } = &installer {
+        let missing = scoped::missing_permissions(&ctx.client, &ns, sa, &plain).await?;
+        if !missing.is_empty() {
+            let list: Vec<String> = missing.iter().enumerate().map(|(i, m)| format!("({}) {m}", i + 1)).collect();
+            let message = format!(
+                "the installer account {account} (OperatorGroup {ns}/{og} spec.serviceAccountName) lacks {} permission{} needed by this plan; nothing was applied: {}; grant them to {account}",
+                missing.len(),
+                if missing.len() == 1 { "" } else { "s" },
+                list.join("; ")
+            );
+            return block(&ctx, &api, &ip, status, &listed("NotCreated"), INSTALLER_BLOCKED, message, blocked).await;
+        }
+    }
+    if blocked {
+        tracing::info!(plan = %format!("{ns}/{name}"), "the checks before the first step pass now; applying the plan");
+        status["message"] = json!("");
+        status["conditions"] = json!([]);
     }
     // Claim the plan: Installing is written only if nobody changed the plan since the read above
     // (the resourceVersion is a precondition), so a plan is never applied twice at once.
@@ -188,9 +268,14 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
         Err(e) => return Err(kube_err(format!("writing status of InstallPlan {ns}/{name}"))(e)),
     }
 
-    let plain: Vec<Step> = steps.iter().map(|(s, _)| s.clone()).collect();
     tracing::info!(plan = %format!("{ns}/{name}"), steps = plain.len(), "applying InstallPlan");
-    let results = apply(&ctx.client, &plain, &ApplyOptions::default()).await;
+    events::publish_for(&ctx.client, &ip, EventType::Normal, "Installing", &format!("applying {} steps for {}", plain.len(), ip.spec.cluster_service_version_names.join(", "))).await;
+    let started = std::time::Instant::now();
+    let apply_client = match &installer {
+        scoped::Installer::ServiceAccount { client, .. } => client.clone(),
+        scoped::Installer::Controller => ctx.client.clone(),
+    };
+    let results = apply(&apply_client, &plain, &ApplyOptions::default()).await;
     let mut failed = None;
     let plan_status: Vec<Value> = steps
         .iter()
@@ -226,6 +311,11 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
         }
     }
     apply_status(&api, &ip, status).await?;
+    crate::metrics::global().observe_install(started.elapsed(), if failed.is_some() { "failed" } else { "succeeded" });
+    match &failed {
+        Some(message) => events::publish_for(&ctx.client, &ip, EventType::Warning, "InstallFailed", message).await,
+        None => events::publish_for(&ctx.client, &ip, EventType::Normal, "Complete", &format!("applied {} steps", plain.len())).await,
+    }
     Ok(Action::await_change())
 }
 

@@ -14,8 +14,11 @@
 
 mod catalogsource;
 mod csv;
+pub mod events;
 mod installplan;
 mod removal;
+mod scoped;
+pub mod leader;
 mod subscription;
 
 use std::collections::HashMap;
@@ -76,12 +79,17 @@ pub struct LoadedIndex {
 pub struct Context {
     /// The API client.
     pub client: Client,
+    /// The configuration `client` was built from, when known ([`run_with_config`]): scoped installs
+    /// (OperatorGroup `spec.serviceAccountName`) derive an impersonating client from it.
+    pub config: Option<kube::Config>,
     /// Settings.
     pub options: Options,
     /// Loaded catalogs keyed by (namespace, name) of their CatalogSource.
     pub catalogs: Mutex<HashMap<(String, String), LoadedIndex>>,
     /// Last error per CatalogSource that could not be loaded, for Subscription conditions.
     pub catalog_errors: Mutex<HashMap<(String, String), String>>,
+    /// Last known phase per CSV (namespace, name), for the `capstan_csvs{phase}` gauge.
+    pub csv_phases: Mutex<HashMap<(String, String), String>>,
     /// Sends `()` to re-reconcile every Subscription (a catalog got a new digest).
     resync_subscriptions: mpsc::UnboundedSender<()>,
 }
@@ -98,6 +106,29 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+}
+
+impl Error {
+    /// A short CamelCase reason for `capstan_reconcile_errors_total{reason}`: the API status
+    /// reason of the first [`kube::Error`] in the source chain (`Forbidden`, `Conflict`,
+    /// `NotFound`, …), the kind of client failure, or `Reconcile` for capstan's own errors.
+    pub fn reason(&self) -> String {
+        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = cur {
+            if let Some(k) = e.downcast_ref::<kube::Error>() {
+                return match k {
+                    kube::Error::Api(status) if !status.reason.is_empty() => status.reason.clone(),
+                    kube::Error::Api(_) => "ApiError".into(),
+                    kube::Error::HyperError(_) | kube::Error::Service(_) => "Connection".into(),
+                    kube::Error::SerdeError(_) => "Decode".into(),
+                    kube::Error::Auth(_) => "Auth".into(),
+                    _ => "Client".into(),
+                };
+            }
+            cur = e.source();
+        }
+        "Reconcile".into()
+    }
 }
 
 pub(crate) fn kube_err(context: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
@@ -133,6 +164,7 @@ where
     K: Resource<DynamicType = ()>,
 {
     tracing::warn!(kind = %K::kind(&()), name = obj.meta().name.as_deref().unwrap_or(""), namespace = obj.meta().namespace.as_deref().unwrap_or(""), error = %err, "reconcile failed");
+    crate::metrics::global().reconcile_error(&K::kind(&()).to_lowercase(), &err.reason());
     Action::requeue(Duration::from_secs(5))
 }
 
@@ -182,12 +214,28 @@ where
 /// when one of its InstallPlans or a CSV of its namespace changes, and when a catalog gets a new
 /// digest; a CSV also when one of its Deployments changes (label `olm.owner.kind`).
 pub async fn run(client: Client, options: Options, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+    run_inner(client, None, options, shutdown).await
+}
+
+/// [`run`] with the client built from `config`, which also enables scoped installs: plans of an
+/// OperatorGroup with `spec.serviceAccountName` are applied impersonating that ServiceAccount.
+/// Errors: none returned; a configuration no client can be built from is logged and nothing runs.
+pub async fn run_with_config(config: kube::Config, options: Options, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+    match Client::try_from(config.clone()) {
+        Ok(client) => run_inner(client, Some(config), options, shutdown).await,
+        Err(e) => tracing::error!(error = %e, "cannot build a client from the configuration"),
+    }
+}
+
+async fn run_inner(client: Client, config: Option<kube::Config>, options: Options, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
     let (tx, rx) = mpsc::unbounded();
     let ctx = Arc::new(Context {
         client: client.clone(),
+        config,
         options,
         catalogs: Mutex::new(HashMap::new()),
         catalog_errors: Mutex::new(HashMap::new()),
+        csv_phases: Mutex::new(HashMap::new()),
         resync_subscriptions: tx,
     });
     let cfg = watcher::Config::default;

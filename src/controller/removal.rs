@@ -54,11 +54,11 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use super::events::EventType;
 use super::{Context, Error, apply_status, kube_err, now};
 use crate::api::{ClusterServiceVersion, Subscription};
 use crate::install::{ANNOTATION_TARGET_NAMESPACES, COMPONENT_LABEL_PREFIX, LABEL_COPIED_FROM, LABEL_OWNER, LABEL_OWNER_KIND, LABEL_OWNER_NAMESPACE};
@@ -278,29 +278,26 @@ fn target_namespaces(csv: &ClusterServiceVersion) -> Option<Vec<String>> {
     }
 }
 
-fn recorder(ctx: &Context) -> Recorder {
-    Recorder::new(ctx.client.clone(), Reporter { controller: "capstan".into(), instance: std::env::var("POD_NAME").ok() })
-}
-
+/// Records an Event about `obj` through the process-wide recorder ([`super::events`]).
 async fn publish<K: Resource<DynamicType = ()>>(ctx: &Context, obj: &K, type_: EventType, reason: &str, note: String) {
-    // Event notes are limited to 1 kB.
-    let mut note = note;
-    if note.len() > 1000 {
-        let mut cut = 990;
-        while !note.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        note.truncate(cut);
-        note.push_str(" …");
-    }
-    let ev = Event { type_, reason: reason.into(), note: Some(note), action: "Uninstall".into(), secondary: None };
-    if let Err(e) = recorder(ctx).publish(&ev, &obj.object_ref(&())).await {
-        tracing::debug!(error = %e, "could not record an event");
-    }
+    super::events::publish_for(&ctx.client, obj, type_, reason, &note).await;
 }
 
 fn not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+fn forbidden(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 403)
+}
+
+/// What to tell when capstan's own RBAC does not let it `verb` the custom resources of `crd`
+/// (the shipped `manifests/rbac.yaml` grants no access to operators' custom resources).
+pub fn operands_forbidden(crd: &str, verb: &str, error: &str) -> String {
+    let (plural, group) = crd.split_once('.').unwrap_or((crd, ""));
+    format!(
+        "capstan may not {verb} {crd} ({error}); grant capstan's ClusterRole `list` and `delete` on resource {plural} of API group {group} (docs/uninstall.md), or delete those custom resources yourself and remove the annotations {ANNOTATION_UNINSTALL_OPERANDS} / {ANNOTATION_UNINSTALL_CRDS}"
+    )
 }
 
 /// The CSV hook of [`super::csv`]'s reconcile: adds [`CSV_FINALIZER`] to a live CSV (then `None`:
@@ -386,7 +383,8 @@ async fn owned_crds(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Vec<Ow
 
 /// Lists the custom resources of each of `crds` in its scope in `scopes` (same index; `None` = all
 /// namespaces).
-async fn list_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<String>>]) -> Result<Vec<(DynamicObject, usize)>, Error> {
+/// `Ok(Err(message))` when capstan may not list them ([`operands_forbidden`]).
+async fn list_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<String>>]) -> Result<Result<Vec<(DynamicObject, usize)>, String>, Error> {
     let mut out = Vec::new();
     for (i, (crd, scope)) in crds.iter().zip(scopes).enumerate() {
         let apis: Vec<Api<DynamicObject>> = match (crd.namespaced, scope) {
@@ -397,17 +395,21 @@ async fn list_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<St
             match api.list(&ListParams::default()).await {
                 Ok(l) => out.extend(l.items.into_iter().map(|o| (o, i))),
                 Err(e) if not_found(&e) => {}
+                Err(e) if forbidden(&e) => return Ok(Err(operands_forbidden(&crd.name, "list", &e.to_string()))),
                 Err(e) => return Err(kube_err(format!("listing {} custom resources", crd.name))(e)),
             }
         }
     }
-    Ok(out)
+    Ok(Ok(out))
 }
 
 /// Deletes the operands in `scopes` (see [`list_operands`]) that are not being deleted yet;
-/// returns those still there.
-async fn delete_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<String>>]) -> Result<Vec<RemainingObject>, Error> {
-    let objects = list_operands(ctx, crds, scopes).await?;
+/// returns those still there, or `Ok(Err(message))` when capstan may not.
+async fn delete_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<String>>]) -> Result<Result<Vec<RemainingObject>, String>, Error> {
+    let objects = match list_operands(ctx, crds, scopes).await? {
+        Ok(o) => o,
+        Err(m) => return Ok(Err(m)),
+    };
     let mut deleted_any = false;
     for (o, i) in &objects {
         if o.metadata.deletion_timestamp.is_some() {
@@ -423,11 +425,19 @@ async fn delete_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<
         match api.delete(&o.name_any(), &DeleteParams::background()).await {
             Ok(_) => deleted_any = true,
             Err(e) if not_found(&e) => {}
+            Err(e) if forbidden(&e) => return Ok(Err(operands_forbidden(&crd.name, "delete", &e.to_string()))),
             Err(e) => return Err(kube_err(format!("deleting {what}"))(e)),
         }
     }
-    let objects = if deleted_any { list_operands(ctx, crds, scopes).await? } else { objects };
-    Ok(objects
+    let objects = if deleted_any {
+        match list_operands(ctx, crds, scopes).await? {
+            Ok(o) => o,
+            Err(m) => return Ok(Err(m)),
+        }
+    } else {
+        objects
+    };
+    Ok(Ok(objects
         .into_iter()
         .map(|(o, i)| RemainingObject {
             resource: crds[i].name.clone(),
@@ -437,7 +447,7 @@ async fn delete_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<
             name: o.name_any(),
             finalizers: o.finalizers().to_vec(),
         })
-        .collect())
+        .collect()))
 }
 
 /// Whether every Deployment of the CSV's install strategy exists, is not being deleted and is
@@ -546,6 +556,8 @@ async fn remove_operator(ctx: &Context, csv: &ClusterServiceVersion) -> Result<(
         match res {
             Ok(()) => {}
             Err(e) if not_found(&e) => {}
+            // capstan's shipped RBAC has no access to webhook configurations: it cannot have made any.
+            Err(e) if forbidden(&e) => tracing::debug!(error = %e, "no access to webhook configurations; none to delete"),
             Err(e) => return Err(kube_err(format!("deleting webhook configurations labelled {sel}"))(e)),
         }
     }
@@ -665,7 +677,20 @@ async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Opti
     let scopes: Vec<Option<Vec<String>>> = users.iter().map(|u| if settings.crds && u.is_empty() { None } else { targets.clone() }).collect();
 
     if settings.operands {
-        let remaining = delete_operands(ctx, &owned, &scopes).await?;
+        let remaining = match delete_operands(ctx, &owned, &scopes).await? {
+            Ok(r) => r,
+            Err(why) => {
+                // Never remove the operator before its custom resources: say what is missing.
+                let message = format!("uninstall of CSV {full}: the custom resources must be deleted before the operator, but {why}. The operator stays until then.");
+                let changed = csv.status.as_ref().and_then(|s| s.message.as_deref()) != Some(message.as_str());
+                write_deleting_status(ctx, csv, &message, json!([])).await?;
+                if changed {
+                    tracing::warn!(csv = %full, "{message}");
+                    publish(ctx, csv, EventType::Warning, "OperandsForbidden", message.clone()).await;
+                }
+                return Ok(Some(Duration::from_secs(15)));
+            }
+        };
         if !remaining.is_empty() {
             let pending = pending_deletion(&remaining);
             let running = operator_running(ctx, csv).await?;
@@ -729,6 +754,7 @@ async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Opti
             match crds.delete(&crd.name, &DeleteParams::background()).await {
                 Ok(_) => notes.push(format!("deleted CRD {}", crd.name)),
                 Err(e) if not_found(&e) => {}
+                Err(e) if forbidden(&e) => notes.push(format!("could not delete CRD {0} ({e}): capstan may not delete CRDs; delete it yourself: kubectl delete crd {0}", crd.name)),
                 Err(e) => return Err(kube_err(format!("deleting CustomResourceDefinition {}", crd.name))(e)),
             }
         }
@@ -737,6 +763,10 @@ async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Opti
         let everywhere = vec![None; owned.len()];
         let left = list_operands(ctx, &owned, &everywhere).await?;
         for crd in &owned {
+            let Ok(left) = &left else {
+                notes.push(format!("kept CRD {} and its custom resources", crd.name));
+                continue;
+            };
             let n = left.iter().filter(|(_, i)| owned[*i].name == crd.name).count();
             let s = if n == 1 { "" } else { "s" };
             notes.push(if settings.operands {
@@ -941,6 +971,13 @@ mod tests {
         let many: Vec<RemainingObject> = (0..13).map(|i| obj(Some("a"), &format!("n{i}"), &["f"])).collect();
         let m = stuck_message("a/b", &many, "why");
         assert!(m.contains("and 3 more") && !m.contains("n10 "), "{m}");
+    }
+
+    #[test]
+    fn missing_rbac_for_operands_says_what_to_grant() {
+        let m = operands_forbidden("nginxes.example.com", "list", "Forbidden");
+        assert!(m.contains("may not list nginxes.example.com (Forbidden)") && m.contains("resource nginxes of API group example.com"), "{m}");
+        assert!(m.contains(ANNOTATION_UNINSTALL_OPERANDS) && m.contains("docs/uninstall.md"), "{m}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use super::events::{self, EventType};
 use super::{Context, Error, apply_status, installplan::install_plan_name, kube_err, now};
 use crate::api::installplan::InstallPlanPhase;
 use crate::api::subscription::reason;
@@ -184,12 +185,20 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
             r
         })
         .collect();
+    let started = std::time::Instant::now();
     let out = resolve(&ResolveInput { catalogs, installed: installed.clone(), subscriptions: requests });
+    crate::metrics::global().observe_resolution(started.elapsed());
 
     if let Some(err) = out.errors.iter().find(|e| e.subscription == name) {
         let why = if err.message.contains("requires") || err.message.contains("conflict") { reason::CONSTRAINTS_NOT_SATISFIABLE } else { reason::ERROR_PREVENTED_RESOLUTION };
+        let was = sub.status.as_ref().and_then(|s| serde_json::to_value(s).ok()).and_then(|v| {
+            v["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "ResolutionFailed" && c["status"] == "True").map(|c| c["message"].clone()))
+        });
         set_condition(&mut status, "ResolutionFailed", "True", why, &err.message);
         apply_status(&subs, &sub, status).await?;
+        if was.as_ref().and_then(|m| m.as_str()) != Some(err.message.as_str()) {
+            events::publish_for(&ctx.client, &sub, EventType::Warning, "ResolutionFailed", &err.message).await;
+        }
         return Ok(Action::requeue(Duration::from_secs(60)));
     }
     remove_condition(&mut status, "ResolutionFailed");
@@ -216,6 +225,7 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
         remove_condition(&mut status, "InstallPlanMissing");
         remove_condition(&mut status, "InstallPlanFailed");
         apply_status(&subs, &sub, status).await?;
+        prune_plans(&ctx, &ns, &name).await?;
         return Ok(Action::requeue(Duration::from_secs(300)));
     }
 
@@ -255,7 +265,10 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
             });
             let pparams = kube::api::PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() };
             match plans.patch_status(&prior, &pparams, &kube::api::Patch::Merge(&mark)).await {
-                Ok(_) => tracing::info!(subscription = %format!("{ns}/{name}"), superseded = %prior, by = %plan_name, "pending InstallPlan superseded"),
+                Ok(_) => {
+                    tracing::info!(subscription = %format!("{ns}/{name}"), superseded = %prior, by = %plan_name, "pending InstallPlan superseded");
+                    events::publish_for(&ctx.client, &pp, EventType::Warning, "Superseded", &message).await;
+                }
                 // Approved or changed meanwhile: decide again on a fresh read.
                 Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue(Duration::from_millis(200))),
                 Err(e) => return Err(kube_err(format!("marking InstallPlan {ns}/{prior} superseded"))(e)),
@@ -308,7 +321,11 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
             .map_err(|e| Error::Kube { context: format!("building InstallPlan {plan_name}"), source: kube::Error::SerdeError(e) })?;
             tracing::info!(subscription = %format!("{ns}/{name}"), plan = %plan_name, csvs = ?csv_names, "creating InstallPlan");
             match plans.create(&PostParams::default(), &ip).await {
-                Ok(p) => p,
+                Ok(p) => {
+                    let note = format!("InstallPlan {plan_name} created for {} ({approval:?} approval)", csv_names.join(", "));
+                    events::publish_for(&ctx.client, &sub, EventType::Normal, "InstallPlanCreated", &note).await;
+                    p
+                }
                 Err(kube::Error::Api(s)) if s.code == 409 => plans.get(&plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))?,
                 Err(e) => return Err(kube_err(format!("creating InstallPlan {ns}/{plan_name}"))(e)),
             }
@@ -385,6 +402,38 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
     Ok(Action::requeue(Duration::from_secs(if phase == InstallPlanPhase::Complete { 1 } else { 10 })))
 }
 
+/// How many terminal (Complete or Failed) InstallPlans are kept per Subscription; older ones are
+/// deleted once the Subscription is AtLatestKnown (OLM keeps a bounded history the same way).
+pub const KEEP_PLANS: usize = 5;
+
+/// Deletes the Subscription's terminal InstallPlans (label `operators.coreos.com/subscription`)
+/// beyond the newest [`KEEP_PLANS`], oldest first.
+async fn prune_plans(ctx: &Context, ns: &str, sub: &str) -> Result<(), Error> {
+    let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), ns);
+    let list = api
+        .list(&ListParams::default().labels(&format!("operators.coreos.com/subscription={sub}")))
+        .await
+        .map_err(kube_err(format!("listing InstallPlans of Subscription {ns}/{sub}")))?;
+    for pname in plans_to_prune(&list.items, KEEP_PLANS) {
+        tracing::info!(subscription = %format!("{ns}/{sub}"), plan = %pname, "pruning a completed InstallPlan");
+        match api.delete(&pname, &kube::api::DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(kube_err(format!("deleting InstallPlan {ns}/{pname}"))(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Names of the terminal plans beyond the newest `keep` (by creationTimestamp, then name), oldest
+/// first. Plans still pending or installing are never chosen.
+pub(crate) fn plans_to_prune(plans: &[InstallPlan], keep: usize) -> Vec<String> {
+    let mut done: Vec<&InstallPlan> = plans.iter().filter(|p| p.status.as_ref().is_some_and(|s| s.phase.is_terminal())).collect();
+    done.sort_by_key(|p| (p.metadata.creation_timestamp.clone().map(|t| t.0), p.name_any()));
+    let extra = done.len().saturating_sub(keep);
+    done[..extra].iter().map(|p| p.name_any()).collect()
+}
+
 /// The `properties` of a bundle lookup (`{"properties": [...]}` as OLM writes it): `olm.package`,
 /// an `olm.gvk` per provided API, and `olm.package.required` / `olm.gvk.required` for plain
 /// package and GVK dependencies, taken from the catalog the bundle was resolved from.
@@ -428,6 +477,23 @@ fn request_of(s: &Subscription) -> SubscriptionRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pruning_keeps_the_newest_terminal_plans_and_every_open_one() {
+        let plan = |name: &str, minute: u32, phase: &str| -> InstallPlan {
+            serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+                "metadata": {"name": name, "namespace": "ns", "creationTimestamp": format!("2026-01-01T00:{minute:02}:00Z")},
+                "spec": {"clusterServiceVersionNames": [], "approval": "Automatic", "approved": true},
+                "status": {"phase": phase, "catalogSources": []},
+            }))
+            .unwrap()
+        };
+        let plans = vec![plan("a", 5, "Complete"), plan("b", 1, "Complete"), plan("c", 3, "Failed"), plan("d", 0, "RequiresApproval"), plan("e", 4, "Complete")];
+        assert_eq!(plans_to_prune(&plans, 2), vec!["b".to_string(), "c".to_string()]);
+        assert!(plans_to_prune(&plans, 5).is_empty());
+        assert_eq!(plans_to_prune(&plans, 0).len(), 4, "never the pending one");
+    }
 
     #[test]
     fn conditions_keep_transition_time_while_status_is_unchanged() {

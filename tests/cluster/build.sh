@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Builds the local control plane's binaries (etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kwok) from the pins in go.mod / go.sum into a cache directory outside the
-# repository, keyed by a hash of those pins, and prints that directory. A second run with the
-# same pins builds nothing.
+# kube-scheduler, kwok) and kubectl (with its built-in kustomize, for `kubectl apply -k`) from
+# the pins in go.mod / go.sum into a cache directory outside the repository, keyed by a hash of
+# those pins, and prints that directory. A second run with the same pins builds nothing. Scripts
+# and tests use this kubectl, never one the machine may or may not have: tests/cluster/up.sh
+# links the directory as $CAPSTAN_CLUSTER_DIR/bin, examples/demo.sh puts that first on PATH,
+# and tests call support::kubectl().
 #
 # Environment: CAPSTAN_CACHE (default ~/.cache/capstan). Go's own module and build caches
 # (GOMODCACHE, GOCACHE) live outside the repository too, so a rebuild after a pin change is
@@ -12,7 +15,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${CAPSTAN_CACHE:-$HOME/.cache/capstan}
 key=$(cat "$here/go.mod" "$here/go.sum" "$here/etcd/main.go" "$here/build.sh" | sha256sum | cut -c1-16)
 bin="$cache/cluster/$key/bin"
-tools=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+tools=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl)
 missing=0
 for t in "${tools[@]}"; do [ -x "$bin/$t" ] || missing=1; done
 if [ "$missing" = 1 ]; then
@@ -26,6 +29,7 @@ if [ "$missing" = 1 ]; then
       k8s.io/kubernetes/cmd/kube-apiserver \
       k8s.io/kubernetes/cmd/kube-controller-manager \
       k8s.io/kubernetes/cmd/kube-scheduler \
+      k8s.io/kubernetes/cmd/kubectl \
       sigs.k8s.io/kwok/cmd/kwok) >&2
   rm -rf "$bin"; mv "$tmp" "$bin"
   echo "built in $(( $(date +%s) - start ))s" >&2

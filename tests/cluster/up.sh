@@ -6,6 +6,7 @@
 #
 # State lives in $CAPSTAN_CLUSTER_DIR (default <repo>/.cluster, git-ignored):
 #   kubeconfig       admin kubeconfig (system:masters client certificate)
+#   bin/             link to the pinned binaries tests/cluster/build.sh built, kubectl included
 #   registry         the registry's address, host:port
 #   ports.env        the ports chosen for this copy (free ports picked at start, so copies never collide)
 #   pids/NAME.pid    one PID file per started process; tests/cluster/down.sh stops exactly those
@@ -115,6 +116,8 @@ echo "127.0.0.1:$REGISTRY_PORT" > "$dir/registry"
 
 # ---------------------------------------------------------------- binaries
 bin=$("$here/build.sh")
+# $dir/bin: the pinned binaries, kubectl among them, for the demo and tests (never the machine's kubectl).
+ln -sfn "$bin" "$dir/bin"
 
 # ---------------------------------------------------------------- PKI (throw-away, per state dir)
 pki="$dir/pki"

@@ -5,6 +5,7 @@
 //! - [`cluster`] starts the whole control plane once per test binary (`tests/cluster/up.sh`),
 //!   or reuses a running one, and returns an admin [`kube::Client`].
 //! - [`TestNamespace`] gives each test its own namespace and deletes it when dropped.
+//! - [`kubectl`] is the pinned kubectl built by `tests/cluster/build.sh` (never the machine's).
 //! - [`shared_dir`] finds the read-only `shared/` material (`../shared` next to the repository).
 //!
 //! The state directory is `$CAPSTAN_CLUSTER_DIR`, default `<repo>/.cluster`. An environment a
@@ -92,6 +93,19 @@ pub fn kubeconfig_path() -> PathBuf {
     static UP: OnceLock<()> = OnceLock::new();
     UP.get_or_init(|| run_up("all"));
     state_dir().join("kubeconfig")
+}
+
+/// Path of the pinned `kubectl` (built by `tests/cluster/build.sh` from `tests/cluster/go.mod`,
+/// linked as `<state dir>/bin`), after starting the control plane. Tests use it instead of any
+/// kubectl on the machine's PATH; pass `--kubeconfig` [`kubeconfig_path`].
+///
+/// # Panics
+/// When the control plane cannot be started or the binary is missing.
+pub fn kubectl() -> PathBuf {
+    kubeconfig_path();
+    let path = state_dir().join("bin/kubectl");
+    assert!(path.is_file(), "{} missing: tests/cluster/build.sh should have built it", path.display());
+    path
 }
 
 /// The kube-rs configuration of the admin user.

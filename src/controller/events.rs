@@ -1,0 +1,106 @@
+//! Kubernetes Events (`events.k8s.io/v1`) on the objects capstan reconciles, so that
+//! `kubectl describe subscription|installplan|csv …` and `kubectl events` show what happened.
+//!
+//! A thin layer over kube-rs' [`Recorder`]: one recorder per process (its cache folds repeats of
+//! the same event into one Event with a growing `series.count`, as client-go's recorder does),
+//! reporting controller `capstan`, reporting instance = the leader-election identity
+//! ([`super::leader::default_identity`]). OLM v0 records Events with reasons such as
+//! `RequirementsNotMet`, `InstallSucceeded`, `InstallWaiting`, `ComponentUnhealthy`
+//! (the CSV condition reasons of `reference/olm-v0.md` §1.5); use those reasons where they fit.
+//!
+//! Usage from a reconciler (never fails the reconcile; a failure to record is logged):
+//! ```ignore
+//! events::publish_for(&ctx.client, &*csv, EventType::Normal, "InstallSucceeded", "install strategy completed with no errors").await;
+//! ```
+//! Cluster-scoped objects get their Events in namespace `default` (kube-rs' rule). RBAC: `create`
+//! and `patch` on `events.k8s.io` `events` (granted in `manifests/rbac.yaml`).
+
+use std::sync::OnceLock;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+pub use kube::runtime::events::EventType;
+use kube::runtime::events::{Event, Recorder, Reporter};
+
+/// `reportingController` of every Event capstan records.
+pub const REPORTING_CONTROLLER: &str = "capstan";
+
+/// The longest `reason` / `action` the API accepts (characters).
+const MAX_REASON: usize = 128;
+/// The longest `note` the API accepts (bytes).
+const MAX_NOTE: usize = 1024;
+
+fn recorder(client: &Client) -> &'static Recorder {
+    static RECORDER: OnceLock<Recorder> = OnceLock::new();
+    RECORDER.get_or_init(|| {
+        let reporter = Reporter { controller: REPORTING_CONTROLLER.into(), instance: Some(super::leader::default_identity()) };
+        Recorder::new(client.clone(), reporter)
+    })
+}
+
+/// Cuts `s` to at most `max` bytes on a character boundary, marking the cut with `…`.
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// Records an Event about `regarding` (from `Resource::object_ref`): `type_` Normal or Warning,
+/// `reason` a short CamelCase word (≤ 128 characters; also used as the Event's `action`),
+/// `note` a sentence for people (cut to 1 KiB, the API's limit).
+///
+/// Uses one process-wide recorder, built from the first `client` passed in.
+///
+/// # Errors
+/// The API error when the Event cannot be created (e.g. RBAC). Reconcilers usually want
+/// [`publish`], which logs instead.
+pub async fn try_publish(client: &Client, regarding: &ObjectReference, type_: EventType, reason: &str, note: &str) -> Result<(), kube::Error> {
+    let reason = truncate(reason, MAX_REASON);
+    let event = Event { type_, reason: reason.clone(), note: Some(truncate(note, MAX_NOTE)), action: reason, secondary: None };
+    recorder(client).publish(&event, regarding).await
+}
+
+/// [`try_publish`], logging a failure as a warning instead of returning it: an Event that cannot
+/// be recorded must not fail or retry a reconcile.
+pub async fn publish(client: &Client, regarding: &ObjectReference, type_: EventType, reason: &str, note: &str) {
+    if let Err(e) = try_publish(client, regarding, type_, reason, note).await {
+        tracing::warn!(
+            kind = regarding.kind.as_deref().unwrap_or(""),
+            namespace = regarding.namespace.as_deref().unwrap_or(""),
+            name = regarding.name.as_deref().unwrap_or(""),
+            %reason,
+            error = %e,
+            "could not record an Event"
+        );
+    }
+}
+
+/// [`publish`] about `obj` (any typed object, e.g. a Subscription, InstallPlan or CSV): the
+/// one-line form for reconcilers, `events::publish_for(&ctx.client, &*csv, EventType::Normal,
+/// "InstallSucceeded", "…").await`.
+pub async fn publish_for<K>(client: &Client, obj: &K, type_: EventType, reason: &str, note: &str)
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    publish(client, &obj.object_ref(&()), type_, reason, note).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truncate;
+
+    #[test]
+    fn truncates_on_char_boundaries() {
+        assert_eq!(truncate("short", 10), "short");
+        let long = "é".repeat(600); // 1200 bytes
+        let cut = truncate(&long, 1024);
+        assert!(cut.len() <= 1024, "{}", cut.len());
+        assert!(cut.ends_with('…'));
+        assert!(cut.starts_with("éé"));
+    }
+}
