@@ -157,8 +157,9 @@ pub fn run_bundle(cmd: BundleImageCommand) -> ExitCode {
                         .filter(|f| f.severity == capstan::bundle::Severity::Error)
                         .collect();
                     if !errors.is_empty() {
+                        // A finding prints its own severity ("error: file: field: …").
                         for f in &errors {
-                            eprintln!("error: {f}");
+                            eprintln!("{f}");
                         }
                         return fail(
                             format!(
