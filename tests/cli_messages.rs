@@ -62,3 +62,46 @@ fn bundle_push_of_an_invalid_bundle_prefixes_each_error_once() {
     assert!(err.contains("error: manifests/nginx-operator.clusterserviceversion.yaml: metadata.name"), "{err}");
     assert!(!err.contains("error: error:"), "{err}");
 }
+
+#[test]
+fn counts_read_naturally() {
+    let home = tempfile::tempdir().unwrap();
+    let bundle = invalid_bundle(home.path());
+    let bundle = bundle.to_str().unwrap();
+
+    let out = capstan_in(home.path(), &["bundle", "validate", bundle]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("is invalid: 1 error, 1 warning\n"), "{stdout}");
+
+    let out = capstan_in(home.path(), &["bundle", "push", bundle, "127.0.0.1:9/x/bundle:v1"]);
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("bundle {bundle} has 1 error; not pushing it")), "{err}");
+
+    let out = capstan_in(home.path(), &["bundle", "validate", example("nginx-operator/0.1.0").to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("is valid (0 warnings)\n"), "{stdout}");
+
+    // One package with one channel and two bundles.
+    let catalog = home.path().join("catalog.yaml");
+    std::fs::write(
+        &catalog,
+        "schema: olm.package\nname: a\ndefaultChannel: stable\n---\nschema: olm.channel\npackage: a\nname: stable\nentries:\n- name: a.v1.0.0\n- name: a.v1.1.0\n  replaces: a.v1.0.0\n---\nschema: olm.bundle\npackage: a\nname: a.v1.0.0\nimage: r.local/a:1.0.0\nproperties:\n- type: olm.package\n  value: {packageName: a, version: 1.0.0}\n---\nschema: olm.bundle\npackage: a\nname: a.v1.1.0\nimage: r.local/a:1.1.0\nproperties:\n- type: olm.package\n  value: {packageName: a, version: 1.1.0}\n",
+    )
+    .unwrap();
+    let out = capstan_in(home.path(), &["catalog", "validate", catalog.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(stdout.contains("valid (1 package, 1 channel, 2 bundles)"), "{stdout}");
+
+    // One --image for two bundle directories.
+    let nginx = example("nginx-operator/0.1.0");
+    let out = capstan_in(
+        home.path(),
+        &["catalog", "render", nginx.to_str().unwrap(), nginx.to_str().unwrap(), "--image", "r.local/n:1"],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("1 --image value for 2 bundle directories"), "{err}");
+}

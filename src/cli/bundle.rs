@@ -87,10 +87,11 @@ fn validate_cmd(args: ValidateArgs) -> ExitCode {
                 println!("{f}");
             }
             let name = bundle.name();
+            let warned = super::count(warnings, "warning", "warnings");
             if errors == 0 {
-                println!("bundle {name} ({dir}) is valid ({warnings} warnings)");
+                println!("bundle {name} ({dir}) is valid ({warned})");
             } else {
-                println!("bundle {name} ({dir}) is invalid: {errors} errors, {warnings} warnings");
+                println!("bundle {name} ({dir}) is invalid: {}, {warned}", super::count(errors, "error", "errors"));
             }
         }
         out => print_report(&Report { bundle: dir, valid: errors == 0, errors, warnings, error: None, findings: &findings }, out),

@@ -172,8 +172,11 @@ fn run_validate(a: ValidateArgs) -> ExitCode {
     };
     match (a.output, &result) {
         (Output::Text, Ok(())) => println!(
-            "{}: valid ({} packages, {} channels, {} bundles)",
-            a.catalog, report.packages, report.channels, report.bundles
+            "{}: valid ({}, {}, {})",
+            a.catalog,
+            super::count(report.packages, "package", "packages"),
+            super::count(report.channels, "channel", "channels"),
+            super::count(report.bundles, "bundle", "bundles")
         ),
         (Output::Text, Err(e)) => eprintln!("{}: {e}", a.catalog),
         (out, _) => emit(&report, out),

@@ -163,9 +163,9 @@ pub fn run_bundle(cmd: BundleImageCommand) -> ExitCode {
                         }
                         return fail(
                             format!(
-                                "bundle {} has {} error(s); not pushing it (capstan bundle validate {} lists them)",
+                                "bundle {} has {}; not pushing it (capstan bundle validate {} lists them)",
                                 a.dir.display(),
-                                errors.len(),
+                                super::count(errors.len(), "error", "errors"),
                                 a.dir.display()
                             ),
                             1,

@@ -12,6 +12,12 @@ mod resolve;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+/// `n` followed by `one` when `n` is 1, else by `many`: `count(1, "error", "errors")` is
+/// `"1 error"`, `count(0, "error", "errors")` is `"0 errors"`.
+pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// capstan: an Operator Lifecycle Manager for Kubernetes.
 #[derive(Parser, Debug)]
 #[command(name = "capstan", version, about)]

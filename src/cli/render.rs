@@ -74,8 +74,9 @@ pub fn run(args: RenderArgs) -> ExitCode {
     let bundle_dirs = args.refs.iter().filter(|r| is_bundle_dir(Path::new(r))).count();
     if !args.images.is_empty() && args.images.len() != bundle_dirs {
         eprintln!(
-            "error: {} --image values for {bundle_dirs} bundle directories; give one per bundle directory, in order",
-            args.images.len()
+            "error: {} for {}; give one per bundle directory, in order",
+            super::count(args.images.len(), "--image value", "--image values"),
+            super::count(bundle_dirs, "bundle directory", "bundle directories")
         );
         return ExitCode::from(2);
     }
