@@ -5,6 +5,15 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+/// `$CAPSTAN_SHARED`, else `<repo>/../shared`, else `/work/shared`.
+fn shared() -> PathBuf {
+    if let Some(p) = std::env::var_os("CAPSTAN_SHARED") {
+        return PathBuf::from(p);
+    }
+    let sibling = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    if sibling.exists() { sibling } else { PathBuf::from("/work/shared") }
+}
+
 fn example(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("bundles").join(path)
 }
@@ -104,4 +113,42 @@ fn counts_read_naturally() {
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("1 --image value for 2 bundle directories"), "{err}");
+}
+
+/// Runs capstan with stdout on a pipe that is closed after the first line, as `| head -1` does;
+/// returns the exit code and stderr.
+fn first_line_then_close(home: &Path, args: &[&str]) -> (Option<i32>, String) {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(args)
+        .env("CAPSTAN_CACHE", home.join("cache"))
+        .env("HOME", home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run capstan");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(!line.is_empty(), "no output from capstan {args:?}");
+    // The reader is dropped here: the pipe's read end is closed with most output unread.
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    (child.wait().unwrap().code(), err)
+}
+
+#[test]
+fn a_closed_stdout_pipe_ends_quietly_with_exit_0() {
+    let home = tempfile::tempdir().unwrap();
+    // Megabytes of output: far more than a pipe buffer holds.
+    let catalog = shared().join("corpus/community-operators-prod/catalogs/v4.20");
+    let catalog = catalog.to_str().unwrap();
+    for args in [
+        &["catalog", "render", catalog][..],
+        &["catalog", "render", "-o", "yaml", catalog],
+        &["crds"],
+    ] {
+        let (code, err) = first_line_then_close(home.path(), args);
+        assert_eq!(code, Some(0), "capstan {args:?}: {err}");
+        assert!(err.is_empty(), "capstan {args:?} printed on stderr: {err}");
+    }
 }

@@ -113,7 +113,7 @@ fn emit<T: Serialize>(value: &T, output: Output) {
         Output::Text => return,
     };
     match text {
-        Ok(t) => println!("{}", t.trim_end()),
+        Ok(t) => outln!("{}", t.trim_end()),
         Err(e) => eprintln!("error: cannot encode output: {e}"),
     }
 }
@@ -171,7 +171,7 @@ fn run_validate(a: ValidateArgs) -> ExitCode {
         errors,
     };
     match (a.output, &result) {
-        (Output::Text, Ok(())) => println!(
+        (Output::Text, Ok(())) => outln!(
             "{}: valid ({}, {}, {})",
             a.catalog,
             super::count(report.packages, "package", "packages"),
@@ -250,7 +250,7 @@ fn run_add(a: AddArgs) -> ExitCode {
         Ok(report) => {
             match a.output {
                 Output::Text => {
-                    println!(
+                    outln!(
                         "added {} ({}) to package {}{} in {}",
                         report.bundle,
                         report.version,
@@ -259,7 +259,7 @@ fn run_add(a: AddArgs) -> ExitCode {
                         a.catalog_dir.display()
                     );
                     for c in &report.channels {
-                        println!(
+                        outln!(
                             "  channel {}{}: replaces {}{}; head {}",
                             c.channel,
                             if c.created { " (new)" } else { "" },
@@ -268,7 +268,7 @@ fn run_add(a: AddArgs) -> ExitCode {
                             c.head
                         );
                     }
-                    println!("  default channel: {}", report.default_channel);
+                    outln!("  default channel: {}", report.default_channel);
                     for n in &report.notes {
                         eprintln!("note: {n}");
                     }

@@ -98,13 +98,13 @@ pub struct PullArgs {
 
 fn print<T: Serialize>(value: &T, output: Output, text: &str) {
     match output {
-        Output::Text => println!("{text}"),
+        Output::Text => outln!("{text}"),
         Output::Json => match serde_json::to_string_pretty(value) {
-            Ok(s) => println!("{s}"),
+            Ok(s) => outln!("{s}"),
             Err(e) => eprintln!("error: cannot write JSON: {e}"),
         },
         Output::Yaml => match serde_norway::to_string(value) {
-            Ok(s) => print!("{s}"),
+            Ok(s) => out!("{s}"),
             Err(e) => eprintln!("error: cannot write YAML: {e}"),
         },
     }

@@ -5,7 +5,6 @@
 //! catalog); 2 a reference cannot be read (missing path, unreachable registry, bad flags).
 //! Nothing is printed unless every reference renders.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -107,11 +106,7 @@ pub fn run(args: RenderArgs) -> ExitCode {
         FbcOutput::Json => Format::Json,
         FbcOutput::Yaml => Format::Yaml,
     };
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_all(to_stream(&cfg, format).as_bytes()).and_then(|()| out.flush()) {
-        eprintln!("error: writing output: {e}");
-        return ExitCode::from(1);
-    }
+    super::write_stdout_bytes(to_stream(&cfg, format).as_bytes());
     ExitCode::SUCCESS
 }
 

@@ -311,19 +311,19 @@ fn print_output(out: &ResolveOutput, format: OutputFormat, qualify: bool) -> Res
     };
     match format {
         OutputFormat::Json => {
-            println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| format!("writing JSON: {e}"))?);
+            outln!("{}", serde_json::to_string_pretty(&doc).map_err(|e| format!("writing JSON: {e}"))?);
         }
         OutputFormat::Yaml => {
-            print!("{}", serde_norway::to_string(&doc).map_err(|e| format!("writing YAML: {e}"))?);
+            out!("{}", serde_norway::to_string(&doc).map_err(|e| format!("writing YAML: {e}"))?);
         }
         OutputFormat::Text => {
             let mut current = String::new();
             for r in &doc.resolved {
                 if r.subscription != current {
-                    println!("subscription {}:", r.subscription);
+                    outln!("subscription {}:", r.subscription);
                     current = r.subscription.clone();
                 }
-                println!(
+                outln!(
                     "  {} ({} {}) channel {} catalog {}: {}",
                     r.bundle,
                     r.package,
@@ -333,11 +333,11 @@ fn print_output(out: &ResolveOutput, format: OutputFormat, qualify: bool) -> Res
                     r.reason
                 );
                 if !r.image.is_empty() {
-                    println!("      image {}", r.image);
+                    outln!("      image {}", r.image);
                 }
             }
             for e in &doc.errors {
-                println!("subscription {} failed: {}", e.subscription, e.message);
+                outln!("subscription {} failed: {}", e.subscription, e.message);
             }
         }
     }
