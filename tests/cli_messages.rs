@@ -152,3 +152,80 @@ fn a_closed_stdout_pipe_ends_quietly_with_exit_0() {
         assert!(err.is_empty(), "capstan {args:?} printed on stderr: {err}");
     }
 }
+
+/// A catalog directory with one valid package `a` (bundles 1.0.0 and 1.1.0), plus `extra` blobs.
+fn catalog_dir(dir: &Path, extra: &str) -> PathBuf {
+    let cat = dir.join("catalog");
+    std::fs::create_dir_all(&cat).unwrap();
+    let blobs = r#"{"schema":"olm.package","name":"a","defaultChannel":"stable"}
+{"schema":"olm.channel","package":"a","name":"stable","entries":[{"name":"a.v1.0.0"},{"name":"a.v1.1.0","replaces":"a.v1.0.0"}]}
+{"schema":"olm.bundle","package":"a","name":"a.v1.0.0","image":"r.local/a:1.0.0","properties":[{"type":"olm.package","value":{"packageName":"a","version":"1.0.0"}}]}
+{"schema":"olm.bundle","package":"a","name":"a.v1.1.0","image":"r.local/a:1.1.0","properties":[{"type":"olm.package","value":{"packageName":"a","version":"1.1.0"}}]}
+"#;
+    std::fs::write(cat.join("catalog.json"), format!("{blobs}{extra}")).unwrap();
+    cat
+}
+
+fn subscription(dir: &Path, version_range: &str) -> PathBuf {
+    let sub = dir.join("sub.yaml");
+    std::fs::write(
+        &sub,
+        format!("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {{name: a, namespace: ns}}\nspec: {{name: a, source: c, sourceNamespace: olm, versionRange: {version_range:?}}}\n"),
+    )
+    .unwrap();
+    sub
+}
+
+#[test]
+fn resolve_exits_2_on_an_invalid_version_range_or_catalog() {
+    let home = tempfile::tempdir().unwrap();
+    let cat = catalog_dir(home.path(), "");
+    let catalog_arg = format!("olm/c={}", cat.display());
+    let good = subscription(home.path(), ">=1.0.0 <2");
+    let out = capstan_in(home.path(), &["resolve", "--catalog", &catalog_arg, "-f", good.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("a.v1.1.0"), "{}", text(&out.stdout));
+
+    let bad = subscription(home.path(), ">=1.0.0 <<2");
+    let out = capstan_in(home.path(), &["resolve", "--catalog", &catalog_arg, "-f", bad.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("sub.yaml") && err.contains("Subscription \"a\"") && err.contains("spec.versionRange"), "{err}");
+    assert!(err.contains(">=1.0.0 <<2"), "{err}");
+
+    // Package b's default channel names no channel: `opm validate` rejects the catalog.
+    let broken = catalog_dir(home.path(), "{\"schema\":\"olm.package\",\"name\":\"b\",\"defaultChannel\":\"stabel\"}\n");
+    let out = capstan_in(home.path(), &["resolve", "--catalog", &format!("olm/c={}", broken.display()), "-f", good.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("olm/c") && err.contains("is invalid") && err.contains("package b") && err.contains("stabel"), "{err}");
+}
+
+#[test]
+fn render_and_add_exit_2_naming_a_bundle_path_they_cannot_read() {
+    let home = tempfile::tempdir().unwrap();
+    let bundle = home.path().join("unreadable-bundle");
+    copy_dir(&example("nginx-operator/0.1.0"), &bundle);
+    // A manifest whose read fails with EIO (reading address 0 of the reader's own memory): what a
+    // file without read permission does for a user who is not root.
+    std::os::unix::fs::symlink("/proc/self/mem", bundle.join("manifests/zz-unreadable.yaml")).unwrap();
+    let b = bundle.to_str().unwrap();
+    let catalog = home.path().join("catalog");
+    let c = catalog.to_str().unwrap();
+    for args in [&["catalog", "render", b][..], &["catalog", "add", c, b], &["bundle", "push", b, "127.0.0.1:9/x/b:v1"]] {
+        let out = capstan_in(home.path(), args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(b) && err.contains("manifests/zz-unreadable.yaml: cannot read"), "{args:?}: {err}");
+    }
+    assert!(!catalog.exists(), "nothing is written");
+
+    // A directory that is not a bundle (the package directory above the bundles): exit 2, the
+    // path named once.
+    let package = example("nginx-operator");
+    let p = package.to_str().unwrap();
+    let out = capstan_in(home.path(), &["catalog", "add", c, p]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no manifests/ directory") && err.matches(p).count() == 1, "{err}");
+}

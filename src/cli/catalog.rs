@@ -1,7 +1,8 @@
 //! `capstan catalog …`: validate, add, render, push, pull.
 //!
 //! Exit codes of `validate` and `add`: 0 success, 1 the content is invalid (every error listed),
-//! 2 the input cannot be read (missing path, unparseable file, unreachable registry).
+//! 2 the input cannot be read (missing or unreadable path, a directory that is not a bundle,
+//! unparseable catalog file, unreachable registry).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -206,7 +207,7 @@ fn render_input(a: &AddArgs, scratch: &Path) -> Result<AddInput, (String, u8)> {
     } else {
         return Err((format!("{}: not a bundle directory and not an image reference", a.bundle), 2));
     };
-    let bundle = capstan::bundle::Bundle::load(&dir).map_err(|e| (format!("{}: {e}", dir.display()), 1))?;
+    let bundle = capstan::bundle::Bundle::load(&dir).map_err(|e| super::render::bundle_load_failure(&a.bundle, &dir, &e))?;
     let info = render_info(&bundle);
     let image = image.unwrap_or_else(|| {
         let placeholder = capstan::catalog::render::placeholder_image(&info.package, &info.version);

@@ -172,7 +172,10 @@ pub fn run_bundle(cmd: BundleImageCommand) -> ExitCode {
                         );
                     }
                 }
-                Err(e) => return fail(format!("{e}; not pushing it"), 1),
+                Err(e) => {
+                    let (message, code) = super::render::bundle_load_failure(&a.dir.display().to_string(), &a.dir, &e);
+                    return fail(format!("{message}; not pushing it"), code);
+                }
             }
             match rt.block_on(push_bundle(&registry, &a.dir, &reference)) {
                 Ok(p) => {
