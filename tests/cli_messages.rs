@@ -229,3 +229,30 @@ fn render_and_add_exit_2_naming_a_bundle_path_they_cannot_read() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("no manifests/ directory") && err.matches(p).count() == 1, "{err}");
 }
+
+#[test]
+fn an_unusable_capstan_cache_is_named_with_what_to_do() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("not-a-directory");
+    std::fs::write(&file, "x").unwrap();
+    let catalog = catalog_dir(home.path(), "");
+    let sub = subscription(home.path(), "");
+    for cache in [file.clone(), file.join("below-a-file")] {
+        for args in [
+            &["catalog", "validate", "127.0.0.1:9/capstan/catalog:latest"][..],
+            &["catalog", "push", catalog.to_str().unwrap(), "127.0.0.1:9/capstan/catalog:latest"],
+            &["resolve", "--catalog", "olm/c=127.0.0.1:9/capstan/catalog:latest", "-f", sub.to_str().unwrap()],
+        ] {
+            let out = Command::new(env!("CARGO_BIN_EXE_capstan"))
+                .args(args)
+                .env("CAPSTAN_CACHE", &cache)
+                .env("HOME", home.path())
+                .output()
+                .expect("run capstan");
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert!(err.contains("CAPSTAN_CACHE") && err.contains(cache.to_str().unwrap()), "{args:?}: {err}");
+            assert!(err.contains("writable directory"), "{args:?}: {err}");
+        }
+    }
+}
