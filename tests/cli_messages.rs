@@ -256,3 +256,27 @@ fn an_unusable_capstan_cache_is_named_with_what_to_do() {
         }
     }
 }
+
+#[test]
+fn annotations_without_the_annotations_map_say_so_and_show_the_shape() {
+    let home = tempfile::tempdir().unwrap();
+    let bundle = home.path().join("flat-annotations");
+    copy_dir(&example("nginx-operator/0.1.0"), &bundle);
+    let file = bundle.join("metadata/annotations.yaml");
+    let text_in = std::fs::read_to_string(&file).unwrap();
+    // The keys moved to the top level: `annotations:` dropped, the indentation removed.
+    let flat: String = text_in.lines().filter(|l| *l != "annotations:").map(|l| format!("{}\n", l.trim_start())).collect();
+    assert!(flat.starts_with("operators.operatorframework.io.bundle."), "{flat}");
+    std::fs::write(&file, flat).unwrap();
+    let out = capstan_in(home.path(), &["bundle", "validate", bundle.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("could not find annotations file"), "{err}");
+    assert!(err.contains("metadata/annotations.yaml") && err.contains("no top-level `annotations:` map"), "{err}");
+    assert!(err.contains("annotations:\n    operators.operatorframework.io.bundle.package.v1: "), "{err}");
+
+    // `annotations:` holding a list.
+    std::fs::write(&file, "annotations:\n- operators.operatorframework.io.bundle.package.v1: nginx-operator\n").unwrap();
+    let err = text(&capstan_in(home.path(), &["bundle", "validate", bundle.to_str().unwrap()]).stderr);
+    assert!(err.contains("metadata/annotations.yaml") && err.contains("`annotations` is a list, not a map"), "{err}");
+}
