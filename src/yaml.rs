@@ -89,9 +89,57 @@ pub fn check_flow_depth(text: &str) -> Result<(), TooDeep> {
     Ok(())
 }
 
+/// A YAML parse error of a document that starts at line `first_line` (1-based) of its file, for
+/// a message that shows the line itself (`file: line N: …`): returns the file line of the error and
+/// the parser's message without its own position — `" at line L column C"` becomes
+/// `" at column C"` — and with any other position in it (libyaml's `"while parsing … at line L
+/// column C"`) moved from document lines to file lines.
+pub fn error_in_file(e: &serde_norway::Error, first_line: usize) -> (usize, String) {
+    let offset = first_line.saturating_sub(1);
+    let mut message = e.to_string();
+    let line = match e.location() {
+        Some(loc) => {
+            let own = format!(" at line {} column {}", loc.line(), loc.column());
+            if let Some(at) = message.find(&own) {
+                message.replace_range(at..at + own.len(), &format!(" at column {}", loc.column()));
+            }
+            offset + loc.line()
+        }
+        None => first_line,
+    };
+    if offset == 0 {
+        return (line, message);
+    }
+    // Shift the remaining " at line N" positions by the document's offset.
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message.as_str();
+    while let Some(at) = rest.find(" at line ") {
+        let (before, after) = rest.split_at(at + " at line ".len());
+        out.push_str(before);
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        match after[..digits].parse::<usize>() {
+            Ok(n) => out.push_str(&(n + offset).to_string()),
+            Err(_) => out.push_str(&after[..digits]),
+        }
+        rest = &after[digits..];
+    }
+    out.push_str(rest);
+    (line, out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parse_errors_are_located_once_in_file_lines() {
+        let e = serde_norway::from_str::<serde_norway::Value>("a: 1\nb: [x\n  y: : z\n").unwrap_err();
+        let (line, message) = error_in_file(&e, 10);
+        assert_eq!(line, 12);
+        assert_eq!(message, "did not find expected ',' or ']' at column 4, while parsing a flow sequence at line 11 column 4");
+        let (line, message) = error_in_file(&e, 1);
+        assert_eq!((line, message.as_str()), (3, "did not find expected ',' or ']' at column 4, while parsing a flow sequence at line 2 column 4"));
+    }
 
     #[test]
     fn ordinary_yaml_passes() {

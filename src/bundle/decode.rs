@@ -85,6 +85,9 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
     }
 
     let mut annotations = None;
+    // The first metadata file that looks meant as the annotations file but does not decode as
+    // one, and why: reported when no file does.
+    let mut bad_annotations: Option<(PathBuf, String)> = None;
     let mut dependencies: Option<(PathBuf, Vec<Dependency>)> = None;
     let mut properties: Option<(PathBuf, Vec<Property>)> = None;
     for (name, full) in list_files_any(&metadata_dir)? {
@@ -93,6 +96,9 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
         let Some(first) = docs.into_iter().next() else { continue };
         if annotations.is_none() {
             annotations = decode_annotations(&first, &rel)?;
+            if annotations.is_none() && bad_annotations.is_none() {
+                bad_annotations = annotations_problem(&first, &name).map(|p| (rel.clone(), p));
+            }
         }
         if dependencies.is_none()
             && let Some(list) = decode_entries(&first, "dependencies", &rel)? {
@@ -105,7 +111,10 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
             }
     }
     let Some(annotations) = annotations else {
-        return Err(BundleError::NoAnnotations { dir: dir.to_path_buf() });
+        return Err(match bad_annotations {
+            Some((path, problem)) => BundleError::BadAnnotations { path, problem },
+            None => BundleError::NoAnnotations { dir: dir.to_path_buf() },
+        });
     };
     let (dependencies_file, dependencies) = match dependencies {
         Some((f, d)) => (Some(f), d),
@@ -214,6 +223,26 @@ fn check_object(m: &Manifest) -> Result<(), BundleError> {
             return Err(err(format!("field metadata must be a mapping, found {}", type_name(meta))));
         }
     Ok(())
+}
+
+/// Why the first document of metadata file `name`, which [`decode_annotations`] did not accept,
+/// was not an annotations file — when it looks meant as one: the file is named
+/// `annotations.yaml` / `.yml` / `.json`, or it has bundle annotation keys at its top level.
+/// `None` for other files (`dependencies.yaml`, `properties.yaml`, …).
+fn annotations_problem(doc: &Value, name: &str) -> Option<String> {
+    let named = matches!(name, "annotations.yaml" | "annotations.yml" | "annotations.json");
+    let top_level_keys = doc.as_object().is_some_and(|m| m.keys().any(|k| k.starts_with("operators.operatorframework.io.bundle.")));
+    if !named && !top_level_keys {
+        return None;
+    }
+    Some(match doc.get("annotations") {
+        None if top_level_keys => {
+            "no top-level `annotations:` map: the bundle annotations are at the top level of the file; indent them under `annotations:`".to_string()
+        }
+        None => "no top-level `annotations:` map".to_string(),
+        Some(Value::Object(_)) => format!("`annotations:` sets neither {ANNOTATION_PACKAGE} nor {ANNOTATION_CHANNELS}"),
+        Some(other) => format!("`annotations` is {}, not a map", type_name(other)),
+    })
 }
 
 /// Decodes an annotations file the way Go decodes `AnnotationsFile`: `annotations` must be a

@@ -198,6 +198,17 @@ pub enum BundleError {
         /// The bundle directory.
         dir: PathBuf,
     },
+    /// A metadata file meant as the annotations file (named `annotations.yaml` / `.yml`, or
+    /// holding bundle annotation keys) has no usable top-level `annotations:` map.
+    #[error(
+        "{path}: {problem}; the file must look like:\n  annotations:\n    {ANNOTATION_PACKAGE}: <package>\n    {ANNOTATION_CHANNELS}: <channel>[,<channel>...]\n    {ANNOTATION_DEFAULT_CHANNEL}: <channel>"
+    )]
+    BadAnnotations {
+        /// The file, relative to the bundle directory.
+        path: PathBuf,
+        /// What is wrong, e.g. that the `annotations:` map is missing.
+        problem: String,
+    },
     /// `manifests/` holds no ClusterServiceVersion.
     #[error("{dir}/manifests: no csv in bundle; add the operator's ClusterServiceVersion (kind: ClusterServiceVersion) to manifests/")]
     NoCsv {

@@ -123,12 +123,13 @@ fn parse_json_stream(source: &str, text: &str, cfg: &mut DeclarativeConfig) -> R
         match stream.next() {
             None => return Ok(()),
             Some(Err(e)) => {
-                return Err(CatalogError::Syntax {
-                    file: source.to_string(),
-                    format: "JSON",
-                    line: e.line(),
-                    message: e.to_string(),
-                });
+                // serde_json ends its message with " at line L column C"; the line is shown once.
+                let message = e.to_string();
+                let message = match message.rfind(&format!(" at line {} column {}", e.line(), e.column())) {
+                    Some(at) if e.line() > 0 => format!("{} at column {}", &message[..at], e.column()),
+                    _ => message,
+                };
+                return Err(CatalogError::Syntax { file: source.to_string(), format: "JSON", line: e.line(), message });
             }
             Some(Ok(value)) => {
                 decode_blob(source, index, line, value, cfg)?;
@@ -179,11 +180,12 @@ fn split_yaml_documents<'a>(source: &str, text: &'a str) -> Result<Vec<(usize, &
 }
 
 fn parse_yaml_stream(source: &str, text: &str, cfg: &mut DeclarativeConfig) -> Result<(), CatalogError> {
+    // The line is shown by CatalogError::Syntax; the message does not repeat it.
     crate::yaml::check_flow_depth(text).map_err(|e| CatalogError::Syntax {
         file: source.to_string(),
         format: "YAML",
         line: e.line,
-        message: e.to_string(),
+        message: e.to_string().replacen(&format!(" at line {}", e.line), "", 1),
     })?;
     let mut index = 0;
     for (first_line, doc) in split_yaml_documents(source, text)? {
@@ -194,8 +196,8 @@ fn parse_yaml_stream(source: &str, text: &str, cfg: &mut DeclarativeConfig) -> R
             continue;
         }
         let value: Value = serde_norway::from_str(doc).map_err(|e| {
-            let line = e.location().map_or(first_line, |l| first_line + l.line().saturating_sub(1));
-            CatalogError::Syntax { file: source.to_string(), format: "YAML", line, message: e.to_string() }
+            let (line, message) = crate::yaml::error_in_file(&e, first_line);
+            CatalogError::Syntax { file: source.to_string(), format: "YAML", line, message }
         })?;
         if value.is_null() {
             continue;
@@ -1088,6 +1090,28 @@ mod tests {
         let err = parse_bytes("l.yaml", b"schema: olm.package\n--- name: a\n").unwrap_err();
         assert!(err.to_string().contains("line 2"), "{err}");
     }
+
+    #[test]
+    fn syntax_errors_show_the_location_once_in_file_lines() {
+        // YAML: the error is in the second document; libyaml counts lines from the document.
+        let err = parse_bytes("l.yaml", b"schema: olm.package\nname: a\n---\nschema: olm.package\nname: b\ndefaultChannel: [x\n  y: : z\n")
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, CatalogError::Syntax { line: 7, .. }), "{msg}");
+        assert_eq!(
+            msg,
+            "l.yaml: line 7: invalid YAML: did not find expected ',' or ']' at column 4, while parsing a flow sequence at line 6 column 17"
+        );
+        // JSON: serde_json's own " at line L column C" is not repeated.
+        let err = parse_bytes("j.json", b"{\"schema\": \"olm.package\",\n \"name\": }\n").unwrap_err();
+        assert_eq!(err.to_string(), "j.json: line 2: invalid JSON: expected value at column 10");
+        // The flow-depth guard's line is not repeated either.
+        let deep = format!("schema: olm.package\nname: {}\n", "[".repeat(MAX_FLOW_DEPTH_FOR_TEST + 1));
+        let msg = parse_bytes("d.yaml", deep.as_bytes()).unwrap_err().to_string();
+        assert!(msg.starts_with("d.yaml: line 2: invalid YAML: flow collections") && msg.matches("line").count() == 1, "{msg}");
+    }
+
+    const MAX_FLOW_DEPTH_FOR_TEST: usize = crate::yaml::MAX_FLOW_DEPTH;
 
     #[test]
     fn oversized_description_is_rejected() {

@@ -1002,8 +1002,10 @@ fn check_graph<'a>(
                 .collect();
             if !stranded.is_empty() {
                 stranded.sort_unstable();
+                let (noun, they, them) =
+                    if stranded.len() == 1 { ("bundle", "it is", "it") } else { ("bundles", "they are", "them") };
                 c.push(pkg, Some(cn), None, ErrorKind::Stranded, format!(
-                    "channel {cn} of package {pkg} contains stranded bundles {}: they are not on the replaces chain from the head {head} and no entry skips them, so no upgrade reaches them. The chain {}. Link each one: name it in the replaces (or skips) of the entry that should upgrade from it, or remove it from the channel",
+                    "channel {cn} of package {pkg} contains stranded {noun} {}: {they} not on the replaces chain from the head {head} and no entry skips {them}, so no upgrade reaches {them}. The chain {}. Link each one: name it in the replaces (or skips) of the entry that should upgrade from it, or remove it from the channel",
                     list(&stranded),
                     describe_chain(head, entries, &skipped, cn)
                 ));
@@ -1186,7 +1188,7 @@ mod tests {
         let e = errs(&y);
         assert_eq!(e.errors[0].kind, ErrorKind::Stranded, "{e}");
         let m = e.errors[0].to_string();
-        assert!(m.contains("stranded bundles p.v1") && m.contains("p.v3 replaces p.v2, which another entry skips"), "{m}");
+        assert!(m.contains("stranded bundle p.v1: it is not on") && m.contains("p.v3 replaces p.v2, which another entry skips"), "{m}");
     }
 
     #[test]

@@ -27,6 +27,19 @@ pub struct ApproveArgs {
     kubeconfig: Option<PathBuf>,
 }
 
+/// `println!` that does not stop the command when stdout is a closed pipe: the approval must not
+/// depend on whether anyone reads the listing (other write errors are reported on stderr).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout().lock(), $($arg)*)
+            && e.kind() != std::io::ErrorKind::BrokenPipe
+        {
+            eprintln!("warning: cannot write to stdout: {e}");
+        }
+    }};
+}
+
 pub fn run(args: ApproveArgs) -> ExitCode {
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -68,24 +81,24 @@ async fn approve(args: &ApproveArgs) -> Result<(), (u8, String)> {
     };
     let name = plan.metadata.name.clone().unwrap_or_default();
     let phase = plan.status.as_ref().and_then(|s| serde_json::to_value(&s.phase).ok()).and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-    println!("InstallPlan {ns}/{name}: {} ({phase})", plan.spec.cluster_service_version_names.join(", "));
+    say!("InstallPlan {ns}/{name}: {} ({phase})", plan.spec.cluster_service_version_names.join(", "));
     let steps = plan.status.as_ref().map(|s| s.plan.as_slice()).unwrap_or_default();
     if steps.is_empty() {
-        println!("  (no steps planned yet)");
+        say!("  (no steps planned yet)");
     }
     for (i, step) in steps.iter().enumerate() {
         let r = &step.resource;
         let gv = if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) };
-        println!("  {:>3}. {} {} {} (for {})", i + 1, gv, r.kind, r.name, step.resolving);
+        say!("  {:>3}. {} {} {} (for {})", i + 1, gv, r.kind, r.name, step.resolving);
     }
     if plan.spec.approved {
-        println!("already approved");
+        say!("already approved");
         return Ok(());
     }
     plans
         .patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"approved": true}})))
         .await
         .map_err(api_err(format!("approving InstallPlan {ns}/{name}")))?;
-    println!("approved InstallPlan {ns}/{name}");
+    say!("approved InstallPlan {ns}/{name}");
     Ok(())
 }

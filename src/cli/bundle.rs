@@ -84,13 +84,14 @@ fn validate_cmd(args: ValidateArgs) -> ExitCode {
     match args.output {
         Output::Text => {
             for f in &findings {
-                println!("{f}");
+                outln!("{f}");
             }
             let name = bundle.name();
+            let warned = super::count(warnings, "warning", "warnings");
             if errors == 0 {
-                println!("bundle {name} ({dir}) is valid ({warnings} warnings)");
+                outln!("bundle {name} ({dir}) is valid ({warned})");
             } else {
-                println!("bundle {name} ({dir}) is invalid: {errors} errors, {warnings} warnings");
+                outln!("bundle {name} ({dir}) is invalid: {}, {warned}", super::count(errors, "error", "errors"));
             }
         }
         out => print_report(&Report { bundle: dir, valid: errors == 0, errors, warnings, error: None, findings: &findings }, out),
@@ -104,7 +105,7 @@ fn print_report(report: &Report<'_>, output: Output) {
         _ => serde_json::to_string_pretty(report).map_err(|e| e.to_string()),
     };
     match text {
-        Ok(t) => println!("{}", t.trim_end()),
+        Ok(t) => outln!("{}", t.trim_end()),
         Err(e) => eprintln!("error: cannot write the report: {e}"),
     }
 }

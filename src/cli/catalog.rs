@@ -1,7 +1,8 @@
 //! `capstan catalog …`: validate, add, render, push, pull.
 //!
 //! Exit codes of `validate` and `add`: 0 success, 1 the content is invalid (every error listed),
-//! 2 the input cannot be read (missing path, unparseable file, unreachable registry).
+//! 2 the input cannot be read (missing or unreadable path, a directory that is not a bundle,
+//! unparseable catalog file, unreachable registry).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -113,7 +114,7 @@ fn emit<T: Serialize>(value: &T, output: Output) {
         Output::Text => return,
     };
     match text {
-        Ok(t) => println!("{}", t.trim_end()),
+        Ok(t) => outln!("{}", t.trim_end()),
         Err(e) => eprintln!("error: cannot encode output: {e}"),
     }
 }
@@ -171,9 +172,12 @@ fn run_validate(a: ValidateArgs) -> ExitCode {
         errors,
     };
     match (a.output, &result) {
-        (Output::Text, Ok(())) => println!(
-            "{}: valid ({} packages, {} channels, {} bundles)",
-            a.catalog, report.packages, report.channels, report.bundles
+        (Output::Text, Ok(())) => outln!(
+            "{}: valid ({}, {}, {})",
+            a.catalog,
+            super::count(report.packages, "package", "packages"),
+            super::count(report.channels, "channel", "channels"),
+            super::count(report.bundles, "bundle", "bundles")
         ),
         (Output::Text, Err(e)) => eprintln!("{}: {e}", a.catalog),
         (out, _) => emit(&report, out),
@@ -203,7 +207,7 @@ fn render_input(a: &AddArgs, scratch: &Path) -> Result<AddInput, (String, u8)> {
     } else {
         return Err((format!("{}: not a bundle directory and not an image reference", a.bundle), 2));
     };
-    let bundle = capstan::bundle::Bundle::load(&dir).map_err(|e| (format!("{}: {e}", dir.display()), 1))?;
+    let bundle = capstan::bundle::Bundle::load(&dir).map_err(|e| super::render::bundle_load_failure(&a.bundle, &dir, &e))?;
     let info = render_info(&bundle);
     let image = image.unwrap_or_else(|| {
         let placeholder = capstan::catalog::render::placeholder_image(&info.package, &info.version);
@@ -247,7 +251,7 @@ fn run_add(a: AddArgs) -> ExitCode {
         Ok(report) => {
             match a.output {
                 Output::Text => {
-                    println!(
+                    outln!(
                         "added {} ({}) to package {}{} in {}",
                         report.bundle,
                         report.version,
@@ -256,7 +260,7 @@ fn run_add(a: AddArgs) -> ExitCode {
                         a.catalog_dir.display()
                     );
                     for c in &report.channels {
-                        println!(
+                        outln!(
                             "  channel {}{}: replaces {}{}; head {}",
                             c.channel,
                             if c.created { " (new)" } else { "" },
@@ -265,7 +269,7 @@ fn run_add(a: AddArgs) -> ExitCode {
                             c.head
                         );
                     }
-                    println!("  default channel: {}", report.default_channel);
+                    outln!("  default channel: {}", report.default_channel);
                     for n in &report.notes {
                         eprintln!("note: {n}");
                     }

@@ -7,7 +7,6 @@
 //! `manifests/crds/` is generated with `cargo run -- crds --dir manifests/crds`.
 //! Exit codes: 0 on success, 1 when a file cannot be written (message on stderr names the path).
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -29,10 +28,8 @@ pub fn run(args: CrdsArgs) -> ExitCode {
                 eprintln!("wrote {}", p.display());
             }
         }),
-        None => capstan::api::crds_yaml_stream().map(|yaml| {
-            // A closed pipe (`capstan crds | head`) is not an error worth reporting.
-            let _ = std::io::stdout().lock().write_all(yaml.as_bytes());
-        }),
+        // A closed pipe (`capstan crds | head`) ends quietly with exit 0.
+        None => capstan::api::crds_yaml_stream().map(|yaml| super::write_stdout_bytes(yaml.as_bytes())),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

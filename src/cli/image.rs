@@ -98,13 +98,13 @@ pub struct PullArgs {
 
 fn print<T: Serialize>(value: &T, output: Output, text: &str) {
     match output {
-        Output::Text => println!("{text}"),
+        Output::Text => outln!("{text}"),
         Output::Json => match serde_json::to_string_pretty(value) {
-            Ok(s) => println!("{s}"),
+            Ok(s) => outln!("{s}"),
             Err(e) => eprintln!("error: cannot write JSON: {e}"),
         },
         Output::Yaml => match serde_norway::to_string(value) {
-            Ok(s) => print!("{s}"),
+            Ok(s) => out!("{s}"),
             Err(e) => eprintln!("error: cannot write YAML: {e}"),
         },
     }
@@ -157,21 +157,25 @@ pub fn run_bundle(cmd: BundleImageCommand) -> ExitCode {
                         .filter(|f| f.severity == capstan::bundle::Severity::Error)
                         .collect();
                     if !errors.is_empty() {
+                        // A finding prints its own severity ("error: file: field: …").
                         for f in &errors {
-                            eprintln!("error: {f}");
+                            eprintln!("{f}");
                         }
                         return fail(
                             format!(
-                                "bundle {} has {} error(s); not pushing it (capstan bundle validate {} lists them)",
+                                "bundle {} has {}; not pushing it (capstan bundle validate {} lists them)",
                                 a.dir.display(),
-                                errors.len(),
+                                super::count(errors.len(), "error", "errors"),
                                 a.dir.display()
                             ),
                             1,
                         );
                     }
                 }
-                Err(e) => return fail(format!("{e}; not pushing it"), 1),
+                Err(e) => {
+                    let (message, code) = super::render::bundle_load_failure(&a.dir.display().to_string(), &a.dir, &e);
+                    return fail(format!("{message}; not pushing it"), code);
+                }
             }
             match rt.block_on(push_bundle(&registry, &a.dir, &reference)) {
                 Ok(p) => {

@@ -2,15 +2,15 @@
 //! one FBC stream, as `opm render` prints it (operator-registry `alpha/action/render.go`).
 //!
 //! Exit codes: 0 success; 1 a reference was read but cannot be rendered (invalid bundle or
-//! catalog); 2 a reference cannot be read (missing path, unreachable registry, bad flags).
+//! catalog); 2 a reference cannot be read (missing or unreadable path, unreachable registry, bad
+//! flags).
 //! Nothing is printed unless every reference renders.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use capstan::bundle::Bundle;
+use capstan::bundle::{Bundle, BundleError};
 use capstan::bundle::image::{BundleImageError, pull_bundle};
 use capstan::catalog::image::{is_image_reference, load_catalog_image_blocking};
 use capstan::catalog::model::DeclarativeConfig;
@@ -74,8 +74,9 @@ pub fn run(args: RenderArgs) -> ExitCode {
     let bundle_dirs = args.refs.iter().filter(|r| is_bundle_dir(Path::new(r))).count();
     if !args.images.is_empty() && args.images.len() != bundle_dirs {
         eprintln!(
-            "error: {} --image values for {bundle_dirs} bundle directories; give one per bundle directory, in order",
-            args.images.len()
+            "error: {} for {}; give one per bundle directory, in order",
+            super::count(args.images.len(), "--image value", "--image values"),
+            super::count(bundle_dirs, "bundle directory", "bundle directories")
         );
         return ExitCode::from(2);
     }
@@ -90,7 +91,10 @@ pub fn run(args: RenderArgs) -> ExitCode {
         let result = if is_bundle_dir(path) {
             render_dir(path, images.next().cloned(), &args, migration, &mut cfg)
         } else if path.exists() {
-            parse::load_path(path).map(|c| parse::merge(&mut cfg, c)).map_err(|e| (e.to_string(), 1))
+            parse::load_path(path).map(|c| parse::merge(&mut cfg, c)).map_err(|e| {
+                let code = if matches!(e, capstan::catalog::error::CatalogError::Io { .. }) { 2 } else { 1 };
+                (e.to_string(), code)
+            })
         } else if is_image_reference(r) {
             render_image(r, &args, migration, &mut cfg)
         } else {
@@ -106,12 +110,25 @@ pub fn run(args: RenderArgs) -> ExitCode {
         FbcOutput::Json => Format::Json,
         FbcOutput::Yaml => Format::Yaml,
     };
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_all(to_stream(&cfg, format).as_bytes()).and_then(|()| out.flush()) {
-        eprintln!("error: writing output: {e}");
-        return ExitCode::from(1);
-    }
+    super::write_stdout_bytes(to_stream(&cfg, format).as_bytes());
     ExitCode::SUCCESS
+}
+
+/// Exit code of a bundle directory that does not load: 2 when it cannot be read (an I/O error, no
+/// `manifests/` or `metadata/`), 1 when it was read and its content is wrong.
+pub(crate) fn bundle_load_code(e: &BundleError) -> u8 {
+    match e {
+        BundleError::Io { .. } | BundleError::MissingDirectory { .. } => 2,
+        _ => 1,
+    }
+}
+
+/// The message and exit code of a bundle directory `dir` that does not load, naming the bundle
+/// once as the user gave it (`shown`; a pulled image is read from a scratch directory).
+pub(crate) fn bundle_load_failure(shown: &str, dir: &Path, e: &BundleError) -> (String, u8) {
+    let message = e.to_string();
+    let message = if message.starts_with(&dir.display().to_string()) { message } else { format!("bundle {shown}: {message}") };
+    (message, bundle_load_code(e))
 }
 
 /// opm's `isBundle`: a directory with `manifests/` and `metadata/` sub-directories.
@@ -126,7 +143,7 @@ fn render_dir(
     migration: Migration,
     cfg: &mut DeclarativeConfig,
 ) -> Result<(), Failure> {
-    let bundle = Bundle::load(dir).map_err(|e| (e.to_string(), 1))?;
+    let bundle = Bundle::load(dir).map_err(|e| (e.to_string(), bundle_load_code(&e)))?;
     let image = image.unwrap_or_else(|| {
         let info = render_info(&bundle);
         match &args.image_template {

@@ -6,7 +6,8 @@
 //!                 -f SUBSCRIPTION.yaml [--installed CSV_NAME]… [-o text|json|yaml]
 //! ```
 //! Exit codes: 0 when every Subscription resolves, 1 when some fail (listed under `errors`), 2 on
-//! invalid input (message on stderr naming the file or argument).
+//! invalid input (message on stderr naming the file or argument): a catalog that cannot be read or
+//! fails `opm validate` rules, a malformed Subscription or `spec.versionRange`, a bad flag.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -85,14 +86,14 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
                 let client = capstan::oci::ClientConfig::from_env(false, false).map_err(|e| format!("--catalog {spec}: {e}"))?;
                 let loaded = capstan::catalog::image::load_catalog_image_blocking(&target, client)
                     .map_err(|e| format!("--catalog {spec}: {e}"))?;
-                let index = index_of(&loaded.config, &target);
+                let index = index_of(&loaded.config, spec, &key)?;
                 catalogs.push(CatalogInput { key, priority: 0, index: Arc::new(index) });
                 continue;
             }
             return Err(format!("--catalog {spec}: {target:?} does not exist (expected an FBC directory or file)"));
         }
         let config = load_fbc(path)?;
-        let index = index_of(&config, &target);
+        let index = index_of(&config, spec, &key)?;
         catalogs.push(CatalogInput { key, priority: 0, index: Arc::new(index) });
     }
     for spec in &args.priorities {
@@ -148,13 +149,19 @@ fn looks_like_image(s: &str) -> bool {
     s.contains('@') || (s.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost"))
 }
 
-/// The resolver's index of a catalog, marked invalid (with every error, naming package / channel /
-/// bundle) when `opm validate` rules fail.
-fn index_of(config: &DeclarativeConfig, source: &str) -> CatalogIndex {
-    let index = CatalogIndex::from_config(config);
+/// The resolver's index of a catalog.
+///
+/// # Errors
+/// A catalog that fails `opm validate` rules is invalid input (exit 2): the message names the
+/// `--catalog` argument and lists every error by package / channel / bundle. (A cluster keeps
+/// resolving from other catalog sources and reports the invalid one on each Subscription it
+/// would serve, case-14; a what-if run has no use for a catalog that serves nothing.)
+fn index_of(config: &DeclarativeConfig, spec: &str, key: &CatalogSourceKey) -> Result<CatalogIndex, String> {
     match capstan::catalog::validate::validate(config) {
-        Ok(()) => index,
-        Err(errors) => index.with_invalid(format!("{source}: {errors}")),
+        Ok(()) => Ok(CatalogIndex::from_config(config)),
+        Err(errors) => Err(format!(
+            "--catalog {spec}: catalog {key} is invalid and would serve nothing; fix it (`capstan catalog validate` lists the same errors) or leave it out: {errors}"
+        )),
     }
 }
 
@@ -235,6 +242,11 @@ fn read_subscriptions(path: &Path) -> Result<Vec<SubscriptionRequest>, String> {
             return Err(format!("{}, document {}: metadata.name is missing", path.display(), i + 1));
         }
         let spec = d.spec.ok_or_else(|| format!("{at}: spec is missing"))?;
+        if let Some(range) = spec.version_range.as_deref().filter(|r| !r.trim().is_empty()) {
+            capstan::resolve::VersionRange::olm_v1(range).map_err(|e| {
+                format!("{at}: spec.versionRange: {e}; use forms such as \">=1.2 <2\", \"~1.4\", \"1.2.x\" or an exact version")
+            })?;
+        }
         for (field, value) in [("spec.name", &spec.name), ("spec.source", &spec.source), ("spec.sourceNamespace", &spec.source_namespace)] {
             if value.is_empty() {
                 return Err(format!("{at}: {field} is required"));
@@ -311,19 +323,19 @@ fn print_output(out: &ResolveOutput, format: OutputFormat, qualify: bool) -> Res
     };
     match format {
         OutputFormat::Json => {
-            println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| format!("writing JSON: {e}"))?);
+            outln!("{}", serde_json::to_string_pretty(&doc).map_err(|e| format!("writing JSON: {e}"))?);
         }
         OutputFormat::Yaml => {
-            print!("{}", serde_norway::to_string(&doc).map_err(|e| format!("writing YAML: {e}"))?);
+            out!("{}", serde_norway::to_string(&doc).map_err(|e| format!("writing YAML: {e}"))?);
         }
         OutputFormat::Text => {
             let mut current = String::new();
             for r in &doc.resolved {
                 if r.subscription != current {
-                    println!("subscription {}:", r.subscription);
+                    outln!("subscription {}:", r.subscription);
                     current = r.subscription.clone();
                 }
-                println!(
+                outln!(
                     "  {} ({} {}) channel {} catalog {}: {}",
                     r.bundle,
                     r.package,
@@ -333,11 +345,11 @@ fn print_output(out: &ResolveOutput, format: OutputFormat, qualify: bool) -> Res
                     r.reason
                 );
                 if !r.image.is_empty() {
-                    println!("      image {}", r.image);
+                    outln!("      image {}", r.image);
                 }
             }
             for e in &doc.errors {
-                println!("subscription {} failed: {}", e.subscription, e.message);
+                outln!("subscription {} failed: {}", e.subscription, e.message);
             }
         }
     }

@@ -7,7 +7,7 @@
 //! `insecure_registries`. This matches what containerd and podman do for `localhost` registries.
 
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::auth::DockerConfig;
 use super::cache::BlobCache;
@@ -35,13 +35,21 @@ impl ClientConfig {
     /// A configuration for command-line use: credentials from the default docker config file
     /// (see [`DockerConfig::load_default`]) and the blob cache in [`BlobCache::default_root`].
     ///
-    /// Errors: an unreadable or malformed auth file ([`super::OciError::AuthConfig`]).
+    /// Errors: an unreadable or malformed auth file ([`super::OciError::AuthConfig`]); a cache
+    /// directory that cannot be created or written ([`super::OciError::CacheUnusable`], naming
+    /// `CAPSTAN_CACHE`), so that a command fails at once rather than after a download.
     pub fn from_env(plain_http: bool, quiet: bool) -> super::Result<Self> {
+        let root = BlobCache::default_root();
+        check_cache_dir(&root).map_err(|source| super::OciError::CacheUnusable {
+            path: root.clone(),
+            origin: cache_root_origin(),
+            source,
+        })?;
         Ok(ClientConfig {
             plain_http,
             insecure_registries: Vec::new(),
             auth: DockerConfig::load_default()?,
-            cache: Some(BlobCache::new(BlobCache::default_root())),
+            cache: Some(BlobCache::new(root)),
             quiet,
             read_timeout: None,
         })
@@ -81,6 +89,34 @@ pub fn is_loopback_registry(registry: &str) -> bool {
     host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
+/// Creates `dir` if needed and checks that a file can be created in it (the probe file is removed).
+///
+/// # Errors
+/// The I/O error: `dir` is a file or lies below one, or it is not writable.
+pub fn check_cache_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(std::io::Error::new(std::io::ErrorKind::NotADirectory, "it exists and is not a directory"));
+    }
+    std::fs::create_dir_all(dir)?;
+    let probe = dir.join(format!(".capstan-probe-{}", std::process::id()));
+    std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&probe)?;
+    std::fs::remove_file(&probe)
+}
+
+/// Which setting [`default_cache_root`] took its directory from, for messages.
+fn cache_root_origin() -> &'static str {
+    let set = |v: &str| std::env::var_os(v).is_some_and(|d| !d.is_empty());
+    if set("CAPSTAN_CACHE") {
+        "from $CAPSTAN_CACHE"
+    } else if set("XDG_CACHE_HOME") {
+        "from $XDG_CACHE_HOME, as CAPSTAN_CACHE is not set"
+    } else if set("HOME") {
+        "the default, as CAPSTAN_CACHE is not set"
+    } else {
+        "in the temp directory, as CAPSTAN_CACHE and HOME are not set"
+    }
+}
+
 /// Default cache root: `$CAPSTAN_CACHE`, else `$XDG_CACHE_HOME/capstan`, else `~/.cache/capstan`.
 pub fn default_cache_root() -> PathBuf {
     if let Some(dir) = std::env::var_os("CAPSTAN_CACHE").filter(|d| !d.is_empty()) {
@@ -98,6 +134,19 @@ pub fn default_cache_root() -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cache_dir_check_creates_the_directory_and_rejects_a_file() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("a/b");
+        check_cache_dir(&dir).unwrap();
+        assert!(dir.is_dir());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "the probe file is removed");
+        let file = t.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        assert!(check_cache_dir(&file).is_err());
+        assert!(check_cache_dir(&file.join("below")).is_err());
+    }
 
     #[test]
     fn loopback_hosts_are_plain_http() {

@@ -124,6 +124,21 @@ pub enum OciError {
         source_name: String,
     },
 
+    /// The cache directory cannot be created or written (checked when a command-line client is
+    /// configured, before any registry is contacted).
+    #[error(
+        "cache directory {path} ({origin}) is not usable: {source}; set CAPSTAN_CACHE to a writable directory, or unset it to use ~/.cache/capstan"
+    )]
+    CacheUnusable {
+        /// The cache directory.
+        path: PathBuf,
+        /// Where the path came from, e.g. `from $CAPSTAN_CACHE`.
+        origin: &'static str,
+        /// Why it is not usable.
+        #[source]
+        source: std::io::Error,
+    },
+
     /// Reading or writing the on-disk cache or the local filesystem failed.
     #[error("{path}: {source}")]
     Io {

@@ -1,0 +1,282 @@
+//! What a user sees from the `capstan` binary when something is wrong: one `error:` prefix per
+//! line, natural plurals, quiet exit on a closed pipe, one location per YAML error, exit codes as
+//! documented (0 ok, 1 invalid content, 2 unreadable input), and messages that say what to do.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// `$CAPSTAN_SHARED`, else `<repo>/../shared`, else `/work/shared`.
+fn shared() -> PathBuf {
+    if let Some(p) = std::env::var_os("CAPSTAN_SHARED") {
+        return PathBuf::from(p);
+    }
+    let sibling = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    if sibling.exists() { sibling } else { PathBuf::from("/work/shared") }
+}
+
+fn example(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("bundles").join(path)
+}
+
+/// Runs capstan with its cache and home in `home` (no user's docker config or cache).
+fn capstan_in(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(args)
+        .env("CAPSTAN_CACHE", home.join("cache"))
+        .env("HOME", home)
+        .env_remove("DOCKER_CONFIG")
+        .env_remove("REGISTRY_AUTH_FILE")
+        .output()
+        .expect("run capstan")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Copies a directory tree.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+/// A copy of the nginx-operator 0.1.0 example bundle whose CSV name is not a DNS-1123 name
+/// (one error, one warning).
+fn invalid_bundle(dir: &Path) -> PathBuf {
+    let bundle = dir.join("bad-bundle");
+    copy_dir(&example("nginx-operator/0.1.0"), &bundle);
+    let csv = bundle.join("manifests/nginx-operator.clusterserviceversion.yaml");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.contains("\n  name: nginx-operator.v0.1.0\n"));
+    std::fs::write(&csv, text.replacen("\n  name: nginx-operator.v0.1.0\n", "\n  name: BAD_NAME\n", 1)).unwrap();
+    bundle
+}
+
+#[test]
+fn bundle_push_of_an_invalid_bundle_prefixes_each_error_once() {
+    let home = tempfile::tempdir().unwrap();
+    let bundle = invalid_bundle(home.path());
+    // Validation runs before any registry is contacted, so the reference need not exist.
+    let out = capstan_in(home.path(), &["bundle", "push", bundle.to_str().unwrap(), "127.0.0.1:9/x/bundle:v1"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("error: manifests/nginx-operator.clusterserviceversion.yaml: metadata.name"), "{err}");
+    assert!(!err.contains("error: error:"), "{err}");
+}
+
+#[test]
+fn counts_read_naturally() {
+    let home = tempfile::tempdir().unwrap();
+    let bundle = invalid_bundle(home.path());
+    let bundle = bundle.to_str().unwrap();
+
+    let out = capstan_in(home.path(), &["bundle", "validate", bundle]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("is invalid: 1 error, 1 warning\n"), "{stdout}");
+
+    let out = capstan_in(home.path(), &["bundle", "push", bundle, "127.0.0.1:9/x/bundle:v1"]);
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("bundle {bundle} has 1 error; not pushing it")), "{err}");
+
+    let out = capstan_in(home.path(), &["bundle", "validate", example("nginx-operator/0.1.0").to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("is valid (0 warnings)\n"), "{stdout}");
+
+    // One package with one channel and two bundles.
+    let catalog = home.path().join("catalog.yaml");
+    std::fs::write(
+        &catalog,
+        "schema: olm.package\nname: a\ndefaultChannel: stable\n---\nschema: olm.channel\npackage: a\nname: stable\nentries:\n- name: a.v1.0.0\n- name: a.v1.1.0\n  replaces: a.v1.0.0\n---\nschema: olm.bundle\npackage: a\nname: a.v1.0.0\nimage: r.local/a:1.0.0\nproperties:\n- type: olm.package\n  value: {packageName: a, version: 1.0.0}\n---\nschema: olm.bundle\npackage: a\nname: a.v1.1.0\nimage: r.local/a:1.1.0\nproperties:\n- type: olm.package\n  value: {packageName: a, version: 1.1.0}\n",
+    )
+    .unwrap();
+    let out = capstan_in(home.path(), &["catalog", "validate", catalog.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(stdout.contains("valid (1 package, 1 channel, 2 bundles)"), "{stdout}");
+
+    // One --image for two bundle directories.
+    let nginx = example("nginx-operator/0.1.0");
+    let out = capstan_in(
+        home.path(),
+        &["catalog", "render", nginx.to_str().unwrap(), nginx.to_str().unwrap(), "--image", "r.local/n:1"],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("1 --image value for 2 bundle directories"), "{err}");
+}
+
+/// Runs capstan with stdout on a pipe that is closed after the first line, as `| head -1` does;
+/// returns the exit code and stderr.
+fn first_line_then_close(home: &Path, args: &[&str]) -> (Option<i32>, String) {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(args)
+        .env("CAPSTAN_CACHE", home.join("cache"))
+        .env("HOME", home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run capstan");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(!line.is_empty(), "no output from capstan {args:?}");
+    // The reader is dropped here: the pipe's read end is closed with most output unread.
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    (child.wait().unwrap().code(), err)
+}
+
+#[test]
+fn a_closed_stdout_pipe_ends_quietly_with_exit_0() {
+    let home = tempfile::tempdir().unwrap();
+    // Megabytes of output: far more than a pipe buffer holds.
+    let catalog = shared().join("corpus/community-operators-prod/catalogs/v4.20");
+    let catalog = catalog.to_str().unwrap();
+    for args in [
+        &["catalog", "render", catalog][..],
+        &["catalog", "render", "-o", "yaml", catalog],
+        &["crds"],
+    ] {
+        let (code, err) = first_line_then_close(home.path(), args);
+        assert_eq!(code, Some(0), "capstan {args:?}: {err}");
+        assert!(err.is_empty(), "capstan {args:?} printed on stderr: {err}");
+    }
+}
+
+/// A catalog directory with one valid package `a` (bundles 1.0.0 and 1.1.0), plus `extra` blobs.
+fn catalog_dir(dir: &Path, extra: &str) -> PathBuf {
+    let cat = dir.join("catalog");
+    std::fs::create_dir_all(&cat).unwrap();
+    let blobs = r#"{"schema":"olm.package","name":"a","defaultChannel":"stable"}
+{"schema":"olm.channel","package":"a","name":"stable","entries":[{"name":"a.v1.0.0"},{"name":"a.v1.1.0","replaces":"a.v1.0.0"}]}
+{"schema":"olm.bundle","package":"a","name":"a.v1.0.0","image":"r.local/a:1.0.0","properties":[{"type":"olm.package","value":{"packageName":"a","version":"1.0.0"}}]}
+{"schema":"olm.bundle","package":"a","name":"a.v1.1.0","image":"r.local/a:1.1.0","properties":[{"type":"olm.package","value":{"packageName":"a","version":"1.1.0"}}]}
+"#;
+    std::fs::write(cat.join("catalog.json"), format!("{blobs}{extra}")).unwrap();
+    cat
+}
+
+fn subscription(dir: &Path, version_range: &str) -> PathBuf {
+    let sub = dir.join("sub.yaml");
+    std::fs::write(
+        &sub,
+        format!("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {{name: a, namespace: ns}}\nspec: {{name: a, source: c, sourceNamespace: olm, versionRange: {version_range:?}}}\n"),
+    )
+    .unwrap();
+    sub
+}
+
+#[test]
+fn resolve_exits_2_on_an_invalid_version_range_or_catalog() {
+    let home = tempfile::tempdir().unwrap();
+    let cat = catalog_dir(home.path(), "");
+    let catalog_arg = format!("olm/c={}", cat.display());
+    let good = subscription(home.path(), ">=1.0.0 <2");
+    let out = capstan_in(home.path(), &["resolve", "--catalog", &catalog_arg, "-f", good.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("a.v1.1.0"), "{}", text(&out.stdout));
+
+    let bad = subscription(home.path(), ">=1.0.0 <<2");
+    let out = capstan_in(home.path(), &["resolve", "--catalog", &catalog_arg, "-f", bad.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("sub.yaml") && err.contains("Subscription \"a\"") && err.contains("spec.versionRange"), "{err}");
+    assert!(err.contains(">=1.0.0 <<2"), "{err}");
+
+    // Package b's default channel names no channel: `opm validate` rejects the catalog.
+    let broken = catalog_dir(home.path(), "{\"schema\":\"olm.package\",\"name\":\"b\",\"defaultChannel\":\"stabel\"}\n");
+    let out = capstan_in(home.path(), &["resolve", "--catalog", &format!("olm/c={}", broken.display()), "-f", good.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("olm/c") && err.contains("is invalid") && err.contains("package b") && err.contains("stabel"), "{err}");
+}
+
+#[test]
+fn render_and_add_exit_2_naming_a_bundle_path_they_cannot_read() {
+    let home = tempfile::tempdir().unwrap();
+    let bundle = home.path().join("unreadable-bundle");
+    copy_dir(&example("nginx-operator/0.1.0"), &bundle);
+    // A manifest whose read fails with EIO (reading address 0 of the reader's own memory): what a
+    // file without read permission does for a user who is not root.
+    std::os::unix::fs::symlink("/proc/self/mem", bundle.join("manifests/zz-unreadable.yaml")).unwrap();
+    let b = bundle.to_str().unwrap();
+    let catalog = home.path().join("catalog");
+    let c = catalog.to_str().unwrap();
+    for args in [&["catalog", "render", b][..], &["catalog", "add", c, b], &["bundle", "push", b, "127.0.0.1:9/x/b:v1"]] {
+        let out = capstan_in(home.path(), args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(b) && err.contains("manifests/zz-unreadable.yaml: cannot read"), "{args:?}: {err}");
+    }
+    assert!(!catalog.exists(), "nothing is written");
+
+    // A directory that is not a bundle (the package directory above the bundles): exit 2, the
+    // path named once.
+    let package = example("nginx-operator");
+    let p = package.to_str().unwrap();
+    let out = capstan_in(home.path(), &["catalog", "add", c, p]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no manifests/ directory") && err.matches(p).count() == 1, "{err}");
+}
+
+#[test]
+fn an_unusable_capstan_cache_is_named_with_what_to_do() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("not-a-directory");
+    std::fs::write(&file, "x").unwrap();
+    let catalog = catalog_dir(home.path(), "");
+    let sub = subscription(home.path(), "");
+    for cache in [file.clone(), file.join("below-a-file")] {
+        for args in [
+            &["catalog", "validate", "127.0.0.1:9/capstan/catalog:latest"][..],
+            &["catalog", "push", catalog.to_str().unwrap(), "127.0.0.1:9/capstan/catalog:latest"],
+            &["resolve", "--catalog", "olm/c=127.0.0.1:9/capstan/catalog:latest", "-f", sub.to_str().unwrap()],
+        ] {
+            let out = Command::new(env!("CARGO_BIN_EXE_capstan"))
+                .args(args)
+                .env("CAPSTAN_CACHE", &cache)
+                .env("HOME", home.path())
+                .output()
+                .expect("run capstan");
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert!(err.contains("CAPSTAN_CACHE") && err.contains(cache.to_str().unwrap()), "{args:?}: {err}");
+            assert!(err.contains("writable directory"), "{args:?}: {err}");
+        }
+    }
+}
+
+#[test]
+fn annotations_without_the_annotations_map_say_so_and_show_the_shape() {
+    let home = tempfile::tempdir().unwrap();
+    let bundle = home.path().join("flat-annotations");
+    copy_dir(&example("nginx-operator/0.1.0"), &bundle);
+    let file = bundle.join("metadata/annotations.yaml");
+    let text_in = std::fs::read_to_string(&file).unwrap();
+    // The keys moved to the top level: `annotations:` dropped, the indentation removed.
+    let flat: String = text_in.lines().filter(|l| *l != "annotations:").map(|l| format!("{}\n", l.trim_start())).collect();
+    assert!(flat.starts_with("operators.operatorframework.io.bundle."), "{flat}");
+    std::fs::write(&file, flat).unwrap();
+    let out = capstan_in(home.path(), &["bundle", "validate", bundle.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("could not find annotations file"), "{err}");
+    assert!(err.contains("metadata/annotations.yaml") && err.contains("no top-level `annotations:` map"), "{err}");
+    assert!(err.contains("annotations:\n    operators.operatorframework.io.bundle.package.v1: "), "{err}");
+
+    // `annotations:` holding a list.
+    std::fs::write(&file, "annotations:\n- operators.operatorframework.io.bundle.package.v1: nginx-operator\n").unwrap();
+    let err = text(&capstan_in(home.path(), &["bundle", "validate", bundle.to_str().unwrap()]).stderr);
+    assert!(err.contains("metadata/annotations.yaml") && err.contains("`annotations` is a list, not a map"), "{err}");
+}
