@@ -146,6 +146,16 @@ async fn controller_upgrades_and_approval_flows() {
     push_catalog(&registry, &repo, work.path(), "hops", &with(&[(k("1.1.0"), "v1.1.0"), (noskip.clone(), "v1.2.0-noskip")]));
     csv_version_succeeded(&client, &auto.name, "kaiwudb-operator.v1.2.0").await;
     eventually("only the last kaiwudb CSV left", WAIT, || async { (kaiwudb_csvs(&client, &auto.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(()) }).await;
+    // RBAC of the last version only: the replaced CSVs' generated cluster RBAC went with them.
+    for (csv, want) in [("kaiwudb-operator.v1.0.0", false), ("kaiwudb-operator.v1.1.0", false), ("kaiwudb-operator.v1.2.0", true)] {
+        let sel = kube::api::ListParams::default().labels(&format!("olm.owner={csv},olm.owner.namespace={}", auto.name));
+        eventually(&format!("cluster RBAC of {csv} present={want}"), WAIT, || async {
+            let crs = Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(client.clone()).list(&sel).await.ok()?.items.len();
+            let crbs = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone()).list(&sel).await.ok()?.items.len();
+            ((crs > 0 && crbs > 0) == want && (crs == 0 && crbs == 0) != want).then_some((crs, crbs))
+        })
+        .await;
+    }
     // The operator's Deployment was updated in place (a rolling update), not removed with the
     // replaced CSVs: it is still there and Available.
     tokio::time::sleep(Duration::from_secs(2)).await;
