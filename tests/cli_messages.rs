@@ -326,3 +326,14 @@ fn placeholder_bundle_images_are_warned_about_by_catalog_validate_and_push() {
         assert!(!text(&out.stderr).contains("placeholder"), "{args:?}: {}", text(&out.stderr));
     }
 }
+
+#[test]
+fn messages_do_not_cite_internal_reference_files() {
+    let home = tempfile::tempdir().unwrap();
+    // A directory that is not a bundle: the message states what a bundle holds.
+    let out = capstan_in(home.path(), &["bundle", "validate", example("nginx-operator").to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("a registry+v1 bundle has manifests/ and metadata/"), "{err}");
+    assert!(!err.contains("olm-v0.md") && !err.contains('§'), "{err}");
+}
