@@ -12,7 +12,7 @@ use std::time::Duration;
 use capstan::api::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 use support::controller::*;
@@ -201,9 +201,13 @@ async fn controller_installs_subscriptions_end_to_end() {
     let patched = namespace_with_group(&client, "ctl-patch").await;
     subscribe(&client, &patched.name, "nginx-operator", &catalog_ns.name, "Manual").await;
     let plan = plan_in_phase(&client, &patched.name, "nginx-operator", "RequiresApproval").await;
-    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &patched.name);
     let name = plan.metadata.name.clone().expect("plan name");
-    plans.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"approved": true}}))).await.expect("approve by patch");
+    // With kubectl itself (the pinned build), as an admin would.
+    let out = std::process::Command::new(support::kubectl())
+        .args(["--kubeconfig", support::kubeconfig_path().to_str().unwrap_or_default(), "patch", "installplan", &name, "-n", &patched.name, "--type", "merge", "-p", r#"{"spec":{"approved":true}}"#])
+        .output()
+        .expect("run kubectl");
+    assert!(out.status.success(), "kubectl patch: {}", String::from_utf8_lossy(&out.stderr));
     plan_in_phase(&client, &patched.name, "nginx-operator", "Complete").await;
     csv_succeeded_and_deployment_available(&client, &patched.name).await;
 

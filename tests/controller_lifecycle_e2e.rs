@@ -146,6 +146,10 @@ async fn controller_upgrades_and_approval_flows() {
     push_catalog(&registry, &repo, work.path(), "hops", &with(&[(k("1.1.0"), "v1.1.0"), (noskip.clone(), "v1.2.0-noskip")]));
     csv_version_succeeded(&client, &auto.name, "kaiwudb-operator.v1.2.0").await;
     eventually("only the last kaiwudb CSV left", WAIT, || async { (kaiwudb_csvs(&client, &auto.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(()) }).await;
+    // The operator's Deployment was updated in place (a rolling update), not removed with the
+    // replaced CSVs: it is still there and Available.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    csv_version_succeeded(&client, &auto.name, "kaiwudb-operator.v1.2.0").await;
     let ps = eventually("every plan terminal", WAIT, || async {
         let ps = plans(&client, &auto.name).await;
         ps.iter().all(|(_, _, ph, _)| ph == "Complete" || ph == "Failed").then_some(ps)

@@ -318,6 +318,10 @@ async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &Clu
 }
 
 pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Result<Action, Error> {
+    // Finalizer and removal of a deleted CSV (issue 6, `removal.rs`).
+    if let Some(action) = super::removal::reconcile_csv(&csv, &ctx).await? {
+        return Ok(action);
+    }
     let ns = csv.namespace().unwrap_or_default();
     let name = csv.name_any();
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);

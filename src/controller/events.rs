@@ -9,7 +9,7 @@
 //! (the CSV condition reasons of `reference/olm-v0.md` §1.5); use those reasons where they fit.
 //!
 //! Usage from a reconciler (never fails the reconcile; a failure to record is logged):
-//! ```ignore
+//! ```text
 //! events::publish_for(&ctx.client, &*csv, EventType::Normal, "InstallSucceeded", "install strategy completed with no errors").await;
 //! ```
 //! Cluster-scoped objects get their Events in namespace `default` (kube-rs' rule). RBAC: `create`

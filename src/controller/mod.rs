@@ -16,6 +16,7 @@ mod catalogsource;
 mod csv;
 pub mod events;
 mod installplan;
+mod removal;
 mod scoped;
 pub mod leader;
 mod subscription;
@@ -41,6 +42,9 @@ use crate::resolve::CatalogIndex;
 pub use catalogsource::poll_interval;
 pub use csv::{InstallModeError, check_install_mode};
 pub use installplan::install_plan_name;
+pub use removal::{
+    ANNOTATION_UNINSTALL_CRDS, ANNOTATION_UNINSTALL_OPERANDS, ANNOTATION_UNINSTALL_TIMEOUT, CSV_FINALIZER, DEFAULT_UNINSTALL_TIMEOUT, SUBSCRIPTION_FINALIZER,
+};
 
 /// Settings of [`run`].
 #[derive(Debug, Clone)]
@@ -272,7 +276,8 @@ async fn run_inner(client: Client, config: Option<kube::Config>, options: Option
     let groups = filtered(Api::<OperatorGroup>::all(client.clone()))
         .run(csv::reconcile_operator_group, error_policy, ctx.clone())
         .for_each(|_| async {});
-    let all = futures::future::join5(catalogs, subscriptions, plans, csvs, groups);
+    let subscription_deletions = removal::watch_subscription_deletions(ctx.clone());
+    let all = futures::future::join(futures::future::join5(catalogs, subscriptions, plans, csvs, groups), subscription_deletions);
     tokio::select! {
         _ = all => {}
         _ = shutdown => {}

@@ -54,6 +54,10 @@ pub(crate) fn remove_condition(status: &mut Value, type_: &str) {
 }
 
 pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Result<Action, Error> {
+    // Uninstall on deletion, when the Subscription asks for it (issue 6, `removal.rs`).
+    if let Some(action) = super::removal::reconcile_subscription(&sub, &ctx).await? {
+        return Ok(action);
+    }
     let ns = sub.namespace().unwrap_or_default();
     let name = sub.name_any();
     let subs: Api<Subscription> = Api::namespaced(ctx.client.clone(), &ns);

@@ -1,0 +1,989 @@
+//! Removal that never hangs (issue 6, `reference/olm-v0.md` §5.7, `cases/olm-cases.yaml` case-29).
+//!
+//! **CSV deletion.** Every ClusterServiceVersion capstan reconciles gets the finalizer
+//! [`CSV_FINALIZER`] (`operators.coreos.com/csv-cleanup`, the name OLM uses since
+//! operator-framework/operator-lifecycle-manager#3143 / PR #3148, \[OLM\]
+//! `pkg/controller/operators/olm/operator.go` `processFinalizer`). The finalizer keeps a deleted CSV
+//! until the controller has cleaned up after it, so a CSV deleted while the controller was down is
+//! cleaned up when it runs again. Cleanup deletes, by the owner labels `olm.owner`,
+//! `olm.owner.namespace`, `olm.owner.kind` (\[OLM\] `ownerutil.CSVOwnerSelector`):
+//! ClusterRoleBindings, ClusterRoles, Mutating/ValidatingWebhookConfigurations (as OLM does), and,
+//! in every namespace, Deployments, Services, ServiceAccounts, Roles, RoleBindings, ConfigMaps and
+//! Secrets. Those namespaced objects also carry an ownerReference to the CSV and would be
+//! garbage-collected once the CSV is gone; deleting them explicitly removes the operator before the
+//! CRDs (when those are removed too) and covers what garbage collection does not: the Roles and
+//! RoleBindings copied into other target namespaces carry owner labels but no ownerReference.
+//! Bundle-shipped Services, ConfigMaps and Secrets (ownerReference only) that no other object owns
+//! are deleted too. It waits until the ClusterRoles and ClusterRoleBindings are gone (as OLM does),
+//! then removes the finalizer. Objects a bundle ships without owner labels (its own RBAC), CRDs and
+//! custom resources are kept, as in OLM (§5.2, §5.7).
+//!
+//! **Operand removal (opt-in).** With [`ANNOTATION_UNINSTALL_OPERANDS`] or
+//! [`ANNOTATION_UNINSTALL_CRDS`] set to `"true"` on the CSV or on its Subscription, or OLM's
+//! `spec.cleanup.enabled: true` on the CSV (the API field of OLM's unimplemented operand-cleanup
+//! design, operator-framework/operator-lifecycle-manager#2035), deleting the CSV first deletes every
+//! custom resource of the CSV's owned CRDs (`spec.customresourcedefinitions.owned`) in its target
+//! namespaces (all namespaces for AllNamespaces, and when the CRDs are removed too), while the
+//! operator still runs so that it can complete their finalizers; waits up to
+//! [`ANNOTATION_UNINSTALL_TIMEOUT`] (default [`DEFAULT_UNINSTALL_TIMEOUT`]); then removes the
+//! operator and, with [`ANNOTATION_UNINSTALL_CRDS`], the CRDs (unless another CSV still owns or
+//! requires one). Custom resources still there at the timeout, or at once when the operator is not
+//! running, are reported in the CSV's status (phase `Deleting`, reason `WaitingOnCleanup`,
+//! `status.message` and `status.cleanup.pendingDeletion`), in a Warning event and in the log, each
+//! with its finalizers and the `kubectl patch` command that unblocks it; capstan never clears a
+//! finalizer itself. The operator is removed after the report; the CSV (and the CRDs) stay until
+//! those objects are gone, so the report stays readable. A CSV that another CSV replaces (an
+//! upgrade) never removes operands or CRDs.
+//!
+//! **Subscription deletion.** As in OLM, deleting a Subscription leaves its operator installed
+//! (§5.7, \[OLM\] `syncSubscriptionDeleted` is a no-op); capstan logs that and records an event on the
+//! CSV. A Subscription that carries [`ANNOTATION_UNINSTALL_OPERANDS`] or
+//! [`ANNOTATION_UNINSTALL_CRDS`] gets the finalizer [`SUBSCRIPTION_FINALIZER`]; deleting it deletes
+//! its CSV (copying those annotations onto the CSV first), which is then removed as above.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::controller::Action;
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::events::EventType;
+use super::{Context, Error, apply_status, kube_err, now};
+use crate::api::{ClusterServiceVersion, Subscription};
+use crate::install::{ANNOTATION_TARGET_NAMESPACES, COMPONENT_LABEL_PREFIX, LABEL_COPIED_FROM, LABEL_OWNER, LABEL_OWNER_KIND, LABEL_OWNER_NAMESPACE};
+
+/// The CSV finalizer: OLM's own name (\[OLM\] `olm/operator.go` `processFinalizer`, added by
+/// operator-framework/operator-lifecycle-manager#3143). capstan replaces OLM on a cluster, so a CSV
+/// OLM finalized before is cleaned up by capstan with the same meaning.
+pub const CSV_FINALIZER: &str = "operators.coreos.com/csv-cleanup";
+
+/// The Subscription finalizer, only on Subscriptions that ask for uninstall on deletion (see the
+/// module documentation).
+pub const SUBSCRIPTION_FINALIZER: &str = "operators.capstan.dev/uninstall";
+
+/// Annotation (CSV or Subscription), `"true"` / `"false"`: when the CSV is deleted, delete the
+/// custom resources of its owned CRDs first, while the operator still runs. The name follows
+/// `kubectl operator uninstall --delete-operands` and `operator-sdk cleanup`.
+pub const ANNOTATION_UNINSTALL_OPERANDS: &str = "operators.capstan.dev/uninstall-operands";
+
+/// Annotation (CSV or Subscription), `"true"` / `"false"`: also delete the owned CRDs after the
+/// operator (implies [`ANNOTATION_UNINSTALL_OPERANDS`], in every namespace). Follows
+/// `kubectl operator uninstall --delete-crds`.
+pub const ANNOTATION_UNINSTALL_CRDS: &str = "operators.capstan.dev/uninstall-crds";
+
+/// Annotation (CSV or Subscription): how long to wait for custom resources to finish deleting while
+/// the operator runs, as `90s`, `2m`, `1m30s` or `1h` (units `ms`, `s`, `m`, `h`). Default
+/// [`DEFAULT_UNINSTALL_TIMEOUT`].
+pub const ANNOTATION_UNINSTALL_TIMEOUT: &str = "operators.capstan.dev/uninstall-timeout";
+
+/// Default wait for custom resources during an uninstall: 2 minutes (the default `--timeout` of
+/// `kubectl operator uninstall` and `operator-sdk cleanup`).
+pub const DEFAULT_UNINSTALL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Parses a duration written as `<number><unit>` parts, units `ms`, `s`, `m`, `h` (e.g. `90s`,
+/// `2m`, `1m30s`, `1h`). `None` for anything else (empty, no unit, unknown unit, negative).
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let s = text.trim();
+    if s.is_empty() {
+        return None;
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        if digits == 0 {
+            return None;
+        }
+        let n: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let part = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n.checked_mul(60)?),
+            "h" => Duration::from_secs(n.checked_mul(3600)?),
+            _ => return None,
+        };
+        total = total.checked_add(part)?;
+        rest = &rest[unit_len..];
+    }
+    Some(total)
+}
+
+/// What an uninstall removes, from the annotations of the CSV and its Subscription.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UninstallSettings {
+    /// Delete the custom resources of the owned CRDs before the operator.
+    pub operands: bool,
+    /// Delete the owned CRDs after the operator.
+    pub crds: bool,
+    /// How long to wait for the custom resources while the operator runs.
+    pub timeout: Duration,
+    /// Annotations that could not be read, each naming the object and what to write instead
+    /// (an unreadable value removes nothing: data is kept).
+    pub warnings: Vec<String>,
+}
+
+/// Reads [`UninstallSettings`] from `sources` (`(object description, annotations)`, the CSV first)
+/// and OLM's `spec.cleanup.enabled` of the CSV. A `"true"` on any source turns a removal on; the
+/// first readable timeout wins. Values other than `true`/`false` (any case) count as `false` and
+/// give a warning.
+pub fn uninstall_settings(sources: &[(String, Option<&BTreeMap<String, String>>)], cleanup_enabled: bool) -> UninstallSettings {
+    let mut s = UninstallSettings { operands: cleanup_enabled, crds: false, timeout: DEFAULT_UNINSTALL_TIMEOUT, warnings: Vec::new() };
+    let mut timeout_set = false;
+    for (what, annotations) in sources {
+        let Some(annotations) = annotations else { continue };
+        for (key, flag) in [(ANNOTATION_UNINSTALL_OPERANDS, &mut s.operands), (ANNOTATION_UNINSTALL_CRDS, &mut s.crds)] {
+            match annotations.get(key).map(|v| v.trim().to_ascii_lowercase()) {
+                None => {}
+                Some(v) if v == "true" => *flag = true,
+                Some(v) if v == "false" => {}
+                Some(v) => s.warnings.push(format!("{what}: annotation {key}: {v:?} is not \"true\" or \"false\"; treated as \"false\" (nothing is removed); write \"true\" to remove")),
+            }
+        }
+        if let Some(v) = annotations.get(ANNOTATION_UNINSTALL_TIMEOUT) {
+            match parse_duration(v) {
+                Some(d) if !timeout_set => {
+                    s.timeout = d;
+                    timeout_set = true;
+                }
+                Some(_) => {}
+                None => s.warnings.push(format!(
+                    "{what}: annotation {ANNOTATION_UNINSTALL_TIMEOUT}: {v:?} is not a duration like 90s, 2m or 1h; using {}",
+                    human(DEFAULT_UNINSTALL_TIMEOUT)
+                )),
+            }
+        }
+    }
+    if s.crds {
+        s.operands = true;
+    }
+    s
+}
+
+/// `1m30s`-style text of a duration (whole seconds).
+pub fn human(d: Duration) -> String {
+    let secs = d.as_secs();
+    match (secs / 3600, secs % 3600 / 60, secs % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, s) => format!("{m}m{s}s"),
+        (h, m, s) => format!("{h}h{m}m{s}s"),
+    }
+}
+
+/// A custom resource that is still there during an uninstall.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemainingObject {
+    /// The CRD name, `<plural>.<group>` (what `kubectl` accepts as the resource).
+    pub resource: String,
+    /// API group.
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace; `None` for cluster-scoped custom resources.
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+    /// `metadata.finalizers`.
+    pub finalizers: Vec<String>,
+}
+
+impl RemainingObject {
+    /// `Kind namespace/name` or `Kind name`.
+    pub fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        }
+    }
+
+    /// The command that clears the object's finalizers, so that its deletion completes:
+    /// `kubectl patch <plural>.<group> <name> [-n <namespace>] --type=merge -p '{"metadata":{"finalizers":null}}'`.
+    pub fn unblock_command(&self) -> String {
+        let ns = self.namespace.as_ref().map(|n| format!(" -n {n}")).unwrap_or_default();
+        format!("kubectl patch {} {}{ns} --type=merge -p '{{\"metadata\":{{\"finalizers\":null}}}}'", self.resource, self.name)
+    }
+}
+
+/// The status message of an uninstall whose custom resources are still Terminating: each object
+/// (the first `max`, then a count) with its finalizers and the command that unblocks it.
+pub fn stuck_message(csv: &str, objects: &[RemainingObject], why: &str) -> String {
+    const MAX: usize = 10;
+    let mut parts: Vec<String> = objects
+        .iter()
+        .take(MAX)
+        .map(|o| {
+            let fins = if o.finalizers.is_empty() { "no finalizers".to_string() } else { format!("finalizers: {}", o.finalizers.join(", ")) };
+            format!("{} ({fins}); to unblock it: {}", o.describe(), o.unblock_command())
+        })
+        .collect();
+    if objects.len() > MAX {
+        parts.push(format!("and {} more", objects.len() - MAX));
+    }
+    format!(
+        "uninstall of CSV {csv}: {} custom resource{} still Terminating ({why}): {}. capstan does not clear finalizers itself: the operator's cleanup for these objects has not run; run the command only when that is acceptable. The operator has been removed; the CSV is kept until these objects are gone.",
+        objects.len(),
+        if objects.len() == 1 { " is" } else { "s are" },
+        parts.join("; ")
+    )
+}
+
+/// The reason a [`stuck_message`] gives (the text in parentheses), so that a report keeps its first
+/// reason once capstan has removed the operator itself.
+pub fn stuck_reason(message: &str) -> Option<&str> {
+    let start = message.find(" still Terminating (")? + " still Terminating (".len();
+    let len = message[start..].find("): ")?;
+    Some(&message[start..start + len])
+}
+
+/// `status.cleanup.pendingDeletion` (OLM `ResourceList`s) of `objects`, grouped by group and kind.
+pub fn pending_deletion(objects: &[RemainingObject]) -> Value {
+    let mut groups: BTreeMap<(String, String), Vec<Value>> = BTreeMap::new();
+    for o in objects {
+        let mut inst = json!({"name": o.name});
+        if let Some(ns) = &o.namespace {
+            inst["namespace"] = json!(ns);
+        }
+        groups.entry((o.group.clone(), o.kind.clone())).or_default().push(inst);
+    }
+    Value::Array(groups.into_iter().map(|((group, kind), instances)| json!({"group": group, "kind": kind, "instances": instances})).collect())
+}
+
+/// The label selector of objects owned by CSV `namespace/name` (\[OLM\] `ownerutil.CSVOwnerSelector`).
+pub fn owner_selector(namespace: &str, name: &str) -> String {
+    format!("{LABEL_OWNER}={name},{LABEL_OWNER_NAMESPACE}={namespace},{LABEL_OWNER_KIND}=ClusterServiceVersion")
+}
+
+/// Where the operator's custom resources live: `None` = all namespaces.
+fn target_namespaces(csv: &ClusterServiceVersion) -> Option<Vec<String>> {
+    let ns = csv.namespace().unwrap_or_default();
+    match csv.annotations().get(ANNOTATION_TARGET_NAMESPACES) {
+        None => Some(vec![ns]),
+        Some(v) => {
+            let list: Vec<String> = v.split(',').map(|s| s.trim().to_string()).collect();
+            if list.iter().any(|s| s.is_empty()) { None } else { Some(list) }
+        }
+    }
+}
+
+/// Records an Event about `obj` through the process-wide recorder ([`super::events`]).
+async fn publish<K: Resource<DynamicType = ()>>(ctx: &Context, obj: &K, type_: EventType, reason: &str, note: String) {
+    super::events::publish_for(&ctx.client, obj, type_, reason, &note).await;
+}
+
+fn not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+fn forbidden(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 403)
+}
+
+/// What to tell when capstan's own RBAC does not let it `verb` the custom resources of `crd`
+/// (the shipped `manifests/rbac.yaml` grants no access to operators' custom resources).
+pub fn operands_forbidden(crd: &str, verb: &str, error: &str) -> String {
+    let (plural, group) = crd.split_once('.').unwrap_or((crd, ""));
+    format!(
+        "capstan may not {verb} {crd} ({error}); grant capstan's ClusterRole `list` and `delete` on resource {plural} of API group {group} (docs/uninstall.md), or delete those custom resources yourself and remove the annotations {ANNOTATION_UNINSTALL_OPERANDS} / {ANNOTATION_UNINSTALL_CRDS}"
+    )
+}
+
+/// The CSV hook of [`super::csv`]'s reconcile: adds [`CSV_FINALIZER`] to a live CSV (then `None`:
+/// the reconcile goes on), or runs the cleanup of a deleted one (then `Some`: the reconcile stops).
+pub(super) async fn reconcile_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Option<Action>, Error> {
+    let ns = csv.namespace().unwrap_or_default();
+    let name = csv.name_any();
+    let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
+    // A fresh read: finalizers, deletion and the status of an uninstall in progress.
+    let Some(fresh) = api.get_opt(&name).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{name}")))? else {
+        return Ok(Some(Action::await_change()));
+    };
+    let csv = &fresh;
+    let has = csv.finalizers().iter().any(|f| f == CSV_FINALIZER);
+    if csv.meta().deletion_timestamp.is_none() {
+        // Copied CSVs are not cleaned up on their own (OLM ignores them too).
+        if !has && !csv.labels().contains_key(LABEL_COPIED_FROM) {
+            let mut list = csv.finalizers().to_vec();
+            list.push(CSV_FINALIZER.to_string());
+            let patch = json!({"metadata": {"finalizers": list, "resourceVersion": csv.resource_version()}});
+            match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                Ok(_) => {}
+                // Changed meanwhile: the next reconcile adds it.
+                Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
+                Err(e) => return Err(kube_err(format!("adding finalizer {CSV_FINALIZER} to ClusterServiceVersion {ns}/{name}"))(e)),
+            }
+        }
+        return Ok(None);
+    }
+    if !has {
+        return Ok(Some(Action::await_change()));
+    }
+    match finalize_csv(csv, ctx).await? {
+        Some(wait) => Ok(Some(Action::requeue(wait))),
+        None => {
+            remove_finalizer(&api, csv, CSV_FINALIZER).await?;
+            Ok(Some(Action::await_change()))
+        }
+    }
+}
+
+/// Removes `finalizer` with a merge patch carrying the `resourceVersion` seen (a concurrent change
+/// gives a conflict, and the reconcile is retried).
+async fn remove_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let name = obj.meta().name.clone().unwrap_or_default();
+    let list: Vec<&String> = obj.meta().finalizers.iter().flatten().filter(|f| *f != finalizer).collect();
+    let patch = json!({"metadata": {"finalizers": if list.is_empty() { Value::Null } else { json!(list) }, "resourceVersion": obj.meta().resource_version}});
+    match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(()),
+        Err(e) if not_found(&e) => Ok(()),
+        Err(e) => Err(kube_err(format!("removing finalizer {finalizer} from {} {name}", K::kind(&())))(e)),
+    }
+}
+
+/// An owned CRD as found on the cluster.
+struct OwnedCrd {
+    name: String,
+    api: ApiResource,
+    namespaced: bool,
+}
+
+async fn owned_crds(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Vec<OwnedCrd>, Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    let mut out = Vec::new();
+    let mut seen = Vec::new();
+    for d in csv.spec.customresourcedefinitions.iter().flat_map(|c| c.owned.iter().flatten()) {
+        if seen.contains(&d.name) {
+            continue;
+        }
+        seen.push(d.name.clone());
+        let Some(crd) = crds.get_opt(&d.name).await.map_err(kube_err(format!("reading CustomResourceDefinition {}", d.name)))? else { continue };
+        let spec = &crd.spec;
+        let version = spec.versions.iter().find(|v| v.storage).or_else(|| spec.versions.iter().find(|v| v.served)).or(spec.versions.first());
+        let Some(version) = version else { continue };
+        let gvk = GroupVersionKind::gvk(&spec.group, &version.name, &spec.names.kind);
+        out.push(OwnedCrd { name: d.name.clone(), api: ApiResource::from_gvk_with_plural(&gvk, &spec.names.plural), namespaced: spec.scope == "Namespaced" });
+    }
+    Ok(out)
+}
+
+/// Lists the custom resources of each of `crds` in its scope in `scopes` (same index; `None` = all
+/// namespaces).
+/// `Ok(Err(message))` when capstan may not list them ([`operands_forbidden`]).
+async fn list_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<String>>]) -> Result<Result<Vec<(DynamicObject, usize)>, String>, Error> {
+    let mut out = Vec::new();
+    for (i, (crd, scope)) in crds.iter().zip(scopes).enumerate() {
+        let apis: Vec<Api<DynamicObject>> = match (crd.namespaced, scope) {
+            (true, Some(list)) => list.iter().map(|n| Api::namespaced_with(ctx.client.clone(), n, &crd.api)).collect(),
+            _ => vec![Api::all_with(ctx.client.clone(), &crd.api)],
+        };
+        for api in apis {
+            match api.list(&ListParams::default()).await {
+                Ok(l) => out.extend(l.items.into_iter().map(|o| (o, i))),
+                Err(e) if not_found(&e) => {}
+                Err(e) if forbidden(&e) => return Ok(Err(operands_forbidden(&crd.name, "list", &e.to_string()))),
+                Err(e) => return Err(kube_err(format!("listing {} custom resources", crd.name))(e)),
+            }
+        }
+    }
+    Ok(Ok(out))
+}
+
+/// Deletes the operands in `scopes` (see [`list_operands`]) that are not being deleted yet;
+/// returns those still there, or `Ok(Err(message))` when capstan may not.
+async fn delete_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<String>>]) -> Result<Result<Vec<RemainingObject>, String>, Error> {
+    let objects = match list_operands(ctx, crds, scopes).await? {
+        Ok(o) => o,
+        Err(m) => return Ok(Err(m)),
+    };
+    let mut deleted_any = false;
+    for (o, i) in &objects {
+        if o.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let crd = &crds[*i];
+        let api: Api<DynamicObject> = match o.namespace() {
+            Some(n) => Api::namespaced_with(ctx.client.clone(), &n, &crd.api),
+            None => Api::all_with(ctx.client.clone(), &crd.api),
+        };
+        let what = format!("{} {}{}", crd.api.kind, o.namespace().map(|n| format!("{n}/")).unwrap_or_default(), o.name_any());
+        tracing::info!(object = %what, "uninstall: deleting custom resource before the operator");
+        match api.delete(&o.name_any(), &DeleteParams::background()).await {
+            Ok(_) => deleted_any = true,
+            Err(e) if not_found(&e) => {}
+            Err(e) if forbidden(&e) => return Ok(Err(operands_forbidden(&crd.name, "delete", &e.to_string()))),
+            Err(e) => return Err(kube_err(format!("deleting {what}"))(e)),
+        }
+    }
+    let objects = if deleted_any {
+        match list_operands(ctx, crds, scopes).await? {
+            Ok(o) => o,
+            Err(m) => return Ok(Err(m)),
+        }
+    } else {
+        objects
+    };
+    Ok(Ok(objects
+        .into_iter()
+        .map(|(o, i)| RemainingObject {
+            resource: crds[i].name.clone(),
+            group: crds[i].api.group.clone(),
+            kind: crds[i].api.kind.clone(),
+            namespace: o.namespace(),
+            name: o.name_any(),
+            finalizers: o.finalizers().to_vec(),
+        })
+        .collect()))
+}
+
+/// Whether every Deployment of the CSV's install strategy exists, is not being deleted and is
+/// Available. `Err` text says which is not.
+async fn operator_running(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Result<(), String>, Error> {
+    let ns = csv.namespace().unwrap_or_default();
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
+    let names: Vec<String> = csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.clone())).collect();
+    if names.is_empty() {
+        return Ok(Err("the CSV has no Deployment".into()));
+    }
+    for d in names {
+        match api.get_opt(&d).await.map_err(kube_err(format!("reading Deployment {ns}/{d}")))? {
+            None => return Ok(Err(format!("the operator is gone: Deployment {ns}/{d} does not exist"))),
+            Some(dep) if dep.metadata.deletion_timestamp.is_some() => return Ok(Err(format!("the operator is gone: Deployment {ns}/{d} is being deleted"))),
+            Some(dep) => {
+                let available = dep.status.and_then(|s| s.conditions).is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
+                if !available {
+                    return Ok(Err(format!("the operator is not running: Deployment {ns}/{d} is not Available")));
+                }
+            }
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Deletes the namespaced objects of kind `K` labelled with `selector` in every namespace.
+async fn delete_labelled<K>(ctx: &Context, selector: &str, deleted: &mut Vec<String>) -> Result<(), Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let kind = K::kind(&()).into_owned();
+    let list = Api::<K>::all(ctx.client.clone()).list(&ListParams::default().labels(selector)).await.map_err(kube_err(format!("listing {kind}s labelled {selector}")))?;
+    for o in list.items {
+        if o.meta().deletion_timestamp.is_some() {
+            continue;
+        }
+        let (ns, name) = (o.namespace().unwrap_or_default(), o.name_any());
+        match Api::<K>::namespaced(ctx.client.clone(), &ns).delete(&name, &DeleteParams::background()).await {
+            Ok(_) => deleted.push(format!("{kind} {ns}/{name}")),
+            Err(e) if not_found(&e) => {}
+            Err(e) => return Err(kube_err(format!("deleting {kind} {ns}/{name}"))(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the objects of kind `K` in `ns` selected by `selector` whose only owners are the CSV
+/// `uid` (bundle-shipped objects with an ownerReference but no owner labels).
+async fn delete_owned<K>(ctx: &Context, ns: &str, selector: &str, uid: &str, deleted: &mut Vec<String>) -> Result<(), Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let kind = K::kind(&()).into_owned();
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+    let list = api.list(&ListParams::default().labels(selector)).await.map_err(kube_err(format!("listing {kind}s in {ns}")))?;
+    for o in list.items {
+        let refs = o.owner_references();
+        if refs.is_empty() || !refs.iter().all(|r| r.uid == uid) || o.meta().deletion_timestamp.is_some() {
+            continue;
+        }
+        let name = o.name_any();
+        match api.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => deleted.push(format!("{kind} {ns}/{name}")),
+            Err(e) if not_found(&e) => {}
+            Err(e) => return Err(kube_err(format!("deleting {kind} {ns}/{name}"))(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the operator: its Deployments, namespaced objects and cluster-scoped RBAC and webhooks.
+/// Returns what was deleted now and the cluster-scoped RBAC still present.
+async fn remove_operator(ctx: &Context, csv: &ClusterServiceVersion) -> Result<(Vec<String>, Vec<String>), Error> {
+    let ns = csv.namespace().unwrap_or_default();
+    let name = csv.name_any();
+    let sel = owner_selector(&ns, &name);
+    let lp = ListParams::default().labels(&sel);
+    let mut deleted = Vec::new();
+    // The workload first, so that nothing acts with the permissions being removed.
+    delete_labelled::<Deployment>(ctx, &sel, &mut deleted).await?;
+    let crbs: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
+    let crs: Api<ClusterRole> = Api::all(ctx.client.clone());
+    for b in crbs.list(&lp).await.map_err(kube_err(format!("listing ClusterRoleBindings labelled {sel}")))?.items {
+        if b.metadata.deletion_timestamp.is_none() {
+            match crbs.delete(&b.name_any(), &DeleteParams::background()).await {
+                Ok(_) => deleted.push(format!("ClusterRoleBinding {}", b.name_any())),
+                Err(e) if not_found(&e) => {}
+                Err(e) => return Err(kube_err(format!("deleting ClusterRoleBinding {}", b.name_any()))(e)),
+            }
+        }
+    }
+    for r in crs.list(&lp).await.map_err(kube_err(format!("listing ClusterRoles labelled {sel}")))?.items {
+        if r.metadata.deletion_timestamp.is_none() {
+            match crs.delete(&r.name_any(), &DeleteParams::background()).await {
+                Ok(_) => deleted.push(format!("ClusterRole {}", r.name_any())),
+                Err(e) if not_found(&e) => {}
+                Err(e) => return Err(kube_err(format!("deleting ClusterRole {}", r.name_any()))(e)),
+            }
+        }
+    }
+    for res in [
+        Api::<MutatingWebhookConfiguration>::all(ctx.client.clone()).delete_collection(&DeleteParams::default(), &lp).await.map(|_| ()),
+        Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone()).delete_collection(&DeleteParams::default(), &lp).await.map(|_| ()),
+    ] {
+        match res {
+            Ok(()) => {}
+            Err(e) if not_found(&e) => {}
+            // capstan's shipped RBAC has no access to webhook configurations: it cannot have made any.
+            Err(e) if forbidden(&e) => tracing::debug!(error = %e, "no access to webhook configurations; none to delete"),
+            Err(e) => return Err(kube_err(format!("deleting webhook configurations labelled {sel}"))(e)),
+        }
+    }
+    delete_labelled::<Service>(ctx, &sel, &mut deleted).await?;
+    delete_labelled::<RoleBinding>(ctx, &sel, &mut deleted).await?;
+    delete_labelled::<Role>(ctx, &sel, &mut deleted).await?;
+    delete_labelled::<ServiceAccount>(ctx, &sel, &mut deleted).await?;
+    delete_labelled::<ConfigMap>(ctx, &sel, &mut deleted).await?;
+    delete_labelled::<Secret>(ctx, &sel, &mut deleted).await?;
+    // Bundle-shipped objects carry the component label and an ownerReference, no owner labels.
+    if let Some(uid) = csv.uid()
+        && let Some(component) = csv.labels().keys().find(|k| k.starts_with(COMPONENT_LABEL_PREFIX) && k.len() > COMPONENT_LABEL_PREFIX.len())
+    {
+        delete_owned::<Service>(ctx, &ns, component, &uid, &mut deleted).await?;
+        delete_owned::<ConfigMap>(ctx, &ns, component, &uid, &mut deleted).await?;
+        delete_owned::<Secret>(ctx, &ns, component, &uid, &mut deleted).await?;
+    }
+    // As OLM: wait until the cluster-scoped RBAC is really gone.
+    let mut left = Vec::new();
+    left.extend(crbs.list(&lp).await.map_err(kube_err(format!("listing ClusterRoleBindings labelled {sel}")))?.items.iter().map(|b| format!("ClusterRoleBinding {}", b.name_any())));
+    left.extend(crs.list(&lp).await.map_err(kube_err(format!("listing ClusterRoles labelled {sel}")))?.items.iter().map(|r| format!("ClusterRole {}", r.name_any())));
+    Ok((deleted, left))
+}
+
+/// Other live CSVs (any namespace) that own or require CRD `crd`, as `namespace/name`.
+async fn other_users_of_crd(ctx: &Context, csv: &ClusterServiceVersion, crd: &str) -> Result<Vec<String>, Error> {
+    let all = Api::<ClusterServiceVersion>::all(ctx.client.clone()).list(&ListParams::default()).await.map_err(kube_err("listing ClusterServiceVersions"))?;
+    Ok(all
+        .items
+        .iter()
+        .filter(|c| c.uid() != csv.uid() && c.meta().deletion_timestamp.is_none() && !c.labels().contains_key(LABEL_COPIED_FROM))
+        .filter(|c| c.spec.customresourcedefinitions.iter().any(|d| d.owned.iter().chain(d.required.iter()).flatten().any(|x| x.name == crd)))
+        .map(|c| format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any()))
+        .collect())
+}
+
+/// Writes phase `Deleting` / `WaitingOnCleanup` with `message` and `status.cleanup` (keeping the
+/// rest of the status). Does nothing when phase and message are already these.
+async fn write_deleting_status(ctx: &Context, csv: &ClusterServiceVersion, message: &str, pending: Value) -> Result<(), Error> {
+    let ns = csv.namespace().unwrap_or_default();
+    let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
+    let mut status = serde_json::to_value(&csv.status).unwrap_or(Value::Null);
+    if !status.is_object() {
+        status = json!({});
+    }
+    if status["phase"] == "Deleting" && status["message"] == message && status["cleanup"]["pendingDeletion"] == pending {
+        return Ok(());
+    }
+    let now = now();
+    if status["phase"] != "Deleting" {
+        status["lastTransitionTime"] = json!(now);
+        if !status["conditions"].is_array() {
+            status["conditions"] = json!([]);
+        }
+        if let Some(list) = status["conditions"].as_array_mut() {
+            list.push(json!({"phase": "Deleting", "reason": "WaitingOnCleanup", "message": message, "lastUpdateTime": now, "lastTransitionTime": now}));
+            let extra = list.len().saturating_sub(20);
+            list.drain(..extra);
+        }
+    }
+    status["phase"] = json!("Deleting");
+    status["reason"] = json!("WaitingOnCleanup");
+    status["message"] = json!(message);
+    status["lastUpdateTime"] = json!(now);
+    status["cleanup"] = json!({"pendingDeletion": pending});
+    apply_status(&api, csv, status).await
+}
+
+/// When operand deletion started: `status.lastTransitionTime` of phase `Deleting`.
+fn deleting_since(csv: &ClusterServiceVersion) -> Option<k8s_openapi::jiff::Timestamp> {
+    let st = csv.status.as_ref()?;
+    let phase = serde_json::to_value(st.phase.as_ref()?).ok()?;
+    (phase == "Deleting").then_some(())?;
+    st.last_transition_time.as_ref().map(|t| t.0)
+}
+
+/// The Subscription in the CSV's namespace that installed it (`status.installedCSV` or
+/// `status.currentCSV` names it).
+async fn subscription_of(ctx: &Context, ns: &str, csv: &str) -> Result<Option<Subscription>, Error> {
+    let subs = Api::<Subscription>::namespaced(ctx.client.clone(), ns).list(&ListParams::default()).await.map_err(kube_err(format!("listing Subscriptions in {ns}")))?;
+    Ok(subs.items.into_iter().find(|s| s.status.as_ref().is_some_and(|st| st.installed_csv.as_deref() == Some(csv) || st.current_csv.as_deref() == Some(csv))))
+}
+
+/// The cleanup of a deleted CSV. `Some(wait)`: not done, look again after `wait`; `None`: done,
+/// the finalizer may go.
+async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Option<Duration>, Error> {
+    let ns = csv.namespace().unwrap_or_default();
+    let name = csv.name_any();
+    let full = format!("{ns}/{name}");
+    let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
+    let siblings = api.list(&ListParams::default()).await.map_err(kube_err(format!("listing ClusterServiceVersions in {ns}")))?;
+    let replaced_by = siblings.items.iter().find(|c| c.name_any() != name && c.spec.replaces.as_deref() == Some(name.as_str())).map(|c| c.name_any());
+    let sub = subscription_of(ctx, &ns, &name).await?;
+    let sources = vec![
+        (format!("ClusterServiceVersion {full}"), csv.metadata.annotations.as_ref()),
+        (sub.as_ref().map(|s| format!("Subscription {ns}/{}", s.name_any())).unwrap_or_default(), sub.as_ref().and_then(|s| s.metadata.annotations.as_ref())),
+    ];
+    let mut settings = uninstall_settings(&sources, csv.spec.cleanup.as_ref().is_some_and(|c| c.enabled));
+    for w in &settings.warnings {
+        tracing::warn!(csv = %full, "{w}");
+    }
+    if let Some(by) = &replaced_by {
+        if settings.operands {
+            tracing::info!(csv = %full, replaced_by = %by, "the CSV is replaced by an upgrade: its custom resources and CRDs are kept");
+        }
+        settings.operands = false;
+        settings.crds = false;
+    }
+    let owned = owned_crds(ctx, csv).await?;
+    // A CRD another live CSV owns or requires is never deleted, and its custom resources outside
+    // this operator's target namespaces are not touched.
+    let mut users = Vec::new();
+    for crd in &owned {
+        users.push(if settings.crds { other_users_of_crd(ctx, csv, &crd.name).await? } else { Vec::new() });
+    }
+    let targets = target_namespaces(csv);
+    let scopes: Vec<Option<Vec<String>>> = users.iter().map(|u| if settings.crds && u.is_empty() { None } else { targets.clone() }).collect();
+
+    if settings.operands {
+        let remaining = match delete_operands(ctx, &owned, &scopes).await? {
+            Ok(r) => r,
+            Err(why) => {
+                // Never remove the operator before its custom resources: say what is missing.
+                let message = format!("uninstall of CSV {full}: the custom resources must be deleted before the operator, but {why}. The operator stays until then.");
+                let changed = csv.status.as_ref().and_then(|s| s.message.as_deref()) != Some(message.as_str());
+                write_deleting_status(ctx, csv, &message, json!([])).await?;
+                if changed {
+                    tracing::warn!(csv = %full, "{message}");
+                    publish(ctx, csv, EventType::Warning, "OperandsForbidden", message.clone()).await;
+                }
+                return Ok(Some(Duration::from_secs(15)));
+            }
+        };
+        if !remaining.is_empty() {
+            let pending = pending_deletion(&remaining);
+            let running = operator_running(ctx, csv).await?;
+            let since = deleting_since(csv);
+            let waited = since.map(|t| k8s_openapi::jiff::Timestamp::now().duration_since(t).unsigned_abs()).unwrap_or_default();
+            let in_time = since.is_none() || waited < settings.timeout;
+            if running.is_ok() && in_time {
+                let list: Vec<String> = remaining.iter().take(10).map(|o| o.describe()).collect();
+                let message = format!(
+                    "uninstall of CSV {full}: deleting {} custom resource{} before the operator, which still runs to complete their finalizers (waiting up to {}): {}{}",
+                    remaining.len(),
+                    if remaining.len() == 1 { "" } else { "s" },
+                    human(settings.timeout),
+                    list.join(", "),
+                    if remaining.len() > 10 { format!(" and {} more", remaining.len() - 10) } else { String::new() }
+                );
+                write_deleting_status(ctx, csv, &message, pending).await?;
+                return Ok(Some(Duration::from_secs(2)));
+            }
+            // The first reason stays: after the report capstan removes the operator itself.
+            let previous = csv.status.as_ref().and_then(|s| s.message.as_deref()).and_then(stuck_reason).map(String::from);
+            let why = match (previous, running) {
+                (Some(p), _) => p,
+                (None, Err(gone)) => gone,
+                (None, Ok(())) => format!("the operator did not complete them within {}", human(settings.timeout)),
+            };
+            let message = stuck_message(&full, &remaining, &why);
+            let changed = csv.status.as_ref().and_then(|s| s.message.as_deref()) != Some(message.as_str());
+            write_deleting_status(ctx, csv, &message, pending).await?;
+            if changed {
+                tracing::warn!(csv = %full, "{message}");
+                publish(ctx, csv, EventType::Warning, "OperandsStuck", message.clone()).await;
+            }
+            let (deleted, _) = remove_operator(ctx, csv).await?;
+            if !deleted.is_empty() {
+                tracing::info!(csv = %full, deleted = ?deleted, "uninstall: removed the operator after reporting the custom resources still Terminating");
+            }
+            return Ok(Some(Duration::from_secs(5)));
+        }
+    }
+
+    let (deleted, left) = remove_operator(ctx, csv).await?;
+    if !deleted.is_empty() {
+        tracing::info!(csv = %full, deleted = ?deleted, "uninstall: removed the operator's objects");
+    }
+    if !left.is_empty() {
+        tracing::info!(csv = %full, waiting_for = ?left, "uninstall: waiting for cluster-scoped RBAC to be deleted");
+        return Ok(Some(Duration::from_secs(1)));
+    }
+
+    let mut notes = Vec::new();
+    if settings.crds {
+        let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+        for crd in &owned {
+            // Looked up again: another CSV may have been installed meanwhile.
+            let others = other_users_of_crd(ctx, csv, &crd.name).await?;
+            if !others.is_empty() {
+                notes.push(format!("kept CRD {} because CSV {} still uses it", crd.name, others.join(", ")));
+                continue;
+            }
+            match crds.delete(&crd.name, &DeleteParams::background()).await {
+                Ok(_) => notes.push(format!("deleted CRD {}", crd.name)),
+                Err(e) if not_found(&e) => {}
+                Err(e) if forbidden(&e) => notes.push(format!("could not delete CRD {0} ({e}): capstan may not delete CRDs; delete it yourself: kubectl delete crd {0}", crd.name)),
+                Err(e) => return Err(kube_err(format!("deleting CustomResourceDefinition {}", crd.name))(e)),
+            }
+        }
+    } else if replaced_by.is_none() {
+        // Say what stays (case-29: "status says CRs remain").
+        let everywhere = vec![None; owned.len()];
+        let left = list_operands(ctx, &owned, &everywhere).await?;
+        for crd in &owned {
+            let Ok(left) = &left else {
+                notes.push(format!("kept CRD {} and its custom resources", crd.name));
+                continue;
+            };
+            let n = left.iter().filter(|(_, i)| owned[*i].name == crd.name).count();
+            let s = if n == 1 { "" } else { "s" };
+            notes.push(if settings.operands {
+                format!("kept CRD {} and its {n} custom resource{s} outside the operator's target namespaces", crd.name)
+            } else {
+                format!("kept CRD {} and its {n} custom resource{s}", crd.name)
+            });
+        }
+        if !owned.is_empty() && !settings.operands {
+            notes.push(format!("annotate the CSV or Subscription with {ANNOTATION_UNINSTALL_OPERANDS}=true or {ANNOTATION_UNINSTALL_CRDS}=true before deleting to remove them"));
+        }
+    }
+    let message = match &replaced_by {
+        Some(by) => format!("CSV {full} replaced by {by}: removed its own objects"),
+        None => format!("uninstalled CSV {full}: removed the operator and its RBAC{}{}", if notes.is_empty() { "" } else { "; " }, notes.join("; ")),
+    };
+    tracing::info!(csv = %full, "{message}");
+    publish(ctx, csv, EventType::Normal, "Uninstalled", message).await;
+    Ok(None)
+}
+
+/// Whether the Subscription asks that deleting it uninstalls its operator.
+fn subscription_uninstalls(sub: &Subscription) -> bool {
+    let a = sub.annotations();
+    [ANNOTATION_UNINSTALL_OPERANDS, ANNOTATION_UNINSTALL_CRDS].iter().any(|k| a.get(*k).is_some_and(|v| v.trim().eq_ignore_ascii_case("true")))
+}
+
+/// The Subscription hook of [`super::subscription`]'s reconcile: keeps [`SUBSCRIPTION_FINALIZER`] on
+/// Subscriptions that ask for uninstall on deletion (then `None`: the reconcile goes on), and on
+/// deletion of such a Subscription deletes its CSV with the Subscription's uninstall annotations
+/// copied onto it (then `Some`: the reconcile stops).
+pub(super) async fn reconcile_subscription(sub: &Subscription, ctx: &Context) -> Result<Option<Action>, Error> {
+    let ns = sub.namespace().unwrap_or_default();
+    let name = sub.name_any();
+    let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(fresh) = api.get_opt(&name).await.map_err(kube_err(format!("reading Subscription {ns}/{name}")))? else {
+        return Ok(Some(Action::await_change()));
+    };
+    let sub = &fresh;
+    let has = sub.finalizers().iter().any(|f| f == SUBSCRIPTION_FINALIZER);
+    let wants = subscription_uninstalls(sub);
+    if sub.meta().deletion_timestamp.is_none() {
+        if wants && !has {
+            let mut list = sub.finalizers().to_vec();
+            list.push(SUBSCRIPTION_FINALIZER.to_string());
+            let patch = json!({"metadata": {"finalizers": list, "resourceVersion": sub.resource_version()}});
+            match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
+                Err(e) => return Err(kube_err(format!("adding finalizer {SUBSCRIPTION_FINALIZER} to Subscription {ns}/{name}"))(e)),
+            }
+        } else if !wants && has {
+            remove_finalizer(&api, sub, SUBSCRIPTION_FINALIZER).await?;
+        }
+        return Ok(None);
+    }
+    if !has {
+        return Ok(Some(Action::await_change()));
+    }
+    if wants {
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
+        // The package's CSVs (component label `operators.coreos.com/<package>.<namespace>`), and the
+        // CSVs the status names (it may lag behind an upgrade).
+        let component = crate::install::InstallTarget { namespace: ns.clone(), package: sub.spec.package.clone(), ..Default::default() }.component_label();
+        let mut names: Vec<String> = csvs
+            .list(&ListParams::default().labels(&component))
+            .await
+            .map_err(kube_err(format!("listing ClusterServiceVersions in {ns} labelled {component}")))?
+            .items
+            .iter()
+            .map(|c| c.name_any())
+            .collect();
+        for n in sub.status.iter().flat_map(|s| [s.installed_csv.clone(), s.current_csv.clone()]).flatten() {
+            if !n.is_empty() && !names.contains(&n) {
+                names.push(n);
+            }
+        }
+        let copied: BTreeMap<&str, &String> = [ANNOTATION_UNINSTALL_OPERANDS, ANNOTATION_UNINSTALL_CRDS, ANNOTATION_UNINSTALL_TIMEOUT]
+            .into_iter()
+            .filter_map(|k| sub.annotations().get(k).map(|v| (k, v)))
+            .collect();
+        let mut deleted = Vec::new();
+        for csv_name in names {
+            let Some(csv) = csvs.get_opt(&csv_name).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{csv_name}")))? else { continue };
+            if csv.meta().deletion_timestamp.is_some() {
+                continue;
+            }
+            // The CSV's cleanup must see the request after the Subscription is gone.
+            csvs.patch(&csv_name, &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"annotations": copied}})))
+                .await
+                .map_err(kube_err(format!("annotating ClusterServiceVersion {ns}/{csv_name} for uninstall")))?;
+            match csvs.delete(&csv_name, &DeleteParams::background()).await {
+                Ok(_) => deleted.push(csv_name),
+                Err(e) if not_found(&e) => {}
+                Err(e) => return Err(kube_err(format!("deleting ClusterServiceVersion {ns}/{csv_name}"))(e)),
+            }
+        }
+        if deleted.is_empty() {
+            tracing::info!(subscription = %format!("{ns}/{name}"), "Subscription deleted with an uninstall annotation; it has no installed CSV to delete");
+        } else {
+            tracing::info!(subscription = %format!("{ns}/{name}"), csvs = ?deleted, "Subscription deleted with an uninstall annotation: deleting its CSV");
+        }
+    }
+    remove_finalizer(&api, sub, SUBSCRIPTION_FINALIZER).await?;
+    Ok(Some(Action::await_change()))
+}
+
+/// Watches Subscriptions and, when one without an uninstall annotation is deleted, says that its
+/// operator stays installed (log line and a Normal event `SubscriptionDeleted` on its CSV), as in
+/// OLM (§5.7). Runs until dropped. Best effort: a deletion while the controller is down is not seen.
+pub(super) async fn watch_subscription_deletions(ctx: Arc<Context>) {
+    let api: Api<Subscription> = Api::all(ctx.client.clone());
+    let stream = watcher(api, watcher::Config::default());
+    futures::pin_mut!(stream);
+    while let Some(ev) = stream.next().await {
+        let Ok(watcher::Event::Delete(sub)) = ev else { continue };
+        if subscription_uninstalls(&sub) {
+            continue;
+        }
+        let ns = sub.namespace().unwrap_or_default();
+        let csv_name = sub.status.as_ref().and_then(|s| s.installed_csv.clone()).filter(|c| !c.is_empty());
+        let Some(csv_name) = csv_name else { continue };
+        let csv = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), &ns).get_opt(&csv_name).await.ok().flatten();
+        let Some(csv) = csv.filter(|c| c.meta().deletion_timestamp.is_none()) else { continue };
+        let message = format!(
+            "Subscription {ns}/{} was deleted; the operator stays installed (CSV {csv_name}), as with OLM. To uninstall it, delete the CSV: kubectl delete csv {csv_name} -n {ns}",
+            sub.name_any()
+        );
+        tracing::info!(subscription = %format!("{ns}/{}", sub.name_any()), csv = %csv_name, "{message}");
+        publish(&ctx, &csv, EventType::Normal, "SubscriptionDeleted", message).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_in_go_style() {
+        assert_eq!(parse_duration("90s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration(" 0s "), Some(Duration::ZERO));
+        for bad in ["", "2", "m", "2 m", "-1s", "1d", "1.5s", "s1"] {
+            assert_eq!(parse_duration(bad), None, "{bad:?}");
+        }
+        assert_eq!(human(Duration::from_secs(90)), "1m30s");
+        assert_eq!(human(Duration::from_secs(120)), "2m");
+        assert_eq!(human(Duration::from_secs(20)), "20s");
+    }
+
+    fn ann(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn settings_from_csv_and_subscription() {
+        let none = uninstall_settings(&[("csv".into(), None)], false);
+        assert_eq!((none.operands, none.crds, none.timeout), (false, false, DEFAULT_UNINSTALL_TIMEOUT));
+        assert!(uninstall_settings(&[("csv".into(), None)], true).operands, "OLM spec.cleanup.enabled");
+
+        let sub = ann(&[(ANNOTATION_UNINSTALL_CRDS, "True"), (ANNOTATION_UNINSTALL_TIMEOUT, "30s")]);
+        let csv = ann(&[(ANNOTATION_UNINSTALL_TIMEOUT, "10s")]);
+        let s = uninstall_settings(&[("csv".into(), Some(&csv)), ("sub".into(), Some(&sub))], false);
+        assert!(s.operands && s.crds, "uninstall-crds implies operands: {s:?}");
+        assert_eq!(s.timeout, Duration::from_secs(10), "the CSV's timeout comes first");
+        assert!(s.warnings.is_empty());
+
+        let typo = ann(&[(ANNOTATION_UNINSTALL_OPERANDS, "yes"), (ANNOTATION_UNINSTALL_TIMEOUT, "soon")]);
+        let s = uninstall_settings(&[("ClusterServiceVersion ns/x".into(), Some(&typo))], false);
+        assert!(!s.operands, "an unreadable value removes nothing");
+        assert_eq!(s.timeout, DEFAULT_UNINSTALL_TIMEOUT);
+        assert_eq!(s.warnings.len(), 2, "{:?}", s.warnings);
+        assert!(s.warnings[0].contains("ClusterServiceVersion ns/x") && s.warnings[0].contains(ANNOTATION_UNINSTALL_OPERANDS) && s.warnings[0].contains("\"yes\""), "{:?}", s.warnings);
+        assert!(s.warnings[1].contains("\"soon\"") && s.warnings[1].contains("2m"), "{:?}", s.warnings);
+    }
+
+    fn obj(ns: Option<&str>, name: &str, fins: &[&str]) -> RemainingObject {
+        RemainingObject {
+            resource: "nginxes.example.com".into(),
+            group: "example.com".into(),
+            kind: "Nginx".into(),
+            namespace: ns.map(String::from),
+            name: name.into(),
+            finalizers: fins.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn stuck_objects_are_reported_with_finalizers_and_the_unblocking_command() {
+        let o = obj(Some("apps"), "w1", &["example.com/cleanup"]);
+        assert_eq!(o.unblock_command(), r#"kubectl patch nginxes.example.com w1 -n apps --type=merge -p '{"metadata":{"finalizers":null}}'"#);
+        assert_eq!(obj(None, "c", &[]).unblock_command(), r#"kubectl patch nginxes.example.com c --type=merge -p '{"metadata":{"finalizers":null}}'"#);
+        let m = stuck_message("ops/nginx.v1", &[o.clone(), obj(Some("apps"), "w2", &["a/b", "c/d"])], "the operator is gone: Deployment ops/x does not exist");
+        assert!(m.contains("CSV ops/nginx.v1") && m.contains("2 custom resources are still Terminating"), "{m}");
+        assert!(m.contains("Nginx apps/w1 (finalizers: example.com/cleanup)") && m.contains("finalizers: a/b, c/d"), "{m}");
+        assert!(m.contains(&o.unblock_command()) && m.contains("Deployment ops/x does not exist"), "{m}");
+        assert_eq!(stuck_reason(&m), Some("the operator is gone: Deployment ops/x does not exist"));
+        assert_eq!(stuck_reason("uninstall of CSV a/b: deleting 1 custom resource before the operator"), None);
+        let many: Vec<RemainingObject> = (0..13).map(|i| obj(Some("a"), &format!("n{i}"), &["f"])).collect();
+        let m = stuck_message("a/b", &many, "why");
+        assert!(m.contains("and 3 more") && !m.contains("n10 "), "{m}");
+    }
+
+    #[test]
+    fn missing_rbac_for_operands_says_what_to_grant() {
+        let m = operands_forbidden("nginxes.example.com", "list", "Forbidden");
+        assert!(m.contains("may not list nginxes.example.com (Forbidden)") && m.contains("resource nginxes of API group example.com"), "{m}");
+        assert!(m.contains(ANNOTATION_UNINSTALL_OPERANDS) && m.contains("docs/uninstall.md"), "{m}");
+    }
+
+    #[test]
+    fn pending_deletion_groups_by_kind() {
+        let p = pending_deletion(&[obj(Some("a"), "x", &[]), obj(None, "y", &[])]);
+        assert_eq!(p, json!([{"group": "example.com", "kind": "Nginx", "instances": [{"name": "x", "namespace": "a"}, {"name": "y"}]}]));
+        assert_eq!(owner_selector("ns", "op.v1"), "olm.owner=op.v1,olm.owner.namespace=ns,olm.owner.kind=ClusterServiceVersion");
+    }
+}
