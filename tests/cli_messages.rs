@@ -2,6 +2,8 @@
 //! line, natural plurals, quiet exit on a closed pipe, one location per YAML error, exit codes as
 //! documented (0 ok, 1 invalid content, 2 unreadable input), and messages that say what to do.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -279,4 +281,59 @@ fn annotations_without_the_annotations_map_say_so_and_show_the_shape() {
     std::fs::write(&file, "annotations:\n- operators.operatorframework.io.bundle.package.v1: nginx-operator\n").unwrap();
     let err = text(&capstan_in(home.path(), &["bundle", "validate", bundle.to_str().unwrap()]).stderr);
     assert!(err.contains("metadata/annotations.yaml") && err.contains("`annotations` is a list, not a map"), "{err}");
+}
+
+#[test]
+fn placeholder_bundle_images_are_warned_about_by_catalog_validate_and_push() {
+    let home = tempfile::tempdir().unwrap();
+    let catalog = home.path().join("catalog");
+    let c = catalog.to_str().unwrap();
+    let nginx = example("nginx-operator/0.1.0");
+    // A bundle directory added without --image gets a capstan.invalid placeholder.
+    let out = capstan_in(home.path(), &["catalog", "add", c, nginx.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let out = capstan_in(home.path(), &["catalog", "validate", c]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "a placeholder is a warning, not an error: {err}");
+    let warning = "warning: bundle nginx-operator.v0.1.0 of package nginx-operator has the placeholder image capstan.invalid/nginx-operator/bundle:v0.1.0";
+    assert!(err.contains(warning), "{err}");
+    assert!(err.contains("catalog add") && err.contains("--image"), "{err}");
+    let out = capstan_in(home.path(), &["catalog", "validate", "-o", "json", c]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["valid"], true);
+    assert!(json["warnings"][0].as_str().unwrap().starts_with("bundle nginx-operator.v0.1.0 of package nginx-operator has the placeholder image"), "{json}");
+
+    let addr = support::registry();
+    let reference = format!("{addr}/capstan-cli-messages/catalog:placeholder");
+    let out = capstan_in(home.path(), &["catalog", "push", c, &reference]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains(warning), "{err}");
+    // The pushed image carries the same warning when validated by reference.
+    let out = capstan_in(home.path(), &["catalog", "validate", &reference]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains(warning), "{}", text(&out.stderr));
+
+    // With a real image reference there is nothing to warn about.
+    let real = home.path().join("real");
+    let r = real.to_str().unwrap();
+    let out = capstan_in(home.path(), &["catalog", "add", r, nginx.to_str().unwrap(), "--image", "quay.io/example/nginx-operator-bundle:v0.1.0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for args in [&["catalog", "validate", r][..], &["catalog", "push", r, &format!("{addr}/capstan-cli-messages/catalog:real")]] {
+        let out = capstan_in(home.path(), args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out.stderr));
+        assert!(!text(&out.stderr).contains("placeholder"), "{args:?}: {}", text(&out.stderr));
+    }
+}
+
+#[test]
+fn messages_do_not_cite_internal_reference_files() {
+    let home = tempfile::tempdir().unwrap();
+    // A directory that is not a bundle: the message states what a bundle holds.
+    let out = capstan_in(home.path(), &["bundle", "validate", example("nginx-operator").to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("a registry+v1 bundle has manifests/ and metadata/"), "{err}");
+    assert!(!err.contains("olm-v0.md") && !err.contains('§'), "{err}");
 }

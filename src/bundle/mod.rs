@@ -146,8 +146,8 @@ pub enum BundleError {
         #[source]
         source: std::io::Error,
     },
-    /// `manifests/` or `metadata/` is missing.
-    #[error("{dir}: no {name}/ directory; a registry+v1 bundle has manifests/ and metadata/ (reference olm-v0.md §2.1){hint}")]
+    /// `manifests/` or `metadata/` is missing (the registry+v1 layout: `olm-v0.md` §2.1).
+    #[error("{dir}: no {name}/ directory; a registry+v1 bundle has manifests/ and metadata/ (manifests/ holds the CSV and the other objects, metadata/ holds annotations.yaml){hint}")]
     MissingDirectory {
         /// The bundle directory.
         dir: PathBuf,

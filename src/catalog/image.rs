@@ -87,6 +87,14 @@ impl From<CatalogError> for CatalogImageError {
 /// Errors: [`CatalogImageError::Catalog`] for unreadable or malformed files,
 /// [`CatalogImageError::Invalid`] with every validation error.
 pub fn build_catalog_image(dir: &Path) -> Result<ImageToPush, CatalogImageError> {
+    build_catalog_image_reporting(dir).map(|(image, _)| image)
+}
+
+/// [`build_catalog_image`], plus the warnings about a valid catalog: bundles whose image is a
+/// placeholder ([`crate::catalog::render::placeholder_warnings`]).
+///
+/// Errors: as [`build_catalog_image`].
+pub fn build_catalog_image_reporting(dir: &Path) -> Result<(ImageToPush, Vec<String>), CatalogImageError> {
     let cfg = parse::load_path(dir)?;
     validate(&cfg).map_err(|errors| CatalogImageError::Invalid {
         dir: dir.to_path_buf(),
@@ -98,16 +106,19 @@ pub fn build_catalog_image(dir: &Path) -> Result<ImageToPush, CatalogImageError>
             std::io::Error::other("a catalog image is built from a directory; put the file in one"),
         )));
     }
+    let warnings = super::render::placeholder_warnings(&cfg);
+    drop(cfg);
     let entries = layer::entries_from_dir(dir, DEFAULT_CONFIGS_DIR.trim_start_matches('/'))?;
     let built = layer::build_layer(entries)?;
     let labels = [(LABEL_CONFIGS.to_string(), DEFAULT_CONFIGS_DIR.to_string())]
         .into_iter()
         .collect();
-    Ok(ImageToPush {
+    let image = ImageToPush {
         config: layer::image_config(&labels, std::slice::from_ref(&built.diff_id)),
         layers: vec![built.blob],
         annotations: Default::default(),
-    })
+    };
+    Ok((image, warnings))
 }
 
 /// Validates the FBC directory `dir`, builds its image and pushes it to `reference`.

@@ -288,22 +288,45 @@ pub struct CatalogCounts {
 /// Outer: [`CatalogError`] when the input cannot be read or parsed. Inner: the validation
 /// result, with the blob counts either way.
 pub fn validate_path(path: &Path) -> Result<(CatalogCounts, Result<(), ValidationErrors>), CatalogError> {
+    validate_path_report(path).map(|r| (r.counts, r.result))
+}
+
+/// What [`validate_path_report`] finds.
+#[derive(Debug)]
+pub struct PathValidation {
+    /// Blob counts.
+    pub counts: CatalogCounts,
+    /// The validation result, as [`validate`] gives it.
+    pub result: Result<(), ValidationErrors>,
+    /// Warnings that do not make the catalog invalid: bundles whose image is a placeholder
+    /// ([`crate::catalog::render::placeholder_warnings`]), in file and blob order.
+    pub warnings: Vec<String>,
+}
+
+/// [`validate_path`], plus the warnings of [`PathValidation`].
+///
+/// # Errors
+/// As [`validate_path`].
+pub fn validate_path_report(path: &Path) -> Result<PathValidation, CatalogError> {
     let parts = load_path_map(path, |_, mut cfg| {
         let mut checks = BundleChecks::default();
         for b in &cfg.bundles {
             checks.check(b);
         }
+        let warnings = crate::catalog::render::placeholder_warnings(&cfg);
         let others = cfg.others.len();
         shrink_checked(&mut cfg);
-        (cfg, checks, others)
+        (cfg, checks, others, warnings)
     })?;
     let mut cfg = DeclarativeConfig::default();
     let mut checks = BundleChecks::default();
     let mut others = 0;
-    for (c, k, o) in parts {
+    let mut warnings = Vec::new();
+    for (c, k, o, w) in parts {
         merge(&mut cfg, c);
         checks.merge(k);
         others += o;
+        warnings.extend(w);
     }
     let counts = CatalogCounts {
         packages: cfg.packages.len(),
@@ -312,7 +335,7 @@ pub fn validate_path(path: &Path) -> Result<(CatalogCounts, Result<(), Validatio
         deprecations: cfg.deprecations.len(),
         others,
     };
-    Ok((counts, validate_checked(&cfg, checks)))
+    Ok(PathValidation { counts, result: validate_checked(&cfg, checks), warnings })
 }
 
 /// Drops what [`validate_checked`] does not read once bundles have been checked.

@@ -13,7 +13,7 @@ use serde::Serialize;
 use capstan::catalog::add::{AddError, AddInput, AddOptions, UpdateMode, add_to_dir};
 use capstan::catalog::image::{is_image_reference, load_catalog_image_blocking};
 use capstan::catalog::render::{Migration, render_bundle_with, render_info};
-use capstan::catalog::validate::{CatalogCounts, ValidationError, ValidationErrors, validate, validate_path};
+use capstan::catalog::validate::{CatalogCounts, ValidationError, ValidationErrors, validate, validate_path_report};
 
 use super::image::{CatalogImageCommand, RegistryArgs};
 use super::render::{MigrateLevel, RenderArgs};
@@ -130,12 +130,15 @@ struct ValidateReport<'a> {
     channels: usize,
     bundles: usize,
     errors: &'a [ValidationError],
+    /// Findings that leave the catalog valid (bundles with placeholder images).
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    warnings: &'a [String],
 }
 
-/// Blob counts, the image digest (for a reference) and the validation result.
-type Validated = (CatalogCounts, Option<String>, Result<(), ValidationErrors>);
+/// Blob counts, the image digest (for a reference), the validation result and the warnings.
+type Validated = (CatalogCounts, Option<String>, Result<(), ValidationErrors>, Vec<String>);
 
-/// Loads and validates a catalog path (streaming, [`validate_path`]) or image.
+/// Loads and validates a catalog path (streaming, [`validate_path_report`]) or image.
 fn load_and_validate(arg: &str, registry: &RegistryArgs) -> Result<Validated, String> {
     if is_image_reference(arg) {
         let config = registry.client_config().map_err(|e| e.to_string())?;
@@ -148,13 +151,14 @@ fn load_and_validate(arg: &str, registry: &RegistryArgs) -> Result<Validated, St
             deprecations: cfg.deprecations.len(),
             others: cfg.others.len(),
         };
-        return Ok((counts, Some(loaded.digest.clone()), validate(cfg)));
+        let warnings = capstan::catalog::render::placeholder_warnings(cfg);
+        return Ok((counts, Some(loaded.digest.clone()), validate(cfg), warnings));
     }
-    validate_path(Path::new(arg)).map(|(counts, result)| (counts, None, result)).map_err(|e| e.to_string())
+    validate_path_report(Path::new(arg)).map(|r| (r.counts, None, r.result, r.warnings)).map_err(|e| e.to_string())
 }
 
 fn run_validate(a: ValidateArgs) -> ExitCode {
-    let (counts, digest, result) = match load_and_validate(&a.catalog, &a.registry) {
+    let (counts, digest, result, warnings) = match load_and_validate(&a.catalog, &a.registry) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("error: {e}");
@@ -170,7 +174,11 @@ fn run_validate(a: ValidateArgs) -> ExitCode {
         channels: counts.channels,
         bundles: counts.bundles,
         errors,
+        warnings: &warnings,
     };
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
     match (a.output, &result) {
         (Output::Text, Ok(())) => outln!(
             "{}: valid ({}, {}, {})",

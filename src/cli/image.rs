@@ -11,7 +11,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
 
 use capstan::bundle::image::{BundleImageError, pull_bundle, push_bundle};
-use capstan::catalog::image::{CatalogImageError, pull_catalog, push_catalog};
+use capstan::catalog::image::{CatalogImageError, build_catalog_image_reporting, pull_catalog};
 use capstan::oci::{ClientConfig, OciError, Registry, parse_reference};
 
 /// Flags every registry command takes.
@@ -213,7 +213,17 @@ pub fn run_catalog(cmd: CatalogImageCommand) -> ExitCode {
                 Ok(x) => x,
                 Err(code) => return code,
             };
-            match rt.block_on(push_catalog(&registry, &a.dir, &reference)) {
+            // Validate and build first; a valid catalog may still carry placeholder bundle images.
+            let image = match build_catalog_image_reporting(&a.dir) {
+                Ok((image, warnings)) => {
+                    for w in &warnings {
+                        eprintln!("warning: {w}");
+                    }
+                    image
+                }
+                Err(e) => return fail(&e, catalog_code(&e)),
+            };
+            match rt.block_on(registry.push(&reference, &image)).map_err(CatalogImageError::from) {
                 Ok(p) => {
                     print(&p, a.output, &p.digest);
                     ExitCode::SUCCESS
