@@ -99,7 +99,7 @@ pub enum PlanError {
         targets: Vec<String>,
     },
     /// The bundle holds objects of kinds OLM does not install (step status `UnsupportedResource`).
-    #[error("bundle {bundle}: UnsupportedResource: {}; a bundle may contain only CRDs, the CSV, ServiceAccounts, Roles, RoleBindings, ClusterRoles, ClusterRoleBindings, Services, ConfigMaps, Secrets and the kinds of reference/olm-v0.md §2.5 — remove these objects or move them into the operator", objects.join(", "))]
+    #[error("bundle {bundle}: UnsupportedResource: {}; a bundle may contain only CRDs, the CSV, ServiceAccounts, Roles, RoleBindings, ClusterRoles, ClusterRoleBindings, Services, ConfigMaps, Secrets, PrometheusRules, ServiceMonitors, PodDisruptionBudgets, PriorityClasses, VerticalPodAutoscalers, NetworkPolicies and the OpenShift console kinds — remove these objects or move them into the operator", objects.join(", "))]
     UnsupportedResource {
         /// The bundle (CSV name).
         bundle: String,
@@ -302,7 +302,7 @@ impl Strategy {
             other => {
                 return Err(err(
                     "spec.install.strategy".into(),
-                    format!("strategy is {other:?}; \"deployment\" is the only install strategy OLM knows (§1.5)"),
+                    format!("strategy is {other:?}; \"deployment\" is the only install strategy OLM knows"),
                 ));
             }
         }
