@@ -127,6 +127,17 @@ async fn controller_installs_subscriptions_end_to_end() {
     })
     .await;
     assert_eq!(og_ns, vec![json!(auto.name)]);
+    // An OperatorGroup written as v1alpha2 (still served) gets its status too.
+    let old_ns = TestNamespace::new(&client, "ctl-og-v1alpha2").await;
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("operators.coreos.com", "v1alpha2", "OperatorGroup"), "operatorgroups");
+    let old_og: DynamicObject = serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha2", "kind": "OperatorGroup", "metadata": {"name": "old"}, "spec": {"targetNamespaces": [old_ns.name]}})).expect("og");
+    Api::<DynamicObject>::namespaced_with(client.clone(), &old_ns.name, &ar).create(&PostParams::default(), &old_og).await.expect("create v1alpha2 OperatorGroup");
+    let olds: Api<capstan::api::OperatorGroup> = Api::namespaced(client.clone(), &old_ns.name);
+    eventually("v1alpha2 OperatorGroup status.namespaces", WAIT, || async {
+        let st = serde_json::to_value(olds.get("old").await.ok()?.status?).ok()?;
+        (st["namespaces"] == json!([old_ns.name])).then_some(())
+    })
+    .await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = crds.get("nginxes.example.com").await.expect("Nginx CRD");
     assert!(crd.status.and_then(|s| s.conditions).is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True")));

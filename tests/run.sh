@@ -31,6 +31,15 @@ export CAPSTAN_OPM=$(bash "$here/peers/build.sh")
 export CAPSTAN_REQUIRE_PEERS=1
 echo "== starting the control plane and the OCI registry"
 bash "$here/cluster/up.sh" all
+# A capstan controller left running by `make demo` watches every namespace and would fight the
+# tests' own controllers: stop it (the demo's objects stay; `make demo` starts it again).
+ctl="$dir/pids/capstan-controller.pid"
+if [ -f "$ctl" ] && pid=$(cat "$ctl") && [ -d "/proc/$pid" ] && grep -qa "controller" "/proc/$pid/cmdline" 2>/dev/null; then
+  echo "tests: stopping the demo's capstan controller (pid $pid) so that it does not act on the tests' objects" >&2
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 1 50); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
+  rm -f "$ctl"
+fi
 echo "== cargo test"
 set +e
 cargo test --locked --no-fail-fast 2>&1 | tee "$dir/logs/cargo-test.log"

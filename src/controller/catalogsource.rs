@@ -108,7 +108,6 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
             }
             json!({
                 "message": message,
-                "reason": "",
                 "connectionState": {"lastObservedState": "READY", "lastConnect": now()},
                 "latestImageRegistryPoll": now(),
                 "resolvedImage": format!("{}@{}", image_repository(&l.image), l.digest),

@@ -276,7 +276,12 @@ pub(super) async fn reconcile_operator_group(og: Arc<OperatorGroup>, ctx: Arc<Co
         if status["namespaces"].is_null() {
             status["namespaces"] = json!([]);
         }
-        apply_status(&api, &og, status).await?;
+        // A merge patch, not server-side apply: an OperatorGroup created as v1alpha2 (served,
+        // without spec.upgradeStrategy) makes apply's typed conversion fail on the defaulted field.
+        let name = og.name_any();
+        api.patch_status(&name, &kube::api::PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() }, &kube::api::Patch::Merge(&json!({"status": status})))
+            .await
+            .map_err(kube_err(format!("writing status of OperatorGroup {ns}/{name}")))?;
     }
     Ok(Action::requeue(Duration::from_secs(30)))
 }

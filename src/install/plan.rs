@@ -169,7 +169,8 @@ struct DeploymentEntry {
 ///     namespace) named `<csv>-<serviceAccount>-<hash>` in the install namespace, copied into every
 ///     other target namespace with label `olm.copiedFrom=<install namespace>`; with target `[""]`
 ///     (all namespaces) also a ClusterRole (the rules plus `get, list, watch` on namespaces) and
-///     ClusterRoleBinding of the same name (OLM's `ensureSingletonRBAC`);
+///     ClusterRoleBinding of one name whose hash also covers the install namespace (OLM's
+///     `ensureSingletonRBAC`);
 ///   - per `clusterPermissions[i]`: a ClusterRole and ClusterRoleBinding named `<csv>-<hash>`;
 ///   - per `deployments[i]`: a Deployment as OLM's olm-operator makes it
 ///     (\[OLM\] `install/deployment.go` `deploymentForSpec`, §5.4): labels = the entry's `label`
@@ -487,6 +488,11 @@ impl Ctx<'_> {
         self.generated_meta(&mut b, true);
         out.push((3, b));
         if self.target.all_namespaces() {
+            // Cluster-scoped: the name's hash includes the install namespace, so that the same CSV
+            // installed in two namespaces never shares (and one uninstall never removes) the
+            // other's ClusterRole.
+            let name = generate_name(&format!("{}-{}", self.csv, p.service_account_name), &json!({"name": self.csv, "namespace": ns, "permission": perm}));
+            let subjects = subjects.clone();
             let mut cluster_rules = rules.clone();
             if let Some(a) = cluster_rules.as_array_mut() {
                 a.push(json!({"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["namespaces"]}));

@@ -224,11 +224,18 @@ fn multi_namespace_copies_roles_and_all_namespaces_lifts_them() {
     let s = steps(&nginx(), &t).expect("plan");
     assert_eq!(find(&s, "Role").len(), 1);
     let role = find(&s, "Role")[0];
-    let lifted = find(&s, "ClusterRole").into_iter().find(|c| c.name == role.name).expect("lifted ClusterRole");
-    let rules = lifted.manifest["rules"].as_array().expect("rules");
-    assert_eq!(rules.last(), Some(&json!({"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["namespaces"]})));
-    let crb = find(&s, "ClusterRoleBinding").into_iter().find(|c| c.name == role.name).expect("lifted binding");
+    let namespaces_rule = json!({"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["namespaces"]});
+    let lifted = find(&s, "ClusterRole").into_iter().find(|c| c.manifest["rules"].as_array().and_then(|r| r.last()) == Some(&namespaces_rule)).expect("lifted ClusterRole");
+    assert_eq!(lifted.manifest["rules"].as_array().map(|r| r.len()), role.manifest["rules"].as_array().map(|r| r.len() + 1), "the Role's rules plus namespaces");
+    let crb = find(&s, "ClusterRoleBinding").into_iter().find(|c| c.manifest["roleRef"]["name"] == json!(lifted.name)).expect("lifted binding");
     assert_eq!(crb.manifest["roleRef"]["kind"], json!("ClusterRole"));
+    // The same CSV in another namespace gets its own ClusterRole (an uninstall there never
+    // removes this one's).
+    let mut other = t.clone();
+    other.namespace = "ops2".into();
+    let s2 = steps(&nginx(), &other).expect("plan");
+    let names = |s: &[Step]| -> Vec<String> { find(s, "ClusterRole").into_iter().chain(find(s, "ClusterRoleBinding")).map(|c| c.name.clone()).collect() };
+    assert!(names(&s).iter().all(|n| !names(&s2).contains(n)), "{:?} vs {:?}", names(&s), names(&s2));
 
     t.target_namespaces = vec!["".into(), "a".into()];
     assert!(matches!(steps(&nginx(), &t), Err(PlanError::InvalidTargetNamespaces { .. })));
