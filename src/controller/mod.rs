@@ -118,7 +118,8 @@ impl Error {
             if let Some(k) = e.downcast_ref::<kube::Error>() {
                 return match k {
                     kube::Error::Api(status) if !status.reason.is_empty() => status.reason.clone(),
-                    kube::Error::Api(_) => "ApiError".into(),
+                    // No status reason (e.g. a 500 from a webhook or a conversion): the HTTP code.
+                    kube::Error::Api(status) => format!("Http{}", status.code),
                     kube::Error::HyperError(_) | kube::Error::Service(_) => "Connection".into(),
                     kube::Error::SerdeError(_) => "Decode".into(),
                     kube::Error::Auth(_) => "Auth".into(),
