@@ -67,23 +67,14 @@ pub enum LogFormat {
     Json,
 }
 
-/// Parses `500ms`, `2s`, `1.5s`, `1m` or a plain number of seconds.
+/// Parses a Go duration (`500ms`, `2s`, `1.5s`, `1m`; [`capstan::api::common::parse_go_duration`])
+/// or a plain number of seconds.
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (s, 1.0)
-    };
-    let v: f64 = num.trim().parse().map_err(|_| format!("{s:?} is not a duration; write e.g. 500ms, 2s, 1.5s or 1m"))?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(format!("{s:?} is not a duration; it must be zero or more"));
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(Duration::from_secs_f64(v)),
+        Ok(_) => Err(format!("{s:?} is not a duration; it must be zero or more")),
+        Err(_) => capstan::api::common::parse_go_duration(s),
     }
-    Ok(Duration::from_secs_f64(v * scale))
 }
 
 /// Builds a client from `--kubeconfig` or the default configuration.
