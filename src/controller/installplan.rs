@@ -90,8 +90,10 @@ pub(crate) fn step_json(step: &Step, lookup_catalog: (&str, &str), status: &str)
     })
 }
 
-/// Pulls every bundle of the plan and plans its steps. `Err` is a message naming the bundle.
-async fn plan_steps(ctx: &Context, ip: &InstallPlan, ns: &str) -> Result<Result<Vec<(Step, (String, String))>, String>, Error> {
+/// Pulls every bundle of the plan and plans its steps; also returns the namespace's OperatorGroup
+/// name. `Err` is a message naming the bundle.
+#[allow(clippy::type_complexity)]
+async fn plan_steps(ctx: &Context, ip: &InstallPlan, ns: &str) -> Result<Result<(String, Vec<(Step, (String, String))>), String>, Error> {
     let (og, targets) = match operator_group_targets(&ctx.client, ns).await? {
         Ok(t) => t,
         Err((reason, message)) => return Ok(Err(format!("{reason}: {message}"))),
@@ -165,7 +167,7 @@ async fn plan_steps(ctx: &Context, ip: &InstallPlan, ns: &str) -> Result<Result<
             Err(e) => return Ok(Err(at(e.to_string()))),
         }
     }
-    Ok(Ok(out))
+    Ok(Ok((og, out)))
 }
 
 pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -200,7 +202,7 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
         return Ok(Action::await_change());
     }
     let mut status = serde_json::to_value(current).unwrap_or(json!({}));
-    let steps = match plan_steps(&ctx, &ip, &ns).await? {
+    let (og, steps) = match plan_steps(&ctx, &ip, &ns).await? {
         Ok(s) => s,
         Err(message) => {
             tracing::warn!(plan = %format!("{ns}/{name}"), %message, "InstallPlan failed");
@@ -228,10 +230,6 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
     }
     // Scoped installs (issue 7, case-25): the OperatorGroup's ServiceAccount applies the plan, and
     // must hold everything the plan needs before the first step.
-    let og = match operator_group_targets(&ctx.client, &ns).await? {
-        Ok((og, _)) => og,
-        Err((reason, message)) => format!("{reason}: {message}"),
-    };
     let installer = match scoped::installer(&ctx, &ns, &og).await? {
         Ok(i) => i,
         Err(message) => return block(&ctx, &api, &ip, status, &listed("NotCreated"), INSTALLER_BLOCKED, message, blocked).await,
