@@ -322,6 +322,49 @@ async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &Clu
     Ok(())
 }
 
+/// Applies again the Deployments `names` of `csv` as the InstallPlan that installed the CSV planned
+/// them (its `status.plan` step manifests, with the CSV's uid in the ownerReference), with
+/// server-side apply as the plan did. A Deployment no Complete plan of the namespace holds is
+/// left alone (and logged): the CSV stays `Failed/ComponentUnhealthy` naming it.
+async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names: &[String]) -> Result<(), Error> {
+    let ns = csv.namespace().unwrap_or_default();
+    let csv_name = csv.name_any();
+    let plans = Api::<crate::api::InstallPlan>::namespaced(ctx.client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err(format!("listing InstallPlans in {ns}")))?;
+    let dapi: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
+    for name in names {
+        let manifest = plans
+            .items
+            .iter()
+            .filter(|p| p.spec.cluster_service_version_names.contains(&csv_name))
+            .filter(|p| p.status.as_ref().is_some_and(|s| s.phase == crate::api::installplan::InstallPlanPhase::Complete))
+            .flat_map(|p| p.status.iter().flat_map(|s| s.plan.iter()))
+            .find(|st| st.resolving == csv_name && st.resource.kind == "Deployment" && st.resource.name == *name)
+            .and_then(|st| st.resource.manifest.as_deref())
+            .and_then(|m| serde_json::from_str::<Value>(m).ok());
+        let Some(mut manifest) = manifest else {
+            tracing::warn!(csv = %format!("{ns}/{csv_name}"), deployment = %name, "Deployment is gone and no Complete InstallPlan of the CSV holds it; it is not created again");
+            continue;
+        };
+        manifest["apiVersion"] = json!("apps/v1");
+        manifest["kind"] = json!("Deployment");
+        if let Some(refs) = manifest.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) {
+            for r in refs.iter_mut().filter(|r| r["kind"] == "ClusterServiceVersion" && r["name"] == csv_name.as_str()) {
+                r["uid"] = json!(csv.uid().unwrap_or_default());
+            }
+        }
+        dapi.patch(name, &kube::api::PatchParams::apply(crate::install::FIELD_MANAGER).force(), &kube::api::Patch::Apply(&manifest))
+            .await
+            .map_err(kube_err(format!("creating Deployment {ns}/{name} of CSV {csv_name} again")))?;
+        let message = format!("Deployment {name} was deleted; capstan created it again from the install strategy of {csv_name}");
+        tracing::info!(csv = %format!("{ns}/{csv_name}"), deployment = %name, "{message}");
+        events::publish_for(&ctx.client, csv, EventType::Normal, "DeploymentRecreated", &message).await;
+    }
+    Ok(())
+}
+
 pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Result<Action, Error> {
     // Finalizer and removal of a deleted CSV (issue 6, `removal.rs`).
     if let Some(action) = super::removal::reconcile_csv(&csv, &ctx).await? {
@@ -401,17 +444,21 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     let deployments: Vec<String> = csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.clone())).collect();
     let dapi: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
     let mut waiting = Vec::new();
+    let mut gone = Vec::new();
     for d in &deployments {
-        let available = dapi
-            .get_opt(d)
-            .await
-            .map_err(kube_err(format!("reading Deployment {ns}/{d}")))?
-            .and_then(|d| d.status)
-            .and_then(|s| s.conditions)
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
+        let found = dapi.get_opt(d).await.map_err(kube_err(format!("reading Deployment {ns}/{d}")))?;
+        if found.is_none() {
+            gone.push(d.clone());
+        }
+        let available = found.and_then(|d| d.status).and_then(|s| s.conditions).is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
         if !available {
             waiting.push(d.clone());
         }
+    }
+    // A Deployment deleted under an installed CSV is created again, as OLM's CSV controller does
+    // (its install strategy is re-run when a component is missing).
+    if !gone.is_empty() && csv.metadata.deletion_timestamp.is_none() {
+        recreate_deployments(&ctx, &csv, &gone).await?;
     }
     let (p, r, m) = if waiting.is_empty() {
         ("Succeeded", "InstallSucceeded", "install strategy completed with no errors".to_string())

@@ -31,6 +31,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::runtime::reflector::{self, ObjectRef};
+use kube::core::PartialObjectMeta;
 use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde_json::Value;
@@ -90,6 +91,19 @@ pub struct Context {
     pub catalog_errors: Mutex<HashMap<(String, String), String>>,
     /// Last known phase per CSV (namespace, name), for the `capstan_csvs{phase}` gauge.
     pub csv_phases: Mutex<HashMap<(String, String), String>>,
+    /// Transient failures in a row per InstallPlan (namespace, name), for its retry backoff
+    /// (`installplan::retry_backoff`); removed when the plan completes.
+    pub plan_retries: Mutex<HashMap<(String, String), u32>>,
+    /// Bundle pulls this process has started, per InstallPlan (namespace, name) and bundle lookup
+    /// index: a `Pulling` marker in a plan's status that is not in this set was left by an earlier
+    /// process that stopped while pulling (`installplan::mark_pulling`).
+    pub pulls_started: Mutex<std::collections::HashSet<(String, String, usize)>>,
+    /// Failed reconciles in a row per object (`Kind namespace/name`) and when the last one was,
+    /// for [`error_policy`]'s backoff; a failure long after the last one starts a new row.
+    pub reconcile_failures: Mutex<HashMap<String, (u32, std::time::Instant)>>,
+    /// Per kind: when [`error_policy`] last logged a failure, and how many it left unlogged
+    /// since (at most one line per kind every [`ERROR_LOG_INTERVAL`]).
+    pub error_log: Mutex<HashMap<String, (std::time::Instant, u64)>>,
     /// Sends `()` to re-reconcile every Subscription (a catalog got a new digest).
     resync_subscriptions: mpsc::UnboundedSender<()>,
 }
@@ -160,13 +174,103 @@ where
     Ok(())
 }
 
-fn error_policy<K>(obj: Arc<K>, err: &Error, _ctx: Arc<Context>) -> Action
+/// At most one "reconcile failed" log line per kind in this interval; the others are counted and
+/// the count is logged with the next line (an API outage otherwise floods the log).
+pub const ERROR_LOG_INTERVAL: Duration = Duration::from_secs(10);
+/// First requeue after a failed reconcile; doubled per failure in a row, up to
+/// [`ERROR_BACKOFF_MAX`].
+pub const ERROR_BACKOFF_FIRST: Duration = Duration::from_secs(1);
+/// Longest requeue after failed reconciles, short enough that work resumes within seconds once
+/// the API server is back.
+pub const ERROR_BACKOFF_MAX: Duration = Duration::from_secs(10);
+
+/// The requeue after failure number `n` (1-based) in a row of one object.
+pub fn error_backoff(n: u32) -> Duration {
+    ERROR_BACKOFF_FIRST.saturating_mul(1u32 << n.saturating_sub(1).min(16)).min(ERROR_BACKOFF_MAX)
+}
+
+/// Whether a log line is due for `kind` at `now` (at most one per [`ERROR_LOG_INTERVAL`]); returns
+/// the number of failures left unlogged before it, or `None` when this one is to be counted only.
+fn log_due(log: &Mutex<HashMap<String, (std::time::Instant, u64)>>, kind: &str, now: std::time::Instant) -> Option<u64> {
+    let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+    match log.get_mut(kind) {
+        Some((last, skipped)) if now.duration_since(*last) < ERROR_LOG_INTERVAL => {
+            *skipped += 1;
+            None
+        }
+        Some((last, skipped)) => {
+            let n = *skipped;
+            *last = now;
+            *skipped = 0;
+            Some(n)
+        }
+        None => {
+            log.insert(kind.to_string(), (now, 0));
+            Some(0)
+        }
+    }
+}
+
+fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
+    format!("{} {}/{}", K::kind(&()), obj.meta().namespace.as_deref().unwrap_or(""), obj.meta().name.as_deref().unwrap_or(""))
+}
+
+fn error_policy<K>(obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> Action
 where
     K: Resource<DynamicType = ()>,
 {
-    tracing::warn!(kind = %K::kind(&()), name = obj.meta().name.as_deref().unwrap_or(""), namespace = obj.meta().namespace.as_deref().unwrap_or(""), error = %err, "reconcile failed");
-    crate::metrics::global().reconcile_error(&K::kind(&()).to_lowercase(), &err.reason());
-    Action::requeue(Duration::from_secs(5))
+    let kind = K::kind(&()).to_string();
+    crate::metrics::global().reconcile_error(&kind.to_lowercase(), &err.reason());
+    let now = std::time::Instant::now();
+    let n = {
+        let mut failures = ctx.reconcile_failures.lock().unwrap_or_else(|e| e.into_inner());
+        let (n, last) = failures.entry(object_key(obj.as_ref())).or_insert((0, now));
+        // A failure more than two maximal backoffs after the previous one is not the same row:
+        // the object reconciled (or was not retried) in between.
+        if now.duration_since(*last) > 2 * ERROR_BACKOFF_MAX {
+            *n = 0;
+        }
+        *n += 1;
+        *last = now;
+        *n
+    };
+    let wait = error_backoff(n);
+    if let Some(skipped) = log_due(&ctx.error_log, &kind, now) {
+        tracing::warn!(kind = %kind, name = obj.meta().name.as_deref().unwrap_or(""), namespace = obj.meta().namespace.as_deref().unwrap_or(""), error = %err, failures_in_a_row = n, retry_in = ?wait, unlogged_since_last = skipped, "reconcile failed");
+    }
+    Action::requeue(wait)
+}
+
+/// The backoff of every watch: 0.5 s doubling to at most 5 s, with jitter, reset after 60 s
+/// without errors. kube's `default_backoff` goes up to 30 s, so after an API outage a new object
+/// could wait half a minute to be seen; 5 s keeps the reconnect quick while an outage costs each
+/// watch one request per 5 s.
+pub(crate) fn watch_backoff() -> kube::runtime::utils::ResetTimerBackoff<WatchBackoff> {
+    kube::runtime::utils::ResetTimerBackoff::new(WatchBackoff::default(), Duration::from_secs(60))
+}
+
+/// Exponential backoff for watches (see [`watch_backoff`]).
+#[derive(Debug, Clone, Default)]
+pub struct WatchBackoff {
+    tries: u32,
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let base = Duration::from_millis(500).saturating_mul(1u32 << self.tries.min(8)).min(Duration::from_secs(5));
+        self.tries = self.tries.saturating_add(1);
+        // Jitter of up to a quarter, so that many watches do not retry in lockstep.
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        Some(base + base / 4 * (nanos % 1000) / 1000)
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.tries = 0;
+    }
 }
 
 /// The change filter of every primary watch: a hash of what a person changes (`metadata.generation`,
@@ -201,7 +305,7 @@ where
 {
     let (reader, writer) = reflector::store();
     let trigger = watcher(api, watcher::Config::default())
-        .default_backoff()
+        .backoff(watch_backoff())
         .reflect(writer)
         .applied_objects()
         .predicate_filter(predicate, PredicateConfig::default());
@@ -237,6 +341,10 @@ async fn run_inner(client: Client, config: Option<kube::Config>, options: Option
         catalogs: Mutex::new(HashMap::new()),
         catalog_errors: Mutex::new(HashMap::new()),
         csv_phases: Mutex::new(HashMap::new()),
+        plan_retries: Mutex::new(HashMap::new()),
+        pulls_started: Mutex::new(std::collections::HashSet::new()),
+        reconcile_failures: Mutex::new(HashMap::new()),
+        error_log: Mutex::new(HashMap::new()),
         resync_subscriptions: tx,
     });
     let cfg = watcher::Config::default;
@@ -246,8 +354,8 @@ async fn run_inner(client: Client, config: Option<kube::Config>, options: Option
     let subscriptions = filtered(Api::<Subscription>::all(client.clone()));
     let sub_store = subscriptions.store();
     let subscriptions = subscriptions
-        .owns(Api::<InstallPlan>::all(client.clone()), cfg())
-        .watches(Api::<ClusterServiceVersion>::all(client.clone()), cfg(), move |csv| {
+        .owns_stream(watcher(Api::<PartialObjectMeta<InstallPlan>>::all(client.clone()), cfg()).backoff(watch_backoff()).touched_objects())
+        .watches_stream(watcher(Api::<ClusterServiceVersion>::all(client.clone()), cfg()).backoff(watch_backoff()).touched_objects(), move |csv| {
             let ns = csv.metadata.namespace.clone();
             sub_store
                 .state()
@@ -270,8 +378,9 @@ async fn run_inner(client: Client, config: Option<kube::Config>, options: Option
     })
         .run(installplan::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
+    let owned_deployments = cfg().labels(&format!("{}=ClusterServiceVersion", crate::install::LABEL_OWNER_KIND));
     let csvs = filtered(Api::<ClusterServiceVersion>::all(client.clone()))
-        .owns(Api::<Deployment>::all(client.clone()), cfg().labels(&format!("{}=ClusterServiceVersion", crate::install::LABEL_OWNER_KIND)))
+        .owns_stream(watcher(Api::<PartialObjectMeta<Deployment>>::all(client.clone()), owned_deployments).backoff(watch_backoff()).touched_objects())
         .run(csv::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
     let groups = filtered(Api::<OperatorGroup>::all(client.clone()))

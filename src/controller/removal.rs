@@ -54,7 +54,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::controller::Action;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -879,7 +879,7 @@ pub(super) async fn reconcile_subscription(sub: &Subscription, ctx: &Context) ->
 /// OLM (§5.7). Runs until dropped. Best effort: a deletion while the controller is down is not seen.
 pub(super) async fn watch_subscription_deletions(ctx: Arc<Context>) {
     let api: Api<Subscription> = Api::all(ctx.client.clone());
-    let stream = watcher(api, watcher::Config::default());
+    let stream = watcher(api, watcher::Config::default()).backoff(super::watch_backoff());
     futures::pin_mut!(stream);
     while let Some(ev) = stream.next().await {
         let Ok(watcher::Event::Delete(sub)) = ev else { continue };

@@ -7,11 +7,15 @@
 //! - `get`, `create` and `patch` (server-side apply) on every object of the plan, in its
 //!   namespace or cluster-wide;
 //! - to create a Role or ClusterRole, either `escalate` on roles / clusterroles or every
-//!   permission of its rules (the API server's RBAC escalation check); the bindings then need no
-//!   more than their own create/patch, since the installer holds what they grant.
+//!   permission of its rules (the API server's RBAC escalation check);
+//! - to create a RoleBinding or ClusterRoleBinding, either `bind` on the role it references or
+//!   every permission of that role's rules — the role's rules as the plan creates it, or as it
+//!   exists on the cluster (Kubernetes `pkg/registry/rbac/rolebinding/policybased`,
+//!   `BindingAuthorized` then `ConfirmNoEscalation`). A binding to a role that neither the plan
+//!   nor the cluster has needs `bind`.
 
 use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::PolicyRule;
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use kube::Client;
 use kube::api::Api;
 use serde_json::{Value, json};
@@ -99,16 +103,7 @@ fn group_denied(denied: &[(String, String)]) -> String {
 /// Every permission ServiceAccount `ns/sa` lacks for `steps`, as sentences; empty when it has
 /// them all. One SubjectAccessReview per distinct attribute set (admin client `client`).
 pub(crate) async fn missing_permissions(client: &Client, ns: &str, sa: &str, steps: &[Step]) -> Result<Vec<String>, Error> {
-    let mut cache: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
-    let mut allowed = async |attrs: Value| -> Result<bool, Error> {
-        let key = attrs.to_string();
-        if let Some(v) = cache.get(&key) {
-            return Ok(*v);
-        }
-        let v = sar_allowed(client, ns, sa, attrs).await?;
-        cache.insert(key, v);
-        Ok(v)
-    };
+    let mut sar = Reviews { client, ns, sa, cache: std::collections::HashMap::new() };
     let mut missing = Vec::new();
     for step in steps {
         let Some(info) = kind_info(&step.kind) else { continue };
@@ -118,7 +113,7 @@ pub(crate) async fn missing_permissions(client: &Client, ns: &str, sa: &str, ste
             if let Some(n) = &step.namespace {
                 a["namespace"] = json!(n);
             }
-            if !allowed(json!({"resourceAttributes": a})).await? {
+            if !sar.allowed(json!({"resourceAttributes": a})).await? {
                 denied.push(verb);
             }
         }
@@ -127,19 +122,25 @@ pub(crate) async fn missing_permissions(client: &Client, ns: &str, sa: &str, ste
             let resource = if step.group.is_empty() { info.plural.to_string() } else { format!("{}.{}", info.plural, step.group) };
             missing.push(format!("{} {resource} {scope} (for {})", denied.join(", "), step.describe()));
         }
+        if step.kind == "RoleBinding" || step.kind == "ClusterRoleBinding" {
+            if let Some(m) = binding_lacks(&mut sar, steps, step).await? {
+                missing.push(m);
+            }
+            continue;
+        }
         if step.kind == "Role" || step.kind == "ClusterRole" {
             let mut esc = json!({"group": "rbac.authorization.k8s.io", "resource": info.plural, "verb": "escalate"});
             if let Some(n) = &step.namespace {
                 esc["namespace"] = json!(n);
             }
-            if allowed(json!({"resourceAttributes": esc})).await? {
+            if sar.allowed(json!({"resourceAttributes": esc})).await? {
                 continue;
             }
             let rules: Vec<PolicyRule> = serde_json::from_value(step.manifest["rules"].clone()).unwrap_or_default();
             for rule in &rules {
                 let mut lacking = Vec::new();
                 for attrs in rule_attributes(rule, step.namespace.as_deref()) {
-                    if !allowed(attrs.clone()).await? {
+                    if !sar.allowed(attrs.clone()).await? {
                         lacking.push(describe_attrs(&attrs));
                     }
                 }
@@ -155,6 +156,82 @@ pub(crate) async fn missing_permissions(client: &Client, ns: &str, sa: &str, ste
         }
     }
     Ok(missing)
+}
+
+/// SubjectAccessReviews for ServiceAccount `ns/sa` (asked with the controller's `client`), one per
+/// distinct attribute set.
+struct Reviews<'a> {
+    client: &'a Client,
+    ns: &'a str,
+    sa: &'a str,
+    cache: std::collections::HashMap<String, bool>,
+}
+
+impl Reviews<'_> {
+    async fn allowed(&mut self, attrs: Value) -> Result<bool, Error> {
+        let key = attrs.to_string();
+        if let Some(v) = self.cache.get(&key) {
+            return Ok(*v);
+        }
+        let v = sar_allowed(self.client, self.ns, self.sa, attrs).await?;
+        self.cache.insert(key, v);
+        Ok(v)
+    }
+}
+
+/// What the installer lacks to create binding `step` (see the module documentation), as one
+/// sentence; `None` when it may.
+async fn binding_lacks(sar: &mut Reviews<'_>, steps: &[Step], step: &Step) -> Result<Option<String>, Error> {
+    let role_kind = step.manifest.pointer("/roleRef/kind").and_then(Value::as_str).unwrap_or("");
+    let role_name = step.manifest.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or("");
+    let plural = if role_kind == "ClusterRole" { "clusterroles" } else { "roles" };
+    let mut bind = json!({"group": "rbac.authorization.k8s.io", "resource": plural, "verb": "bind", "name": role_name});
+    if let Some(n) = &step.namespace {
+        bind["namespace"] = json!(n);
+    }
+    if sar.allowed(json!({"resourceAttributes": bind})).await? {
+        return Ok(None);
+    }
+    let role = format!("{role_kind} {role_name}");
+    let rules = match binding_role_rules(sar.client, steps, step, role_kind, role_name).await? {
+        Some(rules) => rules,
+        None => {
+            return Ok(Some(format!(
+                "bind on {plural} {role_name} (for {}: {role} is neither in the plan nor on the cluster, so only bind allows the binding)",
+                step.describe()
+            )));
+        }
+    };
+    let mut lacking = Vec::new();
+    for rule in &rules {
+        for attrs in rule_attributes(rule, step.namespace.as_deref()) {
+            if !sar.allowed(attrs.clone()).await? {
+                lacking.push(describe_attrs(&attrs));
+            }
+        }
+    }
+    Ok((!lacking.is_empty()).then(|| {
+        format!(
+            "{} (to create {}, which grants {role}, it must hold every permission of {role}, or have bind on {plural} {role_name})",
+            group_denied(&lacking),
+            step.describe()
+        )
+    }))
+}
+
+/// The rules of the role a binding step references: from the plan when it creates that role,
+/// else from the cluster (read with the controller's client); `None` when neither has it.
+async fn binding_role_rules(client: &Client, steps: &[Step], binding: &Step, kind: &str, name: &str) -> Result<Option<Vec<PolicyRule>>, Error> {
+    let role_ns = if kind == "Role" { binding.namespace.clone() } else { None };
+    if let Some(s) = steps.iter().find(|s| s.kind == kind && s.name == name && s.namespace == role_ns) {
+        return Ok(Some(serde_json::from_value(s.manifest["rules"].clone()).unwrap_or_default()));
+    }
+    let rules = match (kind, &role_ns) {
+        ("ClusterRole", _) => Api::<ClusterRole>::all(client.clone()).get_opt(name).await.map_err(kube_err(format!("reading ClusterRole {name}")))?.map(|r| r.rules.unwrap_or_default()),
+        ("Role", Some(ns)) => Api::<Role>::namespaced(client.clone(), ns).get_opt(name).await.map_err(kube_err(format!("reading Role {ns}/{name}")))?.map(|r| r.rules.unwrap_or_default()),
+        _ => None,
+    };
+    Ok(rules)
 }
 
 #[cfg(test)]

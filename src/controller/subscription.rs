@@ -231,10 +231,26 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
 
     // One InstallPlan per resolution, named after what it installs (a restart never duplicates it).
     let csv_names: Vec<String> = to_install.iter().map(|b| b.bundle.clone()).collect();
-    let plan_name = install_plan_name(&name, &csv_names);
+    let bundles: Vec<(String, String)> = to_install.iter().map(|b| (b.bundle.clone(), b.image.clone())).collect();
+    let config = sub.spec.config.as_ref().and_then(|c| serde_json::to_string(c).ok()).unwrap_or_default();
+    let plan_name = install_plan_name(&name, &bundles, &config);
     let plans: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &ns);
     let approval = sub.spec.install_plan_approval.unwrap_or(Approval::Automatic);
-    let existing_plan = plans.get_opt(&plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))?;
+    let mut existing_plan = plans.get_opt(&plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))?;
+    // The same resolution's plan completed, yet its CSVs are not installed: they were deleted.
+    // As OLM does, install them again — with a fresh plan, since the Complete one is done.
+    if let Some(done) = existing_plan.as_ref().filter(|p| p.status.as_ref().is_some_and(|s| s.phase == InstallPlanPhase::Complete)) {
+        let message = format!("InstallPlan {plan_name} completed, but {} no longer exists; capstan installs it again with a new InstallPlan", csv_names.join(", "));
+        tracing::info!(subscription = %format!("{ns}/{name}"), plan = %plan_name, "{message}");
+        events::publish_for(&ctx.client, &sub, EventType::Normal, "Reinstalling", &message).await;
+        let pre = kube::api::DeleteParams { preconditions: Some(kube::api::Preconditions { uid: done.uid(), resource_version: None }), ..Default::default() };
+        match plans.delete(&plan_name, &pre).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(e) => return Err(kube_err(format!("deleting completed InstallPlan {ns}/{plan_name}"))(e)),
+        }
+        existing_plan = None;
+    }
     // The plan in status.installPlanRef comes first (§5, issue 6 "approval flows"): while it is
     // being applied, CSVs appear one by one and a resolution now would ask for the rest in a
     // second plan, so wait for it. A plan still waiting for approval that the resolution no longer
@@ -392,6 +408,12 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
             } else {
                 format!("InstallPlan {plan_name} is {phase_name}")
             };
+            // A plan held by a transient error says why in its Installed condition: show it here.
+            if let Some(why) = plan.status.as_ref().and_then(|s| {
+                s.conditions.iter().find(|c| c.reason.as_ref().is_some_and(|r| r.as_str() == super::installplan::INSTALL_RETRYING)).and_then(|c| c.message.clone())
+            }) {
+                message = format!("{message}: {why}");
+            }
             if let Some(old) = &superseded {
                 message = format!("{message}; it supersedes InstallPlan {old}, which can no longer be approved");
             }

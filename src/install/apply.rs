@@ -1,5 +1,9 @@
 //! Applying InstallPlan [`Step`]s to a cluster with server-side apply.
 //!
+//! Before the first step every object of the plan is read once: if any exists and is not this
+//! operator's ([`takeover_refused`]), nothing is applied and each such object is reported as a
+//! [`StepError::Conflict`] (where OLM would overwrite it).
+//!
 //! Semantics after OLM's `ExecutePlan` (`reference/olm-v0.md` §5.1 item 6, §5.2): steps are
 //! applied in order with one field manager ([`super::FIELD_MANAGER`]); after CRDs, later steps
 //! wait until every CRD applied before them is `Established` and `NamesAccepted`; transient API
@@ -207,6 +211,18 @@ pub enum StepError {
         /// What is wrong.
         message: String,
     },
+    /// The object exists and is not this operator's: capstan never takes over an object it did
+    /// not create for the same operator (see [`takeover_refused`]).
+    #[error("{object}: already exists and {owner}; capstan does not take over objects it did not create for this operator: delete or rename the existing object, rename it in the bundle, or — if it really is this operator's — label it {label}=\"\" to hand it over")]
+    Conflict {
+        /// The step's object.
+        object: String,
+        /// Who the existing object belongs to, as a phrase (`belongs to operator cert-manager.ops`,
+        /// `is a Kubernetes bootstrap object`, `was not created by capstan or OLM`).
+        owner: String,
+        /// The component label that marks the object as this operator's.
+        label: String,
+    },
     /// Any other API error.
     #[error("{object}: {verb} failed: {message}")]
     Api {
@@ -223,7 +239,12 @@ pub enum StepError {
 /// step, in the same order. Never panics; a failure is a [`StepStatus::Failed`] result followed
 /// by [`StepStatus::NotApplied`] for every later step.
 pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<StepResult> {
-    let mut ap = Applier { client, opts, uids: HashMap::new(), identity: None };
+    let mut ap = Applier { client, opts, uids: HashMap::new(), identity: None, existing: HashMap::new(), unreadable: HashMap::new() };
+    // Before the first step: every object that exists must be this operator's, so that a
+    // refused takeover leaves nothing half-applied.
+    if let Some(refused) = ap.check_ownership(steps).await {
+        return refused;
+    }
     let mut results: Vec<StepResult> = Vec::with_capacity(steps.len());
     let mut pending_crds: Vec<usize> = Vec::new();
     let mut deferred: Vec<usize> = Vec::new();
@@ -246,7 +267,7 @@ pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<
             results.push(result);
             continue;
         }
-        match ap.apply_step(step, false).await {
+        match ap.apply_step(i, step, false).await {
             Ok((status, uid, owner_pending)) => {
                 result.status = status;
                 result.uid = uid;
@@ -270,7 +291,7 @@ pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<
     }
     if failed.is_none() {
         for i in deferred {
-            if let Err(e) = ap.apply_step(&steps[i], true).await {
+            if let Err(e) = ap.apply_step(i, &steps[i], true).await {
                 results[i].status = StepStatus::Failed(e);
             }
         }
@@ -284,6 +305,11 @@ struct Applier<'a> {
     /// (apiVersion, kind, namespace, name) → uid of objects applied in this run.
     uids: HashMap<(String, String, String, String), String>,
     identity: Option<String>,
+    /// Step index → resourceVersion of the object before the apply (`None`: it did not exist),
+    /// read by [`Applier::check_ownership`].
+    existing: HashMap<usize, Option<String>>,
+    /// Step index → the error reading its object failed with in [`Applier::check_ownership`].
+    unreadable: HashMap<usize, StepError>,
 }
 
 enum Attempt<T> {
@@ -292,6 +318,64 @@ enum Attempt<T> {
 }
 
 impl Applier<'_> {
+    /// Reads every step's object once and refuses the whole plan (one [`StepError::Conflict`]
+    /// per refused object, every other step [`StepStatus::NotApplied`]) when any existing object
+    /// is not this operator's ([`takeover_refused`]). Objects whose API is not served yet (a CR
+    /// of a CRD the plan installs) cannot exist and are skipped; a read that fails ends the check
+    /// and becomes that step's failure when its turn comes.
+    async fn check_ownership(&mut self, steps: &[Step]) -> Option<Vec<StepResult>> {
+        let mut conflicts: Vec<(usize, StepError)> = Vec::new();
+        for (i, step) in steps.iter().enumerate() {
+            if step.name.is_empty() || step.kind.is_empty() || step.version.is_empty() {
+                continue;
+            }
+            let gvk = step.gvk();
+            let ar = match kind_info(&step.kind) {
+                Some(info) => ApiResource::from_gvk_with_plural(&gvk, info.plural),
+                None => match kube::discovery::pinned_kind(self.client, &gvk).await {
+                    Ok((ar, _)) => ar,
+                    Err(_) => continue,
+                },
+            };
+            let api = self.api(&ar, step.namespace.as_deref());
+            let found = match self.retry(|| api.get_opt(&step.name)).await {
+                Attempt::Done(found) => found,
+                // The step cannot be read: it fails with this error when its turn comes, and the
+                // steps after it are not applied, so they need no check.
+                Attempt::Failed(e, attempts, elapsed) => {
+                    let err = self.error(step, &ar, "get", e, attempts, elapsed).await;
+                    self.unreadable.insert(i, err);
+                    break;
+                }
+            };
+            if let Some(obj) = &found
+                && let Some((owner, label)) = takeover_refused(step, obj.metadata.labels.as_ref())
+            {
+                conflicts.push((i, StepError::Conflict { object: step.describe(), owner, label }));
+            }
+            self.existing.insert(i, found.and_then(|o| o.metadata.resource_version));
+        }
+        let first = conflicts.first()?.0;
+        let mut conflicts: HashMap<usize, StepError> = conflicts.into_iter().collect();
+        Some(
+            steps
+                .iter()
+                .enumerate()
+                .map(|(i, step)| StepResult {
+                    index: i,
+                    kind: step.kind.clone(),
+                    name: step.name.clone(),
+                    namespace: step.namespace.clone(),
+                    status: match conflicts.remove(&i) {
+                        Some(e) => StepStatus::Failed(e),
+                        None => StepStatus::NotApplied { blocked_by: first },
+                    },
+                    uid: None,
+                })
+                .collect(),
+        )
+    }
+
     /// Waits for every pending CRD; on failure marks its result failed and returns its index.
     async fn wait_crds(&mut self, steps: &[Step], pending: &mut Vec<usize>, results: &mut [StepResult]) -> Option<usize> {
         for i in std::mem::take(pending) {
@@ -372,10 +456,13 @@ impl Applier<'_> {
     /// Applies one step. Returns the status, the uid, and whether an owner could not be resolved
     /// yet (the step must be applied again later). With `final_pass`, an unresolved owner is an
     /// error.
-    async fn apply_step(&mut self, step: &Step, final_pass: bool) -> Result<(StepStatus, Option<String>, bool), StepError> {
+    async fn apply_step(&mut self, index: usize, step: &Step, final_pass: bool) -> Result<(StepStatus, Option<String>, bool), StepError> {
         let object = step.describe();
         if step.name.is_empty() || step.kind.is_empty() || step.version.is_empty() {
             return Err(StepError::BadStep { object, message: "the step has no name, kind or version".into() });
+        }
+        if let Some(e) = self.unreadable.remove(&index) {
+            return Err(e);
         }
         let gvk = step.gvk();
         let ar = self.api_resource(step, &gvk).await?;
@@ -387,9 +474,12 @@ impl Applier<'_> {
         }
         let owner_pending = self.resolve_owners(step, &mut manifest, final_pass).await?;
 
-        let before = match self.retry(|| api.get_opt(&step.name)).await {
-            Attempt::Done(o) => o.and_then(|o| o.metadata.resource_version),
-            Attempt::Failed(e, attempts, elapsed) => return Err(self.error(step, &ar, "get", e, attempts, elapsed).await),
+        let before = match self.existing.remove(&index) {
+            Some(before) => before,
+            None => match self.retry(|| api.get_opt(&step.name)).await {
+                Attempt::Done(o) => o.and_then(|o| o.metadata.resource_version),
+                Attempt::Failed(e, attempts, elapsed) => return Err(self.error(step, &ar, "get", e, attempts, elapsed).await),
+            },
         };
         let mut pp = PatchParams::apply(&self.opts.field_manager);
         pp.force = self.opts.force;
@@ -573,6 +663,60 @@ pub async fn whoami(client: &Client) -> Option<String> {
     Some(if groups.is_empty() { format!("user {user:?}") } else { format!("user {user:?} (groups {})", groups.join(", ")) })
 }
 
+/// Label on the bootstrap objects the API server creates (`kubernetes.io/bootstrapping:
+/// rbac-defaults` on its ClusterRoles and bindings).
+const LABEL_BOOTSTRAPPING: &str = "kubernetes.io/bootstrapping";
+
+/// Whether applying `step` would take over an existing object that is not this operator's; if
+/// so, who the object belongs to (a phrase for [`StepError::Conflict`]) and the component label
+/// that would mark it as this operator's.
+///
+/// An existing object is this operator's when it carries the step's component label
+/// `operators.coreos.com/<package>.<namespace>` (capstan and OLM put it on everything they
+/// install, `reference/olm-v0.md` §5.5), or — cluster-scoped objects only, such as a CRD shared
+/// by two installs of one package — the component label of the same package in another
+/// namespace (the label's name is `<package>.<namespace>` and a namespace has no dot).
+/// Objects the API server bootstraps (label `kubernetes.io/bootstrapping`) are never this
+/// operator's. A step without a component label (not planned by [`super::plan::steps`]) is not
+/// checked.
+///
+/// OLM v0 updates such objects without asking; capstan refuses because a bundle is untrusted
+/// input: one that shipped ClusterRole `system:basic-user` would otherwise make every user
+/// cluster-admin.
+pub fn takeover_refused(step: &Step, existing: Option<&std::collections::BTreeMap<String, String>>) -> Option<(String, String)> {
+    use super::COMPONENT_LABEL_PREFIX;
+    let own = step
+        .manifest
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .and_then(|l| l.keys().find(|k| k.starts_with(COMPONENT_LABEL_PREFIX)))?
+        .clone();
+    let empty = std::collections::BTreeMap::new();
+    let labels = existing.unwrap_or(&empty);
+    if labels.contains_key(LABEL_BOOTSTRAPPING) {
+        return Some(("is a Kubernetes bootstrap object (label kubernetes.io/bootstrapping)".into(), own));
+    }
+    if labels.contains_key(&own) {
+        return None;
+    }
+    let package_of = |key: &str| key.strip_prefix(COMPONENT_LABEL_PREFIX).and_then(|rest| rest.rsplit_once('.')).map(|(pkg, _)| pkg.to_string());
+    if step.namespace.is_none()
+        && let Some(pkg) = package_of(&own)
+        && labels.keys().any(|k| package_of(k).as_deref() == Some(pkg.as_str()))
+    {
+        return None;
+    }
+    let others: Vec<&str> = labels.keys().filter_map(|k| k.strip_prefix(COMPONENT_LABEL_PREFIX)).collect();
+    let owner = if !others.is_empty() {
+        format!("belongs to operator {}", others.join(", "))
+    } else if let Some(csv) = labels.get(super::LABEL_OWNER) {
+        format!("belongs to ClusterServiceVersion {csv}")
+    } else {
+        "was not created by capstan or OLM".into()
+    };
+    Some((owner, own))
+}
+
 /// Whether an error is worth retrying: 5xx, 429, 409 Conflict, server timeouts, connection errors.
 fn is_transient(e: &KubeError) -> bool {
     match e {
@@ -596,6 +740,53 @@ mod tests {
         for (code, reason) in [(403, "Forbidden"), (404, "NotFound"), (422, "Invalid"), (400, "BadRequest")] {
             assert!(!is_transient(&api(code, reason)), "{code} {reason}");
         }
+    }
+
+    fn step(kind: &str, namespace: Option<&str>, component: &str) -> Step {
+        Step {
+            resolving: "op.v1".into(),
+            group: String::new(),
+            version: "v1".into(),
+            kind: kind.into(),
+            name: "x".into(),
+            namespace: namespace.map(str::to_string),
+            manifest: serde_json::json!({"metadata": {"name": "x", "labels": {component: ""}}}),
+        }
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn only_this_operators_objects_are_taken_over() {
+        let own = "operators.coreos.com/op.ns1";
+        let ns_step = step("ConfigMap", Some("ns1"), own);
+        let crd_step = step("CustomResourceDefinition", None, own);
+        // Its own component label: updated, in any scope.
+        assert_eq!(takeover_refused(&ns_step, Some(&labels(&[(own, "")]))), None);
+        assert_eq!(takeover_refused(&crd_step, Some(&labels(&[(own, "")]))), None);
+        // The same package installed in another namespace shares its cluster-scoped objects only.
+        let other_ns = labels(&[("operators.coreos.com/op.ns2", "")]);
+        assert_eq!(takeover_refused(&crd_step, Some(&other_ns)), None);
+        assert_eq!(takeover_refused(&ns_step, Some(&other_ns)), Some(("belongs to operator op.ns2".into(), own.into())));
+        // Another package's object, a bootstrap object, an object nobody labelled: refused.
+        let other_pkg = labels(&[("operators.coreos.com/opx.ns1", "")]);
+        assert_eq!(takeover_refused(&crd_step, Some(&other_pkg)), Some(("belongs to operator opx.ns1".into(), own.into())));
+        let boot = labels(&[("kubernetes.io/bootstrapping", "rbac-defaults")]);
+        assert!(takeover_refused(&crd_step, Some(&boot)).is_some_and(|(o, _)| o.contains("bootstrap")));
+        assert_eq!(takeover_refused(&crd_step, None), Some(("was not created by capstan or OLM".into(), own.into())));
+        let csv_owned = labels(&[("olm.owner", "other.v2")]);
+        assert_eq!(takeover_refused(&ns_step, Some(&csv_owned)).map(|o| o.0), Some("belongs to ClusterServiceVersion other.v2".into()));
+        // A step that capstan did not plan (no component label) is not checked.
+        let mut raw = step("ConfigMap", Some("ns1"), own);
+        raw.manifest = serde_json::json!({"metadata": {"name": "x"}});
+        assert_eq!(takeover_refused(&raw, None), None);
+        let e = StepError::Conflict { object: "ClusterRole system:basic-user".into(), owner: "is a Kubernetes bootstrap object (label kubernetes.io/bootstrapping)".into(), label: own.into() };
+        assert_eq!(
+            e.to_string(),
+            "ClusterRole system:basic-user: already exists and is a Kubernetes bootstrap object (label kubernetes.io/bootstrapping); capstan does not take over objects it did not create for this operator: delete or rename the existing object, rename it in the bundle, or — if it really is this operator's — label it operators.coreos.com/op.ns1=\"\" to hand it over"
+        );
     }
 
     #[test]

@@ -118,6 +118,18 @@ pub enum PlanError {
         /// The missing field.
         field: &'static str,
     },
+    /// The bundle ships RBAC objects with names the cluster reserves for itself: `system:…` or
+    /// one of the bootstrap roles `cluster-admin`, `admin`, `edit`, `view` (Kubernetes'
+    /// `plugin/pkg/auth/authorizer/rbac/bootstrappolicy`). Applying them would replace the
+    /// cluster's own object (a bundle shipping ClusterRole `system:basic-user` with `*` rules
+    /// made every authenticated user cluster-admin), so the plan is refused.
+    #[error("bundle {bundle}: {} reserved by Kubernetes for its own RBAC (names starting with system: and the roles cluster-admin, admin, edit, view); an operator may not ship or replace them: rename the object in the bundle", objects.join(", "))]
+    ReservedName {
+        /// The bundle (CSV name).
+        bundle: String,
+        /// Each refused object as `Kind name (file)`.
+        objects: Vec<String>,
+    },
     /// The CSV's install strategy cannot be read.
     #[error("ClusterServiceVersion {csv}: {field}: {message}")]
     InvalidInstallStrategy {
@@ -145,6 +157,21 @@ struct DeploymentEntry {
     spec: DeploymentSpec,
     #[serde(default)]
     label: Option<BTreeMap<String, String>>,
+}
+
+/// The bootstrap roles every cluster has (Kubernetes `bootstrappolicy.ClusterRoles()`, the ones
+/// without the `system:` prefix).
+const BOOTSTRAP_ROLES: [&str; 4] = ["cluster-admin", "admin", "edit", "view"];
+
+/// Whether an RBAC object of `kind` named `name` would replace one the cluster reserves: any
+/// Role, RoleBinding, ClusterRole or ClusterRoleBinding named `system:…`, and the bootstrap
+/// ClusterRoles and ClusterRoleBindings [`BOOTSTRAP_ROLES`].
+pub fn is_reserved_rbac_name(kind: &str, name: &str) -> bool {
+    match kind {
+        "Role" | "RoleBinding" => name.starts_with("system:"),
+        "ClusterRole" | "ClusterRoleBinding" => name.starts_with("system:") || BOOTSTRAP_ROLES.contains(&name),
+        _ => false,
+    }
 }
 
 /// Turns a bundle into ordered InstallPlan steps for `target`.
@@ -193,7 +220,7 @@ struct DeploymentEntry {
 ///
 /// # Errors
 /// [`PlanError`]: no namespace, CSV name mismatch, invalid target namespaces, unsupported kinds
-/// (all of them named in one error), objects without apiVersion or name, an install strategy
+/// (all of them named in one error), reserved RBAC names ([`is_reserved_rbac_name`], all named), objects without apiVersion or name, an install strategy
 /// other than `deployment` or with malformed entries.
 pub fn steps(bundle: &Bundle, target: &InstallTarget) -> Result<Vec<Step>, PlanError> {
     if target.namespace.is_empty() {
@@ -214,6 +241,15 @@ pub fn steps(bundle: &Bundle, target: &InstallTarget) -> Result<Vec<Step>, PlanE
         .collect();
     if !unsupported.is_empty() {
         return Err(PlanError::UnsupportedResource { bundle: csv_name, objects: unsupported });
+    }
+    let reserved: Vec<String> = bundle
+        .objects
+        .iter()
+        .filter(|m| is_reserved_rbac_name(m.kind(), m.name()))
+        .map(|m| format!("{} {} ({})", m.kind(), m.name(), m.location()))
+        .collect();
+    if !reserved.is_empty() {
+        return Err(PlanError::ReservedName { bundle: csv_name, objects: reserved });
     }
 
     let ctx = Ctx { target, csv: &csv_name };

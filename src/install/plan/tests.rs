@@ -355,3 +355,29 @@ fn component_label_is_cut_like_olm() {
     assert!(name.len() <= 63 && !name.ends_with(['.', '-', '_']), "{name}");
     assert_eq!(target("ops").component_label(), "operators.coreos.com/nginx-operator.ops");
 }
+
+#[test]
+fn reserved_rbac_names_are_refused_with_every_object_named() {
+    let dir = copy_bundle("bundles/nginx-operator/0.2.0");
+    std::fs::write(
+        dir.path().join("manifests/takeover.yaml"),
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: system:basic-user\nrules:\n- apiGroups: ['*']\n  resources: ['*']\n  verbs: ['*']\n",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("manifests/admin.yaml"),
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: cluster-admin\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects: [{kind: Group, name: system:authenticated, apiGroup: rbac.authorization.k8s.io}]\n",
+    )
+    .expect("write");
+    let err = steps(&Bundle::load(dir.path()).expect("bundle"), &target("ops")).expect_err("reserved names");
+    assert_eq!(
+        err.to_string(),
+        "bundle nginx-operator.v0.2.0: ClusterRoleBinding cluster-admin (manifests/admin.yaml), ClusterRole system:basic-user (manifests/takeover.yaml) reserved by Kubernetes for its own RBAC (names starting with system: and the roles cluster-admin, admin, edit, view); an operator may not ship or replace them: rename the object in the bundle"
+    );
+    // Names that merely contain the words are fine; non-RBAC kinds are not concerned.
+    assert!(!is_reserved_rbac_name("ClusterRole", "my-admin"));
+    assert!(!is_reserved_rbac_name("ConfigMap", "system:x"));
+    assert!(is_reserved_rbac_name("Role", "system:controller:bootstrap-signer"));
+    assert!(is_reserved_rbac_name("ClusterRole", "view"));
+    assert!(!is_reserved_rbac_name("Role", "view"), "a namespaced Role named view is the bundle's own");
+}

@@ -1,0 +1,212 @@
+//! Issue 11, against the real control plane and registry: bundles that try to take over objects
+//! capstan does not own are refused with the conflict named and the cluster's object unchanged;
+//! a registry that is down during a pull, an OperatorGroup that is missing, a deleted
+//! Deployment and a deleted CSV all recover without a hand.
+//!
+//! One test function runs the cases one after another: the controller watches every namespace.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use capstan::api::{ClusterServiceVersion, InstallPlan, OperatorGroup, Subscription};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::{Value, json};
+use support::controller::*;
+use support::{TestNamespace, eventually};
+
+/// Copies the nginx-operator 0.2.0 bundle to `<work>/<case>/nginx-operator/0.2.0` and adds
+/// `extra` as `manifests/<file>` for each `(file, yaml)`; returns the bundle directory.
+fn bundle_with(work: &Path, case: &str, extra: &[(&str, String)]) -> PathBuf {
+    let src = support::repo_root().join("bundles/nginx-operator/0.2.0");
+    let dir = work.join(case).join("nginx-operator/0.2.0");
+    for sub in ["manifests", "metadata"] {
+        std::fs::create_dir_all(dir.join(sub)).expect("mkdir");
+        for e in std::fs::read_dir(src.join(sub)).expect("read bundle").flatten() {
+            std::fs::copy(e.path(), dir.join(sub).join(e.file_name())).expect("copy");
+        }
+    }
+    for (file, yaml) in extra {
+        std::fs::write(dir.join("manifests").join(file), yaml).expect("write manifest");
+    }
+    dir
+}
+
+/// A ConfigMap manifest that makes a bundle's digest unique to this run (so that no blob cache
+/// already holds it and the pull must reach the registry).
+fn unique(tag: &str) -> (&'static str, String) {
+    ("unique.yaml", format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hostile-unique\ndata:\n  run: \"{tag}-{}\"\n", std::process::id()))
+}
+
+/// A CatalogSource `name` in `catalog_ns` serving one bundle directory.
+async fn catalog_of(client: &kube::Client, registry: &str, repo: &str, catalog_ns: &str, name: &str, work: &Path, bundle: &Path) {
+    let reference = publish_dirs(registry, &format!("{repo}/{name}"), name, work, &[(bundle, "0.2.0", "replaces")]);
+    catalog_source(client, catalog_ns, name, &reference).await;
+}
+
+async fn subscribe_to(client: &kube::Client, ns: &str, catalog_ns: &str, source: &str) {
+    create::<Subscription>(client, ns, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": "nginx-operator", "namespace": ns},
+        "spec": {"name": "nginx-operator", "channel": "alpha", "source": source, "sourceNamespace": catalog_ns, "installPlanApproval": "Automatic"}
+    }))
+    .await;
+}
+
+/// The Subscription's current InstallPlan status as JSON once `pred` holds for it.
+async fn plan_status_where(client: &kube::Client, ns: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), ns);
+    eventually(&format!("InstallPlan of {ns}/nginx-operator: {what}"), WAIT, || async {
+        let name = subs.get("nginx-operator").await.ok()?.status?.install_plan_ref?.name?;
+        let st = serde_json::to_value(plans.get(&name).await.ok()?.status?).ok()?;
+        pred(&st).then_some(st)
+    })
+    .await
+}
+
+fn cluster_script(args: &[&str]) {
+    let out = Command::new("bash")
+        .arg(support::repo_root().join("tests/cluster/up.sh"))
+        .args(args)
+        .env("CAPSTAN_CLUSTER_DIR", support::state_dir())
+        .output()
+        .expect("run up.sh");
+    assert!(out.status.success(), "up.sh {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Stops the registry the environment started (its PID file), and waits until it is gone.
+fn stop_registry() {
+    let pid = std::fs::read_to_string(support::state_dir().join("pids/registry.pid")).expect("registry pid");
+    let pid = pid.trim().to_string();
+    let _ = Command::new("kill").arg(&pid).status();
+    for _ in 0..100 {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("registry (pid {pid}) did not stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hostile_bundles_are_refused_and_failed_installs_recover() {
+    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into())).try_init();
+    let client = support::cluster().await;
+    let registry = support::registry();
+    let work = tempfile::tempdir().expect("tempdir");
+    let repo = format!("hostile-{}", std::process::id());
+    apply_crds(&client).await;
+    let catalog_ns = TestNamespace::new(&client, "hostile-catalog").await;
+    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None };
+    let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+
+    // 1. A bundle that ships the cluster's own ClusterRole system:basic-user with `*` rules: the
+    //    plan is refused before any step, naming the object; the cluster's role is unchanged.
+    let before = roles.get("system:basic-user").await.expect("system:basic-user exists");
+    let takeover = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: system:basic-user\nrules:\n- apiGroups: ['*']\n  resources: ['*']\n  verbs: ['*']\n".to_string();
+    let dir = bundle_with(work.path(), "basic-user", &[("takeover.yaml", takeover)]);
+    catalog_of(&client, &registry, &repo, &catalog_ns.name, "basic-user", work.path(), &dir).await;
+    let ns1 = namespace_with_group(&client, "hostile-sys").await;
+    subscribe_to(&client, &ns1.name, &catalog_ns.name, "basic-user").await;
+    let st = plan_status_where(&client, &ns1.name, "Failed", |st| st["phase"] == "Failed").await;
+    let message = st["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("ClusterRole system:basic-user (manifests/takeover.yaml) reserved by Kubernetes for its own RBAC") && message.contains("rename the object in the bundle"),
+        "{st}"
+    );
+    let after = roles.get("system:basic-user").await.expect("system:basic-user still exists");
+    assert_eq!(after.metadata.resource_version, before.metadata.resource_version, "the cluster's ClusterRole was modified");
+    assert_eq!(after.rules, before.rules);
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns1.name);
+    assert!(csvs.get_opt("nginx-operator.v0.2.0").await.expect("get csv").is_none(), "a refused plan installed a CSV");
+
+    // 2. A bundle that ships a ClusterRole which exists and is nobody's (created by hand): the
+    //    whole plan is refused before its first step with the conflict named; the role is as it was.
+    let unowned = format!("hostile-unowned-{}", std::process::id());
+    let mine: ClusterRole = serde_json::from_value(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": unowned}, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]})).expect("role");
+    let created = roles.create(&PostParams::default(), &mine).await.expect("create unowned ClusterRole");
+    let conflict = format!("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {unowned}\nrules:\n- apiGroups: ['*']\n  resources: ['*']\n  verbs: ['*']\n");
+    let dir = bundle_with(work.path(), "unowned", &[("takeover.yaml", conflict), unique("unowned")]);
+    catalog_of(&client, &registry, &repo, &catalog_ns.name, "unowned", work.path(), &dir).await;
+    let ns2 = namespace_with_group(&client, "hostile-own").await;
+    subscribe_to(&client, &ns2.name, &catalog_ns.name, "unowned").await;
+    let st = plan_status_where(&client, &ns2.name, "Failed", |st| st["phase"] == "Failed").await;
+    let message = st["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("ClusterRole {unowned}: already exists and was not created by capstan or OLM; capstan does not take over objects it did not create for this operator"))
+            && message.contains(&format!("operators.coreos.com/nginx-operator.{}", ns2.name)),
+        "{st}"
+    );
+    let statuses: Vec<&str> = st["plan"].as_array().map(|p| p.iter().filter_map(|s| s["status"].as_str()).collect()).unwrap_or_default();
+    assert!(!statuses.is_empty() && statuses.iter().all(|s| *s == "NotCreated"), "nothing may be applied: {statuses:?}");
+    let after = roles.get(&unowned).await.expect("role still exists");
+    assert_eq!(after.metadata.resource_version, created.metadata.resource_version, "the existing ClusterRole was modified");
+    assert!(Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns2.name).get_opt("nginx-operator.v0.2.0").await.expect("get").is_none());
+    let _ = roles.delete(&unowned, &DeleteParams::default()).await;
+
+    // 3. The registry is down while the plan pulls its bundle: the plan keeps its phase and says it
+    //    retries; the Subscription says so too; once the registry is back the install completes.
+    let dir = bundle_with(work.path(), "outage", &[unique("outage")]);
+    catalog_of(&client, &registry, &repo, &catalog_ns.name, "outage", work.path(), &dir).await;
+    let ns3 = namespace_with_group(&client, "hostile-reg").await;
+    stop_registry();
+    subscribe_to(&client, &ns3.name, &catalog_ns.name, "outage").await;
+    let st = plan_status_where(&client, &ns3.name, "retrying", |st| {
+        st["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["reason"] == "InstallRetrying"))
+    })
+    .await;
+    assert_ne!(st["phase"], "Failed", "{st}");
+    let retry = st["conditions"][0]["message"].as_str().unwrap_or_default().to_string();
+    assert!(retry.contains("pulling the bundle image failed") && retry.contains("capstan tries again in"), "{retry}");
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns3.name);
+    eventually("Subscription shows the retry", WAIT, || async {
+        let st = serde_json::to_value(subs.get("nginx-operator").await.ok()?.status?).ok()?;
+        st["conditions"].as_array()?.iter().any(|c| c["type"] == "InstallPlanPending" && c["message"].as_str().is_some_and(|m| m.contains("capstan tries again"))).then_some(())
+    })
+    .await;
+    cluster_script(&["registry"]);
+    csv_version_succeeded(&client, &ns3.name, "nginx-operator.v0.2.0").await;
+
+    // 4. No OperatorGroup: the plan is Failed naming it; creating the OperatorGroup as the message
+    //    says lets the same plan go on, with no other step by hand.
+    let ns4 = TestNamespace::new(&client, "hostile-og").await;
+    subscribe_to(&client, &ns4.name, &catalog_ns.name, "outage").await;
+    let st = plan_status_where(&client, &ns4.name, "Failed for NoOperatorGroup", |st| st["phase"] == "Failed").await;
+    assert!(st["message"].as_str().is_some_and(|m| m.contains("NoOperatorGroup") && m.contains("create one OperatorGroup")), "{st}");
+    let og: OperatorGroup = serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "og", "namespace": ns4.name}, "spec": {"targetNamespaces": [ns4.name]}})).expect("og");
+    Api::<OperatorGroup>::namespaced(client.clone(), &ns4.name).create(&PostParams::default(), &og).await.expect("create OperatorGroup");
+    csv_version_succeeded(&client, &ns4.name, "nginx-operator.v0.2.0").await;
+
+    // 5. The Deployment is deleted: it comes back, and the CSV is Succeeded again.
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), &ns4.name);
+    let list = deps.list(&Default::default()).await.expect("list deployments");
+    let dep = list.items.first().expect("a Deployment of the CSV").clone();
+    let dep_name = dep.metadata.name.clone().unwrap_or_default();
+    deps.delete(&dep_name, &DeleteParams::default()).await.expect("delete Deployment");
+    eventually("Deployment created again", WAIT, || async {
+        let d = deps.get_opt(&dep_name).await.ok()??;
+        (d.metadata.uid != dep.metadata.uid).then_some(())
+    })
+    .await;
+    csv_version_succeeded(&client, &ns4.name, "nginx-operator.v0.2.0").await;
+
+    // 6. The CSV is deleted while its Subscription stays: it is installed again.
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns4.name);
+    let old = csvs.get("nginx-operator.v0.2.0").await.expect("csv");
+    csvs.delete("nginx-operator.v0.2.0", &DeleteParams::default()).await.expect("delete CSV");
+    eventually("CSV installed again", WAIT, || async {
+        let c = csvs.get_opt("nginx-operator.v0.2.0").await.ok()??;
+        (c.metadata.uid != old.metadata.uid && c.metadata.deletion_timestamp.is_none()).then_some(())
+    })
+    .await;
+    csv_version_succeeded(&client, &ns4.name, "nginx-operator.v0.2.0").await;
+
+    controller.abort();
+    cleanup_cluster_rbac(&client, &[&ns1.name, &ns2.name, &ns3.name, &ns4.name]).await;
+}
