@@ -19,11 +19,11 @@ use serde_json::{Value, json};
 use support::controller::*;
 use support::{TestNamespace, eventually};
 
-/// Copies the nginx-operator 0.2.0 bundle to `<work>/<case>/nginx-operator/0.2.0` and adds
+/// Copies the nginx-operator 0.2.0 bundle to `<work>/bundles/<case>/nginx-operator/0.2.0` and adds
 /// `extra` as `manifests/<file>` for each `(file, yaml)`; returns the bundle directory.
 fn bundle_with(work: &Path, case: &str, extra: &[(&str, String)]) -> PathBuf {
     let src = support::repo_root().join("bundles/nginx-operator/0.2.0");
-    let dir = work.join(case).join("nginx-operator/0.2.0");
+    let dir = work.join("bundles").join(case).join("nginx-operator/0.2.0");
     for sub in ["manifests", "metadata"] {
         std::fs::create_dir_all(dir.join(sub)).expect("mkdir");
         for e in std::fs::read_dir(src.join(sub)).expect("read bundle").flatten() {

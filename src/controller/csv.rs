@@ -333,6 +333,15 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
         .list(&ListParams::default())
         .await
         .map_err(kube_err(format!("listing InstallPlans in {ns}")))?;
+    // A namespace being deleted takes its Deployments with it: nothing to put back.
+    let terminating = Api::<Namespace>::all(ctx.client.clone())
+        .get_opt(&ns)
+        .await
+        .map_err(kube_err(format!("reading Namespace {ns}")))?
+        .is_none_or(|n| n.metadata.deletion_timestamp.is_some());
+    if terminating {
+        return Ok(());
+    }
     let dapi: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
     for name in names {
         let manifest = plans

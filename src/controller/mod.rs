@@ -273,6 +273,25 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
     }
 }
 
+/// The backoff a [`Controller`] applies to its combined trigger stream on an error: a constant
+/// 250 ms. Every watch feeding it backs off by itself ([`watch_backoff`]); kube's default here
+/// (up to 30 s, pausing *every* trigger of the controller) made a Subscription created after an
+/// API outage wait half a minute or more before it was seen.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TriggerBackoff;
+
+impl Iterator for TriggerBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        Some(Duration::from_millis(250))
+    }
+}
+
+impl kube::runtime::utils::Backoff for TriggerBackoff {
+    fn reset(&mut self) {}
+}
+
 /// The change filter of every primary watch: a hash of what a person changes (`metadata.generation`,
 /// i.e. the spec; labels; annotations; finalizers; deletion). Status-only updates — the
 /// controllers' own writes — do not trigger a reconcile, so a status write never loops back.
@@ -309,7 +328,7 @@ where
         .reflect(writer)
         .applied_objects()
         .predicate_filter(predicate, PredicateConfig::default());
-    Controller::for_stream(trigger, reader)
+    Controller::for_stream(trigger, reader).trigger_backoff(TriggerBackoff)
 }
 
 /// Runs the controllers (CatalogSource, Subscription, InstallPlan, CSV, OperatorGroup) until `shutdown` resolves (then they are dropped) or forever. Needs the
