@@ -6,7 +6,6 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::catalog::model::Property;
@@ -188,8 +187,8 @@ pub(crate) fn parse_documents(bytes: &[u8], rel: &Path) -> Result<Vec<Value>, Bu
     }
     crate::yaml::check_flow_depth(text).map_err(|e| syntax(e.to_string()))?;
     let mut out = Vec::new();
-    for doc in serde_norway::Deserializer::from_str(text) {
-        let v = Value::deserialize(doc).map_err(|e| syntax(format!("invalid YAML: {e}")))?;
+    for v in crate::yaml::documents(text) {
+        let v = v.map_err(|e| syntax(format!("invalid YAML: {e}")))?;
         if !v.is_null() {
             out.push(v);
         }

@@ -195,7 +195,7 @@ fn parse_yaml_stream(source: &str, text: &str, cfg: &mut DeclarativeConfig) -> R
         }) {
             continue;
         }
-        let value: Value = serde_norway::from_str(doc).map_err(|e| {
+        let value: Value = crate::yaml::from_str(doc).map_err(|e| {
             let (line, message) = crate::yaml::error_in_file(&e, first_line);
             CatalogError::Syntax { file: source.to_string(), format: "YAML", line, message }
         })?;
