@@ -521,8 +521,25 @@ fn check_crds(b: &Bundle, out: &mut Out) {
 }
 
 fn check_objects(b: &Bundle, out: &mut Out) {
+    let csv_file = b.csv().path().display().to_string();
+    for k in &b.noncanonical_keys {
+        out.warn(
+            &csv_file,
+            k.field(),
+            format!(
+                "key {:?} is not spelled as the field {:?}; OLM and opm read it as {} (Go matches field names case-insensitively), other tools may not",
+                k.written,
+                k.canonical,
+                k.canonical_field()
+            ),
+            format!("rename {:?} to {:?}", k.written, k.canonical),
+        );
+    }
     for m in &b.objects {
         let file = m.location();
+        if !check_type_meta(m, &file, out) {
+            continue;
+        }
         let kind = m.kind();
         if kind == "Deployment" {
             out.error(&file, "kind", "a bundle cannot carry a Deployment; OLM creates Deployments only from the CSV", "move it into the CSV's spec.install.spec.deployments");
@@ -560,6 +577,40 @@ fn check_objects(b: &Bundle, out: &mut Out) {
             );
         }
     }
+}
+
+/// `apiVersion` and `kind` are non-empty strings and `metadata` is a mapping; false (after
+/// reporting it) when `apiVersion` or `kind` is not, so that kind-specific checks are skipped.
+fn check_type_meta(m: &Manifest, file: &str, out: &mut Out) -> bool {
+    let mut ok = true;
+    for key in ["apiVersion", "kind"] {
+        match m.value.get(key) {
+            Some(Value::String(s)) if !s.is_empty() => {}
+            Some(Value::String(_)) | None => {
+                ok = false;
+                let spelled = m.value.as_object().and_then(|o| o.keys().find(|k| super::gofields::go_fold_eq(k, key)));
+                let message = match spelled {
+                    Some(other) => format!("missing (there is {other:?}; the API server matches field names exactly)"),
+                    None => "missing; every manifest needs apiVersion and kind".to_string(),
+                };
+                let fix = match spelled {
+                    Some(other) => format!("rename {other:?} to {key:?}"),
+                    None => format!("set {key}, e.g. {}", if key == "kind" { "kind: ConfigMap" } else { "apiVersion: v1" }),
+                };
+                out.error(file, key, message, fix);
+            }
+            Some(other) => {
+                ok = false;
+                out.error(file, key, format!("must be a string, found {}", type_name(other)), "quote the value");
+            }
+        }
+    }
+    if let Some(meta) = m.value.get("metadata")
+        && !meta.is_object()
+    {
+        out.error(file, "metadata", format!("must be a mapping, found {}", type_name(meta)), "give metadata with at least a name");
+    }
+    ok
 }
 
 /// The dotted path of the largest leaf string or subtree, for size messages.

@@ -273,8 +273,8 @@ pub fn render_bundle_with(bundle: &Bundle, image: &str, migration: Migration) ->
     }
 
     let mut props: Vec<GoProp> = Vec::new();
-    for obj in &bundle.objects {
-        let data = gojson::to_string(&obj.value, KeyOrder::Sorted, true);
+    for obj in bundle.objects_as_written() {
+        let data = gojson::to_string(obj, KeyOrder::Sorted, true);
         let b64 = base64::engine::general_purpose::STANDARD.encode(data.as_bytes());
         props.push(GoProp::built(property::BUNDLE_OBJECT, json!({ "data": b64 })));
     }

@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use capstan::catalog::model::DeclarativeConfig;
 use capstan::resolve::{
