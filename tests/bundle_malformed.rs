@@ -352,3 +352,64 @@ fn what_keeps_opm_from_rendering_is_a_validation_error() {
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0].contains(field) && errs[0].contains("olm.gvk value must be {group, version, kind}"), "{errs:?}");
 }
+
+/// Issue 15: `bundle validate` checks related images as `catalog add` and `opm validate` do
+/// (kuadrant-operator's `oci://…` and a `name@` with no digest were accepted here and rejected
+/// there).
+#[test]
+fn related_image_references_are_checked_as_the_catalog_checks_them() {
+    let t = tempfile::tempdir().unwrap();
+    good(t.path());
+    let csv = format!(
+        "{CSV}  relatedImages:\n    - {{name: wasm-shim, image: \"oci://quay.io/kuadrant/wasm-shim:v0.1.0\"}}\n    - {{name: manager, image: \"quay.io/example/demo@\"}}\n"
+    );
+    fs::write(t.path().join("manifests/demo.clusterserviceversion.yaml"), csv).unwrap();
+    let b = Bundle::load(t.path()).unwrap();
+    assert_eq!(
+        errors(&b),
+        vec![
+            "error: manifests/demo.clusterserviceversion.yaml: spec.relatedImages[0].image: \"oci://quay.io/kuadrant/wasm-shim:v0.1.0\" is not a valid image reference (invalid reference format); the catalog rejects it (fix: write a pull spec such as quay.io/org/image:v1.0.0 or quay.io/org/image@sha256:<digest>; drop the scheme (oci://, docker://, https://))",
+            "error: manifests/demo.clusterserviceversion.yaml: spec.relatedImages[1].image: \"quay.io/example/demo@\" is not a valid image reference (invalid reference format); the catalog rejects it (fix: write a pull spec such as quay.io/org/image:v1.0.0 or quay.io/org/image@sha256:<digest>; give the digest after '@' (…@sha256:<64 hex digits>) or drop the '@')",
+        ]
+    );
+    // The catalog's own check of the rendered blob rejects the same two references.
+    let blob = render_bundle(&b, "quay.io/example/demo-bundle:v1.0.0").unwrap();
+    let catalog: Vec<String> = capstan::catalog::validate::check_bundle_blob(&blob).into_iter().map(|e| e.message).collect();
+    assert_eq!(catalog.len(), 2, "{catalog:?}");
+    assert!(catalog.iter().all(|m| m.contains("invalid image pull spec")), "{catalog:?}");
+}
+
+/// Issue 15: `catalog render` and `catalog add` run the one bundle validation `bundle validate`
+/// runs: a bundle it rejects is neither rendered nor added (exit 1, nothing written), as the
+/// README promises. (A Job is a kind OLM does not install from a bundle; opm renders it.)
+#[test]
+fn catalog_render_and_add_refuse_what_bundle_validate_rejects() {
+    let exe = env!("CARGO_BIN_EXE_capstan");
+    let t = tempfile::tempdir().unwrap();
+    good(t.path());
+    fs::write(t.path().join("manifests/job.yaml"), "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\n").unwrap();
+    let expected = format!(
+        "bundle demo-operator.v1.0.0 ({}) is invalid: 1 error; nothing was rendered\n  error: manifests/job.yaml: kind: Job is not a kind OLM installs from a bundle (the InstallPlan fails with UnsupportedResource) (fix: remove it or use one of {})",
+        t.path().display(),
+        capstan::bundle::ALLOWED_KINDS.join(", ")
+    );
+    let validate = Command::new(exe).args(["bundle", "validate"]).arg(t.path()).output().unwrap();
+    assert_eq!(validate.status.code(), Some(1));
+
+    let render = Command::new(exe).args(["catalog", "render"]).arg(t.path()).output().unwrap();
+    assert_eq!(render.status.code(), Some(1));
+    assert_eq!(render.stdout, b"");
+    assert_eq!(String::from_utf8_lossy(&render.stderr), format!("error: render {}: {expected}\n", t.path().display()));
+
+    let catalog = tempfile::tempdir().unwrap();
+    let add = Command::new(exe)
+        .args(["catalog", "add"])
+        .arg(catalog.path())
+        .arg(t.path())
+        .args(["--image", "quay.io/example/demo-bundle:v1.0.0"])
+        .output()
+        .unwrap();
+    assert_eq!(add.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&add.stderr), format!("error: {expected}\n"));
+    assert_eq!(fs::read_dir(catalog.path()).unwrap().count(), 0, "nothing written");
+}

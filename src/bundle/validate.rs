@@ -135,16 +135,48 @@ pub fn validate(bundle: &Bundle) -> Vec<Finding> {
     check_objects(bundle, &mut out);
     check_entries(bundle, &mut out, true);
     check_entries(bundle, &mut out, false);
-    // Whatever else keeps opm from rendering the bundle (and is not reported above).
-    if let Err(crate::catalog::render::RenderError::Field { file, field, message, .. }) =
-        crate::catalog::render::render_bundle(bundle, "")
-        && !out.findings.iter().any(|f| f.severity == Severity::Error && f.file == file)
-    {
-        out.error(file, field, format!("the bundle cannot be rendered into a catalog: {message}"), "fix the field");
+    // Whatever else keeps opm from rendering the bundle, or `catalog add` / `opm validate` from
+    // accepting the rendered blob (and is not reported above).
+    match crate::catalog::render::render_bundle(bundle, "") {
+        Err(crate::catalog::render::RenderError::Field { file, field, message, .. }) => {
+            if !out.findings.iter().any(|f| f.severity == Severity::Error && f.file == file) {
+                out.error(file, field, format!("the bundle cannot be rendered into a catalog: {message}"), "fix the field");
+            }
+        }
+        Err(_) => {}
+        Ok(blob) => check_blob(bundle, &blob, &mut out),
     }
     let mut findings = out.findings;
     findings.sort_by_key(|f| f.severity);
     findings
+}
+
+/// The catalog's per-bundle rules ([`crate::catalog::validate::check_bundle_blob`]) on the
+/// rendered blob, for what the checks above do not already report: image references are
+/// checked above field by field, and a version, name or property error is not repeated.
+fn check_blob(b: &Bundle, blob: &crate::catalog::model::Bundle, out: &mut Out) {
+    use crate::catalog::validate::ErrorKind;
+    let csv_file = b.csv().path().display().to_string();
+    let has_error = |out: &Out, pred: &dyn Fn(&Finding) -> bool| out.findings.iter().any(|f| f.severity == Severity::Error && pred(f));
+    for e in crate::catalog::validate::check_bundle_blob(blob) {
+        let covered = match e.kind {
+            ErrorKind::Image => true,
+            ErrorKind::Version => has_error(out, &|f| f.field.starts_with("spec.version") || f.field.starts_with("spec.release")),
+            ErrorKind::Name => has_error(out, &|f| f.field == "metadata.name"),
+            ErrorKind::Property => has_error(out, &|f| {
+                f.file.starts_with("metadata/") || f.field.contains("olm.properties") || f.field.contains(super::ANNOTATION_PACKAGE)
+            }),
+            _ => false,
+        };
+        if !covered {
+            out.error(
+                &csv_file,
+                "",
+                format!("the bundle's catalog entry (olm.bundle blob) is invalid: {}", e.message),
+                "fix the bundle so that `capstan catalog render` gives a valid blob",
+            );
+        }
+    }
 }
 
 fn check_annotations(b: &Bundle, out: &mut Out) {
@@ -328,8 +360,10 @@ fn check_csv(b: &Bundle, out: &mut Out) {
         None | Some(Value::Null) => {}
         Some(Value::Array(items)) => {
             for (i, r) in items.iter().enumerate() {
-                if str_at(r, "/image").is_empty() {
-                    out.error(&file, format!("spec.relatedImages[{i}].image"), "missing or not a string", "give the image reference, preferably by digest");
+                let field = format!("spec.relatedImages[{i}].image");
+                match str_at(r, "/image") {
+                    "" => out.error(&file, field, "missing or not a string", "give the image reference, preferably by digest"),
+                    image => check_image(image, &file, field, out),
                 }
             }
         }
@@ -420,6 +454,15 @@ fn check_install_strategy(v: &Value, file: &str, out: &mut Out) {
         }
         if d.pointer("/spec/template/spec/containers").and_then(Value::as_array).is_none_or(|c| c.is_empty()) {
             out.error(file, format!("spec.install.spec.deployments[{i}].spec.template.spec.containers"), "no containers", "add the operator container");
+        }
+        // The catalog lists these images as relatedImages, so they must be references too.
+        for list in ["containers", "initContainers"] {
+            for (j, c) in d.pointer(&format!("/spec/template/spec/{list}")).and_then(Value::as_array).into_iter().flatten().enumerate() {
+                let image = str_at(c, "/image");
+                if !image.is_empty() {
+                    check_image(image, file, format!("spec.install.spec.deployments[{i}].spec.template.spec.{list}[{j}].image"), out);
+                }
+            }
         }
     }
     for key in ["permissions", "clusterPermissions"] {
@@ -733,6 +776,26 @@ fn check_constraint_shape(c: &property::Constraint, file: &str, field: &str, out
                 check_constraint_shape(inner, file, &format!("{field}.{key}.constraints[{i}]"), out);
             }
         }
+    }
+}
+
+/// An image reference as `catalog add` and `opm validate` check it
+/// ([`crate::catalog::validate::check_reference`], the distribution reference grammar).
+fn check_image(image: &str, file: &str, field: String, out: &mut Out) {
+    if let Err(e) = crate::catalog::validate::check_reference(image) {
+        let hint = if image.contains("://") {
+            "; drop the scheme (oci://, docker://, https://)"
+        } else if image.ends_with('@') || image.contains("@:") {
+            "; give the digest after '@' (…@sha256:<64 hex digits>) or drop the '@'"
+        } else {
+            ""
+        };
+        out.error(
+            file,
+            field,
+            format!("{image:?} is not a valid image reference ({e}); the catalog rejects it"),
+            format!("write a pull spec such as quay.io/org/image:v1.0.0 or quay.io/org/image@sha256:<digest>{hint}"),
+        );
     }
 }
 

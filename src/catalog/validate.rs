@@ -264,6 +264,16 @@ pub fn validate(cfg: &DeclarativeConfig) -> Result<(), ValidationErrors> {
     validate_checked(cfg, checks)
 }
 
+/// The per-bundle rules of [`validate`] (name, image and related image references, properties,
+/// version and release) applied to one `olm.bundle` blob, as `catalog add` and `opm validate`
+/// apply them; [`crate::bundle::validate()`] runs them on the blob a bundle directory renders to.
+/// Empty when the blob passes.
+pub fn check_bundle_blob(b: &Bundle) -> Vec<ValidationError> {
+    let mut c = Collector { errors: Vec::new() };
+    check_bundle(b, None, &mut c);
+    c.errors
+}
+
 /// Blob counts of a catalog.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct CatalogCounts {
@@ -724,7 +734,7 @@ fn check_bundle(b: &Bundle, channel: Option<&str>, c: &mut Collector) -> Option<
 /// are accepted by a hand-written check of the same grammar without running the regex (a
 /// 10,000-bundle catalog spends most of its validation time there otherwise); anything that
 /// check does not accept goes to `oci_client` for the verdict and its message.
-fn check_reference(s: &str) -> Result<(), oci_client::ParseError> {
+pub(crate) fn check_reference(s: &str) -> Result<(), oci_client::ParseError> {
     if quick_reference_ok(s) {
         return Ok(());
     }
