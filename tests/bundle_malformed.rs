@@ -413,3 +413,36 @@ fn catalog_render_and_add_refuse_what_bundle_validate_rejects() {
     assert_eq!(String::from_utf8_lossy(&add.stderr), format!("error: {expected}\n"));
     assert_eq!(fs::read_dir(catalog.path()).unwrap().count(), 0, "nothing written");
 }
+
+/// Issue 15: a manifest without apiVersion is invalid content (exit 1, a finding naming file and
+/// field), not unreadable input (exit 2); an empty `alm-examples` annotation is a warning, as in
+/// opm and operator-sdk (operator-framework/api `validateExamplesAnnotations`).
+#[test]
+fn missing_api_version_is_invalid_content_and_empty_alm_examples_a_warning() {
+    let exe = env!("CARGO_BIN_EXE_capstan");
+    let t = tempfile::tempdir().unwrap();
+    good(t.path());
+    let csv = CSV.replace("    olm.skipRange:", "    alm-examples: \"\"\n    olm.skipRange:");
+    fs::write(t.path().join("manifests/demo.clusterserviceversion.yaml"), csv).unwrap();
+    let b = Bundle::load(t.path()).unwrap();
+    let findings: Vec<String> = validate(&b).iter().map(ToString::to_string).collect();
+    assert_eq!(
+        findings,
+        vec!["warning: manifests/demo.clusterserviceversion.yaml: metadata.annotations[alm-examples]: is empty: consoles offer no example for the APIs the operator provides (fix: write a JSON array of example custom resources, or remove the annotation)"]
+    );
+    let ok = Command::new(exe).args(["bundle", "validate"]).arg(t.path()).output().unwrap();
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stdout));
+
+    fs::write(t.path().join("manifests/sa.yaml"), "kind: ServiceAccount\nmetadata: {name: demo}\n").unwrap();
+    fs::write(t.path().join("manifests/cm.yaml"), "ApiVersion: v1\nkind: ConfigMap\nmetadata: {name: demo}\n").unwrap();
+    let b = Bundle::load(t.path()).unwrap();
+    assert_eq!(
+        errors(&b),
+        vec![
+            "error: manifests/cm.yaml: apiVersion: missing (there is \"ApiVersion\"; the API server matches field names exactly) (fix: rename \"ApiVersion\" to \"apiVersion\")",
+            "error: manifests/sa.yaml: apiVersion: missing; every manifest needs apiVersion and kind (fix: set apiVersion, e.g. apiVersion: v1)",
+        ]
+    );
+    let bad = Command::new(exe).args(["bundle", "validate"]).arg(t.path()).output().unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+}

@@ -343,8 +343,16 @@ fn check_csv(b: &Bundle, out: &mut Out) {
             "write a JSON list such as [{\"type\":\"olm.maxOpenShiftVersion\",\"value\":\"4.16\"}]",
         );
     }
-    // operator-framework/api `validateExamplesAnnotations`: consoles parse alm-examples as JSON.
-    if let Some(examples) = csv.annotation("alm-examples")
+    // operator-framework/api `validateExamplesAnnotations`: consoles parse alm-examples as JSON;
+    // an empty value is no example at all (`validateJSON` accepts it), which is a warning there.
+    if csv.annotation("alm-examples") == Some("") {
+        out.warn(
+            &file,
+            "metadata.annotations[alm-examples]",
+            "is empty: consoles offer no example for the APIs the operator provides",
+            "write a JSON array of example custom resources, or remove the annotation",
+        );
+    } else if let Some(examples) = csv.annotation("alm-examples")
         && let Err(e) = serde_json::from_str::<Vec<Value>>(examples)
     {
         out.error(
