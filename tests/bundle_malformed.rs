@@ -83,6 +83,12 @@ fn good(dir: &Path) {
     );
 }
 
+/// Replaces the good bundle's CSV in `dir` with `csv` and loads the bundle.
+fn with_csv(dir: &Path, csv: &str) -> Bundle {
+    fs::write(dir.join("manifests/demo.clusterserviceversion.yaml"), csv).unwrap();
+    Bundle::load(dir).unwrap()
+}
+
 fn errors(b: &Bundle) -> Vec<String> {
     validate(b).into_iter().filter(|f| f.severity == Severity::Error).map(|f| f.to_string()).collect()
 }
@@ -363,8 +369,7 @@ fn related_image_references_are_checked_as_the_catalog_checks_them() {
     let csv = format!(
         "{CSV}  relatedImages:\n    - {{name: wasm-shim, image: \"oci://quay.io/kuadrant/wasm-shim:v0.1.0\"}}\n    - {{name: manager, image: \"quay.io/example/demo@\"}}\n"
     );
-    fs::write(t.path().join("manifests/demo.clusterserviceversion.yaml"), csv).unwrap();
-    let b = Bundle::load(t.path()).unwrap();
+    let b = with_csv(t.path(), &csv);
     assert_eq!(
         errors(&b),
         vec![
@@ -423,8 +428,7 @@ fn missing_api_version_is_invalid_content_and_empty_alm_examples_a_warning() {
     let t = tempfile::tempdir().unwrap();
     good(t.path());
     let csv = CSV.replace("    olm.skipRange:", "    alm-examples: \"\"\n    olm.skipRange:");
-    fs::write(t.path().join("manifests/demo.clusterserviceversion.yaml"), csv).unwrap();
-    let b = Bundle::load(t.path()).unwrap();
+    let b = with_csv(t.path(), &csv);
     let findings: Vec<String> = validate(&b).iter().map(ToString::to_string).collect();
     assert_eq!(
         findings,
@@ -445,4 +449,38 @@ fn missing_api_version_is_invalid_content_and_empty_alm_examples_a_warning() {
     );
     let bad = Command::new(exe).args(["bundle", "validate"]).arg(t.path()).output().unwrap();
     assert_eq!(bad.status.code(), Some(1));
+}
+
+/// Issue 11: wrongly typed install-strategy fields, which OLM's decoding into the Kubernetes types
+/// rejects only at install time, are validation errors naming file, field path and the type.
+#[test]
+fn wrongly_typed_install_strategy_fields_are_errors_naming_the_field_and_type() {
+    let t = tempfile::tempdir().unwrap();
+    good(t.path());
+    let csv = CSV
+        .replace(
+            "            selector: {matchLabels: {app: demo}}",
+            "            replicas: \"2\"\n            selector: {matchLabels: {app: demo}}",
+        )
+        .replace(
+            "                  - {name: manager, image: \"quay.io/example/demo:v1.0.0\"}",
+            "                  - {name: manager, image: \"quay.io/example/demo:v1.0.0\", ports: [{containerPort: http}]}",
+        )
+        + "      permissions:\n        - serviceAccountName: demo\n          rules: everything\n      clusterPermissions:\n        - serviceAccountName: demo\n          rules:\n            - {apiGroups: [\"\"], resources: [pods], verbs: get}\n";
+    let b = with_csv(t.path(), &csv);
+    assert_eq!(
+        errors(&b),
+        vec![
+            "error: manifests/demo.clusterserviceversion.yaml: spec.install.spec.permissions[0].rules: invalid type: string \"everything\", expected a sequence; spec.install.spec.permissions[0].rules must be a list of rbac/v1 PolicyRule ({apiGroups, resources, verbs, …}, each a list of strings), and OLM fails the install otherwise (fix: write the field with the type the Kubernetes API gives it)",
+            "error: manifests/demo.clusterserviceversion.yaml: spec.install.spec.clusterPermissions[0].rules[0].verbs: invalid type: string \"get\", expected a sequence; spec.install.spec.clusterPermissions[0].rules must be a list of rbac/v1 PolicyRule ({apiGroups, resources, verbs, …}, each a list of strings), and OLM fails the install otherwise (fix: write the field with the type the Kubernetes API gives it)",
+            "error: manifests/demo.clusterserviceversion.yaml: spec.install.spec.deployments[0].spec.replicas: invalid type: string \"2\", expected i32; spec.install.spec.deployments[0].spec must be an apps/v1 DeploymentSpec, and OLM fails the install otherwise (fix: write the field with the type the Kubernetes API gives it)",
+        ]
+    );
+    // The first type error of each entry is reported; fixing replicas shows the port.
+    let b = with_csv(t.path(), &csv.replace("replicas: \"2\"", "replicas: 2"));
+    let errs = errors(&b);
+    assert!(
+        errs.iter().any(|e| e.starts_with("error: manifests/demo.clusterserviceversion.yaml: spec.install.spec.deployments[0].spec.template.spec.containers[0].ports[0].containerPort: invalid type: string \"http\", expected i32;")),
+        "{errs:?}"
+    );
 }

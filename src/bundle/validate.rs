@@ -447,6 +447,9 @@ fn check_install_strategy(v: &Value, file: &str, out: &mut Out) {
         out.error(file, "spec.install.strategy", format!("is {strategy:?}; OLM knows only \"deployment\""), "set strategy: deployment with spec.deployments");
         return;
     }
+    if !check_strategy_types(v, file, out) {
+        return;
+    }
     let deployments = v.pointer("/spec/install/spec/deployments").and_then(Value::as_array);
     let Some(deployments) = deployments.filter(|d| !d.is_empty()) else {
         out.warn(file, "spec.install.spec.deployments", "no deployments: the operator runs nothing", "add the operator's Deployment");
@@ -481,6 +484,94 @@ fn check_install_strategy(v: &Value, file: &str, out: &mut Out) {
                 }
             }
         }
+    }
+}
+
+/// `spec.install.spec` as OLM decodes it (operator-framework/api `StrategyDetailsDeployment`:
+/// `deployments[]` of `{name, spec: apps/v1 DeploymentSpec, label}`, `permissions[]` and
+/// `clusterPermissions[]` of `{serviceAccountName, rules: []rbac/v1 PolicyRule}`), each entry
+/// checked against the Kubernetes types of k8s-openapi, so that a wrongly typed field
+/// (`rules: everything`, `replicas: "2"`) is an error here rather than a failed install. Absent
+/// and `null` fields pass, as Go decodes them to zero values. Reports each entry's first type
+/// error with its field path; false when any was found (then the shape checks that follow are
+/// skipped).
+fn check_strategy_types(v: &Value, file: &str, out: &mut Out) -> bool {
+    use k8s_openapi::api::apps::v1::DeploymentSpec;
+    use k8s_openapi::api::rbac::v1::PolicyRule;
+    let before = out.findings.len();
+    let base = "spec.install.spec";
+    let spec = match v.pointer("/spec/install/spec") {
+        None | Some(Value::Null) => return true,
+        Some(Value::Object(m)) => m,
+        Some(other) => {
+            out.error(file, base, format!("must be a mapping with deployments, permissions and clusterPermissions, found {}", type_name(other)), "write spec.install.spec as a mapping");
+            return false;
+        }
+    };
+    let entries = |key: &str, out: &mut Out| -> Vec<(String, &serde_json::Map<String, Value>)> {
+        match spec.get(key) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => {
+                let mut ok = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    let field = format!("{base}.{key}[{i}]");
+                    match item {
+                        Value::Object(m) => ok.push((field, m)),
+                        Value::Null => {}
+                        other => out.error(file, field, format!("must be a mapping, found {}", type_name(other)), "write each entry as a mapping"),
+                    }
+                }
+                ok
+            }
+            Some(other) => {
+                out.error(file, format!("{base}.{key}"), format!("must be a list, found {}", type_name(other)), format!("write {key} as a list of entries"));
+                Vec::new()
+            }
+        }
+    };
+    for key in ["permissions", "clusterPermissions"] {
+        for (field, p) in entries(key, out) {
+            expect_string(p.get("serviceAccountName"), file, &format!("{field}.serviceAccountName"), out);
+            if let Some(rules) = p.get("rules") {
+                typed::<Option<Vec<PolicyRule>>>(rules, file, &format!("{field}.rules"), "a list of rbac/v1 PolicyRule ({apiGroups, resources, verbs, …}, each a list of strings)", out);
+            }
+        }
+    }
+    for (field, d) in entries("deployments", out) {
+        expect_string(d.get("name"), file, &format!("{field}.name"), out);
+        if let Some(spec) = d.get("spec") {
+            typed::<Option<DeploymentSpec>>(spec, file, &format!("{field}.spec"), "an apps/v1 DeploymentSpec", out);
+        }
+        if let Some(label) = d.get("label") {
+            typed::<Option<BTreeMap<String, String>>>(label, file, &format!("{field}.label"), "a mapping of label names to strings", out);
+        }
+    }
+    out.findings.len() == before
+}
+
+fn expect_string(v: Option<&Value>, file: &str, field: &str, out: &mut Out) {
+    match v {
+        None | Some(Value::Null | Value::String(_)) => {}
+        Some(other) => out.error(file, field, format!("must be a string, found {}", type_name(other)), "quote the value"),
+    }
+}
+
+/// Deserializes `v` into `T`; on failure, an error naming the field path inside `v` (from
+/// serde_path_to_error), serde's reason and `expected`, the type OLM decodes the field into.
+fn typed<T: serde::de::DeserializeOwned>(v: &Value, file: &str, field: &str, expected: &str, out: &mut Out) {
+    if let Err(e) = serde_path_to_error::deserialize::<_, T>(v) {
+        let inner = e.path().to_string();
+        let at = match inner.as_str() {
+            "." | "" => field.to_string(),
+            p if p.starts_with('[') => format!("{field}{p}"),
+            p => format!("{field}.{p}"),
+        };
+        out.error(
+            file,
+            at,
+            format!("{}; {field} must be {expected}, and OLM fails the install otherwise", e.inner()),
+            "write the field with the type the Kubernetes API gives it",
+        );
     }
 }
 
