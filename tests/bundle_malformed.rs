@@ -484,3 +484,20 @@ fn wrongly_typed_install_strategy_fields_are_errors_naming_the_field_and_type() 
         "{errs:?}"
     );
 }
+
+/// What only the catalog's per-bundle rules catch (here a `spec.release` longer than opm's 20
+/// characters) is a `bundle validate` error too, so `catalog add` never meets a bundle that
+/// `bundle validate` passed.
+#[test]
+fn the_catalogs_bundle_rules_run_on_the_rendered_blob() {
+    let t = tempfile::tempdir().unwrap();
+    good(t.path());
+    let b = with_csv(t.path(), &CSV.replace("  version: 1.0.0\n", "  version: 1.0.0\n  release: a-release-of-more-than-20\n"));
+    let errs = errors(&b);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].starts_with("error: manifests/demo.clusterserviceversion.yaml: the bundle's catalog entry (olm.bundle blob) is invalid: ")
+            && errs[0].contains("invalid release \"a-release-of-more-than-20\": exceeds maximum length of 20 characters"),
+        "{errs:?}"
+    );
+}
