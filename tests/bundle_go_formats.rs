@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use capstan::bundle::{Bundle, Finding, Severity, validate};
+use capstan::install::{self, InstallTarget};
 use capstan::catalog::render::{Migration, render_bundle, render_bundle_with};
 use serde_json::{Value, json};
 
@@ -133,4 +134,36 @@ fn automotive_infra_api_version_is_read_and_rendered_as_written() {
         .find(|o| o["kind"] == "ClusterServiceVersion")
         .unwrap();
     assert_eq!(&csv_object, written);
+}
+
+/// What the issue saw fail at install time now plans as OLM plans it: no `<<` key in any step
+/// (clickhouse), and the CSV applied with its fields under their own names (apiVersion,
+/// minKubeVersion, the resource's kind).
+#[test]
+fn the_install_plan_carries_what_go_would_read() {
+    for name in ["clickhouse/0.26.0", "project-quay/3.18.0", "strimzi-kafka-operator/1.2.0", "automotive-infra/0.0.3"] {
+        let b = load(name);
+        let target = InstallTarget {
+            namespace: "operators".into(),
+            target_namespaces: vec!["operators".into()],
+            package: b.package().into(),
+            csv_name: b.name().into(),
+            ..Default::default()
+        };
+        let steps = install::steps(&b, &target).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut left = Vec::new();
+        for s in &steps {
+            merge_keys(&s.manifest, &s.describe(), &mut left);
+        }
+        assert_eq!(left, Vec::<String>::new(), "{name}");
+        let csv = &steps.iter().find(|s| s.kind == "ClusterServiceVersion").unwrap().manifest;
+        assert_eq!(csv["apiVersion"], "operators.coreos.com/v1alpha1", "{name}");
+        assert_eq!(csv.get("ApiVersion"), None, "{name}");
+        if name.starts_with("strimzi") {
+            assert_eq!(csv.pointer("/spec/minKubeVersion"), Some(&json!("1.30.0")));
+        }
+        if name.starts_with("project-quay") {
+            assert_eq!(csv.pointer("/spec/customresourcedefinitions/owned/0/resources/4"), Some(&json!({"kind": "Job"})));
+        }
+    }
 }
