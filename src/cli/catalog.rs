@@ -222,7 +222,7 @@ fn render_input(a: &AddArgs, scratch: &Path) -> Result<AddInput, (String, u8)> {
         eprintln!("warning: no --image given; the bundle blob gets the placeholder image {placeholder}");
         placeholder
     });
-    let blob = super::render::render_checked(&bundle, &image, migration)?;
+    let blob = super::render::render_checked(&bundle, &a.bundle, &image, migration)?;
     Ok(AddInput {
         bundle: blob,
         replaces: info.replaces,
