@@ -1025,6 +1025,16 @@ mod tests {
         assert_eq!(cfg.others[0]["answer"], 42);
     }
 
+    /// YAML merge keys in a catalog file are expanded as opm's YAML reader (goyaml v2) expands them.
+    #[test]
+    fn yaml_merge_keys_are_expanded() {
+        let y = "---\nschema: olm.bundle\nname: foo.v1.0.0\npackage: foo\nimage: r/foo:1\nproperties:\n  - &pkg\n    type: olm.package\n    value: {packageName: foo, version: 1.0.0}\n  - <<: *pkg\n    type: olm.package.required\n";
+        let cfg = parse_bytes("c.yaml", y.as_bytes()).unwrap();
+        let props = &cfg.bundles[0].properties;
+        assert_eq!(props[1].type_, "olm.package.required");
+        assert_eq!(props[1].value, serde_json::json!({"packageName": "foo", "version": "1.0.0"}));
+    }
+
     #[test]
     fn json_round_trip_is_stable_and_sniffed_by_content() {
         let cfg = parse_bytes("c.yaml", YAML.as_bytes()).unwrap();
