@@ -1,7 +1,11 @@
-//! A guard run before YAML parsing: flow collections (`[…]`, `{…}`) nested deeper than
-//! [`MAX_FLOW_DEPTH`] are rejected at once.
+//! YAML as operator-registry and OLM read it, for every bundle, catalog and Subscription file:
 //!
-//! Why: the YAML parser behind `serde_norway` only reports its recursion limit after scanning the
+//! - [`check_flow_depth`], a guard run before parsing: flow collections (`[…]`, `{…}`) nested
+//!   deeper than [`MAX_FLOW_DEPTH`] are rejected at once.
+//! - [`documents`] / [`from_str`]: YAML documents read into JSON values with merge keys (`<<:`)
+//!   expanded as Go's YAML library does it (see [`from_str`]).
+//!
+//! Why the depth guard: the YAML parser behind `serde_norway` only reports its recursion limit after scanning the
 //! whole input, and scanning deeply nested flow collections costs time quadratic in the depth — a
 //! 256 KB file of `{a: {a: …` took 24 s to reject. Catalog files come from registries, so one
 //! hostile file must not stall a `catalog validate` or a controller. Legitimate catalogs, bundles
@@ -12,6 +16,10 @@
 //! or `{`), quoted scalars and comments are skipped, and everything else is ignored. It may miss
 //! nesting that YAML sees (then the parser's own limit still applies), but it never rejects input
 //! whose flow nesting is shallow.
+
+use serde::Deserialize;
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
 
 /// Deepest flow-collection nesting accepted (the parser's own recursion limit is 128).
 pub const MAX_FLOW_DEPTH: usize = 100;
@@ -127,6 +135,181 @@ pub fn error_in_file(e: &serde_norway::Error, first_line: usize) -> (usize, Stri
     (line, out)
 }
 
+/// The message Go's YAML library gives for a `<<` whose value is not a mapping or a list of
+/// mappings (`go.yaml.in/yaml/v2` `failWantMap`).
+pub const MERGE_WANTS_MAP: &str = "map merge requires map or sequence of maps as the value";
+
+/// Parses one YAML document into a JSON value as `sigs.k8s.io/yaml` (`YAMLToJSON`, which decodes
+/// with `go.yaml.in/yaml/v2`) does for operator-registry and OLM: aliases are expanded, and a
+/// merge key `<<` (plain or tagged `!!merge`) merges the mapping, or the list of mappings, it
+/// holds into the surrounding mapping. The merge follows goyaml v2 `decoder.mapping` /
+/// `decoder.merge` exactly:
+///
+/// - keys are applied in the order written, so a key written *after* `<<` overrides a merged
+///   one, while a key written *before* it is overridden by the merged value;
+/// - of a list of mappings, the earlier mapping wins;
+/// - a duplicate key keeps the last value (goyaml v2 is not strict), as without merges.
+///
+/// `serde_norway::Value::apply_merge` is not used: it lets every explicit key win wherever it
+/// stands (the YAML 1.1 merge spec, goyaml v3) and rejects duplicate keys, so it would read some
+/// files differently from opm and OLM.
+///
+/// Known gaps, both of which only matter for files no tool writes: a quoted `"<<"` key merges
+/// here (goyaml v2 treats it as a plain key), and an alias to a *list* of mappings merges here
+/// (goyaml v2 rejects it; an inline list is fine in both).
+///
+/// # Errors
+/// The parser's error (with line and column), or [`MERGE_WANTS_MAP`] when a `<<` holds a scalar
+/// or a list with a non-mapping entry.
+pub fn from_str(doc: &str) -> Result<Value, serde_norway::Error> {
+    let mut docs = documents(doc);
+    match docs.next() {
+        None => Ok(Value::Null),
+        Some(first) => {
+            let v = first?;
+            match docs.next() {
+                None => Ok(v),
+                Some(_) => Err(de::Error::custom("deserializing from YAML containing more than one document is not supported")),
+            }
+        }
+    }
+}
+
+/// Every document of a YAML stream, each read as [`from_str`] reads one (an empty document reads
+/// as `Value::Null`).
+pub fn documents(text: &str) -> impl Iterator<Item = Result<Value, serde_norway::Error>> + '_ {
+    // Fast path: without "<<" anywhere there is no merge key, so read straight into JSON.
+    let merges = text.contains("<<");
+    serde_norway::Deserializer::from_str(text).map(move |doc| {
+        if merges {
+            Node::deserialize(doc).and_then(|n| n.into_json().map_err(de::Error::custom))
+        } else {
+            Value::deserialize(doc)
+        }
+    })
+}
+
+/// A YAML node with its mapping entries in written order, duplicates and `<<` kept, so that
+/// merges can be applied as goyaml v2 applies them.
+enum Node {
+    Leaf(Value),
+    Seq(Vec<Node>),
+    Map(Vec<(String, Node)>),
+}
+
+impl Node {
+    fn into_json(self) -> Result<Value, &'static str> {
+        Ok(match self {
+            Node::Leaf(v) => v,
+            Node::Seq(items) => Value::Array(items.into_iter().map(Node::into_json).collect::<Result<_, _>>()?),
+            Node::Map(entries) => {
+                let mut out = Map::new();
+                for (k, v) in entries {
+                    if k == "<<" {
+                        merge(&mut out, v)?;
+                    } else {
+                        out.insert(k, v.into_json()?);
+                    }
+                }
+                Value::Object(out)
+            }
+        })
+    }
+}
+
+/// goyaml v2 `decoder.merge`: a mapping is applied over `out`; a list of mappings is applied
+/// last to first, so that the earlier mapping wins.
+fn merge(out: &mut Map<String, Value>, v: Node) -> Result<(), &'static str> {
+    let apply = |out: &mut Map<String, Value>, m: Node| -> Result<(), &'static str> {
+        if let Value::Object(o) = m.into_json()? {
+            for (k, x) in o {
+                out.insert(k, x);
+            }
+        }
+        Ok(())
+    };
+    match v {
+        m @ Node::Map(_) => apply(out, m),
+        Node::Seq(items) => {
+            if !items.iter().all(|i| matches!(i, Node::Map(_))) {
+                return Err(MERGE_WANTS_MAP);
+            }
+            for m in items.into_iter().rev() {
+                apply(out, m)?;
+            }
+            Ok(())
+        }
+        Node::Leaf(_) => Err(MERGE_WANTS_MAP),
+    }
+}
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Node, D::Error> {
+        d.deserialize_any(NodeVisitor)
+    }
+}
+
+struct NodeVisitor;
+
+impl<'de> Visitor<'de> for NodeVisitor {
+    type Value = Node;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any YAML value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Node, E> {
+        Ok(Node::Leaf(Value::Bool(v)))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Node, E> {
+        Ok(Node::Leaf(Value::Number(v.into())))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Node, E> {
+        Ok(Node::Leaf(Value::Number(v.into())))
+    }
+    fn visit_i128<E>(self, v: i128) -> Result<Node, E> {
+        Ok(Node::Leaf(Number::from_i128(v).map_or_else(|| Value::from(v as f64), Value::Number)))
+    }
+    fn visit_u128<E>(self, v: u128) -> Result<Node, E> {
+        Ok(Node::Leaf(Number::from_u128(v).map_or_else(|| Value::from(v as f64), Value::Number)))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Node, E> {
+        // As serde_json's own visitor: NaN and infinities become null.
+        Ok(Node::Leaf(Number::from_f64(v).map_or(Value::Null, Value::Number)))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Node, E> {
+        Ok(Node::Leaf(Value::String(v.to_string())))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Node, E> {
+        Ok(Node::Leaf(Value::String(v)))
+    }
+    fn visit_unit<E>(self) -> Result<Node, E> {
+        Ok(Node::Leaf(Value::Null))
+    }
+    fn visit_none<E>(self) -> Result<Node, E> {
+        Ok(Node::Leaf(Value::Null))
+    }
+    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Node, D::Error> {
+        Node::deserialize(d)
+    }
+    fn visit_newtype_struct<D: de::Deserializer<'de>>(self, d: D) -> Result<Node, D::Error> {
+        Node::deserialize(d)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
+        let mut items = Vec::new();
+        while let Some(x) = seq.next_element()? {
+            items.push(x);
+        }
+        Ok(Node::Seq(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
+        let mut entries = Vec::new();
+        while let Some((k, v)) = map.next_entry::<String, Node>()? {
+            entries.push((k, v));
+        }
+        Ok(Node::Map(entries))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,6 +322,40 @@ mod tests {
         assert_eq!(message, "did not find expected ',' or ']' at column 4, while parsing a flow sequence at line 11 column 4");
         let (line, message) = error_in_file(&e, 1);
         assert_eq!((line, message.as_str()), (3, "did not find expected ',' or ']' at column 4, while parsing a flow sequence at line 2 column 4"));
+    }
+
+    fn yaml(text: &str) -> Value {
+        from_str(text).unwrap()
+    }
+
+    #[test]
+    fn merge_keys_expand_as_goyaml_v2() {
+        // Later explicit keys win; an explicit key before << is overridden (goyaml v2 order).
+        let v = yaml("base: &b {a: 1, b: 2, c: 3}\nx:\n  c: 9\n  <<: *b\n  b: 7\n");
+        assert_eq!(v["x"], serde_json::json!({"c": 3, "a": 1, "b": 7}));
+        // A list of mappings: the earlier one wins.
+        let v = yaml("p: &p {a: 1}\nq: &q {a: 2, z: 0}\nx:\n  <<: [*p, *q]\n");
+        assert_eq!(v["x"], serde_json::json!({"a": 1, "z": 0}));
+        // The explicit !!merge tag, as the clickhouse CRDs write it, and merges inside merges.
+        let v = yaml("t: &t {type: string, <<: {enum: [a]}}\nf:\n  !!merge <<: *t\n  description: d\n");
+        assert_eq!(v["f"], serde_json::json!({"type": "string", "enum": ["a"], "description": "d"}));
+        // No merge key: read as before (duplicate keys keep the last value).
+        assert_eq!(yaml("a: 1\na: 2\n"), serde_json::json!({"a": 2}));
+        assert_eq!(yaml("a: 1\nb: [x, {c: ~}]\n"), serde_json::json!({"a": 1, "b": ["x", {"c": null}]}));
+    }
+
+    #[test]
+    fn a_merge_of_a_scalar_is_goyamls_error() {
+        for bad in ["x:\n  <<: 1\n", "x:\n  <<: [{a: 1}, 2]\n"] {
+            let e = from_str(bad).unwrap_err();
+            assert!(e.to_string().contains(MERGE_WANTS_MAP), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn documents_of_a_stream() {
+        let docs: Vec<Value> = documents("a: &a {k: v}\n---\nb: {<<: {k: w}}\n").collect::<Result<_, _>>().unwrap();
+        assert_eq!(docs, vec![serde_json::json!({"a": {"k": "v"}}), serde_json::json!({"b": {"k": "w"}})]);
     }
 
     #[test]

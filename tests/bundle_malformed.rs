@@ -83,6 +83,12 @@ fn good(dir: &Path) {
     );
 }
 
+/// Replaces the good bundle's CSV in `dir` with `csv` and loads the bundle.
+fn with_csv(dir: &Path, csv: &str) -> Bundle {
+    fs::write(dir.join("manifests/demo.clusterserviceversion.yaml"), csv).unwrap();
+    Bundle::load(dir).unwrap()
+}
+
 fn errors(b: &Bundle) -> Vec<String> {
     validate(b).into_iter().filter(|f| f.severity == Severity::Error).map(|f| f.to_string()).collect()
 }
@@ -351,4 +357,147 @@ fn what_keeps_opm_from_rendering_is_a_validation_error() {
     let errs = errors(&b);
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0].contains(field) && errs[0].contains("olm.gvk value must be {group, version, kind}"), "{errs:?}");
+}
+
+/// Issue 15: `bundle validate` checks related images as `catalog add` and `opm validate` do
+/// (kuadrant-operator's `oci://…` and a `name@` with no digest were accepted here and rejected
+/// there).
+#[test]
+fn related_image_references_are_checked_as_the_catalog_checks_them() {
+    let t = tempfile::tempdir().unwrap();
+    good(t.path());
+    let csv = format!(
+        "{CSV}  relatedImages:\n    - {{name: wasm-shim, image: \"oci://quay.io/kuadrant/wasm-shim:v0.1.0\"}}\n    - {{name: manager, image: \"quay.io/example/demo@\"}}\n"
+    );
+    let b = with_csv(t.path(), &csv);
+    assert_eq!(
+        errors(&b),
+        vec![
+            "error: manifests/demo.clusterserviceversion.yaml: spec.relatedImages[0].image: \"oci://quay.io/kuadrant/wasm-shim:v0.1.0\" is not a valid image reference (invalid reference format); the catalog rejects it (fix: write a pull spec such as quay.io/org/image:v1.0.0 or quay.io/org/image@sha256:<digest>; drop the scheme (oci://, docker://, https://))",
+            "error: manifests/demo.clusterserviceversion.yaml: spec.relatedImages[1].image: \"quay.io/example/demo@\" is not a valid image reference (invalid reference format); the catalog rejects it (fix: write a pull spec such as quay.io/org/image:v1.0.0 or quay.io/org/image@sha256:<digest>; give the digest after '@' (…@sha256:<64 hex digits>) or drop the '@')",
+        ]
+    );
+    // The catalog's own check of the rendered blob rejects the same two references.
+    let blob = render_bundle(&b, "quay.io/example/demo-bundle:v1.0.0").unwrap();
+    let catalog: Vec<String> = capstan::catalog::validate::check_bundle_blob(&blob).into_iter().map(|e| e.message).collect();
+    assert_eq!(catalog.len(), 2, "{catalog:?}");
+    assert!(catalog.iter().all(|m| m.contains("invalid image pull spec")), "{catalog:?}");
+}
+
+/// Issue 15: `catalog render` and `catalog add` run the one bundle validation `bundle validate`
+/// runs: a bundle it rejects is neither rendered nor added (exit 1, nothing written), as the
+/// README promises. (A Job is a kind OLM does not install from a bundle; opm renders it.)
+#[test]
+fn catalog_render_and_add_refuse_what_bundle_validate_rejects() {
+    let exe = env!("CARGO_BIN_EXE_capstan");
+    let t = tempfile::tempdir().unwrap();
+    good(t.path());
+    fs::write(t.path().join("manifests/job.yaml"), "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\n").unwrap();
+    let expected = format!(
+        "bundle demo-operator.v1.0.0 ({}) is invalid: 1 error; nothing was rendered\n  error: manifests/job.yaml: kind: Job is not a kind OLM installs from a bundle (the InstallPlan fails with UnsupportedResource) (fix: remove it or use one of {})",
+        t.path().display(),
+        capstan::bundle::ALLOWED_KINDS.join(", ")
+    );
+    let validate = Command::new(exe).args(["bundle", "validate"]).arg(t.path()).output().unwrap();
+    assert_eq!(validate.status.code(), Some(1));
+
+    let render = Command::new(exe).args(["catalog", "render"]).arg(t.path()).output().unwrap();
+    assert_eq!(render.status.code(), Some(1));
+    assert_eq!(render.stdout, b"");
+    assert_eq!(String::from_utf8_lossy(&render.stderr), format!("error: render {}: {expected}\n", t.path().display()));
+
+    let catalog = tempfile::tempdir().unwrap();
+    let add = Command::new(exe)
+        .args(["catalog", "add"])
+        .arg(catalog.path())
+        .arg(t.path())
+        .args(["--image", "quay.io/example/demo-bundle:v1.0.0"])
+        .output()
+        .unwrap();
+    assert_eq!(add.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&add.stderr), format!("error: {expected}\n"));
+    assert_eq!(fs::read_dir(catalog.path()).unwrap().count(), 0, "nothing written");
+}
+
+/// Issue 15: a manifest without apiVersion is invalid content (exit 1, a finding naming file and
+/// field), not unreadable input (exit 2); an empty `alm-examples` annotation is a warning, as in
+/// opm and operator-sdk (operator-framework/api `validateExamplesAnnotations`).
+#[test]
+fn missing_api_version_is_invalid_content_and_empty_alm_examples_a_warning() {
+    let exe = env!("CARGO_BIN_EXE_capstan");
+    let t = tempfile::tempdir().unwrap();
+    good(t.path());
+    let csv = CSV.replace("    olm.skipRange:", "    alm-examples: \"\"\n    olm.skipRange:");
+    let b = with_csv(t.path(), &csv);
+    let findings: Vec<String> = validate(&b).iter().map(ToString::to_string).collect();
+    assert_eq!(
+        findings,
+        vec!["warning: manifests/demo.clusterserviceversion.yaml: metadata.annotations[alm-examples]: is empty: consoles offer no example for the APIs the operator provides (fix: write a JSON array of example custom resources, or remove the annotation)"]
+    );
+    let ok = Command::new(exe).args(["bundle", "validate"]).arg(t.path()).output().unwrap();
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stdout));
+
+    fs::write(t.path().join("manifests/sa.yaml"), "kind: ServiceAccount\nmetadata: {name: demo}\n").unwrap();
+    fs::write(t.path().join("manifests/cm.yaml"), "ApiVersion: v1\nkind: ConfigMap\nmetadata: {name: demo}\n").unwrap();
+    let b = Bundle::load(t.path()).unwrap();
+    assert_eq!(
+        errors(&b),
+        vec![
+            "error: manifests/cm.yaml: apiVersion: missing (there is \"ApiVersion\"; the API server matches field names exactly) (fix: rename \"ApiVersion\" to \"apiVersion\")",
+            "error: manifests/sa.yaml: apiVersion: missing; every manifest needs apiVersion and kind (fix: set apiVersion, e.g. apiVersion: v1)",
+        ]
+    );
+    let bad = Command::new(exe).args(["bundle", "validate"]).arg(t.path()).output().unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+}
+
+/// Issue 11: wrongly typed install-strategy fields, which OLM's decoding into the Kubernetes types
+/// rejects only at install time, are validation errors naming file, field path and the type.
+#[test]
+fn wrongly_typed_install_strategy_fields_are_errors_naming_the_field_and_type() {
+    let t = tempfile::tempdir().unwrap();
+    good(t.path());
+    let csv = CSV
+        .replace(
+            "            selector: {matchLabels: {app: demo}}",
+            "            replicas: \"2\"\n            selector: {matchLabels: {app: demo}}",
+        )
+        .replace(
+            "                  - {name: manager, image: \"quay.io/example/demo:v1.0.0\"}",
+            "                  - {name: manager, image: \"quay.io/example/demo:v1.0.0\", ports: [{containerPort: http}]}",
+        )
+        + "      permissions:\n        - serviceAccountName: demo\n          rules: everything\n      clusterPermissions:\n        - serviceAccountName: demo\n          rules:\n            - {apiGroups: [\"\"], resources: [pods], verbs: get}\n";
+    let b = with_csv(t.path(), &csv);
+    assert_eq!(
+        errors(&b),
+        vec![
+            "error: manifests/demo.clusterserviceversion.yaml: spec.install.spec.permissions[0].rules: invalid type: string \"everything\", expected a sequence; spec.install.spec.permissions[0].rules must be a list of rbac/v1 PolicyRule ({apiGroups, resources, verbs, …}, each a list of strings), and OLM fails the install otherwise (fix: write the field with the type the Kubernetes API gives it)",
+            "error: manifests/demo.clusterserviceversion.yaml: spec.install.spec.clusterPermissions[0].rules[0].verbs: invalid type: string \"get\", expected a sequence; spec.install.spec.clusterPermissions[0].rules must be a list of rbac/v1 PolicyRule ({apiGroups, resources, verbs, …}, each a list of strings), and OLM fails the install otherwise (fix: write the field with the type the Kubernetes API gives it)",
+            "error: manifests/demo.clusterserviceversion.yaml: spec.install.spec.deployments[0].spec.replicas: invalid type: string \"2\", expected i32; spec.install.spec.deployments[0].spec must be an apps/v1 DeploymentSpec, and OLM fails the install otherwise (fix: write the field with the type the Kubernetes API gives it)",
+        ]
+    );
+    // The first type error of each entry is reported; fixing replicas shows the port.
+    let b = with_csv(t.path(), &csv.replace("replicas: \"2\"", "replicas: 2"));
+    let errs = errors(&b);
+    assert!(
+        errs.iter().any(|e| e.starts_with("error: manifests/demo.clusterserviceversion.yaml: spec.install.spec.deployments[0].spec.template.spec.containers[0].ports[0].containerPort: invalid type: string \"http\", expected i32;")),
+        "{errs:?}"
+    );
+}
+
+/// What only the catalog's per-bundle rules catch (here a `spec.release` longer than opm's 20
+/// characters) is a `bundle validate` error too, so `catalog add` never meets a bundle that
+/// `bundle validate` passed.
+#[test]
+fn the_catalogs_bundle_rules_run_on_the_rendered_blob() {
+    let t = tempfile::tempdir().unwrap();
+    good(t.path());
+    let b = with_csv(t.path(), &CSV.replace("  version: 1.0.0\n", "  version: 1.0.0\n  release: a-release-of-more-than-20\n"));
+    let errs = errors(&b);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].starts_with("error: manifests/demo.clusterserviceversion.yaml: the bundle's catalog entry (olm.bundle blob) is invalid: ")
+            && errs[0].contains("invalid release \"a-release-of-more-than-20\": exceeds maximum length of 20 characters"),
+        "{errs:?}"
+    );
 }

@@ -6,7 +6,6 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::catalog::model::Property;
@@ -41,12 +40,14 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
     let mut objects = Vec::new();
     let mut ignored = Vec::new();
     let mut csv_index = None;
+    let mut csv_as_written = None;
+    let mut noncanonical_keys = Vec::new();
     for (name, full) in list_files(&manifests_dir)? {
         let rel = PathBuf::from("manifests").join(&name);
         let docs = read_documents(&full, &rel)?;
         for (i, doc) in docs.into_iter().enumerate() {
             let document = i;
-            let manifest = Manifest { path: rel.clone(), document, value: doc };
+            let mut manifest = Manifest { path: rel.clone(), document, value: doc };
             check_object(&manifest)?;
             if i > 0 {
                 ignored.push(manifest);
@@ -58,6 +59,12 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
                     continue;
                 }
                 csv_index = Some(objects.len());
+                // OLM and opm decode the CSV into its Go type, matching field names as Go does.
+                let (canonical, keys) = super::gofields::canonical_csv(&manifest.value);
+                if !keys.is_empty() {
+                    csv_as_written = Some(std::mem::replace(&mut manifest.value, canonical));
+                    noncanonical_keys = keys;
+                }
             }
             objects.push(manifest);
         }
@@ -133,6 +140,8 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
         properties_file,
         objects,
         csv_index,
+        csv_as_written,
+        noncanonical_keys,
         ignored,
     })
 }
@@ -188,8 +197,8 @@ pub(crate) fn parse_documents(bytes: &[u8], rel: &Path) -> Result<Vec<Value>, Bu
     }
     crate::yaml::check_flow_depth(text).map_err(|e| syntax(e.to_string()))?;
     let mut out = Vec::new();
-    for doc in serde_norway::Deserializer::from_str(text) {
-        let v = Value::deserialize(doc).map_err(|e| syntax(format!("invalid YAML: {e}")))?;
+    for v in crate::yaml::documents(text) {
+        let v = v.map_err(|e| syntax(format!("invalid YAML: {e}")))?;
         if !v.is_null() {
             out.push(v);
         }
@@ -198,31 +207,17 @@ pub(crate) fn parse_documents(bytes: &[u8], rel: &Path) -> Result<Vec<Value>, Bu
 }
 
 fn check_object(m: &Manifest) -> Result<(), BundleError> {
-    let err = |message: String| BundleError::NotAnObject {
+    if m.value.is_object() {
+        return Ok(());
+    }
+    Err(BundleError::NotAnObject {
         path: m.path.clone(),
         document: m.document + 1,
-        message,
-    };
-    let Value::Object(map) = &m.value else {
-        return Err(err(format!(
+        message: format!(
             "expected a Kubernetes object (a mapping with apiVersion, kind and metadata), found {}",
             type_name(&m.value)
-        )));
-    };
-    for key in ["apiVersion", "kind"] {
-        match map.get(key) {
-            Some(Value::String(s)) if !s.is_empty() => {}
-            Some(Value::String(_)) | None => {
-                return Err(err(format!("field {key} is missing; every manifest needs apiVersion and kind")));
-            }
-            Some(other) => return Err(err(format!("field {key} must be a string, found {}", type_name(other)))),
-        }
-    }
-    if let Some(meta) = map.get("metadata")
-        && !meta.is_object() {
-            return Err(err(format!("field metadata must be a mapping, found {}", type_name(meta))));
-        }
-    Ok(())
+        ),
+    })
 }
 
 /// Why the first document of metadata file `name`, which [`decode_annotations`] did not accept,

@@ -86,7 +86,7 @@ pub fn bundle_labels(dir: &Path) -> Result<BTreeMap<String, String>, BundleImage
     })?;
     crate::yaml::check_flow_depth(&text).map_err(|e| bad(e.to_string()))?;
     let doc: serde_json::Value =
-        serde_norway::from_str(&text).map_err(|e| bad(format!("not YAML: {e}")))?;
+        crate::yaml::from_str(&text).map_err(|e| bad(format!("not YAML: {e}")))?;
     let map = doc
         .get("annotations")
         .and_then(|a| a.as_object())

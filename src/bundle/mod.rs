@@ -10,6 +10,7 @@
 mod crd;
 mod csv;
 mod decode;
+pub mod gofields;
 pub(crate) mod gojson;
 mod validate;
 pub mod image;
@@ -63,8 +64,17 @@ pub struct Bundle {
     /// file name (Go's `fs.ReadDir` order), hidden files and sub-directories skipped. Only the
     /// first ClusterServiceVersion counts; later ones are in [`Bundle::ignored`].
     pub objects: Vec<Manifest>,
-    /// Index of the ClusterServiceVersion in [`Bundle::objects`].
+    /// Index of the ClusterServiceVersion in [`Bundle::objects`]. Its value has its keys spelled
+    /// as the Go type's fields (`Kind:` read as `kind:`, as OLM and opm read it:
+    /// [`gofields`]); the CSV as written is [`Bundle::csv_as_written`].
     pub csv_index: usize,
+    /// The CSV exactly as written when some of its keys are spelled otherwise than their Go
+    /// fields ([`Bundle::noncanonical_keys`] lists them); `None` when it is the same as the CSV
+    /// in [`Bundle::objects`]. opm renders the CSV as written.
+    pub csv_as_written: Option<Value>,
+    /// Keys of the CSV that fill a Go field under another spelling (`MinKubeVersion` for
+    /// `minKubeVersion`), in document order; [`validate()`] warns about each.
+    pub noncanonical_keys: Vec<gofields::NonCanonicalKey>,
     /// Documents opm and OLM ignore: the second and later documents of a multi-document file and
     /// any ClusterServiceVersion after the first. [`validate()`] reports them.
     pub ignored: Vec<Manifest>,
@@ -77,7 +87,8 @@ pub struct Manifest {
     pub path: PathBuf,
     /// Zero-based document number inside the file.
     pub document: usize,
-    /// The object, as written (nothing pruned or defaulted).
+    /// The object, as written (nothing pruned or defaulted) — except that the bundle's CSV has
+    /// its keys spelled as its Go fields (see [`Bundle::csv_index`]).
     pub value: Value,
 }
 
@@ -244,6 +255,15 @@ impl Bundle {
     /// manifest, capstan refuses it so that no object is lost silently.
     pub fn load(dir: &Path) -> Result<Bundle, BundleError> {
         decode::load(dir)
+    }
+
+    /// Every object of [`Bundle::objects`] as written in its file (the CSV from
+    /// [`Bundle::csv_as_written`] when set), in order: what opm puts in `olm.bundle.object`.
+    pub fn objects_as_written(&self) -> impl Iterator<Item = &Value> {
+        self.objects.iter().enumerate().map(|(i, m)| match (&self.csv_as_written, i == self.csv_index) {
+            (Some(raw), true) => raw,
+            _ => &m.value,
+        })
     }
 
     /// The bundle's ClusterServiceVersion.

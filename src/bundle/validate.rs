@@ -135,16 +135,48 @@ pub fn validate(bundle: &Bundle) -> Vec<Finding> {
     check_objects(bundle, &mut out);
     check_entries(bundle, &mut out, true);
     check_entries(bundle, &mut out, false);
-    // Whatever else keeps opm from rendering the bundle (and is not reported above).
-    if let Err(crate::catalog::render::RenderError::Field { file, field, message, .. }) =
-        crate::catalog::render::render_bundle(bundle, "")
-        && !out.findings.iter().any(|f| f.severity == Severity::Error && f.file == file)
-    {
-        out.error(file, field, format!("the bundle cannot be rendered into a catalog: {message}"), "fix the field");
+    // Whatever else keeps opm from rendering the bundle, or `catalog add` / `opm validate` from
+    // accepting the rendered blob (and is not reported above).
+    match crate::catalog::render::render_bundle(bundle, "") {
+        Err(crate::catalog::render::RenderError::Field { file, field, message, .. }) => {
+            if !out.findings.iter().any(|f| f.severity == Severity::Error && f.file == file) {
+                out.error(file, field, format!("the bundle cannot be rendered into a catalog: {message}"), "fix the field");
+            }
+        }
+        Err(_) => {}
+        Ok(blob) => check_blob(bundle, &blob, &mut out),
     }
     let mut findings = out.findings;
     findings.sort_by_key(|f| f.severity);
     findings
+}
+
+/// The catalog's per-bundle rules ([`crate::catalog::validate::check_bundle_blob`]) on the
+/// rendered blob, for what the checks above do not already report: image references are
+/// checked above field by field, and a version, name or property error is not repeated.
+fn check_blob(b: &Bundle, blob: &crate::catalog::model::Bundle, out: &mut Out) {
+    use crate::catalog::validate::ErrorKind;
+    let csv_file = b.csv().path().display().to_string();
+    let has_error = |out: &Out, pred: &dyn Fn(&Finding) -> bool| out.findings.iter().any(|f| f.severity == Severity::Error && pred(f));
+    for e in crate::catalog::validate::check_bundle_blob(blob) {
+        let covered = match e.kind {
+            ErrorKind::Image => true,
+            ErrorKind::Version => has_error(out, &|f| f.field.starts_with("spec.version") || f.field.starts_with("spec.release")),
+            ErrorKind::Name => has_error(out, &|f| f.field == "metadata.name"),
+            ErrorKind::Property => has_error(out, &|f| {
+                f.file.starts_with("metadata/") || f.field.contains("olm.properties") || f.field.contains(super::ANNOTATION_PACKAGE)
+            }),
+            _ => false,
+        };
+        if !covered {
+            out.error(
+                &csv_file,
+                "",
+                format!("the bundle's catalog entry (olm.bundle blob) is invalid: {}", e.message),
+                "fix the bundle so that `capstan catalog render` gives a valid blob",
+            );
+        }
+    }
 }
 
 fn check_annotations(b: &Bundle, out: &mut Out) {
@@ -311,8 +343,16 @@ fn check_csv(b: &Bundle, out: &mut Out) {
             "write a JSON list such as [{\"type\":\"olm.maxOpenShiftVersion\",\"value\":\"4.16\"}]",
         );
     }
-    // operator-framework/api `validateExamplesAnnotations`: consoles parse alm-examples as JSON.
-    if let Some(examples) = csv.annotation("alm-examples")
+    // operator-framework/api `validateExamplesAnnotations`: consoles parse alm-examples as JSON;
+    // an empty value is no example at all (`validateJSON` accepts it), which is a warning there.
+    if csv.annotation("alm-examples") == Some("") {
+        out.warn(
+            &file,
+            "metadata.annotations[alm-examples]",
+            "is empty: consoles offer no example for the APIs the operator provides",
+            "write a JSON array of example custom resources, or remove the annotation",
+        );
+    } else if let Some(examples) = csv.annotation("alm-examples")
         && let Err(e) = serde_json::from_str::<Vec<Value>>(examples)
     {
         out.error(
@@ -328,8 +368,10 @@ fn check_csv(b: &Bundle, out: &mut Out) {
         None | Some(Value::Null) => {}
         Some(Value::Array(items)) => {
             for (i, r) in items.iter().enumerate() {
-                if str_at(r, "/image").is_empty() {
-                    out.error(&file, format!("spec.relatedImages[{i}].image"), "missing or not a string", "give the image reference, preferably by digest");
+                let field = format!("spec.relatedImages[{i}].image");
+                match str_at(r, "/image") {
+                    "" => out.error(&file, field, "missing or not a string", "give the image reference, preferably by digest"),
+                    image => check_image(image, &file, field, out),
                 }
             }
         }
@@ -405,6 +447,9 @@ fn check_install_strategy(v: &Value, file: &str, out: &mut Out) {
         out.error(file, "spec.install.strategy", format!("is {strategy:?}; OLM knows only \"deployment\""), "set strategy: deployment with spec.deployments");
         return;
     }
+    if !check_strategy_types(v, file, out) {
+        return;
+    }
     let deployments = v.pointer("/spec/install/spec/deployments").and_then(Value::as_array);
     let Some(deployments) = deployments.filter(|d| !d.is_empty()) else {
         out.warn(file, "spec.install.spec.deployments", "no deployments: the operator runs nothing", "add the operator's Deployment");
@@ -421,6 +466,15 @@ fn check_install_strategy(v: &Value, file: &str, out: &mut Out) {
         if d.pointer("/spec/template/spec/containers").and_then(Value::as_array).is_none_or(|c| c.is_empty()) {
             out.error(file, format!("spec.install.spec.deployments[{i}].spec.template.spec.containers"), "no containers", "add the operator container");
         }
+        // The catalog lists these images as relatedImages, so they must be references too.
+        for list in ["containers", "initContainers"] {
+            for (j, c) in d.pointer(&format!("/spec/template/spec/{list}")).and_then(Value::as_array).into_iter().flatten().enumerate() {
+                let image = str_at(c, "/image");
+                if !image.is_empty() {
+                    check_image(image, file, format!("spec.install.spec.deployments[{i}].spec.template.spec.{list}[{j}].image"), out);
+                }
+            }
+        }
     }
     for key in ["permissions", "clusterPermissions"] {
         if let Some(perms) = v.pointer(&format!("/spec/install/spec/{key}")).and_then(Value::as_array) {
@@ -430,6 +484,94 @@ fn check_install_strategy(v: &Value, file: &str, out: &mut Out) {
                 }
             }
         }
+    }
+}
+
+/// `spec.install.spec` as OLM decodes it (operator-framework/api `StrategyDetailsDeployment`:
+/// `deployments[]` of `{name, spec: apps/v1 DeploymentSpec, label}`, `permissions[]` and
+/// `clusterPermissions[]` of `{serviceAccountName, rules: []rbac/v1 PolicyRule}`), each entry
+/// checked against the Kubernetes types of k8s-openapi, so that a wrongly typed field
+/// (`rules: everything`, `replicas: "2"`) is an error here rather than a failed install. Absent
+/// and `null` fields pass, as Go decodes them to zero values. Reports each entry's first type
+/// error with its field path; false when any was found (then the shape checks that follow are
+/// skipped).
+fn check_strategy_types(v: &Value, file: &str, out: &mut Out) -> bool {
+    use k8s_openapi::api::apps::v1::DeploymentSpec;
+    use k8s_openapi::api::rbac::v1::PolicyRule;
+    let before = out.findings.len();
+    let base = "spec.install.spec";
+    let spec = match v.pointer("/spec/install/spec") {
+        None | Some(Value::Null) => return true,
+        Some(Value::Object(m)) => m,
+        Some(other) => {
+            out.error(file, base, format!("must be a mapping with deployments, permissions and clusterPermissions, found {}", type_name(other)), "write spec.install.spec as a mapping");
+            return false;
+        }
+    };
+    let entries = |key: &str, out: &mut Out| -> Vec<(String, &serde_json::Map<String, Value>)> {
+        match spec.get(key) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => {
+                let mut ok = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    let field = format!("{base}.{key}[{i}]");
+                    match item {
+                        Value::Object(m) => ok.push((field, m)),
+                        Value::Null => {}
+                        other => out.error(file, field, format!("must be a mapping, found {}", type_name(other)), "write each entry as a mapping"),
+                    }
+                }
+                ok
+            }
+            Some(other) => {
+                out.error(file, format!("{base}.{key}"), format!("must be a list, found {}", type_name(other)), format!("write {key} as a list of entries"));
+                Vec::new()
+            }
+        }
+    };
+    for key in ["permissions", "clusterPermissions"] {
+        for (field, p) in entries(key, out) {
+            expect_string(p.get("serviceAccountName"), file, &format!("{field}.serviceAccountName"), out);
+            if let Some(rules) = p.get("rules") {
+                typed::<Option<Vec<PolicyRule>>>(rules, file, &format!("{field}.rules"), "a list of rbac/v1 PolicyRule ({apiGroups, resources, verbs, …}, each a list of strings)", out);
+            }
+        }
+    }
+    for (field, d) in entries("deployments", out) {
+        expect_string(d.get("name"), file, &format!("{field}.name"), out);
+        if let Some(spec) = d.get("spec") {
+            typed::<Option<DeploymentSpec>>(spec, file, &format!("{field}.spec"), "an apps/v1 DeploymentSpec", out);
+        }
+        if let Some(label) = d.get("label") {
+            typed::<Option<BTreeMap<String, String>>>(label, file, &format!("{field}.label"), "a mapping of label names to strings", out);
+        }
+    }
+    out.findings.len() == before
+}
+
+fn expect_string(v: Option<&Value>, file: &str, field: &str, out: &mut Out) {
+    match v {
+        None | Some(Value::Null | Value::String(_)) => {}
+        Some(other) => out.error(file, field, format!("must be a string, found {}", type_name(other)), "quote the value"),
+    }
+}
+
+/// Deserializes `v` into `T`; on failure, an error naming the field path inside `v` (from
+/// serde_path_to_error), serde's reason and `expected`, the type OLM decodes the field into.
+fn typed<T: serde::de::DeserializeOwned>(v: &Value, file: &str, field: &str, expected: &str, out: &mut Out) {
+    if let Err(e) = serde_path_to_error::deserialize::<_, T>(v) {
+        let inner = e.path().to_string();
+        let at = match inner.as_str() {
+            "." | "" => field.to_string(),
+            p if p.starts_with('[') => format!("{field}{p}"),
+            p => format!("{field}.{p}"),
+        };
+        out.error(
+            file,
+            at,
+            format!("{}; {field} must be {expected}, and OLM fails the install otherwise", e.inner()),
+            "write the field with the type the Kubernetes API gives it",
+        );
     }
 }
 
@@ -521,8 +663,25 @@ fn check_crds(b: &Bundle, out: &mut Out) {
 }
 
 fn check_objects(b: &Bundle, out: &mut Out) {
+    let csv_file = b.csv().path().display().to_string();
+    for k in &b.noncanonical_keys {
+        out.warn(
+            &csv_file,
+            k.field(),
+            format!(
+                "key {:?} is not spelled as the field {:?}; OLM and opm read it as {} (Go matches field names case-insensitively), other tools may not",
+                k.written,
+                k.canonical,
+                k.canonical_field()
+            ),
+            format!("rename {:?} to {:?}", k.written, k.canonical),
+        );
+    }
     for m in &b.objects {
         let file = m.location();
+        if !check_type_meta(m, &file, out) {
+            continue;
+        }
         let kind = m.kind();
         if kind == "Deployment" {
             out.error(&file, "kind", "a bundle cannot carry a Deployment; OLM creates Deployments only from the CSV", "move it into the CSV's spec.install.spec.deployments");
@@ -560,6 +719,40 @@ fn check_objects(b: &Bundle, out: &mut Out) {
             );
         }
     }
+}
+
+/// `apiVersion` and `kind` are non-empty strings and `metadata` is a mapping; false (after
+/// reporting it) when `apiVersion` or `kind` is not, so that kind-specific checks are skipped.
+fn check_type_meta(m: &Manifest, file: &str, out: &mut Out) -> bool {
+    let mut ok = true;
+    for key in ["apiVersion", "kind"] {
+        match m.value.get(key) {
+            Some(Value::String(s)) if !s.is_empty() => {}
+            Some(Value::String(_)) | None => {
+                ok = false;
+                let spelled = m.value.as_object().and_then(|o| o.keys().find(|k| super::gofields::go_fold_eq(k, key)));
+                let message = match spelled {
+                    Some(other) => format!("missing (there is {other:?}; the API server matches field names exactly)"),
+                    None => "missing; every manifest needs apiVersion and kind".to_string(),
+                };
+                let fix = match spelled {
+                    Some(other) => format!("rename {other:?} to {key:?}"),
+                    None => format!("set {key}, e.g. {}", if key == "kind" { "kind: ConfigMap" } else { "apiVersion: v1" }),
+                };
+                out.error(file, key, message, fix);
+            }
+            Some(other) => {
+                ok = false;
+                out.error(file, key, format!("must be a string, found {}", type_name(other)), "quote the value");
+            }
+        }
+    }
+    if let Some(meta) = m.value.get("metadata")
+        && !meta.is_object()
+    {
+        out.error(file, "metadata", format!("must be a mapping, found {}", type_name(meta)), "give metadata with at least a name");
+    }
+    ok
 }
 
 /// The dotted path of the largest leaf string or subtree, for size messages.
@@ -682,6 +875,26 @@ fn check_constraint_shape(c: &property::Constraint, file: &str, field: &str, out
                 check_constraint_shape(inner, file, &format!("{field}.{key}.constraints[{i}]"), out);
             }
         }
+    }
+}
+
+/// An image reference as `catalog add` and `opm validate` check it
+/// ([`crate::catalog::validate::check_reference`], the distribution reference grammar).
+fn check_image(image: &str, file: &str, field: String, out: &mut Out) {
+    if let Err(e) = crate::catalog::validate::check_reference(image) {
+        let hint = if image.contains("://") {
+            "; drop the scheme (oci://, docker://, https://)"
+        } else if image.ends_with('@') || image.contains("@:") {
+            "; give the digest after '@' (…@sha256:<64 hex digits>) or drop the '@'"
+        } else {
+            ""
+        };
+        out.error(
+            file,
+            field,
+            format!("{image:?} is not a valid image reference ({e}); the catalog rejects it"),
+            format!("write a pull spec such as quay.io/org/image:v1.0.0 or quay.io/org/image@sha256:<digest>{hint}"),
+        );
     }
 }
 

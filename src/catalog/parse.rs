@@ -195,7 +195,7 @@ fn parse_yaml_stream(source: &str, text: &str, cfg: &mut DeclarativeConfig) -> R
         }) {
             continue;
         }
-        let value: Value = serde_norway::from_str(doc).map_err(|e| {
+        let value: Value = crate::yaml::from_str(doc).map_err(|e| {
             let (line, message) = crate::yaml::error_in_file(&e, first_line);
             CatalogError::Syntax { file: source.to_string(), format: "YAML", line, message }
         })?;
@@ -1023,6 +1023,16 @@ mod tests {
         assert_eq!(cfg.bundles[0].properties[0].type_, "olm.package");
         assert_eq!(cfg.others.len(), 1);
         assert_eq!(cfg.others[0]["answer"], 42);
+    }
+
+    /// YAML merge keys in a catalog file are expanded as opm's YAML reader (goyaml v2) expands them.
+    #[test]
+    fn yaml_merge_keys_are_expanded() {
+        let y = "---\nschema: olm.bundle\nname: foo.v1.0.0\npackage: foo\nimage: r/foo:1\nproperties:\n  - &pkg\n    type: olm.package\n    value: {packageName: foo, version: 1.0.0}\n  - <<: *pkg\n    type: olm.package.required\n";
+        let cfg = parse_bytes("c.yaml", y.as_bytes()).unwrap();
+        let props = &cfg.bundles[0].properties;
+        assert_eq!(props[1].type_, "olm.package.required");
+        assert_eq!(props[1].value, serde_json::json!({"packageName": "foo", "version": "1.0.0"}));
     }
 
     #[test]

@@ -48,7 +48,7 @@ use serde_json::{Map, Value, json};
 use super::model::{self, Property, RelatedImage};
 use super::property;
 use crate::bundle::gojson::{self, KeyOrder};
-use crate::bundle::{Bundle, BundleError};
+use crate::bundle::{Bundle, BundleError, Finding, Severity};
 
 /// Options of a render (`opm render` flags).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -101,6 +101,39 @@ pub enum RenderError {
         /// What is wrong and what to do.
         message: String,
     },
+    /// [`crate::bundle::validate()`] found errors: the bundle is neither rendered nor added.
+    #[error("bundle {bundle} ({dir}) is invalid: {}; nothing was rendered{}", count_errors(.errors.len()), list_findings(.errors))]
+    Invalid {
+        /// Bundle (CSV) name.
+        bundle: String,
+        /// The bundle directory as given.
+        dir: String,
+        /// The error findings, in [`crate::bundle::validate()`]'s order.
+        errors: Vec<Finding>,
+    },
+}
+
+fn count_errors(n: usize) -> String {
+    if n == 1 { "1 error".to_string() } else { format!("{n} errors") }
+}
+
+fn list_findings(findings: &[Finding]) -> String {
+    findings.iter().map(|f| format!("\n  {f}")).collect()
+}
+
+/// [`render_bundle_with`] after [`crate::bundle::validate()`], the one bundle validation that
+/// `bundle validate`, `catalog render` and `catalog add` share: a bundle with errors is not
+/// rendered. Returns the blob and the warnings.
+///
+/// # Errors
+/// [`RenderError::Invalid`] with every error finding, else as [`render_bundle_with`].
+pub fn render_validated(bundle: &Bundle, image: &str, migration: Migration) -> Result<(model::Bundle, Vec<Finding>), RenderError> {
+    let (errors, warnings): (Vec<Finding>, Vec<Finding>) =
+        crate::bundle::validate(bundle).into_iter().partition(|f| f.severity == Severity::Error);
+    if !errors.is_empty() {
+        return Err(RenderError::Invalid { bundle: bundle.name().to_string(), dir: bundle.dir.display().to_string(), errors });
+    }
+    Ok((render_bundle_with(bundle, image, migration)?, warnings))
 }
 
 /// The deterministic image reference used when a bundle directory is rendered without one:
@@ -273,8 +306,8 @@ pub fn render_bundle_with(bundle: &Bundle, image: &str, migration: Migration) ->
     }
 
     let mut props: Vec<GoProp> = Vec::new();
-    for obj in &bundle.objects {
-        let data = gojson::to_string(&obj.value, KeyOrder::Sorted, true);
+    for obj in bundle.objects_as_written() {
+        let data = gojson::to_string(obj, KeyOrder::Sorted, true);
         let b64 = base64::engine::general_purpose::STANDARD.encode(data.as_bytes());
         props.push(GoProp::built(property::BUNDLE_OBJECT, json!({ "data": b64 })));
     }

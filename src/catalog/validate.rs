@@ -224,6 +224,22 @@ pub fn is_dns1123_label(s: &str) -> bool {
         && b[b.len() - 1] != b'-'
 }
 
+/// A blob's image for messages: the reference, or `no image` when it has none.
+fn image_or_none(image: &str) -> &str {
+    if image.is_empty() { "no image" } else { image }
+}
+
+/// The images of several blobs for messages: `images A and B`, or `all with image A` when they
+/// are the same.
+fn blob_images(images: &[&str]) -> String {
+    let shown: Vec<&str> = images.iter().map(|i| image_or_none(i)).collect();
+    if shown.windows(2).all(|w| w[0] == w[1]) {
+        return format!("all with image {}", shown[0]);
+    }
+    let (last, rest) = shown.split_last().map_or(("", &[][..]), |(l, r)| (*l, r));
+    format!("images {} and {last}", rest.join(", "))
+}
+
 fn list(names: &[&str]) -> String {
     names.join(", ")
 }
@@ -262,6 +278,16 @@ pub fn validate(cfg: &DeclarativeConfig) -> Result<(), ValidationErrors> {
         checks.check(b);
     }
     validate_checked(cfg, checks)
+}
+
+/// The per-bundle rules of [`validate`] (name, image and related image references, properties,
+/// version and release) applied to one `olm.bundle` blob, as `catalog add` and `opm validate`
+/// apply them; [`crate::bundle::validate()`] runs them on the blob a bundle directory renders to.
+/// Empty when the blob passes.
+pub fn check_bundle_blob(b: &Bundle) -> Vec<ValidationError> {
+    let mut c = Collector { errors: Vec::new() };
+    check_bundle(b, None, &mut c);
+    c.errors
 }
 
 /// Blob counts of a catalog.
@@ -344,7 +370,6 @@ fn shrink_checked(cfg: &mut DeclarativeConfig) {
         b.properties = Vec::new();
         b.related_images = Vec::new();
         b.extra = IndexMap::new();
-        b.image = String::new();
     }
     for p in &mut cfg.packages {
         p.description = None;
@@ -406,7 +431,8 @@ impl BundleChecks {
 }
 
 /// The catalog-wide half of [`validate`]: packages, channels, graphs, duplicates, deprecations,
-/// using the per-bundle results in `checks`. `cfg.bundles` need only carry package and name.
+/// using the per-bundle results in `checks`. `cfg.bundles` need only carry package, name and
+/// image (errors that involve several bundle blobs name each by its image).
 ///
 /// # Errors
 /// [`ValidationErrors`] with the errors of `checks` and of the catalog-wide rules.
@@ -463,6 +489,8 @@ pub fn validate_checked(cfg: &DeclarativeConfig, checks: BundleChecks) -> Result
 
     // Bundles, by (package, name).
     let mut bundles: FxMap<(&str, &str), &Bundle> = FxMap::default();
+    // (package, name) of duplicated bundles → the image of every blob with that name.
+    let mut duplicates: IndexMap<(&str, &str), Vec<&str>, FxBuild> = IndexMap::default();
     for b in &cfg.bundles {
         if b.package.is_empty() {
             c.push("", None, Some(&b.name), ErrorKind::UnknownPackage, format!(
@@ -478,12 +506,16 @@ pub fn validate_checked(cfg: &DeclarativeConfig, checks: BundleChecks) -> Result
             ));
             continue;
         }
-        if bundles.insert((&b.package, &b.name), b).is_some() {
-            c.push(&b.package, None, Some(&b.name), ErrorKind::Duplicate, format!(
-                "duplicate bundle {:?}: package {} has more than one olm.bundle blob with this name; keep one",
-                b.name, b.package
-            ));
+        if let Some(first) = bundles.insert((&b.package, &b.name), b) {
+            duplicates.entry((&b.package, &b.name)).or_insert_with(|| vec![first.image.as_str()]).push(&b.image);
         }
+    }
+    for ((pkg, name), images) in &duplicates {
+        c.push(pkg, None, Some(name), ErrorKind::Duplicate, format!(
+            "duplicate bundle {name:?}: package {pkg} has {} olm.bundle blobs with this name ({}); keep one",
+            images.len(),
+            blob_images(images)
+        ));
     }
 
     // Bundles listed in no channel; the channel of each bundle error's path.
@@ -574,9 +606,14 @@ pub fn validate_checked(cfg: &DeclarativeConfig, checks: BundleChecks) -> Result
         for (v, mut names) in by_version {
             if names.len() > 1 {
                 names.sort_unstable();
+                let images: Vec<String> = names
+                    .iter()
+                    .map(|n| format!("{n}: {}", bundles.get(&(pkg, *n)).map_or("(no blob)", |b| image_or_none(&b.image))))
+                    .collect();
                 c.push(pkg, None, None, ErrorKind::Version, format!(
-                    "package {pkg} has duplicate version {v}: bundles {} all have version {v} in their olm.package property; every bundle of a package needs its own version (bump the version of the respin or use the release field)",
-                    names.join(" and ")
+                    "package {pkg} has duplicate version {v}: bundles {} all have version {v} in their olm.package property (images: {}); every bundle of a package needs its own version (bump the version of the respin or use the release field)",
+                    names.join(" and "),
+                    images.join(", ")
                 ));
             }
         }
@@ -724,7 +761,7 @@ fn check_bundle(b: &Bundle, channel: Option<&str>, c: &mut Collector) -> Option<
 /// are accepted by a hand-written check of the same grammar without running the regex (a
 /// 10,000-bundle catalog spends most of its validation time there otherwise); anything that
 /// check does not accept goes to `oci_client` for the verdict and its message.
-fn check_reference(s: &str) -> Result<(), oci_client::ParseError> {
+pub(crate) fn check_reference(s: &str) -> Result<(), oci_client::ParseError> {
     if quick_reference_ok(s) {
         return Ok(());
     }
@@ -926,7 +963,7 @@ fn check_channel<'a>(
             "channel {cn} lists entry {m}, but package {pkg} has no olm.bundle blob named {m}; add the bundle or remove the entry"
         ));
     }
-    check_graph(pkg, cn, &entries, versions, c);
+    check_graph(pkg, cn, &entries, bundles, versions, c);
 }
 
 /// Head, cycle and stranded-bundle rules (operator-registry `Channel.Head`,
@@ -935,6 +972,7 @@ fn check_graph<'a>(
     pkg: &'a str,
     cn: &str,
     entries: &IndexMap<&'a str, &'a ChannelEntry, FxBuild>,
+    bundles: &FxMap<(&'a str, &'a str), &'a Bundle>,
     versions: &'a BundleChecks,
     c: &mut Collector,
 ) {
@@ -1060,6 +1098,9 @@ fn check_graph<'a>(
                     if with_range.is_empty() { String::new() } else { format!("{}, but ", with_range.join(", ")) }
                 ));
             }
+            let images: Vec<String> =
+                heads.iter().map(|h| format!("{h}: {}", bundles.get(&(pkg, *h)).map_or("(no blob)", |b| image_or_none(&b.image)))).collect();
+            msg.push_str(&format!(". The heads' images: {}", images.join(", ")));
             c.push(pkg, Some(cn), None, ErrorKind::MultipleHeads, msg);
         }
     }
@@ -1182,6 +1223,24 @@ mod tests {
             bundle("p", "p.v3", "3.0.0")
         );
         validate(&cfg(&y)).unwrap();
+    }
+
+    /// Issue 15: errors that involve several bundle blobs name each by its image, so that the
+    /// author can tell which one is wrong.
+    #[test]
+    fn errors_about_several_blobs_name_their_images() {
+        let chan = "---\nschema: olm.channel\npackage: p\nname: stable\nentries:\n- name: p.v1\n- name: p.v2\n";
+        let twice = bundle("p", "p.v1", "1.0.0").replace("registry.local/p:1.0.0", "registry.local/other:1.0.0");
+        let y = format!("{PKG}{chan}{}{twice}{}", bundle("p", "p.v1", "1.0.0"), bundle("p", "p.v2", "1.0.0"));
+        let e = errs(&y);
+        let messages: Vec<&str> = e.errors.iter().map(|e| e.message.as_str()).collect();
+        assert!(messages.contains(&"duplicate bundle \"p.v1\": package p has 2 olm.bundle blobs with this name (images registry.local/p:1.0.0 and registry.local/other:1.0.0); keep one"), "{e}");
+        assert!(messages.contains(&"package p has duplicate version 1.0.0: bundles p.v1 and p.v2 all have version 1.0.0 in their olm.package property (images: p.v1: registry.local/other:1.0.0, p.v2: registry.local/p:1.0.0); every bundle of a package needs its own version (bump the version of the respin or use the release field)"), "{e}");
+        assert!(messages.iter().any(|m| m.contains("has two heads, p.v1 and p.v2") || m.contains("has two heads, p.v2 and p.v1")), "{e}");
+        assert!(messages.iter().any(|m| m.ends_with(". The heads' images: p.v1: registry.local/other:1.0.0, p.v2: registry.local/p:1.0.0")
+            || m.ends_with(". The heads' images: p.v2: registry.local/p:1.0.0, p.v1: registry.local/other:1.0.0")), "{e}");
+        assert_eq!(blob_images(&["a", "a"]), "all with image a");
+        assert_eq!(blob_images(&["a", "", "c"]), "images a, no image and c");
     }
 
     #[test]

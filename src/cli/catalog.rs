@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use capstan::catalog::add::{AddError, AddInput, AddOptions, UpdateMode, add_to_dir};
 use capstan::catalog::image::{is_image_reference, load_catalog_image_blocking};
-use capstan::catalog::render::{Migration, render_bundle_with, render_info};
+use capstan::catalog::render::{Migration, render_info};
 use capstan::catalog::validate::{CatalogCounts, ValidationError, ValidationErrors, validate, validate_path_report};
 
 use super::image::{CatalogImageCommand, RegistryArgs};
@@ -222,7 +222,7 @@ fn render_input(a: &AddArgs, scratch: &Path) -> Result<AddInput, (String, u8)> {
         eprintln!("warning: no --image given; the bundle blob gets the placeholder image {placeholder}");
         placeholder
     });
-    let blob = render_bundle_with(&bundle, &image, migration).map_err(|e| (e.to_string(), 1))?;
+    let blob = super::render::render_checked(&bundle, &a.bundle, &image, migration)?;
     Ok(AddInput {
         bundle: blob,
         replaces: info.replaces,

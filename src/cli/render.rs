@@ -15,7 +15,7 @@ use capstan::bundle::image::{BundleImageError, pull_bundle};
 use capstan::catalog::image::{is_image_reference, load_catalog_image_blocking};
 use capstan::catalog::model::DeclarativeConfig;
 use capstan::catalog::parse::{self, Format, to_stream};
-use capstan::catalog::render::{Migration, placeholder_image, render_bundle_with, render_info};
+use capstan::catalog::render::{Migration, RenderError, placeholder_image, render_info, render_validated};
 
 use super::image::RegistryArgs;
 
@@ -157,9 +157,22 @@ fn render_dir(
             None => placeholder_image(&info.package, &info.version),
         }
     });
-    let blob = render_bundle_with(&bundle, &image, migration).map_err(|e| (e.to_string(), 1))?;
-    cfg.bundles.push(blob);
+    cfg.bundles.push(render_checked(&bundle, &dir.display().to_string(), &image, migration)?);
     Ok(())
+}
+
+/// [`render_validated`] for the CLI: warnings go to stderr (naming the bundle), errors become
+/// exit code 1. `shown` is the bundle as the user named it (a pulled image is read from a scratch
+/// directory, which the message does not show).
+pub(crate) fn render_checked(bundle: &Bundle, shown: &str, image: &str, migration: Migration) -> Result<capstan::catalog::model::Bundle, Failure> {
+    let (blob, warnings) = render_validated(bundle, image, migration).map_err(|e| match e {
+        RenderError::Invalid { bundle, errors, .. } => (RenderError::Invalid { bundle, dir: shown.to_string(), errors }.to_string(), 1),
+        e => (e.to_string(), 1),
+    })?;
+    for w in warnings {
+        eprintln!("bundle {}: {w}", bundle.name());
+    }
+    Ok(blob)
 }
 
 /// Pulls `reference`; a bundle image is rendered with `reference` as its image (as opm does),
@@ -180,7 +193,7 @@ fn render_image(reference: &str, args: &RenderArgs, migration: Migration, cfg: &
         Err(f) => Err(f),
         Ok(Ok(_)) => Bundle::load(&scratch)
             .map_err(|e| (e.to_string(), 1))
-            .and_then(|b| render_bundle_with(&b, reference, migration).map_err(|e| (e.to_string(), 1)))
+            .and_then(|b| render_checked(&b, reference, reference, migration))
             .map(|blob| cfg.bundles.push(blob)),
         Ok(Err(BundleImageError::NotABundle { .. })) => load_catalog_image_blocking(reference, config)
             .map(|loaded| parse::merge(cfg, loaded.config))

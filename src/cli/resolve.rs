@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use capstan::catalog::model::DeclarativeConfig;
 use capstan::resolve::{
@@ -224,8 +223,8 @@ fn read_subscriptions(path: &Path) -> Result<Vec<SubscriptionRequest>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     capstan::yaml::check_flow_depth(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut out = Vec::new();
-    for (i, doc) in serde_norway::Deserializer::from_str(&text).enumerate() {
-        let v = Value::deserialize(doc).map_err(|e| format!("{}: not valid YAML: {e}", path.display()))?;
+    for (i, v) in capstan::yaml::documents(&text).enumerate() {
+        let v = v.map_err(|e| format!("{}: not valid YAML: {e}", path.display()))?;
         if v.is_null() {
             continue;
         }
