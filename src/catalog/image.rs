@@ -205,6 +205,7 @@ async fn pull_catalog_into(
         dest,
         &UnpackOptions {
             subdir: Some(configs_dir.clone()),
+            limits: registry.config().limits,
         },
     )?;
     if summary.files == 0 {
@@ -345,6 +346,7 @@ pub async fn load_catalog_image(
         tmp.path(),
         &UnpackOptions {
             subdir: Some(configs_dir.clone()),
+            limits: registry.config().limits,
         },
     )?;
     if summary.files == 0 {

@@ -171,6 +171,8 @@ pub struct PushedImage {
 #[derive(Clone)]
 pub struct Registry {
     config: Arc<ClientConfig>,
+    /// For manifests (see `get_manifest_bounded`); blobs go through oci-client.
+    http: reqwest::Client,
     clients: Arc<Mutex<HashMap<String, Client>>>,
     progress: Progress,
 }
@@ -210,7 +212,13 @@ impl Registry {
         // it once per process. An error only means a provider is installed already.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let progress = Progress::new(config.quiet);
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .read_timeout(config.read_timeout.unwrap_or(READ_TIMEOUT))
+            .build()
+            .unwrap_or_default();
         Registry {
+            http,
             config: Arc::new(config),
             clients: Arc::default(),
             progress,
@@ -339,17 +347,13 @@ impl Registry {
     async fn manifest_bytes(&self, by_digest: &Reference, digest: &str) -> Result<Vec<u8>> {
         if let Some(cache) = &self.config.cache
             && let Some(bytes) = cache.get(digest)
+            && bytes.len() as u64 <= self.config.limits.manifest_bytes
         {
             tracing::debug!(digest, "manifest served from the blob cache");
             return Ok(bytes);
         }
         tracing::debug!(reference = %by_digest.whole(), "pulling manifest");
-        let client = self.ready(by_digest).await?;
-        let (auth, _) = self.auth_for(by_digest)?;
-        let (body, _) = client
-            .pull_manifest_raw(by_digest, &auth, MANIFEST_TYPES)
-            .await
-            .map_err(|e| self.map_err(e, by_digest, &Op::Pull))?;
+        let body = self.get_manifest_bounded(by_digest, digest).await?;
         let actual = sha256_digest(&body);
         if actual != digest {
             return Err(OciError::DigestMismatch {
@@ -363,21 +367,102 @@ impl Registry {
         if let Some(cache) = &self.config.cache {
             cache.put(digest, &body)?;
         }
-        Ok(body.to_vec())
+        Ok(body)
+    }
+
+    /// GETs the manifest `by_digest` (a digest reference) and reads its body in chunks, failing
+    /// with [`OciError::TooLarge`] as soon as it passes [`super::Limits::manifest_bytes`] (or
+    /// when `Content-Length` already says so). oci-client's `pull_manifest_raw` reads a body of
+    /// any size into memory, so the request is made here with the same reqwest, the credentials
+    /// oci-client resolved (its token flow) and the same protocol and timeouts.
+    async fn get_manifest_bounded(&self, by_digest: &Reference, digest: &str) -> Result<Vec<u8>> {
+        let limit = self.config.limits.manifest_bytes;
+        let too_large = |size: String| {
+            OciError::too_large(
+                &by_digest.whole(),
+                format!("manifest {digest}"),
+                size,
+                super::limits::Limit::Manifest,
+                &self.config.limits,
+            )
+        };
+        let registry = by_digest.resolve_registry();
+        let client = self.ready(by_digest).await?;
+        let (auth, _) = self.auth_for(by_digest)?;
+        let token = client
+            .auth(by_digest, &auth, oci_client::RegistryOperation::Pull)
+            .await
+            .map_err(|e| self.map_err(e, by_digest, &Op::Pull))?;
+        let url = format!(
+            "{}://{registry}/v2/{}/manifests/{digest}",
+            self.scheme(registry),
+            by_digest.repository()
+        );
+        let mut request = self.http.get(&url).header(reqwest::header::ACCEPT, MANIFEST_TYPES.join(", "));
+        request = match (&token, &auth) {
+            (Some(t), _) => request.bearer_auth(t),
+            (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
+            (None, _) => request,
+        };
+        let as_oci = |e: reqwest::Error| self.map_err(OciDistributionError::RequestError(e), by_digest, &Op::Pull);
+        let mut response = request.send().await.map_err(as_oci)?;
+        let status = response.status();
+        if !status.is_success() {
+            let mut message = String::new();
+            if let Ok(Some(chunk)) = response.chunk().await {
+                message = String::from_utf8_lossy(&chunk[..chunk.len().min(4096)]).into_owned();
+            }
+            return Err(self.map_err(
+                OciDistributionError::ServerError { code: status.as_u16(), url, message },
+                by_digest,
+                &Op::Pull,
+            ));
+        }
+        if let Some(len) = response.content_length()
+            && len > limit
+        {
+            return Err(too_large(format!("declared as {len} bytes (Content-Length)")));
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(as_oci)? {
+            if (body.len() + chunk.len()) as u64 > limit {
+                return Err(too_large(format!("more than {limit} bytes")));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
     }
 
     /// Pulls one blob by its descriptor, verifying size and sha256; served from (and stored
-    /// into) the cache.
+    /// into) the cache. `what` is `config` or `layer`: the declared size must be within
+    /// [`super::Limits::config_bytes`] or [`super::Limits::layer_bytes`], checked before anything
+    /// is read, and the download stops as soon as the registry sends more than the declared size.
     ///
-    /// Errors: [`OciError::DigestMismatch`], plus the registry errors.
+    /// Errors: [`OciError::TooLarge`], [`OciError::LongerThanDeclared`],
+    /// [`OciError::DigestMismatch`], [`OciError::Format`] for a negative size, plus the registry
+    /// errors.
     pub async fn pull_blob(
         &self,
         reference: &Reference,
         descriptor: &OciDescriptor,
         what: &'static str,
     ) -> Result<Vec<u8>> {
+        let limit = if what == "config" { super::limits::Limit::Config } else { super::limits::Limit::Layer };
+        let declared = u64::try_from(descriptor.size).map_err(|_| OciError::Format {
+            reference: reference.whole(),
+            reason: format!("{what} {} has a negative size {} in the manifest", descriptor.digest, descriptor.size),
+        })?;
+        if declared > self.config.limits.get(limit) {
+            return Err(OciError::too_large(
+                &reference.whole(),
+                format!("{what} {}", descriptor.digest),
+                format!("declared as {declared} bytes"),
+                limit,
+                &self.config.limits,
+            ));
+        }
         if let Some(cache) = &self.config.cache
-            && let Some(bytes) = cache.get(&descriptor.digest)
+            && let Some(bytes) = cache.get_sized(&descriptor.digest, declared)
         {
             tracing::debug!(digest = %descriptor.digest, what, "blob served from the blob cache");
             return Ok(bytes);
@@ -387,19 +472,28 @@ impl Registry {
         let short = short_digest(&descriptor.digest);
         let bar = self
             .progress
-            .bytes_bar(descriptor.size.max(0) as u64, format!("pull {what} {short}"));
+            .bytes_bar(declared, format!("pull {what} {short}"));
         let mut sink = BarWriter {
-            buf: Vec::with_capacity(descriptor.size.clamp(0, 64 << 20) as usize),
+            buf: Vec::with_capacity(declared.min(64 << 20) as usize),
             bar: bar.clone(),
+            limit: declared,
+            overflowed: false,
         };
-        client
-            .pull_blob(reference, descriptor, &mut sink)
-            .await
-            .map_err(|e| self.map_err(e, reference, &Op::Pull))?;
+        let pulled = client.pull_blob(reference, descriptor, &mut sink).await;
         bar.finish_and_clear();
+        if sink.overflowed {
+            return Err(OciError::LongerThanDeclared {
+                reference: reference.whole(),
+                registry: reference.resolve_registry().to_string(),
+                what,
+                digest: descriptor.digest.clone(),
+                declared,
+            });
+        }
+        pulled.map_err(|e| self.map_err(e, reference, &Op::Pull))?;
         let data = sink.buf;
         let actual = sha256_digest(&data);
-        if actual != descriptor.digest || data.len() as i64 != descriptor.size {
+        if actual != descriptor.digest || data.len() as u64 != declared {
             return Err(OciError::DigestMismatch {
                 reference: reference.whole(),
                 registry: reference.resolve_registry().to_string(),
@@ -418,10 +512,27 @@ impl Registry {
     /// every blob is cached, a digest reference makes no request and a tag reference makes one
     /// (`HEAD` of the tag).
     ///
-    /// Errors: see [`Self::pull_manifest`] and [`Self::pull_blob`].
+    /// The declared sizes of config and layers together must be within
+    /// [`super::Limits::image_bytes`] (checked before any blob is pulled): the pulled image is
+    /// held in memory.
+    ///
+    /// Errors: see [`Self::pull_manifest`] and [`Self::pull_blob`]; [`OciError::TooLarge`].
     pub async fn pull(&self, reference: &Reference) -> Result<PulledImage> {
         let (digest, manifest, manifest_bytes) = self.pull_manifest(reference).await?;
         let by_digest = reference.clone_with_digest(digest.clone());
+        let declared: u64 = std::iter::once(&manifest.config)
+            .chain(&manifest.layers)
+            .map(|d| u64::try_from(d.size).unwrap_or(0))
+            .fold(0, u64::saturating_add);
+        if declared > self.config.limits.image_bytes {
+            return Err(OciError::too_large(
+                &by_digest.whole(),
+                format!("image {digest} (config and {} layers)", manifest.layers.len()),
+                format!("declared as {declared} bytes"),
+                super::limits::Limit::Image,
+                &self.config.limits,
+            ));
+        }
         let config = self.pull_blob(&by_digest, &manifest.config, "config").await?;
         let layers = try_join_all(manifest.layers.iter().map(|d| {
             let by_digest = &by_digest;
