@@ -433,20 +433,11 @@ impl Registry {
         Ok(body)
     }
 
-    /// Pulls one blob by its descriptor, verifying size and sha256; served from (and stored
-    /// into) the cache. `what` is `config` or `layer`: the declared size must be within
-    /// [`super::Limits::config_bytes`] or [`super::Limits::layer_bytes`], checked before anything
-    /// is read, and the download stops as soon as the registry sends more than the declared size.
+    /// The size `descriptor` declares, after checking it against the limit for `what` (`config`:
+    /// [`super::Limits::config_bytes`], else [`super::Limits::layer_bytes`]).
     ///
-    /// Errors: [`OciError::TooLarge`], [`OciError::LongerThanDeclared`],
-    /// [`OciError::DigestMismatch`], [`OciError::Format`] for a negative size, plus the registry
-    /// errors.
-    pub async fn pull_blob(
-        &self,
-        reference: &Reference,
-        descriptor: &OciDescriptor,
-        what: &'static str,
-    ) -> Result<Vec<u8>> {
+    /// Errors: [`OciError::TooLarge`]; [`OciError::Format`] for a negative size.
+    fn check_declared(&self, reference: &Reference, descriptor: &OciDescriptor, what: &str) -> Result<u64> {
         let limit = if what == "config" { super::limits::Limit::Config } else { super::limits::Limit::Layer };
         let declared = u64::try_from(descriptor.size).map_err(|_| OciError::Format {
             reference: reference.whole(),
@@ -461,6 +452,24 @@ impl Registry {
                 &self.config.limits,
             ));
         }
+        Ok(declared)
+    }
+
+    /// Pulls one blob by its descriptor, verifying size and sha256; served from (and stored
+    /// into) the cache. `what` is `config` or `layer`: the declared size must be within
+    /// [`super::Limits::config_bytes`] or [`super::Limits::layer_bytes`], checked before anything
+    /// is read, and the download stops as soon as the registry sends more than the declared size.
+    ///
+    /// Errors: [`OciError::TooLarge`], [`OciError::LongerThanDeclared`],
+    /// [`OciError::DigestMismatch`], [`OciError::Format`] for a negative size, plus the registry
+    /// errors.
+    pub async fn pull_blob(
+        &self,
+        reference: &Reference,
+        descriptor: &OciDescriptor,
+        what: &'static str,
+    ) -> Result<Vec<u8>> {
+        let declared = self.check_declared(reference, descriptor, what)?;
         if let Some(cache) = &self.config.cache
             && let Some(bytes) = cache.get_sized(&descriptor.digest, declared)
         {
@@ -490,7 +499,16 @@ impl Registry {
                 declared,
             });
         }
-        pulled.map_err(|e| self.map_err(e, reference, &Op::Pull))?;
+        pulled.map_err(|e| match e {
+            OciDistributionError::DigestError(d) => OciError::DigestMismatch {
+                reference: reference.whole(),
+                registry: reference.resolve_registry().to_string(),
+                what,
+                expected: descriptor.digest.clone(),
+                actual: d.to_string(),
+            },
+            e => self.map_err(e, reference, &Op::Pull),
+        })?;
         let data = sink.buf;
         let actual = sha256_digest(&data);
         if actual != descriptor.digest || data.len() as u64 != declared {
@@ -520,10 +538,10 @@ impl Registry {
     pub async fn pull(&self, reference: &Reference) -> Result<PulledImage> {
         let (digest, manifest, manifest_bytes) = self.pull_manifest(reference).await?;
         let by_digest = reference.clone_with_digest(digest.clone());
-        let declared: u64 = std::iter::once(&manifest.config)
-            .chain(&manifest.layers)
-            .map(|d| u64::try_from(d.size).unwrap_or(0))
-            .fold(0, u64::saturating_add);
+        let mut declared: u64 = self.check_declared(&by_digest, &manifest.config, "config")?;
+        for layer in &manifest.layers {
+            declared = declared.saturating_add(self.check_declared(&by_digest, layer, "layer")?);
+        }
         if declared > self.config.limits.image_bytes {
             return Err(OciError::too_large(
                 &by_digest.whole(),
