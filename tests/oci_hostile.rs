@@ -574,6 +574,11 @@ fn huge_manifests_are_cut_off() {
         assert_refused(Kind::Catalog, &reference, &[&reference, &format!("manifest {digest}"), expect, "CAPSTAN_MAX_MANIFEST_BYTES"], &[]);
         assert!(reg.sent() < 64 << 20, "{name}: the fake registry sent {} bytes", reg.sent());
     }
+    // A tag whose HEAD carries no digest header: resolved by a GET, bounded the same way.
+    let reg = FakeRegistry::start([("/v2/lie/tag/manifests/v1".to_string(), Answer::Endless)].into_iter().collect());
+    let reference = format!("{}/lie/tag:v1", reg.addr);
+    assert_refused(Kind::Bundle, &reference, &[&reference, "manifest tag v1", "more than 4194304 bytes", "CAPSTAN_MAX_MANIFEST_BYTES"], &[]);
+    assert!(reg.sent() < 64 << 20, "tag: the fake registry sent {} bytes", reg.sent());
 }
 
 #[test]

@@ -171,8 +171,10 @@ pub struct PushedImage {
 #[derive(Clone)]
 pub struct Registry {
     config: Arc<ClientConfig>,
-    /// For manifests (see `get_manifest_bounded`); blobs go through oci-client.
+    /// For manifests (see `manifest_request`); blobs go through oci-client.
     http: reqwest::Client,
+    /// Bearer tokens for manifest requests by registry, repository and credential source.
+    tokens: Arc<Mutex<HashMap<String, (Option<String>, std::time::Instant)>>>,
     clients: Arc<Mutex<HashMap<String, Client>>>,
     progress: Progress,
 }
@@ -199,6 +201,10 @@ impl Op {
     }
 }
 
+/// How long a registry token fetched for manifest requests is reused (registries issue tokens
+/// valid for 60 s or more; docker's and distribution's default is 300 s).
+pub const TOKEN_TTL: std::time::Duration = std::time::Duration::from_secs(50);
+
 /// How long to wait for a TCP/TLS connection to a registry.
 pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// How long one read from a registry may wait for bytes before the request fails (an idle
@@ -219,6 +225,7 @@ impl Registry {
             .unwrap_or_default();
         Registry {
             http,
+            tokens: Arc::default(),
             config: Arc::new(config),
             clients: Arc::default(),
             progress,
@@ -293,20 +300,33 @@ impl Registry {
     }
 
     /// Resolves `reference` to its manifest digest: a digest reference is returned as is; a tag
-    /// is looked up with one `HEAD` request.
+    /// is looked up with one `HEAD` request (its `Docker-Content-Digest`), or, when the registry
+    /// sends no sha256 digest header, with a `GET` whose body is bounded as in
+    /// [`Self::pull_manifest`] and hashed (and then cached, so that it is not fetched again).
     ///
     /// Errors: not found, unauthorized, unreachable ([`OciError`] variants name the reference and
-    /// registry).
+    /// registry); [`OciError::TooLarge`] for a manifest over the limit.
     pub async fn resolve_digest(&self, reference: &Reference) -> Result<String> {
         if let Some(d) = reference.digest() {
             return Ok(d.to_string());
         }
-        let client = self.ready(reference).await?;
-        let (auth, _) = self.auth_for(reference)?;
-        client
-            .fetch_manifest_digest(reference, &auth)
-            .await
-            .map_err(|e| self.map_err(e, reference, &Op::Pull))
+        let head = self.manifest_request(reference, reqwest::Method::HEAD).await?;
+        if let Some(d) = head
+            .headers()
+            .get("Docker-Content-Digest")
+            .and_then(|v| v.to_str().ok())
+            .filter(|d| super::cache::sha256_hex(d).is_some())
+        {
+            return Ok(d.to_string());
+        }
+        let tag = format!("tag {}", reference.tag().unwrap_or("latest"));
+        let response = self.manifest_request(reference, reqwest::Method::GET).await?;
+        let body = self.read_manifest(reference, response, &tag).await?;
+        let digest = sha256_digest(&body);
+        if let Some(cache) = &self.config.cache {
+            cache.put(&digest, &body)?;
+        }
+        Ok(digest)
     }
 
     /// Pulls the image manifest for `reference`, following a multi-platform index to one
@@ -370,59 +390,104 @@ impl Registry {
         Ok(body)
     }
 
-    /// GETs the manifest `by_digest` (a digest reference) and reads its body in chunks, failing
-    /// with [`OciError::TooLarge`] as soon as it passes [`super::Limits::manifest_bytes`] (or
-    /// when `Content-Length` already says so). oci-client's `pull_manifest_raw` reads a body of
-    /// any size into memory, so the request is made here with the same reqwest, the credentials
-    /// oci-client resolved (its token flow) and the same protocol and timeouts.
+    /// GETs the manifest `by_digest` (a digest reference); see [`Self::read_manifest`].
     async fn get_manifest_bounded(&self, by_digest: &Reference, digest: &str) -> Result<Vec<u8>> {
-        let limit = self.config.limits.manifest_bytes;
-        let too_large = |size: String| {
-            OciError::too_large(
-                &by_digest.whole(),
-                format!("manifest {digest}"),
-                size,
-                super::limits::Limit::Manifest,
-                &self.config.limits,
-            )
-        };
-        let registry = by_digest.resolve_registry();
-        let client = self.ready(by_digest).await?;
-        let (auth, _) = self.auth_for(by_digest)?;
-        let token = client
-            .auth(by_digest, &auth, oci_client::RegistryOperation::Pull)
-            .await
-            .map_err(|e| self.map_err(e, by_digest, &Op::Pull))?;
-        let url = format!(
-            "{}://{registry}/v2/{}/manifests/{digest}",
-            self.scheme(registry),
-            by_digest.repository()
-        );
-        let mut request = self.http.get(&url).header(reqwest::header::ACCEPT, MANIFEST_TYPES.join(", "));
-        request = match (&token, &auth) {
-            (Some(t), _) => request.bearer_auth(t),
-            (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
-            (None, _) => request,
-        };
-        let as_oci = |e: reqwest::Error| self.map_err(OciDistributionError::RequestError(e), by_digest, &Op::Pull);
-        let mut response = request.send().await.map_err(as_oci)?;
-        let status = response.status();
-        if !status.is_success() {
+        let response = self.manifest_request(by_digest, reqwest::Method::GET).await?;
+        self.read_manifest(by_digest, response, digest).await
+    }
+
+    /// Sends `method` for the manifest of `reference` (by digest, else by tag) and returns the
+    /// response after checking its status. oci-client's `pull_manifest_raw` and
+    /// `fetch_manifest_digest` read a body of any size into memory, so manifest requests are made
+    /// here, with the same reqwest, protocol, timeouts and the credentials oci-client resolves (its
+    /// token flow; the token is kept for [`TOKEN_TTL`] and fetched again after a 401).
+    ///
+    /// Errors: the registry errors, as for blobs.
+    async fn manifest_request(&self, reference: &Reference, method: reqwest::Method) -> Result<reqwest::Response> {
+        let registry = reference.resolve_registry();
+        let target = reference.digest().or(reference.tag()).unwrap_or("latest");
+        let url = format!("{}://{registry}/v2/{}/manifests/{target}", self.scheme(registry), reference.repository());
+        let (auth, source) = self.auth_for(reference)?;
+        let key = format!("{registry}\u{0}{}\u{0}{}", reference.repository(), source.unwrap_or_default());
+        let as_oci = |e: reqwest::Error| self.map_err(OciDistributionError::RequestError(e), reference, &Op::Pull);
+        let mut retried = false;
+        loop {
+            let token = self.token(reference, &auth, &key).await?;
+            let mut request = self
+                .http
+                .request(method.clone(), &url)
+                .header(reqwest::header::ACCEPT, MANIFEST_TYPES.join(", "));
+            request = match (&token, &auth) {
+                (Some(t), _) => request.bearer_auth(t),
+                (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
+                (None, _) => request,
+            };
+            let mut response = request.send().await.map_err(as_oci)?;
+            let status = response.status();
+            if status.is_success() {
+                return Ok(response);
+            }
+            if status == reqwest::StatusCode::UNAUTHORIZED && !retried {
+                retried = true;
+                self.lock_tokens().remove(&key);
+                continue;
+            }
             let mut message = String::new();
             if let Ok(Some(chunk)) = response.chunk().await {
                 message = String::from_utf8_lossy(&chunk[..chunk.len().min(4096)]).into_owned();
             }
             return Err(self.map_err(
                 OciDistributionError::ServerError { code: status.as_u16(), url, message },
-                by_digest,
+                reference,
                 &Op::Pull,
             ));
         }
+    }
+
+    /// The bearer token for `reference` (None: basic or anonymous access), from oci-client's
+    /// token flow, kept under `key` for [`TOKEN_TTL`].
+    async fn token(&self, reference: &Reference, auth: &RegistryAuth, key: &str) -> Result<Option<String>> {
+        if let Some((token, at)) = self.lock_tokens().get(key)
+            && at.elapsed() < TOKEN_TTL
+        {
+            return Ok(token.clone());
+        }
+        let client = self.ready(reference).await?;
+        let token = client
+            .auth(reference, auth, oci_client::RegistryOperation::Pull)
+            .await
+            .map_err(|e| self.map_err(e, reference, &Op::Pull))?;
+        self.lock_tokens().insert(key.to_string(), (token.clone(), std::time::Instant::now()));
+        Ok(token)
+    }
+
+    fn lock_tokens(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Option<String>, std::time::Instant)>> {
+        match self.tokens.lock() {
+            Ok(t) => t,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Reads a manifest response body in chunks, failing with [`OciError::TooLarge`] (naming
+    /// `what`, a digest or a tag) as soon as it passes [`super::Limits::manifest_bytes`], or at
+    /// once when `Content-Length` says it would.
+    async fn read_manifest(&self, reference: &Reference, mut response: reqwest::Response, what: &str) -> Result<Vec<u8>> {
+        let limit = self.config.limits.manifest_bytes;
+        let too_large = |size: String| {
+            OciError::too_large(
+                &reference.whole(),
+                format!("manifest {what}"),
+                size,
+                super::limits::Limit::Manifest,
+                &self.config.limits,
+            )
+        };
         if let Some(len) = response.content_length()
             && len > limit
         {
             return Err(too_large(format!("declared as {len} bytes (Content-Length)")));
         }
+        let as_oci = |e: reqwest::Error| self.map_err(OciDistributionError::RequestError(e), reference, &Op::Pull);
         let mut body = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(as_oci)? {
             if (body.len() + chunk.len()) as u64 > limit {
