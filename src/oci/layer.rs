@@ -983,4 +983,24 @@ mod tests {
         let err = entries_from_dir(dir.path(), "manifests").unwrap_err().to_string();
         assert!(err.contains("is a symlink") && err.contains(PLAIN_FILES_RULE), "{err}");
     }
+
+    #[test]
+    fn a_whiteout_of_the_subdirectory_or_an_ancestor_hides_lower_content_only() {
+        let lower = raw_layer(|b| {
+            file(b, "configs/a.json", b"a");
+            file(b, "configs/pkg/c.json", b"c");
+        });
+        for hide in [".wh.configs", ".wh..wh..opq"] {
+            let upper = raw_layer(|b| {
+                file(b, "configs/b.json", b"b");
+                file(b, hide, b"");
+            });
+            let (_dir, dest, canary) = guarded();
+            let opts = UnpackOptions { subdir: Some("configs".into()), ..Default::default() };
+            unpack_layers("r", &[lower.clone(), upper], &dest, &opts).unwrap();
+            assert!(!dest.join("a.json").exists() && !dest.join("pkg").exists(), "{hide}");
+            assert!(dest.join("b.json").exists(), "{hide}: this layer's own entry stays");
+            assert!(canary.exists());
+        }
+    }
 }
