@@ -106,7 +106,10 @@ pub enum OciError {
     /// before it is downloaded when its declared size is over, or as soon as more bytes arrive
     /// than declared or allowed.
     #[error(
-        "image {reference}: {object} is {size}, over the limit of {limit} bytes ({limit_human}, {env}); if you trust the image, raise {env} (e.g. {env}={suggest})"
+        "image {reference}: {object} is {size}, over the limit of {limit} {} ({}, {env}); if you trust the image, raise {env} (e.g. {env}={})",
+        if *env == "CAPSTAN_MAX_ENTRIES" { "entries" } else { "bytes" },
+        super::limits::show(*limit, env),
+        super::limits::show(limit.saturating_mul(2), env)
     )]
     TooLarge {
         /// The image reference.
@@ -118,12 +121,8 @@ pub enum OciError {
         size: String,
         /// The limit in bytes (or entries).
         limit: u64,
-        /// The limit in the units of the variable.
-        limit_human: String,
         /// The variable that sets the limit.
         env: &'static str,
-        /// A value twice the limit.
-        suggest: String,
     },
 
     /// A blob sent by the registry is longer than its descriptor declares; reading stopped there.
@@ -204,18 +203,12 @@ impl OciError {
         limit: super::limits::Limit,
         limits: &super::limits::Limits,
     ) -> Self {
-        let value = limits.get(limit);
-        let human = |n: u64| {
-            if limit == super::limits::Limit::Entries { n.to_string() } else { super::limits::human(n) }
-        };
         OciError::TooLarge {
             reference: reference.to_string(),
             object,
             size,
-            limit: value,
-            limit_human: human(value),
+            limit: limits.get(limit),
             env: limit.spec().env,
-            suggest: human(value.saturating_mul(2)),
         }
     }
 

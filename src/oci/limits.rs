@@ -191,11 +191,17 @@ pub fn parse_size(text: &str) -> Option<u64> {
     (v.is_finite() && v >= 0.0 && v < u64::MAX as f64).then_some(v as u64)
 }
 
+/// The value `n` of the limit set by `env` as that variable takes it: a plain count for
+/// `CAPSTAN_MAX_ENTRIES`, else [`human`].
+pub fn show(n: u64, env: &str) -> String {
+    if env == Limit::Entries.spec().env { n.to_string() } else { human(n) }
+}
+
 /// `n` bytes in the largest binary unit that divides it (`64Mi`, `1536Ki`, `100`), as
 /// [`parse_size`] reads it back.
 pub fn human(n: u64) -> String {
     for (unit, shift) in [("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)] {
-        if n >= 1 << shift && n % (1 << shift) == 0 {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
             return format!("{}{unit}", n >> shift);
         }
     }

@@ -167,6 +167,10 @@ pub struct PushedImage {
     pub size: u64,
 }
 
+/// Bearer tokens (None: no token needed) for manifest requests and when they were fetched, by
+/// registry, repository and credential source.
+type TokenCache = HashMap<String, (Option<String>, std::time::Instant)>;
+
 /// A registry client with per-host protocol and credentials, a blob cache and progress bars.
 #[derive(Clone)]
 pub struct Registry {
@@ -174,7 +178,7 @@ pub struct Registry {
     /// For manifests (see `manifest_request`); blobs go through oci-client.
     http: reqwest::Client,
     /// Bearer tokens for manifest requests by registry, repository and credential source.
-    tokens: Arc<Mutex<HashMap<String, (Option<String>, std::time::Instant)>>>,
+    tokens: Arc<Mutex<TokenCache>>,
     clients: Arc<Mutex<HashMap<String, Client>>>,
     progress: Progress,
 }
@@ -461,7 +465,7 @@ impl Registry {
         Ok(token)
     }
 
-    fn lock_tokens(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Option<String>, std::time::Instant)>> {
+    fn lock_tokens(&self) -> std::sync::MutexGuard<'_, TokenCache> {
         match self.tokens.lock() {
             Ok(t) => t,
             Err(poisoned) => poisoned.into_inner(),
