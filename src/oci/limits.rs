@@ -149,7 +149,7 @@ impl Limits {
                 None => spec.default,
                 Some(text) => parse_size(&text).filter(|n| *n > 0).ok_or_else(|| {
                     format!(
-                        "{}={text:?} is not a positive size; write a number of bytes with an optional suffix Ki, Mi, Gi, Ti (powers of 1024) or k, M, G, T (powers of 1000), e.g. {}={}",
+                        "{}={text:?} is not a positive number; write a count (of bytes, for the sizes) with an optional suffix Ki, Mi, Gi, Ti (powers of 1024) or k, M, G, T (powers of 1000), e.g. {}={}",
                         spec.env,
                         spec.env,
                         human(spec.default)
