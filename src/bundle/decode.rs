@@ -29,9 +29,14 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
         BundleError::MissingDirectory { dir: dir.to_path_buf(), name, hint }
     };
     for (path, name) in [(&manifests_dir, "manifests"), (&metadata_dir, "metadata")] {
-        match fs::metadata(path) {
+        // Not following links: a `manifests -> /etc` symlink is refused, not read.
+        match fs::symlink_metadata(path) {
             Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(missing(name)),
+            Ok(m) => {
+                crate::oci::layer::check_plain_file_type(m.file_type())
+                    .map_err(|source| BundleError::Io { path: path.clone(), source })?;
+                return Err(missing(name));
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(name)),
             Err(source) => return Err(BundleError::Io { path: path.clone(), source }),
         }
@@ -147,20 +152,24 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
 }
 
 /// Regular files of `dir` whose names do not start with `.`, sorted by name (bytes), as opm's
-/// `fs.ReadDir` + hidden-file skip. Symlinks to files count as files.
+/// `fs.ReadDir` + hidden-file skip. Subdirectories are skipped; a symlink, device, FIFO or socket
+/// is an error ([`crate::oci::layer::check_plain_file_type`], the rule of bundle images too).
 fn list_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, BundleError> {
     Ok(list_files_any(dir)?.into_iter().filter(|(n, _)| !n.starts_with('.')).collect())
 }
 
-/// Regular files of `dir` sorted by name (metadata/ does not skip hidden files in opm).
+/// Regular files of `dir` sorted by name (metadata/ does not skip hidden files in opm); errors as
+/// [`list_files`].
 fn list_files_any(dir: &Path) -> Result<Vec<(String, PathBuf)>, BundleError> {
     let io = |source| BundleError::Io { path: dir.to_path_buf(), source };
     let mut out = Vec::new();
     for entry in fs::read_dir(dir).map_err(io)? {
         let entry = entry.map_err(io)?;
         let path = entry.path();
-        let is_file = fs::metadata(&path).map(|m| m.is_file()).unwrap_or(false);
-        if !is_file {
+        let file_type = entry.file_type().map_err(|source| BundleError::Io { path: path.clone(), source })?;
+        crate::oci::layer::check_plain_file_type(file_type)
+            .map_err(|source| BundleError::Io { path: path.clone(), source })?;
+        if !file_type.is_file() {
             continue;
         }
         let name = entry.file_name().to_string_lossy().into_owned();

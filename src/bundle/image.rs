@@ -205,7 +205,10 @@ async fn pull_bundle_into(
         &image.reference,
         &image.layers,
         dest,
-        &UnpackOptions::default(),
+        &UnpackOptions {
+            subdir: None,
+            limits: registry.config().limits,
+        },
     )?;
     let metadata_dir = labels
         .get(LABEL_METADATA)

@@ -10,8 +10,10 @@
 //! label means `/configs`.
 //!
 //! The loaded-catalog cache is `<cache>/catalogs/<hex>.json` (the FBC as a JSON stream, which
-//! `opm` can read too) plus `<hex>.meta.json` (`{reference, digest, sizeBytes}`), keyed by the
-//! image manifest digest; an image digest names its content, so an entry never goes stale.
+//! `opm` can read too) plus `<hex>.meta.json` (`{reference, digest, sizeBytes, streamDigest}`),
+//! keyed by the image manifest digest; an image digest names its content, so an entry never goes
+//! stale. The stream is checked against `streamDigest` (sha256) on every load; an entry that does
+//! not match is discarded and the catalog derived again from the image's verified blobs.
 
 use std::path::{Path, PathBuf};
 
@@ -205,6 +207,7 @@ async fn pull_catalog_into(
         dest,
         &UnpackOptions {
             subdir: Some(configs_dir.clone()),
+            limits: registry.config().limits,
         },
     )?;
     if summary.files == 0 {
@@ -242,6 +245,10 @@ struct CacheMeta {
     reference: String,
     digest: String,
     size_bytes: u64,
+    /// `sha256:` of `<hex>.json` as written; an entry whose stream does not hash to it (edited,
+    /// truncated, or written by a capstan that did not record it) is discarded and derived again
+    /// from the image's verified blobs.
+    stream_digest: String,
 }
 
 /// The on-disk cache of parsed catalogs: `<root>/catalogs/<hex>.json` + `<hex>.meta.json`.
@@ -262,8 +269,13 @@ impl CatalogCache {
         Some((dir.join(format!("{hex}.json")), dir.join(format!("{hex}.meta.json"))))
     }
 
-    /// The cached catalog for `digest`, or `None` when absent or unreadable (an unreadable entry
-    /// is removed so it is rebuilt).
+    /// The cached catalog for `digest`, or `None` when absent, unreadable or not the stream that
+    /// was stored (its sha256 differs from the one recorded in the meta file): such an entry is
+    /// removed so that the catalog is derived again from the image.
+    ///
+    /// The check guards against corruption and against an edit of the stream alone; whoever can
+    /// write both files of an entry can also rewrite the recorded digest, so the cache directory
+    /// must be writable only by capstan (docs/deploy.md).
     pub fn get(&self, digest: &str) -> Option<(DeclarativeConfig, u64)> {
         let (stream, meta) = self.paths(digest)?;
         let meta_bytes = std::fs::read(&meta).ok()?;
@@ -272,11 +284,15 @@ impl CatalogCache {
             .filter(|m| m.digest == digest)
             .and_then(|m| {
                 let bytes = std::fs::read(&stream).ok()?;
+                if crate::oci::cache::sha256_digest(&bytes) != m.stream_digest {
+                    tracing::warn!(digest, path = %stream.display(), "catalog cache entry does not match its recorded sha256");
+                    return None;
+                }
                 let cfg = parse::parse_bytes(&stream.display().to_string(), &bytes).ok()?;
                 Some((cfg, m.size_bytes))
             });
         if parsed.is_none() {
-            tracing::warn!(digest, "unreadable catalog cache entry removed");
+            tracing::warn!(digest, "unreadable or altered catalog cache entry removed");
             let _ = std::fs::remove_file(&meta);
             let _ = std::fs::remove_file(&stream);
         }
@@ -296,11 +312,13 @@ impl CatalogCache {
         let Some((stream, meta)) = self.paths(digest) else {
             return Ok(());
         };
-        write_atomic(&stream, parse::to_json_stream(config).as_bytes())?;
+        let text = parse::to_json_stream(config);
+        write_atomic(&stream, text.as_bytes())?;
         let m = CacheMeta {
             reference: reference.to_string(),
             digest: digest.to_string(),
             size_bytes,
+            stream_digest: crate::oci::cache::sha256_digest(text.as_bytes()),
         };
         write_atomic(&meta, &serde_json::to_vec(&m).unwrap_or_default())
     }
@@ -345,6 +363,7 @@ pub async fn load_catalog_image(
         tmp.path(),
         &UnpackOptions {
             subdir: Some(configs_dir.clone()),
+            limits: registry.config().limits,
         },
     )?;
     if summary.files == 0 {
@@ -450,11 +469,21 @@ mod tests {
         let digest = crate::oci::cache::sha256_digest(b"image");
         assert!(cache.get(&digest).is_none());
         cache.put("r", &digest, &cfg, 42).unwrap();
-        assert_eq!(cache.get(&digest), Some((cfg, 42)));
-        let (stream, _) = cache.paths(&digest).unwrap();
+        assert_eq!(cache.get(&digest), Some((cfg.clone(), 42)));
+        let (stream, meta) = cache.paths(&digest).unwrap();
         std::fs::write(&stream, "{not json").unwrap();
         assert!(cache.get(&digest).is_none());
         assert!(!stream.exists());
+        // An edit that still parses (another image for the bundle) is caught by the recorded sha256.
+        cache.put("r", &digest, &cfg, 42).unwrap();
+        let edited = std::fs::read_to_string(&stream).unwrap().replace("quay.io/x/demo-bundle:v1.0.0", "evil.example/x:1");
+        std::fs::write(&stream, edited).unwrap();
+        assert!(cache.get(&digest).is_none());
+        assert!(!stream.exists() && !meta.exists());
+        // An entry from before the sha256 was recorded is derived again too.
+        cache.put("r", &digest, &cfg, 42).unwrap();
+        std::fs::write(&meta, format!(r#"{{"reference":"r","digest":"{digest}","sizeBytes":42}}"#)).unwrap();
+        assert!(cache.get(&digest).is_none());
     }
 
     #[test]
@@ -465,5 +494,26 @@ mod tests {
         let err = configs_dir_of("quay.io/x/index:v1", &labels).unwrap_err().to_string();
         assert!(err.contains("SQLite") && err.contains("opm migrate"), "{err}");
         assert_eq!(configs_dir_of("r", &Default::default()).unwrap(), "/configs");
+    }
+
+    /// Times [`CatalogCache::get`] on the corpus catalog (about 15 MB of FBC): run with
+    /// `cargo test --lib catalog::image::tests::cache_load_time -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn cache_load_time() {
+        let corpus = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/community-operators-prod/catalogs/v4.20");
+        let cfg = parse::load_path(&corpus).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CatalogCache::new(dir.path());
+        let digest = crate::oci::cache::sha256_digest(b"corpus");
+        cache.put("r", &digest, &cfg, 1).unwrap();
+        let mut times = Vec::new();
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            assert!(cache.get(&digest).is_some());
+            times.push(t.elapsed());
+        }
+        times.sort();
+        eprintln!("catalog cache get: median {:?} (min {:?})", times[2], times[0]);
     }
 }

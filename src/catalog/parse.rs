@@ -591,7 +591,8 @@ fn read_file(path: &Path) -> Result<Vec<u8>, CatalogError> {
 /// The files of a catalog directory that [`load_path`] parses, in sorted path order.
 ///
 /// # Errors
-/// [`CatalogError::Io`] when the directory cannot be walked or an `.indexignore` file cannot be
+/// [`CatalogError::Io`] when the directory cannot be walked, holds a symlink, device, FIFO or
+/// socket ([`crate::oci::layer::check_plain_file_type`]), or an `.indexignore` file cannot be
 /// read or has an invalid pattern.
 pub fn catalog_files(dir: &Path) -> Result<Vec<PathBuf>, CatalogError> {
     let mut files = Vec::new();
@@ -601,6 +602,13 @@ pub fn catalog_files(dir: &Path) -> Result<Vec<PathBuf>, CatalogError> {
         let entry = entry.map_err(|e| {
             let p = e.path().map_or_else(|| dir.to_path_buf(), Path::to_path_buf);
             CatalogError::Io { path: p, action: "walk catalog directory", source: e.into() }
+        })?;
+        // WalkDir follows no link below the root: a symlink (or device, FIFO, socket) is refused,
+        // never read (the rule of catalog images too).
+        crate::oci::layer::check_plain_file_type(entry.file_type()).map_err(|source| CatalogError::Io {
+            path: entry.path().to_path_buf(),
+            action: "read catalog directory",
+            source,
         })?;
         if entry.file_type().is_dir() {
             continue;

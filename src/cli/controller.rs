@@ -151,6 +151,16 @@ pub fn run(args: ControllerArgs) -> ExitCode {
             }
         },
     };
+    // The pull limits are read once per process (`Limits::default`, used by the controller's
+    // registry clients); a value that does not parse stops the controller here instead of being
+    // ignored.
+    match capstan::oci::Limits::from_env() {
+        Ok(limits) => tracing::info!(?limits, "image pull limits (CAPSTAN_MAX_*)"),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let leader_config = capstan::controller::leader::LeaderElectionConfig {
         namespace: args.lease_namespace.clone(),
         name: args.lease_name.clone(),

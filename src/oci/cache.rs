@@ -53,6 +53,17 @@ impl BlobCache {
         }
     }
 
+    /// As [`Self::get`], but `None` without reading the entry when its length is not `size`
+    /// (the size a descriptor declares), so that a cached blob is never read past the size the
+    /// manifest at hand allows.
+    pub fn get_sized(&self, digest: &str, size: u64) -> Option<Vec<u8>> {
+        let path = self.path_for(digest)?;
+        if std::fs::metadata(&path).ok()?.len() != size {
+            return None;
+        }
+        self.get(digest)
+    }
+
     /// True if an entry for `digest` exists (not verified).
     pub fn contains(&self, digest: &str) -> bool {
         self.path_for(digest).is_some_and(|p| p.is_file())

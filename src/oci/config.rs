@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use super::auth::DockerConfig;
 use super::cache::BlobCache;
+use super::limits::Limits;
 
 /// How a client reaches registries and authenticates.
 #[derive(Debug, Clone, Default)]
@@ -29,6 +30,9 @@ pub struct ClientConfig {
     /// [`super::registry::READ_TIMEOUT`] (60 s). A registry that accepts the connection and then
     /// never answers fails with [`super::OciError::Connect`] after this long instead of hanging.
     pub read_timeout: Option<std::time::Duration>,
+    /// Size limits on pulls and unpacking; the default reads the `CAPSTAN_MAX_*` environment
+    /// variables once per process ([`Limits::default`]).
+    pub limits: Limits,
 }
 
 impl ClientConfig {
@@ -37,8 +41,10 @@ impl ClientConfig {
     ///
     /// Errors: an unreadable or malformed auth file ([`super::OciError::AuthConfig`]); a cache
     /// directory that cannot be created or written ([`super::OciError::CacheUnusable`], naming
-    /// `CAPSTAN_CACHE`), so that a command fails at once rather than after a download.
+    /// `CAPSTAN_CACHE`), so that a command fails at once rather than after a download; a
+    /// `CAPSTAN_MAX_*` limit that does not parse ([`super::OciError::InvalidLimit`]).
     pub fn from_env(plain_http: bool, quiet: bool) -> super::Result<Self> {
+        let limits = Limits::from_env().map_err(super::OciError::InvalidLimit)?;
         let root = BlobCache::default_root();
         check_cache_dir(&root).map_err(|source| super::OciError::CacheUnusable {
             path: root.clone(),
@@ -52,6 +58,7 @@ impl ClientConfig {
             cache: Some(BlobCache::new(root)),
             quiet,
             read_timeout: None,
+            limits,
         })
     }
 

@@ -102,6 +102,50 @@ pub enum OciError {
         reason: String,
     },
 
+    /// A manifest, blob, file or the whole image is over one of the [`super::Limits`]: refused
+    /// before it is downloaded when its declared size is over, or as soon as more bytes arrive
+    /// than declared or allowed.
+    #[error(
+        "image {reference}: {object} is {size}, over the limit of {limit} {} ({}, {env}); if you trust the image, raise {env} (e.g. {env}={})",
+        if *env == "CAPSTAN_MAX_ENTRIES" { "entries" } else { "bytes" },
+        super::limits::show(*limit, env),
+        super::limits::show(limit.saturating_mul(2), env)
+    )]
+    TooLarge {
+        /// The image reference.
+        reference: String,
+        /// What is too large, naming the digest and, in a layer, the entry, e.g.
+        /// `file manifests/a.yaml in layer sha256:…`.
+        object: String,
+        /// How large it is or would be, e.g. `declared as 2000000000 bytes`.
+        size: String,
+        /// The limit in bytes (or entries).
+        limit: u64,
+        /// The variable that sets the limit.
+        env: &'static str,
+    },
+
+    /// A blob sent by the registry is longer than its descriptor declares; reading stopped there.
+    #[error(
+        "{what} {digest} of image {reference} from {registry}: the registry sent more than the {declared} bytes the manifest declares; reading stopped there (the registry is broken or hostile)"
+    )]
+    LongerThanDeclared {
+        /// The image reference.
+        reference: String,
+        /// The registry host.
+        registry: String,
+        /// `config`, `layer` or `manifest`.
+        what: &'static str,
+        /// The blob digest.
+        digest: String,
+        /// The size the descriptor declares.
+        declared: u64,
+    },
+
+    /// A `CAPSTAN_MAX_*` variable does not parse (see [`super::Limits::from_env`]).
+    #[error("{0}")]
+    InvalidLimit(String),
+
     /// A docker config file or pull secret could not be read or parsed.
     #[error("auth config {source_name}: {reason}")]
     AuthConfig {
@@ -151,6 +195,23 @@ pub enum OciError {
 }
 
 impl OciError {
+    /// [`OciError::TooLarge`] for `limit` (its value taken from `limits`).
+    pub fn too_large(
+        reference: &str,
+        object: String,
+        size: String,
+        limit: super::limits::Limit,
+        limits: &super::limits::Limits,
+    ) -> Self {
+        OciError::TooLarge {
+            reference: reference.to_string(),
+            object,
+            size,
+            limit: limits.get(limit),
+            env: limit.spec().env,
+        }
+    }
+
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         OciError::Io {

@@ -7,13 +7,18 @@
 //!
 //! Unpacking follows the OCI image-spec layer rules (`layer.md` "Applying changesets"): layers are
 //! applied in order, later files overwrite earlier ones, `.wh.NAME` deletes `NAME` from lower
-//! layers and `.wh..wh..opq` empties its directory. Paths that are absolute or contain `..`,
-//! symlinks whose target leaves the destination, hard links to paths outside it, and writes
-//! through a symlink are refused with an error naming the entry.
+//! layers and `.wh..wh..opq` empties its directory of lower layers' entries. Refused, with an
+//! error naming the image, the layer digest and the entry: paths that are absolute or contain
+//! `..`, whiteouts that do not name a file, symlinks, devices and FIFOs (one rule with directories
+//! on disk, [`PLAIN_FILES_RULE`]), hard links to anything but a regular file unpacked before them,
+//! and content over the [`Limits`] (each file, the uncompressed total, the number of entries).
+//! Files stream to disk; nothing is held in memory beyond the compressed layer.
 
-use std::collections::BTreeMap;
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write as _};
 use std::path::{Component, Path, PathBuf};
+use std::rc::Rc;
 
 use flate2::Compression;
 use flate2::read::GzDecoder;
@@ -21,6 +26,7 @@ use flate2::write::GzEncoder;
 
 use super::cache::sha256_digest;
 use super::error::{OciError, Result};
+use super::limits::{Limit, Limits};
 use super::registry::Blob;
 
 /// OCI media type of a gzip-compressed tar layer.
@@ -63,7 +69,7 @@ pub struct BuiltLayer {
 }
 
 /// Collects the tree under `dir` as layer entries below `prefix` (e.g. `manifests`), sorted.
-/// Symlinks are refused (a bundle or catalog directory holds plain files), as are non-UTF-8 names.
+/// Symlinks and special files are refused ([`check_plain_file_type`]), as are non-UTF-8 names.
 ///
 /// Errors: unreadable files, symlinks, special files ([`OciError::Io`]).
 pub fn entries_from_dir(dir: &Path, prefix: &str) -> Result<Vec<LayerEntry>> {
@@ -85,19 +91,13 @@ pub fn entries_from_dir(dir: &Path, prefix: &str) -> Result<Vec<LayerEntry>> {
         })?;
         let path = format!("{}/{}", prefix.trim_end_matches('/'), rel.replace('\\', "/"));
         let ft = item.file_type();
+        check_plain_file_type(ft).map_err(|e| OciError::io(item.path(), e))?;
         if ft.is_dir() {
             out.push(LayerEntry::Dir(path));
-        } else if ft.is_file() {
+        } else {
             let data = std::fs::read(item.path()).map_err(|e| OciError::io(item.path(), e))?;
             let exec = is_executable(item.path());
             out.push(LayerEntry::File(path, data, exec));
-        } else {
-            return Err(OciError::io(
-                item.path(),
-                std::io::Error::other(
-                    "is a symlink or special file; image layers built by capstan hold only regular files and directories: replace it with a copy",
-                ),
-            ));
         }
     }
     Ok(out)
@@ -185,29 +185,130 @@ pub fn image_config(labels: &BTreeMap<String, String>, diff_ids: &[String]) -> B
     )
 }
 
-/// Which part of an image to unpack.
+/// Which part of an image to unpack, and within which limits.
 #[derive(Debug, Clone, Default)]
 pub struct UnpackOptions {
     /// Unpack only the tree under this image directory (e.g. `configs`), written at the top of
-    /// the destination. `None` unpacks the whole image.
+    /// the destination. `None` unpacks the whole image. Entries outside it are read past and
+    /// never created, whatever their type.
     pub subdir: Option<String>,
+    /// Bounds on each file ([`Limits::file_bytes`]), on the uncompressed tar streams of all layers
+    /// ([`Limits::unpacked_bytes`]) and on the number of entries ([`Limits::entries`]).
+    pub limits: Limits,
 }
 
 /// What an unpack wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UnpackSummary {
-    /// Regular files written (counting overwrites once per write).
+    /// Regular files written (counting overwrites once per write; hard links count as files).
     pub files: usize,
     /// Bytes of regular files written.
     pub bytes: u64,
 }
 
+/// The rule for symlinks, devices, FIFOs and sockets, in images and in directories on disk
+/// alike; every refusal quotes it.
+pub const PLAIN_FILES_RULE: &str = "bundles and catalogs hold only regular files and directories, and capstan follows no symlink, in an image or in a directory on disk: replace it with a copy of the file";
+
+/// Checks that an entry of a bundle or catalog directory read from disk (`file_type` as
+/// `symlink_metadata` or `DirEntry::file_type` give it, not following links) is a regular file
+/// or a directory. The one check behind `bundle validate|push`, `catalog render|add|validate|push`
+/// and [`unpack_layers`].
+///
+/// Errors: an `InvalidInput` I/O error naming the kind of file and [`PLAIN_FILES_RULE`]; callers
+/// wrap it with the path.
+pub fn check_plain_file_type(file_type: std::fs::FileType) -> std::io::Result<()> {
+    if file_type.is_file() || file_type.is_dir() {
+        return Ok(());
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("is {}; {PLAIN_FILES_RULE}", describe_file_type(file_type)),
+    ))
+}
+
+fn describe_file_type(ft: std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        if ft.is_fifo() {
+            return "a FIFO";
+        }
+        if ft.is_socket() {
+            return "a socket";
+        }
+        if ft.is_block_device() || ft.is_char_device() {
+            return "a device file";
+        }
+    }
+    if ft.is_symlink() { "a symlink" } else { "not a regular file or directory" }
+}
+
+/// The opaque whiteout marker (OCI image-spec `layer.md`, "Opaque Whiteout").
+const OPAQUE: &str = ".wh..wh..opq";
+
+/// A whiteout entry: `.wh..wh..opq` or `.wh.NAME`.
+enum Whiteout {
+    /// Hides every lower-layer entry of the directory it is in.
+    Opaque,
+    /// Hides the lower-layer entry `NAME` of the directory it is in.
+    Hide(String),
+}
+
+/// The whiteout a last path component stands for, if any (OCI image-spec `layer.md`,
+/// "Whiteouts"). A `.wh.` name that does not name a file — empty, `.`, `..`, containing `/`, or
+/// `.wh..wh.`-prefixed other than the opaque marker — is an error.
+fn whiteout_of(name: &str) -> std::result::Result<Option<Whiteout>, String> {
+    if name == OPAQUE {
+        return Ok(Some(Whiteout::Opaque));
+    }
+    let Some(hidden) = name.strip_prefix(".wh.") else {
+        return Ok(None);
+    };
+    if hidden.is_empty() || hidden == "." || hidden == ".." || hidden.contains('/') || hidden.starts_with(".wh.") {
+        return Err(format!(
+            "whiteout {name:?} does not name a file (OCI image-spec layer.md: a whiteout is `.wh.` followed by the name of a file or directory of a lower layer, or the opaque marker {OPAQUE}); refusing the image"
+        ));
+    }
+    Ok(Some(Whiteout::Hide(hidden.to_string())))
+}
+
+/// A reader that counts the bytes read from all layers into a shared counter and fails once it
+/// passes `limit`, so that a gzip bomb stops after `limit` bytes of output.
+struct Counted<R> {
+    inner: R,
+    total: Rc<Cell<u64>>,
+    limit: u64,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let total = self.total.get().saturating_add(n as u64);
+        self.total.set(total);
+        if total > self.limit {
+            return Err(std::io::Error::other("over the unpacked-size limit"));
+        }
+        Ok(n)
+    }
+}
+
 /// Unpacks `layers` (in manifest order) into `dest`, creating it if needed.
 /// `reference` names the image in errors.
 ///
-/// Errors: [`OciError::Unpack`] for unsupported layer media types (zstd, foreign layers), corrupt
-/// tar/gzip, absolute paths, `..`, escaping symlinks or hard links, writes through symlinks;
-/// [`OciError::Io`] for filesystem errors.
+/// Semantics: OCI image-spec `layer.md` "Applying Changesets": layers apply in order, a later
+/// entry replaces an earlier one at the same path, `.wh.NAME` removes `NAME` and `.wh..wh..opq`
+/// the content of its directory — both only what lower layers put there, never an entry of their
+/// own layer, and only inside `dest`. Hard links are unpacked as copies of a regular file this
+/// unpack already wrote inside `dest` (counted in the limits). Regular files stream to disk.
+///
+/// Errors (each naming the image, the layer digest and the entry):
+/// [`OciError::Unpack`] for unsupported layer media types (zstd, foreign layers), corrupt
+/// tar/gzip, absolute paths, `..`, malformed whiteouts, symlinks, devices and FIFOs
+/// ([`PLAIN_FILES_RULE`]), hard links to anything but a regular file unpacked before them, writes
+/// through a symlink already in `dest`; [`OciError::TooLarge`] for a file, the layers'
+/// uncompressed size or the entry count over [`UnpackOptions::limits`]; [`OciError::Io`] for
+/// filesystem errors. On error, what was written stays in `dest` (see [`discard_partial_unpack`]).
 pub fn unpack_layers(
     reference: &str,
     layers: &[Blob],
@@ -225,6 +326,9 @@ pub fn unpack_layers(
                 .collect()
         })
         .unwrap_or_default();
+    let limits = &opts.limits;
+    let total = Rc::new(Cell::new(0u64));
+    let mut entries_seen: u64 = 0;
     let mut summary = UnpackSummary::default();
     for layer in layers {
         let digest = layer.descriptor.digest.clone();
@@ -233,7 +337,21 @@ pub fn unpack_layers(
             layer: digest.clone(),
             reason,
         };
-        let reader: Box<dyn Read> = match layer.descriptor.media_type.as_str() {
+        // A read error after the counter passed the limit is the limit, not corruption.
+        let read_err = |what: &str, e: std::io::Error| {
+            if total.get() > limits.unpacked_bytes {
+                OciError::too_large(
+                    reference,
+                    format!("the uncompressed content of its layers (reading {what} of layer {digest})"),
+                    format!("more than {} bytes", limits.unpacked_bytes),
+                    Limit::Unpacked,
+                    limits,
+                )
+            } else {
+                err(format!("{what}: {e}"))
+            }
+        };
+        let decoded: Box<dyn Read> = match layer.descriptor.media_type.as_str() {
             MEDIA_TYPE_LAYER_GZIP | MEDIA_TYPE_DOCKER_LAYER_GZIP => {
                 Box::new(GzDecoder::new(layer.data.as_slice()))
             }
@@ -249,33 +367,50 @@ pub fn unpack_layers(
                 }
             }
         };
-        let mut archive = tar::Archive::new(reader);
+        let counted = Counted { inner: decoded, total: total.clone(), limit: limits.unpacked_bytes };
+        let mut archive = tar::Archive::new(counted);
         let entries = archive
             .entries()
-            .map_err(|e| err(format!("not a tar archive: {e}")))?;
+            .map_err(|e| read_err("the tar archive", e))?;
+        // Paths this layer wrote: its whiteouts never remove them.
+        let mut own: HashSet<Vec<String>> = HashSet::new();
         for entry in entries {
-            let mut entry = entry.map_err(|e| err(format!("corrupt tar: {e}")))?;
+            let mut entry = entry.map_err(|e| read_err("the next tar entry", e))?;
+            entries_seen += 1;
             let raw_path = entry
                 .path()
                 .map_err(|e| err(format!("entry path: {e}")))?
                 .into_owned();
-            let Some(rel) = clean_path(&raw_path).map_err(err)? else {
+            let shown = raw_path.display().to_string();
+            if entries_seen > limits.entries {
+                return Err(OciError::too_large(
+                    reference,
+                    format!("layer {digest} (at entry {shown})"),
+                    format!("more than {} tar entries", limits.entries),
+                    Limit::Entries,
+                    limits,
+                ));
+            }
+            let Some(rel) = clean_path(&raw_path).map_err(&err)? else {
                 continue; // the root directory itself
             };
+            let name = rel.last().map(String::as_str).unwrap_or("");
+            let whiteout = whiteout_of(name).map_err(|r| err(format!("entry {shown}: {r}")))?;
             // Select and re-root under the wanted subdirectory.
             let rel: Vec<String> = if subdir.is_empty() {
                 rel
-            } else if rel.len() < subdir.len() {
-                // An opaque whiteout in an ancestor of the subdirectory empties it too.
-                let name = rel.last().map(String::as_str).unwrap_or("");
-                if name == ".wh..wh..opq" && subdir.starts_with(&rel[..rel.len() - 1]) {
-                    clear_dir(dest)?;
-                } else if let Some(hidden) = name.strip_prefix(".wh.")
-                    && rel.len() <= subdir.len()
-                    && subdir.starts_with(&rel[..rel.len() - 1])
-                    && subdir[rel.len() - 1] == hidden
-                {
-                    clear_dir(dest)?;
+            } else if rel.len() <= subdir.len() {
+                // A whiteout of the subdirectory or of one of its ancestors, or an opaque marker in
+                // one of them, hides everything lower layers put in the subdirectory.
+                let parent = &rel[..rel.len() - 1];
+                let hides_subdir = subdir.starts_with(parent)
+                    && match &whiteout {
+                        Some(Whiteout::Opaque) => true,
+                        Some(Whiteout::Hide(hidden)) => subdir[parent.len()] == *hidden,
+                        None => false,
+                    };
+                if hides_subdir {
+                    remove_lower_children(dest, &mut Vec::new(), &own)?;
                 }
                 continue;
             } else if rel[..subdir.len()] == subdir[..] {
@@ -283,25 +418,24 @@ pub fn unpack_layers(
             } else {
                 continue;
             };
-            if rel.is_empty() {
-                continue;
-            }
-            let name = rel.last().map(String::as_str).unwrap_or("");
             let parent_rel = &rel[..rel.len() - 1];
             let parent = join(dest, parent_rel);
-            check_no_symlink_ancestors(dest, parent_rel).map_err(&err)?;
-            if name == ".wh..wh..opq" {
-                if parent.is_dir() {
-                    clear_dir(&parent)?;
+            check_no_symlink_ancestors(dest, parent_rel)
+                .map_err(|r| err(format!("entry {shown}: {r}")))?;
+            match whiteout {
+                Some(Whiteout::Opaque) => {
+                    remove_lower_children(&parent, &mut parent_rel.to_vec(), &own)?;
+                    continue;
                 }
-                continue;
+                Some(Whiteout::Hide(hidden)) => {
+                    let mut victim = parent_rel.to_vec();
+                    victim.push(hidden.clone());
+                    remove_lower(&parent.join(&hidden), &mut victim, &own)?;
+                    continue;
+                }
+                None => {}
             }
-            if let Some(hidden) = name.strip_prefix(".wh.") {
-                let victim = parent.join(hidden);
-                remove_any(&victim)?;
-                continue;
-            }
-            let target = parent.join(name);
+            let target = join(dest, &rel);
             let kind = entry.header().entry_type();
             match kind {
                 tar::EntryType::Directory => {
@@ -309,77 +443,145 @@ pub fn unpack_layers(
                         remove_any(&target)?;
                     }
                     std::fs::create_dir_all(&target).map_err(|e| OciError::io(&target, e))?;
+                    own.insert(rel);
                 }
                 tar::EntryType::Regular | tar::EntryType::Continuous => {
-                    std::fs::create_dir_all(&parent).map_err(|e| OciError::io(&parent, e))?;
-                    remove_any(&target)?;
-                    let mut data = Vec::new();
-                    entry
-                        .read_to_end(&mut data)
-                        .map_err(|e| err(format!("reading {}: {e}", raw_path.display())))?;
-                    std::fs::write(&target, &data).map_err(|e| OciError::io(&target, e))?;
-                    set_mode(&target, entry.header().mode().unwrap_or(0o644));
-                    summary.files += 1;
-                    summary.bytes += data.len() as u64;
-                }
-                tar::EntryType::Symlink => {
-                    let link = entry
-                        .link_name()
-                        .map_err(|e| err(format!("link name: {e}")))?
-                        .ok_or_else(|| err(format!("symlink {} has no target", raw_path.display())))?
-                        .into_owned();
-                    if link.is_absolute() || !stays_inside(parent_rel, &link) {
-                        return Err(err(format!(
-                            "symlink {} points to {}, outside the destination; refusing to unpack it",
-                            raw_path.display(),
-                            link.display()
-                        )));
+                    // The tar reader yields exactly the header's size for an entry.
+                    let size = entry.size();
+                    if size > limits.file_bytes {
+                        return Err(OciError::too_large(
+                            reference,
+                            format!("file {shown} in layer {digest}"),
+                            format!("{size} bytes"),
+                            Limit::File,
+                            limits,
+                        ));
                     }
                     std::fs::create_dir_all(&parent).map_err(|e| OciError::io(&parent, e))?;
                     remove_any(&target)?;
-                    make_symlink(&link, &target)?;
+                    let mut file = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&target)
+                        .map_err(|e| OciError::io(&target, e))?;
+                    let written = std::io::copy(&mut (&mut entry).take(limits.file_bytes), &mut file)
+                        .map_err(|e| read_err(&format!("entry {shown}"), e))?;
+                    drop(file);
+                    set_mode(&target, entry.header().mode().unwrap_or(0o644));
+                    own.insert(rel);
+                    summary.files += 1;
+                    summary.bytes += written;
                 }
                 tar::EntryType::Link => {
                     let link = entry
                         .link_name()
                         .map_err(|e| err(format!("link name: {e}")))?
-                        .ok_or_else(|| err(format!("hard link {} has no target", raw_path.display())))?
+                        .ok_or_else(|| err(format!("hard link {shown} has no target")))?
                         .into_owned();
-                    let link_rel = clean_path(&link)
-                        .map_err(&err)?
-                        .ok_or_else(|| err(format!("hard link {} points to the root", raw_path.display())))?;
-                    let link_rel: Vec<String> = if subdir.is_empty() {
-                        link_rel
-                    } else if link_rel.len() > subdir.len() && link_rel[..subdir.len()] == subdir[..] {
+                    let refuse = |why: &str| {
+                        err(format!("hard link {shown} -> {}: {why}; hard links may only point to a regular file unpacked before them", link.display()))
+                    };
+                    let link_rel = clean_path(&link).map_err(|r| refuse(&r))?.unwrap_or_default();
+                    let link_rel = if link_rel.len() > subdir.len() && link_rel[..subdir.len()] == subdir[..] {
                         link_rel[subdir.len()..].to_vec()
                     } else {
-                        return Err(err(format!(
-                            "hard link {} points to {}, outside the unpacked directory",
-                            raw_path.display(),
-                            link.display()
-                        )));
+                        return Err(refuse("the target is outside the unpacked part of the image"));
                     };
-                    check_no_symlink_ancestors(dest, &link_rel[..link_rel.len() - 1]).map_err(&err)?;
+                    if link_rel == rel {
+                        return Err(refuse("the link points to itself"));
+                    }
+                    check_no_symlink_ancestors(dest, &link_rel[..link_rel.len() - 1]).map_err(|r| refuse(&r))?;
                     let source = join(dest, &link_rel);
-                    if source.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
-                        return Err(err(format!(
-                            "hard link {} points to symlink {}; refusing",
-                            raw_path.display(),
-                            link.display()
-                        )));
+                    let len = match source.symlink_metadata() {
+                        Ok(m) if m.is_file() => m.len(),
+                        Ok(_) => return Err(refuse("the target is not a regular file")),
+                        Err(_) => return Err(refuse("no such file was unpacked before it")),
+                    };
+                    if len > limits.file_bytes {
+                        return Err(OciError::too_large(
+                            reference,
+                            format!("file {shown} (a hard link) in layer {digest}"),
+                            format!("{len} bytes"),
+                            Limit::File,
+                            limits,
+                        ));
+                    }
+                    total.set(total.get().saturating_add(len));
+                    if total.get() > limits.unpacked_bytes {
+                        return Err(read_err(&format!("hard link {shown}"), std::io::Error::other("limit")));
                     }
                     std::fs::create_dir_all(&parent).map_err(|e| OciError::io(&parent, e))?;
                     remove_any(&target)?;
                     std::fs::copy(&source, &target).map_err(|e| OciError::io(&source, e))?;
+                    own.insert(rel);
                     summary.files += 1;
+                    summary.bytes += len;
                 }
-                // Devices, FIFOs and extended headers (already applied by the tar reader) are
-                // not content of a bundle or catalog.
-                _ => {}
+                tar::EntryType::Symlink => {
+                    let link = entry.link_name().ok().flatten().map(|l| l.display().to_string()).unwrap_or_default();
+                    return Err(err(format!("entry {shown} is a symlink (to {link:?}); {PLAIN_FILES_RULE}")));
+                }
+                // Extended headers: already applied to the entries they describe by the tar reader.
+                tar::EntryType::XGlobalHeader
+                | tar::EntryType::XHeader
+                | tar::EntryType::GNULongName
+                | tar::EntryType::GNULongLink => {}
+                tar::EntryType::Char | tar::EntryType::Block => {
+                    return Err(err(format!("entry {shown} is a device file; {PLAIN_FILES_RULE}")));
+                }
+                tar::EntryType::Fifo => {
+                    return Err(err(format!("entry {shown} is a FIFO; {PLAIN_FILES_RULE}")));
+                }
+                other => {
+                    return Err(err(format!(
+                        "entry {shown} has tar entry type {:?} ({other:?}), which capstan does not unpack; {PLAIN_FILES_RULE}",
+                        char::from(other.as_byte())
+                    )));
+                }
             }
         }
     }
     Ok(summary)
+}
+
+/// Removes what lower layers put at `path` (`rel` below the destination): a file or symlink not
+/// in `own`, and a directory's lower-layer content, the directory too when nothing of this layer
+/// is left in it. Never follows a symlink.
+fn remove_lower(path: &Path, rel: &mut Vec<String>, own: &HashSet<Vec<String>>) -> Result<()> {
+    let Ok(meta) = path.symlink_metadata() else {
+        return Ok(());
+    };
+    if own.is_empty() {
+        return remove_any(path);
+    }
+    let mine = own.contains(rel);
+    if meta.is_dir() {
+        remove_lower_children(path, rel, own)?;
+        let empty = std::fs::read_dir(path).map(|mut d| d.next().is_none()).unwrap_or(false);
+        if !mine && empty {
+            std::fs::remove_dir(path).map_err(|e| OciError::io(path, e))?;
+        }
+        Ok(())
+    } else if mine {
+        Ok(())
+    } else {
+        std::fs::remove_file(path).map_err(|e| OciError::io(path, e))
+    }
+}
+
+/// [`remove_lower`] for every entry of directory `dir` (`rel` below the destination).
+fn remove_lower_children(dir: &Path, rel: &mut Vec<String>, own: &HashSet<Vec<String>>) -> Result<()> {
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for item in read {
+        let item = item.map_err(|e| OciError::io(dir, e))?;
+        rel.push(item.file_name().to_string_lossy().into_owned());
+        let res = remove_lower(&item.path(), rel, own);
+        rel.pop();
+        res?;
+    }
+    Ok(())
 }
 
 /// Splits a tar path into normal components, dropping `./`; errors on absolute paths and `..`.
@@ -408,24 +610,6 @@ fn clean_path(p: &Path) -> std::result::Result<Option<Vec<String>>, String> {
         }
     }
     Ok((!out.is_empty()).then_some(out))
-}
-
-/// True if a relative symlink target, resolved from directory `from` (components below the
-/// destination), stays inside the destination.
-fn stays_inside(from: &[String], link: &Path) -> bool {
-    let mut depth = from.len() as isize;
-    for c in link.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => depth -= 1,
-            Component::Normal(_) => depth += 1,
-            _ => return false,
-        }
-        if depth < 0 {
-            return false;
-        }
-    }
-    true
 }
 
 fn join(dest: &Path, rel: &[String]) -> PathBuf {
@@ -458,18 +642,6 @@ fn remove_any(p: &Path) -> Result<()> {
     }
 }
 
-fn clear_dir(dir: &Path) -> Result<()> {
-    let rd = match std::fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(_) => return Ok(()),
-    };
-    for item in rd {
-        let item = item.map_err(|e| OciError::io(dir, e))?;
-        remove_any(&item.path())?;
-    }
-    Ok(())
-}
-
 #[cfg(unix)]
 fn set_mode(p: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt as _;
@@ -479,16 +651,6 @@ fn set_mode(p: &Path, mode: u32) {
 
 #[cfg(not(unix))]
 fn set_mode(_: &Path, _: u32) {}
-
-#[cfg(unix)]
-fn make_symlink(link: &Path, at: &Path) -> Result<()> {
-    std::os::unix::fs::symlink(link, at).map_err(|e| OciError::io(at, e))
-}
-
-#[cfg(not(unix))]
-fn make_symlink(_link: &Path, at: &Path) -> Result<()> {
-    Err(OciError::io(at, std::io::Error::other("symlinks are not supported here")))
-}
 
 /// Removes what a failed pull wrote into `dest`, which was absent or empty before the pull (the
 /// pulls refuse any other destination, so everything in it is the pull's own): `dest` itself when
@@ -521,15 +683,8 @@ mod tests {
     }
 
     fn file(b: &mut tar::Builder<Vec<u8>>, path: &str, data: &[u8]) {
-        let mut h = tar::Header::new_gnu();
-        h.set_size(data.len() as u64);
-        h.set_mode(0o644);
-        h.set_entry_type(tar::EntryType::Regular);
-        // set_path refuses `..`; write the raw name to build hostile archives.
-        let name = &mut h.as_old_mut().name;
-        name[..path.len()].copy_from_slice(path.as_bytes());
-        h.set_cksum();
-        b.append(&h, data).unwrap();
+        // set_path refuses `..`; raw_entry writes the raw name to build hostile archives.
+        raw_entry(b, tar::EntryType::Regular, path, "", data);
     }
 
     fn symlink(b: &mut tar::Builder<Vec<u8>>, path: &str, target: &str) {
@@ -564,36 +719,40 @@ mod tests {
     }
 
     #[test]
-    fn refuses_traversal_absolute_and_escaping_symlinks() {
+    fn refuses_traversal_absolute_and_symlinks() {
         let dir = tempfile::tempdir().unwrap();
         let dest = dir.path().join("out");
         for (layer, what) in [
             (raw_layer(|b| file(b, "../evil", b"x")), ".."),
             (raw_layer(|b| file(b, "/etc/evil", b"x")), "absolute"),
-            (raw_layer(|b| symlink(b, "manifests/l", "../../etc")), "outside"),
-            (raw_layer(|b| symlink(b, "l", "/etc")), "outside"),
+            (raw_layer(|b| symlink(b, "manifests/l", "../../etc")), "manifests/l is a symlink"),
+            (raw_layer(|b| symlink(b, "l", "/etc")), "l is a symlink"),
             (
                 raw_layer(|b| {
                     symlink(b, "m", "x");
                     file(b, "m/f", b"x");
                 }),
-                "through symlink",
+                "m is a symlink",
+            ),
+            // Symlinks are refused even when they stay inside: bundles and catalogs need none.
+            (
+                raw_layer(|b| {
+                    file(b, "manifests/a", b"a");
+                    symlink(b, "manifests/l", "a");
+                }),
+                "manifests/l is a symlink",
             ),
         ] {
             let err = unpack_layers("reg/x:1", &[layer], &dest, &UnpackOptions::default())
                 .unwrap_err()
                 .to_string();
             assert!(err.contains(what) && err.contains("reg/x:1"), "{what}: {err}");
+            if what.contains("symlink") {
+                assert!(err.contains(PLAIN_FILES_RULE), "{err}");
+            }
         }
         assert!(!dir.path().join("evil").exists());
-        // A symlink that stays inside is fine.
-        let ok = raw_layer(|b| {
-            file(b, "manifests/a", b"a");
-            symlink(b, "manifests/l", "a");
-        });
-        let dest2 = dir.path().join("ok");
-        unpack_layers("r", &[ok], &dest2, &UnpackOptions::default()).unwrap();
-        assert_eq!(std::fs::read(dest2.join("manifests/l")).unwrap(), b"a");
+        assert!(!dest.join("manifests/l").exists() && !dest.join("l").exists() && !dest.join("m").exists());
     }
 
     #[test]
@@ -630,6 +789,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let opts = UnpackOptions {
             subdir: Some("/configs".into()),
+            ..Default::default()
         };
         let s = unpack_layers("r", &[l], dir.path(), &opts).unwrap();
         assert_eq!(s.files, 2);
@@ -648,5 +808,199 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("zstd") && err.contains("sha256:abc"), "{err}");
+    }
+
+    /// A tar header of `kind` with a raw name (no checks) and `link` as link name.
+    fn raw_entry(b: &mut tar::Builder<Vec<u8>>, kind: tar::EntryType, path: &str, link: &str, data: &[u8]) {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(kind);
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        let name = &mut h.as_old_mut().name;
+        name[..path.len()].copy_from_slice(path.as_bytes());
+        let ln = &mut h.as_old_mut().linkname;
+        ln[..link.len()].copy_from_slice(link.as_bytes());
+        h.set_cksum();
+        b.append(&h, data).unwrap();
+    }
+
+    /// A destination inside a directory with a canary beside it; returns (tempdir, dest, canary).
+    fn guarded() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let canary = dir.path().join("canary");
+        std::fs::write(&canary, b"canary").unwrap();
+        let dest = dir.path().join("out");
+        std::fs::create_dir_all(&dest).unwrap();
+        (dir, dest, canary)
+    }
+
+    fn unpack_err(layers: &[Blob], dest: &Path, opts: &UnpackOptions) -> String {
+        unpack_layers("reg/hostile:1", layers, dest, opts).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn malformed_whiteouts_are_refused_and_delete_nothing() {
+        for name in [".wh.", ".wh..", ".wh...", ".wh..wh.", ".wh..wh.foo", "sub/.wh..", "sub/.wh...", "sub/.wh."] {
+            for subdir in [None, Some("sub".to_string())] {
+                let (_dir, dest, canary) = guarded();
+                std::fs::write(dest.join("keep"), b"k").unwrap();
+                let lower = raw_layer(|b| file(b, "sub/x", b"x"));
+                let bad = raw_layer(|b| file(b, name, b""));
+                let digest = bad.descriptor.digest.clone();
+                let opts = UnpackOptions { subdir: subdir.clone(), ..Default::default() };
+                let err = unpack_err(&[lower, bad], &dest, &opts);
+                assert!(err.contains("reg/hostile:1") && err.contains(&digest) && err.contains(name), "{name}: {err}");
+                assert!(err.contains("does not name a file"), "{err}");
+                assert_eq!(std::fs::read(&canary).unwrap(), b"canary", "{name}");
+                assert!(dest.join("keep").exists(), "{name} {subdir:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn whiteouts_remove_only_lower_layers_entries() {
+        let lower = raw_layer(|b| {
+            file(b, "manifests/a.yaml", b"lower");
+            file(b, "manifests/b.yaml", b"lower");
+            file(b, "docs/old", b"o");
+        });
+        let upper = raw_layer(|b| {
+            // Written by this layer before its own whiteouts: they must not remove it.
+            file(b, "manifests/a.yaml", b"upper");
+            file(b, "manifests/.wh.a.yaml", b"");
+            file(b, "manifests/.wh.b.yaml", b"");
+            file(b, "docs/new", b"n");
+            file(b, "docs/.wh..wh..opq", b"");
+        });
+        let (_dir, dest, canary) = guarded();
+        unpack_layers("r", &[lower, upper], &dest, &UnpackOptions::default()).unwrap();
+        assert_eq!(std::fs::read(dest.join("manifests/a.yaml")).unwrap(), b"upper");
+        assert!(!dest.join("manifests/b.yaml").exists());
+        assert!(dest.join("docs/new").exists());
+        assert!(!dest.join("docs/old").exists());
+        assert!(canary.exists());
+    }
+
+    #[test]
+    fn hard_links_copy_an_unpacked_file_only() {
+        let ok = raw_layer(|b| {
+            file(b, "manifests/a.yaml", b"aaaa");
+            raw_entry(b, tar::EntryType::Link, "manifests/b.yaml", "manifests/a.yaml", b"");
+        });
+        let (_dir, dest, _) = guarded();
+        let s = unpack_layers("r", &[ok], &dest, &UnpackOptions::default()).unwrap();
+        assert_eq!((s.files, s.bytes), (2, 8));
+        assert_eq!(std::fs::read(dest.join("manifests/b.yaml")).unwrap(), b"aaaa");
+        for (layer, why) in [
+            (raw_layer(|b| raw_entry(b, tar::EntryType::Link, "l", "../canary", b"")), ".."),
+            (raw_layer(|b| raw_entry(b, tar::EntryType::Link, "l", "/etc/passwd", b"")), "absolute"),
+            (raw_layer(|b| raw_entry(b, tar::EntryType::Link, "l", "missing", b"")), "no such file"),
+            (raw_layer(|b| raw_entry(b, tar::EntryType::Link, "l", "l", b"")), "itself"),
+            (
+                raw_layer(|b| {
+                    raw_entry(b, tar::EntryType::Directory, "d/", "", b"");
+                    raw_entry(b, tar::EntryType::Link, "l", "d", b"");
+                }),
+                "not a regular file",
+            ),
+        ] {
+            let (_dir, dest, canary) = guarded();
+            let err = unpack_err(&[layer], &dest, &UnpackOptions::default());
+            assert!(err.contains("hard link l") && err.contains(why), "{why}: {err}");
+            assert_eq!(std::fs::read(&canary).unwrap(), b"canary");
+        }
+        // Outside the selected subdirectory: never unpacked, so not a target.
+        let l = raw_layer(|b| {
+            file(b, "bin/opm", b"elf");
+            raw_entry(b, tar::EntryType::Link, "configs/x", "bin/opm", b"");
+        });
+        let (_dir, dest, _) = guarded();
+        let opts = UnpackOptions { subdir: Some("configs".into()), ..Default::default() };
+        assert!(unpack_err(&[l], &dest, &opts).contains("outside the unpacked part"));
+    }
+
+    #[test]
+    fn devices_and_fifos_are_refused_but_skipped_outside_the_subdirectory() {
+        for kind in [tar::EntryType::Char, tar::EntryType::Block, tar::EntryType::Fifo] {
+            let (_dir, dest, _) = guarded();
+            let err = unpack_err(&[raw_layer(|b| raw_entry(b, kind, "configs/dev", "", b""))], &dest, &UnpackOptions::default());
+            assert!(err.contains("entry configs/dev is a") && err.contains(PLAIN_FILES_RULE), "{err}");
+            assert!(!dest.join("configs/dev").exists());
+        }
+        // A catalog image's base layers hold symlinks and devices outside /configs: skipped.
+        let base = raw_layer(|b| {
+            symlink(b, "bin/sh", "busybox");
+            raw_entry(b, tar::EntryType::Char, "dev/null", "", b"");
+            file(b, "configs/c.json", b"{}");
+        });
+        let (_dir, dest, _) = guarded();
+        let opts = UnpackOptions { subdir: Some("configs".into()), ..Default::default() };
+        assert_eq!(unpack_layers("r", &[base], &dest, &opts).unwrap().files, 1);
+        assert!(!dest.join("bin").exists() && !dest.join("dev").exists());
+    }
+
+    fn limits(f: impl FnOnce(&mut Limits)) -> UnpackOptions {
+        let mut l = Limits::builtin();
+        f(&mut l);
+        UnpackOptions { subdir: None, limits: l }
+    }
+
+    #[test]
+    fn a_gzip_bomb_stops_at_the_limits() {
+        // 64 MiB of zeros in one file: about 64 KiB of gzip.
+        let zeros = vec![0u8; 64 << 20];
+        let bomb = build_layer(vec![LayerEntry::File("manifests/bomb".into(), zeros, false)]).unwrap().blob;
+        assert!(bomb.data.len() < 1 << 20);
+        let digest = bomb.descriptor.digest.clone();
+        let (_dir, dest, _) = guarded();
+        let err = unpack_err(std::slice::from_ref(&bomb), &dest, &limits(|l| l.file_bytes = 1 << 20));
+        assert!(err.contains("file manifests/bomb in layer") && err.contains(&digest), "{err}");
+        assert!(err.contains("CAPSTAN_MAX_FILE_BYTES") && err.contains("1Mi"), "{err}");
+        assert!(!dest.join("manifests/bomb").exists(), "refused before anything is written");
+        let err = unpack_err(std::slice::from_ref(&bomb), &dest, &limits(|l| l.unpacked_bytes = 4 << 20));
+        assert!(err.contains("CAPSTAN_MAX_UNPACKED_BYTES") && err.contains(&digest), "{err}");
+        let written = std::fs::metadata(dest.join("manifests/bomb")).map_or(0, |m| m.len());
+        assert!(written <= 4 << 20, "{written}");
+    }
+
+    #[test]
+    fn entry_count_is_bounded() {
+        let l = raw_layer(|b| {
+            for i in 0..20 {
+                file(b, &format!("f{i}"), b"");
+            }
+        });
+        let (_dir, dest, _) = guarded();
+        let err = unpack_err(&[l], &dest, &limits(|l| l.entries = 10));
+        assert!(err.contains("CAPSTAN_MAX_ENTRIES") && err.contains("f10"), "{err}");
+    }
+
+    #[test]
+    fn directories_on_disk_follow_the_same_rule() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), b"a").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("l")).unwrap();
+        let err = entries_from_dir(dir.path(), "manifests").unwrap_err().to_string();
+        assert!(err.contains("is a symlink") && err.contains(PLAIN_FILES_RULE), "{err}");
+    }
+
+    #[test]
+    fn a_whiteout_of_the_subdirectory_or_an_ancestor_hides_lower_content_only() {
+        let lower = raw_layer(|b| {
+            file(b, "configs/a.json", b"a");
+            file(b, "configs/pkg/c.json", b"c");
+        });
+        for hide in [".wh.configs", ".wh..wh..opq"] {
+            let upper = raw_layer(|b| {
+                file(b, "configs/b.json", b"b");
+                file(b, hide, b"");
+            });
+            let (_dir, dest, canary) = guarded();
+            let opts = UnpackOptions { subdir: Some("configs".into()), ..Default::default() };
+            unpack_layers("r", &[lower.clone(), upper], &dest, &opts).unwrap();
+            assert!(!dest.join("a.json").exists() && !dest.join("pkg").exists(), "{hide}");
+            assert!(dest.join("b.json").exists(), "{hide}: this layer's own entry stays");
+            assert!(canary.exists());
+        }
     }
 }

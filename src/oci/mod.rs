@@ -5,7 +5,10 @@
 //! - [`ClientConfig`]: TLS by default, plain HTTP for loopback hosts or when asked
 //!   (`--plain-http`, `insecure_registries`); credentials from [`DockerConfig`] (docker config file or
 //!   Kubernetes pull secret); the [`BlobCache`] at `<cache>/oci/blobs/sha256/<hex>`.
-//! - [`layer`]: deterministic layer building and safe unpacking (whiteouts, no path traversal).
+//! - [`layer`]: deterministic layer building and safe unpacking (whiteouts, no path traversal, no
+//!   symlinks or devices, bounded sizes).
+//! - [`Limits`]: size limits on manifests, configs, layers, images and unpacked content
+//!   (`CAPSTAN_MAX_*`).
 //!
 //! This module knows nothing of Kubernetes: pull secrets come in as their bytes.
 
@@ -14,6 +17,7 @@ pub mod cache;
 pub mod config;
 pub mod error;
 pub mod layer;
+pub mod limits;
 pub mod progress;
 pub mod registry;
 
@@ -21,6 +25,7 @@ pub use auth::DockerConfig;
 pub use cache::BlobCache;
 pub use config::ClientConfig;
 pub use error::{OciError, Result};
+pub use limits::Limits;
 pub use oci_client::Reference;
 pub use oci_client::manifest::{OciDescriptor, OciImageManifest};
 pub use registry::{Blob, ImageToPush, PulledImage, PushedImage, Registry, parse_reference};

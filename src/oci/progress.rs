@@ -48,10 +48,14 @@ impl Progress {
     }
 }
 
-/// An in-memory `AsyncWrite` sink that advances a progress bar by the bytes written.
+/// An in-memory `AsyncWrite` sink that advances a progress bar by the bytes written and fails
+/// as soon as more than `limit` bytes arrive (setting `overflowed`), so that a registry sending
+/// more than a blob's declared size is cut off at once.
 pub(crate) struct BarWriter {
     pub(crate) buf: Vec<u8>,
     pub(crate) bar: ProgressBar,
+    pub(crate) limit: u64,
+    pub(crate) overflowed: bool,
 }
 
 impl tokio::io::AsyncWrite for BarWriter {
@@ -60,6 +64,13 @@ impl tokio::io::AsyncWrite for BarWriter {
         _cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<std::io::Result<usize>> {
+        if (self.buf.len() + data.len()) as u64 > self.limit {
+            self.overflowed = true;
+            return Poll::Ready(Err(std::io::Error::other(format!(
+                "more bytes than the {} declared",
+                self.limit
+            ))));
+        }
         self.buf.extend_from_slice(data);
         self.bar.inc(data.len() as u64);
         Poll::Ready(Ok(data.len()))

@@ -167,10 +167,18 @@ pub struct PushedImage {
     pub size: u64,
 }
 
+/// Bearer tokens (None: no token needed) for manifest requests and when they were fetched, by
+/// registry, repository and credential source.
+type TokenCache = HashMap<String, (Option<String>, std::time::Instant)>;
+
 /// A registry client with per-host protocol and credentials, a blob cache and progress bars.
 #[derive(Clone)]
 pub struct Registry {
     config: Arc<ClientConfig>,
+    /// For manifests (see `manifest_request`); blobs go through oci-client.
+    http: reqwest::Client,
+    /// Bearer tokens for manifest requests by registry, repository and credential source.
+    tokens: Arc<Mutex<TokenCache>>,
     clients: Arc<Mutex<HashMap<String, Client>>>,
     progress: Progress,
 }
@@ -197,6 +205,10 @@ impl Op {
     }
 }
 
+/// How long a registry token fetched for manifest requests is reused (registries issue tokens
+/// valid for 60 s or more; docker's and distribution's default is 300 s).
+pub const TOKEN_TTL: std::time::Duration = std::time::Duration::from_secs(50);
+
 /// How long to wait for a TCP/TLS connection to a registry.
 pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// How long one read from a registry may wait for bytes before the request fails (an idle
@@ -210,7 +222,14 @@ impl Registry {
         // it once per process. An error only means a provider is installed already.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let progress = Progress::new(config.quiet);
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .read_timeout(config.read_timeout.unwrap_or(READ_TIMEOUT))
+            .build()
+            .unwrap_or_default();
         Registry {
+            http,
+            tokens: Arc::default(),
             config: Arc::new(config),
             clients: Arc::default(),
             progress,
@@ -285,20 +304,33 @@ impl Registry {
     }
 
     /// Resolves `reference` to its manifest digest: a digest reference is returned as is; a tag
-    /// is looked up with one `HEAD` request.
+    /// is looked up with one `HEAD` request (its `Docker-Content-Digest`), or, when the registry
+    /// sends no sha256 digest header, with a `GET` whose body is bounded as in
+    /// [`Self::pull_manifest`] and hashed (and then cached, so that it is not fetched again).
     ///
     /// Errors: not found, unauthorized, unreachable ([`OciError`] variants name the reference and
-    /// registry).
+    /// registry); [`OciError::TooLarge`] for a manifest over the limit.
     pub async fn resolve_digest(&self, reference: &Reference) -> Result<String> {
         if let Some(d) = reference.digest() {
             return Ok(d.to_string());
         }
-        let client = self.ready(reference).await?;
-        let (auth, _) = self.auth_for(reference)?;
-        client
-            .fetch_manifest_digest(reference, &auth)
-            .await
-            .map_err(|e| self.map_err(e, reference, &Op::Pull))
+        let head = self.manifest_request(reference, reqwest::Method::HEAD).await?;
+        if let Some(d) = head
+            .headers()
+            .get("Docker-Content-Digest")
+            .and_then(|v| v.to_str().ok())
+            .filter(|d| super::cache::sha256_hex(d).is_some())
+        {
+            return Ok(d.to_string());
+        }
+        let tag = format!("tag {}", reference.tag().unwrap_or("latest"));
+        let response = self.manifest_request(reference, reqwest::Method::GET).await?;
+        let body = self.read_manifest(reference, response, &tag).await?;
+        let digest = sha256_digest(&body);
+        if let Some(cache) = &self.config.cache {
+            cache.put(&digest, &body)?;
+        }
+        Ok(digest)
     }
 
     /// Pulls the image manifest for `reference`, following a multi-platform index to one
@@ -339,17 +371,13 @@ impl Registry {
     async fn manifest_bytes(&self, by_digest: &Reference, digest: &str) -> Result<Vec<u8>> {
         if let Some(cache) = &self.config.cache
             && let Some(bytes) = cache.get(digest)
+            && bytes.len() as u64 <= self.config.limits.manifest_bytes
         {
             tracing::debug!(digest, "manifest served from the blob cache");
             return Ok(bytes);
         }
         tracing::debug!(reference = %by_digest.whole(), "pulling manifest");
-        let client = self.ready(by_digest).await?;
-        let (auth, _) = self.auth_for(by_digest)?;
-        let (body, _) = client
-            .pull_manifest_raw(by_digest, &auth, MANIFEST_TYPES)
-            .await
-            .map_err(|e| self.map_err(e, by_digest, &Op::Pull))?;
+        let body = self.get_manifest_bounded(by_digest, digest).await?;
         let actual = sha256_digest(&body);
         if actual != digest {
             return Err(OciError::DigestMismatch {
@@ -363,21 +391,156 @@ impl Registry {
         if let Some(cache) = &self.config.cache {
             cache.put(digest, &body)?;
         }
-        Ok(body.to_vec())
+        Ok(body)
+    }
+
+    /// GETs the manifest `by_digest` (a digest reference); see [`Self::read_manifest`].
+    async fn get_manifest_bounded(&self, by_digest: &Reference, digest: &str) -> Result<Vec<u8>> {
+        let response = self.manifest_request(by_digest, reqwest::Method::GET).await?;
+        self.read_manifest(by_digest, response, digest).await
+    }
+
+    /// Sends `method` for the manifest of `reference` (by digest, else by tag) and returns the
+    /// response after checking its status. oci-client's `pull_manifest_raw` and
+    /// `fetch_manifest_digest` read a body of any size into memory, so manifest requests are made
+    /// here, with the same reqwest, protocol, timeouts and the credentials oci-client resolves (its
+    /// token flow; the token is kept for [`TOKEN_TTL`] and fetched again after a 401).
+    ///
+    /// Errors: the registry errors, as for blobs.
+    async fn manifest_request(&self, reference: &Reference, method: reqwest::Method) -> Result<reqwest::Response> {
+        let registry = reference.resolve_registry();
+        let target = reference.digest().or(reference.tag()).unwrap_or("latest");
+        let url = format!("{}://{registry}/v2/{}/manifests/{target}", self.scheme(registry), reference.repository());
+        let (auth, source) = self.auth_for(reference)?;
+        let key = format!("{registry}\u{0}{}\u{0}{}", reference.repository(), source.unwrap_or_default());
+        let as_oci = |e: reqwest::Error| self.map_err(OciDistributionError::RequestError(e), reference, &Op::Pull);
+        let mut retried = false;
+        loop {
+            let token = self.token(reference, &auth, &key).await?;
+            let mut request = self
+                .http
+                .request(method.clone(), &url)
+                .header(reqwest::header::ACCEPT, MANIFEST_TYPES.join(", "));
+            request = match (&token, &auth) {
+                (Some(t), _) => request.bearer_auth(t),
+                (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
+                (None, _) => request,
+            };
+            let mut response = request.send().await.map_err(as_oci)?;
+            let status = response.status();
+            if status.is_success() {
+                return Ok(response);
+            }
+            if status == reqwest::StatusCode::UNAUTHORIZED && !retried {
+                retried = true;
+                self.lock_tokens().remove(&key);
+                continue;
+            }
+            let mut message = String::new();
+            if let Ok(Some(chunk)) = response.chunk().await {
+                message = String::from_utf8_lossy(&chunk[..chunk.len().min(4096)]).into_owned();
+            }
+            return Err(self.map_err(
+                OciDistributionError::ServerError { code: status.as_u16(), url, message },
+                reference,
+                &Op::Pull,
+            ));
+        }
+    }
+
+    /// The bearer token for `reference` (None: basic or anonymous access), from oci-client's
+    /// token flow, kept under `key` for [`TOKEN_TTL`].
+    async fn token(&self, reference: &Reference, auth: &RegistryAuth, key: &str) -> Result<Option<String>> {
+        if let Some((token, at)) = self.lock_tokens().get(key)
+            && at.elapsed() < TOKEN_TTL
+        {
+            return Ok(token.clone());
+        }
+        let client = self.ready(reference).await?;
+        let token = client
+            .auth(reference, auth, oci_client::RegistryOperation::Pull)
+            .await
+            .map_err(|e| self.map_err(e, reference, &Op::Pull))?;
+        self.lock_tokens().insert(key.to_string(), (token.clone(), std::time::Instant::now()));
+        Ok(token)
+    }
+
+    fn lock_tokens(&self) -> std::sync::MutexGuard<'_, TokenCache> {
+        match self.tokens.lock() {
+            Ok(t) => t,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Reads a manifest response body in chunks, failing with [`OciError::TooLarge`] (naming
+    /// `what`, a digest or a tag) as soon as it passes [`super::Limits::manifest_bytes`], or at
+    /// once when `Content-Length` says it would.
+    async fn read_manifest(&self, reference: &Reference, mut response: reqwest::Response, what: &str) -> Result<Vec<u8>> {
+        let limit = self.config.limits.manifest_bytes;
+        let too_large = |size: String| {
+            OciError::too_large(
+                &reference.whole(),
+                format!("manifest {what}"),
+                size,
+                super::limits::Limit::Manifest,
+                &self.config.limits,
+            )
+        };
+        if let Some(len) = response.content_length()
+            && len > limit
+        {
+            return Err(too_large(format!("declared as {len} bytes (Content-Length)")));
+        }
+        let as_oci = |e: reqwest::Error| self.map_err(OciDistributionError::RequestError(e), reference, &Op::Pull);
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(as_oci)? {
+            if (body.len() + chunk.len()) as u64 > limit {
+                return Err(too_large(format!("more than {limit} bytes")));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
+    /// The size `descriptor` declares, after checking it against the limit for `what` (`config`:
+    /// [`super::Limits::config_bytes`], else [`super::Limits::layer_bytes`]).
+    ///
+    /// Errors: [`OciError::TooLarge`]; [`OciError::Format`] for a negative size.
+    fn check_declared(&self, reference: &Reference, descriptor: &OciDescriptor, what: &str) -> Result<u64> {
+        let limit = if what == "config" { super::limits::Limit::Config } else { super::limits::Limit::Layer };
+        let declared = u64::try_from(descriptor.size).map_err(|_| OciError::Format {
+            reference: reference.whole(),
+            reason: format!("{what} {} has a negative size {} in the manifest", descriptor.digest, descriptor.size),
+        })?;
+        if declared > self.config.limits.get(limit) {
+            return Err(OciError::too_large(
+                &reference.whole(),
+                format!("{what} {}", descriptor.digest),
+                format!("declared as {declared} bytes"),
+                limit,
+                &self.config.limits,
+            ));
+        }
+        Ok(declared)
     }
 
     /// Pulls one blob by its descriptor, verifying size and sha256; served from (and stored
-    /// into) the cache.
+    /// into) the cache. `what` is `config` or `layer`: the declared size must be within
+    /// [`super::Limits::config_bytes`] or [`super::Limits::layer_bytes`], checked before anything
+    /// is read, and the download stops as soon as the registry sends more than the declared size.
     ///
-    /// Errors: [`OciError::DigestMismatch`], plus the registry errors.
+    /// Errors: [`OciError::TooLarge`], [`OciError::LongerThanDeclared`],
+    /// [`OciError::DigestMismatch`], [`OciError::Format`] for a negative size, plus the registry
+    /// errors.
     pub async fn pull_blob(
         &self,
         reference: &Reference,
         descriptor: &OciDescriptor,
         what: &'static str,
     ) -> Result<Vec<u8>> {
+        let declared = self.check_declared(reference, descriptor, what)?;
         if let Some(cache) = &self.config.cache
-            && let Some(bytes) = cache.get(&descriptor.digest)
+            && let Some(bytes) = cache.get_sized(&descriptor.digest, declared)
         {
             tracing::debug!(digest = %descriptor.digest, what, "blob served from the blob cache");
             return Ok(bytes);
@@ -387,19 +550,37 @@ impl Registry {
         let short = short_digest(&descriptor.digest);
         let bar = self
             .progress
-            .bytes_bar(descriptor.size.max(0) as u64, format!("pull {what} {short}"));
+            .bytes_bar(declared, format!("pull {what} {short}"));
         let mut sink = BarWriter {
-            buf: Vec::with_capacity(descriptor.size.clamp(0, 64 << 20) as usize),
+            buf: Vec::with_capacity(declared.min(64 << 20) as usize),
             bar: bar.clone(),
+            limit: declared,
+            overflowed: false,
         };
-        client
-            .pull_blob(reference, descriptor, &mut sink)
-            .await
-            .map_err(|e| self.map_err(e, reference, &Op::Pull))?;
+        let pulled = client.pull_blob(reference, descriptor, &mut sink).await;
         bar.finish_and_clear();
+        if sink.overflowed {
+            return Err(OciError::LongerThanDeclared {
+                reference: reference.whole(),
+                registry: reference.resolve_registry().to_string(),
+                what,
+                digest: descriptor.digest.clone(),
+                declared,
+            });
+        }
+        pulled.map_err(|e| match e {
+            OciDistributionError::DigestError(d) => OciError::DigestMismatch {
+                reference: reference.whole(),
+                registry: reference.resolve_registry().to_string(),
+                what,
+                expected: descriptor.digest.clone(),
+                actual: d.to_string(),
+            },
+            e => self.map_err(e, reference, &Op::Pull),
+        })?;
         let data = sink.buf;
         let actual = sha256_digest(&data);
-        if actual != descriptor.digest || data.len() as i64 != descriptor.size {
+        if actual != descriptor.digest || data.len() as u64 != declared {
             return Err(OciError::DigestMismatch {
                 reference: reference.whole(),
                 registry: reference.resolve_registry().to_string(),
@@ -418,10 +599,27 @@ impl Registry {
     /// every blob is cached, a digest reference makes no request and a tag reference makes one
     /// (`HEAD` of the tag).
     ///
-    /// Errors: see [`Self::pull_manifest`] and [`Self::pull_blob`].
+    /// The declared sizes of config and layers together must be within
+    /// [`super::Limits::image_bytes`] (checked before any blob is pulled): the pulled image is
+    /// held in memory.
+    ///
+    /// Errors: see [`Self::pull_manifest`] and [`Self::pull_blob`]; [`OciError::TooLarge`].
     pub async fn pull(&self, reference: &Reference) -> Result<PulledImage> {
         let (digest, manifest, manifest_bytes) = self.pull_manifest(reference).await?;
         let by_digest = reference.clone_with_digest(digest.clone());
+        let mut declared: u64 = self.check_declared(&by_digest, &manifest.config, "config")?;
+        for layer in &manifest.layers {
+            declared = declared.saturating_add(self.check_declared(&by_digest, layer, "layer")?);
+        }
+        if declared > self.config.limits.image_bytes {
+            return Err(OciError::too_large(
+                &by_digest.whole(),
+                format!("image {digest} (config and {} layers)", manifest.layers.len()),
+                format!("declared as {declared} bytes"),
+                super::limits::Limit::Image,
+                &self.config.limits,
+            ));
+        }
         let config = self.pull_blob(&by_digest, &manifest.config, "config").await?;
         let layers = try_join_all(manifest.layers.iter().map(|d| {
             let by_digest = &by_digest;
