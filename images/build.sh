@@ -6,6 +6,10 @@
 # NAME is one of:
 #   pause   the pod sandbox image the real node's containerd uses (images/pause/pause.c, gcc -static)
 #   httpd   a tiny HTTP server and client for tests (images/httpd, Go, CGO_ENABLED=0: static)
+#   capstan capstan itself: target/release/capstan (`cargo build --release --locked`, built when
+#           missing) with the shared libraries `ldd` names, /etc/passwd and /etc/group with the
+#           nonroot user 65532, the machine's CA bundle; no shell; runs as 65532 (not built by default:
+#           name it, or `make image`, which builds all three)
 # Each image is one layer of static binaries, no base image (none can be pulled here), written as
 # an OCI image layout by images/oci.py into $CAPSTAN_CACHE/images/<name>/<hash of its inputs>
 # (built again only when an input changes), then pushed as HOST:PORT/capstan/<name>:v1. Without
@@ -21,7 +25,7 @@ cache=${CAPSTAN_CACHE:-$HOME/.cache/capstan}/images
 registry=
 if [ "${1:-}" = --push ]; then registry=$2; shift 2; fi
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(pause httpd)
+[ ${#names[@]} -gt 0 ] || names=(pause httpd capstan)
 if [ -z "$registry" ]; then
   bash "$root/tests/cluster/up.sh" registry
   registry=$(cat "$dir/registry")
@@ -49,6 +53,23 @@ build_pause() {
   python3 "$here/oci.py" build "$tmp" --file "$tmp/rootfs/pause:/pause:0755" \
     --entrypoint '["/pause"]' --user 65535:65535 >/dev/null
 }
+build_capstan() {
+  local tmp=$1 args=() lib
+  args+=(--file "$capstan_bin:/usr/local/bin/capstan:0755")
+  # The dynamic loader and every library the binary needs, at the paths ldd names (real files).
+  for lib in $(ldd "$capstan_bin" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u); do
+    args+=(--file "$(readlink -f "$lib"):$lib:0755")
+  done
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' > "$tmp/rootfs/passwd"
+  printf 'root:x:0:\nnonroot:x:65532:\n' > "$tmp/rootfs/group"
+  printf 'passwd: files\ngroup: files\nhosts: files dns\n' > "$tmp/rootfs/nsswitch.conf"
+  args+=(--file "$tmp/rootfs/passwd:/etc/passwd:0644" --file "$tmp/rootfs/group:/etc/group:0644"
+         --file "$tmp/rootfs/nsswitch.conf:/etc/nsswitch.conf:0644")
+  [ -f /etc/ssl/certs/ca-certificates.crt ] && args+=(--file "/etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:0644")
+  python3 "$here/oci.py" build "$tmp" "${args[@]}" --dir /tmp:1777 --dir /home/nonroot:0755 \
+    --entrypoint '["/usr/local/bin/capstan"]' --cmd '["controller", "--leader-elect"]' --user 65532:65532 \
+    --label org.opencontainers.image.source=images/build.sh >/dev/null
+}
 build_httpd() {
   local tmp=$1
   (cd "$here/httpd" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$tmp/rootfs/httpd" .)
@@ -62,7 +83,13 @@ for name in "${names[@]}"; do
            layout pause "$here/pause/pause.c" -- build_pause ;;
     httpd) command -v go >/dev/null || { echo "images/build.sh: Go is required" >&2; exit 1; }
            layout httpd "$here/httpd/main.go" "$here/httpd/go.mod" -- build_httpd ;;
-    *) echo "images/build.sh: unknown image $name (pause, httpd)" >&2; exit 2 ;;
+    capstan)
+      capstan_bin="$root/target/release/capstan"
+      if [ ! -x "$capstan_bin" ] || [ -n "$(find "$root/src" "$root/Cargo.toml" "$root/Cargo.lock" -newer "$capstan_bin" -print -quit)" ]; then
+        (cd "$root" && cargo build --release --locked --bin capstan)
+      fi
+      layout capstan "$capstan_bin" -- build_capstan ;;
+    *) echo "images/build.sh: unknown image $name (pause, httpd, capstan)" >&2; exit 2 ;;
   esac
   ref="$registry/capstan/$name:v1"
   digest=$(python3 "$here/oci.py" push "$out" "$ref")
