@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The real node's host networking, shared by up.sh and down.sh:
 #   node-net.sh up DIR     creates the bridge with the node's address, turns IPv4 forwarding on, and adds
-#                          one filter chain that lets pod traffic reach only the bridge and the host itself
+#                          one filter chain, first in FORWARD, that lets pod traffic reach only the bridge
+#                          and the host itself (idempotent)
 #   node-net.sh down DIR   removes exactly what `up` added (chain, bridge) and restores ip_forward
 #   node-net.sh owner      prints the state directory that owns the node network on this machine, if any
 #
@@ -50,9 +51,27 @@ case "$cmd" in
       iptables -w -N "$CHAIN"
       chain_rules
     fi
-    iptables -w -C FORWARD -j "$CHAIN" 2>/dev/null || iptables -w -I FORWARD 1 -j "$CHAIN"
+    # First in FORWARD, before the ACCEPT rules kube-proxy inserts (up.sh runs `up` again once
+    # kube-proxy has synced): Service traffic, too, may only go to the bridge.
+    if [ "$(iptables -w -S FORWARD | sed -n 2p)" != "-A FORWARD -j $CHAIN" ]; then
+      while iptables -w -D FORWARD -j "$CHAIN" 2>/dev/null; do :; done
+      iptables -w -I FORWARD 1 -j "$CHAIN"
+    fi
     ;;
   down)
+    # The kubelet's own chains (its iptables canary, and KUBE-FIREWALL, which drops connections from
+    # outside to 127.0.0.0/8), in both families; `kube-proxy --cleanup` (down.sh) removed kube-proxy's.
+    for ipt in iptables ip6tables; do
+      command -v "$ipt" >/dev/null || continue
+      for chain_ in KUBE-FIREWALL; do
+        for hook in INPUT OUTPUT; do while "$ipt" -w -D "$hook" -j "$chain_" 2>/dev/null; do :; done; done
+        "$ipt" -w -F "$chain_" 2>/dev/null && "$ipt" -w -X "$chain_" 2>/dev/null || true
+      done
+      for table in filter nat mangle; do
+        "$ipt" -w -t "$table" -X KUBE-KUBELET-CANARY 2>/dev/null || true
+        [ "$table" != mangle ] || "$ipt" -w -t mangle -X KUBE-IPTABLES-HINT 2>/dev/null || true
+      done
+    done
     if iptables -w -S "$CHAIN" >/dev/null 2>&1; then
       while iptables -w -D FORWARD -j "$CHAIN" 2>/dev/null; do :; done
       iptables -w -F "$CHAIN"; iptables -w -X "$CHAIN"

@@ -32,6 +32,14 @@ dir=$(cd "$dir" && pwd)
 
 log() { printf '[cluster] %s\n' "$*" >&2; }
 
+# write FILE: writes stdin to FILE only when the content differs (a running kube-proxy exits when
+# its configuration file is written, and a restart must not disturb what runs).
+write() {
+  local tmp="$1.tmp.$$"
+  cat > "$tmp"
+  if cmp -s "$tmp" "$1"; then rm -f "$tmp"; else mv "$tmp" "$1"; fi
+}
+
 # alive NAME: the process recorded in pids/NAME.pid is running and is the one we started.
 alive() {
   local f="$dir/pids/$1.pid" pid
@@ -187,7 +195,7 @@ if [ ! -f "$pki/kubelet.crt" ]; then
 fi
 # kubeconfig_for FILE CERT USER: a kubeconfig for the client certificate pki/CERT.{crt,key}.
 kubeconfig_for() {
-  cat > "$1" <<EOF
+  write "$1" <<EOF
 apiVersion: v1
 kind: Config
 clusters:
@@ -315,12 +323,12 @@ if [ "$real_node" = 1 ]; then
   pause_image=$(cut -d@ -f1 "$dir/images/pause")
   mkdir -p "$nd/containerd/certs.d/127.0.0.1:$REGISTRY_PORT" "$nd/cni/net.d" "$nd/kubelet" "$dir/pod-logs"
   # containerd pulls from the local registry over plain HTTP.
-  cat > "$nd/containerd/certs.d/127.0.0.1:$REGISTRY_PORT/hosts.toml" <<EOF
+  write "$nd/containerd/certs.d/127.0.0.1:$REGISTRY_PORT/hosts.toml" <<EOF
 server = "http://127.0.0.1:$REGISTRY_PORT"
 [host."http://127.0.0.1:$REGISTRY_PORT"]
   capabilities = ["pull", "resolve"]
 EOF
-  cat > "$nd/containerd/config.toml" <<EOF
+  write "$nd/containerd/config.toml" <<EOF
 version = 2
 root = "$nd/containerd/root"
 state = "$nd/containerd/state"
@@ -357,7 +365,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = "$nd/containerd/certs.d"
 EOF
-  cat > "$nd/cni/net.d/10-capstan.conflist" <<EOF
+  write "$nd/cni/net.d/10-capstan.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "capstan",
@@ -374,7 +382,7 @@ EOF
 
   kubeconfig_for "$nd/kubelet.kubeconfig" kubelet "system:node:$node_name"
   kubeconfig_for "$nd/kube-proxy.kubeconfig" kube-proxy system:kube-proxy
-  cat > "$nd/kubelet.yaml" <<EOF
+  write "$nd/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # What this machine needs (cgroup v1 hybrid, a VM without systemd, root without CAP_SYS_RESOURCE):
@@ -419,7 +427,7 @@ EOF
   }
   wait_for kubelet 120 real_node_ready
 
-  cat > "$nd/kube-proxy.yaml" <<EOF
+  write "$nd/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: $nd/kube-proxy.kubeconfig}
@@ -438,6 +446,8 @@ conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeou
 EOF
   start kube-proxy "$bin/kube-proxy" --config="$nd/kube-proxy.yaml" --v=1
   wait_for kube-proxy 60 curl -fsS "http://127.0.0.1:$PROXY_HEALTHZ_PORT/healthz"
+  # kube-proxy inserted its FORWARD rules at the top: put the node's own filter chain back first.
+  "$here/node-net.sh" up "$dir" || fail all "could not set up the node network (bridge $BRIDGE)"
   echo "$node_name" > "$dir/node-name"
   node_msg=", real node $node_name ($NODE_IP, pods $POD_CIDR)"
 fi
