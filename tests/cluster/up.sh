@@ -289,11 +289,11 @@ if ! "${api[@]}" "$apiurl/api/v1/nodes/kwok-node-0" >/dev/null 2>&1; then
     "$apiurl/api/v1/nodes" >/dev/null || fail all "could not create the fake Node"
 fi
 node_ready() {
-  "${api[@]}" "$apiurl/api/v1/nodes/kwok-node-0" \
+  "${api[@]}" "$apiurl/api/v1/nodes/$1" \
     | python3 -c 'import json,sys; n=json.load(sys.stdin); ready=any(c["type"]=="Ready" and c["status"]=="True" for c in n.get("status",{}).get("conditions",[])); tainted=any(t["key"].startswith("node.kubernetes.io/") for t in n.get("spec",{}).get("taints",[]) or []); sys.exit(0 if ready and not tainted else 1)'
 }
 # Ready, and the node-lifecycle controller has lifted the not-ready taint the API server puts on new nodes.
-wait_for kwok 60 node_ready
+wait_for kwok 60 node_ready kwok-node-0
 # The default ServiceAccount must exist before Pods can be created in a namespace.
 sa_ready() { "${api[@]}" "$apiurl/api/v1/namespaces/default/serviceaccounts/default"; }
 wait_for kube-controller-manager 60 sa_ready
@@ -421,9 +421,12 @@ EOF
   start kubelet "$bin/kubelet" --config="$nd/kubelet.yaml" --kubeconfig="$nd/kubelet.kubeconfig" \
     --root-dir="$nd/kubelet" --cert-dir="$nd/kubelet/pki" --hostname-override="$node_name" \
     --node-ip="$NODE_IP" --node-labels=type=real --v=1
+  # Ready, and the node-lifecycle controller has lifted the not-ready taint; schedulable again
+  # after down.sh cordoned it (the Node object outlives a restart).
   real_node_ready() {
-    "${api[@]}" "$apiurl/api/v1/nodes/$node_name" \
-      | python3 -c 'import json,sys; n=json.load(sys.stdin); sys.exit(0 if any(c["type"]=="Ready" and c["status"]=="True" for c in n.get("status",{}).get("conditions",[])) else 1)'
+    "${api[@]}" -X PATCH -H 'Content-Type: application/merge-patch+json' --data '{"spec":{"unschedulable":null}}' \
+      "$apiurl/api/v1/nodes/$node_name" >/dev/null 2>&1 || return 1
+    node_ready "$node_name"
   }
   wait_for kubelet 120 real_node_ready
 
