@@ -40,7 +40,9 @@ case "$cmd" in
     if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
       ip link add "$BRIDGE" type bridge
     fi
-    ip addr show dev "$BRIDGE" | grep -q "inet $NODE_IP/" || ip addr add "$NODE_IP/24" dev "$BRIDGE"
+    # (not `ip | grep -q`: with pipefail, grep's early exit can fail the pipeline)
+    addrs=$(ip -o -4 addr show dev "$BRIDGE")
+    case "$addrs" in *"inet $NODE_IP/"*) ;; *) ip addr add "$NODE_IP/24" dev "$BRIDGE" ;; esac
     ip link set "$BRIDGE" up
     [ -f "$dir/node/ip_forward.orig" ] || cat /proc/sys/net/ipv4/ip_forward > "$dir/node/ip_forward.orig"
     echo 1 > /proc/sys/net/ipv4/ip_forward
