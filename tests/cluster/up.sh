@@ -121,7 +121,8 @@ if [ "$what" = all ] && [ "$real_node" = 1 ]; then
   eval "$(grep -E '^(BRIDGE|NODE_IP|POD_CIDR|SERVICE_CIDR)=' "$here/node-net.sh")"
   api_host=$NODE_IP
 else
-  rm -f "$dir/node-name"
+  # (`up.sh registry` leaves a running environment's node alone)
+  [ "$what" = registry ] || rm -f "$dir/node-name"
   api_host=127.0.0.1
 fi
 
