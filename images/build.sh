@@ -7,9 +7,12 @@
 #   pause   the pod sandbox image the real node's containerd uses (images/pause/pause.c, gcc -static)
 #   httpd   a tiny HTTP server and client for tests (images/httpd, Go, CGO_ENABLED=0: static)
 #   capstan capstan itself: target/release/capstan (`cargo build --release --locked`, built when
-#           missing) with the shared libraries `ldd` names, /etc/passwd and /etc/group with the
+#           missing or older than src/; CAPSTAN_BIN=PATH takes that binary instead, as the tests do
+#           with the binary cargo built for them) with the shared libraries `ldd` names, /etc/passwd and /etc/group with the
 #           nonroot user 65532, the machine's CA bundle; no shell; runs as 65532 (not built by default:
-#           name it, or `make image`, which builds all three)
+#           name it, or `make image`, which builds all three). Pushing it also writes the kustomization
+#           $CAPSTAN_CLUSTER_DIR/capstan-on-real-node/ (git-ignored): manifests/ with that image, on the
+#           real node: `kubectl apply -k .cluster/capstan-on-real-node`
 # Each image is one layer of static binaries, no base image (none can be pulled here), written as
 # an OCI image layout by images/oci.py into $CAPSTAN_CACHE/images/<name>/<hash of its inputs>
 # (built again only when an input changes), then pushed as HOST:PORT/capstan/<name>:v1. Without
@@ -84,10 +87,11 @@ for name in "${names[@]}"; do
     httpd) command -v go >/dev/null || { echo "images/build.sh: Go is required" >&2; exit 1; }
            layout httpd "$here/httpd/main.go" "$here/httpd/go.mod" -- build_httpd ;;
     capstan)
-      capstan_bin="$root/target/release/capstan"
-      if [ ! -x "$capstan_bin" ] || [ -n "$(find "$root/src" "$root/Cargo.toml" "$root/Cargo.lock" -newer "$capstan_bin" -print -quit)" ]; then
+      capstan_bin=${CAPSTAN_BIN:-$root/target/release/capstan}
+      if [ -z "${CAPSTAN_BIN:-}" ] && { [ ! -x "$capstan_bin" ] || [ -n "$(find "$root/src" "$root/Cargo.toml" "$root/Cargo.lock" -newer "$capstan_bin" -print -quit)" ]; }; then
         (cd "$root" && cargo build --release --locked --bin capstan)
       fi
+      [ -x "$capstan_bin" ] || { echo "images/build.sh: $capstan_bin is missing" >&2; exit 1; }
       layout capstan "$capstan_bin" -- build_capstan ;;
     *) echo "images/build.sh: unknown image $name (pause, httpd, capstan)" >&2; exit 2 ;;
   esac
@@ -95,4 +99,23 @@ for name in "${names[@]}"; do
   digest=$(python3 "$here/oci.py" push "$out" "$ref")
   echo "$ref@$digest" > "$dir/images/$name"
   echo "$name $ref@$digest"
+  if [ "$name" = capstan ]; then
+    # manifests/ as they are, with this image, placed on the real node (its selector and toleration).
+    mkdir -p "$dir/capstan-on-real-node"
+    rel=$(python3 -c 'import os,sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$root/manifests" "$dir/capstan-on-real-node")
+    cat > "$dir/capstan-on-real-node/kustomization.yaml" <<EOF
+# Written by images/build.sh: capstan's manifests with the image built here, on the real node.
+#   kubectl apply -k $dir/capstan-on-real-node
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [$rel]
+images:
+- {name: capstan, newName: $registry/capstan/capstan, digest: "$digest"}
+patches:
+- target: {kind: Deployment, name: capstan}
+  patch: |-
+    - {op: add, path: /spec/template/spec/nodeSelector/type, value: real}
+    - {op: add, path: /spec/template/spec/tolerations, value: [{key: capstan.dev/node, operator: Equal, value: real, effect: NoSchedule}]}
+EOF
+  fi
 done

@@ -69,7 +69,7 @@ def layer(files, dirs):
             tar.addfile(info, io.BytesIO(data))
     tar_bytes = raw.getvalue()
     gz = io.BytesIO()
-    with gzip.GzipFile(fileobj=gz, mode="wb", mtime=0) as g:
+    with gzip.GzipFile(fileobj=gz, mode="wb", mtime=0, compresslevel=6) as g:
         g.write(tar_bytes)
     return tar_bytes, gz.getvalue()
 
