@@ -234,3 +234,120 @@ async fn a_pod_built_here_serves_another_pod_through_a_service() {
     assert!(version.contains("200 OK"), "{version}");
     assert!(version.contains(&format!("\"gitVersion\": \"{}\"", pinned_version())), "{version}");
 }
+
+/// The PID on this machine of the container `containerd://ID`, from the node's containerd.
+fn container_pid(container_id: &str) -> u32 {
+    let id = container_id.trim_start_matches("containerd://");
+    let sock = support::state_dir().join("node/containerd/containerd.sock");
+    let out = std::process::Command::new("ctr")
+        .arg("--address")
+        .arg(&sock)
+        .args(["-n", "k8s.io", "tasks", "ls"])
+        .output()
+        .expect("run ctr");
+    let tasks = String::from_utf8_lossy(&out.stdout).into_owned();
+    tasks
+        .lines()
+        .find_map(|l| {
+            let mut f = l.split_whitespace();
+            (f.next() == Some(id)).then(|| f.next().and_then(|p| p.parse().ok())).flatten()
+        })
+        .unwrap_or_else(|| panic!("no running task {id} in containerd:\n{tasks}"))
+}
+
+/// Issue 17, "What must be shown" 2 (the part on this machine): `kubectl apply -k` of manifests/
+/// with the image `images/build.sh capstan` built (here from the binary cargo built for the tests)
+/// runs capstan as two real pods on the real node, as user 65532 with a read-only root filesystem;
+/// one holds the Lease, and killing it hands the Lease to another replica.
+#[tokio::test]
+async fn capstan_runs_from_its_image_on_the_real_node() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{DeleteParams, ListParams};
+
+    let client = support::cluster().await;
+    real_node();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    eventually("no namespace capstan-system before the test", Duration::from_secs(120), || async {
+        namespaces.get_opt("capstan-system").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let root = support::repo_root();
+    let out = std::process::Command::new("bash")
+        .arg(root.join("images/build.sh"))
+        .args(["--push", &support::registry(), "capstan"])
+        .env("CAPSTAN_BIN", env!("CARGO_BIN_EXE_capstan"))
+        .env("CAPSTAN_CLUSTER_DIR", support::state_dir())
+        .output()
+        .expect("run images/build.sh");
+    assert!(out.status.success(), "images/build.sh capstan failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let reference = image("capstan");
+    let digest = reference.rsplit_once('@').map(|(_, d)| d.to_string()).expect("digest");
+    let overlay = support::state_dir().join("capstan-on-real-node");
+    let overlay = overlay.to_str().expect("path").to_string();
+
+    // Whatever happens below, delete what the test created (the CRDs are manifests/' own).
+    struct Delete(String);
+    impl Drop for Delete {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new(support::kubectl())
+                .arg("--kubeconfig")
+                .arg(support::kubeconfig_path())
+                .args(["delete", "--wait=false", "--ignore-not-found", "-k", &self.0])
+                .output();
+        }
+    }
+    let _cleanup = Delete(overlay.clone());
+    let applied = kubectl(&["apply", "-k", &overlay]);
+    assert!(applied.contains("deployment.apps/capstan created"), "{applied}");
+
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), "capstan-system");
+    eventually("Deployment capstan-system/capstan Available with 2 ready pods", Duration::from_secs(120), || async {
+        let st = deploys.get("capstan").await.ok()?.status?;
+        let available = st.conditions?.iter().any(|c| c.type_ == "Available" && c.status == "True");
+        (available && st.ready_replicas == Some(2)).then_some(())
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "capstan-system");
+    let list = pods.list(&ListParams::default().labels("app.kubernetes.io/name=capstan")).await.expect("pods");
+    assert_eq!(list.items.len(), 2);
+    let mut names = Vec::new();
+    for p in &list.items {
+        let name = p.metadata.name.clone().expect("name");
+        assert_eq!(p.spec.as_ref().and_then(|s| s.node_name.as_deref()), Some(REAL_NODE), "{name}");
+        let cs = &p.status.as_ref().and_then(|s| s.container_statuses.clone()).expect("container statuses")[0];
+        assert!(cs.ready, "{name}: {cs:?}");
+        assert!(cs.image_id.ends_with(&digest), "{name} runs the image built here: {} vs {digest}", cs.image_id);
+        // The process really runs as 65532, on a read-only root filesystem.
+        let pid = container_pid(cs.container_id.as_deref().expect("container id"));
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+        let uid = status.lines().find(|l| l.starts_with("Uid:")).expect("Uid line");
+        assert_eq!(uid.split_whitespace().skip(1).collect::<Vec<_>>(), ["65532"; 4], "{name}: {uid}");
+        let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).expect("mountinfo");
+        let root_mount = mounts.lines().find(|l| l.split_whitespace().nth(4) == Some("/")).expect("root mount");
+        assert!(root_mount.split_whitespace().nth(5).is_some_and(|o| o.split(',').any(|x| x == "ro")), "{name}: {root_mount}");
+        names.push(name);
+    }
+
+    // One of them leads; kill it (no grace) and the other takes the Lease.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "capstan-system");
+    let holder = |leases: Api<Lease>| async move {
+        leases.get("capstan").await.ok()?.spec?.holder_identity.filter(|h| !h.is_empty())
+    };
+    let leader = eventually("a leader among the two pods", Duration::from_secs(60), || {
+        let (leases, names) = (leases.clone(), names.clone());
+        async move { holder(leases).await.filter(|h| names.contains(h)) }
+    })
+    .await;
+    logs_containing(&pods, &leader, "became leader").await;
+    pods.delete(&leader, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.expect("kill the leader");
+    let new_leader = eventually("the standby to take the Lease", Duration::from_secs(90), || {
+        let (leases, leader) = (leases.clone(), leader.clone());
+        async move { holder(leases).await.filter(|h| *h != leader) }
+    })
+    .await;
+    // The standby, or the ReplicaSet's replacement pod if it asked first: either way another replica.
+    assert!(new_leader.starts_with("capstan-"), "{new_leader}");
+    logs_containing(&pods, &new_leader, "became leader").await;
+}
