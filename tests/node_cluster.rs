@@ -294,7 +294,9 @@ async fn capstan_runs_from_its_image_on_the_real_node() {
             let _ = std::process::Command::new(support::kubectl())
                 .arg("--kubeconfig")
                 .arg(support::kubeconfig_path())
-                .args(["delete", "--wait=false", "--ignore-not-found", "-k", &self.0])
+                // Waits (at most 2 min) until the pods are gone: a controller left running would act
+                // on the next tests' objects.
+                .args(["delete", "--ignore-not-found", "--timeout=120s", "-k", &self.0])
                 .output();
         }
     }
