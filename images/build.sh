@@ -82,7 +82,14 @@ build_httpd() {
 
 for name in "${names[@]}"; do
   case "$name" in
-    pause) command -v gcc >/dev/null || { echo "images/build.sh: gcc is required (apt-get install gcc libc6-dev)" >&2; exit 1; }
+    pause)
+      # gcc -static needs libc.a (libc6-dev): installed from Debian when missing, like up.sh's packages.
+      if ! command -v gcc >/dev/null || [ "$(gcc -print-file-name=libc.a)" = libc.a ]; then
+        echo "images/build.sh: installing Debian's gcc and libc6-dev" >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q gcc libc6-dev >&2 || {
+          apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q gcc libc6-dev >&2
+        } || { echo "images/build.sh: gcc and libc6-dev are required" >&2; exit 1; }
+      fi
            layout pause "$here/pause/pause.c" -- build_pause ;;
     httpd) command -v go >/dev/null || { echo "images/build.sh: Go is required" >&2; exit 1; }
            layout httpd "$here/httpd/main.go" "$here/httpd/go.mod" -- build_httpd ;;
