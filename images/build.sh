@@ -6,7 +6,7 @@
 # NAME is one of:
 #   pause   the pod sandbox image the real node's containerd uses (images/pause/pause.c, gcc -static)
 #   httpd   a tiny HTTP server and client for tests (images/httpd, Go, CGO_ENABLED=0: static)
-#   capstan capstan itself: target/release/capstan (`cargo build --release --locked`, built when
+#   capstan capstan itself: target/release/capstan, debug sections stripped (`cargo build --release --locked`, built when
 #           missing or older than src/; CAPSTAN_BIN=PATH takes that binary instead, as the tests do
 #           with the binary cargo built for them) with the shared libraries `ldd` names, /etc/passwd and /etc/group with the
 #           nonroot user 65532, the machine's CA bundle; no shell; runs as 65532 (not built by default:
@@ -58,7 +58,10 @@ build_pause() {
 }
 build_capstan() {
   local tmp=$1 args=() lib
-  args+=(--file "$capstan_bin:/usr/local/bin/capstan:0755")
+  # Without its debug sections (the release profile keeps them: a quarter of a gigabyte).
+  cp "$capstan_bin" "$tmp/rootfs/capstan"
+  if command -v objcopy >/dev/null; then objcopy --strip-debug "$tmp/rootfs/capstan"; fi
+  args+=(--file "$tmp/rootfs/capstan:/usr/local/bin/capstan:0755")
   # The dynamic loader and every library the binary needs, at the paths ldd names (real files).
   for lib in $(ldd "$capstan_bin" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u); do
     args+=(--file "$(readlink -f "$lib"):$lib:0755")
