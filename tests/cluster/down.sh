@@ -48,12 +48,14 @@ if [ -f "$dir/node-name" ] && alive kubelet && alive kube-apiserver && alive con
   node=$(cat "$dir/node-name")
   kubectl=("$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig")
   echo "[cluster] stopping the pods on $node" >&2
-  "${kubectl[@]}" cordon "$node" >/dev/null 2>&1 || true
-  "${kubectl[@]}" delete pods -A --field-selector "spec.nodeName=$node" --grace-period=1 --wait=false >/dev/null 2>&1 || true
-  for _ in $(seq 1 120); do
-    [ -z "$("${ctr_[@]}" tasks ls -q 2>/dev/null)" ] && break
-    sleep 0.5
-  done
+  "${kubectl[@]}" --request-timeout=10s cordon "$node" >/dev/null 2>&1 || true
+  if "${kubectl[@]}" --request-timeout=10s delete pods -A --field-selector "spec.nodeName=$node" \
+       --grace-period=1 --wait=false >/dev/null 2>&1; then
+    for _ in $(seq 1 120); do
+      [ -z "$("${ctr_[@]}" tasks ls -q 2>/dev/null)" ] && break
+      sleep 0.5
+    done
+  fi
 fi
 stop kube-proxy
 if [ -x "$dir/bin/kube-proxy" ] && [ -f "$dir/node-name" ]; then
