@@ -8,7 +8,7 @@ ifneq ($(SCCACHE),)
 export RUSTC_WRAPPER ?= $(SCCACHE)
 endif
 
-.PHONY: demo test build cluster-build cluster-up cluster-down bench crds
+.PHONY: demo test build cluster-build cluster-up cluster-down image bench crds
 
 ## demo: build capstan, start the local control plane and registry, publish the example catalog, show it working
 demo: build cluster-up
@@ -21,16 +21,20 @@ test:
 build:
 	$(CARGO) build --release --locked
 
-## cluster-build: build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (cached)
+## cluster-build: build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kwok and kubectl (cached)
 cluster-build:
 	bash tests/cluster/build.sh >/dev/null
 
-## cluster-up / cluster-down: the local control plane and OCI registry on 127.0.0.1 (state in .cluster/)
+## cluster-up / cluster-down: the local control plane, the OCI registry and one real node (state in .cluster/)
 cluster-up:
 	bash tests/cluster/up.sh all
 
 cluster-down:
 	bash tests/cluster/down.sh
+
+## image: build the images without a container daemon (images/build.sh) and push them to the local registry
+image:
+	bash images/build.sh
 
 ## crds: regenerate manifests/crds from the API types (a test fails when they differ)
 crds:

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Starts capstan's local test environment on 127.0.0.1 and waits until it is ready:
+# Starts capstan's local test environment on this machine (loopback, and the real node's own bridge
+# addresses) and waits until it is ready:
 #   all (default)  etcd, kube-apiserver (RBAC, client-cert admin, service-account signing keys),
-#                  kube-controller-manager, kube-scheduler, kwok with one fake Node, and the OCI registry
+#                  kube-controller-manager, kube-scheduler, kwok with one fake Node, the OCI registry,
+#                  and one real node: containerd + runc (Debian), kubelet and kube-proxy (pinned, built
+#                  by build.sh), CNI bridge networking (tests/cluster/node-net.sh). CAPSTAN_REAL_NODE=0
+#                  leaves the real node out.
 #   registry       only the OCI registry (Debian's docker-registry, the CNCF distribution registry)
 #
 # State lives in $CAPSTAN_CLUSTER_DIR (default <repo>/.cluster, git-ignored):
@@ -12,6 +16,9 @@
 #   pids/NAME.pid    one PID file per started process; tests/cluster/down.sh stops exactly those
 #   logs/NAME.log    each component's log; printed when a start fails
 #   pki/, etcd/, registry-data/
+#   node/            the real node: containerd/ (config, root, state, socket), kubelet/ (root dir,
+#                    config), kube-proxy.yaml, cni/ (bridge config, IPAM state)
+#   images/NAME      references (with digest) of the images images/build.sh pushed (pause, httpd)
 # Running it again while the environment is up does nothing and exits 0.
 set -euo pipefail
 
@@ -24,6 +31,14 @@ mkdir -p "$dir/pids" "$dir/logs"
 dir=$(cd "$dir" && pwd)
 
 log() { printf '[cluster] %s\n' "$*" >&2; }
+
+# write FILE: writes stdin to FILE only when the content differs (a running kube-proxy exits when
+# its configuration file is written, and a restart must not disturb what runs).
+write() {
+  local tmp="$1.tmp.$$"
+  cat > "$tmp"
+  if cmp -s "$tmp" "$1"; then rm -f "$tmp"; else mv "$tmp" "$1"; fi
+}
 
 # alive NAME: the process recorded in pids/NAME.pid is running and is the one we started.
 alive() {
@@ -79,16 +94,37 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
-# Ports: chosen once per state directory, reused on restart.
-if [ ! -f "$dir/ports.env" ]; then
-  {
-    echo "ETCD_PORT=$(free_port)"; echo "ETCD_PEER_PORT=$(free_port)"; echo "API_PORT=$(free_port)"
-    echo "KCM_PORT=$(free_port)"; echo "SCHED_PORT=$(free_port)"; echo "KWOK_PORT=$(free_port)"
-    echo "REGISTRY_PORT=$(free_port)"
-  } > "$dir/ports.env"
-fi
+# Ports: chosen once per state directory, reused on restart (a port added later is appended).
+touch "$dir/ports.env"
+for p in ETCD_PORT ETCD_PEER_PORT API_PORT KCM_PORT SCHED_PORT KWOK_PORT REGISTRY_PORT \
+         KUBELET_PORT KUBELET_HEALTHZ_PORT PROXY_HEALTHZ_PORT PROXY_METRICS_PORT; do
+  grep -q "^$p=" "$dir/ports.env" || echo "$p=$(free_port)" >> "$dir/ports.env"
+done
 # shellcheck disable=SC1091
 . "$dir/ports.env"
+
+# ---------------------------------------------------------------- the real node: is it ours to run?
+# One real node per machine (its bridge, pod range and kube-proxy's iptables chains are machine-wide):
+# a second environment on the same machine runs without one, and says so.
+real_node=${CAPSTAN_REAL_NODE:-1}
+node_name=capstan-node
+if [ "$what" = all ] && [ "$real_node" = 1 ]; then
+  owner=$("$here/node-net.sh" owner)
+  if [ -n "$owner" ] && [ "$owner" != "$dir" ] && [ -f "$owner/pids/kubelet.pid" ] \
+     && grep -qa -- "$owner" "/proc/$(cat "$owner/pids/kubelet.pid")/cmdline" 2>/dev/null; then
+    log "WARNING: the real node of $owner is running on this machine; starting without a real node"
+    real_node=0
+  fi
+fi
+if [ "$what" = all ] && [ "$real_node" = 1 ]; then
+  # shellcheck disable=SC1090
+  eval "$(grep -E '^(BRIDGE|NODE_IP|POD_CIDR|SERVICE_CIDR)=' "$here/node-net.sh")"
+  api_host=$NODE_IP
+else
+  # (`up.sh registry` leaves a running environment's node alone)
+  [ "$what" = registry ] || rm -f "$dir/node-name"
+  api_host=127.0.0.1
+fi
 
 # ---------------------------------------------------------------- OCI registry
 if ! command -v docker-registry >/dev/null 2>&1; then
@@ -119,43 +155,69 @@ bin=$("$here/build.sh")
 # $dir/bin: the pinned binaries, kubectl among them, for the demo and tests (never the machine's kubectl).
 ln -sfn "$bin" "$dir/bin"
 
+# ---------------------------------------------------------------- node network (before the API server binds to it)
+if [ "$real_node" = 1 ]; then
+  "$here/node-net.sh" up "$dir" || fail all "could not set up the node network (bridge $BRIDGE)"
+fi
+# The address the API server listens on: the one it was started with while it runs.
+if alive kube-apiserver && [ -f "$dir/api-host" ]; then api_host=$(cat "$dir/api-host"); fi
+
 # ---------------------------------------------------------------- PKI (throw-away, per state dir)
 pki="$dir/pki"
+# cert NAME SUBJECT EXT: a key and a certificate signed by the throw-away CA.
+cert() {
+  (cd "$pki" && printf '%b' "$3" > "$1.ext" \
+    && openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" 2>/dev/null \
+    && openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$1.crt" -days 365 -extfile "$1.ext" 2>/dev/null)
+}
 if [ ! -f "$pki/admin.crt" ]; then
   log "creating a throw-away CA, serving and admin certificates, and service-account keys"
   mkdir -p "$pki"
   (
     cd "$pki"
     openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 365 -subj "/CN=capstan-test-ca" 2>/dev/null
-    openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr -subj "/CN=kube-apiserver" 2>/dev/null
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1\nextendedKeyUsage=serverAuth\n' > apiserver.ext
-    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out apiserver.crt -days 365 -extfile apiserver.ext 2>/dev/null
-    openssl req -newkey rsa:2048 -nodes -keyout admin.key -out admin.csr -subj "/O=system:masters/CN=capstan-admin" 2>/dev/null
-    printf 'extendedKeyUsage=clientAuth\n' > admin.ext
-    openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out admin.crt -days 365 -extfile admin.ext 2>/dev/null
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
   )
+  cert admin "/O=system:masters/CN=capstan-admin" 'extendedKeyUsage=clientAuth\n'
 fi
-kubeconfig="$dir/kubeconfig"
-cat > "$kubeconfig" <<EOF
+# The serving certificate names the node address too (pods reach the API server there); made again
+# for a state directory from before the real node.
+if ! grep -q "IP:10.0.2.1" "$pki/apiserver.ext" 2>/dev/null; then
+  cert apiserver "/CN=kube-apiserver" 'subjectAltName=IP:127.0.0.1,IP:10.0.2.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\nextendedKeyUsage=serverAuth\n'
+fi
+if [ ! -f "$pki/kubelet.crt" ]; then
+  # The kubelet's client identity (system:node:NAME, for the Node authorizer) and serving certificate;
+  # kube-proxy's (the user the default system:node-proxier binding names); the API server's client
+  # certificate for kubelets (logs, exec).
+  cert kubelet "/O=system:nodes/CN=system:node:$node_name" "subjectAltName=IP:10.0.2.1,DNS:$node_name\nextendedKeyUsage=serverAuth,clientAuth\n"
+  cert kube-proxy "/CN=system:kube-proxy" 'extendedKeyUsage=clientAuth\n'
+  cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" 'extendedKeyUsage=clientAuth\n'
+fi
+# kubeconfig_for FILE CERT USER: a kubeconfig for the client certificate pki/CERT.{crt,key}.
+kubeconfig_for() {
+  write "$1" <<EOF
 apiVersion: v1
 kind: Config
 clusters:
 - name: capstan-test
   cluster:
-    server: https://127.0.0.1:$API_PORT
+    server: https://$api_host:$API_PORT
     certificate-authority: $pki/ca.crt
 users:
-- name: capstan-admin
+- name: $3
   user:
-    client-certificate: $pki/admin.crt
-    client-key: $pki/admin.key
+    client-certificate: $pki/$2.crt
+    client-key: $pki/$2.key
 contexts:
 - name: capstan-test
-  context: {cluster: capstan-test, user: capstan-admin}
+  context: {cluster: capstan-test, user: $3}
 current-context: capstan-test
 EOF
+}
+kubeconfig="$dir/kubeconfig"
+kubeconfig_for "$kubeconfig" admin capstan-admin
+apiurl="https://$api_host:$API_PORT"
 api=(curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key")
 
 # ---------------------------------------------------------------- etcd
@@ -169,11 +231,13 @@ wait_for etcd 60 curl -fsS "http://127.0.0.1:$ETCD_PORT/health"
 # ---------------------------------------------------------------- kube-apiserver
 start kube-apiserver "$bin/kube-apiserver" \
   --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-  --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
+  --bind-address="$api_host" --advertise-address="$api_host" --secure-port="$API_PORT" \
   --cert-dir="$dir/apiserver-certs" \
   --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
   --client-ca-file="$pki/ca.crt" \
-  --authorization-mode=RBAC \
+  --authorization-mode=Node,RBAC \
+  --kubelet-client-certificate="$pki/apiserver-kubelet-client.crt" --kubelet-client-key="$pki/apiserver-kubelet-client.key" \
+  --kubelet-certificate-authority="$pki/ca.crt" --kubelet-preferred-address-types=InternalIP \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \
   --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
   --service-cluster-ip-range=10.0.0.0/24 \
@@ -181,7 +245,8 @@ start kube-apiserver "$bin/kube-apiserver" \
   --enable-priority-and-fairness=false \
   --profiling=false \
   --v=1
-wait_for kube-apiserver 120 "${api[@]}" "https://127.0.0.1:$API_PORT/readyz"
+echo "$api_host" > "$dir/api-host"
+wait_for kube-apiserver 120 "${api[@]}" "$apiurl/readyz"
 
 # ---------------------------------------------------------------- controller manager, scheduler, kwok
 start kube-controller-manager "$bin/kube-controller-manager" \
@@ -220,18 +285,175 @@ node_json='{"apiVersion":"v1","kind":"Node","metadata":{"name":"kwok-node-0",
  "labels":{"kubernetes.io/hostname":"kwok-node-0","kubernetes.io/os":"linux","kubernetes.io/arch":"amd64","type":"kwok"}},
  "spec":{},
  "status":{"allocatable":{"cpu":"32","memory":"256Gi","pods":"250"},"capacity":{"cpu":"32","memory":"256Gi","pods":"250"}}}'
-if ! "${api[@]}" "https://127.0.0.1:$API_PORT/api/v1/nodes/kwok-node-0" >/dev/null 2>&1; then
+if ! "${api[@]}" "$apiurl/api/v1/nodes/kwok-node-0" >/dev/null 2>&1; then
   "${api[@]}" -X POST -H 'Content-Type: application/json' --data "$node_json" \
-    "https://127.0.0.1:$API_PORT/api/v1/nodes" >/dev/null || fail all "could not create the fake Node"
+    "$apiurl/api/v1/nodes" >/dev/null || fail all "could not create the fake Node"
 fi
 node_ready() {
-  "${api[@]}" "https://127.0.0.1:$API_PORT/api/v1/nodes/kwok-node-0" \
+  "${api[@]}" "$apiurl/api/v1/nodes/$1" \
     | python3 -c 'import json,sys; n=json.load(sys.stdin); ready=any(c["type"]=="Ready" and c["status"]=="True" for c in n.get("status",{}).get("conditions",[])); tainted=any(t["key"].startswith("node.kubernetes.io/") for t in n.get("spec",{}).get("taints",[]) or []); sys.exit(0 if ready and not tainted else 1)'
 }
 # Ready, and the node-lifecycle controller has lifted the not-ready taint the API server puts on new nodes.
-wait_for kwok 60 node_ready
+wait_for kwok 60 node_ready kwok-node-0
 # The default ServiceAccount must exist before Pods can be created in a namespace.
-sa_ready() { "${api[@]}" "https://127.0.0.1:$API_PORT/api/v1/namespaces/default/serviceaccounts/default"; }
+sa_ready() { "${api[@]}" "$apiurl/api/v1/namespaces/default/serviceaccounts/default"; }
 wait_for kube-controller-manager 60 sa_ready
 
-log "ready: kubeconfig $kubeconfig, API https://127.0.0.1:$API_PORT, registry 127.0.0.1:$REGISTRY_PORT"
+# ---------------------------------------------------------------- the real node
+# containerd + runc from Debian (installed when missing), CNI bridge networking, kubelet and
+# kube-proxy (pinned, from build.sh). The node is labelled type=real and tainted
+# capstan.dev/node=real:NoSchedule: only pods that tolerate that taint run here (tests that want a
+# real pod select it; everything else keeps landing on kwok's fake node).
+if [ "$real_node" = 1 ]; then
+  nd="$dir/node"
+  need=()
+  command -v containerd >/dev/null 2>&1 || need+=(containerd)
+  command -v runc >/dev/null 2>&1 || need+=(runc)
+  [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+  command -v iptables >/dev/null 2>&1 || need+=(iptables)
+  if [ ${#need[@]} -gt 0 ]; then
+    log "installing Debian's ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q "${need[@]}" >>"$dir/logs/apt.log" 2>&1 || {
+      apt-get update -q >>"$dir/logs/apt.log" 2>&1 && apt-get install -y -q "${need[@]}" >>"$dir/logs/apt.log" 2>&1
+    } || fail apt "could not install ${need[*]} (see $dir/logs/apt.log)"
+  fi
+  # The pause image (the pod sandbox) and the test image, built here and pushed to the registry.
+  bash "$root/images/build.sh" --push "127.0.0.1:$REGISTRY_PORT" pause httpd >"$dir/logs/images.log" 2>&1 \
+    || fail images "images/build.sh failed"
+  pause_image=$(cut -d@ -f1 "$dir/images/pause")
+  mkdir -p "$nd/containerd/certs.d/127.0.0.1:$REGISTRY_PORT" "$nd/cni/net.d" "$nd/kubelet" "$dir/pod-logs"
+  # containerd pulls from the local registry over plain HTTP.
+  write "$nd/containerd/certs.d/127.0.0.1:$REGISTRY_PORT/hosts.toml" <<EOF
+server = "http://127.0.0.1:$REGISTRY_PORT"
+[host."http://127.0.0.1:$REGISTRY_PORT"]
+  capabilities = ["pull", "resolve"]
+EOF
+  write "$nd/containerd/config.toml" <<EOF
+version = 2
+root = "$nd/containerd/root"
+state = "$nd/containerd/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+[grpc]
+  address = "$nd/containerd/containerd.sock"
+[ttrpc]
+  address = "$nd/containerd/containerd.sock.ttrpc"
+[debug]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$nd/containerd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$pause_image"
+  # Root here may not lower oom_score_adj (no CAP_SYS_RESOURCE): without this runc fails every
+  # sandbox with "can't get final child's PID from pipe: EOF".
+  restrict_oom_score_adj = true
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "$(command -v runc)"
+        Root = "$nd/containerd/runc"
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$nd/cni/net.d"
+    max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$nd/containerd/certs.d"
+EOF
+  write "$nd/cni/net.d/10-capstan.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "capstan",
+  "plugins": [
+    {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$NODE_IP"}]],
+              "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "$nd/cni/ipam"}},
+    {"type": "loopback"}
+  ]
+}
+EOF
+  start containerd "$(command -v containerd)" --config "$nd/containerd/config.toml"
+  wait_for containerd 60 ctr --address "$nd/containerd/containerd.sock" version
+
+  kubeconfig_for "$nd/kubelet.kubeconfig" kubelet "system:node:$node_name"
+  kubeconfig_for "$nd/kube-proxy.kubeconfig" kube-proxy system:kube-proxy
+  write "$nd/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# What this machine needs (cgroup v1 hybrid, a VM without systemd, root without CAP_SYS_RESOURCE):
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failSwapOn: false
+containerRuntimeEndpoint: unix://$nd/containerd/containerd.sock
+address: $NODE_IP
+port: $KUBELET_PORT
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: $KUBELET_HEALTHZ_PORT
+tlsCertFile: $pki/kubelet.crt
+tlsPrivateKeyFile: $pki/kubelet.key
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $pki/ca.crt}
+authorization: {mode: Webhook}
+# No cluster DNS: pods reach the API server by KUBERNETES_SERVICE_HOST and Services by ClusterIP.
+# An empty resolvConf gives pods no resolver at all (nothing to send DNS queries outside to).
+resolvConf: ""
+podLogsDir: $dir/pod-logs
+registerWithTaints:
+- {key: capstan.dev/node, value: real, effect: NoSchedule}
+# A shared build machine: never evict or garbage-collect images because the disk is busy.
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+maxPods: 50
+nodeStatusReportFrequency: 10s
+EOF
+  start kubelet "$bin/kubelet" --config="$nd/kubelet.yaml" --kubeconfig="$nd/kubelet.kubeconfig" \
+    --root-dir="$nd/kubelet" --cert-dir="$nd/kubelet/pki" --hostname-override="$node_name" \
+    --node-ip="$NODE_IP" --node-labels=type=real --v=1
+  # Ready, and the node-lifecycle controller has lifted the not-ready taint; schedulable again
+  # after down.sh cordoned it (the Node object outlives a restart).
+  real_node_ready() {
+    "${api[@]}" -X PATCH -H 'Content-Type: application/merge-patch+json' --data '{"spec":{"unschedulable":null}}' \
+      "$apiurl/api/v1/nodes/$node_name" >/dev/null 2>&1 || return 1
+    node_ready "$node_name"
+  }
+  wait_for kubelet 120 real_node_ready
+
+  write "$nd/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $nd/kube-proxy.kubeconfig}
+hostnameOverride: $node_name
+mode: iptables
+clusterCIDR: $POD_CIDR
+bindAddress: $NODE_IP
+healthzBindAddress: 127.0.0.1:$PROXY_HEALTHZ_PORT
+metricsBindAddress: 127.0.0.1:$PROXY_METRICS_PORT
+nodePortAddresses: ["$NODE_IP/32"]
+# Service traffic is masqueraded to the bridge address, so a pod reaching a pod on the same bridge
+# through a Service gets its answers back through the host (de-NAT) instead of straight over the bridge.
+iptables: {masqueradeAll: true, localhostNodePorts: false}
+# Leave the machine's conntrack sysctls alone.
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+EOF
+  start kube-proxy "$bin/kube-proxy" --config="$nd/kube-proxy.yaml" --v=1
+  wait_for kube-proxy 60 curl -fsS "http://127.0.0.1:$PROXY_HEALTHZ_PORT/healthz"
+  # kube-proxy inserted its FORWARD rules at the top: put the node's own filter chain back first.
+  "$here/node-net.sh" up "$dir" || fail all "could not set up the node network (bridge $BRIDGE)"
+  echo "$node_name" > "$dir/node-name"
+  node_msg=", real node $node_name ($NODE_IP, pods $POD_CIDR)"
+fi
+
+log "ready: kubeconfig $kubeconfig, API $apiurl, registry 127.0.0.1:$REGISTRY_PORT${node_msg:-}"
