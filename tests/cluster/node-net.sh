@@ -10,13 +10,15 @@
 # machine-wide. The owner is recorded in /run/capstan-node/owner; a second environment on the same
 # machine starts without a real node (up.sh says so). The addresses are the environment's own:
 #   bridge capstan0, node (bridge gateway) 10.0.2.1, pods 10.0.2.0/24, Services 10.0.0.0/24.
-# Nothing is masqueraded to the outside and pod traffic to any other address is dropped.
+# Nothing is masqueraded to the outside, pod traffic to any other address is dropped, and the host's
+# own packets to the Service or pod range never leave the machine (CAPSTAN-NODE-OUT in OUTPUT).
 set -euo pipefail
 BRIDGE=capstan0
 NODE_IP=10.0.2.1
 POD_CIDR=10.0.2.0/24
 SERVICE_CIDR=10.0.0.0/24
 CHAIN=CAPSTAN-NODE
+OUT_CHAIN=CAPSTAN-NODE-OUT
 run=/run/capstan-node
 cmd=${1:-}
 dir=${2:-}
@@ -28,6 +30,14 @@ chain_rules() {
   iptables -w -A "$CHAIN" -d "$POD_CIDR" -o "$BRIDGE" -j ACCEPT
   iptables -w -A "$CHAIN" -s "$POD_CIDR" -j DROP
   iptables -w -A "$CHAIN" -i "$BRIDGE" -j DROP
+}
+
+out_rules() {
+  # The host's own packets (filter OUTPUT runs after kube-proxy's DNAT): the Service range is
+  # virtual, so a packet still addressed to it found no Service and must not leave the machine;
+  # the pod range is reached only over the bridge.
+  iptables -w -A "$OUT_CHAIN" -d "$SERVICE_CIDR" -j REJECT
+  iptables -w -A "$OUT_CHAIN" -d "$POD_CIDR" ! -o "$BRIDGE" -j REJECT
 }
 
 case "$cmd" in
@@ -53,6 +63,11 @@ case "$cmd" in
       iptables -w -N "$CHAIN"
       chain_rules
     fi
+    if ! iptables -w -S "$OUT_CHAIN" >/dev/null 2>&1; then
+      iptables -w -N "$OUT_CHAIN"
+      out_rules
+    fi
+    iptables -w -C OUTPUT -j "$OUT_CHAIN" 2>/dev/null || iptables -w -I OUTPUT 1 -j "$OUT_CHAIN"
     # First in FORWARD, before the ACCEPT rules kube-proxy inserts (up.sh runs `up` again once
     # kube-proxy has synced): Service traffic, too, may only go to the bridge.
     if [ "$(iptables -w -S FORWARD | sed -n 2p)" != "-A FORWARD -j $CHAIN" ]; then
@@ -77,6 +92,10 @@ case "$cmd" in
     if iptables -w -S "$CHAIN" >/dev/null 2>&1; then
       while iptables -w -D FORWARD -j "$CHAIN" 2>/dev/null; do :; done
       iptables -w -F "$CHAIN"; iptables -w -X "$CHAIN"
+    fi
+    if iptables -w -S "$OUT_CHAIN" >/dev/null 2>&1; then
+      while iptables -w -D OUTPUT -j "$OUT_CHAIN" 2>/dev/null; do :; done
+      iptables -w -F "$OUT_CHAIN"; iptables -w -X "$OUT_CHAIN"
     fi
     # Host ends of any pod veths left on the bridge (their peers go with them), then the bridge.
     for l in $(ip -o link show master "$BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
