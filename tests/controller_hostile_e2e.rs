@@ -1,7 +1,8 @@
 //! Issue 11, against the real control plane and registry: bundles that try to take over objects
 //! capstan does not own are refused with the conflict named and the cluster's object unchanged;
 //! a registry that is down during a pull, an OperatorGroup that is missing, a deleted
-//! Deployment and a deleted CSV all recover without a hand.
+//! Deployment and a deleted CSV all recover without a hand; a scoped install whose installer may
+//! not make a binding the bundle ships is refused before its first step.
 //!
 //! One test function runs the cases one after another: the controller watches every namespace.
 
@@ -103,7 +104,7 @@ async fn hostile_bundles_are_refused_and_failed_installs_recover() {
     apply_crds(&client).await;
     let catalog_ns = TestNamespace::new(&client, "hostile-catalog").await;
     let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None };
-    let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
+    let controller = tokio::spawn(capstan::controller::run_with_config(support::admin_config().await, options, std::future::pending()));
     let roles: Api<ClusterRole> = Api::all(client.clone());
 
     // 1. A bundle that ships the cluster's own ClusterRole system:basic-user with `*` rules: the
@@ -207,6 +208,53 @@ async fn hostile_bundles_are_refused_and_failed_installs_recover() {
     .await;
     csv_version_succeeded(&client, &ns4.name, "nginx-operator.v0.2.0").await;
 
+    // 7. A scoped install (OperatorGroup spec.serviceAccountName) of a bundle that binds the
+    //    cluster's ClusterRole `view`, which the installer neither holds nor may bind: refused
+    //    before the first step, naming the missing `bind`, with nothing applied.
+    let viewer = format!("hostile-viewer-{}", std::process::id());
+    let binding = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {viewer}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}}\nsubjects: [{{kind: ServiceAccount, name: nginx-operator-controller-manager, namespace: default}}]\n"
+    );
+    let dir = bundle_with(work.path(), "viewer", &[("viewer.yaml", binding), unique("viewer")]);
+    catalog_of(&client, &registry, &repo, &catalog_ns.name, "viewer", work.path(), &dir).await;
+    let ns5 = TestNamespace::new(&client, "hostile-bind").await;
+    let sa: k8s_openapi::api::core::v1::ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "installer", "namespace": ns5.name}})).expect("sa");
+    Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), &ns5.name).create(&PostParams::default(), &sa).await.expect("installer SA");
+    let all = json!(["get", "list", "watch", "create", "update", "patch", "delete"]);
+    let grant_name = format!("{}-installer", ns5.name);
+    let cr: ClusterRole = serde_json::from_value(json!({"metadata": {"name": grant_name, "labels": {"olm.owner.namespace": ns5.name}}, "rules": [
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": all},
+        {"apiGroups": [""], "resources": ["serviceaccounts", "services", "configmaps", "secrets", "events", "pods"], "verbs": all},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": all},
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings", "clusterroles", "clusterrolebindings"], "verbs": all},
+        {"apiGroups": ["operators.coreos.com"], "resources": ["*"], "verbs": ["*"]},
+        {"apiGroups": ["example.com"], "resources": ["nginxes", "nginxes/status", "nginxes/finalizers"], "verbs": all},
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": all},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": all}
+    ]})).expect("cr");
+    roles.create(&PostParams::default(), &cr).await.expect("installer ClusterRole");
+    let crb: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": grant_name, "labels": {"olm.owner.namespace": ns5.name}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": grant_name},
+        "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": ns5.name}]
+    }))
+    .expect("crb");
+    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone()).create(&PostParams::default(), &crb).await.expect("installer binding");
+    let og: OperatorGroup = serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "og", "namespace": ns5.name}, "spec": {"targetNamespaces": [ns5.name], "serviceAccountName": "installer"}})).expect("og");
+    Api::<OperatorGroup>::namespaced(client.clone(), &ns5.name).create(&PostParams::default(), &og).await.expect("create OperatorGroup");
+    subscribe_to(&client, &ns5.name, &catalog_ns.name, "viewer").await;
+    let st = plan_status_where(&client, &ns5.name, "refused for bind", |st| st["phase"] == "Failed").await;
+    let message = st["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("lacks 1 permission needed by this plan")
+            && message.contains(&format!("to create ClusterRoleBinding {viewer}, which grants ClusterRole view, it must hold every permission of ClusterRole view, or have bind on clusterroles view")),
+        "{st}"
+    );
+    assert!(Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone()).get_opt(&viewer).await.expect("get").is_none(), "nothing applied");
+    assert!(Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns5.name).get_opt("nginx-operator.v0.2.0").await.expect("get").is_none());
+
     controller.abort();
-    cleanup_cluster_rbac(&client, &[&ns1.name, &ns2.name, &ns3.name, &ns4.name]).await;
+    cleanup_cluster_rbac(&client, &[&ns1.name, &ns2.name, &ns3.name, &ns4.name, &ns5.name]).await;
 }

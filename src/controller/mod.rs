@@ -241,10 +241,13 @@ where
     Action::requeue(wait)
 }
 
-/// The backoff of every watch: 0.5 s doubling to at most 5 s, with jitter, reset after 60 s
-/// without errors. kube's `default_backoff` goes up to 30 s, so after an API outage a new object
-/// could wait half a minute to be seen; 5 s keeps the reconnect quick while an outage costs each
-/// watch one request per 5 s.
+/// Longest wait between two tries of a watch (plus up to a quarter of jitter).
+pub const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(8);
+
+/// The backoff of every watch: 0.5 s doubling to at most [`WATCH_BACKOFF_MAX`], with jitter,
+/// reset after 60 s without errors. kube's `default_backoff` goes up to 30 s, so after an API
+/// outage a new object could wait half a minute to be seen; 8 s keeps the reconnect within
+/// seconds while an outage costs each watch one request (and one kube client log line) per 8 s.
 pub(crate) fn watch_backoff() -> kube::runtime::utils::ResetTimerBackoff<WatchBackoff> {
     kube::runtime::utils::ResetTimerBackoff::new(WatchBackoff::default(), Duration::from_secs(60))
 }
@@ -259,7 +262,7 @@ impl Iterator for WatchBackoff {
     type Item = Duration;
 
     fn next(&mut self) -> Option<Duration> {
-        let base = Duration::from_millis(500).saturating_mul(1u32 << self.tries.min(8)).min(Duration::from_secs(5));
+        let base = Duration::from_millis(500).saturating_mul(1u32 << self.tries.min(8)).min(WATCH_BACKOFF_MAX);
         self.tries = self.tries.saturating_add(1);
         // Jitter of up to a quarter, so that many watches do not retry in lockstep.
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);

@@ -12,7 +12,8 @@
 //!   every permission of that role's rules — the role's rules as the plan creates it, or as it
 //!   exists on the cluster (Kubernetes `pkg/registry/rbac/rolebinding/policybased`,
 //!   `BindingAuthorized` then `ConfirmNoEscalation`). A binding to a role that neither the plan
-//!   nor the cluster has needs `bind`.
+//!   nor the cluster has needs `bind`. For a role the plan creates without `escalate`, the rules
+//!   the installer must hold are listed once, with the role.
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
@@ -193,6 +194,18 @@ async fn binding_lacks(sar: &mut Reviews<'_>, steps: &[Step], step: &Step) -> Re
         return Ok(None);
     }
     let role = format!("{role_kind} {role_name}");
+    // A role the plan creates without `escalate` needs the installer to hold its rules, which the
+    // check of that role already lists; holding them also allows the binding.
+    let role_ns = if role_kind == "Role" { step.namespace.clone() } else { None };
+    if steps.iter().any(|s| s.kind == role_kind && s.name == role_name && s.namespace == role_ns) {
+        let mut esc = json!({"group": "rbac.authorization.k8s.io", "resource": plural, "verb": "escalate"});
+        if let Some(n) = &role_ns {
+            esc["namespace"] = json!(n);
+        }
+        if !sar.allowed(json!({"resourceAttributes": esc})).await? {
+            return Ok(None);
+        }
+    }
     let rules = match binding_role_rules(sar.client, steps, step, role_kind, role_name).await? {
         Some(rules) => rules,
         None => {

@@ -35,9 +35,9 @@ chain_rules() {
 out_rules() {
   # The host's own packets (filter OUTPUT runs after kube-proxy's DNAT): the Service range is
   # virtual, so a packet still addressed to it found no Service and must not leave the machine;
-  # the pod range is reached only over the bridge.
+  # the pod range (but the node's own address on it) is reached only over the bridge.
   iptables -w -A "$OUT_CHAIN" -d "$SERVICE_CIDR" -j REJECT
-  iptables -w -A "$OUT_CHAIN" -d "$POD_CIDR" ! -o "$BRIDGE" -j REJECT
+  iptables -w -A "$OUT_CHAIN" -d "$POD_CIDR" -m addrtype ! --dst-type LOCAL ! -o "$BRIDGE" -j REJECT
 }
 
 case "$cmd" in
