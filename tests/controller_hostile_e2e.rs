@@ -70,6 +70,48 @@ async fn plan_status_where(client: &kube::Client, ns: &str, what: &str, pred: im
     .await
 }
 
+/// Pushes bundle directory `dir` as image `reference` with one more layer that holds the
+/// whiteout entry `.wh..` (a regular empty file, as image builders write whiteouts).
+async fn push_with_whiteout(dir: &Path, reference: &str) {
+    use capstan::oci::layer::{MEDIA_TYPE_LAYER_GZIP, build_layer, entries_from_dir, image_config};
+    let mut entries = entries_from_dir(&dir.join("manifests"), "manifests").expect("manifests");
+    entries.extend(entries_from_dir(&dir.join("metadata"), "metadata").expect("metadata"));
+    let base = build_layer(entries).expect("base layer");
+    let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_size(0);
+    h.set_mode(0o644);
+    h.as_old_mut().name[..5].copy_from_slice(b".wh..");
+    h.set_cksum();
+    tar.append(&h, std::io::empty()).expect("tar entry");
+    let hostile = capstan::oci::Blob::new(MEDIA_TYPE_LAYER_GZIP, tar.into_inner().expect("tar").finish().expect("gzip"));
+    let labels = capstan::bundle::image::bundle_labels(dir).expect("labels");
+    let diff_ids = vec![base.diff_id.clone(), hostile.descriptor.digest.clone()];
+    let image = capstan::oci::ImageToPush { config: image_config(&labels, &diff_ids), layers: vec![base.blob, hostile], annotations: Default::default() };
+    let registry = capstan::oci::Registry::new(capstan::oci::ClientConfig { quiet: true, ..Default::default() });
+    registry.push(&capstan::oci::parse_reference(reference).expect("reference"), &image).await.expect("push hostile bundle");
+}
+
+/// Rewrites every image reference starting with `repository` in the catalog files under `dir`
+/// (tag or digest) to `image`.
+fn point_catalog_at(dir: &Path, repository: &str, image: &str) {
+    for e in walkdir::WalkDir::new(dir).into_iter().flatten().filter(|e| e.file_type().is_file()) {
+        let text = std::fs::read_to_string(e.path()).expect("catalog file");
+        let mut out = String::new();
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find(repository) {
+            out.push_str(&rest[..i]);
+            out.push_str(image);
+            let after = &rest[i + repository.len()..];
+            let end = after.find(|c: char| c == '"' || c == '\'' || c.is_whitespace()).unwrap_or(after.len());
+            rest = &after[end..];
+        }
+        out.push_str(rest);
+        std::fs::write(e.path(), out).expect("write catalog file");
+    }
+}
+
 fn cluster_script(args: &[&str]) {
     let out = Command::new("bash")
         .arg(support::repo_root().join("tests/cluster/up.sh"))
@@ -255,6 +297,31 @@ async fn hostile_bundles_are_refused_and_failed_installs_recover() {
     assert!(Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone()).get_opt(&viewer).await.expect("get").is_none(), "nothing applied");
     assert!(Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns5.name).get_opt("nginx-operator.v0.2.0").await.expect("get").is_none());
 
+    // 8. A bundle image with a whiteout entry `.wh..` (OCI's "delete `..`"), through the
+    //    controller: before the fix it deleted everything beside the unpack directory, the whole
+    //    $TMPDIR, and the plan still completed. Now the plan fails naming image, layer and entry,
+    //    and a canary beside the unpack directories is untouched.
+    let dir = bundle_with(work.path(), "whiteout", &[unique("whiteout")]);
+    let good = format!("{registry}/{repo}/whiteout/nginx-operator-bundle:v0.2.0");
+    let catalog_dir = work.path().join("whiteout-catalog");
+    capstan(&["bundle", "push", "-q", dir.to_str().unwrap_or_default(), &good]);
+    capstan(&["catalog", "add", catalog_dir.to_str().unwrap_or_default(), &good]);
+    let hostile = format!("{registry}/{repo}/whiteout/hostile-bundle:v1");
+    push_with_whiteout(&dir, &hostile).await;
+    point_catalog_at(&catalog_dir, &format!("{registry}/{repo}/whiteout/nginx-operator-bundle"), &hostile);
+    let catalog_ref = format!("{registry}/{repo}/whiteout-catalog:latest");
+    capstan(&["catalog", "push", "-q", catalog_dir.to_str().unwrap_or_default(), &catalog_ref]);
+    catalog_source(&client, &catalog_ns.name, "whiteout", &catalog_ref).await;
+    let canary = std::env::temp_dir().join(format!("capstan-canary-{}", std::process::id()));
+    std::fs::write(&canary, b"still here").expect("write canary");
+    let ns6 = namespace_with_group(&client, "hostile-wh").await;
+    subscribe_to(&client, &ns6.name, &catalog_ns.name, "whiteout").await;
+    let st = plan_status_where(&client, &ns6.name, "Failed for the whiteout", |st| st["phase"] == "Failed").await;
+    let message = st["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&hostile) && message.contains("layer sha256:") && message.contains(".wh.."), "{st}");
+    assert_eq!(std::fs::read(&canary).expect("the canary beside the unpack directories is gone"), b"still here");
+    let _ = std::fs::remove_file(&canary);
+
     controller.abort();
-    cleanup_cluster_rbac(&client, &[&ns1.name, &ns2.name, &ns3.name, &ns4.name, &ns5.name]).await;
+    cleanup_cluster_rbac(&client, &[&ns1.name, &ns2.name, &ns3.name, &ns4.name, &ns5.name, &ns6.name]).await;
 }
