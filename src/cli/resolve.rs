@@ -126,7 +126,7 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
         if name.is_empty() {
             return Err(format!("--installed {i:?}: empty CSV name"));
         }
-        installed.push(InstalledBundle { namespace: ns, name, ..Default::default() });
+        installed.push(InstalledBundle::from_csv(&ns, &name, None, None));
     }
     let input = ResolveInput { catalogs, installed, subscriptions };
     let out = resolve(&input);

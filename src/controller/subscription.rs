@@ -18,7 +18,7 @@ use super::{Context, Error, apply_status, installplan::install_plan_name, kube_e
 use crate::api::installplan::InstallPlanPhase;
 use crate::api::subscription::reason;
 use crate::api::{Approval, CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
-use crate::resolve::{CatalogInput, CatalogSourceKey, InstalledBundle, Reason, ResolveInput, SubscriptionRequest, resolve, split_csv_name};
+use crate::resolve::{CatalogInput, CatalogSourceKey, InstalledBundle, Reason, ResolveInput, SubscriptionRequest, resolve};
 
 /// Sets condition `type_` in `status.conditions` (a JSON array), keeping `lastTransitionTime` when
 /// the status value does not change.
@@ -164,12 +164,7 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
     let installed: Vec<InstalledBundle> = csvs
         .items
         .iter()
-        .map(|c| {
-            let name = c.name_any();
-            let split = split_csv_name(&name);
-            let version = c.spec.version.as_deref().and_then(|v| semver::Version::parse(v.trim_start_matches('v')).ok()).or(split.as_ref().map(|s| s.1.clone()));
-            InstalledBundle { namespace: ns.clone(), name, package: split.map(|s| s.0), version, catalog: None }
-        })
+        .map(|c| InstalledBundle::from_csv(&ns, &c.name_any(), c.annotations().get(crate::install::ANNOTATION_PROPERTIES).map(String::as_str), c.spec.version.as_deref()))
         .collect();
 
     // Every Subscription of the namespace is resolved together (one bundle per package, §4.6).

@@ -92,6 +92,27 @@ pub struct InstalledBundle {
     pub catalog: Option<CatalogSourceKey>,
 }
 
+impl InstalledBundle {
+    /// The installed state of one CSV, as both the controller (from the cluster's CSVs) and
+    /// `capstan resolve --installed` (from names) build it: the package and version only from
+    /// what the CSV itself says — the `olm.package` property of its
+    /// `operatorframework.io/properties` annotation (`{"properties":[{"type":"olm.package",
+    /// "value":{"packageName":…,"version":…}}]}`, OLM `resolver/projection/properties.go`) and
+    /// `spec.version` — and otherwise left to the resolver, which takes them from the catalog
+    /// bundle of that name, else from the `<package>.v<version>` shape of the name. Guessing the
+    /// package from the name first made an installed `strimzi-cluster-operator.v0.45.0` (package
+    /// `strimzi-kafka-operator`) look like a second operator providing strimzi's APIs.
+    pub fn from_csv(namespace: &str, name: &str, properties: Option<&str>, spec_version: Option<&str>) -> InstalledBundle {
+        let package_property = properties
+            .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok())
+            .and_then(|v| v["properties"].as_array().and_then(|ps| ps.iter().find(|p| p["type"] == "olm.package").map(|p| p["value"].clone())));
+        let package = package_property.as_ref().and_then(|v| v["packageName"].as_str()).filter(|p| !p.is_empty()).map(str::to_string);
+        let parse = |v: &str| Version::parse(v.trim().trim_start_matches('v')).ok();
+        let version = spec_version.and_then(parse).or_else(|| package_property.as_ref().and_then(|v| v["version"].as_str()).and_then(parse));
+        InstalledBundle { namespace: namespace.to_string(), name: name.to_string(), package, version, catalog: None }
+    }
+}
+
 /// What a Subscription asks for (the fields of `spec`, plus `status.installedCSV`).
 #[derive(Debug, Clone, Default)]
 pub struct SubscriptionRequest {

@@ -332,3 +332,29 @@ fn an_invalid_catalog_serves_nothing() {
     assert!(out.errors[0].message.contains("catalog olm/bad has package lib but the catalog is invalid, so it serves nothing: package lib: broken"), "{}", out.errors[0].message);
     assert_eq!(out.errors[1].kind, ErrorKind::InvalidCatalog);
 }
+
+#[test]
+fn an_installed_dependency_whose_name_is_not_its_package_keeps_the_namespace_resolvable() {
+    // strimzi's bundles are named strimzi-cluster-operator.v… in package strimzi-kafka-operator.
+    let mut y = format!("- {{schema: olm.package, name: strimzi-kafka-operator, defaultChannel: stable}}\n");
+    y.push_str("- {schema: olm.channel, package: strimzi-kafka-operator, name: stable, entries: [{name: strimzi-cluster-operator.v0.45.0}]}\n");
+    y.push_str("- {schema: olm.bundle, name: strimzi-cluster-operator.v0.45.0, package: strimzi-kafka-operator, image: reg/strimzi:0.45.0, properties: [{type: olm.package, value: {packageName: strimzi-kafka-operator, version: 0.45.0}}, {type: olm.gvk, value: {group: kafka.strimzi.io, kind: Kafka, version: v1beta2}}]}\n");
+    y.push_str(&chain("other", &["1.0.0"], &none));
+    let c = cat("olm", "cat", 0, &y);
+    // As the controller sees it: the CSV with its properties annotation and spec.version.
+    let props = r#"{"properties":[{"type":"olm.package","value":{"packageName":"strimzi-kafka-operator","version":"0.45.0"}}]}"#;
+    let from_cluster = InstalledBundle::from_csv("operators", "strimzi-cluster-operator.v0.45.0", Some(props), Some("0.45.0"));
+    assert_eq!(from_cluster.package.as_deref(), Some("strimzi-kafka-operator"));
+    // As `capstan resolve --installed` sees it: only the name.
+    let from_name = InstalledBundle::from_csv("operators", "strimzi-cluster-operator.v0.45.0", None, None);
+    assert_eq!(from_name.package, None, "the package is left to the catalog, not guessed from the name");
+    for ib in [from_cluster, from_name] {
+        let out = resolve(&ResolveInput { catalogs: vec![c.clone()], installed: vec![ib], subscriptions: vec![sub("strimzi-kafka-operator", None, "cat"), sub("other", None, "cat")] });
+        assert!(out.errors.is_empty(), "{:?}", out.errors);
+        assert!(bundles(&out).contains(&"other.v1.0.0".to_string()), "{:?}", bundles(&out));
+    }
+    // The package guessed from the name (what the controller did before) breaks the namespace.
+    let guessed = InstalledBundle { package: Some("strimzi-cluster-operator".into()), ..installed("strimzi-cluster-operator.v0.45.0") };
+    let out = resolve(&ResolveInput { catalogs: vec![c], installed: vec![guessed], subscriptions: vec![sub("strimzi-kafka-operator", None, "cat"), sub("other", None, "cat")] });
+    assert!(!out.errors.is_empty(), "the wrong package should conflict: {:?}", bundles(&out));
+}
