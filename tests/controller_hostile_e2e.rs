@@ -322,6 +322,22 @@ async fn hostile_bundles_are_refused_and_failed_installs_recover() {
     assert_eq!(std::fs::read(&canary).expect("the canary beside the unpack directories is gone"), b"still here");
     let _ = std::fs::remove_file(&canary);
 
+    // 9. A bundle whose steps are larger than the API server stores in one InstallPlan: the plan
+    //    fails at once saying so, instead of failing to write its status on every try.
+    let big = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  blob: \"{}\"\n", "x".repeat(1_400_000));
+    let dir = bundle_with(work.path(), "big", &[("big.yaml", big), unique("big")]);
+    catalog_of(&client, &registry, &repo, &catalog_ns.name, "big", work.path(), &dir).await;
+    let ns7 = namespace_with_group(&client, "hostile-big").await;
+    subscribe_to(&client, &ns7.name, &catalog_ns.name, "big").await;
+    let st = plan_status_where(&client, &ns7.name, "Failed for its size", |st| st["phase"] == "Failed").await;
+    assert!(st["message"].as_str().is_some_and(|m| m.contains("more than the API server stores in one object")), "{}", &st.to_string()[..2000.min(st.to_string().len())]);
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns7.name);
+    eventually("the Subscription says why", WAIT, || async {
+        let st = serde_json::to_value(subs.get("nginx-operator").await.ok()?.status?).ok()?;
+        st["conditions"].as_array()?.iter().any(|c| c["type"] == "InstallPlanFailed" && c["message"].as_str().is_some_and(|m| m.contains("API server stores"))).then_some(())
+    })
+    .await;
+
     controller.abort();
-    cleanup_cluster_rbac(&client, &[&ns1.name, &ns2.name, &ns3.name, &ns4.name, &ns5.name, &ns6.name]).await;
+    cleanup_cluster_rbac(&client, &[&ns1.name, &ns2.name, &ns3.name, &ns4.name, &ns5.name, &ns6.name, &ns7.name]).await;
 }

@@ -198,6 +198,10 @@ async fn hold(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut statu
     }
 }
 
+/// Largest `status.plan` (JSON bytes) capstan writes: below etcd's default request limit of
+/// 1.5 MiB, leaving room for the rest of the InstallPlan.
+pub const MAX_PLAN_STATUS_BYTES: usize = 1_300_000;
+
 /// How often a plan refused by the CRD upgrade check is checked again.
 pub const CRD_RECHECK: Duration = Duration::from_secs(10);
 
@@ -407,6 +411,19 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
         Err(h) => return hold(&ctx, &api, &ip, status, &[], h, blocked).await,
     };
     let listed = |status: &str| -> Vec<Value> { steps.iter().map(|(s, c)| step_json(s, (&c.0, &c.1), status)).collect() };
+    // The steps inline every manifest (as OLM's do); past what etcd stores in one object the
+    // status write would fail on every try with "request is too large" and the plan would stall
+    // without a word. Say so once instead.
+    let size = serde_json::to_vec(&listed("Unknown")).map(|v| v.len()).unwrap_or(0);
+    if size > MAX_PLAN_STATUS_BYTES {
+        let message = format!(
+            "the plan's {} steps take {:.1} MiB in status.plan, more than the API server stores in one object (about {:.1} MiB with etcd's default limit); capstan cannot install bundles this large yet: ask the author to slim the bundle (its largest objects are usually CRDs with long descriptions)",
+            steps.len(),
+            size as f64 / 1048576.0,
+            MAX_PLAN_STATUS_BYTES as f64 / 1048576.0
+        );
+        return hold(&ctx, &api, &ip, status, &[], Hold::Fail("InstallCheckFailed", message), blocked).await;
+    }
     if !ip.spec.approved {
         status["phase"] = json!("RequiresApproval");
         status["plan"] = json!(listed("Unknown"));
