@@ -19,7 +19,7 @@ use support::{TestNamespace, eventually};
 
 /// The outage the issue measured.
 const OUTAGE: Duration = Duration::from_secs(90);
-/// At most this many log lines (capstan's and its kube client's, at the default `info,kube=warn`)
+/// At most this many log lines (at the controller's default filter, see `capstan controller`)
 /// from the start of the outage until the API server is ready again.
 const MAX_LOG_LINES: u64 = 300;
 /// At most this much CPU time (user + system) over the same span.

@@ -307,6 +307,11 @@ async fn removal_never_hangs() {
     })
     .await;
     create_nginx(&client, &gone.name, "stuck", &[CLEANUP]).await;
+    // A Deployment deleted under a live CSV is created again from the InstallPlan that installed
+    // it (issue 11, as OLM does); with the namespace's plans deleted first there is nothing to
+    // create it from, so the operator stays gone.
+    let plans: Api<capstan::api::InstallPlan> = Api::namespaced(client.clone(), &gone.name);
+    plans.delete_collection(&DeleteParams::default(), &Default::default()).await.expect("delete the InstallPlans");
     let deps: Api<Deployment> = Api::namespaced(client.clone(), &gone.name);
     deps.delete(DEPLOYMENT, &DeleteParams::default()).await.expect("delete the operator Deployment");
     eventually("operator Deployment gone", WAIT, || async { deps.get_opt(DEPLOYMENT).await.ok()?.is_none().then_some(()) }).await;

@@ -99,8 +99,15 @@ pub async fn config(kubeconfig: Option<&PathBuf>) -> Result<kube::Config, String
     })
 }
 
+/// The log filter when `RUST_LOG` is unset. kube's client logs every failed HTTP request at
+/// ERROR (`kube_client::client::builder`); during an API outage that is one line per request of
+/// every watch and reconcile, unbounded in the number of objects. capstan logs those failures
+/// itself, at most once per kind every 10 s (`controller::ERROR_LOG_INTERVAL`), so kube's
+/// per-request line is off by default.
+const DEFAULT_LOG_FILTER: &str = "info,kube=warn,kube_client::client::builder=off";
+
 fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,kube=warn".into());
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),

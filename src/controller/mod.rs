@@ -242,12 +242,13 @@ where
 }
 
 /// Longest wait between two tries of a watch (plus up to a quarter of jitter).
-pub const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(8);
+pub const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(4);
 
 /// The backoff of every watch: 0.5 s doubling to at most [`WATCH_BACKOFF_MAX`], with jitter,
 /// reset after 60 s without errors. kube's `default_backoff` goes up to 30 s, so after an API
-/// outage a new object could wait half a minute to be seen; 8 s keeps the reconnect within
-/// seconds while an outage costs each watch one request (and one kube client log line) per 8 s.
+/// outage a new object could wait half a minute to be seen; 4 s keeps the reconnect within
+/// seconds while an outage costs each watch one request per 4 s (not logged: kube's per-request
+/// error line is off by default, see `capstan controller`).
 pub(crate) fn watch_backoff() -> kube::runtime::utils::ResetTimerBackoff<WatchBackoff> {
     kube::runtime::utils::ResetTimerBackoff::new(WatchBackoff::default(), Duration::from_secs(60))
 }
