@@ -90,8 +90,10 @@ wait_for() {
   done
 }
 
+# A port free on every address (the API server may listen on the node's bridge address, not only
+# on loopback; a port free on 127.0.0.1 alone could collide with another environment's).
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+  python3 -c 'import socket; s=socket.socket(); s.bind(("0.0.0.0",0)); print(s.getsockname()[1]); s.close()'
 }
 
 # Ports: chosen once per state directory, reused on restart (a port added later is appended).
