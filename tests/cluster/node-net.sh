@@ -19,6 +19,8 @@ POD_CIDR=10.0.2.0/24
 SERVICE_CIDR=10.0.0.0/24
 CHAIN=CAPSTAN-NODE
 OUT_CHAIN=CAPSTAN-NODE-OUT
+# Services, kwok's fake node and pods (up.sh), real pods: 10.0.0.0 – 10.0.3.255.
+ENV_RANGES=10.0.0.0/22
 run=/run/capstan-node
 cmd=${1:-}
 dir=${2:-}
@@ -33,11 +35,11 @@ chain_rules() {
 }
 
 out_rules() {
-  # The host's own packets (filter OUTPUT runs after kube-proxy's DNAT): the Service range is
-  # virtual, so a packet still addressed to it found no Service and must not leave the machine;
-  # the pod range (but the node's own address on it) is reached only over the bridge.
-  iptables -w -A "$OUT_CHAIN" -d "$SERVICE_CIDR" -j REJECT
-  iptables -w -A "$OUT_CHAIN" -d "$POD_CIDR" -m addrtype ! --dst-type LOCAL ! -o "$BRIDGE" -j REJECT
+  # The host's own packets (filter OUTPUT runs after kube-proxy's DNAT) to the environment's ranges
+  # — Services 10.0.0.0/24, kwok's fake pods and node 10.0.1.0/24, pods 10.0.2.0/24 — may only go
+  # over the bridge or to the node's own address: a Service IP with no Service behind it, or one
+  # DNAT'd to a kwok pod (an address nobody has), is rejected here instead of leaving the machine.
+  iptables -w -A "$OUT_CHAIN" -d "$ENV_RANGES" -m addrtype ! --dst-type LOCAL ! -o "$BRIDGE" -j REJECT
 }
 
 case "$cmd" in
