@@ -322,6 +322,64 @@ async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &Clu
     Ok(())
 }
 
+/// Whether `csv` fits its namespace's OperatorGroup (§1.5): `Err((reason, message))` with OLM's
+/// reason when there is none, several, or its targets need an install mode the CSV lacks.
+async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<Result<(), (&'static str, String)>, Error> {
+    let targets = match operator_group_targets(client, ns).await? {
+        Err(e) => return Ok(Err(e)),
+        Ok((_, targets)) => targets,
+    };
+    let modes: Vec<(String, bool)> = csv
+        .spec
+        .install_modes
+        .iter()
+        .flatten()
+        .map(|m| (serde_json::to_value(&m.type_).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(), m.supported))
+        .collect();
+    Ok(check_install_mode(ns, &targets, &modes).map_err(|e| (e.reason, format!("CSV {ns}/{}: {}", csv.name_any(), e.message))))
+}
+
+/// The CSV's Deployments that are not Available; those deleted by hand are created again first
+/// ([`recreate_deployments`]).
+async fn deployments_waiting(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) -> Result<Vec<String>, Error> {
+    let deployments: Vec<String> = csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.clone())).collect();
+    let dapi: Api<Deployment> = Api::namespaced(ctx.client.clone(), ns);
+    let mut waiting = Vec::new();
+    let mut gone = Vec::new();
+    for d in &deployments {
+        let found = dapi.get_opt(d).await.map_err(kube_err(format!("reading Deployment {ns}/{d}")))?;
+        if found.is_none() {
+            gone.push(d.clone());
+        }
+        let available = found.and_then(|d| d.status).and_then(|s| s.conditions).is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
+        if !available {
+            waiting.push(d.clone());
+        }
+    }
+    // A Deployment deleted under an installed CSV is created again, as OLM's CSV controller does
+    // (its install strategy is re-run when a component is missing).
+    if !gone.is_empty() && csv.metadata.deletion_timestamp.is_none() {
+        recreate_deployments(ctx, csv, &gone).await?;
+    }
+    Ok(waiting)
+}
+
+/// Once the new CSV succeeded, the one it replaces is deleted (OLM: Replacing → Deleting, §1.5);
+/// objects only it owns are garbage-collected with it.
+async fn delete_replaced(api: &Api<ClusterServiceVersion>, csv: &ClusterServiceVersion, ns: &str) -> Result<(), Error> {
+    let name = csv.name_any();
+    let Some(old) = csv.spec.replaces.as_deref().filter(|r| !r.is_empty() && *r != name) else { return Ok(()) };
+    if api.get_opt(old).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{old}")))?.is_none() {
+        return Ok(());
+    }
+    tracing::info!(csv = %format!("{ns}/{name}"), replaced = %old, "deleting the replaced CSV");
+    match api.delete(old, &kube::api::DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(kube_err(format!("deleting replaced ClusterServiceVersion {ns}/{old}"))(e)),
+    }
+}
+
 /// Applies again the Deployments `names` of `csv` as the InstallPlan that installed the CSV planned
 /// them (its `status.plan` step manifests, with the CSV's uid in the ownerReference), with
 /// server-side apply as the plan did. A Deployment no Complete plan of the namespace holds is
@@ -398,19 +456,7 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     let set = |status: &mut Value, p: &str, r: &str, m: &str| phase_status(status, p, r, m);
 
     // OperatorGroup membership and install mode come before any phase logic (§1.5).
-    let fit = match operator_group_targets(&ctx.client, &ns).await? {
-        Err((reason, message)) => Err((reason, message)),
-        Ok((_, targets)) => {
-            let modes: Vec<(String, bool)> = csv
-                .spec
-                .install_modes
-                .iter()
-                .flatten()
-                .map(|m| (serde_json::to_value(&m.type_).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(), m.supported))
-                .collect();
-            check_install_mode(&ns, &targets, &modes).map_err(|e| (e.reason, format!("CSV {ns}/{name}: {}", e.message)))
-        }
-    };
+    let fit = operator_group_fit(&ctx.client, &csv, &ns).await?;
     if let Err((reason, message)) = fit {
         if phase != "Failed" || status["reason"] != reason {
             set(&mut status, "Failed", reason, &message);
@@ -450,25 +496,7 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     }
 
     // InstallReady / Installing / Succeeded / Failed(ComponentUnhealthy): look at the Deployments.
-    let deployments: Vec<String> = csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.clone())).collect();
-    let dapi: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
-    let mut waiting = Vec::new();
-    let mut gone = Vec::new();
-    for d in &deployments {
-        let found = dapi.get_opt(d).await.map_err(kube_err(format!("reading Deployment {ns}/{d}")))?;
-        if found.is_none() {
-            gone.push(d.clone());
-        }
-        let available = found.and_then(|d| d.status).and_then(|s| s.conditions).is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
-        if !available {
-            waiting.push(d.clone());
-        }
-    }
-    // A Deployment deleted under an installed CSV is created again, as OLM's CSV controller does
-    // (its install strategy is re-run when a component is missing).
-    if !gone.is_empty() && csv.metadata.deletion_timestamp.is_none() {
-        recreate_deployments(&ctx, &csv, &gone).await?;
-    }
+    let waiting = deployments_waiting(&ctx, &csv, &ns).await?;
     let (p, r, m) = if waiting.is_empty() {
         ("Succeeded", "InstallSucceeded", "install strategy completed with no errors".to_string())
     } else if phase == "Succeeded" || (phase == "Failed" && status["reason"] == "ComponentUnhealthy") {
@@ -480,18 +508,8 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
         set(&mut status, p, r, &m);
         write_status(&ctx, &api, &csv, status, &phase).await?;
     }
-    // Once the new CSV succeeded, the one it replaces is deleted (OLM: Replacing → Deleting, §1.5);
-    // objects only it owns are garbage-collected with it.
-    if p == "Succeeded"
-        && let Some(old) = csv.spec.replaces.as_deref().filter(|r| !r.is_empty() && *r != name)
-        && api.get_opt(old).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{old}")))?.is_some()
-    {
-        tracing::info!(csv = %format!("{ns}/{name}"), replaced = %old, "deleting the replaced CSV");
-        match api.delete(old, &kube::api::DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(kube_err(format!("deleting replaced ClusterServiceVersion {ns}/{old}"))(e)),
-        }
+    if p == "Succeeded" {
+        delete_replaced(&api, &csv, &ns).await?;
     }
     Ok(Action::requeue(Duration::from_secs(if p == "Succeeded" { 30 } else { 1 })))
 }

@@ -202,6 +202,34 @@ async fn hold(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut statu
 /// 1.5 MiB, leaving room for the rest of the InstallPlan.
 pub const MAX_PLAN_STATUS_BYTES: usize = 1_300_000;
 
+/// [`Hold::Fail`] when `steps` (the `status.plan` entries) exceed [`MAX_PLAN_STATUS_BYTES`].
+fn oversized(steps: &[Value]) -> Option<Hold> {
+    let size = serde_json::to_vec(steps).map(|v| v.len()).unwrap_or(0);
+    (size > MAX_PLAN_STATUS_BYTES).then(|| {
+        Hold::Fail(
+            "InstallCheckFailed",
+            format!(
+                "the plan's {} steps take {:.1} MiB in status.plan, more than the API server stores in one object (about {:.1} MiB with etcd's default limit); capstan cannot install bundles this large yet: ask the author to slim the bundle (its largest objects are usually CRDs with long descriptions)",
+                steps.len(),
+                size as f64 / 1048576.0,
+                MAX_PLAN_STATUS_BYTES as f64 / 1048576.0
+            ),
+        )
+    })
+}
+
+/// The `spec.config` of the owning Subscription `sub` for `package`'s Deployments (§1.3); a
+/// Subscription of another package (a dependency in its plan) gives none.
+fn subscription_config(sub: Option<&Subscription>, package: &str) -> Result<SubscriptionConfig, Hold> {
+    match sub.filter(|s| s.spec.package == package).and_then(|s| s.spec.config.as_ref()) {
+        Some(c) => serde_json::to_value(c)
+            .map_err(|e| e.to_string())
+            .and_then(|v| SubscriptionConfig::from_value(&v).map_err(|e| e.to_string()))
+            .map_err(|e| Hold::Fail("InstallCheckFailed", format!("Subscription spec.config: {e}"))),
+        None => Ok(SubscriptionConfig::default()),
+    }
+}
+
 /// How often a plan refused by the CRD upgrade check is checked again.
 pub const CRD_RECHECK: Duration = Duration::from_secs(10);
 
@@ -286,19 +314,11 @@ async fn plan_steps(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, ns:
             let message = at(format!("{}: {}", e.reason, e.message));
             return Ok(Err(if e.reason == "InvalidInstallModes" { Hold::Fail("InstallCheckFailed", message) } else { Hold::Blocked(e.reason, message) }));
         }
-        let config = match sub.as_ref().filter(|s| s.spec.package == bundle.package()).and_then(|s| s.spec.config.as_ref()) {
-            Some(c) => match serde_json::to_value(c).map_err(|e| e.to_string()).and_then(|v| SubscriptionConfig::from_value(&v).map_err(|e| e.to_string())) {
-                Ok(c) => c,
-                Err(e) => return Ok(Err(Hold::Fail("InstallCheckFailed", format!("Subscription spec.config: {e}")))),
-            },
-            None => SubscriptionConfig::default(),
+        let config = match subscription_config(sub.as_ref(), bundle.package()) {
+            Ok(c) => c,
+            Err(h) => return Ok(Err(h)),
         };
-        let properties: Vec<Value> = lookup
-            .properties
-            .as_deref()
-            .and_then(|p| serde_json::from_str::<Value>(p).ok())
-            .and_then(|v| v["properties"].as_array().cloned())
-            .unwrap_or_default();
+        let properties: Vec<Value> = lookup.properties.as_deref().and_then(|p| serde_json::from_str::<Value>(p).ok()).and_then(|v| v["properties"].as_array().cloned()).unwrap_or_default();
         let mut target = InstallTarget {
             namespace: ns.to_string(),
             target_namespaces: targets.clone(),
@@ -414,15 +434,8 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
     // The steps inline every manifest (as OLM's do); past what etcd stores in one object the
     // status write would fail on every try with "request is too large" and the plan would stall
     // without a word. Say so once instead.
-    let size = serde_json::to_vec(&listed("Unknown")).map(|v| v.len()).unwrap_or(0);
-    if size > MAX_PLAN_STATUS_BYTES {
-        let message = format!(
-            "the plan's {} steps take {:.1} MiB in status.plan, more than the API server stores in one object (about {:.1} MiB with etcd's default limit); capstan cannot install bundles this large yet: ask the author to slim the bundle (its largest objects are usually CRDs with long descriptions)",
-            steps.len(),
-            size as f64 / 1048576.0,
-            MAX_PLAN_STATUS_BYTES as f64 / 1048576.0
-        );
-        return hold(&ctx, &api, &ip, status, &[], Hold::Fail("InstallCheckFailed", message), blocked).await;
+    if let Some(h) = oversized(&listed("Unknown")) {
+        return hold(&ctx, &api, &ip, status, &[], h, blocked).await;
     }
     if !ip.spec.approved {
         status["phase"] = json!("RequiresApproval");
