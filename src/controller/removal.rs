@@ -278,11 +278,6 @@ fn target_namespaces(csv: &ClusterServiceVersion) -> Option<Vec<String>> {
     }
 }
 
-/// Records an Event about `obj` through the process-wide recorder ([`super::events`]).
-async fn publish<K: Resource<DynamicType = ()>>(ctx: &Context, obj: &K, type_: EventType, reason: &str, note: String) {
-    super::events::publish_for(&ctx.client, obj, type_, reason, &note).await;
-}
-
 fn not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
@@ -686,7 +681,7 @@ async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Opti
                 write_deleting_status(ctx, csv, &message, json!([])).await?;
                 if changed {
                     tracing::warn!(csv = %full, "{message}");
-                    publish(ctx, csv, EventType::Warning, "OperandsForbidden", message.clone()).await;
+                    ctx.events.publish_for(csv, EventType::Warning, "OperandsForbidden", &message).await;
                 }
                 return Ok(Some(Duration::from_secs(15)));
             }
@@ -722,7 +717,7 @@ async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Opti
             write_deleting_status(ctx, csv, &message, pending).await?;
             if changed {
                 tracing::warn!(csv = %full, "{message}");
-                publish(ctx, csv, EventType::Warning, "OperandsStuck", message.clone()).await;
+                ctx.events.publish_for(csv, EventType::Warning, "OperandsStuck", &message).await;
             }
             let (deleted, _) = remove_operator(ctx, csv).await?;
             if !deleted.is_empty() {
@@ -784,7 +779,7 @@ async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Opti
         None => format!("uninstalled CSV {full}: removed the operator and its RBAC{}{}", if notes.is_empty() { "" } else { "; " }, notes.join("; ")),
     };
     tracing::info!(csv = %full, "{message}");
-    publish(ctx, csv, EventType::Normal, "Uninstalled", message).await;
+    ctx.events.publish_for(csv, EventType::Normal, "Uninstalled", &message).await;
     Ok(None)
 }
 
@@ -896,7 +891,7 @@ pub(super) async fn watch_subscription_deletions(ctx: Arc<Context>) {
             sub.name_any()
         );
         tracing::info!(subscription = %format!("{ns}/{}", sub.name_any()), csv = %csv_name, "{message}");
-        publish(&ctx, &csv, EventType::Normal, "SubscriptionDeleted", message).await;
+        ctx.events.publish_for(&csv, EventType::Normal, "SubscriptionDeleted", &message).await;
     }
 }
 
