@@ -314,6 +314,7 @@ if [ "$real_node" = 1 ]; then
   command -v runc >/dev/null 2>&1 || need+=(runc)
   [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
   command -v iptables >/dev/null 2>&1 || need+=(iptables)
+  command -v ip >/dev/null 2>&1 || need+=(iproute2)
   if [ ${#need[@]} -gt 0 ]; then
     log "installing Debian's ${need[*]}"
     export DEBIAN_FRONTEND=noninteractive
