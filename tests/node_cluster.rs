@@ -12,7 +12,7 @@ mod support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
-use kube::api::{Api, LogParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use support::node::{REAL_NODE, container_pid, create_pod, image, logs_containing, run_kubectl, real_node, wait_pod};
 use support::{TestNamespace, eventually};

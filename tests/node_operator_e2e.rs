@@ -92,9 +92,9 @@ async fn nginx_operator_from_the_catalog_serves_a_page_on_the_real_node_and_is_r
     let catalog_ref = format!("{registry}/{}/catalog:latest", catalog_ns.name);
     let published = script(&["examples/publish.sh", &catalog_ref]);
     assert!(published.contains("nginx-operator-bundle:v0.2.0@sha256:"), "{published}");
-    catalog_source(&client, &catalog_ns.name, "examples", &catalog_ref).await;
     let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None, ..Default::default() };
     let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
+    catalog_source(&client, &catalog_ns.name, "examples", &catalog_ref).await;
 
     // An OwnNamespace install whose pods go to the real node; uninstall-operands opts in to removal.
     let ns = namespace_with_group(&client, "node-op").await;
