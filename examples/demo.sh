@@ -103,8 +103,9 @@ ip=$(kubectl get pods -n demo -l app.kubernetes.io/instance=hello -o jsonpath='{
 echo "\$ curl http://$ip:8080/"
 curl -fsS --retry 10 --retry-delay 1 --retry-all-errors "http://$ip:8080/"
 
-step "capstan's metrics (through the API server's proxy to the capstan-metrics Service)"
-kubectl get --raw "/api/v1/namespaces/capstan-system/services/capstan-metrics:8080/proxy/metrics" 2>/dev/null \
+leader=$(kubectl get lease capstan -n capstan-system -o jsonpath='{.spec.holderIdentity}')
+step "the leader's metrics (pod $leader, port 8080, through the API server's pod proxy)"
+kubectl get --raw "/api/v1/namespaces/capstan-system/pods/$leader:8080/proxy/metrics" 2>/dev/null \
   | grep -E '^capstan_(leader|csvs\{phase="Succeeded"\}|install_duration_seconds_count|resolution_duration_seconds_count)' || true
 
 step "what the operator's ServiceAccount may do (the RBAC capstan made from the CSV) and may not"
