@@ -578,3 +578,121 @@ pub fn fill_certificates(
     }
     Ok(outcomes)
 }
+
+/// Why the webhooks and APIServices of a CSV cannot be served yet, naming each one: a webhook or
+/// APIService whose Deployment (of the install strategy) is not available. `None` when all can
+/// be served. For the CSV's status (OLM keeps such a CSV `Installing`, "webhooks not
+/// installed"; capstan says which webhook waits on which Deployment).
+pub fn unavailable(defs: &Definitions, deployment_available: impl Fn(&str) -> Option<bool>) -> Option<String> {
+    let mut waiting = Vec::new();
+    for w in &defs.webhooks {
+        let d = w.deployment_name.as_deref().unwrap_or_default();
+        if deployment_available(d) == Some(false) {
+            waiting.push(format!("webhook {} ({:?}) is served by Deployment {d}, which is not available", w.generate_name, w.type_));
+        }
+    }
+    for a in &defs.apiservices {
+        let d = a.deployment_name.as_deref().unwrap_or_default();
+        if deployment_available(d) == Some(false) {
+            waiting.push(format!("APIService {}.{} is served by Deployment {d}, which is not available", a.version, a.group));
+        }
+    }
+    (!waiting.is_empty()).then(|| waiting.join("; "))
+}
+
+/// Removes what makes the cluster call a CSV's webhooks and APIServices, before its Deployments
+/// go (so no write is left failing on a webhook that points at nothing): the
+/// Validating/MutatingWebhookConfigurations and APIServices labelled `olm.owner=<csv>`,
+/// `olm.owner.namespace=<namespace>`, and the `spec.conversion` of each conversion webhook's
+/// CRDs set back to `None` (\[OLM\] `handleClusterServiceVersionDeletion`, which does the last
+/// two; OLM leaves webhook configurations to label-based garbage collection). Also the
+/// auth-reader RoleBindings in `kube-system` and auth-delegator ClusterRoleBindings, which no
+/// ownerReference can collect (only those of this namespace's install). Call it only when the CSV is removed, not replaced: a replacing
+/// CSV applies the same objects (see the module documentation). Returns the objects removed,
+/// as `Kind name`.
+///
+/// # Errors
+/// The first API error other than NotFound, naming the object.
+pub async fn remove(client: &kube::Client, csv: &str, namespace: &str, defs: &Definitions) -> Result<Vec<String>, String> {
+    use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+
+    let selector = ListParams::default().labels(&format!("{}={csv},{}={namespace}", super::LABEL_OWNER, super::LABEL_OWNER_NAMESPACE));
+    let mut removed = Vec::new();
+    let gone = |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 404);
+    macro_rules! delete_labelled {
+        ($api:expr, $kind:expr) => {{
+            let api = $api;
+            let list = api.list(&selector).await.map_err(|e| format!("list {}: {e}", $kind))?;
+            for o in list.items {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                match api.delete(&name, &DeleteParams::background()).await {
+                    Ok(_) => removed.push(format!("{} {name}", $kind)),
+                    Err(e) if gone(&e) => {}
+                    Err(e) => return Err(format!("{} {name}: delete failed: {e}", $kind)),
+                }
+            }
+        }};
+    }
+    delete_labelled!(Api::<ValidatingWebhookConfiguration>::all(client.clone()), "ValidatingWebhookConfiguration");
+    delete_labelled!(Api::<MutatingWebhookConfiguration>::all(client.clone()), "MutatingWebhookConfiguration");
+    let apiservice = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"), "apiservices");
+    if !defs.apiservices.is_empty() {
+        delete_labelled!(Api::<DynamicObject>::all_with(client.clone(), &apiservice), "APIService");
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for w in defs.webhooks.iter().filter(|w| w.type_ == WebhookAdmissionType::ConversionWebhook) {
+        for c in w.conversion_crds.iter().flatten() {
+            let Some(crd) = crds.get_opt(c).await.map_err(|e| format!("CustomResourceDefinition {c}: get failed: {e}"))? else { continue };
+            let points_here = crd
+                .spec
+                .conversion
+                .as_ref()
+                .and_then(|cv| cv.webhook.as_ref())
+                .and_then(|wh| wh.client_config.as_ref())
+                .and_then(|cc| cc.service.as_ref())
+                .is_some_and(|s| s.namespace == namespace && s.name == webhook_service_name(w));
+            if !points_here {
+                continue;
+            }
+            // A JSON merge patch: `webhook: null` removes the field whoever owns it.
+            let patch = json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
+            crds.patch(c, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| format!("CustomResourceDefinition {c}: resetting spec.conversion failed: {e}"))?;
+            removed.push(format!("CustomResourceDefinition {c} spec.conversion"));
+        }
+    }
+    let delegators: Api<ClusterRoleBinding> = Api::all(client.clone());
+    for d in defs.deployments() {
+        let name = auth_delegator_name(&service_name(&d));
+        match delegators.get_opt(&name).await {
+            Ok(Some(crb)) if crb.metadata.labels.as_ref().and_then(|l| l.get(super::LABEL_OWNER_NAMESPACE)).map(String::as_str) == Some(namespace) => {
+                match delegators.delete(&name, &DeleteParams::background()).await {
+                    Ok(_) => removed.push(format!("ClusterRoleBinding {name}")),
+                    Err(e) if gone(&e) => {}
+                    Err(e) => return Err(format!("ClusterRoleBinding {name}: delete failed: {e}")),
+                }
+            }
+            Ok(_) => {}
+            Err(e) => return Err(format!("ClusterRoleBinding {name}: get failed: {e}")),
+        }
+    }
+    let readers: Api<RoleBinding> = Api::namespaced(client.clone(), KUBE_SYSTEM);
+    for d in defs.deployments() {
+        let name = auth_reader_name(&service_name(&d));
+        match readers.get_opt(&name).await {
+            Ok(Some(rb)) if rb.subjects.iter().flatten().any(|s| s.namespace.as_deref() == Some(namespace)) => {
+                match readers.delete(&name, &DeleteParams::background()).await {
+                    Ok(_) => removed.push(format!("RoleBinding {KUBE_SYSTEM}/{name}")),
+                    Err(e) if gone(&e) => {}
+                    Err(e) => return Err(format!("RoleBinding {KUBE_SYSTEM}/{name}: delete failed: {e}")),
+                }
+            }
+            Ok(_) => {}
+            Err(e) => return Err(format!("RoleBinding {KUBE_SYSTEM}/{name}: get failed: {e}")),
+        }
+    }
+    Ok(removed)
+}
