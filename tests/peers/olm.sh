@@ -88,7 +88,7 @@ with open(out, "w") as w:
         w.write(json.dumps(d) + "\n")
 PY
     local port; port=$(free_port)
-    run "opm-$name" "$opm" serve "$served" -p "$port" --termination-log /dev/null
+    run "opm-$name" "$opm" serve "$served" -p "$port" --pprof-addr "" --termination-log /dev/null
     echo "$name=127.0.0.1:$port" >> "$state/catalogs.env"
     for _ in $(seq 1 300); do
       (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
