@@ -512,7 +512,7 @@ def diff(a, b, path=""):
         return out
     if isinstance(a, list) and isinstance(b, list):
         k = list_key(a) if a else list_key(b)
-        if k and list_key(a + b) is None and list_key(a) == k and list_key(b) == k:
+        if k and (not a or list_key(a) == k) and (not b or list_key(b) == k):
             am, bm = {json.dumps(i[k]): i for i in a}, {json.dumps(i[k]): i for i in b}
             out = []
             for key in sorted(set(am) | set(bm)):
@@ -594,6 +594,7 @@ def main():
     results = {}
     work = tempfile.mkdtemp(prefix="compare-olm-")
     systems = [Capstan(args.capstan), Olm()]
+    catalogs = None
     for system in systems:
         dump_file = os.path.join(OUT, f"{system.name}.json")
         if args.only and args.only != system.name:
@@ -604,7 +605,7 @@ def main():
         try:
             # catalogs are built once (capstan pushes the bundle images to the first cluster's
             # registry); OLM serves the same FBC directories
-            if "catalogs" not in locals() or catalogs is None:
+            if catalogs is None:
                 catalogs = build_catalogs(args.capstan, cluster.registry, work)
             res = {}
             run_system(system, cluster, catalogs, scenarios, res)
