@@ -81,6 +81,10 @@ class Cluster:
         run(["bash", os.path.join(ROOT, "tests/cluster/up.sh"), "all"], env=self.env)
         self.kubeconfig = os.path.join(self.dir, "kubeconfig")
         self.registry = open(os.path.join(self.dir, "registry")).read().strip()
+        self.kinds = None
+
+    def refresh_kinds(self):
+        """The dumped kinds this cluster serves (call after a system installed its CRDs)."""
         names = set(self.kubectl("api-resources", "-o", "name").split())
         self.kinds = [k for k in KINDS if k in names]
 
@@ -103,8 +107,22 @@ class Cluster:
 
     def dump(self):
         """Every object of the dumped kinds, keyed by (kind, namespace, name)."""
-        items = json.loads(self.kubectl("get", ",".join(self.kinds), "-A", "-o", "json"))["items"]
+        if self.kinds is None:
+            self.refresh_kinds()
+        items = [slim(o) for o in json.loads(self.kubectl("get", ",".join(self.kinds), "-A", "-o", "json"))["items"]]
         return {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in items}
+
+
+def slim(o):
+    """A CRD with each version's openAPIV3Schema replaced by its SHA-256 (the dumps stay small;
+    two schemas still compare equal only when identical)."""
+    if o.get("kind") == "CustomResourceDefinition":
+        import hashlib
+        for v in o.get("spec", {}).get("versions", []):
+            sch = (v.get("schema") or {}).get("openAPIV3Schema")
+            if sch is not None:
+                v["schema"]["openAPIV3Schema"] = "sha256:" + hashlib.sha256(json.dumps(sch, sort_keys=True).encode()).hexdigest()
+    return o
 
 
 ENVIRONMENT = [
@@ -279,7 +297,8 @@ class Ctx:
                 break
             prev = norm
             time.sleep(1.5)
-        self.record(self.scenario, label, changed(self.baseline, now))
+        self.record(self.scenario, label, {"changed": sorted("|".join(k) for k in changed(self.baseline, now)),
+                                           "now": {"|".join(k): v for k, v in now.items()}})
 
 
 def s_install_automatic(x):
@@ -408,7 +427,7 @@ SCENARIOS = [
 TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 # OLM's hashed RBAC names (base62 of a rule hash), ReplicaSet/pod-template hashes, generated suffixes
 HASHED = re.compile(r"-[0-9A-Za-z]{28,}\b")
-RS_HASH = re.compile(r"-[0-9a-f]{8,10}(?=\"|'|\s|$)")
+RS_HASH = re.compile(r"-[0-9a-f]{6,10}(?=\"|'|\s|$)")
 DROP_META = {"uid", "resourceVersion", "creationTimestamp", "managedFields", "generation", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"}
 BYTES_KEYS = {"caBundle", "tls.crt", "tls.key", "ca.crt", "olmCAKey", "olm.caHash", "olmcahash", "token"}
 
@@ -449,6 +468,9 @@ def generated_names(objs):
     for k, o in objs.items():
         if o and o["metadata"].get("generateName"):
             by_prefix.setdefault((k[0], k[1], o["metadata"]["generateName"]), []).append(o)
+        elif o and k[0] == "InstallPlan":
+            # capstan names its InstallPlans install-<hash> itself; numbered alike
+            by_prefix.setdefault((k[0], k[1], "install-"), []).append(o)
     for (_, _, prefix), os_ in by_prefix.items():
         os_.sort(key=lambda o: (o["metadata"].get("creationTimestamp", ""), o["metadata"]["name"]))
         for i, o in enumerate(os_):
@@ -466,13 +488,21 @@ def normalise(o, names):
     md.get("annotations", {}).pop("kubectl.kubernetes.io/last-applied-configuration", None)
     for ref in md.get("ownerReferences", []):
         ref.pop("uid", None)
+    if o.get("kind") == "Service":
+        for f in ("clusterIP", "clusterIPs"):
+            if f in o.get("spec", {}):
+                o["spec"][f] = "<ip>"
     if o.get("kind") == "Secret":
         o["data"] = {k: "<bytes>" for k in (o.get("data") or {})}
     return walk(o, names, None)
 
 
+IDS = {"uid": "<uid>", "uuid": "<uid>", "resourceVersion": "<rv>"}
+
+
 def walk(v, names, key):
     if isinstance(v, dict):
+        v = {k: (IDS[k] if k in IDS and isinstance(x, str) else x) for k, x in v.items()}
         return {k: walk(x, names, k) for k, x in v.items() if not (k in BYTES_KEYS and isinstance(x, str))} | \
                {k: "<bytes>" for k, x in v.items() if k in BYTES_KEYS and isinstance(x, str)}
     if isinstance(v, list):
@@ -552,6 +582,7 @@ def explained(rules, scenario, kind, ns, name, path):
 
 def run_system(system, cluster, catalogs, scenarios, result):
     system.start(cluster, catalogs)
+    cluster.refresh_kinds()
     # Both systems start from the same environment; wait until the catalogs are served.
     time.sleep(3)
     for name, fn in scenarios:
@@ -561,18 +592,19 @@ def run_system(system, cluster, catalogs, scenarios, result):
             fn(Ctx(cluster, name, lambda s, label, objs: result.setdefault(f"{s} / {label}", objs)))
         except Exception as e:  # a failed step is reported, the other scenarios still run
             log(f"  {name} failed under {system.name}: {e}")
-            result.setdefault(f"{name} / <error>", {("Error", "", name): {"kind": "Error", "metadata": {"name": name}, "error": str(e)[:500]}})
+            result.setdefault(f"{name} / <error>", {"changed": [f"Error||{name}"],
+                                                    "now": {f"Error||{name}": {"kind": "Error", "metadata": {"name": name}, "error": str(e)[:500]}}})
         log(f"  {name}: {time.time() - t0:.1f} s")
     system.stop(cluster)
 
 
 def save(path, result):
     with open(path, "w") as f:
-        json.dump({cp: {"|".join(k): v for k, v in objs.items()} for cp, objs in result.items()}, f)
+        json.dump(result, f)
 
 
 def load(path):
-    return {cp: {tuple(k.split("|")): v for k, v in objs.items()} for cp, objs in json.load(open(path)).items()}
+    return json.load(open(path))
 
 
 def main():
@@ -623,8 +655,14 @@ def report(olm, cap, scenario_names):
     lines, unexplained, explained_count, objects = [], [], {}, 0
     for cp in sorted(set(olm) | set(cap), key=lambda c: (scenario_names.index(c.split(" / ")[0]) if c.split(" / ")[0] in scenario_names else 99, c)):
         scenario = cp.split(" / ")[0]
-        a, b = olm.get(cp, {}), cap.get(cp, {})
-        na, nb = generated_names({k: v for k, v in a.items()}), generated_names({k: v for k, v in b.items()})
+        # the objects either system changed, each side's current version of them (an object one
+        # system left unchanged is compared as it is on that side)
+        keys = set(olm.get(cp, {}).get("changed", [])) | set(cap.get(cp, {}).get("changed", []))
+        a = {tuple(k.split("|")): olm.get(cp, {}).get("now", {}).get(k) for k in keys}
+        b = {tuple(k.split("|")): cap.get(cp, {}).get("now", {}).get(k) for k in keys}
+        a = {k: v for k, v in a.items() if v is not None}
+        b = {k: v for k, v in b.items() if v is not None}
+        na, nb = generated_names(a), generated_names(b)
         ka = {(k[0], k[1], na.get(k[2], HASHED.sub("-<hash>", k[2]))): normalise(v, na) for k, v in a.items()}
         kb = {(k[0], k[1], nb.get(k[2], HASHED.sub("-<hash>", k[2]))): normalise(v, nb) for k, v in b.items()}
         for key in sorted(set(ka) | set(kb)):
