@@ -68,6 +68,66 @@ pub struct ShowArgs {
     source: SourceArgs,
 }
 
+/// Arguments of `capstan catalog serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// A catalog to serve: NAMESPACE/NAME=PATH (an FBC directory or file) or NAMESPACE/NAME=REF (image). Repeatable.
+    #[arg(long = "catalog", value_name = "NAMESPACE/NAME=PATH|REF", required = true)]
+    catalogs: Vec<String>,
+    /// Address to listen on (port 0 picks a free one; the first line printed names it).
+    #[arg(long = "listen", default_value = "127.0.0.1:8080")]
+    listen: std::net::SocketAddr,
+}
+
+/// Runs `capstan catalog serve`: loads the catalogs, prints `serving N catalogs on http://ADDR`,
+/// and serves [`capstan::discovery::content`] until interrupted. A directory's digest is the
+/// sha256 of its JSON lines; an image's is its manifest digest. Exit 2 on a catalog that cannot
+/// be read or is invalid, or an address that cannot be bound.
+pub fn run_serve(args: ServeArgs) -> ExitCode {
+    use capstan::discovery::content::{CatalogContent, ContentCatalogs};
+    use sha2::Digest;
+    let store = ContentCatalogs::default();
+    for spec in &args.catalogs {
+        let loaded = super::resolve::split_key_value(spec, "--catalog", "NAMESPACE/NAME=PATH").and_then(|(key, target)| {
+            let (config, digest) = load_with_digest(spec, &target)?;
+            capstan::catalog::validate::validate(&config).map_err(|errors| format!("--catalog {spec}: catalog {key} is invalid: {errors}"))?;
+            let mut content = CatalogContent::new(&config, digest.as_deref().unwrap_or(""), std::time::SystemTime::now());
+            if digest.is_none() {
+                let d = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&content.all())));
+                content = CatalogContent::new(&config, &d, std::time::SystemTime::now());
+            }
+            Ok((key, content))
+        });
+        match loaded {
+            Ok((key, content)) => store.insert(&key.namespace, &key.name, std::sync::Arc::new(content)),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start a runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    rt.block_on(async {
+        match capstan::discovery::content::serve(args.listen, store).await {
+            Ok(addr) => {
+                outln!("serving {} on http://{addr}", super::count(args.catalogs.len(), "catalog", "catalogs"));
+                let _ = tokio::signal::ctrl_c().await;
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        }
+    })
+}
+
 /// A package with its dependencies per channel head.
 struct Found {
     manifest: PackageManifest,
@@ -178,16 +238,21 @@ fn packages(src: &SourceArgs) -> Result<Vec<Found>, String> {
 }
 
 fn load(spec: &str, target: &str) -> Result<DeclarativeConfig, String> {
+    load_with_digest(spec, target).map(|(c, _)| c)
+}
+
+/// A catalog directory, file or image; the image's digest when it is one.
+fn load_with_digest(spec: &str, target: &str) -> Result<(DeclarativeConfig, Option<String>), String> {
     let path = Path::new(target);
     if !path.exists() {
         if super::resolve::looks_like_image(target) {
             let client = capstan::oci::ClientConfig::from_env(false, false).map_err(|e| format!("--catalog {spec}: {e}"))?;
             let loaded = capstan::catalog::image::load_catalog_image_blocking(target, client).map_err(|e| format!("--catalog {spec}: {e}"))?;
-            return Ok(loaded.config);
+            return Ok((loaded.config, Some(loaded.digest)));
         }
         return Err(format!("--catalog {spec}: {target:?} does not exist (expected an FBC directory or file, or an image reference)"));
     }
-    capstan::catalog::parse::load_path(path).map_err(|e| format!("--catalog {spec}: {e}"))
+    capstan::catalog::parse::load_path(path).map(|c| (c, None)).map_err(|e| format!("--catalog {spec}: {e}"))
 }
 
 /// The namespace's PackageManifests from the cluster's aggregated API.
