@@ -18,7 +18,7 @@ use super::{Context, Error, apply_status, installplan::install_plan_name, kube_e
 use crate::api::installplan::InstallPlanPhase;
 use crate::api::subscription::reason;
 use crate::api::{Approval, CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
-use crate::resolve::{CatalogInput, CatalogSourceKey, InstalledBundle, Reason, ResolveInput, SubscriptionRequest, resolve};
+use crate::resolve::{CatalogInput, CatalogSourceKey, ErrorKind, InstalledBundle, Reason, ResolveInput, SubscriptionRequest, resolve};
 
 /// Sets condition `type_` in `status.conditions` (a JSON array), keeping `lastTransitionTime` when
 /// the status value does not change.
@@ -185,14 +185,15 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
     crate::metrics::global().observe_resolution(started.elapsed());
 
     if let Some(err) = out.errors.iter().find(|e| e.subscription == name) {
-        let why = if err.message.contains("requires") || err.message.contains("conflict") { reason::CONSTRAINTS_NOT_SATISFIABLE } else { reason::ERROR_PREVENTED_RESOLUTION };
+        let message = err.message();
+        let why = if err.kind == ErrorKind::Unsatisfiable { reason::CONSTRAINTS_NOT_SATISFIABLE } else { reason::ERROR_PREVENTED_RESOLUTION };
         let was = sub.status.as_ref().and_then(|s| serde_json::to_value(s).ok()).and_then(|v| {
             v["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "ResolutionFailed" && c["status"] == "True").map(|c| c["message"].clone()))
         });
-        set_condition(&mut status, "ResolutionFailed", "True", why, &err.message);
+        set_condition(&mut status, "ResolutionFailed", "True", why, &message);
         apply_status(&subs, &sub, status).await?;
-        if was.as_ref().and_then(|m| m.as_str()) != Some(err.message.as_str()) {
-            events::publish_for(&ctx.client, &sub, EventType::Warning, "ResolutionFailed", &err.message).await;
+        if was.as_ref().and_then(|m| m.as_str()) != Some(message.as_str()) {
+            events::publish_for(&ctx.client, &sub, EventType::Warning, "ResolutionFailed", &message).await;
         }
         return Ok(Action::requeue(Duration::from_secs(60)));
     }
