@@ -183,7 +183,7 @@ fn kuadrant_dependency_pinned_by_an_installed_bundle_is_explained() {
     // dns-operator 0.2.0 is installed without a Subscription, so it stays; kuadrant 0.11.1 needs 0.6.0.
     let out = run("kuadrant-operator", Some("stable"), Some("0.11.1"), &["dns-operator.v0.2.0"]);
     assert_eq!(out.errors.len(), 1, "{out:?}");
-    let m = &out.errors[0].message;
+    let m = &out.errors[0].message();
     for fact in ["kuadrant-operator 0.11.1", "requires dns-operator 0.6.0", "installed dns-operator.v0.2.0", "stays"] {
         assert!(m.contains(fact), "missing {fact:?}: {m}");
     }

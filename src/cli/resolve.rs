@@ -311,13 +311,16 @@ fn print_output(out: &ResolveOutput, format: OutputFormat, qualify: bool) -> Res
                 channel: r.channel.clone(),
                 catalog: r.catalog.as_ref().map(|c| c.to_string()),
                 image: r.image.clone(),
-                reason: r.reason.to_string(),
+                reason: match &r.passed_over {
+                    Some(p) => format!("{}; {p}", r.reason),
+                    None => r.reason.to_string(),
+                },
             })
             .collect(),
         errors: out
             .errors
             .iter()
-            .map(|e| JsonError { subscription: sub_name(&e.namespace, &e.subscription), message: e.message.clone() })
+            .map(|e| JsonError { subscription: sub_name(&e.namespace, &e.subscription), message: e.message() })
             .collect(),
     };
     match format {

@@ -186,8 +186,10 @@ pub(crate) fn decide_resolution(status: &mut SubscriptionStatus, sub: &Subscript
 
 fn resolution_failed(status: &mut SubscriptionStatus, err: &ResolveError, now: &Time) -> Resolution {
     let was = status.condition(&C::ResolutionFailed).filter(|c| c.status == ConditionStatus::True).and_then(|c| c.message.clone());
-    status.fail(C::ResolutionFailed, resolution_reason(err.kind), &err.message, now);
-    Resolution::Failed { message: err.message.clone(), event: was.as_deref() != Some(err.message.as_str()) }
+    let message = err.message();
+    status.fail(C::ResolutionFailed, resolution_reason(err.kind), &message, now);
+    let event = was.as_deref() != Some(message.as_str());
+    Resolution::Failed { message, event }
 }
 
 /// What to do about the plan `status.installPlanRef` names when it is not this resolution's plan.
@@ -798,6 +800,7 @@ mod tests {
             catalog: Some(CatalogSourceKey::new("ns", "c")),
             image: format!("r/{csv}@sha256:1"),
             reason,
+            passed_over: None,
         }
     }
 
@@ -805,12 +808,12 @@ mod tests {
     fn resolution_outcomes() {
         let s = sub("s", "a");
         // Failed: the reason by kind, an Event only when the message is new.
-        let err = ResolveError { subscription: "s".into(), namespace: "ns".into(), kind: K::Unsatisfiable, message: "a.v1 requires b".into() };
+        let err = ResolveError { subscription: "s".into(), namespace: "ns".into(), kind: K::Unsatisfiable, explanation: crate::resolve::Explanation::fact("a.v1 requires b", "") };
         let out = ResolveOutput { resolved: vec![], errors: vec![err.clone()] };
         let mut st = SubscriptionStatus::new(now());
-        assert_eq!(decide_resolution(&mut st, &s, &out, &[], &now()), Resolution::Failed { message: err.message.clone(), event: true });
+        assert_eq!(decide_resolution(&mut st, &s, &out, &[], &now()), Resolution::Failed { message: err.message(), event: true });
         assert_eq!(cond(&st, C::ResolutionFailed), ("True", reason::CONSTRAINTS_NOT_SATISFIABLE, "a.v1 requires b"));
-        assert_eq!(decide_resolution(&mut st, &s, &out, &[], &now()), Resolution::Failed { message: err.message.clone(), event: false });
+        assert_eq!(decide_resolution(&mut st, &s, &out, &[], &now()), Resolution::Failed { message: err.message(), event: false });
         // Installed and nothing newer: AtLatestKnown, the plan conditions go.
         st.fail(C::InstallPlanPending, "Installing", "x", &now());
         let out = ResolveOutput { resolved: vec![bundle("s", "a", "a.v1.0.0", Reason::Installed { note: None })], errors: vec![] };

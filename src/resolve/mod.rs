@@ -29,6 +29,7 @@
 //! that fails, each Subscription is added in turn so that one that cannot be satisfied fails alone
 //! with its own reason while the others still resolve.
 
+pub mod explain;
 pub mod index;
 pub mod range;
 mod solver;
@@ -40,6 +41,7 @@ use std::sync::Arc;
 use semver::Version;
 use serde::Serialize;
 
+pub use explain::{Cause, Explanation, Operator, PassedOver};
 pub use index::CatalogIndex;
 pub use range::{Dialect, RangeError, VersionRange};
 
@@ -214,6 +216,10 @@ pub struct ResolvedBundle {
     pub image: String,
     /// Why it is there.
     pub reason: Reason,
+    /// For a Subscription's own bundle: the candidates OLM prefers to it (the channel head first)
+    /// that were passed over because they cannot be installed, and why (e.g. a dependency no
+    /// catalog has). `None` when it is the first candidate.
+    pub passed_over: Option<PassedOver>,
 }
 
 /// What kind of failure a [`ResolveError`] is; each has its own message that says what to do.
@@ -251,10 +257,23 @@ pub struct ResolveError {
     pub subscription: String,
     /// Subscription namespace.
     pub namespace: String,
-    /// Kind of failure.
+    /// Kind of failure (the controller maps it to the condition's reason).
     pub kind: ErrorKind,
-    /// A chain of reasons naming packages, versions, channels and catalogs, and what to do.
-    pub message: String,
+    /// The chain of causes naming packages, versions, channels and catalogs, and the hints.
+    pub explanation: Explanation,
+}
+
+impl ResolveError {
+    /// The explanation rendered as one line (the `ResolutionFailed` condition's message).
+    pub fn message(&self) -> String {
+        self.explanation.to_string()
+    }
+}
+
+impl fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.explanation.fmt(f)
+    }
 }
 
 /// Output of [`resolve`]: the plan and the Subscriptions that failed.

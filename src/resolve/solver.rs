@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::{self, Display};
 
-use indexmap::IndexSet;
+use indexmap::{IndexMap, IndexSet};
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 use resolvo::conflict::{ConflictCause, ConflictEdge, ConflictGraph, ConflictNode};
@@ -21,6 +21,7 @@ use crate::catalog::property::Gvk;
 
 use super::index::{BundleIdx, CatalogIndex, ChannelInfo, Dependency, Predicate, display_gvk, join_and};
 use super::range::VersionRange;
+use super::explain::{Cause, Explanation, Operator, PassedOver};
 use super::{
     CatalogInput, CatalogSourceKey, ErrorKind, InstalledBundle, Reason, ResolveError, ResolvedBundle,
     SubscriptionRequest, split_csv_name,
@@ -614,7 +615,7 @@ impl DependencyProvider for Provider<'_, '_> {
 }
 
 /// Solves the given plans together; installed bundles not claimed by one of them stay.
-fn solve(ctx: &Ctx<'_>, active: &[usize]) -> Result<Vec<Record>, String> {
+fn solve(ctx: &Ctx<'_>, active: &[usize]) -> Result<Vec<Record>, Explanation> {
     let provider = Provider::new(ctx);
     let claimed: HashSet<u32> = active.iter().filter_map(|&i| ctx.plans[i].current).collect();
     let mut reqs: Vec<ConditionalRequirement> = Vec::new();
@@ -635,16 +636,18 @@ fn solve(ctx: &Ctx<'_>, active: &[usize]) -> Result<Vec<Record>, String> {
             let graph = conflict.graph(&solver);
             Err(explain(&graph, solver.provider()))
         }
-        Err(UnsolvableOrCancelled::Cancelled(_)) => Err("resolution was cancelled".into()),
+        Err(UnsolvableOrCancelled::Cancelled(_)) => Err(Explanation::fact("resolution was cancelled", "")),
     }
 }
 
-/// Turns resolvo's conflict graph into a chain of sentences.
-fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> String {
+/// Turns resolvo's conflict graph into an [`Explanation`]: the Subscriptions' requests, the
+/// unmet or narrowly met dependencies, then one cause per conflict (a pair of operators with the
+/// APIs both provide, or a package needed at two versions), each conflict with its hint.
+fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> Explanation {
     let g = &graph.graph;
-    let mut lines: IndexSet<String> = IndexSet::new();
-    let mut head: IndexSet<String> = IndexSet::new();
-    let mut tail: IndexSet<String> = IndexSet::new();
+    let ns = p.ctx.namespace;
+    let mut out = Explanation::default();
+    let mut tail: Vec<Cause> = Vec::new();
     // Breadth-first from the root so that the chain reads from the Subscription downwards.
     let mut order: Vec<NodeIndex> = Vec::new();
     let mut seen = HashSet::new();
@@ -668,10 +671,17 @@ fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> String {
         _ => None,
     };
     let unresolved = graph.unresolved_node;
-    // Unmet dependencies, grouped by what is required so that many candidates read as one line.
-    let mut dep_lines: Vec<(String, Vec<Record>)> = Vec::new();
+    // Unmet dependencies, grouped by what is required so that many candidates read as one cause.
+    struct DepLine {
+        requirement: String,
+        met_by: String,
+        unmet: bool,
+        failure_message: Option<String>,
+        missing_package: Option<String>,
+        by: Vec<Record>,
+    }
+    let mut dep_lines: Vec<DepLine> = Vec::new();
     for &n in &order {
-        // Group requires edges of this node by requirement.
         let mut groups: Vec<(Requirement, Vec<NodeIndex>)> = Vec::new();
         for e in g.edges(n) {
             if let ConflictEdge::Requires(req) = e.weight() {
@@ -691,116 +701,169 @@ fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> String {
             };
             let key = p.pool.resolve_version_set(first_vs).clone();
             let no_candidates = targets.iter().all(|t| Some(*t) == unresolved);
+            let cands = || -> Vec<Record> { targets.iter().filter_map(|&t| solvable_of(t)).map(|s| p.record(s)).collect() };
             match (&g[n], &key) {
                 (_, VsKey::Exact(Record::GvkProvider { .. })) => {} // "provides" edges: used below
                 (ConflictNode::Root, VsKey::Sub(_)) => {
-                    let cands: Vec<Record> = targets.iter().filter_map(|&t| solvable_of(t)).map(|s| p.record(s)).collect();
-                    head.insert(format!("{}; candidates: {}", p.describe_vs(first_vs), p.describe_group(&cands)));
+                    out.cause(Cause::Request { request: p.describe_vs(first_vs), candidates: p.describe_group(&cands()) });
                 }
                 (ConflictNode::Root, VsKey::Exact(r)) => {
-                    tail.insert(format!(
-                        "{} is not referenced by a Subscription being resolved, so it stays as it is (subscribe to its package to let it upgrade)",
-                        p.describe(*r)
-                    ));
+                    let c = Cause::InstalledStays { bundle: p.describe(*r) };
+                    if !tail.contains(&c) {
+                        tail.push(c);
+                    }
+                    if let Some((pkg, ..)) = p.ctx.info(*r) {
+                        out.hint(format!("subscribe to package {pkg} in namespace {ns} to let {} upgrade", p.ctx.bundle_name(*r)));
+                    }
                 }
                 (ConflictNode::Solvable(s), VsKey::Dep { owner, dep }) => {
-                    let d = p.ctx.info(*owner).and_then(|i| i.3.get(*dep as usize).cloned());
-                    let Some(d) = d else { continue };
-                    let mut line = d.predicate.to_string();
-                    if no_candidates {
-                        line.push_str(&format!("; {}", p.ctx.availability(&d.predicate)));
+                    let Some(d) = p.ctx.info(*owner).and_then(|i| i.3.get(*dep as usize).cloned()) else { continue };
+                    let (met_by, missing_package) = if no_candidates {
+                        let missing = match &d.predicate {
+                            Predicate::Package { package, .. } => Some(package.clone()),
+                            _ => None,
+                        };
+                        (p.ctx.availability(&d.predicate), missing)
                     } else {
-                        let cands: Vec<Record> = targets.iter().filter_map(|&t| solvable_of(t)).map(|s| p.record(s)).collect();
-                        line.push_str(&format!(", met only by {}", p.describe_group(&cands)));
-                    }
-                    if let Some(m) = &d.failure_message {
-                        line.push_str(&format!(" ({m})"));
-                    }
+                        (p.describe_group(&cands()), None)
+                    };
+                    let requirement = d.predicate.to_string();
                     let src = p.record(*s);
-                    match dep_lines.iter_mut().find(|(l, _)| *l == line) {
-                        Some((_, srcs)) => srcs.push(src),
-                        None => dep_lines.push((line, vec![src])),
+                    match dep_lines.iter_mut().find(|l| l.requirement == requirement && l.met_by == met_by) {
+                        Some(l) => l.by.push(src),
+                        None => dep_lines.push(DepLine {
+                            requirement,
+                            met_by,
+                            unmet: no_candidates,
+                            failure_message: d.failure_message.clone(),
+                            missing_package,
+                            by: vec![src],
+                        }),
                     }
                 }
                 _ => {}
             }
         }
     }
-    for (line, srcs) in dep_lines {
-        let verb = if srcs.len() > 1 { "each require" } else { "requires" };
-        lines.insert(format!("{} {verb} {line}", p.describe_group(&srcs)));
+    for l in dep_lines {
+        if l.unmet {
+            out.hint(match &l.missing_package {
+                Some(pkg) => format!(
+                    "make a catalog that offers {} visible to namespace {ns}, or choose a bundle that does not need {pkg}",
+                    l.requirement
+                ),
+                None => format!("make a catalog whose bundles meet {} visible to namespace {ns}", l.requirement),
+            });
+        }
+        out.cause(Cause::Requires {
+            by: p.describe_group(&l.by),
+            several: l.by.len() > 1,
+            requirement: l.requirement,
+            met_by: l.met_by,
+            unmet: l.unmet,
+            failure_message: l.failure_message,
+        });
     }
-    // Conflicts.
+    // Conflicts: providers of one API grouped by the pair of packages; bundles of one package.
+    let mut api_pairs: IndexMap<(u32, u32), (Vec<String>, Vec<NodeIndex>, Vec<NodeIndex>)> = IndexMap::new();
+    let mut same_package: IndexMap<String, Vec<Record>> = IndexMap::new();
     for e in g.edge_references() {
         let ConflictEdge::Conflict(cause) = e.weight() else { continue };
         match cause {
             ConflictCause::ForbidMultipleInstances => {
                 let (Some(a), Some(b)) = (solvable_of(e.source()), solvable_of(e.target())) else { continue };
-                let (ra, rb) = (p.record(a), p.record(b));
-                match (ra, rb) {
-                    (Record::GvkProvider { gvk, .. }, Record::GvkProvider { .. }) => {
+                match (p.record(a), p.record(b)) {
+                    (Record::GvkProvider { gvk, pkg: pa }, Record::GvkProvider { pkg: pb, .. }) if pa != pb => {
+                        let (key, na, nb) = if pa < pb { ((pa, pb), e.source(), e.target()) } else { ((pb, pa), e.target(), e.source()) };
                         let api = p.gvks.borrow().get_index(gvk as usize).map(display_gvk).unwrap_or_default();
-                        // The bundles that need these provider solvables.
-                        let owners = |node: NodeIndex| -> Vec<Record> {
-                            g.edges_directed(node, petgraph::Direction::Incoming)
-                                .filter_map(|x| solvable_of(x.source()))
-                                .map(|s| p.record(s))
-                                .filter(|r| !matches!(r, Record::GvkProvider { .. }))
-                                .collect()
-                        };
-                        let (oa, ob) = (owners(e.source()), owners(e.target()));
-                        let mut all: Vec<Record> = oa.into_iter().chain(ob).collect();
-                        all.sort_by_key(|r| !matches!(r, Record::Installed(_)));
-                        all.dedup();
-                        if all.len() >= 2 {
-                            let first = all[0];
-                            let lead = if matches!(first, Record::Installed(_)) {
-                                format!("API {api} is already provided by installed {}", p.ctx.bundle_name(first))
-                            } else {
-                                format!("API {api} is provided by {}", p.describe(first))
-                            };
-                            let others: Vec<String> = all[1..]
-                                .iter()
-                                .map(|r| format!("candidate {}", p.describe(*r)))
-                                .collect();
-                            lines.insert(format!(
-                                "{lead}; {} also provides it, so both cannot be installed in namespace {} (at most one operator may provide an API there)",
-                                join_and(&others),
-                                p.ctx.namespace
-                            ));
-                        } else {
-                            lines.insert(format!("two packages would both provide API {api}; at most one may in namespace {}", p.ctx.namespace));
+                        let entry = api_pairs.entry(key).or_default();
+                        if !entry.0.contains(&api) {
+                            entry.0.push(api);
                         }
+                        entry.1.push(na);
+                        entry.2.push(nb);
                     }
-                    _ => {
+                    (Record::GvkProvider { .. }, _) | (_, Record::GvkProvider { .. }) => {}
+                    (ra, rb) => {
                         let pkg = p.ctx.info(ra).map(|i| i.0.to_string()).unwrap_or_default();
-                        lines.insert(format!(
-                            "{} and {} are both bundles of package {pkg}; namespace {} holds one bundle per package",
-                            p.describe(ra),
-                            p.describe(rb),
-                            p.ctx.namespace
-                        ));
+                        let list = same_package.entry(pkg).or_default();
+                        for r in [ra, rb] {
+                            if !list.contains(&r) {
+                                list.push(r);
+                            }
+                        }
                     }
                 }
             }
             ConflictCause::Excluded => {
                 let Some(s) = solvable_of(e.source()) else { continue };
                 if let ConflictNode::Excluded(reason) = g[e.target()] {
-                    lines.insert(format!("{} cannot be installed: {}", p.describe(p.record(s)), p.pool.resolve_string(reason)));
+                    out.cause(Cause::Excluded { bundle: p.describe(p.record(s)), why: p.pool.resolve_string(reason).to_string() });
                 }
             }
-            ConflictCause::Locked(s) => {
-                lines.insert(format!("{} is locked", p.describe(p.record(*s))));
-            }
+            ConflictCause::Locked(s) => out.cause(Cause::Fact(format!("{} is locked", p.describe(p.record(*s))))),
             ConflictCause::Constrains(_) => {}
         }
     }
-    let all: Vec<String> = head.into_iter().chain(lines).chain(tail).collect();
-    if all.is_empty() { "the requirements cannot be met together".to_string() } else { all.join("; ") }
+    // The bundles behind provider nodes: the solvables whose "provides" requirement points at them.
+    let operator = |pkg: u32, nodes: &[NodeIndex]| -> Operator {
+        let mut owners: Vec<Record> = Vec::new();
+        for &n in nodes {
+            for x in g.edges_directed(n, petgraph::Direction::Incoming) {
+                if let Some(s) = solvable_of(x.source()) {
+                    let r = p.record(s);
+                    if !matches!(r, Record::GvkProvider { .. }) && !owners.contains(&r) {
+                        owners.push(r);
+                    }
+                }
+            }
+        }
+        let package = p.pkgs.borrow().get_index(pkg as usize).cloned().unwrap_or_default();
+        let installed: Vec<Record> = owners.iter().copied().filter(|r| matches!(r, Record::Installed(_))).collect();
+        let bundles = if !installed.is_empty() {
+            p.describe_group(&installed)
+        } else if owners.is_empty() {
+            format!("package {package}")
+        } else {
+            p.describe_group(&owners)
+        };
+        Operator { package, bundles, installed: !installed.is_empty() }
+    };
+    for ((pa, pb), (apis, na, nb)) in api_pairs {
+        let (mut first, mut second) = (operator(pa, &na), operator(pb, &nb));
+        if second.installed && !first.installed {
+            std::mem::swap(&mut first, &mut second);
+        }
+        let hint = match (first.installed, second.installed) {
+            (true, false) | (false, true) => {
+                let (inst, other) = if first.installed { (&first, &second) } else { (&second, &first) };
+                format!(
+                    "install {} in a namespace of its own (with its own OperatorGroup), or remove {} from namespace {ns} first",
+                    other.package, inst.package
+                )
+            }
+            _ => format!(
+                "keep only one of {} and {} in namespace {ns}; install the other in a namespace of its own (with its own OperatorGroup)",
+                first.package, second.package
+            ),
+        };
+        out.cause(Cause::ApiConflict { apis, first, second, namespace: ns.to_string() });
+        out.hint(hint);
+    }
+    for (package, bundles) in same_package {
+        out.cause(Cause::SamePackage { package: package.clone(), bundles: p.describe_group(&bundles), namespace: ns.to_string() });
+        out.hint(format!(
+            "make what asks for {package} in namespace {ns} (its Subscription's channel, startingCSV or versionRange, and the bundles that depend on it) agree on one version"
+        ));
+    }
+    for c in tail {
+        out.cause(c);
+    }
+    out
 }
 
-fn err(sub: &SubscriptionRequest, kind: ErrorKind, message: String) -> ResolveError {
-    ResolveError { subscription: sub.name.clone(), namespace: sub.namespace.clone(), kind, message }
+fn err(sub: &SubscriptionRequest, kind: ErrorKind, explanation: Explanation) -> ResolveError {
+    ResolveError { subscription: sub.name.clone(), namespace: sub.namespace.clone(), kind, explanation }
 }
 
 /// Describes the installed bundles of a namespace with what the catalogs know about them.
@@ -871,30 +934,32 @@ fn preflight(
         if !elsewhere.is_empty() {
             m.push_str(&format!("; package {} is offered by {}", sub.package, join_and(&elsewhere)));
         }
-        m.push_str("; fix spec.source and spec.sourceNamespace or create the CatalogSource");
-        return Err(err(sub, ErrorKind::MissingCatalog, m));
+        return Err(err(sub, ErrorKind::MissingCatalog, Explanation::fact(m, "fix spec.source and spec.sourceNamespace or create the CatalogSource")));
     };
     let idx = &catalogs[cat].index;
     if let Some(m) = idx.invalid() {
         return Err(err(
             sub,
             ErrorKind::InvalidCatalog,
-            format!(
-                "catalog {key} is invalid, so subscription {} cannot resolve from it until the catalog is fixed: {m}",
-                sub.name
+            Explanation::fact(
+                format!("catalog {key} is invalid, so subscription {} cannot resolve from it until the catalog is fixed: {m}", sub.name),
+                "",
             ),
         ));
     }
     let Some((_, pkg)) = idx.package(&sub.package) else {
         let elsewhere: Vec<String> =
             catalogs.iter().filter(|c| c.index.package(&sub.package).is_some()).map(|c| c.key.to_string()).collect();
-        let mut m = format!("package {} (spec.name) is not in catalog {key}", sub.package);
-        if elsewhere.is_empty() {
-            m.push_str("; no visible catalog offers it; check the package name in spec.name");
+        let m = format!("package {} (spec.name) is not in catalog {key}", sub.package);
+        let e = if elsewhere.is_empty() {
+            Explanation::fact(format!("{m}; no visible catalog offers it"), "check the package name in spec.name")
         } else {
-            m.push_str(&format!("; it is offered by {}; set spec.source/spec.sourceNamespace to that catalog", join_and(&elsewhere)));
-        }
-        return Err(err(sub, ErrorKind::MissingPackage, m));
+            Explanation::fact(
+                format!("{m}; it is offered by {}", join_and(&elsewhere)),
+                "set spec.source/spec.sourceNamespace to that catalog",
+            )
+        };
+        return Err(err(sub, ErrorKind::MissingPackage, e));
     };
     // Channels to consider.
     let mut channels: Vec<&ChannelInfo> = Vec::new();
@@ -904,10 +969,13 @@ fn preflight(
                 return Err(err(
                     sub,
                     ErrorKind::MissingChannel,
-                    format!(
-                        "channel {name} does not exist in package {} of catalog {key}; the available channels are {}; set spec.channel to one of them",
-                        pkg.name,
-                        pkg.channel_list()
+                    Explanation::fact(
+                        format!(
+                            "channel {name} does not exist in package {} of catalog {key}; the available channels are {}",
+                            pkg.name,
+                            pkg.channel_list()
+                        ),
+                        "set spec.channel to one of them",
                     ),
                 ));
             };
@@ -920,11 +988,9 @@ fn preflight(
                 return Err(err(
                     sub,
                     ErrorKind::MissingDefaultChannel,
-                    format!(
-                        "package {} has no defaultChannel in catalog {key} and subscription {} names no channel; set spec.channel to one of {}",
-                        pkg.name,
-                        sub.name,
-                        join_and(&names)
+                    Explanation::fact(
+                        format!("package {} has no defaultChannel in catalog {key} and subscription {} names no channel", pkg.name, sub.name),
+                        format!("set spec.channel to one of {}", join_and(&names)),
                     ),
                 ));
             };
@@ -932,10 +998,13 @@ fn preflight(
                 return Err(err(
                     sub,
                     ErrorKind::MissingDefaultChannel,
-                    format!(
-                        "defaultChannel {default:?} of package {} (catalog {key}) does not name any channel; the existing channels are {}; set spec.channel to one of them, or fix defaultChannel in the catalog",
-                        pkg.name,
-                        join_and(&names)
+                    Explanation::fact(
+                        format!(
+                            "defaultChannel {default:?} of package {} (catalog {key}) does not name any channel; the existing channels are {}",
+                            pkg.name,
+                            join_and(&names)
+                        ),
+                        "set spec.channel to one of them, or fix defaultChannel in the catalog",
                     ),
                 ));
             };
@@ -949,12 +1018,22 @@ fn preflight(
         return Err(err(
             sub,
             ErrorKind::BrokenChannel,
-            format!("catalog {key}: {e}; until the catalog is fixed, subscription {} cannot resolve from this channel", sub.name),
+            Explanation::fact(
+                format!("catalog {key}: {e}; until the catalog is fixed, subscription {} cannot resolve from this channel", sub.name),
+                "",
+            ),
         ));
     }
     let range = match sub.version_range.as_deref().filter(|r| !r.trim().is_empty()) {
         Some(r) => Some(VersionRange::olm_v1(r).map_err(|e| {
-            err(sub, ErrorKind::InvalidVersionRange, format!("spec.versionRange of subscription {}: {e}; use forms such as \">=1.2 <2\", \"~1.4\", \"1.2.x\" or an exact version", sub.name))
+            err(
+                sub,
+                ErrorKind::InvalidVersionRange,
+                Explanation::fact(
+                    format!("spec.versionRange of subscription {}: {e}", sub.name),
+                    "use forms such as \">=1.2 <2\", \"~1.4\", \"1.2.x\" or an exact version",
+                ),
+            )
         })?),
         None => None,
     };
@@ -1009,24 +1088,29 @@ fn preflight(
                 if let Some(s) = &sub.starting_csv {
                     let in_channel = first.entries.iter().find(|e| &e.name == s);
                     let m = match in_channel {
-                        Some(e) if e.skipped_by.is_some() => format!(
-                            "startingCSV {s} is in channel {} of package {} (catalog {key}) but is skipped by {}, so OLM never installs it; pick one of the channel's bundles instead ({})",
-                            first.name,
-                            pkg.name,
-                            e.skipped_by.as_deref().unwrap_or_default(),
-                            versions_in(first)
+                        Some(e) if e.skipped_by.is_some() => Explanation::fact(
+                            format!(
+                                "startingCSV {s} is in channel {} of package {} (catalog {key}) but is skipped by {}, so OLM never installs it",
+                                first.name,
+                                pkg.name,
+                                e.skipped_by.as_deref().unwrap_or_default(),
+                            ),
+                            format!("pick one of the channel's bundles instead ({})", versions_in(first)),
                         ),
-                        Some(_) if range.is_some() => format!(
-                            "startingCSV {s} is outside spec.versionRange {}; make them agree",
-                            sub.version_range.as_deref().unwrap_or_default()
+                        Some(_) if range.is_some() => Explanation::fact(
+                            format!("startingCSV {s} is outside spec.versionRange {}", sub.version_range.as_deref().unwrap_or_default()),
+                            "make them agree",
                         ),
                         _ => {
                             let names: Vec<String> = ordered(first).iter().map(|(b, _)| idx.bundle(*b).name.clone()).collect();
-                            format!(
-                                "startingCSV {s} is not in channel {} of package {} (catalog {key}); the channel offers {}; fix spec.startingCSV",
-                                first.name,
-                                pkg.name,
-                                join_and(&names)
+                            Explanation::fact(
+                                format!(
+                                    "startingCSV {s} is not in channel {} of package {} (catalog {key}); the channel offers {}",
+                                    first.name,
+                                    pkg.name,
+                                    join_and(&names)
+                                ),
+                                "fix spec.startingCSV",
                             )
                         }
                     };
@@ -1036,18 +1120,21 @@ fn preflight(
                     return Err(err(
                         sub,
                         ErrorKind::VersionRangeMatchesNothing,
-                        format!(
-                            "versionRange {r} matches no bundle in channel {} of package {} (catalog {key}); the channel has versions {}; widen spec.versionRange or choose another channel",
-                            first.name,
-                            pkg.name,
-                            versions_in(first)
+                        Explanation::fact(
+                            format!(
+                                "versionRange {r} matches no bundle in channel {} of package {} (catalog {key}); the channel has versions {}",
+                                first.name,
+                                pkg.name,
+                                versions_in(first)
+                            ),
+                            "widen spec.versionRange or choose another channel",
                         ),
                     ));
                 }
                 return Err(err(
                     sub,
                     ErrorKind::BrokenChannel,
-                    format!("channel {} of package {} (catalog {key}) has no installable bundle", first.name, pkg.name),
+                    Explanation::fact(format!("channel {} of package {} (catalog {key}) has no installable bundle", first.name, pkg.name), ""),
                 ));
             }
         }
@@ -1081,19 +1168,21 @@ fn preflight(
                     "versionRange {r} excludes the installed {} ({}) and no bundle it admits in channel {} of package {} (catalog {key}) upgrades from {} directly; OLM moves one upgrade edge at a time",
                     cur.name, cur.version, first.name, pkg.name, cur.name
                 );
-                match path {
-                    Some(p) if p.len() > 1 => m.push_str(&format!(
-                        "; the channel reaches it as {}; set spec.versionRange to admit {} first, then widen it",
-                        p.join(" -> "),
-                        p[1]
-                    )),
-                    _ => m.push_str(&format!(
-                        "; no path of upgrade edges leads from {} to a version in {r} (versions in the channel: {})",
-                        cur.name,
-                        versions_in(first)
-                    )),
-                }
-                return Err(err(sub, ErrorKind::Unreachable, m));
+                let hint = match path {
+                    Some(p) if p.len() > 1 => {
+                        m.push_str(&format!("; the channel reaches it as {}", p.join(" -> ")));
+                        format!("set spec.versionRange to admit {} first, then widen it", p[1])
+                    }
+                    _ => {
+                        m.push_str(&format!(
+                            "; no path of upgrade edges leads from {} to a version in {r} (versions in the channel: {})",
+                            cur.name,
+                            versions_in(first)
+                        ));
+                        String::new()
+                    }
+                };
+                return Err(err(sub, ErrorKind::Unreachable, Explanation::fact(m, hint)));
             }
             if stay_ok {
                 push(&mut plan, Record::Installed(ci as u32), "");
@@ -1257,7 +1346,7 @@ pub(super) fn resolve_namespace(
                         let sub = &all_subs[p.input];
                         errors.push((
                             p.input,
-                            err(sub, ErrorKind::Unsatisfiable, format!("the bundles installed in namespace {ns} are already inconsistent: {e}")),
+                            err(sub, ErrorKind::Unsatisfiable, e.clone().with_summary(format!("the bundles installed in namespace {ns} are already inconsistent"))),
                         ));
                     }
                     return (Vec::new(), errors);
@@ -1275,7 +1364,7 @@ pub(super) fn resolve_namespace(
                         let sub = &all_subs[ctx.plans[i].input];
                         errors.push((
                             ctx.plans[i].input,
-                            err(sub, ErrorKind::Unsatisfiable, format!("subscription {} cannot be resolved: {e}", sub.name)),
+                            err(sub, ErrorKind::Unsatisfiable, e.with_summary(format!("subscription {} cannot be resolved", sub.name))),
                         ));
                     }
                 }
@@ -1284,7 +1373,8 @@ pub(super) fn resolve_namespace(
         }
     };
     let blocked = blocked_upgrade_notes(&ctx, &accepted, &solution);
-    (assemble(&ctx, &accepted, &solution, &blocked), errors)
+    let passed = passed_over(&ctx, &accepted, &solution);
+    (assemble(&ctx, &accepted, &solution, &blocked, &passed), errors)
 }
 
 /// For Subscriptions that stay on their installed bundle although upgrade candidates exist, the
@@ -1318,6 +1408,37 @@ fn blocked_upgrade_notes(ctx: &Ctx<'_>, accepted: &[usize], solution: &[Record])
     notes
 }
 
+/// For Subscriptions that got a bundle other than their first candidate (the channel head, or for
+/// an upgrade the newest edge): the candidates preferred to it and why none of them can be
+/// installed, found by solving again with only those candidates — first the Subscription alone
+/// (its own dependencies), then with the other accepted Subscriptions (a conflict with them).
+fn passed_over(ctx: &Ctx<'_>, accepted: &[usize], solution: &[Record]) -> HashMap<usize, PassedOver> {
+    let mut out = HashMap::new();
+    for &i in accepted {
+        let plan = &ctx.plans[i];
+        let Some((&chosen, &rank)) = solution.iter().find_map(|r| plan.candidates.get_key_value(r)) else { continue };
+        if rank == 0 || matches!(chosen, Record::Installed(_)) {
+            continue;
+        }
+        let mut preferred: Vec<(usize, Record)> =
+            plan.candidates.iter().filter(|(_, p)| **p < rank).map(|(r, p)| (*p, *r)).collect();
+        preferred.sort_by_key(|(p, _)| *p);
+        let mut plans = ctx.plans.clone();
+        plans[i].candidates.retain(|_, p| *p < rank);
+        let ctx2 = Ctx { catalogs: ctx.catalogs, namespace: ctx.namespace, installed: ctx.installed.clone(), plans, subs: ctx.subs };
+        let why = match solve(&ctx2, &[i]) {
+            Err(e) => e,
+            Ok(_) => match solve(&ctx2, accepted) {
+                Err(e) => e,
+                Ok(_) => continue,
+            },
+        };
+        let bundles = preferred.iter().map(|(_, r)| ctx.bundle_name(*r)).collect();
+        out.insert(i, PassedOver { bundles, why });
+    }
+    out
+}
+
 /// Builds the plan: each Subscription's bundle, then the dependencies reached from it (petgraph
 /// breadth-first over "requires" edges), each with its reason.
 fn assemble(
@@ -1325,6 +1446,7 @@ fn assemble(
     accepted: &[usize],
     solution: &[Record],
     blocked: &HashMap<usize, String>,
+    passed: &HashMap<usize, PassedOver>,
 ) -> Vec<(usize, Vec<ResolvedBundle>)> {
     let chosen: Vec<Record> =
         solution.iter().copied().filter(|r| !matches!(r, Record::GvkProvider { .. })).collect();
@@ -1361,7 +1483,9 @@ fn assemble(
             _ => Reason::Requested,
         };
         assigned.insert(r);
-        entries.push(resolved_bundle(ctx, sub, r, reason));
+        let mut own = resolved_bundle(ctx, sub, r, reason);
+        own.passed_over = passed.get(&i).cloned();
+        entries.push(own);
         let mut queue = VecDeque::from([nodes[&r]]);
         let mut seen = HashSet::from([nodes[&r]]);
         while let Some(n) = queue.pop_front() {
@@ -1412,5 +1536,6 @@ fn resolved_bundle(ctx: &Ctx<'_>, sub: &SubscriptionRequest, r: Record, reason: 
         catalog,
         image,
         reason,
+        passed_over: None,
     }
 }

@@ -108,12 +108,12 @@ fn version_range_pins_and_explains_unreachable_targets() {
     assert_eq!(out.errors.len(), 1, "{out:?}");
     let e = &out.errors[0];
     assert_eq!(e.kind, ErrorKind::Unreachable);
-    assert!(e.message.contains("foo.v1.0.0 -> foo.v1.0.1 -> foo.v1.0.2"), "{}", e.message);
+    assert!(e.message().contains("foo.v1.0.0 -> foo.v1.0.1 -> foo.v1.0.2"), "{}", e.message());
 
     s.version_range = Some(">=3".into());
     let out = resolve(&ResolveInput { catalogs: vec![c], installed: vec![], subscriptions: vec![s] });
     assert_eq!(out.errors[0].kind, ErrorKind::VersionRangeMatchesNothing);
-    assert!(out.errors[0].message.contains("1.0.0, 1.0.1 and 1.0.2"), "{}", out.errors[0].message);
+    assert!(out.errors[0].message().contains("1.0.0, 1.0.1 and 1.0.2"), "{}", out.errors[0].message());
 }
 
 #[test]
@@ -139,7 +139,7 @@ fn missing_dependency_version_is_explained() {
         subscriptions: vec![sub("kuadrant-operator", Some("stable"), "community")],
     });
     assert!(out.resolved.is_empty());
-    let m = &out.errors[0].message;
+    let m = &out.errors[0].message();
     assert!(m.contains("kuadrant-operator 0.11.1"), "{m}");
     assert!(m.contains("requires dns-operator 0.6.0"), "{m}");
     assert!(m.contains("catalog olm/community offers dns-operator 0.4.0 and 0.5.0 only"), "{m}");
@@ -187,7 +187,7 @@ fn one_provider_per_gvk_and_one_failing_subscription_fails_alone() {
     assert_eq!(bundles(&out), vec!["one.v1.0.0", "three.v1.0.0"]);
     assert_eq!(out.errors.len(), 1);
     assert_eq!(out.errors[0].subscription, "two");
-    assert!(out.errors[0].message.contains("x.io/v1 Shared"), "{}", out.errors[0].message);
+    assert!(out.errors[0].message().contains("x.io/v1 Shared"), "{}", out.errors[0].message());
 }
 
 #[test]
@@ -201,8 +201,8 @@ fn missing_package_channel_and_catalog_have_their_own_messages() {
     let out = resolve(&ResolveInput { catalogs: vec![c], installed: vec![], subscriptions: vec![missing_pkg, missing_ch, missing_cat] });
     let kinds: Vec<ErrorKind> = out.errors.iter().map(|e| e.kind).collect();
     assert_eq!(kinds, vec![ErrorKind::MissingPackage, ErrorKind::MissingChannel, ErrorKind::MissingCatalog]);
-    assert!(out.errors[1].message.contains("stable (default stable)"), "{}", out.errors[1].message);
-    assert!(out.errors[2].message.contains("olm/cat"), "{}", out.errors[2].message);
+    assert!(out.errors[1].message().contains("stable (default stable)"), "{}", out.errors[1].message());
+    assert!(out.errors[2].message().contains("olm/cat"), "{}", out.errors[2].message());
 }
 
 #[test]
@@ -218,7 +218,7 @@ fn constraint_any_all_not_and_cel() {
 
     let y = chain("celapp", &["1.0.0"], &|_| cons("{cel: {rule: 'true'}}"));
     let out = resolve(&ResolveInput { catalogs: vec![cat("olm", "cat", 0, &y)], installed: vec![], subscriptions: vec![sub("celapp", None, "cat")] });
-    assert!(out.errors[0].message.contains("cel") && out.errors[0].message.contains("not supported yet"), "{}", out.errors[0].message);
+    assert!(out.errors[0].message().contains("cel") && out.errors[0].message().contains("not supported yet"), "{}", out.errors[0].message());
 }
 
 #[test]
@@ -278,11 +278,11 @@ fn starting_csv_first_install_and_its_errors() {
     s.starting_csv = Some("app.v1.1.0".into());
     let out = resolve(&ResolveInput { catalogs: vec![c.clone()], installed: vec![], subscriptions: vec![s.clone()] });
     assert_eq!(out.errors[0].kind, ErrorKind::StartingCsvNotInChannel);
-    assert!(out.errors[0].message.contains("skipped by app.v1.1.1"), "{}", out.errors[0].message);
+    assert!(out.errors[0].message().contains("skipped by app.v1.1.1"), "{}", out.errors[0].message());
     s.starting_csv = Some("app.v9.9.9".into());
     let out = resolve(&ResolveInput { catalogs: vec![c], installed: vec![], subscriptions: vec![s] });
     assert_eq!(out.errors[0].kind, ErrorKind::StartingCsvNotInChannel);
-    assert!(out.errors[0].message.contains("app.v9.9.9 is not in channel stable"), "{}", out.errors[0].message);
+    assert!(out.errors[0].message().contains("app.v9.9.9 is not in channel stable"), "{}", out.errors[0].message());
 }
 
 #[test]
@@ -296,7 +296,7 @@ fn no_channel_uses_the_default_and_a_bad_default_is_reported() {
     let bad = y.replace("defaultChannel: fast", "defaultChannel: stabel");
     let out = resolve(&ResolveInput { catalogs: vec![cat("olm", "cat", 0, &bad)], installed: vec![], subscriptions: vec![sub("foo", None, "cat")] });
     assert_eq!(out.errors[0].kind, ErrorKind::MissingDefaultChannel);
-    assert!(out.errors[0].message.contains("defaultChannel \"stabel\" of package foo") && out.errors[0].message.contains("fast and stable"), "{}", out.errors[0].message);
+    assert!(out.errors[0].message().contains("defaultChannel \"stabel\" of package foo") && out.errors[0].message().contains("fast and stable"), "{}", out.errors[0].message());
 }
 
 #[test]
@@ -329,7 +329,7 @@ fn an_invalid_catalog_serves_nothing() {
     s.name = "lib".into();
     let out = resolve(&ResolveInput { catalogs: vec![good, bad], installed: vec![], subscriptions: vec![sub("app", None, "good"), s] });
     assert_eq!(out.errors.len(), 2, "{out:?}");
-    assert!(out.errors[0].message.contains("catalog olm/bad has package lib but the catalog is invalid, so it serves nothing: package lib: broken"), "{}", out.errors[0].message);
+    assert!(out.errors[0].message().contains("catalog olm/bad has package lib but the catalog is invalid, so it serves nothing: package lib: broken"), "{}", out.errors[0].message());
     assert_eq!(out.errors[1].kind, ErrorKind::InvalidCatalog);
 }
 
