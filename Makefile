@@ -10,7 +10,8 @@ endif
 
 .PHONY: demo test build cluster-build cluster-up cluster-down image bench crds compare-olm bench-olm
 
-## demo: build capstan, start the local control plane and registry, publish the example catalog, show it working
+## demo: build capstan, start the local environment with its real node, deploy capstan from its image, publish the
+## example catalog, install nginx-operator from it and curl the page its Nginx object serves (examples/demo.sh)
 demo: build cluster-up
 	bash examples/demo.sh
 
@@ -32,7 +33,7 @@ cluster-up:
 cluster-down:
 	bash tests/cluster/down.sh
 
-## image: build the images without a container daemon (images/build.sh) and push them to the local registry
+## image: build the images (pause, httpd, capstan, nginx-operator) without a container daemon (images/build.sh) and push them to the local registry
 image:
 	bash images/build.sh
 
