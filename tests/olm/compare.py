@@ -571,9 +571,14 @@ def explanations(path):
     return out
 
 
+def glob(pattern, text):
+    """`*` matches anything, everything else literally (paths contain `[name=x]`)."""
+    return re.fullmatch(".*".join(re.escape(p) for p in pattern.split("*")), text) is not None
+
+
 def explained(rules, scenario, kind, ns, name, path):
     for ident, k, n, p, s in rules:
-        if fnmatch.fnmatchcase(kind, k) and fnmatch.fnmatchcase(f"{ns}/{name}", n) and fnmatch.fnmatchcase(path, p) and fnmatch.fnmatchcase(scenario, s):
+        if glob(k, kind) and glob(n, f"{ns}/{name}") and glob(p, path) and glob(s, scenario):
             return ident
     return None
 
@@ -612,6 +617,7 @@ def main():
     ap.add_argument("--scenarios", default="")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--only", choices=["olm", "capstan"])
+    ap.add_argument("--report", action="store_true", help="compare the last dumps in target/compare-olm/ again (no cluster)")
     ap.add_argument("--capstan", default=os.path.join(ROOT, "target", "release", "capstan"))
     args = ap.parse_args()
     wanted = [s for s in args.scenarios.split(",") if s]
@@ -620,6 +626,8 @@ def main():
     if unknown:
         sys.exit(f"compare-olm: unknown scenarios {sorted(unknown)}; known: {[s[0] for s in SCENARIOS]}")
     os.makedirs(OUT, exist_ok=True)
+    if args.report:
+        report(load(os.path.join(OUT, "olm.json")), load(os.path.join(OUT, "capstan.json")), [s[0] for s in scenarios])
     run(["bash", os.path.join(ROOT, "tests/peers/build-olm.sh")])
     run(["bash", os.path.join(ROOT, "tests/peers/build.sh")])
 

@@ -71,7 +71,7 @@ for base, _, files in sorted(os.walk(src)):
     for f in sorted(files):
         p = os.path.join(base, f)
         if f.endswith((".yaml", ".yml")):
-            docs += [d for d in yaml.safe_load_all(open(p)) if d]
+            docs += [d for d in yaml.load_all(open(p), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if d]
         elif f.endswith(".json"):
             dec, text, i = json.JSONDecoder(), open(p).read(), 0
             while True:
@@ -85,7 +85,7 @@ with open(out, "w") as w:
     for d in docs:
         if d.get("schema") == "olm.bundle" and any(p.get("type") == "olm.bundle.object" for p in d.get("properties", [])):
             d["image"] = ""
-        w.write(json.dumps(d) + "\n")
+        w.write(json.dumps(d, default=str) + "\n")
 PY
     local port; port=$(free_port)
     run "opm-$name" "$opm" serve "$served" -p "$port" --pprof-addr "" --termination-log /dev/null
