@@ -8,7 +8,7 @@ ifneq ($(SCCACHE),)
 export RUSTC_WRAPPER ?= $(SCCACHE)
 endif
 
-.PHONY: demo test build cluster-build cluster-up cluster-down image bench crds
+.PHONY: demo test build cluster-build cluster-up cluster-down image bench crds compare-olm bench-olm
 
 ## demo: build capstan, start the local environment with its real node, deploy capstan from its image, publish the
 ## example catalog, install nginx-operator from it and curl the page its Nginx object serves (examples/demo.sh)
@@ -44,3 +44,11 @@ crds:
 ## bench: the benchmarks (tables printed as markdown; see docs/benchmarks.md)
 bench:
 	$(CARGO) bench --locked
+
+## compare-olm: every scenario once under OLM v0 and once under capstan (fresh clusters), objects compared (docs/olm-differences.md)
+compare-olm: build
+	python3 tests/olm/compare.py
+
+## bench-olm: OLM v0 and capstan side by side (install time, memory, API requests; docs/benchmarks.md)
+bench-olm: build
+	python3 tests/olm/bench.py

@@ -6,6 +6,8 @@
 # NAME is one of:
 #   pause   the pod sandbox image the real node's containerd uses (images/pause/pause.c, gcc -static)
 #   httpd   a tiny HTTP server and client for tests (images/httpd, Go, CGO_ENABLED=0: static)
+#   webhook-operator  the test operator of the webhook tests: /validate and /convert over TLS with the
+#           certificate mounted by capstan (images/webhook-operator, Go, static; not built by default)
 #   capstan capstan itself: target/release/capstan, debug sections stripped (`cargo build --release --locked`, built when
 #           missing or older than src/; CAPSTAN_BIN=PATH takes that binary instead, as the tests do
 #           with the binary cargo built for them) with the shared libraries `ldd` names, /etc/passwd and /etc/group with the
@@ -115,6 +117,13 @@ build_nginx_operator() {
     --label org.opencontainers.image.source=examples/nginx-operator >/dev/null
 }
 
+build_webhook_operator() {
+  local tmp=$1
+  (cd "$here/webhook-operator" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$tmp/rootfs/webhook-operator" .)
+  python3 "$here/oci.py" build "$tmp" --file "$tmp/rootfs/webhook-operator:/webhook-operator:0755" \
+    --entrypoint '["/webhook-operator"]' --user 65532:65532 >/dev/null
+}
+
 for name in "${names[@]}"; do
   case "$name" in
     pause)
@@ -128,6 +137,8 @@ for name in "${names[@]}"; do
            layout pause "$here/pause/pause.c" -- build_pause ;;
     httpd) command -v go >/dev/null || { echo "images/build.sh: Go is required" >&2; exit 1; }
            layout httpd "$here/httpd/main.go" "$here/httpd/go.mod" -- build_httpd ;;
+    webhook-operator) command -v go >/dev/null || { echo "images/build.sh: Go is required" >&2; exit 1; }
+           layout webhook-operator "$here/webhook-operator/main.go" "$here/webhook-operator/go.mod" -- build_webhook_operator ;;
     capstan)
       capstan_bin=${CAPSTAN_BIN:-$root/target/release/capstan}
       if [ -z "${CAPSTAN_BIN:-}" ] && { [ ! -x "$capstan_bin" ] || [ -n "$(find "$root/src" "$root/Cargo.toml" "$root/Cargo.lock" -newer "$capstan_bin" -print -quit)" ]; }; then
@@ -142,7 +153,7 @@ for name in "${names[@]}"; do
       names_file=$(mktemp); printf '%s\n' "${operator_files[@]#"$root/"}" > "$names_file"
       layout nginx-operator "$names_file" "$helm_operator_bin" "${operator_files[@]}" -- build_nginx_operator
       rm -f "$names_file" ;;
-    *) echo "images/build.sh: unknown image $name (pause, httpd, capstan, nginx-operator)" >&2; exit 2 ;;
+    *) echo "images/build.sh: unknown image $name (pause, httpd, capstan, nginx-operator, webhook-operator)" >&2; exit 2 ;;
   esac
   ref="$registry/capstan/$name:v1"
   digest=$(python3 "$here/oci.py" push "$out" "$ref")

@@ -244,6 +244,12 @@ async fn manifests_deploy_and_capstan_runs_as_its_service_account() {
         ("create", "monitoring.coreos.com", "servicemonitors", Some("default")),
         ("create", "policy", "poddisruptionbudgets", Some("default")),
         ("create", "networking.k8s.io", "networkpolicies", Some("default")),
+        // Webhooks and owned APIServices of CSVs (docs/deploy.md "Webhooks and APIServices").
+        ("create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", None),
+        ("delete", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", None),
+        ("patch", "apiregistration.k8s.io", "apiservices", None),
+        ("delete", "apiregistration.k8s.io", "apiservices", None),
+        ("create", "rbac.authorization.k8s.io", "rolebindings", Some("kube-system")),
     ];
     let mut missing = Vec::new();
     for (verb, group, resource, ns) in needed {
@@ -274,7 +280,7 @@ async fn manifests_deploy_and_capstan_runs_as_its_service_account() {
         ("impersonate", "", "users", None),
         ("create", "", "nodes", None),
         ("delete", "", "namespaces", None),
-        ("create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", None),
+        ("create", "", "persistentvolumeclaims", Some("default")),
     ];
     for (verb, group, resource, ns) in denied {
         assert!(!can(&sa, verb, group, resource, *ns).await, "the ClusterRole grants more than capstan needs: {verb} {group}/{resource} in {ns:?}");

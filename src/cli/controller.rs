@@ -212,7 +212,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         if let Some(addr) = metrics_addr {
             // A taken port must not stop reconciliation (a second controller on a workstation);
             // in a Pod the probes then fail, which shows the problem.
-            match capstan::metrics::serve(addr, metrics).await {
+            match capstan::metrics::serve(addr, metrics.clone()).await {
                 Ok(bound) => tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz"),
                 Err(e) => tracing::error!(error = %e, "running without /metrics, /healthz and /readyz; pass another --metrics-addr, or 0 to disable"),
             }
@@ -226,7 +226,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         if !args.leader_elect {
             metrics.set_leader(true);
             tokio::spawn(mark_ready_when_api_answers(client.clone()));
-            capstan::controller::run_with_config(kube_config, options, shutdown_signal()).await;
+            capstan::controller::run_with_metrics(kube_config, options, metrics, shutdown_signal()).await;
             return ExitCode::SUCCESS;
         }
         let config = leader_config;
@@ -234,10 +234,11 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         // A standby replica is ready: it serves its purpose by waiting.
         metrics.set_ready(true);
         let work_client = client.clone();
+        let work_metrics = metrics.clone();
         let work = async move {
-            metrics.set_ready(false);
+            work_metrics.set_ready(false);
             let ready = tokio::spawn(mark_ready_when_api_answers(work_client.clone()));
-            capstan::controller::run_with_config(kube_config, options, std::future::pending()).await;
+            capstan::controller::run_with_metrics(kube_config, options, work_metrics, std::future::pending()).await;
             ready.abort();
         };
         match capstan::controller::leader::run(client, config, shutdown_signal(), work).await {
