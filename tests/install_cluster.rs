@@ -139,7 +139,7 @@ async fn nginx_operator_installs_works_and_reapplies_idempotently() {
         nginxes.create(&PostParams::default(), &good).await.ok()
     })
     .await;
-    assert_eq!(created.data.pointer("/spec/image/tag"), Some(&json!("1.27")), "schema defaults applied");
+    assert_eq!(created.data.pointer("/spec/image/tag"), Some(&json!("v1")), "schema defaults applied");
     let bad: DynamicObject = obj(json!({"apiVersion": "example.com/v1alpha1", "kind": "Nginx",
         "metadata": {"name": "bad"}, "spec": {"replicaCount": -1, "service": {"type": "Bogus"}}}));
     match nginxes.create(&PostParams::default(), &bad).await {
