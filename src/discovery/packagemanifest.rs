@@ -64,9 +64,11 @@ pub const DEFAULT_ARCH_LABEL: &str = "operatorframework.io/arch.amd64";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PackageManifest {
-    /// Always [`API_VERSION`].
+    /// Always [`API_VERSION`] (may be absent in a list's items as clients hand them over).
+    #[serde(default)]
     pub api_version: String,
     /// Always [`KIND`].
+    #[serde(default)]
     pub kind: String,
     /// Name (the package), namespace, labels, creation timestamp (the CatalogSource's).
     pub metadata: ObjectMeta,
