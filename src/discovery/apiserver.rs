@@ -30,6 +30,7 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
 use k8s_openapi::api::core::v1::ConfigMap;
+use rustls::pki_types::pem::PemObject;
 use serde_json::{Value, json};
 
 use super::packagemanifest::{API_VERSION, GROUP, KIND, RESOURCE, VERSION};
