@@ -77,6 +77,19 @@ pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free one; the first line printed names it).
     #[arg(long = "listen", default_value = "127.0.0.1:8080")]
     listen: std::net::SocketAddr,
+    /// Also serve packages.operators.coreos.com/v1 PackageManifests of these catalogs as an
+    /// aggregated API on this address (HTTPS; needs the cluster: --kubeconfig).
+    #[arg(long = "packages-api")]
+    packages_api: Option<std::net::SocketAddr>,
+    /// The global catalog namespace (its catalogs are seen from every namespace).
+    #[arg(long = "global-namespace", default_value = "olm")]
+    global_namespace: String,
+    /// Names for the packages API's serving certificate (DNS names or IP addresses). Repeatable.
+    #[arg(long = "cert-name")]
+    cert_names: Vec<String>,
+    /// Kubeconfig for the packages API's ConfigMap read and SubjectAccessReviews.
+    #[arg(long = "kubeconfig")]
+    kubeconfig: Option<PathBuf>,
 }
 
 /// Runs `capstan catalog serve`: loads the catalogs, prints `serving N catalogs on http://ADDR`,
@@ -87,6 +100,7 @@ pub fn run_serve(args: ServeArgs) -> ExitCode {
     use capstan::discovery::content::{CatalogContent, ContentCatalogs};
     use sha2::Digest;
     let store = ContentCatalogs::default();
+    let mut packages = Vec::new();
     for spec in &args.catalogs {
         let loaded = super::resolve::split_key_value(spec, "--catalog", "NAMESPACE/NAME=PATH").and_then(|(key, target)| {
             let (config, digest) = load_with_digest(spec, &target)?;
@@ -96,10 +110,20 @@ pub fn run_serve(args: ServeArgs) -> ExitCode {
                 let d = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&content.all())));
                 content = CatalogContent::new(&config, &d, std::time::SystemTime::now());
             }
-            Ok((key, content))
+            let summaries = if args.packages_api.is_some() {
+                let index = CatalogIndex::with_options(config, IndexOptions { keep_bundle_objects: true }).map_err(|e| format!("--catalog {spec}: {e}"))?;
+                packages_of(&index).0
+            } else {
+                Vec::new()
+            };
+            Ok((key, content, summaries))
         });
         match loaded {
-            Ok((key, content)) => store.insert(&key.namespace, &key.name, std::sync::Arc::new(content)),
+            Ok((key, content, summaries)) => {
+                let source = CatalogSourceInfo { name: key.name.clone(), namespace: key.namespace.clone(), display_name: key.name.clone(), ..Default::default() };
+                packages.push(capstan::discovery::query::CatalogPackages { source, packages: summaries });
+                store.insert(&key.namespace, &key.name, std::sync::Arc::new(content))
+            }
             Err(e) => {
                 eprintln!("error: {e}");
                 return ExitCode::from(2);
@@ -114,6 +138,23 @@ pub fn run_serve(args: ServeArgs) -> ExitCode {
         }
     };
     rt.block_on(async {
+        if let Some(addr) = args.packages_api {
+            let served = capstan::discovery::apiserver::PackageCatalogs::default();
+            served.set(packages);
+            let started = async {
+                let client = super::controller::client(args.kubeconfig.as_ref()).await?;
+                let mut names = args.cert_names.clone();
+                names.push(addr.ip().to_string());
+                capstan::discovery::apiserver::serve(addr, names, client, served, args.global_namespace.clone()).await
+            };
+            match started.await {
+                Ok(bound) => eprintln!("packages API on https://{bound}"),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
         match capstan::discovery::content::serve(args.listen, store).await {
             Ok(addr) => {
                 outln!("serving {} on http://{addr}", super::count(args.catalogs.len(), "catalog", "catalogs"));

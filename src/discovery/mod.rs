@@ -4,8 +4,10 @@
 //!   packageserver fills it.
 //! - [`query`]: list/get over the catalogs a namespace can see, label and field selectors, the
 //!   Table kubectl prints.
+//! - [`apiserver`]: the aggregated API server (TLS, front-proxy authentication, SubjectAccessReview).
 //! - [`content`]: a catalog's blobs as JSON lines, whole or by package / schema, as catalogd serves them.
 
+pub mod apiserver;
 pub mod content;
 pub mod packagemanifest;
 pub mod query;

@@ -64,9 +64,11 @@ pub const DEFAULT_ARCH_LABEL: &str = "operatorframework.io/arch.amd64";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PackageManifest {
-    /// Always [`API_VERSION`].
+    /// Always [`API_VERSION`] (may be absent in a list's items as clients hand them over).
+    #[serde(default)]
     pub api_version: String,
     /// Always [`KIND`].
+    #[serde(default)]
     pub kind: String,
     /// Name (the package), namespace, labels, creation timestamp (the CatalogSource's).
     pub metadata: ObjectMeta,
@@ -449,11 +451,29 @@ fn head_csv(pkg: &IndexedPackage, b: &IndexedBundle) -> Option<Value> {
 /// A CSV made from an `olm.csv.metadata` value (`model_to_api.go` `csvMetadataToCsv`).
 fn csv_from_metadata(pkg: &IndexedPackage, b: &IndexedBundle, meta: &Value) -> Value {
     let m = meta.as_object().cloned().unwrap_or_default();
-    let get = |k: &str| m.get(k).cloned().unwrap_or(Value::Null);
+    // Keys as Go decodes them into `property.CSVMetadata`: the exact JSON name, else the first
+    // key equal under case folding (alpha/property/property.go).
+    let get = |k: &str| {
+        m.get(k).or_else(|| m.iter().find(|(key, _)| crate::bundle::gofields::go_fold_eq(key, k)).map(|(_, v)| v)).cloned().unwrap_or(Value::Null)
+    };
     let mut spec = serde_json::Map::new();
-    for k in ["apiservicedefinitions", "customresourcedefinitions", "displayName", "installModes", "keywords", "links", "maintainers", "maturity", "minKubeVersion", "nativeAPIs", "provider"] {
-        if let Some(v) = m.get(k) {
-            spec.insert(k.into(), v.clone());
+    // (CSVMetadata JSON name, CSV spec field).
+    for (k, field) in [
+        ("apiServiceDefinitions", "apiservicedefinitions"),
+        ("crdDescriptions", "customresourcedefinitions"),
+        ("displayName", "displayName"),
+        ("installModes", "installModes"),
+        ("keywords", "keywords"),
+        ("links", "links"),
+        ("maintainers", "maintainers"),
+        ("maturity", "maturity"),
+        ("minKubeVersion", "minKubeVersion"),
+        ("nativeAPIs", "nativeAPIs"),
+        ("provider", "provider"),
+    ] {
+        let v = get(k);
+        if !v.is_null() {
+            spec.insert(field.into(), v);
         }
     }
     let description = get("description").as_str().filter(|s| !s.is_empty()).map(str::to_string).or_else(|| pkg.description.clone());
@@ -664,7 +684,7 @@ image: quay.io/x/meta:1.0.0
 relatedImages: [{{name: r, image: quay.io/x/related:1}}]
 properties:
 - {{type: olm.package, value: {{packageName: meta, version: 1.0.0}}}}
-- {{type: olm.csv.metadata, value: {{displayName: Meta, provider: {{name: Acme}}, installModes: [{{type: AllNamespaces, supported: true}}], labels: {{operatorframework.io/os.linux: supported}}}}}}
+- {{type: olm.csv.metadata, value: {{displayName: Meta, provider: {{name: Acme}}, installModes: [{{type: AllNamespaces, supported: true}}], labels: {{operatorframework.io/os.linux: supported}}, crdDescriptions: {{owned: [{{name: ms.x.io, version: v1, kind: M, specDescriptors: []}}]}}, APIServiceDefinitions: {{required: [{{name: as, group: g.io, version: v1, kind: A}}]}}}}}}
 ---
 schema: olm.bundle
 package: meta
@@ -795,6 +815,8 @@ entries:
         assert_eq!(d["version"], "1.0.0", "the bundle's version");
         assert_eq!(d["relatedImages"], json!(["quay.io/x/related:1"]));
         assert_eq!(d["provider"], json!({"name": "Acme"}));
+        assert_eq!(d["customresourcedefinitions"], json!({"owned": [{"name": "ms.x.io", "version": "v1", "kind": "M"}]}), "crdDescriptions");
+        assert_eq!(d["apiservicedefinitions"], json!({"required": [{"name": "as", "group": "g.io", "version": "v1", "kind": "A"}]}), "a Go-cased key");
         assert_eq!(st["provider"], json!({"name": "Acme"}));
         assert_eq!(st["channels"][0]["currentCSV"], "meta.v1.0.0");
         assert_eq!(v["metadata"]["labels"]["provider-url"], "");

@@ -197,6 +197,18 @@ if [ ! -f "$pki/kubelet.crt" ]; then
   cert kube-proxy "/CN=system:kube-proxy" 'extendedKeyUsage=clientAuth\n'
   cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" 'extendedKeyUsage=clientAuth\n'
 fi
+if [ ! -f "$pki/front-proxy-client.crt" ]; then
+  # The aggregation layer (aggregated APIs such as packages.operators.coreos.com): its own CA, apart
+  # from the client CA, so that no ordinary client certificate can pass for the front proxy; the
+  # API server proxies to an APIService with front-proxy-client and X-Remote-User/-Group headers.
+  (
+    cd "$pki"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout front-proxy-ca.key -out front-proxy-ca.crt -days 365 -subj "/CN=capstan-test-front-proxy-ca" 2>/dev/null
+    printf 'extendedKeyUsage=clientAuth\n' > front-proxy-client.ext
+    openssl req -newkey rsa:2048 -nodes -keyout front-proxy-client.key -out front-proxy-client.csr -subj "/CN=front-proxy-client" 2>/dev/null
+    openssl x509 -req -in front-proxy-client.csr -CA front-proxy-ca.crt -CAkey front-proxy-ca.key -CAcreateserial -out front-proxy-client.crt -days 365 -extfile front-proxy-client.ext 2>/dev/null
+  )
+fi
 # kubeconfig_for FILE CERT USER: a kubeconfig for the client certificate pki/CERT.{crt,key}.
 kubeconfig_for() {
   write "$1" <<EOF
@@ -238,6 +250,11 @@ start kube-apiserver "$bin/kube-apiserver" \
   --cert-dir="$dir/apiserver-certs" \
   --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
   --client-ca-file="$pki/ca.crt" \
+  --requestheader-client-ca-file="$pki/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+  --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+  --requestheader-extra-headers-prefix=X-Remote-Extra- \
+  --proxy-client-cert-file="$pki/front-proxy-client.crt" --proxy-client-key-file="$pki/front-proxy-client.key" \
+  --enable-aggregator-routing=true \
   --authorization-mode=Node,RBAC \
   --kubelet-client-certificate="$pki/apiserver-kubelet-client.crt" --kubelet-client-key="$pki/apiserver-kubelet-client.key" \
   --kubelet-certificate-authority="$pki/ca.crt" --kubelet-preferred-address-types=InternalIP \
