@@ -320,3 +320,56 @@ fn every_corpus_bundle_with_webhooks_plans_what_olm_creates() {
     eprintln!("{checked} bundles, {hooks} webhook definitions checked");
     assert!(checked >= 135, "expected the 134 corpus CSVs with webhooks and the test operator, found {checked}");
 }
+
+#[test]
+fn next_version_takes_over_the_same_objects_and_certificate() {
+    // The upgrade handover: the next CSV of the package plans the same webhook configuration,
+    // Service and Secret names, so applying it replaces the old CSV's objects in place (one
+    // field manager), and its serving Secret keeps the certificate: the caBundle the API server
+    // uses never changes during the upgrade, and there is no moment without a webhook.
+    let b = fixture();
+    let mut next = b.clone();
+    next.objects[b.csv_index].value["metadata"]["name"] = json!("webhook-operator.v0.2.0");
+    next.objects[b.csv_index].value["spec"]["version"] = json!("0.2.0");
+    let old_steps = install::steps(&b, &target(&b, true)).unwrap();
+    let new_steps = install::steps(&next, &target(&next, true)).unwrap();
+    let names = |s: &[Step]| -> Vec<(String, String)> {
+        s.iter().filter(|s| s.kind != "ClusterServiceVersion" && !s.kind.contains("Role") || s.name.contains("-service")).map(|s| (s.kind.clone(), s.name.clone())).collect()
+    };
+    assert_eq!(names(&old_steps), names(&new_steps));
+    let vwc = |s: &[Step]| s.iter().find(|s| s.kind == "ValidatingWebhookConfiguration").unwrap().clone();
+    assert_eq!(label(&vwc(&new_steps), "olm.owner"), Some("webhook-operator.v0.2.0"), "the new CSV owns it");
+    let mut old_filled = old_steps.clone();
+    let now = time::OffsetDateTime::now_utc();
+    fill_certificates(&mut old_filled, &BTreeMap::new(), now, certs::DEFAULT_CERT_VALID_FOR).unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let data: BTreeMap<String, Vec<u8>> = find(&old_filled, "Secret", "webhook-operator-service-cert").manifest["data"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), b64.decode(v.as_str().unwrap()).unwrap()))
+        .collect();
+    let existing = BTreeMap::from([(("operators".to_string(), "webhook-operator-service-cert".to_string()), data)]);
+    let mut new_filled = new_steps.clone();
+    let out = fill_certificates(&mut new_filled, &existing, now + time::Duration::hours(1), certs::DEFAULT_CERT_VALID_FOR).unwrap();
+    assert_eq!(out[0].issued, None, "the certificate is taken over");
+    assert_eq!(vwc(&new_filled).manifest["webhooks"][0]["clientConfig"]["caBundle"], vwc(&old_filled).manifest["webhooks"][0]["clientConfig"]["caBundle"]);
+    // Another namespace's install of the same package gets its own configuration.
+    let mut elsewhere = target(&b, true);
+    elsewhere.namespace = "other".into();
+    let other = install::steps(&b, &elsewhere).unwrap();
+    assert_ne!(vwc(&other).name, vwc(&old_steps).name);
+}
+
+#[test]
+fn unavailable_names_each_webhook_and_its_deployment() {
+    let b = fixture();
+    let defs = webhook::Definitions::read(b.csv().value()).unwrap();
+    assert_eq!(webhook::unavailable(&defs, |_| Some(true)), None);
+    let r = webhook::unavailable(&defs, |d| (d == "webhook-operator").then_some(false)).unwrap();
+    assert_eq!(
+        r,
+        "webhook vwidgets.webhook.capstan.dev (ValidatingAdmissionWebhook) is served by Deployment webhook-operator, which is not available; \
+         webhook cwidgets.webhook.capstan.dev (ConversionWebhook) is served by Deployment webhook-operator, which is not available"
+    );
+}

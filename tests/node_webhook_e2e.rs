@@ -194,7 +194,6 @@ async fn webhook_operator_on_the_real_node() {
         let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), &ns).list(&ListParams::default().labels("app=webhook-operator")).await.unwrap();
         assert!(pods.items.iter().all(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some("capstan-node")), "the pod runs on the real node");
 
-        if std::env::var_os("WH_E2E_PAUSE").is_some() { tokio::time::sleep(Duration::from_secs(150)).await; }
         // ---- the API server calls the webhooks over TLS with capstan's certificate
         eventually("a valid Widget stored", Duration::from_secs(120), || async {
             create_widget(&client, &ns, "v1", "small", json!({"replicas": 3})).await.map_err(|e| eprintln!("create Widget small: {e}")).ok()

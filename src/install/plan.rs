@@ -226,6 +226,11 @@ pub fn is_reserved_rbac_name(kind: &str, name: &str) -> bool {
 ///     `OPERATOR_CONDITION_NAME=<csv>` in every container; `revisionHistoryLimit: 1`; label
 ///     `olm.deployment-spec-hash`; the owner reference.
 ///
+///   - for `spec.webhookdefinitions` and `spec.apiservicedefinitions.owned`: the objects of
+///     [`webhook`] (Service, serving Secret without data, its Role/RoleBinding, auth bindings,
+///     the Deployment's certificate volumes, webhook configurations, APIServices, and the
+///     conversion CRDs' `spec.conversion`); `docs/webhooks.md`.
+///
 ///   Generated objects carry the owner labels `olm.owner`, `olm.owner.namespace`,
 ///   `olm.owner.kind`, and RBAC the label `olm.permissions.hash` computed exactly as OLM does
 ///   (base62 of SHA-224 over Go's JSON of the rules, or of `{RoleRef, Subjects}`). Generated
@@ -240,7 +245,8 @@ pub fn is_reserved_rbac_name(kind: &str, name: &str) -> bool {
 /// # Errors
 /// [`PlanError`]: no namespace, CSV name mismatch, invalid target namespaces, unsupported kinds
 /// (all of them named in one error), reserved RBAC names ([`is_reserved_rbac_name`], all named), objects without apiVersion or name, an install strategy
-/// other than `deployment` or with malformed entries.
+/// other than `deployment` or with malformed entries, webhook or APIService definitions OLM
+/// refuses ([`webhook::check`], all named).
 pub fn steps(bundle: &Bundle, target: &InstallTarget) -> Result<Vec<Step>, PlanError> {
     if target.namespace.is_empty() {
         return Err(PlanError::NoNamespace);
