@@ -298,15 +298,11 @@ pub fn operands_forbidden(crd: &str, verb: &str, error: &str) -> String {
 
 /// The CSV hook of [`super::csv`]'s reconcile: adds [`CSV_FINALIZER`] to a live CSV (then `None`:
 /// the reconcile goes on), or runs the cleanup of a deleted one (then `Some`: the reconcile stops).
+/// `csv` is a fresh read (finalizers, deletion and the status of an uninstall in progress).
 pub(super) async fn reconcile_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Option<Action>, Error> {
     let ns = csv.namespace().unwrap_or_default();
     let name = csv.name_any();
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
-    // A fresh read: finalizers, deletion and the status of an uninstall in progress.
-    let Some(fresh) = api.get_opt(&name).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{name}")))? else {
-        return Ok(Some(Action::await_change()));
-    };
-    let csv = &fresh;
     let has = csv.finalizers().iter().any(|f| f == CSV_FINALIZER);
     if csv.meta().deletion_timestamp.is_none() {
         // Copied CSVs are not cleaned up on their own (OLM ignores them too).
@@ -831,14 +827,11 @@ fn subscription_uninstalls(sub: &Subscription) -> bool {
 /// Subscriptions that ask for uninstall on deletion (then `None`: the reconcile goes on), and on
 /// deletion of such a Subscription deletes its CSV with the Subscription's uninstall annotations
 /// copied onto it (then `Some`: the reconcile stops).
+/// `sub` is a fresh read.
 pub(super) async fn reconcile_subscription(sub: &Subscription, ctx: &Context) -> Result<Option<Action>, Error> {
     let ns = sub.namespace().unwrap_or_default();
     let name = sub.name_any();
     let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &ns);
-    let Some(fresh) = api.get_opt(&name).await.map_err(kube_err(format!("reading Subscription {ns}/{name}")))? else {
-        return Ok(Some(Action::await_change()));
-    };
-    let sub = &fresh;
     let has = sub.finalizers().iter().any(|f| f == SUBSCRIPTION_FINALIZER);
     let wants = subscription_uninstalls(sub);
     if sub.meta().deletion_timestamp.is_none() {
