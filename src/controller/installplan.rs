@@ -26,7 +26,7 @@ use crate::bundle::Bundle;
 use crate::install::crd_safety::{check_plan_crds, describe_all};
 use crate::bundle::image::BundleImageError;
 use crate::install::{ApplyOptions, InstallTarget, Step, StepError, StepStatus, SubscriptionConfig, apply, plan};
-use crate::oci::cache::ScratchDir;
+use crate::oci::cache::scratch_dir;
 use crate::oci::parse_reference;
 
 /// The InstallPlan name for `subscription` installing `bundles` (`(CSV name, bundle image)`
@@ -377,7 +377,7 @@ async fn pull(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, status: &
     };
     let registry = registry_for(ctx, &cns, &secrets).await.map_err(|e| Hold::Blocked(BUNDLE_UNAVAILABLE, at(e)))?;
     let reference = parse_reference(&lookup.path).map_err(|e| Hold::Fail("InstallCheckFailed", at(format!("the image reference is invalid: {e}"))))?;
-    let dir = ScratchDir::new("capstan-bundle").map_err(|e| Hold::Retry(at(e.to_string())))?;
+    let dir = scratch_dir("capstan-bundle").map_err(|e| Hold::Retry(at(e.to_string())))?;
     if let Some(hold) = mark_pulling(ctx, api, ip, status, rv, i, &lookup.path).await? {
         return Err(hold.into());
     }

@@ -44,7 +44,6 @@ use crate::metrics::Metrics;
 pub use catalogs::{CatalogChange, CatalogState, CatalogStore, LoadedIndex};
 pub use events::Events;
 
-pub use catalogsource::poll_interval;
 pub use csv::{InstallModeError, check_install_mode};
 pub use installplan::install_plan_name;
 pub use removal::{

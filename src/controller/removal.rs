@@ -93,33 +93,18 @@ pub const ANNOTATION_UNINSTALL_TIMEOUT: &str = "operators.capstan.dev/uninstall-
 pub const DEFAULT_UNINSTALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Parses a duration written as `<number><unit>` parts, units `ms`, `s`, `m`, `h` (e.g. `90s`,
-/// `2m`, `1m30s`, `1h`). `None` for anything else (empty, no unit, unknown unit, negative).
+/// `2m`, `1m30s`, `1h`): whole numbers of those units, parsed by
+/// [`crate::api::common::parse_go_duration`]. `None` for anything else (empty, no unit, unknown
+/// unit, a fraction, negative).
 pub fn parse_duration(text: &str) -> Option<Duration> {
     let s = text.trim();
-    if s.is_empty() {
+    let units_ok = s.split(|c: char| c.is_ascii_digit()).filter(|u| !u.is_empty()).all(|u| matches!(u, "ms" | "s" | "m" | "h"));
+    let digits_first = s.starts_with(|c: char| c.is_ascii_digit());
+    let has_unit = s.ends_with(|c: char| c.is_ascii_alphabetic());
+    if !(units_ok && digits_first && has_unit) {
         return None;
     }
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
-        if digits == 0 {
-            return None;
-        }
-        let n: u64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
-        let part = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n.checked_mul(60)?),
-            "h" => Duration::from_secs(n.checked_mul(3600)?),
-            _ => return None,
-        };
-        total = total.checked_add(part)?;
-        rest = &rest[unit_len..];
-    }
-    Some(total)
+    crate::api::common::parse_go_duration(s).ok()
 }
 
 /// What an uninstall removes, from the annotations of the CSV and its Subscription.
