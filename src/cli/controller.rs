@@ -56,6 +56,10 @@ pub struct ControllerArgs {
     /// Log format on stderr: human-readable text or one JSON object per line.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// A registry (host or host:port) of catalog and bundle images to reach over plain HTTP
+    /// although it is not loopback, as the registry commands' flag. Repeatable.
+    #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
+    insecure_registries: Vec<String>,
 }
 
 /// `--log-format`.
@@ -216,6 +220,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         let options = capstan::controller::Options {
             global_catalog_namespace: args.global_catalog_namespace,
             catalog_cache: Some(capstan::oci::config::default_cache_root()),
+            insecure_registries: args.insecure_registries,
         };
         tracing::info!(global_catalog_namespace = %options.global_catalog_namespace, leader_elect = args.leader_elect, "capstan controller starting");
         if !args.leader_elect {

@@ -45,6 +45,7 @@ pub(crate) async fn registry_for(ctx: &Context, namespace: &str, secrets: &[Stri
         auth,
         cache: Some(BlobCache::new(BlobCache::default_root())),
         quiet: true,
+        insecure_registries: ctx.options.insecure_registries.clone(),
         ..Default::default()
     }))
 }

@@ -58,11 +58,15 @@ pub struct Options {
     pub global_catalog_namespace: String,
     /// Where loaded catalogs are cached on disk (by digest); `None` keeps them only in memory.
     pub catalog_cache: Option<std::path::PathBuf>,
+    /// Registries (`host` or `host:port`) of catalog and bundle images reached over plain HTTP
+    /// although they are not loopback (`capstan controller --insecure-registry`;
+    /// [`crate::oci::ClientConfig::insecure_registries`]). Empty: TLS for every non-loopback registry.
+    pub insecure_registries: Vec<String>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { global_catalog_namespace: "olm".into(), catalog_cache: None }
+        Options { global_catalog_namespace: "olm".into(), catalog_cache: None, insecure_registries: Vec::new() }
     }
 }
 
