@@ -232,7 +232,7 @@ impl Metrics {
 }
 
 /// The process-wide default [`Metrics`], created on first use: what `capstan controller` serves and
-/// what [`crate::controller::run`] records into. Reconcilers never call this; they record into
+/// what the controller's `run` records into. Reconcilers never call this; they record into
 /// the instance their `Context` carries.
 pub fn global() -> Arc<Metrics> {
     static GLOBAL: OnceLock<Arc<Metrics>> = OnceLock::new();

@@ -343,6 +343,19 @@ impl CatalogSource {
         self.spec.priority.unwrap_or(0)
     }
 
+    /// How often the catalog image is polled (§1.2): `spec.updateStrategy.registryPoll.interval`,
+    /// or [`DEFAULT_REGISTRY_POLL`] (15m) when unset, empty or invalid — then with the
+    /// [`IntervalError`], which the CatalogSource's status shows.
+    pub fn poll_period(&self) -> (std::time::Duration, Option<IntervalError>) {
+        match self.spec.update_strategy.as_ref().and_then(|u| u.registry_poll.as_ref()) {
+            Some(p) if p.interval.as_deref().is_some_and(|i| !i.trim().is_empty()) => match p.parse_interval() {
+                Ok(d) => (d, None),
+                Err(e) => (DEFAULT_REGISTRY_POLL, Some(e)),
+            },
+            _ => (DEFAULT_REGISTRY_POLL, None),
+        }
+    }
+
     /// The raw poll interval string when polling applies (OLM `CatalogSource.Poll`: an image
     /// source with `updateStrategy.registryPoll`), else `None`.
     pub fn poll_interval(&self) -> Option<&str> {
@@ -402,6 +415,29 @@ mod tests {
         let no_strategy = catsrc(serde_json::json!({"sourceType": "grpc", "image": "r/c:1"}));
         assert_eq!(no_strategy.poll_interval(), None);
         assert_eq!(no_strategy.priority(), 0);
+    }
+
+    fn cs(interval: Option<&str>) -> CatalogSource {
+        CatalogSource::new(
+            "c",
+            CatalogSourceSpec {
+                update_strategy: interval.map(|i| UpdateStrategy { registry_poll: Some(RegistryPoll { interval: Some(i.into()) }) }),
+                ..Default::default()
+            },
+        )
+    }
+
+    #[test]
+    fn poll_interval_defaults_to_15m_and_reports_bad_values() {
+        let poll_interval = |c: &CatalogSource| {
+            let (d, e) = c.poll_period();
+            (d, e.map(|e| e.to_string()))
+        };
+        assert_eq!(poll_interval(&cs(None)), (Duration::from_secs(900), None));
+        assert_eq!(poll_interval(&cs(Some("10m"))), (Duration::from_secs(600), None));
+        let (d, e) = poll_interval(&cs(Some("soon")));
+        assert_eq!(d, Duration::from_secs(900));
+        assert!(e.is_some_and(|e| e.contains("soon")));
     }
 
     #[test]

@@ -23,7 +23,7 @@ use super::error::CatalogError;
 use super::model::DeclarativeConfig;
 use super::parse;
 use super::validate::{ValidationErrors, validate};
-use crate::oci::cache::{ScratchDir, sha256_hex, write_atomic};
+use crate::oci::cache::{scratch_dir, sha256_hex, write_atomic};
 use crate::oci::layer::{self, UnpackOptions};
 use crate::oci::{ImageToPush, OciError, PushedImage, Reference, Registry};
 
@@ -356,7 +356,7 @@ pub async fn load_catalog_image(
     let mut image = registry.pull(&by_digest).await?;
     image.reference = reference.whole();
     let configs_dir = configs_dir_of(&image.reference, &image.labels()?)?;
-    let tmp = ScratchDir::new("capstan-catalog")?;
+    let tmp = scratch_dir("capstan-catalog")?;
     let summary = layer::unpack_layers(
         &image.reference,
         &image.layers,

@@ -16,22 +16,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{CatalogChange, Context, Error, LoadedIndex, apply_typed_status, now_time};
 use crate::api::CatalogSource;
-use crate::api::catalogsource::{CatalogSourceStatus, DEFAULT_REGISTRY_POLL, GrpcConnectionState, SourceType};
+use crate::api::catalogsource::{CatalogSourceStatus, GrpcConnectionState, SourceType};
 use crate::catalog::image::{CatalogCache, load_catalog_image};
 use crate::oci::{BlobCache, ClientConfig, DockerConfig, Registry, parse_reference};
 use crate::resolve::CatalogIndex;
-
-/// The poll interval of a CatalogSource: `spec.updateStrategy.registryPoll.interval`, or 15m when
-/// unset or invalid (the error message says so and is shown in status).
-pub fn poll_interval(cs: &CatalogSource) -> (Duration, Option<String>) {
-    match cs.spec.update_strategy.as_ref().and_then(|u| u.registry_poll.as_ref()) {
-        Some(p) if p.interval.as_deref().is_some_and(|i| !i.trim().is_empty()) => match p.parse_interval() {
-            Ok(d) => (d, None),
-            Err(e) => (DEFAULT_REGISTRY_POLL, Some(e.to_string())),
-        },
-        _ => (DEFAULT_REGISTRY_POLL, None),
-    }
-}
 
 /// Builds a registry client for `namespace` with the credentials of the named pull secrets
 /// (plain HTTP is automatic for loopback registries).
@@ -132,7 +120,8 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
     let name = cs.metadata.name.clone().unwrap_or_default();
     let key = (ns.clone(), name.clone());
     let api: Api<CatalogSource> = Api::namespaced(ctx.client.clone(), &ns);
-    let (interval, interval_error) = poll_interval(&cs);
+    let (interval, interval_error) = cs.poll_period();
+    let interval_error = interval_error.map(|e| e.to_string());
     let loaded = match unsupported(&cs) {
         Some(message) => Err(message),
         None => {
@@ -204,15 +193,6 @@ mod tests {
                 ..Default::default()
             },
         )
-    }
-
-    #[test]
-    fn poll_interval_defaults_to_15m_and_reports_bad_values() {
-        assert_eq!(poll_interval(&cs(None)), (Duration::from_secs(900), None));
-        assert_eq!(poll_interval(&cs(Some("10m"))), (Duration::from_secs(600), None));
-        let (d, e) = poll_interval(&cs(Some("soon")));
-        assert_eq!(d, Duration::from_secs(900));
-        assert!(e.is_some_and(|e| e.contains("soon")));
     }
 
     #[test]

@@ -15,15 +15,16 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::events::EventType;
-use super::{Context, Error, apply_typed_status, kube_err, now, now_time};
+use super::{Context, Error, apply_typed_status, fresh, kube_err, now_time};
 use crate::api::clusterserviceversion::{ClusterServiceVersionStatus, CsvPhase, CsvReason, DependentStatus, RequirementStatus, RequirementStatusReason};
+use crate::api::operatorgroup::OperatorGroupStatus;
 use crate::api::{ClusterServiceVersion, OperatorGroup};
 
 /// Why a CSV's install modes do not fit its OperatorGroup's target namespaces (§1.5,
@@ -287,28 +288,45 @@ pub(crate) fn label_selector(sel: &k8s_openapi::apimachinery::pkg::apis::meta::v
     Ok(parts.join(","))
 }
 
+/// The status of OperatorGroup `og` from its namespace's [`GroupTargets`] (§1.6): the target
+/// namespaces when it is the namespace's one group, condition `OperatorGroupInvalid` when the
+/// namespace has no usable group. Pure.
+pub(crate) fn group_status(og: &str, targets: &GroupTargets, now: &Time) -> OperatorGroupStatus {
+    let mut status = OperatorGroupStatus { namespaces: Vec::new(), service_account_ref: None, last_updated: now.clone(), conditions: Vec::new() };
+    match targets {
+        GroupTargets::Found { name, targets } if name == og => status.namespaces = targets.clone(),
+        GroupTargets::Found { .. } => {}
+        GroupTargets::Unfit { reason, message } => {
+            status.conditions = vec![Condition {
+                type_: "OperatorGroupInvalid".into(),
+                status: "True".into(),
+                reason: reason.to_string(),
+                message: message.clone(),
+                last_transition_time: now.clone(),
+                observed_generation: None,
+            }]
+        }
+    }
+    status
+}
+
 /// OperatorGroup reconciler: writes `status.namespaces` (the target namespaces, `[""]` for all)
 /// and `lastUpdated`, re-checked every 30 s so that a selector follows namespace labels.
 pub(super) async fn reconcile_operator_group(og: Arc<OperatorGroup>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = og.namespace().unwrap_or_default();
-    let api: Api<OperatorGroup> = Api::namespaced(ctx.client.clone(), &ns);
-    let mut status = json!({"lastUpdated": now()});
-    match operator_group_targets(&ctx.client, &ns).await? {
-        GroupTargets::Found { name, targets } if name == og.name_any() => status["namespaces"] = json!(targets),
-        GroupTargets::Found { .. } => {}
-        GroupTargets::Unfit { reason, message } => {
-            status["conditions"] = json!([{"type": "OperatorGroupInvalid", "status": "True", "reason": reason, "message": message, "lastTransitionTime": now()}]);
-        }
-    }
-    let old = og.status.as_ref().and_then(|s| serde_json::to_value(s).ok()).unwrap_or(Value::Null);
-    if old["namespaces"] != status["namespaces"] || old["conditions"].as_array().map(|c| c.len()).unwrap_or(0) != status["conditions"].as_array().map(|c| c.len()).unwrap_or(0) {
-        if status["namespaces"].is_null() {
-            status["namespaces"] = json!([]);
-        }
+    let name = og.name_any();
+    let status = group_status(&name, &operator_group_targets(&ctx.client, &ns).await?, &now_time());
+    let old = og.status.as_ref();
+    let changed = old.map(|o| o.namespaces.as_slice()) != Some(status.namespaces.as_slice()) || old.map(|o| o.conditions.len()).unwrap_or(0) != status.conditions.len();
+    if changed {
         // A merge patch, not server-side apply: an OperatorGroup created as v1alpha2 (served,
         // without spec.upgradeStrategy) makes apply's typed conversion fail on the defaulted field.
-        let name = og.name_any();
-        api.patch_status(&name, &kube::api::PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() }, &kube::api::Patch::Merge(&json!({"status": status})))
+        // `namespaces` and `conditions` are always sent, so that emptied lists replace old ones.
+        let mut body = serde_json::to_value(&status).map_err(|source| Error::Build { what: format!("the status of OperatorGroup {ns}/{name}"), source })?;
+        body["namespaces"] = json!(status.namespaces);
+        body["conditions"] = json!(status.conditions);
+        let api: Api<OperatorGroup> = Api::namespaced(ctx.client.clone(), &ns);
+        api.patch_status(&name, &kube::api::PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() }, &kube::api::Patch::Merge(&json!({"status": body})))
             .await
             .map_err(kube_err(format!("writing status of OperatorGroup {ns}/{name}")))?;
     }
@@ -551,21 +569,20 @@ pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &
 }
 
 pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Result<Action, Error> {
-    // Finalizer and removal of a deleted CSV (issue 6, `removal.rs`).
-    if let Some(action) = super::removal::reconcile_csv(&csv, &ctx).await? {
-        return Ok(action);
-    }
     let ns = csv.namespace().unwrap_or_default();
     let name = csv.name_any();
-    let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
-    // Decide on a fresh read: the watch cache may still show an earlier phase.
-    let Some(csv) = api.get_opt(&name).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{name}")))? else {
+    let Some(csv) = fresh(&ctx.client, csv.as_ref()).await? else {
         let mut phases = ctx.csv_phases.lock().unwrap_or_else(|e| e.into_inner());
         if phases.remove(&(ns.clone(), name.clone())).is_some() {
             ctx.metrics.set_csv_phases(phases.values().map(String::as_str));
         }
         return Ok(Action::await_change());
     };
+    // Finalizer and removal of a deleted CSV (issue 6, `removal.rs`).
+    if let Some(action) = super::removal::reconcile_csv(&csv, &ctx).await? {
+        return Ok(action);
+    }
+    let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
     let status = csv.status.clone().unwrap_or_default();
     let view = match operator_group_fit(&ctx.client, &csv, &ns).await? {
         Some((reason, message)) => CsvView::Unfit(reason, message),
@@ -711,5 +728,16 @@ mod tests {
             s.set_phase(p, CsvReason::InstallWaiting, "m", &now());
         }
         assert_eq!(s.conditions.len(), crate::api::clusterserviceversion::CSV_CONDITION_HISTORY);
+    }
+
+    #[test]
+    fn operator_group_status_from_its_targets() {
+        let found = GroupTargets::Found { name: "og".into(), targets: vec![String::new()] };
+        assert_eq!(group_status("og", &found, &now()).namespaces, [""]);
+        assert!(group_status("other", &found, &now()).namespaces.is_empty(), "only the namespace's group gets targets");
+        let unfit = GroupTargets::Unfit { reason: "TooManyOperatorGroups", message: "keep one".into() };
+        let st = group_status("og", &unfit, &now());
+        assert_eq!((st.conditions[0].type_.as_str(), st.conditions[0].reason.as_str(), st.conditions[0].message.as_str()), ("OperatorGroupInvalid", "TooManyOperatorGroups", "keep one"));
+        assert!(st.namespaces.is_empty());
     }
 }

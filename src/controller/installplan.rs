@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use super::catalogsource::registry_for;
 use super::csv::{GroupTargets, check_install_mode, operator_group_targets};
 use super::events::EventType;
-use super::{Context, Error, apply_typed_status, kube_err, now_time, scoped};
+use super::{Context, Error, apply_typed_status, fresh, kube_err, now_time, scoped};
 use crate::api::common::ConditionStatus;
 use crate::api::installplan::{BundleLookup, BundleLookupCondition, BundleLookupConditionType, InstallPlanPhase, InstallPlanStatus, Step as ApiStep, StepResource, StepStatus as ApiStepStatus};
 use crate::api::{CatalogSource, InstallPlan, Subscription};
@@ -26,7 +26,7 @@ use crate::bundle::Bundle;
 use crate::install::crd_safety::{check_plan_crds, describe_all};
 use crate::bundle::image::BundleImageError;
 use crate::install::{ApplyOptions, InstallTarget, Step, StepError, StepStatus, SubscriptionConfig, apply, plan};
-use crate::oci::cache::ScratchDir;
+use crate::oci::cache::scratch_dir;
 use crate::oci::parse_reference;
 
 /// The InstallPlan name for `subscription` installing `bundles` (`(CSV name, bundle image)`
@@ -377,7 +377,7 @@ async fn pull(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, status: &
     };
     let registry = registry_for(ctx, &cns, &secrets).await.map_err(|e| Hold::Blocked(BUNDLE_UNAVAILABLE, at(e)))?;
     let reference = parse_reference(&lookup.path).map_err(|e| Hold::Fail("InstallCheckFailed", at(format!("the image reference is invalid: {e}"))))?;
-    let dir = ScratchDir::new("capstan-bundle").map_err(|e| Hold::Retry(at(e.to_string())))?;
+    let dir = scratch_dir("capstan-bundle").map_err(|e| Hold::Retry(at(e.to_string())))?;
     if let Some(hold) = mark_pulling(ctx, api, ip, status, rv, i, &lookup.path).await? {
         return Err(hold.into());
     }
@@ -507,9 +507,7 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
     let ns = ip.namespace().unwrap_or_default();
     let name = ip.name_any();
     let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &ns);
-    // Decide on a fresh read, never on the watch cache: a reconcile queued by an earlier event may
-    // carry a plan that has since been approved, applied or completed.
-    let Some(ip) = api.get_opt(&name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{name}")))? else {
+    let Some(ip) = fresh(&ctx.client, ip.as_ref()).await? else {
         return Ok(Action::await_change());
     };
     let blocked = match decide_start(&ip) {

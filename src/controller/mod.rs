@@ -44,7 +44,6 @@ use crate::metrics::Metrics;
 pub use catalogs::{CatalogChange, CatalogState, CatalogStore, LoadedIndex};
 pub use events::Events;
 
-pub use catalogsource::poll_interval;
 pub use csv::{InstallModeError, check_install_mode};
 pub use installplan::install_plan_name;
 pub use removal::{
@@ -161,9 +160,16 @@ pub(crate) fn kube_err(context: impl Into<String>) -> impl FnOnce(kube::Error) -
     move |source| Error::Kube { context, source }
 }
 
-/// Current time as RFC 3339 (metav1.Time's JSON form).
-pub(crate) fn now() -> String {
-    now_time().0.to_string()
+/// `obj` as the API server has it now; `None` when it is gone. Reconcilers decide on this, never
+/// on the watch cache: a reconcile queued by an earlier event may carry an object that has since
+/// changed (approved, applied, its status written by this controller).
+pub(crate) async fn fresh<K>(client: &Client, obj: &K) -> Result<Option<K>, Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    let (ns, name) = (obj.meta().namespace.clone().unwrap_or_default(), obj.meta().name.clone().unwrap_or_default());
+    Api::<K>::namespaced(client.clone(), &ns).get_opt(&name).await.map_err(kube_err(format!("reading {} {ns}/{name}", K::kind(&()))))
 }
 
 /// Current time, rounded to the second (metav1.Time has second precision).
@@ -323,19 +329,14 @@ impl kube::runtime::utils::Backoff for TriggerBackoff {
 }
 
 /// The change filter of every primary watch: a hash of what a person changes (`metadata.generation`,
-/// i.e. the spec; labels; annotations; finalizers; deletion). Status-only updates — the
-/// controllers' own writes — do not trigger a reconcile, so a status write never loops back.
-/// Reconcilers that wait on status changes of other objects requeue or watch those objects.
+/// i.e. the spec; labels; annotations; finalizers; deletion), from kube-runtime's `predicates`.
+/// Status-only updates — the controllers' own writes — do not trigger a reconcile, so a status
+/// write never loops back. Reconcilers that wait on status changes of other objects requeue or
+/// watch those objects.
 fn spec_or_metadata<K: Resource>(obj: &K) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let m = obj.meta();
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    m.generation.hash(&mut h);
-    m.deletion_timestamp.is_some().hash(&mut h);
-    m.labels.hash(&mut h);
-    m.annotations.hash(&mut h);
-    m.finalizers.hash(&mut h);
-    Some(h.finish())
+    use kube::runtime::{Predicate, predicates};
+    let deleting = |o: &K| Some(u64::from(o.meta().deletion_timestamp.is_some()));
+    predicates::generation.combine(predicates::labels).combine(predicates::annotations).combine(predicates::finalizers).combine(deleting).hash_property(obj)
 }
 
 /// A controller for `K` over all namespaces whose trigger is filtered by [`spec_or_metadata`].

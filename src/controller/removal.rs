@@ -93,33 +93,18 @@ pub const ANNOTATION_UNINSTALL_TIMEOUT: &str = "operators.capstan.dev/uninstall-
 pub const DEFAULT_UNINSTALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Parses a duration written as `<number><unit>` parts, units `ms`, `s`, `m`, `h` (e.g. `90s`,
-/// `2m`, `1m30s`, `1h`). `None` for anything else (empty, no unit, unknown unit, negative).
+/// `2m`, `1m30s`, `1h`): whole numbers of those units, parsed by
+/// [`crate::api::common::parse_go_duration`]. `None` for anything else (empty, no unit, unknown
+/// unit, a fraction, negative).
 pub fn parse_duration(text: &str) -> Option<Duration> {
     let s = text.trim();
-    if s.is_empty() {
+    let units_ok = s.split(|c: char| c.is_ascii_digit()).filter(|u| !u.is_empty()).all(|u| matches!(u, "ms" | "s" | "m" | "h"));
+    let digits_first = s.starts_with(|c: char| c.is_ascii_digit());
+    let has_unit = s.ends_with(|c: char| c.is_ascii_alphabetic());
+    if !(units_ok && digits_first && has_unit) {
         return None;
     }
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
-        if digits == 0 {
-            return None;
-        }
-        let n: u64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
-        let part = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n.checked_mul(60)?),
-            "h" => Duration::from_secs(n.checked_mul(3600)?),
-            _ => return None,
-        };
-        total = total.checked_add(part)?;
-        rest = &rest[unit_len..];
-    }
-    Some(total)
+    crate::api::common::parse_go_duration(s).ok()
 }
 
 /// What an uninstall removes, from the annotations of the CSV and its Subscription.
@@ -298,15 +283,11 @@ pub fn operands_forbidden(crd: &str, verb: &str, error: &str) -> String {
 
 /// The CSV hook of [`super::csv`]'s reconcile: adds [`CSV_FINALIZER`] to a live CSV (then `None`:
 /// the reconcile goes on), or runs the cleanup of a deleted one (then `Some`: the reconcile stops).
+/// `csv` is a fresh read (finalizers, deletion and the status of an uninstall in progress).
 pub(super) async fn reconcile_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Option<Action>, Error> {
     let ns = csv.namespace().unwrap_or_default();
     let name = csv.name_any();
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
-    // A fresh read: finalizers, deletion and the status of an uninstall in progress.
-    let Some(fresh) = api.get_opt(&name).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{name}")))? else {
-        return Ok(Some(Action::await_change()));
-    };
-    let csv = &fresh;
     let has = csv.finalizers().iter().any(|f| f == CSV_FINALIZER);
     if csv.meta().deletion_timestamp.is_none() {
         // Copied CSVs are not cleaned up on their own (OLM ignores them too).
@@ -831,14 +812,11 @@ fn subscription_uninstalls(sub: &Subscription) -> bool {
 /// Subscriptions that ask for uninstall on deletion (then `None`: the reconcile goes on), and on
 /// deletion of such a Subscription deletes its CSV with the Subscription's uninstall annotations
 /// copied onto it (then `Some`: the reconcile stops).
+/// `sub` is a fresh read.
 pub(super) async fn reconcile_subscription(sub: &Subscription, ctx: &Context) -> Result<Option<Action>, Error> {
     let ns = sub.namespace().unwrap_or_default();
     let name = sub.name_any();
     let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &ns);
-    let Some(fresh) = api.get_opt(&name).await.map_err(kube_err(format!("reading Subscription {ns}/{name}")))? else {
-        return Ok(Some(Action::await_change()));
-    };
-    let sub = &fresh;
     let has = sub.finalizers().iter().any(|f| f == SUBSCRIPTION_FINALIZER);
     let wants = subscription_uninstalls(sub);
     if sub.meta().deletion_timestamp.is_none() {

@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 
 use super::events::EventType;
 use super::installplan::{ANNOTATION_BUNDLE_LOOKUPS, ANNOTATION_SUPERSEDED_BY, INSTALL_RETRYING, PlannedLookups, install_plan_name};
-use super::{CatalogState, CatalogStore, Context, Error, apply_typed_status, kube_err, now_time};
+use super::{CatalogState, CatalogStore, Context, Error, apply_typed_status, fresh, kube_err, now_time};
 use crate::api::common::ConditionStatus;
 use crate::api::installplan::{BundleLookup, InstallPlanPhase, InstallPlanSpec};
 use crate::api::subscription::{InstallPlanReference, SubscriptionCatalogHealth, SubscriptionConditionType as C, SubscriptionState, SubscriptionStatus, reason};
@@ -444,17 +444,15 @@ async fn observe_resolution(ctx: &Context, ns: &str, catalogs: Vec<CatalogInput>
 }
 
 pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let Some(sub) = fresh(&ctx.client, sub.as_ref()).await? else {
+        return Ok(Action::await_change());
+    };
     // Uninstall on deletion, when the Subscription asks for it (issue 6, `removal.rs`).
     if let Some(action) = super::removal::reconcile_subscription(&sub, &ctx).await? {
         return Ok(action);
     }
     let ns = sub.namespace().unwrap_or_default();
     let name = sub.name_any();
-    let subs: Api<Subscription> = Api::namespaced(ctx.client.clone(), &ns);
-    // Decide on a fresh read: the watch cache may lag behind this controller's own status writes.
-    let Some(sub) = subs.get_opt(&name).await.map_err(kube_err(format!("reading Subscription {ns}/{name}")))? else {
-        return Ok(Action::await_change());
-    };
     let now = now_time();
     let mut status = sub.status.clone().unwrap_or_else(|| SubscriptionStatus::new(now.clone()));
     status.last_updated = now.clone();

@@ -97,69 +97,20 @@ impl BlobCache {
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| OciError::io(dir, e))?;
-    let mut tmp = tempfile_in(dir)?;
-    tmp.1.write_all(bytes).map_err(|e| OciError::io(&tmp.0, e))?;
-    tmp.1.sync_all().map_err(|e| OciError::io(&tmp.0, e))?;
-    drop(tmp.1);
-    std::fs::rename(&tmp.0, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp.0);
-        OciError::io(path, e)
-    })
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| OciError::io(dir, e))?;
+    tmp.write_all(bytes).map_err(|e| OciError::io(tmp.path(), e))?;
+    tmp.as_file().sync_all().map_err(|e| OciError::io(tmp.path(), e))?;
+    tmp.persist(path).map_err(|e| OciError::io(path, e.error))?;
+    Ok(())
 }
 
-fn tempfile_in(dir: &Path) -> Result<(PathBuf, std::fs::File)> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let name = format!(".tmp-{}-{}", std::process::id(), n);
-    let path = dir.join(name);
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .map_err(|e| OciError::io(&path, e))?;
-    Ok((path, file))
-}
-
-/// A scratch directory removed (with its content) when dropped.
-#[derive(Debug)]
-pub struct ScratchDir {
-    path: PathBuf,
-}
-
-impl ScratchDir {
-    /// Creates a fresh directory named `<prefix>-<pid>-<n>` under the system temp directory.
-    ///
-    /// Errors: the directory cannot be created.
-    pub fn new(prefix: &str) -> Result<Self> {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let base = std::env::temp_dir();
-        loop {
-            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.subsec_nanos())
-                .unwrap_or(0);
-            let path = base.join(format!("{prefix}-{}-{n}-{nanos}", std::process::id()));
-            match std::fs::create_dir(&path) {
-                Ok(()) => return Ok(ScratchDir { path }),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(OciError::io(path, e)),
-            }
-        }
-    }
-
-    /// The directory.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
+/// A scratch directory under the system temp directory, named `<prefix>-…`, removed with its
+/// content when dropped ([`tempfile::TempDir`]).
+///
+/// # Errors
+/// The directory cannot be created.
+pub fn scratch_dir(prefix: &str) -> Result<tempfile::TempDir> {
+    tempfile::Builder::new().prefix(&format!("{prefix}-")).tempdir().map_err(|e| OciError::io(std::env::temp_dir(), e))
 }
 
 /// `sha256:<hex>` of `bytes`.
