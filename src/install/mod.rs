@@ -10,6 +10,7 @@
 //! `pkg/controller/operators/olm/overrides/inject/inject.go` of operator-lifecycle-manager.
 //! Where capstan differs from OLM it says so in the item's documentation.
 
+pub mod aggregation;
 pub mod apply;
 pub mod config;
 pub mod crd_safety;
