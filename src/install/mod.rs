@@ -14,6 +14,7 @@ pub mod aggregation;
 pub mod apply;
 pub mod config;
 pub mod crd_safety;
+pub mod operator_condition;
 pub mod plan;
 pub mod preflight;
 
