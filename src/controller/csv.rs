@@ -265,7 +265,10 @@ pub(super) async fn reconcile_operator_group(og: Arc<OperatorGroup>, ctx: Arc<Co
     let api: Api<OperatorGroup> = Api::namespaced(ctx.client.clone(), &ns);
     let mut status = json!({"lastUpdated": now()});
     match operator_group_targets(&ctx.client, &ns).await? {
-        Ok((name, targets)) if name == og.name_any() => status["namespaces"] = json!(targets),
+        Ok((name, targets)) if name == og.name_any() => {
+            status["namespaces"] = json!(targets);
+            crate::install::aggregation::ensure_for_operator_group(&ctx.client, &og).await.map_err(|e| Error::Kube { context: e.what, source: e.source })?;
+        }
         Ok(_) => {}
         Err((reason, message)) => {
             status["conditions"] = json!([{"type": "OperatorGroupInvalid", "status": "True", "reason": reason, "message": message, "lastTransitionTime": now()}]);
@@ -432,6 +435,22 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
     Ok(())
 }
 
+/// RBAC aggregation once a CSV is Succeeded (OLM `ensureClusterRolesForCSV`, then the
+/// OperatorGroup's `olm.providedAPIs` and ClusterRoles; `install::aggregation`).
+async fn ensure_aggregation(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<(), Error> {
+    use crate::install::aggregation;
+    let e = |e: aggregation::AggregationError| Error::Kube { context: e.what, source: e.source };
+    let missing = aggregation::ensure_for_csv(client, csv).await.map_err(e)?;
+    if !missing.is_empty() {
+        tracing::warn!(csv = %format!("{ns}/{}", csv.name_any()), missing = %missing.join(", "), "no aggregated ClusterRoles for APIs not on the cluster");
+    }
+    let ogs = Api::<OperatorGroup>::namespaced(client.clone(), ns).list(&Default::default()).await.map_err(kube_err(format!("listing OperatorGroups in {ns}")))?;
+    if let [og] = ogs.items.as_slice() {
+        aggregation::ensure_for_operator_group(client, og).await.map_err(e)?;
+    }
+    Ok(())
+}
+
 pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Result<Action, Error> {
     // Finalizer and removal of a deleted CSV (issue 6, `removal.rs`).
     if let Some(action) = super::removal::reconcile_csv(&csv, &ctx).await? {
@@ -467,6 +486,8 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
 
     match phase.as_str() {
         "" => {
+            // OLM's OperatorCondition generator: one OperatorCondition per CSV (issue 13).
+            crate::install::operator_condition::ensure(&ctx.client, &csv).await.map_err(|e| Error::Kube { context: e.what, source: e.source })?;
             set(&mut status, "Pending", "RequirementsUnknown", "requirements not yet checked");
             write_status(&ctx, &api, &csv, status, &phase).await?;
             return Ok(Action::requeue(Duration::from_millis(100)));
@@ -507,6 +528,9 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     if phase != p || status["message"] != m {
         set(&mut status, p, r, &m);
         write_status(&ctx, &api, &csv, status, &phase).await?;
+    }
+    if p == "Succeeded" && phase != "Succeeded" {
+        ensure_aggregation(&ctx.client, &csv, &ns).await?;
     }
     if p == "Succeeded" {
         delete_replaced(&api, &csv, &ns).await?;

@@ -85,6 +85,7 @@ pub const RECHECKED_REASONS: &[&str] = &[
     "InvalidOperatorGroup",
     "APINotAvailable",
     "Forbidden",
+    crate::install::operator_condition::NOT_UPGRADEABLE,
 ];
 
 /// Why a plan cannot go on now, and so what capstan does with it.
@@ -448,6 +449,14 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
         return Ok(Action::await_change());
     }
     let plain: Vec<Step> = steps.iter().map(|(s, _)| s.clone()).collect();
+    // An OperatorCondition Upgradeable=False on the CSV being replaced holds the upgrade (OLM
+    // `isOperatorUpgradeable`); checked again like the other blocks until it clears (issue 13).
+    for (csv_ns, replaced) in crate::install::operator_condition::replaced_csvs(&plain) {
+        let may = crate::install::operator_condition::may_replace(&ctx.client, &csv_ns, &replaced).await.map_err(|e| Error::Kube { context: e.what, source: e.source })?;
+        if let Err(message) = may {
+            return block(&ctx, &api, &ip, status, &listed("NotCreated"), crate::install::operator_condition::NOT_UPGRADEABLE, message, blocked).await;
+        }
+    }
     let installer = match preflight(&ctx, &ns, &og, &plain).await? {
         Ok(i) => i,
         Err((reason, message)) => return block(&ctx, &api, &ip, status, &listed("NotCreated"), reason, message, blocked).await,

@@ -243,25 +243,31 @@ pub async fn ensure_for_csv(client: &Client, csv: &ClusterServiceVersion) -> Res
     Ok(missing)
 }
 
-/// Brings an OperatorGroup's RBAC aggregation in line with `csvs` (the non-copied CSVs in its
-/// namespace): writes `olm.providedAPIs` (unless `spec.staticProvidedAPIs`, whose annotation is
-/// the user's and is used as it is) and applies [`operator_group_cluster_roles`] for the union.
-/// Returns the annotation value.
-pub async fn ensure_for_operator_group(client: &Client, og: &OperatorGroup, csvs: &[ClusterServiceVersion]) -> Result<String, AggregationError> {
+/// Brings an OperatorGroup's RBAC aggregation in line with the CSVs in its namespace (copied CSVs,
+/// label `olm.copiedFrom`, excluded as in OLM): writes `olm.providedAPIs` (unless
+/// `spec.staticProvidedAPIs`, whose annotation is the user's and is used as it is) and applies
+/// [`operator_group_cluster_roles`] for the union — only when the annotation changes or the
+/// group's `admin` ClusterRole is missing, so the periodic OperatorGroup check costs one list and
+/// one read. Returns the annotation value.
+pub async fn ensure_for_operator_group(client: &Client, og: &OperatorGroup) -> Result<String, AggregationError> {
     let ns = og.namespace().unwrap_or_default();
     let name = og.name_any();
-    let current = og.annotations().get(PROVIDED_APIS_ANNOTATION).cloned();
-    let mut apis: BTreeSet<ApiKey> = csvs.iter().flat_map(|c| provided_apis(&c.spec)).map(|mut a| {
-        a.plural.clear();
-        a
-    }).collect();
-    let value = if og.spec.static_provided_apis == Some(true) {
-        apis = parse_provided_apis(current.as_deref().unwrap_or_default()).into_iter().collect();
-        current.clone().unwrap_or_default()
+    let csvs = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .map_err(err(format!("listing ClusterServiceVersions in {ns}")))?;
+    let members: Vec<&ClusterServiceVersion> = csvs.items.iter().filter(|c| !c.labels().contains_key(super::LABEL_COPIED_FROM)).collect();
+    let current = og.annotations().get(PROVIDED_APIS_ANNOTATION).cloned().unwrap_or_default();
+    let static_apis = og.spec.static_provided_apis == Some(true);
+    let apis: Vec<ApiKey> = if static_apis {
+        parse_provided_apis(&current)
     } else {
-        provided_apis_annotation(&apis)
+        let set: BTreeSet<ApiKey> = members.iter().flat_map(|c| provided_apis(&c.spec)).map(|a| ApiKey { plural: String::new(), ..a }).collect();
+        set.into_iter().collect()
     };
-    if og.spec.static_provided_apis != Some(true) && current.as_deref().unwrap_or_default() != value {
+    let value = if static_apis { current.clone() } else { provided_apis_annotation(&apis) };
+    let changed = value != current;
+    if changed && !static_apis {
         // A merge patch of metadata only: the OperatorGroup may have been created as v1alpha2.
         let patch = json!({"metadata": {"annotations": {PROVIDED_APIS_ANNOTATION: value}}});
         Api::<OperatorGroup>::namespaced(client.clone(), &ns)
@@ -269,11 +275,69 @@ pub async fn ensure_for_operator_group(client: &Client, og: &OperatorGroup, csvs
             .await
             .map_err(err(format!("writing {PROVIDED_APIS_ANNOTATION} of OperatorGroup {ns}/{name}")))?;
     }
-    let apis: Vec<ApiKey> = apis.into_iter().collect();
-    for cr in operator_group_cluster_roles(&ns, &name, &apis) {
-        apply_cluster_role(client, &cr).await?;
+    let roles = operator_group_cluster_roles(&ns, &name, &apis);
+    let admin = roles[0]["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let missing = Api::<ClusterRole>::all(client.clone()).get_opt(&admin).await.map_err(err(format!("reading ClusterRole {admin}")))?.is_none();
+    if changed || missing {
+        for cr in &roles {
+            apply_cluster_role(client, cr).await?;
+        }
     }
     Ok(value)
+}
+
+/// Follows OperatorGroup deletions and deletes their ClusterRoles ([`delete_for_operator_group`],
+/// OLM `operatorGroupDeleted`). After every (re)list it also deletes the OperatorGroup
+/// ClusterRoles whose group no longer exists, so a group deleted while capstan was down loses
+/// them too. Runs until the watch stream ends; errors are logged.
+pub async fn watch_operator_group_deletions(client: Client) {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let stream = watcher(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default()).default_backoff();
+    futures::pin_mut!(stream);
+    let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(watcher::Event::Init) => seen.clear(),
+            Ok(watcher::Event::InitApply(og) | watcher::Event::Apply(og)) => {
+                seen.insert((og.namespace().unwrap_or_default(), og.name_any()));
+            }
+            Ok(watcher::Event::InitDone) => {
+                if let Err(e) = sweep_orphans(&client, &seen).await {
+                    tracing::warn!(error = %e, "deleting the ClusterRoles of deleted OperatorGroups");
+                }
+            }
+            Ok(watcher::Event::Delete(og)) => {
+                let key = (og.namespace().unwrap_or_default(), og.name_any());
+                seen.remove(&key);
+                if let Err(e) = delete_for_operator_group(&client, &key.0, &key.1).await {
+                    tracing::warn!(error = %e, "deleting the ClusterRoles of a deleted OperatorGroup");
+                }
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Deletes OperatorGroup ClusterRoles (owner labels of kind `OperatorGroup`, `olm.managed`) whose
+/// group is not in `existing` (`(namespace, name)`).
+async fn sweep_orphans(client: &Client, existing: &BTreeSet<(String, String)>) -> Result<(), AggregationError> {
+    let api = Api::<ClusterRole>::all(client.clone());
+    let sel = format!("{LABEL_OWNER_KIND}=OperatorGroup,{LABEL_MANAGED}=true");
+    let list = api.list_metadata(&ListParams::default().labels(&sel)).await.map_err(err("listing OperatorGroup ClusterRoles"))?;
+    for cr in list.items {
+        let l = cr.labels();
+        let key = (l.get(LABEL_OWNER_NAMESPACE).cloned().unwrap_or_default(), l.get(LABEL_OWNER).cloned().unwrap_or_default());
+        if !existing.contains(&key) {
+            let name = cr.name_any();
+            match api.delete(&name, &DeleteParams::default()).await {
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(err(format!("deleting ClusterRole {name}"))(e)),
+                Ok(_) => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Deletes the ClusterRoles of a deleted OperatorGroup (by its owner labels, OLM

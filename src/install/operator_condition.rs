@@ -118,6 +118,40 @@ pub async fn ensure(client: &Client, csv: &ClusterServiceVersion) -> Result<Oper
     Ok(applied)
 }
 
+/// The CSVs the plan's steps replace: `spec.replaces` of every ClusterServiceVersion step
+/// (capstan writes it from the cluster's installed CSV, [`super::InstallTarget::replaces`]), as
+/// `(namespace, name)`.
+pub fn replaced_csvs(steps: &[super::Step]) -> Vec<(String, String)> {
+    steps
+        .iter()
+        .filter(|s| s.kind == "ClusterServiceVersion")
+        .filter_map(|s| {
+            let r = s.manifest.pointer("/spec/replaces").and_then(Value::as_str).filter(|r| !r.is_empty())?;
+            Some((s.namespace.clone().unwrap_or_default(), r.to_string()))
+        })
+        .collect()
+}
+
+/// Reason (on the InstallPlan's `Installed` condition and the Subscription) of an upgrade held by
+/// an OperatorCondition: OLM's CSV reason `OperatorConditionNotUpgradeable`.
+pub const NOT_UPGRADEABLE: &str = "OperatorConditionNotUpgradeable";
+
+/// Whether CSV `ns/csv` may be replaced now (OLM `isOperatorUpgradeable`, read when the new CSV
+/// is `Pending`): its OperatorCondition's [`OperatorCondition::upgradeable`]; no OperatorCondition
+/// means yes. Copies `spec.conditions` to `status.conditions` on the way, as OLM's controller
+/// does. `Ok(Err(message))`: held, with the message to show
+/// (`operator is not upgradeable: …` naming the CSV).
+pub async fn may_replace(client: &Client, ns: &str, csv: &str) -> Result<Result<(), String>, OperatorConditionError> {
+    let ocs: Api<OperatorCondition> = Api::namespaced(client.clone(), ns);
+    let e = |what: String| move |source| OperatorConditionError { what, source };
+    let Some(oc) = ocs.get_opt(csv).await.map_err(e(format!("reading OperatorCondition {ns}/{csv}")))? else { return Ok(Ok(())) };
+    if let Some(conditions) = oc.synced_status_conditions() {
+        let status = json!({"status": OperatorConditionStatus { conditions }});
+        ocs.patch_status(csv, &PatchParams::default(), &Patch::Merge(&status)).await.map_err(e(format!("writing status of OperatorCondition {ns}/{csv}")))?;
+    }
+    Ok(oc.upgradeable().map_err(|m| format!("CSV {ns}/{csv} holds its upgrade: {m} (OperatorCondition {ns}/{csv}; the upgrade proceeds once Upgradeable is no longer False)")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
