@@ -23,7 +23,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use serde_json::json;
+use serde_json::{Value, json};
 use support::controller::*;
 use support::{TestNamespace, eventually};
 
@@ -100,6 +100,15 @@ async fn capstan_creates_what_olm_creates_around_an_install() {
     subscribe(&client, &ns.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
     csv_succeeded_and_deployment_available(&client, &ns.name).await;
     eventually("edit covers nginxes after the install", WAIT, || async { user_may(&client, &alice, "create", &ns.name).await.then_some(()) }).await;
+    // 3. requirementStatus as OLM: minKubeVersion (1.27.0) checked against the server (v1.36.3)
+    //    first, each CRD once.
+    let csv = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns.name).get("nginx-operator.v0.2.0").await.expect("CSV");
+    let reqs = serde_json::to_value(&csv.status.as_ref().expect("status").requirement_status).expect("json");
+    assert_eq!(reqs[0]["kind"], "ClusterServiceVersion", "{reqs}");
+    assert_eq!(reqs[0]["message"], "CSV minKubeVersion (1.27.0) less than server version (v1.36.3)", "{reqs}");
+    let crd_entries: Vec<&Value> = reqs.as_array().unwrap().iter().filter(|r| r["kind"] == "CustomResourceDefinition").collect();
+    assert_eq!(crd_entries.len(), 1, "{reqs}");
+    assert!(crd_entries[0]["uuid"].as_str().is_some_and(|u| !u.is_empty()), "{reqs}");
     let cr: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v1alpha1", "kind": "Nginx", "metadata": {"name": "by-alice", "namespace": ns.name}, "spec": {}})).expect("cr");
     nginx_api(&client_as(&alice).await, &ns.name).create(&PostParams::default(), &cr).await.expect("alice creates an Nginx in her namespace");
     let other = TestNamespace::new(&client, "parity-other").await;
@@ -154,6 +163,32 @@ async fn capstan_creates_what_olm_creates_around_an_install() {
     .expect("sar");
     let r = Api::<SubjectAccessReview>::all(client.clone()).create(&PostParams::default(), &sar).await.expect("SAR");
     assert!(r.status.is_some_and(|s| s.allowed), "the operator's ServiceAccount may update its OperatorCondition");
+
+    // 3b. A CSV whose minKubeVersion is above the server's stays Pending and says why; a native
+    //     API the server lacks is listed as NotPresent.
+    create::<ClusterServiceVersion>(&client, &other.name, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": "future.v1.0.0", "namespace": other.name},
+        "spec": {"displayName": "future", "minKubeVersion": "1.99.0", "installModes": [{"type": "AllNamespaces", "supported": true}, {"type": "OwnNamespace", "supported": true}],
+                 "nativeAPIs": [{"group": "apps", "version": "v1", "kind": "Deployment"}, {"group": "nowhere.example.com", "version": "v1", "kind": "Ghost"}],
+                 "install": {"strategy": "deployment", "spec": {"deployments": []}}}
+    }))
+    .await;
+    let og: OperatorGroup = serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "og", "namespace": other.name}, "spec": {"targetNamespaces": [other.name]}})).expect("og");
+    Api::<OperatorGroup>::namespaced(client.clone(), &other.name).create(&PostParams::default(), &og).await.expect("create OperatorGroup");
+    let st = eventually("future CSV RequirementsNotMet", WAIT, || async {
+        let c = Api::<ClusterServiceVersion>::namespaced(client.clone(), &other.name).get("future.v1.0.0").await.ok()?;
+        let st = serde_json::to_value(c.status?).ok()?;
+        (st["reason"] == "RequirementsNotMet").then_some(st)
+    })
+    .await;
+    assert_eq!(st["phase"], "Pending", "{st}");
+    let msg = st["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("minKubeVersion (1.99.0) > server version (1.36.3)") && msg.contains("Ghost"), "{msg}");
+    let reqs = &st["requirementStatus"];
+    assert_eq!(reqs[0]["status"], "PresentNotSatisfied", "{reqs}");
+    let native: Vec<(&str, &str)> = reqs.as_array().unwrap().iter().filter(|r| r["kind"] == "Deployment" || r["kind"] == "Ghost").map(|r| (r["kind"].as_str().unwrap(), r["status"].as_str().unwrap())).collect();
+    assert_eq!(native, [("Deployment", "Present"), ("Ghost", "NotPresent")], "{reqs}");
 
     // 1b. Removal: the OperatorGroup's roles go with it; the per-CRD roles with the CRD.
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns.name);

@@ -117,25 +117,49 @@ pub(crate) async fn operator_group_targets(client: &Client, namespace: &str) -> 
 async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<(Vec<Value>, Vec<String>), Error> {
     let mut entries = Vec::new();
     let mut missing = Vec::new();
-    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crds = csv.spec.customresourcedefinitions.as_ref();
-    let mut wanted: Vec<&crate::api::clusterserviceversion::CrdDescription> = Vec::new();
-    if let Some(c) = crds {
-        wanted.extend(c.owned.iter().flatten());
-        wanted.extend(c.required.iter().flatten());
+    // Order and checks as OLM's requirementAndPermissionStatus: minKubeVersion, each CRD once
+    // (owned wins, by name), native APIs, then the ServiceAccounts.
+    if csv.spec.min_kube_version.as_deref().is_some_and(|m| !m.is_empty()) {
+        let server = client.apiserver_version().await.ok().map(|i| i.git_version);
+        if let Some((met, entry)) = csv.min_kube_version_status(server.as_deref().ok_or(())) {
+            if !met {
+                missing.push(format!("spec.minKubeVersion: {}", entry.message));
+            }
+            entries.push(serde_json::to_value(entry).unwrap_or_default());
+        }
     }
-    for d in wanted {
+    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for d in csv.all_crd_descriptions() {
         let crd = crd_api.get_opt(&d.name).await.map_err(kube_err(format!("reading CustomResourceDefinition {}", d.name)))?;
-        let established = crd.as_ref().and_then(|c| c.status.as_ref()).and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True"));
-        let (st, msg) = match (&crd, established) {
-            (Some(_), true) => ("Present", "CRD is present and Established condition is true".to_string()),
-            (Some(_), false) => ("NotPresent", "CRD is present but the Established condition is not true".to_string()),
-            (None, _) => ("NotPresent", "CRD is not present".to_string()),
+        let cond = |t: &str| crd.as_ref().and_then(|c| c.status.as_ref()).and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == t && c.status == "True"));
+        let served = crd.as_ref().is_some_and(|c| c.spec.versions.iter().any(|v| v.name == d.version && v.served));
+        let (st, msg) = match &crd {
+            None => ("NotPresent", "CRD is not present".to_string()),
+            Some(_) if !served => ("NotPresent", "CRD version not served".to_string()),
+            Some(_) if cond("Established") && cond("NamesAccepted") => ("Present", "CRD is present and Established condition is true".to_string()),
+            Some(_) => ("PresentNotAvailable", "CRD is present but the Established condition is False (not available)".to_string()),
         };
         if st != "Present" {
-            missing.push(format!("CustomResourceDefinition {}: {msg}", d.name));
+            missing.push(format!("CustomResourceDefinition {} (version {}): {msg}", d.name, d.version));
         }
-        entries.push(json!({"group": "apiextensions.k8s.io", "version": "v1", "kind": "CustomResourceDefinition", "name": d.name, "status": st, "message": msg}));
+        let mut e = json!({"group": "apiextensions.k8s.io", "version": "v1", "kind": "CustomResourceDefinition", "name": d.name, "status": st, "message": msg});
+        if let Some(uid) = crd.as_ref().and_then(|c| c.metadata.uid.clone()).filter(|_| st == "Present") {
+            e["uuid"] = json!(uid);
+        }
+        entries.push(e);
+    }
+    for api in csv.spec.native_apis.iter().flatten() {
+        let gv = if api.group.is_empty() { api.version.clone() } else { format!("{}/{}", api.group, api.version) };
+        let served = match client.list_api_group_resources(&gv).await {
+            Ok(list) => list.resources.iter().any(|r| r.kind == api.kind),
+            Err(kube::Error::Api(s)) if s.code == 404 => false,
+            Err(e) => return Err(kube_err(format!("discovering API {gv}"))(e)),
+        };
+        let (st, msg) = if served { ("Present", "Native API exists") } else { ("NotPresent", "Native API does not exist") };
+        if !served {
+            missing.push(format!("native API {gv} {}: {msg}", api.kind));
+        }
+        entries.push(json!({"group": api.group, "version": api.version, "kind": api.kind, "name": format!("{}.{}", api.version, api.group), "status": st, "message": msg}));
     }
     let strategy = csv.spec.install.spec.as_ref();
     let mut perms: Vec<(&crate::api::clusterserviceversion::StrategyDeploymentPermissions, bool)> = Vec::new();
