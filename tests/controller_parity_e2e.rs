@@ -243,6 +243,14 @@ async fn capstan_creates_what_olm_creates_around_an_install() {
     set_upgradeable(&client, &up.name, "nginx-operator.v0.1.0", "False").await;
     let second = pending("nginx-operator.v0.2.0").await;
     let second_name = second.metadata.name.clone().unwrap_or_default();
+    // While the upgrade waits for approval the Subscription names both (installedCSV was empty
+    // here before issue 13).
+    let st = eventually("installedCSV and currentCSV while the upgrade waits", WAIT, || async {
+        let st = serde_json::to_value(Api::<Subscription>::namespaced(client.clone(), &up.name).get("nginx-operator").await.ok()?.status?).ok()?;
+        (st["currentCSV"] == "nginx-operator.v0.2.0").then_some(st)
+    })
+    .await;
+    assert_eq!(st["installedCSV"], "nginx-operator.v0.1.0", "{st}");
     approve(second_name.clone()).await;
     let held = eventually("upgrade held by Upgradeable=False", WAIT, || async {
         let p = plans.get(&second_name).await.ok()?;

@@ -208,6 +208,13 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
         && is_installed(&own.bundle)
     {
         status["installedCSV"] = json!(own.bundle);
+    } else if !status["installedCSV"].as_str().is_some_and(is_installed) {
+        // An upgrade is pending (e.g. waiting for approval): as in OLM, installedCSV names what is
+        // installed of the package meanwhile, currentCSV the upgrade (issue 13).
+        let mut of_package = installed.iter().filter(|i| i.package.as_deref() == Some(sub.spec.package.as_str()));
+        if let (Some(i), None) = (of_package.next(), of_package.next()) {
+            status["installedCSV"] = json!(i.name);
+        }
     }
     let to_install: Vec<_> = mine
         .iter()
