@@ -191,6 +191,13 @@ async fn capstan_creates_what_olm_creates_around_an_install() {
     assert_eq!(native, [("Deployment", "Present"), ("Ghost", "NotPresent")], "{reqs}");
 
     // 1b. Removal: the OperatorGroup's roles go with it; the per-CRD roles with the CRD.
+    // uninstall-crds keeps a CRD another CSV still owns: wait until CSVs of earlier tests in this
+    // cluster (in namespaces being deleted, finalized by this controller) are gone.
+    eventually("no other CSV owns nginxes.example.com", WAIT, || async {
+        let all = Api::<ClusterServiceVersion>::all(client.clone()).list(&ListParams::default()).await.ok()?;
+        all.items.iter().all(|c| c.metadata.namespace.as_deref() == Some(ns.name.as_str()) || !c.owned_crd_names().any(|n| n == "nginxes.example.com")).then_some(())
+    })
+    .await;
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns.name);
     csvs.patch("nginx-operator.v0.2.0", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"operators.capstan.dev/uninstall-crds": "true"}}})))
         .await
@@ -273,6 +280,54 @@ async fn capstan_creates_what_olm_creates_around_an_install() {
     assert_eq!(csv_names, ["nginx-operator.v0.1.0"], "nothing of v0.2.0 applied while held");
     set_upgradeable(&client, &up.name, "nginx-operator.v0.1.0", "True").await;
     csv_version_succeeded(&client, &up.name, "nginx-operator.v0.2.0").await;
+
+    // 4. A CatalogSource with spec.address at an `opm serve` on loopback resolves and installs
+    //    like one with spec.image (OLM's gRPC registry API).
+    let opm = std::env::var("CAPSTAN_OPM").unwrap_or_else(|_| format!("{}/.cache/capstan/peers/bin/opm", std::env::var("HOME").unwrap_or_default()));
+    assert!(std::path::Path::new(&opm).is_file(), "opm not found at {opm}: export CAPSTAN_OPM=$(bash tests/peers/build.sh)");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("free port").local_addr().expect("addr").port();
+    let mut serve = std::process::Command::new(&opm)
+        .args(["serve", work.path().join("catalog").to_str().unwrap_or_default(), "-p", &port.to_string(), "--pprof-addr", "", "--termination-log", "/dev/null"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start opm serve");
+    let address = format!("127.0.0.1:{port}");
+    eventually("opm serve listening", WAIT, || async { std::net::TcpStream::connect(&address).ok().map(|_| ()) }).await;
+    create::<capstan::api::CatalogSource>(&client, &catalog_ns.name, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+        "metadata": {"name": "served", "namespace": catalog_ns.name},
+        "spec": {"sourceType": "grpc", "address": address}
+    }))
+    .await;
+    let catalogs: Api<capstan::api::CatalogSource> = Api::namespaced(client.clone(), &catalog_ns.name);
+    let st = eventually("CatalogSource with spec.address READY", WAIT, || async {
+        let st = serde_json::to_value(catalogs.get("served").await.ok()?.status?).ok()?;
+        (st["connectionState"]["lastObservedState"] == "READY").then_some(st)
+    })
+    .await;
+    assert_eq!(st["packageCount"], 2, "{st}");
+    let served = namespace_with_group(&client, "parity-address").await;
+    create::<Subscription>(&client, &served.name, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": "nginx-operator", "namespace": served.name},
+        "spec": {"name": "nginx-operator", "channel": "alpha", "source": "served", "sourceNamespace": catalog_ns.name, "installPlanApproval": "Automatic"}
+    }))
+    .await;
+    csv_succeeded_and_deployment_available(&client, &served.name).await;
+    let plan = plan_in_phase(&client, &served.name, "nginx-operator", "Complete").await;
+    let lookups = serde_json::to_value(&plan.status.as_ref().expect("status").bundle_lookups).expect("json");
+    assert!(lookups[0]["catalogSourceRef"]["name"] == "served" && lookups[0]["path"].as_str().is_some_and(|p| p.contains("nginx-operator-bundle")), "{lookups}");
+    let _ = serve.kill();
+    let _ = serve.wait();
+    // The registry gone: TRANSIENT_FAILURE naming the address (checked on the next poll, forced by a spec change).
+    catalogs.patch("served", &PatchParams::default(), &Patch::Merge(json!({"spec": {"priority": 1}}))).await.expect("touch CatalogSource");
+    let st = eventually("CatalogSource with a dead address TRANSIENT_FAILURE", WAIT, || async {
+        let st = serde_json::to_value(catalogs.get("served").await.ok()?.status?).ok()?;
+        (st["connectionState"]["lastObservedState"] == "TRANSIENT_FAILURE").then_some(st)
+    })
+    .await;
+    assert!(st["message"].as_str().is_some_and(|m| m.contains(&address)), "{st}");
 
     controller.abort();
     cleanup_cluster_rbac(&client, &[&ns.name, &up.name]).await;

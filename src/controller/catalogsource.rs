@@ -73,8 +73,11 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
             "spec.sourceType {:?} is not supported by capstan; use grpc or image with spec.image",
             serde_json::to_value(&cs.spec.source_type).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
         ))
+    } else if image.trim().is_empty() && cs.spec.source_type == SourceType::Grpc && cs.spec.address.as_deref().is_some_and(|a| !a.trim().is_empty()) {
+        // A running registry (`opm serve`): read it through OLM's gRPC API (issue 13).
+        load_address(&cs, cs.spec.address.as_deref().unwrap_or_default().trim()).await
     } else if image.trim().is_empty() {
-        Err("spec.image is empty; set it to the catalog image reference (address-only grpc sources are not supported)".into())
+        Err("spec.image is empty; set it to the catalog image reference, or (sourceType grpc) spec.address to a running registry's host:port".into())
     } else {
         // First contact: say CONNECTING while the image is pulled (§1.2), so a slow pull is visible.
         let connected = cs.status.as_ref().and_then(|s| serde_json::to_value(s).ok()).is_some_and(|s| s["connectionState"]["lastObservedState"].is_string());
@@ -138,6 +141,23 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
 
 fn image_repository(image: &str) -> String {
     parse_reference(image).map(|r| format!("{}/{}", r.registry(), r.repository())).unwrap_or_else(|_| image.to_string())
+}
+
+/// Loads a catalog from a running registry at `address` ([`crate::catalog::grpc::load_registry`]);
+/// the "image" shown is `grpc://<address>` and the digest is that of the catalog's content.
+async fn load_address(cs: &CatalogSource, address: &str) -> Result<LoadedIndex, String> {
+    let loaded = crate::catalog::grpc::load_registry(address).await.map_err(|e| e.to_string())?;
+    let index = CatalogIndex::from_config(&loaded.config);
+    let index = match crate::catalog::validate::validate(&loaded.config) {
+        Ok(()) => index,
+        Err(errors) => index.with_invalid(format!("{address}: {errors}")),
+    };
+    Ok(LoadedIndex {
+        image: format!("grpc://{address}"),
+        digest: loaded.digest,
+        priority: cs.spec.priority.unwrap_or(0).clamp(i32::MIN as i64, i32::MAX as i64) as i32,
+        index: Arc::new(index),
+    })
 }
 
 async fn load(ctx: &Context, cs: &CatalogSource, ns: &str, image: &str) -> Result<LoadedIndex, String> {
