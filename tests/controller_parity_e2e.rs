@@ -69,7 +69,7 @@ async fn capstan_creates_what_olm_creates_around_an_install() {
     let catalog_ref = publish(&registry, &repo, work.path());
     apply_crds(&client).await;
     let catalog_ns = TestNamespace::new(&client, "parity-catalog").await;
-    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None };
+    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None, ..Default::default() };
     let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
     catalog_source(&client, &catalog_ns.name, "examples", &catalog_ref).await;
 

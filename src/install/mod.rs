@@ -12,11 +12,13 @@
 
 pub mod aggregation;
 pub mod apply;
+pub mod certs;
 pub mod config;
 pub mod crd_safety;
 pub mod operator_condition;
 pub mod plan;
 pub mod preflight;
+pub mod webhook;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::GroupVersionKind;
