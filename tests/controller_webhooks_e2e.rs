@@ -27,7 +27,7 @@ async fn controller_installs_a_webhook_operator() {
     let catalog_ref = publish_dirs(&registry, &repo, "catalog", work.path(), &[(&bundle, "0.1.0", "replaces")]);
     apply_crds(&client).await;
     let catalog_ns = TestNamespace::new(&client, "ctl-wh-catalog").await;
-    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None };
+    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None, ..Default::default() };
     let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
     catalog_source(&client, &catalog_ns.name, "examples", &catalog_ref).await;
     let ns = namespace_with_global_group(&client, "ctl-wh").await;

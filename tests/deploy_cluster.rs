@@ -257,7 +257,7 @@ async fn manifests_deploy_and_capstan_runs_as_its_service_account() {
             missing.push(format!("{verb} {group}/{resource} in {ns:?}"));
         }
     }
-    for r in ["catalogsources", "subscriptions", "installplans", "clusterserviceversions", "operatorgroups"] {
+    for r in ["catalogsources", "subscriptions", "installplans", "clusterserviceversions", "operatorgroups", "operatorconditions", "operators"] {
         for verb in ["get", "list", "watch", "create", "update", "patch", "delete"] {
             if !can(&sa, verb, "operators.coreos.com", r, Some("default")).await {
                 missing.push(format!("{verb} operators.coreos.com/{r}"));

@@ -47,7 +47,9 @@ pub struct CatalogSourceSpec {
     /// Name of a ConfigMap holding a catalog (OLM's `configmap` source type; not served by capstan).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_map: Option<String>,
-    /// `host:port` of an existing gRPC registry (OLM, `grpc` without `image`; not served by capstan).
+    /// `host:port` of a running gRPC registry (`opm serve`, `operator-sdk run bundle`); used with
+    /// sourceType `grpc` when `image` is empty (OLM: ignored when `image` is set). capstan reads the
+    /// catalog through OLM's registry API (`catalog::grpc`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
     /// Catalog image reference (tag or digest); capstan pulls the File-Based Catalog from it.

@@ -715,11 +715,94 @@ impl ClusterServiceVersion {
     pub fn phase(&self) -> Option<&CsvPhase> {
         self.status.as_ref()?.phase.as_ref()
     }
+
+    /// Owned and required CRD descriptions, one per CRD name (an owned one wins over a required
+    /// one of the same name), sorted by name (OLM `GetAllCRDDescriptions`, which
+    /// `status.requirementStatus` lists one entry per).
+    pub fn all_crd_descriptions(&self) -> Vec<&CrdDescription> {
+        let mut set: BTreeMap<&str, &CrdDescription> = BTreeMap::new();
+        let c = self.spec.customresourcedefinitions.as_ref();
+        for d in c.iter().flat_map(|c| c.required.iter().flatten()) {
+            set.insert(&d.name, d);
+        }
+        for d in c.iter().flat_map(|c| c.owned.iter().flatten()) {
+            set.insert(&d.name, d);
+        }
+        set.into_values().collect()
+    }
+
+    /// The `spec.minKubeVersion` requirement against the API server's `gitVersion` (OLM
+    /// `minKubeVersionStatus`, `requirements.go`): `None` when the CSV sets none; otherwise whether
+    /// it is met and the `requirementStatus` entry (kind `ClusterServiceVersion`, the CSV's name,
+    /// OLM's messages). Versions are read as OLM's semver library reads them: a leading `v`
+    /// dropped, the server's `-…` suffix cut, missing minor/patch parts zero. `server` is the
+    /// server's `gitVersion`, or `Err` when it could not be asked.
+    pub fn min_kube_version_status(&self, server: Result<&str, ()>) -> Option<(bool, RequirementStatus)> {
+        let min = self.spec.min_kube_version.as_deref().filter(|m| !m.is_empty())?;
+        let entry = |status: RequirementStatusReason, message: String| RequirementStatus {
+            group: "operators.coreos.com".into(),
+            version: "v1alpha1".into(),
+            kind: "ClusterServiceVersion".into(),
+            name: self.metadata.name.clone().unwrap_or_default(),
+            status,
+            message,
+            uuid: None,
+            dependents: Vec::new(),
+        };
+        let fail = |m: &str| Some((false, entry(RequirementStatusReason::PresentNotSatisfied, m.into())));
+        let Ok(git) = server else { return fail("Server version discovery error") };
+        let Some(sv) = loose_version(git.trim_start_matches('v').split('-').next().unwrap_or_default()) else { return fail("Server version parsing error") };
+        let Some(mv) = loose_version(min.trim_start_matches('v')) else { return fail("CSV version parsing error") };
+        let shown = format!("{}.{}.{}", sv.0, sv.1, sv.2);
+        if mv > sv {
+            return Some((false, entry(RequirementStatusReason::PresentNotSatisfied, format!("CSV version requirement not met: minKubeVersion ({min}) > server version ({shown})"))));
+        }
+        Some((true, entry(RequirementStatusReason::Present, format!("CSV minKubeVersion ({min}) less than server version ({git})"))))
+    }
+}
+
+/// `major[.minor[.patch]]` with an optional `+build` or `-pre` part ignored, as numbers.
+fn loose_version(s: &str) -> Option<(u64, u64, u64)> {
+    let core = s.split(['+', '-']).next()?;
+    let mut parts = core.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().map(str::parse).transpose().ok()?.unwrap_or(0);
+    let patch = parts.next().map(str::parse).transpose().ok()?.unwrap_or(0);
+    if parts.next().is_some() {
+        return None;
+    }
+    Some((major, minor, patch))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn crd_descriptions_once_each_owned_first_sorted() {
+        let c = csv(serde_json::json!({"displayName": "x", "install": {"strategy": "deployment"}, "customresourcedefinitions": {
+            "owned": [{"name": "b.example.com", "version": "v1", "kind": "B"}, {"name": "a.example.com", "version": "v2", "kind": "A"}],
+            "required": [{"name": "a.example.com", "version": "v1", "kind": "A"}, {"name": "c.example.com", "version": "v1", "kind": "C"}]}}), serde_json::json!({}));
+        let got: Vec<(&str, &str)> = c.all_crd_descriptions().iter().map(|d| (d.name.as_str(), d.version.as_str())).collect();
+        assert_eq!(got, [("a.example.com", "v2"), ("b.example.com", "v1"), ("c.example.com", "v1")]);
+    }
+
+    #[test]
+    fn min_kube_version_as_olm_checks_it() {
+        let with = |m: &str| csv(serde_json::json!({"displayName": "x", "install": {"strategy": "deployment"}, "minKubeVersion": m}), serde_json::json!({}));
+        assert!(with("").min_kube_version_status(Ok("v1.36.3")).is_none());
+        let (met, e) = with("1.20.0").min_kube_version_status(Ok("v1.36.3")).unwrap();
+        assert!(met);
+        assert_eq!(e.message, "CSV minKubeVersion (1.20.0) less than server version (v1.36.3)");
+        assert_eq!((e.kind.as_str(), e.name.as_str()), ("ClusterServiceVersion", "op.v1.0.0"));
+        let (met, e) = with("1.37").min_kube_version_status(Ok("v1.36.3")).unwrap();
+        assert!(!met);
+        assert_eq!(e.message, "CSV version requirement not met: minKubeVersion (1.37) > server version (1.36.3)");
+        assert!(with("v1.36.3").min_kube_version_status(Ok("v1.36.3-rc.1+abc")).unwrap().0, "equal is met");
+        assert_eq!(with("1.2").min_kube_version_status(Ok("v0.0.0-master+$Format:%H$")).unwrap().0, false);
+        assert_eq!(with("x.y").min_kube_version_status(Ok("v1.36.3")).unwrap().1.message, "CSV version parsing error");
+        assert_eq!(with("1.2").min_kube_version_status(Err(())).unwrap().1.message, "Server version discovery error");
+    }
 
     fn csv(spec: serde_json::Value, annotations: serde_json::Value) -> ClusterServiceVersion {
         serde_json::from_value(serde_json::json!({

@@ -1,6 +1,7 @@
 //! The `operators.coreos.com` API as kube-rs custom resources: CatalogSource, Subscription,
 //! InstallPlan, ClusterServiceVersion (`v1alpha1`) and OperatorGroup (`v1`; its CRD also serves
-//! `v1alpha2`, see [`operatorgroup::v1alpha2`]).
+//! `v1alpha2`, see [`operatorgroup::v1alpha2`]), OperatorCondition (`v2`, also served as
+//! [`operatorcondition::v1`]) and Operator (`v1`, cluster-scoped).
 //!
 //! Field names, enum values, condition types, short names, categories and printer columns are
 //! OLM v0's (`../shared/reference/olm-v0.md` §1; upstream `operator-framework/api`
@@ -23,7 +24,7 @@
 //! `securityContextConfig`, webhook type, upgrade strategy) are plain enums with the same
 //! `enum:` in capstan's CRDs.
 //!
-//! [`crds`] returns the five CustomResourceDefinitions (sorted by name, deterministic);
+//! [`crds`] returns the seven CustomResourceDefinitions (sorted by name, deterministic);
 //! `capstan crds` prints them and `manifests/crds/` holds them, one file per CRD named like
 //! OLM's ([`crd_file_name`]).
 
@@ -118,6 +119,8 @@ pub mod catalogsource;
 pub mod clusterserviceversion;
 pub mod common;
 pub mod installplan;
+pub mod operator;
+pub mod operatorcondition;
 pub mod operatorgroup;
 pub mod subscription;
 
@@ -128,6 +131,8 @@ pub use clusterserviceversion::{ClusterServiceVersion, ClusterServiceVersionSpec
 pub use common::{Approval, ConditionStatus};
 pub use crds::{CrdError, GENERATED_HEADER, crd_file_content, crd_file_name, crd_to_yaml, crds, crds_yaml_stream, write_crd_dir};
 pub use installplan::{InstallPlan, InstallPlanSpec, InstallPlanStatus};
+pub use operator::{Operator, OperatorSpec, OperatorStatus};
+pub use operatorcondition::{OperatorCondition, OperatorConditionSpec, OperatorConditionStatus};
 pub use operatorgroup::{OperatorGroup, OperatorGroupSpec, OperatorGroupStatus};
 pub use subscription::{Subscription, SubscriptionSpec, SubscriptionStatus};
 

@@ -10,4 +10,5 @@ pub mod render;
 pub mod semver_range;
 pub mod validate;
 pub mod generate;
+pub mod grpc;
 pub mod add;

@@ -67,10 +67,17 @@ fn unsupported(cs: &CatalogSource) -> Option<String> {
             serde_json::to_value(&cs.spec.source_type).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
         ));
     }
-    if cs.spec.image.as_deref().unwrap_or("").trim().is_empty() {
-        return Some("spec.image is empty; set it to the catalog image reference (address-only grpc sources are not supported)".into());
+    if cs.spec.image.as_deref().unwrap_or("").trim().is_empty() && registry_address(cs).is_none() {
+        return Some("spec.image is empty; set it to the catalog image reference, or (sourceType grpc) spec.address to a running registry's host:port".into());
     }
     None
+}
+
+/// The running registry a CatalogSource points at: `spec.address` of a `grpc` source without
+/// `spec.image` (OLM ignores the address when an image is set). Pure.
+pub(crate) fn registry_address(cs: &CatalogSource) -> Option<&str> {
+    let image_set = cs.spec.image.as_deref().is_some_and(|i| !i.trim().is_empty());
+    (cs.spec.source_type == SourceType::Grpc && !image_set).then(|| cs.spec.address.as_deref().map(str::trim).filter(|a| !a.is_empty())).flatten()
 }
 
 fn connection(state: &str, now: &Time, connected: bool) -> Option<GrpcConnectionState> {
@@ -124,6 +131,8 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
     let interval_error = interval_error.map(|e| e.to_string());
     let loaded = match unsupported(&cs) {
         Some(message) => Err(message),
+        // A running registry (`opm serve`): read it through OLM's gRPC API (issue 13).
+        None if registry_address(&cs).is_some() => load_address(&cs, registry_address(&cs).unwrap_or_default()).await,
         None => {
             let image = cs.spec.image.clone().unwrap_or_default();
             // First contact: say CONNECTING while the image is pulled (§1.2), so a slow pull is visible.
@@ -157,6 +166,23 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
 
 fn image_repository(image: &str) -> String {
     parse_reference(image).map(|r| format!("{}/{}", r.registry(), r.repository())).unwrap_or_else(|_| image.to_string())
+}
+
+/// Loads a catalog from a running registry at `address` ([`crate::catalog::grpc::load_registry`]);
+/// the "image" shown is `grpc://<address>` and the digest is that of the catalog's content.
+async fn load_address(cs: &CatalogSource, address: &str) -> Result<LoadedIndex, String> {
+    let loaded = crate::catalog::grpc::load_registry(address).await.map_err(|e| e.to_string())?;
+    let index = CatalogIndex::from_config(&loaded.config);
+    let index = match crate::catalog::validate::validate(&loaded.config) {
+        Ok(()) => index,
+        Err(errors) => index.with_invalid(format!("{address}: {errors}")),
+    };
+    Ok(LoadedIndex {
+        image: format!("grpc://{address}"),
+        digest: loaded.digest,
+        priority: cs.spec.priority.unwrap_or(0).clamp(i32::MIN as i64, i32::MAX as i64) as i32,
+        index: Arc::new(index),
+    })
 }
 
 async fn load(ctx: &Context, cs: &CatalogSource, ns: &str, image: &str) -> Result<LoadedIndex, String> {
@@ -193,6 +219,20 @@ mod tests {
                 ..Default::default()
             },
         )
+    }
+
+    #[test]
+    fn an_address_is_used_only_by_grpc_sources_without_an_image() {
+        let mut c = cs(None);
+        c.spec.source_type = SourceType::Grpc;
+        c.spec.address = Some(" 127.0.0.1:50051 ".into());
+        assert_eq!(registry_address(&c), Some("127.0.0.1:50051"));
+        assert!(unsupported(&c).is_none());
+        c.spec.image = Some("quay.io/x/catalog:latest".into());
+        assert_eq!(registry_address(&c), None, "OLM ignores the address when an image is set");
+        c.spec.image = None;
+        c.spec.address = Some("".into());
+        assert!(unsupported(&c).is_some_and(|m| m.contains("spec.address")));
     }
 
     #[test]

@@ -139,25 +139,47 @@ pub(crate) async fn operator_group_targets(client: &Client, namespace: &str) -> 
 async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<(Vec<RequirementStatus>, Vec<String>), Error> {
     let mut entries = Vec::new();
     let mut missing = Vec::new();
-    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crds = csv.spec.customresourcedefinitions.as_ref();
-    let mut wanted: Vec<&crate::api::clusterserviceversion::CrdDescription> = Vec::new();
-    if let Some(c) = crds {
-        wanted.extend(c.owned.iter().flatten());
-        wanted.extend(c.required.iter().flatten());
-    }
-    for d in wanted {
-        let crd = crd_api.get_opt(&d.name).await.map_err(kube_err(format!("reading CustomResourceDefinition {}", d.name)))?;
-        let established = crd.as_ref().and_then(|c| c.status.as_ref()).and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True"));
-        let (st, msg) = match (&crd, established) {
-            (Some(_), true) => (RequirementStatusReason::Present, "CRD is present and Established condition is true"),
-            (Some(_), false) => (RequirementStatusReason::NotPresent, "CRD is present but the Established condition is not true"),
-            (None, _) => (RequirementStatusReason::NotPresent, "CRD is not present"),
-        };
-        if st != RequirementStatusReason::Present {
-            missing.push(format!("CustomResourceDefinition {}: {msg}", d.name));
+    // Order and checks as OLM's requirementAndPermissionStatus: minKubeVersion, each CRD once
+    // (owned wins, by name), native APIs, then the ServiceAccounts (issue 13).
+    if csv.spec.min_kube_version.as_deref().is_some_and(|m| !m.is_empty()) {
+        let server = client.apiserver_version().await.ok().map(|i| i.git_version);
+        if let Some((met, entry)) = csv.min_kube_version_status(server.as_deref().ok_or(())) {
+            if !met {
+                missing.push(format!("spec.minKubeVersion: {}", entry.message));
+            }
+            entries.push(entry);
         }
-        entries.push(requirement("apiextensions.k8s.io", "CustomResourceDefinition", &d.name, st, msg));
+    }
+    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for d in csv.all_crd_descriptions() {
+        let crd = crd_api.get_opt(&d.name).await.map_err(kube_err(format!("reading CustomResourceDefinition {}", d.name)))?;
+        let cond = |t: &str| crd.as_ref().and_then(|c| c.status.as_ref()).and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == t && c.status == "True"));
+        let served = crd.as_ref().is_some_and(|c| c.spec.versions.iter().any(|v| v.name == d.version && v.served));
+        let (st, msg) = match &crd {
+            None => (RequirementStatusReason::NotPresent, "CRD is not present"),
+            Some(_) if !served => (RequirementStatusReason::NotPresent, "CRD version not served"),
+            Some(_) if cond("Established") && cond("NamesAccepted") => (RequirementStatusReason::Present, "CRD is present and Established condition is true"),
+            Some(_) => (RequirementStatusReason::PresentNotAvailable, "CRD is present but the Established condition is False (not available)"),
+        };
+        let present = st == RequirementStatusReason::Present;
+        if !present {
+            missing.push(format!("CustomResourceDefinition {} (version {}): {msg}", d.name, d.version));
+        }
+        let uuid = crd.as_ref().and_then(|c| c.metadata.uid.clone()).filter(|_| present);
+        entries.push(RequirementStatus { uuid, ..requirement("apiextensions.k8s.io", "CustomResourceDefinition", &d.name, st, msg) });
+    }
+    for api in csv.spec.native_apis.iter().flatten() {
+        let gv = if api.group.is_empty() { api.version.clone() } else { format!("{}/{}", api.group, api.version) };
+        let served = match client.list_api_group_resources(&gv).await {
+            Ok(list) => list.resources.iter().any(|r| r.kind == api.kind),
+            Err(kube::Error::Api(s)) if s.code == 404 => false,
+            Err(e) => return Err(kube_err(format!("discovering API {gv}"))(e)),
+        };
+        let (st, msg) = if served { (RequirementStatusReason::Present, "Native API exists") } else { (RequirementStatusReason::NotPresent, "Native API does not exist") };
+        if !served {
+            missing.push(format!("native API {gv} {}: {msg}", api.kind));
+        }
+        entries.push(RequirementStatus { version: api.version.clone(), ..requirement(&api.group, &api.kind, &format!("{}.{}", api.version, api.group), st, msg) });
     }
     let strategy = csv.spec.install.spec.as_ref();
     let mut perms: Vec<(&crate::api::clusterserviceversion::StrategyDeploymentPermissions, bool)> = Vec::new();
@@ -315,7 +337,12 @@ pub(crate) fn group_status(og: &str, targets: &GroupTargets, now: &Time) -> Oper
 pub(super) async fn reconcile_operator_group(og: Arc<OperatorGroup>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = og.namespace().unwrap_or_default();
     let name = og.name_any();
-    let status = group_status(&name, &operator_group_targets(&ctx.client, &ns).await?, &now_time());
+    let targets = operator_group_targets(&ctx.client, &ns).await?;
+    if matches!(&targets, GroupTargets::Found { name: found, .. } if *found == name) {
+        // The group's ClusterRoles and `olm.providedAPIs` (OLM operatorgroup.go; install::aggregation).
+        crate::install::aggregation::ensure_for_operator_group(&ctx.client, &og).await.map_err(|e| Error::Kube { context: e.what, source: e.source })?;
+    }
+    let status = group_status(&name, &targets, &now_time());
     let old = og.status.as_ref();
     let changed = old.map(|o| o.namespaces.as_slice()) != Some(status.namespaces.as_slice()) || old.map(|o| o.conditions.len()).unwrap_or(0) != status.conditions.len();
     if changed {
@@ -496,6 +523,10 @@ pub(crate) struct CsvDecision {
     pub requeue: Duration,
     /// Delete the CSV named in `spec.replaces`.
     pub delete_replaced: bool,
+    /// Create the CSV's OperatorCondition (first sight of the CSV; OLM's generator, issue 13).
+    pub ensure_operator_condition: bool,
+    /// Apply the RBAC aggregation of a CSV that just Succeeded (issue 13).
+    pub ensure_aggregation: bool,
 }
 
 /// The phase of `status` as written (`""` when none).
@@ -521,8 +552,8 @@ pub(crate) fn need(status: &ClusterServiceVersionStatus) -> Need {
 pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &Time) -> CsvDecision {
     let mut next = status.clone();
     let phase = phase_of(status).to_string();
-    let keep = |requeue: Duration| CsvDecision { status: None, requeue, delete_replaced: false };
-    let write = |next: ClusterServiceVersionStatus, requeue: Duration| CsvDecision { status: Some(next), requeue, delete_replaced: false };
+    let keep = |requeue: Duration| CsvDecision { status: None, requeue, delete_replaced: false, ensure_operator_condition: false, ensure_aggregation: false };
+    let write = |next: ClusterServiceVersionStatus, requeue: Duration| CsvDecision { status: Some(next), requeue, delete_replaced: false, ensure_operator_condition: false, ensure_aggregation: false };
     match view {
         // OperatorGroup membership and install mode come before any phase logic.
         CsvView::Unfit(reason, message) => {
@@ -534,7 +565,7 @@ pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &
         }
         CsvView::Fresh => {
             next.set_phase(CsvPhase::Pending, CsvReason::RequirementsUnknown, "requirements not yet checked", now);
-            write(next, Duration::from_millis(100))
+            CsvDecision { ensure_operator_condition: phase.is_empty(), ..write(next, Duration::from_millis(100)) }
         }
         CsvView::Requirements(entries, missing) => {
             next.requirement_status = entries;
@@ -563,9 +594,26 @@ pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &
             if changed {
                 next.set_phase(p, r, &m, now);
             }
-            CsvDecision { status: changed.then_some(next), requeue, delete_replaced: succeeded }
+            let ensure_aggregation = succeeded && phase != "Succeeded";
+            CsvDecision { status: changed.then_some(next), requeue, delete_replaced: succeeded, ensure_operator_condition: false, ensure_aggregation }
         }
     }
+}
+
+/// RBAC aggregation once a CSV is Succeeded (OLM `ensureClusterRolesForCSV`, then the
+/// OperatorGroup's `olm.providedAPIs` and ClusterRoles; `install::aggregation`).
+async fn ensure_aggregation(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<(), Error> {
+    use crate::install::aggregation;
+    let e = |e: aggregation::AggregationError| Error::Kube { context: e.what, source: e.source };
+    let missing = aggregation::ensure_for_csv(client, csv).await.map_err(e)?;
+    if !missing.is_empty() {
+        tracing::warn!(csv = %format!("{ns}/{}", csv.name_any()), missing = %missing.join(", "), "no aggregated ClusterRoles for APIs not on the cluster");
+    }
+    let ogs = Api::<OperatorGroup>::namespaced(client.clone(), ns).list(&Default::default()).await.map_err(kube_err(format!("listing OperatorGroups in {ns}")))?;
+    if let [og] = ogs.items.as_slice() {
+        aggregation::ensure_for_operator_group(client, og).await.map_err(e)?;
+    }
+    Ok(())
 }
 
 pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -596,6 +644,12 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
         },
     };
     let decision = decide(&status, view, &now_time());
+    if decision.ensure_operator_condition {
+        crate::install::operator_condition::ensure(&ctx.client, &csv).await.map_err(|e| Error::Kube { context: e.what, source: e.source })?;
+    }
+    if decision.ensure_aggregation {
+        ensure_aggregation(&ctx.client, &csv, &ns).await?;
+    }
     if let Some(next) = &decision.status {
         write_status(&ctx, &api, &csv, next).await?;
     }

@@ -88,6 +88,7 @@ pub const RECHECKED_REASONS: &[&str] = &[
     "InvalidOperatorGroup",
     "APINotAvailable",
     "Forbidden",
+    crate::install::operator_condition::NOT_UPGRADEABLE,
 ];
 
 /// Why a plan cannot go on now, and so what capstan does with it.
@@ -602,11 +603,19 @@ async fn claim(api: &Api<InstallPlan>, ip: &InstallPlan, status: &mut InstallPla
     }
 }
 
-/// The checks before the first step: the CRD upgrade check (issue 6, case-21: every existing
+/// The checks before the first step: an OperatorCondition holding the upgrade, the CRD upgrade check (issue 6, case-21: every existing
 /// object must fit the new schema and no stored version may disappear) and, for a scoped install
 /// (issue 7, case-25), the OperatorGroup's ServiceAccount holding everything the plan needs.
 /// Returns who applies the plan, or the blocking hold.
 async fn preflight(ctx: &Context, ns: &str, og: &str, plain: &[Step]) -> Result<scoped::Installer, Stop> {
+    // An OperatorCondition Upgradeable=False on the CSV being replaced holds the upgrade (OLM
+    // `isOperatorUpgradeable`); checked again like the other blocks until it clears (issue 13).
+    for (csv_ns, replaced) in crate::install::operator_condition::replaced_csvs(plain) {
+        let may = crate::install::operator_condition::may_replace(&ctx.client, &csv_ns, &replaced).await.map_err(|e| Error::Kube { context: e.what, source: e.source })?;
+        if let Err(message) = may {
+            return Err(Hold::Blocked(crate::install::operator_condition::NOT_UPGRADEABLE, message).into());
+        }
+    }
     if let Err(errors) = check_plan_crds(&ctx.client, plain).await {
         return Err(Hold::Blocked(CRD_UPGRADE_BLOCKED, describe_all(&errors)).into());
     }

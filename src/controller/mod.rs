@@ -461,7 +461,8 @@ async fn run_inner(ctx: Arc<Context>, rx: mpsc::UnboundedReceiver<()>, shutdown:
         .run(csv::reconcile_operator_group, error_policy, ctx.clone())
         .for_each(|_| async {});
     let subscription_deletions = removal::watch_subscription_deletions(ctx.clone());
-    let all = futures::future::join(futures::future::join5(catalogs, subscriptions, plans, csvs, groups), subscription_deletions);
+    let group_deletions = crate::install::aggregation::watch_operator_group_deletions(client.clone());
+    let all = futures::future::join3(futures::future::join5(catalogs, subscriptions, plans, csvs, groups), subscription_deletions, group_deletions);
     tokio::select! {
         _ = all => {}
         _ = shutdown => {}

@@ -167,6 +167,12 @@ pub(crate) fn decide_resolution(status: &mut SubscriptionStatus, sub: &Subscript
         status.current_csv = Some(own.bundle.clone());
         if is_installed(&own.bundle) {
             status.installed_csv = Some(own.bundle.clone());
+        } else if let Reason::Upgrade { from } = &own.reason
+            && is_installed(from)
+        {
+            // An upgrade is pending (waiting for approval or an OperatorCondition): as in OLM,
+            // installedCSV names what is installed meanwhile, currentCSV the upgrade (issue 13).
+            status.installed_csv = Some(from.clone());
         }
     }
     let to_install: Vec<ResolvedBundle> = mine
@@ -833,6 +839,11 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!((st.current_csv.as_deref(), st.installed_csv.as_deref()), (Some("a.v2.0.0"), Some("a.v1.0.0")));
+        // installedCSV empty before (the first plan's reconcile saw the upgrade already): it names
+        // the installed CSV the upgrade starts from.
+        st.installed_csv = None;
+        let _ = decide_resolution(&mut st, &s, &out, &["a.v1.0.0".into()], &now());
+        assert_eq!(st.installed_csv.as_deref(), Some("a.v1.0.0"));
     }
 
     fn plan(name: &str, phase: Option<&str>, approved: bool) -> InstallPlan {

@@ -10,10 +10,12 @@
 //! `pkg/controller/operators/olm/overrides/inject/inject.go` of operator-lifecycle-manager.
 //! Where capstan differs from OLM it says so in the item's documentation.
 
+pub mod aggregation;
 pub mod apply;
 pub mod certs;
 pub mod config;
 pub mod crd_safety;
+pub mod operator_condition;
 pub mod plan;
 pub mod preflight;
 pub mod webhook;

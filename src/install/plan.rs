@@ -818,7 +818,7 @@ fn binding_hash(role_ref: &Value, subjects: &Value) -> String {
 }
 
 /// Big-endian bytes as a base-62 number with Go's `big.Int.Text(62)` digits (0-9, a-z, A-Z).
-fn base62(bytes: &[u8]) -> String {
+pub(crate) fn base62(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 62] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
     let mut num: Vec<u8> = bytes.iter().copied().skip_while(|b| *b == 0).collect();
     let mut out = Vec::new();
