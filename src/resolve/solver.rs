@@ -410,10 +410,19 @@ impl<'c, 'a> Provider<'c, 'a> {
         }
         let mut parts: Vec<String> = groups
             .into_iter()
-            .map(|((pkg, ch, cat), vs)| {
+            .map(|((pkg, ch, cat), mut vs)| {
+                vs.sort_by(|a, b| match (Version::parse(a), Version::parse(b)) {
+                    (Ok(x), Ok(y)) => x.cmp_precedence(&y),
+                    _ => a.cmp(b),
+                });
+                vs.dedup();
                 if vs.len() == 1 {
                     let r = rs.iter().copied().find(|r| matches!(r, Record::Bundle { .. }) && self.ctx.info(*r).is_some_and(|i| i.0 == pkg && i.1.to_string() == vs[0]));
                     r.map(|r| self.describe(r)).unwrap_or_else(|| format!("{pkg} {} ({ch}, catalog {cat})", vs[0]))
+                } else if vs.len() > 6 {
+                    // Long runs of versions read as the first three, the last two and a count.
+                    let n = vs.len();
+                    format!("{pkg} {}, {}, {}, …, {} and {} ({n} versions; {ch}, catalog {cat})", vs[0], vs[1], vs[2], vs[n - 2], vs[n - 1])
                 } else {
                     format!("{pkg} {} ({ch}, catalog {cat})", join_and(&vs))
                 }
