@@ -8,9 +8,10 @@ ifneq ($(SCCACHE),)
 export RUSTC_WRAPPER ?= $(SCCACHE)
 endif
 
-.PHONY: demo test build cluster-build cluster-up cluster-down image bench crds
+.PHONY: demo test build cluster-build cluster-up cluster-down image bench crds compare-olm bench-olm
 
-## demo: build capstan, start the local control plane and registry, publish the example catalog, show it working
+## demo: build capstan, start the local environment with its real node, deploy capstan from its image, publish the
+## example catalog, install nginx-operator from it and curl the page its Nginx object serves (examples/demo.sh)
 demo: build cluster-up
 	bash examples/demo.sh
 
@@ -32,7 +33,7 @@ cluster-up:
 cluster-down:
 	bash tests/cluster/down.sh
 
-## image: build the images without a container daemon (images/build.sh) and push them to the local registry
+## image: build the images (pause, httpd, capstan, nginx-operator) without a container daemon (images/build.sh) and push them to the local registry
 image:
 	bash images/build.sh
 
@@ -45,3 +46,11 @@ crds:
 ##  under $(CAPSTAN_CACHE)/full-catalog; without it the benchmark says so and is skipped)
 bench:
 	$(CARGO) bench --locked
+
+## compare-olm: every scenario once under OLM v0 and once under capstan (fresh clusters), objects compared (docs/olm-differences.md)
+compare-olm: build
+	python3 tests/olm/compare.py
+
+## bench-olm: OLM v0 and capstan side by side (install time, memory, API requests; docs/benchmarks.md)
+bench-olm: build
+	python3 tests/olm/bench.py

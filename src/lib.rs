@@ -7,6 +7,7 @@ pub mod api;
 pub mod bundle;
 pub mod catalog;
 pub mod controller;
+pub mod discovery;
 pub mod install;
 pub mod metrics;
 pub mod oci;

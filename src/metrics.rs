@@ -1,8 +1,8 @@
 //! Prometheus metrics and the health endpoints of `capstan controller`.
 //!
 //! [`Metrics`] holds every metric family capstan exports (OpenMetrics text, via
-//! `prometheus-client`); [`global`] is the process-wide instance the reconcilers record into with
-//! one-line calls such as `capstan::metrics::global().observe_resolution(elapsed)`. [`serve`]
+//! `prometheus-client`); the controller's reconcilers record into the instance their `Context`
+//! carries (`ctx.metrics.observe_resolution(elapsed)`), by default the process-wide [`global`]. [`serve`]
 //! answers `GET /metrics`, `/healthz` and `/readyz` on one address (`--metrics-addr`).
 //!
 //! The series (names as `GET /metrics` shows them):
@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use http_body_util::Full;
@@ -231,10 +231,12 @@ impl Metrics {
     }
 }
 
-/// The process-wide [`Metrics`], created on first use.
-pub fn global() -> &'static Metrics {
-    static GLOBAL: OnceLock<Metrics> = OnceLock::new();
-    GLOBAL.get_or_init(Metrics::new)
+/// The process-wide default [`Metrics`], created on first use: what `capstan controller` serves and
+/// what [`crate::controller::run`] records into. Reconcilers never call this; they record into
+/// the instance their `Context` carries.
+pub fn global() -> Arc<Metrics> {
+    static GLOBAL: OnceLock<Arc<Metrics>> = OnceLock::new();
+    GLOBAL.get_or_init(|| Arc::new(Metrics::new())).clone()
 }
 
 /// The content type of [`Metrics::encode`]'s output.
@@ -270,7 +272,7 @@ pub fn handle(metrics: &Metrics, method: &Method, path: &str) -> Response<Full<B
 ///
 /// # Errors
 /// When the address cannot be bound (in use, no permission); the message names the address.
-pub async fn serve(addr: SocketAddr, metrics: &'static Metrics) -> std::io::Result<SocketAddr> {
+pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr} (--metrics-addr): {e}")))?;
@@ -285,9 +287,10 @@ pub async fn serve(addr: SocketAddr, metrics: &'static Metrics) -> std::io::Resu
                     continue;
                 }
             };
+            let metrics = metrics.clone();
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                    let resp = handle(metrics, req.method(), req.uri().path());
+                    let resp = handle(&metrics, req.method(), req.uri().path());
                     async move { Ok::<_, Infallible>(resp) }
                 });
                 let conn = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(stream), service);

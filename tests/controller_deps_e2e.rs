@@ -81,7 +81,7 @@ async fn controller_dependencies_cluster_rbac_config_and_bad_input() {
     let examples_ref = publish(&registry, &repo, work.path());
 
     let catalog_ns = TestNamespace::new(&client, "ctl-deps-catalog").await;
-    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None };
+    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None, ..Default::default() };
     // With its configuration, so that scoped installs (impersonation) work.
     let controller = tokio::spawn(capstan::controller::run_with_config(support::admin_config().await, options, std::future::pending()));
     catalog_source(&client, &catalog_ns.name, "corpus", &corpus_ref).await;

@@ -30,7 +30,7 @@ async fn controller_installs_subscriptions_end_to_end() {
     apply_crds(&client).await;
 
     let catalog_ns = TestNamespace::new(&client, "ctl-catalog").await;
-    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None };
+    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None, ..Default::default() };
     let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
 
     // CatalogSource: READY with the digest and package count.

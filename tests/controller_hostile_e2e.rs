@@ -145,7 +145,7 @@ async fn hostile_bundles_are_refused_and_failed_installs_recover() {
     let repo = format!("hostile-{}", std::process::id());
     apply_crds(&client).await;
     let catalog_ns = TestNamespace::new(&client, "hostile-catalog").await;
-    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None };
+    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None, ..Default::default() };
     let controller = tokio::spawn(capstan::controller::run_with_config(support::admin_config().await, options, std::future::pending()));
     let roles: Api<ClusterRole> = Api::all(client.clone());
 

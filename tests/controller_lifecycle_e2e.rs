@@ -134,7 +134,7 @@ async fn controller_upgrades_and_approval_flows() {
     let with = |extra: &[(PathBuf, &'static str)]| -> Vec<(PathBuf, &'static str)> { base.iter().cloned().chain(extra.iter().cloned()).collect() };
 
     let global = TestNamespace::new(&client, "ctl-life-global").await;
-    let options = capstan::controller::Options { global_catalog_namespace: global.name.clone(), catalog_cache: None };
+    let options = capstan::controller::Options { global_catalog_namespace: global.name.clone(), catalog_cache: None, ..Default::default() };
     let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
 
     // 1. Automatic, one edge per plan: 1.0.0 → 1.1.0 → 1.2.0 (1.2.0 without skipRange).

@@ -125,7 +125,7 @@ async fn event_note(client: &kube::Client, ns: &str, reason: &str) -> String {
 }
 
 fn start_controller(client: &kube::Client, catalog_ns: &str) -> tokio::task::JoinHandle<()> {
-    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.to_string(), catalog_cache: None };
+    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.to_string(), catalog_cache: None, ..Default::default() };
     tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()))
 }
 

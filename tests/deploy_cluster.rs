@@ -25,8 +25,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::authentication::v1::TokenRequest;
-use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
@@ -149,29 +147,6 @@ async fn token_kubeconfig(token: &str, path: &Path) {
     std::fs::write(path, serde_json::to_string_pretty(&kc).expect("json")).expect("write kubeconfig");
 }
 
-async fn sa_token(client: &kube::Client, ns: &str, sa: &str) -> String {
-    let tr: TokenRequest = serde_json::from_value(json!({
-        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-        "spec": {"audiences": [], "expirationSeconds": 3600}
-    }))
-    .expect("token request");
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    let tr = sas.create_token_request(sa, &PostParams::default(), &tr).await.unwrap_or_else(|e| panic!("TokenRequest for {ns}/{sa}: {e}"));
-    tr.status.and_then(|s| s.token).expect("token")
-}
-
-/// Whether the client may `verb` `group/resource[/subresource]` (in `ns`, or cluster-wide).
-async fn can(client: &kube::Client, verb: &str, group: &str, resource: &str, ns: Option<&str>) -> bool {
-    let (resource, sub) = resource.split_once('/').map(|(r, s)| (r, Some(s))).unwrap_or((resource, None));
-    let ssar: SelfSubjectAccessReview = serde_json::from_value(json!({
-        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-        "spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": resource, "subresource": sub, "namespace": ns}}
-    }))
-    .expect("ssar");
-    let r = Api::<SelfSubjectAccessReview>::all(client.clone()).create(&PostParams::default(), &ssar).await.expect("SelfSubjectAccessReview");
-    r.status.map(|s| s.allowed).unwrap_or(false)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manifests_deploy_and_capstan_runs_as_its_service_account() {
     let _serial = SERIAL.lock().await;
@@ -269,6 +244,12 @@ async fn manifests_deploy_and_capstan_runs_as_its_service_account() {
         ("create", "monitoring.coreos.com", "servicemonitors", Some("default")),
         ("create", "policy", "poddisruptionbudgets", Some("default")),
         ("create", "networking.k8s.io", "networkpolicies", Some("default")),
+        // Webhooks and owned APIServices of CSVs (docs/deploy.md "Webhooks and APIServices").
+        ("create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", None),
+        ("delete", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", None),
+        ("patch", "apiregistration.k8s.io", "apiservices", None),
+        ("delete", "apiregistration.k8s.io", "apiservices", None),
+        ("create", "rbac.authorization.k8s.io", "rolebindings", Some("kube-system")),
     ];
     let mut missing = Vec::new();
     for (verb, group, resource, ns) in needed {
@@ -299,7 +280,7 @@ async fn manifests_deploy_and_capstan_runs_as_its_service_account() {
         ("impersonate", "", "users", None),
         ("create", "", "nodes", None),
         ("delete", "", "namespaces", None),
-        ("create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", None),
+        ("create", "", "persistentvolumeclaims", Some("default")),
     ];
     for (verb, group, resource, ns) in denied {
         assert!(!can(&sa, verb, group, resource, *ns).await, "the ClusterRole grants more than capstan needs: {verb} {group}/{resource} in {ns:?}");

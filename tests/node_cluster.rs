@@ -4,19 +4,18 @@
 //! as `kubernetes.default` does (KUBERNETES_SERVICE_HOST, kube-proxy). Also issue 13: the API server
 //! reports the pinned version.
 //!
-//! Pods choose the real node with [`on_real_node`]: the node selector `type=real` and a toleration
-//! of its taint `capstan.dev/node=real:NoSchedule` (every other pod keeps landing on kwok).
+//! Pods choose the real node with `support::node::on_real_node`: the node selector `type=real` and a
+//! toleration of its taint `capstan.dev/node=real:NoSchedule` (every other pod keeps landing on kwok).
 
 mod support;
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
-use kube::api::{Api, LogParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
+use support::node::{REAL_NODE, container_pid, create_pod, image, logs_containing, run_kubectl, real_node, wait_pod};
 use support::{TestNamespace, eventually};
-
-const REAL_NODE: &str = "capstan-node";
 
 /// The pinned Kubernetes release (`k8s.io/kubernetes` in tests/cluster/go.mod).
 fn pinned_version() -> String {
@@ -28,104 +27,12 @@ fn pinned_version() -> String {
         .expect("k8s.io/kubernetes in tests/cluster/go.mod")
 }
 
-/// The reference (with digest) of an image `images/build.sh` pushed to the local registry.
-fn image(name: &str) -> String {
-    support::kubeconfig_path();
-    let path = support::state_dir().join("images").join(name);
-    std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (tests/cluster/up.sh pushes the test images)", path.display()))
-        .trim()
-        .to_string()
-}
-
-/// The real node's name, or a panic saying why this environment has none.
-fn real_node() -> String {
-    support::kubeconfig_path();
-    let path = support::state_dir().join("node-name");
-    std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| {
-            panic!(
-                "this environment has no real node ({} is missing): another environment on this machine \
-                 may own it, or it was started with CAPSTAN_REAL_NODE=0; see tests/cluster/up.sh's log",
-                path.display()
-            )
-        })
-        .trim()
-        .to_string()
-}
-
-/// A pod spec fragment that places the pod on the real node.
-fn on_real_node(mut spec: Value) -> Value {
-    spec["nodeSelector"] = json!({"type": "real"});
-    spec["tolerations"] = json!([{"key": "capstan.dev/node", "operator": "Equal", "value": "real", "effect": "NoSchedule"}]);
-    spec
-}
-
-fn kubectl(args: &[&str]) -> String {
-    let out = std::process::Command::new(support::kubectl())
-        .arg("--kubeconfig")
-        .arg(support::kubeconfig_path())
-        .args(args)
-        .output()
-        .expect("run kubectl");
-    assert!(out.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-async fn create_pod(pods: &Api<Pod>, name: &str, labels: Value, spec: Value) -> Pod {
-    let pod: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": labels},
-        "spec": on_real_node(spec),
-    }))
-    .expect("pod object");
-    pods.create(&PostParams::default(), &pod).await.unwrap_or_else(|e| panic!("create pod {name}: {e}"))
-}
-
-/// Waits until the pod reaches `phase` (or `Ready` when `phase` is "Ready"), panicking with its
-/// status and events when it does not.
-async fn wait_pod(client: &kube::Client, pods: &Api<Pod>, name: &str, phase: &str) -> Pod {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        let p = pods.get(name).await.expect("get pod");
-        let st = p.status.clone().unwrap_or_default();
-        let done = match phase {
-            "Ready" => st.conditions.iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True"),
-            _ => st.phase.as_deref() == Some(phase),
-        };
-        if done {
-            return p;
-        }
-        if tokio::time::Instant::now() >= deadline || st.phase.as_deref() == Some("Failed") {
-            let ns = p.metadata.namespace.clone().unwrap_or_default();
-            let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &ns);
-            let evs = events.list(&Default::default()).await.map(|l| l.items).unwrap_or_default();
-            let evs: Vec<String> = evs
-                .iter()
-                .filter(|e| e.involved_object.name.as_deref() == Some(name))
-                .map(|e| format!("{}: {}", e.reason.clone().unwrap_or_default(), e.message.clone().unwrap_or_default()))
-                .collect();
-            let logs = pods.logs(name, &LogParams::default()).await.unwrap_or_default();
-            panic!("pod {name} did not become {phase}: status {st:?}\nevents: {evs:#?}\nlogs: {logs}");
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-}
-
-async fn logs_containing(pods: &Api<Pod>, name: &str, needle: &str) -> String {
-    eventually(&format!("the log of pod {name} to contain {needle:?}"), Duration::from_secs(30), || async {
-        let logs = pods.logs(name, &LogParams::default()).await.ok()?;
-        logs.contains(needle).then_some(logs)
-    })
-    .await
-}
-
 #[tokio::test]
 async fn a_real_containerd_node_is_ready_beside_the_kwok_node() {
     let client = support::cluster().await;
     let name = real_node();
     assert_eq!(name, REAL_NODE);
-    let wide = kubectl(&["get", "nodes", "-o", "wide"]);
+    let wide = run_kubectl(&["get", "nodes", "-o", "wide"]);
     let line = |n: &str| wide.lines().find(|l| l.split_whitespace().next() == Some(n)).map(str::to_string);
     let real = line(&name).unwrap_or_else(|| panic!("no {name} in:\n{wide}"));
     let cols: Vec<&str> = real.split_whitespace().collect();
@@ -160,7 +67,7 @@ async fn the_api_server_reports_the_pinned_version() {
     assert_eq!(v.git_version, pinned);
     let minor = pinned.trim_start_matches('v').split('.').nth(1).expect("minor").to_string();
     assert_eq!((v.major.as_str(), v.minor.as_str()), ("1", minor.as_str()));
-    let client_version = kubectl(&["version", "-o", "json"]);
+    let client_version = run_kubectl(&["version", "-o", "json"]);
     let cv: Value = serde_json::from_str(&client_version).expect("kubectl version json");
     assert_eq!(cv["clientVersion"]["gitVersion"], json!(pinned));
     assert_eq!(cv["serverVersion"]["gitVersion"], json!(pinned));
@@ -235,26 +142,6 @@ async fn a_pod_built_here_serves_another_pod_through_a_service() {
     assert!(version.contains(&format!("\"gitVersion\": \"{}\"", pinned_version())), "{version}");
 }
 
-/// The PID on this machine of the container `containerd://ID`, from the node's containerd.
-fn container_pid(container_id: &str) -> u32 {
-    let id = container_id.trim_start_matches("containerd://");
-    let sock = support::state_dir().join("node/containerd/containerd.sock");
-    let out = std::process::Command::new("ctr")
-        .arg("--address")
-        .arg(&sock)
-        .args(["-n", "k8s.io", "tasks", "ls"])
-        .output()
-        .expect("run ctr");
-    let tasks = String::from_utf8_lossy(&out.stdout).into_owned();
-    tasks
-        .lines()
-        .find_map(|l| {
-            let mut f = l.split_whitespace();
-            (f.next() == Some(id)).then(|| f.next().and_then(|p| p.parse().ok())).flatten()
-        })
-        .unwrap_or_else(|| panic!("no running task {id} in containerd:\n{tasks}"))
-}
-
 /// Issue 17, "What must be shown" 2 (the part on this machine): `kubectl apply -k` of manifests/
 /// with the image `images/build.sh capstan` built (here from the binary cargo built for the tests)
 /// runs capstan as two real pods on the real node, as user 65532 with a read-only root filesystem;
@@ -301,7 +188,7 @@ async fn capstan_runs_from_its_image_on_the_real_node() {
         }
     }
     let _cleanup = Delete(overlay.clone());
-    let applied = kubectl(&["apply", "-k", &overlay]);
+    let applied = run_kubectl(&["apply", "-k", &overlay]);
     assert!(applied.contains("deployment.apps/capstan created"), "{applied}");
 
     let deploys: Api<Deployment> = Api::namespaced(client.clone(), "capstan-system");

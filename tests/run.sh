@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # `make test`: everything the tests need, on a machine that has never seen the project.
-# 1. builds the control plane and opm from the Go module proxy (cached in $CAPSTAN_CACHE, outside the repo),
-# 2. starts the control plane and the registry (tests/cluster/up.sh; reuses a running one),
+# 1. builds the control plane (kubelet and kube-proxy included), opm and the helm-operator of the
+#    nginx-operator image from the Go module proxy (cached in $CAPSTAN_CACHE, outside the repo),
+# 2. starts the control plane, the registry and the real node (tests/cluster/up.sh; reuses a running
+#    one; installs Debian's docker-registry, containerd, runc, containernetworking-plugins, iptables
+#    and iproute2 when missing, and images/build.sh gcc and libc6-dev for the pause image),
 # 3. runs every Rust test (unit, CLI, end-to-end) with cargo,
 # 4. stops the environment again if this script started it.
 set -euo pipefail
@@ -29,8 +32,17 @@ echo "== building the peer tools for side-by-side checks (opm; cached after the 
 export CAPSTAN_OPM=$(bash "$here/peers/build.sh")
 # Side-by-side tests and benchmarks fail, rather than skip, when a peer is missing.
 export CAPSTAN_REQUIRE_PEERS=1
-echo "== starting the control plane and the OCI registry"
+echo "== building the helm-operator of the example nginx-operator image (cached after the first run)"
+bash "$root/images/helm-operator.sh" >/dev/null
+echo "== starting the control plane, the OCI registry and the real node"
 bash "$here/cluster/up.sh" all
+# capstan deployed by `make demo` (namespace capstan-system) watches every namespace and would fight
+# the tests' own controllers, and tests/node_cluster.rs deploys capstan there itself: remove it
+# (the demo's other objects stay; `make demo` deploys it again).
+if "$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig" get namespace capstan-system >/dev/null 2>&1; then
+  echo "tests: removing the demo's capstan (namespace capstan-system) so that it does not act on the tests' objects" >&2
+  "$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig" delete namespace capstan-system --timeout=120s >/dev/null || true
+fi
 # A capstan controller left running by `make demo` watches every namespace and would fight the
 # tests' own controllers: stop it (the demo's objects stay; `make demo` starts it again).
 ctl="$dir/pids/capstan-controller.pid"

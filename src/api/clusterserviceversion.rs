@@ -658,6 +658,38 @@ pub struct ResourceInstance {
     pub namespace: Option<String>,
 }
 
+/// How many entries of the phase history (`status.conditions`) are kept.
+pub const CSV_CONDITION_HISTORY: usize = 20;
+
+impl ClusterServiceVersionStatus {
+    /// Enters `phase` with `reason` and `message` at `now`: on a phase change also
+    /// `lastTransitionTime` and a history entry (the last [`CSV_CONDITION_HISTORY`] kept), as
+    /// OLM's `SetPhaseWithEvent` does.
+    pub fn set_phase(&mut self, phase: CsvPhase, reason: CsvReason, message: &str, now: &Time) {
+        if self.phase.as_ref() != Some(&phase) {
+            self.last_transition_time = Some(now.clone());
+            self.conditions.push(ClusterServiceVersionCondition {
+                phase: Some(phase.clone()),
+                message: Some(message.to_string()),
+                reason: Some(reason.clone()),
+                last_update_time: Some(now.clone()),
+                last_transition_time: Some(now.clone()),
+            });
+            let extra = self.conditions.len().saturating_sub(CSV_CONDITION_HISTORY);
+            self.conditions.drain(..extra);
+        }
+        self.phase = Some(phase);
+        self.reason = Some(reason);
+        self.message = Some(message.to_string());
+        self.last_update_time = Some(now.clone());
+    }
+
+    /// Phase `Failed` with `reason` and `message` (see [`ClusterServiceVersionStatus::set_phase`]).
+    pub fn fail(&mut self, reason: CsvReason, message: &str, now: &Time) {
+        self.set_phase(CsvPhase::Failed, reason, message, now);
+    }
+}
+
 impl ClusterServiceVersion {
     /// The `olm.skipRange` metadata annotation, if any.
     pub fn skip_range(&self) -> Option<&str> {

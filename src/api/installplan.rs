@@ -291,6 +291,40 @@ pub mod bundle_lookup_reason {
     pub const BUNDLE_NOT_UNPACKED: &str = "BundleNotUnpacked";
 }
 
+impl InstallPlanStatus {
+    /// Sets the one `Installed` condition of the plan (`status` True or False, with `reason` and
+    /// `message` when given), updated and transitioned at `now`; every other condition goes.
+    pub fn set_installed(&mut self, status: ConditionStatus, reason: Option<&str>, message: Option<&str>, now: &Time) {
+        self.conditions = vec![InstallPlanCondition {
+            type_: Some(InstallPlanConditionType::Installed),
+            status: Some(status),
+            last_update_time: Some(now.clone()),
+            last_transition_time: Some(now.clone()),
+            reason: reason.map(InstallPlanConditionReason::from),
+            message: message.map(String::from),
+        }];
+    }
+
+    /// Phase `Failed` with `message`, and condition `Installed=False` with `reason` and `message`.
+    pub fn fail(&mut self, reason: &str, message: &str, now: &Time) {
+        self.phase = InstallPlanPhase::Failed;
+        self.message = Some(message.to_string());
+        self.set_installed(ConditionStatus::False, Some(reason), Some(message), now);
+    }
+
+    /// Phase `Complete`, no message, condition `Installed=True`.
+    pub fn complete(&mut self, now: &Time) {
+        self.phase = InstallPlanPhase::Complete;
+        self.message = Some(String::new());
+        self.set_installed(ConditionStatus::True, None, None, now);
+    }
+
+    /// The reason of the `Installed` condition, if the plan has one.
+    pub fn installed_reason(&self) -> Option<&str> {
+        self.conditions.iter().find(|c| c.type_ == Some(InstallPlanConditionType::Installed)).and_then(|c| c.reason.as_ref()).map(|r| r.as_str())
+    }
+}
+
 impl InstallPlan {
     /// The phase, `None` before the controller wrote a status.
     pub fn phase(&self) -> Option<&InstallPlanPhase> {

@@ -281,9 +281,78 @@ impl Subscription {
 }
 
 impl SubscriptionStatus {
+    /// An empty status last updated at `now`.
+    pub fn new(now: Time) -> Self {
+        SubscriptionStatus {
+            current_csv: None,
+            installed_csv: None,
+            installplan: None,
+            state: None,
+            reason: None,
+            install_plan_generation: None,
+            install_plan_ref: None,
+            catalog_health: Vec::new(),
+            conditions: Vec::new(),
+            last_updated: now,
+        }
+    }
+
     /// The condition of the given type, if present.
     pub fn condition(&self, type_: &SubscriptionConditionType) -> Option<&SubscriptionCondition> {
         self.conditions.iter().find(|c| &c.type_ == type_)
+    }
+
+    /// Sets condition `type_` to `status` with `reason` and `message`, heartbeat `now`; the
+    /// `lastTransitionTime` changes only when the status does (a new condition gets `now`).
+    pub fn set_condition(&mut self, type_: SubscriptionConditionType, status: ConditionStatus, reason: &str, message: &str, now: &Time) {
+        match self.conditions.iter_mut().find(|c| c.type_ == type_) {
+            Some(c) => {
+                if c.status != status {
+                    c.last_transition_time = Some(now.clone());
+                }
+                c.status = status;
+                c.reason = Some(reason.to_string());
+                c.message = Some(message.to_string());
+                c.last_heartbeat_time = Some(now.clone());
+            }
+            None => self.conditions.push(SubscriptionCondition {
+                type_,
+                status,
+                reason: Some(reason.to_string()),
+                message: Some(message.to_string()),
+                last_heartbeat_time: Some(now.clone()),
+                last_transition_time: Some(now.clone()),
+            }),
+        }
+    }
+
+    /// Sets condition `type_` to `True` with `reason` and `message` (a problem the condition
+    /// reports: `ResolutionFailed`, `InstallPlanFailed`, `CatalogSourcesUnhealthy`, …).
+    pub fn fail(&mut self, type_: SubscriptionConditionType, reason: &str, message: &str, now: &Time) {
+        self.set_condition(type_, ConditionStatus::True, reason, message, now);
+    }
+
+    /// Removes condition `type_`.
+    pub fn remove_condition(&mut self, type_: &SubscriptionConditionType) {
+        self.conditions.retain(|c| &c.type_ != type_);
+    }
+
+    /// Whether `other` says the same as `self`, heartbeats and update times aside
+    /// (`lastUpdated`, `catalogHealth[].lastUpdated`, conditions' `lastHeartbeatTime`): a
+    /// reconcile that would only move those writes nothing.
+    pub fn same_as(&self, other: &SubscriptionStatus) -> bool {
+        fn strip(s: &SubscriptionStatus) -> SubscriptionStatus {
+            let mut s = s.clone();
+            s.last_updated = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+            for h in &mut s.catalog_health {
+                h.last_updated = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+            }
+            for c in &mut s.conditions {
+                c.last_heartbeat_time = None;
+            }
+            s
+        }
+        strip(self) == strip(other)
     }
 }
 
@@ -343,5 +412,30 @@ mod tests {
         assert_eq!(v["installedCSV"], "a.v1");
         assert_eq!(v["installplan"]["uuid"], "u");
         assert!(v.get("catalogHealth").is_none(), "empty lists are omitted like OLM's omitempty");
+    }
+
+    fn at(s: &str) -> Time {
+        Time(s.parse().unwrap())
+    }
+
+    #[test]
+    fn conditions_keep_transition_time_while_status_is_unchanged() {
+        use SubscriptionConditionType::ResolutionFailed as RF;
+        let mut st = SubscriptionStatus::new(at("2020-01-01T00:00:00Z"));
+        st.fail(RF, "r", "m1", &at("2020-01-01T00:00:00Z"));
+        st.fail(RF, "r", "m2", &at("2020-01-02T00:00:00Z"));
+        let c = st.condition(&RF).unwrap();
+        assert_eq!(c.last_transition_time, Some(at("2020-01-01T00:00:00Z")));
+        assert_eq!(c.last_heartbeat_time, Some(at("2020-01-02T00:00:00Z")));
+        assert_eq!(c.message.as_deref(), Some("m2"));
+        st.set_condition(RF, ConditionStatus::False, "r", "ok", &at("2020-01-03T00:00:00Z"));
+        assert_eq!(st.condition(&RF).unwrap().last_transition_time, Some(at("2020-01-03T00:00:00Z")));
+        let before = st.clone();
+        st.last_updated = at("2021-01-01T00:00:00Z");
+        st.set_condition(RF, ConditionStatus::False, "r", "ok", &at("2021-01-01T00:00:00Z"));
+        assert!(st.same_as(&before), "only heartbeats moved");
+        st.remove_condition(&RF);
+        assert!(st.conditions.is_empty());
+        assert!(!st.same_as(&before));
     }
 }

@@ -932,6 +932,66 @@ pub fn to_stream(cfg: &DeclarativeConfig, format: Format) -> String {
     enc.out
 }
 
+/// One blob of [`each_blob_json`]: its `schema`, `package` (the package's own name for an
+/// `olm.package` blob; "" for a blob of another schema without one), `name` ("" when it has none)
+/// and its compact JSON.
+#[derive(Debug, Clone, Copy)]
+pub struct BlobJson<'a> {
+    /// `schema`.
+    pub schema: &'a str,
+    /// The package the blob belongs to.
+    pub package: &'a str,
+    /// `name`, "" when absent.
+    pub name: &'a str,
+    /// Compact JSON of the blob, as it would be written back (no trailing newline).
+    pub json: &'a [u8],
+}
+
+/// Calls `f` with every blob of the catalog, as compact JSON, in [`to_stream`]'s order (opm's).
+pub fn each_blob_json(cfg: &DeclarativeConfig, mut f: impl FnMut(BlobJson<'_>)) {
+    let mut buf = Vec::new();
+    let mut emit = |schema: &str, package: &str, name: &str, v: &dyn erased::Ser| {
+        buf.clear();
+        if v.write(&mut buf).is_ok() {
+            f(BlobJson { schema, package, name, json: &buf });
+        }
+    };
+    let (groups, root_others) = group_by_package(cfg);
+    for (_, g) in &groups {
+        for p in &g.packages {
+            emit(&p.schema, &p.name, &p.name, &wire_package(p));
+        }
+        for c in &g.channels {
+            emit(&c.schema, &c.package, &c.name, &wire_channel(c));
+        }
+        for b in &g.bundles {
+            emit(&b.schema, &b.package, &b.name, &wire_bundle(b));
+        }
+        for o in &g.others {
+            emit(meta_str(o, "schema"), meta_str(o, "package"), meta_str(o, "name"), *o);
+        }
+        for d in &g.deprecations {
+            emit(&d.schema, &d.package, "", *d);
+        }
+    }
+    for o in root_others {
+        emit(meta_str(o, "schema"), "", meta_str(o, "name"), o);
+    }
+}
+
+/// Object-safe compact JSON serialization for [`each_blob_json`].
+mod erased {
+    /// A value that writes itself as compact JSON.
+    pub(super) trait Ser {
+        fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()>;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+            serde_json::to_writer(out, self)
+        }
+    }
+}
+
 /// The whole catalog as a JSON stream (objects indented by four spaces, one per blob), as
 /// `opm render -o json` writes it. See [`to_stream`] for the order.
 pub fn to_json_stream(cfg: &DeclarativeConfig) -> String {

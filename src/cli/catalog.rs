@@ -33,6 +33,8 @@ enum CatalogCommand {
     Add(AddArgs),
     /// Render bundle directories into `olm.bundle` blobs, as `opm render` does.
     Render(RenderArgs),
+    /// Serve catalogs' content read-only over HTTP as catalogd does (/catalogs/NS/NAME/api/v1/all, .../metas).
+    Serve(super::discover::ServeArgs),
     #[command(flatten)]
     Image(CatalogImageCommand),
 }
@@ -103,6 +105,7 @@ pub fn run(args: CatalogArgs) -> ExitCode {
         CatalogCommand::Validate(a) => run_validate(a),
         CatalogCommand::Add(a) => run_add(a),
         CatalogCommand::Render(a) => super::render::run(a),
+        CatalogCommand::Serve(a) => super::discover::run_serve(a),
         CatalogCommand::Image(cmd) => super::image::run_catalog(cmd),
     }
 }

@@ -56,6 +56,10 @@ pub struct ControllerArgs {
     /// Log format on stderr: human-readable text or one JSON object per line.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// A registry (host or host:port) of catalog and bundle images to reach over plain HTTP
+    /// although it is not loopback, as the registry commands' flag. Repeatable.
+    #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
+    insecure_registries: Vec<String>,
 }
 
 /// `--log-format`.
@@ -208,7 +212,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         if let Some(addr) = metrics_addr {
             // A taken port must not stop reconciliation (a second controller on a workstation);
             // in a Pod the probes then fail, which shows the problem.
-            match capstan::metrics::serve(addr, metrics).await {
+            match capstan::metrics::serve(addr, metrics.clone()).await {
                 Ok(bound) => tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz"),
                 Err(e) => tracing::error!(error = %e, "running without /metrics, /healthz and /readyz; pass another --metrics-addr, or 0 to disable"),
             }
@@ -216,12 +220,13 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         let options = capstan::controller::Options {
             global_catalog_namespace: args.global_catalog_namespace,
             catalog_cache: Some(capstan::oci::config::default_cache_root()),
+            insecure_registries: args.insecure_registries,
         };
         tracing::info!(global_catalog_namespace = %options.global_catalog_namespace, leader_elect = args.leader_elect, "capstan controller starting");
         if !args.leader_elect {
             metrics.set_leader(true);
             tokio::spawn(mark_ready_when_api_answers(client.clone()));
-            capstan::controller::run_with_config(kube_config, options, shutdown_signal()).await;
+            capstan::controller::run_with_metrics(kube_config, options, metrics, shutdown_signal()).await;
             return ExitCode::SUCCESS;
         }
         let config = leader_config;
@@ -229,10 +234,11 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         // A standby replica is ready: it serves its purpose by waiting.
         metrics.set_ready(true);
         let work_client = client.clone();
+        let work_metrics = metrics.clone();
         let work = async move {
-            metrics.set_ready(false);
+            work_metrics.set_ready(false);
             let ready = tokio::spawn(mark_ready_when_api_answers(work_client.clone()));
-            capstan::controller::run_with_config(kube_config, options, std::future::pending()).await;
+            capstan::controller::run_with_metrics(kube_config, options, work_metrics, std::future::pending()).await;
             ready.abort();
         };
         match capstan::controller::leader::run(client, config, shutdown_signal(), work).await {

@@ -15,6 +15,7 @@ mod bundle;
 mod catalog;
 mod controller;
 mod crds;
+mod discover;
 mod image;
 mod render;
 mod resolve;
@@ -79,6 +80,10 @@ enum Command {
     Controller(controller::ControllerArgs),
     /// Print an InstallPlan's steps and approve it (by plan or Subscription name).
     Approve(approve::ApproveArgs),
+    /// Find packages by a word in their name, display name, keywords, description or provider.
+    Search(discover::SearchArgs),
+    /// Show a package: channels, versions, install modes, dependencies.
+    Show(discover::ShowArgs),
 }
 
 /// Parses the command line and runs the command; the exit code follows each command's contract.
@@ -95,5 +100,7 @@ pub fn main() -> ExitCode {
         Command::Crds(args) => crds::run(args),
         Command::Controller(args) => controller::run(args),
         Command::Approve(args) => approve::run(args),
+        Command::Search(args) => discover::run_search(args),
+        Command::Show(args) => discover::run_show(args),
     }
 }

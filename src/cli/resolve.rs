@@ -134,7 +134,7 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
     Ok(out)
 }
 
-fn split_key_value(spec: &str, flag: &str, form: &str) -> Result<(CatalogSourceKey, String), String> {
+pub(crate) fn split_key_value(spec: &str, flag: &str, form: &str) -> Result<(CatalogSourceKey, String), String> {
     let (key, value) = spec.split_once('=').ok_or_else(|| format!("{flag} {spec}: expected {form}"))?;
     let (ns, name) = key.split_once('/').ok_or_else(|| format!("{flag} {spec}: expected {form} (the key needs NAMESPACE/NAME)"))?;
     if ns.is_empty() || name.is_empty() || value.is_empty() {
@@ -143,7 +143,7 @@ fn split_key_value(spec: &str, flag: &str, form: &str) -> Result<(CatalogSourceK
     Ok((CatalogSourceKey::new(ns, name), value.to_string()))
 }
 
-fn looks_like_image(s: &str) -> bool {
+pub(crate) fn looks_like_image(s: &str) -> bool {
     let first = s.split('/').next().unwrap_or("");
     s.contains('@') || (s.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost"))
 }

@@ -15,13 +15,15 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::events::{self, EventType};
-use super::{Context, Error, apply_status, kube_err, now};
+use super::events::EventType;
+use super::{Context, Error, apply_typed_status, kube_err, now, now_time};
+use crate::api::clusterserviceversion::{ClusterServiceVersionStatus, CsvPhase, CsvReason, DependentStatus, RequirementStatus, RequirementStatusReason};
 use crate::api::{ClusterServiceVersion, OperatorGroup};
 
 /// Why a CSV's install modes do not fit its OperatorGroup's target namespaces (§1.5,
@@ -73,19 +75,38 @@ pub fn check_install_mode(namespace: &str, targets: &[String], modes: &[(String,
     }
 }
 
-/// The OperatorGroup of `namespace` and its target namespaces (`[""]` for all namespaces).
-/// Errors: `(reason, message)` with OLM's reasons `NoOperatorGroup` / `TooManyOperatorGroups`.
-pub(crate) async fn operator_group_targets(client: &Client, namespace: &str) -> Result<Result<(String, Vec<String>), (&'static str, String)>, Error> {
+/// The OperatorGroup of a namespace as the CSV and InstallPlan reconcilers see it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum GroupTargets {
+    /// The one OperatorGroup `name` and its target namespaces (`[""]` for all namespaces).
+    Found {
+        /// The OperatorGroup's name.
+        name: String,
+        /// Its target namespaces.
+        targets: Vec<String>,
+    },
+    /// No usable OperatorGroup: OLM's reason (`NoOperatorGroup`, `TooManyOperatorGroups`,
+    /// `InvalidOperatorGroup`) and what to do.
+    Unfit {
+        /// The reason.
+        reason: &'static str,
+        /// The message.
+        message: String,
+    },
+}
+
+/// The OperatorGroup of `namespace` and its target namespaces ([`GroupTargets`]).
+pub(crate) async fn operator_group_targets(client: &Client, namespace: &str) -> Result<GroupTargets, Error> {
     let ogs = Api::<OperatorGroup>::namespaced(client.clone(), namespace)
         .list(&ListParams::default())
         .await
         .map_err(kube_err(format!("listing OperatorGroups in {namespace}")))?;
     let og = match ogs.items.as_slice() {
-        [] => return Ok(Err(("NoOperatorGroup", format!("csv in namespace {namespace} with no operatorgroups; create one OperatorGroup in {namespace}")))),
+        [] => return Ok(GroupTargets::Unfit { reason: "NoOperatorGroup", message: format!("csv in namespace {namespace} with no operatorgroups; create one OperatorGroup in {namespace}") }),
         [og] => og,
         many => {
             let names: Vec<String> = many.iter().map(|o| o.name_any()).collect();
-            return Ok(Err(("TooManyOperatorGroups", format!("csv created in namespace {namespace} with multiple operatorgroups ({}); keep exactly one", names.join(", ")))));
+            return Ok(GroupTargets::Unfit { reason: "TooManyOperatorGroups", message: format!("csv created in namespace {namespace} with multiple operatorgroups ({}); keep exactly one", names.join(", ")) });
         }
     };
     let targets = match (&og.spec.target_namespaces, &og.spec.selector) {
@@ -93,7 +114,7 @@ pub(crate) async fn operator_group_targets(client: &Client, namespace: &str) -> 
         (_, Some(sel)) if sel.match_labels.as_ref().is_some_and(|m| !m.is_empty()) || sel.match_expressions.as_ref().is_some_and(|m| !m.is_empty()) => {
             let selector = match label_selector(sel) {
                 Ok(s) => s,
-                Err(e) => return Ok(Err(("InvalidOperatorGroup", format!("OperatorGroup {namespace}/{}: spec.selector: {e}", og.name_any())))),
+                Err(e) => return Ok(GroupTargets::Unfit { reason: "InvalidOperatorGroup", message: format!("OperatorGroup {namespace}/{}: spec.selector: {e}", og.name_any()) }),
             };
             let nss = Api::<Namespace>::all(client.clone())
                 .list(&ListParams::default().labels(&selector))
@@ -105,7 +126,7 @@ pub(crate) async fn operator_group_targets(client: &Client, namespace: &str) -> 
         }
         _ => vec![String::new()],
     };
-    Ok(Ok((og.name_any(), targets)))
+    Ok(GroupTargets::Found { name: og.name_any(), targets })
 }
 
 /// OLM's `status.requirementStatus` (§1.5 "requirements"): one entry per owned or required CRD
@@ -114,7 +135,7 @@ pub(crate) async fn operator_group_targets(client: &Client, namespace: &str) -> 
 /// `Satisfied` when a SubjectAccessReview for the ServiceAccount allows every group × resource ×
 /// verb of the rule — in the CSV's namespace for `permissions`, cluster-wide for
 /// `clusterPermissions`). Returns the entries and a description of each unmet requirement.
-async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<(Vec<Value>, Vec<String>), Error> {
+async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<(Vec<RequirementStatus>, Vec<String>), Error> {
     let mut entries = Vec::new();
     let mut missing = Vec::new();
     let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -128,14 +149,14 @@ async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &s
         let crd = crd_api.get_opt(&d.name).await.map_err(kube_err(format!("reading CustomResourceDefinition {}", d.name)))?;
         let established = crd.as_ref().and_then(|c| c.status.as_ref()).and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True"));
         let (st, msg) = match (&crd, established) {
-            (Some(_), true) => ("Present", "CRD is present and Established condition is true".to_string()),
-            (Some(_), false) => ("NotPresent", "CRD is present but the Established condition is not true".to_string()),
-            (None, _) => ("NotPresent", "CRD is not present".to_string()),
+            (Some(_), true) => (RequirementStatusReason::Present, "CRD is present and Established condition is true"),
+            (Some(_), false) => (RequirementStatusReason::NotPresent, "CRD is present but the Established condition is not true"),
+            (None, _) => (RequirementStatusReason::NotPresent, "CRD is not present"),
         };
-        if st != "Present" {
+        if st != RequirementStatusReason::Present {
             missing.push(format!("CustomResourceDefinition {}: {msg}", d.name));
         }
-        entries.push(json!({"group": "apiextensions.k8s.io", "version": "v1", "kind": "CustomResourceDefinition", "name": d.name, "status": st, "message": msg}));
+        entries.push(requirement("apiextensions.k8s.io", "CustomResourceDefinition", &d.name, st, msg));
     }
     let strategy = csv.spec.install.spec.as_ref();
     let mut perms: Vec<(&crate::api::clusterserviceversion::StrategyDeploymentPermissions, bool)> = Vec::new();
@@ -144,7 +165,7 @@ async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &s
         perms.extend(s.cluster_permissions.iter().flatten().map(|p| (p, false)));
     }
     let sa_api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    let mut by_sa: std::collections::BTreeMap<String, Vec<Value>> = std::collections::BTreeMap::new();
+    let mut by_sa: std::collections::BTreeMap<String, Vec<DependentStatus>> = std::collections::BTreeMap::new();
     let mut absent = std::collections::BTreeSet::new();
     for (perm, namespaced) in perms {
         let sa = &perm.service_account_name;
@@ -167,21 +188,29 @@ async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &s
             if !denied.is_empty() {
                 missing.push(format!("ServiceAccount {ns}/{sa} lacks the {scope} rule {rule_json}"));
             }
-            deps.push(json!({
-                "group": "rbac.authorization.k8s.io", "version": "v1", "kind": "PolicyRule",
-                "status": if denied.is_empty() { "Satisfied" } else { "NotSatisfied" },
-                "message": format!("{scope} rule:{rule_json}"),
-            }));
+            deps.push(DependentStatus {
+                group: "rbac.authorization.k8s.io".into(),
+                version: "v1".into(),
+                kind: "PolicyRule".into(),
+                status: if denied.is_empty() { RequirementStatusReason::Satisfied } else { RequirementStatusReason::NotSatisfied },
+                uuid: None,
+                message: Some(format!("{scope} rule:{rule_json}")),
+            });
         }
     }
     for sa in &absent {
         missing.push(format!("ServiceAccount {ns}/{sa} is not present"));
-        entries.push(json!({"group": "", "version": "v1", "kind": "ServiceAccount", "name": sa, "status": "NotPresent", "message": "Service account does not exist"}));
+        entries.push(requirement("", "ServiceAccount", sa, RequirementStatusReason::NotPresent, "Service account does not exist"));
     }
     for (sa, deps) in by_sa {
-        entries.push(json!({"group": "", "version": "v1", "kind": "ServiceAccount", "name": sa, "status": "Present", "message": "Service account present", "dependents": deps}));
+        entries.push(RequirementStatus { dependents: deps, ..requirement("", "ServiceAccount", &sa, RequirementStatusReason::Present, "Service account present") });
     }
     Ok((entries, missing))
+}
+
+/// One `status.requirementStatus` entry of API version `v1`.
+fn requirement(group: &str, kind: &str, name: &str, status: RequirementStatusReason, message: &str) -> RequirementStatus {
+    RequirementStatus { group: group.into(), version: "v1".into(), kind: kind.into(), name: name.into(), status, message: message.into(), uuid: None, dependents: Vec::new() }
 }
 
 /// The SubjectAccessReview attributes a policy rule grants: one per group × resource × verb
@@ -232,7 +261,7 @@ pub(crate) async fn sar_allowed(client: &Client, ns: &str, sa: &str, attrs: Valu
         s.extend(a.clone());
     }
     let sar: SubjectAccessReview = serde_json::from_value(json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}))
-        .map_err(|e| Error::Kube { context: "building a SubjectAccessReview".into(), source: kube::Error::SerdeError(e) })?;
+        .map_err(|source| Error::Build { what: format!("a SubjectAccessReview for ServiceAccount {ns}/{sa}"), source })?;
     let r = Api::<SubjectAccessReview>::all(client.clone())
         .create(&kube::api::PostParams::default(), &sar)
         .await
@@ -265,9 +294,9 @@ pub(super) async fn reconcile_operator_group(og: Arc<OperatorGroup>, ctx: Arc<Co
     let api: Api<OperatorGroup> = Api::namespaced(ctx.client.clone(), &ns);
     let mut status = json!({"lastUpdated": now()});
     match operator_group_targets(&ctx.client, &ns).await? {
-        Ok((name, targets)) if name == og.name_any() => status["namespaces"] = json!(targets),
-        Ok(_) => {}
-        Err((reason, message)) => {
+        GroupTargets::Found { name, targets } if name == og.name_any() => status["namespaces"] = json!(targets),
+        GroupTargets::Found { .. } => {}
+        GroupTargets::Unfit { reason, message } => {
             status["conditions"] = json!([{"type": "OperatorGroupInvalid", "status": "True", "reason": reason, "message": message, "lastTransitionTime": now()}]);
         }
     }
@@ -286,48 +315,31 @@ pub(super) async fn reconcile_operator_group(og: Arc<OperatorGroup>, ctx: Arc<Co
     Ok(Action::requeue(Duration::from_secs(30)))
 }
 
-fn phase_status(status: &mut Value, phase: &str, reason: &str, message: &str) {
-    if status["phase"] != phase {
-        status["lastTransitionTime"] = json!(now());
-        if !status["conditions"].is_array() {
-            status["conditions"] = json!([]);
-        }
-        if let Some(list) = status["conditions"].as_array_mut() {
-            list.push(json!({"phase": phase, "reason": reason, "message": message, "lastUpdateTime": now(), "lastTransitionTime": now()}));
-            let extra = list.len().saturating_sub(20);
-            list.drain(..extra);
-        }
-    }
-    status["phase"] = json!(phase);
-    status["reason"] = json!(reason);
-    status["message"] = json!(message);
-    status["lastUpdateTime"] = json!(now());
-}
-
 /// Writes the CSV's status; on a phase change also records an Event (reason and message of the
 /// new phase; Warning for Failed) and updates the `capstan_csvs{phase}` gauge.
-async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &ClusterServiceVersion, status: Value, old_phase: &str) -> Result<(), Error> {
-    let phase = status["phase"].as_str().unwrap_or("").to_string();
-    let reason = status["reason"].as_str().unwrap_or("").to_string();
-    let message = status["message"].as_str().unwrap_or("").to_string();
-    apply_status(api, csv, status).await?;
-    if phase != old_phase {
-        let type_ = if phase == "Failed" { EventType::Warning } else { EventType::Normal };
-        events::publish_for(&ctx.client, csv, type_, if reason.is_empty() { &phase } else { &reason }, &format!("{phase}: {message}")).await;
+async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &ClusterServiceVersion, status: &ClusterServiceVersionStatus) -> Result<(), Error> {
+    let old_phase = csv.status.as_ref().and_then(|s| s.phase.clone());
+    apply_typed_status(api, csv, status).await?;
+    if status.phase != old_phase {
+        let phase = status.phase.as_ref().map(|p| p.as_str().to_string()).unwrap_or_default();
+        let reason = status.reason.as_ref().map(|r| r.as_str().to_string()).unwrap_or_default();
+        let message = status.message.clone().unwrap_or_default();
+        let type_ = if status.phase == Some(CsvPhase::Failed) { EventType::Warning } else { EventType::Normal };
+        ctx.events.publish_for(csv, type_, if reason.is_empty() { &phase } else { &reason }, &format!("{phase}: {message}")).await;
         let key = (csv.namespace().unwrap_or_default(), csv.name_any());
         let mut phases = ctx.csv_phases.lock().unwrap_or_else(|e| e.into_inner());
         phases.insert(key, phase);
-        crate::metrics::global().set_csv_phases(phases.values().map(String::as_str));
+        ctx.metrics.set_csv_phases(phases.values().map(String::as_str));
     }
     Ok(())
 }
 
-/// Whether `csv` fits its namespace's OperatorGroup (§1.5): `Err((reason, message))` with OLM's
+/// Whether `csv` fits its namespace's OperatorGroup (§1.5): `Some((reason, message))` with OLM's
 /// reason when there is none, several, or its targets need an install mode the CSV lacks.
-async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<Result<(), (&'static str, String)>, Error> {
+async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<Option<(String, String)>, Error> {
     let targets = match operator_group_targets(client, ns).await? {
-        Err(e) => return Ok(Err(e)),
-        Ok((_, targets)) => targets,
+        GroupTargets::Unfit { reason, message } => return Ok(Some((reason.to_string(), message))),
+        GroupTargets::Found { targets, .. } => targets,
     };
     let modes: Vec<(String, bool)> = csv
         .spec
@@ -336,7 +348,7 @@ async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &s
         .flatten()
         .map(|m| (serde_json::to_value(&m.type_).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(), m.supported))
         .collect();
-    Ok(check_install_mode(ns, &targets, &modes).map_err(|e| (e.reason, format!("CSV {ns}/{}: {}", csv.name_any(), e.message))))
+    Ok(check_install_mode(ns, &targets, &modes).err().map(|e| (e.reason.to_string(), format!("CSV {ns}/{}: {}", csv.name_any(), e.message))))
 }
 
 /// The CSV's Deployments that are not Available; those deleted by hand are created again first
@@ -427,9 +439,115 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
             .map_err(kube_err(format!("creating Deployment {ns}/{name} of CSV {csv_name} again")))?;
         let message = format!("Deployment {name} was deleted; capstan created it again from the install strategy of {csv_name}");
         tracing::info!(csv = %format!("{ns}/{csv_name}"), deployment = %name, "{message}");
-        events::publish_for(&ctx.client, csv, EventType::Normal, "DeploymentRecreated", &message).await;
+        ctx.events.publish_for(csv, EventType::Normal, "DeploymentRecreated", &message).await;
     }
     Ok(())
+}
+
+/// What the CSV reconciler must look at next, by the CSV's phase (§1.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Need {
+    /// Nothing more: the phase moves on as it is (None / Failed → Pending).
+    Nothing,
+    /// The requirements (Pending).
+    Requirements,
+    /// The Deployments (InstallReady, Installing, Succeeded, Failed/ComponentUnhealthy).
+    Deployments,
+}
+
+/// What the CSV reconciler observed, as far as [`Need`] asked.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum CsvView {
+    /// The CSV does not fit its OperatorGroup: OLM's reason and the message.
+    Unfit(String, String),
+    /// The phase's own step needs nothing more.
+    Fresh,
+    /// The requirement entries and a description of each unmet one.
+    Requirements(Vec<RequirementStatus>, Vec<String>),
+    /// The Deployments of the install strategy that are not Available.
+    Deployments(Vec<String>),
+}
+
+/// What to do with a CSV: the status to write (`None`: unchanged), when to look again, and
+/// whether to delete the CSV it replaces (once it succeeded).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CsvDecision {
+    /// The new status, when it changed.
+    pub status: Option<ClusterServiceVersionStatus>,
+    /// When to look again.
+    pub requeue: Duration,
+    /// Delete the CSV named in `spec.replaces`.
+    pub delete_replaced: bool,
+}
+
+/// The phase of `status` as written (`""` when none).
+fn phase_of(status: &ClusterServiceVersionStatus) -> &str {
+    status.phase.as_ref().map(|p| p.as_str()).unwrap_or("")
+}
+
+fn reason_is(status: &ClusterServiceVersionStatus, reason: &str) -> bool {
+    status.reason.as_ref().is_some_and(|r| r.as_str() == reason)
+}
+
+/// What [`decide`] needs observed for a CSV with `status`. Pure.
+pub(crate) fn need(status: &ClusterServiceVersionStatus) -> Need {
+    match phase_of(status) {
+        "" => Need::Nothing,
+        "Failed" if !reason_is(status, "ComponentUnhealthy") => Need::Nothing,
+        "Pending" => Need::Requirements,
+        _ => Need::Deployments,
+    }
+}
+
+/// The CSV transition rules (§1.5) from `status` given `view`, at `now`. Pure.
+pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &Time) -> CsvDecision {
+    let mut next = status.clone();
+    let phase = phase_of(status).to_string();
+    let keep = |requeue: Duration| CsvDecision { status: None, requeue, delete_replaced: false };
+    let write = |next: ClusterServiceVersionStatus, requeue: Duration| CsvDecision { status: Some(next), requeue, delete_replaced: false };
+    match view {
+        // OperatorGroup membership and install mode come before any phase logic.
+        CsvView::Unfit(reason, message) => {
+            if phase == "Failed" && reason_is(status, &reason) {
+                return keep(Duration::from_secs(30));
+            }
+            next.fail(CsvReason::from(reason), &message, now);
+            write(next, Duration::from_secs(30))
+        }
+        CsvView::Fresh => {
+            next.set_phase(CsvPhase::Pending, CsvReason::RequirementsUnknown, "requirements not yet checked", now);
+            write(next, Duration::from_millis(100))
+        }
+        CsvView::Requirements(entries, missing) => {
+            next.requirement_status = entries;
+            if missing.is_empty() {
+                next.set_phase(CsvPhase::InstallReady, CsvReason::AllRequirementsMet, "all requirements found, attempting install", now);
+                return write(next, Duration::from_millis(100));
+            }
+            let message = format!("one or more requirements couldn't be found: {}", missing.join("; "));
+            if reason_is(status, "RequirementsNotMet") && status.message.as_deref() == Some(message.as_str()) {
+                return keep(Duration::from_secs(2));
+            }
+            next.set_phase(CsvPhase::Pending, CsvReason::RequirementsNotMet, &message, now);
+            write(next, Duration::from_secs(2))
+        }
+        CsvView::Deployments(waiting) => {
+            let (p, r, m) = if waiting.is_empty() {
+                (CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors".to_string())
+            } else if phase == "Succeeded" || (phase == "Failed" && reason_is(status, "ComponentUnhealthy")) {
+                (CsvPhase::Failed, CsvReason::ComponentUnhealthy, format!("installing: Deployment {} is not available", waiting.join(", ")))
+            } else {
+                (CsvPhase::Installing, CsvReason::InstallWaiting, format!("installing: waiting for deployment {} to become ready", waiting.join(", ")))
+            };
+            let succeeded = p == CsvPhase::Succeeded;
+            let requeue = Duration::from_secs(if succeeded { 30 } else { 1 });
+            let changed = status.phase.as_ref() != Some(&p) || status.message.as_deref() != Some(m.as_str());
+            if changed {
+                next.set_phase(p, r, &m, now);
+            }
+            CsvDecision { status: changed.then_some(next), requeue, delete_replaced: succeeded }
+        }
+    }
 }
 
 pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -444,74 +562,30 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     let Some(csv) = api.get_opt(&name).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{name}")))? else {
         let mut phases = ctx.csv_phases.lock().unwrap_or_else(|e| e.into_inner());
         if phases.remove(&(ns.clone(), name.clone())).is_some() {
-            crate::metrics::global().set_csv_phases(phases.values().map(String::as_str));
+            ctx.metrics.set_csv_phases(phases.values().map(String::as_str));
         }
         return Ok(Action::await_change());
     };
-    let mut status = serde_json::to_value(&csv.status).unwrap_or(Value::Null);
-    if !status.is_object() {
-        status = json!({});
-    }
-    let phase = status["phase"].as_str().unwrap_or("").to_string();
-    let set = |status: &mut Value, p: &str, r: &str, m: &str| phase_status(status, p, r, m);
-
-    // OperatorGroup membership and install mode come before any phase logic (§1.5).
-    let fit = operator_group_fit(&ctx.client, &csv, &ns).await?;
-    if let Err((reason, message)) = fit {
-        if phase != "Failed" || status["reason"] != reason {
-            set(&mut status, "Failed", reason, &message);
-            write_status(&ctx, &api, &csv, status, &phase).await?;
-        }
-        return Ok(Action::requeue(Duration::from_secs(30)));
-    }
-
-    match phase.as_str() {
-        "" => {
-            set(&mut status, "Pending", "RequirementsUnknown", "requirements not yet checked");
-            write_status(&ctx, &api, &csv, status, &phase).await?;
-            return Ok(Action::requeue(Duration::from_millis(100)));
-        }
-        "Failed" if status["reason"] != "ComponentUnhealthy" => {
-            set(&mut status, "Pending", "RequirementsUnknown", "requirements not yet checked");
-            write_status(&ctx, &api, &csv, status, &phase).await?;
-            return Ok(Action::requeue(Duration::from_millis(100)));
-        }
-        "Pending" => {
-            let (entries, missing) = requirement_status(&ctx.client, &csv, &ns).await?;
-            status["requirementStatus"] = json!(entries);
-            if missing.is_empty() {
-                set(&mut status, "InstallReady", "AllRequirementsMet", "all requirements found, attempting install");
-                write_status(&ctx, &api, &csv, status, &phase).await?;
-                return Ok(Action::requeue(Duration::from_millis(100)));
+    let status = csv.status.clone().unwrap_or_default();
+    let view = match operator_group_fit(&ctx.client, &csv, &ns).await? {
+        Some((reason, message)) => CsvView::Unfit(reason, message),
+        None => match need(&status) {
+            Need::Nothing => CsvView::Fresh,
+            Need::Requirements => {
+                let (entries, missing) = requirement_status(&ctx.client, &csv, &ns).await?;
+                CsvView::Requirements(entries, missing)
             }
-            let message = format!("one or more requirements couldn't be found: {}", missing.join("; "));
-            if status["reason"] != "RequirementsNotMet" || status["message"] != message {
-                set(&mut status, "Pending", "RequirementsNotMet", &message);
-                status["reason"] = json!("RequirementsNotMet");
-                write_status(&ctx, &api, &csv, status, &phase).await?;
-            }
-            return Ok(Action::requeue(Duration::from_secs(2)));
-        }
-        _ => {}
-    }
-
-    // InstallReady / Installing / Succeeded / Failed(ComponentUnhealthy): look at the Deployments.
-    let waiting = deployments_waiting(&ctx, &csv, &ns).await?;
-    let (p, r, m) = if waiting.is_empty() {
-        ("Succeeded", "InstallSucceeded", "install strategy completed with no errors".to_string())
-    } else if phase == "Succeeded" || (phase == "Failed" && status["reason"] == "ComponentUnhealthy") {
-        ("Failed", "ComponentUnhealthy", format!("installing: Deployment {} is not available", waiting.join(", ")))
-    } else {
-        ("Installing", "InstallWaiting", format!("installing: waiting for deployment {} to become ready", waiting.join(", ")))
+            Need::Deployments => CsvView::Deployments(deployments_waiting(&ctx, &csv, &ns).await?),
+        },
     };
-    if phase != p || status["message"] != m {
-        set(&mut status, p, r, &m);
-        write_status(&ctx, &api, &csv, status, &phase).await?;
+    let decision = decide(&status, view, &now_time());
+    if let Some(next) = &decision.status {
+        write_status(&ctx, &api, &csv, next).await?;
     }
-    if p == "Succeeded" {
+    if decision.delete_replaced {
         delete_replaced(&api, &csv, &ns).await?;
     }
-    Ok(Action::requeue(Duration::from_secs(if p == "Succeeded" { 30 } else { 1 })))
+    Ok(Action::requeue(decision.requeue))
 }
 
 #[cfg(test)]
@@ -562,5 +636,80 @@ mod tests {
         assert_eq!(check_install_mode("a", &[], &modes(&["AllNamespaces"])).unwrap_err().reason, "NoTargetNamespaces");
         let e = check_install_mode("a", &t(&["a"]), &modes(&["AllNamespaces"])).unwrap_err();
         assert!(e.message.contains("needs install mode OwnNamespace") && e.message.contains("supports: AllNamespaces"), "{e}");
+    }
+
+    fn st(phase: Option<&str>, reason: Option<&str>, message: Option<&str>) -> ClusterServiceVersionStatus {
+        ClusterServiceVersionStatus { phase: phase.map(CsvPhase::from), reason: reason.map(CsvReason::from), message: message.map(String::from), ..Default::default() }
+    }
+
+    fn now() -> Time {
+        Time("2026-01-01T00:00:00Z".parse().unwrap())
+    }
+
+    fn written(d: &CsvDecision) -> (String, String, String) {
+        let s = d.status.as_ref().expect("a status to write");
+        (phase_of(s).to_string(), s.reason.as_ref().map(|r| r.as_str().to_string()).unwrap_or_default(), s.message.clone().unwrap_or_default())
+    }
+
+    #[test]
+    fn what_each_phase_needs() {
+        assert_eq!(need(&st(None, None, None)), Need::Nothing);
+        assert_eq!(need(&st(Some("Failed"), Some("NoOperatorGroup"), None)), Need::Nothing);
+        assert_eq!(need(&st(Some("Pending"), Some("RequirementsUnknown"), None)), Need::Requirements);
+        for p in ["InstallReady", "Installing", "Succeeded"] {
+            assert_eq!(need(&st(Some(p), None, None)), Need::Deployments, "{p}");
+        }
+        assert_eq!(need(&st(Some("Failed"), Some("ComponentUnhealthy"), None)), Need::Deployments);
+    }
+
+    #[test]
+    fn csv_transitions() {
+        // Unfit: Failed with the OperatorGroup reason, written once.
+        let d = decide(&st(Some("Succeeded"), None, None), CsvView::Unfit("TooManyOperatorGroups".into(), "m".into()), &now());
+        assert_eq!((written(&d), d.requeue), (("Failed".into(), "TooManyOperatorGroups".into(), "m".into()), Duration::from_secs(30)));
+        let d = decide(&st(Some("Failed"), Some("TooManyOperatorGroups"), Some("m")), CsvView::Unfit("TooManyOperatorGroups".into(), "m".into()), &now());
+        assert!(d.status.is_none());
+        // None and a fixed Failed → Pending/RequirementsUnknown.
+        for from in [st(None, None, None), st(Some("Failed"), Some("NoOperatorGroup"), None)] {
+            let d = decide(&from, CsvView::Fresh, &now());
+            assert_eq!(written(&d), ("Pending".into(), "RequirementsUnknown".into(), "requirements not yet checked".into()));
+            assert_eq!(d.requeue, Duration::from_millis(100));
+        }
+        // Pending: InstallReady when all is met, else RequirementsNotMet (written when it changes).
+        let pending = st(Some("Pending"), Some("RequirementsUnknown"), None);
+        let d = decide(&pending, CsvView::Requirements(vec![requirement("", "ServiceAccount", "a", RequirementStatusReason::Present, "ok")], vec![]), &now());
+        assert_eq!(written(&d).1, "AllRequirementsMet");
+        assert_eq!(d.status.as_ref().unwrap().requirement_status.len(), 1);
+        let d = decide(&pending, CsvView::Requirements(vec![], vec!["CRD x: missing".into()]), &now());
+        assert_eq!(written(&d), ("Pending".into(), "RequirementsNotMet".into(), "one or more requirements couldn't be found: CRD x: missing".into()));
+        assert_eq!(d.requeue, Duration::from_secs(2));
+        let again = decide(d.status.as_ref().unwrap(), CsvView::Requirements(vec![], vec!["CRD x: missing".into()]), &now());
+        assert!(again.status.is_none());
+        // Deployments: Installing → Succeeded (deletes the replaced CSV) → ComponentUnhealthy → Succeeded.
+        let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(vec!["op".into()]), &now());
+        assert_eq!(written(&d), ("Installing".into(), "InstallWaiting".into(), "installing: waiting for deployment op to become ready".into()));
+        assert!(!d.delete_replaced && d.requeue == Duration::from_secs(1));
+        let d = decide(d.status.as_ref().unwrap(), CsvView::Deployments(vec![]), &now());
+        assert_eq!(written(&d).1, "InstallSucceeded");
+        assert!(d.delete_replaced && d.requeue == Duration::from_secs(30));
+        let ok = d.status.unwrap();
+        let same = decide(&ok, CsvView::Deployments(vec![]), &now());
+        assert!(same.status.is_none() && same.delete_replaced);
+        let d = decide(&ok, CsvView::Deployments(vec!["op".into()]), &now());
+        assert_eq!(written(&d), ("Failed".into(), "ComponentUnhealthy".into(), "installing: Deployment op is not available".into()));
+        let history = d.status.as_ref().unwrap().conditions.len();
+        let d = decide(d.status.as_ref().unwrap(), CsvView::Deployments(vec!["op".into()]), &now());
+        assert!(d.status.is_none(), "unchanged");
+        assert_eq!(history, 3, "one history entry per phase entered");
+    }
+
+    #[test]
+    fn phase_history_is_bounded() {
+        let mut s = ClusterServiceVersionStatus::default();
+        for i in 0..30 {
+            let p = if i % 2 == 0 { CsvPhase::Installing } else { CsvPhase::Succeeded };
+            s.set_phase(p, CsvReason::InstallWaiting, "m", &now());
+        }
+        assert_eq!(s.conditions.len(), crate::api::clusterserviceversion::CSV_CONDITION_HISTORY);
     }
 }

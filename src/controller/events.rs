@@ -1,21 +1,19 @@
 //! Kubernetes Events (`events.k8s.io/v1`) on the objects capstan reconciles, so that
 //! `kubectl describe subscription|installplan|csv …` and `kubectl events` show what happened.
 //!
-//! A thin layer over kube-rs' [`Recorder`]: one recorder per process (its cache folds repeats of
-//! the same event into one Event with a growing `series.count`, as client-go's recorder does),
-//! reporting controller `capstan`, reporting instance = the leader-election identity
-//! ([`super::leader::default_identity`]). OLM v0 records Events with reasons such as
+//! A thin layer over kube-rs' [`Recorder`]: one [`Events`] per controller process, carried in the
+//! reconcilers' [`super::Context`] (its cache folds repeats of the same event into one Event with a
+//! growing `series.count`, as client-go's recorder does), reporting controller `capstan`,
+//! reporting instance = the leader-election identity ([`super::leader::default_identity`]). OLM v0 records Events with reasons such as
 //! `RequirementsNotMet`, `InstallSucceeded`, `InstallWaiting`, `ComponentUnhealthy`
 //! (the CSV condition reasons of `reference/olm-v0.md` §1.5); use those reasons where they fit.
 //!
 //! Usage from a reconciler (never fails the reconcile; a failure to record is logged):
 //! ```text
-//! events::publish_for(&ctx.client, &*csv, EventType::Normal, "InstallSucceeded", "install strategy completed with no errors").await;
+//! ctx.events.publish_for(&*csv, EventType::Normal, "InstallSucceeded", "install strategy completed with no errors").await;
 //! ```
 //! Cluster-scoped objects get their Events in namespace `default` (kube-rs' rule). RBAC: `create`
 //! and `patch` on `events.k8s.io` `events` (granted in `manifests/rbac.yaml`).
-
-use std::sync::OnceLock;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
@@ -30,14 +28,6 @@ const MAX_REASON: usize = 128;
 /// The longest `note` the API accepts (bytes).
 const MAX_NOTE: usize = 1024;
 
-fn recorder(client: &Client) -> &'static Recorder {
-    static RECORDER: OnceLock<Recorder> = OnceLock::new();
-    RECORDER.get_or_init(|| {
-        let reporter = Reporter { controller: REPORTING_CONTROLLER.into(), instance: Some(super::leader::default_identity()) };
-        Recorder::new(client.clone(), reporter)
-    })
-}
-
 /// Cuts `s` to at most `max` bytes on a character boundary, marking the cut with `…`.
 fn truncate(s: &str, max: usize) -> String {
     if s.len() <= max {
@@ -50,44 +40,84 @@ fn truncate(s: &str, max: usize) -> String {
     format!("{}…", &s[..end])
 }
 
-/// Records an Event about `regarding` (from `Resource::object_ref`): `type_` Normal or Warning,
-/// `reason` a short CamelCase word (≤ 128 characters; also used as the Event's `action`),
-/// `note` a sentence for people (cut to 1 KiB, the API's limit).
-///
-/// Uses one process-wide recorder, built from the first `client` passed in.
-///
-/// # Errors
-/// The API error when the Event cannot be created (e.g. RBAC). Reconcilers usually want
-/// [`publish`], which logs instead.
-pub async fn try_publish(client: &Client, regarding: &ObjectReference, type_: EventType, reason: &str, note: &str) -> Result<(), kube::Error> {
-    let reason = truncate(reason, MAX_REASON);
-    let event = Event { type_, reason: reason.clone(), note: Some(truncate(note, MAX_NOTE)), action: reason, secondary: None };
-    recorder(client).publish(&event, regarding).await
+/// The Event recorder of one controller process (see the module documentation).
+#[derive(Clone)]
+pub struct Events {
+    recorder: Recorder,
 }
 
-/// [`try_publish`], logging a failure as a warning instead of returning it: an Event that cannot
-/// be recorded must not fail or retry a reconcile.
-pub async fn publish(client: &Client, regarding: &ObjectReference, type_: EventType, reason: &str, note: &str) {
-    if let Err(e) = try_publish(client, regarding, type_, reason, note).await {
-        tracing::warn!(
-            kind = regarding.kind.as_deref().unwrap_or(""),
-            namespace = regarding.namespace.as_deref().unwrap_or(""),
-            name = regarding.name.as_deref().unwrap_or(""),
-            %reason,
-            error = %e,
-            "could not record an Event"
-        );
+impl std::fmt::Debug for Events {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Events")
     }
 }
 
-/// [`publish`] about `obj` (any typed object, e.g. a Subscription, InstallPlan or CSV): the
-/// one-line form for reconcilers, `events::publish_for(&ctx.client, &*csv, EventType::Normal,
-/// "InstallSucceeded", "…").await`.
+impl Events {
+    /// A recorder writing with `client`, reporting controller [`REPORTING_CONTROLLER`] and
+    /// instance `instance` (the leader-election identity).
+    pub fn new(client: Client, instance: String) -> Self {
+        let reporter = Reporter { controller: REPORTING_CONTROLLER.into(), instance: Some(instance) };
+        Events { recorder: Recorder::new(client, reporter) }
+    }
+
+    /// Records an Event about `regarding` (from `Resource::object_ref`): `type_` Normal or Warning,
+    /// `reason` a short CamelCase word (≤ 128 characters; also used as the Event's `action`),
+    /// `note` a sentence for people (cut to 1 KiB, the API's limit).
+    ///
+    /// # Errors
+    /// The API error when the Event cannot be created (e.g. RBAC). Reconcilers usually want
+    /// [`Events::publish`], which logs instead.
+    pub async fn try_publish(&self, regarding: &ObjectReference, type_: EventType, reason: &str, note: &str) -> Result<(), kube::Error> {
+        let reason = truncate(reason, MAX_REASON);
+        let event = Event { type_, reason: reason.clone(), note: Some(truncate(note, MAX_NOTE)), action: reason, secondary: None };
+        self.recorder.publish(&event, regarding).await
+    }
+
+    /// [`Events::try_publish`], logging a failure as a warning instead of returning it: an Event
+    /// that cannot be recorded must not fail or retry a reconcile.
+    pub async fn publish(&self, regarding: &ObjectReference, type_: EventType, reason: &str, note: &str) {
+        if let Err(e) = self.try_publish(regarding, type_, reason, note).await {
+            tracing::warn!(
+                kind = regarding.kind.as_deref().unwrap_or(""),
+                namespace = regarding.namespace.as_deref().unwrap_or(""),
+                name = regarding.name.as_deref().unwrap_or(""),
+                %reason,
+                error = %e,
+                "could not record an Event"
+            );
+        }
+    }
+
+    /// [`Events::publish`] about `obj` (any typed object, e.g. a Subscription, InstallPlan or CSV).
+    pub async fn publish_for<K>(&self, obj: &K, type_: EventType, reason: &str, note: &str)
+    where
+        K: kube::Resource<DynamicType = ()>,
+    {
+        self.publish(&obj.object_ref(&()), type_, reason, note).await;
+    }
+}
+
+/// The process-wide [`Events`] of callers without a controller `Context` (the CLI, tests), built
+/// from the first `client` passed in. Reconcilers use the one their `Context` carries.
+fn shared(client: &Client) -> &'static Events {
+    static SHARED: std::sync::OnceLock<Events> = std::sync::OnceLock::new();
+    SHARED.get_or_init(|| Events::new(client.clone(), super::leader::default_identity()))
+}
+
+/// [`Events::try_publish`] through the process-wide recorder of callers without a `Context`.
+///
+/// # Errors
+/// The API error when the Event cannot be created.
+pub async fn try_publish(client: &Client, regarding: &ObjectReference, type_: EventType, reason: &str, note: &str) -> Result<(), kube::Error> {
+    shared(client).try_publish(regarding, type_, reason, note).await
+}
+
+/// [`Events::publish_for`] through the process-wide recorder of callers without a `Context`.
 pub async fn publish_for<K>(client: &Client, obj: &K, type_: EventType, reason: &str, note: &str)
 where
     K: kube::Resource<DynamicType = ()>,
 {
-    publish(client, &obj.object_ref(&()), type_, reason, note).await;
+    shared(client).publish_for(obj, type_, reason, note).await;
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
-//! InstallPlan reconciler (`reference/olm-v0.md` §1.4, §5): from `status.bundleLookups` (written by
-//! the Subscription reconciler) pull each bundle image, plan its steps with the namespace's
+//! InstallPlan reconciler (`reference/olm-v0.md` §1.4, §5), the only writer of InstallPlan status:
+//! copies the bundle lookups the Subscription reconciler put in annotation
+//! [`ANNOTATION_BUNDLE_LOOKUPS`] into `status.bundleLookups`, fails a plan marked
+//! [`ANNOTATION_SUPERSEDED_BY`], and from `status.bundleLookups` pulls each bundle image, plan its steps with the namespace's
 //! OperatorGroup targets ([`crate::install::plan::steps`]) and write them to `status.plan`; phase
 //! `RequiresApproval` while `spec.approved` is false (nothing applied), else `Installing`, then
 //! [`crate::install::apply::apply`] and `Complete`, or `Failed` with a message naming the step and why.
@@ -14,10 +16,11 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::catalogsource::registry_for;
-use super::csv::{check_install_mode, operator_group_targets};
-use super::events::{self, EventType};
-use super::{Context, Error, apply_status, kube_err, scoped};
-use crate::api::installplan::InstallPlanPhase;
+use super::csv::{GroupTargets, check_install_mode, operator_group_targets};
+use super::events::EventType;
+use super::{Context, Error, apply_typed_status, kube_err, now_time, scoped};
+use crate::api::common::ConditionStatus;
+use crate::api::installplan::{BundleLookup, BundleLookupCondition, BundleLookupConditionType, InstallPlanPhase, InstallPlanStatus, Step as ApiStep, StepResource, StepStatus as ApiStepStatus};
 use crate::api::{CatalogSource, InstallPlan, Subscription};
 use crate::bundle::Bundle;
 use crate::install::crd_safety::{check_plan_crds, describe_all};
@@ -136,26 +139,69 @@ pub(crate) fn retry_backoff(attempt: u32) -> Duration {
     RETRY_FIRST.saturating_mul(1u32 << attempt.saturating_sub(1).min(16)).min(RETRY_MAX)
 }
 
+/// Annotation on an InstallPlan, set by the Subscription reconciler when it creates the plan:
+/// [`PlannedLookups`] as JSON — where each bundle comes from. The InstallPlan reconciler copies
+/// them into `status.bundleLookups` (only it writes InstallPlan status).
+pub const ANNOTATION_BUNDLE_LOOKUPS: &str = "operators.capstan.dev/bundle-lookups";
+
+/// Annotation on an InstallPlan waiting for approval, set by the Subscription reconciler when a
+/// newer resolution supersedes it (written on the version it read, so a plan approved meanwhile
+/// is not marked): why. The InstallPlan reconciler then fails the plan with reason `Superseded`,
+/// so that approving it later installs nothing.
+pub const ANNOTATION_SUPERSEDED_BY: &str = "operators.capstan.dev/superseded";
+
+/// Condition reason of a plan superseded by a newer one ([`ANNOTATION_SUPERSEDED_BY`]).
+pub const SUPERSEDED: &str = "Superseded";
+
+/// The content of [`ANNOTATION_BUNDLE_LOOKUPS`]: `status.catalogSources` and
+/// `status.bundleLookups` of a new plan.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedLookups {
+    /// Names of the CatalogSources the bundles come from.
+    pub catalog_sources: Vec<String>,
+    /// One per bundle to install.
+    pub bundle_lookups: Vec<BundleLookup>,
+}
+
+/// How a plan stops short of being applied: held ([`Hold`], written to its status) or an API
+/// failure (the reconcile fails and is retried).
+#[derive(Debug)]
+enum Stop {
+    Held(Hold),
+    Api(Error),
+}
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Self {
+        Stop::Api(e)
+    }
+}
+
+impl From<Hold> for Stop {
+    fn from(h: Hold) -> Self {
+        Stop::Held(h)
+    }
+}
+
 /// Marks the plan Failed with `reason` and `message` (unless it already says exactly that),
 /// nothing applied, and requeues it for another check.
 #[allow(clippy::too_many_arguments)]
-async fn block(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut status: Value, steps: &[Value], reason: &str, message: String, blocked: bool) -> Result<Action, Error> {
+async fn block(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut status: InstallPlanStatus, steps: Vec<ApiStep>, reason: &str, message: String, blocked: bool) -> Result<Action, Error> {
     let message = format!("{message} (capstan checks again every {} s)", CRD_RECHECK.as_secs());
-    if status["message"] != message.as_str() || !blocked {
+    if status.message.as_deref() != Some(message.as_str()) || !blocked {
         tracing::warn!(plan = %format!("{}/{}", ip.namespace().unwrap_or_default(), ip.name_any()), %message, "InstallPlan refused before any step");
-        status["phase"] = json!("Failed");
-        status["message"] = json!(message);
-        status["plan"] = json!(steps);
-        status["conditions"] = json!([{"type": "Installed", "status": "False", "reason": reason, "message": message, "lastUpdateTime": super::now(), "lastTransitionTime": super::now()}]);
-        apply_status(api, ip, status).await?;
-        events::publish_for(&ctx.client, ip, EventType::Warning, reason, &message).await;
+        status.fail(reason, &message, &now_time());
+        status.plan = steps;
+        apply_typed_status(api, ip, &status).await?;
+        ctx.events.publish_for(ip, EventType::Warning, reason, &message).await;
     }
     Ok(Action::requeue(CRD_RECHECK))
 }
 
 /// Keeps the plan's phase and says in condition `Installed=False` ([`INSTALL_RETRYING`]) what
 /// failed and when capstan tries again; requeues after [`retry_backoff`].
-async fn retry_later(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut status: Value, message: String) -> Result<Action, Error> {
+async fn retry_later(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut status: InstallPlanStatus, message: String) -> Result<Action, Error> {
     let key = (ip.namespace().unwrap_or_default(), ip.name_any());
     let attempt = {
         let mut retries = ctx.plan_retries.lock().unwrap_or_else(|e| e.into_inner());
@@ -166,33 +212,29 @@ async fn retry_later(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mu
     let wait = retry_backoff(attempt);
     let message = format!("{message}; this can pass by itself: capstan tries again in {} s (attempt {attempt})", wait.as_secs());
     tracing::warn!(plan = %format!("{}/{}", ip.namespace().unwrap_or_default(), ip.name_any()), %message, "InstallPlan held by a transient error");
-    let now = super::now();
-    status["conditions"] = json!([{"type": "Installed", "status": "False", "reason": INSTALL_RETRYING, "message": message, "lastUpdateTime": now, "lastTransitionTime": now}]);
-    apply_status(api, ip, status).await?;
+    status.set_installed(ConditionStatus::False, Some(INSTALL_RETRYING), Some(&message), &now_time());
+    apply_typed_status(api, ip, &status).await?;
     if attempt == 1 {
-        events::publish_for(&ctx.client, ip, EventType::Warning, INSTALL_RETRYING, &message).await;
+        ctx.events.publish_for(ip, EventType::Warning, INSTALL_RETRYING, &message).await;
     }
     Ok(Action::requeue(wait))
 }
 
 /// Writes a plan's [`Hold`]: [`retry_later`], [`block`], or Failed for good.
 #[allow(clippy::too_many_arguments)]
-async fn hold(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut status: Value, steps: &[Value], hold: Hold, blocked: bool) -> Result<Action, Error> {
+async fn hold(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut status: InstallPlanStatus, steps: Vec<ApiStep>, hold: Hold, blocked: bool) -> Result<Action, Error> {
     match hold {
         Hold::Again => Ok(Action::requeue(Duration::from_millis(200))),
         Hold::Retry(message) => retry_later(ctx, api, ip, status, message).await,
         Hold::Blocked(reason, message) => block(ctx, api, ip, status, steps, reason, message, blocked).await,
         Hold::Fail(reason, message) => {
             tracing::warn!(plan = %format!("{}/{}", ip.namespace().unwrap_or_default(), ip.name_any()), %message, "InstallPlan failed");
-            let now = super::now();
-            status["phase"] = json!("Failed");
-            status["message"] = json!(message);
+            status.fail(reason, &message, &now_time());
             if !steps.is_empty() {
-                status["plan"] = json!(steps);
+                status.plan = steps;
             }
-            status["conditions"] = json!([{"type": "Installed", "status": "False", "reason": reason, "message": message, "lastUpdateTime": now, "lastTransitionTime": now}]);
-            apply_status(api, ip, status).await?;
-            events::publish_for(&ctx.client, ip, EventType::Warning, "InstallFailed", &message).await;
+            apply_typed_status(api, ip, &status).await?;
+            ctx.events.publish_for(ip, EventType::Warning, "InstallFailed", &message).await;
             Ok(Action::await_change())
         }
     }
@@ -203,7 +245,7 @@ async fn hold(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut statu
 pub const MAX_PLAN_STATUS_BYTES: usize = 1_300_000;
 
 /// [`Hold::Fail`] when `steps` (the `status.plan` entries) exceed [`MAX_PLAN_STATUS_BYTES`].
-fn oversized(steps: &[Value]) -> Option<Hold> {
+fn oversized(steps: &[ApiStep]) -> Option<Hold> {
     let size = serde_json::to_vec(steps).map(|v| v.len()).unwrap_or(0);
     (size > MAX_PLAN_STATUS_BYTES).then(|| {
         Hold::Fail(
@@ -241,89 +283,72 @@ async fn still_current(ctx: &Context, ip: &InstallPlan, ns: &str) -> Result<bool
 }
 
 /// The `status.plan[]` entry (OLM `Step`) of one planned step with status `status`.
-pub(crate) fn step_json(step: &Step, lookup_catalog: (&str, &str), status: &str) -> Value {
-    json!({
-        "resolving": step.resolving,
-        "resource": {
-            "sourceName": lookup_catalog.1, "sourceNamespace": lookup_catalog.0,
-            "group": step.group, "version": step.version,
-            "kind": if step.kind == "Secret" { "BundleSecret" } else { step.kind.as_str() },
-            "name": step.name,
-            "manifest": step.manifest.to_string(),
+pub(crate) fn step_entry(step: &Step, lookup_catalog: (&str, &str), status: ApiStepStatus) -> ApiStep {
+    ApiStep {
+        resolving: step.resolving.clone(),
+        resource: StepResource {
+            source_name: lookup_catalog.1.to_string(),
+            source_namespace: lookup_catalog.0.to_string(),
+            group: step.group.clone(),
+            version: step.version.clone(),
+            kind: if step.kind == "Secret" { "BundleSecret".into() } else { step.kind.clone() },
+            name: step.name.clone(),
+            manifest: Some(step.manifest.to_string()),
         },
-        "optional": false,
-        "status": status,
-    })
+        optional: false,
+        status,
+    }
 }
 
-/// The planned steps of an InstallPlan, each with its catalog `(namespace, name)`, and the
-/// namespace's OperatorGroup name.
-type Planned = (String, Vec<(Step, (String, String))>);
+/// The planned steps of an InstallPlan, each with its catalog `(namespace, name)`.
+struct Planned {
+    /// The namespace's OperatorGroup.
+    operator_group: String,
+    /// The steps, in order.
+    steps: Vec<(Step, (String, String))>,
+}
 
-/// Pulls every bundle of the plan and plans its steps; also returns the namespace's OperatorGroup
-/// name. `Err` is how the plan is held, with a message naming the bundle.
-/// `rv` is the plan's resourceVersion as read, updated when this writes the plan's status.
-async fn plan_steps(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, ns: &str, status: &mut Value, rv: &mut Option<String>) -> Result<Result<Planned, Hold>, Error> {
+impl Planned {
+    /// The `status.plan` entries, each with `status`.
+    fn listed(&self, status: ApiStepStatus) -> Vec<ApiStep> {
+        self.steps.iter().map(|(s, c)| step_entry(s, (&c.0, &c.1), status.clone())).collect()
+    }
+
+    fn plain(&self) -> Vec<Step> {
+        self.steps.iter().map(|(s, _)| s.clone()).collect()
+    }
+}
+
+/// Pulls every bundle of the plan and plans its steps. Stops with how the plan is held, with a
+/// message naming the bundle. `rv` is the plan's resourceVersion as read, updated when this
+/// writes the plan's status.
+async fn plan_steps(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, ns: &str, status: &mut InstallPlanStatus, rv: &mut Option<String>) -> Result<Planned, Stop> {
     let (og, targets) = match operator_group_targets(&ctx.client, ns).await? {
-        Ok(t) => t,
-        Err((reason, message)) => return Ok(Err(Hold::Blocked(reason, format!("{reason}: {message}")))),
+        GroupTargets::Found { name, targets } => (name, targets),
+        GroupTargets::Unfit { reason, message } => return Err(Hold::Blocked(reason, format!("{reason}: {message}")).into()),
     };
     // The owning Subscription's spec.config goes into its own package's Deployments (§1.3).
     let sub = match ip.owner_references().iter().find(|o| o.kind == "Subscription") {
         Some(o) => Api::<Subscription>::namespaced(ctx.client.clone(), ns).get_opt(&o.name).await.ok().flatten(),
         None => None,
     };
-    let mut out = Vec::new();
-    let lookups = ip.status.as_ref().map(|s| s.bundle_lookups.clone()).unwrap_or_default();
+    let mut steps = Vec::new();
+    let lookups = status.bundle_lookups.clone();
     for (i, lookup) in lookups.iter().enumerate() {
-        let csv_name = &lookup.identifier;
-        let at = |what: String| format!("bundle {csv_name} ({}): {what}", lookup.path);
-        let cref = &lookup.catalog_source_ref;
-        let cns = cref.namespace.clone().unwrap_or_default();
-        let cname = cref.name.clone().unwrap_or_default();
-        let secrets = match Api::<CatalogSource>::namespaced(ctx.client.clone(), &cns).get_opt(&cname).await {
-            Ok(Some(cs)) => cs.spec.secrets.unwrap_or_default(),
-            _ => Vec::new(),
-        };
-        let registry = match registry_for(ctx, &cns, &secrets).await {
-            Ok(r) => r,
-            Err(e) => return Ok(Err(Hold::Blocked(BUNDLE_UNAVAILABLE, at(e)))),
-        };
-        let reference = match parse_reference(&lookup.path) {
-            Ok(r) => r,
-            Err(e) => return Ok(Err(Hold::Fail("InstallCheckFailed", at(format!("the image reference is invalid: {e}"))))),
-        };
-        let dir = match ScratchDir::new("capstan-bundle") {
-            Ok(d) => d,
-            Err(e) => return Ok(Err(Hold::Retry(at(e.to_string())))),
-        };
-        if let Some(hold) = mark_pulling(ctx, api, ip, status, rv, i, &lookup.path).await? {
-            return Ok(Err(hold));
-        }
-        let pulled = crate::bundle::image::pull_bundle(&registry, &reference, dir.path()).await;
-        clear_pulling(status, i);
-        if let Err(e) = pulled {
-            return Ok(Err(pull_hold(&e, at(format!("pulling the bundle image failed: {e}")))));
-        }
-        let bundle = match Bundle::load(dir.path()) {
-            Ok(b) => b,
-            Err(e) => return Ok(Err(Hold::Fail("InstallCheckFailed", at(format!("the bundle is invalid: {e}"))))),
-        };
+        let bundle = pull(ctx, api, ip, status, rv, i, lookup).await?;
+        let at = |what: String| format!("bundle {} ({}): {what}", lookup.identifier, lookup.path);
         let modes: Vec<(String, bool)> = bundle.csv().install_modes().into_iter().map(|m| (m.type_, m.supported)).collect();
         if let Err(e) = check_install_mode(ns, &targets, &modes) {
             let message = at(format!("{}: {}", e.reason, e.message));
-            return Ok(Err(if e.reason == "InvalidInstallModes" { Hold::Fail("InstallCheckFailed", message) } else { Hold::Blocked(e.reason, message) }));
+            return Err(if e.reason == "InvalidInstallModes" { Hold::Fail("InstallCheckFailed", message) } else { Hold::Blocked(e.reason, message) }.into());
         }
-        let config = match subscription_config(sub.as_ref(), bundle.package()) {
-            Ok(c) => c,
-            Err(h) => return Ok(Err(h)),
-        };
+        let config = subscription_config(sub.as_ref(), bundle.package())?;
         let properties: Vec<Value> = lookup.properties.as_deref().and_then(|p| serde_json::from_str::<Value>(p).ok()).and_then(|v| v["properties"].as_array().cloned()).unwrap_or_default();
         let mut target = InstallTarget {
             namespace: ns.to_string(),
             target_namespaces: targets.clone(),
             package: bundle.package().to_string(),
-            csv_name: csv_name.clone(),
+            csv_name: lookup.identifier.clone(),
             config,
             operator_group: Some(og.clone()),
             properties,
@@ -331,17 +356,50 @@ async fn plan_steps(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, ns:
             ..Default::default()
         };
         target.owner = Some(target.csv_owner_reference());
+        let catalog = (lookup.catalog_source_ref.namespace.clone().unwrap_or_default(), lookup.catalog_source_ref.name.clone().unwrap_or_default());
         match plan::steps(&bundle, &target) {
-            Ok(steps) => out.extend(steps.into_iter().map(|s| (s, (cns.clone(), cname.clone())))),
-            Err(e) => return Ok(Err(Hold::Fail("InstallCheckFailed", at(e.to_string())))),
+            Ok(planned) => steps.extend(planned.into_iter().map(|s| (s, catalog.clone()))),
+            Err(e) => return Err(Hold::Fail("InstallCheckFailed", at(e.to_string())).into()),
         }
     }
-    Ok(Ok((og, out)))
+    Ok(Planned { operator_group: og, steps })
+}
+
+/// Pulls the bundle of lookup `i` (pull secrets of its CatalogSource), marking the pull in the
+/// plan's status while it runs ([`mark_pulling`]).
+async fn pull(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, status: &mut InstallPlanStatus, rv: &mut Option<String>, i: usize, lookup: &BundleLookup) -> Result<Bundle, Stop> {
+    let at = |what: String| format!("bundle {} ({}): {what}", lookup.identifier, lookup.path);
+    let cns = lookup.catalog_source_ref.namespace.clone().unwrap_or_default();
+    let cname = lookup.catalog_source_ref.name.clone().unwrap_or_default();
+    let secrets = match Api::<CatalogSource>::namespaced(ctx.client.clone(), &cns).get_opt(&cname).await {
+        Ok(Some(cs)) => cs.spec.secrets.unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let registry = registry_for(ctx, &cns, &secrets).await.map_err(|e| Hold::Blocked(BUNDLE_UNAVAILABLE, at(e)))?;
+    let reference = parse_reference(&lookup.path).map_err(|e| Hold::Fail("InstallCheckFailed", at(format!("the image reference is invalid: {e}"))))?;
+    let dir = ScratchDir::new("capstan-bundle").map_err(|e| Hold::Retry(at(e.to_string())))?;
+    if let Some(hold) = mark_pulling(ctx, api, ip, status, rv, i, &lookup.path).await? {
+        return Err(hold.into());
+    }
+    let pulled = crate::bundle::image::pull_bundle(&registry, &reference, dir.path()).await;
+    clear_pulling(status, i);
+    if let Err(e) = pulled {
+        return Err(pull_hold(&e, at(format!("pulling the bundle image failed: {e}"))).into());
+    }
+    Bundle::load(dir.path()).map_err(|e| Hold::Fail("InstallCheckFailed", at(format!("the bundle is invalid: {e}"))).into())
 }
 
 /// How many times the controller may stop (crash, out of memory) while pulling one bundle before
 /// the plan is failed instead of pulled again.
 pub const PULL_CRASH_LIMIT: u32 = 3;
+
+/// How many times a controller stopped while pulling lookup `lookup`, from the `Pulling` marker
+/// an earlier process left (`None`: there is no marker).
+fn stops_left(lookup: &BundleLookup) -> Option<u32> {
+    let c = lookup.conditions.iter().find(|c| c.type_ == BundleLookupConditionType::BundleLookupPending && c.reason.as_deref() == Some("Pulling"))?;
+    // The count ends the marker's message: "… (controller stops while pulling it: N)".
+    Some(c.message.as_deref().and_then(|m| m.rsplit_once("pulling it: ")).and_then(|(_, n)| n.trim_end_matches(')').parse::<u32>().ok()).unwrap_or(0))
+}
 
 /// Before bundle lookup `i` is pulled: records in the plan's status which image is being pulled
 /// (condition `BundleLookupPending`, reason `Pulling`), so that a controller that dies while
@@ -349,13 +407,13 @@ pub const PULL_CRASH_LIMIT: u32 = 3;
 /// A marker left by an earlier process counts as one such stop; after [`PULL_CRASH_LIMIT`] the
 /// plan is failed with a message naming the image rather than pulled again. Returns that hold, or
 /// [`Hold::Again`] when the plan changed since `rv` (the write's precondition; `rv` is updated).
-async fn mark_pulling(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, status: &mut Value, rv: &mut Option<String>, i: usize, image: &str) -> Result<Option<Hold>, Error> {
+#[allow(clippy::too_many_arguments)]
+async fn mark_pulling(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, status: &mut InstallPlanStatus, rv: &mut Option<String>, i: usize, image: &str) -> Result<Option<Hold>, Error> {
     let key = (ip.namespace().unwrap_or_default(), ip.name_any(), i);
     let mine = ctx.pulls_started.lock().unwrap_or_else(|e| e.into_inner()).contains(&key);
-    let conds = &status["bundleLookups"][i]["conditions"];
-    let left = conds.as_array().and_then(|c| c.iter().find(|c| c["type"] == "BundleLookupPending" && c["reason"] == "Pulling"));
-    let stops = match left {
-        Some(c) if !mine => c["message"].as_str().and_then(|m| m.rsplit_once("stops: ")).and_then(|(_, n)| n.trim_end_matches(')').parse::<u32>().ok()).unwrap_or(0) + 1,
+    let Some(lookup) = status.bundle_lookups.get_mut(i) else { return Ok(None) };
+    let stops = match stops_left(lookup) {
+        Some(n) if !mine => n + 1,
         Some(_) => return Ok(None),
         None => 0,
     };
@@ -365,16 +423,16 @@ async fn mark_pulling(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, s
             format!("bundle image {image}: the controller stopped {stops} times while pulling it (a crash or its memory limit); it is not pulled again: check the image against the pull limits in docs/deploy.md, then delete this InstallPlan to try again"),
         )));
     }
-    if !status["bundleLookups"][i].is_object() {
-        return Ok(None);
-    }
-    let now = super::now();
-    status["bundleLookups"][i]["conditions"] = json!([{
-        "type": "BundleLookupPending", "status": "True", "reason": "Pulling",
-        "message": format!("pulling bundle image {image} (controller stops while pulling it: {stops})"),
-        "lastUpdateTime": now, "lastTransitionTime": now,
-    }]);
-    let patch = json!({"metadata": {"resourceVersion": rv}, "status": {"bundleLookups": status["bundleLookups"]}});
+    let now = now_time();
+    lookup.conditions = vec![BundleLookupCondition {
+        type_: BundleLookupConditionType::BundleLookupPending,
+        status: ConditionStatus::True,
+        reason: Some("Pulling".into()),
+        message: Some(format!("pulling bundle image {image} (controller stops while pulling it: {stops})")),
+        last_update_time: Some(now.clone()),
+        last_transition_time: Some(now),
+    }];
+    let patch = json!({"metadata": {"resourceVersion": rv}, "status": {"bundleLookups": status.bundle_lookups}});
     let params = PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() };
     match api.patch_status(&ip.name_any(), &params, &Patch::Merge(&patch)).await {
         Ok(updated) => *rv = updated.resource_version(),
@@ -386,10 +444,63 @@ async fn mark_pulling(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, s
 }
 
 /// Removes the marker [`mark_pulling`] wrote (it goes with the next status write).
-fn clear_pulling(status: &mut Value, i: usize) {
-    if let Some(l) = status["bundleLookups"][i].as_object_mut() {
-        l.remove("conditions");
+fn clear_pulling(status: &mut InstallPlanStatus, i: usize) {
+    if let Some(l) = status.bundle_lookups.get_mut(i) {
+        l.conditions.clear();
     }
+}
+
+/// What the InstallPlan reconciler does with a plan as read, before any bundle is pulled.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Start {
+    /// Nothing now: the plan is done, or waits for approval with its steps listed.
+    Idle,
+    /// Look again after this (the plan has no bundle lookups yet).
+    Later(Duration),
+    /// The Subscription reconciler marked the plan superseded: fail it with this message.
+    Supersede(String),
+    /// Copy the bundle lookups of the annotation into the status.
+    Initialize(PlannedLookups),
+    /// A plan refused by a check before its first step: checked again while its Subscription
+    /// still points at it.
+    Recheck,
+    /// Pull, plan, and (when approved) apply.
+    Go,
+}
+
+/// The first decision on plan `ip` (§1.4). Pure.
+pub(crate) fn decide_start(ip: &InstallPlan) -> Start {
+    let phase = ip.status.as_ref().map(|s| &s.phase);
+    if let Some(why) = ip.annotations().get(ANNOTATION_SUPERSEDED_BY)
+        && !phase.is_some_and(|p| p.is_terminal())
+    {
+        return Start::Supersede(why.clone());
+    }
+    let Some(current) = ip.status.as_ref().filter(|s| !s.bundle_lookups.is_empty()) else {
+        return match ip.annotations().get(ANNOTATION_BUNDLE_LOOKUPS).and_then(|a| serde_json::from_str::<PlannedLookups>(a).ok()) {
+            Some(l) if !l.bundle_lookups.is_empty() && !phase.is_some_and(|p| p.is_terminal()) => Start::Initialize(l),
+            _ if phase.is_some_and(|p| p.is_terminal()) => Start::Idle,
+            _ => Start::Later(Duration::from_millis(500)),
+        };
+    };
+    // A plan refused by a check before its first step is looked at again: once the cause is fixed
+    // (the objects, the OperatorGroup, the installer's permissions, the image) it proceeds
+    // (case-21: recovering needs no uninstall).
+    if is_blocked(current) {
+        return Start::Recheck;
+    }
+    if current.phase.is_terminal() {
+        return Start::Idle;
+    }
+    if current.phase == InstallPlanPhase::RequiresApproval && !ip.spec.approved && !current.plan.is_empty() {
+        return Start::Idle;
+    }
+    Start::Go
+}
+
+/// Whether the plan is Failed with one of the [`RECHECKED_REASONS`].
+fn is_blocked(status: &InstallPlanStatus) -> bool {
+    status.phase == InstallPlanPhase::Failed && status.conditions.iter().any(|c| c.reason.as_ref().is_some_and(|r| RECHECKED_REASONS.contains(&r.as_str())))
 }
 
 pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -401,89 +512,109 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
     let Some(ip) = api.get_opt(&name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{name}")))? else {
         return Ok(Action::await_change());
     };
-    // The Subscription reconciler writes status.bundleLookups right after creating the plan; a
-    // status write does not trigger this controller, so look again shortly.
-    let Some(current) = ip.status.as_ref() else {
-        return Ok(Action::requeue(Duration::from_millis(500)));
+    let blocked = match decide_start(&ip) {
+        Start::Idle => return Ok(Action::await_change()),
+        Start::Later(wait) => return Ok(Action::requeue(wait)),
+        Start::Supersede(message) => return supersede(&ctx, &api, &ip, &message).await,
+        Start::Initialize(lookups) => {
+            let mut status = ip.status.clone().unwrap_or_else(|| InstallPlanStatus::new(InstallPlanPhase::Planning));
+            status.phase = InstallPlanPhase::Planning;
+            status.catalog_sources = lookups.catalog_sources;
+            status.bundle_lookups = lookups.bundle_lookups;
+            status.plan = Vec::new();
+            apply_typed_status(&api, &ip, &status).await?;
+            // The status write triggers this controller again (see `run_inner`); this is a fallback.
+            return Ok(Action::requeue(Duration::from_millis(500)));
+        }
+        Start::Recheck if !still_current(&ctx, &ip, &ns).await? => return Ok(Action::await_change()),
+        Start::Recheck => true,
+        Start::Go => false,
     };
-    // A plan refused by a check before its first step is looked at again: once the cause is fixed
-    // (the objects, the OperatorGroup, the installer's permissions, the image) it proceeds
-    // (case-21: recovering needs no uninstall) — as long as it is still the plan its Subscription
-    // points at.
-    let blocked = current.phase == InstallPlanPhase::Failed
-        && current.conditions.iter().any(|c| c.reason.as_ref().is_some_and(|r| RECHECKED_REASONS.contains(&r.as_str())));
-    if blocked && !still_current(&ctx, &ip, &ns).await? {
-        return Ok(Action::await_change());
-    }
-    if current.phase.is_terminal() && !blocked {
-        return Ok(Action::await_change());
-    }
-    if current.bundle_lookups.is_empty() {
-        return Ok(Action::requeue(Duration::from_millis(500)));
-    }
-    if current.phase == InstallPlanPhase::RequiresApproval && !ip.spec.approved && !current.plan.is_empty() {
-        return Ok(Action::await_change());
-    }
-    let mut status = serde_json::to_value(current).unwrap_or(json!({}));
+    let mut status = ip.status.clone().unwrap_or_else(|| InstallPlanStatus::new(InstallPlanPhase::Planning));
     let mut rv = ip.resource_version();
-    let (og, steps) = match plan_steps(&ctx, &api, &ip, &ns, &mut status, &mut rv).await? {
-        Ok(s) => s,
-        Err(h) => return hold(&ctx, &api, &ip, status, &[], h, blocked).await,
+    let planned = match plan_steps(&ctx, &api, &ip, &ns, &mut status, &mut rv).await {
+        Ok(p) => p,
+        Err(Stop::Held(h)) => return hold(&ctx, &api, &ip, status, Vec::new(), h, blocked).await,
+        Err(Stop::Api(e)) => return Err(e),
     };
-    let listed = |status: &str| -> Vec<Value> { steps.iter().map(|(s, c)| step_json(s, (&c.0, &c.1), status)).collect() };
     // The steps inline every manifest (as OLM's do); past what etcd stores in one object the
     // status write would fail on every try with "request is too large" and the plan would stall
     // without a word. Say so once instead.
-    if let Some(h) = oversized(&listed("Unknown")) {
-        return hold(&ctx, &api, &ip, status, &[], h, blocked).await;
+    if let Some(h) = oversized(&planned.listed(ApiStepStatus::Unknown)) {
+        return hold(&ctx, &api, &ip, status, Vec::new(), h, blocked).await;
     }
     if !ip.spec.approved {
-        status["phase"] = json!("RequiresApproval");
-        status["plan"] = json!(listed("Unknown"));
-        status["conditions"] = json!([]);
-        status["message"] = json!("");
-        apply_status(&api, &ip, status).await?;
-        let note = format!("{} steps wait for approval: `capstan approve {name} -n {ns}` or set spec.approved=true", steps.len());
-        events::publish_for(&ctx.client, &ip, EventType::Normal, "RequiresApproval", &note).await;
+        status.phase = InstallPlanPhase::RequiresApproval;
+        status.plan = planned.listed(ApiStepStatus::Unknown);
+        status.conditions = Vec::new();
+        status.message = Some(String::new());
+        apply_typed_status(&api, &ip, &status).await?;
+        let note = format!("{} steps wait for approval: `capstan approve {name} -n {ns}` or set spec.approved=true", planned.steps.len());
+        ctx.events.publish_for(&ip, EventType::Normal, "RequiresApproval", &note).await;
         return Ok(Action::await_change());
     }
-    let plain: Vec<Step> = steps.iter().map(|(s, _)| s.clone()).collect();
-    let installer = match preflight(&ctx, &ns, &og, &plain).await? {
+    let installer = match preflight(&ctx, &ns, &planned.operator_group, &planned.plain()).await {
         Ok(i) => i,
-        Err((reason, message)) => return block(&ctx, &api, &ip, status, &listed("NotCreated"), reason, message, blocked).await,
+        Err(Stop::Held(Hold::Blocked(reason, message))) => return block(&ctx, &api, &ip, status, planned.listed(ApiStepStatus::NotCreated), reason, message, blocked).await,
+        Err(Stop::Held(h)) => return hold(&ctx, &api, &ip, status, Vec::new(), h, blocked).await,
+        Err(Stop::Api(e)) => return Err(e),
     };
-    if blocked || current.conditions.iter().any(|c| c.reason.as_ref().is_some_and(|r| r.as_str() == INSTALL_RETRYING)) {
-        tracing::info!(plan = %format!("{ns}/{name}"), "the checks before the first step pass now; applying the plan");
-        status["message"] = json!("");
-        status["conditions"] = json!([]);
+    if !claim(&api, &ip, &mut status, &planned, blocked, rv).await? {
+        return Ok(Action::requeue(Duration::from_millis(200)));
     }
-    // Claim the plan: Installing is written only if nobody changed the plan since the read above
-    // (the resourceVersion is a precondition), so a plan is never applied twice at once.
-    status["phase"] = json!("Installing");
-    if status["startTime"].is_null() {
-        status["startTime"] = json!(super::now());
-    }
-    status["plan"] = json!(listed("Unknown"));
-    let claim = json!({"metadata": {"resourceVersion": rv}, "status": status});
-    match api.patch_status(&name, &PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() }, &Patch::Merge(&claim)).await {
+    execute(&ctx, &api, &ip, status, &planned, &installer).await
+}
+
+/// Fails a plan the Subscription reconciler marked superseded ([`ANNOTATION_SUPERSEDED_BY`]).
+async fn supersede(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, message: &str) -> Result<Action, Error> {
+    let mut status = ip.status.clone().unwrap_or_else(|| InstallPlanStatus::new(InstallPlanPhase::Planning));
+    status.fail(SUPERSEDED, message, &now_time());
+    // On the version read: approved meanwhile or not, a superseded plan is never applied, and a
+    // plan being claimed at the same time (see [`claim`]) loses one of the two writes.
+    let patch = json!({"metadata": {"resourceVersion": ip.resource_version()}, "status": status});
+    let params = PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() };
+    match api.patch_status(&ip.name_any(), &params, &Patch::Merge(&patch)).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue(Duration::from_millis(200))),
-        Err(e) => return Err(kube_err(format!("writing status of InstallPlan {ns}/{name}"))(e)),
+        Err(e) => return Err(kube_err(format!("writing status of InstallPlan {}/{}", ip.namespace().unwrap_or_default(), ip.name_any()))(e)),
     }
-    execute(&ctx, &api, &ip, status, &steps, &installer).await
+    ctx.events.publish_for(ip, EventType::Warning, SUPERSEDED, message).await;
+    Ok(Action::await_change())
+}
+
+/// Claims the plan: `Installing` is written only if nobody changed the plan since it was read
+/// (`rv` is a precondition), so a plan is never applied twice at once. `false` when it changed.
+async fn claim(api: &Api<InstallPlan>, ip: &InstallPlan, status: &mut InstallPlanStatus, planned: &Planned, blocked: bool, rv: Option<String>) -> Result<bool, Error> {
+    let (ns, name) = (ip.namespace().unwrap_or_default(), ip.name_any());
+    if blocked || status.installed_reason() == Some(INSTALL_RETRYING) {
+        tracing::info!(plan = %format!("{ns}/{name}"), "the checks before the first step pass now; applying the plan");
+        status.message = Some(String::new());
+        status.conditions = Vec::new();
+    }
+    status.phase = InstallPlanPhase::Installing;
+    if status.start_time.is_none() {
+        status.start_time = Some(now_time());
+    }
+    status.plan = planned.listed(ApiStepStatus::Unknown);
+    let claim = json!({"metadata": {"resourceVersion": rv}, "status": status});
+    match api.patch_status(&name, &PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() }, &Patch::Merge(&claim)).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(kube_err(format!("writing status of InstallPlan {ns}/{name}"))(e)),
+    }
 }
 
 /// The checks before the first step: the CRD upgrade check (issue 6, case-21: every existing
 /// object must fit the new schema and no stored version may disappear) and, for a scoped install
 /// (issue 7, case-25), the OperatorGroup's ServiceAccount holding everything the plan needs.
-/// Returns who applies the plan, or the blocking `(reason, message)`.
-async fn preflight(ctx: &Context, ns: &str, og: &str, plain: &[Step]) -> Result<Result<scoped::Installer, (&'static str, String)>, Error> {
+/// Returns who applies the plan, or the blocking hold.
+async fn preflight(ctx: &Context, ns: &str, og: &str, plain: &[Step]) -> Result<scoped::Installer, Stop> {
     if let Err(errors) = check_plan_crds(&ctx.client, plain).await {
-        return Ok(Err((CRD_UPGRADE_BLOCKED, describe_all(&errors))));
+        return Err(Hold::Blocked(CRD_UPGRADE_BLOCKED, describe_all(&errors)).into());
     }
     let installer = match scoped::installer(ctx, ns, og).await? {
-        Ok(i) => i,
-        Err(message) => return Ok(Err((INSTALLER_BLOCKED, message))),
+        scoped::InstallerCheck::Ready(i) => i,
+        scoped::InstallerCheck::Blocked(message) => return Err(Hold::Blocked(INSTALLER_BLOCKED, message).into()),
     };
     if let scoped::Installer::ServiceAccount { account, name: sa, .. } = &installer {
         let missing = scoped::missing_permissions(&ctx.client, ns, sa, plain).await?;
@@ -495,57 +626,61 @@ async fn preflight(ctx: &Context, ns: &str, og: &str, plain: &[Step]) -> Result<
                 if missing.len() == 1 { "" } else { "s" },
                 list.join("; ")
             );
-            return Ok(Err((INSTALLER_BLOCKED, message)));
+            return Err(Hold::Blocked(INSTALLER_BLOCKED, message).into());
         }
     }
-    Ok(Ok(installer))
+    Ok(installer)
+}
+
+/// The `status.plan` entries after applying: each step's outcome, and the [`Hold`] of the first
+/// failed one ([`step_hold`]), or of a short apply. Pure.
+pub(crate) fn applied(planned: &[(Step, (String, String))], results: &[crate::install::StepResult]) -> (Vec<ApiStep>, Option<Hold>) {
+    let mut failed: Option<Hold> = None;
+    let entries = planned
+        .iter()
+        .zip(results.iter())
+        .map(|((s, c), r)| {
+            let st = match &r.status {
+                StepStatus::Created => ApiStepStatus::Created,
+                StepStatus::Present { .. } => ApiStepStatus::Present,
+                StepStatus::Failed(e) => {
+                    failed.get_or_insert_with(|| step_hold(e, format!("step {} ({}) failed: {r}", r.index + 1, s.describe())));
+                    ApiStepStatus::NotCreated
+                }
+                StepStatus::NotApplied { .. } => ApiStepStatus::NotCreated,
+            };
+            step_entry(s, (&c.0, &c.1), st)
+        })
+        .collect();
+    if failed.is_none() && results.len() < planned.len() {
+        failed = Some(Hold::Fail("InstallComponentFailed", format!("only {} of {} steps were applied", results.len(), planned.len())));
+    }
+    (entries, failed)
 }
 
 /// Applies a claimed plan and writes the outcome: `Complete`, or the [`Hold`] of its first failed
 /// step ([`step_hold`]).
-async fn execute(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut status: Value, steps: &[(Step, (String, String))], installer: &scoped::Installer) -> Result<Action, Error> {
+async fn execute(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut status: InstallPlanStatus, planned: &Planned, installer: &scoped::Installer) -> Result<Action, Error> {
     let (ns, name) = (ip.namespace().unwrap_or_default(), ip.name_any());
-    let plain: Vec<Step> = steps.iter().map(|(s, _)| s.clone()).collect();
+    let plain = planned.plain();
     tracing::info!(plan = %format!("{ns}/{name}"), steps = plain.len(), "applying InstallPlan");
-    events::publish_for(&ctx.client, ip, EventType::Normal, "Installing", &format!("applying {} steps for {}", plain.len(), ip.spec.cluster_service_version_names.join(", "))).await;
+    ctx.events.publish_for(ip, EventType::Normal, "Installing", &format!("applying {} steps for {}", plain.len(), ip.spec.cluster_service_version_names.join(", "))).await;
     let started = std::time::Instant::now();
     let apply_client = match installer {
         scoped::Installer::ServiceAccount { client, .. } => client.clone(),
         scoped::Installer::Controller => ctx.client.clone(),
     };
     let results = apply(&apply_client, &plain, &ApplyOptions::default()).await;
-    let mut failed: Option<Hold> = None;
-    let plan_status: Vec<Value> = steps
-        .iter()
-        .zip(results.iter())
-        .map(|((s, c), r)| {
-            let st = match &r.status {
-                StepStatus::Created => "Created",
-                StepStatus::Present { .. } => "Present",
-                StepStatus::Failed(e) => {
-                    failed.get_or_insert_with(|| step_hold(e, format!("step {} ({}) failed: {r}", r.index + 1, s.describe())));
-                    "NotCreated"
-                }
-                StepStatus::NotApplied { .. } => "NotCreated",
-            };
-            step_json(s, (&c.0, &c.1), st)
-        })
-        .collect();
-    if failed.is_none() && results.len() < steps.len() {
-        failed = Some(Hold::Fail("InstallComponentFailed", format!("only {} of {} steps were applied", results.len(), steps.len())));
-    }
-    crate::metrics::global().observe_install(started.elapsed(), if failed.is_some() { "failed" } else { "succeeded" });
+    let (entries, failed) = applied(&planned.steps, &results);
+    ctx.metrics.observe_install(started.elapsed(), if failed.is_some() { "failed" } else { "succeeded" });
     if let Some(h) = failed {
-        return hold(ctx, api, ip, status, &plan_status, h, false).await;
+        return hold(ctx, api, ip, status, entries, h, false).await;
     }
     ctx.plan_retries.lock().unwrap_or_else(|e| e.into_inner()).remove(&(ns.clone(), name.clone()));
-    let now = super::now();
-    status["plan"] = json!(plan_status);
-    status["phase"] = json!("Complete");
-    status["message"] = json!("");
-    status["conditions"] = json!([{"type": "Installed", "status": "True", "lastUpdateTime": now, "lastTransitionTime": now}]);
-    apply_status(api, ip, status).await?;
-    events::publish_for(&ctx.client, ip, EventType::Normal, "Complete", &format!("applied {} steps", plain.len())).await;
+    status.plan = entries;
+    status.complete(&now_time());
+    apply_typed_status(api, ip, &status).await?;
+    ctx.events.publish_for(ip, EventType::Normal, "Complete", &format!("applied {} steps", plain.len())).await;
     Ok(Action::await_change())
 }
 
@@ -571,5 +706,94 @@ mod tests {
         let base = install_plan_name("sub", &[b("a.v1", "r/a@sha256:1")], "");
         assert_ne!(base, install_plan_name("sub", &[b("a.v1", "r/a@sha256:2")], ""), "a re-published bundle");
         assert_ne!(base, install_plan_name("sub", &[b("a.v1", "r/a@sha256:1")], r#"{"env":[]}"#), "a changed spec.config");
+    }
+
+    fn ip(status: Option<serde_json::Value>, annotations: serde_json::Value, approved: bool) -> InstallPlan {
+        let mut v = json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+            "metadata": {"name": "p", "namespace": "ns", "annotations": annotations},
+            "spec": {"clusterServiceVersionNames": ["a.v1"], "approval": "Manual", "approved": approved},
+        });
+        if let Some(s) = status {
+            v["status"] = s;
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn lookup() -> serde_json::Value {
+        json!({"path": "r/a@sha256:1", "identifier": "a.v1", "replaces": "", "catalogSourceRef": {"namespace": "ns", "name": "c"}})
+    }
+
+    #[test]
+    fn first_decision_on_a_plan() {
+        let planned = PlannedLookups { catalog_sources: vec!["c".into()], bundle_lookups: vec![serde_json::from_value(lookup()).unwrap()] };
+        let ann = json!({ANNOTATION_BUNDLE_LOOKUPS: serde_json::to_string(&planned).unwrap()});
+        assert_eq!(decide_start(&ip(None, ann.clone(), true)), Start::Initialize(planned.clone()));
+        assert_eq!(decide_start(&ip(None, json!({}), true)), Start::Later(Duration::from_millis(500)), "no lookups anywhere yet");
+        let with = |phase: &str, extra: serde_json::Value| {
+            let mut s = json!({"phase": phase, "catalogSources": ["c"], "bundleLookups": [lookup()]});
+            if let (Some(o), Some(e)) = (s.as_object_mut(), extra.as_object()) {
+                o.extend(e.clone());
+            }
+            Some(s)
+        };
+        assert_eq!(decide_start(&ip(with("Planning", json!({})), ann.clone(), true)), Start::Go);
+        assert_eq!(decide_start(&ip(with("Installing", json!({})), json!({}), true)), Start::Go, "a claim lost by a stopped controller is taken again");
+        assert_eq!(decide_start(&ip(with("Complete", json!({})), json!({}), true)), Start::Idle);
+        let steps = json!({"plan": [{"resolving": "a.v1", "resource": {"sourceName": "c", "sourceNamespace": "ns", "group": "", "version": "v1", "kind": "ServiceAccount", "name": "a"}, "status": "Unknown"}]});
+        assert_eq!(decide_start(&ip(with("RequiresApproval", steps.clone()), json!({}), false)), Start::Idle, "waits for approval");
+        assert_eq!(decide_start(&ip(with("RequiresApproval", steps), json!({}), true)), Start::Go, "approved");
+        assert_eq!(decide_start(&ip(with("RequiresApproval", json!({})), json!({}), false)), Start::Go, "steps not listed yet");
+        for reason in RECHECKED_REASONS {
+            let failed = with("Failed", json!({"conditions": [{"type": "Installed", "status": "False", "reason": reason}]}));
+            assert_eq!(decide_start(&ip(failed, json!({}), true)), Start::Recheck, "{reason}");
+        }
+        let failed = with("Failed", json!({"conditions": [{"type": "Installed", "status": "False", "reason": "InstallComponentFailed"}]}));
+        assert_eq!(decide_start(&ip(failed.clone(), json!({}), true)), Start::Idle);
+        // Superseded: failed unless it is terminal already.
+        let sup = json!({ANNOTATION_SUPERSEDED_BY: "superseded by InstallPlan q"});
+        assert_eq!(decide_start(&ip(with("RequiresApproval", json!({})), sup.clone(), true)), Start::Supersede("superseded by InstallPlan q".into()));
+        assert_eq!(decide_start(&ip(failed, sup, true)), Start::Idle);
+    }
+
+    #[test]
+    fn the_installed_condition_and_phases() {
+        let now = now_time();
+        let mut st = InstallPlanStatus::new(InstallPlanPhase::Installing);
+        st.fail(SUPERSEDED, "why", &now);
+        assert_eq!((st.phase.clone(), st.message.as_deref(), st.installed_reason()), (InstallPlanPhase::Failed, Some("why"), Some(SUPERSEDED)));
+        st.complete(&now);
+        assert_eq!((st.phase.clone(), st.message.as_deref(), st.installed_reason(), st.conditions.len()), (InstallPlanPhase::Complete, Some(""), None, 1));
+        assert_eq!(st.conditions[0].status, Some(ConditionStatus::True));
+    }
+
+    #[test]
+    fn pull_markers_count_stops() {
+        let mut l: BundleLookup = serde_json::from_value(lookup()).unwrap();
+        assert_eq!(stops_left(&l), None);
+        l.conditions.push(BundleLookupCondition {
+            type_: BundleLookupConditionType::BundleLookupPending,
+            status: ConditionStatus::True,
+            reason: Some("Pulling".into()),
+            message: Some("pulling bundle image r/a@sha256:1 (controller stops while pulling it: 2)".into()),
+            last_update_time: None,
+            last_transition_time: None,
+        });
+        assert_eq!(stops_left(&l), Some(2));
+    }
+
+    #[test]
+    fn applied_steps_and_the_first_failure() {
+        use crate::install::StepResult;
+        let step = |name: &str, kind: &str| Step { resolving: "a.v1".into(), group: "".into(), version: "v1".into(), kind: kind.into(), name: name.into(), namespace: Some("ns".into()), manifest: json!({}) };
+        let planned = vec![(step("s", "Secret"), ("ns".to_string(), "c".to_string())), (step("b", "ConfigMap"), ("ns".to_string(), "c".to_string()))];
+        let res = |i: usize| StepResult { index: i, kind: "Secret".into(), name: "s".into(), namespace: None, status: StepStatus::Created, uid: None };
+        let results = vec![res(0)];
+        let (entries, failed) = applied(&planned, &results);
+        assert_eq!(entries.len(), 1);
+        assert_eq!((entries[0].resource.kind.as_str(), entries[0].status.clone()), ("BundleSecret", ApiStepStatus::Created));
+        assert_eq!(failed, Some(Hold::Fail("InstallComponentFailed", "only 1 of 2 steps were applied".into())));
+        let results = vec![res(0), res(1)];
+        assert_eq!(applied(&planned, &results).1, None);
     }
 }

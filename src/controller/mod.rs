@@ -12,6 +12,7 @@
 //! Every status is written with server-side apply on the status subresource with field manager
 //! [`crate::install::FIELD_MANAGER`] (`capstan`).
 
+mod catalogs;
 mod catalogsource;
 mod csv;
 pub mod events;
@@ -38,7 +39,10 @@ use serde_json::Value;
 
 use crate::api::{CatalogSource, ClusterServiceVersion, InstallPlan, OperatorGroup, Subscription};
 use crate::install::FIELD_MANAGER;
-use crate::resolve::CatalogIndex;
+use crate::metrics::Metrics;
+
+pub use catalogs::{CatalogChange, CatalogState, CatalogStore, LoadedIndex};
+pub use events::Events;
 
 pub use catalogsource::poll_interval;
 pub use csv::{InstallModeError, check_install_mode};
@@ -55,25 +59,16 @@ pub struct Options {
     pub global_catalog_namespace: String,
     /// Where loaded catalogs are cached on disk (by digest); `None` keeps them only in memory.
     pub catalog_cache: Option<std::path::PathBuf>,
+    /// Registries (`host` or `host:port`) of catalog and bundle images reached over plain HTTP
+    /// although they are not loopback (`capstan controller --insecure-registry`;
+    /// [`crate::oci::ClientConfig::insecure_registries`]). Empty: TLS for every non-loopback registry.
+    pub insecure_registries: Vec<String>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { global_catalog_namespace: "olm".into(), catalog_cache: None }
+        Options { global_catalog_namespace: "olm".into(), catalog_cache: None, insecure_registries: Vec::new() }
     }
-}
-
-/// A catalog loaded from a CatalogSource's image.
-#[derive(Debug, Clone)]
-pub struct LoadedIndex {
-    /// The image reference as written in `spec.image`.
-    pub image: String,
-    /// The digest the reference resolved to (`sha256:…`).
-    pub digest: String,
-    /// `spec.priority` (0 when unset).
-    pub priority: i32,
-    /// The resolver's index of the catalog.
-    pub index: Arc<CatalogIndex>,
 }
 
 /// State shared by every reconciler (one per process, in an [`Arc`]).
@@ -85,10 +80,12 @@ pub struct Context {
     pub config: Option<kube::Config>,
     /// Settings.
     pub options: Options,
-    /// Loaded catalogs keyed by (namespace, name) of their CatalogSource.
-    pub catalogs: Mutex<HashMap<(String, String), LoadedIndex>>,
-    /// Last error per CatalogSource that could not be loaded, for Subscription conditions.
-    pub catalog_errors: Mutex<HashMap<(String, String), String>>,
+    /// Every CatalogSource's catalog: loading, loaded, or failed with why.
+    pub catalogs: CatalogStore,
+    /// Where the reconcilers record their metrics (`GET /metrics` of `capstan controller`).
+    pub metrics: Arc<Metrics>,
+    /// The Event recorder of this process.
+    pub events: Events,
     /// Last known phase per CSV (namespace, name), for the `capstan_csvs{phase}` gauge.
     pub csv_phases: Mutex<HashMap<(String, String), String>>,
     /// Transient failures in a row per InstallPlan (namespace, name), for its retry backoff
@@ -108,7 +105,10 @@ pub struct Context {
     resync_subscriptions: mpsc::UnboundedSender<()>,
 }
 
-/// Errors of a reconcile; the object is retried after a backoff (see [`error_policy`]).
+/// Errors of a reconcile; the object is retried after a backoff (see [`error_policy`]). Each
+/// variant names what failed; what a person must fix in an object (a bad `spec.config`, a
+/// missing OperatorGroup, an unresolvable Subscription) is not an error of the reconcile but a
+/// status the reconciler writes.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// An API call failed.
@@ -119,6 +119,16 @@ pub enum Error {
         /// The API error.
         #[source]
         source: kube::Error,
+    },
+    /// An object capstan builds (an InstallPlan, a SubjectAccessReview) could not be encoded or
+    /// decoded: a bug in capstan, reported with the object's name.
+    #[error("building {what}: {source}")]
+    Build {
+        /// The object, e.g. `InstallPlan ns/install-abc`.
+        what: String,
+        /// The serialization error.
+        #[source]
+        source: serde_json::Error,
     },
 }
 
@@ -153,7 +163,23 @@ pub(crate) fn kube_err(context: impl Into<String>) -> impl FnOnce(kube::Error) -
 
 /// Current time as RFC 3339 (metav1.Time's JSON form).
 pub(crate) fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now().round(k8s_openapi::jiff::Unit::Second).unwrap_or(k8s_openapi::jiff::Timestamp::now()).to_string()
+    now_time().0.to_string()
+}
+
+/// Current time, rounded to the second (metav1.Time has second precision).
+pub(crate) fn now_time() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    let t = k8s_openapi::jiff::Timestamp::now();
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t.round(k8s_openapi::jiff::Unit::Second).unwrap_or(t))
+}
+
+/// Server-side applies the typed `status` of `obj` (see [`apply_status`]).
+pub(crate) async fn apply_typed_status<K, S>(api: &Api<K>, obj: &K, status: &S) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    S: serde::Serialize,
+{
+    let value = serde_json::to_value(status).map_err(|source| Error::Build { what: format!("the status of {} {}", K::kind(&()), obj.meta().name.as_deref().unwrap_or("")), source })?;
+    apply_status(api, obj, value).await
 }
 
 /// Server-side applies `status` onto the status subresource of `obj` (field manager `capstan`, forced).
@@ -220,7 +246,7 @@ where
     K: Resource<DynamicType = ()>,
 {
     let kind = K::kind(&()).to_string();
-    crate::metrics::global().reconcile_error(&kind.to_lowercase(), &err.reason());
+    ctx.metrics.reconcile_error(&kind.to_lowercase(), &err.reason());
     let now = std::time::Instant::now();
     let n = {
         let mut failures = ctx.reconcile_failures.lock().unwrap_or_else(|e| e.into_inner());
@@ -342,34 +368,58 @@ where
 /// when one of its InstallPlans or a CSV of its namespace changes, and when a catalog gets a new
 /// digest; a CSV also when one of its Deployments changes (label `olm.owner.kind`).
 pub async fn run(client: Client, options: Options, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
-    run_inner(client, None, options, shutdown).await
+    let (ctx, rx) = Context::new(client, None, options, crate::metrics::global());
+    run_inner(ctx, rx, shutdown).await
 }
 
 /// [`run`] with the client built from `config`, which also enables scoped installs: plans of an
 /// OperatorGroup with `spec.serviceAccountName` are applied impersonating that ServiceAccount.
 /// Errors: none returned; a configuration no client can be built from is logged and nothing runs.
 pub async fn run_with_config(config: kube::Config, options: Options, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+    run_with_metrics(config, options, crate::metrics::global(), shutdown).await
+}
+
+/// [`run_with_config`] recording metrics into `metrics` (what `capstan controller` serves).
+pub async fn run_with_metrics(config: kube::Config, options: Options, metrics: Arc<Metrics>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
     match Client::try_from(config.clone()) {
-        Ok(client) => run_inner(client, Some(config), options, shutdown).await,
+        Ok(client) => {
+            let (ctx, rx) = Context::new(client, Some(config), options, metrics);
+            run_inner(ctx, rx, shutdown).await
+        }
         Err(e) => tracing::error!(error = %e, "cannot build a client from the configuration"),
     }
 }
 
-async fn run_inner(client: Client, config: Option<kube::Config>, options: Options, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
-    let (tx, rx) = mpsc::unbounded();
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        config,
-        options,
-        catalogs: Mutex::new(HashMap::new()),
-        catalog_errors: Mutex::new(HashMap::new()),
-        csv_phases: Mutex::new(HashMap::new()),
-        plan_retries: Mutex::new(HashMap::new()),
-        pulls_started: Mutex::new(std::collections::HashSet::new()),
-        reconcile_failures: Mutex::new(HashMap::new()),
-        error_log: Mutex::new(HashMap::new()),
-        resync_subscriptions: tx,
-    });
+impl Context {
+    /// A context for one controller process, and the receiving end of its Subscription resync
+    /// channel (see [`Context::resync_subscriptions`]).
+    pub fn new(client: Client, config: Option<kube::Config>, options: Options, metrics: Arc<Metrics>) -> (Arc<Context>, mpsc::UnboundedReceiver<()>) {
+        let (tx, rx) = mpsc::unbounded();
+        let ctx = Context {
+            events: Events::new(client.clone(), leader::default_identity()),
+            client,
+            config,
+            options,
+            catalogs: CatalogStore::default(),
+            metrics,
+            csv_phases: Mutex::new(HashMap::new()),
+            plan_retries: Mutex::new(HashMap::new()),
+            pulls_started: Mutex::new(std::collections::HashSet::new()),
+            reconcile_failures: Mutex::new(HashMap::new()),
+            error_log: Mutex::new(HashMap::new()),
+            resync_subscriptions: tx,
+        };
+        (Arc::new(ctx), rx)
+    }
+
+    /// Asks for every Subscription to be reconciled again (a catalog changed).
+    pub(crate) fn resync_subscriptions(&self) {
+        let _ = self.resync_subscriptions.unbounded_send(());
+    }
+}
+
+async fn run_inner(ctx: Arc<Context>, rx: mpsc::UnboundedReceiver<()>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+    let client = ctx.client.clone();
     let cfg = watcher::Config::default;
     let catalogs = filtered(Api::<CatalogSource>::all(client.clone()))
         .run(catalogsource::reconcile, error_policy, ctx.clone())

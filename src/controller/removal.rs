@@ -59,7 +59,8 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::events::EventType;
-use super::{Context, Error, apply_status, kube_err, now};
+use super::{Context, Error, apply_typed_status, kube_err, now_time};
+use crate::api::clusterserviceversion::{CleanupStatus, CsvPhase, CsvReason, ResourceList};
 use crate::api::{ClusterServiceVersion, Subscription};
 use crate::install::{ANNOTATION_TARGET_NAMESPACES, COMPONENT_LABEL_PREFIX, LABEL_COPIED_FROM, LABEL_OWNER, LABEL_OWNER_KIND, LABEL_OWNER_NAMESPACE};
 
@@ -278,11 +279,6 @@ fn target_namespaces(csv: &ClusterServiceVersion) -> Option<Vec<String>> {
     }
 }
 
-/// Records an Event about `obj` through the process-wide recorder ([`super::events`]).
-async fn publish<K: Resource<DynamicType = ()>>(ctx: &Context, obj: &K, type_: EventType, reason: &str, note: String) {
-    super::events::publish_for(&ctx.client, obj, type_, reason, &note).await;
-}
-
 fn not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
@@ -381,10 +377,23 @@ async fn owned_crds(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Vec<Ow
     Ok(out)
 }
 
+/// Why custom resources could not be listed or deleted.
+enum OperandStop {
+    /// capstan may not ([`operands_forbidden`]: what to grant).
+    Forbidden(String),
+    /// Another API failure.
+    Api(Error),
+}
+
+impl From<Error> for OperandStop {
+    fn from(e: Error) -> Self {
+        OperandStop::Api(e)
+    }
+}
+
 /// Lists the custom resources of each of `crds` in its scope in `scopes` (same index; `None` = all
 /// namespaces).
-/// `Ok(Err(message))` when capstan may not list them ([`operands_forbidden`]).
-async fn list_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<String>>]) -> Result<Result<Vec<(DynamicObject, usize)>, String>, Error> {
+async fn list_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<String>>]) -> Result<Vec<(DynamicObject, usize)>, OperandStop> {
     let mut out = Vec::new();
     for (i, (crd, scope)) in crds.iter().zip(scopes).enumerate() {
         let apis: Vec<Api<DynamicObject>> = match (crd.namespaced, scope) {
@@ -395,21 +404,18 @@ async fn list_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<St
             match api.list(&ListParams::default()).await {
                 Ok(l) => out.extend(l.items.into_iter().map(|o| (o, i))),
                 Err(e) if not_found(&e) => {}
-                Err(e) if forbidden(&e) => return Ok(Err(operands_forbidden(&crd.name, "list", &e.to_string()))),
-                Err(e) => return Err(kube_err(format!("listing {} custom resources", crd.name))(e)),
+                Err(e) if forbidden(&e) => return Err(OperandStop::Forbidden(operands_forbidden(&crd.name, "list", &e.to_string()))),
+                Err(e) => return Err(kube_err(format!("listing {} custom resources", crd.name))(e).into()),
             }
         }
     }
-    Ok(Ok(out))
+    Ok(out)
 }
 
 /// Deletes the operands in `scopes` (see [`list_operands`]) that are not being deleted yet;
-/// returns those still there, or `Ok(Err(message))` when capstan may not.
-async fn delete_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<String>>]) -> Result<Result<Vec<RemainingObject>, String>, Error> {
-    let objects = match list_operands(ctx, crds, scopes).await? {
-        Ok(o) => o,
-        Err(m) => return Ok(Err(m)),
-    };
+/// returns those still there.
+async fn delete_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<String>>]) -> Result<Vec<RemainingObject>, OperandStop> {
+    let objects = list_operands(ctx, crds, scopes).await?;
     let mut deleted_any = false;
     for (o, i) in &objects {
         if o.metadata.deletion_timestamp.is_some() {
@@ -425,19 +431,12 @@ async fn delete_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<
         match api.delete(&o.name_any(), &DeleteParams::background()).await {
             Ok(_) => deleted_any = true,
             Err(e) if not_found(&e) => {}
-            Err(e) if forbidden(&e) => return Ok(Err(operands_forbidden(&crd.name, "delete", &e.to_string()))),
-            Err(e) => return Err(kube_err(format!("deleting {what}"))(e)),
+            Err(e) if forbidden(&e) => return Err(OperandStop::Forbidden(operands_forbidden(&crd.name, "delete", &e.to_string()))),
+            Err(e) => return Err(kube_err(format!("deleting {what}"))(e).into()),
         }
     }
-    let objects = if deleted_any {
-        match list_operands(ctx, crds, scopes).await? {
-            Ok(o) => o,
-            Err(m) => return Ok(Err(m)),
-        }
-    } else {
-        objects
-    };
-    Ok(Ok(objects
+    let objects = if deleted_any { list_operands(ctx, crds, scopes).await? } else { objects };
+    Ok(objects
         .into_iter()
         .map(|(o, i)| RemainingObject {
             resource: crds[i].name.clone(),
@@ -447,31 +446,31 @@ async fn delete_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<
             name: o.name_any(),
             finalizers: o.finalizers().to_vec(),
         })
-        .collect()))
+        .collect())
 }
 
-/// Whether every Deployment of the CSV's install strategy exists, is not being deleted and is
-/// Available. `Err` text says which is not.
-async fn operator_running(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Result<(), String>, Error> {
+/// Why the operator is not running: `None` when every Deployment of the CSV's install strategy
+/// exists, is not being deleted and is Available; else which is not.
+async fn operator_not_running(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Option<String>, Error> {
     let ns = csv.namespace().unwrap_or_default();
     let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
     let names: Vec<String> = csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.clone())).collect();
     if names.is_empty() {
-        return Ok(Err("the CSV has no Deployment".into()));
+        return Ok(Some("the CSV has no Deployment".into()));
     }
     for d in names {
         match api.get_opt(&d).await.map_err(kube_err(format!("reading Deployment {ns}/{d}")))? {
-            None => return Ok(Err(format!("the operator is gone: Deployment {ns}/{d} does not exist"))),
-            Some(dep) if dep.metadata.deletion_timestamp.is_some() => return Ok(Err(format!("the operator is gone: Deployment {ns}/{d} is being deleted"))),
+            None => return Ok(Some(format!("the operator is gone: Deployment {ns}/{d} does not exist"))),
+            Some(dep) if dep.metadata.deletion_timestamp.is_some() => return Ok(Some(format!("the operator is gone: Deployment {ns}/{d} is being deleted"))),
             Some(dep) => {
                 let available = dep.status.and_then(|s| s.conditions).is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
                 if !available {
-                    return Ok(Err(format!("the operator is not running: Deployment {ns}/{d} is not Available")));
+                    return Ok(Some(format!("the operator is not running: Deployment {ns}/{d} is not Available")));
                 }
             }
         }
     }
-    Ok(Ok(()))
+    Ok(None)
 }
 
 /// Deletes the namespaced objects of kind `K` labelled with `selector` in every namespace.
@@ -595,42 +594,27 @@ async fn other_users_of_crd(ctx: &Context, csv: &ClusterServiceVersion, crd: &st
 }
 
 /// Writes phase `Deleting` / `WaitingOnCleanup` with `message` and `status.cleanup` (keeping the
-/// rest of the status). Does nothing when phase and message are already these.
+/// rest of the status). Does nothing when phase, message and pending objects are already these.
 async fn write_deleting_status(ctx: &Context, csv: &ClusterServiceVersion, message: &str, pending: Value) -> Result<(), Error> {
     let ns = csv.namespace().unwrap_or_default();
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
-    let mut status = serde_json::to_value(&csv.status).unwrap_or(Value::Null);
-    if !status.is_object() {
-        status = json!({});
-    }
-    if status["phase"] == "Deleting" && status["message"] == message && status["cleanup"]["pendingDeletion"] == pending {
+    let pending_deletion: Vec<ResourceList> = serde_json::from_value(pending).map_err(|source| Error::Build { what: format!("status.cleanup of ClusterServiceVersion {ns}/{}", csv.name_any()), source })?;
+    let mut status = csv.status.clone().unwrap_or_default();
+    let same = status.phase == Some(CsvPhase::Deleting)
+        && status.message.as_deref() == Some(message)
+        && status.cleanup.as_ref().map(|c| c.pending_deletion.as_slice()).unwrap_or_default() == pending_deletion.as_slice();
+    if same {
         return Ok(());
     }
-    let now = now();
-    if status["phase"] != "Deleting" {
-        status["lastTransitionTime"] = json!(now);
-        if !status["conditions"].is_array() {
-            status["conditions"] = json!([]);
-        }
-        if let Some(list) = status["conditions"].as_array_mut() {
-            list.push(json!({"phase": "Deleting", "reason": "WaitingOnCleanup", "message": message, "lastUpdateTime": now, "lastTransitionTime": now}));
-            let extra = list.len().saturating_sub(20);
-            list.drain(..extra);
-        }
-    }
-    status["phase"] = json!("Deleting");
-    status["reason"] = json!("WaitingOnCleanup");
-    status["message"] = json!(message);
-    status["lastUpdateTime"] = json!(now);
-    status["cleanup"] = json!({"pendingDeletion": pending});
-    apply_status(&api, csv, status).await
+    status.set_phase(CsvPhase::Deleting, CsvReason::WaitingOnCleanup, message, &now_time());
+    status.cleanup = Some(CleanupStatus { pending_deletion });
+    apply_typed_status(&api, csv, &status).await
 }
 
 /// When operand deletion started: `status.lastTransitionTime` of phase `Deleting`.
 fn deleting_since(csv: &ClusterServiceVersion) -> Option<k8s_openapi::jiff::Timestamp> {
     let st = csv.status.as_ref()?;
-    let phase = serde_json::to_value(st.phase.as_ref()?).ok()?;
-    (phase == "Deleting").then_some(())?;
+    (st.phase.as_ref()? == &CsvPhase::Deleting).then_some(())?;
     st.last_transition_time.as_ref().map(|t| t.0)
 }
 
@@ -641,9 +625,23 @@ async fn subscription_of(ctx: &Context, ns: &str, csv: &str) -> Result<Option<Su
     Ok(subs.items.into_iter().find(|s| s.status.as_ref().is_some_and(|st| st.installed_csv.as_deref() == Some(csv) || st.current_csv.as_deref() == Some(csv))))
 }
 
-/// The cleanup of a deleted CSV. `Some(wait)`: not done, look again after `wait`; `None`: done,
-/// the finalizer may go.
-async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Option<Duration>, Error> {
+/// What the cleanup of one deleted CSV works with ([`observe_cleanup`]).
+struct Cleanup {
+    /// `namespace/name` of the CSV.
+    full: String,
+    /// The CSV that replaces it (an upgrade), if any: then nothing of the operator's data goes.
+    replaced_by: Option<String>,
+    /// What the annotations ask for.
+    settings: UninstallSettings,
+    /// The CRDs the CSV owns, as found on the cluster.
+    owned: Vec<OwnedCrd>,
+    /// Per owned CRD, where its custom resources are deleted (`None`: every namespace).
+    scopes: Vec<Option<Vec<String>>>,
+}
+
+/// Gathers what the cleanup of `csv` needs: whether it is replaced, the uninstall settings of
+/// the CSV and its Subscription, its owned CRDs and where their custom resources are removed.
+async fn observe_cleanup(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Cleanup, Error> {
     let ns = csv.namespace().unwrap_or_default();
     let name = csv.name_any();
     let full = format!("{ns}/{name}");
@@ -675,117 +673,152 @@ async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Opti
     }
     let targets = target_namespaces(csv);
     let scopes: Vec<Option<Vec<String>>> = users.iter().map(|u| if settings.crds && u.is_empty() { None } else { targets.clone() }).collect();
+    Ok(Cleanup { full, replaced_by, settings, owned, scopes })
+}
 
-    if settings.operands {
-        let remaining = match delete_operands(ctx, &owned, &scopes).await? {
-            Ok(r) => r,
-            Err(why) => {
-                // Never remove the operator before its custom resources: say what is missing.
-                let message = format!("uninstall of CSV {full}: the custom resources must be deleted before the operator, but {why}. The operator stays until then.");
-                let changed = csv.status.as_ref().and_then(|s| s.message.as_deref()) != Some(message.as_str());
-                write_deleting_status(ctx, csv, &message, json!([])).await?;
-                if changed {
-                    tracing::warn!(csv = %full, "{message}");
-                    publish(ctx, csv, EventType::Warning, "OperandsForbidden", message.clone()).await;
-                }
-                return Ok(Some(Duration::from_secs(15)));
-            }
-        };
-        if !remaining.is_empty() {
-            let pending = pending_deletion(&remaining);
-            let running = operator_running(ctx, csv).await?;
-            let since = deleting_since(csv);
-            let waited = since.map(|t| k8s_openapi::jiff::Timestamp::now().duration_since(t).unsigned_abs()).unwrap_or_default();
-            let in_time = since.is_none() || waited < settings.timeout;
-            if running.is_ok() && in_time {
-                let list: Vec<String> = remaining.iter().take(10).map(|o| o.describe()).collect();
-                let message = format!(
-                    "uninstall of CSV {full}: deleting {} custom resource{} before the operator, which still runs to complete their finalizers (waiting up to {}): {}{}",
-                    remaining.len(),
-                    if remaining.len() == 1 { "" } else { "s" },
-                    human(settings.timeout),
-                    list.join(", "),
-                    if remaining.len() > 10 { format!(" and {} more", remaining.len() - 10) } else { String::new() }
-                );
-                write_deleting_status(ctx, csv, &message, pending).await?;
-                return Ok(Some(Duration::from_secs(2)));
-            }
-            // The first reason stays: after the report capstan removes the operator itself.
-            let previous = csv.status.as_ref().and_then(|s| s.message.as_deref()).and_then(stuck_reason).map(String::from);
-            let why = match (previous, running) {
-                (Some(p), _) => p,
-                (None, Err(gone)) => gone,
-                (None, Ok(())) => format!("the operator did not complete them within {}", human(settings.timeout)),
-            };
-            let message = stuck_message(&full, &remaining, &why);
-            let changed = csv.status.as_ref().and_then(|s| s.message.as_deref()) != Some(message.as_str());
-            write_deleting_status(ctx, csv, &message, pending).await?;
-            if changed {
-                tracing::warn!(csv = %full, "{message}");
-                publish(ctx, csv, EventType::Warning, "OperandsStuck", message.clone()).await;
-            }
-            let (deleted, _) = remove_operator(ctx, csv).await?;
-            if !deleted.is_empty() {
-                tracing::info!(csv = %full, deleted = ?deleted, "uninstall: removed the operator after reporting the custom resources still Terminating");
-            }
-            return Ok(Some(Duration::from_secs(5)));
-        }
+/// The status message while `remaining` custom resources are deleted before the operator.
+fn deleting_message(full: &str, remaining: &[RemainingObject], timeout: Duration) -> String {
+    let list: Vec<String> = remaining.iter().take(10).map(|o| o.describe()).collect();
+    format!(
+        "uninstall of CSV {full}: deleting {} custom resource{} before the operator, which still runs to complete their finalizers (waiting up to {}): {}{}",
+        remaining.len(),
+        if remaining.len() == 1 { "" } else { "s" },
+        human(timeout),
+        list.join(", "),
+        if remaining.len() > 10 { format!(" and {} more", remaining.len() - 10) } else { String::new() }
+    )
+}
+
+/// The cleanup of a deleted CSV. `Some(wait)`: not done, look again after `wait`; `None`: done,
+/// the finalizer may go.
+async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Option<Duration>, Error> {
+    let cleanup = observe_cleanup(csv, ctx).await?;
+    if cleanup.settings.operands
+        && let Some(wait) = remove_operands_first(csv, ctx, &cleanup).await?
+    {
+        return Ok(Some(wait));
     }
-
     let (deleted, left) = remove_operator(ctx, csv).await?;
     if !deleted.is_empty() {
-        tracing::info!(csv = %full, deleted = ?deleted, "uninstall: removed the operator's objects");
+        tracing::info!(csv = %cleanup.full, deleted = ?deleted, "uninstall: removed the operator's objects");
     }
     if !left.is_empty() {
-        tracing::info!(csv = %full, waiting_for = ?left, "uninstall: waiting for cluster-scoped RBAC to be deleted");
+        tracing::info!(csv = %cleanup.full, waiting_for = ?left, "uninstall: waiting for cluster-scoped RBAC to be deleted");
         return Ok(Some(Duration::from_secs(1)));
     }
+    let notes = if cleanup.settings.crds {
+        delete_crds(csv, ctx, &cleanup.owned).await?
+    } else if cleanup.replaced_by.is_none() {
+        kept_notes(ctx, &cleanup).await?
+    } else {
+        Vec::new()
+    };
+    let message = match &cleanup.replaced_by {
+        Some(by) => format!("CSV {} replaced by {by}: removed its own objects", cleanup.full),
+        None => format!("uninstalled CSV {}: removed the operator and its RBAC{}{}", cleanup.full, if notes.is_empty() { "" } else { "; " }, notes.join("; ")),
+    };
+    tracing::info!(csv = %cleanup.full, "{message}");
+    ctx.events.publish_for(csv, EventType::Normal, "Uninstalled", &message).await;
+    Ok(None)
+}
 
+/// Deletes the custom resources before the operator (§5.7, case-29), while it runs to complete
+/// their finalizers, up to the timeout. `Some(wait)` while they are not all gone (the operator is
+/// removed anyway once they are reported stuck); `None` when none are left.
+async fn remove_operands_first(csv: &ClusterServiceVersion, ctx: &Context, cleanup: &Cleanup) -> Result<Option<Duration>, Error> {
+    let full = &cleanup.full;
+    let remaining = match delete_operands(ctx, &cleanup.owned, &cleanup.scopes).await {
+        Ok(r) => r,
+        Err(OperandStop::Api(e)) => return Err(e),
+        Err(OperandStop::Forbidden(why)) => {
+            // Never remove the operator before its custom resources: say what is missing.
+            let message = format!("uninstall of CSV {full}: the custom resources must be deleted before the operator, but {why}. The operator stays until then.");
+            let changed = csv.status.as_ref().and_then(|s| s.message.as_deref()) != Some(message.as_str());
+            write_deleting_status(ctx, csv, &message, Value::Array(Vec::new())).await?;
+            if changed {
+                tracing::warn!(csv = %full, "{message}");
+                ctx.events.publish_for(csv, EventType::Warning, "OperandsForbidden", &message).await;
+            }
+            return Ok(Some(Duration::from_secs(15)));
+        }
+    };
+    if remaining.is_empty() {
+        return Ok(None);
+    }
+    let pending = pending_deletion(&remaining);
+    let not_running = operator_not_running(ctx, csv).await?;
+    let since = deleting_since(csv);
+    let waited = since.map(|t| k8s_openapi::jiff::Timestamp::now().duration_since(t).unsigned_abs()).unwrap_or_default();
+    let in_time = since.is_none() || waited < cleanup.settings.timeout;
+    if not_running.is_none() && in_time {
+        write_deleting_status(ctx, csv, &deleting_message(full, &remaining, cleanup.settings.timeout), pending).await?;
+        return Ok(Some(Duration::from_secs(2)));
+    }
+    // The first reason stays: after the report capstan removes the operator itself.
+    let previous = csv.status.as_ref().and_then(|s| s.message.as_deref()).and_then(stuck_reason).map(String::from);
+    let why = previous.or(not_running).unwrap_or_else(|| format!("the operator did not complete them within {}", human(cleanup.settings.timeout)));
+    let message = stuck_message(full, &remaining, &why);
+    let changed = csv.status.as_ref().and_then(|s| s.message.as_deref()) != Some(message.as_str());
+    write_deleting_status(ctx, csv, &message, pending).await?;
+    if changed {
+        tracing::warn!(csv = %full, "{message}");
+        ctx.events.publish_for(csv, EventType::Warning, "OperandsStuck", &message).await;
+    }
+    let (deleted, _) = remove_operator(ctx, csv).await?;
+    if !deleted.is_empty() {
+        tracing::info!(csv = %full, deleted = ?deleted, "uninstall: removed the operator after reporting the custom resources still Terminating");
+    }
+    Ok(Some(Duration::from_secs(5)))
+}
+
+/// Deletes the owned CRDs no other CSV uses; returns what was done, as notes for the message.
+async fn delete_crds(csv: &ClusterServiceVersion, ctx: &Context, owned: &[OwnedCrd]) -> Result<Vec<String>, Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     let mut notes = Vec::new();
-    if settings.crds {
-        let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
-        for crd in &owned {
-            // Looked up again: another CSV may have been installed meanwhile.
-            let others = other_users_of_crd(ctx, csv, &crd.name).await?;
-            if !others.is_empty() {
-                notes.push(format!("kept CRD {} because CSV {} still uses it", crd.name, others.join(", ")));
-                continue;
-            }
-            match crds.delete(&crd.name, &DeleteParams::background()).await {
-                Ok(_) => notes.push(format!("deleted CRD {}", crd.name)),
-                Err(e) if not_found(&e) => {}
-                Err(e) if forbidden(&e) => notes.push(format!("could not delete CRD {0} ({e}): capstan may not delete CRDs; delete it yourself: kubectl delete crd {0}", crd.name)),
-                Err(e) => return Err(kube_err(format!("deleting CustomResourceDefinition {}", crd.name))(e)),
-            }
+    for crd in owned {
+        // Looked up again: another CSV may have been installed meanwhile.
+        let others = other_users_of_crd(ctx, csv, &crd.name).await?;
+        if !others.is_empty() {
+            notes.push(format!("kept CRD {} because CSV {} still uses it", crd.name, others.join(", ")));
+            continue;
         }
-    } else if replaced_by.is_none() {
-        // Say what stays (case-29: "status says CRs remain").
-        let everywhere = vec![None; owned.len()];
-        let left = list_operands(ctx, &owned, &everywhere).await?;
-        for crd in &owned {
-            let Ok(left) = &left else {
-                notes.push(format!("kept CRD {} and its custom resources", crd.name));
-                continue;
-            };
-            let n = left.iter().filter(|(_, i)| owned[*i].name == crd.name).count();
-            let s = if n == 1 { "" } else { "s" };
-            notes.push(if settings.operands {
-                format!("kept CRD {} and its {n} custom resource{s} outside the operator's target namespaces", crd.name)
-            } else {
-                format!("kept CRD {} and its {n} custom resource{s}", crd.name)
-            });
-        }
-        if !owned.is_empty() && !settings.operands {
-            notes.push(format!("annotate the CSV or Subscription with {ANNOTATION_UNINSTALL_OPERANDS}=true or {ANNOTATION_UNINSTALL_CRDS}=true before deleting to remove them"));
+        match crds.delete(&crd.name, &DeleteParams::background()).await {
+            Ok(_) => notes.push(format!("deleted CRD {}", crd.name)),
+            Err(e) if not_found(&e) => {}
+            Err(e) if forbidden(&e) => notes.push(format!("could not delete CRD {0} ({e}): capstan may not delete CRDs; delete it yourself: kubectl delete crd {0}", crd.name)),
+            Err(e) => return Err(kube_err(format!("deleting CustomResourceDefinition {}", crd.name))(e)),
         }
     }
-    let message = match &replaced_by {
-        Some(by) => format!("CSV {full} replaced by {by}: removed its own objects"),
-        None => format!("uninstalled CSV {full}: removed the operator and its RBAC{}{}", if notes.is_empty() { "" } else { "; " }, notes.join("; ")),
+    Ok(notes)
+}
+
+/// What stays after an uninstall that keeps the CRDs (case-29: "status says CRs remain").
+async fn kept_notes(ctx: &Context, cleanup: &Cleanup) -> Result<Vec<String>, Error> {
+    let owned = &cleanup.owned;
+    let everywhere = vec![None; owned.len()];
+    let left = match list_operands(ctx, owned, &everywhere).await {
+        Ok(l) => Some(l),
+        Err(OperandStop::Forbidden(_)) => None,
+        Err(OperandStop::Api(e)) => return Err(e),
     };
-    tracing::info!(csv = %full, "{message}");
-    publish(ctx, csv, EventType::Normal, "Uninstalled", message).await;
-    Ok(None)
+    let mut notes = Vec::new();
+    for crd in owned {
+        let Some(left) = &left else {
+            notes.push(format!("kept CRD {} and its custom resources", crd.name));
+            continue;
+        };
+        let n = left.iter().filter(|(_, i)| owned[*i].name == crd.name).count();
+        let s = if n == 1 { "" } else { "s" };
+        notes.push(if cleanup.settings.operands {
+            format!("kept CRD {} and its {n} custom resource{s} outside the operator's target namespaces", crd.name)
+        } else {
+            format!("kept CRD {} and its {n} custom resource{s}", crd.name)
+        });
+    }
+    if !owned.is_empty() && !cleanup.settings.operands {
+        notes.push(format!("annotate the CSV or Subscription with {ANNOTATION_UNINSTALL_OPERANDS}=true or {ANNOTATION_UNINSTALL_CRDS}=true before deleting to remove them"));
+    }
+    Ok(notes)
 }
 
 /// Whether the Subscription asks that deleting it uninstalls its operator.
@@ -896,7 +929,7 @@ pub(super) async fn watch_subscription_deletions(ctx: Arc<Context>) {
             sub.name_any()
         );
         tracing::info!(subscription = %format!("{ns}/{}", sub.name_any()), csv = %csv_name, "{message}");
-        publish(&ctx, &csv, EventType::Normal, "SubscriptionDeleted", message).await;
+        ctx.events.publish_for(&csv, EventType::Normal, "SubscriptionDeleted", &message).await;
     }
 }
 

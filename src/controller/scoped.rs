@@ -42,29 +42,37 @@ pub(crate) enum Installer {
     },
 }
 
-/// The installer of OperatorGroup `ns/og`. `Ok(Err(message))` when its ServiceAccount does not
-/// exist or no impersonating client can be made (the message names it and says what to do).
-pub(crate) async fn installer(ctx: &Context, ns: &str, og: &str) -> Result<Result<Installer, String>, Error> {
+/// Whether plans of an OperatorGroup can be applied, and by whom.
+pub(crate) enum InstallerCheck {
+    /// They can, by this identity.
+    Ready(Installer),
+    /// They cannot: the ServiceAccount does not exist or no impersonating client can be made
+    /// (the message names it and says what to do).
+    Blocked(String),
+}
+
+/// The installer of OperatorGroup `ns/og`.
+pub(crate) async fn installer(ctx: &Context, ns: &str, og: &str) -> Result<InstallerCheck, Error> {
     let group = Api::<OperatorGroup>::namespaced(ctx.client.clone(), ns).get_opt(og).await.map_err(kube_err(format!("reading OperatorGroup {ns}/{og}")))?;
     let Some(sa) = group.and_then(|g| g.spec.service_account_name).filter(|s| !s.is_empty()) else {
-        return Ok(Ok(Installer::Controller));
+        return Ok(InstallerCheck::Ready(Installer::Controller));
     };
     let account = format!("{ns}/{sa}");
     if Api::<ServiceAccount>::namespaced(ctx.client.clone(), ns).get_opt(&sa).await.map_err(kube_err(format!("reading ServiceAccount {account}")))?.is_none() {
-        return Ok(Err(format!(
+        return Ok(InstallerCheck::Blocked(format!(
             "ServiceAccount {account} named by OperatorGroup {ns}/{og} spec.serviceAccountName does not exist; create it and grant it what the plan needs, or remove spec.serviceAccountName to install with capstan's own identity"
         )));
     }
     let Some(mut config) = ctx.config.clone() else {
-        return Ok(Err(format!(
+        return Ok(InstallerCheck::Blocked(format!(
             "OperatorGroup {ns}/{og} asks for installs as ServiceAccount {account} (spec.serviceAccountName), but this controller was started without its client configuration, so it cannot impersonate (start it with controller::run_with_config)"
         )));
     };
     config.auth_info.impersonate = Some(format!("system:serviceaccount:{ns}:{sa}"));
     config.auth_info.impersonate_groups = Some(vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{ns}"), "system:authenticated".into()]);
     match Client::try_from(config) {
-        Ok(client) => Ok(Ok(Installer::ServiceAccount { account, name: sa, client })),
-        Err(e) => Ok(Err(format!("cannot build a client impersonating ServiceAccount {account}: {e}"))),
+        Ok(client) => Ok(InstallerCheck::Ready(Installer::ServiceAccount { account, name: sa, client })),
+        Err(e) => Ok(InstallerCheck::Blocked(format!("cannot build a client impersonating ServiceAccount {account}: {e}"))),
     }
 }
 

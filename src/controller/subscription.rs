@@ -2,55 +2,444 @@
 //! catalogs its namespace can see and the CSVs installed there, and creates one InstallPlan per
 //! resolution. Status: `state` (UpgradePending / AtLatestKnown / UpgradeFailed), `currentCSV`,
 //! `installedCSV`, `installPlanRef`, `installplan`, `catalogHealth`, conditions
-//! `CatalogSourcesUnhealthy`, `ResolutionFailed`, `InstallPlanPending`, `InstallPlanFailed`.
+//! `CatalogSourcesUnhealthy`, `ResolutionFailed`, `InstallPlanPending`, `InstallPlanMissing`,
+//! `InstallPlanFailed`.
+//!
+//! One reconcile goes through three gates, each an observation, a pure decision and its action:
+//! the catalogs ([`decide_catalogs`]: health, wait while the Subscription's own catalog loads,
+//! defer while it cannot be loaded), the resolution ([`decide_resolution`]: failed, at the latest
+//! known, or bundles to install), and the InstallPlan ([`decide_prior`] for the plan the status
+//! points at, [`plan_progress`] for the plan of this resolution). The status is written once, at
+//! the end of the gate that stops, and only when it changed ([`SubscriptionStatus::same_as`]).
+//! InstallPlan status is written only by the InstallPlan reconciler: this one creates the plan
+//! with its bundle lookups in an annotation ([`super::installplan::ANNOTATION_BUNDLE_LOOKUPS`])
+//! and marks a superseded plan with an annotation
+//! ([`super::installplan::ANNOTATION_SUPERSEDED_BY`]).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, ListParams, PostParams};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::events::{self, EventType};
-use super::{Context, Error, apply_status, installplan::install_plan_name, kube_err, now};
-use crate::api::installplan::InstallPlanPhase;
-use crate::api::subscription::reason;
+use super::events::EventType;
+use super::installplan::{ANNOTATION_BUNDLE_LOOKUPS, ANNOTATION_SUPERSEDED_BY, INSTALL_RETRYING, PlannedLookups, install_plan_name};
+use super::{CatalogState, CatalogStore, Context, Error, apply_typed_status, kube_err, now_time};
+use crate::api::common::ConditionStatus;
+use crate::api::installplan::{BundleLookup, InstallPlanPhase, InstallPlanSpec};
+use crate::api::subscription::{InstallPlanReference, SubscriptionCatalogHealth, SubscriptionConditionType as C, SubscriptionState, SubscriptionStatus, reason};
 use crate::api::{Approval, CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
-use crate::resolve::{CatalogInput, CatalogSourceKey, ErrorKind, InstalledBundle, Reason, ResolveInput, SubscriptionRequest, resolve};
+use crate::resolve::{CatalogInput, CatalogSourceKey, ErrorKind, InstalledBundle, Reason, ResolveError, ResolveInput, ResolveOutput, ResolvedBundle, SubscriptionRequest, resolve};
 
-/// Sets condition `type_` in `status.conditions` (a JSON array), keeping `lastTransitionTime` when
-/// the status value does not change.
-pub(crate) fn set_condition(status: &mut Value, type_: &str, value: &str, reason: &str, message: &str) {
-    if !status["conditions"].is_array() {
-        status["conditions"] = json!([]);
-    }
-    let Some(list) = status["conditions"].as_array_mut() else { return };
-    let now = now();
-    let existing = list.iter_mut().find(|c| c["type"] == type_);
-    match existing {
-        Some(c) => {
-            if c["status"] != value {
-                c["lastTransitionTime"] = json!(now);
-            }
-            c["status"] = json!(value);
-            c["reason"] = json!(reason);
-            c["message"] = json!(message);
-            c["lastHeartbeatTime"] = json!(now);
-        }
-        None => list.push(json!({
-            "type": type_, "status": value, "reason": reason, "message": message,
-            "lastTransitionTime": now, "lastHeartbeatTime": now,
-        })),
+/// A CatalogSource's (namespace, name).
+type Key = (String, String);
+
+/// What the Subscription reconciler saw of the catalogs its namespace can see (its own and the
+/// global catalog namespace, §1.2).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CatalogView {
+    /// CatalogSources that exist.
+    pub existing: BTreeSet<Key>,
+    /// The known states of those ([`CatalogStore`]); a CatalogSource not listed is not loaded yet.
+    pub states: Vec<(Key, CatalogState)>,
+}
+
+/// The outcome of the catalog gate.
+#[derive(Debug, Clone)]
+pub(crate) enum CatalogGate {
+    /// The Subscription's own catalog is being loaded: write the status and look again in 2 s
+    /// (the CatalogSource reconciler also resyncs Subscriptions once it is loaded).
+    Loading,
+    /// The Subscription's own catalog cannot be loaded, for this reason.
+    SourceFailed(String),
+    /// Resolve against these catalogs.
+    Resolve(Vec<CatalogInput>),
+}
+
+fn catalog_ref(k: &Key) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("operators.coreos.com/v1alpha1".into()),
+        kind: Some("CatalogSource".into()),
+        namespace: Some(k.0.clone()),
+        name: Some(k.1.clone()),
+        ..Default::default()
     }
 }
 
-/// Removes condition `type_` from `status.conditions`.
-pub(crate) fn remove_condition(status: &mut Value, type_: &str) {
-    if let Some(list) = status["conditions"].as_array_mut() {
-        list.retain(|c| c["type"] != type_);
+/// Catalog health (§1.3) into `status` — `catalogHealth` (every visible CatalogSource, healthy when
+/// loaded) and `CatalogSourcesUnhealthy` — and whether resolution can go on. `source` is the
+/// Subscription's `spec.sourceNamespace`/`spec.source`. Pure.
+pub(crate) fn decide_catalogs(status: &mut SubscriptionStatus, source: &Key, view: &CatalogView, now: &Time) -> CatalogGate {
+    let visible: Vec<&(Key, CatalogState)> = view.states.iter().filter(|(k, _)| view.existing.contains(k)).collect();
+    let mut catalogs: Vec<CatalogInput> = visible
+        .iter()
+        .filter_map(|(k, st)| st.index().map(|l| CatalogInput { key: CatalogSourceKey::new(&k.0, &k.1), priority: l.priority, index: l.index.clone() }))
+        .collect();
+    catalogs.sort_by(|a, b| (&a.key.namespace, &a.key.name).cmp(&(&b.key.namespace, &b.key.name)));
+    let unhealthy: Vec<(&Key, &str)> = visible.iter().filter_map(|(k, st)| st.error().map(|e| (k, e))).collect();
+    let health = |k: &Key, healthy: bool| SubscriptionCatalogHealth { catalog_source_ref: catalog_ref(k), last_updated: now.clone(), healthy };
+    status.catalog_health = visible.iter().filter(|(_, st)| matches!(st, CatalogState::Ready(_))).map(|(k, _)| health(k, true)).collect();
+    status.catalog_health.extend(unhealthy.iter().map(|(k, _)| health(k, false)));
+    let loaded = visible.iter().any(|(k, st)| k == source && st.index().is_some());
+    let source_error = unhealthy.iter().find(|(k, _)| *k == source).map(|(_, e)| e.to_string());
+    if view.existing.contains(source) && !loaded && source_error.is_none() {
+        status.fail(C::CatalogSourcesUnhealthy, reason::UNHEALTHY_CATALOG_SOURCE_FOUND, &format!("catalog source {}/{} is being loaded", source.0, source.1), now);
+        return CatalogGate::Loading;
     }
+    if unhealthy.is_empty() {
+        status.set_condition(C::CatalogSourcesUnhealthy, ConditionStatus::False, reason::ALL_CATALOG_SOURCES_HEALTHY, "all available catalogsources are healthy", now);
+    } else {
+        let list: Vec<String> = unhealthy.iter().map(|((n, c), e)| format!("catalog source {n}/{c}: {e}")).collect();
+        status.fail(C::CatalogSourcesUnhealthy, reason::UNHEALTHY_CATALOG_SOURCE_FOUND, &list.join("; "), now);
+    }
+    match source_error {
+        Some(why) => CatalogGate::SourceFailed(why),
+        None => CatalogGate::Resolve(catalogs),
+    }
+}
+
+/// The Subscription's own catalog cannot be loaded (`why`): resolution is deferred until it can;
+/// what is installed stays as it is (case-27). With an installed CSV `kept` nothing is
+/// unresolved — the catalog is — so the catalog condition says so; without one,
+/// `ResolutionFailed` does. Pure.
+pub(crate) fn defer_for_source(status: &mut SubscriptionStatus, name: &str, source: &Key, why: &str, kept: Option<&str>, now: &Time) {
+    let (sns, src) = source;
+    match kept {
+        Some(csv) => {
+            let message = format!(
+                "catalog source {sns}/{src} (spec.source) cannot be loaded: {why}; resolution of Subscription {name} is deferred and retried every 30 s; the installed {csv} is kept as it is"
+            );
+            status.fail(C::CatalogSourcesUnhealthy, reason::UNHEALTHY_CATALOG_SOURCE_FOUND, &message, now);
+            status.remove_condition(&C::ResolutionFailed);
+        }
+        None => {
+            let message = format!(
+                "catalog source {sns}/{src} (spec.source) cannot be loaded, so Subscription {name} is not resolved: {why}; fix spec.image or spec.secrets of CatalogSource {sns}/{src}; capstan retries every 30 s and keeps what is installed"
+            );
+            status.fail(C::ResolutionFailed, reason::ERROR_PREVENTED_RESOLUTION, &message, now);
+        }
+    }
+}
+
+/// The `ResolutionFailed` reason of a resolver failure: `ConstraintsNotSatisfiable` when
+/// dependencies or uniqueness rules cannot be met, `ErrorPreventedResolution` for everything else
+/// (a missing catalog, package or channel, a bad range; OLM's reasons, §1.3).
+pub(crate) fn resolution_reason(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Unsatisfiable => reason::CONSTRAINTS_NOT_SATISFIABLE,
+        _ => reason::ERROR_PREVENTED_RESOLUTION,
+    }
+}
+
+/// The outcome of the resolution gate.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Resolution {
+    /// The Subscription cannot be resolved; `event` when the message is new (a Warning Event says it).
+    Failed {
+        /// The resolver's explanation.
+        message: String,
+        /// Whether to record an Event (the message changed).
+        event: bool,
+    },
+    /// Everything resolved is installed: `AtLatestKnown`.
+    AtLatestKnown,
+    /// These bundles are to be installed, the Subscription's own first.
+    Install(Vec<ResolvedBundle>),
+}
+
+/// The resolution of Subscription `ns/name` (`out`: the resolver's output for its namespace;
+/// `installed`: the CSVs that exist there) into `status` (`currentCSV`, `installedCSV`,
+/// `ResolutionFailed`, `state` when nothing is to install). Pure.
+pub(crate) fn decide_resolution(status: &mut SubscriptionStatus, sub: &Subscription, out: &ResolveOutput, installed: &[String], now: &Time) -> Resolution {
+    let (ns, name) = (sub.namespace().unwrap_or_default(), sub.name_any());
+    if let Some(err) = out.errors.iter().find(|e| e.subscription == name) {
+        return resolution_failed(status, err, now);
+    }
+    status.remove_condition(&C::ResolutionFailed);
+    let mine: Vec<&ResolvedBundle> = out.resolved.iter().filter(|b| b.subscription == name && b.namespace == ns).collect();
+    let is_installed = |csv: &str| installed.iter().any(|i| i == csv);
+    if let Some(own) = mine.iter().find(|b| b.package == sub.spec.package) {
+        status.current_csv = Some(own.bundle.clone());
+        if is_installed(&own.bundle) {
+            status.installed_csv = Some(own.bundle.clone());
+        }
+    }
+    let to_install: Vec<ResolvedBundle> = mine
+        .into_iter()
+        .filter(|b| !matches!(b.reason, Reason::Installed { .. } | Reason::Dependency { already_installed: true, .. }) && !is_installed(&b.bundle))
+        .cloned()
+        .collect();
+    if !to_install.is_empty() {
+        return Resolution::Install(to_install);
+    }
+    status.state = Some(SubscriptionState::AtLatestKnown);
+    for c in [C::InstallPlanPending, C::InstallPlanMissing, C::InstallPlanFailed] {
+        status.remove_condition(&c);
+    }
+    Resolution::AtLatestKnown
+}
+
+fn resolution_failed(status: &mut SubscriptionStatus, err: &ResolveError, now: &Time) -> Resolution {
+    let was = status.condition(&C::ResolutionFailed).filter(|c| c.status == ConditionStatus::True).and_then(|c| c.message.clone());
+    let message = err.message();
+    status.fail(C::ResolutionFailed, resolution_reason(err.kind), &message, now);
+    Resolution::Failed { event: was.as_deref() != Some(message.as_str()), message }
+}
+
+/// What to do about the plan `status.installPlanRef` names when it is not this resolution's plan.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Prior {
+    /// Nothing: it is done, gone, or the same plan.
+    Ignore,
+    /// It is being applied (or approved and about to be): the next resolution waits for it (CSVs
+    /// appear one by one while it runs; a resolution now would ask for the rest in a second plan).
+    Wait {
+        /// Its phase, as the `InstallPlanPending` reason.
+        phase: String,
+        /// The condition message.
+        message: String,
+    },
+    /// It waits for approval and the resolution no longer matches it (a newer bundle supersedes
+    /// it): it is marked superseded, so that approving it later cannot install what was skipped.
+    Supersede {
+        /// Why, for the plan's status (written by the InstallPlan reconciler).
+        message: String,
+    },
+}
+
+/// The name of an InstallPlan phase as written (`Installing`, …).
+fn phase_name(phase: &InstallPlanPhase) -> String {
+    phase.as_str().to_string()
+}
+
+/// What to do about `prior` (the plan `status.installPlanRef` names, when it exists and is not
+/// `plan_name`) for Subscription `name` whose resolution now installs `csv_names` (§5, issue 6
+/// "approval flows"). Pure.
+pub(crate) fn decide_prior(prior: &InstallPlan, plan_name: &str, csv_names: &[String], name: &str) -> Prior {
+    let phase = prior.status.as_ref().map(|s| s.phase.clone()).unwrap_or(InstallPlanPhase::Planning);
+    let waiting_for_approval = phase == InstallPlanPhase::RequiresApproval && !prior.spec.approved;
+    if phase.is_terminal() {
+        return Prior::Ignore;
+    }
+    if !waiting_for_approval {
+        let p = phase_name(&phase);
+        return Prior::Wait { message: format!("InstallPlan {} is {p}; the next resolution waits for it", prior.name_any()), phase: p };
+    }
+    Prior::Supersede {
+        message: format!("superseded by InstallPlan {plan_name} ({}): the catalog now resolves Subscription {name} differently; approve {plan_name} instead", csv_names.join(", ")),
+    }
+}
+
+/// `InstallPlanMissing` (§1.3): the plan named in `status.installPlanRef` (`prior`) is gone
+/// (`prior_missing`: deleted by hand, or pruned); it is recreated as `plan_name` from the current
+/// resolution, and the condition says so. It goes once the plan exists (`plan_exists`). Pure.
+pub(crate) fn missing_condition(status: &mut SubscriptionStatus, ns: &str, prior_missing: bool, plan_exists: bool, plan_name: &str, csv_names: &[String], now: &Time) {
+    match status.install_plan_ref.as_ref().and_then(|r| r.name.clone()) {
+        Some(p) if prior_missing => {
+            let message = format!("InstallPlan {ns}/{p} referenced by status.installPlanRef was not found; capstan creates InstallPlan {plan_name} for {} from the current resolution", csv_names.join(", "));
+            status.fail(C::InstallPlanMissing, reason::REFERENCED_INSTALL_PLAN_NOT_FOUND, &message, now);
+        }
+        _ if plan_exists => status.remove_condition(&C::InstallPlanMissing),
+        _ => {}
+    }
+}
+
+/// The status of a Subscription whose resolution is installed by `plan` (§1.3): the plan
+/// references, and by the plan's phase `UpgradeFailed` with `InstallPlanFailed`, or
+/// `UpgradePending` with `InstallPlanPending` (why it waits; that it supersedes `superseded`).
+/// Returns when to look again. Pure.
+pub(crate) fn plan_progress(status: &mut SubscriptionStatus, plan: &InstallPlan, superseded: Option<&str>, now: &Time) -> Duration {
+    let (ns, plan_name) = (plan.namespace().unwrap_or_default(), plan.name_any());
+    let uid = plan.uid().unwrap_or_default();
+    status.install_plan_ref = Some(ObjectReference {
+        api_version: Some("operators.coreos.com/v1alpha1".into()),
+        kind: Some("InstallPlan".into()),
+        namespace: Some(ns.clone()),
+        name: Some(plan_name.clone()),
+        uid: Some(uid.clone()),
+        resource_version: Some(plan.resource_version().unwrap_or_default()),
+        ..Default::default()
+    });
+    status.installplan = Some(InstallPlanReference { api_version: "operators.coreos.com/v1alpha1".into(), kind: "InstallPlan".into(), name: plan_name.clone(), uuid: uid });
+    status.install_plan_generation = Some(1);
+    let phase = plan.status.as_ref().map(|s| s.phase.clone()).unwrap_or(InstallPlanPhase::Planning);
+    if phase == InstallPlanPhase::Failed {
+        let message = plan.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_else(|| format!("InstallPlan {plan_name} failed"));
+        status.state = Some(SubscriptionState::UpgradeFailed);
+        status.remove_condition(&C::InstallPlanPending);
+        status.fail(C::InstallPlanFailed, reason::INSTALL_PLAN_FAILED, &message, now);
+        return Duration::from_secs(10);
+    }
+    status.state = Some(SubscriptionState::UpgradePending);
+    status.remove_condition(&C::InstallPlanFailed);
+    let p = phase_name(&phase);
+    let mut message = if phase == InstallPlanPhase::RequiresApproval {
+        format!("InstallPlan {plan_name} requires approval: `capstan approve {plan_name} -n {ns}` or set spec.approved=true")
+    } else {
+        format!("InstallPlan {plan_name} is {p}")
+    };
+    // A plan held by a transient error says why in its Installed condition: show it here.
+    if let Some(why) = plan.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.reason.as_ref().is_some_and(|r| r.as_str() == INSTALL_RETRYING)).and_then(|c| c.message.clone())) {
+        message = format!("{message}: {why}");
+    }
+    if let Some(old) = superseded {
+        message = format!("{message}; it supersedes InstallPlan {old}, which can no longer be approved");
+    }
+    status.set_condition(C::InstallPlanPending, ConditionStatus::True, &p, &message, now);
+    Duration::from_secs(if phase == InstallPlanPhase::Complete { 1 } else { 10 })
+}
+
+/// The InstallPlan of one resolution, before it is created (§1.4): named by
+/// [`install_plan_name`], owned by the Subscription, approved when approval is Automatic, with the
+/// bundle lookups in annotation [`ANNOTATION_BUNDLE_LOOKUPS`]. Pure.
+pub(crate) fn new_plan(sub: &Subscription, plan_name: &str, csv_names: &[String], lookups: &PlannedLookups) -> Result<InstallPlan, Error> {
+    let (ns, name) = (sub.namespace().unwrap_or_default(), sub.name_any());
+    let approval = sub.spec.install_plan_approval.unwrap_or(Approval::Automatic);
+    let owner = OwnerReference {
+        api_version: Subscription::api_version(&()).into_owned(),
+        kind: Subscription::kind(&()).into_owned(),
+        name: name.clone(),
+        uid: sub.uid().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(false),
+    };
+    let lookups = serde_json::to_string(lookups).map_err(|source| Error::Build { what: format!("the bundle lookups of InstallPlan {ns}/{plan_name}"), source })?;
+    let metadata = ObjectMeta {
+        name: Some(plan_name.to_string()),
+        namespace: Some(ns),
+        owner_references: Some(vec![owner]),
+        labels: Some([("operators.coreos.com/subscription".to_string(), name)].into()),
+        annotations: Some([(ANNOTATION_BUNDLE_LOOKUPS.to_string(), lookups)].into()),
+        ..Default::default()
+    };
+    let spec = InstallPlanSpec {
+        source: Some(sub.spec.source.clone()),
+        source_namespace: Some(sub.spec.source_namespace.clone()),
+        cluster_service_version_names: csv_names.to_vec(),
+        approval,
+        approved: approval == Approval::Automatic,
+        generation: Some(1),
+    };
+    Ok(InstallPlan { metadata, spec, status: None })
+}
+
+/// Where each bundle of `to_install` comes from, for the InstallPlan reconciler: image, CSV,
+/// replaced CSV, catalog and properties ([`bundle_properties`]).
+pub(crate) fn planned_lookups(store: &CatalogStore, to_install: &[ResolvedBundle]) -> PlannedLookups {
+    let bundle_lookups = to_install
+        .iter()
+        .map(|b| {
+            let key = b.catalog.as_ref().map(|c| (c.namespace.clone(), c.name.clone())).unwrap_or_default();
+            BundleLookup {
+                path: b.image.clone(),
+                identifier: b.bundle.clone(),
+                replaces: match &b.reason {
+                    Reason::Upgrade { from } => from.clone(),
+                    _ => String::new(),
+                },
+                catalog_source_ref: catalog_ref(&key),
+                conditions: Vec::new(),
+                properties: Some(bundle_properties(store, b).to_string()),
+            }
+        })
+        .collect();
+    let mut catalog_sources: Vec<String> = to_install.iter().filter_map(|b| b.catalog.as_ref().map(|c| c.name.clone())).collect();
+    catalog_sources.sort();
+    catalog_sources.dedup();
+    PlannedLookups { catalog_sources, bundle_lookups }
+}
+
+/// The `properties` of a bundle lookup (`{"properties": [...]}` as OLM writes it): `olm.package`,
+/// an `olm.gvk` per provided API, and `olm.package.required` / `olm.gvk.required` for plain
+/// package and GVK dependencies, taken from the catalog the bundle was resolved from.
+fn bundle_properties(store: &CatalogStore, b: &ResolvedBundle) -> Value {
+    use crate::resolve::index::Predicate;
+    let mut props = vec![json!({"type": "olm.package", "value": {"packageName": b.package, "version": b.version.to_string()}})];
+    let entry = b.catalog.as_ref().and_then(|c| store.index(c)).and_then(|l| {
+        let i = l.index.bundle_by_name(&b.bundle)?;
+        Some(l.index.bundle(i).clone())
+    });
+    if let Some(e) = entry {
+        for g in &e.provides {
+            props.push(json!({"type": "olm.gvk", "value": {"group": g.group, "version": g.version, "kind": g.kind}}));
+        }
+        for d in &e.dependencies {
+            match &d.predicate {
+                Predicate::Package { package, range } => props.push(json!({"type": "olm.package.required", "value": {"packageName": package, "versionRange": range.as_str()}})),
+                Predicate::Gvk(g) => props.push(json!({"type": "olm.gvk.required", "value": {"group": g.group, "version": g.version, "kind": g.kind}})),
+                other => props.push(json!({"type": "olm.constraint", "value": {"failureMessage": d.failure_message, "description": other.to_string()}})),
+            }
+        }
+    }
+    json!({"properties": props})
+}
+
+/// Writes `status` onto the Subscription unless it says what its status says already.
+async fn write(ctx: &Context, sub: &Subscription, status: &SubscriptionStatus) -> Result<(), Error> {
+    if sub.status.as_ref().is_some_and(|old| old.same_as(status)) {
+        return Ok(());
+    }
+    let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &sub.namespace().unwrap_or_default());
+    apply_typed_status(&api, sub, status).await
+}
+
+/// The catalogs namespace `ns` can see: the CatalogSources that exist in it and in the global
+/// catalog namespace, and what the [`CatalogStore`] knows of them. Listed, not taken from a
+/// cache: a CatalogSource deleted a moment ago must not count (the store keeps it until then).
+async fn observe_catalogs(ctx: &Context, ns: &str) -> Result<CatalogView, Error> {
+    let mut existing = BTreeSet::new();
+    for cns in [ns.to_string(), ctx.options.global_catalog_namespace.clone()] {
+        let list = Api::<CatalogSource>::namespaced(ctx.client.clone(), &cns)
+            .list(&ListParams::default())
+            .await
+            .map_err(kube_err(format!("listing CatalogSources in {cns}")))?;
+        existing.extend(list.items.iter().map(|c| (cns.clone(), c.name_any())));
+    }
+    let states = ctx.catalogs.states_of(&existing);
+    Ok(CatalogView { existing, states })
+}
+
+/// The installed CSV a Subscription whose catalog cannot be loaded keeps: `status.installedCSV`
+/// while that CSV exists.
+async fn kept_csv(ctx: &Context, ns: &str, status: &SubscriptionStatus) -> Result<Option<String>, Error> {
+    let Some(c) = status.installed_csv.as_deref().filter(|c| !c.is_empty()) else { return Ok(None) };
+    let found = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), ns).get_opt(c).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{c}")))?;
+    Ok(found.map(|_| c.to_string()))
+}
+
+/// Resolves every Subscription of `ns` together (one bundle per package, §4.6) against
+/// `catalogs` and the CSVs installed there. Returns the output and the installed CSV names.
+async fn observe_resolution(ctx: &Context, ns: &str, catalogs: Vec<CatalogInput>) -> Result<(ResolveOutput, Vec<String>), Error> {
+    let csvs = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err(format!("listing ClusterServiceVersions in {ns}")))?;
+    let installed: Vec<InstalledBundle> = csvs
+        .items
+        .iter()
+        .map(|c| InstalledBundle::from_csv(ns, &c.name_any(), c.annotations().get(crate::install::ANNOTATION_PROPERTIES).map(String::as_str), c.spec.version.as_deref()))
+        .collect();
+    let all_subs = Api::<Subscription>::namespaced(ctx.client.clone(), ns).list(&ListParams::default()).await.map_err(kube_err(format!("listing Subscriptions in {ns}")))?;
+    // `status.installedCSV` only counts while that CSV exists (after an upgrade it names the
+    // replaced one until this reconcile rewrites it); otherwise the package's installed CSV is used.
+    let requests: Vec<SubscriptionRequest> = all_subs
+        .items
+        .iter()
+        .map(request_of)
+        .map(|mut r| {
+            r.installed_csv = r.installed_csv.filter(|c| installed.iter().any(|i| i.name == *c));
+            r
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let out = resolve(&ResolveInput { catalogs, installed: installed.clone(), subscriptions: requests });
+    ctx.metrics.observe_resolution(started.elapsed());
+    Ok((out, installed.into_iter().map(|i| i.name).collect()))
 }
 
 pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -65,359 +454,177 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
     let Some(sub) = subs.get_opt(&name).await.map_err(kube_err(format!("reading Subscription {ns}/{name}")))? else {
         return Ok(Action::await_change());
     };
-    let mut status = serde_json::to_value(&sub.status).unwrap_or(Value::Null);
-    if !status.is_object() {
-        status = json!({});
-    }
-    status["lastUpdated"] = json!(now());
-
-    // Catalogs visible to the namespace: its own and the global catalog namespace (§1.2). Only
-    // CatalogSources that still exist count (a deleted one stays in the Context until then).
-    let global = ctx.options.global_catalog_namespace.clone();
-    let mut existing = std::collections::BTreeSet::new();
-    for cns in [ns.clone(), global.clone()] {
-        let list = Api::<CatalogSource>::namespaced(ctx.client.clone(), &cns)
-            .list(&ListParams::default())
-            .await
-            .map_err(kube_err(format!("listing CatalogSources in {cns}")))?;
-        existing.extend(list.items.iter().map(|c| (cns.clone(), c.name_any())));
-    }
-    let mut catalogs = Vec::new();
-    {
-        let map = ctx.catalogs.lock().unwrap_or_else(|e| e.into_inner());
-        for (key, l) in map.iter() {
-            if existing.contains(key) {
-                catalogs.push(CatalogInput { key: CatalogSourceKey::new(&key.0, &key.1), priority: l.priority, index: l.index.clone() });
-            }
+    let now = now_time();
+    let mut status = sub.status.clone().unwrap_or_else(|| SubscriptionStatus::new(now.clone()));
+    status.last_updated = now.clone();
+    let source = (sub.spec.source_namespace.clone(), sub.spec.source.clone());
+    let view = observe_catalogs(&ctx, &ns).await?;
+    let catalogs = match decide_catalogs(&mut status, &source, &view, &now) {
+        CatalogGate::Loading => {
+            write(&ctx, &sub, &status).await?;
+            return Ok(Action::requeue(Duration::from_secs(2)));
         }
-    }
-    catalogs.sort_by(|a, b| (&a.key.namespace, &a.key.name).cmp(&(&b.key.namespace, &b.key.name)));
-    let unhealthy: Vec<((String, String), String)> = {
-        let errors = ctx.catalog_errors.lock().unwrap_or_else(|e| e.into_inner());
-        existing.iter().filter_map(|k| errors.get(k).map(|e| (k.clone(), e.clone()))).collect()
+        CatalogGate::SourceFailed(why) => {
+            let kept = kept_csv(&ctx, &ns, &status).await?;
+            defer_for_source(&mut status, &name, &source, &why, kept.as_deref(), &now);
+            write(&ctx, &sub, &status).await?;
+            return Ok(Action::requeue(Duration::from_secs(30)));
+        }
+        CatalogGate::Resolve(catalogs) => catalogs,
     };
-
-    // Catalog health (§1.3): every visible CatalogSource, healthy when loaded.
-    let source_ns = sub.spec.source_namespace.clone();
-    let source = sub.spec.source.clone();
-    let source_key = (source_ns.clone(), source.clone());
-    let ref_of = |k: &(String, String)| json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource", "namespace": k.0, "name": k.1});
-    let mut health = Vec::new();
-    for c in &catalogs {
-        health.push(json!({"catalogSourceRef": ref_of(&(c.key.namespace.clone(), c.key.name.clone())), "healthy": true, "lastUpdated": now()}));
-    }
-    for (k, _) in &unhealthy {
-        health.push(json!({"catalogSourceRef": ref_of(k), "healthy": false, "lastUpdated": now()}));
-    }
-    let loaded = catalogs.iter().any(|c| c.key.namespace == source_ns && c.key.name == source);
-    let source_failed = unhealthy.iter().any(|(k, _)| *k == source_key);
-    if existing.contains(&source_key) && !loaded && !source_failed {
-        // Not loaded yet: wait for the CatalogSource reconciler, which resyncs Subscriptions.
-        set_condition(&mut status, "CatalogSourcesUnhealthy", "True", reason::UNHEALTHY_CATALOG_SOURCE_FOUND, &format!("catalog source {source_ns}/{source} is being loaded"));
-        status["catalogHealth"] = json!(health);
-        apply_status(&subs, &sub, status).await?;
-        return Ok(Action::requeue(Duration::from_secs(2)));
-    }
-    if unhealthy.is_empty() {
-        set_condition(&mut status, "CatalogSourcesUnhealthy", "False", reason::ALL_CATALOG_SOURCES_HEALTHY, "all available catalogsources are healthy");
-    } else {
-        let list: Vec<String> = unhealthy.iter().map(|((n, c), e)| format!("catalog source {n}/{c}: {e}")).collect();
-        set_condition(&mut status, "CatalogSourcesUnhealthy", "True", reason::UNHEALTHY_CATALOG_SOURCE_FOUND, &list.join("; "));
-    }
-    status["catalogHealth"] = json!(health);
-    // The Subscription's own catalog cannot be loaded: resolution is deferred until it can; what
-    // is installed stays as it is (case-27).
-    if source_failed {
-        let why = unhealthy.iter().find(|(k, _)| *k == source_key).map(|(_, e)| e.clone()).unwrap_or_default();
-        let message = format!(
-            "catalog source {source_ns}/{source} (spec.source) cannot be loaded, so Subscription {name} is not resolved: {why}; fix spec.image or spec.secrets of CatalogSource {source_ns}/{source}; capstan retries every 30 s and keeps what is installed"
-        );
-        // With an installed CSV nothing is unresolved: the catalog is (case-27). Say that in the
-        // catalog condition and leave the install reported as it is.
-        let kept = match status["installedCSV"].as_str().filter(|c| !c.is_empty()) {
-            Some(c) => Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), &ns)
-                .get_opt(c)
-                .await
-                .map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{c}")))?
-                .map(|_| c.to_string()),
-            None => None,
-        };
-        match kept {
-            Some(csv) => {
-                let message = format!(
-                    "catalog source {source_ns}/{source} (spec.source) cannot be loaded: {why}; resolution of Subscription {name} is deferred and retried every 30 s; the installed {csv} is kept as it is"
-                );
-                set_condition(&mut status, "CatalogSourcesUnhealthy", "True", reason::UNHEALTHY_CATALOG_SOURCE_FOUND, &message);
-                remove_condition(&mut status, "ResolutionFailed");
+    let (out, installed) = observe_resolution(&ctx, &ns, catalogs).await?;
+    match decide_resolution(&mut status, &sub, &out, &installed, &now) {
+        Resolution::Failed { message, event } => {
+            write(&ctx, &sub, &status).await?;
+            if event {
+                ctx.events.publish_for(&sub, EventType::Warning, "ResolutionFailed", &message).await;
             }
-            None => set_condition(&mut status, "ResolutionFailed", "True", reason::ERROR_PREVENTED_RESOLUTION, &message),
+            Ok(Action::requeue(Duration::from_secs(60)))
         }
-        apply_status(&subs, &sub, status).await?;
-        return Ok(Action::requeue(Duration::from_secs(30)));
-    }
-
-    // Installed CSVs of the namespace.
-    let csvs = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), &ns)
-        .list(&ListParams::default())
-        .await
-        .map_err(kube_err(format!("listing ClusterServiceVersions in {ns}")))?;
-    let installed: Vec<InstalledBundle> = csvs
-        .items
-        .iter()
-        .map(|c| InstalledBundle::from_csv(&ns, &c.name_any(), c.annotations().get(crate::install::ANNOTATION_PROPERTIES).map(String::as_str), c.spec.version.as_deref()))
-        .collect();
-
-    // Every Subscription of the namespace is resolved together (one bundle per package, §4.6).
-    let all_subs = subs.list(&ListParams::default()).await.map_err(kube_err(format!("listing Subscriptions in {ns}")))?;
-    // `status.installedCSV` only counts while that CSV exists (after an upgrade it names the
-    // replaced one until this reconcile rewrites it); otherwise the package's installed CSV is used.
-    let requests: Vec<SubscriptionRequest> = all_subs
-        .items
-        .iter()
-        .map(request_of)
-        .map(|mut r| {
-            r.installed_csv = r.installed_csv.filter(|c| installed.iter().any(|i| i.name == *c));
-            r
-        })
-        .collect();
-    let started = std::time::Instant::now();
-    let out = resolve(&ResolveInput { catalogs, installed: installed.clone(), subscriptions: requests });
-    crate::metrics::global().observe_resolution(started.elapsed());
-
-    if let Some(err) = out.errors.iter().find(|e| e.subscription == name) {
-        let message = err.message();
-        let why = if err.kind == ErrorKind::Unsatisfiable { reason::CONSTRAINTS_NOT_SATISFIABLE } else { reason::ERROR_PREVENTED_RESOLUTION };
-        let was = sub.status.as_ref().and_then(|s| serde_json::to_value(s).ok()).and_then(|v| {
-            v["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "ResolutionFailed" && c["status"] == "True").map(|c| c["message"].clone()))
-        });
-        set_condition(&mut status, "ResolutionFailed", "True", why, &message);
-        apply_status(&subs, &sub, status).await?;
-        if was.as_ref().and_then(|m| m.as_str()) != Some(message.as_str()) {
-            events::publish_for(&ctx.client, &sub, EventType::Warning, "ResolutionFailed", &message).await;
+        Resolution::AtLatestKnown => {
+            write(&ctx, &sub, &status).await?;
+            prune_plans(&ctx, &ns, &name).await?;
+            Ok(Action::requeue(Duration::from_secs(300)))
         }
-        return Ok(Action::requeue(Duration::from_secs(60)));
+        Resolution::Install(to_install) => install(&ctx, &sub, status, &to_install, &now).await,
     }
-    remove_condition(&mut status, "ResolutionFailed");
+}
 
-    let mine: Vec<_> = out.resolved.iter().filter(|b| b.subscription == name && b.namespace == ns).collect();
-    let own = mine.iter().find(|b| b.package == sub.spec.package);
-    if let Some(own) = own {
-        status["currentCSV"] = json!(own.bundle);
-    }
-    let is_installed = |csv: &str| installed.iter().any(|i| i.name == csv);
-    if let Some(own) = own
-        && is_installed(&own.bundle)
-    {
-        status["installedCSV"] = json!(own.bundle);
-    }
-    let to_install: Vec<_> = mine
-        .iter()
-        .filter(|b| !matches!(b.reason, Reason::Installed { .. } | Reason::Dependency { already_installed: true, .. }) && !is_installed(&b.bundle))
-        .collect();
-
-    if to_install.is_empty() {
-        status["state"] = json!("AtLatestKnown");
-        remove_condition(&mut status, "InstallPlanPending");
-        remove_condition(&mut status, "InstallPlanMissing");
-        remove_condition(&mut status, "InstallPlanFailed");
-        apply_status(&subs, &sub, status).await?;
-        prune_plans(&ctx, &ns, &name).await?;
-        return Ok(Action::requeue(Duration::from_secs(300)));
-    }
-
+/// The plan gate: this resolution's InstallPlan — created when missing, approved when the
+/// Subscription's approval is Automatic — after the plan the status points at (waited for, or
+/// superseded); then the status from the plan's phase ([`plan_progress`]).
+async fn install(ctx: &Context, sub: &Subscription, mut status: SubscriptionStatus, to_install: &[ResolvedBundle], now: &Time) -> Result<Action, Error> {
+    let (ns, name) = (sub.namespace().unwrap_or_default(), sub.name_any());
+    let plans: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &ns);
     // One InstallPlan per resolution, named after what it installs (a restart never duplicates it).
     let csv_names: Vec<String> = to_install.iter().map(|b| b.bundle.clone()).collect();
     let bundles: Vec<(String, String)> = to_install.iter().map(|b| (b.bundle.clone(), b.image.clone())).collect();
     let config = sub.spec.config.as_ref().and_then(|c| serde_json::to_string(c).ok()).unwrap_or_default();
     let plan_name = install_plan_name(&name, &bundles, &config);
-    let plans: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &ns);
-    let approval = sub.spec.install_plan_approval.unwrap_or(Approval::Automatic);
-    let mut existing_plan = plans.get_opt(&plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))?;
-    // The same resolution's plan completed, yet its CSVs are not installed: they were deleted.
-    // As OLM does, install them again — with a fresh plan, since the Complete one is done.
-    if let Some(done) = existing_plan.as_ref().filter(|p| p.status.as_ref().is_some_and(|s| s.phase == InstallPlanPhase::Complete)) {
-        let message = format!("InstallPlan {plan_name} completed, but {} no longer exists; capstan installs it again with a new InstallPlan", csv_names.join(", "));
-        tracing::info!(subscription = %format!("{ns}/{name}"), plan = %plan_name, "{message}");
-        events::publish_for(&ctx.client, &sub, EventType::Normal, "Reinstalling", &message).await;
-        let pre = kube::api::DeleteParams { preconditions: Some(kube::api::Preconditions { uid: done.uid(), resource_version: None }), ..Default::default() };
-        match plans.delete(&plan_name, &pre).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-            Err(e) => return Err(kube_err(format!("deleting completed InstallPlan {ns}/{plan_name}"))(e)),
-        }
-        existing_plan = None;
-    }
-    // The plan in status.installPlanRef comes first (§5, issue 6 "approval flows"): while it is
-    // being applied, CSVs appear one by one and a resolution now would ask for the rest in a
-    // second plan, so wait for it. A plan still waiting for approval that the resolution no longer
-    // matches (a newer bundle supersedes it) is marked Failed with the reason, so that approving
-    // it later cannot install what was skipped, and a new plan replaces it.
+    let existing = plans.get_opt(&plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))?;
+    let existing = drop_completed(ctx, sub, &plans, existing, &csv_names).await?;
+    let prior_name = status.install_plan_ref.as_ref().and_then(|r| r.name.clone());
+    let prior = match prior_name.as_deref().filter(|p| *p != plan_name) {
+        Some(p) => plans.get_opt(p).await.map_err(kube_err(format!("reading InstallPlan {ns}/{p}")))?,
+        None => None,
+    };
     let mut superseded = None;
-    if let Some(prior) = status["installPlanRef"]["name"].as_str().filter(|p| *p != plan_name).map(String::from)
-        && let Some(pp) = plans.get_opt(&prior).await.map_err(kube_err(format!("reading InstallPlan {ns}/{prior}")))?
-    {
-        let phase = pp.status.as_ref().map(|s| s.phase.clone()).unwrap_or(InstallPlanPhase::Planning);
-        let waiting_for_approval = phase == InstallPlanPhase::RequiresApproval && !pp.spec.approved;
-        if !phase.is_terminal() && !waiting_for_approval {
-            let phase_name = serde_json::to_value(&phase).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-            status["state"] = json!("UpgradePending");
-            set_condition(&mut status, "InstallPlanPending", "True", &phase_name, &format!("InstallPlan {prior} is {phase_name}; the next resolution waits for it"));
-            apply_status(&subs, &sub, status).await?;
+    match prior.as_ref().map(|p| decide_prior(p, &plan_name, &csv_names, &name)).unwrap_or(Prior::Ignore) {
+        Prior::Ignore => {}
+        Prior::Wait { phase, message } => {
+            status.state = Some(SubscriptionState::UpgradePending);
+            status.set_condition(C::InstallPlanPending, ConditionStatus::True, &phase, &message, now);
+            write(ctx, sub, &status).await?;
             return Ok(Action::requeue(Duration::from_secs(2)));
         }
-        if waiting_for_approval {
-            let message = format!(
-                "superseded by InstallPlan {plan_name} ({}): the catalog now resolves Subscription {name} differently; approve {plan_name} instead",
-                csv_names.join(", ")
-            );
-            let mark = json!({
-                "metadata": {"resourceVersion": pp.resource_version()},
-                "status": {"phase": "Failed", "message": message,
-                           "conditions": [{"type": "Installed", "status": "False", "reason": "Superseded", "message": message, "lastUpdateTime": now(), "lastTransitionTime": now()}]},
-            });
-            let pparams = kube::api::PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() };
-            match plans.patch_status(&prior, &pparams, &kube::api::Patch::Merge(&mark)).await {
-                Ok(_) => {
-                    tracing::info!(subscription = %format!("{ns}/{name}"), superseded = %prior, by = %plan_name, "pending InstallPlan superseded");
-                    events::publish_for(&ctx.client, &pp, EventType::Warning, "Superseded", &message).await;
-                }
+        Prior::Supersede { message } => {
+            let Some(p) = prior.as_ref() else { return Ok(Action::requeue(Duration::from_millis(200))) };
+            if !mark_superseded(&plans, p, &message, &plan_name).await? {
                 // Approved or changed meanwhile: decide again on a fresh read.
-                Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue(Duration::from_millis(200))),
-                Err(e) => return Err(kube_err(format!("marking InstallPlan {ns}/{prior} superseded"))(e)),
+                return Ok(Action::requeue(Duration::from_millis(200)));
             }
-            superseded = Some(prior);
+            superseded = prior_name.clone();
         }
     }
-    // InstallPlanMissing (§1.3): the plan named in status.installPlanRef is gone (deleted by hand,
-    // or pruned). It is recreated from the current resolution below; the condition says so.
-    let prior = status["installPlanRef"]["name"].as_str().map(String::from);
-    let prior_missing = match &prior {
-        Some(p) if *p == plan_name => existing_plan.is_none(),
-        Some(p) => plans.get_opt(p).await.map_err(kube_err(format!("reading InstallPlan {ns}/{p}")))?.is_none(),
+    let prior_missing = match &prior_name {
+        Some(p) if *p == plan_name => existing.is_none(),
+        Some(_) => prior.is_none(),
         None => false,
     };
-    if let Some(p) = prior.as_ref().filter(|_| prior_missing) {
-        set_condition(
-            &mut status,
-            "InstallPlanMissing",
-            "True",
-            reason::REFERENCED_INSTALL_PLAN_NOT_FOUND,
-            &format!("InstallPlan {ns}/{p} referenced by status.installPlanRef was not found; capstan creates InstallPlan {plan_name} for {} from the current resolution", csv_names.join(", ")),
-        );
-    } else if existing_plan.is_some() {
-        remove_condition(&mut status, "InstallPlanMissing");
-    }
-    let plan = match existing_plan {
+    missing_condition(&mut status, &ns, prior_missing, existing.is_some(), &plan_name, &csv_names, now);
+    let plan = match existing {
         Some(p) => p,
-        None => {
-            let owner = OwnerReference {
-                api_version: Subscription::api_version(&()).into_owned(),
-                kind: Subscription::kind(&()).into_owned(),
-                name: name.clone(),
-                uid: sub.uid().unwrap_or_default(),
-                controller: Some(true),
-                block_owner_deletion: Some(false),
-            };
-            let ip: InstallPlan = serde_json::from_value(json!({
-                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
-                "metadata": {"name": plan_name, "namespace": ns, "ownerReferences": [owner],
-                             "labels": {"operators.coreos.com/subscription": name}},
-                "spec": {
-                    "clusterServiceVersionNames": csv_names,
-                    "approval": approval,
-                    "approved": approval == Approval::Automatic,
-                    "generation": 1,
-                    "source": source, "sourceNamespace": source_ns,
-                },
-            }))
-            .map_err(|e| Error::Kube { context: format!("building InstallPlan {plan_name}"), source: kube::Error::SerdeError(e) })?;
-            tracing::info!(subscription = %format!("{ns}/{name}"), plan = %plan_name, csvs = ?csv_names, "creating InstallPlan");
-            match plans.create(&PostParams::default(), &ip).await {
-                Ok(p) => {
-                    let note = format!("InstallPlan {plan_name} created for {} ({approval:?} approval)", csv_names.join(", "));
-                    events::publish_for(&ctx.client, &sub, EventType::Normal, "InstallPlanCreated", &note).await;
-                    p
-                }
-                Err(kube::Error::Api(s)) if s.code == 409 => plans.get(&plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))?,
-                Err(e) => return Err(kube_err(format!("creating InstallPlan {ns}/{plan_name}"))(e)),
-            }
-        }
+        None => create_plan(ctx, sub, &plans, &plan_name, &csv_names, to_install).await?,
     };
-    // Approval is per Subscription: switching it to Automatic approves its pending plan.
-    if approval == Approval::Automatic
-        && !plan.spec.approved
-        && plan.status.as_ref().is_some_and(|s| s.phase == InstallPlanPhase::RequiresApproval)
-    {
-        let approve = json!({"metadata": {"resourceVersion": plan.resource_version()}, "spec": {"approved": true, "approval": "Automatic"}});
-        match plans.patch(&plan_name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&approve)).await {
-            Ok(_) => tracing::info!(subscription = %format!("{ns}/{name}"), plan = %plan_name, "approved: the Subscription's installPlanApproval is Automatic"),
-            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue(Duration::from_millis(200))),
-            Err(e) => return Err(kube_err(format!("approving InstallPlan {ns}/{plan_name}"))(e)),
-        }
+    if !approve_if_automatic(sub, &plans, &plan).await? {
+        return Ok(Action::requeue(Duration::from_millis(200)));
     }
-    // The plan's bundle lookups tell the InstallPlan reconciler where each bundle comes from.
-    if plan.status.as_ref().is_none_or(|s| s.bundle_lookups.is_empty()) {
-        let lookups: Vec<Value> = to_install
-            .iter()
-            .map(|b| {
-                let (cns, cname) = b.catalog.as_ref().map(|c| (c.namespace.clone(), c.name.clone())).unwrap_or_default();
-                let replaces = match &b.reason {
-                    Reason::Upgrade { from } => from.clone(),
-                    _ => String::new(),
-                };
-                json!({
-                    "path": b.image, "identifier": b.bundle, "replaces": replaces,
-                    "catalogSourceRef": {"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource", "namespace": cns, "name": cname},
-                    "properties": bundle_properties(&ctx, b).to_string(),
-                })
-            })
-            .collect();
-        let catalog_sources: Vec<String> = {
-            let mut v: Vec<String> = to_install.iter().filter_map(|b| b.catalog.as_ref().map(|c| c.name.clone())).collect();
-            v.sort();
-            v.dedup();
-            v
-        };
-        apply_status(&plans, &plan, json!({"phase": "Planning", "catalogSources": catalog_sources, "bundleLookups": lookups, "plan": []})).await?;
+    ensure_lookups(ctx, &plans, &plan, to_install).await?;
+    let requeue = plan_progress(&mut status, &plan, superseded.as_deref(), now);
+    write(ctx, sub, &status).await?;
+    Ok(Action::requeue(requeue))
+}
+
+/// The same resolution's plan completed, yet its CSVs are not installed: they were deleted. As
+/// OLM does, install them again — with a fresh plan, since the Complete one is done: the
+/// Complete plan is deleted (and `None` returned).
+async fn drop_completed(ctx: &Context, sub: &Subscription, plans: &Api<InstallPlan>, existing: Option<InstallPlan>, csv_names: &[String]) -> Result<Option<InstallPlan>, Error> {
+    let Some(done) = existing.as_ref().filter(|p| p.status.as_ref().is_some_and(|s| s.phase == InstallPlanPhase::Complete)) else { return Ok(existing) };
+    let (ns, plan_name) = (done.namespace().unwrap_or_default(), done.name_any());
+    let message = format!("InstallPlan {plan_name} completed, but {} no longer exists; capstan installs it again with a new InstallPlan", csv_names.join(", "));
+    tracing::info!(subscription = %format!("{ns}/{}", sub.name_any()), plan = %plan_name, "{message}");
+    ctx.events.publish_for(sub, EventType::Normal, "Reinstalling", &message).await;
+    let pre = kube::api::DeleteParams { preconditions: Some(kube::api::Preconditions { uid: done.uid(), resource_version: None }), ..Default::default() };
+    match plans.delete(&plan_name, &pre).await {
+        Ok(_) => Ok(None),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(None),
+        Err(e) => Err(kube_err(format!("deleting completed InstallPlan {ns}/{plan_name}"))(e)),
     }
-    let plan_ref = json!({
-        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan", "namespace": ns, "name": plan_name,
-        "uid": plan.uid().unwrap_or_default(), "resourceVersion": plan.resource_version().unwrap_or_default(),
-    });
-    status["installPlanRef"] = plan_ref;
-    status["installplan"] = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan", "name": plan_name, "uuid": plan.uid().unwrap_or_default()});
-    status["installPlanGeneration"] = json!(1);
-    let phase = plan.status.as_ref().map(|s| s.phase.clone()).unwrap_or(InstallPlanPhase::Planning);
-    let phase_name = serde_json::to_value(&phase).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-    match phase {
-        InstallPlanPhase::Failed => {
-            let message = plan.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_else(|| format!("InstallPlan {plan_name} failed"));
-            status["state"] = json!("UpgradeFailed");
-            remove_condition(&mut status, "InstallPlanPending");
-            set_condition(&mut status, "InstallPlanFailed", "True", reason::INSTALL_PLAN_FAILED, &message);
+}
+
+/// Marks `prior` superseded (annotation [`ANNOTATION_SUPERSEDED_BY`] with `message`, on the
+/// version read: a plan approved meanwhile is not marked). The InstallPlan reconciler fails it.
+/// `false` when the plan changed since it was read.
+async fn mark_superseded(plans: &Api<InstallPlan>, prior: &InstallPlan, message: &str, by: &str) -> Result<bool, Error> {
+    let (ns, name) = (prior.namespace().unwrap_or_default(), prior.name_any());
+    let mark = json!({"metadata": {"resourceVersion": prior.resource_version(), "annotations": {ANNOTATION_SUPERSEDED_BY: message}}});
+    match plans.patch(&name, &PatchParams::default(), &Patch::Merge(&mark)).await {
+        Ok(_) => {
+            tracing::info!(plan = %format!("{ns}/{name}"), by = %by, "pending InstallPlan superseded");
+            Ok(true)
         }
-        _ => {
-            status["state"] = json!("UpgradePending");
-            remove_condition(&mut status, "InstallPlanFailed");
-            let mut message = if phase == InstallPlanPhase::RequiresApproval {
-                format!("InstallPlan {plan_name} requires approval: `capstan approve {plan_name} -n {ns}` or set spec.approved=true")
-            } else {
-                format!("InstallPlan {plan_name} is {phase_name}")
-            };
-            // A plan held by a transient error says why in its Installed condition: show it here.
-            if let Some(why) = plan.status.as_ref().and_then(|s| {
-                s.conditions.iter().find(|c| c.reason.as_ref().is_some_and(|r| r.as_str() == super::installplan::INSTALL_RETRYING)).and_then(|c| c.message.clone())
-            }) {
-                message = format!("{message}: {why}");
-            }
-            if let Some(old) = &superseded {
-                message = format!("{message}; it supersedes InstallPlan {old}, which can no longer be approved");
-            }
-            set_condition(&mut status, "InstallPlanPending", "True", &phase_name, &message);
-        }
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(kube_err(format!("marking InstallPlan {ns}/{name} superseded"))(e)),
     }
-    apply_status(&subs, &sub, status).await?;
-    Ok(Action::requeue(Duration::from_secs(if phase == InstallPlanPhase::Complete { 1 } else { 10 })))
+}
+
+/// Creates this resolution's InstallPlan ([`new_plan`]); one created meanwhile is read instead.
+async fn create_plan(ctx: &Context, sub: &Subscription, plans: &Api<InstallPlan>, plan_name: &str, csv_names: &[String], to_install: &[ResolvedBundle]) -> Result<InstallPlan, Error> {
+    let ns = sub.namespace().unwrap_or_default();
+    let ip = new_plan(sub, plan_name, csv_names, &planned_lookups(&ctx.catalogs, to_install))?;
+    tracing::info!(subscription = %format!("{ns}/{}", sub.name_any()), plan = %plan_name, csvs = ?csv_names, "creating InstallPlan");
+    match plans.create(&PostParams::default(), &ip).await {
+        Ok(p) => {
+            let note = format!("InstallPlan {plan_name} created for {} ({:?} approval)", csv_names.join(", "), ip.spec.approval);
+            ctx.events.publish_for(sub, EventType::Normal, "InstallPlanCreated", &note).await;
+            Ok(p)
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => plans.get(plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}"))),
+        Err(e) => Err(kube_err(format!("creating InstallPlan {ns}/{plan_name}"))(e)),
+    }
+}
+
+/// Approval is per Subscription: switching it to Automatic approves its pending plan. `false`
+/// when the plan changed since it was read (decide again).
+async fn approve_if_automatic(sub: &Subscription, plans: &Api<InstallPlan>, plan: &InstallPlan) -> Result<bool, Error> {
+    let automatic = sub.spec.install_plan_approval.unwrap_or(Approval::Automatic) == Approval::Automatic;
+    if !automatic || plan.spec.approved || plan.status.as_ref().is_none_or(|s| s.phase != InstallPlanPhase::RequiresApproval) {
+        return Ok(true);
+    }
+    let (ns, name) = (plan.namespace().unwrap_or_default(), plan.name_any());
+    let approve = json!({"metadata": {"resourceVersion": plan.resource_version()}, "spec": {"approved": true, "approval": "Automatic"}});
+    match plans.patch(&name, &PatchParams::default(), &Patch::Merge(&approve)).await {
+        Ok(_) => {
+            tracing::info!(subscription = %format!("{ns}/{}", sub.name_any()), plan = %name, "approved: the Subscription's installPlanApproval is Automatic");
+            Ok(true)
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(kube_err(format!("approving InstallPlan {ns}/{name}"))(e)),
+    }
+}
+
+/// A plan without bundle lookups in its status or its annotation (created by an earlier capstan
+/// that stopped before writing them) gets the annotation, so the InstallPlan reconciler can work.
+async fn ensure_lookups(ctx: &Context, plans: &Api<InstallPlan>, plan: &InstallPlan, to_install: &[ResolvedBundle]) -> Result<(), Error> {
+    let has = plan.status.as_ref().is_some_and(|s| !s.bundle_lookups.is_empty()) || plan.annotations().contains_key(ANNOTATION_BUNDLE_LOOKUPS);
+    if has {
+        return Ok(());
+    }
+    let (ns, name) = (plan.namespace().unwrap_or_default(), plan.name_any());
+    let lookups = serde_json::to_string(&planned_lookups(&ctx.catalogs, to_install)).map_err(|source| Error::Build { what: format!("the bundle lookups of InstallPlan {ns}/{name}"), source })?;
+    let patch = json!({"metadata": {"annotations": {ANNOTATION_BUNDLE_LOOKUPS: lookups}}});
+    plans.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(kube_err(format!("annotating InstallPlan {ns}/{name} with its bundle lookups")))?;
+    Ok(())
 }
 
 /// How many terminal (Complete or Failed) InstallPlans are kept per Subscription; older ones are
@@ -450,32 +657,6 @@ pub(crate) fn plans_to_prune(plans: &[InstallPlan], keep: usize) -> Vec<String> 
     done.sort_by_key(|p| (p.metadata.creation_timestamp.clone().map(|t| t.0), p.name_any()));
     let extra = done.len().saturating_sub(keep);
     done[..extra].iter().map(|p| p.name_any()).collect()
-}
-
-/// The `properties` of a bundle lookup (`{"properties": [...]}` as OLM writes it): `olm.package`,
-/// an `olm.gvk` per provided API, and `olm.package.required` / `olm.gvk.required` for plain
-/// package and GVK dependencies, taken from the catalog the bundle was resolved from.
-fn bundle_properties(ctx: &Context, b: &crate::resolve::ResolvedBundle) -> Value {
-    use crate::resolve::index::Predicate;
-    let mut props = vec![json!({"type": "olm.package", "value": {"packageName": b.package, "version": b.version.to_string()}})];
-    let catalogs = ctx.catalogs.lock().unwrap_or_else(|e| e.into_inner());
-    let entry = b.catalog.as_ref().and_then(|c| catalogs.get(&(c.namespace.clone(), c.name.clone()))).and_then(|l| {
-        let i = l.index.bundle_by_name(&b.bundle)?;
-        Some(l.index.bundle(i).clone())
-    });
-    if let Some(e) = entry {
-        for g in &e.provides {
-            props.push(json!({"type": "olm.gvk", "value": {"group": g.group, "version": g.version, "kind": g.kind}}));
-        }
-        for d in &e.dependencies {
-            match &d.predicate {
-                Predicate::Package { package, range } => props.push(json!({"type": "olm.package.required", "value": {"packageName": package, "versionRange": range.as_str()}})),
-                Predicate::Gvk(g) => props.push(json!({"type": "olm.gvk.required", "value": {"group": g.group, "version": g.version, "kind": g.kind}})),
-                other => props.push(json!({"type": "olm.constraint", "value": {"failureMessage": d.failure_message, "description": other.to_string()}})),
-            }
-        }
-    }
-    json!({"properties": props})
 }
 
 fn request_of(s: &Subscription) -> SubscriptionRequest {
@@ -513,17 +694,235 @@ mod tests {
         assert_eq!(plans_to_prune(&plans, 0).len(), 4, "never the pending one");
     }
 
+    use crate::api::subscription::SubscriptionSpec;
+    use crate::resolve::ErrorKind as K;
+
+    fn t(s: &str) -> Time {
+        Time(s.parse().unwrap())
+    }
+
+    fn now() -> Time {
+        t("2026-01-01T00:00:00Z")
+    }
+
+    fn key(ns: &str, n: &str) -> Key {
+        (ns.to_string(), n.to_string())
+    }
+
+    fn loaded() -> crate::controller::LoadedIndex {
+        crate::controller::LoadedIndex { image: "r/c:1".into(), digest: "sha256:1".into(), priority: 0, index: Arc::new(crate::resolve::CatalogIndex::default()) }
+    }
+
+    fn view(states: Vec<(Key, CatalogState)>, extra: &[Key]) -> CatalogView {
+        let mut existing: BTreeSet<Key> = states.iter().map(|(k, _)| k.clone()).collect();
+        existing.extend(extra.iter().cloned());
+        CatalogView { existing, states }
+    }
+
+    fn cond(st: &SubscriptionStatus, c: C) -> (&str, &str, &str) {
+        let c = st.condition(&c).unwrap_or_else(|| panic!("no condition {c:?}: {st:?}"));
+        (c.status.as_str(), c.reason.as_deref().unwrap_or(""), c.message.as_deref().unwrap_or(""))
+    }
+
+    fn sub(name: &str, package: &str) -> Subscription {
+        let mut s = Subscription::new(name, SubscriptionSpec { source: "c".into(), source_namespace: "ns".into(), package: package.into(), ..Default::default() });
+        s.metadata.namespace = Some("ns".into());
+        s.metadata.uid = Some("uid-1".into());
+        s
+    }
+
     #[test]
-    fn conditions_keep_transition_time_while_status_is_unchanged() {
-        let mut st = json!({});
-        set_condition(&mut st, "ResolutionFailed", "True", "r", "m1");
-        st["conditions"][0]["lastTransitionTime"] = json!("2020-01-01T00:00:00Z");
-        set_condition(&mut st, "ResolutionFailed", "True", "r", "m2");
-        assert_eq!(st["conditions"][0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
-        assert_eq!(st["conditions"][0]["message"], "m2");
-        set_condition(&mut st, "ResolutionFailed", "False", "r", "ok");
-        assert_ne!(st["conditions"][0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
-        remove_condition(&mut st, "ResolutionFailed");
-        assert_eq!(st["conditions"], json!([]));
+    fn catalog_gate_reports_health_and_waits_or_defers() {
+        let src = key("ns", "c");
+        // The source is listed but not loaded yet: Loading.
+        let mut st = SubscriptionStatus::new(now());
+        assert!(matches!(decide_catalogs(&mut st, &src, &view(vec![], std::slice::from_ref(&src)), &now()), CatalogGate::Loading));
+        assert_eq!(cond(&st, C::CatalogSourcesUnhealthy), ("True", reason::UNHEALTHY_CATALOG_SOURCE_FOUND, "catalog source ns/c is being loaded"));
+        let mut st = SubscriptionStatus::new(now());
+        assert!(matches!(decide_catalogs(&mut st, &src, &view(vec![(src.clone(), CatalogState::Loading)], &[]), &now()), CatalogGate::Loading));
+        // Loaded, another one failed: resolve against the loaded one; the failed one is named.
+        let mut st = SubscriptionStatus::new(now());
+        let v = view(vec![(src.clone(), CatalogState::Ready(loaded())), (key("olm", "g"), CatalogState::Failed { error: "down".into(), last: None })], &[]);
+        match decide_catalogs(&mut st, &src, &v, &now()) {
+            CatalogGate::Resolve(c) => assert_eq!(c.iter().map(|c| c.key.name.as_str()).collect::<Vec<_>>(), ["c"]),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(cond(&st, C::CatalogSourcesUnhealthy), ("True", reason::UNHEALTHY_CATALOG_SOURCE_FOUND, "catalog source olm/g: down"));
+        assert_eq!(st.catalog_health.iter().map(|h| (h.catalog_source_ref.name.clone().unwrap(), h.healthy)).collect::<Vec<_>>(), [("c".to_string(), true), ("g".to_string(), false)]);
+        // All healthy.
+        let mut st = SubscriptionStatus::new(now());
+        assert!(matches!(decide_catalogs(&mut st, &src, &view(vec![(src.clone(), CatalogState::Ready(loaded()))], &[]), &now()), CatalogGate::Resolve(_)));
+        assert_eq!(cond(&st, C::CatalogSourcesUnhealthy), ("False", reason::ALL_CATALOG_SOURCES_HEALTHY, "all available catalogsources are healthy"));
+        // A CatalogSource that no longer exists does not count, even when the store knows it.
+        let mut st = SubscriptionStatus::new(now());
+        let v = CatalogView { existing: BTreeSet::new(), states: vec![(src.clone(), CatalogState::Ready(loaded()))] };
+        assert!(matches!(decide_catalogs(&mut st, &src, &v, &now()), CatalogGate::Resolve(c) if c.is_empty()));
+        // The source failed, with an earlier catalog: deferred, not resolved against the old one.
+        let mut st = SubscriptionStatus::new(now());
+        let v = view(vec![(src.clone(), CatalogState::Failed { error: "unauthorized".into(), last: Some(loaded()) })], &[]);
+        assert!(matches!(decide_catalogs(&mut st, &src, &v, &now()), CatalogGate::SourceFailed(w) if w == "unauthorized"));
+    }
+
+    #[test]
+    fn a_failed_source_keeps_what_is_installed() {
+        let src = key("ns", "c");
+        let mut st = SubscriptionStatus::new(now());
+        st.fail(C::ResolutionFailed, "x", "old", &now());
+        defer_for_source(&mut st, "s", &src, "down", Some("a.v1"), &now());
+        let (v, r, m) = cond(&st, C::CatalogSourcesUnhealthy);
+        assert_eq!((v, r), ("True", reason::UNHEALTHY_CATALOG_SOURCE_FOUND));
+        assert!(m.contains("deferred") && m.contains("a.v1 is kept") && m.contains("down"), "{m}");
+        assert!(st.condition(&C::ResolutionFailed).is_none());
+        let mut st = SubscriptionStatus::new(now());
+        defer_for_source(&mut st, "s", &src, "down", None, &now());
+        let (v, r, m) = cond(&st, C::ResolutionFailed);
+        assert_eq!((v, r), ("True", reason::ERROR_PREVENTED_RESOLUTION));
+        assert!(m.contains("Subscription s is not resolved: down") && m.contains("fix spec.image or spec.secrets"), "{m}");
+    }
+
+    #[test]
+    fn resolution_reasons_come_from_the_error_kind() {
+        assert_eq!(resolution_reason(K::Unsatisfiable), reason::CONSTRAINTS_NOT_SATISFIABLE);
+        for k in [K::MissingCatalog, K::InvalidCatalog, K::MissingPackage, K::MissingChannel, K::MissingDefaultChannel, K::BrokenChannel, K::StartingCsvNotInChannel, K::InvalidVersionRange, K::VersionRangeMatchesNothing, K::Unreachable] {
+            assert_eq!(resolution_reason(k), reason::ERROR_PREVENTED_RESOLUTION, "{k:?}");
+        }
+    }
+
+    fn bundle(sub: &str, package: &str, csv: &str, reason: Reason) -> ResolvedBundle {
+        ResolvedBundle {
+            subscription: sub.into(),
+            namespace: "ns".into(),
+            package: package.into(),
+            bundle: csv.into(),
+            version: crate::resolve::split_csv_name(csv).unwrap().1,
+            channel: Some("stable".into()),
+            catalog: Some(CatalogSourceKey::new("ns", "c")),
+            image: format!("r/{csv}@sha256:1"),
+            reason,
+            passed_over: None,
+        }
+    }
+
+    #[test]
+    fn resolution_outcomes() {
+        let s = sub("s", "a");
+        // Failed: the reason by kind, an Event only when the message is new.
+        let err = ResolveError { subscription: "s".into(), namespace: "ns".into(), kind: K::Unsatisfiable, explanation: crate::resolve::Explanation::fact("a.v1 requires b", "") };
+        let out = ResolveOutput { resolved: vec![], errors: vec![err.clone()] };
+        let mut st = SubscriptionStatus::new(now());
+        assert_eq!(decide_resolution(&mut st, &s, &out, &[], &now()), Resolution::Failed { message: err.message(), event: true });
+        assert_eq!(cond(&st, C::ResolutionFailed), ("True", reason::CONSTRAINTS_NOT_SATISFIABLE, "a.v1 requires b"));
+        assert_eq!(decide_resolution(&mut st, &s, &out, &[], &now()), Resolution::Failed { message: err.message(), event: false });
+        // Installed and nothing newer: AtLatestKnown, the plan conditions go.
+        st.fail(C::InstallPlanPending, "Installing", "x", &now());
+        let out = ResolveOutput { resolved: vec![bundle("s", "a", "a.v1.0.0", Reason::Installed { note: None })], errors: vec![] };
+        assert_eq!(decide_resolution(&mut st, &s, &out, &["a.v1.0.0".into()], &now()), Resolution::AtLatestKnown);
+        assert!(st.condition(&C::ResolutionFailed).is_none() && st.condition(&C::InstallPlanPending).is_none());
+        assert_eq!((st.state.clone(), st.current_csv.as_deref(), st.installed_csv.as_deref()), (Some(SubscriptionState::AtLatestKnown), Some("a.v1.0.0"), Some("a.v1.0.0")));
+        // An upgrade and a dependency to install; another Subscription's bundle is not ours.
+        let out = ResolveOutput {
+            resolved: vec![
+                bundle("s", "a", "a.v2.0.0", Reason::Upgrade { from: "a.v1.0.0".into() }),
+                bundle("s", "b", "b.v1.0.0", Reason::Dependency { of: "a.v2.0.0".into(), requirement: "b".into(), already_installed: false }),
+                bundle("s", "c", "c.v1.0.0", Reason::Dependency { of: "a.v2.0.0".into(), requirement: "c".into(), already_installed: true }),
+                bundle("t", "d", "d.v1.0.0", Reason::Requested),
+            ],
+            errors: vec![],
+        };
+        match decide_resolution(&mut st, &s, &out, &["a.v1.0.0".into()], &now()) {
+            Resolution::Install(b) => assert_eq!(b.iter().map(|b| b.bundle.as_str()).collect::<Vec<_>>(), ["a.v2.0.0", "b.v1.0.0"]),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!((st.current_csv.as_deref(), st.installed_csv.as_deref()), (Some("a.v2.0.0"), Some("a.v1.0.0")));
+    }
+
+    fn plan(name: &str, phase: Option<&str>, approved: bool) -> InstallPlan {
+        let mut v = json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"), "resourceVersion": "7"},
+            "spec": {"clusterServiceVersionNames": ["a.v1.0.0"], "approval": "Manual", "approved": approved},
+        });
+        if let Some(p) = phase {
+            v["status"] = json!({"phase": p, "catalogSources": []});
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn the_prior_plan_is_waited_for_superseded_or_ignored() {
+        let csvs = vec!["a.v2.0.0".to_string()];
+        assert_eq!(decide_prior(&plan("old", Some("Complete"), true), "new", &csvs, "s"), Prior::Ignore);
+        assert_eq!(decide_prior(&plan("old", Some("Failed"), false), "new", &csvs, "s"), Prior::Ignore);
+        match decide_prior(&plan("old", Some("Installing"), true), "new", &csvs, "s") {
+            Prior::Wait { phase, message } => assert_eq!((phase.as_str(), message.as_str()), ("Installing", "InstallPlan old is Installing; the next resolution waits for it")),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(decide_prior(&plan("old", None, true), "new", &csvs, "s"), Prior::Wait { phase, .. } if phase == "Planning"));
+        assert!(matches!(decide_prior(&plan("old", Some("RequiresApproval"), true), "new", &csvs, "s"), Prior::Wait { .. }), "approved: about to run");
+        match decide_prior(&plan("old", Some("RequiresApproval"), false), "new", &csvs, "s") {
+            Prior::Supersede { message } => assert!(message.contains("superseded by InstallPlan new (a.v2.0.0)") && message.contains("approve new instead"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_missing_referenced_plan_is_reported_until_the_new_one_exists() {
+        let mut st = SubscriptionStatus::new(now());
+        st.install_plan_ref = Some(ObjectReference { name: Some("gone".into()), ..Default::default() });
+        missing_condition(&mut st, "ns", true, false, "new", &["a.v1.0.0".into()], &now());
+        let (v, r, m) = cond(&st, C::InstallPlanMissing);
+        assert_eq!((v, r), ("True", reason::REFERENCED_INSTALL_PLAN_NOT_FOUND));
+        assert!(m.contains("InstallPlan ns/gone") && m.contains("creates InstallPlan new for a.v1.0.0"), "{m}");
+        missing_condition(&mut st, "ns", false, false, "new", &[], &now());
+        assert!(st.condition(&C::InstallPlanMissing).is_some(), "kept while the plan is not there");
+        missing_condition(&mut st, "ns", false, true, "new", &[], &now());
+        assert!(st.condition(&C::InstallPlanMissing).is_none());
+    }
+
+    #[test]
+    fn plan_progress_by_phase() {
+        let mut st = SubscriptionStatus::new(now());
+        let p = plan("p", Some("RequiresApproval"), false);
+        assert_eq!(plan_progress(&mut st, &p, Some("old"), &now()), Duration::from_secs(10));
+        let (v, r, m) = cond(&st, C::InstallPlanPending);
+        assert_eq!((v, r), ("True", "RequiresApproval"));
+        assert!(m.contains("capstan approve p -n ns") && m.ends_with("it supersedes InstallPlan old, which can no longer be approved"), "{m}");
+        assert_eq!(st.state, Some(SubscriptionState::UpgradePending));
+        let r = st.install_plan_ref.as_ref().unwrap();
+        assert_eq!((r.name.as_deref(), r.uid.as_deref(), r.resource_version.as_deref()), (Some("p"), Some("uid-p"), Some("7")));
+        assert_eq!(st.installplan.as_ref().map(|r| r.uuid.as_str()), Some("uid-p"));
+        assert_eq!(st.install_plan_generation, Some(1));
+        // A transient error shows in the pending message.
+        let mut p = plan("p", Some("Installing"), true);
+        p.status.as_mut().unwrap().set_installed(ConditionStatus::False, Some(INSTALL_RETRYING), Some("registry down"), &now());
+        plan_progress(&mut st, &p, None, &now());
+        assert_eq!(cond(&st, C::InstallPlanPending).2, "InstallPlan p is Installing: registry down");
+        // Complete: looked at again at once (the CSVs appear).
+        assert_eq!(plan_progress(&mut st, &plan("p", Some("Complete"), true), None, &now()), Duration::from_secs(1));
+        // Failed: UpgradeFailed with the plan's message.
+        let mut p = plan("p", Some("Failed"), true);
+        p.status.as_mut().unwrap().fail("InstallComponentFailed", "step 3 failed", &now());
+        plan_progress(&mut st, &p, None, &now());
+        assert_eq!(st.state, Some(SubscriptionState::UpgradeFailed));
+        assert_eq!(cond(&st, C::InstallPlanFailed), ("True", reason::INSTALL_PLAN_FAILED, "step 3 failed"));
+        assert!(st.condition(&C::InstallPlanPending).is_none());
+        plan_progress(&mut st, &plan("p", Some("Installing"), true), None, &now());
+        assert!(st.condition(&C::InstallPlanFailed).is_none());
+    }
+
+    #[test]
+    fn a_new_plan_is_owned_labelled_and_carries_its_lookups() {
+        let mut s = sub("s", "a");
+        let lookups = planned_lookups(&CatalogStore::default(), &[bundle("s", "a", "a.v2.0.0", Reason::Upgrade { from: "a.v1.0.0".into() })]);
+        assert_eq!(lookups.catalog_sources, ["c"]);
+        assert_eq!(lookups.bundle_lookups[0].replaces, "a.v1.0.0");
+        let ip = new_plan(&s, "install-x", &["a.v2.0.0".into()], &lookups).unwrap();
+        assert!(ip.spec.approved && ip.spec.approval == Approval::Automatic);
+        assert_eq!(ip.owner_references()[0].uid, "uid-1");
+        assert_eq!(ip.labels()["operators.coreos.com/subscription"], "s");
+        let back: PlannedLookups = serde_json::from_str(&ip.annotations()[ANNOTATION_BUNDLE_LOOKUPS]).unwrap();
+        assert_eq!(back, lookups);
+        s.spec.install_plan_approval = Some(Approval::Manual);
+        assert!(!new_plan(&s, "install-x", &[], &lookups).unwrap().spec.approved);
     }
 }

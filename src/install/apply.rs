@@ -53,6 +53,11 @@ pub struct ApplyOptions {
     pub max_backoff: Duration,
     /// Poll interval while waiting for CRDs; default 100 ms.
     pub poll_interval: Duration,
+    /// Validity of the webhook / APIService certificates issued when a plan has serving
+    /// Secrets ([`super::webhook::fill_certificates`]); default 2 years (OLM's), or
+    /// `$CAPSTAN_CERT_VALIDITY` ([`super::certs::validity_from_env`]; an unreadable value is
+    /// logged and the default used).
+    pub cert_validity: Duration,
 }
 
 impl Default for ApplyOptions {
@@ -65,6 +70,10 @@ impl Default for ApplyOptions {
             initial_backoff: Duration::from_millis(200),
             max_backoff: Duration::from_secs(5),
             poll_interval: Duration::from_millis(100),
+            cert_validity: super::certs::validity_from_env().unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "using the default certificate validity");
+                super::certs::DEFAULT_CERT_VALID_FOR
+            }),
         }
     }
 }
@@ -239,6 +248,34 @@ pub enum StepError {
 /// step, in the same order. Never panics; a failure is a [`StepStatus::Failed`] result followed
 /// by [`StepStatus::NotApplied`] for every later step.
 pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<StepResult> {
+    // Serving Secrets of webhooks / APIServices: certificates kept or issued now, and the CA
+    // written into the steps that need it; the plan itself never holds key material.
+    let filled: Vec<Step>;
+    let steps = if steps.iter().any(super::webhook::is_planned_serving_secret) {
+        match with_certificates(client, steps, opts).await {
+            Ok(v) => {
+                filled = v;
+                &filled[..]
+            }
+            Err((at, e)) => {
+                tracing::warn!(step = %steps[at].describe(), error = %e, "install step failed");
+                return steps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| StepResult {
+                        index: i,
+                        kind: s.kind.clone(),
+                        name: s.name.clone(),
+                        namespace: s.namespace.clone(),
+                        status: if i == at { StepStatus::Failed(e.clone()) } else { StepStatus::NotApplied { blocked_by: at } },
+                        uid: None,
+                    })
+                    .collect();
+            }
+        }
+    } else {
+        steps
+    };
     let mut ap = Applier { client, opts, uids: HashMap::new(), identity: None, existing: HashMap::new(), unreadable: HashMap::new() };
     // Before the first step: every object that exists must be this operator's, so that a
     // refused takeover leaves nothing half-applied.
@@ -297,6 +334,41 @@ pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<
         }
     }
     results
+}
+
+/// `steps` with their serving Secrets' certificates filled in: the existing Secret of each is
+/// read, and [`super::webhook::fill_certificates`] keeps or issues them. Err: the index of the
+/// Secret step that could not be read or issued, and why.
+async fn with_certificates(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Result<Vec<Step>, (usize, StepError)> {
+    use k8s_openapi::api::core::v1::Secret;
+    let mut existing = std::collections::BTreeMap::new();
+    for (i, s) in steps.iter().enumerate().filter(|(_, s)| super::webhook::is_planned_serving_secret(s)) {
+        let ns = s.namespace.clone().unwrap_or_default();
+        let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        let start = Instant::now();
+        let found = loop {
+            match api.get_opt(&s.name).await {
+                Ok(v) => break v,
+                Err(e) if is_transient(&e) && start.elapsed() < opts.retry_timeout => tokio::time::sleep(opts.initial_backoff).await,
+                Err(e) => return Err((i, StepError::Api { object: s.describe(), verb: "get".into(), message: e.to_string() })),
+            }
+        };
+        if let Some(data) = found.and_then(|x| x.data) {
+            existing.insert((ns, s.name.clone()), data.into_iter().map(|(k, v)| (k, v.0)).collect());
+        }
+    }
+    let mut out = steps.to_vec();
+    let outcomes = super::webhook::fill_certificates(&mut out, &existing, time::OffsetDateTime::now_utc(), opts.cert_validity).map_err(|e| {
+        let at = steps.iter().position(super::webhook::is_planned_serving_secret).unwrap_or(0);
+        (at, StepError::BadStep { object: steps[at].describe(), message: e.to_string() })
+    })?;
+    for o in outcomes {
+        match &o.issued {
+            Some(reason) => tracing::info!(secret = %format!("{}/{}", o.namespace, o.secret), %reason, ca_hash = %o.ca_hash, "serving certificate issued"),
+            None => tracing::debug!(secret = %format!("{}/{}", o.namespace, o.secret), "serving certificate kept"),
+        }
+    }
+    Ok(out)
 }
 
 struct Applier<'a> {

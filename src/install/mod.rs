@@ -11,10 +11,12 @@
 //! Where capstan differs from OLM it says so in the item's documentation.
 
 pub mod apply;
+pub mod certs;
 pub mod config;
 pub mod crd_safety;
 pub mod plan;
 pub mod preflight;
+pub mod webhook;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::GroupVersionKind;

@@ -18,6 +18,8 @@ use super::{
     InstallTarget, LABEL_COPIED_FROM, LABEL_MANAGED, LABEL_OWNER, LABEL_OWNER_KIND, LABEL_OWNER_NAMESPACE,
     LABEL_PERMISSIONS_HASH, Step,
 };
+use super::webhook;
+use crate::api::clusterserviceversion::WebhookAdmissionType;
 use crate::bundle::{Bundle, Manifest};
 
 /// Label on generated Deployments: a hash of the final Deployment spec, for drift detection
@@ -69,7 +71,15 @@ pub const KINDS: &[KindInfo] = &[
     KindInfo { kind: "NetworkPolicy", rank: 9, namespaced: true, plural: "networkpolicies" },
     KindInfo { kind: "ClusterServiceVersion", rank: 10, namespaced: true, plural: "clusterserviceversions" },
     KindInfo { kind: "Deployment", rank: 11, namespaced: true, plural: "deployments" },
+    // Generated for spec.webhookdefinitions / spec.apiservicedefinitions.owned (install::webhook),
+    // after the Deployments as OLM creates them; never accepted from a bundle.
+    KindInfo { kind: "ValidatingWebhookConfiguration", rank: 12, namespaced: false, plural: "validatingwebhookconfigurations" },
+    KindInfo { kind: "MutatingWebhookConfiguration", rank: 12, namespaced: false, plural: "mutatingwebhookconfigurations" },
+    KindInfo { kind: "APIService", rank: 12, namespaced: false, plural: "apiservices" },
 ];
+
+/// Kinds of [`KINDS`] that only capstan generates: a bundle holding one is `UnsupportedResource`.
+const GENERATED_ONLY: [&str; 4] = ["Deployment", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "APIService"];
 
 /// The [`KindInfo`] of a kind; `None` for a kind OLM does not install from a bundle. Matched by
 /// kind only, as OLM does.
@@ -129,6 +139,15 @@ pub enum PlanError {
         bundle: String,
         /// Each refused object as `Kind name (file)`.
         objects: Vec<String>,
+    },
+    /// The CSV's webhook or APIService definitions cannot be installed (OLM: reason
+    /// `InvalidWebhookDescription`, or a failed install).
+    #[error("ClusterServiceVersion {csv}: {}", problems.iter().map(|(f, m)| format!("{f}: {m}")).collect::<Vec<_>>().join("; "))]
+    InvalidWebhookDescription {
+        /// The CSV name.
+        csv: String,
+        /// Each problem as `(field, message)`.
+        problems: Vec<(String, String)>,
     },
     /// The CSV's install strategy cannot be read.
     #[error("ClusterServiceVersion {csv}: {field}: {message}")]
@@ -236,7 +255,7 @@ pub fn steps(bundle: &Bundle, target: &InstallTarget) -> Result<Vec<Step>, PlanE
     let unsupported: Vec<String> = bundle
         .objects
         .iter()
-        .filter(|m| kind_info(m.kind()).is_none_or(|k| k.kind == "Deployment"))
+        .filter(|m| kind_info(m.kind()).is_none_or(|k| GENERATED_ONLY.contains(&k.kind)))
         .map(|m| format!("{} {} ({})", if m.kind().is_empty() { "<no kind>" } else { m.kind() }, m.name(), m.location()))
         .collect();
     if !unsupported.is_empty() {
@@ -252,6 +271,16 @@ pub fn steps(bundle: &Bundle, target: &InstallTarget) -> Result<Vec<Step>, PlanE
         return Err(PlanError::ReservedName { bundle: csv_name, objects: reserved });
     }
 
+    let csv_value = &bundle.objects[bundle.csv_index].value;
+    let defs = webhook::Definitions::read(csv_value)
+        .map_err(|(field, message)| PlanError::InvalidWebhookDescription { csv: csv_name.clone(), problems: vec![(field, message)] })?;
+    // CRD name → spec.conversion of the conversion webhook that converts it.
+    let conversions: BTreeMap<&str, Value> = defs
+        .webhooks
+        .iter()
+        .filter(|w| w.type_ == WebhookAdmissionType::ConversionWebhook)
+        .flat_map(|w| w.conversion_crds.iter().flatten().map(move |c| (c.as_str(), webhook::conversion(w, target))))
+        .collect();
     let ctx = Ctx { target, csv: &csv_name };
     let mut out: Vec<(u8, Step)> = Vec::new();
     let mut shipped_sas: Vec<String> = Vec::new();
@@ -270,12 +299,23 @@ pub fn steps(bundle: &Bundle, target: &InstallTarget) -> Result<Vec<Step>, PlanE
         if info.kind == "ServiceAccount" {
             shipped_sas.push(m.name().to_string());
         }
-        let manifest = if i == bundle.csv_index { ctx.csv_manifest(&m.value) } else { ctx.bundle_object(m, info) };
+        let mut manifest = if i == bundle.csv_index { ctx.csv_manifest(&m.value) } else { ctx.bundle_object(m, info) };
+        if info.kind == "CustomResourceDefinition"
+            && let Some(conversion) = conversions.get(m.name())
+            && let Some(spec) = manifest.get_mut("spec").and_then(Value::as_object_mut)
+        {
+            spec.insert("conversion".into(), conversion.clone());
+        }
         out.push((info.rank, ctx.step(manifest)));
     }
 
-    let csv_value = &bundle.objects[bundle.csv_index].value;
     let strategy = Strategy::read(&csv_name, csv_value)?;
+    let owned_crds: Vec<String> = bundle.csv().owned_crds().into_iter().map(|c| c.name).collect();
+    let crds_in_bundle: BTreeMap<String, Value> = bundle.crds().map(|m| (m.name().to_string(), m.value.clone())).collect();
+    let problems = webhook::check(&defs, &owned_crds, &crds_in_bundle);
+    if !problems.is_empty() {
+        return Err(PlanError::InvalidWebhookDescription { csv: csv_name, problems });
+    }
     // Pod templates get the CSV's annotations as the CSV is applied (with olm.targetNamespaces).
     let csv_annotations = ctx.csv_manifest(csv_value).pointer("/metadata/annotations").cloned().unwrap_or(json!({}));
 
@@ -309,13 +349,32 @@ pub fn steps(bundle: &Bundle, target: &InstallTarget) -> Result<Vec<Step>, PlanE
             out.push((rank, ctx.step(v)));
         }
     }
+    let cert_deployments = defs.deployments();
     for d in &strategy.deployments {
+        let mut with_certs;
+        let d = if cert_deployments.contains(&d.name) {
+            with_certs = DeploymentEntry { name: d.name.clone(), spec: d.spec.clone(), label: d.label.clone() };
+            webhook::mutate_deployment(&mut with_certs.spec, &d.name);
+            for p in webhook::deployment_objects(&defs, target, &d.name, &with_certs.spec) {
+                out.push((p.rank, ctx.planned(p)));
+            }
+            &with_certs
+        } else {
+            d
+        };
         let dep = deployment(&ctx, d, &csv_annotations).map_err(|message| PlanError::InvalidInstallStrategy {
             csv: csv_name.clone(),
             field: format!("spec.install.spec.deployments[{}]", d.name),
             message,
         })?;
         out.push((11, ctx.step(dep)));
+    }
+
+    for p in defs.webhooks.iter().filter_map(|w| webhook::configuration(w, target)) {
+        out.push((p.rank, ctx.planned(p)));
+    }
+    for a in &defs.apiservices {
+        out.push((12, ctx.planned(webhook::apiservice(a, target))));
     }
 
     out.sort_by_key(|(rank, _)| *rank); // stable: bundle order, then generated order
@@ -399,6 +458,23 @@ impl Ctx<'_> {
             namespace: manifest.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string),
             manifest,
         }
+    }
+
+    /// A step for an object of [`webhook`]: common labels, then the owner labels and the
+    /// ownerReference as the object asks.
+    fn planned(&self, p: webhook::Planned) -> Step {
+        let mut v = p.value;
+        self.common_labels(&mut v);
+        if p.owner_labels {
+            let labels = labels_mut(&mut v);
+            for (k, val) in self.owner_labels() {
+                labels.insert(k.into(), json!(val));
+            }
+        }
+        if p.owned {
+            self.add_owner(&mut v);
+        }
+        self.step(v)
     }
 
     fn owner_labels(&self) -> [(&'static str, String); 3] {

@@ -39,6 +39,11 @@ out_rules() {
   # — Services 10.0.0.0/24, kwok's fake pods and node 10.0.1.0/24, pods 10.0.2.0/24 — may only go
   # over the bridge or to the node's own address: a Service IP with no Service behind it, or one
   # DNAT'd to a kwok pod (an address nobody has), is rejected here instead of leaving the machine.
+  # A packet kube-proxy DNAT'd to a real pod is let through first: for the host's own packets `-o`
+  # is the device routed BEFORE the DNAT (eth0 for a Service IP), although the kernel re-routes
+  # it over the bridge. Without this the API server cannot reach any Service on the real node
+  # (webhooks, aggregated APIs: "dial tcp <cluster IP>:443: connect: connection refused").
+  iptables -w -A "$OUT_CHAIN" -d "$POD_CIDR" -m conntrack --ctstate DNAT -j RETURN
   iptables -w -A "$OUT_CHAIN" -d "$ENV_RANGES" -m addrtype ! --dst-type LOCAL ! -o "$BRIDGE" -j REJECT
 }
 

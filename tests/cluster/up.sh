@@ -12,6 +12,7 @@
 #   kubeconfig       admin kubeconfig (system:masters client certificate)
 #   bin/             link to the pinned binaries tests/cluster/build.sh built, kubectl included
 #   registry         the registry's address, host:port
+#   registry-node    with the real node: the same registry at the node's address, for pods
 #   ports.env        the ports chosen for this copy (free ports picked at start, so copies never collide)
 #   pids/NAME.pid    one PID file per started process; tests/cluster/down.sh stops exactly those
 #   logs/NAME.log    each component's log; printed when a start fails
@@ -124,7 +125,7 @@ if [ "$what" = all ] && [ "$real_node" = 1 ]; then
   api_host=$NODE_IP
 else
   # (`up.sh registry` leaves a running environment's node alone)
-  [ "$what" = registry ] || rm -f "$dir/node-name"
+  [ "$what" = registry ] || rm -f "$dir/node-name" "$dir/registry-node"
   api_host=127.0.0.1
 fi
 
@@ -313,6 +314,7 @@ if [ "$real_node" = 1 ]; then
   command -v runc >/dev/null 2>&1 || need+=(runc)
   [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
   command -v iptables >/dev/null 2>&1 || need+=(iptables)
+  command -v ip >/dev/null 2>&1 || need+=(iproute2)
   if [ ${#need[@]} -gt 0 ]; then
     log "installing Debian's ${need[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -454,8 +456,16 @@ EOF
   wait_for kube-proxy 60 curl -fsS "http://127.0.0.1:$PROXY_HEALTHZ_PORT/healthz"
   # kube-proxy inserted its FORWARD rules at the top: put the node's own filter chain back first.
   "$here/node-net.sh" up "$dir" || fail all "could not set up the node network (bridge $BRIDGE)"
+  # The registry on the node's address too, for what runs in a pod and pulls images itself (capstan
+  # from its image pulls catalogs and bundles; 127.0.0.1 in a pod is the pod's own loopback): a
+  # second docker-registry serving the same storage at $NODE_IP:$REGISTRY_PORT, plain HTTP (so
+  # `capstan controller --insecure-registry $NODE_IP:$REGISTRY_PORT`). Pushes go to 127.0.0.1.
+  sed "s#addr: 127.0.0.1:#addr: $NODE_IP:#" "$dir/registry.yml" | write "$dir/registry-node.yml"
+  start registry-node "$(command -v docker-registry)" serve "$dir/registry-node.yml"
+  wait_for registry-node 30 curl -fsS "http://$NODE_IP:$REGISTRY_PORT/v2/"
+  echo "$NODE_IP:$REGISTRY_PORT" > "$dir/registry-node"
   echo "$node_name" > "$dir/node-name"
-  node_msg=", real node $node_name ($NODE_IP, pods $POD_CIDR)"
+  node_msg=", real node $node_name ($NODE_IP, pods $POD_CIDR; registry for pods $NODE_IP:$REGISTRY_PORT)"
 fi
 
 log "ready: kubeconfig $kubeconfig, API $apiurl, registry 127.0.0.1:$REGISTRY_PORT${node_msg:-}"

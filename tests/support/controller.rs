@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use capstan::api::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::authorization::v1::{SelfSubjectAccessReview, SubjectAccessReview};
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -207,4 +209,28 @@ pub async fn subscription_condition(client: &kube::Client, ns: &str, name: &str,
         st["conditions"].as_array()?.iter().find(|c| c["type"] == type_ && c["status"] == value).cloned()
     })
     .await
+}
+
+/// A token of ServiceAccount `ns/sa` from the TokenRequest API (one hour), as its pods get one.
+pub async fn sa_token(client: &kube::Client, ns: &str, sa: &str) -> String {
+    let tr: TokenRequest = serde_json::from_value(json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"audiences": [], "expirationSeconds": 3600}
+    }))
+    .expect("token request");
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let tr = sas.create_token_request(sa, &PostParams::default(), &tr).await.unwrap_or_else(|e| panic!("TokenRequest for {ns}/{sa}: {e}"));
+    tr.status.and_then(|s| s.token).expect("token")
+}
+
+/// Whether the client may `verb` `group/resource[/subresource]` (in `ns`, or cluster-wide).
+pub async fn can(client: &kube::Client, verb: &str, group: &str, resource: &str, ns: Option<&str>) -> bool {
+    let (resource, sub) = resource.split_once('/').map(|(r, s)| (r, Some(s))).unwrap_or((resource, None));
+    let ssar: SelfSubjectAccessReview = serde_json::from_value(json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": resource, "subresource": sub, "namespace": ns}}
+    }))
+    .expect("ssar");
+    let r = Api::<SelfSubjectAccessReview>::all(client.clone()).create(&PostParams::default(), &ssar).await.expect("SelfSubjectAccessReview");
+    r.status.map(|s| s.allowed).unwrap_or(false)
 }

@@ -14,6 +14,7 @@
 #![allow(dead_code)]
 
 pub mod controller;
+pub mod node;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

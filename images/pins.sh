@@ -1,0 +1,6 @@
+# Pins of the images built by images/build.sh (sourced by it and by images/helm-operator.sh).
+# The Go toolchain is pinned so that the Go binaries in the images (httpd, helm-operator) are the same
+# bytes on every machine: the nginx-operator bundles name those images by digest.
+IMAGES_GO=go1.26.8
+# github.com/operator-framework/helm-operator-plugins: the Helm operator in the nginx-operator image.
+HELM_OPERATOR_VERSION=v0.8.0

@@ -1,0 +1,11 @@
+//! Discovery: what a cluster user reads to find operators, built from the catalogs capstan holds.
+//!
+//! - [`packagemanifest`]: `packages.operators.coreos.com/v1` `PackageManifest` as OLM v0's
+//!   packageserver fills it.
+//! - [`query`]: list/get over the catalogs a namespace can see, label and field selectors, the
+//!   Table kubectl prints.
+//! - [`content`]: a catalog's blobs as JSON lines, whole or by package / schema, as catalogd serves them.
+
+pub mod content;
+pub mod packagemanifest;
+pub mod query;

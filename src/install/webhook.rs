@@ -1,0 +1,698 @@
+//! The objects OLM creates for a CSV's `spec.webhookdefinitions` (validating, mutating and
+//! conversion webhooks) and `spec.apiservicedefinitions.owned`, as plan objects; and, at apply
+//! time, the certificate material filled into them ([`fill_certificates`]). Pure: no I/O.
+//!
+//! Semantics: \[OLM\] `pkg/controller/install/certresources.go` (`installCertRequirementsForDeployment`,
+//! `getServicePort`, `AddDefaultCertVolumeAndVolumeMounts`, `SetCAAnnotation`), `webhook.go`
+//! (`createOrUpdate{Validating,Mutating,Conversion}Webhook`, `ValidWebhookRules`, the labels
+//! `olm.webhook-description-generate-name` and `olm.webhook-description-hash`),
+//! `apiservice.go` (`createOrUpdateAPIService`), `pkg/controller/operators/olm/operator.go`
+//! (repeated `generateName` is `InvalidWebhookDescription`), and operator-framework/api
+//! `WebhookDescription.Get{Validating,Mutating}Webhook` / `DomainName`.
+//!
+//! For every Deployment of the install strategy that serves at least one webhook or owned
+//! APIService (its `deploymentName`):
+//! - Service `<deployment>-service` in the install namespace: one port per distinct
+//!   (`containerPort` default 443, `targetPort` default the container port) named after the
+//!   port, selector = the Deployment's `selector.matchLabels`, label `olm.managed`, owned by the CSV;
+//! - Secret `<service>-cert` of type `kubernetes.io/tls` with `tls.crt`, `tls.key`, `olmCAKey`
+//!   and the annotation `olmcahash` (planned without data; [`fill_certificates`] issues or
+//!   reuses the certificates when the plan is applied, so no private key is ever written into
+//!   an InstallPlan);
+//! - Role and RoleBinding `<secret>` letting the Deployment's ServiceAccount `get` that Secret;
+//! - ClusterRoleBinding `<service>-system:auth-delegator` (to ClusterRole `system:auth-delegator`)
+//!   and RoleBinding `<service>-auth-reader` in `kube-system` (to Role
+//!   `extension-apiserver-authentication-reader`), as OLM creates for every certificate holder;
+//! - the Deployment's pod template: volumes `apiservice-cert` (`apiserver.crt`/`apiserver.key` at
+//!   `/apiserver.local.config/certificates`) and `webhook-cert` (`tls.crt`/`tls.key` at
+//!   `/tmp/k8s-webhook-server/serving-certs`) mounted in every container (replacing a volume or
+//!   mount of the same name or path), the annotation `olmcahash` (the CA's SHA-256, so pods
+//!   restart when the CA changes) and `serviceAccountName: default` when none is set.
+//!
+//! Per webhook: a Validating/MutatingWebhookConfiguration with one webhook named
+//! `generateName`, its rules, failure/match/reinvocation policy, object selector, side effects,
+//! timeout, admission review versions, the client config (Service `<deployment with . → ->-service`,
+//! path `webhookPath`, port `containerPort`) and `caBundle`; a namespace selector for the
+//! OperatorGroup's target namespaces; labels `olm.owner`, `olm.owner.kind`,
+//! `olm.owner.namespace`, `olm.managed`, `olm.webhook-description-generate-name`,
+//! `olm.webhook-description-hash`. A conversion webhook sets each of its `conversionCRDs`'
+//! `spec.conversion` to `Webhook` with that Service, path (default `/`), port, `caBundle` and
+//! `conversionReviewVersions` = `admissionReviewVersions`.
+//!
+//! Per owned APIService: APIService `<version>.<group>` with `groupPriorityMinimum: 2000`,
+//! `versionPriority: 15`, the Service, port and `caBundle`, the owner labels and `olm.managed`,
+//! and the Subscription config's annotations.
+//!
+//! Where capstan differs from OLM (each because capstan applies fixed objects with server-side
+//! apply instead of creating with `generateName`):
+//! - a webhook configuration is named `<generateName>-<suffix>` where the suffix is
+//!   [`super::plan::short_hash`]'s alphabet over the namespace and package (OLM: a random
+//!   suffix), so that the next CSV version of the package applies the same object and takes it
+//!   over without a moment where no webhook is configured;
+//! - `olm.webhook-description-hash` is capstan's hash of the description (OLM's is Go's
+//!   `DeepHashObject`, only compared with values OLM wrote);
+//! - the namespace selector names the target namespaces by `kubernetes.io/metadata.name`
+//!   (OLM matches the label `olm.operatorgroup.uid/<uid>` it puts on them; same namespaces, no
+//!   label needed); all namespaces: no selector, as OLM.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use k8s_openapi::api::admissionregistration::v1::RuleWithOperations;
+use k8s_openapi::api::apps::v1::DeploymentSpec;
+use k8s_openapi::api::core::v1::{KeyToPath, SecretVolumeSource, Volume, VolumeMount};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::{Value, json};
+
+use super::certs::{self, ANNOTATION_CA_HASH};
+use super::{InstallTarget, LABEL_MANAGED, Step};
+use crate::api::clusterserviceversion::{ApiServiceDescription, WebhookAdmissionType, WebhookDescription};
+
+/// Label on webhook configurations: the description's `generateName` (\[OLM\] `WebhookDescKey`).
+pub const LABEL_WEBHOOK_DESCRIPTION: &str = "olm.webhook-description-generate-name";
+/// Label on webhook configurations: a hash of the description (\[OLM\] `WebhookHashKey`).
+pub const LABEL_WEBHOOK_HASH: &str = "olm.webhook-description-hash";
+/// Volume with the serving certificate for kubebuilder / operator-sdk webhook servers.
+pub const VOLUME_WEBHOOK_CERT: &str = "webhook-cert";
+/// Where [`VOLUME_WEBHOOK_CERT`] is mounted (`tls.crt`, `tls.key`).
+pub const MOUNT_WEBHOOK_CERT: &str = "/tmp/k8s-webhook-server/serving-certs";
+/// Volume with the serving certificate for aggregated API servers.
+pub const VOLUME_APISERVICE_CERT: &str = "apiservice-cert";
+/// Where [`VOLUME_APISERVICE_CERT`] is mounted (`apiserver.crt`, `apiserver.key`).
+pub const MOUNT_APISERVICE_CERT: &str = "/apiserver.local.config/certificates";
+/// The port a webhook or APIService is served on when the CSV names none.
+pub const DEFAULT_PORT: i32 = 443;
+/// Namespace of the `extension-apiserver-authentication-reader` RoleBinding.
+pub const KUBE_SYSTEM: &str = "kube-system";
+
+/// `<deployment>-service` (\[OLM\] `ServiceName`).
+pub fn service_name(deployment: &str) -> String {
+    format!("{deployment}-service")
+}
+
+/// `<service>-cert` (\[OLM\] `SecretName`).
+pub fn secret_name(service: &str) -> String {
+    format!("{service}-cert")
+}
+
+/// `<service>-system:auth-delegator` (\[OLM\] `AuthDelegatorClusterRoleBindingName`).
+pub fn auth_delegator_name(service: &str) -> String {
+    format!("{service}-system:auth-delegator")
+}
+
+/// `<service>-auth-reader` (\[OLM\] `AuthReaderRoleBindingName`).
+pub fn auth_reader_name(service: &str) -> String {
+    format!("{service}-auth-reader")
+}
+
+/// The Service name a webhook's client config names: the deployment name with `.` → `-`, then
+/// `-service` (operator-framework/api `WebhookDescription.DomainName`).
+pub fn webhook_service_name(desc: &WebhookDescription) -> String {
+    service_name(&desc.deployment_name.clone().unwrap_or_default().replace('.', "-"))
+}
+
+/// A CSV's webhook and owned APIService definitions, read from its JSON.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Definitions {
+    /// `spec.webhookdefinitions`.
+    pub webhooks: Vec<WebhookDescription>,
+    /// `spec.apiservicedefinitions.owned`.
+    pub apiservices: Vec<ApiServiceDescription>,
+}
+
+impl Definitions {
+    /// Reads `spec.webhookdefinitions` and `spec.apiservicedefinitions.owned` of a CSV.
+    ///
+    /// # Errors
+    /// `(field, message)` when a definition does not have OLM's shape.
+    pub fn read(csv: &Value) -> Result<Definitions, (String, String)> {
+        let mut out = Definitions::default();
+        if let Some(v) = csv.pointer("/spec/webhookdefinitions").filter(|v| !v.is_null()) {
+            let list = v.as_array().ok_or_else(|| ("spec.webhookdefinitions".to_string(), "must be a list".to_string()))?;
+            for (i, w) in list.iter().enumerate() {
+                let d: WebhookDescription = serde_json::from_value(w.clone()).map_err(|e| {
+                    (format!("spec.webhookdefinitions[{i}]"), format!("{e}; a webhook definition needs generateName, type, sideEffects and admissionReviewVersions"))
+                })?;
+                out.webhooks.push(d);
+            }
+        }
+        if let Some(v) = csv.pointer("/spec/apiservicedefinitions/owned").filter(|v| !v.is_null()) {
+            let list = v.as_array().ok_or_else(|| ("spec.apiservicedefinitions.owned".to_string(), "must be a list".to_string()))?;
+            for (i, a) in list.iter().enumerate() {
+                let d: ApiServiceDescription = serde_json::from_value(a.clone()).map_err(|e| {
+                    (format!("spec.apiservicedefinitions.owned[{i}]"), format!("{e}; an APIService definition needs name, group, version and kind"))
+                })?;
+                out.apiservices.push(d);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether the CSV declares neither webhooks nor owned APIServices.
+    pub fn is_empty(&self) -> bool {
+        self.webhooks.is_empty() && self.apiservices.is_empty()
+    }
+
+    /// The Service ports of the definitions served by `deployment`, distinct, in definition
+    /// order (APIServices first, as OLM's `getCertResources`): `(name, port, targetPort)`.
+    pub fn service_ports(&self, deployment: &str) -> Vec<(String, i32, IntOrString)> {
+        let mut out: Vec<(String, i32, IntOrString)> = Vec::new();
+        let mut push = |p: (String, i32, IntOrString)| {
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        };
+        for a in self.apiservices.iter().filter(|a| a.deployment_name.as_deref() == Some(deployment)) {
+            let port = a.container_port.filter(|p| *p > 0).unwrap_or(DEFAULT_PORT);
+            push((port.to_string(), port, IntOrString::Int(port)));
+        }
+        for w in self.webhooks.iter().filter(|w| w.deployment_name.as_deref() == Some(deployment)) {
+            let port = w.container_port.filter(|p| *p > 0).unwrap_or(DEFAULT_PORT);
+            push((port.to_string(), port, w.target_port.clone().unwrap_or(IntOrString::Int(port))));
+        }
+        out
+    }
+
+    /// The deployments that serve a definition, in first-use order (whether or not the install
+    /// strategy has them).
+    pub fn deployments(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let names = self.apiservices.iter().map(|a| &a.deployment_name).chain(self.webhooks.iter().map(|w| &w.deployment_name));
+        for n in names.flatten() {
+            if !out.contains(n) {
+                out.push(n.clone());
+            }
+        }
+        out
+    }
+}
+
+/// Why a CSV's webhooks or APIServices cannot be planned: `(field, message)` naming the
+/// definition and what to do. OLM fails such a CSV with reason `InvalidWebhookDescription`
+/// (rules, repeated names) or at install (conversion CRDs).
+///
+/// A `deploymentName` that is not a deployment of the install strategy is not an error, as in
+/// OLM: the webhook configuration or CRD conversion is still planned, pointing at
+/// `<deploymentName>-service`, but no Service, certificate or `caBundle` is made for it (some
+/// operators, e.g. authorino-operator, create that deployment and its certificate themselves).
+pub fn check(defs: &Definitions, owned_crds: &[String], crds_in_bundle: &BTreeMap<String, Value>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, w) in defs.webhooks.iter().enumerate() {
+        let field = format!("spec.webhookdefinitions[{i}]");
+        if seen.contains(&w.generate_name.as_str()) {
+            out.push((format!("{field}.generateName"), format!("{:?} is repeated; every webhook definition needs its own generateName", w.generate_name)));
+        }
+        seen.push(&w.generate_name);
+        if let Some(m) = invalid_rules(w.rules.as_deref().unwrap_or_default()) {
+            out.push((format!("{field}.rules"), format!("{m}; narrow the rules to the operator's own API groups")));
+        }
+        match w.deployment_name.as_deref() {
+            None | Some("") => out.push((format!("{field}.deploymentName"), "is empty; name the install strategy deployment that serves the webhook".into())),
+            _ => {}
+        }
+        if w.type_ == WebhookAdmissionType::ConversionWebhook {
+            let crds = w.conversion_crds.as_deref().unwrap_or_default();
+            if crds.is_empty() {
+                out.push((format!("{field}.conversionCRDs"), "is empty; a conversion webhook must list at least one CRD".into()));
+            }
+            for c in crds {
+                if !owned_crds.contains(c) {
+                    out.push((format!("{field}.conversionCRDs"), format!("{c:?} is not in spec.customresourcedefinitions.owned; a conversion webhook converts only CRDs the CSV owns")));
+                } else if let Some(crd) = crds_in_bundle.get(c) {
+                    if crd.pointer("/spec/preserveUnknownFields").and_then(Value::as_bool) == Some(true) {
+                        out.push((format!("{field}.conversionCRDs"), format!("CRD {c} has spec.preserveUnknownFields: true; the API server calls a conversion webhook only when it is false")));
+                    }
+                } else {
+                    out.push((format!("{field}.conversionCRDs"), format!("CRD {c} is not in the bundle; ship it in manifests/ so its spec.conversion can be set")));
+                }
+            }
+        }
+    }
+    for (i, a) in defs.apiservices.iter().enumerate() {
+        let field = format!("spec.apiservicedefinitions.owned[{i}].deploymentName");
+        match a.deployment_name.as_deref() {
+            None | Some("") => out.push((field, "is empty; name the install strategy deployment that serves the API".into())),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Rules OLM refuses (\[OLM\] `ValidWebhookRules`): all groups, the OLM group, or webhook
+/// configurations themselves.
+pub fn invalid_rules(rules: &[RuleWithOperations]) -> Option<String> {
+    for r in rules {
+        let groups = r.api_groups.as_deref().unwrap_or_default();
+        if groups.iter().any(|g| g == "*") {
+            return Some("webhook rules cannot include all groups".into());
+        }
+        if groups.iter().any(|g| g == "operators.coreos.com") {
+            return Some("webhook rules cannot include the OLM group".into());
+        }
+        if groups.iter().any(|g| g == "admissionregistration.k8s.io") {
+            let res = r.resources.as_deref().unwrap_or_default();
+            if res.iter().any(|x| x == "*" || x == "MutatingWebhookConfiguration" || x == "ValidatingWebhookConfiguration") {
+                return Some("webhook rules cannot include MutatingWebhookConfiguration or ValidatingWebhookConfiguration resources".into());
+            }
+        }
+    }
+    None
+}
+
+/// A planned object and where it goes: `rank` in [`super::plan::KINDS`] order, whether it gets
+/// the CSV ownerReference (`owned`) and whether it gets the owner labels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    /// Apply rank.
+    pub rank: u8,
+    /// Gets the CSV's ownerReference (namespaced objects in the install namespace).
+    pub owned: bool,
+    /// Gets the labels `olm.owner`, `olm.owner.kind`, `olm.owner.namespace`.
+    pub owner_labels: bool,
+    /// The object.
+    pub value: Value,
+}
+
+/// The objects for one certificate-holding Deployment (Service, Secret, the Secret's Role and
+/// RoleBinding, auth-delegator ClusterRoleBinding, auth-reader RoleBinding), its spec given
+/// after the CSV's own (`spec.install.spec.deployments[].spec`).
+pub fn deployment_objects(defs: &Definitions, target: &InstallTarget, deployment: &str, spec: &DeploymentSpec) -> Vec<Planned> {
+    let ns = &target.namespace;
+    let svc = service_name(deployment);
+    let secret = secret_name(&svc);
+    let sa = spec.template.spec.as_ref().and_then(|p| p.service_account_name.clone()).filter(|s| !s.is_empty()).unwrap_or_else(|| "default".into());
+    let ports: Vec<Value> = defs
+        .service_ports(deployment)
+        .into_iter()
+        .map(|(name, port, target_port)| json!({"name": name, "port": port, "targetPort": target_port}))
+        .collect();
+    let selector = spec.selector.match_labels.clone().unwrap_or_default();
+    let managed = json!({LABEL_MANAGED: "true"});
+    let subject = json!([{"kind": "ServiceAccount", "name": sa, "namespace": ns}]);
+    vec![
+        Planned {
+            rank: 6,
+            owned: true,
+            owner_labels: false,
+            value: json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": svc, "namespace": ns, "labels": managed},
+                "spec": {"ports": ports, "selector": selector}}),
+        },
+        Planned {
+            rank: 8,
+            owned: true,
+            owner_labels: false,
+            value: json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                "metadata": {"name": secret, "namespace": ns, "labels": managed, "annotations": {ANNOTATION_CA_HASH: ""}}}),
+        },
+        Planned {
+            rank: 2,
+            owned: true,
+            owner_labels: false,
+            value: json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": secret, "namespace": ns, "labels": managed},
+                "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret]}]}),
+        },
+        Planned {
+            rank: 3,
+            owned: true,
+            owner_labels: false,
+            value: json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": secret, "namespace": ns, "labels": managed},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": secret}, "subjects": subject}),
+        },
+        Planned {
+            rank: 5,
+            owned: false,
+            owner_labels: true,
+            value: json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": auth_delegator_name(&svc), "labels": managed},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"}, "subjects": subject}),
+        },
+        Planned {
+            rank: 3,
+            owned: false,
+            owner_labels: false,
+            value: json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": auth_reader_name(&svc), "namespace": KUBE_SYSTEM, "labels": managed},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "extension-apiserver-authentication-reader"}, "subjects": subject}),
+        },
+    ]
+}
+
+/// Adds OLM's certificate volumes and mounts to a Deployment spec, sets `serviceAccountName:
+/// default` when empty and the `olmcahash` pod-template annotation to `""` (filled by
+/// [`fill_certificates`]) (\[OLM\] `AddDefaultCertVolumeAndVolumeMounts`, `SetCAAnnotation`).
+pub fn mutate_deployment(spec: &mut DeploymentSpec, deployment: &str) {
+    let secret = secret_name(&service_name(deployment));
+    let pod = spec.template.spec.get_or_insert_with(Default::default);
+    if pod.service_account_name.as_deref().is_none_or(str::is_empty) {
+        pod.service_account_name = Some("default".into());
+    }
+    let item = |key: &str, path: &str| KeyToPath { key: key.into(), path: path.into(), mode: None };
+    for (name, path, items) in [
+        (VOLUME_APISERVICE_CERT, MOUNT_APISERVICE_CERT, vec![item("tls.crt", "apiserver.crt"), item("tls.key", "apiserver.key")]),
+        (VOLUME_WEBHOOK_CERT, MOUNT_WEBHOOK_CERT, vec![item("tls.crt", "tls.crt"), item("tls.key", "tls.key")]),
+    ] {
+        let volume = Volume {
+            name: name.into(),
+            secret: Some(SecretVolumeSource { secret_name: Some(secret.clone()), items: Some(items), ..Default::default() }),
+            ..Default::default()
+        };
+        let volumes = pod.volumes.get_or_insert_with(Vec::new);
+        match volumes.iter_mut().find(|v| v.name == name) {
+            Some(v) => *v = volume,
+            None => volumes.push(volume),
+        }
+        let mount = VolumeMount { name: name.into(), mount_path: path.into(), ..Default::default() };
+        for c in &mut pod.containers {
+            let mounts = c.volume_mounts.get_or_insert_with(Vec::new);
+            if mounts.iter().any(|m| m.name == name) {
+                continue;
+            }
+            match mounts.iter_mut().find(|m| m.mount_path == path) {
+                Some(m) => *m = mount.clone(),
+                None => mounts.push(mount.clone()),
+            }
+        }
+    }
+    let tmeta = spec.template.metadata.get_or_insert_with(Default::default);
+    tmeta.annotations.get_or_insert_with(Default::default).insert(ANNOTATION_CA_HASH.into(), String::new());
+}
+
+/// The name capstan gives the webhook configuration of `desc`: `<generateName>-<suffix>`, the
+/// suffix a hash of the install namespace and package (see the module documentation), the
+/// whole cut to 253 characters.
+pub fn configuration_name(desc: &WebhookDescription, target: &InstallTarget) -> String {
+    let suffix = super::plan::short_hash(&json!([target.namespace, target.package]));
+    let mut base = desc.generate_name.clone();
+    base.truncate(253 - suffix.len() - 1);
+    format!("{base}-{suffix}")
+}
+
+/// The namespace selector of admission webhooks: none for all namespaces, else the target
+/// namespaces by `kubernetes.io/metadata.name`.
+pub fn namespace_selector(target: &InstallTarget) -> Option<Value> {
+    if target.all_namespaces() {
+        return None;
+    }
+    Some(json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": target.effective_targets()}]}))
+}
+
+fn client_config(desc: &WebhookDescription, ns: &str, default_path: Option<&str>) -> Value {
+    let mut service = json!({"namespace": ns, "name": webhook_service_name(desc), "port": desc.container_port.filter(|p| *p > 0).unwrap_or(DEFAULT_PORT)});
+    if let Some(p) = desc.webhook_path.as_deref().or(default_path) {
+        service["path"] = json!(p);
+    }
+    json!({"service": service})
+}
+
+/// The webhook configuration of a validating or mutating `desc` (`None` for a conversion
+/// webhook), without `caBundle` (filled by [`fill_certificates`]).
+pub fn configuration(desc: &WebhookDescription, target: &InstallTarget) -> Option<Planned> {
+    let kind = match desc.type_ {
+        WebhookAdmissionType::ValidatingAdmissionWebhook => "ValidatingWebhookConfiguration",
+        WebhookAdmissionType::MutatingAdmissionWebhook => "MutatingWebhookConfiguration",
+        WebhookAdmissionType::ConversionWebhook => return None,
+    };
+    let mut hook = serde_json::Map::new();
+    hook.insert("name".into(), json!(desc.generate_name));
+    hook.insert("clientConfig".into(), client_config(desc, &target.namespace, None));
+    let opt = |v: Option<Value>| v.filter(|v| !v.is_null());
+    for (k, v) in [
+        ("rules", opt(desc.rules.as_ref().map(|r| json!(r)))),
+        ("failurePolicy", opt(desc.failure_policy.as_ref().map(|v| json!(v)))),
+        ("matchPolicy", opt(desc.match_policy.as_ref().map(|v| json!(v)))),
+        ("namespaceSelector", namespace_selector(target)),
+        ("objectSelector", opt(desc.object_selector.as_ref().map(|v| json!(v)))),
+        ("sideEffects", Some(json!(desc.side_effects))),
+        ("timeoutSeconds", desc.timeout_seconds.map(|v| json!(v))),
+        ("admissionReviewVersions", Some(json!(desc.admission_review_versions))),
+    ] {
+        if let Some(v) = v {
+            hook.insert(k.into(), v);
+        }
+    }
+    if desc.type_ == WebhookAdmissionType::MutatingAdmissionWebhook
+        && let Some(r) = &desc.reinvocation_policy
+    {
+        hook.insert("reinvocationPolicy".into(), json!(r));
+    }
+    let hash = super::plan::short_hash(&serde_json::to_value(desc).unwrap_or_default());
+    Some(Planned {
+        rank: 12,
+        owned: false,
+        owner_labels: true,
+        value: json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+            "metadata": {"name": configuration_name(desc, target),
+                "labels": {LABEL_MANAGED: "true", LABEL_WEBHOOK_DESCRIPTION: desc.generate_name, LABEL_WEBHOOK_HASH: hash}},
+            "webhooks": [Value::Object(hook)]}),
+    })
+}
+
+/// `spec.conversion` for the CRDs of a conversion webhook, without `caBundle`.
+pub fn conversion(desc: &WebhookDescription, target: &InstallTarget) -> Value {
+    json!({"strategy": "Webhook", "webhook": {"clientConfig": client_config(desc, &target.namespace, Some("/")),
+        "conversionReviewVersions": desc.admission_review_versions}})
+}
+
+/// The APIService of an owned `desc`, without `caBundle`.
+pub fn apiservice(desc: &ApiServiceDescription, target: &InstallTarget) -> Planned {
+    let port = desc.container_port.filter(|p| *p > 0).unwrap_or(DEFAULT_PORT);
+    let mut v = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": format!("{}.{}", desc.version, desc.group), "labels": {LABEL_MANAGED: "true"}},
+        "spec": {"group": desc.group, "version": desc.version, "groupPriorityMinimum": 2000, "versionPriority": 15,
+            "service": {"namespace": target.namespace, "name": service_name(desc.deployment_name.as_deref().unwrap_or_default()), "port": port}}});
+    if let Some(a) = target.config.annotations.as_ref().filter(|a| !a.is_empty()) {
+        v["metadata"]["annotations"] = json!(a);
+    }
+    Planned { rank: 12, owned: false, owner_labels: true, value: v }
+}
+
+/// A serving Secret of a plan: planned by [`deployment_objects`] (kind `Secret`, type
+/// `kubernetes.io/tls`, annotation `olmcahash`, no `data`).
+pub fn is_planned_serving_secret(step: &Step) -> bool {
+    step.kind == "Secret"
+        && step.manifest.get("type").and_then(Value::as_str) == Some("kubernetes.io/tls")
+        && step.manifest.pointer(&format!("/metadata/annotations/{ANNOTATION_CA_HASH}")).is_some()
+        && step.manifest.get("data").is_none()
+}
+
+/// What [`fill_certificates`] did for one serving Secret.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CertOutcome {
+    /// Namespace of the Secret.
+    pub namespace: String,
+    /// Secret name.
+    pub secret: String,
+    /// `None`: the existing certificates were kept; `Some(reason)`: new ones were issued.
+    pub issued: Option<String>,
+    /// The CA's hash (`olmcahash`).
+    pub ca_hash: String,
+}
+
+/// Fills the certificate material into a plan about to be applied: for every planned serving
+/// Secret ([`is_planned_serving_secret`]) the existing Secret's certificates are kept when
+/// [`certs::rotation_reason`] finds nothing wrong with them (as OLM's "reusing existing cert"),
+/// else new ones are issued valid for `valid_for`; the Secret gets `data` and `olmcahash`, and
+/// every step that points at its Service gets the CA: webhook configurations'
+/// `webhooks[].clientConfig.caBundle`, CRDs' `spec.conversion.webhook.clientConfig.caBundle`,
+/// APIServices' `spec.caBundle`, and Deployments mounting the Secret the pod-template
+/// annotation `olmcahash`.
+///
+/// `existing` maps `(namespace, secret name)` to the `data` of the Secret on the cluster.
+///
+/// # Errors
+/// [`certs::CertError`] when certificates cannot be issued.
+pub fn fill_certificates(
+    steps: &mut [Step],
+    existing: &BTreeMap<(String, String), BTreeMap<String, Vec<u8>>>,
+    now: time::OffsetDateTime,
+    valid_for: std::time::Duration,
+) -> Result<Vec<CertOutcome>, certs::CertError> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut outcomes = Vec::new();
+    // (namespace, service) → (ca pem, ca hash)
+    let mut cas: BTreeMap<(String, String), (String, String)> = BTreeMap::new();
+    for step in steps.iter_mut().filter(|s| is_planned_serving_secret(s)) {
+        let ns = step.namespace.clone().unwrap_or_default();
+        let Some(service) = step.name.strip_suffix("-cert").map(str::to_string) else { continue };
+        let hosts = certs::hostnames_for_service(&service, &ns);
+        let key = (ns.clone(), step.name.clone());
+        let (data, issued) = match existing.get(&key) {
+            Some(d) => match certs::rotation_reason(d, &hosts, now) {
+                None => (d.clone(), None),
+                Some(reason) => (certs::issue(&hosts, now, valid_for)?.secret_data(), Some(reason)),
+            },
+            None => (certs::issue(&hosts, now, valid_for)?.secret_data(), Some("no certificate yet".into())),
+        };
+        let ca_pem = String::from_utf8_lossy(data.get(certs::SECRET_CA_KEY).map(Vec::as_slice).unwrap_or_default()).into_owned();
+        let hash = certs::ca_hash(&ca_pem);
+        let encoded: serde_json::Map<String, Value> = data.iter().map(|(k, v)| (k.clone(), json!(b64.encode(v)))).collect();
+        step.manifest["data"] = Value::Object(encoded);
+        step.manifest["metadata"]["annotations"][ANNOTATION_CA_HASH] = json!(hash);
+        outcomes.push(CertOutcome { namespace: ns.clone(), secret: step.name.clone(), issued, ca_hash: hash.clone() });
+        cas.insert((ns, service), (ca_pem, hash));
+    }
+    if cas.is_empty() {
+        return Ok(outcomes);
+    }
+    let ca_for = |svc: &Value| -> Option<&(String, String)> {
+        let ns = svc.get("namespace").and_then(Value::as_str)?;
+        let name = svc.get("name").and_then(Value::as_str)?;
+        cas.get(&(ns.to_string(), name.to_string()))
+    };
+    for step in steps.iter_mut() {
+        match step.kind.as_str() {
+            "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
+                for hook in step.manifest.get_mut("webhooks").and_then(Value::as_array_mut).into_iter().flatten() {
+                    if let Some((pem, _)) = hook.pointer("/clientConfig/service").and_then(ca_for) {
+                        hook["clientConfig"]["caBundle"] = json!(b64.encode(pem));
+                    }
+                }
+            }
+            "CustomResourceDefinition" => {
+                if let Some((pem, _)) = step.manifest.pointer("/spec/conversion/webhook/clientConfig/service").and_then(ca_for) {
+                    step.manifest["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] = json!(b64.encode(pem));
+                }
+            }
+            "APIService" => {
+                if let Some((pem, _)) = step.manifest.pointer("/spec/service").and_then(ca_for) {
+                    step.manifest["spec"]["caBundle"] = json!(b64.encode(pem));
+                }
+            }
+            "Deployment" => {
+                let ns = step.namespace.clone().unwrap_or_default();
+                let secret = step
+                    .manifest
+                    .pointer("/spec/template/spec/volumes")
+                    .and_then(Value::as_array)
+                    .and_then(|vs| vs.iter().find(|v| v.get("name").and_then(Value::as_str) == Some(VOLUME_WEBHOOK_CERT)))
+                    .and_then(|v| v.pointer("/secret/secretName"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                if let Some(service) = secret.as_deref().and_then(|s| s.strip_suffix("-cert"))
+                    && let Some((_, hash)) = cas.get(&(ns, service.to_string()))
+                {
+                    step.manifest["spec"]["template"]["metadata"]["annotations"][ANNOTATION_CA_HASH] = json!(hash);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(outcomes)
+}
+
+/// Why the webhooks and APIServices of a CSV cannot be served yet, naming each one: a webhook or
+/// APIService whose Deployment (of the install strategy) is not available. `None` when all can
+/// be served. For the CSV's status (OLM keeps such a CSV `Installing`, "webhooks not
+/// installed"; capstan says which webhook waits on which Deployment).
+pub fn unavailable(defs: &Definitions, deployment_available: impl Fn(&str) -> Option<bool>) -> Option<String> {
+    let mut waiting = Vec::new();
+    for w in &defs.webhooks {
+        let d = w.deployment_name.as_deref().unwrap_or_default();
+        if deployment_available(d) == Some(false) {
+            waiting.push(format!("webhook {} ({:?}) is served by Deployment {d}, which is not available", w.generate_name, w.type_));
+        }
+    }
+    for a in &defs.apiservices {
+        let d = a.deployment_name.as_deref().unwrap_or_default();
+        if deployment_available(d) == Some(false) {
+            waiting.push(format!("APIService {}.{} is served by Deployment {d}, which is not available", a.version, a.group));
+        }
+    }
+    (!waiting.is_empty()).then(|| waiting.join("; "))
+}
+
+/// Removes what makes the cluster call a CSV's webhooks and APIServices, before its Deployments
+/// go (so no write is left failing on a webhook that points at nothing): the
+/// Validating/MutatingWebhookConfigurations and APIServices labelled `olm.owner=<csv>`,
+/// `olm.owner.namespace=<namespace>`, and the `spec.conversion` of each conversion webhook's
+/// CRDs set back to `None` (\[OLM\] `handleClusterServiceVersionDeletion`, which does the last
+/// two; OLM leaves webhook configurations to label-based garbage collection). Also the
+/// auth-reader RoleBindings in `kube-system` and auth-delegator ClusterRoleBindings, which no
+/// ownerReference can collect (only those of this namespace's install). Call it only when the CSV is removed, not replaced: a replacing
+/// CSV applies the same objects (see the module documentation). Returns the objects removed,
+/// as `Kind name`.
+///
+/// # Errors
+/// The first API error other than NotFound, naming the object.
+pub async fn remove(client: &kube::Client, csv: &str, namespace: &str, defs: &Definitions) -> Result<Vec<String>, String> {
+    use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+
+    let selector = ListParams::default().labels(&format!("{}={csv},{}={namespace}", super::LABEL_OWNER, super::LABEL_OWNER_NAMESPACE));
+    let mut removed = Vec::new();
+    let gone = |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 404);
+    macro_rules! delete_labelled {
+        ($api:expr, $kind:expr) => {{
+            let api = $api;
+            let list = api.list(&selector).await.map_err(|e| format!("list {}: {e}", $kind))?;
+            for o in list.items {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                match api.delete(&name, &DeleteParams::background()).await {
+                    Ok(_) => removed.push(format!("{} {name}", $kind)),
+                    Err(e) if gone(&e) => {}
+                    Err(e) => return Err(format!("{} {name}: delete failed: {e}", $kind)),
+                }
+            }
+        }};
+    }
+    delete_labelled!(Api::<ValidatingWebhookConfiguration>::all(client.clone()), "ValidatingWebhookConfiguration");
+    delete_labelled!(Api::<MutatingWebhookConfiguration>::all(client.clone()), "MutatingWebhookConfiguration");
+    let apiservice = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"), "apiservices");
+    if !defs.apiservices.is_empty() {
+        delete_labelled!(Api::<DynamicObject>::all_with(client.clone(), &apiservice), "APIService");
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for w in defs.webhooks.iter().filter(|w| w.type_ == WebhookAdmissionType::ConversionWebhook) {
+        for c in w.conversion_crds.iter().flatten() {
+            let Some(crd) = crds.get_opt(c).await.map_err(|e| format!("CustomResourceDefinition {c}: get failed: {e}"))? else { continue };
+            let points_here = crd
+                .spec
+                .conversion
+                .as_ref()
+                .and_then(|cv| cv.webhook.as_ref())
+                .and_then(|wh| wh.client_config.as_ref())
+                .and_then(|cc| cc.service.as_ref())
+                .is_some_and(|s| s.namespace == namespace && s.name == webhook_service_name(w));
+            if !points_here {
+                continue;
+            }
+            // A JSON merge patch: `webhook: null` removes the field whoever owns it.
+            let patch = json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
+            crds.patch(c, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| format!("CustomResourceDefinition {c}: resetting spec.conversion failed: {e}"))?;
+            removed.push(format!("CustomResourceDefinition {c} spec.conversion"));
+        }
+    }
+    let delegators: Api<ClusterRoleBinding> = Api::all(client.clone());
+    for d in defs.deployments() {
+        let name = auth_delegator_name(&service_name(&d));
+        match delegators.get_opt(&name).await {
+            Ok(Some(crb)) if crb.metadata.labels.as_ref().and_then(|l| l.get(super::LABEL_OWNER_NAMESPACE)).map(String::as_str) == Some(namespace) => {
+                match delegators.delete(&name, &DeleteParams::background()).await {
+                    Ok(_) => removed.push(format!("ClusterRoleBinding {name}")),
+                    Err(e) if gone(&e) => {}
+                    Err(e) => return Err(format!("ClusterRoleBinding {name}: delete failed: {e}")),
+                }
+            }
+            Ok(_) => {}
+            Err(e) => return Err(format!("ClusterRoleBinding {name}: get failed: {e}")),
+        }
+    }
+    let readers: Api<RoleBinding> = Api::namespaced(client.clone(), KUBE_SYSTEM);
+    for d in defs.deployments() {
+        let name = auth_reader_name(&service_name(&d));
+        match readers.get_opt(&name).await {
+            Ok(Some(rb)) if rb.subjects.iter().flatten().any(|s| s.namespace.as_deref() == Some(namespace)) => {
+                match readers.delete(&name, &DeleteParams::background()).await {
+                    Ok(_) => removed.push(format!("RoleBinding {KUBE_SYSTEM}/{name}")),
+                    Err(e) if gone(&e) => {}
+                    Err(e) => return Err(format!("RoleBinding {KUBE_SYSTEM}/{name}: delete failed: {e}")),
+                }
+            }
+            Ok(_) => {}
+            Err(e) => return Err(format!("RoleBinding {KUBE_SYSTEM}/{name}: get failed: {e}")),
+        }
+    }
+    Ok(removed)
+}
