@@ -42,6 +42,8 @@ crds:
 	$(CARGO) run -q -- crds --dir manifests/crds
 
 ## bench: the benchmarks (tables printed as markdown; see docs/benchmarks.md)
+## (resolve_full needs the whole community-operators-prod catalog: benches/full_catalog.sh builds it
+##  under $(CAPSTAN_CACHE)/full-catalog; without it the benchmark says so and is skipped)
 bench:
 	$(CARGO) bench --locked
 

@@ -11,8 +11,7 @@ use capstan::catalog::add::{AddInput, AddOptions, UpdateMode, add_bundle};
 use capstan::catalog::model::DeclarativeConfig;
 use capstan::catalog::render::render_bundle_dir;
 use capstan::resolve::{
-    CatalogIndex, CatalogInput, CatalogSourceKey, ErrorKind, InstalledBundle, ResolveInput, ResolveOutput, SubscriptionRequest,
-    resolve,
+    CatalogIndex, CatalogInput, CatalogSourceKey, ErrorKind, ResolveInput, SubscriptionRequest, resolve,
 };
 
 fn fixtures() -> PathBuf {
@@ -69,7 +68,7 @@ fn an_older_bundle_says_which_newer_ones_were_passed_over_and_why() {
     assert_eq!(got.bundle, "eclipse-che.v7.41.2");
     let passed = got.passed_over.as_ref().expect("7.44.0 and 7.42.0 were passed over");
     assert_eq!(passed.bundles, ["eclipse-che.v7.44.0", "eclipse-che.v7.42.0"]);
-    insta::assert_snapshot!(format!("{}; {passed}", got.reason), @"");
+    insta::assert_snapshot!("eclipse_che_passed_over", format!("{}; {passed}", got.reason));
 }
 
 /// Subscribing to the channel head only (startingCSV) fails with the same cause as data.
@@ -82,14 +81,6 @@ fn a_head_whose_dependency_no_catalog_has_fails_with_cause_and_hint() {
     let e = &out.errors[0];
     assert_eq!(e.kind, ErrorKind::Unsatisfiable);
     assert_eq!(e.explanation.hints.len(), 1, "{:?}", e.explanation);
-    insta::assert_snapshot!(e.message(), @"");
+    insta::assert_snapshot!("eclipse_che_head_unmet_dependency", e.message());
 }
 
-fn message(out: &ResolveOutput, subscription: &str) -> String {
-    out.errors.iter().find(|e| e.subscription == subscription).map(|e| e.message()).unwrap_or_else(|| panic!("{subscription} did not fail: {out:?}"))
-}
-
-#[allow(dead_code)]
-fn installed(name: &str) -> InstalledBundle {
-    InstalledBundle { namespace: "operators".into(), name: name.into(), ..Default::default() }
-}

@@ -1,0 +1,174 @@
+//! Full-catalog resolution benchmark (`cargo bench --bench resolve_full`; issue 15): one catalog
+//! built with `capstan catalog add` from every bundle of community-operators-prod
+//! (`benches/full_catalog.sh`), and one Subscription per package — 331 — in one namespace,
+//! resolved together. Prints a markdown table: median, min and max of the runs
+//! (`CAPSTAN_BENCH_RUNS`, default 5), the heap the resolver's index holds, the heap's peak above
+//! the index during one resolution (counting allocator), and the process's peak resident memory.
+//! Targets: ≤ 1 s and ≤ 100 MiB. `CAPSTAN_BENCH_VERBOSE=1` prints the failures and passed-over heads.
+//!
+//! The catalog: `$CAPSTAN_FULL_CATALOG`, else the newest finished `$CAPSTAN_CACHE/full-catalog/*/catalog`
+//! (default `~/.cache/capstan`). Without one the benchmark prints why and how to build it, and exits 0.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::{Duration, Instant};
+
+use capstan::catalog::model::DeclarativeConfig;
+use capstan::catalog::parse;
+use capstan::resolve::{CatalogIndex, CatalogInput, CatalogSourceKey, ResolveInput, SubscriptionRequest, resolve};
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+fn grew(by: isize) {
+    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+// SAFETY: delegates to the system allocator and only counts sizes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        grew(layout.size() as isize);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        grew(new_size as isize - layout.size() as isize);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn catalog_dir() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CAPSTAN_FULL_CATALOG") {
+        return Some(PathBuf::from(p));
+    }
+    let cache = std::env::var_os("CAPSTAN_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/capstan")))?;
+    let mut done: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(cache.join("full-catalog"))
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| Some((e.path().join("done").metadata().ok()?.modified().ok()?, e.path().join("catalog"))))
+        .collect();
+    done.sort();
+    done.pop().map(|(_, p)| p)
+}
+
+/// Loads the catalog file by file, dropping the properties the resolver's index never reads
+/// (`olm.bundle.object`, `olm.csv.metadata`: most of the 1.5 GB) as each file is parsed.
+fn load(dir: &std::path::Path) -> DeclarativeConfig {
+    let parts = parse::load_path_map(dir, |_, mut cfg| {
+        for b in &mut cfg.bundles {
+            b.properties.retain(|p| p.type_ != "olm.bundle.object" && p.type_ != "olm.csv.metadata");
+        }
+        cfg
+    })
+    .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let mut cfg = DeclarativeConfig::default();
+    for p in parts {
+        parse::merge(&mut cfg, p);
+    }
+    cfg
+}
+
+fn vm_hwm_kib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn mib(bytes: f64) -> String {
+    format!("{:.1} MiB", bytes / 1048576.0)
+}
+
+fn main() {
+    let Some(dir) = catalog_dir().filter(|d| d.is_dir()) else {
+        println!(
+            "resolve_full: skipped — no full community-operators-prod catalog. Build it with \
+             `bash benches/full_catalog.sh PATH` (PATH: a checkout of github.com/redhat-openshift-ecosystem/community-operators-prod \
+             or its git directory), or set CAPSTAN_FULL_CATALOG to a catalog directory."
+        );
+        return;
+    };
+    let runs: usize = std::env::var("CAPSTAN_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(5).max(1);
+    let t = Instant::now();
+    let cfg = load(&dir);
+    let load_time = t.elapsed();
+    let bundles = cfg.bundles.len();
+    let before = LIVE.load(Ordering::Relaxed);
+    let index = Arc::new(CatalogIndex::from_config(&cfg));
+    let index_bytes = LIVE.load(Ordering::Relaxed) - before;
+    let packages: Vec<String> = cfg.packages.iter().map(|p| p.name.clone()).collect();
+    drop(cfg);
+    let catalogs = vec![CatalogInput { key: CatalogSourceKey::new("olm", "community"), priority: 0, index }];
+    let subscriptions: Vec<SubscriptionRequest> = packages
+        .iter()
+        .map(|p| SubscriptionRequest {
+            name: p.clone(),
+            namespace: "bench".into(),
+            package: p.clone(),
+            source: "community".into(),
+            source_namespace: "olm".into(),
+            ..Default::default()
+        })
+        .collect();
+    let input = ResolveInput { catalogs, installed: vec![], subscriptions };
+    let mut times: Vec<Duration> = Vec::new();
+    let mut peak_above = 0isize;
+    let mut outcome = (0, 0, 0);
+    for _ in 0..runs {
+        let base = LIVE.load(Ordering::Relaxed);
+        PEAK.store(base, Ordering::Relaxed);
+        let t = Instant::now();
+        let out = resolve(&input);
+        times.push(t.elapsed());
+        peak_above = peak_above.max(PEAK.load(Ordering::Relaxed) - base);
+        let passed = out.resolved.iter().filter(|r| r.passed_over.is_some()).count();
+        outcome = (out.resolved.len(), out.errors.len(), passed);
+        if std::env::var_os("CAPSTAN_BENCH_VERBOSE").is_some() && times.len() == 1 {
+            for e in &out.errors {
+                eprintln!("failed {}: {}\n", e.subscription, e.message());
+            }
+            for r in out.resolved.iter().filter(|r| r.passed_over.is_some()) {
+                eprintln!("{} got {}: {}\n", r.subscription, r.bundle, r.passed_over.as_ref().map(|p| p.to_string()).unwrap_or_default());
+            }
+        }
+        drop(out);
+    }
+    times.sort();
+    let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1000.0);
+    println!(
+        "Full catalog {} ({} bundles, {} packages; loaded in {:.1} s)",
+        dir.display(),
+        bundles,
+        packages.len(),
+        load_time.as_secs_f64()
+    );
+    println!();
+    println!("| workload | runs | median | min | max | index heap | resolve heap peak (above index) | process peak RSS | bundles in plan | failed Subscriptions | older bundle picked |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| {} Subscriptions, one namespace | {runs} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        input.subscriptions.len(),
+        ms(times[times.len() / 2]),
+        ms(times[0]),
+        ms(times[times.len() - 1]),
+        mib(index_bytes as f64),
+        mib(peak_above as f64),
+        vm_hwm_kib().map(|k| mib(k as f64 * 1024.0)).unwrap_or_else(|| "?".into()),
+        outcome.0,
+        outcome.1,
+        outcome.2
+    );
+    println!();
+    println!("Targets (issue 15): ≤ 1 s and ≤ 100 MiB for all Subscriptions in one namespace.");
+}
