@@ -139,6 +139,9 @@ fn owner_labels_and_component_label_on_generated_objects() {
     assert_eq!(label(shipped, "rbac.authorization.k8s.io/aggregate-to-edit"), Some("true"));
 }
 
+/// The operand image the example CSV names by digest (bundles/nginx-operator/0.2.0).
+const HTTPD: &str = "quay.io/example/httpd@sha256:89aa4fca0fc5694d3332dd74194f88554c630c0a28f240fb459d1f0eb45ea1a5";
+
 #[test]
 fn deployment_carries_olm_labels_annotations_and_defaults() {
     let mut t = target("ops");
@@ -155,7 +158,8 @@ fn deployment_carries_olm_labels_annotations_and_defaults() {
     assert_eq!(ann["capabilities"], json!("Basic Install"), "CSV annotations are projected onto the pod template");
     assert_eq!(d.manifest["spec"]["revisionHistoryLimit"], json!(1));
     let env = &d.manifest["spec"]["template"]["spec"]["containers"][0]["env"];
-    assert_eq!(env, &json!([{"name": "OPERATOR_CONDITION_NAME", "value": "nginx-operator.v0.2.0"}]));
+    // The bundle's own env first (examples/nginx-operator's CSV), then OPERATOR_CONDITION_NAME, as OLM.
+    assert_eq!(env, &json!([{"name": "WATCH_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['olm.targetNamespaces']"}}}, {"name": "RELATED_IMAGE_NGINX", "value": HTTPD}, {"name": "OPERATOR_CONDITION_NAME", "value": "nginx-operator.v0.2.0"}]));
 
     let csv = find(&s, "ClusterServiceVersion")[0];
     assert_eq!(csv.namespace.as_deref(), Some("ops"));
@@ -187,7 +191,7 @@ fn subscription_config_is_merged_and_resources_untouched_when_unset() {
     let pod = &find(&s, "Deployment")[0].manifest["spec"]["template"]["spec"];
     assert_eq!(
         pod["containers"][0]["env"],
-        json!([{"name": "HTTP_PROXY", "value": "http://proxy"}, {"name": "OPERATOR_CONDITION_NAME", "value": "nginx-operator.v0.2.0"}])
+        json!([{"name": "WATCH_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['olm.targetNamespaces']"}}}, {"name": "RELATED_IMAGE_NGINX", "value": HTTPD}, {"name": "HTTP_PROXY", "value": "http://proxy"}, {"name": "OPERATOR_CONDITION_NAME", "value": "nginx-operator.v0.2.0"}])
     );
     assert_eq!(pod["nodeSelector"], json!({"zone": "a"}));
     assert_eq!(pod["tolerations"], json!([{"key": "k", "operator": "Exists"}]));
