@@ -48,7 +48,7 @@ type status struct {
 type admissionResponse struct {
 	UID     string  `json:"uid"`
 	Allowed bool    `json:"allowed"`
-	Result  *status `json:"result,omitempty"`
+	Result  *status `json:"status,omitempty"` // admission.k8s.io/v1 AdmissionResponse.Result is "status"
 }
 
 type conversionReview struct {
