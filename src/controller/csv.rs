@@ -150,6 +150,14 @@ async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &s
             entries.push(entry);
         }
     }
+    crd_requirements(client, csv, &mut entries, &mut missing).await?;
+    native_api_requirements(client, csv, &mut entries, &mut missing).await?;
+    service_account_requirements(client, csv, ns, &mut entries, &mut missing).await?;
+    Ok((entries, missing))
+}
+
+/// The CRD entries of [`requirement_status`]: each owned or required CRD once, owned first.
+async fn crd_requirements(client: &Client, csv: &ClusterServiceVersion, entries: &mut Vec<RequirementStatus>, missing: &mut Vec<String>) -> Result<(), Error> {
     let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for d in csv.all_crd_descriptions() {
         let crd = crd_api.get_opt(&d.name).await.map_err(kube_err(format!("reading CustomResourceDefinition {}", d.name)))?;
@@ -168,6 +176,11 @@ async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &s
         let uuid = crd.as_ref().and_then(|c| c.metadata.uid.clone()).filter(|_| present);
         entries.push(RequirementStatus { uuid, ..requirement("apiextensions.k8s.io", "CustomResourceDefinition", &d.name, st, msg) });
     }
+    Ok(())
+}
+
+/// The `spec.nativeAPIs` entries of [`requirement_status`], checked by discovery.
+async fn native_api_requirements(client: &Client, csv: &ClusterServiceVersion, entries: &mut Vec<RequirementStatus>, missing: &mut Vec<String>) -> Result<(), Error> {
     for api in csv.spec.native_apis.iter().flatten() {
         let gv = if api.group.is_empty() { api.version.clone() } else { format!("{}/{}", api.group, api.version) };
         let served = match client.list_api_group_resources(&gv).await {
@@ -181,6 +194,12 @@ async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &s
         }
         entries.push(RequirementStatus { version: api.version.clone(), ..requirement(&api.group, &api.kind, &format!("{}.{}", api.version, api.group), st, msg) });
     }
+    Ok(())
+}
+
+/// The ServiceAccount entries of [`requirement_status`]: one per ServiceAccount, with a `PolicyRule`
+/// dependent per rule checked by SubjectAccessReview.
+async fn service_account_requirements(client: &Client, csv: &ClusterServiceVersion, ns: &str, entries: &mut Vec<RequirementStatus>, missing: &mut Vec<String>) -> Result<(), Error> {
     let strategy = csv.spec.install.spec.as_ref();
     let mut perms: Vec<(&crate::api::clusterserviceversion::StrategyDeploymentPermissions, bool)> = Vec::new();
     if let Some(s) = strategy {
@@ -228,7 +247,7 @@ async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &s
     for (sa, deps) in by_sa {
         entries.push(RequirementStatus { dependents: deps, ..requirement("", "ServiceAccount", &sa, RequirementStatusReason::Present, "Service account present") });
     }
-    Ok((entries, missing))
+    Ok(())
 }
 
 /// One `status.requirementStatus` entry of API version `v1`.
