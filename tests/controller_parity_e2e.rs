@@ -198,6 +198,9 @@ async fn capstan_creates_what_olm_creates_around_an_install() {
         all.items.iter().all(|c| c.metadata.namespace.as_deref() == Some(ns.name.as_str()) || !c.owned_crd_names().any(|n| n == "nginxes.example.com")).then_some(())
     })
     .await;
+    // The Subscription goes first (as `kubectl operator uninstall` does): while it exists, a
+    // deleted CSV is installed again, CRD included, as OLM does.
+    Api::<Subscription>::namespaced(client.clone(), &ns.name).delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns.name);
     csvs.patch("nginx-operator.v0.2.0", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"operators.capstan.dev/uninstall-crds": "true"}}})))
         .await
