@@ -440,6 +440,34 @@ async fn deployments_waiting(ctx: &Context, csv: &ClusterServiceVersion, ns: &st
     Ok(waiting)
 }
 
+/// For a CSV with webhook or APIService definitions: which of them cannot be served while
+/// Deployments `waiting` are not available, and its serving certificates' times after
+/// rotating those that are due (`install::webhook::rotate_due`, each rotation an Event).
+async fn webhooks_and_certificates(ctx: &Context, csv: &ClusterServiceVersion, ns: &str, waiting: &[String]) -> Result<(Option<String>, Option<(Time, Time)>), Error> {
+    use crate::install::webhook;
+    let name = csv.name_any();
+    let value = serde_json::to_value(csv).map_err(|source| Error::Build { what: format!("ClusterServiceVersion {ns}/{name} as JSON"), source })?;
+    let Ok(defs) = webhook::Definitions::read(&value) else { return Ok((None, None)) };
+    if defs.is_empty() {
+        return Ok((None, None));
+    }
+    let strategy: Vec<&str> = csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.as_str())).collect();
+    let unavailable = webhook::unavailable(&defs, |d| strategy.contains(&d).then(|| !waiting.iter().any(|w| w == d)));
+    let opts = crate::install::apply::ApplyOptions::default();
+    let times = webhook::rotate_due(&ctx.client, &name, ns, &defs, &opts, time::OffsetDateTime::now_utc()).await.map_err(|message| Error::Certificates { csv: format!("{ns}/{name}"), message })?;
+    for (secret, reason) in &times.rotated {
+        let message = format!("serving certificate in Secret {secret} issued again ({reason}); webhook configurations, CRD conversion, APIServices and Deployment now use the new CA");
+        tracing::info!(csv = %format!("{ns}/{name}"), "{message}");
+        ctx.events.publish_for(csv, EventType::Normal, "CertsRotated", &message).await;
+    }
+    let to_time = |t: time::OffsetDateTime| k8s_openapi::jiff::Timestamp::from_second(t.unix_timestamp()).ok().map(Time);
+    let certs = match (times.last_updated.and_then(to_time), times.rotate_at.and_then(to_time)) {
+        (Some(l), Some(r)) => Some((l, r)),
+        _ => None,
+    };
+    Ok((unavailable, certs))
+}
+
 /// Once the new CSV succeeded, the one it replaces is deleted (OLM: Replacing → Deleting, §1.5);
 /// objects only it owns are garbage-collected with it.
 async fn delete_replaced(api: &Api<ClusterServiceVersion>, csv: &ClusterServiceVersion, ns: &str) -> Result<(), Error> {
@@ -528,8 +556,28 @@ pub(crate) enum CsvView {
     Fresh,
     /// The requirement entries and a description of each unmet one.
     Requirements(Vec<RequirementStatus>, Vec<String>),
+    /// The Deployments of the install strategy, the webhooks they serve, their certificates.
+    Deployments(DeploymentsView),
+}
+
+/// What [`decide`] sees of an installed CSV's workload (phases InstallReady and after).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct DeploymentsView {
     /// The Deployments of the install strategy that are not Available.
-    Deployments(Vec<String>),
+    pub waiting: Vec<String>,
+    /// Each webhook and APIService that cannot be served, naming its Deployment
+    /// (`install::webhook::unavailable`).
+    pub webhooks: Option<String>,
+    /// `(certsLastUpdated, certsRotateAt)` of the serving certificates, when the CSV has any.
+    pub certs: Option<(Time, Time)>,
+}
+
+impl DeploymentsView {
+    /// A view of a CSV without webhooks whose Deployments `waiting` are not Available.
+    #[cfg(test)]
+    fn waiting(waiting: Vec<String>) -> DeploymentsView {
+        DeploymentsView { waiting, ..Default::default() }
+    }
 }
 
 /// What to do with a CSV: the status to write (`None`: unchanged), when to look again, and
@@ -599,19 +647,34 @@ pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &
             next.set_phase(CsvPhase::Pending, CsvReason::RequirementsNotMet, &message, now);
             write(next, Duration::from_secs(2))
         }
-        CsvView::Deployments(waiting) => {
-            let (p, r, m) = if waiting.is_empty() {
+        CsvView::Deployments(DeploymentsView { waiting, webhooks, certs }) => {
+            let (p, r, mut m) = if waiting.is_empty() {
                 (CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors".to_string())
             } else if phase == "Succeeded" || (phase == "Failed" && reason_is(status, "ComponentUnhealthy")) {
                 (CsvPhase::Failed, CsvReason::ComponentUnhealthy, format!("installing: Deployment {} is not available", waiting.join(", ")))
             } else {
                 (CsvPhase::Installing, CsvReason::InstallWaiting, format!("installing: waiting for deployment {} to become ready", waiting.join(", ")))
             };
+            if let Some(w) = webhooks.filter(|_| !waiting.is_empty()) {
+                m = format!("{m}: {w}");
+            }
             let succeeded = p == CsvPhase::Succeeded;
-            let requeue = Duration::from_secs(if succeeded { 30 } else { 1 });
-            let changed = status.phase.as_ref() != Some(&p) || status.message.as_deref() != Some(m.as_str());
+            let mut requeue = Duration::from_secs(if succeeded { 30 } else { 1 });
+            let mut changed = status.phase.as_ref() != Some(&p) || status.message.as_deref() != Some(m.as_str());
             if changed {
                 next.set_phase(p, r, &m, now);
+            }
+            // OLM's certsLastUpdated / certsRotateAt; look again when the rotation is due.
+            if let Some((last, at)) = certs {
+                if status.certs_last_updated.as_ref() != Some(&last) || status.certs_rotate_at.as_ref() != Some(&at) {
+                    next.certs_last_updated = Some(last);
+                    next.certs_rotate_at = Some(at.clone());
+                    changed = true;
+                }
+                let until = at.0.duration_since(now.0).unsigned_abs();
+                if at.0 > now.0 {
+                    requeue = requeue.min(until.max(Duration::from_secs(1)));
+                }
             }
             let ensure_aggregation = succeeded && phase != "Succeeded";
             CsvDecision { status: changed.then_some(next), requeue, delete_replaced: succeeded, ensure_operator_condition: false, ensure_aggregation }
@@ -659,7 +722,11 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
                 let (entries, missing) = requirement_status(&ctx.client, &csv, &ns).await?;
                 CsvView::Requirements(entries, missing)
             }
-            Need::Deployments => CsvView::Deployments(deployments_waiting(&ctx, &csv, &ns).await?),
+            Need::Deployments => {
+                let waiting = deployments_waiting(&ctx, &csv, &ns).await?;
+                let (webhooks, certs) = webhooks_and_certificates(&ctx, &csv, &ns, &waiting).await?;
+                CsvView::Deployments(DeploymentsView { waiting, webhooks, certs })
+            }
         },
     };
     let decision = decide(&status, view, &now_time());
@@ -776,21 +843,44 @@ mod tests {
         let again = decide(d.status.as_ref().unwrap(), CsvView::Requirements(vec![], vec!["CRD x: missing".into()]), &now());
         assert!(again.status.is_none());
         // Deployments: Installing → Succeeded (deletes the replaced CSV) → ComponentUnhealthy → Succeeded.
-        let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(vec!["op".into()]), &now());
+        let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(DeploymentsView::waiting(vec!["op".into()])), &now());
         assert_eq!(written(&d), ("Installing".into(), "InstallWaiting".into(), "installing: waiting for deployment op to become ready".into()));
         assert!(!d.delete_replaced && d.requeue == Duration::from_secs(1));
-        let d = decide(d.status.as_ref().unwrap(), CsvView::Deployments(vec![]), &now());
+        let d = decide(d.status.as_ref().unwrap(), CsvView::Deployments(DeploymentsView::waiting(vec![])), &now());
         assert_eq!(written(&d).1, "InstallSucceeded");
         assert!(d.delete_replaced && d.requeue == Duration::from_secs(30));
         let ok = d.status.unwrap();
-        let same = decide(&ok, CsvView::Deployments(vec![]), &now());
+        let same = decide(&ok, CsvView::Deployments(DeploymentsView::waiting(vec![])), &now());
         assert!(same.status.is_none() && same.delete_replaced);
-        let d = decide(&ok, CsvView::Deployments(vec!["op".into()]), &now());
+        let d = decide(&ok, CsvView::Deployments(DeploymentsView::waiting(vec!["op".into()])), &now());
         assert_eq!(written(&d), ("Failed".into(), "ComponentUnhealthy".into(), "installing: Deployment op is not available".into()));
         let history = d.status.as_ref().unwrap().conditions.len();
-        let d = decide(d.status.as_ref().unwrap(), CsvView::Deployments(vec!["op".into()]), &now());
+        let d = decide(d.status.as_ref().unwrap(), CsvView::Deployments(DeploymentsView::waiting(vec!["op".into()])), &now());
         assert!(d.status.is_none(), "unchanged");
         assert_eq!(history, 3, "one history entry per phase entered");
+    }
+
+    #[test]
+    fn webhooks_that_cannot_be_served_are_named_and_rotation_is_scheduled() {
+        let webhook = "webhook vwidgets.webhook.capstan.dev (ValidatingAdmissionWebhook) is served by Deployment op, which is not available";
+        let view = DeploymentsView { waiting: vec!["op".into()], webhooks: Some(webhook.into()), certs: None };
+        let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(view), &now());
+        assert_eq!(written(&d), ("Installing".into(), "InstallWaiting".into(), format!("installing: waiting for deployment op to become ready: {webhook}")));
+        // Succeeded with certificates: their times in status, a look again when the rotation is
+        // due (sooner than the usual 30 s), and none later than 30 s.
+        let last = Time("2025-12-31T00:00:00Z".parse().unwrap());
+        let soon = Time("2026-01-01T00:00:10Z".parse().unwrap());
+        let view = DeploymentsView { waiting: vec![], webhooks: None, certs: Some((last.clone(), soon.clone())) };
+        let d = decide(&st(Some("Installing"), None, None), CsvView::Deployments(view.clone()), &now());
+        let written_status = d.status.clone().unwrap();
+        assert_eq!((written_status.certs_last_updated, written_status.certs_rotate_at), (Some(last.clone()), Some(soon)));
+        assert_eq!(d.requeue, Duration::from_secs(10));
+        let same = decide(d.status.as_ref().unwrap(), CsvView::Deployments(view), &now());
+        assert!(same.status.is_none(), "unchanged times are not written again");
+        let later = Time("2028-01-01T00:00:00Z".parse().unwrap());
+        let d = decide(d.status.as_ref().unwrap(), CsvView::Deployments(DeploymentsView { waiting: vec![], webhooks: None, certs: Some((last, later.clone())) }), &now());
+        assert_eq!(d.status.unwrap().certs_rotate_at, Some(later), "rotated: the new time is written");
+        assert_eq!(d.requeue, Duration::from_secs(30));
     }
 
     #[test]

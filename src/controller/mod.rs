@@ -129,6 +129,25 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// Rotating the serving certificates of an installed CSV failed (`install::webhook::rotate_due`);
+    /// the message names the object and the API error. Retried by the requeue.
+    #[error("certificates of ClusterServiceVersion {csv}: {message}")]
+    Certificates {
+        /// `namespace/name` of the CSV.
+        csv: String,
+        /// What failed, naming the object.
+        message: String,
+    },
+    /// Removing what an uninstalled CSV made the cluster call (its webhook configurations,
+    /// APIServices, CRD conversion, shared auth bindings: `install::webhook::remove`) failed;
+    /// the message names the object and the API error. Retried by the requeue.
+    #[error("uninstall of ClusterServiceVersion {csv}: {message}")]
+    Removal {
+        /// `namespace/name` of the CSV.
+        csv: String,
+        /// What failed, naming the object.
+        message: String,
+    },
 }
 
 impl Error {

@@ -553,6 +553,18 @@ impl Applier<'_> {
                 Attempt::Failed(e, attempts, elapsed) => return Err(self.error(step, &ar, "get", e, attempts, elapsed).await),
             },
         };
+        // A binding shared by the installs of one package in several namespaces keeps the
+        // others' subjects (read just before the apply: another install may have added one).
+        if super::webhook::is_shared_binding(step) {
+            match self.retry(|| api.get_opt(&step.name)).await {
+                Attempt::Done(Some(current)) => match serde_json::to_value(&current) {
+                    Ok(current) => manifest = super::webhook::merge_shared_binding(&manifest, &current),
+                    Err(e) => return Err(StepError::BadStep { object, message: format!("the object on the cluster cannot be read: {e}") }),
+                },
+                Attempt::Done(None) => {}
+                Attempt::Failed(e, attempts, elapsed) => return Err(self.error(step, &ar, "get", e, attempts, elapsed).await),
+            }
+        }
         let mut pp = PatchParams::apply(&self.opts.field_manager);
         pp.force = self.opts.force;
         let patch = Patch::Apply(&manifest);
@@ -747,7 +759,8 @@ const LABEL_BOOTSTRAPPING: &str = "kubernetes.io/bootstrapping";
 /// `operators.coreos.com/<package>.<namespace>` (capstan and OLM put it on everything they
 /// install, `reference/olm-v0.md` §5.5), or — cluster-scoped objects only, such as a CRD shared
 /// by two installs of one package — the component label of the same package in another
-/// namespace (the label's name is `<package>.<namespace>` and a namespace has no dot).
+/// namespace (the label's name is `<package>.<namespace>` and a namespace has no dot); the same
+/// holds for the auth bindings such installs share ([`super::webhook::is_shared_binding`]).
 /// Objects the API server bootstraps (label `kubernetes.io/bootstrapping`) are never this
 /// operator's. A step without a component label (not planned by [`super::plan::steps`]) is not
 /// checked.
@@ -772,7 +785,7 @@ pub fn takeover_refused(step: &Step, existing: Option<&std::collections::BTreeMa
         return None;
     }
     let package_of = |key: &str| key.strip_prefix(COMPONENT_LABEL_PREFIX).and_then(|rest| rest.rsplit_once('.')).map(|(pkg, _)| pkg.to_string());
-    if step.namespace.is_none()
+    if (step.namespace.is_none() || super::webhook::is_shared_binding(step))
         && let Some(pkg) = package_of(&own)
         && labels.keys().any(|k| package_of(k).as_deref() == Some(pkg.as_str()))
     {
