@@ -6,7 +6,7 @@
 //! the Secret as `caBundle`, and the Deployment mounts the certificate. Then, by the controller:
 //! removal takes the webhook configurations, the CRD's conversion and the auth bindings; two
 //! installs of one package in two namespaces share the auth bindings (one subject each) and
-//! removing one leaves the other's; certificates are rotated when due (`CAPSTAN_CERT_VALIDITY`
+//! removing one leaves the other's; certificates are rotated when due (`Options::cert_validity`
 //! 120 s: due after 90 s) with the new CA everywhere; a webhook whose Deployment cannot run is
 //! named in the CSV's status and removal still cleans it up.
 
@@ -28,8 +28,6 @@ use support::controller::*;
 #[tokio::test]
 async fn controller_installs_a_webhook_operator() {
     let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("capstan=info").try_init();
-    // SAFETY: set before the controller starts, the only thread reading it; this binary has one test.
-    unsafe { std::env::set_var(certs::CERT_VALIDITY_ENV, "120s") };
     let client = support::cluster().await;
     let registry = support::registry();
     let work = tempfile::tempdir().unwrap();
@@ -38,7 +36,8 @@ async fn controller_installs_a_webhook_operator() {
     let catalog_ref = publish_dirs(&registry, &repo, "catalog", work.path(), &[(&bundle, "0.1.0", "replaces")]);
     apply_crds(&client).await;
     let catalog_ns = TestNamespace::new(&client, "ctl-wh-catalog").await;
-    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None, ..Default::default() };
+    // Certificates valid for 120 s: rotation is due after 90 s (below).
+    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None, cert_validity: Some(std::time::Duration::from_secs(120)), ..Default::default() };
     let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
     catalog_source(&client, &catalog_ns.name, "examples", &catalog_ref).await;
     let ns = namespace_with_global_group(&client, "ctl-wh").await;

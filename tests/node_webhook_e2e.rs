@@ -9,7 +9,9 @@
 //! working), removal by deleting the Subscription and CSV (the webhook configuration is deleted
 //! before the Deployment, seen by a watch, so writes never fail on a webhook that points at
 //! nothing), and the failure case (a Deployment that never becomes ready: writes blocked, the CSV
-//! not Succeeded and naming both webhooks, removal unblocks writes).
+//! not Succeeded and naming both webhooks, removal unblocks writes), and an upgrade to the next
+//! version while Widgets are written (Manual approval): every write is validated and none fails
+//! during the handover; the webhook configuration and the certificate are taken over.
 //!
 //! Needs a running environment WITH the real node (`tests/cluster/up.sh all` as the node's
 //! owner); it never starts or stops one: `CAPSTAN_CLUSTER_DIR` names it (default `.cluster`).
@@ -22,7 +24,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use capstan::api::{CatalogSource, ClusterServiceVersion, OperatorGroup, Subscription};
-use capstan::install::certs::{ANNOTATION_CA_HASH, CERT_VALIDITY_ENV};
+use capstan::install::certs::ANNOTATION_CA_HASH;
 use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -72,25 +74,36 @@ fn operator_image(registry: &str, work: &Path) -> String {
     out.lines().find_map(|l| l.strip_prefix("webhook-operator ")).expect("image line").trim().to_string()
 }
 
-/// The fixture bundle with the image (and extra container args) set, published as a bundle
-/// image in a catalog of its own. Returns the catalog's reference.
-fn publish(registry: &str, repo: &str, image: &str, args: &[&str], work: &Path) -> String {
+/// The fixture bundle with the image (and extra container args) set, published as bundle
+/// images in a catalog of its own, one per version: `0.1.0` is the fixture; a later version is the same
+/// operator with its CSV renamed and `replaces` the one before (the next version of a package
+/// that changes nothing of its webhooks), so the catalog's channel upgrades along them.
+fn publish_versions(registry: &str, repo: &str, image: &str, args: &[&str], versions: &[&str], work: &Path) -> String {
     let src = support::repo_root().join("tests/fixtures/webhook-operator/0.1.0");
-    let dir = work.join(format!("{repo}-bundle"));
-    for sub in ["manifests", "metadata"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-        for e in std::fs::read_dir(src.join(sub)).unwrap().flatten() {
-            let mut text = std::fs::read_to_string(e.path()).unwrap().replace(PLACEHOLDER_IMAGE, image);
-            if !args.is_empty() {
-                text = text.replace("                image: ", &format!("                args: {args:?}\n                image: "));
-            }
-            std::fs::write(dir.join(sub).join(e.file_name()), text).unwrap();
-        }
-    }
-    let bundle_ref = format!("{registry}/{repo}/webhook-operator-bundle:v0.1.0");
-    capstan(&["bundle", "push", "-q", dir.to_str().unwrap(), &bundle_ref]);
     let catalog = work.join(format!("{repo}-catalog"));
-    capstan(&["catalog", "add", catalog.to_str().unwrap(), &bundle_ref]);
+    let mut previous: Option<&str> = None;
+    for version in versions {
+        let dir = work.join(format!("{repo}-bundle-{version}"));
+        for sub in ["manifests", "metadata"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+            for e in std::fs::read_dir(src.join(sub)).unwrap().flatten() {
+                let mut text = std::fs::read_to_string(e.path()).unwrap().replace(PLACEHOLDER_IMAGE, image);
+                if !args.is_empty() {
+                    text = text.replace("                image: ", &format!("                args: {args:?}\n                image: "));
+                }
+                if let Some(prev) = previous {
+                    text = text
+                        .replace("  name: webhook-operator.v0.1.0", &format!("  name: webhook-operator.v{version}"))
+                        .replace("  version: 0.1.0", &format!("  version: {version}\n  replaces: webhook-operator.v{prev}"));
+                }
+                std::fs::write(dir.join(sub).join(e.file_name()), text).unwrap();
+            }
+        }
+        let bundle_ref = format!("{registry}/{repo}/webhook-operator-bundle:v{version}");
+        capstan(&["bundle", "push", "-q", dir.to_str().unwrap(), &bundle_ref]);
+        capstan(&["catalog", "add", "--mode", "replaces", catalog.to_str().unwrap(), &bundle_ref]);
+        previous = Some(version);
+    }
     let catalog_ref = format!("{registry}/{repo}/catalog:latest");
     capstan(&["catalog", "push", "-q", catalog.to_str().unwrap(), &catalog_ref]);
     catalog_ref
@@ -108,22 +121,46 @@ where
 /// Namespace `ns` with an all-namespaces OperatorGroup (conversion webhooks need it) and a
 /// Subscription to webhook-operator from `source`, its pod on the real node.
 async fn subscribe(client: &kube::Client, ns: &str, source: &str, catalog_ns: &str) {
+    subscribe_with(client, ns, source, catalog_ns, json!({"installPlanApproval": "Automatic"})).await;
+}
+
+/// [`subscribe`] with more `spec` fields (`installPlanApproval`, `startingCSV`).
+async fn subscribe_with(client: &kube::Client, ns: &str, source: &str, catalog_ns: &str, extra: Value) {
     namespace(client, ns).await;
     create::<OperatorGroup>(client, ns, json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "global", "namespace": ns}, "spec": {}})).await;
-    create::<Subscription>(client, ns, json!({
+    let mut sub = json!({
         "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
         "metadata": {"name": "webhook-operator", "namespace": ns},
-        "spec": {"name": "webhook-operator", "channel": "alpha", "source": source, "sourceNamespace": catalog_ns, "installPlanApproval": "Automatic",
+        "spec": {"name": "webhook-operator", "channel": "alpha", "source": source, "sourceNamespace": catalog_ns,
                  "config": {"nodeSelector": {"type": "real"}, "tolerations": [{"key": "capstan.dev/node", "operator": "Equal", "value": "real", "effect": "NoSchedule"}]}}
-    }))
+    });
+    if let (Some(spec), Some(more)) = (sub["spec"].as_object_mut(), extra.as_object()) {
+        spec.extend(more.clone());
+    }
+    create::<Subscription>(client, ns, sub).await;
+}
+
+/// Approves the Subscription's InstallPlan that installs `csv`, once it waits for approval.
+async fn approve(client: &kube::Client, ns: &str, csv: &str) {
+    let plans: Api<capstan::api::InstallPlan> = Api::namespaced(client.clone(), ns);
+    let name = eventually(&format!("InstallPlan for {csv} waiting for approval"), Duration::from_secs(120), || async {
+        let list = plans.list(&ListParams::default()).await.ok()?;
+        list.items.into_iter().find(|p| p.spec.cluster_service_version_names.iter().any(|n| n == csv) && !p.spec.approved).map(|p| p.metadata.name.unwrap_or_default())
+    })
     .await;
+    plans.patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(json!({"spec": {"approved": true}}))).await.expect("approve");
 }
 
 /// The CSV of `ns` once its status satisfies `f`.
 async fn csv_when(client: &kube::Client, ns: &str, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+    csv_named_when(client, ns, CSV, what, f).await
+}
+
+/// CSV `csv` of `ns` once its status satisfies `f`.
+async fn csv_named_when(client: &kube::Client, ns: &str, csv: &str, what: &str, f: impl Fn(&Value) -> bool) -> Value {
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
     eventually(what, Duration::from_secs(180), || async {
-        let st = serde_json::to_value(csvs.get_opt(CSV).await.ok()??.status?).ok()?;
+        let st = serde_json::to_value(csvs.get_opt(csv).await.ok()??.status?).ok()?;
         f(&st).then_some(st)
     })
     .await
@@ -183,8 +220,6 @@ async fn cleanup(client: &kube::Client, ns: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhook_operator_on_the_real_node() {
     let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("capstan=info").try_init();
-    // SAFETY: set before the controller starts; this binary has one test.
-    unsafe { std::env::set_var(CERT_VALIDITY_ENV, "60s") };
     let client = client().await;
     let registry = std::fs::read_to_string(state().join("registry")).expect("registry").trim().to_string();
     let work = tempfile::tempdir().unwrap();
@@ -196,10 +231,12 @@ async fn webhook_operator_on_the_real_node() {
 
     support::controller::apply_crds(&client).await;
     namespace(&client, &catalog_ns).await;
-    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.clone(), catalog_cache: None, ..Default::default() };
-    let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
-    for (name, args) in [("webhooks", &[][..]), ("never-ready", &["-never-ready"][..])] {
-        let catalog_ref = publish(&registry, &format!("wh-e2e-{name}-{suffix}"), &image, args, work.path());
+    // Certificates valid for 60 s (rotation due after 45 s) until the upgrade phase, which runs
+    // under a second controller with the default validity.
+    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.clone(), catalog_cache: None, cert_validity: Some(Duration::from_secs(60)), ..Default::default() };
+    let controller = tokio::spawn(capstan::controller::run(client.clone(), options.clone(), std::future::pending()));
+    for (name, args, versions) in [("webhooks", &[][..], &["0.1.0"][..]), ("never-ready", &["-never-ready"][..], &["0.1.0"][..]), ("upgrade", &[][..], &["0.1.0", "0.2.0"][..])] {
+        let catalog_ref = publish_versions(&registry, &format!("wh-e2e-{name}-{suffix}"), &image, args, versions, work.path());
         create::<CatalogSource>(&client, &catalog_ns, json!({
             "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource", "metadata": {"name": name, "namespace": catalog_ns},
             "spec": {"sourceType": "grpc", "image": catalog_ref}
@@ -328,10 +365,67 @@ async fn webhook_operator_on_the_real_node() {
     .catch_unwind_result()
     .await;
     cleanup(&client, &ns2).await;
+    if let Err(p) = result {
+        controller.abort();
+        std::panic::resume_unwind(p);
+    }
+
+    // ---- upgrade 0.1.0 → 0.2.0 while Widgets are written: the next CSV takes over the same
+    //      webhook configuration, Service and certificate, so no write fails during the handover
+    controller.abort();
+    let controller = tokio::spawn(capstan::controller::run(client.clone(), capstan::controller::Options { cert_validity: None, ..options }, std::future::pending()));
+    let ns3 = format!("wh-e2e-upgrade-{suffix}");
+    subscribe_with(&client, &ns3, "upgrade", &catalog_ns, json!({"installPlanApproval": "Manual", "startingCSV": CSV})).await;
+    let result = std::panic::AssertUnwindSafe(async {
+        approve(&client, &ns3, CSV).await;
+        csv_when(&client, &ns3, "0.1.0 Succeeded", |st| st["phase"] == "Succeeded").await;
+        eventually("the webhook serves", Duration::from_secs(120), || async { create_widget(&client, &ns3, "v1", "first", json!({"replicas": 1})).await.ok() }).await;
+        let ca_before = Api::<Secret>::namespaced(client.clone(), &ns3).get("webhook-operator-service-cert").await.unwrap().metadata.annotations.unwrap_or_default()[ANNOTATION_CA_HASH].clone();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (client, ns3, stop) = (client.clone(), ns3.clone(), stop.clone());
+            tokio::spawn(async move {
+                let (mut ok, mut failed) = (0u32, Vec::new());
+                let mut i = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    i += 1;
+                    match create_widget(&client, &ns3, "v1", &format!("w{i}"), json!({"replicas": 2})).await {
+                        Ok(_) => ok += 1,
+                        Err(e) => failed.push(e.to_string()),
+                    }
+                    let too_big = create_widget(&client, &ns3, "v1", &format!("big{i}"), json!({"replicas": 99})).await;
+                    if too_big.is_ok() {
+                        failed.push(format!("big{i} was stored: no webhook validated it"));
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                (ok, failed)
+            })
+        };
+        approve(&client, &ns3, "webhook-operator.v0.2.0").await;
+        csv_named_when(&client, &ns3, "webhook-operator.v0.2.0", "0.2.0 Succeeded", |st| st["phase"] == "Succeeded").await;
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns3);
+        eventually("0.1.0 deleted after the upgrade", Duration::from_secs(120), || async { csvs.get_opt(CSV).await.ok()?.is_none().then_some(()) }).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (ok, failed) = writer.await.unwrap();
+        assert!(ok >= 5 && failed.is_empty(), "{ok} writes stored; failed or unvalidated during the upgrade: {failed:?}");
+        let vwcs = Api::<ValidatingWebhookConfiguration>::all(client.clone()).list(&ListParams::default().labels(&format!("olm.owner.namespace={ns3}"))).await.unwrap();
+        assert_eq!(vwcs.items.len(), 1, "one webhook configuration, taken over");
+        assert_eq!(vwcs.items[0].metadata.labels.as_ref().unwrap()["olm.owner"], "webhook-operator.v0.2.0");
+        let ca_after = Api::<Secret>::namespaced(client.clone(), &ns3).get("webhook-operator-service-cert").await.unwrap().metadata.annotations.unwrap_or_default()[ANNOTATION_CA_HASH].clone();
+        assert_eq!(ca_before, ca_after, "the certificate is kept across the upgrade");
+        let _ = Api::<Subscription>::namespaced(client.clone(), &ns3).delete("webhook-operator", &DeleteParams::default()).await;
+        let _ = csvs.delete("webhook-operator.v0.2.0", &DeleteParams::default()).await;
+        eventually("0.2.0 removed", Duration::from_secs(120), || async { csvs.get_opt("webhook-operator.v0.2.0").await.ok()?.is_none().then_some(()) }).await;
+    })
+    .catch_unwind_result()
+    .await;
+    cleanup(&client, &ns3).await;
     controller.abort();
     let _ = Api::<Namespace>::all(client.clone()).delete(&catalog_ns, &DeleteParams::default()).await;
     // Nothing of either install is left outside its namespaces.
-    for n in [&ns, &ns2] {
+    for n in [&ns, &ns2, &ns3] {
         let sel = ListParams::default().labels(&format!("olm.owner.namespace={n}"));
         assert!(Api::<ValidatingWebhookConfiguration>::all(client.clone()).list(&sel).await.unwrap().items.is_empty());
         assert!(Api::<ClusterRoleBinding>::all(client.clone()).list(&sel).await.unwrap().items.is_empty());

@@ -514,7 +514,7 @@ async fn webhooks_and_certificates(ctx: &Context, csv: &ClusterServiceVersion, n
         }
     }
     let unavailable = (!unavailable.is_empty()).then(|| unavailable.join("; "));
-    let opts = crate::install::apply::ApplyOptions::default();
+    let opts = ctx.options.apply_options();
     let times = webhook::rotate_due(&ctx.client, &name, ns, &defs, &opts, time::OffsetDateTime::now_utc()).await.map_err(|message| Error::Certificates { csv: format!("{ns}/{name}"), message })?;
     for (secret, reason) in &times.rotated {
         let message = format!("serving certificate in Secret {secret} issued again ({reason}); webhook configurations, CRD conversion, APIServices and Deployment now use the new CA");
