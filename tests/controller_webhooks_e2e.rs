@@ -170,6 +170,27 @@ async fn controller_installs_a_webhook_operator() {
     uninstall(&client, &d.name, "webhook-operator", "webhook-operator.v0.1.0").await;
     eventually("APIService removed with the CSV", WAIT, || async { api_svcs.get_opt("v1.gizmos.capstan.dev").await.ok()?.is_none().then_some(()) }).await;
 
+    // Required APIServices are requirements, as OLM's requirementStatus: v1.apps (served,
+    // Available) Present; v1.nowhere.example.com NotPresent, so the CSV stays Pending.
+    let e = namespace_with_group(&client, "ctl-wh-e").await;
+    create::<ClusterServiceVersion>(&client, &e.name, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": "needs-apis.v1.0.0", "namespace": e.name},
+        "spec": {"displayName": "needs-apis", "installModes": [{"type": "OwnNamespace", "supported": true}],
+                 "apiservicedefinitions": {"required": [{"name": "deployments", "group": "apps", "version": "v1", "kind": "Deployment"},
+                                                        {"name": "ghosts", "group": "nowhere.example.com", "version": "v1", "kind": "Ghost"}]},
+                 "install": {"strategy": "deployment", "spec": {"deployments": []}}}
+    }))
+    .await;
+    let st = eventually("required APIServices in requirementStatus", WAIT, || async {
+        let st = Api::<ClusterServiceVersion>::namespaced(client.clone(), &e.name).get("needs-apis.v1.0.0").await.ok()?.status?;
+        (st.reason.as_ref().map(|r| r.as_str()) == Some("RequirementsNotMet")).then_some(st)
+    })
+    .await;
+    let apis: Vec<(&str, &str)> = st.requirement_status.iter().filter(|r| r.kind == "APIService").map(|r| (r.name.as_str(), r.status.as_str())).collect();
+    assert_eq!(apis, [("v1.apps", "Present"), ("v1.nowhere.example.com", "NotPresent")], "{:?}", st.requirement_status);
+    assert!(st.message.as_deref().unwrap_or_default().contains("required APIService v1.nowhere.example.com (Ghost)"), "{:?}", st.message);
+
     controller.abort();
     let _ = crds.delete("widgets.webhook.capstan.dev", &DeleteParams::default()).await;
     cleanup_cluster_rbac(&client, &[&ns.name, &a.name, &b.name, &c.name, &d.name]).await;
