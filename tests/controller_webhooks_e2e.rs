@@ -6,7 +6,7 @@
 //! the Secret as `caBundle`, and the Deployment mounts the certificate. Then, by the controller:
 //! removal takes the webhook configurations, the CRD's conversion and the auth bindings; two
 //! installs of one package in two namespaces share the auth bindings (one subject each) and
-//! removing one leaves the other's; certificates are rotated when due (`CAPSTAN_CERT_VALIDITY`
+//! removing one leaves the other's; certificates are rotated when due (`Options::cert_validity`
 //! 120 s: due after 90 s) with the new CA everywhere; a webhook whose Deployment cannot run is
 //! named in the CSV's status and removal still cleans it up.
 
@@ -28,8 +28,6 @@ use support::controller::*;
 #[tokio::test]
 async fn controller_installs_a_webhook_operator() {
     let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("capstan=info").try_init();
-    // SAFETY: set before the controller starts, the only thread reading it; this binary has one test.
-    unsafe { std::env::set_var(certs::CERT_VALIDITY_ENV, "120s") };
     let client = support::cluster().await;
     let registry = support::registry();
     let work = tempfile::tempdir().unwrap();
@@ -38,7 +36,8 @@ async fn controller_installs_a_webhook_operator() {
     let catalog_ref = publish_dirs(&registry, &repo, "catalog", work.path(), &[(&bundle, "0.1.0", "replaces")]);
     apply_crds(&client).await;
     let catalog_ns = TestNamespace::new(&client, "ctl-wh-catalog").await;
-    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None, ..Default::default() };
+    // Certificates valid for 120 s: rotation is due after 90 s (below).
+    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None, cert_validity: Some(std::time::Duration::from_secs(120)), ..Default::default() };
     let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
     catalog_source(&client, &catalog_ns.name, "examples", &catalog_ref).await;
     let ns = namespace_with_global_group(&client, "ctl-wh").await;
@@ -81,7 +80,7 @@ async fn controller_installs_a_webhook_operator() {
         (left.is_empty() && crd.spec.conversion.as_ref().is_some_and(|c| c.strategy == "None" && c.webhook.is_none())).then_some(())
     })
     .await;
-    assert_eq!(subjects_of_bindings(&client).await, (None, None), "the auth bindings of the only install are deleted");
+    assert_eq!(subjects_of_bindings(&client, &[&ns.name]).await, (None, None), "the auth bindings of the only install are deleted");
     let _ = crds.delete("widgets.webhook.capstan.dev", &DeleteParams::default()).await;
 
     // Two OwnNamespace installs of a variant (validating webhook only) share the auth bindings.
@@ -95,7 +94,18 @@ async fn controller_installs_a_webhook_operator() {
         csv_version_succeeded(&client, n, "webhook-operator.v0.1.0").await;
     }
     let both = (Some(vec![a.name.clone(), b.name.clone()]), Some(vec![a.name.clone(), b.name.clone()]));
-    assert_eq!(sorted(subjects_of_bindings(&client).await), both, "one subject per install in each shared binding");
+    assert_eq!(sorted(subjects_of_bindings(&client, &[&a.name, &b.name]).await), both, "one subject per install in each shared binding");
+
+    // A webhook Deployment deleted by hand comes back with the certificate's olmcahash.
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), &b.name);
+    let hash = Api::<Secret>::namespaced(client.clone(), &b.name).get("webhook-operator-service-cert").await.unwrap().metadata.annotations.unwrap()["olmcahash"].clone();
+    let uid = deps.get("webhook-operator").await.unwrap().metadata.uid;
+    deps.delete("webhook-operator", &DeleteParams::default()).await.unwrap();
+    eventually("the Deployment created again with the CA hash", WAIT, || async {
+        let d = deps.get_opt("webhook-operator").await.ok()??;
+        (d.metadata.uid != uid && d.spec?.template.metadata?.annotations?.get("olmcahash") == Some(&hash)).then_some(())
+    })
+    .await;
 
     // Rotation when due (120 s validity: after 90 s): new CA in the Secret, the webhook
     // configuration and the Deployment; the CSV's certsRotateAt moves on.
@@ -122,13 +132,13 @@ async fn controller_installs_a_webhook_operator() {
     // Removing a leaves b's subjects and webhook; removing b takes the bindings.
     uninstall(&client, &a.name, "webhook-operator", "webhook-operator.v0.1.0").await;
     eventually("a's subjects gone, b's kept", WAIT, || async {
-        (owned_vwcs(&client, &a.name).await.is_empty() && subjects_of_bindings(&client).await == (Some(vec![b.name.clone()]), Some(vec![b.name.clone()]))).then_some(())
+        (owned_vwcs(&client, &a.name).await.is_empty() && subjects_of_bindings(&client, &[&a.name, &b.name]).await == (Some(vec![b.name.clone()]), Some(vec![b.name.clone()]))).then_some(())
     })
     .await;
     assert_eq!(owned_vwcs(&client, &b.name).await.len(), 1, "b's webhook stays");
     uninstall(&client, &b.name, "webhook-operator", "webhook-operator.v0.1.0").await;
     eventually("the shared bindings go with the last install", WAIT, || async {
-        (owned_vwcs(&client, &b.name).await.is_empty() && subjects_of_bindings(&client).await == (None, None)).then_some(())
+        (owned_vwcs(&client, &b.name).await.is_empty() && subjects_of_bindings(&client, &[&a.name, &b.name]).await == (None, None)).then_some(())
     })
     .await;
 
@@ -147,9 +157,54 @@ async fn controller_installs_a_webhook_operator() {
     uninstall(&client, &c.name, "webhook-operator", "webhook-operator.v0.1.0").await;
     eventually("the unserved webhook removed", WAIT, || async { owned_vwcs(&client, &c.name).await.is_empty().then_some(()) }).await;
 
+    // An owned APIService that the API server cannot reach (kwok's pods serve nothing): the
+    // CSV is not Succeeded and says which APIService; its requirement names the Deployment;
+    // removal deletes the APIService.
+    let api_bundle = apiservice_variant(&own, work.path());
+    let api_ref = publish_dirs(&registry, &repo, "api-catalog", work.path(), &[(&api_bundle, "0.1.0", "replaces")]);
+    catalog_source(&client, &catalog_ns.name, "api", &api_ref).await;
+    let d = namespace_with_group(&client, "ctl-wh-d").await;
+    subscribe_to(&client, &d.name, "api", &catalog_ns.name, json!({})).await;
+    let st = eventually("CSV waiting on its APIService", WAIT, || async {
+        let st = Api::<ClusterServiceVersion>::namespaced(client.clone(), &d.name).get("webhook-operator.v0.1.0").await.ok()?.status?;
+        st.message.as_deref()?.contains("APIService v1.gizmos.capstan.dev is not Available").then_some(st)
+    })
+    .await;
+    assert_eq!(st.phase.as_ref().map(|p| p.as_str()), Some("Installing"), "{st:?}");
+    let req = st.requirement_status.iter().find(|r| r.kind == "APIService").expect("APIService requirement");
+    assert_eq!((req.name.as_str(), req.status.as_str()), ("v1.gizmos.capstan.dev", "DeploymentFound"));
+    let apiservices = kube::core::ApiResource::from_gvk_with_plural(&kube::core::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"), "apiservices");
+    let api_svcs: Api<kube::core::DynamicObject> = Api::all_with(client.clone(), &apiservices);
+    let svc = api_svcs.get("v1.gizmos.capstan.dev").await.expect("APIService created");
+    assert_eq!(svc.data["spec"]["service"]["namespace"], d.name.as_str());
+    assert!(svc.data["spec"]["caBundle"].as_str().is_some_and(|b| !b.is_empty()), "caBundle filled");
+    uninstall(&client, &d.name, "webhook-operator", "webhook-operator.v0.1.0").await;
+    eventually("APIService removed with the CSV", WAIT, || async { api_svcs.get_opt("v1.gizmos.capstan.dev").await.ok()?.is_none().then_some(()) }).await;
+
+    // Required APIServices are requirements, as OLM's requirementStatus: v1.apps (served,
+    // Available) Present; v1.nowhere.example.com NotPresent, so the CSV stays Pending.
+    let e = namespace_with_group(&client, "ctl-wh-e").await;
+    create::<ClusterServiceVersion>(&client, &e.name, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": "needs-apis.v1.0.0", "namespace": e.name},
+        "spec": {"displayName": "needs-apis", "installModes": [{"type": "OwnNamespace", "supported": true}],
+                 "apiservicedefinitions": {"required": [{"name": "deployments", "group": "apps", "version": "v1", "kind": "Deployment"},
+                                                        {"name": "ghosts", "group": "nowhere.example.com", "version": "v1", "kind": "Ghost"}]},
+                 "install": {"strategy": "deployment", "spec": {"deployments": []}}}
+    }))
+    .await;
+    let st = eventually("required APIServices in requirementStatus", WAIT, || async {
+        let st = Api::<ClusterServiceVersion>::namespaced(client.clone(), &e.name).get("needs-apis.v1.0.0").await.ok()?.status?;
+        (st.reason.as_ref().map(|r| r.as_str()) == Some("RequirementsNotMet")).then_some(st)
+    })
+    .await;
+    let apis: Vec<(&str, &str)> = st.requirement_status.iter().filter(|r| r.kind == "APIService").map(|r| (r.name.as_str(), r.status.as_str())).collect();
+    assert_eq!(apis, [("v1.apps", "Present"), ("v1.nowhere.example.com", "NotPresent")], "{:?}", st.requirement_status);
+    assert!(st.message.as_deref().unwrap_or_default().contains("required APIService v1.nowhere.example.com (Ghost)"), "{:?}", st.message);
+
     controller.abort();
     let _ = crds.delete("widgets.webhook.capstan.dev", &DeleteParams::default()).await;
-    cleanup_cluster_rbac(&client, &[&ns.name, &a.name, &b.name, &c.name]).await;
+    cleanup_cluster_rbac(&client, &[&ns.name, &a.name, &b.name, &c.name, &d.name]).await;
 }
 
 /// The bundle with OwnNamespace supported and without its conversion webhook (conversion
@@ -167,6 +222,25 @@ fn own_namespace_variant(bundle: &std::path::Path, work: &std::path::Path) -> st
     let csv = std::fs::read_to_string(&csv_path).unwrap();
     let csv = csv.replacen("  - type: OwnNamespace\n    supported: false", "  - type: OwnNamespace\n    supported: true", 1);
     let csv = &csv[..csv.find("  - type: ConversionWebhook").expect("conversion webhook is the last definition")];
+    std::fs::write(&csv_path, csv).unwrap();
+    dir
+}
+
+/// The OwnNamespace variant that also owns APIService `v1.gizmos.capstan.dev`, served by its
+/// Deployment on the webhook's target port (one port may lead to one target only), in
+/// `work/api/webhook-operator/0.1.0`.
+fn apiservice_variant(own: &std::path::Path, work: &std::path::Path) -> std::path::PathBuf {
+    let dir = work.join("api/webhook-operator/0.1.0");
+    for sub in ["manifests", "metadata"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        for f in std::fs::read_dir(own.join(sub)).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, dir.join(sub).join(f.file_name().unwrap())).unwrap();
+        }
+    }
+    let csv_path = dir.join("manifests/webhook-operator.clusterserviceversion.yaml");
+    let mut csv = std::fs::read_to_string(&csv_path).unwrap();
+    csv.push_str("  apiservicedefinitions:\n    owned:\n    - name: gizmos\n      group: gizmos.capstan.dev\n      version: v1\n      kind: Gizmo\n      displayName: Gizmo\n      deploymentName: webhook-operator\n      containerPort: 9443\n");
     std::fs::write(&csv_path, csv).unwrap();
     dir
 }
@@ -197,12 +271,14 @@ async fn owned_vwcs(client: &kube::Client, ns: &str) -> Vec<ValidatingWebhookCon
 }
 
 /// The namespaces of the subjects of the auth-delegator ClusterRoleBinding and the auth-reader
-/// RoleBinding in kube-system (`None`: the binding does not exist).
-async fn subjects_of_bindings(client: &kube::Client) -> (Option<Vec<String>>, Option<Vec<String>>) {
-    let ns_of = |s: Option<Vec<k8s_openapi::api::rbac::v1::Subject>>| s.unwrap_or_default().into_iter().filter_map(|s| s.namespace).collect::<Vec<_>>();
+/// RoleBinding in kube-system among `mine` (this test's namespaces; installs of other tests or
+/// runs may share the bindings). `None`: no subject of `mine` in the binding.
+async fn subjects_of_bindings(client: &kube::Client, mine: &[&str]) -> (Option<Vec<String>>, Option<Vec<String>>) {
+    let ns_of = |s: Option<Vec<k8s_openapi::api::rbac::v1::Subject>>| s.unwrap_or_default().into_iter().filter_map(|s| s.namespace).filter(|n| mine.contains(&n.as_str())).collect::<Vec<_>>();
     let crb = Api::<ClusterRoleBinding>::all(client.clone()).get_opt("webhook-operator-service-system:auth-delegator").await.unwrap();
     let rb = Api::<RoleBinding>::namespaced(client.clone(), "kube-system").get_opt("webhook-operator-service-auth-reader").await.unwrap();
-    (crb.map(|b| ns_of(b.subjects)), rb.map(|b| ns_of(b.subjects)))
+    let ours = |v: Vec<String>| (!v.is_empty()).then_some(v);
+    (crb.and_then(|b| ours(ns_of(b.subjects))), rb.and_then(|b| ours(ns_of(b.subjects))))
 }
 
 fn sorted((a, b): (Option<Vec<String>>, Option<Vec<String>>)) -> (Option<Vec<String>>, Option<Vec<String>>) {

@@ -221,6 +221,8 @@ pub fn run(args: ControllerArgs) -> ExitCode {
             global_catalog_namespace: args.global_catalog_namespace,
             catalog_cache: Some(capstan::oci::config::default_cache_root()),
             insecure_registries: args.insecure_registries,
+            // `$CAPSTAN_CERT_VALIDITY` or two years (ApplyOptions' default).
+            cert_validity: None,
         };
         tracing::info!(global_catalog_namespace = %options.global_catalog_namespace, leader_elect = args.leader_elect, "capstan controller starting");
         if !args.leader_elect {

@@ -140,7 +140,8 @@ async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &s
     let mut entries = Vec::new();
     let mut missing = Vec::new();
     // Order and checks as OLM's requirementAndPermissionStatus: minKubeVersion, each CRD once
-    // (owned wins, by name), native APIs, then the ServiceAccounts (issue 13).
+    // (owned wins, by name), required then owned APIServices, native APIs, then the
+    // ServiceAccounts (issue 13, issue 14).
     if csv.spec.min_kube_version.as_deref().is_some_and(|m| !m.is_empty()) {
         let server = client.apiserver_version().await.ok().map(|i| i.git_version);
         if let Some((met, entry)) = csv.min_kube_version_status(server.as_deref().ok_or(())) {
@@ -151,6 +152,7 @@ async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &s
         }
     }
     crd_requirements(client, csv, &mut entries, &mut missing).await?;
+    apiservice_requirements(client, csv, &mut entries, &mut missing).await?;
     native_api_requirements(client, csv, &mut entries, &mut missing).await?;
     service_account_requirements(client, csv, ns, &mut entries, &mut missing).await?;
     Ok((entries, missing))
@@ -177,6 +179,56 @@ async fn crd_requirements(client: &Client, csv: &ClusterServiceVersion, entries:
         entries.push(RequirementStatus { uuid, ..requirement("apiextensions.k8s.io", "CustomResourceDefinition", &d.name, st, msg) });
     }
     Ok(())
+}
+
+/// The APIService entries of [`requirement_status`], as OLM's `requirementStatus`: a required
+/// APIService `<version>.<group>` is `Present` when its kind is served and the APIService is
+/// Available, else `NotPresent`; an owned one is `DeploymentFound` when its `deploymentName` is
+/// in the install strategy, else `DeploymentNotFound` (unmet).
+async fn apiservice_requirements(client: &Client, csv: &ClusterServiceVersion, entries: &mut Vec<RequirementStatus>, missing: &mut Vec<String>) -> Result<(), Error> {
+    let Some(defs) = csv.spec.apiservicedefinitions.as_ref() else { return Ok(()) };
+    for r in defs.required.iter().flatten() {
+        let name = format!("{}.{}", r.version, r.group);
+        let (available, uuid) = match served_kind(client, &r.group, &r.version, &r.kind).await? {
+            false => (false, None),
+            true => apiservice_available(client, &name).await?,
+        };
+        let (st, msg) = if available { (RequirementStatusReason::Present, "APIService is available") } else { (RequirementStatusReason::NotPresent, "APIService is not present or not available") };
+        if !available {
+            missing.push(format!("required APIService {name} ({}): {msg}", r.kind));
+        }
+        entries.push(RequirementStatus { uuid, ..requirement("apiregistration.k8s.io", "APIService", &name, st, msg) });
+    }
+    let strategy: Vec<&str> = csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.as_str())).collect();
+    for o in defs.owned.iter().flatten() {
+        let name = format!("{}.{}", o.version, o.group);
+        let found = o.deployment_name.as_deref().is_some_and(|d| strategy.contains(&d));
+        let (st, msg) = if found { (RequirementStatusReason::DeploymentFound, "") } else { (RequirementStatusReason::DeploymentNotFound, "") };
+        if !found {
+            missing.push(format!("owned APIService {name}: deploymentName {:?} is not a Deployment of spec.install", o.deployment_name.as_deref().unwrap_or_default()));
+        }
+        entries.push(requirement("apiregistration.k8s.io", "APIService", &name, st, msg));
+    }
+    Ok(())
+}
+
+/// Whether `kind` is served in `group/version` (discovery; a group the server lacks is not).
+async fn served_kind(client: &Client, group: &str, version: &str, kind: &str) -> Result<bool, Error> {
+    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    match client.list_api_group_resources(&gv).await {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.kind == kind)),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 503 => Ok(false),
+        Err(e) => Err(kube_err(format!("discovering API {gv}"))(e)),
+    }
+}
+
+/// Whether APIService `name` exists with condition `Available=True`, and its uid.
+pub(crate) async fn apiservice_available(client: &Client, name: &str) -> Result<(bool, Option<String>), Error> {
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"), "apiservices");
+    let Some(obj) = Api::<DynamicObject>::all_with(client.clone(), &ar).get_opt(name).await.map_err(kube_err(format!("reading APIService {name}")))? else { return Ok((false, None)) };
+    let available = obj.data.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| cs.iter().any(|c| c["type"] == "Available" && c["status"] == "True"));
+    Ok((available, obj.metadata.uid.filter(|_| available)))
 }
 
 /// The `spec.nativeAPIs` entries of [`requirement_status`], checked by discovery.
@@ -463,8 +515,17 @@ async fn webhooks_and_certificates(ctx: &Context, csv: &ClusterServiceVersion, n
         return Ok((None, None));
     }
     let strategy: Vec<&str> = csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.as_str())).collect();
-    let unavailable = webhook::unavailable(&defs, |d| strategy.contains(&d).then(|| !waiting.iter().any(|w| w == d)));
-    let opts = crate::install::apply::ApplyOptions::default();
+    let mut unavailable: Vec<String> = webhook::unavailable(&defs, |d| strategy.contains(&d).then(|| !waiting.iter().any(|w| w == d))).into_iter().collect();
+    // An owned APIService must also be Available (the API server reaches it), as OLM's
+    // `isAPIServiceAvailable` before Succeeded.
+    for a in defs.apiservices.iter().filter(|a| a.deployment_name.as_deref().is_some_and(|d| !waiting.iter().any(|w| w == d))) {
+        let name = format!("{}.{}", a.version, a.group);
+        if !apiservice_available(&ctx.client, &name).await?.0 {
+            unavailable.push(format!("APIService {name} is not Available"));
+        }
+    }
+    let unavailable = (!unavailable.is_empty()).then(|| unavailable.join("; "));
+    let opts = ctx.options.apply_options();
     let times = webhook::rotate_due(&ctx.client, &name, ns, &defs, &opts, time::OffsetDateTime::now_utc()).await.map_err(|message| Error::Certificates { csv: format!("{ns}/{name}"), message })?;
     for (secret, reason) in &times.rotated {
         let message = format!("serving certificate in Secret {secret} issued again ({reason}); webhook configurations, CRD conversion, APIServices and Deployment now use the new CA");
@@ -532,6 +593,16 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
         };
         manifest["apiVersion"] = json!("apps/v1");
         manifest["kind"] = json!("Deployment");
+        // The plan holds `olmcahash` empty (filled at apply): take the serving Secret's.
+        if let Some(secret) = serving_secret_of(&manifest) {
+            let found = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(ctx.client.clone(), &ns)
+                .get_opt(&secret)
+                .await
+                .map_err(kube_err(format!("reading Secret {ns}/{secret}")))?;
+            if let Some(hash) = found.and_then(|s| s.metadata.annotations).and_then(|a| a.get(crate::install::certs::ANNOTATION_CA_HASH).cloned()) {
+                manifest["spec"]["template"]["metadata"]["annotations"][crate::install::certs::ANNOTATION_CA_HASH] = json!(hash);
+            }
+        }
         if let Some(refs) = manifest.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) {
             for r in refs.iter_mut().filter(|r| r["kind"] == "ClusterServiceVersion" && r["name"] == csv_name.as_str()) {
                 r["uid"] = json!(csv.uid().unwrap_or_default());
@@ -545,6 +616,18 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
         ctx.events.publish_for(csv, EventType::Normal, "DeploymentRecreated", &message).await;
     }
     Ok(())
+}
+
+/// The serving Secret a Deployment manifest mounts as OLM's `webhook-cert` volume, if any.
+fn serving_secret_of(manifest: &Value) -> Option<String> {
+    manifest
+        .pointer("/spec/template/spec/volumes")?
+        .as_array()?
+        .iter()
+        .find(|v| v["name"] == crate::install::webhook::VOLUME_WEBHOOK_CERT)?
+        .pointer("/secret/secretName")?
+        .as_str()
+        .map(String::from)
 }
 
 /// The requeue [`decide`] asks for after entering a phase whose next step needs no wait (Pending
@@ -664,14 +747,16 @@ pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &
             write(next, Duration::from_secs(2))
         }
         CsvView::Deployments(DeploymentsView { waiting, webhooks, certs }) => {
-            let (p, r, mut m) = if waiting.is_empty() {
+            let (p, r, mut m) = if waiting.is_empty() && webhooks.is_some() {
+                (CsvPhase::Installing, CsvReason::InstallWaiting, "installing".to_string())
+            } else if waiting.is_empty() {
                 (CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors".to_string())
             } else if phase == "Succeeded" || (phase == "Failed" && reason_is(status, "ComponentUnhealthy")) {
                 (CsvPhase::Failed, CsvReason::ComponentUnhealthy, format!("installing: Deployment {} is not available", waiting.join(", ")))
             } else {
                 (CsvPhase::Installing, CsvReason::InstallWaiting, format!("installing: waiting for deployment {} to become ready", waiting.join(", ")))
             };
-            if let Some(w) = webhooks.filter(|_| !waiting.is_empty()) {
+            if let Some(w) = webhooks {
                 m = format!("{m}: {w}");
             }
             let succeeded = p == CsvPhase::Succeeded;
@@ -894,6 +979,11 @@ mod tests {
         let view = DeploymentsView { waiting: vec!["op".into()], webhooks: Some(webhook.into()), certs: None };
         let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(view), &now());
         assert_eq!(written(&d), ("Installing".into(), "InstallWaiting".into(), format!("installing: waiting for deployment op to become ready: {webhook}")));
+        // Deployments ready, an owned APIService not Available: not Succeeded, and why.
+        let view = DeploymentsView { waiting: vec![], webhooks: Some("APIService v1.packages.example.com is not Available".into()), certs: None };
+        let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(view), &now());
+        assert_eq!(written(&d), ("Installing".into(), "InstallWaiting".into(), "installing: APIService v1.packages.example.com is not Available".into()));
+        assert!(!d.delete_replaced);
         // Succeeded with certificates: their times in status, a look again when the rotation is
         // due (sooner than the usual 30 s), and none later than 30 s.
         let last = Time("2025-12-31T00:00:00Z".parse().unwrap());

@@ -63,11 +63,25 @@ pub struct Options {
     /// although they are not loopback (`capstan controller --insecure-registry`;
     /// [`crate::oci::ClientConfig::insecure_registries`]). Empty: TLS for every non-loopback registry.
     pub insecure_registries: Vec<String>,
+    /// Validity of the webhook / APIService serving certificates this controller issues and
+    /// rotates; `None`: OLM's two years or `$CAPSTAN_CERT_VALIDITY`
+    /// ([`crate::install::apply::ApplyOptions::cert_validity`]). Rotation is due a day before
+    /// expiry, or after three quarters of a validity under four days ([`crate::install::certs::min_fresh`]).
+    pub cert_validity: Option<std::time::Duration>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { global_catalog_namespace: "olm".into(), catalog_cache: None, insecure_registries: Vec::new() }
+        Options { global_catalog_namespace: "olm".into(), catalog_cache: None, insecure_registries: Vec::new(), cert_validity: None }
+    }
+}
+
+impl Options {
+    /// How this controller applies InstallPlan steps and rotates certificates: the defaults of
+    /// [`crate::install::apply::ApplyOptions`] with [`Options::cert_validity`].
+    pub fn apply_options(&self) -> crate::install::apply::ApplyOptions {
+        let defaults = crate::install::apply::ApplyOptions::default();
+        crate::install::apply::ApplyOptions { cert_validity: self.cert_validity.unwrap_or(defaults.cert_validity), ..defaults }
     }
 }
 

@@ -809,6 +809,10 @@ pub fn takeover_refused(step: &Step, existing: Option<&std::collections::BTreeMa
 /// Whether an error is worth retrying: 5xx, 429, 409 Conflict, server timeouts, connection errors.
 fn is_transient(e: &KubeError) -> bool {
     match e {
+        // Server-side apply answers an object its schema cannot take (a list key twice, a
+        // wrong type) with 500 "failed to create typed patch object": the same object fails
+        // the same way every time.
+        KubeError::Api(s) if s.code == 500 && s.message.starts_with("failed to create typed patch object") => false,
         KubeError::Api(s) => s.code >= 500 || s.code == 429 || s.code == 409 || s.reason == "ServerTimeout" || s.reason == "Timeout",
         KubeError::HyperError(_) | KubeError::Service(_) => true,
         _ => false,
@@ -829,6 +833,9 @@ mod tests {
         for (code, reason) in [(403, "Forbidden"), (404, "NotFound"), (422, "Invalid"), (400, "BadRequest")] {
             assert!(!is_transient(&api(code, reason)), "{code} {reason}");
         }
+        // Seen with a Service whose port was planned twice: the same object fails every time.
+        let typed = KubeError::Api(Status::failure("failed to create typed patch object (ns/svc; /v1, Kind=Service): .spec.ports: duplicate entries for key [port=443,protocol=\"TCP\"]", "").with_code(500).boxed());
+        assert!(!is_transient(&typed));
     }
 
     fn step(kind: &str, namespace: Option<&str>, component: &str) -> Step {

@@ -236,6 +236,28 @@ pub fn check(defs: &Definitions, owned_crds: &[String], crds_in_bundle: &BTreeMa
             _ => {}
         }
     }
+    // One Service per Deployment: a port may lead to one target only (the API server refuses
+    // a Service with the port twice; OLM's install fails the same way, later).
+    for d in defs.deployments() {
+        let ports = defs.service_ports(&d);
+        for (k, (_, port, target)) in ports.iter().enumerate() {
+            if let Some((_, _, other)) = ports[..k].iter().find(|(_, p, _)| p == port) {
+                let show = |t: &IntOrString| match t {
+                    IntOrString::Int(n) => n.to_string(),
+                    IntOrString::String(s) => s.clone(),
+                };
+                out.push((
+                    format!("spec.webhookdefinitions / spec.apiservicedefinitions.owned (deploymentName {d:?})"),
+                    format!(
+                        "Service {} would have port {port} twice, to targetPort {} and {}; give the definitions served by Deployment {d} one containerPort per targetPort (an owned APIService's targetPort is its containerPort)",
+                        service_name(&d),
+                        show(other),
+                        show(target)
+                    ),
+                ));
+            }
+        }
+    }
     out
 }
 
@@ -930,6 +952,21 @@ mod tests {
 
     fn sa(ns: &str) -> Value {
         json!({"kind": "ServiceAccount", "name": "op", "namespace": ns})
+    }
+
+    #[test]
+    fn one_port_leading_to_two_targets_is_refused() {
+        let csv = json!({"spec": {
+            "webhookdefinitions": [{"type": "ValidatingAdmissionWebhook", "generateName": "v.example.com", "deploymentName": "op", "containerPort": 443, "targetPort": 9443,
+                "admissionReviewVersions": ["v1"], "sideEffects": "None", "rules": [{"apiGroups": ["example.com"], "apiVersions": ["*"], "operations": ["CREATE"], "resources": ["things"]}]}],
+            "apiservicedefinitions": {"owned": [{"name": "gizmos", "group": "gizmos.example.com", "version": "v1", "kind": "Gizmo", "deploymentName": "op", "containerPort": 443}]}}});
+        let defs = Definitions::read(&csv).unwrap();
+        let problems = check(&defs, &[], &BTreeMap::new());
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].1.contains("Service op-service would have port 443 twice, to targetPort 443 and 9443"), "{problems:?}");
+        let mut fixed = csv.clone();
+        fixed["spec"]["apiservicedefinitions"]["owned"][0]["containerPort"] = json!(9443);
+        assert_eq!(check(&Definitions::read(&fixed).unwrap(), &[], &BTreeMap::new()), Vec::<(String, String)>::new());
     }
 
     #[test]
