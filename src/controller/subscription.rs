@@ -304,7 +304,10 @@ pub(crate) fn plan_progress(status: &mut SubscriptionStatus, plan: &InstallPlan,
 /// The InstallPlan of one resolution, before it is created (§1.4): named by
 /// [`install_plan_name`], owned by the Subscription, approved when approval is Automatic, with the
 /// bundle lookups in annotation [`ANNOTATION_BUNDLE_LOOKUPS`]. Pure.
-pub(crate) fn new_plan(sub: &Subscription, plan_name: &str, csv_names: &[String], lookups: &PlannedLookups) -> Result<InstallPlan, Error> {
+///
+/// Labels: `operators.coreos.com/subscription: <name>` (capstan's, for pruning) and, as OLM, the
+/// component label `operators.coreos.com/<package>.<namespace>` of each package in `packages`.
+pub(crate) fn new_plan(sub: &Subscription, plan_name: &str, csv_names: &[String], packages: &[String], lookups: &PlannedLookups) -> Result<InstallPlan, Error> {
     let (ns, name) = (sub.namespace().unwrap_or_default(), sub.name_any());
     let approval = sub.spec.install_plan_approval.unwrap_or(Approval::Automatic);
     let owner = OwnerReference {
@@ -316,11 +319,16 @@ pub(crate) fn new_plan(sub: &Subscription, plan_name: &str, csv_names: &[String]
         block_owner_deletion: Some(false),
     };
     let lookups = serde_json::to_string(lookups).map_err(|source| Error::Build { what: format!("the bundle lookups of InstallPlan {ns}/{plan_name}"), source })?;
+    let labels = packages
+        .iter()
+        .map(|p| (crate::install::InstallTarget { namespace: ns.clone(), package: p.clone(), ..Default::default() }.component_label(), String::new()))
+        .chain([("operators.coreos.com/subscription".to_string(), name)])
+        .collect();
     let metadata = ObjectMeta {
         name: Some(plan_name.to_string()),
         namespace: Some(ns),
         owner_references: Some(vec![owner]),
-        labels: Some([("operators.coreos.com/subscription".to_string(), name)].into()),
+        labels: Some(labels),
         annotations: Some([(ANNOTATION_BUNDLE_LOOKUPS.to_string(), lookups)].into()),
         ..Default::default()
     };
@@ -586,7 +594,8 @@ async fn mark_superseded(plans: &Api<InstallPlan>, prior: &InstallPlan, message:
 /// Creates this resolution's InstallPlan ([`new_plan`]); one created meanwhile is read instead.
 async fn create_plan(ctx: &Context, sub: &Subscription, plans: &Api<InstallPlan>, plan_name: &str, csv_names: &[String], to_install: &[ResolvedBundle]) -> Result<InstallPlan, Error> {
     let ns = sub.namespace().unwrap_or_default();
-    let ip = new_plan(sub, plan_name, csv_names, &planned_lookups(&ctx.catalogs, to_install))?;
+    let packages: Vec<String> = to_install.iter().map(|b| b.package.clone()).collect();
+    let ip = new_plan(sub, plan_name, csv_names, &packages, &planned_lookups(&ctx.catalogs, to_install))?;
     tracing::info!(subscription = %format!("{ns}/{}", sub.name_any()), plan = %plan_name, csvs = ?csv_names, "creating InstallPlan");
     match plans.create(&PostParams::default(), &ip).await {
         Ok(p) => {
@@ -926,13 +935,14 @@ mod tests {
         let lookups = planned_lookups(&CatalogStore::default(), &[bundle("s", "a", "a.v2.0.0", Reason::Upgrade { from: "a.v1.0.0".into() })]);
         assert_eq!(lookups.catalog_sources, ["c"]);
         assert_eq!(lookups.bundle_lookups[0].replaces, "a.v1.0.0");
-        let ip = new_plan(&s, "install-x", &["a.v2.0.0".into()], &lookups).unwrap();
+        let ip = new_plan(&s, "install-x", &["a.v2.0.0".into()], &["a".into()], &lookups).unwrap();
         assert!(ip.spec.approved && ip.spec.approval == Approval::Automatic);
         assert_eq!(ip.owner_references()[0].uid, "uid-1");
         assert_eq!(ip.labels()["operators.coreos.com/subscription"], "s");
+        assert_eq!(ip.labels().get(&format!("operators.coreos.com/a.{}", ip.namespace().unwrap_or_default())).map(String::as_str), Some(""), "OLM's component label per package");
         let back: PlannedLookups = serde_json::from_str(&ip.annotations()[ANNOTATION_BUNDLE_LOOKUPS]).unwrap();
         assert_eq!(back, lookups);
         s.spec.install_plan_approval = Some(Approval::Manual);
-        assert!(!new_plan(&s, "install-x", &[], &lookups).unwrap().spec.approved);
+        assert!(!new_plan(&s, "install-x", &[], &[], &lookups).unwrap().spec.approved);
     }
 }

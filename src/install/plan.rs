@@ -306,6 +306,10 @@ pub fn steps(bundle: &Bundle, target: &InstallTarget) -> Result<Vec<Step>, PlanE
             shipped_sas.push(m.name().to_string());
         }
         let mut manifest = if i == bundle.csv_index { ctx.csv_manifest(&m.value) } else { ctx.bundle_object(m, info) };
+        if info.kind == "CustomResourceDefinition" {
+            let (key, value) = installed_alongside(&ctx.target.namespace, &csv_name);
+            annotations_mut(&mut manifest).insert(key, json!(value));
+        }
         if info.kind == "CustomResourceDefinition"
             && let Some(conversion) = conversions.get(m.name())
             && let Some(spec) = manifest.get_mut("spec").and_then(Value::as_object_mut)
@@ -734,6 +738,23 @@ fn sub_map_mut<'a>(v: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
         *entry = json!({});
     }
     entry.as_object_mut().expect("made an object above")
+}
+
+/// Prefix of the annotation OLM writes on each CRD an InstallPlan applies, naming the CSV it was
+/// installed alongside (upstream `pkg/controller/operators/internal/alongside`).
+pub const ANNOTATION_INSTALLED_ALONGSIDE: &str = "operatorframework.io/installed-alongside-";
+
+/// The installed-alongside annotation of a CRD installed with CSV `namespace/csv`: key
+/// [`ANNOTATION_INSTALLED_ALONGSIDE`] followed by the FNV-1a 64-bit hash of `namespace/csv` in
+/// lower-case hex, value `namespace/csv` (upstream `alongside.key`). Only the installing CSV is
+/// named: the plan's server-side apply replaces an earlier CSV's annotation, where OLM keeps
+/// those of CSVs that still exist.
+pub fn installed_alongside(namespace: &str, csv: &str) -> (String, String) {
+    let value = format!("{namespace}/{csv}");
+    use std::hash::Hasher;
+    let mut h = fnv::FnvHasher::default();
+    h.write(value.as_bytes());
+    (format!("{ANNOTATION_INSTALLED_ALONGSIDE}{:x}", h.finish()), value)
 }
 
 fn labels_mut(v: &mut Value) -> &mut Map<String, Value> {

@@ -385,3 +385,9 @@ fn reserved_rbac_names_are_refused_with_every_object_named() {
     assert!(is_reserved_rbac_name("ClusterRole", "view"));
     assert!(!is_reserved_rbac_name("Role", "view"), "a namespaced Role named view is the bundle's own");
 }
+
+#[test]
+fn crds_carry_olms_installed_alongside_annotation() {
+    // The key OLM v0.38.0 wrote in compare-olm's install-automatic scenario for s-auto/auto-op.v1.0.0.
+    assert_eq!(installed_alongside("s-auto", "auto-op.v1.0.0"), ("operatorframework.io/installed-alongside-2de3f66bbecf289f".to_string(), "s-auto/auto-op.v1.0.0".to_string()));
+}
