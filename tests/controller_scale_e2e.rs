@@ -137,7 +137,8 @@ async fn community_bundles_install_with_dependencies_large_manifests_and_invalid
     assert_eq!(r["kind"], "BundleObject", "{r}");
     assert!(r["image"].as_str().is_some_and(|i| i.contains("argocd-operator-bundle@sha256:")), "{r}");
     assert!(r["size"].as_u64().is_some_and(|s| s > 1_000_000), "{r}");
-    assert_eq!(crd.status.as_str(), "Created");
+    // Created, or Present when an earlier run on this cluster left the (cluster-scoped) CRD.
+    assert!(["Created", "Present"].contains(&crd.status.as_str()), "{:?}", crd.status);
     let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(client.clone());
     assert!(crds.get_opt("argocds.argoproj.io").await.expect("get CRD").is_some(), "the CRD was applied from the bundle");
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &argo.name);
