@@ -243,6 +243,8 @@ pub fn run(args: ControllerArgs) -> ExitCode {
             catalog_cache: Some(capstan::oci::config::default_cache_root()),
             insecure_registries: args.insecure_registries,
             discovery,
+            // `$CAPSTAN_CERT_VALIDITY` or two years (ApplyOptions' default).
+            cert_validity: None,
         };
         // The catalogs outlive leadership: discovery serves them on every replica (a standby loads
         // the leader's digests) and a new leader starts with them loaded.

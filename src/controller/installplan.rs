@@ -25,7 +25,7 @@ use crate::api::{CatalogSource, InstallPlan, Subscription};
 use crate::bundle::Bundle;
 use crate::install::crd_safety::{check_plan_crds, describe_all};
 use crate::bundle::image::BundleImageError;
-use crate::install::{ApplyOptions, InstallTarget, Step, StepError, StepStatus, SubscriptionConfig, apply, plan};
+use crate::install::{InstallTarget, Step, StepError, StepStatus, SubscriptionConfig, apply, plan};
 use crate::oci::cache::scratch_dir;
 use crate::oci::parse_reference;
 
@@ -677,7 +677,7 @@ async fn execute(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut st
         scoped::Installer::ServiceAccount { client, .. } => client.clone(),
         scoped::Installer::Controller => ctx.client.clone(),
     };
-    let results = apply(&apply_client, &plain, &ApplyOptions::default()).await;
+    let results = apply(&apply_client, &plain, &ctx.options.apply_options()).await;
     let (entries, failed) = applied(&planned.steps, &results);
     ctx.metrics.observe_install(started.elapsed(), if failed.is_some() { "failed" } else { "succeeded" });
     if let Some(h) = failed {

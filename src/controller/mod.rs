@@ -66,11 +66,25 @@ pub struct Options {
     /// Build each loaded catalog's PackageManifests and content buffer
     /// ([`LoadedIndex::served`]) for the discovery servers ([`crate::discovery::served`]).
     pub discovery: bool,
+    /// Validity of the webhook / APIService serving certificates this controller issues and
+    /// rotates; `None`: OLM's two years or `$CAPSTAN_CERT_VALIDITY`
+    /// ([`crate::install::apply::ApplyOptions::cert_validity`]). Rotation is due a day before
+    /// expiry, or after three quarters of a validity under four days ([`crate::install::certs::min_fresh`]).
+    pub cert_validity: Option<std::time::Duration>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { global_catalog_namespace: "olm".into(), catalog_cache: None, insecure_registries: Vec::new(), discovery: false }
+        Options { global_catalog_namespace: "olm".into(), catalog_cache: None, insecure_registries: Vec::new(), discovery: false, cert_validity: None }
+    }
+}
+
+impl Options {
+    /// How this controller applies InstallPlan steps and rotates certificates: the defaults of
+    /// [`crate::install::apply::ApplyOptions`] with [`Options::cert_validity`].
+    pub fn apply_options(&self) -> crate::install::apply::ApplyOptions {
+        let defaults = crate::install::apply::ApplyOptions::default();
+        crate::install::apply::ApplyOptions { cert_validity: self.cert_validity.unwrap_or(defaults.cert_validity), ..defaults }
     }
 }
 
@@ -133,6 +147,25 @@ pub enum Error {
         /// The serialization error.
         #[source]
         source: serde_json::Error,
+    },
+    /// Rotating the serving certificates of an installed CSV failed (`install::webhook::rotate_due`);
+    /// the message names the object and the API error. Retried by the requeue.
+    #[error("certificates of ClusterServiceVersion {csv}: {message}")]
+    Certificates {
+        /// `namespace/name` of the CSV.
+        csv: String,
+        /// What failed, naming the object.
+        message: String,
+    },
+    /// Removing what an uninstalled CSV made the cluster call (its webhook configurations,
+    /// APIServices, CRD conversion, shared auth bindings: `install::webhook::remove`) failed;
+    /// the message names the object and the API error. Retried by the requeue.
+    #[error("uninstall of ClusterServiceVersion {csv}: {message}")]
+    Removal {
+        /// `namespace/name` of the CSV.
+        csv: String,
+        /// What failed, naming the object.
+        message: String,
     },
 }
 

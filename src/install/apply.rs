@@ -553,6 +553,18 @@ impl Applier<'_> {
                 Attempt::Failed(e, attempts, elapsed) => return Err(self.error(step, &ar, "get", e, attempts, elapsed).await),
             },
         };
+        // A binding shared by the installs of one package in several namespaces keeps the
+        // others' subjects (read just before the apply: another install may have added one).
+        if super::webhook::is_shared_binding(step) {
+            match self.retry(|| api.get_opt(&step.name)).await {
+                Attempt::Done(Some(current)) => match serde_json::to_value(&current) {
+                    Ok(current) => manifest = super::webhook::merge_shared_binding(&manifest, &current),
+                    Err(e) => return Err(StepError::BadStep { object, message: format!("the object on the cluster cannot be read: {e}") }),
+                },
+                Attempt::Done(None) => {}
+                Attempt::Failed(e, attempts, elapsed) => return Err(self.error(step, &ar, "get", e, attempts, elapsed).await),
+            }
+        }
         let mut pp = PatchParams::apply(&self.opts.field_manager);
         pp.force = self.opts.force;
         let patch = Patch::Apply(&manifest);
@@ -747,7 +759,8 @@ const LABEL_BOOTSTRAPPING: &str = "kubernetes.io/bootstrapping";
 /// `operators.coreos.com/<package>.<namespace>` (capstan and OLM put it on everything they
 /// install, `reference/olm-v0.md` §5.5), or — cluster-scoped objects only, such as a CRD shared
 /// by two installs of one package — the component label of the same package in another
-/// namespace (the label's name is `<package>.<namespace>` and a namespace has no dot).
+/// namespace (the label's name is `<package>.<namespace>` and a namespace has no dot); the same
+/// holds for the auth bindings such installs share ([`super::webhook::is_shared_binding`]).
 /// Objects the API server bootstraps (label `kubernetes.io/bootstrapping`) are never this
 /// operator's. A step without a component label (not planned by [`super::plan::steps`]) is not
 /// checked.
@@ -772,7 +785,7 @@ pub fn takeover_refused(step: &Step, existing: Option<&std::collections::BTreeMa
         return None;
     }
     let package_of = |key: &str| key.strip_prefix(COMPONENT_LABEL_PREFIX).and_then(|rest| rest.rsplit_once('.')).map(|(pkg, _)| pkg.to_string());
-    if step.namespace.is_none()
+    if (step.namespace.is_none() || super::webhook::is_shared_binding(step))
         && let Some(pkg) = package_of(&own)
         && labels.keys().any(|k| package_of(k).as_deref() == Some(pkg.as_str()))
     {
@@ -792,6 +805,10 @@ pub fn takeover_refused(step: &Step, existing: Option<&std::collections::BTreeMa
 /// Whether an error is worth retrying: 5xx, 429, 409 Conflict, server timeouts, connection errors.
 fn is_transient(e: &KubeError) -> bool {
     match e {
+        // Server-side apply answers an object its schema cannot take (a list key twice, a
+        // wrong type) with 500 "failed to create typed patch object": the same object fails
+        // the same way every time.
+        KubeError::Api(s) if s.code == 500 && s.message.starts_with("failed to create typed patch object") => false,
         KubeError::Api(s) => s.code >= 500 || s.code == 429 || s.code == 409 || s.reason == "ServerTimeout" || s.reason == "Timeout",
         KubeError::HyperError(_) | KubeError::Service(_) => true,
         _ => false,
@@ -812,6 +829,9 @@ mod tests {
         for (code, reason) in [(403, "Forbidden"), (404, "NotFound"), (422, "Invalid"), (400, "BadRequest")] {
             assert!(!is_transient(&api(code, reason)), "{code} {reason}");
         }
+        // Seen with a Service whose port was planned twice: the same object fails every time.
+        let typed = KubeError::Api(Status::failure("failed to create typed patch object (ns/svc; /v1, Kind=Service): .spec.ports: duplicate entries for key [port=443,protocol=\"TCP\"]", "").with_code(500).boxed());
+        assert!(!is_transient(&typed));
     }
 
     fn step(kind: &str, namespace: Option<&str>, component: &str) -> Step {
