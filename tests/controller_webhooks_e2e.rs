@@ -96,6 +96,17 @@ async fn controller_installs_a_webhook_operator() {
     let both = (Some(vec![a.name.clone(), b.name.clone()]), Some(vec![a.name.clone(), b.name.clone()]));
     assert_eq!(sorted(subjects_of_bindings(&client, &[&a.name, &b.name]).await), both, "one subject per install in each shared binding");
 
+    // A webhook Deployment deleted by hand comes back with the certificate's olmcahash.
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), &b.name);
+    let hash = Api::<Secret>::namespaced(client.clone(), &b.name).get("webhook-operator-service-cert").await.unwrap().metadata.annotations.unwrap()["olmcahash"].clone();
+    let uid = deps.get("webhook-operator").await.unwrap().metadata.uid;
+    deps.delete("webhook-operator", &DeleteParams::default()).await.unwrap();
+    eventually("the Deployment created again with the CA hash", WAIT, || async {
+        let d = deps.get_opt("webhook-operator").await.ok()??;
+        (d.metadata.uid != uid && d.spec?.template.metadata?.annotations?.get("olmcahash") == Some(&hash)).then_some(())
+    })
+    .await;
+
     // Rotation when due (120 s validity: after 90 s): new CA in the Secret, the webhook
     // configuration and the Deployment; the CSV's certsRotateAt moves on.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &a.name);

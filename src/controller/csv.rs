@@ -582,6 +582,16 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
         };
         manifest["apiVersion"] = json!("apps/v1");
         manifest["kind"] = json!("Deployment");
+        // The plan holds `olmcahash` empty (filled at apply): take the serving Secret's.
+        if let Some(secret) = serving_secret_of(&manifest) {
+            let found = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(ctx.client.clone(), &ns)
+                .get_opt(&secret)
+                .await
+                .map_err(kube_err(format!("reading Secret {ns}/{secret}")))?;
+            if let Some(hash) = found.and_then(|s| s.metadata.annotations).and_then(|a| a.get(crate::install::certs::ANNOTATION_CA_HASH).cloned()) {
+                manifest["spec"]["template"]["metadata"]["annotations"][crate::install::certs::ANNOTATION_CA_HASH] = json!(hash);
+            }
+        }
         if let Some(refs) = manifest.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) {
             for r in refs.iter_mut().filter(|r| r["kind"] == "ClusterServiceVersion" && r["name"] == csv_name.as_str()) {
                 r["uid"] = json!(csv.uid().unwrap_or_default());
@@ -595,6 +605,18 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
         ctx.events.publish_for(csv, EventType::Normal, "DeploymentRecreated", &message).await;
     }
     Ok(())
+}
+
+/// The serving Secret a Deployment manifest mounts as OLM's `webhook-cert` volume, if any.
+fn serving_secret_of(manifest: &Value) -> Option<String> {
+    manifest
+        .pointer("/spec/template/spec/volumes")?
+        .as_array()?
+        .iter()
+        .find(|v| v["name"] == crate::install::webhook::VOLUME_WEBHOOK_CERT)?
+        .pointer("/secret/secretName")?
+        .as_str()
+        .map(String::from)
 }
 
 /// What the CSV reconciler must look at next, by the CSV's phase (§1.5).
