@@ -798,7 +798,7 @@ mod tests {
     }
 
     fn loaded() -> crate::controller::LoadedIndex {
-        crate::controller::LoadedIndex { image: "r/c:1".into(), digest: "sha256:1".into(), priority: 0, index: Arc::new(crate::resolve::CatalogIndex::default()) }
+        crate::controller::LoadedIndex { image: "r/c:1".into(), digest: "sha256:1".into(), priority: 0, index: Arc::new(crate::resolve::CatalogIndex::default()), served: None }
     }
 
     fn view(states: Vec<(Key, CatalogState)>, extra: &[Key]) -> CatalogView {
