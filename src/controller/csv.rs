@@ -586,9 +586,11 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
             .flat_map(|p| p.status.iter().flat_map(|s| s.plan.iter()))
             .find(|st| st.resolving == csv_name && st.resource.kind == "Deployment" && st.resource.name == *name)
             .and_then(|st| st.resource.manifest.as_deref())
+            // A Deployment larger than the plan inlines is listed as a reference to its bundle.
+            .filter(|m| super::installplan::BundleObjectRef::parse(m).is_none())
             .and_then(|m| serde_json::from_str::<Value>(m).ok());
         let Some(mut manifest) = manifest else {
-            tracing::warn!(csv = %format!("{ns}/{csv_name}"), deployment = %name, "Deployment is gone and no Complete InstallPlan of the CSV holds it; it is not created again");
+            tracing::warn!(csv = %format!("{ns}/{csv_name}"), deployment = %name, "Deployment is gone and no Complete InstallPlan of the CSV holds it inline; it is not created again");
             continue;
         };
         manifest["apiVersion"] = json!("apps/v1");

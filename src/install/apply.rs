@@ -717,6 +717,11 @@ impl Applier<'_> {
             KubeError::Api(s) if s.code == 400 || s.code == 422 => {
                 StepError::Invalid { object, reason: s.reason.clone(), message: s.message.clone() }
             }
+            KubeError::Api(s) if permanent_server_error(&s).is_some() => {
+                let reason = permanent_server_error(&s).unwrap_or_default();
+                let why = if reason == "RequestTooLarge" { "the object is larger than the cluster stores in one object" } else { "the object has a field its API version does not define" };
+                StepError::Invalid { object, reason: reason.into(), message: format!("{} (HTTP {}): {why}", s.message, s.code) }
+            }
             other => StepError::Api { object, verb: verb.into(), message: other.to_string() },
         }
     }
@@ -806,13 +811,28 @@ pub fn takeover_refused(step: &Step, existing: Option<&std::collections::BTreeMa
     Some((owner, own))
 }
 
-/// Whether an error is worth retrying: 5xx, 429, 409 Conflict, server timeouts, connection errors.
+/// Errors the API server reports as a 500 (or 413) that no retry changes, as the reason capstan
+/// gives them: an object too large to store — HTTP 413 (over the API server's 3 MiB per
+/// request) or etcd's "request is too large" (over its 1.5 MiB per object) — and a server-side
+/// apply of an object with a field its type does not have ("failed to create typed patch
+/// object … field not declared in schema": openebs 3.0.0's CRD has the `apiextensions/v1beta1`
+/// field `spec.version`; OLM v0, which creates objects without server-side apply, has the field
+/// dropped instead).
+fn permanent_server_error(s: &kube::core::Status) -> Option<&'static str> {
+    if s.code == 413 || s.message.contains("request is too large") {
+        Some("RequestTooLarge")
+    } else if s.code >= 500 && s.message.contains("failed to create typed patch object") {
+        Some("FieldNotDeclared")
+    } else {
+        None
+    }
+}
+
+/// Whether an error is worth retrying: 5xx (except [`permanent_server_error`]s), 429, 409
+/// Conflict, server timeouts, connection errors.
 fn is_transient(e: &KubeError) -> bool {
     match e {
-        // Server-side apply answers an object its schema cannot take (a list key twice, a
-        // wrong type) with 500 "failed to create typed patch object": the same object fails
-        // the same way every time.
-        KubeError::Api(s) if s.code == 500 && s.message.starts_with("failed to create typed patch object") => false,
+        KubeError::Api(s) if permanent_server_error(s).is_some() => false,
         KubeError::Api(s) => s.code >= 500 || s.code == 429 || s.code == 409 || s.reason == "ServerTimeout" || s.reason == "Timeout",
         KubeError::HyperError(_) | KubeError::Service(_) => true,
         _ => false,
@@ -834,7 +854,15 @@ mod tests {
             assert!(!is_transient(&api(code, reason)), "{code} {reason}");
         }
         // Seen with a Service whose port was planned twice: the same object fails every time.
-        let typed = KubeError::Api(Status::failure("failed to create typed patch object (ns/svc; /v1, Kind=Service): .spec.ports: duplicate entries for key [port=443,protocol=\"TCP\"]", "").with_code(500).boxed());
+        let ports = KubeError::Api(Status::failure("failed to create typed patch object (ns/svc; /v1, Kind=Service): .spec.ports: duplicate entries for key [port=443,protocol=\"TCP\"]", "").with_code(500).boxed());
+        assert!(!is_transient(&ports));
+        // An object too large to store is as permanent as an invalid one: what the API server
+        // answered for a 1.7 MB CRD (a 500 from etcd), and its own 413.
+        let etcd = KubeError::Api(Status::failure("etcdserver: request is too large", "").with_code(500).boxed());
+        assert!(!is_transient(&etcd));
+        assert!(!is_transient(&api(413, "RequestEntityTooLarge")));
+        // And a field the type does not have, as the API server answered openebs 3.0.0's CRD.
+        let typed = KubeError::Api(Status::failure("failed to create typed patch object (/openebsinstalltemplates.openebs.io; apiextensions.k8s.io/v1, Kind=CustomResourceDefinition): .spec.version: field not declared in schema", "").with_code(500).boxed());
         assert!(!is_transient(&typed));
     }
 
