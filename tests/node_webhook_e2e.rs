@@ -110,7 +110,7 @@ fn publish_and_pull(registry: &str, repo: &str, image: &str, args: &[&str], work
 fn target(b: &Bundle, ns: &str) -> InstallTarget {
     let config = SubscriptionConfig {
         node_selector: Some([("type".to_string(), "real".to_string())].into()),
-        tolerations: vec![Toleration { key: Some("capstan.dev/node".into()), operator: Some("Equal".into()), value: Some("real".into()), effect: Some("NoSchedule".into()), ..Default::default() }],
+        tolerations: Some(vec![Toleration { key: Some("capstan.dev/node".into()), operator: Some("Equal".into()), value: Some("real".into()), effect: Some("NoSchedule".into()), ..Default::default() }]),
         ..Default::default()
     };
     let mut t = InstallTarget { namespace: ns.into(), target_namespaces: vec!["".into()], package: b.package().into(), csv_name: b.name().into(), config, ..Default::default() };
