@@ -12,7 +12,7 @@ use std::time::Duration;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
-use serde_json::{Value, json};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::catalogsource::registry_for;
@@ -265,10 +265,10 @@ fn oversized(steps: &[ApiStep]) -> Option<Hold> {
 /// Subscription of another package (a dependency in its plan) gives none.
 fn subscription_config(sub: Option<&Subscription>, package: &str) -> Result<SubscriptionConfig, Hold> {
     match sub.filter(|s| s.spec.package == package).and_then(|s| s.spec.config.as_ref()) {
-        Some(c) => serde_json::to_value(c)
-            .map_err(|e| e.to_string())
-            .and_then(|v| SubscriptionConfig::from_value(&v).map_err(|e| e.to_string()))
-            .map_err(|e| Hold::Fail("InstallCheckFailed", format!("Subscription spec.config: {e}"))),
+        Some(c) => match c.check_names() {
+            Ok(()) => Ok(c.clone()),
+            Err(e) => Err(Hold::Fail("InstallCheckFailed", format!("Subscription spec.config: {e}"))),
+        },
         None => Ok(SubscriptionConfig::default()),
     }
 }
@@ -338,13 +338,13 @@ async fn plan_steps(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, ns:
     for (i, lookup) in lookups.iter().enumerate() {
         let bundle = pull(ctx, api, ip, status, rv, i, lookup).await?;
         let at = |what: String| format!("bundle {} ({}): {what}", lookup.identifier, lookup.path);
-        let modes: Vec<(String, bool)> = bundle.csv().install_modes().into_iter().map(|m| (m.type_, m.supported)).collect();
+        let modes: Vec<(String, bool)> = bundle.csv().install_modes().into_iter().map(|m| (m.type_.as_str().to_string(), m.supported)).collect();
         if let Err(e) = check_install_mode(ns, &targets, &modes) {
             let message = at(format!("{}: {}", e.reason, e.message));
             return Err(if e.reason == "InvalidInstallModes" { Hold::Fail("InstallCheckFailed", message) } else { Hold::Blocked(e.reason, message) }.into());
         }
         let config = subscription_config(sub.as_ref(), bundle.package())?;
-        let properties: Vec<Value> = lookup.properties.as_deref().and_then(|p| serde_json::from_str::<Value>(p).ok()).and_then(|v| v["properties"].as_array().cloned()).unwrap_or_default();
+        let properties = lookup.property_list();
         let mut target = InstallTarget {
             namespace: ns.to_string(),
             target_namespaces: targets.clone(),
