@@ -359,10 +359,27 @@ struct DeleteManifests {
 
 impl Drop for DeleteManifests {
     fn drop(&mut self) {
-        let mut args = vec!["delete", "--wait=false", "--ignore-not-found", "namespace/capstan-system", "clusterrole/capstan", "clusterrolebinding/capstan"];
+        // The APIService first: one left pointing at the deleted Service makes the API server's
+        // discovery of packages.operators.coreos.com fail, and namespaces then stay Terminating.
+        let mut args = vec![
+            "delete",
+            "--wait=false",
+            "--ignore-not-found",
+            "apiservice/v1.packages.operators.coreos.com",
+            "namespace/capstan-system",
+            "clusterrole/capstan",
+            "clusterrolebinding/capstan",
+            "clusterrolebinding/capstan:system:auth-delegator",
+            "clusterrole/capstan-packagemanifests-view",
+        ];
         let crds: Vec<String> = self.created_crds.iter().map(|n| format!("crd/{n}")).collect();
         args.extend(crds.iter().map(String::as_str));
         let _ = Command::new(support::kubectl()).arg("--kubeconfig").arg(support::kubeconfig_path()).args(&args).output();
+        let _ = Command::new(support::kubectl())
+            .arg("--kubeconfig")
+            .arg(support::kubeconfig_path())
+            .args(["delete", "--ignore-not-found", "-n", "kube-system", "rolebinding/capstan:extension-apiserver-authentication-reader"])
+            .output();
     }
 }
 

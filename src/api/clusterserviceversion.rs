@@ -618,6 +618,10 @@ open_enum! {
         Satisfied = "Satisfied",
         /// A dependent is not satisfied.
         NotSatisfied = "NotSatisfied",
+        /// An owned APIService's Deployment is in the install strategy.
+        DeploymentFound = "DeploymentFound",
+        /// An owned APIService's Deployment is not in the install strategy.
+        DeploymentNotFound = "DeploymentNotFound",
     }
 }
 

@@ -6,7 +6,11 @@
 //!                    [--leader-elect [--lease-namespace NS] [--lease-name capstan]
 //!                     [--lease-duration 15s] [--renew-deadline 10s] [--retry-period 2s]]
 //!                    [--metrics-addr 0.0.0.0:8080 | 0] [--log-format text|json]
+//!                    [--packages-api 0.0.0.0:8443 [--packages-service NS/NAME] [--packages-apiservice NAME|-]]
+//!                    [--catalog-content 0.0.0.0:8081]
 //! ```
+//! `--packages-api` / `--catalog-content` serve discovery from the loaded catalogs
+//! ([`capstan::discovery::served`]) on every replica, leader or standby.
 //! With `--leader-elect` the controllers run only while this process holds the Lease
 //! ([`capstan::controller::leader`]); a standby waits. `--metrics-addr` serves `/metrics`,
 //! `/healthz` and `/readyz` ([`capstan::metrics`]). On Ctrl-C / SIGTERM the controllers stop and
@@ -60,6 +64,22 @@ pub struct ControllerArgs {
     /// although it is not loopback, as the registry commands' flag. Repeatable.
     #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
     insecure_registries: Vec<String>,
+    /// Serve packages.operators.coreos.com/v1 PackageManifests (what `kubectl get packagemanifests`
+    /// reads through the API server's aggregator) over HTTPS on this address, from the loaded
+    /// catalogs; every replica serves (docs/discovery.md). Off when not given.
+    #[arg(long = "packages-api", value_name = "ADDR")]
+    packages_api: Option<SocketAddr>,
+    /// The Service in front of the packages API, NAMESPACE/NAME: its DNS names are the serving
+    /// certificate's, kept in Secret NAME-cert of NAMESPACE.
+    #[arg(long = "packages-service", default_value = "capstan-system/capstan-packages", value_name = "NAMESPACE/NAME")]
+    packages_service: String,
+    /// The APIService whose spec.caBundle capstan sets to the serving certificate's CA; `-` leaves it alone.
+    #[arg(long = "packages-apiservice", default_value = "v1.packages.operators.coreos.com", value_name = "NAME")]
+    packages_apiservice: String,
+    /// Serve each catalog's content over plain HTTP on this address, as catalogd:
+    /// /catalogs/NAMESPACE/NAME/api/v1/all and …/api/v1/metas?schema=&package=&name=. Off when not given.
+    #[arg(long = "catalog-content", value_name = "ADDR")]
+    catalog_content: Option<SocketAddr>,
 }
 
 /// `--log-format`.
@@ -217,16 +237,45 @@ pub fn run(args: ControllerArgs) -> ExitCode {
                 Err(e) => tracing::error!(error = %e, "running without /metrics, /healthz and /readyz; pass another --metrics-addr, or 0 to disable"),
             }
         }
+        let discovery = args.packages_api.is_some() || args.catalog_content.is_some();
         let options = capstan::controller::Options {
             global_catalog_namespace: args.global_catalog_namespace,
             catalog_cache: Some(capstan::oci::config::default_cache_root()),
             insecure_registries: args.insecure_registries,
+            discovery,
+            // `$CAPSTAN_CERT_VALIDITY` or two years (ApplyOptions' default).
+            cert_validity: None,
         };
+        // The catalogs outlive leadership: discovery serves them on every replica (a standby loads
+        // the leader's digests) and a new leader starts with them loaded.
+        let store = std::sync::Arc::new(capstan::controller::CatalogStore::default());
+        let leading = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(!args.leader_elect));
+        if discovery {
+            let Some((service_namespace, service_name)) = args.packages_service.split_once('/').filter(|(n, s)| !n.is_empty() && !s.is_empty()) else {
+                eprintln!("error: --packages-service {:?} is not NAMESPACE/NAME", args.packages_service);
+                return ExitCode::from(2);
+            };
+            let opts = capstan::discovery::served::DiscoveryOptions {
+                packages_api: args.packages_api,
+                catalog_content: args.catalog_content,
+                service_namespace: service_namespace.to_string(),
+                service_name: service_name.to_string(),
+                api_service: Some(args.packages_apiservice.clone()).filter(|a| a != "-" && !a.is_empty()),
+                global_namespace: options.global_catalog_namespace.clone(),
+            };
+            let (ctx, _) = capstan::controller::Context::with_store(client.clone(), Some(kube_config.clone()), options.clone(), metrics.clone(), store.clone());
+            let leading = leading.clone();
+            tokio::spawn(async move {
+                if let Err(e) = capstan::discovery::served::run(ctx, opts, leading).await {
+                    tracing::error!(error = %e, "not serving discovery (packages API, catalog content)");
+                }
+            });
+        }
         tracing::info!(global_catalog_namespace = %options.global_catalog_namespace, leader_elect = args.leader_elect, "capstan controller starting");
         if !args.leader_elect {
             metrics.set_leader(true);
             tokio::spawn(mark_ready_when_api_answers(client.clone()));
-            capstan::controller::run_with_metrics(kube_config, options, metrics, shutdown_signal()).await;
+            capstan::controller::run_with_store(kube_config, options, metrics, store, shutdown_signal()).await;
             return ExitCode::SUCCESS;
         }
         let config = leader_config;
@@ -237,8 +286,9 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         let work_metrics = metrics.clone();
         let work = async move {
             work_metrics.set_ready(false);
+            leading.store(true, std::sync::atomic::Ordering::Relaxed);
             let ready = tokio::spawn(mark_ready_when_api_answers(work_client.clone()));
-            capstan::controller::run_with_metrics(kube_config, options, work_metrics, std::future::pending()).await;
+            capstan::controller::run_with_store(kube_config, options, work_metrics, store, std::future::pending()).await;
             ready.abort();
         };
         match capstan::controller::leader::run(client, config, shutdown_signal(), work).await {

@@ -121,7 +121,7 @@ pub fn run_serve(args: ServeArgs) -> ExitCode {
         match loaded {
             Ok((key, content, summaries)) => {
                 let source = CatalogSourceInfo { name: key.name.clone(), namespace: key.namespace.clone(), display_name: key.name.clone(), ..Default::default() };
-                packages.push(capstan::discovery::query::CatalogPackages { source, packages: summaries });
+                packages.push(capstan::discovery::query::CatalogPackages { source, packages: summaries.into() });
                 store.insert(&key.namespace, &key.name, std::sync::Arc::new(content))
             }
             Err(e) => {
@@ -145,7 +145,7 @@ pub fn run_serve(args: ServeArgs) -> ExitCode {
                 let client = super::controller::client(args.kubeconfig.as_ref()).await?;
                 let mut names = args.cert_names.clone();
                 names.push(addr.ip().to_string());
-                capstan::discovery::apiserver::serve(addr, names, client, served, args.global_namespace.clone()).await
+                capstan::discovery::apiserver::serve(addr, capstan::discovery::apiserver::ServingIdentity::SelfSigned(names), client, served, args.global_namespace.clone()).await
             };
             match started.await {
                 Ok(bound) => eprintln!("packages API on https://{bound}"),

@@ -19,6 +19,9 @@ pub struct LoadedIndex {
     pub priority: i32,
     /// The resolver's index of the catalog.
     pub index: Arc<CatalogIndex>,
+    /// The catalog's PackageManifests and content for discovery (`kubectl get packagemanifests`,
+    /// the catalog content endpoint), built with the load when [`super::Options::discovery`] is on.
+    pub served: Option<Arc<crate::discovery::served::ServedCatalog>>,
 }
 
 /// The state of one CatalogSource's catalog.
@@ -129,7 +132,7 @@ mod tests {
     use super::*;
 
     fn loaded(digest: &str) -> LoadedIndex {
-        LoadedIndex { image: "r/c:1".into(), digest: digest.into(), priority: 0, index: Arc::new(CatalogIndex::default()) }
+        LoadedIndex { image: "r/c:1".into(), digest: digest.into(), priority: 0, index: Arc::new(CatalogIndex::default()), served: None }
     }
 
     #[test]

@@ -132,7 +132,7 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
     let loaded = match unsupported(&cs) {
         Some(message) => Err(message),
         // A running registry (`opm serve`): read it through OLM's gRPC API (issue 13).
-        None if registry_address(&cs).is_some() => load_address(&cs, registry_address(&cs).unwrap_or_default()).await,
+        None if registry_address(&cs).is_some() => load_address(&ctx, &key, &cs, registry_address(&cs).unwrap_or_default()).await,
         None => {
             let image = cs.spec.image.clone().unwrap_or_default();
             // First contact: say CONNECTING while the image is pulled (§1.2), so a slow pull is visible.
@@ -142,7 +142,7 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
                 let connecting = CatalogSourceStatus { message: Some(format!("pulling {image}")), connection_state: connection("CONNECTING", &now, true), ..Default::default() };
                 apply_typed_status(&api, &cs, &connecting).await?;
             }
-            load(&ctx, &cs, &ns, &image).await
+            load(&ctx, &key, &cs, &ns, &image).await
         }
     };
     let change = match &loaded {
@@ -170,22 +170,39 @@ fn image_repository(image: &str) -> String {
 
 /// Loads a catalog from a running registry at `address` ([`crate::catalog::grpc::load_registry`]);
 /// the "image" shown is `grpc://<address>` and the digest is that of the catalog's content.
-async fn load_address(cs: &CatalogSource, address: &str) -> Result<LoadedIndex, String> {
+async fn load_address(ctx: &Context, key: &(String, String), cs: &CatalogSource, address: &str) -> Result<LoadedIndex, String> {
     let loaded = crate::catalog::grpc::load_registry(address).await.map_err(|e| e.to_string())?;
     let index = CatalogIndex::from_config(&loaded.config);
     let index = match crate::catalog::validate::validate(&loaded.config) {
         Ok(()) => index,
         Err(errors) => index.with_invalid(format!("{address}: {errors}")),
     };
+    let served = served(ctx, key, &loaded.digest, loaded.config);
     Ok(LoadedIndex {
         image: format!("grpc://{address}"),
         digest: loaded.digest,
         priority: cs.spec.priority.unwrap_or(0).clamp(i32::MIN as i64, i32::MAX as i64) as i32,
         index: Arc::new(index),
+        served,
     })
 }
 
-async fn load(ctx: &Context, cs: &CatalogSource, ns: &str, image: &str) -> Result<LoadedIndex, String> {
+/// The discovery view of a loaded catalog (when [`super::Options::discovery`] is on): the one
+/// already held when `digest` is what `key` has loaded, else built from `config` (consumed).
+fn served(ctx: &Context, key: &(String, String), digest: &str, config: crate::catalog::model::DeclarativeConfig) -> Option<Arc<crate::discovery::served::ServedCatalog>> {
+    if !ctx.options.discovery {
+        return None;
+    }
+    if let Some(held) = ctx.catalogs.get(key).and_then(|s| s.index().and_then(|l| l.served.clone())).filter(|s| s.content.digest() == digest) {
+        return Some(held);
+    }
+    let name = format!("{}/{}", key.0, key.1);
+    Some(Arc::new(crate::discovery::served::ServedCatalog::build(&name, config, digest, std::time::SystemTime::now())))
+}
+
+/// Loads CatalogSource `cs` (key `ns/name`) from `image` into a [`LoadedIndex`]: the reconciler
+/// with `spec.image`, a standby replica with `status.resolvedImage` ([`mirror`]).
+async fn load(ctx: &Context, key: &(String, String), cs: &CatalogSource, ns: &str, image: &str) -> Result<LoadedIndex, String> {
     let reference = parse_reference(image).map_err(|e| format!("spec.image {image:?}: {e}"))?;
     let registry = registry_for(ctx, ns, cs.spec.secrets.as_deref().unwrap_or(&[])).await?;
     let cache = ctx.options.catalog_cache.as_ref().map(CatalogCache::new);
@@ -197,12 +214,53 @@ async fn load(ctx: &Context, cs: &CatalogSource, ns: &str, image: &str) -> Resul
         Ok(()) => index,
         Err(errors) => index.with_invalid(format!("{image}@{}: {errors}", loaded.digest)),
     };
+    let served = served(ctx, key, &loaded.digest, loaded.config);
     Ok(LoadedIndex {
         image: image.to_string(),
         digest: loaded.digest,
         priority: cs.spec.priority.unwrap_or(0).clamp(i32::MIN as i64, i32::MAX as i64) as i32,
         index: Arc::new(index),
+        served,
     })
+}
+
+/// What a standby replica loads to serve discovery ([`mirror_once`]): the CatalogSources whose
+/// `status.resolvedDigest` (written by the leader) is not the digest `have` holds for them. Pure.
+pub(crate) fn to_mirror<'a>(sources: &'a [Arc<CatalogSource>], have: impl Fn(&(String, String)) -> Option<String>) -> Vec<&'a Arc<CatalogSource>> {
+    sources
+        .iter()
+        .filter(|cs| {
+            let key = (cs.metadata.namespace.clone().unwrap_or_default(), cs.metadata.name.clone().unwrap_or_default());
+            let want = cs.status.as_ref().and_then(|s| s.resolved_digest.as_deref()).filter(|d| !d.is_empty());
+            want.is_some_and(|w| have(&key).as_deref() != Some(w))
+        })
+        .collect()
+}
+
+/// A standby replica's catalog loading (`capstan controller --leader-elect` while another
+/// replica leads), so that every replica serves the same discovery content: each CatalogSource
+/// whose `status.resolvedDigest` differs from what `ctx.catalogs` holds is loaded by that digest
+/// (`status.resolvedImage`, or `spec.address` for a running registry) into `ctx.catalogs`.
+/// Writes nothing to the API server; a failed load is logged and tried again on the next call.
+pub async fn mirror_once(ctx: &Context, sources: &[Arc<CatalogSource>]) {
+    for cs in to_mirror(sources, |k| ctx.catalogs.get(k).and_then(|s| s.index().map(|l| l.digest.clone()))) {
+        let key = (cs.metadata.namespace.clone().unwrap_or_default(), cs.metadata.name.clone().unwrap_or_default());
+        let status = cs.status.clone().unwrap_or_default();
+        let loaded = match registry_address(cs) {
+            Some(address) => load_address(ctx, &key, cs, address).await,
+            None => {
+                let image = status.resolved_image.clone().unwrap_or_default();
+                load(ctx, &key, cs, &key.0, &image).await
+            }
+        };
+        match loaded {
+            Ok(l) => {
+                tracing::info!(catalog = %format!("{}/{}", key.0, key.1), digest = %l.digest, "catalog loaded (standby: the leader's resolvedDigest)");
+                ctx.catalogs.ready(&key, l);
+            }
+            Err(message) => tracing::warn!(catalog = %format!("{}/{}", key.0, key.1), %message, "standby could not load the leader's catalog digest; retrying"),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -236,6 +294,25 @@ mod tests {
     }
 
     #[test]
+    fn a_standby_loads_what_the_leader_resolved_and_it_lacks() {
+        let with = |name: &str, digest: Option<&str>| {
+            let mut c = cs(None);
+            c.metadata.name = Some(name.into());
+            c.metadata.namespace = Some("olm".into());
+            c.status = Some(CatalogSourceStatus { resolved_digest: digest.map(String::from), ..Default::default() });
+            Arc::new(c)
+        };
+        let sources = vec![with("same", Some("sha256:a")), with("new", Some("sha256:b")), with("unloaded", Some("sha256:c")), with("failing", None)];
+        let have = |k: &(String, String)| match k.1.as_str() {
+            "same" => Some("sha256:a".to_string()),
+            "new" => Some("sha256:old".to_string()),
+            _ => None,
+        };
+        let names: Vec<&str> = to_mirror(&sources, have).iter().map(|c| c.metadata.name.as_deref().unwrap_or("")).collect();
+        assert_eq!(names, ["new", "unloaded"]);
+    }
+
+    #[test]
     fn resolved_image_drops_tag() {
         assert_eq!(image_repository("127.0.0.1:5000/x/catalog:latest"), "127.0.0.1:5000/x/catalog");
     }
@@ -243,7 +320,7 @@ mod tests {
     #[test]
     fn catalog_status_after_a_load() {
         let now = Time("2026-01-01T00:00:00Z".parse().unwrap());
-        let l = LoadedIndex { image: "127.0.0.1:5000/c:latest".into(), digest: "sha256:ab".into(), priority: 0, index: Arc::new(CatalogIndex::default()) };
+        let l = LoadedIndex { image: "127.0.0.1:5000/c:latest".into(), digest: "sha256:ab".into(), priority: 0, index: Arc::new(CatalogIndex::default()), served: None };
         let d = decide("ns", "c", &Ok(l), Duration::from_secs(600), Some("bad interval"), &now);
         assert_eq!(d.requeue, Duration::from_secs(600));
         assert_eq!(d.status.connection_state.as_ref().map(|c| c.last_observed_state.as_str()), Some("READY"));

@@ -140,7 +140,8 @@ async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &s
     let mut entries = Vec::new();
     let mut missing = Vec::new();
     // Order and checks as OLM's requirementAndPermissionStatus: minKubeVersion, each CRD once
-    // (owned wins, by name), native APIs, then the ServiceAccounts (issue 13).
+    // (owned wins, by name), required then owned APIServices, native APIs, then the
+    // ServiceAccounts (issue 13, issue 14).
     if csv.spec.min_kube_version.as_deref().is_some_and(|m| !m.is_empty()) {
         let server = client.apiserver_version().await.ok().map(|i| i.git_version);
         if let Some((met, entry)) = csv.min_kube_version_status(server.as_deref().ok_or(())) {
@@ -151,6 +152,7 @@ async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &s
         }
     }
     crd_requirements(client, csv, &mut entries, &mut missing).await?;
+    apiservice_requirements(client, csv, &mut entries, &mut missing).await?;
     native_api_requirements(client, csv, &mut entries, &mut missing).await?;
     service_account_requirements(client, csv, ns, &mut entries, &mut missing).await?;
     Ok((entries, missing))
@@ -177,6 +179,56 @@ async fn crd_requirements(client: &Client, csv: &ClusterServiceVersion, entries:
         entries.push(RequirementStatus { uuid, ..requirement("apiextensions.k8s.io", "CustomResourceDefinition", &d.name, st, msg) });
     }
     Ok(())
+}
+
+/// The APIService entries of [`requirement_status`], as OLM's `requirementStatus`: a required
+/// APIService `<version>.<group>` is `Present` when its kind is served and the APIService is
+/// Available, else `NotPresent`; an owned one is `DeploymentFound` when its `deploymentName` is
+/// in the install strategy, else `DeploymentNotFound` (unmet).
+async fn apiservice_requirements(client: &Client, csv: &ClusterServiceVersion, entries: &mut Vec<RequirementStatus>, missing: &mut Vec<String>) -> Result<(), Error> {
+    let Some(defs) = csv.spec.apiservicedefinitions.as_ref() else { return Ok(()) };
+    for r in defs.required.iter().flatten() {
+        let name = format!("{}.{}", r.version, r.group);
+        let (available, uuid) = match served_kind(client, &r.group, &r.version, &r.kind).await? {
+            false => (false, None),
+            true => apiservice_available(client, &name).await?,
+        };
+        let (st, msg) = if available { (RequirementStatusReason::Present, "APIService is available") } else { (RequirementStatusReason::NotPresent, "APIService is not present or not available") };
+        if !available {
+            missing.push(format!("required APIService {name} ({}): {msg}", r.kind));
+        }
+        entries.push(RequirementStatus { uuid, ..requirement("apiregistration.k8s.io", "APIService", &name, st, msg) });
+    }
+    let strategy: Vec<&str> = csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.as_str())).collect();
+    for o in defs.owned.iter().flatten() {
+        let name = format!("{}.{}", o.version, o.group);
+        let found = o.deployment_name.as_deref().is_some_and(|d| strategy.contains(&d));
+        let (st, msg) = if found { (RequirementStatusReason::DeploymentFound, "") } else { (RequirementStatusReason::DeploymentNotFound, "") };
+        if !found {
+            missing.push(format!("owned APIService {name}: deploymentName {:?} is not a Deployment of spec.install", o.deployment_name.as_deref().unwrap_or_default()));
+        }
+        entries.push(requirement("apiregistration.k8s.io", "APIService", &name, st, msg));
+    }
+    Ok(())
+}
+
+/// Whether `kind` is served in `group/version` (discovery; a group the server lacks is not).
+async fn served_kind(client: &Client, group: &str, version: &str, kind: &str) -> Result<bool, Error> {
+    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    match client.list_api_group_resources(&gv).await {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.kind == kind)),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 503 => Ok(false),
+        Err(e) => Err(kube_err(format!("discovering API {gv}"))(e)),
+    }
+}
+
+/// Whether APIService `name` exists with condition `Available=True`, and its uid.
+pub(crate) async fn apiservice_available(client: &Client, name: &str) -> Result<(bool, Option<String>), Error> {
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"), "apiservices");
+    let Some(obj) = Api::<DynamicObject>::all_with(client.clone(), &ar).get_opt(name).await.map_err(kube_err(format!("reading APIService {name}")))? else { return Ok((false, None)) };
+    let available = obj.data.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| cs.iter().any(|c| c["type"] == "Available" && c["status"] == "True"));
+    Ok((available, obj.metadata.uid.filter(|_| available)))
 }
 
 /// The `spec.nativeAPIs` entries of [`requirement_status`], checked by discovery.
@@ -440,6 +492,43 @@ async fn deployments_waiting(ctx: &Context, csv: &ClusterServiceVersion, ns: &st
     Ok(waiting)
 }
 
+/// For a CSV with webhook or APIService definitions: which of them cannot be served while
+/// Deployments `waiting` are not available, and its serving certificates' times after
+/// rotating those that are due (`install::webhook::rotate_due`, each rotation an Event).
+async fn webhooks_and_certificates(ctx: &Context, csv: &ClusterServiceVersion, ns: &str, waiting: &[String]) -> Result<(Option<String>, Option<(Time, Time)>), Error> {
+    use crate::install::webhook;
+    let name = csv.name_any();
+    let value = serde_json::to_value(csv).map_err(|source| Error::Build { what: format!("ClusterServiceVersion {ns}/{name} as JSON"), source })?;
+    let Ok(defs) = webhook::Definitions::read(&value) else { return Ok((None, None)) };
+    if defs.is_empty() {
+        return Ok((None, None));
+    }
+    let strategy: Vec<&str> = csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.as_str())).collect();
+    let mut unavailable: Vec<String> = webhook::unavailable(&defs, |d| strategy.contains(&d).then(|| !waiting.iter().any(|w| w == d))).into_iter().collect();
+    // An owned APIService must also be Available (the API server reaches it), as OLM's
+    // `isAPIServiceAvailable` before Succeeded.
+    for a in defs.apiservices.iter().filter(|a| a.deployment_name.as_deref().is_some_and(|d| !waiting.iter().any(|w| w == d))) {
+        let name = format!("{}.{}", a.version, a.group);
+        if !apiservice_available(&ctx.client, &name).await?.0 {
+            unavailable.push(format!("APIService {name} is not Available"));
+        }
+    }
+    let unavailable = (!unavailable.is_empty()).then(|| unavailable.join("; "));
+    let opts = ctx.options.apply_options();
+    let times = webhook::rotate_due(&ctx.client, &name, ns, &defs, &opts, time::OffsetDateTime::now_utc()).await.map_err(|message| Error::Certificates { csv: format!("{ns}/{name}"), message })?;
+    for (secret, reason) in &times.rotated {
+        let message = format!("serving certificate in Secret {secret} issued again ({reason}); webhook configurations, CRD conversion, APIServices and Deployment now use the new CA");
+        tracing::info!(csv = %format!("{ns}/{name}"), "{message}");
+        ctx.events.publish_for(csv, EventType::Normal, "CertsRotated", &message).await;
+    }
+    let to_time = |t: time::OffsetDateTime| k8s_openapi::jiff::Timestamp::from_second(t.unix_timestamp()).ok().map(Time);
+    let certs = match (times.last_updated.and_then(to_time), times.rotate_at.and_then(to_time)) {
+        (Some(l), Some(r)) => Some((l, r)),
+        _ => None,
+    };
+    Ok((unavailable, certs))
+}
+
 /// Once the new CSV succeeded, the one it replaces is deleted (OLM: Replacing → Deleting, §1.5);
 /// objects only it owns are garbage-collected with it.
 async fn delete_replaced(api: &Api<ClusterServiceVersion>, csv: &ClusterServiceVersion, ns: &str) -> Result<(), Error> {
@@ -486,13 +575,25 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
             .flat_map(|p| p.status.iter().flat_map(|s| s.plan.iter()))
             .find(|st| st.resolving == csv_name && st.resource.kind == "Deployment" && st.resource.name == *name)
             .and_then(|st| st.resource.manifest.as_deref())
+            // A Deployment larger than the plan inlines is listed as a reference to its bundle.
+            .filter(|m| super::installplan::BundleObjectRef::parse(m).is_none())
             .and_then(|m| serde_json::from_str::<Value>(m).ok());
         let Some(mut manifest) = manifest else {
-            tracing::warn!(csv = %format!("{ns}/{csv_name}"), deployment = %name, "Deployment is gone and no Complete InstallPlan of the CSV holds it; it is not created again");
+            tracing::warn!(csv = %format!("{ns}/{csv_name}"), deployment = %name, "Deployment is gone and no Complete InstallPlan of the CSV holds it inline; it is not created again");
             continue;
         };
         manifest["apiVersion"] = json!("apps/v1");
         manifest["kind"] = json!("Deployment");
+        // The plan holds `olmcahash` empty (filled at apply): take the serving Secret's.
+        if let Some(secret) = serving_secret_of(&manifest) {
+            let found = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(ctx.client.clone(), &ns)
+                .get_opt(&secret)
+                .await
+                .map_err(kube_err(format!("reading Secret {ns}/{secret}")))?;
+            if let Some(hash) = found.and_then(|s| s.metadata.annotations).and_then(|a| a.get(crate::install::certs::ANNOTATION_CA_HASH).cloned()) {
+                manifest["spec"]["template"]["metadata"]["annotations"][crate::install::certs::ANNOTATION_CA_HASH] = json!(hash);
+            }
+        }
         if let Some(refs) = manifest.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) {
             for r in refs.iter_mut().filter(|r| r["kind"] == "ClusterServiceVersion" && r["name"] == csv_name.as_str()) {
                 r["uid"] = json!(csv.uid().unwrap_or_default());
@@ -506,6 +607,18 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
         ctx.events.publish_for(csv, EventType::Normal, "DeploymentRecreated", &message).await;
     }
     Ok(())
+}
+
+/// The serving Secret a Deployment manifest mounts as OLM's `webhook-cert` volume, if any.
+fn serving_secret_of(manifest: &Value) -> Option<String> {
+    manifest
+        .pointer("/spec/template/spec/volumes")?
+        .as_array()?
+        .iter()
+        .find(|v| v["name"] == crate::install::webhook::VOLUME_WEBHOOK_CERT)?
+        .pointer("/secret/secretName")?
+        .as_str()
+        .map(String::from)
 }
 
 /// What the CSV reconciler must look at next, by the CSV's phase (§1.5).
@@ -528,8 +641,28 @@ pub(crate) enum CsvView {
     Fresh,
     /// The requirement entries and a description of each unmet one.
     Requirements(Vec<RequirementStatus>, Vec<String>),
+    /// The Deployments of the install strategy, the webhooks they serve, their certificates.
+    Deployments(DeploymentsView),
+}
+
+/// What [`decide`] sees of an installed CSV's workload (phases InstallReady and after).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct DeploymentsView {
     /// The Deployments of the install strategy that are not Available.
-    Deployments(Vec<String>),
+    pub waiting: Vec<String>,
+    /// Each webhook and APIService that cannot be served, naming its Deployment
+    /// (`install::webhook::unavailable`).
+    pub webhooks: Option<String>,
+    /// `(certsLastUpdated, certsRotateAt)` of the serving certificates, when the CSV has any.
+    pub certs: Option<(Time, Time)>,
+}
+
+impl DeploymentsView {
+    /// A view of a CSV without webhooks whose Deployments `waiting` are not Available.
+    #[cfg(test)]
+    fn waiting(waiting: Vec<String>) -> DeploymentsView {
+        DeploymentsView { waiting, ..Default::default() }
+    }
 }
 
 /// What to do with a CSV: the status to write (`None`: unchanged), when to look again, and
@@ -599,19 +732,36 @@ pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &
             next.set_phase(CsvPhase::Pending, CsvReason::RequirementsNotMet, &message, now);
             write(next, Duration::from_secs(2))
         }
-        CsvView::Deployments(waiting) => {
-            let (p, r, m) = if waiting.is_empty() {
+        CsvView::Deployments(DeploymentsView { waiting, webhooks, certs }) => {
+            let (p, r, mut m) = if waiting.is_empty() && webhooks.is_some() {
+                (CsvPhase::Installing, CsvReason::InstallWaiting, "installing".to_string())
+            } else if waiting.is_empty() {
                 (CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors".to_string())
             } else if phase == "Succeeded" || (phase == "Failed" && reason_is(status, "ComponentUnhealthy")) {
                 (CsvPhase::Failed, CsvReason::ComponentUnhealthy, format!("installing: Deployment {} is not available", waiting.join(", ")))
             } else {
                 (CsvPhase::Installing, CsvReason::InstallWaiting, format!("installing: waiting for deployment {} to become ready", waiting.join(", ")))
             };
+            if let Some(w) = webhooks {
+                m = format!("{m}: {w}");
+            }
             let succeeded = p == CsvPhase::Succeeded;
-            let requeue = Duration::from_secs(if succeeded { 30 } else { 1 });
-            let changed = status.phase.as_ref() != Some(&p) || status.message.as_deref() != Some(m.as_str());
+            let mut requeue = Duration::from_secs(if succeeded { 30 } else { 1 });
+            let mut changed = status.phase.as_ref() != Some(&p) || status.message.as_deref() != Some(m.as_str());
             if changed {
                 next.set_phase(p, r, &m, now);
+            }
+            // OLM's certsLastUpdated / certsRotateAt; look again when the rotation is due.
+            if let Some((last, at)) = certs {
+                if status.certs_last_updated.as_ref() != Some(&last) || status.certs_rotate_at.as_ref() != Some(&at) {
+                    next.certs_last_updated = Some(last);
+                    next.certs_rotate_at = Some(at.clone());
+                    changed = true;
+                }
+                let until = at.0.duration_since(now.0).unsigned_abs();
+                if at.0 > now.0 {
+                    requeue = requeue.min(until.max(Duration::from_secs(1)));
+                }
             }
             let ensure_aggregation = succeeded && phase != "Succeeded";
             CsvDecision { status: changed.then_some(next), requeue, delete_replaced: succeeded, ensure_operator_condition: false, ensure_aggregation }
@@ -659,7 +809,11 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
                 let (entries, missing) = requirement_status(&ctx.client, &csv, &ns).await?;
                 CsvView::Requirements(entries, missing)
             }
-            Need::Deployments => CsvView::Deployments(deployments_waiting(&ctx, &csv, &ns).await?),
+            Need::Deployments => {
+                let waiting = deployments_waiting(&ctx, &csv, &ns).await?;
+                let (webhooks, certs) = webhooks_and_certificates(&ctx, &csv, &ns, &waiting).await?;
+                CsvView::Deployments(DeploymentsView { waiting, webhooks, certs })
+            }
         },
     };
     let decision = decide(&status, view, &now_time());
@@ -776,21 +930,49 @@ mod tests {
         let again = decide(d.status.as_ref().unwrap(), CsvView::Requirements(vec![], vec!["CRD x: missing".into()]), &now());
         assert!(again.status.is_none());
         // Deployments: Installing → Succeeded (deletes the replaced CSV) → ComponentUnhealthy → Succeeded.
-        let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(vec!["op".into()]), &now());
+        let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(DeploymentsView::waiting(vec!["op".into()])), &now());
         assert_eq!(written(&d), ("Installing".into(), "InstallWaiting".into(), "installing: waiting for deployment op to become ready".into()));
         assert!(!d.delete_replaced && d.requeue == Duration::from_secs(1));
-        let d = decide(d.status.as_ref().unwrap(), CsvView::Deployments(vec![]), &now());
+        let d = decide(d.status.as_ref().unwrap(), CsvView::Deployments(DeploymentsView::waiting(vec![])), &now());
         assert_eq!(written(&d).1, "InstallSucceeded");
         assert!(d.delete_replaced && d.requeue == Duration::from_secs(30));
         let ok = d.status.unwrap();
-        let same = decide(&ok, CsvView::Deployments(vec![]), &now());
+        let same = decide(&ok, CsvView::Deployments(DeploymentsView::waiting(vec![])), &now());
         assert!(same.status.is_none() && same.delete_replaced);
-        let d = decide(&ok, CsvView::Deployments(vec!["op".into()]), &now());
+        let d = decide(&ok, CsvView::Deployments(DeploymentsView::waiting(vec!["op".into()])), &now());
         assert_eq!(written(&d), ("Failed".into(), "ComponentUnhealthy".into(), "installing: Deployment op is not available".into()));
         let history = d.status.as_ref().unwrap().conditions.len();
-        let d = decide(d.status.as_ref().unwrap(), CsvView::Deployments(vec!["op".into()]), &now());
+        let d = decide(d.status.as_ref().unwrap(), CsvView::Deployments(DeploymentsView::waiting(vec!["op".into()])), &now());
         assert!(d.status.is_none(), "unchanged");
         assert_eq!(history, 3, "one history entry per phase entered");
+    }
+
+    #[test]
+    fn webhooks_that_cannot_be_served_are_named_and_rotation_is_scheduled() {
+        let webhook = "webhook vwidgets.webhook.capstan.dev (ValidatingAdmissionWebhook) is served by Deployment op, which is not available";
+        let view = DeploymentsView { waiting: vec!["op".into()], webhooks: Some(webhook.into()), certs: None };
+        let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(view), &now());
+        assert_eq!(written(&d), ("Installing".into(), "InstallWaiting".into(), format!("installing: waiting for deployment op to become ready: {webhook}")));
+        // Deployments ready, an owned APIService not Available: not Succeeded, and why.
+        let view = DeploymentsView { waiting: vec![], webhooks: Some("APIService v1.packages.example.com is not Available".into()), certs: None };
+        let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(view), &now());
+        assert_eq!(written(&d), ("Installing".into(), "InstallWaiting".into(), "installing: APIService v1.packages.example.com is not Available".into()));
+        assert!(!d.delete_replaced);
+        // Succeeded with certificates: their times in status, a look again when the rotation is
+        // due (sooner than the usual 30 s), and none later than 30 s.
+        let last = Time("2025-12-31T00:00:00Z".parse().unwrap());
+        let soon = Time("2026-01-01T00:00:10Z".parse().unwrap());
+        let view = DeploymentsView { waiting: vec![], webhooks: None, certs: Some((last.clone(), soon.clone())) };
+        let d = decide(&st(Some("Installing"), None, None), CsvView::Deployments(view.clone()), &now());
+        let written_status = d.status.clone().unwrap();
+        assert_eq!((written_status.certs_last_updated, written_status.certs_rotate_at), (Some(last.clone()), Some(soon)));
+        assert_eq!(d.requeue, Duration::from_secs(10));
+        let same = decide(d.status.as_ref().unwrap(), CsvView::Deployments(view), &now());
+        assert!(same.status.is_none(), "unchanged times are not written again");
+        let later = Time("2028-01-01T00:00:00Z".parse().unwrap());
+        let d = decide(d.status.as_ref().unwrap(), CsvView::Deployments(DeploymentsView { waiting: vec![], webhooks: None, certs: Some((last, later.clone())) }), &now());
+        assert_eq!(d.status.unwrap().certs_rotate_at, Some(later), "rotated: the new time is written");
+        assert_eq!(d.requeue, Duration::from_secs(30));
     }
 
     #[test]

@@ -25,7 +25,8 @@ use crate::api::{CatalogSource, InstallPlan, Subscription};
 use crate::bundle::Bundle;
 use crate::install::crd_safety::{check_plan_crds, describe_all};
 use crate::bundle::image::BundleImageError;
-use crate::install::{ApplyOptions, InstallTarget, Step, StepError, StepStatus, SubscriptionConfig, apply, plan};
+use crate::install::plan::DependencySubscription;
+use crate::install::{InstallTarget, Step, StepError, StepStatus, SubscriptionConfig, apply, plan};
 use crate::oci::cache::scratch_dir;
 use crate::oci::parse_reference;
 
@@ -163,6 +164,10 @@ pub struct PlannedLookups {
     pub catalog_sources: Vec<String>,
     /// One per bundle to install.
     pub bundle_lookups: Vec<BundleLookup>,
+    /// The Subscriptions the plan creates for its dependencies (no Subscription of the namespace
+    /// asks for their package, channel and catalog): a step each, after every other step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subscriptions: Vec<DependencySubscription>,
 }
 
 /// How a plan stops short of being applied: held ([`Hold`], written to its status) or an API
@@ -245,14 +250,16 @@ async fn hold(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut statu
 /// 1.5 MiB, leaving room for the rest of the InstallPlan.
 pub const MAX_PLAN_STATUS_BYTES: usize = 1_300_000;
 
-/// [`Hold::Fail`] when `steps` (the `status.plan` entries) exceed [`MAX_PLAN_STATUS_BYTES`].
+/// [`Hold::Fail`] when `steps` (the `status.plan` entries, large objects already written as
+/// [`BundleObjectRef`]s) exceed [`MAX_PLAN_STATUS_BYTES`]: only a bundle of thousands of objects
+/// gets there.
 fn oversized(steps: &[ApiStep]) -> Option<Hold> {
     let size = serde_json::to_vec(steps).map(|v| v.len()).unwrap_or(0);
     (size > MAX_PLAN_STATUS_BYTES).then(|| {
         Hold::Fail(
             "InstallCheckFailed",
             format!(
-                "the plan's {} steps take {:.1} MiB in status.plan, more than the API server stores in one object (about {:.1} MiB with etcd's default limit); capstan cannot install bundles this large yet: ask the author to slim the bundle (its largest objects are usually CRDs with long descriptions)",
+                "the plan's {} steps take {:.1} MiB in status.plan even with their large objects as references to the bundle image, more than the API server stores in one object (about {:.1} MiB with etcd's default limit): the bundle holds too many objects for one InstallPlan; ask its author to ship fewer",
                 steps.len(),
                 size as f64 / 1048576.0,
                 MAX_PLAN_STATUS_BYTES as f64 / 1048576.0
@@ -283,8 +290,9 @@ async fn still_current(ctx: &Context, ip: &InstallPlan, ns: &str) -> Result<bool
     Ok(sub.and_then(|s| s.status).and_then(|s| s.install_plan_ref).and_then(|r| r.name).is_some_and(|n| n == ip.name_any()))
 }
 
-/// The `status.plan[]` entry (OLM `Step`) of one planned step with status `status`.
-pub(crate) fn step_entry(step: &Step, lookup_catalog: (&str, &str), status: ApiStepStatus) -> ApiStep {
+/// The `status.plan[]` entry (OLM `Step`) of one planned step with status `status`, its object
+/// written as `manifest` (the object's JSON, or a [`BundleObjectRef`]'s).
+pub(crate) fn step_entry(step: &Step, lookup_catalog: (&str, &str), manifest: String, status: ApiStepStatus) -> ApiStep {
     ApiStep {
         resolving: step.resolving.clone(),
         resource: StepResource {
@@ -294,30 +302,119 @@ pub(crate) fn step_entry(step: &Step, lookup_catalog: (&str, &str), status: ApiS
             version: step.version.clone(),
             kind: if step.kind == "Secret" { "BundleSecret".into() } else { step.kind.clone() },
             name: step.name.clone(),
-            manifest: Some(step.manifest.to_string()),
+            manifest: Some(manifest),
         },
         optional: false,
         status,
     }
 }
 
-/// The planned steps of an InstallPlan, each with its catalog `(namespace, name)`.
+/// Largest step manifest (compact JSON, bytes) written into `status.plan` as the object itself;
+/// a larger one is written as a [`BundleObjectRef`].
+pub const INLINE_MANIFEST_MAX: usize = 64 * 1024;
+
+/// Most bytes of objects one plan's `status.plan` holds inline; past it the other steps are
+/// [`BundleObjectRef`]s. Deployments are inlined first (the CSV reconciler creates a deleted
+/// Deployment again from its step), then the other steps in order.
+pub const INLINE_PLAN_BUDGET: usize = 512 * 1024;
+
+/// `kind` of a [`BundleObjectRef`].
+pub const BUNDLE_OBJECT_REF_KIND: &str = "BundleObject";
+
+/// `status.plan[].resource.manifest` of a step whose object is not written into the plan (it is
+/// larger than [`INLINE_MANIFEST_MAX`], or the plan's [`INLINE_PLAN_BUDGET`] is spent): the
+/// bundle image by digest that the step is planned from, and the digest of the object as
+/// planned. Like OLM v0's reference to an unpacked bundle ConfigMap
+/// (`catalog/operator.go` `UnpackedBundleReference`), it keeps an InstallPlan small for any
+/// bundle size — argocd-operator 0.18.0 ships 4 MB of manifests, far past etcd's 1.5 MiB per
+/// object. At apply the steps are planned again from that image (pulled by digest, its blobs
+/// from the cache), so what is applied is what was listed. The object's group, version, kind
+/// and name are the step resource's own.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BundleObjectRef {
+    /// Always [`BUNDLE_OBJECT_REF_KIND`].
+    pub kind: String,
+    /// The bundle image, `repository@sha256:…`.
+    pub image: String,
+    /// `sha256:<hex>` of the object's compact JSON as planned.
+    pub digest: String,
+    /// Size of that JSON in bytes.
+    pub size: usize,
+}
+
+impl BundleObjectRef {
+    /// The reference in a step's `manifest`, if it holds one.
+    pub fn parse(manifest: &str) -> Option<BundleObjectRef> {
+        serde_json::from_str::<BundleObjectRef>(manifest).ok().filter(|r| r.kind == BUNDLE_OBJECT_REF_KIND && r.image.contains('@'))
+    }
+}
+
+/// One planned step: the object, its catalog `(namespace, name)`, and the bundle image by digest
+/// it was planned from (`None` for steps not planned from a bundle: dependency Subscriptions).
+#[derive(Debug, Clone)]
+pub(crate) struct PlannedStep {
+    pub step: Step,
+    pub catalog: (String, String),
+    pub image: Option<String>,
+}
+
+/// The `status.plan` entries of `steps`, entry `i` with `statuses[i]`: each object inline, or as
+/// a [`BundleObjectRef`] when it is larger than [`INLINE_MANIFEST_MAX`] or does not fit in what
+/// is left of [`INLINE_PLAN_BUDGET`] (Deployments first, then the rest in step order). Steps
+/// without a bundle image are always inline (they are small). Pure.
+pub(crate) fn plan_entries(steps: &[PlannedStep], statuses: &[ApiStepStatus]) -> Vec<ApiStep> {
+    let json: Vec<String> = steps.iter().map(|p| p.step.manifest.to_string()).collect();
+    let mut inline: Vec<bool> = steps.iter().map(|p| p.image.is_none()).collect();
+    let mut left = INLINE_PLAN_BUDGET;
+    let deployments_first = (0..steps.len()).filter(|&i| steps[i].step.kind == "Deployment").chain((0..steps.len()).filter(|&i| steps[i].step.kind != "Deployment"));
+    for i in deployments_first {
+        if !inline[i] && json[i].len() <= INLINE_MANIFEST_MAX && json[i].len() <= left {
+            inline[i] = true;
+            left -= json[i].len();
+        }
+    }
+    steps
+        .iter()
+        .zip(json)
+        .zip(inline)
+        .enumerate()
+        .map(|(i, ((p, text), inline))| {
+            let manifest = match (&p.image, inline) {
+                (Some(image), false) => {
+                    let r = BundleObjectRef { kind: BUNDLE_OBJECT_REF_KIND.into(), image: image.clone(), digest: format!("sha256:{}", hex::encode(Sha256::digest(text.as_bytes()))), size: text.len() };
+                    serde_json::to_string(&r).unwrap_or(text)
+                }
+                _ => text,
+            };
+            step_entry(&p.step, (&p.catalog.0, &p.catalog.1), manifest, statuses.get(i).cloned().unwrap_or(ApiStepStatus::Unknown))
+        })
+        .collect()
+}
+
+/// The planned steps of an InstallPlan.
 struct Planned {
     /// The namespace's OperatorGroup.
     operator_group: String,
     /// The steps, in order.
-    steps: Vec<(Step, (String, String))>,
+    steps: Vec<PlannedStep>,
 }
 
 impl Planned {
-    /// The `status.plan` entries, each with `status`.
+    /// The `status.plan` entries ([`plan_entries`]), each with `status`.
     fn listed(&self, status: ApiStepStatus) -> Vec<ApiStep> {
-        self.steps.iter().map(|(s, c)| step_entry(s, (&c.0, &c.1), status.clone())).collect()
+        plan_entries(&self.steps, &vec![status; self.steps.len()])
     }
 
     fn plain(&self) -> Vec<Step> {
-        self.steps.iter().map(|(s, _)| s.clone()).collect()
+        self.steps.iter().map(|p| p.step.clone()).collect()
     }
+}
+
+/// The bundle image (by digest) that the steps of `csv` listed in `plan` were planned from, when
+/// any of them is a [`BundleObjectRef`]: the plan is planned again from that very image.
+fn pinned_image(plan: &[ApiStep], csv: &str) -> Option<String> {
+    plan.iter().filter(|s| s.resolving == csv).find_map(|s| s.resource.manifest.as_deref().and_then(BundleObjectRef::parse)).map(|r| r.image)
 }
 
 /// Pulls every bundle of the plan and plans its steps. Stops with how the plan is held, with a
@@ -336,7 +433,7 @@ async fn plan_steps(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, ns:
     let mut steps = Vec::new();
     let lookups = status.bundle_lookups.clone();
     for (i, lookup) in lookups.iter().enumerate() {
-        let bundle = pull(ctx, api, ip, status, rv, i, lookup).await?;
+        let (bundle, image) = pull(ctx, api, ip, status, rv, i, lookup).await?;
         let at = |what: String| format!("bundle {} ({}): {what}", lookup.identifier, lookup.path);
         let modes: Vec<(String, bool)> = bundle.csv().install_modes().into_iter().map(|m| (m.type_.as_str().to_string(), m.supported)).collect();
         if let Err(e) = check_install_mode(ns, &targets, &modes) {
@@ -359,16 +456,22 @@ async fn plan_steps(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, ns:
         target.owner = Some(target.csv_owner_reference());
         let catalog = (lookup.catalog_source_ref.namespace.clone().unwrap_or_default(), lookup.catalog_source_ref.name.clone().unwrap_or_default());
         match plan::steps(&bundle, &target) {
-            Ok(planned) => steps.extend(planned.into_iter().map(|s| (s, catalog.clone()))),
+            Ok(planned) => steps.extend(planned.into_iter().map(|step| PlannedStep { step, catalog: catalog.clone(), image: Some(image.clone()) })),
             Err(e) => return Err(Hold::Fail("InstallCheckFailed", at(e.to_string())).into()),
         }
+    }
+    // The dependencies' Subscriptions, last: their CSVs exist by the time they appear (OLM).
+    let planned_lookups = ip.annotations().get(ANNOTATION_BUNDLE_LOOKUPS).and_then(|a| serde_json::from_str::<PlannedLookups>(a).ok()).unwrap_or_default();
+    for dep in &planned_lookups.subscriptions {
+        steps.push(PlannedStep { step: dep.step(ns, &ip.name_any()), catalog: (dep.catalog_source_namespace.clone(), dep.catalog_source.clone()), image: None });
     }
     Ok(Planned { operator_group: og, steps })
 }
 
-/// Pulls the bundle of lookup `i` (pull secrets of its CatalogSource), marking the pull in the
-/// plan's status while it runs ([`mark_pulling`]).
-async fn pull(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, status: &mut InstallPlanStatus, rv: &mut Option<String>, i: usize, lookup: &BundleLookup) -> Result<Bundle, Stop> {
+/// Pulls the bundle of lookup `i` (pull secrets of its CatalogSource) — by the digest the plan's
+/// listed steps were planned from ([`pinned_image`]), else `path` — marking the pull in the
+/// plan's status while it runs ([`mark_pulling`]). Returns the bundle and its image by digest.
+async fn pull(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, status: &mut InstallPlanStatus, rv: &mut Option<String>, i: usize, lookup: &BundleLookup) -> Result<(Bundle, String), Stop> {
     let at = |what: String| format!("bundle {} ({}): {what}", lookup.identifier, lookup.path);
     let cns = lookup.catalog_source_ref.namespace.clone().unwrap_or_default();
     let cname = lookup.catalog_source_ref.name.clone().unwrap_or_default();
@@ -377,17 +480,22 @@ async fn pull(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, status: &
         _ => Vec::new(),
     };
     let registry = registry_for(ctx, &cns, &secrets).await.map_err(|e| Hold::Blocked(BUNDLE_UNAVAILABLE, at(e)))?;
-    let reference = parse_reference(&lookup.path).map_err(|e| Hold::Fail("InstallCheckFailed", at(format!("the image reference is invalid: {e}"))))?;
+    let listed = parse_reference(&lookup.path).map_err(|e| Hold::Fail("InstallCheckFailed", at(format!("the image reference is invalid: {e}"))))?;
+    // The pin is taken only for the lookup's own repository (status is not where a bundle's
+    // origin is decided).
+    let reference = pinned_image(&status.plan, &lookup.identifier)
+        .and_then(|p| parse_reference(&p).ok())
+        .filter(|p| p.registry() == listed.registry() && p.repository() == listed.repository() && p.digest().is_some())
+        .unwrap_or(listed);
     let dir = scratch_dir("capstan-bundle").map_err(|e| Hold::Retry(at(e.to_string())))?;
     if let Some(hold) = mark_pulling(ctx, api, ip, status, rv, i, &lookup.path).await? {
         return Err(hold.into());
     }
     let pulled = crate::bundle::image::pull_bundle(&registry, &reference, dir.path()).await;
     clear_pulling(status, i);
-    if let Err(e) = pulled {
-        return Err(pull_hold(&e, at(format!("pulling the bundle image failed: {e}"))).into());
-    }
-    Bundle::load(dir.path()).map_err(|e| Hold::Fail("InstallCheckFailed", at(format!("the bundle is invalid: {e}"))).into())
+    let pulled = pulled.map_err(|e| pull_hold(&e, at(format!("pulling the bundle image failed: {e}"))))?;
+    let bundle = Bundle::load(dir.path()).map_err(|e| Hold::Fail("InstallCheckFailed", at(format!("the bundle is invalid: {e}"))))?;
+    Ok((bundle, reference.clone_with_digest(pulled.digest).whole()))
 }
 
 /// How many times the controller may stop (crash, out of memory) while pulling one bundle before
@@ -536,9 +644,9 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
         Err(Stop::Held(h)) => return hold(&ctx, &api, &ip, status, Vec::new(), h, blocked).await,
         Err(Stop::Api(e)) => return Err(e),
     };
-    // The steps inline every manifest (as OLM's do); past what etcd stores in one object the
-    // status write would fail on every try with "request is too large" and the plan would stall
-    // without a word. Say so once instead.
+    // Large objects are listed as references (`plan_entries`); should the plan still be past what
+    // etcd stores in one object, the status write would fail on every try with "request is too
+    // large" and the plan would stall without a word. Say so once instead.
     if let Some(h) = oversized(&planned.listed(ApiStepStatus::Unknown)) {
         return hold(&ctx, &api, &ip, status, Vec::new(), h, blocked).await;
     }
@@ -641,24 +749,23 @@ async fn preflight(ctx: &Context, ns: &str, og: &str, plain: &[Step]) -> Result<
 
 /// The `status.plan` entries after applying: each step's outcome, and the [`Hold`] of the first
 /// failed one ([`step_hold`]), or of a short apply. Pure.
-pub(crate) fn applied(planned: &[(Step, (String, String))], results: &[crate::install::StepResult]) -> (Vec<ApiStep>, Option<Hold>) {
+pub(crate) fn applied(planned: &[PlannedStep], results: &[crate::install::StepResult]) -> (Vec<ApiStep>, Option<Hold>) {
     let mut failed: Option<Hold> = None;
-    let entries = planned
+    let statuses: Vec<ApiStepStatus> = planned
         .iter()
         .zip(results.iter())
-        .map(|((s, c), r)| {
-            let st = match &r.status {
-                StepStatus::Created => ApiStepStatus::Created,
-                StepStatus::Present { .. } => ApiStepStatus::Present,
-                StepStatus::Failed(e) => {
-                    failed.get_or_insert_with(|| step_hold(e, format!("step {} ({}) failed: {r}", r.index + 1, s.describe())));
-                    ApiStepStatus::NotCreated
-                }
-                StepStatus::NotApplied { .. } => ApiStepStatus::NotCreated,
-            };
-            step_entry(s, (&c.0, &c.1), st)
+        .map(|(p, r)| match &r.status {
+            StepStatus::Created => ApiStepStatus::Created,
+            StepStatus::Present { .. } => ApiStepStatus::Present,
+            StepStatus::Failed(e) => {
+                failed.get_or_insert_with(|| step_hold(e, format!("step {} ({}) failed: {r}", r.index + 1, p.step.describe())));
+                ApiStepStatus::NotCreated
+            }
+            StepStatus::NotApplied { .. } => ApiStepStatus::NotCreated,
         })
         .collect();
+    let mut entries = plan_entries(planned, &statuses);
+    entries.truncate(statuses.len());
     if failed.is_none() && results.len() < planned.len() {
         failed = Some(Hold::Fail("InstallComponentFailed", format!("only {} of {} steps were applied", results.len(), planned.len())));
     }
@@ -677,7 +784,7 @@ async fn execute(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut st
         scoped::Installer::ServiceAccount { client, .. } => client.clone(),
         scoped::Installer::Controller => ctx.client.clone(),
     };
-    let results = apply(&apply_client, &plain, &ApplyOptions::default()).await;
+    let results = apply(&apply_client, &plain, &ctx.options.apply_options()).await;
     let (entries, failed) = applied(&planned.steps, &results);
     ctx.metrics.observe_install(started.elapsed(), if failed.is_some() { "failed" } else { "succeeded" });
     if let Some(h) = failed {
@@ -733,7 +840,7 @@ mod tests {
 
     #[test]
     fn first_decision_on_a_plan() {
-        let planned = PlannedLookups { catalog_sources: vec!["c".into()], bundle_lookups: vec![serde_json::from_value(lookup()).unwrap()] };
+        let planned = PlannedLookups { catalog_sources: vec!["c".into()], bundle_lookups: vec![serde_json::from_value(lookup()).unwrap()], subscriptions: vec![] };
         let ann = json!({ANNOTATION_BUNDLE_LOOKUPS: serde_json::to_string(&planned).unwrap()});
         assert_eq!(decide_start(&ip(None, ann.clone(), true)), Start::Initialize(planned.clone()));
         assert_eq!(decide_start(&ip(None, json!({}), true)), Start::Later(Duration::from_millis(500)), "no lookups anywhere yet");
@@ -793,7 +900,8 @@ mod tests {
     fn applied_steps_and_the_first_failure() {
         use crate::install::StepResult;
         let step = |name: &str, kind: &str| Step { resolving: "a.v1".into(), group: "".into(), version: "v1".into(), kind: kind.into(), name: name.into(), namespace: Some("ns".into()), manifest: json!({}) };
-        let planned = vec![(step("s", "Secret"), ("ns".to_string(), "c".to_string())), (step("b", "ConfigMap"), ("ns".to_string(), "c".to_string()))];
+        let p = |s: Step| PlannedStep { step: s, catalog: ("ns".to_string(), "c".to_string()), image: Some("r/a@sha256:1".into()) };
+        let planned = vec![p(step("s", "Secret")), p(step("b", "ConfigMap"))];
         let res = |i: usize| StepResult { index: i, kind: "Secret".into(), name: "s".into(), namespace: None, status: StepStatus::Created, uid: None };
         let results = vec![res(0)];
         let (entries, failed) = applied(&planned, &results);
@@ -802,5 +910,44 @@ mod tests {
         assert_eq!(failed, Some(Hold::Fail("InstallComponentFailed", "only 1 of 2 steps were applied".into())));
         let results = vec![res(0), res(1)];
         assert_eq!(applied(&planned, &results).1, None);
+    }
+
+    #[test]
+    fn large_objects_are_listed_as_references_to_the_bundle() {
+        let obj = |kind: &str, name: &str, bytes: usize| Step {
+            resolving: "a.v1".into(),
+            group: "".into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            name: name.into(),
+            namespace: None,
+            manifest: json!({"metadata": {"name": name}, "data": "x".repeat(bytes)}),
+        };
+        let image = "reg/a-bundle@sha256:abc";
+        let p = |s: Step| PlannedStep { step: s, catalog: ("olm".into(), "c".into()), image: Some(image.into()) };
+        // A 2 MB CRD (argocd's argocds is 1.1 MB as JSON), small objects, a Deployment after
+        // enough mid-sized ones to spend the budget, and a Subscription not from the bundle.
+        let mut steps = vec![p(obj("CustomResourceDefinition", "big", 2_000_000)), p(obj("ServiceAccount", "sa", 100))];
+        steps.extend((0..10).map(|i| p(obj("ConfigMap", &format!("cm{i}"), 60_000))));
+        steps.push(p(obj("Deployment", "op", 5_000)));
+        steps.push(PlannedStep { step: obj("Subscription", "dep", 200), catalog: ("olm".into(), "c".into()), image: None });
+        let entries = plan_entries(&steps, &vec![ApiStepStatus::Unknown; steps.len()]);
+        let refs: Vec<&str> = entries.iter().filter(|e| e.resource.manifest.as_deref().and_then(BundleObjectRef::parse).is_some()).map(|e| e.resource.name.as_str()).collect();
+        assert_eq!(refs, ["big", "cm8", "cm9"], "over 64 KiB, or past the 512 KiB budget");
+        let r = BundleObjectRef::parse(entries[0].resource.manifest.as_deref().unwrap()).unwrap();
+        let planned_json = steps[0].step.manifest.to_string();
+        assert_eq!((r.image.as_str(), r.size), (image, planned_json.len()));
+        assert_eq!(r.digest, format!("sha256:{}", hex::encode(Sha256::digest(planned_json.as_bytes()))));
+        assert_eq!((entries[0].resource.kind.as_str(), entries[0].resource.name.as_str()), ("CustomResourceDefinition", "big"), "the step still names the object");
+        let inline: Value = serde_json::from_str(entries[12].resource.manifest.as_deref().unwrap()).unwrap();
+        assert_eq!(inline["metadata"]["name"], "op", "the Deployment is inline even after the budget is spent by earlier steps");
+        // The whole listing stays small for any bundle size, and the image is found again.
+        assert!(oversized(&entries).is_none());
+        assert!(serde_json::to_vec(&entries).unwrap().len() < INLINE_PLAN_BUDGET + 64 * 1024);
+        assert_eq!(pinned_image(&entries, "a.v1").as_deref(), Some(image));
+        assert_eq!(pinned_image(&entries, "b.v1"), None);
+        // An ordinary object is not mistaken for a reference.
+        assert!(BundleObjectRef::parse(r#"{"kind":"BundleObject","metadata":{}}"#).is_none());
+        assert!(BundleObjectRef::parse(r#"{"apiVersion":"v1","kind":"ConfigMap"}"#).is_none());
     }
 }

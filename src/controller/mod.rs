@@ -42,6 +42,7 @@ use crate::install::FIELD_MANAGER;
 use crate::metrics::Metrics;
 
 pub use catalogs::{CatalogChange, CatalogState, CatalogStore, LoadedIndex};
+pub use catalogsource::mirror_once;
 pub use events::Events;
 
 pub use csv::{InstallModeError, check_install_mode};
@@ -62,11 +63,28 @@ pub struct Options {
     /// although they are not loopback (`capstan controller --insecure-registry`;
     /// [`crate::oci::ClientConfig::insecure_registries`]). Empty: TLS for every non-loopback registry.
     pub insecure_registries: Vec<String>,
+    /// Build each loaded catalog's PackageManifests and content buffer
+    /// ([`LoadedIndex::served`]) for the discovery servers ([`crate::discovery::served`]).
+    pub discovery: bool,
+    /// Validity of the webhook / APIService serving certificates this controller issues and
+    /// rotates; `None`: OLM's two years or `$CAPSTAN_CERT_VALIDITY`
+    /// ([`crate::install::apply::ApplyOptions::cert_validity`]). Rotation is due a day before
+    /// expiry, or after three quarters of a validity under four days ([`crate::install::certs::min_fresh`]).
+    pub cert_validity: Option<std::time::Duration>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { global_catalog_namespace: "olm".into(), catalog_cache: None, insecure_registries: Vec::new() }
+        Options { global_catalog_namespace: "olm".into(), catalog_cache: None, insecure_registries: Vec::new(), discovery: false, cert_validity: None }
+    }
+}
+
+impl Options {
+    /// How this controller applies InstallPlan steps and rotates certificates: the defaults of
+    /// [`crate::install::apply::ApplyOptions`] with [`Options::cert_validity`].
+    pub fn apply_options(&self) -> crate::install::apply::ApplyOptions {
+        let defaults = crate::install::apply::ApplyOptions::default();
+        crate::install::apply::ApplyOptions { cert_validity: self.cert_validity.unwrap_or(defaults.cert_validity), ..defaults }
     }
 }
 
@@ -79,8 +97,9 @@ pub struct Context {
     pub config: Option<kube::Config>,
     /// Settings.
     pub options: Options,
-    /// Every CatalogSource's catalog: loading, loaded, or failed with why.
-    pub catalogs: CatalogStore,
+    /// Every CatalogSource's catalog: loading, loaded, or failed with why. Shared with the
+    /// discovery servers, which read it ([`crate::discovery::served`]).
+    pub catalogs: Arc<CatalogStore>,
     /// Where the reconcilers record their metrics (`GET /metrics` of `capstan controller`).
     pub metrics: Arc<Metrics>,
     /// The Event recorder of this process.
@@ -128,6 +147,25 @@ pub enum Error {
         /// The serialization error.
         #[source]
         source: serde_json::Error,
+    },
+    /// Rotating the serving certificates of an installed CSV failed (`install::webhook::rotate_due`);
+    /// the message names the object and the API error. Retried by the requeue.
+    #[error("certificates of ClusterServiceVersion {csv}: {message}")]
+    Certificates {
+        /// `namespace/name` of the CSV.
+        csv: String,
+        /// What failed, naming the object.
+        message: String,
+    },
+    /// Removing what an uninstalled CSV made the cluster call (its webhook configurations,
+    /// APIServices, CRD conversion, shared auth bindings: `install::webhook::remove`) failed;
+    /// the message names the object and the API error. Retried by the requeue.
+    #[error("uninstall of ClusterServiceVersion {csv}: {message}")]
+    Removal {
+        /// `namespace/name` of the CSV.
+        csv: String,
+        /// What failed, naming the object.
+        message: String,
     },
 }
 
@@ -382,9 +420,15 @@ pub async fn run_with_config(config: kube::Config, options: Options, shutdown: i
 
 /// [`run_with_config`] recording metrics into `metrics` (what `capstan controller` serves).
 pub async fn run_with_metrics(config: kube::Config, options: Options, metrics: Arc<Metrics>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+    run_with_store(config, options, metrics, Arc::new(CatalogStore::default()), shutdown).await
+}
+
+/// [`run_with_metrics`] loading catalogs into `store`, which outlives the controllers (the
+/// discovery servers of `capstan controller` read it on every replica, leader or not).
+pub async fn run_with_store(config: kube::Config, options: Options, metrics: Arc<Metrics>, store: Arc<CatalogStore>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
     match Client::try_from(config.clone()) {
         Ok(client) => {
-            let (ctx, rx) = Context::new(client, Some(config), options, metrics);
+            let (ctx, rx) = Context::with_store(client, Some(config), options, metrics, store);
             run_inner(ctx, rx, shutdown).await
         }
         Err(e) => tracing::error!(error = %e, "cannot build a client from the configuration"),
@@ -395,13 +439,18 @@ impl Context {
     /// A context for one controller process, and the receiving end of its Subscription resync
     /// channel (see [`Context::resync_subscriptions`]).
     pub fn new(client: Client, config: Option<kube::Config>, options: Options, metrics: Arc<Metrics>) -> (Arc<Context>, mpsc::UnboundedReceiver<()>) {
+        Context::with_store(client, config, options, metrics, Arc::new(CatalogStore::default()))
+    }
+
+    /// [`Context::new`] with the catalogs kept in `store`.
+    pub fn with_store(client: Client, config: Option<kube::Config>, options: Options, metrics: Arc<Metrics>, store: Arc<CatalogStore>) -> (Arc<Context>, mpsc::UnboundedReceiver<()>) {
         let (tx, rx) = mpsc::unbounded();
         let ctx = Context {
             events: Events::new(client.clone(), leader::default_identity()),
             client,
             config,
             options,
-            catalogs: CatalogStore::default(),
+            catalogs: store,
             metrics,
             csv_phases: Mutex::new(HashMap::new()),
             plan_retries: Mutex::new(HashMap::new()),

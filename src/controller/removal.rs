@@ -499,15 +499,35 @@ where
     Ok(())
 }
 
-/// Deletes the operator: its Deployments, namespaced objects and cluster-scoped RBAC and webhooks.
-/// Returns what was deleted now and the cluster-scoped RBAC still present.
-async fn remove_operator(ctx: &Context, csv: &ClusterServiceVersion) -> Result<(Vec<String>, Vec<String>), Error> {
+/// Deletes the operator: what makes the cluster call it first (its webhook configurations and
+/// APIServices, its CRDs' conversion, the auth bindings it shares: `install::webhook::remove`,
+/// only when the CSV is not `replaced` by an upgrade, which took them over), then its
+/// Deployments, namespaced objects and cluster-scoped RBAC. Returns what was deleted now and the
+/// cluster-scoped RBAC still present.
+async fn remove_operator(ctx: &Context, csv: &ClusterServiceVersion, replaced: bool) -> Result<(Vec<String>, Vec<String>), Error> {
     let ns = csv.namespace().unwrap_or_default();
     let name = csv.name_any();
     let sel = owner_selector(&ns, &name);
     let lp = ListParams::default().labels(&sel);
     let mut deleted = Vec::new();
-    // The workload first, so that nothing acts with the permissions being removed.
+    // No webhook may be left pointing at a Service without pods: with `failurePolicy: Fail` it
+    // blocks every write of what it covers. So they go before the Deployments.
+    if !replaced {
+        deleted.extend(remove_webhooks(ctx, csv).await?);
+    }
+    for res in [
+        Api::<MutatingWebhookConfiguration>::all(ctx.client.clone()).delete_collection(&DeleteParams::default(), &lp).await.map(|_| ()),
+        Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone()).delete_collection(&DeleteParams::default(), &lp).await.map(|_| ()),
+    ] {
+        match res {
+            Ok(()) => {}
+            Err(e) if not_found(&e) => {}
+            // capstan's shipped RBAC has no access to webhook configurations: it cannot have made any.
+            Err(e) if forbidden(&e) => tracing::debug!(error = %e, "no access to webhook configurations; none to delete"),
+            Err(e) => return Err(kube_err(format!("deleting webhook configurations labelled {sel}"))(e)),
+        }
+    }
+    // Then the workload, so that nothing acts with the permissions being removed.
     delete_labelled::<Deployment>(ctx, &sel, &mut deleted).await?;
     let crbs: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
     let crs: Api<ClusterRole> = Api::all(ctx.client.clone());
@@ -529,18 +549,6 @@ async fn remove_operator(ctx: &Context, csv: &ClusterServiceVersion) -> Result<(
             }
         }
     }
-    for res in [
-        Api::<MutatingWebhookConfiguration>::all(ctx.client.clone()).delete_collection(&DeleteParams::default(), &lp).await.map(|_| ()),
-        Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone()).delete_collection(&DeleteParams::default(), &lp).await.map(|_| ()),
-    ] {
-        match res {
-            Ok(()) => {}
-            Err(e) if not_found(&e) => {}
-            // capstan's shipped RBAC has no access to webhook configurations: it cannot have made any.
-            Err(e) if forbidden(&e) => tracing::debug!(error = %e, "no access to webhook configurations; none to delete"),
-            Err(e) => return Err(kube_err(format!("deleting webhook configurations labelled {sel}"))(e)),
-        }
-    }
     delete_labelled::<Service>(ctx, &sel, &mut deleted).await?;
     delete_labelled::<RoleBinding>(ctx, &sel, &mut deleted).await?;
     delete_labelled::<Role>(ctx, &sel, &mut deleted).await?;
@@ -560,6 +568,26 @@ async fn remove_operator(ctx: &Context, csv: &ClusterServiceVersion) -> Result<(
     left.extend(crbs.list(&lp).await.map_err(kube_err(format!("listing ClusterRoleBindings labelled {sel}")))?.items.iter().map(|b| format!("ClusterRoleBinding {}", b.name_any())));
     left.extend(crs.list(&lp).await.map_err(kube_err(format!("listing ClusterRoles labelled {sel}")))?.items.iter().map(|r| format!("ClusterRole {}", r.name_any())));
     Ok((deleted, left))
+}
+
+/// `install::webhook::remove` for a CSV that is uninstalled: its webhook configurations and
+/// APIServices, its conversion CRDs reset, its subjects of the shared auth bindings. A CSV whose
+/// definitions cannot be read (it never installed any) has nothing to remove.
+async fn remove_webhooks(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Vec<String>, Error> {
+    let ns = csv.namespace().unwrap_or_default();
+    let name = csv.name_any();
+    let value = serde_json::to_value(csv).map_err(|source| Error::Build { what: format!("ClusterServiceVersion {ns}/{name} as JSON"), source })?;
+    let defs = match crate::install::webhook::Definitions::read(&value) {
+        Ok(d) => d,
+        Err((field, message)) => {
+            tracing::debug!(csv = %format!("{ns}/{name}"), %field, %message, "unreadable webhook definitions: none were installed");
+            return Ok(Vec::new());
+        }
+    };
+    if defs.is_empty() {
+        return Ok(Vec::new());
+    }
+    crate::install::webhook::remove(&ctx.client, &name, &ns, &defs).await.map_err(|message| Error::Removal { csv: format!("{ns}/{name}"), message })
 }
 
 /// Other live CSVs (any namespace) that own or require CRD `crd`, as `namespace/name`.
@@ -679,7 +707,7 @@ async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Opti
     {
         return Ok(Some(wait));
     }
-    let (deleted, left) = remove_operator(ctx, csv).await?;
+    let (deleted, left) = remove_operator(ctx, csv, cleanup.replaced_by.is_some()).await?;
     if !deleted.is_empty() {
         tracing::info!(csv = %cleanup.full, deleted = ?deleted, "uninstall: removed the operator's objects");
     }
@@ -745,7 +773,7 @@ async fn remove_operands_first(csv: &ClusterServiceVersion, ctx: &Context, clean
         tracing::warn!(csv = %full, "{message}");
         ctx.events.publish_for(csv, EventType::Warning, "OperandsStuck", &message).await;
     }
-    let (deleted, _) = remove_operator(ctx, csv).await?;
+    let (deleted, _) = remove_operator(ctx, csv, cleanup.replaced_by.is_some()).await?;
     if !deleted.is_empty() {
         tracing::info!(csv = %full, deleted = ?deleted, "uninstall: removed the operator after reporting the custom resources still Terminating");
     }

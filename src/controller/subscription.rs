@@ -34,6 +34,7 @@ use crate::api::common::ConditionStatus;
 use crate::api::installplan::{BundleLookup, InstallPlanPhase, InstallPlanSpec};
 use crate::api::subscription::{InstallPlanReference, SubscriptionCatalogHealth, SubscriptionConditionType as C, SubscriptionState, SubscriptionStatus, reason};
 use crate::api::{Approval, CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
+use crate::install::plan::{ANNOTATION_GENERATED_BY, DependencySubscription};
 use crate::resolve::{CatalogInput, CatalogSourceKey, ErrorKind, InstalledBundle, Reason, ResolveError, ResolveInput, ResolveOutput, ResolvedBundle, SubscriptionRequest, resolve};
 
 /// A CatalogSource's (namespace, name).
@@ -320,7 +321,8 @@ pub(crate) fn new_plan(sub: &Subscription, plan_name: &str, csv_names: &[String]
         name: Some(plan_name.to_string()),
         namespace: Some(ns),
         owner_references: Some(vec![owner]),
-        labels: Some([("operators.coreos.com/subscription".to_string(), name)].into()),
+        // A label value has at most 63 characters; a longer Subscription name goes without it.
+        labels: (name.len() <= 63).then(|| [("operators.coreos.com/subscription".to_string(), name)].into()),
         annotations: Some([(ANNOTATION_BUNDLE_LOOKUPS.to_string(), lookups)].into()),
         ..Default::default()
     };
@@ -335,10 +337,64 @@ pub(crate) fn new_plan(sub: &Subscription, plan_name: &str, csv_names: &[String]
     Ok(InstallPlan { metadata, spec, status: None })
 }
 
+/// The Subscriptions a plan installing `to_install` creates, as OLM v0 does (\[OLM\]
+/// `resolver/step_resolver.go` `ResolveSteps`): one for each bundle that no Subscription of the
+/// namespace (`subscriptions`) matches — same package, same channel when the Subscription names
+/// one, same catalog — that is, for each dependency, on the channel and catalog it was resolved
+/// from, starting at the resolved CSV. Pure.
+pub(crate) fn dependency_subscriptions(to_install: &[ResolvedBundle], subscriptions: &[SubscriptionRequest]) -> Vec<DependencySubscription> {
+    to_install
+        .iter()
+        .filter(|b| {
+            let channel = b.channel.as_deref().unwrap_or_default();
+            !subscriptions.iter().any(|s| {
+                s.package == b.package
+                    && s.channel.as_deref().is_none_or(|c| c == channel)
+                    && b.catalog.as_ref().is_none_or(|c| c.name == s.source && c.namespace == s.source_namespace)
+            })
+        })
+        .map(|b| {
+            let catalog = b.catalog.clone().unwrap_or_else(|| CatalogSourceKey::new("", ""));
+            DependencySubscription {
+                package: b.package.clone(),
+                channel: b.channel.clone().unwrap_or_default(),
+                catalog_source: catalog.name,
+                catalog_source_namespace: catalog.namespace,
+                starting_csv: b.bundle.clone(),
+            }
+        })
+        .collect()
+}
+
+/// A Subscription an InstallPlan created for a dependency (annotation
+/// [`ANNOTATION_GENERATED_BY`] naming `plan`) and that has no plan reference yet points at that
+/// plan, `UpgradePending` with `currentCSV` = `spec.startingCSV`, as OLM does
+/// (`catalog/operator.go` `ensureSubscriptionInstallPlanState`); once its CSV is there the
+/// resolution makes it `AtLatestKnown` with `installedCSV`. Pure.
+pub(crate) fn adopt_generating_plan(status: &mut SubscriptionStatus, sub: &Subscription, plan: &InstallPlan) {
+    if status.install_plan_ref.is_some() || sub.annotations().get(ANNOTATION_GENERATED_BY) != Some(&plan.name_any()) {
+        return;
+    }
+    let (ns, plan_name, uid) = (plan.namespace().unwrap_or_default(), plan.name_any(), plan.uid().unwrap_or_default());
+    status.install_plan_ref = Some(ObjectReference {
+        api_version: Some("operators.coreos.com/v1alpha1".into()),
+        kind: Some("InstallPlan".into()),
+        namespace: Some(ns),
+        name: Some(plan_name.clone()),
+        uid: Some(uid.clone()),
+        resource_version: plan.resource_version(),
+        ..Default::default()
+    });
+    status.installplan = Some(InstallPlanReference { api_version: "operators.coreos.com/v1alpha1".into(), kind: "InstallPlan".into(), name: plan_name, uuid: uid });
+    status.state = Some(SubscriptionState::UpgradePending);
+    status.current_csv = sub.spec.starting_csv.clone().filter(|c| !c.is_empty());
+}
+
 /// Where each bundle of `to_install` comes from, for the InstallPlan reconciler: image, CSV,
 /// replaced CSV, catalog and properties — all from the resolver's [`ResolvedBundle`] (the
-/// catalogs are not read again).
-pub(crate) fn planned_lookups(to_install: &[ResolvedBundle]) -> PlannedLookups {
+/// catalogs are not read again); and the Subscriptions the plan creates for dependencies
+/// (`subscriptions`, [`dependency_subscriptions`]).
+pub(crate) fn planned_lookups(to_install: &[ResolvedBundle], subscriptions: Vec<DependencySubscription>) -> PlannedLookups {
     let bundle_lookups = to_install
         .iter()
         .map(|b| {
@@ -361,7 +417,7 @@ pub(crate) fn planned_lookups(to_install: &[ResolvedBundle]) -> PlannedLookups {
     let mut catalog_sources: Vec<String> = to_install.iter().filter_map(|b| b.catalog.as_ref().map(|c| c.name.clone())).collect();
     catalog_sources.sort();
     catalog_sources.dedup();
-    PlannedLookups { catalog_sources, bundle_lookups }
+    PlannedLookups { catalog_sources, bundle_lookups, subscriptions }
 }
 
 /// Writes `status` onto the Subscription unless it says what its status says already.
@@ -397,9 +453,19 @@ async fn kept_csv(ctx: &Context, ns: &str, status: &SubscriptionStatus) -> Resul
     Ok(found.map(|_| c.to_string()))
 }
 
+/// What one resolution of a namespace saw and decided.
+struct Observed {
+    /// The resolver's output.
+    out: ResolveOutput,
+    /// The CSVs installed in the namespace.
+    installed: Vec<String>,
+    /// The namespace's Subscriptions, as resolved.
+    requests: Vec<SubscriptionRequest>,
+}
+
 /// Resolves every Subscription of `ns` together (one bundle per package, §4.6) against
-/// `catalogs` and the CSVs installed there. Returns the output and the installed CSV names.
-async fn observe_resolution(ctx: &Context, ns: &str, catalogs: Vec<CatalogInput>) -> Result<(ResolveOutput, Vec<String>), Error> {
+/// `catalogs` and the CSVs installed there.
+async fn observe_resolution(ctx: &Context, ns: &str, catalogs: Vec<CatalogInput>) -> Result<Observed, Error> {
     let csvs = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), ns)
         .list(&ListParams::default())
         .await
@@ -422,9 +488,10 @@ async fn observe_resolution(ctx: &Context, ns: &str, catalogs: Vec<CatalogInput>
         })
         .collect();
     let started = std::time::Instant::now();
-    let out = resolve(&ResolveInput { catalogs, installed: installed.clone(), subscriptions: requests });
+    let input = ResolveInput { catalogs, installed, subscriptions: requests };
+    let out = resolve(&input);
     ctx.metrics.observe_resolution(started.elapsed());
-    Ok((out, installed.into_iter().map(|i| i.name).collect()))
+    Ok(Observed { out, installed: input.installed.into_iter().map(|i| i.name).collect(), requests: input.subscriptions })
 }
 
 pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -440,6 +507,13 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
     let now = now_time();
     let mut status = sub.status.clone().unwrap_or_else(|| SubscriptionStatus::new(now.clone()));
     status.last_updated = now.clone();
+    // A dependency's Subscription, created by an InstallPlan: it starts out pointing at that plan.
+    if status.install_plan_ref.is_none()
+        && let Some(p) = sub.annotations().get(ANNOTATION_GENERATED_BY)
+        && let Some(plan) = Api::<InstallPlan>::namespaced(ctx.client.clone(), &ns).get_opt(p).await.map_err(kube_err(format!("reading InstallPlan {ns}/{p}")))?
+    {
+        adopt_generating_plan(&mut status, &sub, &plan);
+    }
     let source = (sub.spec.source_namespace.clone(), sub.spec.source.clone());
     let view = observe_catalogs(&ctx, &ns).await?;
     let catalogs = match decide_catalogs(&mut status, &source, &view, &now) {
@@ -455,7 +529,7 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
         }
         CatalogGate::Resolve(catalogs) => catalogs,
     };
-    let (out, installed) = observe_resolution(&ctx, &ns, catalogs).await?;
+    let Observed { out, installed, requests } = observe_resolution(&ctx, &ns, catalogs).await?;
     match decide_resolution(&mut status, &sub, &out, &installed, &now) {
         Resolution::Failed { message, event } => {
             write(&ctx, &sub, &status).await?;
@@ -469,14 +543,17 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
             prune_plans(&ctx, &ns, &name).await?;
             Ok(Action::requeue(Duration::from_secs(300)))
         }
-        Resolution::Install(to_install) => install(&ctx, &sub, status, &to_install, &now).await,
+        Resolution::Install(to_install) => {
+            let deps = dependency_subscriptions(&to_install, &requests);
+            install(&ctx, &sub, status, &to_install, deps, &now).await
+        }
     }
 }
 
 /// The plan gate: this resolution's InstallPlan — created when missing, approved when the
 /// Subscription's approval is Automatic — after the plan the status points at (waited for, or
 /// superseded); then the status from the plan's phase ([`plan_progress`]).
-async fn install(ctx: &Context, sub: &Subscription, mut status: SubscriptionStatus, to_install: &[ResolvedBundle], now: &Time) -> Result<Action, Error> {
+async fn install(ctx: &Context, sub: &Subscription, mut status: SubscriptionStatus, to_install: &[ResolvedBundle], deps: Vec<DependencySubscription>, now: &Time) -> Result<Action, Error> {
     let (ns, name) = (sub.namespace().unwrap_or_default(), sub.name_any());
     let plans: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &ns);
     // One InstallPlan per resolution, named after what it installs (a restart never duplicates it).
@@ -517,12 +594,12 @@ async fn install(ctx: &Context, sub: &Subscription, mut status: SubscriptionStat
     missing_condition(&mut status, &ns, prior_missing, existing.is_some(), &plan_name, &csv_names, now);
     let plan = match existing {
         Some(p) => p,
-        None => create_plan(ctx, sub, &plans, &plan_name, &csv_names, to_install).await?,
+        None => create_plan(ctx, sub, &plans, &plan_name, &csv_names, planned_lookups(to_install, deps.clone())).await?,
     };
     if !approve_if_automatic(sub, &plans, &plan).await? {
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
-    ensure_lookups(&plans, &plan, to_install).await?;
+    ensure_lookups(&plans, &plan, to_install, deps).await?;
     let requeue = plan_progress(&mut status, &plan, superseded.as_deref(), now);
     write(ctx, sub, &status).await?;
     Ok(Action::requeue(requeue))
@@ -562,9 +639,9 @@ async fn mark_superseded(plans: &Api<InstallPlan>, prior: &InstallPlan, message:
 }
 
 /// Creates this resolution's InstallPlan ([`new_plan`]); one created meanwhile is read instead.
-async fn create_plan(ctx: &Context, sub: &Subscription, plans: &Api<InstallPlan>, plan_name: &str, csv_names: &[String], to_install: &[ResolvedBundle]) -> Result<InstallPlan, Error> {
+async fn create_plan(ctx: &Context, sub: &Subscription, plans: &Api<InstallPlan>, plan_name: &str, csv_names: &[String], lookups: PlannedLookups) -> Result<InstallPlan, Error> {
     let ns = sub.namespace().unwrap_or_default();
-    let ip = new_plan(sub, plan_name, csv_names, &planned_lookups(to_install))?;
+    let ip = new_plan(sub, plan_name, csv_names, &lookups)?;
     tracing::info!(subscription = %format!("{ns}/{}", sub.name_any()), plan = %plan_name, csvs = ?csv_names, "creating InstallPlan");
     match plans.create(&PostParams::default(), &ip).await {
         Ok(p) => {
@@ -598,13 +675,13 @@ async fn approve_if_automatic(sub: &Subscription, plans: &Api<InstallPlan>, plan
 
 /// A plan without bundle lookups in its status or its annotation (created by an earlier capstan
 /// that stopped before writing them) gets the annotation, so the InstallPlan reconciler can work.
-async fn ensure_lookups(plans: &Api<InstallPlan>, plan: &InstallPlan, to_install: &[ResolvedBundle]) -> Result<(), Error> {
+async fn ensure_lookups(plans: &Api<InstallPlan>, plan: &InstallPlan, to_install: &[ResolvedBundle], deps: Vec<DependencySubscription>) -> Result<(), Error> {
     let has = plan.status.as_ref().is_some_and(|s| !s.bundle_lookups.is_empty()) || plan.annotations().contains_key(ANNOTATION_BUNDLE_LOOKUPS);
     if has {
         return Ok(());
     }
     let (ns, name) = (plan.namespace().unwrap_or_default(), plan.name_any());
-    let lookups = serde_json::to_string(&planned_lookups(to_install)).map_err(|source| Error::Build { what: format!("the bundle lookups of InstallPlan {ns}/{name}"), source })?;
+    let lookups = serde_json::to_string(&planned_lookups(to_install, deps)).map_err(|source| Error::Build { what: format!("the bundle lookups of InstallPlan {ns}/{name}"), source })?;
     let patch = json!({"metadata": {"annotations": {ANNOTATION_BUNDLE_LOOKUPS: lookups}}});
     plans.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(kube_err(format!("annotating InstallPlan {ns}/{name} with its bundle lookups")))?;
     Ok(())
@@ -614,15 +691,13 @@ async fn ensure_lookups(plans: &Api<InstallPlan>, plan: &InstallPlan, to_install
 /// deleted once the Subscription is AtLatestKnown (OLM keeps a bounded history the same way).
 pub const KEEP_PLANS: usize = 5;
 
-/// Deletes the Subscription's terminal InstallPlans (label `operators.coreos.com/subscription`)
-/// beyond the newest [`KEEP_PLANS`], oldest first.
+/// Deletes the Subscription's terminal InstallPlans (those it owns: a label selector cannot
+/// name a Subscription whose name is longer than a label value's 63 characters, as OLM's
+/// dependency Subscriptions often are) beyond the newest [`KEEP_PLANS`], oldest first.
 async fn prune_plans(ctx: &Context, ns: &str, sub: &str) -> Result<(), Error> {
     let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), ns);
-    let list = api
-        .list(&ListParams::default().labels(&format!("operators.coreos.com/subscription={sub}")))
-        .await
-        .map_err(kube_err(format!("listing InstallPlans of Subscription {ns}/{sub}")))?;
-    for pname in plans_to_prune(&list.items, KEEP_PLANS) {
+    let list = api.list(&ListParams::default()).await.map_err(kube_err(format!("listing InstallPlans of Subscription {ns}/{sub}")))?;
+    for pname in plans_to_prune(&list.items, sub, KEEP_PLANS) {
         tracing::info!(subscription = %format!("{ns}/{sub}"), plan = %pname, "pruning a completed InstallPlan");
         match api.delete(&pname, &kube::api::DeleteParams::background()).await {
             Ok(_) => {}
@@ -633,10 +708,12 @@ async fn prune_plans(ctx: &Context, ns: &str, sub: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// Names of the terminal plans beyond the newest `keep` (by creationTimestamp, then name), oldest
-/// first. Plans still pending or installing are never chosen.
-pub(crate) fn plans_to_prune(plans: &[InstallPlan], keep: usize) -> Vec<String> {
-    let mut done: Vec<&InstallPlan> = plans.iter().filter(|p| p.status.as_ref().is_some_and(|s| s.phase.is_terminal())).collect();
+/// Names of the terminal plans Subscription `sub` owns beyond the newest `keep` (by
+/// creationTimestamp, then name), oldest first. Plans still pending or installing, and plans of
+/// other Subscriptions, are never chosen.
+pub(crate) fn plans_to_prune(plans: &[InstallPlan], sub: &str, keep: usize) -> Vec<String> {
+    let owned = |p: &&InstallPlan| p.owner_references().iter().any(|o| o.kind == "Subscription" && o.name == sub);
+    let mut done: Vec<&InstallPlan> = plans.iter().filter(owned).filter(|p| p.status.as_ref().is_some_and(|s| s.phase.is_terminal())).collect();
     done.sort_by_key(|p| (p.metadata.creation_timestamp.clone().map(|t| t.0), p.name_any()));
     let extra = done.len().saturating_sub(keep);
     done[..extra].iter().map(|p| p.name_any()).collect()
@@ -665,17 +742,23 @@ mod tests {
         let plan = |name: &str, minute: u32, phase: &str| -> InstallPlan {
             serde_json::from_value(json!({
                 "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
-                "metadata": {"name": name, "namespace": "ns", "creationTimestamp": format!("2026-01-01T00:{minute:02}:00Z")},
+                "metadata": {"name": name, "namespace": "ns", "creationTimestamp": format!("2026-01-01T00:{minute:02}:00Z"),
+                             "ownerReferences": [{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription", "name": if name == "f" { "other" } else { LONG }, "uid": "u"}]},
                 "spec": {"clusterServiceVersionNames": [], "approval": "Automatic", "approved": true},
                 "status": {"phase": phase, "catalogSources": []},
             }))
             .unwrap()
         };
-        let plans = vec![plan("a", 5, "Complete"), plan("b", 1, "Complete"), plan("c", 3, "Failed"), plan("d", 0, "RequiresApproval"), plan("e", 4, "Complete")];
-        assert_eq!(plans_to_prune(&plans, 2), vec!["b".to_string(), "c".to_string()]);
-        assert!(plans_to_prune(&plans, 5).is_empty());
-        assert_eq!(plans_to_prune(&plans, 0).len(), 4, "never the pending one");
+        // Owned by a Subscription whose name is longer than a label value may be (OLM's name of
+        // a dependency's Subscription); "f" belongs to another Subscription.
+        let plans = vec![plan("a", 5, "Complete"), plan("b", 1, "Complete"), plan("c", 3, "Failed"), plan("d", 0, "RequiresApproval"), plan("e", 4, "Complete"), plan("f", 0, "Complete")];
+        assert_eq!(plans_to_prune(&plans, LONG, 2), vec!["b".to_string(), "c".to_string()]);
+        assert!(plans_to_prune(&plans, LONG, 5).is_empty());
+        assert_eq!(plans_to_prune(&plans, LONG, 0).len(), 4, "never the pending one, nor another Subscription's");
     }
+
+    /// A dependency's Subscription name as OLM makes it, longer than 63 characters.
+    const LONG: &str = "strimzi-kafka-operator-stable-community-ctl-scale-catalog-33e5ded4";
 
     use crate::api::subscription::SubscriptionSpec;
     use crate::resolve::ErrorKind as K;
@@ -693,7 +776,7 @@ mod tests {
     }
 
     fn loaded() -> crate::controller::LoadedIndex {
-        crate::controller::LoadedIndex { image: "r/c:1".into(), digest: "sha256:1".into(), priority: 0, index: Arc::new(crate::resolve::CatalogIndex::default()) }
+        crate::controller::LoadedIndex { image: "r/c:1".into(), digest: "sha256:1".into(), priority: 0, index: Arc::new(crate::resolve::CatalogIndex::default()), served: None }
     }
 
     fn view(states: Vec<(Key, CatalogState)>, extra: &[Key]) -> CatalogView {
@@ -899,10 +982,56 @@ mod tests {
         assert!(st.condition(&C::InstallPlanFailed).is_none());
     }
 
+    fn request(name: &str, package: &str, channel: Option<&str>) -> SubscriptionRequest {
+        SubscriptionRequest { name: name.into(), namespace: "ns".into(), package: package.into(), channel: channel.map(String::from), source: "c".into(), source_namespace: "ns".into(), ..Default::default() }
+    }
+
+    #[test]
+    fn dependencies_without_a_subscription_get_one() {
+        let own = bundle("mercury", "mercury-operator", "mercury-operator.v1.0.2", Reason::Requested);
+        let dep = |p: &str, csv: &str| bundle("mercury", p, csv, Reason::Dependency { of: "mercury-operator.v1.0.2".into(), requirement: p.into(), already_installed: false });
+        let to_install = vec![own, dep("strimzi-kafka-operator", "strimzi-cluster-operator.v0.28.0"), dep("camel-k", "camel-k-operator.v1.9.0")];
+        let subs = vec![request("mercury", "mercury-operator", Some("stable"))];
+        let deps = dependency_subscriptions(&to_install, &subs);
+        assert_eq!(deps.iter().map(|d| d.name()).collect::<Vec<_>>(), ["strimzi-kafka-operator-stable-c-ns", "camel-k-stable-c-ns"]);
+        assert_eq!(deps[0], DependencySubscription { package: "strimzi-kafka-operator".into(), channel: "stable".into(), catalog_source: "c".into(), catalog_source_namespace: "ns".into(), starting_csv: "strimzi-cluster-operator.v0.28.0".into() });
+        // A Subscription of the package (any channel when it names none) takes it over; one on
+        // another channel or catalog does not (OLM's matching).
+        let subs2 = [subs.clone(), vec![request("k", "camel-k", None)]].concat();
+        assert_eq!(dependency_subscriptions(&to_install, &subs2).len(), 1);
+        let subs3 = [subs.clone(), vec![request("k", "camel-k", Some("stable-1.9"))]].concat();
+        assert_eq!(dependency_subscriptions(&to_install, &subs3).len(), 2);
+        let mut other_catalog = request("k", "camel-k", None);
+        other_catalog.source = "d".into();
+        assert_eq!(dependency_subscriptions(&to_install, &[subs, vec![other_catalog]].concat()).len(), 2);
+    }
+
+    #[test]
+    fn a_generated_subscription_points_at_its_plan_first() {
+        let mut s = sub("camel-k-stable-c-ns", "camel-k");
+        s.spec.starting_csv = Some("camel-k-operator.v1.9.0".into());
+        let p = plan("install-1", Some("Installing"), true);
+        let mut st = SubscriptionStatus::new(now());
+        adopt_generating_plan(&mut st, &s, &p);
+        assert!(st.install_plan_ref.is_none(), "not generated by a plan: untouched");
+        s.metadata.annotations = Some([(ANNOTATION_GENERATED_BY.to_string(), "install-1".to_string())].into());
+        adopt_generating_plan(&mut st, &s, &p);
+        assert_eq!(st.install_plan_ref.as_ref().and_then(|r| r.name.as_deref()), Some("install-1"));
+        assert_eq!(st.installplan.as_ref().map(|r| r.name.as_str()), Some("install-1"));
+        assert_eq!((st.state.clone(), st.current_csv.as_deref()), (Some(SubscriptionState::UpgradePending), Some("camel-k-operator.v1.9.0")));
+        // The plan waits to be applied: the next resolution waits for it rather than making a second.
+        assert!(matches!(decide_prior(&p, "install-2", &["camel-k-operator.v1.9.0".into()], &s.name_any()), Prior::Wait { .. }));
+        // Once it has a plan reference of its own, the annotation is not looked at again.
+        let mut st2 = st.clone();
+        st2.install_plan_ref.as_mut().unwrap().name = Some("install-9".into());
+        adopt_generating_plan(&mut st2, &s, &p);
+        assert_eq!(st2.install_plan_ref.as_ref().and_then(|r| r.name.as_deref()), Some("install-9"));
+    }
+
     #[test]
     fn a_new_plan_is_owned_labelled_and_carries_its_lookups() {
         let mut s = sub("s", "a");
-        let lookups = planned_lookups(&[bundle("s", "a", "a.v2.0.0", Reason::Upgrade { from: "a.v1.0.0".into() })]);
+        let lookups = planned_lookups(&[bundle("s", "a", "a.v2.0.0", Reason::Upgrade { from: "a.v1.0.0".into() })], vec![]);
         assert_eq!(lookups.catalog_sources, ["c"]);
         assert_eq!(lookups.bundle_lookups[0].replaces, "a.v1.0.0");
         let ip = new_plan(&s, "install-x", &["a.v2.0.0".into()], &lookups).unwrap();
@@ -913,5 +1042,8 @@ mod tests {
         assert_eq!(back, lookups);
         s.spec.install_plan_approval = Some(Approval::Manual);
         assert!(!new_plan(&s, "install-x", &[], &lookups).unwrap().spec.approved);
+        // A name too long for a label value goes without the label (the plan is found by owner).
+        let long = sub(LONG, "strimzi-kafka-operator");
+        assert!(new_plan(&long, "install-y", &[], &lookups).unwrap().metadata.labels.is_none());
     }
 }

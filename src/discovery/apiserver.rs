@@ -248,16 +248,50 @@ fn common_name(der: &[u8]) -> Option<String> {
     cert.subject().iter_common_name().next().and_then(|cn| cn.as_str().ok()).map(str::to_string)
 }
 
-/// The server's TLS configuration: a self-signed serving certificate for `names` (rcgen) and client
-/// certificates verified against the requestheader CA (optional at the TLS layer, required per request).
+/// The certificate the server presents.
+#[derive(Clone)]
+pub enum ServingIdentity {
+    /// A self-signed certificate for these names (DNS names or IP addresses), made at start
+    /// (rcgen); the APIService then needs `insecureSkipTLSVerify` (`capstan catalog serve`).
+    SelfSigned(Vec<String>),
+    /// A certificate and its key, PEM (`capstan controller`: the CA-signed pair of
+    /// [`super::served::ensure_serving_cert`], whose CA is the APIService's `caBundle`).
+    Pem {
+        /// Certificate chain, PEM.
+        cert_pem: String,
+        /// Private key (PKCS#8, SEC1 or PKCS#1), PEM.
+        key_pem: String,
+    },
+}
+
+impl std::fmt::Debug for ServingIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServingIdentity::SelfSigned(names) => f.debug_tuple("SelfSigned").field(names).finish(),
+            ServingIdentity::Pem { .. } => f.write_str("Pem { .. }"),
+        }
+    }
+}
+
+/// The server's TLS configuration: `identity`'s serving certificate and client certificates
+/// verified against the requestheader CA (optional at the TLS layer, required per request).
 ///
 /// # Errors
-/// A message when the CA cannot be read or the certificate cannot be made.
-pub fn tls_config(rh: &RequestHeader, names: Vec<String>) -> Result<rustls::ServerConfig, String> {
+/// A message when the CA cannot be read or the certificate cannot be made or read.
+pub fn tls_config(rh: &RequestHeader, identity: &ServingIdentity) -> Result<rustls::ServerConfig, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let key = rcgen::generate_simple_self_signed(names).map_err(|e| format!("making the serving certificate: {e}"))?;
-    let cert = key.cert.der().clone();
-    let pkey = rustls::pki_types::PrivateKeyDer::try_from(key.signing_key.serialize_der()).map_err(|e| format!("serving key: {e}"))?;
+    let (certs, pkey) = match identity {
+        ServingIdentity::SelfSigned(names) => {
+            let key = rcgen::generate_simple_self_signed(names.clone()).map_err(|e| format!("making the serving certificate: {e}"))?;
+            let pkey = rustls::pki_types::PrivateKeyDer::try_from(key.signing_key.serialize_der()).map_err(|e| format!("serving key: {e}"))?;
+            (vec![key.cert.der().clone()], pkey)
+        }
+        ServingIdentity::Pem { cert_pem, key_pem } => {
+            let certs = rustls::pki_types::CertificateDer::pem_slice_iter(cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>().map_err(|e| format!("serving certificate: {e}"))?;
+            let pkey = rustls::pki_types::PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| format!("serving key: {e}"))?;
+            (certs, pkey)
+        }
+    };
     let mut roots = rustls::RootCertStore::empty();
     for c in rustls::pki_types::CertificateDer::pem_slice_iter(rh.client_ca_pem.as_bytes()) {
         let c = c.map_err(|e| format!("requestheader-client-ca-file: {e}"))?;
@@ -271,20 +305,19 @@ pub fn tls_config(rh: &RequestHeader, names: Vec<String>) -> Result<rustls::Serv
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .with_client_cert_verifier(verifier)
-        .with_single_cert(vec![cert], pkey)
+        .with_single_cert(certs, pkey)
         .map_err(|e| format!("serving certificate: {e}"))?;
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(cfg)
 }
 
-/// Serves the API on `addr` from spawned tasks. `names` are the serving certificate's names
-/// (e.g. the Service's DNS name and the host address). Returns the bound address.
+/// Serves the API on `addr` from spawned tasks, presenting `identity`. Returns the bound address.
 ///
 /// # Errors
 /// When the ConfigMap cannot be read, the TLS configuration cannot be made, or `addr` cannot be bound.
-pub async fn serve(addr: SocketAddr, names: Vec<String>, client: kube::Client, catalogs: PackageCatalogs, global_namespace: String) -> Result<SocketAddr, String> {
+pub async fn serve(addr: SocketAddr, identity: ServingIdentity, client: kube::Client, catalogs: PackageCatalogs, global_namespace: String) -> Result<SocketAddr, String> {
     let rh = Arc::new(RequestHeader::from_cluster(&client).await?);
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_config(&rh, names)?));
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_config(&rh, &identity)?));
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr} (packages API): {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     let global = Arc::new(global_namespace);

@@ -209,6 +209,11 @@ impl ContentCatalogs {
         self.0.write().unwrap_or_else(|e| e.into_inner()).insert(format!("{namespace}/{name}"), content);
     }
 
+    /// Replaces every catalog at once (keys `namespace/name`).
+    pub fn replace_all(&self, catalogs: BTreeMap<String, Arc<CatalogContent>>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = catalogs;
+    }
+
     /// Removes a catalog.
     pub fn remove(&self, namespace: &str, name: &str) {
         self.0.write().unwrap_or_else(|e| e.into_inner()).remove(&format!("{namespace}/{name}"));

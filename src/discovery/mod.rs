@@ -5,9 +5,11 @@
 //! - [`query`]: list/get over the catalogs a namespace can see, label and field selectors, the
 //!   Table kubectl prints.
 //! - [`apiserver`]: the aggregated API server (TLS, front-proxy authentication, SubjectAccessReview).
+//! - [`served`]: what `capstan controller` serves of them from its catalog store (and the serving certificate).
 //! - [`content`]: a catalog's blobs as JSON lines, whole or by package / schema, as catalogd serves them.
 
 pub mod apiserver;
 pub mod content;
 pub mod packagemanifest;
 pub mod query;
+pub mod served;

@@ -21,8 +21,8 @@ use super::packagemanifest::{CatalogSourceInfo, PackageManifest, PackageSummary}
 pub struct CatalogPackages {
     /// The CatalogSource.
     pub source: CatalogSourceInfo,
-    /// Its packages, sorted by name.
-    pub packages: Vec<PackageSummary>,
+    /// Its packages, sorted by name (shared with the loaded catalog; a snapshot copies no package).
+    pub packages: std::sync::Arc<Vec<PackageSummary>>,
 }
 
 /// A list request's options.
@@ -146,7 +146,7 @@ pub fn list(catalogs: &[CatalogPackages], namespace: &str, global_namespace: &st
     let rest = catalogs.iter().filter(|c| namespace.is_empty() || c.source.namespace != namespace);
     let mut out = Vec::new();
     for c in own.chain(rest).filter(visible) {
-        for p in &c.packages {
+        for p in c.packages.iter() {
             if opts.name.as_ref().is_some_and(|n| *n != p.name) {
                 continue;
             }
@@ -288,8 +288,8 @@ mod tests {
             ..Default::default()
         };
         vec![
-            CatalogPackages { source: src("global", "olm"), packages: vec![pkg("etcd", "CoreOS"), pkg("nginx", "Acme")] },
-            CatalogPackages { source: src("team", "team-a"), packages: vec![pkg("etcd", "Team A"), pkg("private", "Team A")] },
+            CatalogPackages { source: src("global", "olm"), packages: vec![pkg("etcd", "CoreOS"), pkg("nginx", "Acme")].into() },
+            CatalogPackages { source: src("team", "team-a"), packages: vec![pkg("etcd", "Team A"), pkg("private", "Team A")].into() },
         ]
     }
 

@@ -553,6 +553,18 @@ impl Applier<'_> {
                 Attempt::Failed(e, attempts, elapsed) => return Err(self.error(step, &ar, "get", e, attempts, elapsed).await),
             },
         };
+        // A binding shared by the installs of one package in several namespaces keeps the
+        // others' subjects (read just before the apply: another install may have added one).
+        if super::webhook::is_shared_binding(step) {
+            match self.retry(|| api.get_opt(&step.name)).await {
+                Attempt::Done(Some(current)) => match serde_json::to_value(&current) {
+                    Ok(current) => manifest = super::webhook::merge_shared_binding(&manifest, &current),
+                    Err(e) => return Err(StepError::BadStep { object, message: format!("the object on the cluster cannot be read: {e}") }),
+                },
+                Attempt::Done(None) => {}
+                Attempt::Failed(e, attempts, elapsed) => return Err(self.error(step, &ar, "get", e, attempts, elapsed).await),
+            }
+        }
         let mut pp = PatchParams::apply(&self.opts.field_manager);
         pp.force = self.opts.force;
         let patch = Patch::Apply(&manifest);
@@ -701,6 +713,11 @@ impl Applier<'_> {
             KubeError::Api(s) if s.code == 400 || s.code == 422 => {
                 StepError::Invalid { object, reason: s.reason.clone(), message: s.message.clone() }
             }
+            KubeError::Api(s) if permanent_server_error(&s).is_some() => {
+                let reason = permanent_server_error(&s).unwrap_or_default();
+                let why = if reason == "RequestTooLarge" { "the object is larger than the cluster stores in one object" } else { "the object has a field its API version does not define" };
+                StepError::Invalid { object, reason: reason.into(), message: format!("{} (HTTP {}): {why}", s.message, s.code) }
+            }
             other => StepError::Api { object, verb: verb.into(), message: other.to_string() },
         }
     }
@@ -747,7 +764,8 @@ const LABEL_BOOTSTRAPPING: &str = "kubernetes.io/bootstrapping";
 /// `operators.coreos.com/<package>.<namespace>` (capstan and OLM put it on everything they
 /// install, `reference/olm-v0.md` §5.5), or — cluster-scoped objects only, such as a CRD shared
 /// by two installs of one package — the component label of the same package in another
-/// namespace (the label's name is `<package>.<namespace>` and a namespace has no dot).
+/// namespace (the label's name is `<package>.<namespace>` and a namespace has no dot); the same
+/// holds for the auth bindings such installs share ([`super::webhook::is_shared_binding`]).
 /// Objects the API server bootstraps (label `kubernetes.io/bootstrapping`) are never this
 /// operator's. A step without a component label (not planned by [`super::plan::steps`]) is not
 /// checked.
@@ -772,7 +790,7 @@ pub fn takeover_refused(step: &Step, existing: Option<&std::collections::BTreeMa
         return None;
     }
     let package_of = |key: &str| key.strip_prefix(COMPONENT_LABEL_PREFIX).and_then(|rest| rest.rsplit_once('.')).map(|(pkg, _)| pkg.to_string());
-    if step.namespace.is_none()
+    if (step.namespace.is_none() || super::webhook::is_shared_binding(step))
         && let Some(pkg) = package_of(&own)
         && labels.keys().any(|k| package_of(k).as_deref() == Some(pkg.as_str()))
     {
@@ -789,9 +807,28 @@ pub fn takeover_refused(step: &Step, existing: Option<&std::collections::BTreeMa
     Some((owner, own))
 }
 
-/// Whether an error is worth retrying: 5xx, 429, 409 Conflict, server timeouts, connection errors.
+/// Errors the API server reports as a 500 (or 413) that no retry changes, as the reason capstan
+/// gives them: an object too large to store — HTTP 413 (over the API server's 3 MiB per
+/// request) or etcd's "request is too large" (over its 1.5 MiB per object) — and a server-side
+/// apply of an object with a field its type does not have ("failed to create typed patch
+/// object … field not declared in schema": openebs 3.0.0's CRD has the `apiextensions/v1beta1`
+/// field `spec.version`; OLM v0, which creates objects without server-side apply, has the field
+/// dropped instead).
+fn permanent_server_error(s: &kube::core::Status) -> Option<&'static str> {
+    if s.code == 413 || s.message.contains("request is too large") {
+        Some("RequestTooLarge")
+    } else if s.code >= 500 && s.message.contains("failed to create typed patch object") {
+        Some("FieldNotDeclared")
+    } else {
+        None
+    }
+}
+
+/// Whether an error is worth retrying: 5xx (except [`permanent_server_error`]s), 429, 409
+/// Conflict, server timeouts, connection errors.
 fn is_transient(e: &KubeError) -> bool {
     match e {
+        KubeError::Api(s) if permanent_server_error(s).is_some() => false,
         KubeError::Api(s) => s.code >= 500 || s.code == 429 || s.code == 409 || s.reason == "ServerTimeout" || s.reason == "Timeout",
         KubeError::HyperError(_) | KubeError::Service(_) => true,
         _ => false,
@@ -812,6 +849,17 @@ mod tests {
         for (code, reason) in [(403, "Forbidden"), (404, "NotFound"), (422, "Invalid"), (400, "BadRequest")] {
             assert!(!is_transient(&api(code, reason)), "{code} {reason}");
         }
+        // Seen with a Service whose port was planned twice: the same object fails every time.
+        let ports = KubeError::Api(Status::failure("failed to create typed patch object (ns/svc; /v1, Kind=Service): .spec.ports: duplicate entries for key [port=443,protocol=\"TCP\"]", "").with_code(500).boxed());
+        assert!(!is_transient(&ports));
+        // An object too large to store is as permanent as an invalid one: what the API server
+        // answered for a 1.7 MB CRD (a 500 from etcd), and its own 413.
+        let etcd = KubeError::Api(Status::failure("etcdserver: request is too large", "").with_code(500).boxed());
+        assert!(!is_transient(&etcd));
+        assert!(!is_transient(&api(413, "RequestEntityTooLarge")));
+        // And a field the type does not have, as the API server answered openebs 3.0.0's CRD.
+        let typed = KubeError::Api(Status::failure("failed to create typed patch object (/openebsinstalltemplates.openebs.io; apiextensions.k8s.io/v1, Kind=CustomResourceDefinition): .spec.version: field not declared in schema", "").with_code(500).boxed());
+        assert!(!is_transient(&typed));
     }
 
     fn step(kind: &str, namespace: Option<&str>, component: &str) -> Step {

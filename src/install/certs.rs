@@ -244,6 +244,16 @@ pub fn rotation_reason(data: &BTreeMap<String, Vec<u8>>, hosts: &[String], now: 
     None
 }
 
+/// The validity (`notBefore`, `notAfter`) of the serving certificate (`tls.crt`) in a serving
+/// Secret's `data`; `None` when it is missing or not a PEM certificate. With [`rotate_at`] this
+/// gives the CSV's `status.certsLastUpdated` / `status.certsRotateAt`.
+pub fn validity(data: &BTreeMap<String, Vec<u8>>) -> Option<(OffsetDateTime, OffsetDateTime)> {
+    use x509_parser::prelude::*;
+    let (_, pem) = parse_x509_pem(data.get(SECRET_CERT_KEY)?).ok()?;
+    let cert = pem.parse_x509().ok()?;
+    Some((cert.validity().not_before.to_datetime(), cert.validity().not_after.to_datetime()))
+}
+
 /// The validity in [`CERT_VALIDITY_ENV`] (`90`, `90s`, `10m`, `2h`, `3d`), else
 /// [`DEFAULT_CERT_VALID_FOR`].
 ///

@@ -77,10 +77,82 @@ pub const KINDS: &[KindInfo] = &[
     KindInfo { kind: "ValidatingWebhookConfiguration", rank: 12, namespaced: false, plural: "validatingwebhookconfigurations" },
     KindInfo { kind: "MutatingWebhookConfiguration", rank: 12, namespaced: false, plural: "mutatingwebhookconfigurations" },
     KindInfo { kind: "APIService", rank: 12, namespaced: false, plural: "apiservices" },
+    // The Subscription OLM creates for a dependency it installs ([`DependencySubscription`]),
+    // last, once the dependency's CSV exists; never accepted from a bundle.
+    KindInfo { kind: "Subscription", rank: 13, namespaced: true, plural: "subscriptions" },
 ];
 
 /// Kinds of [`KINDS`] that only capstan generates: a bundle holding one is `UnsupportedResource`.
-const GENERATED_ONLY: [&str; 4] = ["Deployment", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "APIService"];
+const GENERATED_ONLY: [&str; 5] = ["Deployment", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "APIService", "Subscription"];
+
+/// Annotation on a Subscription created by an InstallPlan step: the plan's name (\[OLM\]
+/// `catalog/operator.go` `generatedByKey`). The Subscription reconciler points such a
+/// Subscription's `status.installPlanRef` at that plan until it has one of its own.
+pub const ANNOTATION_GENERATED_BY: &str = "olm.generated-by";
+
+/// A Subscription for a bundle an InstallPlan installs that no Subscription of the namespace
+/// asks for — a dependency — so that it is visible and upgraded on its own channel, as OLM v0
+/// creates it (\[OLM\] `resolver/step_resolver.go` `ResolveSteps`, `resolver/steps.go`
+/// `NewSubscriptionStepResource`, `catalog/operator.go` `ExecutePlan`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DependencySubscription {
+    /// The package (`spec.name`).
+    pub package: String,
+    /// The channel the bundle was resolved from (`spec.channel`; OLM writes `""` when it has none).
+    pub channel: String,
+    /// The CatalogSource the bundle comes from (`spec.source`).
+    pub catalog_source: String,
+    /// Its namespace (`spec.sourceNamespace`).
+    pub catalog_source_namespace: String,
+    /// The bundle's CSV (`spec.startingCSV`, and the step's `resolving`).
+    pub starting_csv: String,
+}
+
+impl DependencySubscription {
+    /// OLM's name: `<package>-<channel>-<catalog>-<catalog namespace>`.
+    pub fn name(&self) -> String {
+        [self.package.as_str(), &self.channel, &self.catalog_source, &self.catalog_source_namespace].join("-")
+    }
+
+    /// The step that creates the Subscription in `namespace` for InstallPlan `plan`: `spec.name`,
+    /// `channel`, `source`, `sourceNamespace`, `startingCSV`, `installPlanApproval: Automatic`
+    /// (OLM's fields), labels `olm.managed: "true"` (OLM's) and the package's component label
+    /// (capstan's ownership mark, [`InstallTarget::component_label`]), annotation
+    /// [`ANNOTATION_GENERATED_BY`] = `plan`. No ownerReference: the Subscription outlives the
+    /// plan and the dependent operator, as in OLM.
+    pub fn step(&self, namespace: &str, plan: &str) -> Step {
+        let component = InstallTarget { namespace: namespace.to_string(), package: self.package.clone(), ..Default::default() }.component_label();
+        let name = self.name();
+        let manifest = json!({
+            "apiVersion": format!("{}/v1alpha1", super::OPERATORS_GROUP),
+            "kind": "Subscription",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {LABEL_MANAGED: "true", component: ""},
+                "annotations": {ANNOTATION_GENERATED_BY: plan},
+            },
+            "spec": {
+                "name": self.package,
+                "channel": self.channel,
+                "source": self.catalog_source,
+                "sourceNamespace": self.catalog_source_namespace,
+                "startingCSV": self.starting_csv,
+                "installPlanApproval": "Automatic",
+            },
+        });
+        Step {
+            resolving: self.starting_csv.clone(),
+            group: super::OPERATORS_GROUP.into(),
+            version: "v1alpha1".into(),
+            kind: "Subscription".into(),
+            name,
+            namespace: Some(namespace.to_string()),
+            manifest,
+        }
+    }
+}
 
 /// The [`KindInfo`] of a kind; `None` for a kind OLM does not install from a bundle. Matched by
 /// kind only, as OLM does.

@@ -236,6 +236,28 @@ pub fn check(defs: &Definitions, owned_crds: &[String], crds_in_bundle: &BTreeMa
             _ => {}
         }
     }
+    // One Service per Deployment: a port may lead to one target only (the API server refuses
+    // a Service with the port twice; OLM's install fails the same way, later).
+    for d in defs.deployments() {
+        let ports = defs.service_ports(&d);
+        for (k, (_, port, target)) in ports.iter().enumerate() {
+            if let Some((_, _, other)) = ports[..k].iter().find(|(_, p, _)| p == port) {
+                let show = |t: &IntOrString| match t {
+                    IntOrString::Int(n) => n.to_string(),
+                    IntOrString::String(s) => s.clone(),
+                };
+                out.push((
+                    format!("spec.webhookdefinitions / spec.apiservicedefinitions.owned (deploymentName {d:?})"),
+                    format!(
+                        "Service {} would have port {port} twice, to targetPort {} and {}; give the definitions served by Deployment {d} one containerPort per targetPort (an owned APIService's targetPort is its containerPort)",
+                        service_name(&d),
+                        show(other),
+                        show(target)
+                    ),
+                ));
+            }
+        }
+    }
     out
 }
 
@@ -334,6 +356,83 @@ pub fn deployment_objects(defs: &Definitions, target: &InstallTarget, deployment
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "extension-apiserver-authentication-reader"}, "subjects": subject}),
         },
     ]
+}
+
+/// Whether `step` is one of the two auth bindings OLM names per Service only
+/// (`<service>-system:auth-delegator`, `<service>-auth-reader` in `kube-system`), which two
+/// installs of one package in two namespaces therefore share. OLM overwrites the subjects on
+/// each install, so the first install's ServiceAccount silently loses the delegation; capstan
+/// keeps one subject per install ([`merge_shared_binding`]) and removes only its own
+/// ([`without_subjects_of`]).
+pub fn is_shared_binding(step: &Step) -> bool {
+    let role = step.manifest.pointer("/roleRef/name").and_then(Value::as_str);
+    match step.kind.as_str() {
+        "ClusterRoleBinding" => role == Some("system:auth-delegator") && step.name.ends_with("-system:auth-delegator"),
+        "RoleBinding" => step.namespace.as_deref() == Some(KUBE_SYSTEM) && role == Some("extension-apiserver-authentication-reader") && step.name.ends_with("-auth-reader"),
+        _ => false,
+    }
+}
+
+/// The manifest to apply for a shared binding ([`is_shared_binding`]) given the object on the
+/// cluster: the planned subjects after the existing ones of other namespaces, and the existing
+/// component labels (`operators.coreos.com/<package>.<namespace>`) kept beside the planned
+/// ones. The owner labels (`olm.owner*`) are dropped once the binding serves more than one
+/// namespace, so that removing one install's objects by label leaves the binding to the others.
+/// Pure.
+pub fn merge_shared_binding(planned: &Value, existing: &Value) -> Value {
+    let mut out = planned.clone();
+    let planned_subjects: Vec<Value> = planned.get("subjects").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut subjects: Vec<Value> = existing.get("subjects").and_then(Value::as_array).into_iter().flatten().filter(|s| !planned_subjects.contains(s)).cloned().collect();
+    let shared = !subjects.is_empty();
+    subjects.extend(planned_subjects);
+    out["subjects"] = Value::Array(subjects);
+    if let Some(labels) = existing.pointer("/metadata/labels").and_then(Value::as_object) {
+        for (k, v) in labels.iter().filter(|(k, _)| k.starts_with(super::COMPONENT_LABEL_PREFIX)) {
+            out["metadata"]["labels"][k] = v.clone();
+        }
+    }
+    if shared && let Some(labels) = out.pointer_mut("/metadata/labels").and_then(Value::as_object_mut) {
+        labels.retain(|k, _| k != super::LABEL_OWNER && k != super::LABEL_OWNER_KIND && k != super::LABEL_OWNER_NAMESPACE);
+    }
+    out
+}
+
+/// A shared binding ([`is_shared_binding`]) as it is after the install in `namespace` goes: its
+/// subjects of other namespaces and its component labels of other namespaces. `None` when no
+/// subject of `namespace` is in it (nothing to do); `Some(None)` when no subject is left (delete
+/// it); `Some(Some(manifest))` otherwise (apply it). `existing` is the object as read. Pure.
+pub fn without_subjects_of(existing: &Value, namespace: &str) -> Option<Option<Value>> {
+    let subjects = existing.get("subjects").and_then(Value::as_array).cloned().unwrap_or_default();
+    let ours = |s: &Value| s.get("kind").and_then(Value::as_str) == Some("ServiceAccount") && s.get("namespace").and_then(Value::as_str) == Some(namespace);
+    if !subjects.iter().any(ours) {
+        return None;
+    }
+    let left: Vec<Value> = subjects.into_iter().filter(|s| !ours(s)).collect();
+    if left.is_empty() {
+        return Some(None);
+    }
+    let meta = existing.get("metadata").cloned().unwrap_or_default();
+    let suffix = format!(".{namespace}");
+    let labels: serde_json::Map<String, Value> = meta
+        .get("labels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !(k.starts_with(super::COMPONENT_LABEL_PREFIX) && k.ends_with(&suffix)))
+        .filter(|(k, _)| *k != super::LABEL_OWNER && *k != super::LABEL_OWNER_KIND && *k != super::LABEL_OWNER_NAMESPACE)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut metadata = json!({"name": meta.get("name"), "labels": labels});
+    if let Some(ns) = meta.get("namespace") {
+        metadata["namespace"] = ns.clone();
+    }
+    Some(Some(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": existing.get("kind").cloned().unwrap_or_default(),
+        "metadata": metadata,
+        "roleRef": existing.get("roleRef").cloned().unwrap_or_default(),
+        "subjects": left,
+    })))
 }
 
 /// Adds OLM's certificate volumes and mounts to a Deployment spec, sets `serviceAccountName:
@@ -606,8 +705,9 @@ pub fn unavailable(defs: &Definitions, deployment_available: impl Fn(&str) -> Op
 /// `olm.owner.namespace=<namespace>`, and the `spec.conversion` of each conversion webhook's
 /// CRDs set back to `None` (\[OLM\] `handleClusterServiceVersionDeletion`, which does the last
 /// two; OLM leaves webhook configurations to label-based garbage collection). Also the
-/// auth-reader RoleBindings in `kube-system` and auth-delegator ClusterRoleBindings, which no
-/// ownerReference can collect (only those of this namespace's install). Call it only when the CSV is removed, not replaced: a replacing
+/// auth-reader RoleBinding in `kube-system` and auth-delegator ClusterRoleBinding, which no
+/// ownerReference can collect: shared by the installs of one package in several namespaces
+/// ([`is_shared_binding`]), they lose this namespace's subject and go with the last one. Call it only when the CSV is removed, not replaced: a replacing
 /// CSV applies the same objects (see the module documentation). Returns the objects removed,
 /// as `Kind name`.
 ///
@@ -664,35 +764,250 @@ pub async fn remove(client: &kube::Client, csv: &str, namespace: &str, defs: &De
             removed.push(format!("CustomResourceDefinition {c} spec.conversion"));
         }
     }
+    // The shared auth bindings: this namespace's subject goes, the binding with its last one.
     let delegators: Api<ClusterRoleBinding> = Api::all(client.clone());
-    for d in defs.deployments() {
-        let name = auth_delegator_name(&service_name(&d));
-        match delegators.get_opt(&name).await {
-            Ok(Some(crb)) if crb.metadata.labels.as_ref().and_then(|l| l.get(super::LABEL_OWNER_NAMESPACE)).map(String::as_str) == Some(namespace) => {
-                match delegators.delete(&name, &DeleteParams::background()).await {
-                    Ok(_) => removed.push(format!("ClusterRoleBinding {name}")),
-                    Err(e) if gone(&e) => {}
-                    Err(e) => return Err(format!("ClusterRoleBinding {name}: delete failed: {e}")),
-                }
-            }
-            Ok(_) => {}
-            Err(e) => return Err(format!("ClusterRoleBinding {name}: get failed: {e}")),
-        }
-    }
     let readers: Api<RoleBinding> = Api::namespaced(client.clone(), KUBE_SYSTEM);
     for d in defs.deployments() {
-        let name = auth_reader_name(&service_name(&d));
-        match readers.get_opt(&name).await {
-            Ok(Some(rb)) if rb.subjects.iter().flatten().any(|s| s.namespace.as_deref() == Some(namespace)) => {
-                match readers.delete(&name, &DeleteParams::background()).await {
-                    Ok(_) => removed.push(format!("RoleBinding {KUBE_SYSTEM}/{name}")),
-                    Err(e) if gone(&e) => {}
-                    Err(e) => return Err(format!("RoleBinding {KUBE_SYSTEM}/{name}: delete failed: {e}")),
-                }
-            }
-            Ok(_) => {}
-            Err(e) => return Err(format!("RoleBinding {KUBE_SYSTEM}/{name}: get failed: {e}")),
+        let svc = service_name(&d);
+        let name = auth_delegator_name(&svc);
+        let found = delegators.get_opt(&name).await.map_err(|e| format!("ClusterRoleBinding {name}: get failed: {e}"))?;
+        if let Some(done) = release_shared_binding(&delegators, found, namespace, &format!("ClusterRoleBinding {name}")).await? {
+            removed.push(done);
+        }
+        let name = auth_reader_name(&svc);
+        let found = readers.get_opt(&name).await.map_err(|e| format!("RoleBinding {KUBE_SYSTEM}/{name}: get failed: {e}"))?;
+        if let Some(done) = release_shared_binding(&readers, found, namespace, &format!("RoleBinding {KUBE_SYSTEM}/{name}")).await? {
+            removed.push(done);
         }
     }
     Ok(removed)
+}
+
+/// The certificate times of a CSV's serving Secrets after [`rotate_due`]: for its
+/// `status.certsLastUpdated` (the latest `notBefore`) and `status.certsRotateAt` (the earliest
+/// [`certs::rotate_at`]), and the Secrets whose certificates were replaced now (`ns/name`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CertTimes {
+    /// The latest `notBefore` of the serving certificates.
+    pub last_updated: Option<time::OffsetDateTime>,
+    /// The earliest rotation time of the serving certificates.
+    pub rotate_at: Option<time::OffsetDateTime>,
+    /// Secrets whose certificates were issued again by this call, with the reason.
+    pub rotated: Vec<(String, String)>,
+}
+
+/// Rotates the serving certificates of an installed CSV (`csv` in `namespace`) that are due
+/// ([`certs::rotation_reason`]: past [`certs::rotate_at`], missing, malformed, or not for the
+/// Service), as OLM's CSV controller does at `certsRotateAt`: the Secret, the `caBundle` of the
+/// webhook configurations, conversion CRDs and APIServices that point at its Service and the
+/// `olmcahash` of the Deployment are re-applied from what is on the cluster, through
+/// [`super::apply::apply`] and [`fill_certificates`] (the same code as an install), so the pods
+/// restart with the new certificate. Returns the certificate times afterwards.
+///
+/// # Errors
+/// The object that could not be read or applied, and why.
+pub async fn rotate_due(client: &kube::Client, csv: &str, namespace: &str, defs: &Definitions, opts: &super::apply::ApplyOptions, now: time::OffsetDateTime) -> Result<CertTimes, String> {
+    use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Secret;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, ListParams};
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let mut times = CertTimes::default();
+    let mut due = Vec::new();
+    for d in defs.deployments() {
+        let svc = service_name(&d);
+        let name = secret_name(&svc);
+        let Some(secret) = secrets.get_opt(&name).await.map_err(|e| format!("Secret {namespace}/{name}: get failed: {e}"))? else { continue };
+        let data: BTreeMap<String, Vec<u8>> = secret.data.clone().unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
+        match certs::rotation_reason(&data, &certs::hostnames_for_service(&svc, namespace), now) {
+            Some(reason) => due.push((d, secret, reason)),
+            None => note_times(&mut times, &data),
+        }
+    }
+    if due.is_empty() {
+        return Ok(times);
+    }
+    let selector = ListParams::default().labels(&format!("{}={csv},{}={namespace}", super::LABEL_OWNER, super::LABEL_OWNER_NAMESPACE));
+    let mut steps = Vec::new();
+    let step_of = |value: Value, group: &str, version: &str| -> Step {
+        let meta = &value["metadata"];
+        Step {
+            resolving: csv.to_string(),
+            group: group.into(),
+            version: version.into(),
+            kind: value["kind"].as_str().unwrap_or_default().into(),
+            name: meta["name"].as_str().unwrap_or_default().into(),
+            namespace: meta["namespace"].as_str().map(String::from),
+            manifest: as_applied(value),
+        }
+    };
+    let to_value = |what: &str, v: Result<Value, serde_json::Error>| v.map_err(|e| format!("{what}: {e}"));
+    for (d, secret, _) in &due {
+        // The Secret as planned (no data, the annotation present): fill_certificates issues anew.
+        let mut planned = step_of(to_value("Secret", serde_json::to_value(secret))?, "", "v1");
+        if let Some(o) = planned.manifest.as_object_mut() {
+            o.remove("data");
+        }
+        planned.manifest["metadata"]["annotations"][ANNOTATION_CA_HASH] = json!("");
+        steps.push(planned);
+        if let Some(dep) = Api::<Deployment>::namespaced(client.clone(), namespace).get_opt(d).await.map_err(|e| format!("Deployment {namespace}/{d}: get failed: {e}"))? {
+            steps.push(step_of(to_value("Deployment", serde_json::to_value(&dep))?, "apps", "v1"));
+        }
+    }
+    for v in Api::<ValidatingWebhookConfiguration>::all(client.clone()).list(&selector).await.map_err(|e| format!("list ValidatingWebhookConfiguration: {e}"))?.items {
+        steps.push(step_of(to_value("ValidatingWebhookConfiguration", serde_json::to_value(&v))?, "admissionregistration.k8s.io", "v1"));
+    }
+    for m in Api::<MutatingWebhookConfiguration>::all(client.clone()).list(&selector).await.map_err(|e| format!("list MutatingWebhookConfiguration: {e}"))?.items {
+        steps.push(step_of(to_value("MutatingWebhookConfiguration", serde_json::to_value(&m))?, "admissionregistration.k8s.io", "v1"));
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for c in defs.webhooks.iter().filter(|w| w.type_ == WebhookAdmissionType::ConversionWebhook).flat_map(|w| w.conversion_crds.iter().flatten()) {
+        if let Some(crd) = crds.get_opt(c).await.map_err(|e| format!("CustomResourceDefinition {c}: get failed: {e}"))? {
+            steps.push(step_of(to_value("CustomResourceDefinition", serde_json::to_value(&crd))?, "apiextensions.k8s.io", "v1"));
+        }
+    }
+    if !defs.apiservices.is_empty() {
+        use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+        let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"), "apiservices");
+        for a in Api::<DynamicObject>::all_with(client.clone(), &ar).list(&selector).await.map_err(|e| format!("list APIService: {e}"))?.items {
+            let mut v = to_value("APIService", serde_json::to_value(&a))?;
+            v["kind"] = json!("APIService");
+            steps.push(step_of(v, "apiregistration.k8s.io", "v1"));
+        }
+    }
+    for r in super::apply::apply(client, &steps, opts).await {
+        if let super::apply::StepStatus::Failed(e) = &r.status {
+            return Err(format!("rotating the serving certificates of CSV {namespace}/{csv}: {e}"));
+        }
+    }
+    for (_, secret, reason) in due {
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        if let Some(fresh) = secrets.get_opt(&name).await.map_err(|e| format!("Secret {namespace}/{name}: get failed: {e}"))? {
+            note_times(&mut times, &fresh.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect());
+        }
+        times.rotated.push((format!("{namespace}/{name}"), reason));
+    }
+    Ok(times)
+}
+
+/// Adds one Secret's certificate times to `times`.
+fn note_times(times: &mut CertTimes, data: &BTreeMap<String, Vec<u8>>) {
+    if let Some((nb, na)) = certs::validity(data) {
+        let at = certs::rotate_at(nb, na);
+        times.last_updated = Some(times.last_updated.map_or(nb, |t| t.max(nb)));
+        times.rotate_at = Some(times.rotate_at.map_or(at, |t| t.min(at)));
+    }
+}
+
+/// An object read from the cluster as an apply configuration: without `status` and the fields
+/// the API server owns (uid, resourceVersion, generation, creationTimestamp, managedFields).
+fn as_applied(mut value: Value) -> Value {
+    if let Some(o) = value.as_object_mut() {
+        o.remove("status");
+    }
+    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        for k in ["uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink"] {
+            meta.remove(k);
+        }
+    }
+    value
+}
+
+/// Takes the subjects of `namespace` out of a shared binding ([`without_subjects_of`]): deletes
+/// it when none is left, else applies what is left (capstan's field manager). Returns what was
+/// done, as `what` with ` deleted` / ` without namespace <ns>`; `None` when the binding is
+/// absent or has no subject of `namespace`.
+async fn release_shared_binding<K>(api: &kube::Api<K>, found: Option<K>, namespace: &str, what: &str) -> Result<Option<String>, String>
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    use kube::api::{DeleteParams, Patch, PatchParams};
+    let Some(obj) = found else { return Ok(None) };
+    let name = obj.meta().name.clone().unwrap_or_default();
+    let value = serde_json::to_value(&obj).map_err(|e| format!("{what}: {e}"))?;
+    match without_subjects_of(&value, namespace) {
+        None => Ok(None),
+        Some(None) => match api.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => Ok(Some(what.to_string())),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(e) => Err(format!("{what}: delete failed: {e}")),
+        },
+        Some(Some(left)) => {
+            let pp = PatchParams::apply(super::FIELD_MANAGER).force();
+            api.patch(&name, &pp, &Patch::Apply(&left)).await.map_err(|e| format!("{what}: removing the subjects of namespace {namespace} failed: {e}"))?;
+            Ok(Some(format!("{what} subjects of namespace {namespace}")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(kind: &str, name: &str, namespace: Option<&str>, manifest: Value) -> Step {
+        Step { resolving: "op.v1".into(), group: "rbac.authorization.k8s.io".into(), version: "v1".into(), kind: kind.into(), name: name.into(), namespace: namespace.map(String::from), manifest }
+    }
+
+    fn sa(ns: &str) -> Value {
+        json!({"kind": "ServiceAccount", "name": "op", "namespace": ns})
+    }
+
+    #[test]
+    fn one_port_leading_to_two_targets_is_refused() {
+        let csv = json!({"spec": {
+            "webhookdefinitions": [{"type": "ValidatingAdmissionWebhook", "generateName": "v.example.com", "deploymentName": "op", "containerPort": 443, "targetPort": 9443,
+                "admissionReviewVersions": ["v1"], "sideEffects": "None", "rules": [{"apiGroups": ["example.com"], "apiVersions": ["*"], "operations": ["CREATE"], "resources": ["things"]}]}],
+            "apiservicedefinitions": {"owned": [{"name": "gizmos", "group": "gizmos.example.com", "version": "v1", "kind": "Gizmo", "deploymentName": "op", "containerPort": 443}]}}});
+        let defs = Definitions::read(&csv).unwrap();
+        let problems = check(&defs, &[], &BTreeMap::new());
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].1.contains("Service op-service would have port 443 twice, to targetPort 443 and 9443"), "{problems:?}");
+        let mut fixed = csv.clone();
+        fixed["spec"]["apiservicedefinitions"]["owned"][0]["containerPort"] = json!(9443);
+        assert_eq!(check(&Definitions::read(&fixed).unwrap(), &[], &BTreeMap::new()), Vec::<(String, String)>::new());
+    }
+
+    #[test]
+    fn only_the_two_auth_bindings_are_shared() {
+        let reader = json!({"roleRef": {"name": "extension-apiserver-authentication-reader"}});
+        let delegator = json!({"roleRef": {"name": "system:auth-delegator"}});
+        assert!(is_shared_binding(&step("RoleBinding", "op-service-auth-reader", Some("kube-system"), reader.clone())));
+        assert!(is_shared_binding(&step("ClusterRoleBinding", "op-service-system:auth-delegator", None, delegator.clone())));
+        // The same role in another namespace, another role, another name: the install's own.
+        assert!(!is_shared_binding(&step("RoleBinding", "op-service-auth-reader", Some("ops"), reader)));
+        assert!(!is_shared_binding(&step("ClusterRoleBinding", "op-service-system:auth-delegator", None, json!({"roleRef": {"name": "cluster-admin"}}))));
+        assert!(!is_shared_binding(&step("ClusterRoleBinding", "anything", None, delegator)));
+    }
+
+    #[test]
+    fn a_second_namespace_adds_its_subject_and_removal_takes_only_its_own() {
+        let a = json!({"kind": "ClusterRoleBinding", "metadata": {"name": "op-service-system:auth-delegator",
+            "labels": {"olm.managed": "true", "operators.coreos.com/op.a": "", "olm.owner": "op.v1", "olm.owner.kind": "ClusterServiceVersion", "olm.owner.namespace": "a"}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"}, "subjects": [sa("a")]});
+        let planned_b = json!({"kind": "ClusterRoleBinding", "metadata": {"name": "op-service-system:auth-delegator",
+            "labels": {"olm.managed": "true", "operators.coreos.com/op.b": "", "olm.owner": "op.v1", "olm.owner.kind": "ClusterServiceVersion", "olm.owner.namespace": "b"}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"}, "subjects": [sa("b")]});
+        // Re-applying a's own plan changes nothing and keeps the owner labels.
+        let again = merge_shared_binding(&a, &a);
+        assert_eq!(again["subjects"], json!([sa("a")]));
+        assert_eq!(again["metadata"]["labels"]["olm.owner.namespace"], "a");
+        // b joins: both subjects, both component labels, no owner labels (removing a by label
+        // must not take b's binding).
+        let merged = merge_shared_binding(&planned_b, &a);
+        assert_eq!(merged["subjects"], json!([sa("a"), sa("b")]));
+        let labels = merged["metadata"]["labels"].as_object().unwrap();
+        assert!(labels.contains_key("operators.coreos.com/op.a") && labels.contains_key("operators.coreos.com/op.b"), "{labels:?}");
+        assert!(!labels.contains_key("olm.owner") && !labels.contains_key("olm.owner.namespace"), "{labels:?}");
+        // a goes: b's subject and label stay.
+        let left = without_subjects_of(&merged, "a").expect("a has a subject").expect("b is left");
+        assert_eq!(left["subjects"], json!([sa("b")]));
+        assert_eq!(left["metadata"]["name"], "op-service-system:auth-delegator");
+        assert!(left["metadata"]["labels"].get("operators.coreos.com/op.a").is_none() && left["metadata"]["labels"].get("operators.coreos.com/op.b").is_some(), "{left}");
+        assert_eq!(left["roleRef"]["name"], "system:auth-delegator");
+        // a again: nothing of it is there; b goes: delete.
+        assert_eq!(without_subjects_of(&left, "a"), None);
+        assert_eq!(without_subjects_of(&left, "b"), Some(None));
+    }
 }

@@ -385,3 +385,36 @@ fn reserved_rbac_names_are_refused_with_every_object_named() {
     assert!(is_reserved_rbac_name("ClusterRole", "view"));
     assert!(!is_reserved_rbac_name("Role", "view"), "a namespaced Role named view is the bundle's own");
 }
+
+#[test]
+fn a_dependency_subscription_step_is_olms_subscription() {
+    let dep = DependencySubscription {
+        package: "strimzi-kafka-operator".into(),
+        channel: "stable".into(),
+        catalog_source: "community".into(),
+        catalog_source_namespace: "olm".into(),
+        starting_csv: "strimzi-cluster-operator.v0.28.0".into(),
+    };
+    // OLM's name: package-channel-catalog-catalogNamespace.
+    assert_eq!(dep.name(), "strimzi-kafka-operator-stable-community-olm");
+    let s = dep.step("apps", "install-abc");
+    assert_eq!((s.kind.as_str(), s.group.as_str(), s.version.as_str(), s.namespace.as_deref()), ("Subscription", "operators.coreos.com", "v1alpha1", Some("apps")));
+    assert_eq!(s.resolving, "strimzi-cluster-operator.v0.28.0");
+    let m = &s.manifest;
+    assert_eq!(m["spec"], json!({"name": "strimzi-kafka-operator", "channel": "stable", "source": "community", "sourceNamespace": "olm", "startingCSV": "strimzi-cluster-operator.v0.28.0", "installPlanApproval": "Automatic"}));
+    assert_eq!(m["metadata"]["annotations"]["olm.generated-by"], "install-abc");
+    assert_eq!(m["metadata"]["labels"]["olm.managed"], "true");
+    assert_eq!(m["metadata"]["labels"]["operators.coreos.com/strimzi-kafka-operator.apps"], "");
+    assert!(m["metadata"].get("ownerReferences").is_none(), "outlives the plan");
+    // Applied after everything else of the plan (the CSV exists when the Subscription appears).
+    assert!(KINDS.iter().all(|k| k.kind == "Subscription" || k.rank < kind_info("Subscription").unwrap().rank));
+}
+
+#[test]
+fn a_bundle_may_not_ship_a_subscription() {
+    let dir = copy_bundle("bundles/nginx-operator/0.2.0");
+    std::fs::write(dir.path().join("manifests/sub.yaml"), "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: x}\nspec: {name: p, source: c, sourceNamespace: olm}\n").unwrap();
+    let b = Bundle::load(dir.path()).unwrap();
+    let err = steps(&b, &target("ns")).unwrap_err();
+    assert!(matches!(err, PlanError::UnsupportedResource { .. }), "{err}");
+}
