@@ -939,7 +939,7 @@ mod tests {
         assert_eq!((r.image.as_str(), r.size), (image, planned_json.len()));
         assert_eq!(r.digest, format!("sha256:{}", hex::encode(Sha256::digest(planned_json.as_bytes()))));
         assert_eq!((entries[0].resource.kind.as_str(), entries[0].resource.name.as_str()), ("CustomResourceDefinition", "big"), "the step still names the object");
-        let inline: Value = serde_json::from_str(entries[12].resource.manifest.as_deref().unwrap()).unwrap();
+        let inline: serde_json::Value = serde_json::from_str(entries[12].resource.manifest.as_deref().unwrap()).unwrap();
         assert_eq!(inline["metadata"]["name"], "op", "the Deployment is inline even after the budget is spent by earlier steps");
         // The whole listing stays small for any bundle size, and the image is found again.
         assert!(oversized(&entries).is_none());
