@@ -191,7 +191,8 @@ fn render_image(reference: &str, args: &RenderArgs, migration: Migration, cfg: &
             let registry = capstan::oci::Registry::new(config.clone());
             rt.block_on(pull_bundle(&registry, &parsed, scratch))
         });
-    let result = match pulled {
+    // The scratch directory (a `tempfile::TempDir`) is removed when this function returns.
+    match pulled {
         Err(f) => Err(f),
         Ok(Ok(_)) => Bundle::load(scratch)
             .map_err(|e| (e.to_string(), 1))
@@ -201,6 +202,5 @@ fn render_image(reference: &str, args: &RenderArgs, migration: Migration, cfg: &
             .map(|loaded| parse::merge(cfg, loaded.config))
             .map_err(|e| (e.to_string(), 2)),
         Ok(Err(e)) => Err((e.to_string(), 2)),
-    };
-    result
+    }
 }
