@@ -133,8 +133,8 @@ pub(crate) async fn operator_group_targets(client: &Client, namespace: &str) -> 
 /// OLM's `status.requirementStatus` (§1.5 "requirements"): one entry per owned or required CRD
 /// (`Present` when it exists and is Established, else `NotPresent`) and per ServiceAccount of
 /// `permissions` / `clusterPermissions` (`Present` with one `PolicyRule` dependent per rule,
-/// `Satisfied` when a SubjectAccessReview for the ServiceAccount allows every group × resource ×
-/// verb of the rule — in the CSV's namespace for `permissions`, cluster-wide for
+/// `Satisfied` when the ServiceAccount may do every group × resource × verb of the rule (the bound
+/// roles as read, else a SubjectAccessReview) — in the CSV's namespace for `permissions`, cluster-wide for
 /// `clusterPermissions`). Returns the entries and a description of each unmet requirement.
 async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<(Vec<RequirementStatus>, Vec<String>), Error> {
     let mut entries = Vec::new();
@@ -250,7 +250,9 @@ async fn native_api_requirements(client: &Client, csv: &ClusterServiceVersion, e
 }
 
 /// The ServiceAccount entries of [`requirement_status`]: one per ServiceAccount, with a `PolicyRule`
-/// dependent per rule checked by SubjectAccessReview.
+/// dependent per rule: satisfied when the roles bound to the ServiceAccount grant every attribute
+/// of the rule ([`super::rbac::granted_rules`], read once per ServiceAccount), an attribute they do
+/// not grant checked by SubjectAccessReview.
 async fn service_account_requirements(client: &Client, csv: &ClusterServiceVersion, ns: &str, entries: &mut Vec<RequirementStatus>, missing: &mut Vec<String>) -> Result<(), Error> {
     let strategy = csv.spec.install.spec.as_ref();
     let mut perms: Vec<(&crate::api::clusterserviceversion::StrategyDeploymentPermissions, bool)> = Vec::new();
@@ -261,6 +263,7 @@ async fn service_account_requirements(client: &Client, csv: &ClusterServiceVersi
     let sa_api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
     let mut by_sa: std::collections::BTreeMap<String, Vec<DependentStatus>> = std::collections::BTreeMap::new();
     let mut absent = std::collections::BTreeSet::new();
+    let mut granted: std::collections::BTreeMap<String, super::rbac::GrantedRules> = std::collections::BTreeMap::new();
     for (perm, namespaced) in perms {
         let sa = &perm.service_account_name;
         if !by_sa.contains_key(sa) && !absent.contains(sa) && sa_api.get_opt(sa).await.map_err(kube_err(format!("reading ServiceAccount {ns}/{sa}")))?.is_none() {
@@ -269,11 +272,18 @@ async fn service_account_requirements(client: &Client, csv: &ClusterServiceVersi
         if absent.contains(sa) {
             continue;
         }
+        if !granted.contains_key(sa) {
+            let who = super::rbac::ServiceAccountUser { namespace: ns.to_string(), name: sa.clone() };
+            granted.insert(sa.clone(), super::rbac::granted_rules(client, &who).await?);
+        }
+        let rules = &granted[sa];
         let deps = by_sa.entry(sa.clone()).or_default();
         for rule in &perm.rules {
             let mut denied = Vec::new();
             for attrs in rule_attributes(rule, namespaced.then_some(ns)) {
-                if !sar_allowed(client, ns, sa, attrs.clone()).await? {
+                // Allowed by the bound roles as read: no need to ask. Otherwise the API server
+                // decides (it also knows authorizers other than RBAC).
+                if !rules.allows(&attrs) && !sar_allowed(client, ns, sa, attrs.clone()).await? {
                     denied.push(attrs);
                 }
             }
@@ -433,9 +443,10 @@ pub(super) async fn reconcile_operator_group(og: Arc<OperatorGroup>, ctx: Arc<Co
 
 /// Writes the CSV's status; on a phase change also records an Event (reason and message of the
 /// new phase; Warning for Failed) and updates the `capstan_csvs{phase}` gauge.
-async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &ClusterServiceVersion, status: &ClusterServiceVersionStatus) -> Result<(), Error> {
+/// Returns the CSV as written.
+async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &ClusterServiceVersion, status: &ClusterServiceVersionStatus) -> Result<ClusterServiceVersion, Error> {
     let old_phase = csv.status.as_ref().and_then(|s| s.phase.clone());
-    apply_typed_status(api, csv, status).await?;
+    let written = apply_typed_status(api, csv, status).await?;
     if status.phase != old_phase {
         let phase = status.phase.as_ref().map(|p| p.as_str().to_string()).unwrap_or_default();
         let reason = status.reason.as_ref().map(|r| r.as_str().to_string()).unwrap_or_default();
@@ -447,7 +458,7 @@ async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &Clu
         phases.insert(key, phase);
         ctx.metrics.set_csv_phases(phases.values().map(String::as_str));
     }
-    Ok(())
+    Ok(written)
 }
 
 /// Whether `csv` fits its namespace's OperatorGroup (§1.5): `Some((reason, message))` with OLM's
@@ -621,6 +632,11 @@ fn serving_secret_of(manifest: &Value) -> Option<String> {
         .map(String::from)
 }
 
+/// The requeue [`decide`] asks for after entering a phase whose next step needs no wait (Pending
+/// from None, InstallReady): the reconciler takes that step at once on the CSV as written, and this
+/// requeue is only the fallback when it stops (at most three steps per reconcile).
+pub(crate) const NEXT_STEP_AT_ONCE: Duration = Duration::from_millis(100);
+
 /// What the CSV reconciler must look at next, by the CSV's phase (§1.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Need {
@@ -717,13 +733,13 @@ pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &
         }
         CsvView::Fresh => {
             next.set_phase(CsvPhase::Pending, CsvReason::RequirementsUnknown, "requirements not yet checked", now);
-            CsvDecision { ensure_operator_condition: phase.is_empty(), ..write(next, Duration::from_millis(100)) }
+            CsvDecision { ensure_operator_condition: phase.is_empty(), ..write(next, NEXT_STEP_AT_ONCE) }
         }
         CsvView::Requirements(entries, missing) => {
             next.requirement_status = entries;
             if missing.is_empty() {
                 next.set_phase(CsvPhase::InstallReady, CsvReason::AllRequirementsMet, "all requirements found, attempting install", now);
-                return write(next, Duration::from_millis(100));
+                return write(next, NEXT_STEP_AT_ONCE);
             }
             let message = format!("one or more requirements couldn't be found: {}", missing.join("; "));
             if reason_is(status, "RequirementsNotMet") && status.message.as_deref() == Some(message.as_str()) {
@@ -800,36 +816,48 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
         return Ok(action);
     }
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
-    let status = csv.status.clone().unwrap_or_default();
-    let view = match operator_group_fit(&ctx.client, &csv, &ns).await? {
-        Some((reason, message)) => CsvView::Unfit(reason, message),
-        None => match need(&status) {
-            Need::Nothing => CsvView::Fresh,
-            Need::Requirements => {
-                let (entries, missing) = requirement_status(&ctx.client, &csv, &ns).await?;
-                CsvView::Requirements(entries, missing)
-            }
-            Need::Deployments => {
-                let waiting = deployments_waiting(&ctx, &csv, &ns).await?;
-                let (webhooks, certs) = webhooks_and_certificates(&ctx, &csv, &ns, &waiting).await?;
-                CsvView::Deployments(DeploymentsView { waiting, webhooks, certs })
-            }
-        },
-    };
-    let decision = decide(&status, view, &now_time());
-    if decision.ensure_operator_condition {
-        crate::install::operator_condition::ensure(&ctx.client, &csv).await.map_err(|e| Error::Kube { context: e.what, source: e.source })?;
+    let fit = operator_group_fit(&ctx.client, &csv, &ns).await?;
+    let mut csv = csv;
+    // Pending and InstallReady are left in the same reconcile (their next step is taken on the CSV
+    // as written, not after a requeue): at most the two steps None → Pending → InstallReady →
+    // Installing/Succeeded in one go.
+    for _ in 0..3 {
+        let status = csv.status.clone().unwrap_or_default();
+        let view = match &fit {
+            Some((reason, message)) => CsvView::Unfit(reason.clone(), message.clone()),
+            None => match need(&status) {
+                Need::Nothing => CsvView::Fresh,
+                Need::Requirements => {
+                    let (entries, missing) = requirement_status(&ctx.client, &csv, &ns).await?;
+                    CsvView::Requirements(entries, missing)
+                }
+                Need::Deployments => {
+                    let waiting = deployments_waiting(&ctx, &csv, &ns).await?;
+                    let (webhooks, certs) = webhooks_and_certificates(&ctx, &csv, &ns, &waiting).await?;
+                    CsvView::Deployments(DeploymentsView { waiting, webhooks, certs })
+                }
+            },
+        };
+        let decision = decide(&status, view, &now_time());
+        if decision.ensure_operator_condition {
+            crate::install::operator_condition::ensure(&ctx.client, &csv).await.map_err(|e| Error::Kube { context: e.what, source: e.source })?;
+        }
+        if decision.ensure_aggregation {
+            ensure_aggregation(&ctx.client, &csv, &ns).await?;
+        }
+        let mut written = None;
+        if let Some(next) = &decision.status {
+            written = Some(write_status(&ctx, &api, &csv, next).await?);
+        }
+        if decision.delete_replaced {
+            delete_replaced(&api, &csv, &ns).await?;
+        }
+        match written {
+            Some(w) if decision.requeue == NEXT_STEP_AT_ONCE => csv = w,
+            _ => return Ok(Action::requeue(decision.requeue)),
+        }
     }
-    if decision.ensure_aggregation {
-        ensure_aggregation(&ctx.client, &csv, &ns).await?;
-    }
-    if let Some(next) = &decision.status {
-        write_status(&ctx, &api, &csv, next).await?;
-    }
-    if decision.delete_replaced {
-        delete_replaced(&api, &csv, &ns).await?;
-    }
-    Ok(Action::requeue(decision.requeue))
+    Ok(Action::requeue(NEXT_STEP_AT_ONCE))
 }
 
 #[cfg(test)]
@@ -917,7 +945,7 @@ mod tests {
         for from in [st(None, None, None), st(Some("Failed"), Some("NoOperatorGroup"), None)] {
             let d = decide(&from, CsvView::Fresh, &now());
             assert_eq!(written(&d), ("Pending".into(), "RequirementsUnknown".into(), "requirements not yet checked".into()));
-            assert_eq!(d.requeue, Duration::from_millis(100));
+            assert_eq!(d.requeue, NEXT_STEP_AT_ONCE);
         }
         // Pending: InstallReady when all is met, else RequirementsNotMet (written when it changes).
         let pending = st(Some("Pending"), Some("RequirementsUnknown"), None);

@@ -616,7 +616,7 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
     let ns = ip.namespace().unwrap_or_default();
     let name = ip.name_any();
     let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &ns);
-    let Some(ip) = fresh(&ctx.client, ip.as_ref()).await? else {
+    let Some(mut ip) = fresh(&ctx.client, ip.as_ref()).await? else {
         return Ok(Action::await_change());
     };
     let blocked = match decide_start(&ip) {
@@ -629,9 +629,10 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
             status.catalog_sources = lookups.catalog_sources;
             status.bundle_lookups = lookups.bundle_lookups;
             status.plan = Vec::new();
-            apply_typed_status(&api, &ip, &status).await?;
-            // The status write triggers this controller again (see `run_inner`); this is a fallback.
-            return Ok(Action::requeue(Duration::from_millis(500)));
+            // Worked on at once with the plan as written (its resourceVersion is the precondition
+            // of the claim below), not in a second reconcile after the status write's watch event.
+            ip = apply_typed_status(&api, &ip, &status).await?;
+            false
         }
         Start::Recheck if !still_current(&ctx, &ip, &ns).await? => return Ok(Action::await_change()),
         Start::Recheck => true,

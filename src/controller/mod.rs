@@ -17,6 +17,7 @@ mod catalogsource;
 mod csv;
 pub mod events;
 mod installplan;
+mod rbac;
 mod removal;
 mod scoped;
 pub mod leader;
@@ -216,8 +217,8 @@ pub(crate) fn now_time() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time
     k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t.round(k8s_openapi::jiff::Unit::Second).unwrap_or(t))
 }
 
-/// Server-side applies the typed `status` of `obj` (see [`apply_status`]).
-pub(crate) async fn apply_typed_status<K, S>(api: &Api<K>, obj: &K, status: &S) -> Result<(), Error>
+/// Server-side applies the typed `status` of `obj` (see [`apply_status`]); returns the object as written.
+pub(crate) async fn apply_typed_status<K, S>(api: &Api<K>, obj: &K, status: &S) -> Result<K, Error>
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     S: serde::Serialize,
@@ -226,8 +227,9 @@ where
     apply_status(api, obj, value).await
 }
 
-/// Server-side applies `status` onto the status subresource of `obj` (field manager `capstan`, forced).
-pub(crate) async fn apply_status<K>(api: &Api<K>, obj: &K, status: Value) -> Result<(), Error>
+/// Server-side applies `status` onto the status subresource of `obj` (field manager `capstan`,
+/// forced); returns the object as the API server has it after the write.
+pub(crate) async fn apply_status<K>(api: &Api<K>, obj: &K, status: Value) -> Result<K, Error>
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -240,8 +242,7 @@ where
     });
     api.patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
         .await
-        .map_err(kube_err(format!("writing status of {} {name}", K::kind(&()))))?;
-    Ok(())
+        .map_err(kube_err(format!("writing status of {} {name}", K::kind(&()))))
 }
 
 /// At most one "reconcile failed" log line per kind in this interval; the others are counted and

@@ -617,7 +617,7 @@ async fn write_deleting_status(ctx: &Context, csv: &ClusterServiceVersion, messa
     }
     status.set_phase(CsvPhase::Deleting, CsvReason::WaitingOnCleanup, message, &now_time());
     status.cleanup = Some(CleanupStatus { pending_deletion });
-    apply_typed_status(&api, csv, &status).await
+    apply_typed_status(&api, csv, &status).await.map(|_| ())
 }
 
 /// When operand deletion started: `status.lastTransitionTime` of phase `Deleting`.

@@ -426,7 +426,7 @@ async fn write(ctx: &Context, sub: &Subscription, status: &SubscriptionStatus) -
         return Ok(());
     }
     let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &sub.namespace().unwrap_or_default());
-    apply_typed_status(&api, sub, status).await
+    apply_typed_status(&api, sub, status).await.map(|_| ())
 }
 
 /// The catalogs namespace `ns` can see: the CatalogSources that exist in it and in the global

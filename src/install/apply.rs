@@ -548,6 +548,10 @@ impl Applier<'_> {
 
         let before = match self.existing.remove(&index) {
             Some(before) => before,
+            // The second pass of a step whose owner did not exist in the first: this run applied
+            // the object a moment ago, so its status stays the first pass's (the caller keeps it)
+            // and no read is needed.
+            None if final_pass => None,
             None => match self.retry(|| api.get_opt(&step.name)).await {
                 Attempt::Done(o) => o.and_then(|o| o.metadata.resource_version),
                 Attempt::Failed(e, attempts, elapsed) => return Err(self.error(step, &ar, "get", e, attempts, elapsed).await),

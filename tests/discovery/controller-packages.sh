@@ -54,16 +54,23 @@ PY
 
 cleanup() {
   set +e
+  # The APIService first, while its server still answers: an aggregated API that is registered
+  # but down makes the namespace controller fail discovery, and every namespace deletion of the
+  # cluster then waits (later tests wait for capstan-system to be gone).
+  kubectl delete -f "$root/manifests/packages-api.yaml" --wait=true --timeout=60s >/dev/null 2>&1
   [ -f "$state/controller.pid" ] && kill "$(cat "$state/controller.pid")" 2>/dev/null
-  kubectl delete namespace operators team-a team-b --wait=false >/dev/null 2>&1
   kubectl delete catalogsource -n olm capstan-examples community --wait=false >/dev/null 2>&1
-  kubectl delete -f "$root/manifests/packages-api.yaml" --wait=false >/dev/null 2>&1
-  kubectl delete secret -n capstan-system capstan-packages-cert >/dev/null 2>&1
-  kubectl delete endpoints,endpointslice -n capstan-system -l app.kubernetes.io/part-of=capstan-tests >/dev/null 2>&1
+  kubectl delete namespace operators team-a team-b capstan-system --wait=true --timeout=120s >/dev/null 2>&1
 }
 trap cleanup EXIT
 
 kubectl apply -f "$root/manifests/crds/" >/dev/null
+# Namespaces an earlier test (deploy_cluster) or run is still deleting must be gone first.
+for ns in capstan-system operators team-a team-b; do
+  if [ "$(kubectl get namespace "$ns" -o jsonpath='{.status.phase}' 2>/dev/null)" = Terminating ]; then
+    kubectl wait --for=delete "namespace/$ns" --timeout=180s >/dev/null || fail "namespace $ns is still Terminating after 180 s"
+  fi
+done
 kubectl apply -f "$root/manifests/namespace.yaml" >/dev/null
 for ns in olm operators team-a team-b; do kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null; done
 kubectl apply -f - >/dev/null <<YAML
