@@ -22,15 +22,14 @@
 //! are capstan's own.
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::body::Bytes;
+use hyper::{Method, Response, StatusCode};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -273,34 +272,7 @@ pub fn handle(metrics: &Metrics, method: &Method, path: &str) -> Response<Full<B
 /// # Errors
 /// When the address cannot be bound (in use, no permission); the message names the address.
 pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr} (--metrics-addr): {e}")))?;
-    let bound = listener.local_addr()?;
-    tokio::spawn(async move {
-        loop {
-            let stream = match listener.accept().await {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::warn!(error = %e, "metrics listener: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let metrics = metrics.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                    let resp = handle(&metrics, req.method(), req.uri().path());
-                    async move { Ok::<_, Infallible>(resp) }
-                });
-                let conn = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-                if let Err(e) = conn.await {
-                    tracing::debug!(error = %e, "metrics connection ended with an error");
-                }
-            });
-        }
-    });
-    Ok(bound)
+    crate::http::serve(addr, "--metrics-addr", "metrics", move |req| handle(&metrics, req.method(), req.uri().path())).await
 }
 
 #[cfg(test)]

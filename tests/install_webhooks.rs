@@ -224,7 +224,7 @@ fn every_corpus_bundle_with_webhooks_plans_what_olm_creates() {
         if defs.is_empty() && apis.is_empty() {
             continue;
         }
-        let all = b.csv().install_modes().iter().any(|m| m.type_ == "AllNamespaces" && m.supported);
+        let all = b.csv().install_modes().iter().any(|m| m.type_.as_str() == "AllNamespaces" && m.supported);
         let t = target(&b, all);
         let ns = "operators";
         let where_ = dir.display().to_string();

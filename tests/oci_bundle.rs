@@ -5,33 +5,11 @@ mod oci_common;
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use capstan::bundle::image::{BundleImageError, pull_bundle, push_bundle};
 use capstan::oci::layer::{self, LayerEntry};
-use capstan::oci::{BlobCache, ClientConfig, ImageToPush, Registry, parse_reference};
-use oci_common::{cache_dir, shared_dir};
-
-fn registry(cache: &tempfile::TempDir) -> Registry {
-    Registry::new(ClientConfig {
-        cache: Some(BlobCache::new(cache.path())),
-        quiet: true,
-        ..Default::default()
-    })
-}
-
-/// Every regular file under `dir`, relative path → bytes.
-fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    walkdir::WalkDir::new(dir)
-        .into_iter()
-        .map(|e| e.unwrap())
-        .filter(|e| e.file_type().is_file())
-        .map(|e| {
-            let rel = e.path().strip_prefix(dir).unwrap().to_string_lossy().into_owned();
-            (rel, std::fs::read(e.path()).unwrap())
-        })
-        .collect()
-}
+use capstan::oci::{ImageToPush, parse_reference};
+use oci_common::{cache_dir, files, registry, shared_dir};
 
 fn corpus_bundle(package: &str, version: &str) -> std::path::PathBuf {
     shared_dir()

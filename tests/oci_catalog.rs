@@ -6,35 +6,14 @@ mod oci_common;
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use capstan::catalog::image::{
     CatalogCache, CatalogImageError, LABEL_CONFIGS, load_catalog_image, pull_catalog, push_catalog,
 };
 use capstan::catalog::parse;
 use capstan::oci::layer::{self, LayerEntry};
-use capstan::oci::{BlobCache, ClientConfig, ImageToPush, Registry, parse_reference};
-use oci_common::{cache_dir, dead_registry, shared_dir};
-
-fn registry(cache: &tempfile::TempDir) -> Registry {
-    Registry::new(ClientConfig {
-        cache: Some(BlobCache::new(cache.path())),
-        quiet: true,
-        ..Default::default()
-    })
-}
-
-fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    walkdir::WalkDir::new(dir)
-        .into_iter()
-        .map(|e| e.unwrap())
-        .filter(|e| e.file_type().is_file())
-        .map(|e| {
-            let rel = e.path().strip_prefix(dir).unwrap().to_string_lossy().into_owned();
-            (rel, std::fs::read(e.path()).unwrap())
-        })
-        .collect()
-}
+use capstan::oci::{ClientConfig, ImageToPush, Registry, parse_reference};
+use oci_common::{cache_dir, dead_registry, files, registry, shared_dir};
 
 /// A catalog directory made of two real v4.20 packages.
 fn catalog_dir() -> tempfile::TempDir {

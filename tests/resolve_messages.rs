@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use capstan::catalog::add::{AddInput, AddOptions, UpdateMode, add_bundle};
 use capstan::catalog::model::DeclarativeConfig;
-use capstan::catalog::render::render_bundle_dir;
+use capstan::bundle::render::render_bundle_dir;
 use capstan::resolve::{
     CatalogIndex, CatalogInput, CatalogSourceKey, ErrorKind, ResolveInput, SubscriptionRequest, resolve,
 };

@@ -242,6 +242,28 @@ pub struct BundleLookup {
     pub properties: Option<String>,
 }
 
+/// [`BundleLookup::properties`] is a string in OLM's API: `{"properties": [{type, value}, …]}`.
+/// These two read and write it, so that no one else parses it.
+impl BundleLookup {
+    /// The `{type, value}` properties in [`BundleLookup::properties`]; empty when it is unset or
+    /// not the `{"properties": [...]}` JSON OLM writes.
+    pub fn property_list(&self) -> Vec<serde_json::Value> {
+        self.properties
+            .as_deref()
+            .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok())
+            .and_then(|mut v| match v.get_mut("properties").map(serde_json::Value::take) {
+                Some(serde_json::Value::Array(a)) => Some(a),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
+    /// Sets [`BundleLookup::properties`] to `{"properties": props}` as OLM writes it.
+    pub fn set_properties(&mut self, props: &[serde_json::Value]) {
+        self.properties = Some(serde_json::json!({"properties": props}).to_string());
+    }
+}
+
 /// A bundle-lookup condition (OLM `BundleLookupCondition`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -5,9 +5,10 @@ use serde_json::Value;
 
 use super::{Manifest, str_at};
 
-/// A borrowed view of a CRD manifest.
+/// A borrowed view of a CRD manifest in a bundle, as written (the API type is k8s-openapi's
+/// `CustomResourceDefinition`).
 #[derive(Debug, Clone, Copy)]
-pub struct CustomResourceDefinition<'a> {
+pub struct CrdView<'a> {
     manifest: &'a Manifest,
 }
 
@@ -22,10 +23,10 @@ pub struct CrdVersion {
     pub storage: bool,
 }
 
-impl<'a> CustomResourceDefinition<'a> {
+impl<'a> CrdView<'a> {
     /// The view of `manifest` when it is a CRD.
     pub fn new(manifest: &'a Manifest) -> Option<Self> {
-        manifest.is_crd().then_some(CustomResourceDefinition { manifest })
+        manifest.is_crd().then_some(CrdView { manifest })
     }
 
     /// The manifest (file, document, raw object).
@@ -110,7 +111,7 @@ mod tests {
                      "names": {"kind": "KaiwuCluster", "plural": "kaiwuclusters"},
                      "versions": [{"name": "v1", "served": true, "storage": true},
                                   {"name": "v2alpha1", "served": true, "storage": false}]}}));
-        let crd = CustomResourceDefinition::new(&m).unwrap();
+        let crd = CrdView::new(&m).unwrap();
         assert_eq!((crd.group(), crd.kind(), crd.plural(), crd.scope()), ("kaiwu.inspur.com", "KaiwuCluster", "kaiwuclusters", "Namespaced"));
         assert_eq!(crd.versions().len(), 2);
         assert_eq!(crd.storage_version().as_deref(), Some("v1"));
@@ -118,8 +119,8 @@ mod tests {
         let old = manifest(serde_json::json!({
             "apiVersion": "apiextensions.k8s.io/v1beta1", "kind": "CustomResourceDefinition",
             "metadata": {"name": "a.b"}, "spec": {"group": "b", "version": "v1alpha1", "names": {"kind": "A", "plural": "a"}}}));
-        let crd = CustomResourceDefinition::new(&old).unwrap();
+        let crd = CrdView::new(&old).unwrap();
         assert_eq!(crd.versions(), vec![CrdVersion { name: "v1alpha1".into(), served: true, storage: true }]);
-        assert!(CustomResourceDefinition::new(&manifest(serde_json::json!({"kind": "Service"}))).is_none());
+        assert!(CrdView::new(&manifest(serde_json::json!({"kind": "Service"}))).is_none());
     }
 }

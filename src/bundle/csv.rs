@@ -18,21 +18,17 @@ pub const SKIP_RANGE_ANNOTATION: &str = "olm.skipRange";
 /// CSV metadata annotation holding extra bundle properties as a JSON list (`olm-v0.md` §2.2).
 pub const PROPERTIES_ANNOTATION: &str = "olm.properties";
 
-/// A borrowed view of the bundle's ClusterServiceVersion.
+/// A borrowed, never-failing view of the bundle's ClusterServiceVersion manifest as written (the
+/// API object is [`crate::api::ClusterServiceVersion`]; this view reads a manifest that may not
+/// have its shape).
 #[derive(Debug, Clone, Copy)]
-pub struct ClusterServiceVersion<'a> {
+pub struct CsvView<'a> {
     manifest: &'a Manifest,
 }
 
-/// One `spec.installModes` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InstallMode {
-    /// `OwnNamespace`, `SingleNamespace`, `MultiNamespace` or `AllNamespaces` (anything else is
-    /// reported by validation).
-    pub type_: String,
-    /// Whether the mode is supported.
-    pub supported: bool,
-}
+/// One `spec.installModes` entry: the API type, one definition for bundles, CSVs and
+/// PackageManifests.
+pub use crate::api::clusterserviceversion::InstallMode;
 
 /// One `spec.customresourcedefinitions.owned[]` / `required[]` entry (the identifying fields).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,9 +54,9 @@ impl CrdDescription {
     }
 }
 
-impl<'a> ClusterServiceVersion<'a> {
+impl<'a> CsvView<'a> {
     pub(super) fn new(manifest: &'a Manifest) -> Self {
-        ClusterServiceVersion { manifest }
+        CsvView { manifest }
     }
 
     /// The whole CSV as written.
@@ -150,7 +146,7 @@ impl<'a> ClusterServiceVersion<'a> {
             .map(|a| {
                 a.iter()
                     .map(|m| InstallMode {
-                        type_: str_at(m, "/type").to_string(),
+                        type_: str_at(m, "/type").into(),
                         supported: m.get("supported").and_then(Value::as_bool).unwrap_or(false),
                     })
                     .collect()

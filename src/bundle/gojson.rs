@@ -1,5 +1,6 @@
-//! JSON bytes exactly as Go's `encoding/json` writes them, for the places where operator-registry's
-//! output depends on those bytes: `olm.bundle.object` data (base64 of `json.Marshal` of an
+//! The one Go-JSON encoder: JSON bytes exactly as Go's `encoding/json` writes them, for the places
+//! where operator-registry's or OLM's output depends on those bytes ([`marshal_raw`]: OLM's RBAC
+//! name hashes and the CSV properties annotation; [`to_string`]): `olm.bundle.object` data (base64 of `json.Marshal` of an
 //! unstructured object: map keys sorted, HTML characters escaped) and the property sort key
 //! (`string(Value)`, operator-registry `pkg/registry/registry_to_model.go`).
 //!
@@ -24,6 +25,20 @@ pub(crate) fn to_string(v: &Value, order: KeyOrder, escape_html: bool) -> String
     let mut out = String::new();
     write_value(&mut out, v, order, escape_html);
     out
+}
+
+/// JSON text as Go's `json.Marshal` writes a struct whose fields hold `json.RawMessage`s (what
+/// OLM hashes for RBAC names and writes as the CSV's properties annotation): compact, keys in
+/// the order of the [`Value`], `<`, `>`, `&`, U+2028 and U+2029 escaped, and numbers as serde_json
+/// writes them (a raw message keeps a number's text; [`to_string`] prints them as Go's float64).
+pub(crate) fn marshal_raw(v: &Value) -> String {
+    let s = serde_json::to_string(v).unwrap_or_default();
+    // These characters can only occur inside JSON strings, so replacing them everywhere is exact.
+    s.replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
 }
 
 fn write_value(out: &mut String, v: &Value, order: KeyOrder, html: bool) {

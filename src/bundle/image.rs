@@ -180,17 +180,8 @@ pub async fn pull_bundle(
     reference: &Reference,
     dest: &Path,
 ) -> Result<PulledBundle, BundleImageError> {
-    if std::fs::read_dir(dest).is_ok_and(|mut d| d.next().is_some()) {
-        return Err(BundleImageError::DestinationNotEmpty {
-            dir: dest.to_path_buf(),
-        });
-    }
-    let existed = dest.exists();
-    let result = pull_bundle_into(registry, reference, dest).await;
-    if result.is_err() {
-        layer::discard_partial_unpack(dest, existed);
-    }
-    result
+    let not_empty = || BundleImageError::DestinationNotEmpty { dir: dest.to_path_buf() };
+    layer::into_empty_dir(dest, not_empty, pull_bundle_into(registry, reference, dest)).await
 }
 
 /// [`pull_bundle`] after the destination check; on error the caller removes what was written.

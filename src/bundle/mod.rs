@@ -4,7 +4,7 @@
 //! objects) and `metadata/` (`annotations.yaml`, optional `dependencies.yaml` and
 //! `properties.yaml`); see `../shared/reference/olm-v0.md` §2.1–2.2. [`Bundle::load`] reads one
 //! the way operator-registry's `pkg/registry/parse.go` does, but it reports every unreadable file
-//! instead of skipping it; [`validate()`] checks it and [`crate::catalog::render`] turns it into an
+//! instead of skipping it; [`validate()`] checks it and [`crate::bundle::render`] turns it into an
 //! `olm.bundle` blob.
 
 mod crd;
@@ -14,9 +14,10 @@ pub mod gofields;
 pub(crate) mod gojson;
 mod validate;
 pub mod image;
+pub mod render;
 
-pub use crd::{CrdVersion, CustomResourceDefinition};
-pub use csv::{ClusterServiceVersion, CrdDescription, INSTALL_MODE_TYPES, InstallMode, PROPERTIES_ANNOTATION, SKIP_RANGE_ANNOTATION};
+pub use crd::{CrdVersion, CrdView};
+pub use csv::{CsvView, CrdDescription, INSTALL_MODE_TYPES, InstallMode, PROPERTIES_ANNOTATION, SKIP_RANGE_ANNOTATION};
 pub use validate::{ALLOWED_KINDS, Finding, MAX_OBJECT_SIZE, Severity, validate};
 
 use std::path::{Path, PathBuf};
@@ -267,8 +268,8 @@ impl Bundle {
     }
 
     /// The bundle's ClusterServiceVersion.
-    pub fn csv(&self) -> ClusterServiceVersion<'_> {
-        ClusterServiceVersion::new(&self.objects[self.csv_index])
+    pub fn csv(&self) -> CsvView<'_> {
+        CsvView::new(&self.objects[self.csv_index])
     }
 
     /// The CustomResourceDefinitions among [`Bundle::objects`].
@@ -277,8 +278,8 @@ impl Bundle {
     }
 
     /// Typed views of the CustomResourceDefinitions among [`Bundle::objects`].
-    pub fn custom_resource_definitions(&self) -> impl Iterator<Item = CustomResourceDefinition<'_>> {
-        self.objects.iter().filter_map(CustomResourceDefinition::new)
+    pub fn custom_resource_definitions(&self) -> impl Iterator<Item = CrdView<'_>> {
+        self.objects.iter().filter_map(CrdView::new)
     }
 
     /// Bundle name: the CSV's `metadata.name`.

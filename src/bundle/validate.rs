@@ -125,7 +125,7 @@ impl Out {
 /// (package, channels, default channel among them, media type); owned CRDs present with the
 /// owned version and kind, and every CRD well formed; required CRD names; object kinds allowed
 /// in a bundle; object size; `dependencies.yaml` and `properties.yaml` entries; documents opm
-/// ignores; and anything else that keeps [`crate::catalog::render::render_bundle`] from
+/// ignores; and anything else that keeps [`super::render::render_bundle`] from
 /// rendering the bundle.
 pub fn validate(bundle: &Bundle) -> Vec<Finding> {
     let mut out = Out { findings: Vec::new() };
@@ -137,8 +137,8 @@ pub fn validate(bundle: &Bundle) -> Vec<Finding> {
     check_entries(bundle, &mut out, false);
     // Whatever else keeps opm from rendering the bundle, or `catalog add` / `opm validate` from
     // accepting the rendered blob (and is not reported above).
-    match crate::catalog::render::render_bundle(bundle, "") {
-        Err(crate::catalog::render::RenderError::Field { file, field, message, .. }) => {
+    match super::render::render_bundle(bundle, "") {
+        Err(super::render::RenderError::Field { file, field, message, .. }) => {
             if !out.findings.iter().any(|f| f.severity == Severity::Error && f.file == file) {
                 out.error(file, field, format!("the bundle cannot be rendered into a catalog: {message}"), "fix the field");
             }

@@ -401,16 +401,6 @@ fn is_empty(cfg: &DeclarativeConfig) -> bool {
     cfg.packages.is_empty() && cfg.channels.is_empty() && cfg.bundles.is_empty() && cfg.deprecations.is_empty() && cfg.others.is_empty()
 }
 
-fn write_atomic(path: &Path, content: &str) -> Result<(), CatalogError> {
-    let io = |action, source| CatalogError::Io { path: path.to_path_buf(), action, source };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| io("create directory", e))?;
-    }
-    let tmp = path.with_extension(format!("{}.capstan-tmp", path.extension().and_then(|e| e.to_str()).unwrap_or("")));
-    std::fs::write(&tmp, content).map_err(|e| io("write file", e))?;
-    std::fs::rename(&tmp, path).map_err(|e| io("replace file", e))
-}
-
 /// Adds a rendered bundle to the catalog directory `dir` (created if missing): loads it, runs
 /// [`add_bundle`], and rewrites only the files that hold the bundle's package. Nothing is
 /// written when the result does not validate.
@@ -459,7 +449,8 @@ pub fn add_to_dir(dir: &Path, input: AddInput, opts: &AddOptions) -> Result<AddR
         if is_empty(c) {
             std::fs::remove_file(path).map_err(|source| CatalogError::Io { path: path.clone(), action: "remove file", source })?;
         } else {
-            write_atomic(path, &parse::to_stream(c, *format))?;
+            crate::oci::cache::write_atomic(path, parse::to_stream(c, *format).as_bytes())
+                .map_err(|source| CatalogError::Io { path: path.clone(), action: "write file", source })?;
             report.files.push(path.clone());
         }
     }

@@ -93,7 +93,7 @@ pub fn build_catalog_image(dir: &Path) -> Result<ImageToPush, CatalogImageError>
 }
 
 /// [`build_catalog_image`], plus the warnings about a valid catalog: bundles whose image is a
-/// placeholder ([`crate::catalog::render::placeholder_warnings`]).
+/// placeholder ([`crate::catalog::placeholder::placeholder_warnings`]).
 ///
 /// Errors: as [`build_catalog_image`].
 pub fn build_catalog_image_reporting(dir: &Path) -> Result<(ImageToPush, Vec<String>), CatalogImageError> {
@@ -108,7 +108,7 @@ pub fn build_catalog_image_reporting(dir: &Path) -> Result<(ImageToPush, Vec<Str
             std::io::Error::other("a catalog image is built from a directory; put the file in one"),
         )));
     }
-    let warnings = super::render::placeholder_warnings(&cfg);
+    let warnings = super::placeholder::placeholder_warnings(&cfg);
     drop(cfg);
     let entries = layer::entries_from_dir(dir, DEFAULT_CONFIGS_DIR.trim_start_matches('/'))?;
     let built = layer::build_layer(entries)?;
@@ -180,17 +180,8 @@ pub async fn pull_catalog(
     reference: &Reference,
     dest: &Path,
 ) -> Result<PulledCatalog, CatalogImageError> {
-    if std::fs::read_dir(dest).is_ok_and(|mut d| d.next().is_some()) {
-        return Err(CatalogImageError::DestinationNotEmpty {
-            dir: dest.to_path_buf(),
-        });
-    }
-    let existed = dest.exists();
-    let result = pull_catalog_into(registry, reference, dest).await;
-    if result.is_err() {
-        layer::discard_partial_unpack(dest, existed);
-    }
-    result
+    let not_empty = || CatalogImageError::DestinationNotEmpty { dir: dest.to_path_buf() };
+    layer::into_empty_dir(dest, not_empty, pull_catalog_into(registry, reference, dest)).await
 }
 
 /// [`pull_catalog`] after the destination check; on error the caller removes what was written.
@@ -313,14 +304,14 @@ impl CatalogCache {
             return Ok(());
         };
         let text = parse::to_json_stream(config);
-        write_atomic(&stream, text.as_bytes())?;
+        write_atomic(&stream, text.as_bytes()).map_err(|e| OciError::io(&stream, e))?;
         let m = CacheMeta {
             reference: reference.to_string(),
             digest: digest.to_string(),
             size_bytes,
             stream_digest: crate::oci::cache::sha256_digest(text.as_bytes()),
         };
-        write_atomic(&meta, &serde_json::to_vec(&m).unwrap_or_default())
+        write_atomic(&meta, &serde_json::to_vec(&m).unwrap_or_default()).map_err(|e| OciError::io(&meta, e))
     }
 }
 

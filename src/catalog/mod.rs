@@ -1,4 +1,4 @@
-//! File-Based Catalogs: model, parse, validate, render, add, and the in-memory index.
+//! File-Based Catalogs: model, parse, validate, add, and the in-memory index. (Rendering a bundle into a catalog blob is [`crate::bundle::render`]: bundle sits above catalog.)
 
 pub mod error;
 pub mod image;
@@ -6,7 +6,7 @@ pub mod index;
 pub mod model;
 pub mod parse;
 pub mod property;
-pub mod render;
+pub mod placeholder;
 pub mod semver_range;
 pub mod validate;
 pub mod generate;

@@ -325,7 +325,7 @@ pub struct PathValidation {
     /// The validation result, as [`validate`] gives it.
     pub result: Result<(), ValidationErrors>,
     /// Warnings that do not make the catalog invalid: bundles whose image is a placeholder
-    /// ([`crate::catalog::render::placeholder_warnings`]), in file and blob order.
+    /// ([`crate::catalog::placeholder::placeholder_warnings`]), in file and blob order.
     pub warnings: Vec<String>,
 }
 
@@ -339,7 +339,7 @@ pub fn validate_path_report(path: &Path) -> Result<PathValidation, CatalogError>
         for b in &cfg.bundles {
             checks.check(b);
         }
-        let warnings = crate::catalog::render::placeholder_warnings(&cfg);
+        let warnings = crate::catalog::placeholder::placeholder_warnings(&cfg);
         let others = cfg.others.len();
         shrink_checked(&mut cfg);
         (cfg, checks, others, warnings)

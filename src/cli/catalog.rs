@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use capstan::catalog::add::{AddError, AddInput, AddOptions, UpdateMode, add_to_dir};
 use capstan::catalog::image::{is_image_reference, load_catalog_image_blocking};
-use capstan::catalog::render::{Migration, render_info};
+use capstan::bundle::render::{Migration, render_info};
 use capstan::catalog::validate::{CatalogCounts, ValidationError, ValidationErrors, validate, validate_path_report};
 
 use super::image::{CatalogImageCommand, RegistryArgs};
@@ -154,7 +154,7 @@ fn load_and_validate(arg: &str, registry: &RegistryArgs) -> Result<Validated, St
             deprecations: cfg.deprecations.len(),
             others: cfg.others.len(),
         };
-        let warnings = capstan::catalog::render::placeholder_warnings(cfg);
+        let warnings = capstan::catalog::placeholder::placeholder_warnings(cfg);
         return Ok((counts, Some(loaded.digest.clone()), validate(cfg), warnings));
     }
     validate_path_report(Path::new(arg)).map(|r| (r.counts, None, r.result, r.warnings)).map_err(|e| e.to_string())
@@ -221,7 +221,7 @@ fn render_input(a: &AddArgs, scratch: &Path) -> Result<AddInput, (String, u8)> {
     let bundle = capstan::bundle::Bundle::load(&dir).map_err(|e| super::render::bundle_load_failure(&a.bundle, &dir, &e))?;
     let info = render_info(&bundle);
     let image = image.unwrap_or_else(|| {
-        let placeholder = capstan::catalog::render::placeholder_image(&info.package, &info.version);
+        let placeholder = capstan::catalog::placeholder::placeholder_image(&info.package, &info.version);
         eprintln!("warning: no --image given; the bundle blob gets the placeholder image {placeholder}");
         placeholder
     });
@@ -237,15 +237,15 @@ fn render_input(a: &AddArgs, scratch: &Path) -> Result<AddInput, (String, u8)> {
 }
 
 fn run_add(a: AddArgs) -> ExitCode {
-    let scratch = match tempfile_dir() {
+    let scratch = match capstan::oci::cache::scratch_dir("capstan-add") {
         Ok(d) => d,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    let result = render_input(&a, &scratch);
-    let _ = std::fs::remove_dir_all(&scratch);
+    let result = render_input(&a, scratch.path());
+    drop(scratch);
     let input = match result {
         Ok(i) => i,
         Err((e, code)) => {
@@ -297,13 +297,4 @@ fn run_add(a: AddArgs) -> ExitCode {
             })
         }
     }
-}
-
-/// A fresh, empty scratch directory for a pulled bundle (removed by the caller).
-fn tempfile_dir() -> Result<PathBuf, String> {
-    let base = std::env::temp_dir().join(format!("capstan-add-{}-{}", std::process::id(), std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos())));
-    std::fs::create_dir_all(&base).map_err(|e| format!("{}: {e}", base.display()))?;
-    Ok(base)
 }

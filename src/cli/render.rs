@@ -6,7 +6,7 @@
 //! flags).
 //! Nothing is printed unless every reference renders.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
@@ -15,7 +15,8 @@ use capstan::bundle::image::{BundleImageError, pull_bundle};
 use capstan::catalog::image::{is_image_reference, load_catalog_image_blocking};
 use capstan::catalog::model::DeclarativeConfig;
 use capstan::catalog::parse::{self, Format, to_stream};
-use capstan::catalog::render::{Migration, RenderError, placeholder_image, render_info, render_validated};
+use capstan::bundle::render::{Migration, RenderError, render_info, render_validated};
+use capstan::catalog::placeholder::placeholder_image;
 
 use super::image::RegistryArgs;
 
@@ -180,18 +181,20 @@ pub(crate) fn render_checked(bundle: &Bundle, shown: &str, image: &str, migratio
 fn render_image(reference: &str, args: &RenderArgs, migration: Migration, cfg: &mut DeclarativeConfig) -> Result<(), Failure> {
     let parsed = capstan::oci::parse_reference(reference).map_err(|e| (e.to_string(), 2))?;
     let config = args.registry.client_config().map_err(|e| (e.to_string(), 2))?;
-    let scratch = scratch_dir().map_err(|e| (e, 2))?;
+    let scratch = capstan::oci::cache::scratch_dir("capstan-render").map_err(|e| (e.to_string(), 2))?;
+    let scratch = scratch.path();
     let pulled = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| (e.to_string(), 2))
         .map(|rt| {
             let registry = capstan::oci::Registry::new(config.clone());
-            rt.block_on(pull_bundle(&registry, &parsed, &scratch))
+            rt.block_on(pull_bundle(&registry, &parsed, scratch))
         });
-    let result = match pulled {
+    // The scratch directory (a `tempfile::TempDir`) is removed when this function returns.
+    match pulled {
         Err(f) => Err(f),
-        Ok(Ok(_)) => Bundle::load(&scratch)
+        Ok(Ok(_)) => Bundle::load(scratch)
             .map_err(|e| (e.to_string(), 1))
             .and_then(|b| render_checked(&b, reference, reference, migration))
             .map(|blob| cfg.bundles.push(blob)),
@@ -199,15 +202,5 @@ fn render_image(reference: &str, args: &RenderArgs, migration: Migration, cfg: &
             .map(|loaded| parse::merge(cfg, loaded.config))
             .map_err(|e| (e.to_string(), 2)),
         Ok(Err(e)) => Err((e.to_string(), 2)),
-    };
-    let _ = std::fs::remove_dir_all(&scratch);
-    result
-}
-
-/// A fresh, empty directory under the system temp directory.
-fn scratch_dir() -> Result<PathBuf, String> {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let dir = std::env::temp_dir().join(format!("capstan-render-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    Ok(dir)
+    }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
-use serde_json::{Value, json};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::catalogsource::registry_for;
@@ -272,10 +272,10 @@ fn oversized(steps: &[ApiStep]) -> Option<Hold> {
 /// Subscription of another package (a dependency in its plan) gives none.
 fn subscription_config(sub: Option<&Subscription>, package: &str) -> Result<SubscriptionConfig, Hold> {
     match sub.filter(|s| s.spec.package == package).and_then(|s| s.spec.config.as_ref()) {
-        Some(c) => serde_json::to_value(c)
-            .map_err(|e| e.to_string())
-            .and_then(|v| SubscriptionConfig::from_value(&v).map_err(|e| e.to_string()))
-            .map_err(|e| Hold::Fail("InstallCheckFailed", format!("Subscription spec.config: {e}"))),
+        Some(c) => match c.check_names() {
+            Ok(()) => Ok(c.clone()),
+            Err(e) => Err(Hold::Fail("InstallCheckFailed", format!("Subscription spec.config: {e}"))),
+        },
         None => Ok(SubscriptionConfig::default()),
     }
 }
@@ -435,13 +435,13 @@ async fn plan_steps(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, ns:
     for (i, lookup) in lookups.iter().enumerate() {
         let (bundle, image) = pull(ctx, api, ip, status, rv, i, lookup).await?;
         let at = |what: String| format!("bundle {} ({}): {what}", lookup.identifier, lookup.path);
-        let modes: Vec<(String, bool)> = bundle.csv().install_modes().into_iter().map(|m| (m.type_, m.supported)).collect();
+        let modes: Vec<(String, bool)> = bundle.csv().install_modes().into_iter().map(|m| (m.type_.as_str().to_string(), m.supported)).collect();
         if let Err(e) = check_install_mode(ns, &targets, &modes) {
             let message = at(format!("{}: {}", e.reason, e.message));
             return Err(if e.reason == "InvalidInstallModes" { Hold::Fail("InstallCheckFailed", message) } else { Hold::Blocked(e.reason, message) }.into());
         }
         let config = subscription_config(sub.as_ref(), bundle.package())?;
-        let properties: Vec<Value> = lookup.properties.as_deref().and_then(|p| serde_json::from_str::<Value>(p).ok()).and_then(|v| v["properties"].as_array().cloned()).unwrap_or_default();
+        let properties = lookup.property_list();
         let mut target = InstallTarget {
             namespace: ns.to_string(),
             target_namespaces: targets.clone(),
@@ -940,7 +940,7 @@ mod tests {
         assert_eq!((r.image.as_str(), r.size), (image, planned_json.len()));
         assert_eq!(r.digest, format!("sha256:{}", hex::encode(Sha256::digest(planned_json.as_bytes()))));
         assert_eq!((entries[0].resource.kind.as_str(), entries[0].resource.name.as_str()), ("CustomResourceDefinition", "big"), "the step still names the object");
-        let inline: Value = serde_json::from_str(entries[12].resource.manifest.as_deref().unwrap()).unwrap();
+        let inline: serde_json::Value = serde_json::from_str(entries[12].resource.manifest.as_deref().unwrap()).unwrap();
         assert_eq!(inline["metadata"]["name"], "op", "the Deployment is inline even after the budget is spent by earlier steps");
         // The whole listing stays small for any bundle size, and the image is found again.
         assert!(oversized(&entries).is_none());

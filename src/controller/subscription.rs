@@ -25,11 +25,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::events::EventType;
 use super::installplan::{ANNOTATION_BUNDLE_LOOKUPS, ANNOTATION_SUPERSEDED_BY, INSTALL_RETRYING, PlannedLookups, install_plan_name};
-use super::{CatalogState, CatalogStore, Context, Error, apply_typed_status, fresh, kube_err, now_time};
+use super::{CatalogState, Context, Error, apply_typed_status, fresh, kube_err, now_time};
 use crate::api::common::ConditionStatus;
 use crate::api::installplan::{BundleLookup, InstallPlanPhase, InstallPlanSpec};
 use crate::api::subscription::{InstallPlanReference, SubscriptionCatalogHealth, SubscriptionConditionType as C, SubscriptionState, SubscriptionStatus, reason};
@@ -46,7 +46,7 @@ type Key = (String, String);
 pub(crate) struct CatalogView {
     /// CatalogSources that exist.
     pub existing: BTreeSet<Key>,
-    /// The known states of those ([`CatalogStore`]); a CatalogSource not listed is not loaded yet.
+    /// The known states of those ([`super::CatalogStore`]); a CatalogSource not listed is not loaded yet.
     pub states: Vec<(Key, CatalogState)>,
 }
 
@@ -391,14 +391,15 @@ pub(crate) fn adopt_generating_plan(status: &mut SubscriptionStatus, sub: &Subsc
 }
 
 /// Where each bundle of `to_install` comes from, for the InstallPlan reconciler: image, CSV,
-/// replaced CSV, catalog and properties ([`bundle_properties`]); and the Subscriptions the plan
-/// creates for dependencies (`subscriptions`, [`dependency_subscriptions`]).
-pub(crate) fn planned_lookups(store: &CatalogStore, to_install: &[ResolvedBundle], subscriptions: Vec<DependencySubscription>) -> PlannedLookups {
+/// replaced CSV, catalog and properties — all from the resolver's [`ResolvedBundle`] (the
+/// catalogs are not read again); and the Subscriptions the plan creates for dependencies
+/// (`subscriptions`, [`dependency_subscriptions`]).
+pub(crate) fn planned_lookups(to_install: &[ResolvedBundle], subscriptions: Vec<DependencySubscription>) -> PlannedLookups {
     let bundle_lookups = to_install
         .iter()
         .map(|b| {
             let key = b.catalog.as_ref().map(|c| (c.namespace.clone(), c.name.clone())).unwrap_or_default();
-            BundleLookup {
+            let mut lookup = BundleLookup {
                 path: b.image.clone(),
                 identifier: b.bundle.clone(),
                 replaces: match &b.reason {
@@ -407,39 +408,16 @@ pub(crate) fn planned_lookups(store: &CatalogStore, to_install: &[ResolvedBundle
                 },
                 catalog_source_ref: catalog_ref(&key),
                 conditions: Vec::new(),
-                properties: Some(bundle_properties(store, b).to_string()),
-            }
+                properties: None,
+            };
+            lookup.set_properties(&b.properties);
+            lookup
         })
         .collect();
     let mut catalog_sources: Vec<String> = to_install.iter().filter_map(|b| b.catalog.as_ref().map(|c| c.name.clone())).collect();
     catalog_sources.sort();
     catalog_sources.dedup();
     PlannedLookups { catalog_sources, bundle_lookups, subscriptions }
-}
-
-/// The `properties` of a bundle lookup (`{"properties": [...]}` as OLM writes it): `olm.package`,
-/// an `olm.gvk` per provided API, and `olm.package.required` / `olm.gvk.required` for plain
-/// package and GVK dependencies, taken from the catalog the bundle was resolved from.
-fn bundle_properties(store: &CatalogStore, b: &ResolvedBundle) -> Value {
-    use crate::resolve::index::Predicate;
-    let mut props = vec![json!({"type": "olm.package", "value": {"packageName": b.package, "version": b.version.to_string()}})];
-    let entry = b.catalog.as_ref().and_then(|c| store.index(c)).and_then(|l| {
-        let i = l.index.bundle_by_name(&b.bundle)?;
-        Some(l.index.bundle(i).clone())
-    });
-    if let Some(e) = entry {
-        for g in &e.provides {
-            props.push(json!({"type": "olm.gvk", "value": {"group": g.group, "version": g.version, "kind": g.kind}}));
-        }
-        for d in &e.dependencies {
-            match &d.predicate {
-                Predicate::Package { package, range } => props.push(json!({"type": "olm.package.required", "value": {"packageName": package, "versionRange": range.as_str()}})),
-                Predicate::Gvk(g) => props.push(json!({"type": "olm.gvk.required", "value": {"group": g.group, "version": g.version, "kind": g.kind}})),
-                other => props.push(json!({"type": "olm.constraint", "value": {"failureMessage": d.failure_message, "description": other.to_string()}})),
-            }
-        }
-    }
-    json!({"properties": props})
 }
 
 /// Writes `status` onto the Subscription unless it says what its status says already.
@@ -452,7 +430,7 @@ async fn write(ctx: &Context, sub: &Subscription, status: &SubscriptionStatus) -
 }
 
 /// The catalogs namespace `ns` can see: the CatalogSources that exist in it and in the global
-/// catalog namespace, and what the [`CatalogStore`] knows of them. Listed, not taken from a
+/// catalog namespace, and what the [`super::CatalogStore`] knows of them. Listed, not taken from a
 /// cache: a CatalogSource deleted a moment ago must not count (the store keeps it until then).
 async fn observe_catalogs(ctx: &Context, ns: &str) -> Result<CatalogView, Error> {
     let mut existing = BTreeSet::new();
@@ -616,12 +594,12 @@ async fn install(ctx: &Context, sub: &Subscription, mut status: SubscriptionStat
     missing_condition(&mut status, &ns, prior_missing, existing.is_some(), &plan_name, &csv_names, now);
     let plan = match existing {
         Some(p) => p,
-        None => create_plan(ctx, sub, &plans, &plan_name, &csv_names, planned_lookups(&ctx.catalogs, to_install, deps.clone())).await?,
+        None => create_plan(ctx, sub, &plans, &plan_name, &csv_names, planned_lookups(to_install, deps.clone())).await?,
     };
     if !approve_if_automatic(sub, &plans, &plan).await? {
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
-    ensure_lookups(ctx, &plans, &plan, to_install, deps).await?;
+    ensure_lookups(&plans, &plan, to_install, deps).await?;
     let requeue = plan_progress(&mut status, &plan, superseded.as_deref(), now);
     write(ctx, sub, &status).await?;
     Ok(Action::requeue(requeue))
@@ -697,13 +675,13 @@ async fn approve_if_automatic(sub: &Subscription, plans: &Api<InstallPlan>, plan
 
 /// A plan without bundle lookups in its status or its annotation (created by an earlier capstan
 /// that stopped before writing them) gets the annotation, so the InstallPlan reconciler can work.
-async fn ensure_lookups(ctx: &Context, plans: &Api<InstallPlan>, plan: &InstallPlan, to_install: &[ResolvedBundle], deps: Vec<DependencySubscription>) -> Result<(), Error> {
+async fn ensure_lookups(plans: &Api<InstallPlan>, plan: &InstallPlan, to_install: &[ResolvedBundle], deps: Vec<DependencySubscription>) -> Result<(), Error> {
     let has = plan.status.as_ref().is_some_and(|s| !s.bundle_lookups.is_empty()) || plan.annotations().contains_key(ANNOTATION_BUNDLE_LOOKUPS);
     if has {
         return Ok(());
     }
     let (ns, name) = (plan.namespace().unwrap_or_default(), plan.name_any());
-    let lookups = serde_json::to_string(&planned_lookups(&ctx.catalogs, to_install, deps)).map_err(|source| Error::Build { what: format!("the bundle lookups of InstallPlan {ns}/{name}"), source })?;
+    let lookups = serde_json::to_string(&planned_lookups(to_install, deps)).map_err(|source| Error::Build { what: format!("the bundle lookups of InstallPlan {ns}/{name}"), source })?;
     let patch = json!({"metadata": {"annotations": {ANNOTATION_BUNDLE_LOOKUPS: lookups}}});
     plans.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(kube_err(format!("annotating InstallPlan {ns}/{name} with its bundle lookups")))?;
     Ok(())
@@ -888,6 +866,7 @@ mod tests {
             image: format!("r/{csv}@sha256:1"),
             reason,
             passed_over: None,
+            properties: crate::resolve::index::lookup_properties(package, &crate::resolve::split_csv_name(csv).unwrap().1, None),
         }
     }
 
@@ -1052,7 +1031,7 @@ mod tests {
     #[test]
     fn a_new_plan_is_owned_labelled_and_carries_its_lookups() {
         let mut s = sub("s", "a");
-        let lookups = planned_lookups(&CatalogStore::default(), &[bundle("s", "a", "a.v2.0.0", Reason::Upgrade { from: "a.v1.0.0".into() })], vec![]);
+        let lookups = planned_lookups(&[bundle("s", "a", "a.v2.0.0", Reason::Upgrade { from: "a.v1.0.0".into() })], vec![]);
         assert_eq!(lookups.catalog_sources, ["c"]);
         assert_eq!(lookups.bundle_lookups[0].replaces, "a.v1.0.0");
         let ip = new_plan(&s, "install-x", &["a.v2.0.0".into()], &lookups).unwrap();

@@ -13,16 +13,16 @@
 //! fields).
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock, RwLock};
-use std::time::{Duration, SystemTime};
+use std::convert::Infallible;
+use std::time::SystemTime;
 
 use bytes::Bytes;
 use futures::StreamExt;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
-use hyper::body::{Frame, Incoming};
+use hyper::body::Frame;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
@@ -369,32 +369,7 @@ fn gzip_stream(pieces: Vec<Bytes>) -> impl futures::Stream<Item = Bytes> + Send 
 /// # Errors
 /// When the address cannot be bound; the message names it.
 pub async fn serve(addr: SocketAddr, catalogs: ContentCatalogs) -> std::io::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr} (catalog content): {e}")))?;
-    let bound = listener.local_addr()?;
-    tokio::spawn(async move {
-        loop {
-            let stream = match listener.accept().await {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::warn!(error = %e, "catalog content listener: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let catalogs = catalogs.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                    let resp = handle(&catalogs, &req);
-                    async move { Ok::<_, Infallible>(resp) }
-                });
-                let conn = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-                if let Err(e) = conn.await {
-                    tracing::debug!(error = %e, "catalog content connection ended with an error");
-                }
-            });
-        }
-    });
-    Ok(bound)
+    crate::http::serve(addr, "catalog content", "catalog content", move |req| handle(&catalogs, &req)).await
 }
 
 #[cfg(test)]
@@ -402,6 +377,7 @@ mod tests {
     use super::*;
     use crate::catalog::parse::parse_bytes;
     use std::io::Read;
+    use std::time::Duration;
 
     const CAT: &str = r#"
 schema: olm.package

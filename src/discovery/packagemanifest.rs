@@ -236,15 +236,8 @@ pub struct Maintainer {
     pub email: String,
 }
 
-/// An install mode `{type, supported}`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InstallMode {
-    /// `OwnNamespace`, `SingleNamespace`, `MultiNamespace` or `AllNamespaces`.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// Whether the operator supports it.
-    pub supported: bool,
-}
+/// An install mode `{type, supported}` (the API type).
+pub use crate::api::clusterserviceversion::InstallMode;
 
 /// Owned and required API descriptions (each an object with the trimmed fields).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -550,7 +543,7 @@ pub fn csv_description(csv: &Value) -> Option<CsvDescription> {
         long_description: s(&spec["description"]),
         install_modes: list(&spec["installModes"])
             .iter()
-            .map(|m| InstallMode { type_: s(&m["type"]), supported: m["supported"].as_bool().unwrap_or(false) })
+            .map(|m| InstallMode { type_: s(&m["type"]).into(), supported: m["supported"].as_bool().unwrap_or(false) })
             .collect(),
         customresourcedefinitions: ApiDescriptions {
             owned: trim(&spec["customresourcedefinitions"]["owned"], CRD_KEYS),

@@ -19,52 +19,13 @@
 //!
 //! `selector` is parsed and kept but, as in OLM, not injected into Deployments.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{
-    Affinity, EnvFromSource, EnvVar, PodSpec, ResourceRequirements, Toleration, Volume, VolumeMount,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use serde::{Deserialize, Serialize};
+use k8s_openapi::api::core::v1::{Affinity, EnvFromSource, EnvVar, PodSpec, Toleration, Volume, VolumeMount};
 use serde_json::Value;
 
-/// The Subscription's `spec.config` (`SubscriptionConfig` in
-/// \[API\] `pkg/operators/v1alpha1/subscription_types.go`), field names as in OLM.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SubscriptionConfig {
-    /// Label selector of the pods (kept, not injected).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selector: Option<LabelSelector>,
-    /// Replaces the pod's `nodeSelector` when set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_selector: Option<BTreeMap<String, String>>,
-    /// Appended to the pod's tolerations unless identical ones exist.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tolerations: Vec<Toleration>,
-    /// Replaces every container's resources when set; untouched when unset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<ResourceRequirements>,
-    /// Appended to every container's `envFrom` unless identical entries exist.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub env_from: Vec<EnvFromSource>,
-    /// Merged by name into every container's `env`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub env: Vec<EnvVar>,
-    /// Merged by name into the pod's volumes.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub volumes: Vec<Volume>,
-    /// Merged by name into every container's volume mounts.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub volume_mounts: Vec<VolumeMount>,
-    /// Overrides the pod's affinity (see the module documentation).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub affinity: Option<Affinity>,
-    /// Added to the Deployment's and the pod template's annotations; existing ones win.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<BTreeMap<String, String>>,
-}
+/// The Subscription's `spec.config`: the one type is [`crate::api::subscription::SubscriptionConfig`]
+/// (what the API server stores); this module adds how it is read and merged into Deployments.
+pub use crate::api::subscription::SubscriptionConfig;
 
 /// A Subscription's `spec.config` that does not have the shape of a `SubscriptionConfig`.
 #[derive(Debug, thiserror::Error)]
@@ -86,20 +47,40 @@ impl SubscriptionConfig {
         }
         let config: SubscriptionConfig =
             serde_json::from_value(value.clone()).map_err(|e| ConfigError { message: e.to_string() })?;
+        config.check_names()?;
+        Ok(config)
+    }
+
+    /// Checks that every `env`, `volumes` and `volumeMounts` entry has a name.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the first nameless entry.
+    pub fn check_names(&self) -> Result<(), ConfigError> {
+        let config = self;
         // k8s-openapi defaults a missing `name` to "", which would merge into every nameless entry.
         let nameless = |field: &str, names: Vec<&str>| match names.iter().position(|n| n.is_empty()) {
             Some(i) => Err(ConfigError { message: format!("{field}[{i}] has no name; every entry needs a name") }),
             None => Ok(()),
         };
-        nameless("env", config.env.iter().map(|e| e.name.as_str()).collect())?;
-        nameless("volumes", config.volumes.iter().map(|v| v.name.as_str()).collect())?;
-        nameless("volumeMounts", config.volume_mounts.iter().map(|v| v.name.as_str()).collect())?;
-        Ok(config)
+        nameless("env", config.env.iter().flatten().map(|e| e.name.as_str()).collect())?;
+        nameless("volumes", config.volumes.iter().flatten().map(|v| v.name.as_str()).collect())?;
+        nameless("volumeMounts", config.volume_mounts.iter().flatten().map(|v| v.name.as_str()).collect())?;
+        Ok(())
     }
 
-    /// Whether nothing is set.
+    /// Whether nothing is set (an empty list counts as unset, as in OLM's merge).
     pub fn is_empty(&self) -> bool {
-        self == &SubscriptionConfig::default()
+        let none = |v: Option<usize>| v.unwrap_or(0) == 0;
+        self.selector.is_none()
+            && self.node_selector.is_none()
+            && none(self.tolerations.as_ref().map(Vec::len))
+            && self.resources.is_none()
+            && none(self.env_from.as_ref().map(Vec::len))
+            && none(self.env.as_ref().map(Vec::len))
+            && none(self.volumes.as_ref().map(Vec::len))
+            && none(self.volume_mounts.as_ref().map(Vec::len))
+            && self.affinity.is_none()
+            && self.annotations.is_none()
     }
 
     /// Applies this config to a Deployment with OLM's merge rules (module documentation), in
@@ -108,11 +89,11 @@ impl SubscriptionConfig {
     pub fn apply_to(&self, deployment: &mut Deployment) {
         let spec = deployment.spec.get_or_insert_with(Default::default);
         let pod = spec.template.spec.get_or_insert_with(Default::default);
-        inject_env(pod, &self.env);
-        inject_env_from(pod, &self.env_from);
-        inject_volumes(pod, &self.volumes);
-        inject_volume_mounts(pod, &self.volume_mounts);
-        inject_tolerations(pod, &self.tolerations);
+        inject_env(pod, self.env.as_deref().unwrap_or_default());
+        inject_env_from(pod, self.env_from.as_deref().unwrap_or_default());
+        inject_volumes(pod, self.volumes.as_deref().unwrap_or_default());
+        inject_volume_mounts(pod, self.volume_mounts.as_deref().unwrap_or_default());
+        inject_tolerations(pod, self.tolerations.as_deref().unwrap_or_default());
         if let Some(r) = &self.resources {
             for c in &mut pod.containers {
                 c.resources = Some(r.clone());

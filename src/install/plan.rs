@@ -20,6 +20,7 @@ use super::{
 };
 use super::webhook;
 use crate::api::clusterserviceversion::WebhookAdmissionType;
+use crate::bundle::gojson::marshal_raw;
 use crate::bundle::{Bundle, Manifest};
 
 /// Label on generated Deployments: a hash of the final Deployment spec, for drift detection
@@ -638,7 +639,7 @@ impl Ctx<'_> {
             ann.insert(ANNOTATION_OPERATOR_NAMESPACE.into(), json!(self.target.namespace));
         }
         if !self.target.properties.is_empty() {
-            let text = go_json(&json!({"properties": self.target.properties}));
+            let text = marshal_raw(&json!({"properties": self.target.properties}));
             ann.insert(ANNOTATION_PROPERTIES.into(), json!(text));
         }
         if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
@@ -864,22 +865,10 @@ fn permission_json(p: &Permission) -> Value {
     json!({"serviceAccountName": p.service_account_name, "rules": rules_json(&p.rules)})
 }
 
-/// JSON text as Go's `encoding/json` writes it: compact, with `<`, `>`, `&`, U+2028 and U+2029
-/// escaped. Key order is the order of the [`Value`] (serde_json keeps insertion order here).
-fn go_json(v: &Value) -> String {
-    let s = serde_json::to_string(v).unwrap_or_default();
-    // These characters can only occur inside JSON strings, so replacing them everywhere is exact.
-    s.replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
-        .replace('\u{2028}', "\\u2028")
-        .replace('\u{2029}', "\\u2029")
-}
-
 /// `olm.permissions.hash` of a Role or ClusterRole: base62 SHA-224 of Go's JSON of the rules
 /// (\[OLM\] `rbac.go` `PolicyRuleHashLabelValue`).
 pub fn permissions_hash(rules: &[PolicyRule]) -> String {
-    base62(&Sha224::digest(go_json(&rules_json(rules)).as_bytes()))
+    base62(&Sha224::digest(marshal_raw(&rules_json(rules)).as_bytes()))
 }
 
 /// `olm.permissions.hash` of a binding: base62 SHA-224 of Go's JSON of
@@ -907,7 +896,7 @@ fn binding_hash(role_ref: &Value, subjects: &Value) -> String {
                 .collect()
         })
         .unwrap_or_default();
-    base62(&Sha224::digest(go_json(&json!({"RoleRef": rr, "Subjects": subs})).as_bytes()))
+    base62(&Sha224::digest(marshal_raw(&json!({"RoleRef": rr, "Subjects": subs})).as_bytes()))
 }
 
 /// Big-endian bytes as a base-62 number with Go's `big.Int.Text(62)` digits (0-9, a-z, A-Z).
@@ -942,7 +931,7 @@ pub(crate) fn base62(bytes: &[u8]) -> String {
 /// `6f7b8c9d5`).
 pub fn short_hash(v: &Value) -> String {
     const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let digest = Sha256::digest(go_json(v).as_bytes());
+    let digest = Sha256::digest(marshal_raw(v).as_bytes());
     let n = u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]);
     n.to_string().bytes().map(|b| ALPHANUMS[usize::from(b) % ALPHANUMS.len()] as char).collect()
 }

@@ -89,18 +89,23 @@ impl BlobCache {
         if path.is_file() {
             return Ok(());
         }
-        write_atomic(&path, bytes)
+        write_atomic(&path, bytes).map_err(|e| OciError::io(&path, e))
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| OciError::io(dir, e))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| OciError::io(dir, e))?;
-    tmp.write_all(bytes).map_err(|e| OciError::io(tmp.path(), e))?;
-    tmp.as_file().sync_all().map_err(|e| OciError::io(tmp.path(), e))?;
-    tmp.persist(path).map_err(|e| OciError::io(path, e.error))?;
+/// The one atomic file writer: writes `bytes` to `path` through a temporary file in the same
+/// directory (created if missing), synced, then renamed over `path` ([`tempfile::NamedTempFile`]),
+/// so readers see the old content or the new, never a part.
+///
+/// # Errors
+/// The operating system's error; the caller names `path` in its own error type.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
 

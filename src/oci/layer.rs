@@ -652,6 +652,24 @@ fn set_mode(p: &Path, mode: u32) {
 #[cfg(not(unix))]
 fn set_mode(_: &Path, _: u32) {}
 
+/// The one pull-into-an-empty-directory guard (bundle and catalog pulls): runs `work`, which
+/// writes into `dest`, only when `dest` is missing or empty; when `work` fails, removes what it
+/// wrote ([`discard_partial_unpack`]), so a failed pull leaves nothing behind.
+///
+/// # Errors
+/// `not_empty()` when `dest` has entries (nothing is touched); else `work`'s error.
+pub async fn into_empty_dir<T, E>(dest: &Path, not_empty: impl FnOnce() -> E, work: impl Future<Output = Result<T, E>>) -> Result<T, E> {
+    if std::fs::read_dir(dest).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(not_empty());
+    }
+    let existed = dest.exists();
+    let result = work.await;
+    if result.is_err() {
+        discard_partial_unpack(dest, existed);
+    }
+    result
+}
+
 /// Removes what a failed pull wrote into `dest`, which was absent or empty before the pull (the
 /// pulls refuse any other destination, so everything in it is the pull's own): `dest` itself when
 /// the pull created it, else everything inside it. Symbolic links are removed, never followed.

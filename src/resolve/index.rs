@@ -19,7 +19,7 @@ use semver::Version;
 use crate::catalog::model::DeclarativeConfig;
 use crate::catalog::property::{self, Constraint, Gvk, PackageProperty, PackageRequired};
 
-use super::range::{VersionRange, parse_version};
+use crate::catalog::semver_range::{VersionRange, parse_version};
 
 /// Index of a package in [`CatalogIndex`].
 pub type PackageIdx = u32;
@@ -158,6 +158,28 @@ pub struct BundleEntry {
     /// then package name, then channel name, then head first); `u32::MAX` when the bundle is on no
     /// channel's candidate chain (skipped, stranded, or its channel is broken).
     pub rank: u32,
+}
+
+/// The properties of a resolved bundle as OLM writes them into an InstallPlan's bundle lookup
+/// (and install into the CSV annotation `operatorframework.io/properties`): `olm.package`, an
+/// `olm.gvk` per provided API, `olm.package.required` / `olm.gvk.required` for plain package and
+/// GVK dependencies, and an `olm.constraint` (failure message, description) for compound ones.
+/// `entry` is the bundle's catalog entry; without one only `olm.package` is known.
+pub fn lookup_properties(package: &str, version: &Version, entry: Option<&BundleEntry>) -> Vec<serde_json::Value> {
+    use serde_json::json;
+    let mut props = vec![json!({"type": "olm.package", "value": {"packageName": package, "version": version.to_string()}})];
+    let Some(e) = entry else { return props };
+    for g in &e.provides {
+        props.push(json!({"type": "olm.gvk", "value": {"group": g.group, "version": g.version, "kind": g.kind}}));
+    }
+    for d in &e.dependencies {
+        match &d.predicate {
+            Predicate::Package { package, range } => props.push(json!({"type": "olm.package.required", "value": {"packageName": package, "versionRange": range.as_str()}})),
+            Predicate::Gvk(g) => props.push(json!({"type": "olm.gvk.required", "value": {"group": g.group, "version": g.version, "kind": g.kind}})),
+            other => props.push(json!({"type": "olm.constraint", "value": {"failureMessage": d.failure_message, "description": other.to_string()}})),
+        }
+    }
+    props
 }
 
 /// One channel entry with its upgrade edges.

@@ -31,7 +31,6 @@
 
 pub mod explain;
 pub mod index;
-pub mod range;
 mod solver;
 
 use std::collections::BTreeMap;
@@ -43,7 +42,7 @@ use serde::Serialize;
 
 pub use explain::{Cause, Explanation, Operator, PassedOver};
 pub use index::CatalogIndex;
-pub use range::{Dialect, RangeError, VersionRange};
+pub use crate::catalog::semver_range::{Dialect, VersionRange, VersionRangeError};
 
 /// Identifies a catalog source: `namespace/name` (a CatalogSource object).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -220,6 +219,12 @@ pub struct ResolvedBundle {
     /// that were passed over because they cannot be installed, and why (e.g. a dependency no
     /// catalog has). `None` when it is the first candidate.
     pub passed_over: Option<PassedOver>,
+    /// What install needs of the bundle's catalog entry: its properties as OLM writes them into a
+    /// bundle lookup and the CSV annotation `operatorframework.io/properties` (`{type, value}`
+    /// each; [`index::BundleEntry::lookup_properties`]). Only `olm.package` when the bundle is
+    /// in no catalog. Not part of `capstan resolve`'s JSON.
+    #[serde(skip)]
+    pub properties: Vec<serde_json::Value>,
 }
 
 /// What kind of failure a [`ResolveError`] is; each has its own message that says what to do.
@@ -317,7 +322,7 @@ pub fn split_csv_name(name: &str) -> Option<(String, Version)> {
     let mut search = 0;
     while let Some(pos) = name[search..].find(".v") {
         let at = search + pos;
-        if let Ok(v) = range::parse_version(&name[at + 2..]) {
+        if let Ok(v) = crate::catalog::semver_range::parse_version(&name[at + 2..]) {
             return Some((name[..at].to_string(), v));
         }
         search = at + 2;

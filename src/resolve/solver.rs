@@ -20,7 +20,7 @@ use semver::Version;
 use crate::catalog::property::Gvk;
 
 use super::index::{BundleIdx, CatalogIndex, ChannelInfo, Dependency, Predicate, display_gvk, join_and};
-use super::range::VersionRange;
+use crate::catalog::semver_range::VersionRange;
 use super::explain::{Cause, Explanation, Operator, PassedOver};
 use super::{
     CatalogInput, CatalogSourceKey, ErrorKind, InstalledBundle, Reason, ResolveError, ResolvedBundle,
@@ -1587,18 +1587,23 @@ fn assemble(
 }
 
 fn resolved_bundle(ctx: &Ctx<'_>, sub: &SubscriptionRequest, r: Record, reason: Reason) -> ResolvedBundle {
-    let (package, bundle, version, catalog, image) = match r {
+    let (package, bundle, version, catalog, image, entry) = match r {
         Record::Bundle { cat, b } => {
             let idx = ctx.index(cat);
             let e = idx.bundle(b);
-            (idx.package_name(b).to_string(), e.name.clone(), e.version.clone(), Some(ctx.catalogs[cat as usize].key.clone()), e.image.clone())
+            (idx.package_name(b).to_string(), e.name.clone(), e.version.clone(), Some(ctx.catalogs[cat as usize].key.clone()), e.image.clone(), Some(e))
         }
         Record::Installed(i) => {
             let e = &ctx.installed[i as usize];
-            (e.package.clone(), e.name.clone(), e.version.clone(), e.catalog.map(|c| ctx.catalogs[c].key.clone()), e.image.clone())
+            let entry = e.catalog.and_then(|c| {
+                let idx = &ctx.catalogs[c].index;
+                idx.bundle_by_name(&e.name).map(|b| idx.bundle(b))
+            });
+            (e.package.clone(), e.name.clone(), e.version.clone(), e.catalog.map(|c| ctx.catalogs[c].key.clone()), e.image.clone(), entry)
         }
-        Record::GvkProvider { .. } => (String::new(), String::new(), Version::new(0, 0, 0), None, String::new()),
+        Record::GvkProvider { .. } => (String::new(), String::new(), Version::new(0, 0, 0), None, String::new(), None),
     };
+    let properties = crate::resolve::index::lookup_properties(&package, &version, entry);
     ResolvedBundle {
         subscription: sub.name.clone(),
         namespace: sub.namespace.clone(),
@@ -1610,5 +1615,6 @@ fn resolved_bundle(ctx: &Ctx<'_>, sub: &SubscriptionRequest, r: Record, reason: 
         image,
         reason,
         passed_over: None,
+        properties,
     }
 }

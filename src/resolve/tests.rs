@@ -358,3 +358,21 @@ fn an_installed_dependency_whose_name_is_not_its_package_keeps_the_namespace_res
     let out = resolve(&ResolveInput { catalogs: vec![c], installed: vec![guessed], subscriptions: vec![sub("strimzi-kafka-operator", None, "cat"), sub("other", None, "cat")] });
     assert!(!out.errors.is_empty(), "the wrong package should conflict: {:?}", bundles(&out));
 }
+
+#[test]
+fn resolved_bundles_carry_their_lookup_properties() {
+    // What the controller writes into the InstallPlan's bundle lookup comes from the resolver.
+    let provides = |_: &str| ", {type: olm.gvk, value: {group: example.com, version: v1, kind: Foo}}, {type: olm.package.required, value: {packageName: bar, versionRange: '>=1.0.0'}}".to_string();
+    let mut y = chain("foo", &["1.0.0"], &provides);
+    y.push_str(&chain("bar", &["1.0.0"], &none));
+    let c = cat("olm", "cat", 0, &y);
+    let out = resolve(&ResolveInput { catalogs: vec![c], installed: vec![], subscriptions: vec![sub("foo", Some("stable"), "cat")] });
+    let foo = out.resolved.iter().find(|r| r.bundle == "foo.v1.0.0").expect("foo resolved");
+    let types: Vec<&str> = foo.properties.iter().filter_map(|p| p["type"].as_str()).collect();
+    assert_eq!(types, ["olm.package", "olm.gvk", "olm.package.required"]);
+    assert_eq!(foo.properties[0]["value"], serde_json::json!({"packageName": "foo", "version": "1.0.0"}));
+    assert_eq!(foo.properties[1]["value"], serde_json::json!({"group": "example.com", "version": "v1", "kind": "Foo"}));
+    assert_eq!(foo.properties[2]["value"], serde_json::json!({"packageName": "bar", "versionRange": ">=1.0.0"}));
+    // A bundle in no catalog: only what its name says.
+    assert_eq!(index::lookup_properties("x", &semver::Version::new(1, 2, 3), None), vec![serde_json::json!({"type": "olm.package", "value": {"packageName": "x", "version": "1.2.3"}})]);
+}

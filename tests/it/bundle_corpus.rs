@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use capstan::bundle::{Bundle, Severity, validate};
 use capstan::catalog::model;
-use capstan::catalog::render::{Migration, render_bundle, render_bundle_with};
+use capstan::bundle::render::{Migration, render_bundle, render_bundle_with};
 use serde::Deserialize;
 use serde_json::Value;
 

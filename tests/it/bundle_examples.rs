@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use capstan::bundle::{Bundle, validate};
 use capstan::catalog::model;
-use capstan::catalog::render::{RenderInfo, render_bundle_dir};
+use capstan::bundle::render::{RenderInfo, render_bundle_dir};
 use serde_json::json;
 
 fn example(path: &str) -> PathBuf {

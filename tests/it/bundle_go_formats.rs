@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use capstan::bundle::{Bundle, Finding, Severity, validate};
 use capstan::install::{self, InstallTarget};
-use capstan::catalog::render::{Migration, render_bundle, render_bundle_with};
+use capstan::bundle::render::{Migration, render_bundle, render_bundle_with};
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> PathBuf {

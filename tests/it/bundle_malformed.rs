@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use capstan::bundle::{Bundle, BundleError, Severity, validate};
-use capstan::catalog::render::{render_bundle, render_bundle_dir};
+use capstan::bundle::render::{render_bundle, render_bundle_dir};
 
 const CSV: &str = r#"apiVersion: operators.coreos.com/v1alpha1
 kind: ClusterServiceVersion

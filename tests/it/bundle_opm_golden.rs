@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use capstan::bundle::Bundle;
 use capstan::catalog::model;
 use capstan::catalog::parse::parse_bytes;
-use capstan::catalog::render::render_bundle;
+use capstan::bundle::render::render_bundle;
 use serde_json::json;
 
 fn fixture(name: &str) -> PathBuf {

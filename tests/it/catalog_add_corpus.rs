@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use capstan::catalog::add::{AddError, AddInput, AddOptions, UpdateMode, add_bundle};
 use capstan::catalog::model::DeclarativeConfig;
 use capstan::catalog::property::PackageProperty;
-use capstan::catalog::render::render_bundle_dir;
+use capstan::bundle::render::render_bundle_dir;
 use capstan::catalog::{parse, validate};
 
 /// `$CAPSTAN_SHARED`, else `<repo>/../shared`, else `/work/shared`.

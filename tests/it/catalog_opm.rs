@@ -77,7 +77,7 @@ fn opm_accepts_catalog_add_output() {
         bundles.sort();
         for (v, path) in bundles {
             let image = format!("quay.io/community-operators/{package}-bundle:v{v}");
-            let (blob, info) = capstan::catalog::render::render_bundle_dir(&path, Some(&image)).unwrap();
+            let (blob, info) = capstan::bundle::render::render_bundle_dir(&path, Some(&image)).unwrap();
             let input = AddInput {
                 bundle: blob,
                 replaces: info.replaces,

@@ -1,5 +1,5 @@
 //! Resolution on the real corpus (`../shared/corpus/community-operators-prod/operators`): every
-//! bundle directory is rendered by capstan (`catalog::render::render_bundle_dir`), channels are
+//! bundle directory is rendered by capstan (`bundle::render::render_bundle_dir`), channels are
 //! built from the bundles' channel annotations and upgrade edges the way each package's `ci.yaml`
 //! says (`semver-mode` orders a channel by version; otherwise `replaces-mode` keeps the CSV's
 //! `replaces`, `skips` and `olm.skipRange`) — or, for packages published from an FBC template
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use capstan::catalog::model::{Channel, ChannelEntry, DeclarativeConfig, Package};
-use capstan::catalog::render::render_bundle_dir;
+use capstan::bundle::render::render_bundle_dir;
 use capstan::resolve::{
     CatalogIndex, CatalogInput, CatalogSourceKey, InstalledBundle, Reason, ResolveInput, ResolveOutput, SubscriptionRequest,
     resolve,

@@ -117,3 +117,25 @@ pub fn shared_dir() -> PathBuf {
     }
     PathBuf::from("/work/shared")
 }
+
+/// A capstan registry client with its blob cache in `cache`, quiet.
+pub fn registry(cache: &tempfile::TempDir) -> capstan::oci::Registry {
+    capstan::oci::Registry::new(capstan::oci::ClientConfig {
+        cache: Some(capstan::oci::BlobCache::new(cache.path())),
+        quiet: true,
+        ..Default::default()
+    })
+}
+
+/// Every regular file under `dir`, relative path → bytes.
+pub fn files(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            let rel = e.path().strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+            (rel, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
