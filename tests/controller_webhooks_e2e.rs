@@ -107,6 +107,23 @@ async fn controller_installs_a_webhook_operator() {
     })
     .await;
 
+    // A serving Secret deleted by hand is issued again (within the 30 s look of a Succeeded CSV),
+    // with its CA in b's webhook configuration.
+    let b_secrets: Api<Secret> = Api::namespaced(client.clone(), &b.name);
+    b_secrets.delete("webhook-operator-service-cert", &DeleteParams::default()).await.unwrap();
+    let new_hash = eventually("the deleted serving Secret issued again", WAIT, || async {
+        let s = b_secrets.get_opt("webhook-operator-service-cert").await.ok()??;
+        let h = s.metadata.annotations?.get("olmcahash")?.clone();
+        (!h.is_empty() && h != hash).then_some(h)
+    })
+    .await;
+    eventually("b's webhook configuration has the new CA", WAIT, || async {
+        let vwc = owned_vwcs(&client, &b.name).await.into_iter().next()?;
+        let ca = vwc.webhooks?.first()?.client_config.ca_bundle.clone()?;
+        (certs::ca_hash(std::str::from_utf8(&ca.0).ok()?) == new_hash).then_some(())
+    })
+    .await;
+
     // Rotation when due (120 s validity: after 90 s): new CA in the Secret, the webhook
     // configuration and the Deployment; the CSV's certsRotateAt moves on.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &a.name);

@@ -39,9 +39,20 @@ bash "$here/cluster/up.sh" all
 # capstan deployed by `make demo` (namespace capstan-system) watches every namespace and would fight
 # the tests' own controllers, and tests/node_cluster.rs deploys capstan there itself: remove it
 # (the demo's other objects stay; `make demo` deploys it again).
-if "$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig" get namespace capstan-system >/dev/null 2>&1; then
-  echo "tests: removing the demo's capstan (namespace capstan-system) so that it does not act on the tests' objects" >&2
-  "$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig" delete namespace capstan-system --timeout=120s >/dev/null || true
+k() { "$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig" "$@"; }
+if k get namespace capstan-system >/dev/null 2>&1 || k get namespace demo >/dev/null 2>&1; then
+  # What `make demo` leaves running (its Nginx, the nginx-operator it installed for all
+  # namespaces, capstan itself) would act on the tests' objects: removed in the order the demo
+  # prints, while capstan still runs to finalize the CSV and the operator to finalize its Nginx.
+  echo "tests: removing what make demo left running (its Nginx, the operator it installed, then capstan)" >&2
+  k delete nginx --all -n demo --timeout=60s >/dev/null 2>&1 || true
+  k delete subscription,csv --all -n operators --timeout=120s >/dev/null 2>&1 || true
+  k delete namespace demo --timeout=120s >/dev/null 2>&1 || true
+  # With its APIService first (an aggregated API left registered without its server stalls
+  # every namespace deletion of the cluster).
+  if [ -d "$dir/capstan-on-real-node" ]; then k delete -k "$dir/capstan-on-real-node" --timeout=120s >/dev/null 2>&1 || true; fi
+  k delete apiservice v1.packages.operators.coreos.com --ignore-not-found >/dev/null 2>&1 || true
+  k delete namespace capstan-system --timeout=120s >/dev/null 2>&1 || true
 fi
 # A capstan controller left running by `make demo` watches every namespace and would fight the
 # tests' own controllers: stop it (the demo's objects stay; `make demo` starts it again).

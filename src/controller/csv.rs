@@ -526,7 +526,17 @@ async fn webhooks_and_certificates(ctx: &Context, csv: &ClusterServiceVersion, n
     }
     let unavailable = (!unavailable.is_empty()).then(|| unavailable.join("; "));
     let opts = ctx.options.apply_options();
-    let times = webhook::rotate_due(&ctx.client, &name, ns, &defs, &opts, time::OffsetDateTime::now_utc()).await.map_err(|message| Error::Certificates { csv: format!("{ns}/{name}"), message })?;
+    let owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "operators.coreos.com/v1alpha1".into(),
+        kind: "ClusterServiceVersion".into(),
+        name: name.clone(),
+        uid: csv.uid().unwrap_or_default(),
+        controller: Some(false),
+        block_owner_deletion: Some(false),
+    };
+    let labels = csv.labels().iter().filter(|(k, _)| k.starts_with(crate::install::COMPONENT_LABEL_PREFIX)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let missing = webhook::MissingSecret { labels, owner: Some(&owner) };
+    let times = webhook::rotate_due(&ctx.client, &name, ns, &defs, &missing, &opts, time::OffsetDateTime::now_utc()).await.map_err(|message| Error::Certificates { csv: format!("{ns}/{name}"), message })?;
     for (secret, reason) in &times.rotated {
         let message = format!("serving certificate in Secret {secret} issued again ({reason}); webhook configurations, CRD conversion, APIServices and Deployment now use the new CA");
         tracing::info!(csv = %format!("{ns}/{name}"), "{message}");

@@ -783,6 +783,16 @@ pub async fn remove(client: &kube::Client, csv: &str, namespace: &str, defs: &De
     Ok(removed)
 }
 
+/// What [`rotate_due`] gives a serving Secret it has to make again because it is missing: the
+/// CSV's component labels and an ownerReference to the CSV (as the plan's Secret has).
+#[derive(Debug, Clone, Default)]
+pub struct MissingSecret<'a> {
+    /// Labels, e.g. `operators.coreos.com/<package>.<namespace>`.
+    pub labels: BTreeMap<String, String>,
+    /// The CSV as owner, with its uid.
+    pub owner: Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
+}
+
 /// The certificate times of a CSV's serving Secrets after [`rotate_due`]: for its
 /// `status.certsLastUpdated` (the latest `notBefore`) and `status.certsRotateAt` (the earliest
 /// [`certs::rotate_at`]), and the Secrets whose certificates were replaced now (`ns/name`).
@@ -806,7 +816,15 @@ pub struct CertTimes {
 ///
 /// # Errors
 /// The object that could not be read or applied, and why.
-pub async fn rotate_due(client: &kube::Client, csv: &str, namespace: &str, defs: &Definitions, opts: &super::apply::ApplyOptions, now: time::OffsetDateTime) -> Result<CertTimes, String> {
+pub async fn rotate_due(
+    client: &kube::Client,
+    csv: &str,
+    namespace: &str,
+    defs: &Definitions,
+    missing: &MissingSecret<'_>,
+    opts: &super::apply::ApplyOptions,
+    now: time::OffsetDateTime,
+) -> Result<CertTimes, String> {
     use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::Secret;
@@ -819,7 +837,25 @@ pub async fn rotate_due(client: &kube::Client, csv: &str, namespace: &str, defs:
     for d in defs.deployments() {
         let svc = service_name(&d);
         let name = secret_name(&svc);
-        let Some(secret) = secrets.get_opt(&name).await.map_err(|e| format!("Secret {namespace}/{name}: get failed: {e}"))? else { continue };
+        let Some(secret) = secrets.get_opt(&name).await.map_err(|e| format!("Secret {namespace}/{name}: get failed: {e}"))? else {
+            // Deleted by hand (or never applied): made again, as a planned serving Secret.
+            let mut labels = missing.labels.clone();
+            labels.insert(super::LABEL_MANAGED.into(), "true".into());
+            let secret = Secret {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(name.clone()),
+                    namespace: Some(namespace.into()),
+                    labels: Some(labels),
+                    annotations: Some([(ANNOTATION_CA_HASH.to_string(), String::new())].into()),
+                    owner_references: missing.owner.cloned().map(|o| vec![o]),
+                    ..Default::default()
+                },
+                type_: Some("kubernetes.io/tls".into()),
+                ..Default::default()
+            };
+            due.push((d, secret, format!("Secret {namespace}/{name} is missing")));
+            continue;
+        };
         let data: BTreeMap<String, Vec<u8>> = secret.data.clone().unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
         match certs::rotation_reason(&data, &certs::hostnames_for_service(&svc, namespace), now) {
             Some(reason) => due.push((d, secret, reason)),
