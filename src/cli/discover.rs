@@ -45,7 +45,9 @@ pub struct SourceArgs {
     /// Kubeconfig (cluster only; default $KUBECONFIG, ~/.kube/config or in-cluster).
     #[arg(long = "kubeconfig")]
     kubeconfig: Option<PathBuf>,
-    /// Output format.
+    /// Output format; json is, for `search`, an array of `{package, catalog, defaultChannel,
+    /// version, displayName, provider}` and, for `show`, an array of `{packageManifest,
+    /// dependencies}`.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     output: OutputFormat,
 }

@@ -38,7 +38,7 @@ pub struct ResolveArgs {
     /// A CSV already installed in the Subscriptions' namespace (NAMESPACE/CSV_NAME when they span several). Repeatable.
     #[arg(long = "installed", value_name = "CSV_NAME")]
     installed: Vec<String>,
-    /// Output format.
+    /// Output format; json is `{"resolved": [...], "errors": [...]}`.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     output: OutputFormat,
 }
@@ -48,7 +48,7 @@ pub struct ResolveArgs {
 pub enum OutputFormat {
     /// Human-readable lines.
     Text,
-    /// `{"resolved": [...], "errors": [...]}`.
+    /// JSON (its shape is in each command's `--output` help).
     Json,
     /// The JSON document as YAML.
     Yaml,
