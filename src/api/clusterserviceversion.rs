@@ -695,6 +695,14 @@ impl ClusterServiceVersionStatus {
 }
 
 impl ClusterServiceVersion {
+    /// Whether the CSV declares webhooks (`spec.webhookdefinitions`) or owned APIServices
+    /// (`spec.apiservicedefinitions.owned`), i.e. has serving certificates and objects the
+    /// cluster calls (`install::webhook`).
+    pub fn serves_webhooks_or_apiservices(&self) -> bool {
+        self.spec.webhookdefinitions.as_ref().is_some_and(|w| !w.is_empty())
+            || self.spec.apiservicedefinitions.as_ref().and_then(|a| a.owned.as_ref()).is_some_and(|o| !o.is_empty())
+    }
+
     /// The `olm.skipRange` metadata annotation, if any.
     pub fn skip_range(&self) -> Option<&str> {
         self.metadata.annotations.as_ref()?.get(SKIP_RANGE_ANNOTATION).map(String::as_str)

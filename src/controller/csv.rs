@@ -508,6 +508,10 @@ async fn deployments_waiting(ctx: &Context, csv: &ClusterServiceVersion, ns: &st
 /// rotating those that are due (`install::webhook::rotate_due`, each rotation an Event).
 async fn webhooks_and_certificates(ctx: &Context, csv: &ClusterServiceVersion, ns: &str, waiting: &[String]) -> Result<(Option<String>, Option<(Time, Time)>), Error> {
     use crate::install::webhook;
+    // Most CSVs declare neither: no JSON copy of the CSV on every reconcile for them.
+    if !csv.serves_webhooks_or_apiservices() {
+        return Ok(Default::default());
+    }
     let name = csv.name_any();
     let value = serde_json::to_value(csv).map_err(|source| Error::Build { what: format!("ClusterServiceVersion {ns}/{name} as JSON"), source })?;
     let Ok(defs) = webhook::Definitions::read(&value) else { return Ok((None, None)) };

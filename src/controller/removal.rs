@@ -575,6 +575,10 @@ async fn remove_operator(ctx: &Context, csv: &ClusterServiceVersion, replaced: b
 /// definitions cannot be read (it never installed any) has nothing to remove.
 async fn remove_webhooks(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Vec<String>, Error> {
     let ns = csv.namespace().unwrap_or_default();
+    // Most CSVs declare neither: no JSON copy of the CSV on every reconcile for them.
+    if !csv.serves_webhooks_or_apiservices() {
+        return Ok(Default::default());
+    }
     let name = csv.name_any();
     let value = serde_json::to_value(csv).map_err(|source| Error::Build { what: format!("ClusterServiceVersion {ns}/{name} as JSON"), source })?;
     let defs = match crate::install::webhook::Definitions::read(&value) {
