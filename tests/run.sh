@@ -19,7 +19,24 @@ if ! command -v sccache >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; t
   # Optional: a compile cache outside the repo makes repeated runs faster.
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q sccache >/dev/null 2>&1 || true
 fi
-if command -v sccache >/dev/null 2>&1; then export RUSTC_WRAPPER=sccache; fi
+if command -v sccache >/dev/null 2>&1; then
+  export RUSTC_WRAPPER=sccache
+  # Bounded: the compile cache is a copy of what target/ holds (sccache's default is 10 GiB).
+  export SCCACHE_CACHE_SIZE=${SCCACHE_CACHE_SIZE:-4G}
+fi
+# One build, no incremental state (it would double target/debug and sccache cannot cache it).
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+
+# Disk: say it before the builds fail half-way with "No space left on device" (a CI run once did).
+free_gib() { df -Pk "$1" 2>/dev/null | awk 'NR==2 {printf "%d", $4/1048576}'; }
+need=${CAPSTAN_TEST_DISK_GIB:-12}
+have=$(free_gib "$root")
+echo "== disk: ${have} GiB free where the repository is (target/), $(free_gib "${HOME:-/}") GiB under HOME (caches)"
+if [ -n "$have" ] && [ "$have" -lt "$need" ]; then
+  # A warning, not a refusal: the estimate is a measurement of one machine (docs/benchmarks.md).
+  echo "WARNING: make test needs about ${need} GiB free for target/ and the caches; ${have} GiB are free under $root." >&2
+  echo "WARNING: if a build fails with 'No space left on device', free space (cargo clean in other checkouts, rm -rf \$HOME/.cache/sccache)." >&2
+fi
 
 started=0
 if [ ! -f "$dir/pids/kube-apiserver.pid" ] || ! [ -d "/proc/$(cat "$dir/pids/kube-apiserver.pid")" ]; then started=1; fi
@@ -70,4 +87,5 @@ status=${PIPESTATUS[0]}
 set -e
 # One closing line for CI: the totals of every test binary.
 awk '/^test result:/ {p+=$4; f+=$6; i+=$8} END {printf "%d passed, %d failed, %d skipped\n", p, f, i}' "$dir/logs/cargo-test.log"
+echo "== disk after the tests: target/ $(du -sh "$root/target" 2>/dev/null | cut -f1), $(free_gib "$root") GiB free"
 exit "$status"
