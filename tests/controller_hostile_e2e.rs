@@ -45,7 +45,8 @@ fn unique(tag: &str) -> (&'static str, String) {
 
 /// A CatalogSource `name` in `catalog_ns` serving one bundle directory.
 async fn catalog_of(client: &kube::Client, registry: &str, repo: &str, catalog_ns: &str, name: &str, work: &Path, bundle: &Path) {
-    let reference = publish_dirs(registry, &format!("{repo}/{name}"), name, work, &[(bundle, "0.2.0", "replaces")]);
+    // Unvalidated: `capstan bundle push` refuses most of these bundles; the controller must too.
+    let reference = publish_unvalidated(registry, &format!("{repo}/{name}"), name, work, bundle).await;
     catalog_source(client, catalog_ns, name, &reference).await;
 }
 
@@ -168,6 +169,25 @@ async fn hostile_bundles_are_refused_and_failed_installs_recover() {
     assert_eq!(after.rules, before.rules);
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns1.name);
     assert!(csvs.get_opt("nginx-operator.v0.2.0").await.expect("get csv").is_none(), "a refused plan installed a CSV");
+
+    // 1b. A bundle that aggregates Secrets into every namespace admin (a ClusterRole labelled
+    //     aggregate-to-admin with a rule on the core group) and binds every authenticated user to
+    //     cluster-admin under a harmless name: refused before any step; neither object exists.
+    let aggregated = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: hostile-aggregate\n  labels: {rbac.authorization.k8s.io/aggregate-to-admin: 'true'}\nrules:\n- apiGroups: ['']\n  resources: [secrets]\n  verbs: [get, list]\n".to_string();
+    let everyone = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: hostile-everyone\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects: [{kind: Group, name: system:authenticated, apiGroup: rbac.authorization.k8s.io}]\n".to_string();
+    let dir = bundle_with(work.path(), "escalate", &[("aggregate.yaml", aggregated), ("everyone.yaml", everyone), unique("escalate")]);
+    catalog_of(&client, &registry, &repo, &catalog_ns.name, "escalate", work.path(), &dir).await;
+    let ns1b = namespace_with_group(&client, "hostile-agg").await;
+    subscribe_to(&client, &ns1b.name, &catalog_ns.name, "escalate").await;
+    let st = plan_status_where(&client, &ns1b.name, "Failed", |st| st["phase"] == "Failed").await;
+    let message = st["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("ClusterRole hostile-aggregate (manifests/aggregate.yaml): aggregated into admin") && message.contains("beyond the bundle's own API groups"),
+        "{st}"
+    );
+    assert!(roles.get_opt("hostile-aggregate").await.expect("get").is_none(), "the aggregated ClusterRole was created");
+    let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(client.clone());
+    assert!(bindings.get_opt("hostile-everyone").await.expect("get").is_none(), "the binding of system:authenticated was created");
 
     // 2. A bundle that ships a ClusterRole which exists and is nobody's (created by hand): the
     //    whole plan is refused before its first step with the conflict named; the role is as it was.

@@ -13,6 +13,7 @@ mod decode;
 pub mod gofields;
 pub(crate) mod gojson;
 mod validate;
+pub mod rbac;
 pub mod image;
 pub mod render;
 

@@ -702,6 +702,10 @@ fn check_objects(b: &Bundle, out: &mut Out) {
             );
         }
     }
+    // RBAC that reaches beyond the operator: refused by the install plan, so an error here.
+    for f in super::rbac::check(b) {
+        out.error(f.manifest.location(), f.field, format!("{} {}: {}", f.manifest.kind(), f.manifest.name(), f.message()), f.fix());
+    }
     for m in &b.ignored {
         if m.kind() == "ClusterServiceVersion" {
             out.error(

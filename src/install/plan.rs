@@ -213,6 +213,27 @@ pub enum PlanError {
         /// Each refused object as `Kind name (file)`.
         objects: Vec<String>,
     },
+    /// The bundle ships a ClusterRole labelled `rbac.authorization.k8s.io/aggregate-to-*` whose
+    /// rules reach beyond the bundle's own API groups: the cluster would copy them into `admin`,
+    /// `edit` or `view`, i.e. to every user holding those roles
+    /// ([`crate::bundle::rbac::Problem::AggregatedBeyondOwnApis`]).
+    #[error("bundle {bundle}: {}; fix: keep aggregated ClusterRoles to the API groups of the bundle's own CRDs and APIServices, or drop the aggregate-to label and let the cluster admin bind the role", objects.join("; "))]
+    AggregatedBeyondOwnApis {
+        /// The bundle (CSV name).
+        bundle: String,
+        /// Each refused object as `Kind name (file): what it grants`.
+        objects: Vec<String>,
+    },
+    /// The bundle ships a RoleBinding or ClusterRoleBinding of `User` or `Group` subjects
+    /// (`system:authenticated`, …): it would grant a role to people rather than to the operator
+    /// ([`crate::bundle::rbac::Problem::BindsUsersOrGroups`]).
+    #[error("bundle {bundle}: {}; fix: bind the operator's ServiceAccounts only and leave binding users and groups to the cluster admin", objects.join("; "))]
+    BindsUsersOrGroups {
+        /// The bundle (CSV name).
+        bundle: String,
+        /// Each refused object as `Kind name (file): the subjects`.
+        objects: Vec<String>,
+    },
     /// The CSV's webhook or APIService definitions cannot be installed (OLM: reason
     /// `InvalidWebhookDescription`, or a failed install).
     #[error("ClusterServiceVersion {csv}: {}", problems.iter().map(|(f, m)| format!("{f}: {m}")).collect::<Vec<_>>().join("; "))]
@@ -251,19 +272,34 @@ struct DeploymentEntry {
     label: Option<BTreeMap<String, String>>,
 }
 
-/// The bootstrap roles every cluster has (Kubernetes `bootstrappolicy.ClusterRoles()`, the ones
-/// without the `system:` prefix).
-const BOOTSTRAP_ROLES: [&str; 4] = ["cluster-admin", "admin", "edit", "view"];
+pub use crate::bundle::rbac::is_reserved_rbac_name;
 
-/// Whether an RBAC object of `kind` named `name` would replace one the cluster reserves: any
-/// Role, RoleBinding, ClusterRole or ClusterRoleBinding named `system:…`, and the bootstrap
-/// ClusterRoles and ClusterRoleBindings [`BOOTSTRAP_ROLES`].
-pub fn is_reserved_rbac_name(kind: &str, name: &str) -> bool {
-    match kind {
-        "Role" | "RoleBinding" => name.starts_with("system:"),
-        "ClusterRole" | "ClusterRoleBinding" => name.starts_with("system:") || BOOTSTRAP_ROLES.contains(&name),
-        _ => false,
+/// The bundle's RBAC objects that reach beyond its operator ([`crate::bundle::rbac::check`]):
+/// reserved names first, then aggregated ClusterRoles beyond the bundle's own API groups, then
+/// bindings of users or groups; each error names every object of its kind of problem.
+fn rbac_escapes(bundle: &Bundle, csv_name: &str) -> Result<(), PlanError> {
+    use crate::bundle::rbac::{Problem, check};
+    let findings = check(bundle);
+    let of = |pick: fn(&Problem) -> bool, with_message: bool| -> Vec<String> {
+        findings
+            .iter()
+            .filter(|f| pick(&f.problem))
+            .map(|f| if with_message { format!("{}: {}", f.object(), f.message()) } else { f.object() })
+            .collect()
+    };
+    let reserved = of(|p| matches!(p, Problem::Reserved), false);
+    if !reserved.is_empty() {
+        return Err(PlanError::ReservedName { bundle: csv_name.to_string(), objects: reserved });
     }
+    let aggregated = of(|p| matches!(p, Problem::AggregatedBeyondOwnApis { .. }), true);
+    if !aggregated.is_empty() {
+        return Err(PlanError::AggregatedBeyondOwnApis { bundle: csv_name.to_string(), objects: aggregated });
+    }
+    let bindings = of(|p| matches!(p, Problem::BindsUsersOrGroups { .. }), true);
+    if !bindings.is_empty() {
+        return Err(PlanError::BindsUsersOrGroups { bundle: csv_name.to_string(), objects: bindings });
+    }
+    Ok(())
 }
 
 /// Turns a bundle into ordered InstallPlan steps for `target`.
@@ -340,15 +376,7 @@ pub fn steps(bundle: &Bundle, target: &InstallTarget) -> Result<Vec<Step>, PlanE
     if !unsupported.is_empty() {
         return Err(PlanError::UnsupportedResource { bundle: csv_name, objects: unsupported });
     }
-    let reserved: Vec<String> = bundle
-        .objects
-        .iter()
-        .filter(|m| is_reserved_rbac_name(m.kind(), m.name()))
-        .map(|m| format!("{} {} ({})", m.kind(), m.name(), m.location()))
-        .collect();
-    if !reserved.is_empty() {
-        return Err(PlanError::ReservedName { bundle: csv_name, objects: reserved });
-    }
+    rbac_escapes(bundle, &csv_name)?;
 
     let csv_value = &bundle.objects[bundle.csv_index].value;
     let defs = webhook::Definitions::read(csv_value)

@@ -189,6 +189,27 @@ pub fn publish_dirs(registry: &str, repo: &str, catalog: &str, work: &Path, bund
     catalog_ref
 }
 
+/// As [`publish_dirs`] for one bundle directory, but as a hostile publisher would, with no
+/// validation: the bundle image is built and pushed and the catalog written and pushed through
+/// the library (`capstan bundle push` and `catalog add` refuse what `bundle validate` refuses,
+/// and the controller must refuse it again). Returns the catalog reference.
+pub async fn publish_unvalidated(registry: &str, repo: &str, catalog: &str, work: &Path, dir: &Path) -> String {
+    use capstan::catalog::add::{AddInput, AddOptions, add_to_dir};
+    let oci = capstan::oci::Registry::new(capstan::oci::ClientConfig { quiet: true, ..Default::default() });
+    let bundle = capstan::bundle::Bundle::load(dir).expect("load bundle");
+    let info = capstan::bundle::render::render_info(&bundle);
+    let reference = format!("{registry}/{repo}/{}-bundle:v{}", info.package, info.version);
+    let parsed = capstan::oci::parse_reference(&reference).expect("reference");
+    capstan::bundle::image::push_bundle(&oci, dir, &parsed).await.expect("push bundle image");
+    let blob = capstan::bundle::render::render_bundle(&bundle, &reference).expect("render bundle");
+    let catalog_dir = work.join(catalog);
+    let input = AddInput { bundle: blob, replaces: info.replaces, skips: info.skips, skip_range: info.skip_range, channels: info.channels, default_channel: info.default_channel };
+    add_to_dir(&catalog_dir, input, &AddOptions::default()).expect("add to catalog");
+    let catalog_ref = format!("{registry}/{repo}/{catalog}:latest");
+    capstan(&["catalog", "push", "-q", catalog_dir.to_str().unwrap_or_default(), &catalog_ref]);
+    catalog_ref
+}
+
 /// Creates a namespace with an OperatorGroup targeting all namespaces (no targetNamespaces).
 pub async fn namespace_with_global_group(client: &kube::Client, prefix: &str) -> TestNamespace {
     let ns = TestNamespace::new(client, prefix).await;

@@ -424,3 +424,51 @@ fn a_bundle_may_not_ship_a_subscription() {
     let err = steps(&b, &target("ns")).unwrap_err();
     assert!(matches!(err, PlanError::UnsupportedResource { .. }), "{err}");
 }
+
+#[test]
+fn aggregated_cluster_roles_beyond_the_bundles_own_groups_are_refused() {
+    let dir = copy_bundle("bundles/nginx-operator/0.2.0");
+    // On the bundle's own group (example.com, of its Nginx CRD): fine, as cert-manager does.
+    std::fs::write(
+        dir.path().join("manifests/edit.yaml"),
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: nginx-edit\n  labels: {rbac.authorization.k8s.io/aggregate-to-edit: 'true'}\nrules:\n- apiGroups: [example.com]\n  resources: ['*']\n  verbs: ['*']\n",
+    )
+    .expect("write");
+    let bundle = Bundle::load(dir.path()).expect("bundle");
+    assert!(steps(&bundle, &target("ops")).is_ok());
+    assert!(crate::bundle::validate(&bundle).iter().all(|f| f.severity != crate::bundle::Severity::Error));
+    // Secrets of every namespace to every namespace admin: refused, by the plan and by validate.
+    std::fs::write(
+        dir.path().join("manifests/secrets.yaml"),
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: nginx-secrets\n  labels: {rbac.authorization.k8s.io/aggregate-to-admin: 'true'}\nrules:\n- apiGroups: ['', example.com]\n  resources: [secrets]\n  verbs: [get, list]\n",
+    )
+    .expect("write");
+    let bundle = Bundle::load(dir.path()).expect("bundle");
+    let err = steps(&bundle, &target("ops")).expect_err("aggregated beyond own APIs");
+    assert!(matches!(err, PlanError::AggregatedBeyondOwnApis { .. }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "bundle nginx-operator.v0.2.0: ClusterRole nginx-secrets (manifests/secrets.yaml): aggregated into admin (every user holding that role gets its rules) with rules on \"\", beyond the bundle's own API groups; fix: keep aggregated ClusterRoles to the API groups of the bundle's own CRDs and APIServices, or drop the aggregate-to label and let the cluster admin bind the role"
+    );
+    let errors: Vec<String> = crate::bundle::validate(&bundle).iter().filter(|f| f.severity == crate::bundle::Severity::Error).map(|f| f.to_string()).collect();
+    assert_eq!(errors, vec!["error: manifests/secrets.yaml: metadata.labels: ClusterRole nginx-secrets: aggregated into admin (every user holding that role gets its rules) with rules on \"\", beyond the bundle's own API groups (fix: keep aggregated ClusterRoles to the API groups of the bundle's own CRDs and APIServices, or drop the aggregate-to label and let the cluster admin bind the role)".to_string()]);
+}
+
+#[test]
+fn bindings_of_users_or_groups_are_refused() {
+    let dir = copy_bundle("bundles/nginx-operator/0.2.0");
+    // Not a reserved name, but every authenticated user bound to cluster-admin.
+    std::fs::write(
+        dir.path().join("manifests/everyone.yaml"),
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: nginx-everyone\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects:\n- {kind: ServiceAccount, name: nginx-operator, namespace: ops}\n- {kind: Group, name: system:authenticated, apiGroup: rbac.authorization.k8s.io}\n- {kind: User, name: system:anonymous, apiGroup: rbac.authorization.k8s.io}\n",
+    )
+    .expect("write");
+    let bundle = Bundle::load(dir.path()).expect("bundle");
+    let err = steps(&bundle, &target("ops")).expect_err("binds people");
+    assert_eq!(
+        err.to_string(),
+        "bundle nginx-operator.v0.2.0: ClusterRoleBinding nginx-everyone (manifests/everyone.yaml): binds Group system:authenticated, User system:anonymous; a bundle may bind only ServiceAccounts; fix: bind the operator's ServiceAccounts only and leave binding users and groups to the cluster admin"
+    );
+    let errors: Vec<String> = crate::bundle::validate(&bundle).iter().filter(|f| f.severity == crate::bundle::Severity::Error).map(|f| f.field.clone()).collect();
+    assert_eq!(errors, vec!["subjects".to_string()]);
+}
