@@ -184,6 +184,22 @@ fn invalid_webhook_definitions_are_refused_naming_the_field() {
     assert!(err.contains("spec.webhookdefinitions[0].rules: webhook rules cannot include the OLM group"), "{err}");
     assert!(err.contains("spec.webhookdefinitions[1].generateName: \"vwidgets.webhook.capstan.dev\" is repeated"), "{err}");
     assert!(err.contains("\"gadgets.webhook.capstan.dev\" is not in spec.customresourcedefinitions.owned"), "{err}");
+    // `bundle validate` reports the same problems, each naming its field, so a bundle that would
+    // fail its InstallPlan is never pushed or added to a catalog.
+    let errors: Vec<String> = capstan::bundle::validate(&bad)
+        .iter()
+        .filter(|f| f.severity == capstan::bundle::Severity::Error && f.message.contains("InvalidWebhookDescription"))
+        .map(|f| format!("{}: {}", f.field, f.message))
+        .collect();
+    assert_eq!(
+        errors,
+        vec![
+            "spec.webhookdefinitions[0].rules: webhook rules cannot include the OLM group (the InstallPlan would fail with InvalidWebhookDescription)".to_string(),
+            "spec.webhookdefinitions[1].generateName: \"vwidgets.webhook.capstan.dev\" is repeated (the InstallPlan would fail with InvalidWebhookDescription)".to_string(),
+            "spec.webhookdefinitions[1].conversionCRDs: \"gadgets.webhook.capstan.dev\" is not in spec.customresourcedefinitions.owned (the InstallPlan would fail with InvalidWebhookDescription)".to_string(),
+        ]
+    );
+    assert!(capstan::bundle::validate(&b).iter().all(|f| !f.message.contains("InvalidWebhookDescription")), "the fixture itself is valid");
 }
 
 /// Bundle directories under operators/ (and tests/fixtures) whose CSV declares webhooks or

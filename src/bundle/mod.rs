@@ -14,6 +14,7 @@ pub mod gofields;
 pub(crate) mod gojson;
 mod validate;
 pub mod rbac;
+pub mod webhooks;
 pub mod image;
 pub mod render;
 

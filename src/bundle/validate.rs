@@ -124,7 +124,8 @@ impl Out {
 /// webhooks), install strategy, related images, `olm.properties` annotation; annotations
 /// (package, channels, default channel among them, media type); owned CRDs present with the
 /// owned version and kind, and every CRD well formed; required CRD names; object kinds allowed
-/// in a bundle; object size; `dependencies.yaml` and `properties.yaml` entries; documents opm
+/// in a bundle; RBAC reaching beyond the operator ([`super::rbac::check`]); webhook and owned
+/// APIService definitions as OLM checks them ([`super::webhooks::check`]); object size; `dependencies.yaml` and `properties.yaml` entries; documents opm
 /// ignores; and anything else that keeps [`super::render::render_bundle`] from
 /// rendering the bundle.
 pub fn validate(bundle: &Bundle) -> Vec<Finding> {
@@ -133,6 +134,7 @@ pub fn validate(bundle: &Bundle) -> Vec<Finding> {
     check_csv(bundle, &mut out);
     check_crds(bundle, &mut out);
     check_objects(bundle, &mut out);
+    check_webhooks(bundle, &mut out);
     check_entries(bundle, &mut out, true);
     check_entries(bundle, &mut out, false);
     // Whatever else keeps opm from rendering the bundle, or `catalog add` / `opm validate` from
@@ -438,6 +440,17 @@ fn check_install_modes(v: &Value, file: &str, out: &mut Out) {
         .is_some_and(|w| w.iter().any(|d| d.get("conversionCRDs").and_then(Value::as_array).is_some_and(|c| !c.is_empty())));
     if conversion && (supported.len() != 1 || !supported.contains("AllNamespaces")) {
         out.error(file, "spec.installModes", "only AllNamespaces may be supported when a webhook definition has conversionCRDs", "support AllNamespaces only");
+    }
+}
+
+/// What OLM refuses in the webhook and owned APIService definitions ([`super::webhooks::check`]):
+/// the same problems the install plan would fail with (`InvalidWebhookDescription`).
+fn check_webhooks(b: &Bundle, out: &mut Out) {
+    let file = b.csv().path().display().to_string();
+    for (field, message) in super::webhooks::problems(b) {
+        // The checks write "what is wrong; what to do".
+        let (what, fix) = message.split_once("; ").unwrap_or((message.as_str(), "fix the definition"));
+        out.error(&file, field, format!("{what} (the InstallPlan would fail with InvalidWebhookDescription)"), fix);
     }
 }
 
