@@ -160,6 +160,21 @@ ln -sfn "$bin" "$dir/bin"
 
 # ---------------------------------------------------------------- node network (before the API server binds to it)
 if [ "$real_node" = 1 ]; then
+  # The real node's Debian packages, installed when missing, before node-net.sh needs ip and
+  # iptables (a fresh machine has neither iptables nor, at times, iproute2).
+  need=()
+  command -v containerd >/dev/null 2>&1 || need+=(containerd)
+  command -v runc >/dev/null 2>&1 || need+=(runc)
+  [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+  command -v iptables >/dev/null 2>&1 || need+=(iptables)
+  command -v ip >/dev/null 2>&1 || need+=(iproute2)
+  if [ ${#need[@]} -gt 0 ]; then
+    log "installing Debian's ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q "${need[@]}" >>"$dir/logs/apt.log" 2>&1 || {
+      apt-get update -q >>"$dir/logs/apt.log" 2>&1 && apt-get install -y -q "${need[@]}" >>"$dir/logs/apt.log" 2>&1
+    } || fail apt "could not install ${need[*]} (see $dir/logs/apt.log)"
+  fi
   "$here/node-net.sh" up "$dir" || fail all "could not set up the node network (bridge $BRIDGE)"
 fi
 # The address the API server listens on: the one it was started with while it runs.
@@ -326,19 +341,6 @@ wait_for kube-controller-manager 60 sa_ready
 # real pod select it; everything else keeps landing on kwok's fake node).
 if [ "$real_node" = 1 ]; then
   nd="$dir/node"
-  need=()
-  command -v containerd >/dev/null 2>&1 || need+=(containerd)
-  command -v runc >/dev/null 2>&1 || need+=(runc)
-  [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
-  command -v iptables >/dev/null 2>&1 || need+=(iptables)
-  command -v ip >/dev/null 2>&1 || need+=(iproute2)
-  if [ ${#need[@]} -gt 0 ]; then
-    log "installing Debian's ${need[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -q "${need[@]}" >>"$dir/logs/apt.log" 2>&1 || {
-      apt-get update -q >>"$dir/logs/apt.log" 2>&1 && apt-get install -y -q "${need[@]}" >>"$dir/logs/apt.log" 2>&1
-    } || fail apt "could not install ${need[*]} (see $dir/logs/apt.log)"
-  fi
   # The pause image (the pod sandbox) and the test image, built here and pushed to the registry.
   bash "$root/images/build.sh" --push "127.0.0.1:$REGISTRY_PORT" pause httpd >"$dir/logs/images.log" 2>&1 \
     || fail images "images/build.sh failed"
