@@ -71,6 +71,38 @@ async fn controller_installs_a_webhook_operator() {
     let vols: Vec<String> = pod.spec.unwrap().volumes.unwrap().into_iter().map(|v| v.name).collect();
     assert_eq!(vols, ["apiservice-cert", "webhook-cert"]);
 
+    // The webhook configuration deleted and the CRD's conversion reset by hand: both applied
+    // again from the InstallPlan (within the 30 s look of a Succeeded CSV) with the CA of the
+    // serving Secret, and an Event says so.
+    let vwc_name = vwcs.items[0].metadata.name.clone().unwrap();
+    let vwc_api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    vwc_api.delete(&vwc_name, &DeleteParams::default()).await.unwrap();
+    let reset = json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .patch("widgets.webhook.capstan.dev", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&reset))
+        .await
+        .unwrap();
+    let secrets_of_ns: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
+    eventually("webhook configuration and conversion restored with the serving CA", WAIT, || async {
+        let ca = secrets_of_ns.get("webhook-operator-service-cert").await.ok()?.data?.get("olmCAKey")?.0.clone();
+        let vwc = vwc_api.get_opt(&vwc_name).await.ok()??;
+        let vwc_ok = vwc.webhooks?.first()?.client_config.ca_bundle.as_ref()?.0 == ca;
+        let crd = Api::<CustomResourceDefinition>::all(client.clone()).get("widgets.webhook.capstan.dev").await.ok()?;
+        let conv = crd.spec.conversion?;
+        let crd_ok = conv.strategy == "Webhook" && conv.webhook?.client_config?.ca_bundle?.0 == ca;
+        (vwc_ok && crd_ok).then_some(())
+    })
+    .await;
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns.name);
+    let restored = eventually("a WebhooksRestored Event", WAIT, || async {
+        events.list(&ListParams::default()).await.ok()?.items.into_iter().find(|e| e.reason.as_deref() == Some("WebhooksRestored")).and_then(|e| e.note)
+    })
+    .await;
+    // (Both repairs are usually one Event; if the 30 s look fell between the two edits they are
+    // two Events of one reason, which the recorder folds into one series with the first note.)
+    assert!(restored.contains(&format!("ValidatingWebhookConfiguration {vwc_name} was deleted")) || restored.contains("CustomResourceDefinition widgets.webhook.capstan.dev had its spec.conversion reset"), "{restored}");
+    assert!(restored.contains("capstan applied them again from the InstallPlan of webhook-operator.v0.1.0"), "{restored}");
+
     // Removal by the controller: webhook configuration, conversion and auth bindings go.
     uninstall(&client, &ns.name, "webhook-operator", "webhook-operator.v0.1.0").await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());

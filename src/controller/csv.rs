@@ -528,6 +528,9 @@ async fn webhooks_and_certificates(ctx: &Context, csv: &ClusterServiceVersion, n
             unavailable.push(format!("APIService {name} is not Available"));
         }
     }
+    if csv.metadata.deletion_timestamp.is_none() {
+        unavailable.extend(restore_webhooks(ctx, csv, ns).await?);
+    }
     let unavailable = (!unavailable.is_empty()).then(|| unavailable.join("; "));
     let opts = ctx.options.apply_options();
     let owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
@@ -592,13 +595,8 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
     }
     let dapi: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
     for name in names {
-        let manifest = plans
-            .items
-            .iter()
-            .filter(|p| p.spec.cluster_service_version_names.contains(&csv_name))
-            .filter(|p| p.status.as_ref().is_some_and(|s| s.phase == crate::api::installplan::InstallPlanPhase::Complete))
-            .flat_map(|p| p.status.iter().flat_map(|s| s.plan.iter()))
-            .find(|st| st.resolving == csv_name && st.resource.kind == "Deployment" && st.resource.name == *name)
+        let manifest = installed_steps(&plans.items, &csv_name)
+            .find(|st| st.resource.kind == "Deployment" && st.resource.name == *name)
             .and_then(|st| st.resource.manifest.as_deref())
             // A Deployment larger than the plan inlines is listed as a reference to its bundle.
             .filter(|m| super::installplan::BundleObjectRef::parse(m).is_none())
@@ -632,6 +630,130 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
         ctx.events.publish_for(csv, EventType::Normal, "DeploymentRecreated", &message).await;
     }
     Ok(())
+}
+
+/// The steps of `csv` in the Complete InstallPlans among `plans`: what was applied to install it.
+fn installed_steps<'a>(plans: &'a [crate::api::InstallPlan], csv: &'a str) -> impl Iterator<Item = &'a crate::api::installplan::Step> + 'a {
+    plans
+        .iter()
+        .filter(move |p| p.spec.cluster_service_version_names.iter().any(|n| n == csv))
+        .filter(|p| p.status.as_ref().is_some_and(|s| s.phase == crate::api::installplan::InstallPlanPhase::Complete))
+        .flat_map(|p| p.status.iter().flat_map(|s| s.plan.iter()))
+        .filter(move |st| st.resolving == csv)
+}
+
+/// An InstallPlan step as the install step it applied, with the CSV's uid in its
+/// ownerReferences; `None` for a step listed by reference to its bundle
+/// ([`super::installplan::BundleObjectRef`]) or without a manifest.
+fn as_install_step(st: &crate::api::installplan::Step, csv: &ClusterServiceVersion) -> Option<crate::install::Step> {
+    let text = st.resource.manifest.as_deref()?;
+    if super::installplan::BundleObjectRef::parse(text).is_some() {
+        return None;
+    }
+    let mut manifest: Value = serde_json::from_str(text).ok()?;
+    let csv_name = csv.name_any();
+    if let Some(refs) = manifest.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) {
+        for r in refs.iter_mut().filter(|r| r["kind"] == "ClusterServiceVersion" && r["name"] == csv_name.as_str()) {
+            r["uid"] = json!(csv.uid().unwrap_or_default());
+        }
+    }
+    Some(crate::install::Step {
+        resolving: st.resolving.clone(),
+        group: st.resource.group.clone(),
+        version: st.resource.version.clone(),
+        kind: st.resource.kind.clone(),
+        name: st.resource.name.clone(),
+        namespace: manifest.pointer("/metadata/namespace").and_then(Value::as_str).map(String::from),
+        manifest,
+    })
+}
+
+/// Puts back what an installed CSV's webhooks and owned APIServices need and someone deleted or
+/// changed: the webhook configurations, APIServices and CRD conversions its Complete
+/// InstallPlan applied, each checked with [`crate::install::webhook::restore_reason`], are
+/// applied again from that plan together with the plan's serving Secrets, through
+/// [`crate::install::apply::apply`], so they get the serving certificate the Secret holds (kept
+/// while valid) as `caBundle`. Each restore is an Event `WebhooksRestored`. OLM v0's CSV
+/// controller reinstalls in the same case (`areWebhooksAvailable`, `checkAPIServiceResources`).
+///
+/// Returns what is missing and cannot be restored here (a CRD the plan lists by reference to its
+/// bundle), for the CSV's status.
+async fn restore_webhooks(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) -> Result<Vec<String>, Error> {
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    const KINDS: [(&str, &str); 4] = [
+        ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
+        ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
+        ("APIService", "apiservices"),
+        ("CustomResourceDefinition", "customresourcedefinitions"),
+    ];
+    let csv_name = csv.name_any();
+    let plans = Api::<crate::api::InstallPlan>::namespaced(ctx.client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err(format!("listing InstallPlans in {ns}")))?;
+    let mut restore = Vec::new();
+    let mut reasons = Vec::new();
+    let mut unrestorable = Vec::new();
+    // The plan's serving Secrets, and the Services they serve (`<service>-cert`).
+    let secrets: Vec<crate::install::Step> = installed_steps(&plans.items, &csv_name)
+        .filter(|st| st.resource.kind == "Secret")
+        .filter_map(|st| as_install_step(st, csv))
+        .filter(crate::install::webhook::is_planned_serving_secret)
+        .collect();
+    let has_certificate = |service: &str| secrets.iter().any(|s| s.name == crate::install::webhook::secret_name(service));
+    for st in installed_steps(&plans.items, &csv_name) {
+        let Some(&(kind, plural)) = KINDS.iter().find(|(k, _)| *k == st.resource.kind) else { continue };
+        let Some(step) = as_install_step(st, csv) else {
+            // Only conversion CRDs matter here, and only when their conversion is gone.
+            continue;
+        };
+        let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&step.group, &step.version, kind), plural);
+        let found = Api::<DynamicObject>::all_with(ctx.client.clone(), &ar)
+            .get_opt(&step.name)
+            .await
+            .map_err(kube_err(format!("reading {kind} {}", step.name)))?;
+        // Labelled for another CSV (the next version of the operator took it over): not ours.
+        if found.as_ref().and_then(|f| f.metadata.labels.as_ref()).and_then(|l| l.get(crate::install::LABEL_OWNER)).is_some_and(|o| *o != csv_name) {
+            continue;
+        }
+        let found = found.map(|f| serde_json::to_value(f).unwrap_or_default());
+        if let Some(reason) = crate::install::webhook::restore_reason(&step, found.as_ref(), has_certificate) {
+            reasons.push(format!("{kind} {} {reason}", step.name));
+            restore.push(step);
+        }
+    }
+    // A conversion CRD listed by reference: its conversion is checked from the cluster alone.
+    for st in installed_steps(&plans.items, &csv_name).filter(|st| st.resource.kind == "CustomResourceDefinition") {
+        if st.resource.manifest.as_deref().and_then(super::installplan::BundleObjectRef::parse).is_none() {
+            continue;
+        }
+        let converted = csv.spec.webhookdefinitions.iter().flatten().any(|w| w.conversion_crds.iter().flatten().any(|c| *c == st.resource.name));
+        if !converted {
+            continue;
+        }
+        let crd = Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(ctx.client.clone())
+            .get_opt(&st.resource.name)
+            .await
+            .map_err(kube_err(format!("reading CustomResourceDefinition {}", st.resource.name)))?;
+        if crd.is_some_and(|c| c.spec.conversion.is_none_or(|cv| cv.strategy != "Webhook")) {
+            unrestorable.push(format!("CustomResourceDefinition {} had its spec.conversion reset and is too large for the InstallPlan to hold; delete and recreate the Subscription's InstallPlan to apply it again", st.resource.name));
+        }
+    }
+    if restore.is_empty() {
+        return Ok(unrestorable);
+    }
+    // With the plan's serving Secrets: apply keeps their certificate and fills in the caBundle.
+    let mut steps = secrets;
+    steps.extend(restore);
+    for r in crate::install::apply::apply(&ctx.client, &steps, &ctx.options.apply_options()).await {
+        if let crate::install::apply::StepStatus::Failed(e) = &r.status {
+            return Err(Error::Certificates { csv: format!("{ns}/{csv_name}"), message: format!("applying {} {} again: {e}", r.kind, r.name) });
+        }
+    }
+    let message = format!("{}; capstan applied them again from the InstallPlan of {csv_name}, with the serving certificate of its Secret", reasons.join("; "));
+    tracing::info!(csv = %format!("{ns}/{csv_name}"), "{message}");
+    ctx.events.publish_for(csv, EventType::Normal, "WebhooksRestored", &message).await;
+    Ok(unrestorable)
 }
 
 /// The serving Secret a Deployment manifest mounts as OLM's `webhook-cert` volume, if any.

@@ -395,6 +395,86 @@ pub fn is_planned_serving_secret(step: &Step) -> bool {
         && step.manifest.get("data").is_none()
 }
 
+/// Why an object a CSV's InstallPlan applied for its webhooks or owned APIServices must be
+/// applied again, from what the cluster holds now (`found`; `None` when it is gone):
+/// - a Validating/MutatingWebhookConfiguration or APIService that was deleted, or whose webhook
+///   or service no longer points at the planned Service (namespace, name, path, port) or whose
+///   `caBundle` was emptied;
+/// - a CRD whose planned `spec.conversion` is a webhook and whose conversion was reset (strategy
+///   not `Webhook`, or no `caBundle` while it points at the planned Service). A conversion that
+///   points at another Service is left alone (the next version of the operator converts), and
+///   a deleted CRD is not a restore case (its custom resources went with it).
+///
+/// A missing `caBundle` counts only for a Service `has_certificate` names (one whose serving
+/// Secret the plan made; a webhook served by a Deployment outside the install strategy gets no
+/// `caBundle` from OLM or capstan, so its absence is as planned).
+///
+/// `None` for every other step and when the object is as planned. Rules, selectors and policies
+/// are not compared (the API server defaults them); OLM v0's CSV controller likewise checks that
+/// the webhooks exist and carry its CA (`pkg/controller/operators/olm/apiservices.go`,
+/// `areWebhooksAvailable`) and reinstalls them otherwise.
+pub fn restore_reason(planned: &Step, found: Option<&Value>, has_certificate: impl Fn(&str) -> bool) -> Option<String> {
+    // The Service reference with the API server's defaults (port 443).
+    fn service(v: Option<&Value>) -> Option<(String, String, String, i64)> {
+        let s = v?;
+        Some((
+            s.get("namespace").and_then(Value::as_str).unwrap_or_default().to_string(),
+            s.get("name").and_then(Value::as_str).unwrap_or_default().to_string(),
+            s.get("path").and_then(Value::as_str).unwrap_or_default().to_string(),
+            s.get("port").and_then(Value::as_i64).unwrap_or(i64::from(DEFAULT_PORT)),
+        ))
+    }
+    let empty_ca = |v: Option<&Value>, service: Option<&Value>| {
+        v.and_then(Value::as_str).is_none_or(str::is_empty) && service.and_then(|s| s.get("name")).and_then(Value::as_str).is_some_and(&has_certificate)
+    };
+    match planned.kind.as_str() {
+        "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
+            let Some(found) = found else { return Some("was deleted".into()) };
+            let have = found.get("webhooks").and_then(Value::as_array).cloned().unwrap_or_default();
+            for w in planned.manifest.get("webhooks").and_then(Value::as_array).into_iter().flatten() {
+                let name = w.get("name").and_then(Value::as_str).unwrap_or_default();
+                let Some(h) = have.iter().find(|h| h.get("name").and_then(Value::as_str) == Some(name)) else {
+                    return Some(format!("lost its webhook {name}"));
+                };
+                if service(h.pointer("/clientConfig/service")) != service(w.pointer("/clientConfig/service")) {
+                    return Some(format!("has webhook {name} pointing at another Service"));
+                }
+                if empty_ca(h.pointer("/clientConfig/caBundle"), w.pointer("/clientConfig/service")) {
+                    return Some(format!("has webhook {name} without a caBundle"));
+                }
+            }
+            None
+        }
+        "APIService" => {
+            let Some(found) = found else { return Some("was deleted".into()) };
+            if service(found.pointer("/spec/service")) != service(planned.manifest.pointer("/spec/service")) {
+                return Some("points at another Service".into());
+            }
+            if empty_ca(found.pointer("/spec/caBundle"), planned.manifest.pointer("/spec/service")) && found.pointer("/spec/insecureSkipTLSVerify").and_then(Value::as_bool) != Some(true) {
+                return Some("has no caBundle".into());
+            }
+            None
+        }
+        "CustomResourceDefinition" => {
+            let want = planned.manifest.pointer("/spec/conversion").filter(|c| c.get("strategy").and_then(Value::as_str) == Some("Webhook"))?;
+            let have = found?.pointer("/spec/conversion");
+            if have.and_then(|c| c.get("strategy")).and_then(Value::as_str) != Some("Webhook") {
+                return Some("had its spec.conversion reset".into());
+            }
+            // Another Service: most likely the next version of the operator, which converts now.
+            let path = "/webhook/clientConfig/service";
+            if service(have.and_then(|c| c.pointer(path))) != service(want.pointer(path)) {
+                return None;
+            }
+            if empty_ca(have.and_then(|c| c.pointer("/webhook/clientConfig/caBundle")), want.pointer(path)) {
+                return Some("has spec.conversion without a caBundle".into());
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
 /// What [`fill_certificates`] did for one serving Secret.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CertOutcome {
@@ -825,6 +905,42 @@ mod tests {
         let mut fixed = csv.clone();
         fixed["spec"]["apiservicedefinitions"]["owned"][0]["containerPort"] = json!(9443);
         assert_eq!(check(&Definitions::read(&fixed).unwrap(), &[], &BTreeMap::new()), Vec::<(String, String)>::new());
+    }
+
+    #[test]
+    fn what_makes_a_webhook_object_be_applied_again() {
+        let svc = json!({"namespace": "ops", "name": "op-service", "path": "/validate", "port": 443});
+        let vwc = step("ValidatingWebhookConfiguration", "v-abc", None, json!({"webhooks": [{"name": "v.example.com", "clientConfig": {"service": svc}}]}));
+        assert_eq!(restore_reason(&vwc, None, |_| true).as_deref(), Some("was deleted"));
+        let ok = json!({"webhooks": [{"name": "v.example.com", "clientConfig": {"service": {"namespace": "ops", "name": "op-service", "path": "/validate"}, "caBundle": "Q0E="}}]});
+        assert_eq!(restore_reason(&vwc, Some(&ok), |_| true), None, "port 443 is the default");
+        let mut no_ca = ok.clone();
+        no_ca["webhooks"][0]["clientConfig"]["caBundle"] = json!("");
+        assert_eq!(restore_reason(&vwc, Some(&no_ca), |_| true).as_deref(), Some("has webhook v.example.com without a caBundle"));
+        let mut elsewhere = ok.clone();
+        elsewhere["webhooks"][0]["clientConfig"]["service"]["name"] = json!("evil");
+        assert_eq!(restore_reason(&vwc, Some(&no_ca), |s| s != "op-service"), None, "no certificate of the plan's for that Service: no caBundle is as planned");
+        assert_eq!(restore_reason(&vwc, Some(&elsewhere), |_| true).as_deref(), Some("has webhook v.example.com pointing at another Service"));
+        assert_eq!(restore_reason(&vwc, Some(&json!({"webhooks": []})), |_| true).as_deref(), Some("lost its webhook v.example.com"));
+
+        let conversion = json!({"strategy": "Webhook", "webhook": {"clientConfig": {"service": {"namespace": "ops", "name": "op-service", "path": "/convert", "port": 443}}, "conversionReviewVersions": ["v1"]}});
+        let crd = step("CustomResourceDefinition", "gadgets.example.com", None, json!({"spec": {"conversion": conversion}}));
+        let mut installed = json!({"spec": {"conversion": conversion}});
+        installed["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] = json!("Q0E=");
+        assert_eq!(restore_reason(&crd, Some(&installed), |_| true), None);
+        assert_eq!(restore_reason(&crd, Some(&json!({"spec": {"conversion": {"strategy": "None"}}})), |_| true).as_deref(), Some("had its spec.conversion reset"));
+        assert_eq!(restore_reason(&crd, None, |_| true), None, "a deleted CRD is not restored");
+        let mut next = installed.clone();
+        next["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["name"] = json!("op-v2-service");
+        assert_eq!(restore_reason(&crd, Some(&next), |_| true), None, "converted by another Service: the next version's");
+        let plain = step("CustomResourceDefinition", "things.example.com", None, json!({"spec": {}}));
+        assert_eq!(restore_reason(&plain, Some(&json!({"spec": {"conversion": {"strategy": "None"}}})), |_| true), None, "no conversion webhook planned");
+
+        let api = step("APIService", "v1.example.com", None, json!({"spec": {"service": {"namespace": "ops", "name": "op-service", "port": 443}}}));
+        assert_eq!(restore_reason(&api, None, |_| true).as_deref(), Some("was deleted"));
+        assert_eq!(restore_reason(&api, Some(&json!({"spec": {"service": {"namespace": "ops", "name": "op-service"}, "caBundle": "Q0E="}})), |_| true), None);
+        assert_eq!(restore_reason(&api, Some(&json!({"spec": {"service": {"namespace": "ops", "name": "op-service"}}})), |_| true).as_deref(), Some("has no caBundle"));
+        assert_eq!(restore_reason(&step("Service", "op-service", Some("ops"), json!({})), None, |_| true), None, "other kinds are not this check's");
     }
 
     #[test]
