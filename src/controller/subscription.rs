@@ -594,7 +594,10 @@ async fn install(ctx: &Context, sub: &Subscription, mut status: SubscriptionStat
     missing_condition(&mut status, &ns, prior_missing, existing.is_some(), &plan_name, &csv_names, now);
     let plan = match existing {
         Some(p) => p,
-        None => create_plan(ctx, sub, &plans, &plan_name, &csv_names, planned_lookups(to_install, deps.clone())).await?,
+        None => {
+            let note = plan_created_note(sub, &plan_name, &csv_names, to_install);
+            create_plan(ctx, sub, &plans, &plan_name, &csv_names, planned_lookups(to_install, deps.clone()), &note).await?
+        }
     };
     if !approve_if_automatic(sub, &plans, &plan).await? {
         return Ok(Action::requeue(Duration::from_millis(200)));
@@ -638,15 +641,31 @@ async fn mark_superseded(plans: &Api<InstallPlan>, prior: &InstallPlan, message:
     }
 }
 
-/// Creates this resolution's InstallPlan ([`new_plan`]); one created meanwhile is read instead.
-async fn create_plan(ctx: &Context, sub: &Subscription, plans: &Api<InstallPlan>, plan_name: &str, csv_names: &[String], lookups: PlannedLookups) -> Result<InstallPlan, Error> {
+/// The note of the Subscription's `InstallPlanCreated` Event: the plan, what it installs, its
+/// approval, and, when the Subscription's own bundle is not the channel's first choice, which
+/// preferred bundles were passed over and why (issue 15: a user sees why eclipse-che 7.41.2 and
+/// not 7.121.0 is installed; `resolve::ResolvedBundle::passed_over`).
+pub(crate) fn plan_created_note(sub: &Subscription, plan_name: &str, csv_names: &[String], to_install: &[ResolvedBundle]) -> String {
+    let approval = sub.spec.install_plan_approval.unwrap_or(Approval::Automatic);
+    let mut note = format!("InstallPlan {plan_name} created for {} ({approval:?} approval)", csv_names.join(", "));
+    let (ns, name) = (sub.namespace().unwrap_or_default(), sub.name_any());
+    if let Some(own) = to_install.iter().find(|b| b.subscription == name && b.namespace == ns && b.package == sub.spec.package)
+        && let Some(passed) = &own.passed_over
+    {
+        note.push_str(&format!("; {} {}: {passed}", own.bundle, own.reason));
+    }
+    note
+}
+
+/// Creates this resolution's InstallPlan ([`new_plan`]) with Event `InstallPlanCreated` (`note`);
+/// one created meanwhile is read instead.
+async fn create_plan(ctx: &Context, sub: &Subscription, plans: &Api<InstallPlan>, plan_name: &str, csv_names: &[String], lookups: PlannedLookups, note: &str) -> Result<InstallPlan, Error> {
     let ns = sub.namespace().unwrap_or_default();
     let ip = new_plan(sub, plan_name, csv_names, &lookups)?;
     tracing::info!(subscription = %format!("{ns}/{}", sub.name_any()), plan = %plan_name, csvs = ?csv_names, "creating InstallPlan");
     match plans.create(&PostParams::default(), &ip).await {
         Ok(p) => {
-            let note = format!("InstallPlan {plan_name} created for {} ({:?} approval)", csv_names.join(", "), ip.spec.approval);
-            ctx.events.publish_for(sub, EventType::Normal, "InstallPlanCreated", &note).await;
+            ctx.events.publish_for(sub, EventType::Normal, "InstallPlanCreated", note).await;
             Ok(p)
         }
         Err(kube::Error::Api(s)) if s.code == 409 => plans.get(plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}"))),
@@ -868,6 +887,22 @@ mod tests {
             passed_over: None,
             properties: crate::resolve::index::lookup_properties(package, &crate::resolve::split_csv_name(csv).unwrap().1, None),
         }
+    }
+
+    #[test]
+    fn the_plan_created_note_says_which_preferred_bundles_were_passed_over() {
+        let s = sub("che", "eclipse-che");
+        let mut own = bundle("che", "eclipse-che", "eclipse-che.v7.41.2", Reason::Requested);
+        let dep = bundle("che", "devworkspace-operator", "devworkspace-operator.v0.9.0", Reason::Requested);
+        assert_eq!(plan_created_note(&s, "install-x", &["eclipse-che.v7.41.2".into()], &[own.clone()]), "InstallPlan install-x created for eclipse-che.v7.41.2 (Automatic approval)");
+        own.passed_over = Some(crate::resolve::PassedOver {
+            bundles: vec!["eclipse-che.v7.121.0".into()],
+            why: crate::resolve::Explanation::fact("eclipse-che.v7.121.0 requires package devworkspace-operator, which no catalog has", ""),
+        });
+        assert_eq!(
+            plan_created_note(&s, "install-x", &["eclipse-che.v7.41.2".into(), "devworkspace-operator.v0.9.0".into()], &[dep, own]),
+            "InstallPlan install-x created for eclipse-che.v7.41.2, devworkspace-operator.v0.9.0 (Automatic approval); eclipse-che.v7.41.2 requested: passed over 1 preferred bundle (eclipse-che.v7.121.0) because they cannot be installed: eclipse-che.v7.121.0 requires package devworkspace-operator, which no catalog has"
+        );
     }
 
     #[test]
