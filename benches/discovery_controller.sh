@@ -17,7 +17,9 @@ kubectl() { "$cdir/bin/kubectl" --kubeconfig "$kc" "$@"; }
 capstan=${CAPSTAN_BIN:-$root/target/release/capstan}
 secs=${CAPSTAN_BENCH_SECS:-5}
 reg=$(cat "$cdir/registry")
-shared=${CAPSTAN_SHARED:-$root/../shared}
+# The corpus: $CAPSTAN_SHARED, else beside the clone, else /work/shared (as tests/support's shared_dir).
+shared=${CAPSTAN_SHARED:-}
+if [ -z "$shared" ]; then if [ -d "$root/../shared" ]; then shared=$root/../shared; else shared=/work/shared; fi; fi
 corpus="$shared/corpus/community-operators-prod/catalogs/v4.20"
 state=$(mktemp -d)
 ns=bench-discovery

@@ -18,6 +18,9 @@ fn capstan_serves_packagemanifests_and_catalog_content() {
         .arg(&script)
         .env("CAPSTAN_BIN", env!("CARGO_BIN_EXE_capstan"))
         .env("CAPSTAN_CLUSTER_DIR", support::state_dir())
+        // The corpus where the Rust tests find it (beside the clone, else /work/shared): the
+        // script alone looks only beside the clone.
+        .env("CAPSTAN_SHARED", support::shared_dir())
         .output()
         .expect("run controller-packages.sh");
     let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));

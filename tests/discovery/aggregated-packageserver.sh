@@ -16,7 +16,9 @@ olm_sh=${OLM_SH:-$root/tests/peers/olm.sh}
 kubectl() { "$cdir/bin/kubectl" --kubeconfig "$cdir/kubeconfig" "$@"; }
 state="$cdir/discovery"
 mkdir -p "$state"
-shared=${CAPSTAN_SHARED:-$root/../shared}
+# The corpus: $CAPSTAN_SHARED, else beside the clone, else /work/shared (as tests/support's shared_dir).
+shared=${CAPSTAN_SHARED:-}
+if [ -z "$shared" ]; then if [ -d "$root/../shared" ]; then shared=$root/../shared; else shared=/work/shared; fi; fi
 corpus_cat="$shared/corpus/community-operators-prod/catalogs/v4.20/rabbitmq-cluster-operator"
 opm=$(bash "$root/tests/peers/build.sh")
 for spec in "capstan-examples=$root/catalog" "community=$corpus_cat"; do

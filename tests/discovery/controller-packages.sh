@@ -26,7 +26,9 @@ say() { echo "controller-packages.sh: $*" >&2; }
 reg=$(cat "$cdir/registry")
 state="$cdir/discovery-controller"
 rm -rf "$state"; mkdir -p "$state"
-shared=${CAPSTAN_SHARED:-$root/../shared}
+# The corpus: $CAPSTAN_SHARED, else beside the clone, else /work/shared (as tests/support's shared_dir).
+shared=${CAPSTAN_SHARED:-}
+if [ -z "$shared" ]; then if [ -d "$root/../shared" ]; then shared=$root/../shared; else shared=/work/shared; fi; fi
 corpus_cat="$shared/corpus/community-operators-prod/catalogs/v4.20/rabbitmq-cluster-operator"
 opm=${CAPSTAN_OPM:-$(bash "$root/tests/peers/build.sh")}
 if [ -z "${CAPSTAN_BIN:-}" ]; then (cd "$root" && cargo build -q --bin capstan); fi

@@ -14,7 +14,9 @@ cdir=$(cd "${CAPSTAN_CLUSTER_DIR:-$root/.cluster}" && pwd)
 export CAPSTAN_CLUSTER_DIR=$cdir
 olm_sh=${OLM_SH:-$root/tests/peers/olm.sh}
 [ -f "$olm_sh" ] || { echo "packageserver.sh: $olm_sh not found (set OLM_SH to the olm branch's tests/peers/olm.sh)" >&2; exit 2; }
-shared=${CAPSTAN_SHARED:-$root/../shared}
+# The corpus: $CAPSTAN_SHARED, else beside the clone, else /work/shared (as tests/support's shared_dir).
+shared=${CAPSTAN_SHARED:-}
+if [ -z "$shared" ]; then if [ -d "$root/../shared" ]; then shared=$root/../shared; else shared=/work/shared; fi; fi
 corpus="$shared/corpus/community-operators-prod/catalogs/v4.20"
 dump=${DUMP:-$(mktemp -d)}
 mkdir -p "$dump"
