@@ -528,7 +528,10 @@ async fn webhooks_and_certificates(ctx: &Context, csv: &ClusterServiceVersion, n
             unavailable.push(format!("APIService {name} is not Available"));
         }
     }
-    if csv.metadata.deletion_timestamp.is_none() {
+    // Only at the look of an installed CSV (Succeeded or Failed, every 30 s), not on the 1 s
+    // requeues while Installing waits for its Deployments.
+    let installed = csv.status.as_ref().is_some_and(|s| matches!(phase_of(s), "Succeeded" | "Failed"));
+    if installed && csv.metadata.deletion_timestamp.is_none() {
         unavailable.extend(restore_webhooks(ctx, csv, ns).await?);
     }
     let unavailable = (!unavailable.is_empty()).then(|| unavailable.join("; "));
@@ -595,12 +598,11 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
     }
     let dapi: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
     for name in names {
+        // (A Deployment larger than the plan inlines is listed as a reference to its bundle: None.)
         let manifest = installed_steps(&plans.items, &csv_name)
             .find(|st| st.resource.kind == "Deployment" && st.resource.name == *name)
-            .and_then(|st| st.resource.manifest.as_deref())
-            // A Deployment larger than the plan inlines is listed as a reference to its bundle.
-            .filter(|m| super::installplan::BundleObjectRef::parse(m).is_none())
-            .and_then(|m| serde_json::from_str::<Value>(m).ok());
+            .and_then(|st| as_install_step(st, csv))
+            .map(|step| step.manifest);
         let Some(mut manifest) = manifest else {
             tracing::warn!(csv = %format!("{ns}/{csv_name}"), deployment = %name, "Deployment is gone and no Complete InstallPlan of the CSV holds it inline; it is not created again");
             continue;
@@ -615,11 +617,6 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
                 .map_err(kube_err(format!("reading Secret {ns}/{secret}")))?;
             if let Some(hash) = found.and_then(|s| s.metadata.annotations).and_then(|a| a.get(crate::install::certs::ANNOTATION_CA_HASH).cloned()) {
                 manifest["spec"]["template"]["metadata"]["annotations"][crate::install::certs::ANNOTATION_CA_HASH] = json!(hash);
-            }
-        }
-        if let Some(refs) = manifest.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) {
-            for r in refs.iter_mut().filter(|r| r["kind"] == "ClusterServiceVersion" && r["name"] == csv_name.as_str()) {
-                r["uid"] = json!(csv.uid().unwrap_or_default());
             }
         }
         dapi.patch(name, &kube::api::PatchParams::apply(crate::install::FIELD_MANAGER).force(), &kube::api::Patch::Apply(&manifest))
