@@ -446,7 +446,7 @@ pub struct ClusterServiceVersionStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub certs_rotate_at: Option<Time>,
     /// Custom resources pending deletion during cleanup.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, serialize_with = "cleanup_as_go_writes_it")]
     pub cleanup: Option<CleanupStatus>,
 }
 
@@ -630,6 +630,12 @@ impl Default for RequirementStatusReason {
     fn default() -> Self {
         RequirementStatusReason::NotPresent
     }
+}
+
+/// `status.cleanup` as OLM's Go type writes it: always present, `{}` when nothing is pending
+/// (`CleanupStatus` is a struct field with `omitempty`, which Go's `encoding/json` never omits).
+fn cleanup_as_go_writes_it<S: serde::Serializer>(c: &Option<CleanupStatus>, s: S) -> Result<S::Ok, S::Error> {
+    c.clone().unwrap_or_default().serialize(s)
 }
 
 /// `status.cleanup` (OLM `CleanupStatus`).

@@ -337,7 +337,7 @@ impl InstallPlanStatus {
     /// Phase `Complete`, no message, condition `Installed=True`.
     pub fn complete(&mut self, now: &Time) {
         self.phase = InstallPlanPhase::Complete;
-        self.message = Some(String::new());
+        self.message = None;
         self.set_installed(ConditionStatus::True, None, None, now);
     }
 

@@ -302,8 +302,10 @@ impl SubscriptionStatus {
         self.conditions.iter().find(|c| &c.type_ == type_)
     }
 
-    /// Sets condition `type_` to `status` with `reason` and `message`, heartbeat `now`; the
-    /// `lastTransitionTime` changes only when the status does (a new condition gets `now`).
+    /// Sets condition `type_` to `status` with `reason` and `message`; the `lastTransitionTime`
+    /// changes only when the status does (a new condition gets `now`). No `lastHeartbeatTime`:
+    /// OLM v0 never writes one on a Subscription (`make compare-olm`), and `lastUpdated` says when
+    /// the status was last computed.
     pub fn set_condition(&mut self, type_: SubscriptionConditionType, status: ConditionStatus, reason: &str, message: &str, now: &Time) {
         match self.conditions.iter_mut().find(|c| c.type_ == type_) {
             Some(c) => {
@@ -313,14 +315,14 @@ impl SubscriptionStatus {
                 c.status = status;
                 c.reason = Some(reason.to_string());
                 c.message = Some(message.to_string());
-                c.last_heartbeat_time = Some(now.clone());
+                c.last_heartbeat_time = None;
             }
             None => self.conditions.push(SubscriptionCondition {
                 type_,
                 status,
                 reason: Some(reason.to_string()),
                 message: Some(message.to_string()),
-                last_heartbeat_time: Some(now.clone()),
+                last_heartbeat_time: None,
                 last_transition_time: Some(now.clone()),
             }),
         }
@@ -426,7 +428,7 @@ mod tests {
         st.fail(RF, "r", "m2", &at("2020-01-02T00:00:00Z"));
         let c = st.condition(&RF).unwrap();
         assert_eq!(c.last_transition_time, Some(at("2020-01-01T00:00:00Z")));
-        assert_eq!(c.last_heartbeat_time, Some(at("2020-01-02T00:00:00Z")));
+        assert_eq!(c.last_heartbeat_time, None, "OLM writes no heartbeat");
         assert_eq!(c.message.as_deref(), Some("m2"));
         st.set_condition(RF, ConditionStatus::False, "r", "ok", &at("2020-01-03T00:00:00Z"));
         assert_eq!(st.condition(&RF).unwrap().last_transition_time, Some(at("2020-01-03T00:00:00Z")));

@@ -429,10 +429,11 @@ pub(super) async fn reconcile_operator_group(og: Arc<OperatorGroup>, ctx: Arc<Co
     if changed {
         // A merge patch, not server-side apply: an OperatorGroup created as v1alpha2 (served,
         // without spec.upgradeStrategy) makes apply's typed conversion fail on the defaulted field.
-        // `namespaces` and `conditions` are always sent, so that emptied lists replace old ones.
+        // `namespaces` is always sent, so that an emptied list replaces the old one; no
+        // conditions are removed with `null` (OLM writes no empty `conditions` list).
         let mut body = serde_json::to_value(&status).map_err(|source| Error::Build { what: format!("the status of OperatorGroup {ns}/{name}"), source })?;
         body["namespaces"] = json!(status.namespaces);
-        body["conditions"] = json!(status.conditions);
+        body["conditions"] = if status.conditions.is_empty() { serde_json::Value::Null } else { json!(status.conditions) };
         let api: Api<OperatorGroup> = Api::namespaced(ctx.client.clone(), &ns);
         api.patch_status(&name, &kube::api::PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() }, &kube::api::Patch::Merge(&json!({"status": body})))
             .await

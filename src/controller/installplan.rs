@@ -12,7 +12,7 @@ use std::time::Duration;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
-use serde_json::json;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::catalogsource::registry_for;
@@ -655,7 +655,7 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
         status.phase = InstallPlanPhase::RequiresApproval;
         status.plan = planned.listed(ApiStepStatus::Unknown);
         status.conditions = Vec::new();
-        status.message = Some(String::new());
+        status.message = None;
         apply_typed_status(&api, &ip, &status).await?;
         let note = format!("{} steps wait for approval: `capstan approve {name} -n {ns}` or set spec.approved=true", planned.steps.len());
         ctx.events.publish_for(&ip, EventType::Normal, "RequiresApproval", &note).await;
@@ -694,9 +694,10 @@ async fn supersede(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mess
 /// (`rv` is a precondition), so a plan is never applied twice at once. `false` when it changed.
 async fn claim(api: &Api<InstallPlan>, ip: &InstallPlan, status: &mut InstallPlanStatus, planned: &Planned, blocked: bool, rv: Option<String>) -> Result<bool, Error> {
     let (ns, name) = (ip.namespace().unwrap_or_default(), ip.name_any());
-    if blocked || status.installed_reason() == Some(INSTALL_RETRYING) {
+    let retrying = status.installed_reason() == Some(INSTALL_RETRYING);
+    if blocked || retrying {
         tracing::info!(plan = %format!("{ns}/{name}"), "the checks before the first step pass now; applying the plan");
-        status.message = Some(String::new());
+        status.message = None;
         status.conditions = Vec::new();
     }
     status.phase = InstallPlanPhase::Installing;
@@ -704,7 +705,12 @@ async fn claim(api: &Api<InstallPlan>, ip: &InstallPlan, status: &mut InstallPla
         status.start_time = Some(now_time());
     }
     status.plan = planned.listed(ApiStepStatus::Unknown);
-    let claim = json!({"metadata": {"resourceVersion": rv}, "status": status});
+    let mut claim = json!({"metadata": {"resourceVersion": rv}, "status": status});
+    if blocked || retrying {
+        // A merge patch keeps what it does not name: clear the hold's message and conditions.
+        claim["status"]["message"] = Value::Null;
+        claim["status"]["conditions"] = Value::Null;
+    }
     match api.patch_status(&name, &PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() }, &Patch::Merge(&claim)).await {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
@@ -878,7 +884,7 @@ mod tests {
         st.fail(SUPERSEDED, "why", &now);
         assert_eq!((st.phase.clone(), st.message.as_deref(), st.installed_reason()), (InstallPlanPhase::Failed, Some("why"), Some(SUPERSEDED)));
         st.complete(&now);
-        assert_eq!((st.phase.clone(), st.message.as_deref(), st.installed_reason(), st.conditions.len()), (InstallPlanPhase::Complete, Some(""), None, 1));
+        assert_eq!((st.phase.clone(), st.message.as_deref(), st.installed_reason(), st.conditions.len()), (InstallPlanPhase::Complete, None, None, 1));
         assert_eq!(st.conditions[0].status, Some(ConditionStatus::True));
     }
 

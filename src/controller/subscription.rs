@@ -274,7 +274,7 @@ pub(crate) fn plan_progress(status: &mut SubscriptionStatus, plan: &InstallPlan,
         ..Default::default()
     });
     status.installplan = Some(InstallPlanReference { api_version: "operators.coreos.com/v1alpha1".into(), kind: "InstallPlan".into(), name: plan_name.clone(), uuid: uid });
-    status.install_plan_generation = Some(1);
+    status.install_plan_generation = Some(plan.spec.generation.unwrap_or(1));
     let phase = plan.status.as_ref().map(|s| s.phase.clone()).unwrap_or(InstallPlanPhase::Planning);
     if phase == InstallPlanPhase::Failed {
         let message = plan.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_else(|| format!("InstallPlan {plan_name} failed"));
@@ -305,7 +305,7 @@ pub(crate) fn plan_progress(status: &mut SubscriptionStatus, plan: &InstallPlan,
 /// The InstallPlan of one resolution, before it is created (§1.4): named by
 /// [`install_plan_name`], owned by the Subscription, approved when approval is Automatic, with the
 /// bundle lookups in annotation [`ANNOTATION_BUNDLE_LOOKUPS`]. Pure.
-pub(crate) fn new_plan(sub: &Subscription, plan_name: &str, csv_names: &[String], lookups: &PlannedLookups) -> Result<InstallPlan, Error> {
+pub(crate) fn new_plan(sub: &Subscription, plan_name: &str, csv_names: &[String], lookups: &PlannedLookups, generation: i64) -> Result<InstallPlan, Error> {
     let (ns, name) = (sub.namespace().unwrap_or_default(), sub.name_any());
     let approval = sub.spec.install_plan_approval.unwrap_or(Approval::Automatic);
     let owner = OwnerReference {
@@ -313,28 +313,42 @@ pub(crate) fn new_plan(sub: &Subscription, plan_name: &str, csv_names: &[String]
         kind: Subscription::kind(&()).into_owned(),
         name: name.clone(),
         uid: sub.uid().unwrap_or_default(),
-        controller: Some(true),
+        // OLM's `AddNonBlockingOwner`: not a controller reference (a plan of several
+        // Subscriptions is owned by each).
+        controller: Some(false),
         block_owner_deletion: Some(false),
     };
     let lookups = serde_json::to_string(lookups).map_err(|source| Error::Build { what: format!("the bundle lookups of InstallPlan {ns}/{plan_name}"), source })?;
     let metadata = ObjectMeta {
         name: Some(plan_name.to_string()),
-        namespace: Some(ns),
+        namespace: Some(ns.clone()),
         owner_references: Some(vec![owner]),
-        // A label value has at most 63 characters; a longer Subscription name goes without it.
-        labels: (name.len() <= 63).then(|| [("operators.coreos.com/subscription".to_string(), name)].into()),
+        // OLM's adoption: the Subscription's latest plan carries its operator's component label
+        // (older plans lose it when the next one is made; `disown_prior`).
+        labels: Some([(crate::install::component_label_key(&sub.spec.package, &ns), String::new())].into()),
         annotations: Some([(ANNOTATION_BUNDLE_LOOKUPS.to_string(), lookups)].into()),
         ..Default::default()
     };
     let spec = InstallPlanSpec {
-        source: Some(sub.spec.source.clone()),
-        source_namespace: Some(sub.spec.source_namespace.clone()),
+        // As OLM: the catalogs are in `status.catalogSources` and the bundle lookups, not here.
+        source: None,
+        source_namespace: None,
         cluster_service_version_names: csv_names.to_vec(),
         approval,
         approved: approval == Approval::Automatic,
-        generation: Some(1),
+        generation: Some(generation),
     };
     Ok(InstallPlan { metadata, spec, status: None })
+}
+
+/// The `spec.generation` of the next InstallPlan of a namespace, as OLM v0 numbers them (\[OLM\]
+/// `pkg/controller/operators/catalog/operator.go` `syncResolvingNamespace`: one more than the
+/// highest of the namespace's plans' `spec.generation` and its Subscriptions'
+/// `status.installPlanGeneration`). Pure.
+pub(crate) fn next_plan_generation(plans: &[InstallPlan], subs: &[&Subscription]) -> i64 {
+    let plans = plans.iter().filter_map(|p| p.spec.generation);
+    let subs = subs.iter().filter_map(|s| s.status.as_ref().and_then(|st| st.install_plan_generation));
+    plans.chain(subs).max().unwrap_or(0) + 1
 }
 
 /// The Subscriptions a plan installing `to_install` creates, as OLM v0 does (\[OLM\]
@@ -661,7 +675,8 @@ pub(crate) fn plan_created_note(sub: &Subscription, plan_name: &str, csv_names: 
 /// one created meanwhile is read instead.
 async fn create_plan(ctx: &Context, sub: &Subscription, plans: &Api<InstallPlan>, plan_name: &str, csv_names: &[String], lookups: PlannedLookups, note: &str) -> Result<InstallPlan, Error> {
     let ns = sub.namespace().unwrap_or_default();
-    let ip = new_plan(sub, plan_name, csv_names, &lookups)?;
+    let existing = plans.list(&ListParams::default()).await.map_err(kube_err(format!("listing InstallPlans in {ns}")))?;
+    let ip = new_plan(sub, plan_name, csv_names, &lookups, next_plan_generation(&existing.items, &[sub]))?;
     tracing::info!(subscription = %format!("{ns}/{}", sub.name_any()), plan = %plan_name, csvs = ?csv_names, "creating InstallPlan");
     match plans.create(&PostParams::default(), &ip).await {
         Ok(p) => {
@@ -1069,16 +1084,16 @@ mod tests {
         let lookups = planned_lookups(&[bundle("s", "a", "a.v2.0.0", Reason::Upgrade { from: "a.v1.0.0".into() })], vec![]);
         assert_eq!(lookups.catalog_sources, ["c"]);
         assert_eq!(lookups.bundle_lookups[0].replaces, "a.v1.0.0");
-        let ip = new_plan(&s, "install-x", &["a.v2.0.0".into()], &lookups).unwrap();
+        let ip = new_plan(&s, "install-x", &["a.v2.0.0".into()], &lookups, 1).unwrap();
         assert!(ip.spec.approved && ip.spec.approval == Approval::Automatic);
         assert_eq!(ip.owner_references()[0].uid, "uid-1");
-        assert_eq!(ip.labels()["operators.coreos.com/subscription"], "s");
+        assert_eq!(ip.labels()["operators.coreos.com/a.ns"], "");
         let back: PlannedLookups = serde_json::from_str(&ip.annotations()[ANNOTATION_BUNDLE_LOOKUPS]).unwrap();
         assert_eq!(back, lookups);
         s.spec.install_plan_approval = Some(Approval::Manual);
-        assert!(!new_plan(&s, "install-x", &[], &lookups).unwrap().spec.approved);
-        // A name too long for a label value goes without the label (the plan is found by owner).
+        assert!(!new_plan(&s, "install-x", &[], &lookups, 1).unwrap().spec.approved);
+        // A Subscription name too long for a label value does not matter: the label names the package.
         let long = sub(LONG, "strimzi-kafka-operator");
-        assert!(new_plan(&long, "install-y", &[], &lookups).unwrap().metadata.labels.is_none());
+        assert_eq!(new_plan(&long, "install-y", &[], &lookups, 1).unwrap().labels()["operators.coreos.com/strimzi-kafka-operator.ns"], "");
     }
 }

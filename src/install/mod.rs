@@ -50,6 +50,26 @@ pub const LABEL_PERMISSIONS_HASH: &str = "olm.permissions.hash";
 pub const LABEL_COPIED_FROM: &str = "olm.copiedFrom";
 /// Prefix of the component label `operators.coreos.com/<package>.<namespace>` (value "").
 pub const COMPONENT_LABEL_PREFIX: &str = "operators.coreos.com/";
+
+/// The component label key `operators.coreos.com/<package>.<namespace>` of the operator
+/// `package` installed in `namespace`, its name part cut to 63 characters without trailing `.`,
+/// `_` or `-` (\[OLM\] `pkg/controller/operators/decorators/operator.go` `ComponentLabelKey`). OLM
+/// puts it (value `""`) on every component of the operator: Subscription, CSV, latest
+/// InstallPlan, OperatorCondition and what the CSV owns (`adoption_controller.go`).
+pub fn component_label_key(package: &str, namespace: &str) -> String {
+    let mut name = format!("{package}.{namespace}");
+    if name.len() > 63 {
+        let mut cut = 63;
+        while !name.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        name.truncate(cut);
+        while name.ends_with(['.', '_', '-']) {
+            name.pop();
+        }
+    }
+    format!("{COMPONENT_LABEL_PREFIX}{name}")
+}
 /// CSV and pod-template annotation: the OperatorGroup's target namespaces, sorted and
 /// comma-joined; `""` means all namespaces (§1.5).
 pub const ANNOTATION_TARGET_NAMESPACES: &str = "olm.targetNamespaces";
@@ -108,22 +128,9 @@ impl InstallTarget {
         }
     }
 
-    /// The component label key `operators.coreos.com/<package>.<namespace>`, its name part cut to
-    /// 63 characters without trailing `.`, `_` or `-` (\[OLM\]
-    /// `pkg/controller/operators/decorators/operator.go` `ComponentLabelKey`).
+    /// The component label key of this install ([`component_label_key`]).
     pub fn component_label(&self) -> String {
-        let mut name = format!("{}.{}", self.package, self.namespace);
-        if name.len() > 63 {
-            let mut cut = 63;
-            while !name.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            name.truncate(cut);
-            while name.ends_with(['.', '_', '-']) {
-                name.pop();
-            }
-        }
-        format!("{COMPONENT_LABEL_PREFIX}{name}")
+        component_label_key(&self.package, &self.namespace)
     }
 
     /// The target namespaces as OLM writes them in `olm.targetNamespaces`: sorted, deduplicated,

@@ -343,10 +343,10 @@ fn rbac_escapes(bundle: &Bundle, csv_name: &str) -> Result<(), PlanError> {
 ///   Generated objects carry the owner labels `olm.owner`, `olm.owner.namespace`,
 ///   `olm.owner.kind`, and RBAC the label `olm.permissions.hash` computed exactly as OLM does
 ///   (base62 of SHA-224 over Go's JSON of the rules, or of `{RoleRef, Subjects}`). Generated
-///   names follow OLM's shape (`base-<hash>`, base cut so the name has at most 63 characters),
-///   but the hash is capstan's: [`short_hash`] of the CSV name, the namespace (cluster-scoped
-///   ones only, so two namespaces never collide) and the permission entry. OLM's uses Go's
-///   `spew` printing and cannot be reproduced outside Go.
+///   names are OLM's (`generateName` in OLM's `rbac.go`): `base-<hash>`, the hash
+///   [`deep_hash_object`] of the CSV name, the namespace (cluster-scoped ones only, so two
+///   namespaces never collide) and the permission entry, equal to the names OLM v0.38.0 gives
+///   (checked against a name OLM made in `tests/olm/compare.py`'s install-automatic scenario).
 ///
 /// Order: by kind as in [`KINDS`], bundle objects (in file order) before generated ones of the
 /// same kind.
@@ -656,6 +656,7 @@ impl Ctx<'_> {
 
     fn csv_manifest(&self, csv: &Value) -> Value {
         let mut v = csv.clone();
+        go_csv_defaults(&mut v);
         let meta = meta_mut(&mut v);
         strip_server_fields(meta);
         meta.insert("namespace".into(), json!(self.target.namespace));
@@ -758,6 +759,28 @@ impl Ctx<'_> {
             "roleRef": role_ref, "subjects": subjects});
         self.generated_meta(&mut crb, false);
         vec![(4, cr), (5, crb)]
+    }
+}
+
+/// The CSV's spec as OLM stores it after reading the bundle into its Go type
+/// (`operators/v1alpha1.ClusterServiceVersionSpec`) and writing it back: struct fields without
+/// `omitempty` appear even when the bundle leaves them out — `apiservicedefinitions: {}`,
+/// `cleanup: {enabled: false}`, each install deployment's `spec.strategy: {}` — and empty lists
+/// with `omitempty` (`customresourcedefinitions.owned` / `required`) disappear. Seen in
+/// `make compare-olm`; without it, a CSV capstan made and one OLM made differ for no reason a
+/// user could see.
+fn go_csv_defaults(csv: &mut Value) {
+    let Some(spec) = csv.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    spec.entry("apiservicedefinitions").or_insert_with(|| json!({}));
+    spec.entry("cleanup").or_insert_with(|| json!({"enabled": false}));
+    if let Some(crds) = spec.get_mut("customresourcedefinitions").and_then(Value::as_object_mut) {
+        crds.retain(|k, v| !((k == "owned" || k == "required") && v.as_array().is_some_and(Vec::is_empty)));
+    }
+    let deployments = spec.get_mut("install").and_then(|i| i.get_mut("spec")).and_then(|s| s.get_mut("deployments")).and_then(Value::as_array_mut);
+    for d in deployments.into_iter().flatten() {
+        if let Some(ds) = d.get_mut("spec").and_then(Value::as_object_mut) {
+            ds.entry("strategy").or_insert_with(|| json!({}));
+        }
     }
 }
 
@@ -964,13 +987,25 @@ pub fn short_hash(v: &Value) -> String {
     n.to_string().bytes().map(|b| ALPHANUMS[usize::from(b) % ALPHANUMS.len()] as char).collect()
 }
 
-/// `<base>-<hash>` with `base` cut so that the name has at most 63 characters (\[OLM\] `rbac.go`
-/// `generateName`, whose check lets a 64-character name through; capstan's does not).
+/// OLM's `DeepHashObject` (v0.38.0 `pkg/lib/kubernetes/pkg/util/hash/hash.go`): base62 of SHA-224
+/// over what Go's `json.Encoder` writes for `obj` (compact JSON, HTML characters escaped, a
+/// trailing newline). `obj`'s keys must be in the Go struct's field order.
+pub fn deep_hash_object(obj: &Value) -> String {
+    let mut text = marshal_raw(obj);
+    text.push('\n');
+    base62(&Sha224::digest(text.as_bytes()))
+}
+
+/// `<base>-<hash>`, the name OLM gives generated RBAC (\[OLM\] `pkg/controller/registry/resolver/rbac.go`
+/// `generateName`): the hash is [`deep_hash_object`] of `obj`, and `base` is cut to
+/// `63 - len(hash) - 1` characters when `len(base) + len(hash)` exceeds 63 — OLM's own check,
+/// kept as is (it lets a 64-character name through, which RBAC names allow) so that capstan
+/// computes the same name as OLM for the same CSV and adopts the objects an OLM install made.
 fn generate_name(base: &str, obj: &Value) -> String {
-    let hash = short_hash(obj);
+    let hash = deep_hash_object(obj);
     let mut base = base.to_string();
-    if base.len() + 1 + hash.len() > MAX_NAME_LENGTH {
-        let mut cut = MAX_NAME_LENGTH - hash.len() - 1;
+    if base.len() + hash.len() > MAX_NAME_LENGTH {
+        let mut cut = MAX_NAME_LENGTH.saturating_sub(hash.len() + 1);
         while !base.is_char_boundary(cut) {
             cut -= 1;
         }
