@@ -555,11 +555,14 @@ async fn remove_operator(ctx: &Context, csv: &ClusterServiceVersion, replaced: b
     delete_labelled::<ServiceAccount>(ctx, &sel, &mut deleted).await?;
     delete_labelled::<ConfigMap>(ctx, &sel, &mut deleted).await?;
     delete_labelled::<Secret>(ctx, &sel, &mut deleted).await?;
-    // Bundle-shipped objects carry the component label and an ownerReference, no owner labels.
+    // Bundle-shipped objects and generated ServiceAccounts carry the component label and an
+    // ownerReference, no owner labels.
     if let Some(uid) = csv.uid()
         && let Some(component) = csv.labels().keys().find(|k| k.starts_with(COMPONENT_LABEL_PREFIX) && k.len() > COMPONENT_LABEL_PREFIX.len())
     {
         delete_owned::<Service>(ctx, &ns, component, &uid, &mut deleted).await?;
+        // Generated ServiceAccounts too (OLM's shape; older capstan labelled them, above).
+        delete_owned::<ServiceAccount>(ctx, &ns, component, &uid, &mut deleted).await?;
         delete_owned::<ConfigMap>(ctx, &ns, component, &uid, &mut deleted).await?;
         delete_owned::<Secret>(ctx, &ns, component, &uid, &mut deleted).await?;
     }

@@ -446,7 +446,10 @@ pub fn steps(bundle: &Bundle, target: &InstallTarget) -> Result<Vec<Step>, PlanE
         }
         seen.push(sa.clone());
         let mut v = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": target.namespace}});
-        ctx.generated_meta(&mut v, true);
+        // As OLM (`rbac.go`: `AddNonBlockingOwner`, no owner labels): the CSV's ownerReference
+        // and the component label; removal finds it by both (`removal::delete_owned`).
+        ctx.common_labels(&mut v);
+        ctx.add_owner(&mut v);
         out.push((1, ctx.step(v)));
     }
 
@@ -766,7 +769,9 @@ impl Ctx<'_> {
 /// (`operators/v1alpha1.ClusterServiceVersionSpec`) and writing it back: struct fields without
 /// `omitempty` appear even when the bundle leaves them out — `apiservicedefinitions: {}`,
 /// `cleanup: {enabled: false}`, each install deployment's `spec.strategy: {}` — and empty lists
-/// with `omitempty` (`customresourcedefinitions.owned` / `required`) disappear. Seen in
+/// with `omitempty` (`customresourcedefinitions.owned` / `required`) disappear; and the defaults
+/// of OLM's CSV CRD schema apply (container ports' `protocol: TCP`, webhook definitions'
+/// `containerPort: 443`). Seen in
 /// `make compare-olm`; without it, a CSV capstan made and one OLM made differ for no reason a
 /// user could see.
 fn go_csv_defaults(csv: &mut Value) {
@@ -780,6 +785,22 @@ fn go_csv_defaults(csv: &mut Value) {
     for d in deployments.into_iter().flatten() {
         if let Some(ds) = d.get_mut("spec").and_then(Value::as_object_mut) {
             ds.entry("strategy").or_insert_with(|| json!({}));
+            // OLM's CSV CRD schema defaults a container port's protocol (structural defaulting by
+            // the API server); capstan's CRD leaves the deployment spec unchecked, so set it here.
+            for list in ["initContainers", "containers"] {
+                let Some(cs) = ds.get_mut("template").and_then(|t| t.get_mut("spec")).and_then(|p| p.get_mut(list)).and_then(Value::as_array_mut) else { continue };
+                for port in cs.iter_mut().filter_map(|c| c.get_mut("ports")).filter_map(Value::as_array_mut).flatten() {
+                    if let Some(port) = port.as_object_mut() {
+                        port.entry("protocol").or_insert_with(|| json!("TCP"));
+                    }
+                }
+            }
+        }
+    }
+    // The same schema defaults a webhook definition's `containerPort` to 443.
+    for w in spec.get_mut("webhookdefinitions").and_then(Value::as_array_mut).into_iter().flatten() {
+        if let Some(w) = w.as_object_mut() {
+            w.entry("containerPort").or_insert_with(|| json!(443));
         }
     }
 }

@@ -154,6 +154,13 @@ pub struct BundleEntry {
     pub dependencies: Vec<Dependency>,
     /// Why the bundle can never be installed (bad properties, `cel` constraint, `olm.deprecated`).
     pub problem: Option<String>,
+    /// The bundle's catalog properties other than `olm.bundle.object` and `olm.csv.metadata`, in
+    /// catalog order, as the JSON text of a `[{"type","value"}…]` list: what operator-registry's
+    /// gRPC API serves as `Bundle.properties` (`pkg/api/model_to_api.go`
+    /// `convertModelPropertiesToAPIProperties`) and OLM writes into the CSV annotation
+    /// `operatorframework.io/properties` and the bundle lookups. Kept as text: it is only read
+    /// for the few bundles a resolution installs.
+    pub properties: Box<str>,
     /// Position in OLM's dependency preference order inside this catalog (default channel first,
     /// then package name, then channel name, then head first); `u32::MAX` when the bundle is on no
     /// channel's candidate chain (skipped, stranded, or its channel is broken).
@@ -161,12 +168,20 @@ pub struct BundleEntry {
 }
 
 /// The properties of a resolved bundle as OLM writes them into an InstallPlan's bundle lookup
-/// (and install into the CSV annotation `operatorframework.io/properties`): `olm.package`, an
-/// `olm.gvk` per provided API, `olm.package.required` / `olm.gvk.required` for plain package and
-/// GVK dependencies, and an `olm.constraint` (failure message, description) for compound ones.
-/// `entry` is the bundle's catalog entry; without one only `olm.package` is known.
+/// and the CSV annotation `operatorframework.io/properties`: the catalog's own
+/// ([`BundleEntry::properties`], in catalog order) when the entry has them; otherwise rebuilt
+/// from what the index knows: `olm.package`, an `olm.gvk` per provided API,
+/// `olm.package.required` / `olm.gvk.required` for plain package and GVK dependencies, and an
+/// `olm.constraint` (failure message, description) for compound ones. `entry` is the bundle's
+/// catalog entry; without one only `olm.package` is known.
 pub fn lookup_properties(package: &str, version: &Version, entry: Option<&BundleEntry>) -> Vec<serde_json::Value> {
     use serde_json::json;
+    if let Some(e) = entry
+        && let Ok(serde_json::Value::Array(props)) = serde_json::from_str::<serde_json::Value>(&e.properties)
+        && !props.is_empty()
+    {
+        return props;
+    }
     let mut props = vec![json!({"type": "olm.package", "value": {"packageName": package, "version": version.to_string()}})];
     let Some(e) = entry else { return props };
     for g in &e.provides {
@@ -638,7 +653,14 @@ fn bundle_entry(b: &crate::catalog::model::Bundle, package: PackageIdx) -> Bundl
     if version.is_none() && problems.is_empty() {
         problems.push("has no usable olm.package version".into());
     }
+    let served: Vec<serde_json::Value> = b
+        .properties
+        .iter()
+        .filter(|p| p.type_ != property::BUNDLE_OBJECT && p.type_ != property::CSV_METADATA)
+        .map(|p| serde_json::json!({"type": p.type_, "value": p.value}))
+        .collect();
     BundleEntry {
+        properties: serde_json::to_string(&served).unwrap_or_default().into_boxed_str(),
         name: b.name.clone(),
         package,
         version: version.unwrap_or_else(|| Version::new(0, 0, 0)),
