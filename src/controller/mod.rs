@@ -378,6 +378,23 @@ fn spec_or_metadata<K: Resource>(obj: &K) -> Option<u64> {
     predicates::generation.combine(predicates::labels).combine(predicates::annotations).combine(predicates::finalizers).combine(deleting).hash_property(obj)
 }
 
+/// [`spec_or_metadata`] without the component labels (`operators.coreos.com/<package>.<namespace>`):
+/// the Subscription reconciler puts its operator's component label on the Subscription itself
+/// (OLM's adoption), and that write must not make it reconcile again.
+fn spec_or_metadata_but_components<K: Resource>(obj: &K) -> Option<u64> {
+    use kube::runtime::{Predicate, predicates};
+    use std::hash::{Hash, Hasher};
+    let labels = |o: &K| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for (k, v) in o.meta().labels.iter().flatten().filter(|(k, _)| !k.starts_with(crate::install::COMPONENT_LABEL_PREFIX)) {
+            (k, v).hash(&mut h);
+        }
+        Some(h.finish())
+    };
+    let deleting = |o: &K| Some(u64::from(o.meta().deletion_timestamp.is_some()));
+    predicates::generation.combine(labels).combine(predicates::annotations).combine(predicates::finalizers).combine(deleting).hash_property(obj)
+}
+
 /// A controller for `K` over all namespaces whose trigger is filtered by [`spec_or_metadata`].
 fn filtered<K>(api: Api<K>) -> Controller<K>
 where
@@ -475,7 +492,7 @@ async fn run_inner(ctx: Arc<Context>, rx: mpsc::UnboundedReceiver<()>, shutdown:
     let catalogs = filtered(Api::<CatalogSource>::all(client.clone()))
         .run(catalogsource::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
-    let subscriptions = filtered(Api::<Subscription>::all(client.clone()));
+    let subscriptions = filtered_by(Api::<Subscription>::all(client.clone()), spec_or_metadata_but_components::<Subscription>);
     let sub_store = subscriptions.store();
     let subscriptions = subscriptions
         .owns_stream(watcher(Api::<PartialObjectMeta<InstallPlan>>::all(client.clone()), cfg()).backoff(watch_backoff()).touched_objects())

@@ -434,6 +434,43 @@ pub(crate) fn planned_lookups(to_install: &[ResolvedBundle], subscriptions: Vec<
     PlannedLookups { catalog_sources, bundle_lookups, subscriptions }
 }
 
+/// Puts the component label of the Subscription's operator (`operators.coreos.com/<package>.<namespace>`,
+/// value `""`) on the Subscription, as OLM's adoption controller does
+/// (`pkg/controller/operators/adoption_controller.go` `ReconcileSubscription`), so that
+/// `kubectl get subscriptions -l operators.coreos.com/<package>.<namespace>` finds it with the
+/// operator's other objects. One merge patch, once; the watch ignores the change
+/// (`spec_or_metadata_but_components`).
+async fn adopt(ctx: &Context, sub: &Subscription) -> Result<(), Error> {
+    let ns = sub.namespace().unwrap_or_default();
+    let key = crate::install::component_label_key(&sub.spec.package, &ns);
+    if sub.spec.package.is_empty() || sub.labels().contains_key(&key) {
+        return Ok(());
+    }
+    let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &ns);
+    let patch = json!({"metadata": {"labels": {key: ""}}});
+    match api.patch(&sub.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(kube_err(format!("labelling Subscription {ns}/{}", sub.name_any()))(e)),
+    }
+}
+
+/// Removes the component label from the Subscription's previous InstallPlan once a new one is
+/// made: OLM's adoption keeps it on the latest plan only (`adoptInstallPlan` disowns the others).
+async fn disown(plans: &Api<InstallPlan>, prior: &InstallPlan, package: &str) -> Result<(), Error> {
+    let (ns, name) = (prior.namespace().unwrap_or_default(), prior.name_any());
+    let key = crate::install::component_label_key(package, &ns);
+    if !prior.labels().contains_key(&key) {
+        return Ok(());
+    }
+    let patch = json!({"metadata": {"labels": {key: null}}});
+    match plans.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(kube_err(format!("removing the component label from InstallPlan {ns}/{name}"))(e)),
+    }
+}
+
 /// Writes `status` onto the Subscription unless it says what its status says already.
 async fn write(ctx: &Context, sub: &Subscription, status: &SubscriptionStatus) -> Result<(), Error> {
     if sub.status.as_ref().is_some_and(|old| old.same_as(status)) {
@@ -518,6 +555,7 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
     }
     let ns = sub.namespace().unwrap_or_default();
     let name = sub.name_any();
+    adopt(&ctx, &sub).await?;
     let now = now_time();
     let mut status = sub.status.clone().unwrap_or_else(|| SubscriptionStatus::new(now.clone()));
     status.last_updated = now.clone();
@@ -610,7 +648,11 @@ async fn install(ctx: &Context, sub: &Subscription, mut status: SubscriptionStat
         Some(p) => p,
         None => {
             let note = plan_created_note(sub, &plan_name, &csv_names, to_install);
-            create_plan(ctx, sub, &plans, &plan_name, &csv_names, planned_lookups(to_install, deps.clone()), &note).await?
+            let created = create_plan(ctx, sub, &plans, &plan_name, &csv_names, planned_lookups(to_install, deps.clone()), &note).await?;
+            if let Some(p) = prior.as_ref() {
+                disown(&plans, p, &sub.spec.package).await?;
+            }
+            created
         }
     };
     if !approve_if_automatic(sub, &plans, &plan).await? {

@@ -55,11 +55,18 @@ pub fn objects(csv: &ClusterServiceVersion, csv_uid: &str, oc_uid: &str) -> Vec<
     let owner = |api_version: &str, kind: &str, uid: &str| {
         json!([{"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": false}])
     };
-    let oc = json!({
+    // OLM's adoption controller labels the OperatorCondition with the CSV's component labels
+    // (`adoption_controller.go`: objects the CSV owns join its Operator).
+    let components: serde_json::Map<String, Value> =
+        csv.labels().iter().filter(|(k, _)| k.starts_with(super::COMPONENT_LABEL_PREFIX)).map(|(k, _)| (k.clone(), json!(""))).collect();
+    let mut oc = json!({
         "apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
         "metadata": {"name": name, "namespace": ns, "ownerReferences": owner("operators.coreos.com/v1alpha1", "ClusterServiceVersion", csv_uid)},
         "spec": {"serviceAccounts": service_accounts(csv), "deployments": deployments(csv)},
     });
+    if !components.is_empty() {
+        oc["metadata"]["labels"] = Value::Object(components);
+    }
     let oc_owner = owner("operators.coreos.com/v2", "OperatorCondition", oc_uid);
     let role = json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",

@@ -471,6 +471,11 @@ def generated_names(objs):
         elif o and k[0] == "InstallPlan":
             # capstan names its InstallPlans install-<hash> itself; numbered alike
             by_prefix.setdefault((k[0], k[1], "install-"), []).append(o)
+        elif o and k[0] in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration") and \
+                (o["metadata"].get("labels") or {}).get("olm.webhook-description-generate-name"):
+            # capstan names webhook configurations <generateName>-<hash> itself (E8); numbered alike
+            prefix = o["metadata"]["labels"]["olm.webhook-description-generate-name"] + "-"
+            by_prefix.setdefault((k[0], k[1], prefix), []).append(o)
     for (_, _, prefix), os_ in by_prefix.items():
         os_.sort(key=lambda o: (o["metadata"].get("creationTimestamp", ""), o["metadata"]["name"]))
         for i, o in enumerate(os_):
