@@ -454,6 +454,10 @@ async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &Clu
         let message = status.message.clone().unwrap_or_default();
         let type_ = if status.phase == Some(CsvPhase::Failed) { EventType::Warning } else { EventType::Normal };
         ctx.events.publish_for(csv, type_, if reason.is_empty() { &phase } else { &reason }, &format!("{phase}: {message}")).await;
+        // The Operator object follows the phases a user acts on (`operator.rs`).
+        if matches!(status.phase, Some(CsvPhase::Succeeded | CsvPhase::Failed)) {
+            ctx.sync_operator_of(&written);
+        }
         let key = (csv.namespace().unwrap_or_default(), csv.name_any());
         let mut phases = ctx.csv_phases.lock().unwrap_or_else(|e| e.into_inner());
         phases.insert(key, phase);

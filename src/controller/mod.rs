@@ -17,6 +17,7 @@ mod catalogsource;
 mod csv;
 pub mod events;
 mod installplan;
+mod operator;
 mod rbac;
 mod removal;
 mod scoped;
@@ -122,6 +123,9 @@ pub struct Context {
     pub error_log: Mutex<HashMap<String, (std::time::Instant, u64)>>,
     /// Sends `()` to re-reconcile every Subscription (a catalog got a new digest).
     resync_subscriptions: mpsc::UnboundedSender<()>,
+    /// Sends `(package, namespace)` to bring that Operator object up to date ([`operator::run`]);
+    /// set when the controllers start.
+    operator_syncs: Mutex<Option<mpsc::UnboundedSender<(String, String)>>>,
 }
 
 /// Errors of a reconcile; the object is retried after a backoff (see [`error_policy`]). Each
@@ -476,8 +480,24 @@ impl Context {
             reconcile_failures: Mutex::new(HashMap::new()),
             error_log: Mutex::new(HashMap::new()),
             resync_subscriptions: tx,
+            operator_syncs: Mutex::new(None),
         };
         (Arc::new(ctx), rx)
+    }
+
+    /// Asks for the Operator object of `package` in `namespace` to be brought up to date
+    /// ([`operator::run`]; nothing when the controllers do not run).
+    pub(crate) fn sync_operator(&self, package: &str, namespace: &str) {
+        if let Some(tx) = self.operator_syncs.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            let _ = tx.unbounded_send((package.to_string(), namespace.to_string()));
+        }
+    }
+
+    /// [`Context::sync_operator`] for the package `csv` installs.
+    pub(crate) fn sync_operator_of(&self, csv: &ClusterServiceVersion) {
+        if let Some(p) = operator::package_of(csv) {
+            self.sync_operator(&p, &kube::ResourceExt::namespace(csv).unwrap_or_default());
+        }
     }
 
     /// Asks for every Subscription to be reconciled again (a catalog changed).
@@ -527,9 +547,12 @@ async fn run_inner(ctx: Arc<Context>, rx: mpsc::UnboundedReceiver<()>, shutdown:
     let groups = filtered(Api::<OperatorGroup>::all(client.clone()))
         .run(csv::reconcile_operator_group, error_policy, ctx.clone())
         .for_each(|_| async {});
+    let (operator_tx, operator_rx) = mpsc::unbounded();
+    *ctx.operator_syncs.lock().unwrap_or_else(|e| e.into_inner()) = Some(operator_tx);
+    let operators = operator::run(ctx.clone(), operator_rx);
     let subscription_deletions = removal::watch_subscription_deletions(ctx.clone());
     let group_deletions = crate::install::aggregation::watch_operator_group_deletions(client.clone());
-    let all = futures::future::join3(futures::future::join5(catalogs, subscriptions, plans, csvs, groups), subscription_deletions, group_deletions);
+    let all = futures::future::join4(futures::future::join5(catalogs, subscriptions, plans, csvs, groups), subscription_deletions, group_deletions, operators);
     tokio::select! {
         _ = all => {}
         _ = shutdown => {}

@@ -311,6 +311,7 @@ pub(super) async fn reconcile_csv(csv: &ClusterServiceVersion, ctx: &Context) ->
         Some(wait) => Ok(Some(Action::requeue(wait))),
         None => {
             remove_finalizer(&api, csv, CSV_FINALIZER).await?;
+            ctx.sync_operator_of(csv);
             Ok(Some(Action::await_change()))
         }
     }

@@ -476,8 +476,14 @@ async fn write(ctx: &Context, sub: &Subscription, status: &SubscriptionStatus) -
     if sub.status.as_ref().is_some_and(|old| old.same_as(status)) {
         return Ok(());
     }
-    let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &sub.namespace().unwrap_or_default());
-    apply_typed_status(&api, sub, status).await.map(|_| ())
+    let ns = sub.namespace().unwrap_or_default();
+    let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &ns);
+    apply_typed_status(&api, sub, status).await?;
+    // The Operator object lists the Subscription with its state (`operator.rs`).
+    if sub.status.as_ref().and_then(|s| s.state.clone()) != status.state {
+        ctx.sync_operator(&sub.spec.package, &ns);
+    }
+    Ok(())
 }
 
 /// The catalogs namespace `ns` can see: the CatalogSources that exist in it and in the global

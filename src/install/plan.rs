@@ -574,11 +574,18 @@ impl Ctx<'_> {
         }
     }
 
-    /// A step for an object of [`webhook`]: common labels, then the owner labels and the
-    /// ownerReference as the object asks.
+    /// A step for an object of [`webhook`]: common labels (webhook configurations only
+    /// `olm.managed`), then the owner labels and the ownerReference as the object asks.
     fn planned(&self, p: webhook::Planned) -> Step {
         let mut v = p.value;
-        self.common_labels(&mut v);
+        let kind = v.get("kind").and_then(Value::as_str).unwrap_or_default();
+        if matches!(kind, "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration") {
+            // As OLM's: no component label (webhook configurations are none of an Operator's
+            // components); removal finds them by their owner labels.
+            labels_mut(&mut v).insert(LABEL_MANAGED.into(), json!("true"));
+        } else {
+            self.common_labels(&mut v);
+        }
         if p.owner_labels {
             let labels = labels_mut(&mut v);
             for (k, val) in self.owner_labels() {
