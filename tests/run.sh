@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: everything the tests need, on a machine that has never seen the project.
-# 1. builds the control plane (kubelet and kube-proxy included), opm and the helm-operator of the
-#    nginx-operator image from the Go module proxy (cached in $CAPSTAN_CACHE, outside the repo),
+# 1. builds the control plane (kubelet and kube-proxy included), opm, OLM v0 and the helm-operator
+#    of the nginx-operator image from the Go module proxy (cached in $CAPSTAN_CACHE, outside the repo),
 # 2. starts the control plane, the registry and the real node (tests/cluster/up.sh; reuses a running
 #    one; installs Debian's docker-registry, containerd, runc, containernetworking-plugins, iptables
 #    and iproute2 when missing, and images/build.sh gcc and libc6-dev for the pause image),
@@ -49,6 +49,13 @@ echo "== building the peer tools for side-by-side checks (opm; cached after the 
 export CAPSTAN_OPM=$(bash "$here/peers/build.sh")
 # Side-by-side tests and benchmarks fail, rather than skip, when a peer is missing.
 export CAPSTAN_REQUIRE_PEERS=1
+if ! python3 -c 'import yaml' 2>/dev/null && command -v apt-get >/dev/null 2>&1; then
+  # The OLM differential harness (tests/olm/) reads YAML bundles.
+  echo "installing Debian's python3-yaml (the OLM differential harness reads YAML)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-yaml >/dev/null
+fi
+echo "== building OLM v0 for the differential tests (tests/compare_olm.rs; cached after the first run)"
+bash "$here/peers/build-olm.sh" >/dev/null
 echo "== building the helm-operator of the example nginx-operator image (cached after the first run)"
 bash "$root/images/helm-operator.sh" >/dev/null
 echo "== starting the control plane, the OCI registry and the real node"

@@ -248,14 +248,15 @@ async fn sync(ctx: &Context, package: &str, namespace: &str) -> Result<(), Error
     }
     let status = components(&name, refs);
     let pp = PatchParams::apply(crate::install::FIELD_MANAGER).force();
-    let object = json!({"apiVersion": Operator::api_version(&()), "kind": Operator::kind(&()), "metadata": {"name": name}, "spec": {}});
-    let found = operators.get_opt(&name).await.map_err(kube_err(format!("reading Operator {name}")))?;
-    if found.is_none() {
-        operators.patch(&name, &pp, &Patch::Apply(&object)).await.map_err(kube_err(format!("creating Operator {name}")))?;
-    } else if found.as_ref().and_then(|o| o.status.as_ref()) == Some(&status) {
-        return Ok(());
-    }
     let body = json!({"apiVersion": Operator::api_version(&()), "kind": Operator::kind(&()), "metadata": {"name": name}, "status": status});
+    // The status first: one request when the Operator exists (every sync but the first).
+    match operators.patch_status(&name, &pp, &Patch::Apply(&body)).await {
+        Ok(_) => return Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => return Err(kube_err(format!("writing status of Operator {name}"))(e)),
+    }
+    let object = json!({"apiVersion": Operator::api_version(&()), "kind": Operator::kind(&()), "metadata": {"name": name}, "spec": {}});
+    operators.patch(&name, &pp, &Patch::Apply(&object)).await.map_err(kube_err(format!("creating Operator {name}")))?;
     operators.patch_status(&name, &pp, &Patch::Apply(&body)).await.map_err(kube_err(format!("writing status of Operator {name}")))?;
     Ok(())
 }

@@ -1127,6 +1127,28 @@ mod tests {
     }
 
     #[test]
+    fn plans_are_numbered_per_namespace_as_olm_numbers_them() {
+        let mut s = sub("s", "a");
+        assert_eq!(next_plan_generation(&[], &[&s]), 1, "the namespace's first plan");
+        let mut p1 = plan("p1", Some("Complete"), true);
+        p1.spec.generation = Some(1);
+        let mut p3 = plan("p3", Some("Complete"), true);
+        p3.spec.generation = Some(3);
+        assert_eq!(next_plan_generation(&[p1.clone(), p3], &[&s]), 4, "one more than the highest plan");
+        // A pruned plan still counts through the Subscription that recorded it.
+        let mut st = SubscriptionStatus::new(now());
+        st.install_plan_generation = Some(7);
+        s.status = Some(st);
+        assert_eq!(next_plan_generation(&[p1.clone()], &[&s]), 8);
+        // The Subscription's status follows its plan's number.
+        let mut st = SubscriptionStatus::new(now());
+        let mut p = plan("p", Some("Complete"), true);
+        p.spec.generation = Some(2);
+        plan_progress(&mut st, &p, None, &now());
+        assert_eq!(st.install_plan_generation, Some(2));
+    }
+
+    #[test]
     fn a_new_plan_is_owned_labelled_and_carries_its_lookups() {
         let mut s = sub("s", "a");
         let lookups = planned_lookups(&[bundle("s", "a", "a.v2.0.0", Reason::Upgrade { from: "a.v1.0.0".into() })], vec![]);
