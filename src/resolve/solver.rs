@@ -581,7 +581,10 @@ impl DependencyProvider for Provider<'_, '_> {
                     c.candidates.push(id);
                     if let Record::Bundle { cat, b } = r {
                         let idx = self.ctx.index(cat);
-                        if !idx.is_candidate(b) {
+                        // Off the candidate chain, unless a Subscription names it as its
+                        // startingCSV (OLM installs a skipped startingCSV; `subscription_plan`).
+                        let chosen = idx.bundle(b).problem.is_none() && idx.invalid().is_none() && self.ctx.plans.iter().any(|p| p.candidates.contains_key(&r));
+                        if !idx.is_candidate(b) && !chosen {
                             c.excluded.push((id, self.pool.intern_string(non_candidate_reason(idx, b))));
                         }
                     }
@@ -1110,6 +1113,20 @@ fn preflight(
                         continue;
                     }
                     push(&mut plan, Record::Bundle { cat: cat as u32, b }, &ch.name);
+                }
+            }
+            // A startingCSV that another entry skips is not on the channel's candidate chain, yet
+            // OLM v0 installs it (its resolver filters every entry of the channel by CSV name) and
+            // then upgrades along `skips` to the entry that skips it (`make compare-olm`,
+            // upgrade-skips scenario).
+            if plan.candidates.is_empty()
+                && let Some(s) = &sub.starting_csv
+            {
+                for ch in &channels {
+                    let Some(b) = ch.entries.iter().find(|e| &e.name == s).and_then(|e| e.bundle) else { continue };
+                    if range.as_ref().is_none_or(|r| r.matches(&idx.bundle(b).version)) {
+                        push(&mut plan, Record::Bundle { cat: cat as u32, b }, &ch.name);
+                    }
                 }
             }
             if plan.candidates.is_empty() {
