@@ -119,14 +119,16 @@ pub(crate) fn csv_conditions(status: Option<&ClusterServiceVersionStatus>) -> Ve
     }]
 }
 
-/// The objects `plan` applied for CSV `csv` that are components (of [`COMPONENT_KINDS`]), as
+/// The objects `plan` applied (steps `Created` or `Present`) for CSV `csv` that are components (of [`COMPONENT_KINDS`]), as
 /// `(apiVersion, kind, namespace, name)`; the CSV itself is left out (its reference carries its
 /// conditions). A serving Secret (step kind `BundleSecret`) counts as a Secret. The
 /// `kube-system` auth-reader RoleBinding is left out: OLM labels it with nothing but
 /// `olm.managed`, so it is none of OLM's components. Pure.
 pub(crate) fn plan_components(plan: &InstallPlan, csv: &str) -> Vec<(String, String, Option<String>, String)> {
     let ns = plan.namespace().unwrap_or_default();
-    let steps = plan.status.iter().flat_map(|s| s.plan.iter()).filter(|s| s.resolving == csv);
+    // Only what the plan has applied: a plan awaiting approval lists steps not created yet.
+    let applied = |s: &&crate::api::installplan::Step| matches!(s.status, crate::api::installplan::StepStatus::Created | crate::api::installplan::StepStatus::Present);
+    let steps = plan.status.iter().flat_map(|s| s.plan.iter()).filter(|s| s.resolving == csv).filter(applied);
     let mut out = Vec::new();
     for st in steps {
         let r = &st.resource;
@@ -307,6 +309,7 @@ mod tests {
             step("op.v1", "ValidatingWebhookConfiguration", "vop-abc", None),
             step("dep.v1", "Deployment", "dep", None),
             step("op.v1", "Deployment", "op", None),
+            Step { status: StepStatus::Unknown, ..step("op.v1", "Service", "not-applied-yet", None) },
         ];
         plan.status = Some(st);
         let got: Vec<(String, Option<String>, String)> = plan_components(&plan, "op.v1").into_iter().map(|(_, k, ns, n)| (k, ns, n)).collect();
@@ -318,7 +321,7 @@ mod tests {
                 ("Secret".into(), Some("ops".into()), "op-service-cert".into()),
                 ("Deployment".into(), Some("ops".into()), "op".into()),
             ],
-            "no CSV (listed apart), no kube-system auth-reader, no webhook configuration, nothing of another CSV"
+            "no CSV (listed apart), no kube-system auth-reader, no webhook configuration, nothing of another CSV, nothing not applied yet"
         );
     }
 
