@@ -22,6 +22,10 @@ mod removal;
 mod scoped;
 pub mod leader;
 mod subscription;
+#[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
+mod fixtures;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
