@@ -20,6 +20,7 @@ mod installplan;
 mod rbac;
 mod removal;
 mod scoped;
+mod serving;
 pub mod leader;
 mod subscription;
 #[cfg(test)]
@@ -49,6 +50,7 @@ use crate::metrics::Metrics;
 pub use catalogs::{CatalogChange, CatalogState, CatalogStore, LoadedIndex};
 pub use catalogsource::mirror_once;
 pub use events::Events;
+pub use serving::serve_discovery;
 
 pub use csv::{InstallModeError, check_install_mode};
 pub use installplan::install_plan_name;
