@@ -65,27 +65,14 @@ fn catalog_source(status: Option<Value>) -> Value {
     v
 }
 
-/// The FBC of catalog olm/community: package etcd, channel stable with one bundle.
-const CATALOG: &str = r#"
-schema: olm.package
-name: etcd
-defaultChannel: stable
----
-schema: olm.channel
-package: etcd
-name: stable
-entries: [{name: etcd.v0.9.4}]
----
-schema: olm.bundle
-package: etcd
-name: etcd.v0.9.4
-image: quay.io/example/etcd-bundle@sha256:0000000000000000000000000000000000000000000000000000000000000001
-properties:
-- {type: olm.package, value: {packageName: etcd, version: 0.9.4}}
+/// The FBC of catalog olm/community (a JSON stream): package etcd, channel stable with one bundle.
+const CATALOG: &str = r#"{"schema": "olm.package", "name": "etcd", "defaultChannel": "stable"}
+{"schema": "olm.channel", "package": "etcd", "name": "stable", "entries": [{"name": "etcd.v0.9.4"}]}
+{"schema": "olm.bundle", "package": "etcd", "name": "etcd.v0.9.4", "image": "quay.io/example/etcd-bundle@sha256:0000000000000000000000000000000000000000000000000000000000000001", "properties": [{"type": "olm.package", "value": {"packageName": "etcd", "version": "0.9.4"}}]}
 "#;
 
 fn load_catalog(ctx: &super::Context) {
-    let config = crate::catalog::parse::parse_bytes("catalog.yaml", CATALOG.as_bytes()).expect("fixture catalog parses");
+    let config = crate::catalog::parse::parse_bytes("catalog.json", CATALOG.as_bytes()).expect("fixture catalog parses");
     let index = crate::resolve::CatalogIndex::from_config(&config);
     let loaded = LoadedIndex { image: "quay.io/example/catalog:latest".into(), digest: "sha256:c0".into(), priority: 0, index: Arc::new(index), served: None };
     ctx.catalogs.ready(&("olm".into(), "community".into()), loaded);
@@ -405,4 +392,58 @@ async fn a_subscription_deleted_for_uninstall_hands_its_annotations_to_the_csv()
     assert_eq!(seen[3].body, json!({"metadata": {"annotations": {ANNOTATION_UNINSTALL_OPERANDS: "true"}}}));
     assert_eq!(seen[5].body, json!({"metadata": {"finalizers": null, "resourceVersion": "10"}}));
     assert!(status_writes(&seen).is_empty());
+}
+
+/// A deleted CSV without uninstall annotations and without webhooks or owned CRDs: the operator
+/// goes in OLM's order — webhook configurations first (nothing may call a Service without pods),
+/// then the Deployment, then its RBAC and the other labelled objects in every namespace — and only
+/// once no labelled cluster-scoped RBAC is left does the finalizer go, with the resourceVersion
+/// as precondition, after a Normal Event `Uninstalled`.
+#[tokio::test]
+async fn a_deleted_csv_removes_its_operator_in_order_then_its_finalizer() {
+    let (server, ctx) = ApiServer::context();
+    let mut csv = installed_csv(Some(json!({"phase": "Succeeded", "reason": "InstallSucceeded", "message": "ok"})));
+    csv["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:05:00Z");
+    let owned = |kind: &str, api_version: &str, ns: Option<&str>, name: &str| {
+        let mut v = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "labels": {"olm.owner": "etcd.v0.9.4", "olm.owner.namespace": NS}}});
+        if let Some(ns) = ns {
+            v["metadata"]["namespace"] = json!(ns);
+        }
+        v
+    };
+    let deployment = owned("Deployment", "apps/v1", Some(NS), "etcd-operator");
+    let binding = owned("ClusterRoleBinding", "rbac.authorization.k8s.io/v1", None, "etcd-operator-view");
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    let csv_path = olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4");
+    server
+        .expect("GET", &csv_path, Reply::Ok(csv.clone()))
+        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", ""), list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", vec![csv.clone()]))
+        .expect("GET", &olm_path("v1alpha1", NS, "subscriptions", ""), list("SubscriptionList", "operators.coreos.com/v1alpha1", vec![]))
+        .expect("DELETE", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", list("MutatingWebhookConfigurationList", "admissionregistration.k8s.io/v1", vec![]))
+        .expect("DELETE", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", list("ValidatingWebhookConfigurationList", "admissionregistration.k8s.io/v1", vec![]))
+        .expect("GET", "/apis/apps/v1/deployments", list("DeploymentList", "apps/v1", vec![deployment.clone()]))
+        .expect("DELETE", &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"), Reply::Ok(deployment))
+        .expect("GET", &format!("{rbac}/clusterrolebindings"), list("ClusterRoleBindingList", "rbac.authorization.k8s.io/v1", vec![binding.clone()]))
+        .expect("DELETE", &format!("{rbac}/clusterrolebindings/etcd-operator-view"), Reply::Ok(binding))
+        .expect("GET", &format!("{rbac}/clusterroles"), list("ClusterRoleList", "rbac.authorization.k8s.io/v1", vec![]))
+        .expect("GET", "/api/v1/services", list("ServiceList", "v1", vec![]))
+        .expect("GET", &format!("{rbac}/rolebindings"), list("RoleBindingList", "rbac.authorization.k8s.io/v1", vec![]))
+        .expect("GET", &format!("{rbac}/roles"), list("RoleList", "rbac.authorization.k8s.io/v1", vec![]))
+        .expect("GET", "/api/v1/serviceaccounts", list("ServiceAccountList", "v1", vec![]))
+        .expect("GET", "/api/v1/configmaps", list("ConfigMapList", "v1", vec![]))
+        .expect("GET", "/api/v1/secrets", list("SecretList", "v1", vec![]))
+        .expect("GET", &format!("{rbac}/clusterrolebindings"), list("ClusterRoleBindingList", "rbac.authorization.k8s.io/v1", vec![]))
+        .expect("GET", &format!("{rbac}/clusterroles"), list("ClusterRoleList", "rbac.authorization.k8s.io/v1", vec![]))
+        .expect("POST", &events_path(NS), Reply::Echo)
+        .expect("PATCH", &csv_path, Reply::Ok(csv.clone()));
+    let action = super::csv::reconcile(typed::<ClusterServiceVersion>(&csv), ctx).await.expect("reconcile");
+    assert_eq!(action, Action::await_change());
+    let seen = server.finish();
+    let selector = "labelSelector=olm.owner%3Detcd.v0.9.4%2Colm.owner.namespace%3Doperators%2Colm.owner.kind%3DClusterServiceVersion";
+    for s in seen.iter().filter(|s| !s.path.contains("operators.coreos.com") && !s.path.contains("events") && !s.path.ends_with("etcd-operator") && !s.path.ends_with("-view")) {
+        assert!(s.query.contains(selector), "{} selects the CSV's objects by owner labels: {}", s.line(), s.query);
+    }
+    assert_eq!((&seen[18].body["type"], &seen[18].body["reason"], &seen[18].body["note"]), (&json!("Normal"), &json!("Uninstalled"), &json!("uninstalled CSV operators/etcd.v0.9.4: removed the operator and its RBAC")));
+    assert_eq!(seen[19].body, json!({"metadata": {"finalizers": null, "resourceVersion": "20"}}));
+    assert!(status_writes(&seen).is_empty(), "nothing is left to report: {:?}", lines(&seen));
 }

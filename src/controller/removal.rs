@@ -467,17 +467,37 @@ async fn delete_labelled<K>(ctx: &Context, selector: &str, deleted: &mut Vec<Str
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    let client = ctx.client.clone();
+    delete_listed(&Api::<K>::all(ctx.client.clone()), |o: &K| Api::namespaced(client.clone(), &o.namespace().unwrap_or_default()), selector, deleted).await
+}
+
+/// Deletes the cluster-scoped objects of kind `K` labelled with `selector`.
+async fn delete_labelled_cluster<K>(ctx: &Context, selector: &str, deleted: &mut Vec<String>) -> Result<(), Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let api = Api::<K>::all(ctx.client.clone());
+    delete_listed(&api, |_: &K| api.clone(), selector, deleted).await
+}
+
+/// Deletes each object `list` lists with label selector `selector` (not those being deleted
+/// already) through `api_of(object)`, recording `Kind [namespace/]name` in `deleted`; one gone
+/// meanwhile is fine.
+async fn delete_listed<K>(list: &Api<K>, api_of: impl Fn(&K) -> Api<K>, selector: &str, deleted: &mut Vec<String>) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let kind = K::kind(&()).into_owned();
-    let list = Api::<K>::all(ctx.client.clone()).list(&ListParams::default().labels(selector)).await.map_err(kube_err(format!("listing {kind}s labelled {selector}")))?;
-    for o in list.items {
-        if o.meta().deletion_timestamp.is_some() {
-            continue;
-        }
-        let (ns, name) = (o.namespace().unwrap_or_default(), o.name_any());
-        match Api::<K>::namespaced(ctx.client.clone(), &ns).delete(&name, &DeleteParams::background()).await {
-            Ok(_) => deleted.push(format!("{kind} {ns}/{name}")),
+    let items = list.list(&ListParams::default().labels(selector)).await.map_err(kube_err(format!("listing {kind}s labelled {selector}")))?.items;
+    for o in items.iter().filter(|o| o.meta().deletion_timestamp.is_none()) {
+        let shown = match o.namespace() {
+            Some(ns) => format!("{kind} {ns}/{}", o.name_any()),
+            None => format!("{kind} {}", o.name_any()),
+        };
+        match api_of(o).delete(&o.name_any(), &DeleteParams::background()).await {
+            Ok(_) => deleted.push(shown),
             Err(e) if not_found(&e) => {}
-            Err(e) => return Err(kube_err(format!("deleting {kind} {ns}/{name}"))(e)),
+            Err(e) => return Err(kube_err(format!("deleting {shown}"))(e)),
         }
     }
     Ok(())
@@ -539,24 +559,8 @@ async fn remove_operator(ctx: &Context, csv: &ClusterServiceVersion, replaced: b
     delete_labelled::<Deployment>(ctx, &sel, &mut deleted).await?;
     let crbs: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
     let crs: Api<ClusterRole> = Api::all(ctx.client.clone());
-    for b in crbs.list(&lp).await.map_err(kube_err(format!("listing ClusterRoleBindings labelled {sel}")))?.items {
-        if b.metadata.deletion_timestamp.is_none() {
-            match crbs.delete(&b.name_any(), &DeleteParams::background()).await {
-                Ok(_) => deleted.push(format!("ClusterRoleBinding {}", b.name_any())),
-                Err(e) if not_found(&e) => {}
-                Err(e) => return Err(kube_err(format!("deleting ClusterRoleBinding {}", b.name_any()))(e)),
-            }
-        }
-    }
-    for r in crs.list(&lp).await.map_err(kube_err(format!("listing ClusterRoles labelled {sel}")))?.items {
-        if r.metadata.deletion_timestamp.is_none() {
-            match crs.delete(&r.name_any(), &DeleteParams::background()).await {
-                Ok(_) => deleted.push(format!("ClusterRole {}", r.name_any())),
-                Err(e) if not_found(&e) => {}
-                Err(e) => return Err(kube_err(format!("deleting ClusterRole {}", r.name_any()))(e)),
-            }
-        }
-    }
+    delete_labelled_cluster::<ClusterRoleBinding>(ctx, &sel, &mut deleted).await?;
+    delete_labelled_cluster::<ClusterRole>(ctx, &sel, &mut deleted).await?;
     delete_labelled::<Service>(ctx, &sel, &mut deleted).await?;
     delete_labelled::<RoleBinding>(ctx, &sel, &mut deleted).await?;
     delete_labelled::<Role>(ctx, &sel, &mut deleted).await?;
