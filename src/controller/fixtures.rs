@@ -158,6 +158,7 @@ async fn subscription_creates_one_plan_and_writes_its_status_once() {
     assert_eq!((&seen[7].body["reason"], &seen[7].body["regarding"]["name"]), (&json!("InstallPlanCreated"), &json!("etcd")));
     let writes = status_writes(&seen);
     assert_eq!(writes.len(), 1, "one status write: {:?}", lines(&seen));
+    assert!(writes[0].path.ends_with("/subscriptions/etcd/status"), "only the InstallPlan reconciler writes InstallPlan status: {}", writes[0].line());
     assert_eq!(writes[0].content_type, "application/apply-patch+yaml");
     let status = &writes[0].body["status"];
     assert_eq!((&status["state"], &status["currentCSV"], &status["installPlanRef"]["name"]), (&json!("UpgradePending"), &json!("etcd.v0.9.4"), &json!(plan)));
