@@ -10,7 +10,7 @@
 //!                    [--catalog-content 0.0.0.0:8081]
 //! ```
 //! `--packages-api` / `--catalog-content` serve discovery from the loaded catalogs
-//! ([`capstan::discovery::served`]) on every replica, leader or standby.
+//! ([`capstan::controller::serve_discovery`], [`capstan::discovery::served`]) on every replica, leader or standby.
 //! With `--leader-elect` the controllers run only while this process holds the Lease
 //! ([`capstan::controller::leader`]); a standby waits. `--metrics-addr` serves `/metrics`,
 //! `/healthz` and `/readyz` ([`capstan::metrics`]). On Ctrl-C / SIGTERM the controllers stop and
@@ -266,7 +266,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
             let (ctx, _) = capstan::controller::Context::with_store(client.clone(), Some(kube_config.clone()), options.clone(), metrics.clone(), store.clone());
             let leading = leading.clone();
             tokio::spawn(async move {
-                if let Err(e) = capstan::discovery::served::run(ctx, opts, leading).await {
+                if let Err(e) = capstan::controller::serve_discovery(ctx, opts, leading).await {
                     tracing::error!(error = %e, "not serving discovery (packages API, catalog content)");
                 }
             });

@@ -84,6 +84,12 @@ fn connection(state: &str, now: &Time, connected: bool) -> Option<GrpcConnection
     Some(GrpcConnectionState { address: None, last_observed_state: state.into(), last_connect: connected.then(|| now.clone()) })
 }
 
+/// The status while the first pull of `image` runs: `CONNECTING` (§1.2), so that a slow pull is
+/// visible. Pure.
+pub(crate) fn connecting(image: &str, now: &Time) -> CatalogSourceStatus {
+    CatalogSourceStatus { message: Some(format!("pulling {image}")), connection_state: connection("CONNECTING", now, true), ..Default::default() }
+}
+
 /// The status of CatalogSource `ns/name` after a load that gave `loaded` (a catalog, or the
 /// error), with the poll interval's problem `interval_error`, and when to poll again: every
 /// `interval`, a failing image sooner (at most 30 s) but not in a tight loop. Pure.
@@ -138,9 +144,7 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
             // First contact: say CONNECTING while the image is pulled (§1.2), so a slow pull is visible.
             if cs.status.as_ref().and_then(|s| s.connection_state.as_ref()).is_none() {
                 ctx.catalogs.loading(&key);
-                let now = now_time();
-                let connecting = CatalogSourceStatus { message: Some(format!("pulling {image}")), connection_state: connection("CONNECTING", &now, true), ..Default::default() };
-                apply_typed_status(&api, &cs, &connecting).await?;
+                apply_typed_status(&api, &cs, &connecting(&image, &now_time())).await?;
             }
             load(&ctx, &key, &cs, &ns, &image).await
         }
@@ -267,21 +271,14 @@ pub async fn mirror_once(ctx: &Context, sources: &[Arc<CatalogSource>]) {
 mod tests {
     use super::*;
     use crate::api::CatalogSourceSpec;
-    use crate::api::catalogsource::{RegistryPoll, UpdateStrategy};
 
-    fn cs(interval: Option<&str>) -> CatalogSource {
-        CatalogSource::new(
-            "c",
-            CatalogSourceSpec {
-                update_strategy: interval.map(|i| UpdateStrategy { registry_poll: Some(RegistryPoll { interval: Some(i.into()) }) }),
-                ..Default::default()
-            },
-        )
+    fn cs() -> CatalogSource {
+        CatalogSource::new("c", CatalogSourceSpec::default())
     }
 
     #[test]
     fn an_address_is_used_only_by_grpc_sources_without_an_image() {
-        let mut c = cs(None);
+        let mut c = cs();
         c.spec.source_type = SourceType::Grpc;
         c.spec.address = Some(" 127.0.0.1:50051 ".into());
         assert_eq!(registry_address(&c), Some("127.0.0.1:50051"));
@@ -296,7 +293,7 @@ mod tests {
     #[test]
     fn a_standby_loads_what_the_leader_resolved_and_it_lacks() {
         let with = |name: &str, digest: Option<&str>| {
-            let mut c = cs(None);
+            let mut c = cs();
             c.metadata.name = Some(name.into());
             c.metadata.namespace = Some("olm".into());
             c.status = Some(CatalogSourceStatus { resolved_digest: digest.map(String::from), ..Default::default() });
@@ -334,8 +331,11 @@ mod tests {
         assert_eq!((d.status.reason.as_deref(), d.status.message.as_deref()), (Some("ImagePullFailed"), Some("catalog source ns/c: unauthorized")));
         assert!(d.status.resolved_digest.is_none(), "a failed load writes no digest (apply removes the old one)");
         assert_eq!(decide("ns", "c", &Err("x".into()), Duration::from_secs(10), None, &now).requeue, Duration::from_secs(10));
+        let c = connecting("r/c:1", &now);
+        assert_eq!((c.connection_state.as_ref().map(|c| c.last_observed_state.as_str()), c.message.as_deref()), (Some("CONNECTING"), Some("pulling r/c:1")));
+        assert!(c.reason.is_none() && c.resolved_digest.is_none());
         let bad = CatalogSource::new("c", CatalogSourceSpec { source_type: SourceType::from("configmap"), ..Default::default() });
         assert!(unsupported(&bad).is_some_and(|m| m.contains("not supported")));
-        assert!(unsupported(&cs(None)).is_some_and(|m| m.contains("spec.image is empty")));
+        assert!(unsupported(&cs()).is_some_and(|m| m.contains("spec.image is empty")));
     }
 }

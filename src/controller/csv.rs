@@ -1114,6 +1114,23 @@ mod tests {
     }
 
     #[test]
+    fn every_operator_group_misfit_fails_the_csv_with_its_reason() {
+        // The reasons of `operator_group_targets` (the namespace's groups) and of
+        // `check_install_mode` (the CSV's install modes against the group's targets).
+        for reason in ["NoOperatorGroup", "TooManyOperatorGroups", "InvalidOperatorGroup", "UnsupportedOperatorGroup", "NoTargetNamespaces", "InvalidInstallModes"] {
+            for from in [st(None, None, None), st(Some("Pending"), Some("RequirementsNotMet"), Some("x")), st(Some("Succeeded"), Some("InstallSucceeded"), Some("ok"))] {
+                let d = decide(&from, CsvView::Unfit(reason.into(), "m".into()), &now());
+                assert_eq!(written(&d), ("Failed".into(), reason.into(), "m".into()), "{reason} from {from:?}");
+                assert!(!d.delete_replaced && !d.ensure_aggregation && !d.ensure_operator_condition, "{reason}");
+            }
+        }
+        for reason in ["NoOperatorGroup", "TooManyOperatorGroups", "InvalidOperatorGroup"] {
+            let st = group_status("og", &GroupTargets::Unfit { reason, message: "m".into() }, &now());
+            assert_eq!((st.conditions.len(), st.conditions[0].type_.as_str(), st.conditions[0].reason.as_str()), (1, "OperatorGroupInvalid", reason));
+        }
+    }
+
+    #[test]
     fn webhooks_that_cannot_be_served_are_named_and_rotation_is_scheduled() {
         let webhook = "webhook vwidgets.webhook.capstan.dev (ValidatingAdmissionWebhook) is served by Deployment op, which is not available";
         let view = DeploymentsView { waiting: vec!["op".into()], webhooks: Some(webhook.into()), certs: None };

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::catalogsource::registry_for;
-use super::csv::{GroupTargets, check_install_mode, operator_group_targets};
+use super::csv::{GroupTargets, InstallModeError, check_install_mode, operator_group_targets};
 use super::events::EventType;
 use super::{Context, Error, apply_typed_status, fresh, kube_err, now_time, scoped};
 use crate::api::common::ConditionStatus;
@@ -133,6 +133,14 @@ pub(crate) fn step_hold(err: &StepError, message: String) -> Hold {
         StepError::Forbidden { .. } => Hold::Blocked("Forbidden", message),
         _ => Hold::Fail("InstallComponentFailed", message),
     }
+}
+
+/// How a bundle whose install modes do not fit the OperatorGroup is held: the OperatorGroup is
+/// what a person changes (`UnsupportedOperatorGroup`, `NoTargetNamespaces`: blocked, checked
+/// again), except a group whose targets mix all namespaces with named ones
+/// (`InvalidInstallModes`), which fails the plan as OLM fails the CSV.
+pub(crate) fn install_mode_hold(err: &InstallModeError, message: String) -> Hold {
+    if err.reason == "InvalidInstallModes" { Hold::Fail("InstallCheckFailed", message) } else { Hold::Blocked(err.reason, message) }
 }
 
 /// The wait before try `attempt` (1-based) of a plan held by [`Hold::Retry`]: [`RETRY_FIRST`]
@@ -274,7 +282,8 @@ fn subscription_config(sub: Option<&Subscription>, package: &str) -> Result<Subs
     match sub.filter(|s| s.spec.package == package).and_then(|s| s.spec.config.as_ref()) {
         Some(c) => match c.check_names() {
             Ok(()) => Ok(c.clone()),
-            Err(e) => Err(Hold::Fail("InstallCheckFailed", format!("Subscription spec.config: {e}"))),
+            // The error names the field already ("Subscription spec.config: …; fix the field").
+            Err(e) => Err(Hold::Fail("InstallCheckFailed", e.to_string())),
         },
         None => Ok(SubscriptionConfig::default()),
     }
@@ -437,8 +446,7 @@ async fn plan_steps(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, ns:
         let at = |what: String| format!("bundle {} ({}): {what}", lookup.identifier, lookup.path);
         let modes: Vec<(String, bool)> = bundle.csv().install_modes().into_iter().map(|m| (m.type_.as_str().to_string(), m.supported)).collect();
         if let Err(e) = check_install_mode(ns, &targets, &modes) {
-            let message = at(format!("{}: {}", e.reason, e.message));
-            return Err(if e.reason == "InvalidInstallModes" { Hold::Fail("InstallCheckFailed", message) } else { Hold::Blocked(e.reason, message) }.into());
+            return Err(install_mode_hold(&e, at(format!("{}: {}", e.reason, e.message))).into());
         }
         let config = subscription_config(sub.as_ref(), bundle.package())?;
         let properties = lookup.property_list();
@@ -901,6 +909,102 @@ mod tests {
             last_transition_time: None,
         });
         assert_eq!(stops_left(&l), Some(2));
+    }
+
+    #[test]
+    fn a_failed_pull_is_retried_blocked_or_failed_by_its_cause() {
+        use crate::oci::OciError as E;
+        let r = || "r/a@sha256:1".to_string();
+        let reg = || "r".to_string();
+        let io = || std::io::Error::other("disk");
+        let cases: Vec<(BundleImageError, Hold)> = vec![
+            (E::Connect { reference: r(), registry: reg(), scheme: "https", message: "refused".into(), hint: String::new() }.into(), Hold::Retry("m".into())),
+            (E::Registry { reference: r(), registry: reg(), message: "503".into() }.into(), Hold::Retry("m".into())),
+            (E::Io { path: "/tmp/x".into(), source: io() }.into(), Hold::Retry("m".into())),
+            (E::CacheUnusable { path: "/tmp/x".into(), origin: "default", source: io() }.into(), Hold::Retry("m".into())),
+            (E::NotFound { reference: r(), registry: reg() }.into(), Hold::Blocked(BUNDLE_UNAVAILABLE, "m".into())),
+            (E::Unauthorized { reference: r(), registry: reg(), action: "pull", hint: String::new() }.into(), Hold::Blocked(BUNDLE_UNAVAILABLE, "m".into())),
+            (E::AuthConfig { source_name: "secret ns/s".into(), reason: "bad".into() }.into(), Hold::Blocked(BUNDLE_UNAVAILABLE, "m".into())),
+            (E::CredentialHelper { registry: reg(), helper: "h".into(), source_name: "s".into() }.into(), Hold::Blocked(BUNDLE_UNAVAILABLE, "m".into())),
+            (E::DigestMismatch { reference: r(), registry: reg(), what: "layer", expected: "a".into(), actual: "b".into() }.into(), Hold::Fail("InstallCheckFailed", "m".into())),
+            (E::Format { reference: r(), reason: "no layers".into() }.into(), Hold::Fail("InstallCheckFailed", "m".into())),
+            (BundleImageError::NotABundle { reference: r(), reason: "no manifests/".into() }, Hold::Fail("InstallCheckFailed", "m".into())),
+        ];
+        for (err, want) in cases {
+            assert_eq!(pull_hold(&err, "m".into()), want, "{err:?}");
+        }
+    }
+
+    #[test]
+    fn a_failed_step_is_retried_blocked_or_failed_by_its_cause() {
+        let o = || "Deployment ns/op".to_string();
+        let cases = [
+            (StepError::RetriesExhausted { object: o(), verb: "patch".into(), attempts: 9, elapsed: Duration::from_secs(60), last: "503".into() }, Hold::Retry("m".into())),
+            (StepError::ApiNotAvailable { object: o(), api_version: "example.com/v1".into(), kind: "Widget".into() }, Hold::Blocked("APINotAvailable", "m".into())),
+            (
+                StepError::Forbidden { object: o(), verb: "patch".into(), resource: "deployments".into(), namespace: Some("ns".into()), identity: "capstan".into(), message: "no".into() },
+                Hold::Blocked("Forbidden", "m".into()),
+            ),
+            (StepError::Invalid { object: o(), reason: "Invalid".into(), message: "bad".into() }, Hold::Fail("InstallComponentFailed", "m".into())),
+            (StepError::NotEstablished { crd: "widgets.example.com".into(), waited: Duration::from_secs(30), message: "".into() }, Hold::Fail("InstallComponentFailed", "m".into())),
+            (StepError::OwnerMissing { object: o(), owner: "csv".into() }, Hold::Fail("InstallComponentFailed", "m".into())),
+            (StepError::BadStep { object: o(), message: "no kind".into() }, Hold::Fail("InstallComponentFailed", "m".into())),
+            (StepError::Conflict { object: o(), owner: "is owned by x".into(), label: "l".into() }, Hold::Fail("InstallComponentFailed", "m".into())),
+            (StepError::Api { object: o(), verb: "patch".into(), message: "x".into() }, Hold::Fail("InstallComponentFailed", "m".into())),
+        ];
+        for (err, want) in cases {
+            assert_eq!(step_hold(&err, "m".into()), want, "{err:?}");
+        }
+        // Every reason a plan is blocked with is one that is checked again.
+        for h in [step_hold(&StepError::ApiNotAvailable { object: o(), api_version: "v1".into(), kind: "K".into() }, String::new()), Hold::Blocked(BUNDLE_UNAVAILABLE, String::new())] {
+            let Hold::Blocked(reason, _) = h else { panic!("{h:?}") };
+            assert!(RECHECKED_REASONS.contains(&reason), "{reason}");
+        }
+    }
+
+    #[test]
+    fn install_modes_that_do_not_fit_block_or_fail_the_plan() {
+        let cases = [("UnsupportedOperatorGroup", Hold::Blocked("UnsupportedOperatorGroup", "m".into())), ("NoTargetNamespaces", Hold::Blocked("NoTargetNamespaces", "m".into())), ("InvalidInstallModes", Hold::Fail("InstallCheckFailed", "m".into()))];
+        for (reason, want) in cases {
+            let e = InstallModeError { reason, message: String::new() };
+            assert_eq!(install_mode_hold(&e, "m".into()), want, "{reason}");
+            if let Hold::Blocked(r, _) = want {
+                assert!(RECHECKED_REASONS.contains(&r), "{r} is checked again");
+            }
+        }
+    }
+
+    #[test]
+    fn transient_holds_back_off_to_the_maximum() {
+        let waits: Vec<u64> = (1..=7).map(|n| retry_backoff(n).as_secs()).collect();
+        assert_eq!(waits, [2, 4, 8, 16, 30, 30, 30]);
+        assert_eq!(retry_backoff(0), RETRY_FIRST);
+        assert_eq!(retry_backoff(u32::MAX), RETRY_MAX);
+    }
+
+    #[test]
+    fn the_subscription_config_goes_only_into_its_own_package() {
+        let sub: Subscription = serde_json::from_value(json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription", "metadata": {"name": "s", "namespace": "ns"},
+            "spec": {"name": "a", "source": "c", "sourceNamespace": "ns", "config": {"env": [{"name": "", "value": "x"}]}},
+        }))
+        .unwrap();
+        match subscription_config(Some(&sub), "a") {
+            Err(Hold::Fail("InstallCheckFailed", m)) => assert_eq!(m, "Subscription spec.config: env[0] has no name; every entry needs a name; fix the field (see `kubectl explain subscription.spec.config`)"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(subscription_config(Some(&sub), "dependency").unwrap(), SubscriptionConfig::default(), "a dependency's bundle gets none");
+        assert_eq!(subscription_config(None, "a").unwrap(), SubscriptionConfig::default());
+    }
+
+    #[test]
+    fn a_plan_too_large_for_one_object_fails_with_the_sizes() {
+        let big = Step { resolving: "a.v1".into(), group: "".into(), version: "v1".into(), kind: "ConfigMap".into(), name: "cm".into(), namespace: None, manifest: json!({"data": "x".repeat(MAX_PLAN_STATUS_BYTES)}) };
+        let steps = plan_entries(&[PlannedStep { step: big, catalog: ("olm".into(), "c".into()), image: None }], &[ApiStepStatus::Unknown]);
+        match oversized(&steps) {
+            Some(Hold::Fail("InstallCheckFailed", m)) => assert!(m.starts_with("the plan's 1 steps take 1.2 MiB in status.plan") && m.contains("ask its author to ship fewer"), "{m}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -21,8 +21,13 @@ mod operator;
 mod rbac;
 mod removal;
 mod scoped;
+mod serving;
 pub mod leader;
 mod subscription;
+#[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
+mod fixtures;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -46,6 +51,7 @@ use crate::metrics::Metrics;
 pub use catalogs::{CatalogChange, CatalogState, CatalogStore, LoadedIndex};
 pub use catalogsource::mirror_once;
 pub use events::Events;
+pub use serving::serve_discovery;
 
 pub use csv::{InstallModeError, check_install_mode};
 pub use installplan::install_plan_name;

@@ -286,21 +286,12 @@ pub fn operands_forbidden(crd: &str, verb: &str, error: &str) -> String {
 /// `csv` is a fresh read (finalizers, deletion and the status of an uninstall in progress).
 pub(super) async fn reconcile_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Option<Action>, Error> {
     let ns = csv.namespace().unwrap_or_default();
-    let name = csv.name_any();
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
     let has = csv.finalizers().iter().any(|f| f == CSV_FINALIZER);
     if csv.meta().deletion_timestamp.is_none() {
         // Copied CSVs are not cleaned up on their own (OLM ignores them too).
         if !has && !csv.labels().contains_key(LABEL_COPIED_FROM) {
-            let mut list = csv.finalizers().to_vec();
-            list.push(CSV_FINALIZER.to_string());
-            let patch = json!({"metadata": {"finalizers": list, "resourceVersion": csv.resource_version()}});
-            match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-                Ok(_) => {}
-                // Changed meanwhile: the next reconcile adds it.
-                Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
-                Err(e) => return Err(kube_err(format!("adding finalizer {CSV_FINALIZER} to ClusterServiceVersion {ns}/{name}"))(e)),
-            }
+            add_finalizer(&api, csv, CSV_FINALIZER).await?;
         }
         return Ok(None);
     }
@@ -314,6 +305,23 @@ pub(super) async fn reconcile_csv(csv: &ClusterServiceVersion, ctx: &Context) ->
             ctx.sync_operator_of(csv);
             Ok(Some(Action::await_change()))
         }
+    }
+}
+
+/// Adds `finalizer` with a merge patch carrying the `resourceVersion` seen; an object changed or
+/// deleted meanwhile is left alone (the next reconcile adds it, or there is nothing to guard).
+async fn add_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let name = obj.meta().name.clone().unwrap_or_default();
+    let mut list = obj.meta().finalizers.clone().unwrap_or_default();
+    list.push(finalizer.to_string());
+    let patch = json!({"metadata": {"finalizers": list, "resourceVersion": obj.meta().resource_version}});
+    match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
+        Err(e) => Err(kube_err(format!("adding finalizer {finalizer} to {} {}/{name}", K::kind(&()), obj.meta().namespace.as_deref().unwrap_or("")))(e)),
     }
 }
 
@@ -460,17 +468,37 @@ async fn delete_labelled<K>(ctx: &Context, selector: &str, deleted: &mut Vec<Str
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    let client = ctx.client.clone();
+    delete_listed(&Api::<K>::all(ctx.client.clone()), |o: &K| Api::namespaced(client.clone(), &o.namespace().unwrap_or_default()), selector, deleted).await
+}
+
+/// Deletes the cluster-scoped objects of kind `K` labelled with `selector`.
+async fn delete_labelled_cluster<K>(ctx: &Context, selector: &str, deleted: &mut Vec<String>) -> Result<(), Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let api = Api::<K>::all(ctx.client.clone());
+    delete_listed(&api, |_: &K| api.clone(), selector, deleted).await
+}
+
+/// Deletes each object `list` lists with label selector `selector` (not those being deleted
+/// already) through `api_of(object)`, recording `Kind [namespace/]name` in `deleted`; one gone
+/// meanwhile is fine.
+async fn delete_listed<K>(list: &Api<K>, api_of: impl Fn(&K) -> Api<K>, selector: &str, deleted: &mut Vec<String>) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let kind = K::kind(&()).into_owned();
-    let list = Api::<K>::all(ctx.client.clone()).list(&ListParams::default().labels(selector)).await.map_err(kube_err(format!("listing {kind}s labelled {selector}")))?;
-    for o in list.items {
-        if o.meta().deletion_timestamp.is_some() {
-            continue;
-        }
-        let (ns, name) = (o.namespace().unwrap_or_default(), o.name_any());
-        match Api::<K>::namespaced(ctx.client.clone(), &ns).delete(&name, &DeleteParams::background()).await {
-            Ok(_) => deleted.push(format!("{kind} {ns}/{name}")),
+    let items = list.list(&ListParams::default().labels(selector)).await.map_err(kube_err(format!("listing {kind}s labelled {selector}")))?.items;
+    for o in items.iter().filter(|o| o.meta().deletion_timestamp.is_none()) {
+        let shown = match o.namespace() {
+            Some(ns) => format!("{kind} {ns}/{}", o.name_any()),
+            None => format!("{kind} {}", o.name_any()),
+        };
+        match api_of(o).delete(&o.name_any(), &DeleteParams::background()).await {
+            Ok(_) => deleted.push(shown),
             Err(e) if not_found(&e) => {}
-            Err(e) => return Err(kube_err(format!("deleting {kind} {ns}/{name}"))(e)),
+            Err(e) => return Err(kube_err(format!("deleting {shown}"))(e)),
         }
     }
     Ok(())
@@ -532,24 +560,8 @@ async fn remove_operator(ctx: &Context, csv: &ClusterServiceVersion, replaced: b
     delete_labelled::<Deployment>(ctx, &sel, &mut deleted).await?;
     let crbs: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
     let crs: Api<ClusterRole> = Api::all(ctx.client.clone());
-    for b in crbs.list(&lp).await.map_err(kube_err(format!("listing ClusterRoleBindings labelled {sel}")))?.items {
-        if b.metadata.deletion_timestamp.is_none() {
-            match crbs.delete(&b.name_any(), &DeleteParams::background()).await {
-                Ok(_) => deleted.push(format!("ClusterRoleBinding {}", b.name_any())),
-                Err(e) if not_found(&e) => {}
-                Err(e) => return Err(kube_err(format!("deleting ClusterRoleBinding {}", b.name_any()))(e)),
-            }
-        }
-    }
-    for r in crs.list(&lp).await.map_err(kube_err(format!("listing ClusterRoles labelled {sel}")))?.items {
-        if r.metadata.deletion_timestamp.is_none() {
-            match crs.delete(&r.name_any(), &DeleteParams::background()).await {
-                Ok(_) => deleted.push(format!("ClusterRole {}", r.name_any())),
-                Err(e) if not_found(&e) => {}
-                Err(e) => return Err(kube_err(format!("deleting ClusterRole {}", r.name_any()))(e)),
-            }
-        }
-    }
+    delete_labelled_cluster::<ClusterRoleBinding>(ctx, &sel, &mut deleted).await?;
+    delete_labelled_cluster::<ClusterRole>(ctx, &sel, &mut deleted).await?;
     delete_labelled::<Service>(ctx, &sel, &mut deleted).await?;
     delete_labelled::<RoleBinding>(ctx, &sel, &mut deleted).await?;
     delete_labelled::<Role>(ctx, &sel, &mut deleted).await?;
@@ -857,14 +869,7 @@ pub(super) async fn reconcile_subscription(sub: &Subscription, ctx: &Context) ->
     let wants = subscription_uninstalls(sub);
     if sub.meta().deletion_timestamp.is_none() {
         if wants && !has {
-            let mut list = sub.finalizers().to_vec();
-            list.push(SUBSCRIPTION_FINALIZER.to_string());
-            let patch = json!({"metadata": {"finalizers": list, "resourceVersion": sub.resource_version()}});
-            match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
-                Err(e) => return Err(kube_err(format!("adding finalizer {SUBSCRIPTION_FINALIZER} to Subscription {ns}/{name}"))(e)),
-            }
+            add_finalizer(&api, sub, SUBSCRIPTION_FINALIZER).await?;
         } else if !wants && has {
             remove_finalizer(&api, sub, SUBSCRIPTION_FINALIZER).await?;
         }
@@ -1018,6 +1023,16 @@ mod tests {
         let many: Vec<RemainingObject> = (0..13).map(|i| obj(Some("a"), &format!("n{i}"), &["f"])).collect();
         let m = stuck_message("a/b", &many, "why");
         assert!(m.contains("and 3 more") && !m.contains("n10 "), "{m}");
+    }
+
+    #[test]
+    fn the_deleting_message_counts_and_lists_what_is_left() {
+        let one = deleting_message("ops/nginx.v1", &[obj(Some("apps"), "w1", &[])], Duration::from_secs(120));
+        assert_eq!(one, "uninstall of CSV ops/nginx.v1: deleting 1 custom resource before the operator, which still runs to complete their finalizers (waiting up to 2m): Nginx apps/w1");
+        assert_eq!(stuck_reason(&one), None, "a deletion in progress is not stuck");
+        let many: Vec<RemainingObject> = (0..12).map(|i| obj(None, &format!("n{i}"), &[])).collect();
+        let m = deleting_message("a/b", &many, Duration::from_secs(90));
+        assert!(m.contains("deleting 12 custom resources") && m.contains("(waiting up to 1m30s)") && m.ends_with("Nginx n9 and 2 more"), "{m}");
     }
 
     #[test]

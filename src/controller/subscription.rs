@@ -1080,6 +1080,32 @@ mod tests {
         assert!(st.condition(&C::InstallPlanFailed).is_none());
     }
 
+    #[test]
+    fn every_plan_phase_is_the_pending_reason_and_only_failed_fails() {
+        // (plan phase, state, condition written, its reason, requeue in s)
+        let cases = [
+            (None, SubscriptionState::UpgradePending, C::InstallPlanPending, "Planning", 10),
+            (Some("Planning"), SubscriptionState::UpgradePending, C::InstallPlanPending, "Planning", 10),
+            (Some("RequiresApproval"), SubscriptionState::UpgradePending, C::InstallPlanPending, "RequiresApproval", 10),
+            (Some("Installing"), SubscriptionState::UpgradePending, C::InstallPlanPending, "Installing", 10),
+            (Some("Complete"), SubscriptionState::UpgradePending, C::InstallPlanPending, "Complete", 1),
+            (Some("Failed"), SubscriptionState::UpgradeFailed, C::InstallPlanFailed, reason::INSTALL_PLAN_FAILED, 10),
+        ];
+        for (phase, state, written, why, requeue) in cases {
+            let mut st = SubscriptionStatus::new(now());
+            assert_eq!(plan_progress(&mut st, &plan("p", phase, true), None, &now()), Duration::from_secs(requeue), "{phase:?}");
+            assert_eq!(st.state.as_ref(), Some(&state), "{phase:?}");
+            let c = st.condition(&written).unwrap_or_else(|| panic!("{phase:?}: no {written:?}"));
+            assert_eq!((c.status.as_str(), c.reason.as_deref()), ("True", Some(why)), "{phase:?}");
+            let other = if written == C::InstallPlanFailed { C::InstallPlanPending } else { C::InstallPlanFailed };
+            assert!(st.condition(&other).is_none(), "{phase:?}: {other:?} is not written with {written:?}");
+        }
+        // A failed plan without a message of its own says which plan failed.
+        let mut st = SubscriptionStatus::new(now());
+        plan_progress(&mut st, &plan("p", Some("Failed"), true), None, &now());
+        assert_eq!(cond(&st, C::InstallPlanFailed).2, "InstallPlan p failed");
+    }
+
     fn request(name: &str, package: &str, channel: Option<&str>) -> SubscriptionRequest {
         SubscriptionRequest { name: name.into(), namespace: "ns".into(), package: package.into(), channel: channel.map(String::from), source: "c".into(), source_namespace: "ns".into(), ..Default::default() }
     }

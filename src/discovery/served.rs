@@ -1,12 +1,12 @@
-//! Discovery served by `capstan controller` from its [`CatalogStore`]: the
+//! Discovery served by `capstan controller` from its `CatalogStore`: the
 //! `packages.operators.coreos.com/v1` aggregated API ([`super::apiserver`]) and the catalog content
 //! endpoint ([`super::content`]), with no pod per catalog and no copy of a catalog per request.
 //!
 //! - When a catalog is loaded (by the CatalogSource reconciler, or on a standby replica by
 //!   [`crate::controller::mirror_once`]), its [`ServedCatalog`] is built once per digest and kept in
 //!   the store's [`crate::controller::LoadedIndex::served`].
-//! - [`run`] watches CatalogSources (a reflector) and, whenever one changes or the store holds
-//!   another digest, swaps in a new [`snapshot`]: `Arc`s of the held packages and content buffers
+//! - [`crate::controller::serve_discovery`] watches CatalogSources (a reflector) and, whenever one
+//!   changes or the store holds another digest, swaps in a new [`snapshot`]: `Arc`s of the held packages and content buffers
 //!   with each CatalogSource's display name, publisher, labels and creation time. Requests read
 //!   the current snapshot.
 //! - Replicas: every replica serves, the same content. The leader loads catalogs and writes
@@ -20,23 +20,18 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
 
-use super::apiserver::{PackageCatalogs, ServingIdentity};
-use super::content::{CatalogContent, ContentCatalogs};
+use super::content::CatalogContent;
 use super::packagemanifest::{CatalogSourceInfo, PackageSummary, packages_of};
 use super::query::CatalogPackages;
 use crate::api::CatalogSource;
 use crate::catalog::index::{CatalogIndex, IndexOptions};
 use crate::catalog::model::DeclarativeConfig;
-use crate::controller::{CatalogStore, Context};
 use crate::install::certs;
 
 /// What discovery serves of one loaded catalog digest.
@@ -87,20 +82,6 @@ pub fn snapshot(sources: &[Arc<CatalogSource>], served: impl Fn(&(String, String
         packages.push(CatalogPackages { source: CatalogSourceInfo::of(cs), packages: s.packages.clone() });
     }
     (packages, content)
-}
-
-/// What changes a snapshot: each CatalogSource's resourceVersion and the digest held for it.
-fn fingerprint(sources: &[Arc<CatalogSource>], store: &CatalogStore) -> Vec<(String, String, String, String)> {
-    let mut fp: Vec<_> = sources
-        .iter()
-        .map(|cs| {
-            let key = (cs.metadata.namespace.clone().unwrap_or_default(), cs.metadata.name.clone().unwrap_or_default());
-            let digest = store.get(&key).and_then(|s| s.index().and_then(|l| l.served.as_ref().map(|s| s.content.digest().to_string()))).unwrap_or_default();
-            (key.0, key.1, cs.metadata.resource_version.clone().unwrap_or_default(), digest)
-        })
-        .collect();
-    fp.sort();
-    fp
 }
 
 /// Where and how `capstan controller` serves discovery.
@@ -207,60 +188,10 @@ pub async fn set_ca_bundle(client: &kube::Client, name: &str, ca_pem: &str) -> R
     Ok(())
 }
 
-/// Serves discovery until the process ends: the serving certificate and the APIService's
-/// `caBundle` (when the packages API is on), the two listeners, the CatalogSource reflector and
-/// the snapshot swaps; while `leading` is false, standby loading into `ctx.catalogs`
-/// ([`crate::controller::mirror_once`]). `ctx` is a context over the store the controllers fill.
-///
-/// # Errors
-/// A message when the certificate cannot be had or a listener cannot start; nothing is served then.
-pub async fn run(ctx: Arc<Context>, opts: DiscoveryOptions, leading: Arc<AtomicBool>) -> Result<(), String> {
-    let client = ctx.client.clone();
-    let packages = PackageCatalogs::default();
-    let content = ContentCatalogs::default();
-    if let Some(addr) = opts.packages_api {
-        let cert = ensure_serving_cert(&client, &opts.service_namespace, &opts.service_name).await?;
-        if let Some(name) = &opts.api_service {
-            match set_ca_bundle(&client, name, &cert.ca_pem).await {
-                Ok(()) => tracing::info!(apiservice = %name, "APIService caBundle is the packages API's CA"),
-                Err(e) => tracing::warn!(error = %e, "the API server cannot verify the packages API until the APIService has its caBundle"),
-            }
-        }
-        let identity = ServingIdentity::Pem { cert_pem: cert.cert_pem.clone(), key_pem: cert.key_pem.clone() };
-        let bound = super::apiserver::serve(addr, identity, client.clone(), packages.clone(), opts.global_namespace.clone()).await?;
-        tracing::info!(addr = %bound, service = %format!("{}/{}", opts.service_namespace, opts.service_name), "serving packages.operators.coreos.com/v1");
-    }
-    if let Some(addr) = opts.catalog_content {
-        let bound = super::content::serve(addr, content.clone()).await.map_err(|e| e.to_string())?;
-        tracing::info!(addr = %bound, "serving catalog content (/catalogs/NAMESPACE/NAME/api/v1/all, …/metas)");
-    }
-    let (reader, writer) = reflector::store();
-    let watch = watcher(Api::<CatalogSource>::all(client.clone()), watcher::Config::default()).backoff(crate::controller::watch_backoff()).reflect(writer);
-    tokio::spawn(watch.for_each(|_| futures::future::ready(())));
-    let mut last = Vec::new();
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let sources = reader.state();
-        if !leading.load(Ordering::Relaxed) {
-            crate::controller::mirror_once(&ctx, &sources).await;
-        }
-        let fp = fingerprint(&sources, &ctx.catalogs);
-        if fp == last {
-            continue;
-        }
-        let (p, c) = snapshot(&sources, |k| ctx.catalogs.get(k).and_then(|s| s.index().and_then(|l| l.served.clone())));
-        tracing::debug!(catalogs = p.len(), "discovery snapshot");
-        packages.set(p);
-        content.replace_all(c);
-        last = fp;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::discovery::apiserver::ServingIdentity;
     use crate::api::CatalogSourceSpec;
     use crate::catalog::parse::parse_bytes;
 

@@ -76,7 +76,9 @@ fn every_corpus_bundle_plans_in_olm_order() {
             let ns = if s.kind == "RoleBinding" && s.name.ends_with("-service-auth-reader") { "kube-system" } else { "operators" };
             assert_eq!(s.namespace.as_deref(), namespaced.then_some(ns), "{}: {}", dir.display(), s.describe());
             if s.manifest.pointer("/metadata/labels/olm.permissions.hash").is_some() {
-                assert!(s.name.len() <= 63, "{}: generated name too long: {}", dir.display(), s.name);
+                // OLM's own cut (`rbac.go` generateName) lets a name of 64 characters through;
+                // capstan names RBAC exactly as OLM does, and RBAC names may be that long.
+                assert!(s.name.len() <= 64, "{}: generated name too long: {}", dir.display(), s.name);
             }
         }
     }

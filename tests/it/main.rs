@@ -24,3 +24,4 @@ mod resolve_cases;
 mod resolve_cli;
 mod resolve_corpus;
 mod resolve_props;
+mod shape;

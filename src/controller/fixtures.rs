@@ -1,0 +1,470 @@
+//! One scripted-API fixture per reconciler ([`super::testing::ApiServer`], the pattern of kube-rs'
+//! controller-rs): each drives a reconciler's whole reconcile — observe, decide, act — for one
+//! case a user meets, and asserts the exact requests it makes and what it writes. Where a
+//! reconciler writes status only when it changed, the fixture runs a second reconcile over the
+//! world the first one left and asserts that it writes nothing.
+//!
+//! None of these cases reaches a registry: the catalog is put into the [`super::CatalogStore`] as
+//! the CatalogSource reconciler would, and the other cases stop before a pull (a pull secret
+//! missing, no OperatorGroup). Pulls and applies are covered against a real API server and
+//! registry by the end-to-end binaries (`tests/controller_*`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::runtime::controller::Action;
+use serde_json::{Value, json};
+
+use super::testing::{ApiServer, Reply, Seen, events_path, list, olm_path};
+use super::installplan::ANNOTATION_BUNDLE_LOOKUPS;
+use super::{ANNOTATION_UNINSTALL_OPERANDS, CSV_FINALIZER, CatalogState, LoadedIndex, SUBSCRIPTION_FINALIZER};
+use crate::install::ANNOTATION_PROPERTIES;
+use crate::api::{CatalogSource, ClusterServiceVersion, InstallPlan, OperatorGroup, Subscription};
+
+const NS: &str = "operators";
+const BUNDLE_IMAGE: &str = "quay.io/example/etcd-bundle@sha256:0000000000000000000000000000000000000000000000000000000000000001";
+
+fn typed<K: serde::de::DeserializeOwned>(v: &Value) -> Arc<K> {
+    Arc::new(serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("fixture object does not decode: {e}: {v}")))
+}
+
+fn lines(seen: &[Seen]) -> Vec<String> {
+    seen.iter().map(Seen::line).collect()
+}
+
+/// The status writes among `seen` (`PATCH …/status`).
+fn status_writes(seen: &[Seen]) -> Vec<&Seen> {
+    seen.iter().filter(|s| s.method == "PATCH" && s.path.ends_with("/status")).collect()
+}
+
+fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
+    status["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == type_)).unwrap_or_else(|| panic!("no condition {type_} in {status}"))
+}
+
+fn subscription(status: Option<Value>) -> Value {
+    let mut v = json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": "etcd", "namespace": NS, "uid": "uid-sub", "resourceVersion": "10", "generation": 1},
+        "spec": {"name": "etcd", "channel": "stable", "source": "community", "sourceNamespace": "olm"},
+    });
+    if let Some(s) = status {
+        v["status"] = s;
+    }
+    v
+}
+
+/// The component label OLM's adoption puts on the Subscription (the reconciler adds it once).
+const COMPONENT: &str = "operators.coreos.com/etcd.operators";
+
+/// `sub` as it is after the reconciler labelled it.
+fn adopted(mut sub: Value) -> Value {
+    sub["metadata"]["labels"] = json!({COMPONENT: ""});
+    sub
+}
+
+fn catalog_source(status: Option<Value>) -> Value {
+    let mut v = json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+        "metadata": {"name": "community", "namespace": "olm", "uid": "uid-cs", "resourceVersion": "3"},
+        "spec": {"sourceType": "grpc", "image": "quay.io/example/catalog:latest", "secrets": ["pull-secret"]},
+    });
+    if let Some(s) = status {
+        v["status"] = s;
+    }
+    v
+}
+
+/// The FBC of catalog olm/community (a JSON stream): package etcd, channel stable with one bundle.
+const CATALOG: &str = r#"{"schema": "olm.package", "name": "etcd", "defaultChannel": "stable"}
+{"schema": "olm.channel", "package": "etcd", "name": "stable", "entries": [{"name": "etcd.v0.9.4"}]}
+{"schema": "olm.bundle", "package": "etcd", "name": "etcd.v0.9.4", "image": "quay.io/example/etcd-bundle@sha256:0000000000000000000000000000000000000000000000000000000000000001", "properties": [{"type": "olm.package", "value": {"packageName": "etcd", "version": "0.9.4"}}]}
+"#;
+
+fn load_catalog(ctx: &super::Context) {
+    let config = crate::catalog::parse::parse_bytes("catalog.json", CATALOG.as_bytes()).expect("fixture catalog parses");
+    let index = crate::resolve::CatalogIndex::from_config(&config);
+    let loaded = LoadedIndex { image: "quay.io/example/catalog:latest".into(), digest: "sha256:c0".into(), priority: 0, index: Arc::new(index), served: None };
+    ctx.catalogs.ready(&("olm".into(), "community".into()), loaded);
+}
+
+fn installed_csv(status: Option<Value>) -> Value {
+    let mut v = json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {
+            "name": "etcd.v0.9.4", "namespace": NS, "uid": "uid-csv", "resourceVersion": "20",
+            "finalizers": [CSV_FINALIZER],
+            "annotations": {ANNOTATION_PROPERTIES: r#"{"properties":[{"type":"olm.package","value":{"packageName":"etcd","version":"0.9.4"}}]}"#},
+        },
+        "spec": {
+            "displayName": "etcd", "version": "0.9.4",
+            "installModes": [{"type": "OwnNamespace", "supported": true}, {"type": "SingleNamespace", "supported": true}, {"type": "MultiNamespace", "supported": false}, {"type": "AllNamespaces", "supported": false}],
+            "install": {"strategy": "deployment", "spec": {"deployments": [{"name": "etcd-operator", "spec": {
+                "selector": {"matchLabels": {"name": "etcd-operator"}},
+                "template": {"metadata": {"labels": {"name": "etcd-operator"}}, "spec": {"containers": [{"name": "etcd-operator", "image": "quay.io/example/etcd-operator:v0.9.4"}]}},
+            }}]}},
+        },
+    });
+    if let Some(s) = status {
+        v["status"] = s;
+    }
+    v
+}
+
+fn operator_group(name: &str, status: Option<Value>) -> Value {
+    let mut v = json!({
+        "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+        "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}"), "resourceVersion": "5", "generation": 1},
+        "spec": {"targetNamespaces": [NS]},
+    });
+    if let Some(s) = status {
+        v["status"] = s;
+    }
+    v
+}
+
+fn og_list(items: Vec<Value>) -> Reply {
+    list("OperatorGroupList", "operators.coreos.com/v1", items)
+}
+
+/// A new Subscription whose catalog is loaded: one InstallPlan is created — owned by the
+/// Subscription, approved (Automatic), with the resolver's bundle in its lookups annotation — and
+/// the Subscription's status is written once, UpgradePending with the plan's reference. The
+/// InstallPlan's status is not written here (only the InstallPlan reconciler does); a second
+/// reconcile over the same world writes nothing.
+#[tokio::test]
+async fn subscription_creates_one_plan_and_writes_its_status_once() {
+    let (server, ctx) = ApiServer::context();
+    load_catalog(&ctx);
+    let plan = super::install_plan_name("etcd", &[("etcd.v0.9.4".into(), BUNDLE_IMAGE.into())], "");
+    let sub = subscription(None);
+    let subs = olm_path("v1alpha1", NS, "subscriptions", "");
+    let expect_observe = |sub: &Value| {
+        server.expect("GET", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(sub.clone()));
+        if sub["metadata"]["labels"][COMPONENT].is_null() {
+            server.expect("PATCH", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(adopted(sub.clone())));
+        }
+        server
+            .expect("GET", &olm_path("v1alpha1", NS, "catalogsources", ""), list("CatalogSourceList", "operators.coreos.com/v1alpha1", vec![]))
+            .expect("GET", &olm_path("v1alpha1", "olm", "catalogsources", ""), list("CatalogSourceList", "operators.coreos.com/v1alpha1", vec![catalog_source(None)]))
+            .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", ""), list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", vec![]))
+            .expect("GET", &subs, list("SubscriptionList", "operators.coreos.com/v1alpha1", vec![sub.clone()]));
+    };
+    expect_observe(&sub);
+    server
+        .expect("GET", &olm_path("v1alpha1", NS, "installplans", &plan), Reply::Status(404, "NotFound"))
+        .expect("GET", &olm_path("v1alpha1", NS, "installplans", ""), list("InstallPlanList", "operators.coreos.com/v1alpha1", vec![]))
+        .expect("POST", &olm_path("v1alpha1", NS, "installplans", ""), Reply::Echo)
+        .expect("POST", &events_path(NS), Reply::Echo)
+        .expect("PATCH", &olm_path("v1alpha1", NS, "subscriptions", "etcd/status"), Reply::WithStatus(sub.clone()));
+    let action = super::subscription::reconcile(typed::<Subscription>(&sub), ctx.clone()).await.expect("reconcile");
+    assert_eq!(action, Action::requeue(Duration::from_secs(10)));
+    let seen = server.finish();
+    // OLM's adoption: the component label, once, by merge patch of the metadata.
+    assert_eq!(seen[1].body, json!({"metadata": {"labels": {COMPONENT: ""}}}));
+    let created = &seen[8].body;
+    assert_eq!(created["metadata"]["name"], plan.as_str());
+    assert_eq!(created["metadata"]["labels"], json!({COMPONENT: ""}), "the plan carries its operator's component label");
+    assert_eq!(created["spec"]["generation"], 1, "the namespace's first plan");
+    assert_eq!(created["metadata"]["ownerReferences"][0]["uid"], "uid-sub");
+    assert_eq!((&created["spec"]["approval"], &created["spec"]["approved"]), (&json!("Automatic"), &json!(true)));
+    assert_eq!(created["spec"]["clusterServiceVersionNames"], json!(["etcd.v0.9.4"]));
+    assert!(created.get("status").is_none_or(Value::is_null), "a new plan carries no status: {created}");
+    let lookups: Value = serde_json::from_str(created["metadata"]["annotations"][ANNOTATION_BUNDLE_LOOKUPS].as_str().expect("lookups annotation")).expect("lookups JSON");
+    assert_eq!(lookups["bundleLookups"][0]["path"], BUNDLE_IMAGE);
+    assert_eq!((&lookups["bundleLookups"][0]["catalogSourceRef"]["namespace"], &lookups["bundleLookups"][0]["catalogSourceRef"]["name"]), (&json!("olm"), &json!("community")));
+    assert_eq!((&seen[9].body["reason"], &seen[9].body["regarding"]["name"]), (&json!("InstallPlanCreated"), &json!("etcd")));
+    let writes = status_writes(&seen);
+    assert_eq!(writes.len(), 1, "one status write: {:?}", lines(&seen));
+    assert!(writes[0].path.ends_with("/subscriptions/etcd/status"), "only the InstallPlan reconciler writes InstallPlan status: {}", writes[0].line());
+    assert_eq!(writes[0].content_type, "application/apply-patch+yaml");
+    let status = &writes[0].body["status"];
+    assert_eq!((&status["state"], &status["currentCSV"], &status["installPlanRef"]["name"]), (&json!("UpgradePending"), &json!("etcd.v0.9.4"), &json!(plan)));
+    assert_eq!((&condition(status, "CatalogSourcesUnhealthy")["status"], &condition(status, "CatalogSourcesUnhealthy")["reason"]), (&json!("False"), &json!("AllCatalogSourcesHealthy")));
+    assert_eq!((&condition(status, "InstallPlanPending")["reason"], &condition(status, "InstallPlanPending")["message"]), (&json!("Planning"), &json!(format!("InstallPlan {plan} is Planning"))));
+
+    // Again, with the status as written and the plan there (not yet worked on): nothing to write.
+    let sub = adopted(subscription(Some(status.clone())));
+    let mut created = seen[8].body.clone();
+    // As the server answered the create (`Reply::Echo`).
+    created["metadata"]["uid"] = json!("uid-created");
+    created["metadata"]["resourceVersion"] = json!("1");
+    expect_observe(&sub);
+    server.expect("GET", &olm_path("v1alpha1", NS, "installplans", &plan), Reply::Ok(created));
+    super::subscription::reconcile(typed::<Subscription>(&sub), ctx).await.expect("second reconcile");
+    let seen = server.finish();
+    assert!(status_writes(&seen).is_empty() && !seen.iter().any(|s| s.method == "POST"), "{:?}", lines(&seen));
+}
+
+/// A Subscription whose operator is installed and current: `AtLatestKnown` with `installedCSV`,
+/// the completed plans pruned (none here); the second reconcile writes no status.
+#[tokio::test]
+async fn an_installed_subscription_is_at_latest_known_and_not_rewritten() {
+    let (server, ctx) = ApiServer::context();
+    load_catalog(&ctx);
+    let run = |sub: &Value| {
+        server.expect("GET", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(sub.clone()));
+        if sub["metadata"]["labels"][COMPONENT].is_null() {
+            server.expect("PATCH", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(adopted(sub.clone())));
+        }
+        server
+            .expect("GET", &olm_path("v1alpha1", NS, "catalogsources", ""), list("CatalogSourceList", "operators.coreos.com/v1alpha1", vec![]))
+            .expect("GET", &olm_path("v1alpha1", "olm", "catalogsources", ""), list("CatalogSourceList", "operators.coreos.com/v1alpha1", vec![catalog_source(None)]))
+            .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", ""), list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", vec![installed_csv(None)]))
+            .expect("GET", &olm_path("v1alpha1", NS, "subscriptions", ""), list("SubscriptionList", "operators.coreos.com/v1alpha1", vec![sub.clone()]));
+    };
+    let sub = subscription(None);
+    run(&sub);
+    server
+        .expect("PATCH", &olm_path("v1alpha1", NS, "subscriptions", "etcd/status"), Reply::WithStatus(sub.clone()))
+        .expect("GET", &olm_path("v1alpha1", NS, "installplans", ""), list("InstallPlanList", "operators.coreos.com/v1alpha1", vec![]));
+    let action = super::subscription::reconcile(typed::<Subscription>(&sub), ctx.clone()).await.expect("reconcile");
+    assert_eq!(action, Action::requeue(Duration::from_secs(300)));
+    let seen = server.finish();
+    let status = status_writes(&seen)[0].body["status"].clone();
+    assert_eq!((&status["state"], &status["currentCSV"], &status["installedCSV"]), (&json!("AtLatestKnown"), &json!("etcd.v0.9.4"), &json!("etcd.v0.9.4")));
+    assert!(status["conditions"].as_array().is_some_and(|c| c.iter().all(|c| c["type"] == "CatalogSourcesUnhealthy")), "{status}");
+
+    let sub = adopted(subscription(Some(status)));
+    run(&sub);
+    server.expect("GET", &olm_path("v1alpha1", NS, "installplans", ""), list("InstallPlanList", "operators.coreos.com/v1alpha1", vec![]));
+    super::subscription::reconcile(typed::<Subscription>(&sub), ctx).await.expect("second reconcile");
+    assert!(status_writes(&server.finish()).is_empty());
+}
+
+fn install_plan(status: Option<Value>) -> Value {
+    let lookups = json!({
+        "catalogSources": ["community"],
+        "bundleLookups": [{"path": BUNDLE_IMAGE, "identifier": "etcd.v0.9.4", "replaces": "", "catalogSourceRef": {"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource", "namespace": "olm", "name": "community"}}],
+    });
+    let mut v = json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+        "metadata": {
+            "name": "install-abc", "namespace": NS, "uid": "uid-ip", "resourceVersion": "30", "generation": 1,
+            "ownerReferences": [{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription", "name": "etcd", "uid": "uid-sub", "controller": true}],
+            "annotations": {ANNOTATION_BUNDLE_LOOKUPS: lookups.to_string()},
+        },
+        "spec": {"clusterServiceVersionNames": ["etcd.v0.9.4"], "approval": "Automatic", "approved": true, "source": "community", "sourceNamespace": "olm", "generation": 1},
+    });
+    if let Some(s) = status {
+        v["status"] = s;
+    }
+    v
+}
+
+/// A new approved InstallPlan in a namespace without an OperatorGroup: its bundle lookups are
+/// copied from the annotation into the status, then it is Failed with `NoOperatorGroup` (nothing
+/// pulled or applied) and a Warning Event. Rechecked while its Subscription points at it, an
+/// unchanged cause writes nothing and records no second Event.
+#[tokio::test]
+async fn an_install_plan_without_operator_group_is_blocked_once() {
+    let (server, ctx) = ApiServer::context();
+    let ip = install_plan(None);
+    let status_path = olm_path("v1alpha1", NS, "installplans", "install-abc/status");
+    server
+        .expect("GET", &olm_path("v1alpha1", NS, "installplans", "install-abc"), Reply::Ok(ip.clone()))
+        .expect("PATCH", &status_path, Reply::WithStatus(ip.clone()))
+        .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![]))
+        .expect("PATCH", &status_path, Reply::WithStatus(ip.clone()))
+        .expect("POST", &events_path(NS), Reply::Echo);
+    let action = super::installplan::reconcile(typed::<InstallPlan>(&ip), ctx.clone()).await.expect("reconcile");
+    assert_eq!(action, Action::requeue(super::installplan::CRD_RECHECK));
+    let seen = server.finish();
+    let writes = status_writes(&seen);
+    let initialized = &writes[0].body["status"];
+    assert_eq!((&initialized["phase"], &initialized["bundleLookups"][0]["path"]), (&json!("Planning"), &json!(BUNDLE_IMAGE)));
+    let failed = &writes[1].body["status"];
+    let message = "NoOperatorGroup: csv in namespace operators with no operatorgroups; create one OperatorGroup in operators (capstan checks again every 10 s)";
+    assert_eq!((&failed["phase"], &failed["message"]), (&json!("Failed"), &json!(message)));
+    let installed = condition(failed, "Installed");
+    assert_eq!((&installed["status"], &installed["reason"]), (&json!("False"), &json!("NoOperatorGroup")));
+    assert_eq!(failed["bundleLookups"], initialized["bundleLookups"], "the lookups stay");
+    assert_eq!((&seen[4].body["type"], &seen[4].body["reason"]), (&json!("Warning"), &json!("NoOperatorGroup")));
+
+    // The recheck: the Subscription still points at the plan, there is still no OperatorGroup.
+    let ip = install_plan(Some(failed.clone()));
+    let sub = subscription(Some(json!({"lastUpdated": "2026-01-01T00:00:00Z", "installPlanRef": {"name": "install-abc", "namespace": NS}})));
+    server
+        .expect("GET", &olm_path("v1alpha1", NS, "installplans", "install-abc"), Reply::Ok(ip.clone()))
+        .expect("GET", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(sub))
+        .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![]));
+    let action = super::installplan::reconcile(typed::<InstallPlan>(&ip), ctx).await.expect("recheck");
+    assert_eq!(action, Action::requeue(super::installplan::CRD_RECHECK));
+    server.finish();
+}
+
+/// The first pull of a catalog whose pull secret does not exist: `CONNECTING` is written before
+/// the pull, then `TRANSIENT_FAILURE` with reason `ImagePullFailed` and a message naming the
+/// secret and what to do; the store holds the failure for the Subscriptions, and the next try
+/// comes within 30 s.
+#[tokio::test]
+async fn a_catalog_source_with_a_missing_pull_secret_fails_with_the_reason() {
+    let (server, ctx) = ApiServer::context();
+    let cs = catalog_source(None);
+    let status_path = olm_path("v1alpha1", "olm", "catalogsources", "community/status");
+    server
+        .expect("PATCH", &status_path, Reply::WithStatus(cs.clone()))
+        .expect("GET", "/api/v1/namespaces/olm/secrets/pull-secret", Reply::Status(404, "NotFound"))
+        .expect("PATCH", &status_path, Reply::WithStatus(cs.clone()));
+    let action = super::catalogsource::reconcile(typed::<CatalogSource>(&cs), ctx.clone()).await.expect("reconcile");
+    assert_eq!(action, Action::requeue(Duration::from_secs(30)));
+    let seen = server.finish();
+    let writes = status_writes(&seen);
+    assert_eq!((&writes[0].body["status"]["connectionState"]["lastObservedState"], &writes[0].body["status"]["message"]), (&json!("CONNECTING"), &json!("pulling quay.io/example/catalog:latest")));
+    let failed = &writes[1].body["status"];
+    let why = "pull secret olm/pull-secret (spec.secrets) does not exist; create it or remove it from spec.secrets";
+    assert_eq!((&failed["connectionState"]["lastObservedState"], &failed["reason"]), (&json!("TRANSIENT_FAILURE"), &json!("ImagePullFailed")));
+    assert_eq!(failed["message"], format!("catalog source olm/community: {why}").as_str());
+    assert!(failed.get("resolvedDigest").is_none_or(Value::is_null), "{failed}");
+    match ctx.catalogs.get(&("olm".into(), "community".into())) {
+        Some(CatalogState::Failed { error, last: None }) => assert_eq!(error, why),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A Succeeded CSV whose Deployment is no longer Available goes to `Failed/ComponentUnhealthy`
+/// naming it, with a Warning Event; looked at again while the Deployment stays down, nothing is
+/// written (the status says so already).
+#[tokio::test]
+async fn a_succeeded_csv_whose_deployment_fails_is_component_unhealthy_once() {
+    let (server, ctx) = ApiServer::context();
+    let succeeded = json!({"phase": "Succeeded", "reason": "InstallSucceeded", "message": "install strategy completed with no errors",
+                           "lastUpdateTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"});
+    let csv = installed_csv(Some(succeeded));
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "etcd-operator", "namespace": NS},
+        "spec": {"selector": {"matchLabels": {"name": "etcd-operator"}}, "template": {"spec": {"containers": []}}},
+        "status": {"conditions": [{"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable"}]},
+    });
+    let run = |csv: &Value| {
+        server
+            .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4"), Reply::Ok(csv.clone()))
+            .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![operator_group("og", None)]))
+            .expect("GET", &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"), Reply::Ok(deployment.clone()));
+    };
+    run(&csv);
+    server
+        .expect("PATCH", &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4/status"), Reply::WithStatus(csv.clone()))
+        .expect("POST", &events_path(NS), Reply::Echo);
+    let action = super::csv::reconcile(typed::<ClusterServiceVersion>(&csv), ctx.clone()).await.expect("reconcile");
+    assert_eq!(action, Action::requeue(Duration::from_secs(1)));
+    let seen = server.finish();
+    let status = status_writes(&seen)[0].body["status"].clone();
+    assert_eq!((&status["phase"], &status["reason"], &status["message"]), (&json!("Failed"), &json!("ComponentUnhealthy"), &json!("installing: Deployment etcd-operator is not available")));
+    assert_eq!((&seen[4].body["type"], &seen[4].body["reason"]), (&json!("Warning"), &json!("ComponentUnhealthy")));
+
+    let csv = installed_csv(Some(status));
+    run(&csv);
+    super::csv::reconcile(typed::<ClusterServiceVersion>(&csv), ctx).await.expect("second reconcile");
+    let seen = server.finish();
+    assert!(status_writes(&seen).is_empty(), "{:#?}", seen.iter().map(|s| (s.line(), &s.body)).collect::<Vec<_>>());
+}
+
+/// Two OperatorGroups in one namespace: each says `OperatorGroupInvalid` with
+/// `TooManyOperatorGroups` and an empty `namespaces` (sent explicitly, so that a merge patch
+/// empties an old list); written with a merge patch (not apply, see the reconciler), once.
+#[tokio::test]
+async fn two_operator_groups_are_both_invalid() {
+    let (server, ctx) = ApiServer::context();
+    let old = json!({"namespaces": [NS], "lastUpdated": "2026-01-01T00:00:00Z"});
+    let (a, b) = (operator_group("a", Some(old)), operator_group("b", None));
+    server
+        .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![a.clone(), b.clone()]))
+        .expect("PATCH", &olm_path("v1", NS, "operatorgroups", "a/status"), Reply::WithStatus(a.clone()));
+    let action = super::csv::reconcile_operator_group(typed::<OperatorGroup>(&a), ctx.clone()).await.expect("reconcile");
+    assert_eq!(action, Action::requeue(Duration::from_secs(30)));
+    let seen = server.finish();
+    assert_eq!(seen[1].content_type, "application/merge-patch+json");
+    let status = seen[1].body["status"].clone();
+    assert_eq!(status["namespaces"], json!([]));
+    let invalid = condition(&status, "OperatorGroupInvalid");
+    assert_eq!((&invalid["status"], &invalid["reason"]), (&json!("True"), &json!("TooManyOperatorGroups")));
+    assert!(invalid["message"].as_str().is_some_and(|m| m.contains("(a, b); keep exactly one")), "{invalid}");
+
+    let a = operator_group("a", Some(status));
+    server.expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![a.clone(), b]));
+    super::csv::reconcile_operator_group(typed::<OperatorGroup>(&a), ctx).await.expect("second reconcile");
+    server.finish();
+}
+
+/// A Subscription deleted with `uninstall-operands: "true"`: its CSV gets the Subscription's
+/// uninstall annotations (so that the CSV's cleanup still sees them) before it is deleted, then
+/// the Subscription's finalizer goes with its resourceVersion as precondition. No status is
+/// written.
+#[tokio::test]
+async fn a_subscription_deleted_for_uninstall_hands_its_annotations_to_the_csv() {
+    let (server, ctx) = ApiServer::context();
+    let mut sub = subscription(Some(json!({"lastUpdated": "2026-01-01T00:00:00Z", "installedCSV": "etcd.v0.9.4", "currentCSV": "etcd.v0.9.4", "state": "AtLatestKnown"})));
+    sub["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:05:00Z");
+    sub["metadata"]["finalizers"] = json!([SUBSCRIPTION_FINALIZER]);
+    sub["metadata"]["annotations"] = json!({ANNOTATION_UNINSTALL_OPERANDS: "true"});
+    let csv = installed_csv(None);
+    let csv_path = olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4");
+    server
+        .expect("GET", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(sub.clone()))
+        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", ""), list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", vec![csv.clone()]))
+        .expect("GET", &csv_path, Reply::Ok(csv.clone()))
+        .expect("PATCH", &csv_path, Reply::Ok(csv.clone()))
+        .expect("DELETE", &csv_path, Reply::Ok(csv.clone()))
+        .expect("PATCH", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(sub.clone()));
+    let action = super::subscription::reconcile(typed::<Subscription>(&sub), ctx).await.expect("reconcile");
+    assert_eq!(action, Action::await_change());
+    let seen = server.finish();
+    assert!(seen[1].query.contains("labelSelector=operators.coreos.com%2Fetcd.operators"), "the package's CSVs by component label: {}", seen[1].query);
+    assert_eq!(seen[3].body, json!({"metadata": {"annotations": {ANNOTATION_UNINSTALL_OPERANDS: "true"}}}));
+    assert_eq!(seen[5].body, json!({"metadata": {"finalizers": null, "resourceVersion": "10"}}));
+    assert!(status_writes(&seen).is_empty());
+}
+
+/// A deleted CSV without uninstall annotations and without webhooks or owned CRDs: the operator
+/// goes in OLM's order — webhook configurations first (nothing may call a Service without pods),
+/// then the Deployment, then its RBAC and the other labelled objects in every namespace — and only
+/// once no labelled cluster-scoped RBAC is left does the finalizer go, with the resourceVersion
+/// as precondition, after a Normal Event `Uninstalled`.
+#[tokio::test]
+async fn a_deleted_csv_removes_its_operator_in_order_then_its_finalizer() {
+    let (server, ctx) = ApiServer::context();
+    let mut csv = installed_csv(Some(json!({"phase": "Succeeded", "reason": "InstallSucceeded", "message": "ok"})));
+    csv["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:05:00Z");
+    let owned = |kind: &str, api_version: &str, ns: Option<&str>, name: &str| {
+        let mut v = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "labels": {"olm.owner": "etcd.v0.9.4", "olm.owner.namespace": NS}}});
+        if let Some(ns) = ns {
+            v["metadata"]["namespace"] = json!(ns);
+        }
+        v
+    };
+    let deployment = owned("Deployment", "apps/v1", Some(NS), "etcd-operator");
+    let binding = owned("ClusterRoleBinding", "rbac.authorization.k8s.io/v1", None, "etcd-operator-view");
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    let csv_path = olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4");
+    server
+        .expect("GET", &csv_path, Reply::Ok(csv.clone()))
+        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", ""), list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", vec![csv.clone()]))
+        .expect("GET", &olm_path("v1alpha1", NS, "subscriptions", ""), list("SubscriptionList", "operators.coreos.com/v1alpha1", vec![]))
+        .expect("DELETE", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", list("MutatingWebhookConfigurationList", "admissionregistration.k8s.io/v1", vec![]))
+        .expect("DELETE", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", list("ValidatingWebhookConfigurationList", "admissionregistration.k8s.io/v1", vec![]))
+        .expect("GET", "/apis/apps/v1/deployments", list("DeploymentList", "apps/v1", vec![deployment.clone()]))
+        .expect("DELETE", &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"), Reply::Ok(deployment))
+        .expect("GET", &format!("{rbac}/clusterrolebindings"), list("ClusterRoleBindingList", "rbac.authorization.k8s.io/v1", vec![binding.clone()]))
+        .expect("DELETE", &format!("{rbac}/clusterrolebindings/etcd-operator-view"), Reply::Ok(binding))
+        .expect("GET", &format!("{rbac}/clusterroles"), list("ClusterRoleList", "rbac.authorization.k8s.io/v1", vec![]))
+        .expect("GET", "/api/v1/services", list("ServiceList", "v1", vec![]))
+        .expect("GET", &format!("{rbac}/rolebindings"), list("RoleBindingList", "rbac.authorization.k8s.io/v1", vec![]))
+        .expect("GET", &format!("{rbac}/roles"), list("RoleList", "rbac.authorization.k8s.io/v1", vec![]))
+        .expect("GET", "/api/v1/serviceaccounts", list("ServiceAccountList", "v1", vec![]))
+        .expect("GET", "/api/v1/configmaps", list("ConfigMapList", "v1", vec![]))
+        .expect("GET", "/api/v1/secrets", list("SecretList", "v1", vec![]))
+        .expect("GET", &format!("{rbac}/clusterrolebindings"), list("ClusterRoleBindingList", "rbac.authorization.k8s.io/v1", vec![]))
+        .expect("GET", &format!("{rbac}/clusterroles"), list("ClusterRoleList", "rbac.authorization.k8s.io/v1", vec![]))
+        .expect("POST", &events_path(NS), Reply::Echo)
+        .expect("PATCH", &csv_path, Reply::Ok(csv.clone()));
+    let action = super::csv::reconcile(typed::<ClusterServiceVersion>(&csv), ctx).await.expect("reconcile");
+    assert_eq!(action, Action::await_change());
+    let seen = server.finish();
+    let selector = "labelSelector=olm.owner%3Detcd.v0.9.4%2Colm.owner.namespace%3Doperators%2Colm.owner.kind%3DClusterServiceVersion";
+    for s in seen.iter().filter(|s| !s.path.contains("operators.coreos.com") && !s.path.contains("events") && !s.path.ends_with("etcd-operator") && !s.path.ends_with("-view")) {
+        assert!(s.query.contains(selector), "{} selects the CSV's objects by owner labels: {}", s.line(), s.query);
+    }
+    assert_eq!((&seen[18].body["type"], &seen[18].body["reason"], &seen[18].body["note"]), (&json!("Normal"), &json!("Uninstalled"), &json!("uninstalled CSV operators/etcd.v0.9.4: removed the operator and its RBAC")));
+    assert_eq!(seen[19].body, json!({"metadata": {"finalizers": null, "resourceVersion": "20"}}));
+    assert!(status_writes(&seen).is_empty(), "nothing is left to report: {:?}", lines(&seen));
+}
