@@ -311,6 +311,13 @@ pub(super) async fn reconcile_csv(csv: &ClusterServiceVersion, ctx: &Context) ->
         Some(wait) => Ok(Some(Action::requeue(wait))),
         None => {
             remove_finalizer(&api, csv, CSV_FINALIZER).await?;
+            // Its APIs leave the group's olm.providedAPIs now (it is deleting: not counted), so
+            // that an install refused for them in an intersecting group may own them at its
+            // next look rather than after the group's 30 s one.
+            let groups = Api::<crate::api::OperatorGroup>::namespaced(ctx.client.clone(), &ns).list(&ListParams::default()).await.map_err(kube_err(format!("listing OperatorGroups in {ns}")))?;
+            if let [og] = groups.items.as_slice() {
+                crate::install::aggregation::ensure_for_operator_group(&ctx.client, og).await.map_err(|e| Error::Kube { context: e.what, source: e.source })?;
+            }
             Ok(Some(Action::await_change()))
         }
     }
@@ -455,7 +462,7 @@ async fn operator_not_running(ctx: &Context, csv: &ClusterServiceVersion) -> Res
 }
 
 /// Deletes the namespaced objects of kind `K` labelled with `selector` in every namespace.
-async fn delete_labelled<K>(ctx: &Context, selector: &str, deleted: &mut Vec<String>) -> Result<(), Error>
+pub(super) async fn delete_labelled<K>(ctx: &Context, selector: &str, deleted: &mut Vec<String>) -> Result<(), Error>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -573,7 +580,7 @@ async fn remove_operator(ctx: &Context, csv: &ClusterServiceVersion, replaced: b
 /// `install::webhook::remove` for a CSV that is uninstalled: its webhook configurations and
 /// APIServices, its conversion CRDs reset, its subjects of the shared auth bindings. A CSV whose
 /// definitions cannot be read (it never installed any) has nothing to remove.
-async fn remove_webhooks(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Vec<String>, Error> {
+pub(super) async fn remove_webhooks(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Vec<String>, Error> {
     let ns = csv.namespace().unwrap_or_default();
     // Most CSVs declare neither: no JSON copy of the CSV on every reconcile for them.
     if !csv.serves_webhooks_or_apiservices() {
