@@ -735,7 +735,8 @@ fn as_install_step(st: &crate::api::installplan::Step, csv: &ClusterServiceVersi
         resolving: st.resolving.clone(),
         group: st.resource.group.clone(),
         version: st.resource.version.clone(),
-        kind: st.resource.kind.clone(),
+        // The plan shows a Secret as OLM's synthetic kind `BundleSecret` (`step_entry`).
+        kind: if st.resource.kind == "BundleSecret" { "Secret".into() } else { st.resource.kind.clone() },
         name: st.resource.name.clone(),
         namespace: manifest.pointer("/metadata/namespace").and_then(Value::as_str).map(String::from),
         manifest,
@@ -770,7 +771,7 @@ async fn restore_webhooks(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) 
     let mut unrestorable = Vec::new();
     // The plan's serving Secrets, and the Services they serve (`<service>-cert`).
     let secrets: Vec<crate::install::Step> = installed_steps(&plans.items, &csv_name)
-        .filter(|st| st.resource.kind == "Secret")
+        .filter(|st| st.resource.kind == "BundleSecret" || st.resource.kind == "Secret")
         .filter_map(|st| as_install_step(st, csv))
         .filter(crate::install::webhook::is_planned_serving_secret)
         .collect();
