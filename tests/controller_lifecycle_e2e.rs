@@ -198,6 +198,10 @@ async fn controller_upgrades_and_approval_flows() {
     set_image(good_image).await;
     subscription_condition(&client, &auto.name, "kaiwudb-operator", "CatalogSourcesUnhealthy", "False").await;
     assert_eq!(plans(&client, &auto.name).await.len(), before, "nothing re-applied because of the outage");
+    // Each part installs kaiwudb-operator with an AllNamespaces group: two such groups providing
+    // the same APIs at once are an InterOperatorGroupOwnerConflict (as in OLM), so each part's
+    // group goes before the next part starts.
+    release_group(&client, &auto.name).await;
 
     // case-08: pinned upgrades by versionRange, one after another; status follows each hop.
     let pin = namespace_with_global_group(&client, "ctl-life-pin").await;
@@ -223,6 +227,7 @@ async fn controller_upgrades_and_approval_flows() {
         .await;
     }
     eventually("only 1.2.0 left", WAIT, || async { (kaiwudb_csvs(&client, &pin.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(()) }).await;
+    release_group(&client, &pin.name).await;
 
     // The same catalog with the real 1.2.0 (skipRange >=1.0.0 <1.2.0): one hop, as OLM does.
     let jump = namespace_with_global_group(&client, "ctl-life-jump").await;
@@ -235,6 +240,7 @@ async fn controller_upgrades_and_approval_flows() {
     eventually("1.0.0 replaced", WAIT, || async { (kaiwudb_csvs(&client, &jump.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(()) }).await;
     let ps = plans(&client, &jump.name).await;
     assert!(!ps.iter().any(|(_, c, _, _)| c.iter().any(|n| n == "kaiwudb-operator.v1.1.0")), "1.1.0 is skipped: {ps:?}");
+    release_group(&client, &jump.name).await;
 
     // 2. Manual: nothing applied before approval; a pending plan superseded by a newer bundle is
     //    marked and cannot be approved into an install; a deleted pending plan comes back;
@@ -384,4 +390,12 @@ async fn controller_upgrades_and_approval_flows() {
         .delete(&format!("kaiwuclusters.{group}"), &DeleteParams::default())
         .await;
     cleanup_cluster_rbac(&client, &[&auto.name, &jump.name, &manual.name, &pin.name, &safe.name]).await;
+}
+
+/// Deletes the AllNamespaces OperatorGroup `global` of `ns` and waits until it is gone, so that
+/// the next part's AllNamespaces install of the same operator does not intersect it.
+async fn release_group(client: &kube::Client, ns: &str) {
+    let groups: Api<capstan::api::OperatorGroup> = Api::namespaced(client.clone(), ns);
+    groups.delete("global", &DeleteParams::default()).await.expect("delete OperatorGroup");
+    eventually(&format!("OperatorGroup {ns}/global gone"), WAIT, || async { groups.get_opt("global").await.ok()?.is_none().then_some(()) }).await;
 }

@@ -158,6 +158,7 @@ async fn controller_installs_a_webhook_operator() {
     eventually("x's webhook configuration created from its plan", WAIT, || async { (owned_vwcs(&client, &x.name).await.len() == 1).then_some(()) }).await;
     let recovered = x_csvs.get("webhook-operator.v0.1.0").await.unwrap().status.unwrap();
     assert!(recovered.conditions.iter().any(|c| c.message.as_deref() == Some("OperatorGroup no longer intersecting with conflicting owner")), "{:?}", recovered.conditions);
+    assert_eq!(subjects_of_bindings(&client, &[&x.name]).await, (Some(vec![x.name.clone()]), Some(vec![x.name.clone()])), "x kept its auth-binding subjects while refused");
     uninstall(&client, &x.name, "webhook-operator", "webhook-operator.v0.1.0").await;
     eventually("x's webhook configuration removed", WAIT, || async { owned_vwcs(&client, &x.name).await.is_empty().then_some(()) }).await;
     let _ = crds.delete("widgets.webhook.capstan.dev", &DeleteParams::default()).await;

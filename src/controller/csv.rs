@@ -541,9 +541,9 @@ pub(crate) async fn api_ownership(
 /// A CSV just refused for its provided APIs (OLM `cleanupCSVDeployments`): its webhook
 /// configurations and APIServices, and its CRDs' conversion where it points at the CSV's own
 /// Service, are removed first (so that nothing calls a webhook without pods), then its
-/// Deployments. Each removal is in an Event `ConflictCleanup`.
+/// Deployments; its subjects of the shared auth bindings stay (it may install again). Each removal is in an Event `ConflictCleanup`.
 async fn remove_refused(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) -> Result<(), Error> {
-    let mut removed = super::removal::remove_webhooks(ctx, csv).await?;
+    let mut removed = super::removal::remove_webhooks_of(ctx, csv, true).await?;
     super::removal::delete_labelled::<Deployment>(ctx, &super::removal::owner_selector(ns, &csv.name_any()), &mut removed).await?;
     if !removed.is_empty() {
         let message = format!("removed {} while the CSV cannot own its APIs", removed.join(", "));
@@ -699,7 +699,8 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
         dapi.patch(name, &kube::api::PatchParams::apply(crate::install::FIELD_MANAGER).force(), &kube::api::Patch::Apply(&manifest))
             .await
             .map_err(kube_err(format!("creating Deployment {ns}/{name} of CSV {csv_name} again")))?;
-        let message = format!("Deployment {name} was deleted; capstan created it again from the install strategy of {csv_name}");
+        // Missing: deleted by hand, or held back by the InstallPlan while the CSV was refused for its APIs.
+        let message = format!("Deployment {name} is missing; capstan created it from the install strategy of {csv_name}");
         tracing::info!(csv = %format!("{ns}/{csv_name}"), deployment = %name, "{message}");
         ctx.events.publish_for(csv, EventType::Normal, "DeploymentRecreated", &message).await;
     }

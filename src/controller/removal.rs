@@ -580,7 +580,14 @@ async fn remove_operator(ctx: &Context, csv: &ClusterServiceVersion, replaced: b
 /// `install::webhook::remove` for a CSV that is uninstalled: its webhook configurations and
 /// APIServices, its conversion CRDs reset, its subjects of the shared auth bindings. A CSV whose
 /// definitions cannot be read (it never installed any) has nothing to remove.
-pub(super) async fn remove_webhooks(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Vec<String>, Error> {
+async fn remove_webhooks(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Vec<String>, Error> {
+    remove_webhooks_of(ctx, csv, false).await
+}
+
+/// [`remove_webhooks`], or with `keep_bindings` only what calls the operator
+/// (`install::webhook::remove_callers`): for a CSV refused for an OperatorGroup owner conflict,
+/// which keeps its auth-binding subjects for when it may install again.
+pub(super) async fn remove_webhooks_of(ctx: &Context, csv: &ClusterServiceVersion, keep_bindings: bool) -> Result<Vec<String>, Error> {
     let ns = csv.namespace().unwrap_or_default();
     // Most CSVs declare neither: no JSON copy of the CSV on every reconcile for them.
     if !csv.serves_webhooks_or_apiservices() {
@@ -598,7 +605,8 @@ pub(super) async fn remove_webhooks(ctx: &Context, csv: &ClusterServiceVersion) 
     if defs.is_empty() {
         return Ok(Vec::new());
     }
-    crate::install::webhook::remove(&ctx.client, &name, &ns, &defs).await.map_err(|message| Error::Removal { csv: format!("{ns}/{name}"), message })
+    let removed = if keep_bindings { crate::install::webhook::remove_callers(&ctx.client, &name, &ns, &defs).await } else { crate::install::webhook::remove(&ctx.client, &name, &ns, &defs).await };
+    removed.map_err(|message| Error::Removal { csv: format!("{ns}/{name}"), message })
 }
 
 /// Other live CSVs (any namespace) that own or require CRD `crd`, as `namespace/name`.
