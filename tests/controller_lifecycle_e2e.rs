@@ -391,11 +391,3 @@ async fn controller_upgrades_and_approval_flows() {
         .await;
     cleanup_cluster_rbac(&client, &[&auto.name, &jump.name, &manual.name, &pin.name, &safe.name]).await;
 }
-
-/// Deletes the AllNamespaces OperatorGroup `global` of `ns` and waits until it is gone, so that
-/// the next part's AllNamespaces install of the same operator does not intersect it.
-async fn release_group(client: &kube::Client, ns: &str) {
-    let groups: Api<capstan::api::OperatorGroup> = Api::namespaced(client.clone(), ns);
-    groups.delete("global", &DeleteParams::default()).await.expect("delete OperatorGroup");
-    eventually(&format!("OperatorGroup {ns}/global gone"), WAIT, || async { groups.get_opt("global").await.ok()?.is_none().then_some(()) }).await;
-}
