@@ -207,6 +207,9 @@ async fn controller_dependencies_cluster_rbac_config_and_bad_input() {
         (st["state"] == "AtLatestKnown").then_some(())
     })
     .await;
+    // nginx-operator (kaiwudb's dependency) is installed below in OwnNamespace groups: with
+    // kaiwu's AllNamespaces group still providing Nginx that is an InterOperatorGroupOwnerConflict.
+    release_group(&client, &kaiwu.name).await;
 
     // Issue 7 item 7 / case-25: a scoped install (OperatorGroup spec.serviceAccountName) whose
     // ServiceAccount lacks three permissions fails before any step and lists all three; once

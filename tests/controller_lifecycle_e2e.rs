@@ -198,6 +198,10 @@ async fn controller_upgrades_and_approval_flows() {
     set_image(good_image).await;
     subscription_condition(&client, &auto.name, "kaiwudb-operator", "CatalogSourcesUnhealthy", "False").await;
     assert_eq!(plans(&client, &auto.name).await.len(), before, "nothing re-applied because of the outage");
+    // Each part installs kaiwudb-operator with an AllNamespaces group: two such groups providing
+    // the same APIs at once are an InterOperatorGroupOwnerConflict (as in OLM), so each part's
+    // group goes before the next part starts.
+    release_group(&client, &auto.name).await;
 
     // case-08: pinned upgrades by versionRange, one after another; status follows each hop.
     let pin = namespace_with_global_group(&client, "ctl-life-pin").await;
@@ -223,6 +227,7 @@ async fn controller_upgrades_and_approval_flows() {
         .await;
     }
     eventually("only 1.2.0 left", WAIT, || async { (kaiwudb_csvs(&client, &pin.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(()) }).await;
+    release_group(&client, &pin.name).await;
 
     // The same catalog with the real 1.2.0 (skipRange >=1.0.0 <1.2.0): one hop, as OLM does.
     let jump = namespace_with_global_group(&client, "ctl-life-jump").await;
@@ -235,6 +240,7 @@ async fn controller_upgrades_and_approval_flows() {
     eventually("1.0.0 replaced", WAIT, || async { (kaiwudb_csvs(&client, &jump.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(()) }).await;
     let ps = plans(&client, &jump.name).await;
     assert!(!ps.iter().any(|(_, c, _, _)| c.iter().any(|n| n == "kaiwudb-operator.v1.1.0")), "1.1.0 is skipped: {ps:?}");
+    release_group(&client, &jump.name).await;
 
     // 2. Manual: nothing applied before approval; a pending plan superseded by a newer bundle is
     //    marked and cannot be approved into an install; a deleted pending plan comes back;

@@ -25,6 +25,10 @@ use support::eventually;
 use support::TestNamespace;
 use support::controller::*;
 
+/// How soon a deleted webhook configuration or reset conversion is applied again (the watches;
+/// well under the 30 s look of a Succeeded CSV).
+const RESTORED_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 #[tokio::test]
 async fn controller_installs_a_webhook_operator() {
     let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("capstan=info").try_init();
@@ -72,8 +76,9 @@ async fn controller_installs_a_webhook_operator() {
     assert_eq!(vols, ["apiservice-cert", "webhook-cert"]);
 
     // The webhook configuration deleted and the CRD's conversion reset by hand: both applied
-    // again from the InstallPlan (within the 30 s look of a Succeeded CSV) with the CA of the
-    // serving Secret, and an Event says so.
+    // again from the InstallPlan with the CA of the serving Secret, and an Event says so — within
+    // 10 s: the deletion and the change wake the CSV through the controller's watches (the 30 s
+    // look of a Succeeded CSV is only the backstop).
     let vwc_name = vwcs.items[0].metadata.name.clone().unwrap();
     let vwc_api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     vwc_api.delete(&vwc_name, &DeleteParams::default()).await.unwrap();
@@ -83,7 +88,8 @@ async fn controller_installs_a_webhook_operator() {
         .await
         .unwrap();
     let secrets_of_ns: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
-    eventually("webhook configuration and conversion restored with the serving CA", WAIT, || async {
+    let edited = std::time::Instant::now();
+    eventually("webhook configuration and conversion restored with the serving CA", RESTORED_WITHIN, || async {
         let ca = secrets_of_ns.get("webhook-operator-service-cert").await.ok()?.data?.get("olmCAKey")?.0.clone();
         let vwc = vwc_api.get_opt(&vwc_name).await.ok()??;
         let vwc_ok = vwc.webhooks?.first()?.client_config.ca_bundle.as_ref()?.0 == ca;
@@ -93,6 +99,7 @@ async fn controller_installs_a_webhook_operator() {
         (vwc_ok && crd_ok).then_some(())
     })
     .await;
+    eprintln!("restored {:.1} s after the edits", edited.elapsed().as_secs_f64());
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns.name);
     let restored = eventually("a WebhooksRestored Event", WAIT, || async {
         events.list(&ListParams::default()).await.ok()?.items.into_iter().find(|e| e.reason.as_deref() == Some("WebhooksRestored")).and_then(|e| e.note)
@@ -103,6 +110,40 @@ async fn controller_installs_a_webhook_operator() {
     assert!(restored.contains(&format!("ValidatingWebhookConfiguration {vwc_name} was deleted")) || restored.contains("CustomResourceDefinition widgets.webhook.capstan.dev had its spec.conversion reset"), "{restored}");
     assert!(restored.contains("capstan applied them again from the InstallPlan of webhook-operator.v0.1.0"), "{restored}");
 
+    // InterOperatorGroupOwnerConflict: the same CRD's operator installed OwnNamespace in x while
+    // the AllNamespaces install in ns (group `global`) provides Widget. x's CSV is Failed with
+    // OLM's reason and a message naming the other group, the API and what to do; its
+    // InstallPlan completed without its Deployment and webhook configuration, and the CRD's
+    // conversion still points at ns's Service. Once ns's install is removed (below), x's CSV
+    // installs: its Deployment and webhook configuration are created from its plan.
+    let own = own_namespace_variant(&bundle, work.path());
+    let own_ref = publish_dirs(&registry, &repo, "own-catalog", work.path(), &[(&own, "0.1.0", "replaces")]);
+    catalog_source(&client, &catalog_ns.name, "own", &own_ref).await;
+    let x = namespace_with_group(&client, "ctl-wh-x").await;
+    subscribe_to(&client, &x.name, "own", &catalog_ns.name, json!({})).await;
+    let x_csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &x.name);
+    let conflict = eventually("x's CSV Failed with InterOperatorGroupOwnerConflict", WAIT, || async {
+        let st = x_csvs.get("webhook-operator.v0.1.0").await.ok()?.status?;
+        (st.phase.as_ref()?.as_str() == "Failed" && st.reason.as_ref()?.as_str() == "InterOperatorGroupOwnerConflict").then_some(st.message?)
+    })
+    .await;
+    for part in ["intersecting operatorgroups provide the same apis", &format!("OperatorGroup {}/global (targets all namespaces", ns.name), "Widget.v1.webhook.capstan.dev", "uninstall one of the two"] {
+        assert!(conflict.contains(part), "{part:?} not in {conflict:?}");
+    }
+    plan_in_phase(&client, &x.name, "webhook-operator", "Complete").await;
+    let x_deps: Api<Deployment> = Api::namespaced(client.clone(), &x.name);
+    assert!(x_deps.get_opt("webhook-operator").await.unwrap().is_none(), "no Deployment while refused");
+    assert!(owned_vwcs(&client, &x.name).await.is_empty(), "no webhook configuration while refused");
+    let conv = Api::<CustomResourceDefinition>::all(client.clone()).get("widgets.webhook.capstan.dev").await.unwrap().spec.conversion.unwrap();
+    assert_eq!(conv.webhook.unwrap().client_config.unwrap().service.unwrap().namespace, ns.name, "the conversion stays with ns's operator");
+    // As OLM (`ensureSubscriptionCSVState`): the Subscription of a CSV that exists is AtLatestKnown, whatever its phase.
+    let x_subs: Api<Subscription> = Api::namespaced(client.clone(), &x.name);
+    eventually("x's Subscription AtLatestKnown", WAIT, || async {
+        let state = serde_json::to_value(x_subs.get("webhook-operator").await.ok()?.status?.state?).ok()?;
+        (state == json!("AtLatestKnown")).then_some(())
+    })
+    .await;
+
     // Removal by the controller: webhook configuration, conversion and auth bindings go.
     uninstall(&client, &ns.name, "webhook-operator", "webhook-operator.v0.1.0").await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -112,13 +153,18 @@ async fn controller_installs_a_webhook_operator() {
         (left.is_empty() && crd.spec.conversion.as_ref().is_some_and(|c| c.strategy == "None" && c.webhook.is_none())).then_some(())
     })
     .await;
-    assert_eq!(subjects_of_bindings(&client, &[&ns.name]).await, (None, None), "the auth bindings of the only install are deleted");
+    // x's install may own Widget now: Succeeded, with its Deployment and webhook configuration.
+    csv_version_succeeded(&client, &x.name, "webhook-operator.v0.1.0").await;
+    eventually("x's webhook configuration created from its plan", WAIT, || async { (owned_vwcs(&client, &x.name).await.len() == 1).then_some(()) }).await;
+    let recovered = x_csvs.get("webhook-operator.v0.1.0").await.unwrap().status.unwrap();
+    assert!(recovered.conditions.iter().any(|c| c.message.as_deref() == Some("OperatorGroup no longer intersecting with conflicting owner")), "{:?}", recovered.conditions);
+    assert_eq!(subjects_of_bindings(&client, &[&x.name]).await, (Some(vec![x.name.clone()]), Some(vec![x.name.clone()])), "x kept its auth-binding subjects while refused");
+    uninstall(&client, &x.name, "webhook-operator", "webhook-operator.v0.1.0").await;
+    eventually("x's webhook configuration removed", WAIT, || async { owned_vwcs(&client, &x.name).await.is_empty().then_some(()) }).await;
     let _ = crds.delete("widgets.webhook.capstan.dev", &DeleteParams::default()).await;
 
-    // Two OwnNamespace installs of a variant (validating webhook only) share the auth bindings.
-    let own = own_namespace_variant(&bundle, work.path());
-    let own_ref = publish_dirs(&registry, &repo, "own-catalog", work.path(), &[(&own, "0.1.0", "replaces")]);
-    catalog_source(&client, &catalog_ns.name, "own", &own_ref).await;
+    // Two OwnNamespace installs of a variant (validating webhook only) share the auth bindings
+    // (disjoint target namespaces: no conflict).
     let a = namespace_with_group(&client, "ctl-wh-a").await;
     let b = namespace_with_group(&client, "ctl-wh-b").await;
     for n in [&a.name, &b.name] {
@@ -253,7 +299,7 @@ async fn controller_installs_a_webhook_operator() {
 
     controller.abort();
     let _ = crds.delete("widgets.webhook.capstan.dev", &DeleteParams::default()).await;
-    cleanup_cluster_rbac(&client, &[&ns.name, &a.name, &b.name, &c.name, &d.name]).await;
+    cleanup_cluster_rbac(&client, &[&ns.name, &x.name, &a.name, &b.name, &c.name, &d.name]).await;
 }
 
 /// The bundle with OwnNamespace supported and without its conversion webhook (conversion

@@ -467,11 +467,14 @@ async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &Clu
 }
 
 /// Whether `csv` fits its namespace's OperatorGroup (§1.5): `Some((reason, message))` with OLM's
-/// reason when there is none, several, or its targets need an install mode the CSV lacks.
+/// reason when there is none, several, its targets need an install mode the CSV lacks, or another
+/// OperatorGroup whose targets intersect provides the same APIs ([`api_ownership`]:
+/// `InterOperatorGroupOwnerConflict`, `CannotModifyStaticOperatorGroupProvidedAPIs`). A CSV that
+/// may own its APIs gets them into its group's `olm.providedAPIs` here (OLM `AddAPIs`).
 async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<Option<(String, String)>, Error> {
-    let targets = match operator_group_targets(client, ns).await? {
+    let (og, targets) = match operator_group_targets(client, ns).await? {
         GroupTargets::Unfit { reason, message } => return Ok(Some((reason.to_string(), message))),
-        GroupTargets::Found { targets, .. } => targets,
+        GroupTargets::Found { name, targets } => (name, targets),
     };
     let modes: Vec<(String, bool)> = csv
         .spec
@@ -480,7 +483,79 @@ async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &s
         .flatten()
         .map(|m| (serde_json::to_value(&m.type_).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(), m.supported))
         .collect();
-    Ok(check_install_mode(ns, &targets, &modes).err().map(|e| (e.reason.to_string(), format!("CSV {ns}/{}: {}", csv.name_any(), e.message))))
+    if let Err(e) = check_install_mode(ns, &targets, &modes) {
+        return Ok(Some((e.reason.to_string(), format!("CSV {ns}/{}: {}", csv.name_any(), e.message))));
+    }
+    use crate::install::aggregation::{self, ApiOwnership};
+    let copied = csv.labels().contains_key(crate::install::LABEL_COPIED_FROM);
+    let agg = |e: aggregation::AggregationError| Error::Kube { context: e.what, source: e.source };
+    match api_ownership(client, ns, &og, &targets, &csv.name_any(), &csv.spec, copied).await? {
+        ApiOwnership::Free => Ok(None),
+        ApiOwnership::Claim(value) => {
+            aggregation::write_provided_apis(client, ns, &og, &value).await.map_err(agg)?;
+            Ok(None)
+        }
+        ApiOwnership::Refused { reason, message, release } => {
+            if let Some(value) = release {
+                aggregation::write_provided_apis(client, ns, &og, &value).await.map_err(agg)?;
+            }
+            // OLM keeps InterOperatorGroupOwnerConflict over the static-group reason.
+            let status = csv.status.as_ref();
+            if reason == aggregation::CANNOT_MODIFY_STATIC_PROVIDED_APIS && status.is_some_and(|s| phase_of(s) == "Failed" && reason_is(s, aggregation::INTER_OPERATOR_GROUP_OWNER_CONFLICT)) {
+                let message = status.and_then(|s| s.message.clone()).unwrap_or_default();
+                return Ok(Some((aggregation::INTER_OPERATOR_GROUP_OWNER_CONFLICT.to_string(), message)));
+            }
+            Ok(Some((reason.to_string(), message)))
+        }
+    }
+}
+
+/// Whether CSV `csv_name` (spec `spec`) in OperatorGroup `namespace/og` with target namespaces
+/// `targets` may own the APIs it provides, given every OperatorGroup of the cluster
+/// ([`crate::install::aggregation::decide_api_ownership`]; OLM `syncClusterServiceVersion`,
+/// `groups.go`). A CSV providing no API costs no read. Used by the CSV reconciler and, before it
+/// applies anything, by the InstallPlan reconciler.
+pub(crate) async fn api_ownership(
+    client: &Client,
+    namespace: &str,
+    og: &str,
+    targets: &[String],
+    csv_name: &str,
+    spec: &crate::api::clusterserviceversion::ClusterServiceVersionSpec,
+    copied: bool,
+) -> Result<crate::install::aggregation::ApiOwnership, Error> {
+    use crate::install::aggregation::{self, GroupSurface};
+    let add: std::collections::BTreeSet<String> = aggregation::provided_apis(spec).iter().map(aggregation::gvk_string).collect();
+    if copied || add.is_empty() {
+        return Ok(aggregation::ApiOwnership::Free);
+    }
+    let groups = Api::<OperatorGroup>::all(client.clone()).list(&ListParams::default()).await.map_err(kube_err("listing OperatorGroups of all namespaces"))?;
+    let annotation = |g: &OperatorGroup| g.annotations().get(crate::api::operatorgroup::PROVIDED_APIS_ANNOTATION).cloned().unwrap_or_default();
+    let own = groups.items.iter().find(|g| g.namespace().as_deref() == Some(namespace) && g.name_any() == og);
+    let Some(own) = own else { return Ok(aggregation::ApiOwnership::Free) };
+    let group = GroupSurface::new(namespace, og, targets, &annotation(own));
+    let others: Vec<GroupSurface> = groups
+        .items
+        .iter()
+        .filter(|g| !(g.namespace().as_deref() == Some(namespace) && g.name_any() == og))
+        .map(|g| GroupSurface::new(&g.namespace().unwrap_or_default(), &g.name_any(), g.status.as_ref().map(|s| s.namespaces.as_slice()).unwrap_or_default(), &annotation(g)))
+        .collect();
+    Ok(aggregation::decide_api_ownership(&format!("{namespace}/{csv_name}"), copied, &add, &group, &others, own.spec.static_provided_apis == Some(true)))
+}
+
+/// A CSV just refused for its provided APIs (OLM `cleanupCSVDeployments`): its webhook
+/// configurations and APIServices, and its CRDs' conversion where it points at the CSV's own
+/// Service, are removed first (so that nothing calls a webhook without pods), then its
+/// Deployments; its subjects of the shared auth bindings stay (it may install again). Each removal is in an Event `ConflictCleanup`.
+async fn remove_refused(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) -> Result<(), Error> {
+    let mut removed = super::removal::remove_webhooks_of(ctx, csv, true).await?;
+    super::removal::delete_labelled::<Deployment>(ctx, &super::removal::owner_selector(ns, &csv.name_any()), &mut removed).await?;
+    if !removed.is_empty() {
+        let message = format!("removed {} while the CSV cannot own its APIs", removed.join(", "));
+        tracing::info!(csv = %format!("{ns}/{}", csv.name_any()), "{message}");
+        ctx.events.publish_for(csv, EventType::Warning, "ConflictCleanup", &message).await;
+    }
+    Ok(())
 }
 
 /// The CSV's Deployments that are not Available; those deleted by hand are created again first
@@ -535,7 +610,9 @@ async fn webhooks_and_certificates(ctx: &Context, csv: &ClusterServiceVersion, n
     }
     // Only at the look of an installed CSV (Succeeded or Failed, every 30 s), not on the 1 s
     // requeues while Installing waits for its Deployments.
-    let installed = csv.status.as_ref().is_some_and(|s| matches!(phase_of(s), "Succeeded" | "Failed"));
+    // Also once all Deployments are ready while Installing: a CSV that was refused for its APIs
+    // and may own them now gets the webhooks its InstallPlan held back.
+    let installed = csv.status.as_ref().is_some_and(|s| matches!(phase_of(s), "Succeeded" | "Failed")) || waiting.is_empty();
     if installed && csv.metadata.deletion_timestamp.is_none() {
         unavailable.extend(restore_webhooks(ctx, csv, ns).await?);
     }
@@ -627,7 +704,8 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
         dapi.patch(name, &kube::api::PatchParams::apply(crate::install::FIELD_MANAGER).force(), &kube::api::Patch::Apply(&manifest))
             .await
             .map_err(kube_err(format!("creating Deployment {ns}/{name} of CSV {csv_name} again")))?;
-        let message = format!("Deployment {name} was deleted; capstan created it again from the install strategy of {csv_name}");
+        // Missing: deleted by hand, or held back by the InstallPlan while the CSV was refused for its APIs.
+        let message = format!("Deployment {name} is missing; capstan created it from the install strategy of {csv_name}");
         tracing::info!(csv = %format!("{ns}/{csv_name}"), deployment = %name, "{message}");
         ctx.events.publish_for(csv, EventType::Normal, "DeploymentRecreated", &message).await;
     }
@@ -663,7 +741,8 @@ fn as_install_step(st: &crate::api::installplan::Step, csv: &ClusterServiceVersi
         resolving: st.resolving.clone(),
         group: st.resource.group.clone(),
         version: st.resource.version.clone(),
-        kind: st.resource.kind.clone(),
+        // The plan shows a Secret as OLM's synthetic kind `BundleSecret` (`step_entry`).
+        kind: if st.resource.kind == "BundleSecret" { "Secret".into() } else { st.resource.kind.clone() },
         name: st.resource.name.clone(),
         namespace: manifest.pointer("/metadata/namespace").and_then(Value::as_str).map(String::from),
         manifest,
@@ -698,7 +777,7 @@ async fn restore_webhooks(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) 
     let mut unrestorable = Vec::new();
     // The plan's serving Secrets, and the Services they serve (`<service>-cert`).
     let secrets: Vec<crate::install::Step> = installed_steps(&plans.items, &csv_name)
-        .filter(|st| st.resource.kind == "Secret")
+        .filter(|st| st.resource.kind == "BundleSecret" || st.resource.kind == "Secret")
         .filter_map(|st| as_install_step(st, csv))
         .filter(crate::install::webhook::is_planned_serving_secret)
         .collect();
@@ -709,16 +788,19 @@ async fn restore_webhooks(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) 
             // Only conversion CRDs matter here, and only when their conversion is gone.
             continue;
         };
-        let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&step.group, &step.version, kind), plural);
-        let found = Api::<DynamicObject>::all_with(ctx.client.clone(), &ar)
-            .get_opt(&step.name)
-            .await
-            .map_err(kube_err(format!("reading {kind} {}", step.name)))?;
+        // From the controller's watch of labelled objects when it has listed them, else one GET.
+        let found = match ctx.webhook_stores.get().and_then(|s| s.lookup(kind, &step.name)) {
+            Some(found) => found,
+            None => {
+                let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&step.group, &step.version, kind), plural);
+                let found = Api::<DynamicObject>::all_with(ctx.client.clone(), &ar).get_opt(&step.name).await.map_err(kube_err(format!("reading {kind} {}", step.name)))?;
+                found.map(|f| serde_json::to_value(f).unwrap_or_default())
+            }
+        };
         // Labelled for another CSV (the next version of the operator took it over): not ours.
-        if found.as_ref().and_then(|f| f.metadata.labels.as_ref()).and_then(|l| l.get(crate::install::LABEL_OWNER)).is_some_and(|o| *o != csv_name) {
+        if found.as_ref().and_then(|f| f.pointer("/metadata/labels")).and_then(|l| l.get(crate::install::LABEL_OWNER)).and_then(Value::as_str).is_some_and(|o| o != csv_name) {
             continue;
         }
-        let found = found.map(|f| serde_json::to_value(f).unwrap_or_default());
         if let Some(reason) = crate::install::webhook::restore_reason(&step, found.as_ref(), has_certificate) {
             reasons.push(format!("{kind} {} {reason}", step.name));
             restore.push(step);
@@ -835,6 +917,12 @@ pub(crate) struct CsvDecision {
     pub ensure_aggregation: bool,
 }
 
+/// Whether `reason` is one of the two a CSV is refused with for its provided APIs.
+fn refused_for_apis(reason: &str) -> bool {
+    use crate::install::aggregation::{CANNOT_MODIFY_STATIC_PROVIDED_APIS, INTER_OPERATOR_GROUP_OWNER_CONFLICT};
+    reason == INTER_OPERATOR_GROUP_OWNER_CONFLICT || reason == CANNOT_MODIFY_STATIC_PROVIDED_APIS
+}
+
 /// The phase of `status` as written (`""` when none).
 fn phase_of(status: &ClusterServiceVersionStatus) -> &str {
     status.phase.as_ref().map(|p| p.as_str()).unwrap_or("")
@@ -870,7 +958,14 @@ pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &
             write(next, Duration::from_secs(30))
         }
         CsvView::Fresh => {
-            next.set_phase(CsvPhase::Pending, CsvReason::RequirementsUnknown, "requirements not yet checked", now);
+            // A Failed CSV whose OperatorGroup fits now: OLM's message for each way it did not.
+            let message = match status.reason.as_ref().map(|r| r.as_str()).filter(|_| phase == "Failed") {
+                Some("InterOperatorGroupOwnerConflict") => "OperatorGroup no longer intersecting with conflicting owner",
+                Some("CannotModifyStaticOperatorGroupProvidedAPIs") => "static OperatorGroup and intersecting groups now support providedAPIs",
+                Some("NoTargetNamespaces" | "NoOperatorGroup" | "TooManyOperatorGroups" | "UnsupportedOperatorGroup") => "InstallModes now support target namespaces",
+                _ => "requirements not yet checked",
+            };
+            next.set_phase(CsvPhase::Pending, CsvReason::RequirementsUnknown, message, now);
             CsvDecision { ensure_operator_condition: phase.is_empty(), ..write(next, NEXT_STEP_AT_ONCE) }
         }
         CsvView::Requirements(entries, missing) => {
@@ -977,6 +1072,9 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
             },
         };
         let decision = decide(&status, view, &now_time());
+        if decision.status.is_some() && fit.as_ref().is_some_and(|(r, _)| refused_for_apis(r)) {
+            remove_refused(&ctx, &csv, &ns).await?;
+        }
         if decision.ensure_operator_condition {
             crate::install::operator_condition::ensure(&ctx.client, &csv).await.map_err(|e| Error::Kube { context: e.what, source: e.source })?;
         }
@@ -1079,12 +1177,22 @@ mod tests {
         assert_eq!((written(&d), d.requeue), (("Failed".into(), "TooManyOperatorGroups".into(), "m".into()), Duration::from_secs(30)));
         let d = decide(&st(Some("Failed"), Some("TooManyOperatorGroups"), Some("m")), CsvView::Unfit("TooManyOperatorGroups".into(), "m".into()), &now());
         assert!(d.status.is_none());
-        // None and a fixed Failed → Pending/RequirementsUnknown.
-        for from in [st(None, None, None), st(Some("Failed"), Some("NoOperatorGroup"), None)] {
+        // None and a fixed Failed → Pending/RequirementsUnknown, with OLM's message for what was fixed.
+        for (from, message) in [
+            (st(None, None, None), "requirements not yet checked"),
+            (st(Some("Failed"), Some("NoOperatorGroup"), None), "InstallModes now support target namespaces"),
+            (st(Some("Failed"), Some("InterOperatorGroupOwnerConflict"), None), "OperatorGroup no longer intersecting with conflicting owner"),
+            (st(Some("Failed"), Some("CannotModifyStaticOperatorGroupProvidedAPIs"), None), "static OperatorGroup and intersecting groups now support providedAPIs"),
+        ] {
             let d = decide(&from, CsvView::Fresh, &now());
-            assert_eq!(written(&d), ("Pending".into(), "RequirementsUnknown".into(), "requirements not yet checked".into()));
+            assert_eq!(written(&d), ("Pending".into(), "RequirementsUnknown".into(), message.into()));
             assert_eq!(d.requeue, NEXT_STEP_AT_ONCE);
         }
+        // Refused for its APIs: Failed with the reason, once; nothing to watch until it changes but the 30 s look.
+        let d = decide(&st(Some("Installing"), None, None), CsvView::Unfit("InterOperatorGroupOwnerConflict".into(), "m".into()), &now());
+        assert_eq!(written(&d).1, "InterOperatorGroupOwnerConflict");
+        assert!(refused_for_apis("InterOperatorGroupOwnerConflict") && refused_for_apis("CannotModifyStaticOperatorGroupProvidedAPIs") && !refused_for_apis("NoOperatorGroup"));
+        assert_eq!(need(d.status.as_ref().unwrap()), Need::Nothing, "no Deployment is created again while refused");
         // Pending: InstallReady when all is met, else RequirementsNotMet (written when it changes).
         let pending = st(Some("Pending"), Some("RequirementsUnknown"), None);
         let d = decide(&pending, CsvView::Requirements(vec![requirement("", "ServiceAccount", "a", RequirementStatusReason::Present, "ok")], vec![]), &now());

@@ -405,6 +405,8 @@ pub(crate) fn plan_entries(steps: &[PlannedStep], statuses: &[ApiStepStatus]) ->
 struct Planned {
     /// The namespace's OperatorGroup.
     operator_group: String,
+    /// Its target namespaces (`[""]` for all).
+    targets: Vec<String>,
     /// The steps, in order.
     steps: Vec<PlannedStep>,
 }
@@ -473,7 +475,7 @@ async fn plan_steps(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, ns:
     for dep in &planned_lookups.subscriptions {
         steps.push(PlannedStep { step: dep.step(ns, &ip.name_any()), catalog: (dep.catalog_source_namespace.clone(), dep.catalog_source.clone()), image: None });
     }
-    Ok(Planned { operator_group: og, steps })
+    Ok(Planned { operator_group: og, targets, steps })
 }
 
 /// Pulls the bundle of lookup `i` (pull secrets of its CatalogSource) — by the digest the plan's
@@ -799,7 +801,13 @@ async fn execute(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut st
         scoped::Installer::ServiceAccount { client, .. } => client.clone(),
         scoped::Installer::Controller => ctx.client.clone(),
     };
-    let results = apply(&apply_client, &plain, &ctx.options.apply_options()).await;
+    let held = held_for_apis(ctx, ip, &ns, planned).await?;
+    let results = if held.iter().any(|h| *h) {
+        let kept: Vec<Step> = plain.iter().zip(&held).filter(|(_, h)| !**h).map(|(s, _)| s.clone()).collect();
+        merge_held(&plain, &held, apply(&apply_client, &kept, &ctx.options.apply_options()).await)
+    } else {
+        apply(&apply_client, &plain, &ctx.options.apply_options()).await
+    };
     let (entries, failed) = applied(&planned.steps, &results);
     ctx.metrics.observe_install(started.elapsed(), if failed.is_some() { "failed" } else { "succeeded" });
     if let Some(h) = failed {
@@ -811,6 +819,53 @@ async fn execute(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut st
     apply_typed_status(api, ip, &status).await?;
     ctx.events.publish_for(ip, EventType::Normal, "Complete", &format!("applied {} steps", plain.len())).await;
     Ok(Action::await_change())
+}
+
+/// The step kinds of a CSV refused for its provided APIs that the plan does not apply: what
+/// would run the operator or take over what the other OperatorGroup's operator serves (its CRDs
+/// and their conversion, webhook configurations, APIServices).
+pub(crate) const HELD_FOR_APIS: [&str; 5] = ["Deployment", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "APIService", "CustomResourceDefinition"];
+
+/// Which steps of `planned` are held because their CSV may not own the APIs it provides
+/// ([`super::csv::api_ownership`]: another OperatorGroup whose targets intersect provides them):
+/// that CSV's [`HELD_FOR_APIS`] steps. The CSV itself is still created, and its reconciler fails
+/// it with OLM's reason; when the conflict ends it applies the held Deployments and webhooks
+/// from this plan. Each held CSV is an Event `HeldForConflict` on the plan.
+async fn held_for_apis(ctx: &Context, ip: &InstallPlan, ns: &str, planned: &Planned) -> Result<Vec<bool>, Error> {
+    let mut held = vec![false; planned.steps.len()];
+    for csv_step in planned.steps.iter().map(|p| &p.step).filter(|s| s.kind == "ClusterServiceVersion") {
+        let Ok(spec) = serde_json::from_value::<crate::api::clusterserviceversion::ClusterServiceVersionSpec>(csv_step.manifest["spec"].clone()) else { continue };
+        let ownership = super::csv::api_ownership(&ctx.client, ns, &planned.operator_group, &planned.targets, &csv_step.name, &spec, false).await?;
+        let crate::install::aggregation::ApiOwnership::Refused { message, .. } = ownership else { continue };
+        let mut names = Vec::new();
+        for (i, p) in planned.steps.iter().enumerate() {
+            if p.step.resolving == csv_step.name && HELD_FOR_APIS.contains(&p.step.kind.as_str()) {
+                held[i] = true;
+                names.push(format!("{} {}", p.step.kind, p.step.name));
+            }
+        }
+        let note = format!("not applied: {}; {message}", names.join(", "));
+        tracing::warn!(plan = %format!("{ns}/{}", ip.name_any()), csv = %csv_step.name, "{note}");
+        ctx.events.publish_for(ip, EventType::Warning, "HeldForConflict", &note).await;
+    }
+    Ok(held)
+}
+
+/// The results of applying the steps of `plain` not `held`, in the order of `plain`: a held step
+/// is `NotApplied` (blocked by itself). Pure.
+pub(crate) fn merge_held(plain: &[Step], held: &[bool], applied: Vec<crate::install::StepResult>) -> Vec<crate::install::StepResult> {
+    let mut applied = applied.into_iter();
+    let mut out = Vec::new();
+    for (i, (step, h)) in plain.iter().zip(held).enumerate() {
+        if *h {
+            out.push(crate::install::StepResult { index: i, kind: step.kind.clone(), name: step.name.clone(), namespace: step.namespace.clone(), status: StepStatus::NotApplied { blocked_by: i }, uid: None });
+        } else if let Some(r) = applied.next() {
+            out.push(crate::install::StepResult { index: i, ..r });
+        } else {
+            break;
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -1060,5 +1115,19 @@ mod tests {
         // An ordinary object is not mistaken for a reference.
         assert!(BundleObjectRef::parse(r#"{"kind":"BundleObject","metadata":{}}"#).is_none());
         assert!(BundleObjectRef::parse(r#"{"apiVersion":"v1","kind":"ConfigMap"}"#).is_none());
+    }
+
+    #[test]
+    fn held_steps_are_not_applied_and_the_rest_keep_their_place() {
+        use crate::install::{StepResult, StepStatus};
+        let step = |kind: &str, name: &str| Step { resolving: "op.v1".into(), group: String::new(), version: "v1".into(), kind: kind.into(), name: name.into(), namespace: None, manifest: serde_json::json!({}) };
+        let plain = vec![step("CustomResourceDefinition", "widgets"), step("ServiceAccount", "op"), step("Deployment", "op"), step("ClusterServiceVersion", "op.v1")];
+        let held = vec![true, false, true, false];
+        let result = |i: usize, s: &Step| StepResult { index: i, kind: s.kind.clone(), name: s.name.clone(), namespace: None, status: StepStatus::Created, uid: None };
+        let applied = vec![result(0, &plain[1]), result(1, &plain[3])];
+        let merged = merge_held(&plain, &held, applied);
+        let got: Vec<(usize, &str, bool)> = merged.iter().map(|r| (r.index, r.name.as_str(), r.applied())).collect();
+        assert_eq!(got, [(0, "widgets", false), (1, "op", true), (2, "op", false), (3, "op.v1", true)]);
+        assert!(HELD_FOR_APIS.contains(&"ValidatingWebhookConfiguration") && !HELD_FOR_APIS.contains(&"ClusterServiceVersion"));
     }
 }

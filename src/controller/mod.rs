@@ -37,7 +37,10 @@ use futures::StreamExt;
 use futures::channel::mpsc;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::core::PartialObjectMeta;
 use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
@@ -132,6 +135,9 @@ pub struct Context {
     /// Sends `(package, namespace)` to bring that Operator object up to date ([`operator::run`]);
     /// set when the controllers start.
     operator_syncs: Mutex<Option<mpsc::UnboundedSender<(String, String)>>>,
+    /// The webhook configurations and APIServices labelled as a CSV's, as the CSV reconciler's
+    /// watches keep them (set when the controllers start; [`WebhookStores`]).
+    pub(crate) webhook_stores: std::sync::OnceLock<WebhookStores>,
 }
 
 /// Errors of a reconcile; the object is retried after a backoff (see [`error_policy`]). Each
@@ -487,6 +493,7 @@ impl Context {
             error_log: Mutex::new(HashMap::new()),
             resync_subscriptions: tx,
             operator_syncs: Mutex::new(None),
+            webhook_stores: std::sync::OnceLock::new(),
         };
         (Arc::new(ctx), rx)
     }
@@ -510,6 +517,50 @@ impl Context {
     pub(crate) fn resync_subscriptions(&self) {
         let _ = self.resync_subscriptions.unbounded_send(());
     }
+}
+
+/// Reflector stores of the objects the cluster calls an installed operator through, labelled
+/// `olm.owner.kind=ClusterServiceVersion` (`install::webhook` labels them): the CSV reconciler reads
+/// them instead of one GET each when it checks what to restore (`csv::restore_webhooks`), and
+/// their watches wake the owning CSV when one is deleted or changed.
+pub(crate) struct WebhookStores {
+    /// ValidatingWebhookConfigurations.
+    pub validating: reflector::Store<ValidatingWebhookConfiguration>,
+    /// MutatingWebhookConfigurations.
+    pub mutating: reflector::Store<MutatingWebhookConfiguration>,
+    /// APIServices.
+    pub apiservices: reflector::Store<APIService>,
+}
+
+impl WebhookStores {
+    /// Object `name` of `kind` as JSON, when `kind` is one of the stored kinds and its store has
+    /// completed its first list: `Some(None)` when it is not there (deleted, or its owner labels
+    /// removed), `None` when the store cannot tell (read the object from the API server).
+    pub(crate) fn lookup(&self, kind: &str, name: &str) -> Option<Option<Value>> {
+        use futures::FutureExt;
+        fn one<K>(store: &reflector::Store<K>, name: &str) -> Option<Option<Value>>
+        where
+            K: Resource<DynamicType = ()> + Clone + serde::Serialize + 'static,
+        {
+            store.wait_until_ready().now_or_never()?.ok()?;
+            Some(store.get(&ObjectRef::new(name)).and_then(|o| serde_json::to_value(o.as_ref()).ok()))
+        }
+        match kind {
+            "ValidatingWebhookConfiguration" => one(&self.validating, name),
+            "MutatingWebhookConfiguration" => one(&self.mutating, name),
+            "APIService" => one(&self.apiservices, name),
+            _ => None,
+        }
+    }
+}
+
+/// The CSV named by an object's owner labels (`olm.owner`, `olm.owner.namespace`,
+/// `olm.owner.kind=ClusterServiceVersion`), if any.
+fn owning_csv(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<ObjectRef<ClusterServiceVersion>> {
+    let l = meta.labels.as_ref()?;
+    (l.get(crate::install::LABEL_OWNER_KIND)?.as_str() == "ClusterServiceVersion")
+        .then(|| Some(ObjectRef::new(l.get(crate::install::LABEL_OWNER)?).within(l.get(crate::install::LABEL_OWNER_NAMESPACE)?)))
+        .flatten()
 }
 
 async fn run_inner(ctx: Arc<Context>, rx: mpsc::UnboundedReceiver<()>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
@@ -545,9 +596,34 @@ async fn run_inner(ctx: Arc<Context>, rx: mpsc::UnboundedReceiver<()>, shutdown:
     })
         .run(installplan::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
-    let owned_deployments = cfg().labels(&format!("{}=ClusterServiceVersion", crate::install::LABEL_OWNER_KIND));
-    let csvs = filtered(Api::<ClusterServiceVersion>::all(client.clone()))
-        .owns_stream(watcher(Api::<PartialObjectMeta<Deployment>>::all(client.clone()), owned_deployments).backoff(watch_backoff()).touched_objects())
+    let owned = || cfg().labels(&format!("{}=ClusterServiceVersion", crate::install::LABEL_OWNER_KIND));
+    // A deleted or changed webhook configuration, APIService or conversion CRD wakes its CSV, which
+    // applies it again (`csv::restore_webhooks`) at once rather than at its next 30 s look.
+    let (validating, validating_writer) = reflector::store();
+    let (mutating, mutating_writer) = reflector::store();
+    let (apiservices, apiservices_writer) = reflector::store();
+    let _ = ctx.webhook_stores.set(WebhookStores { validating, mutating, apiservices });
+    let validating = watcher(Api::<ValidatingWebhookConfiguration>::all(client.clone()), owned()).backoff(watch_backoff()).reflect(validating_writer).touched_objects();
+    let mutating = watcher(Api::<MutatingWebhookConfiguration>::all(client.clone()), owned()).backoff(watch_backoff()).reflect(mutating_writer).touched_objects();
+    let apiservices = watcher(Api::<APIService>::all(client.clone()), owned()).backoff(watch_backoff()).reflect(apiservices_writer).touched_objects();
+    let crds = watcher(Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()), cfg()).backoff(watch_backoff()).touched_objects();
+    let csvs = filtered(Api::<ClusterServiceVersion>::all(client.clone()));
+    let csv_store = csvs.store();
+    let csvs = csvs
+        .owns_stream(watcher(Api::<PartialObjectMeta<Deployment>>::all(client.clone()), owned()).backoff(watch_backoff()).touched_objects())
+        .watches_stream(validating, |o| owning_csv(&o.metadata))
+        .watches_stream(mutating, |o| owning_csv(&o.metadata))
+        .watches_stream(apiservices, |o| owning_csv(&o.metadata))
+        .watches_stream(crds, move |crd| {
+            // CRDs carry no owner labels: the CSVs whose conversion webhooks list it.
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            csv_store
+                .state()
+                .into_iter()
+                .filter(|c| c.spec.webhookdefinitions.iter().flatten().any(|w| w.conversion_crds.iter().flatten().any(|n| *n == name)))
+                .map(|c| ObjectRef::from_obj(c.as_ref()))
+                .collect::<Vec<_>>()
+        })
         .run(csv::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
     let groups = filtered(Api::<OperatorGroup>::all(client.clone()))

@@ -302,6 +302,13 @@ pub(super) async fn reconcile_csv(csv: &ClusterServiceVersion, ctx: &Context) ->
         Some(wait) => Ok(Some(Action::requeue(wait))),
         None => {
             remove_finalizer(&api, csv, CSV_FINALIZER).await?;
+            // Its APIs leave the group's olm.providedAPIs now (it is deleting: not counted), so
+            // that an install refused for them in an intersecting group may own them at its
+            // next look rather than after the group's 30 s one.
+            let groups = Api::<crate::api::OperatorGroup>::namespaced(ctx.client.clone(), &ns).list(&ListParams::default()).await.map_err(kube_err(format!("listing OperatorGroups in {ns}")))?;
+            if let [og] = groups.items.as_slice() {
+                crate::install::aggregation::ensure_for_operator_group(&ctx.client, og).await.map_err(|e| Error::Kube { context: e.what, source: e.source })?;
+            }
             ctx.sync_operator_of(csv);
             Ok(Some(Action::await_change()))
         }
@@ -464,7 +471,7 @@ async fn operator_not_running(ctx: &Context, csv: &ClusterServiceVersion) -> Res
 }
 
 /// Deletes the namespaced objects of kind `K` labelled with `selector` in every namespace.
-async fn delete_labelled<K>(ctx: &Context, selector: &str, deleted: &mut Vec<String>) -> Result<(), Error>
+pub(super) async fn delete_labelled<K>(ctx: &Context, selector: &str, deleted: &mut Vec<String>) -> Result<(), Error>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -590,6 +597,13 @@ async fn remove_operator(ctx: &Context, csv: &ClusterServiceVersion, replaced: b
 /// APIServices, its conversion CRDs reset, its subjects of the shared auth bindings. A CSV whose
 /// definitions cannot be read (it never installed any) has nothing to remove.
 async fn remove_webhooks(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Vec<String>, Error> {
+    remove_webhooks_of(ctx, csv, false).await
+}
+
+/// [`remove_webhooks`], or with `keep_bindings` only what calls the operator
+/// (`install::webhook::remove_callers`): for a CSV refused for an OperatorGroup owner conflict,
+/// which keeps its auth-binding subjects for when it may install again.
+pub(super) async fn remove_webhooks_of(ctx: &Context, csv: &ClusterServiceVersion, keep_bindings: bool) -> Result<Vec<String>, Error> {
     let ns = csv.namespace().unwrap_or_default();
     // Most CSVs declare neither: no JSON copy of the CSV on every reconcile for them.
     if !csv.serves_webhooks_or_apiservices() {
@@ -607,7 +621,8 @@ async fn remove_webhooks(ctx: &Context, csv: &ClusterServiceVersion) -> Result<V
     if defs.is_empty() {
         return Ok(Vec::new());
     }
-    crate::install::webhook::remove(&ctx.client, &name, &ns, &defs).await.map_err(|message| Error::Removal { csv: format!("{ns}/{name}"), message })
+    let removed = if keep_bindings { crate::install::webhook::remove_callers(&ctx.client, &name, &ns, &defs).await } else { crate::install::webhook::remove(&ctx.client, &name, &ns, &defs).await };
+    removed.map_err(|message| Error::Removal { csv: format!("{ns}/{name}"), message })
 }
 
 /// Other live CSVs (any namespace) that own or require CRD `crd`, as `namespace/name`.

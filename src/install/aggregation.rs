@@ -244,11 +244,13 @@ pub async fn ensure_for_csv(client: &Client, csv: &ClusterServiceVersion) -> Res
 }
 
 /// Brings an OperatorGroup's RBAC aggregation in line with the CSVs in its namespace (copied CSVs,
-/// label `olm.copiedFrom`, excluded as in OLM): writes `olm.providedAPIs` (unless
-/// `spec.staticProvidedAPIs`, whose annotation is the user's and is used as it is) and applies
-/// [`operator_group_cluster_roles`] for the union — only when the annotation changes or the
-/// group's `admin` ClusterRole is missing, so the periodic OperatorGroup check costs one list and
-/// one read. Returns the annotation value.
+/// label `olm.copiedFrom`, excluded as in OLM): prunes from `olm.providedAPIs` the APIs no member
+/// provides any more ([`pruned_provided_apis`]; unless `spec.staticProvidedAPIs`, whose annotation
+/// is the user's) — adding is the CSV check's ([`decide_api_ownership`]) — and applies
+/// [`operator_group_cluster_roles`] for the members' APIs and the annotation's together (OLM
+/// `syncOperatorGroups`: `providedAPIsForGroup`), only when the annotation changes or the group's
+/// `admin` ClusterRole is missing or aggregates other APIs, so the periodic OperatorGroup check
+/// costs one list and one read. Returns the annotation value.
 pub async fn ensure_for_operator_group(client: &Client, og: &OperatorGroup) -> Result<String, AggregationError> {
     let ns = og.namespace().unwrap_or_default();
     let name = og.name_any();
@@ -259,31 +261,36 @@ pub async fn ensure_for_operator_group(client: &Client, og: &OperatorGroup) -> R
     let members: Vec<&ClusterServiceVersion> = csvs.items.iter().filter(|c| !c.labels().contains_key(super::LABEL_COPIED_FROM)).collect();
     let current = og.annotations().get(PROVIDED_APIS_ANNOTATION).cloned().unwrap_or_default();
     let static_apis = og.spec.static_provided_apis == Some(true);
-    let apis: Vec<ApiKey> = if static_apis {
-        parse_provided_apis(&current)
-    } else {
-        let set: BTreeSet<ApiKey> = members.iter().flat_map(|c| provided_apis(&c.spec)).map(|a| ApiKey { plural: String::new(), ..a }).collect();
-        set.into_iter().collect()
-    };
-    let value = if static_apis { current.clone() } else { provided_apis_annotation(&apis) };
+    let value = if static_apis { current.clone() } else { pruned_provided_apis(&current, members.iter().copied()) };
+    let mut set: BTreeSet<ApiKey> = members.iter().flat_map(|c| provided_apis(&c.spec)).map(|a| ApiKey { plural: String::new(), ..a }).collect();
+    set.extend(parse_provided_apis(&current));
+    let apis: Vec<ApiKey> = set.into_iter().collect();
     let changed = value != current;
-    if changed && !static_apis {
-        // A merge patch of metadata only: the OperatorGroup may have been created as v1alpha2.
-        let patch = json!({"metadata": {"annotations": {PROVIDED_APIS_ANNOTATION: value}}});
-        Api::<OperatorGroup>::namespaced(client.clone(), &ns)
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(err(format!("writing {PROVIDED_APIS_ANNOTATION} of OperatorGroup {ns}/{name}")))?;
+    if changed {
+        write_provided_apis(client, &ns, &name, &value).await?;
     }
     let roles = operator_group_cluster_roles(&ns, &name, &apis);
     let admin = roles[0]["metadata"]["name"].as_str().unwrap_or_default().to_string();
-    let missing = Api::<ClusterRole>::all(client.clone()).get_opt(&admin).await.map_err(err(format!("reading ClusterRole {admin}")))?.is_none();
-    if changed || missing {
+    let found = Api::<ClusterRole>::all(client.clone()).get_opt(&admin).await.map_err(err(format!("reading ClusterRole {admin}")))?;
+    let stale = found.is_none_or(|cr| serde_json::to_value(&cr.aggregation_rule).unwrap_or_default() != roles[0].get("aggregationRule").cloned().unwrap_or(Value::Null));
+    if changed || stale {
         for cr in &roles {
             apply_cluster_role(client, cr).await?;
         }
     }
     Ok(value)
+}
+
+/// Writes `value` as OperatorGroup `namespace/name`'s `olm.providedAPIs` (a merge patch of
+/// metadata only; the group may have been created as v1alpha2): the CSV check's `AddAPIs` /
+/// `RemoveAPIs` ([`decide_api_ownership`]).
+pub async fn write_provided_apis(client: &Client, namespace: &str, name: &str, value: &str) -> Result<(), AggregationError> {
+    let patch = json!({"metadata": {"annotations": {PROVIDED_APIS_ANNOTATION: value}}});
+    Api::<OperatorGroup>::namespaced(client.clone(), namespace)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(err(format!("writing {PROVIDED_APIS_ANNOTATION} of OperatorGroup {namespace}/{name}")))?;
+    Ok(())
 }
 
 /// Follows OperatorGroup deletions and deletes their ClusterRoles ([`delete_for_operator_group`],
@@ -363,6 +370,196 @@ pub fn parse_provided_apis(annotation: &str) -> Vec<ApiKey> {
         }
     }
     out.into_iter().collect()
+}
+
+/// One OperatorGroup as the provided-API check sees it (OLM `groups.go` `OperatorGroupSurface`,
+/// `NewOperatorGroup`): its target namespaces — `status.namespaces` plus its own namespace, or
+/// `{""}` for all namespaces — and the APIs its `olm.providedAPIs` annotation claims.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSurface {
+    /// The group's namespace.
+    pub namespace: String,
+    /// The group's name.
+    pub name: String,
+    /// Target namespaces; `{""}` is all namespaces (OLM `NamespaceSet.IsAllNamespaces`).
+    pub targets: BTreeSet<String>,
+    /// `Kind.version.group` of each API in `olm.providedAPIs` ([`parse_provided_apis`]).
+    pub provided_apis: BTreeSet<String>,
+}
+
+impl GroupSurface {
+    /// OLM `NewOperatorGroup`: `namespaces` (the group's `status.namespaces`; `[""]` for all) with
+    /// the group's own namespace added unless it targets all namespaces; a group with no
+    /// `status.namespaces` yet targets nothing. `annotation` is its `olm.providedAPIs`.
+    pub fn new(namespace: &str, name: &str, namespaces: &[String], annotation: &str) -> GroupSurface {
+        let mut targets: BTreeSet<String> = namespaces.iter().cloned().collect();
+        if namespaces.first().is_some_and(|n| !n.is_empty()) {
+            targets.insert(namespace.to_string());
+        }
+        let provided_apis = parse_provided_apis(annotation).iter().map(gvk_string).collect();
+        GroupSurface { namespace: namespace.into(), name: name.into(), targets, provided_apis }
+    }
+
+    fn all_namespaces(&self) -> bool {
+        self.targets.len() == 1 && self.targets.contains("")
+    }
+
+    /// The namespaces both groups target (OLM `NamespaceSet.Intersection`: all namespaces
+    /// intersected with a set is that set).
+    pub fn shared_targets(&self, other: &GroupSurface) -> BTreeSet<String> {
+        match (self.all_namespaces(), other.all_namespaces()) {
+            (true, _) => other.targets.clone(),
+            (_, true) => self.targets.clone(),
+            _ => self.targets.intersection(&other.targets).cloned().collect(),
+        }
+    }
+
+    fn id(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    fn describe_targets(&self) -> String {
+        if self.all_namespaces() { "all namespaces".into() } else { self.targets.iter().cloned().collect::<Vec<_>>().join(", ") }
+    }
+}
+
+/// Another OperatorGroup that already provides some of a CSV's APIs in namespaces the CSV's group
+/// also targets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiClaim {
+    /// `namespace/name` of the other group.
+    pub group: String,
+    /// The other group's targets, as text (`all namespaces` or a comma-joined list).
+    pub targets: String,
+    /// The namespaces both groups target, as text.
+    pub shared: String,
+    /// The APIs both claim (`Kind.version.group`).
+    pub apis: Vec<String>,
+}
+
+/// OLM's `ReconcileAPIIntersection` result (`groups.go` `APIReconciliationResult`), with the
+/// other groups that claim the APIs for the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiReconciliation {
+    /// No intersecting group provides the APIs and the group already lists them.
+    NoConflict,
+    /// No intersecting group provides them; the group's `olm.providedAPIs` lacks some: add them.
+    Add,
+    /// The group lists them, and so does an intersecting group: remove them from this group.
+    Remove(Vec<ApiClaim>),
+    /// An intersecting group provides them and this group does not: the CSV cannot own them.
+    Conflict(Vec<ApiClaim>),
+}
+
+/// OLM `ReconcileAPIIntersection(add, group, otherGroups...)`: whether the APIs `add`
+/// (`Kind.version.group`) of a CSV in `group` are provided by another group among `others` whose
+/// targets intersect `group`'s (`group` itself, if listed, is skipped). Pure.
+pub fn reconcile_api_intersection(add: &BTreeSet<String>, group: &GroupSurface, others: &[GroupSurface]) -> ApiReconciliation {
+    let mut owners = Vec::new();
+    for other in others.iter().filter(|o| o.id() != group.id()) {
+        let shared = group.shared_targets(other);
+        if shared.is_empty() {
+            continue;
+        }
+        let apis: Vec<String> = add.intersection(&other.provided_apis).cloned().collect();
+        if !apis.is_empty() {
+            let shared = if shared.len() == 1 && shared.contains("") { "all namespaces".to_string() } else { shared.into_iter().collect::<Vec<_>>().join(", ") };
+            owners.push(ApiClaim { group: other.id(), targets: other.describe_targets(), shared, apis });
+        }
+    }
+    let subset = add.is_subset(&group.provided_apis);
+    match (subset, owners.is_empty()) {
+        (true, false) => ApiReconciliation::Remove(owners),
+        (false, false) => ApiReconciliation::Conflict(owners),
+        (false, true) => ApiReconciliation::Add,
+        (true, true) => ApiReconciliation::NoConflict,
+    }
+}
+
+/// What a CSV's provided APIs mean for its install (OLM `operator.go` `syncClusterServiceVersion`,
+/// the `apiReconciler.Reconcile` switch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiOwnership {
+    /// The CSV may install; its group's `olm.providedAPIs` is right as it is.
+    Free,
+    /// The CSV may install once its group's `olm.providedAPIs` is this value (OLM `AddAPIs`).
+    Claim(String),
+    /// The CSV may not install (phase Failed with `reason`, which is
+    /// `InterOperatorGroupOwnerConflict` or `CannotModifyStaticOperatorGroupProvidedAPIs`);
+    /// `release`, when set, is the group's new `olm.providedAPIs` without the CSV's APIs (OLM
+    /// `RemoveAPIs`, after which the next check is this conflict).
+    Refused {
+        /// OLM's reason.
+        reason: &'static str,
+        /// OLM's message first, then the other groups, the APIs and what to do.
+        message: String,
+        /// The group's `olm.providedAPIs` without the CSV's APIs, when they must be taken out.
+        release: Option<String>,
+    },
+}
+
+/// OLM's reason for a CSV whose APIs another intersecting OperatorGroup provides.
+pub const INTER_OPERATOR_GROUP_OWNER_CONFLICT: &str = "InterOperatorGroupOwnerConflict";
+/// OLM's reason for a CSV whose APIs a static OperatorGroup (`spec.staticProvidedAPIs`) does not list.
+pub const CANNOT_MODIFY_STATIC_PROVIDED_APIS: &str = "CannotModifyStaticOperatorGroupProvidedAPIs";
+
+/// Decides whether CSV `csv` (`namespace/name`) in `group` may own the APIs `add`
+/// ([`provided_apis`] as [`gvk_string`]s) given the cluster's `others` groups (OLM
+/// `syncClusterServiceVersion`): a copied CSV (label `olm.copiedFrom`) is never checked; a
+/// [`ApiReconciliation::Conflict`] refuses with `InterOperatorGroupOwnerConflict`, a
+/// [`ApiReconciliation::Remove`] too after releasing the APIs from its group; on a group with
+/// `static_apis` an `Add` or `Remove` refuses with `CannotModifyStaticOperatorGroupProvidedAPIs`
+/// (the annotation is the user's). Pure.
+pub fn decide_api_ownership(csv: &str, copied: bool, add: &BTreeSet<String>, group: &GroupSurface, others: &[GroupSurface], static_apis: bool) -> ApiOwnership {
+    if copied || add.is_empty() {
+        return ApiOwnership::Free;
+    }
+    let result = reconcile_api_intersection(add, group, others);
+    let apis = |set: &BTreeSet<String>| set.iter().cloned().collect::<Vec<_>>().join(", ");
+    match result {
+        ApiReconciliation::NoConflict => ApiOwnership::Free,
+        ApiReconciliation::Add | ApiReconciliation::Remove(_) if static_apis => {
+            let missing: BTreeSet<String> = add.difference(&group.provided_apis).cloned().collect();
+            let what = if missing.is_empty() { format!("its APIs {} are also provided by an intersecting OperatorGroup", apis(add)) } else { format!("its APIs {} are not in the group's olm.providedAPIs", apis(&missing)) };
+            ApiOwnership::Refused {
+                reason: CANNOT_MODIFY_STATIC_PROVIDED_APIS,
+                message: format!(
+                    "static provided api operatorgroup cannot be modified by these apis: ClusterServiceVersion {csv} is in OperatorGroup {} with spec.staticProvidedAPIs: true, and {what}; add them to the group's annotation olm.providedAPIs by hand, or set spec.staticProvidedAPIs: false",
+                    group.id()
+                ),
+                release: None,
+            }
+        }
+        ApiReconciliation::Add => {
+            let union: BTreeSet<String> = group.provided_apis.union(add).cloned().collect();
+            ApiOwnership::Claim(union.into_iter().collect::<Vec<_>>().join(","))
+        }
+        ApiReconciliation::Remove(owners) | ApiReconciliation::Conflict(owners) => {
+            let release = group.provided_apis.is_superset(add).then(|| group.provided_apis.difference(add).cloned().collect::<Vec<_>>().join(","));
+            let others: Vec<String> = owners.iter().map(|o| format!("OperatorGroup {} (targets {}; shared: {}) already provides {}", o.group, o.targets, o.shared, o.apis.join(", "))).collect();
+            ApiOwnership::Refused {
+                reason: INTER_OPERATOR_GROUP_OWNER_CONFLICT,
+                message: format!(
+                    "intersecting operatorgroups provide the same apis: ClusterServiceVersion {csv} (OperatorGroup {}, targets {}) provides {}, but {}; two operators would reconcile the same resources (and take over each other's webhooks and CRD conversion), so its Deployments are not run; uninstall one of the two (delete its Subscription and ClusterServiceVersion) or change the OperatorGroups' target namespaces so that they do not overlap",
+                    group.id(),
+                    group.describe_targets(),
+                    apis(add),
+                    others.join("; ")
+                ),
+                release,
+            }
+        }
+    }
+}
+
+/// The `olm.providedAPIs` an OperatorGroup keeps when its CSVs are `members` (copied CSVs,
+/// label `olm.copiedFrom`, and CSVs being deleted excluded): the current value without the APIs no member provides any
+/// more (OLM `pruneProvidedAPIs`; APIs are added by the CSV check, [`decide_api_ownership`], not
+/// here, so that a CSV refused for a conflict does not claim them). Pure.
+pub fn pruned_provided_apis<'a>(current: &str, members: impl IntoIterator<Item = &'a ClusterServiceVersion>) -> String {
+    let provided: BTreeSet<String> = members.into_iter().filter(|c| !c.labels().contains_key(super::LABEL_COPIED_FROM) && c.metadata.deletion_timestamp.is_none()).flat_map(|c| provided_apis(&c.spec)).map(|a| gvk_string(&a)).collect();
+    let kept: BTreeSet<String> = parse_provided_apis(current).iter().map(gvk_string).filter(|a| provided.contains(a)).collect();
+    kept.into_iter().collect::<Vec<_>>().join(",")
 }
 
 #[cfg(test)]
@@ -458,5 +655,103 @@ mod tests {
         assert_eq!(provided_apis_annotation(&back), a);
         assert!(parse_provided_apis("").is_empty());
         assert!(parse_provided_apis("Kind.v1").is_empty());
+    }
+
+    fn group(ns: &str, name: &str, targets: &[&str], apis: &str) -> GroupSurface {
+        GroupSurface::new(ns, name, &targets.iter().map(|t| t.to_string()).collect::<Vec<_>>(), apis)
+    }
+
+    fn set(apis: &[&str]) -> BTreeSet<String> {
+        apis.iter().map(|a| a.to_string()).collect()
+    }
+
+    const WIDGET: &str = "Widget.v1.webhook.capstan.dev";
+
+    #[test]
+    fn group_surfaces_add_their_own_namespace_and_all_namespaces_intersects_everything() {
+        let own = group("ns-a", "og", &["ns-a"], "");
+        assert_eq!(own.targets, set(&["ns-a"]));
+        let single = group("ops", "og", &["team1"], "");
+        assert_eq!(single.targets, set(&["ops", "team1"]), "OLM NewOperatorGroup adds the group's namespace");
+        let all = group("ns-b", "global", &[""], "");
+        assert_eq!(all.targets, set(&[""]));
+        assert_eq!(all.shared_targets(&own), set(&["ns-a"]));
+        assert_eq!(own.shared_targets(&all), set(&["ns-a"]));
+        assert_eq!(all.shared_targets(&group("x", "y", &[""], "")), set(&[""]));
+        assert!(group("new", "og", &[], "").shared_targets(&all).is_empty(), "no status.namespaces yet: targets nothing");
+        assert!(own.shared_targets(&group("ns-c", "og", &["ns-c"], "")).is_empty());
+    }
+
+    #[test]
+    fn reconcile_api_intersection_is_olms() {
+        let add = set(&[WIDGET]);
+        let a = |apis: &str| group("ns-a", "og-a", &["ns-a"], apis);
+        let b = |apis: &str| group("ns-b", "og-b", &["ns-b"], apis);
+        let global = |apis: &str| group("ns-g", "og-g", &[""], apis);
+        // Disjoint namespaces: the same API in both groups is fine.
+        assert_eq!(reconcile_api_intersection(&add, &a(WIDGET), &[b(WIDGET)]), ApiReconciliation::NoConflict);
+        assert_eq!(reconcile_api_intersection(&add, &a(""), &[b(WIDGET)]), ApiReconciliation::Add);
+        // AllNamespaces intersects everything: the newcomer conflicts, the holder keeps them.
+        let conflict = reconcile_api_intersection(&add, &global(""), &[a(WIDGET), b("")]);
+        let ApiReconciliation::Conflict(owners) = conflict else { panic!("{conflict:?}") };
+        assert_eq!(owners, vec![ApiClaim { group: "ns-a/og-a".into(), targets: "ns-a".into(), shared: "ns-a".into(), apis: vec![WIDGET.into()] }]);
+        assert_eq!(reconcile_api_intersection(&add, &a(WIDGET), &[global("")]), ApiReconciliation::NoConflict);
+        // Both claim: remove from this group (OLM RemoveAPIs).
+        assert!(matches!(reconcile_api_intersection(&add, &a(WIDGET), &[global(WIDGET)]), ApiReconciliation::Remove(_)));
+        // Other APIs of an intersecting group do not matter; the group itself is skipped.
+        assert_eq!(reconcile_api_intersection(&add, &a(""), &[global("Gadget.v1.example.com")]), ApiReconciliation::Add);
+        assert_eq!(reconcile_api_intersection(&add, &a(WIDGET), &[a(WIDGET)]), ApiReconciliation::NoConflict);
+    }
+
+    #[test]
+    fn csv_api_ownership_decisions() {
+        let add = set(&[WIDGET, "Gadget.v1.example.com"]);
+        let a = group("ns-a", "og-a", &["ns-a"], WIDGET);
+        let global = group("ns-b", "og-b", &[""], "");
+        // The newcomer in the AllNamespaces group: refused, naming the other group, the API and what to do.
+        let ApiOwnership::Refused { reason, message, release } = decide_api_ownership("ns-b/op.v1", false, &add, &global, &[a.clone()], false) else { panic!() };
+        assert_eq!(reason, INTER_OPERATOR_GROUP_OWNER_CONFLICT);
+        assert!(message.starts_with("intersecting operatorgroups provide the same apis: "), "{message}");
+        for part in ["ClusterServiceVersion ns-b/op.v1", "OperatorGroup ns-b/og-b, targets all namespaces", "OperatorGroup ns-a/og-a (targets ns-a; shared: ns-a) already provides Widget.v1.webhook.capstan.dev", "uninstall one of the two"] {
+            assert!(message.contains(part), "{part} in {message}");
+        }
+        assert_eq!(release, None, "the group never listed them");
+        // The holder keeps installing; a group that lacks them claims them (AddAPIs).
+        let holder = group("ns-a", "og-a", &["ns-a"], "Gadget.v1.example.com,Widget.v1.webhook.capstan.dev");
+        assert_eq!(decide_api_ownership("ns-a/op.v1", false, &add, &holder, &[global.clone()], false), ApiOwnership::Free);
+        assert_eq!(decide_api_ownership("ns-a/op.v1", false, &add, &a, &[global.clone()], false), ApiOwnership::Claim("Gadget.v1.example.com,Widget.v1.webhook.capstan.dev".into()));
+        // Both groups list them: this one releases them and is refused.
+        let both = group("ns-b", "og-b", &[""], "Gadget.v1.example.com,Other.v1.x.io,Widget.v1.webhook.capstan.dev");
+        let ApiOwnership::Refused { reason, release, .. } = decide_api_ownership("ns-b/op.v1", false, &add, &both, &[a.clone()], false) else { panic!() };
+        assert_eq!((reason, release.as_deref()), (INTER_OPERATOR_GROUP_OWNER_CONFLICT, Some("Other.v1.x.io")));
+        // Copied CSVs and CSVs without APIs are not checked.
+        assert_eq!(decide_api_ownership("ns-b/op.v1", true, &add, &global, &[a.clone()], false), ApiOwnership::Free);
+        assert_eq!(decide_api_ownership("ns-b/op.v1", false, &BTreeSet::new(), &global, &[a.clone()], false), ApiOwnership::Free);
+        // A static group: adding (or removing) is refused; what it lists already is fine; a conflict stays a conflict.
+        let ApiOwnership::Refused { reason, message, .. } = decide_api_ownership("ns-c/op.v1", false, &add, &group("ns-c", "og-c", &["ns-c"], WIDGET), &[], true) else { panic!() };
+        assert_eq!(reason, CANNOT_MODIFY_STATIC_PROVIDED_APIS);
+        assert!(message.starts_with("static provided api operatorgroup cannot be modified by these apis") && message.contains("Gadget.v1.example.com are not in"), "{message}");
+        let listed = group("ns-c", "og-c", &["ns-c"], "Gadget.v1.example.com,Widget.v1.webhook.capstan.dev");
+        assert_eq!(decide_api_ownership("ns-c/op.v1", false, &add, &listed, &[], true), ApiOwnership::Free);
+        let ApiOwnership::Refused { reason, .. } = decide_api_ownership("ns-c/op.v1", false, &add, &listed, &[group("ns-b", "og-b", &[""], WIDGET)], true) else { panic!() };
+        assert_eq!(reason, CANNOT_MODIFY_STATIC_PROVIDED_APIS, "OLM: static and RemoveAPIs");
+        let ApiOwnership::Refused { reason, .. } = decide_api_ownership("ns-b/op.v1", false, &add, &group("ns-b", "og-b", &[""], ""), &[a], true) else { panic!() };
+        assert_eq!(reason, INTER_OPERATOR_GROUP_OWNER_CONFLICT);
+    }
+
+    #[test]
+    fn the_group_annotation_is_only_pruned() {
+        let csv = |labels: Value, owned: &str| -> ClusterServiceVersion {
+            serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+                "metadata": {"name": "x", "namespace": "ns", "labels": labels},
+                "spec": {"displayName": "x", "install": {"strategy": "deployment"},
+                         "customresourcedefinitions": {"owned": [{"name": owned, "version": "v1", "kind": "Widget"}]}}}))
+            .unwrap()
+        };
+        let member = csv(json!({}), "widgets.webhook.capstan.dev");
+        let copied = csv(json!({"olm.copiedFrom": "ops"}), "widgets.other.io");
+        let current = "Gone.v1.example.com,Widget.v1.other.io,Widget.v1.webhook.capstan.dev";
+        assert_eq!(pruned_provided_apis(current, [&member, &copied]), WIDGET, "no longer provided or only by a copy: pruned");
+        assert_eq!(pruned_provided_apis("", [&member]), "", "not added here: the CSV check claims them");
     }
 }

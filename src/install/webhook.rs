@@ -601,23 +601,15 @@ pub fn unavailable(defs: &Definitions, deployment_available: impl Fn(&str) -> Op
     (!waiting.is_empty()).then(|| waiting.join("; "))
 }
 
-/// Removes what makes the cluster call a CSV's webhooks and APIServices, before its Deployments
-/// go (so no write is left failing on a webhook that points at nothing): the
-/// Validating/MutatingWebhookConfigurations and APIServices labelled `olm.owner=<csv>`,
-/// `olm.owner.namespace=<namespace>`, and the `spec.conversion` of each conversion webhook's
-/// CRDs set back to `None` (\[OLM\] `handleClusterServiceVersionDeletion`, which does the last
-/// two; OLM leaves webhook configurations to label-based garbage collection). Also the
-/// auth-reader RoleBinding in `kube-system` and auth-delegator ClusterRoleBinding, which no
-/// ownerReference can collect: shared by the installs of one package in several namespaces
-/// ([`is_shared_binding`]), they lose this namespace's subject and go with the last one. Call it only when the CSV is removed, not replaced: a replacing
-/// CSV applies the same objects (see the module documentation). Returns the objects removed,
-/// as `Kind name`.
+/// The first part of [`remove`]: the webhook configurations and APIServices labelled for the CSV
+/// and the conversion of its CRDs that points at its own Service; the shared auth bindings are
+/// kept. For a CSV that stays installed but must not be called (refused for an OperatorGroup
+/// owner conflict; it may own its APIs again later and then needs its bindings).
 ///
 /// # Errors
 /// The first API error other than NotFound, naming the object.
-pub async fn remove(client: &kube::Client, csv: &str, namespace: &str, defs: &Definitions) -> Result<Vec<String>, String> {
+pub async fn remove_callers(client: &kube::Client, csv: &str, namespace: &str, defs: &Definitions) -> Result<Vec<String>, String> {
     use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
-    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
     use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
@@ -666,6 +658,27 @@ pub async fn remove(client: &kube::Client, csv: &str, namespace: &str, defs: &De
             removed.push(format!("CustomResourceDefinition {c} spec.conversion"));
         }
     }
+    Ok(removed)
+}
+
+/// Removes what makes the cluster call a CSV's webhooks and APIServices, before its Deployments
+/// go (so no write is left failing on a webhook that points at nothing): the
+/// Validating/MutatingWebhookConfigurations and APIServices labelled `olm.owner=<csv>`,
+/// `olm.owner.namespace=<namespace>`, and the `spec.conversion` of each conversion webhook's
+/// CRDs set back to `None` (\[OLM\] `handleClusterServiceVersionDeletion`, which does the last
+/// two; OLM leaves webhook configurations to label-based garbage collection). Also the
+/// auth-reader RoleBinding in `kube-system` and auth-delegator ClusterRoleBinding, which no
+/// ownerReference can collect: shared by the installs of one package in several namespaces
+/// ([`is_shared_binding`]), they lose this namespace's subject and go with the last one. Call it only when the CSV is removed, not replaced: a replacing
+/// CSV applies the same objects (see the module documentation). Returns the objects removed,
+/// as `Kind name`.
+///
+/// # Errors
+/// The first API error other than NotFound, naming the object.
+pub async fn remove(client: &kube::Client, csv: &str, namespace: &str, defs: &Definitions) -> Result<Vec<String>, String> {
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
+    use kube::api::Api;
+    let mut removed = remove_callers(client, csv, namespace, defs).await?;
     // The shared auth bindings: this namespace's subject goes, the binding with its last one.
     let delegators: Api<ClusterRoleBinding> = Api::all(client.clone());
     let readers: Api<RoleBinding> = Api::namespaced(client.clone(), KUBE_SYSTEM);

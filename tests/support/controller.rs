@@ -255,3 +255,13 @@ pub async fn can(client: &kube::Client, verb: &str, group: &str, resource: &str,
     let r = Api::<SelfSubjectAccessReview>::all(client.clone()).create(&PostParams::default(), &ssar).await.expect("SelfSubjectAccessReview");
     r.status.map(|s| s.allowed).unwrap_or(false)
 }
+
+/// Deletes the AllNamespaces OperatorGroup `global` of `ns` ([`namespace_with_global_group`]) and
+/// waits until it is gone, so that a later AllNamespaces install of the same operator elsewhere
+/// does not intersect it (two such groups providing one API are an InterOperatorGroupOwnerConflict,
+/// as in OLM). What it installed stays (its CSVs are Failed `NoOperatorGroup`).
+pub async fn release_group(client: &kube::Client, ns: &str) {
+    let groups: Api<capstan::api::OperatorGroup> = Api::namespaced(client.clone(), ns);
+    groups.delete("global", &kube::api::DeleteParams::default()).await.expect("delete OperatorGroup");
+    eventually(&format!("OperatorGroup {ns}/global gone"), WAIT, || async { groups.get_opt("global").await.ok()?.is_none().then_some(()) }).await;
+}
