@@ -160,6 +160,7 @@ async fn installed(client: &kube::Client, ns: &str, case: &Case) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "written in session 6 but not yet run on a cluster: run with --ignored, then drop this"]
 async fn twenty_community_packages_install_or_say_why_not() {
     let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into())).try_init();
     let client = support::cluster().await;
