@@ -65,7 +65,7 @@ async fn owned_by(client: &kube::Client, ns: &str, csv: &str) -> BTreeMap<&'stat
     }
     let mut out = BTreeMap::new();
     out.insert("Deployment", names(Api::<Deployment>::all(client.clone()), &lp).await);
-    out.insert("ServiceAccount", names(Api::<ServiceAccount>::all(client.clone()), &lp).await);
+
     out.insert("Role", names(Api::<Role>::all(client.clone()), &lp).await);
     out.insert("RoleBinding", names(Api::<RoleBinding>::all(client.clone()), &lp).await);
     out.insert("ClusterRole", names(Api::<ClusterRole>::all(client.clone()), &lp).await);
@@ -73,6 +73,8 @@ async fn owned_by(client: &kube::Client, ns: &str, csv: &str) -> BTreeMap<&'stat
     // The bundle's own Service carries the component label and an ownerReference, no owner labels.
     let component = ListParams::default().labels(&format!("operators.coreos.com/nginx-operator.{ns}"));
     out.insert("Service", names(Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), ns), &component).await);
+    // A generated ServiceAccount is owned by reference, with the component label, as OLM makes it.
+    out.insert("ServiceAccount", names(Api::<ServiceAccount>::namespaced(client.clone(), ns), &component).await);
     out
 }
 

@@ -124,7 +124,8 @@ async fn nginx_operator_from_the_catalog_serves_a_page_on_the_real_node_and_is_r
     let container = &operator_pod.status.as_ref().and_then(|s| s.container_statuses.clone()).expect("container statuses")[0];
     assert!(container.image_id.ends_with(digest_of(&operator_image)), "{} vs {operator_image}", container.image_id);
     let sa = Api::<ServiceAccount>::namespaced(client.clone(), &ns.name).get(OPERATOR).await.expect("the operator's ServiceAccount");
-    assert_eq!(sa.labels().get("olm.owner").map(String::as_str), Some(CSV), "capstan created the ServiceAccount: {:?}", sa.labels());
+    // capstan created it, owned by the CSV as OLM makes it (ownerReference, no owner labels).
+    assert!(sa.owner_references().iter().any(|o| o.kind == "ClusterServiceVersion" && o.name == CSV), "capstan created the ServiceAccount: {:?}", sa.metadata);
     logs_containing(&pods, &operator_pod.name_any(), "\"watching namespaces\",\"namespaces\":[\"").await;
 
     // Its identity (a token of that ServiceAccount) may do what the CSV grants, and nothing else.
