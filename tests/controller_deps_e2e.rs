@@ -19,32 +19,6 @@ use serde_json::json;
 use support::controller::*;
 use support::{TestNamespace, eventually};
 
-/// Copies a corpus bundle directory into `to`, replacing the `oci://` scheme of its
-/// `spec.relatedImages` entries: kuadrant-operator lists `oci://quay.io/kuadrant/wasm-shim:…`
-/// there, which is not an image pull spec — opm v1.73.0 and capstan both refuse such a catalog
-/// (tests/catalog_add_corpus.rs) — so the test publishes it the way a catalog maintainer would
-/// after fixing that entry. Nothing else changes.
-fn copy_bundle(from: &Path, to: &Path) {
-    for entry in walk(from) {
-        let rel = entry.strip_prefix(from).expect("inside");
-        let dest = to.join(rel);
-        std::fs::create_dir_all(dest.parent().expect("parent")).expect("mkdir");
-        let bytes = std::fs::read(&entry).expect("read corpus file");
-        let text = String::from_utf8_lossy(&bytes);
-        let fixed = if rel.to_string_lossy().contains("clusterserviceversion") { text.replace("- image: oci://", "- image: ") } else { text.into_owned() };
-        std::fs::write(&dest, fixed).expect("write");
-    }
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).expect("read dir").flatten() {
-        let p = e.path();
-        if p.is_dir() { out.extend(walk(&p)) } else { out.push(p) }
-    }
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn controller_dependencies_cluster_rbac_config_and_bad_input() {
     let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into())).try_init();

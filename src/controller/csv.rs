@@ -215,7 +215,9 @@ async fn apiservice_requirements(client: &Client, csv: &ClusterServiceVersion, e
 /// Whether `kind` is served in `group/version` (discovery; a group the server lacks is not).
 async fn served_kind(client: &Client, group: &str, version: &str, kind: &str) -> Result<bool, Error> {
     let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    match client.list_api_group_resources(&gv).await {
+    // The core group is discovered at /api/<version>, every other at /apis/<group>/<version>.
+    let found = if group.is_empty() { client.list_core_api_resources(version).await } else { client.list_api_group_resources(&gv).await };
+    match found {
         Ok(list) => Ok(list.resources.iter().any(|r| r.kind == kind)),
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 503 => Ok(false),
         Err(e) => Err(kube_err(format!("discovering API {gv}"))(e)),
@@ -235,11 +237,7 @@ pub(crate) async fn apiservice_available(client: &Client, name: &str) -> Result<
 async fn native_api_requirements(client: &Client, csv: &ClusterServiceVersion, entries: &mut Vec<RequirementStatus>, missing: &mut Vec<String>) -> Result<(), Error> {
     for api in csv.spec.native_apis.iter().flatten() {
         let gv = if api.group.is_empty() { api.version.clone() } else { format!("{}/{}", api.group, api.version) };
-        let served = match client.list_api_group_resources(&gv).await {
-            Ok(list) => list.resources.iter().any(|r| r.kind == api.kind),
-            Err(kube::Error::Api(s)) if s.code == 404 => false,
-            Err(e) => return Err(kube_err(format!("discovering API {gv}"))(e)),
-        };
+        let served = served_kind(client, &api.group, &api.version, &api.kind).await?;
         let (st, msg) = if served { (RequirementStatusReason::Present, "Native API exists") } else { (RequirementStatusReason::NotPresent, "Native API does not exist") };
         if !served {
             missing.push(format!("native API {gv} {}: {msg}", api.kind));

@@ -265,3 +265,29 @@ pub async fn release_group(client: &kube::Client, ns: &str) {
     groups.delete("global", &kube::api::DeleteParams::default()).await.expect("delete OperatorGroup");
     eventually(&format!("OperatorGroup {ns}/global gone"), WAIT, || async { groups.get_opt("global").await.ok()?.is_none().then_some(()) }).await;
 }
+
+/// Copies a corpus bundle directory into `to`, replacing the `oci://` scheme of its
+/// `spec.relatedImages` entries: kuadrant-operator lists `oci://quay.io/kuadrant/wasm-shim:…`
+/// there, which is not an image pull spec — opm v1.73.0 and capstan both refuse such a catalog
+/// (tests/catalog_add_corpus.rs) — so the test publishes it the way a catalog maintainer would
+/// after fixing that entry. Nothing else changes.
+pub fn copy_bundle(from: &Path, to: &Path) {
+    for entry in walk(from) {
+        let rel = entry.strip_prefix(from).expect("inside");
+        let dest = to.join(rel);
+        std::fs::create_dir_all(dest.parent().expect("parent")).expect("mkdir");
+        let bytes = std::fs::read(&entry).expect("read corpus file");
+        let text = String::from_utf8_lossy(&bytes);
+        let fixed = if rel.to_string_lossy().contains("clusterserviceversion") { text.replace("- image: oci://", "- image: ") } else { text.into_owned() };
+        std::fs::write(&dest, fixed).expect("write");
+    }
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let p = e.path();
+        if p.is_dir() { out.extend(walk(&p)) } else { out.push(p) }
+    }
+    out
+}
