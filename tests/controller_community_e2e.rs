@@ -263,4 +263,12 @@ async fn twenty_community_packages_install_or_say_why_not() {
         let _ = Api::<MutatingWebhookConfiguration>::all(client.clone()).delete_collection(&DeleteParams::default(), &sel).await;
         let _ = Api::<ValidatingWebhookConfiguration>::all(client.clone()).delete_collection(&DeleteParams::default(), &sel).await;
     }
+    // The OperatorGroups go now, not with their namespaces' slow termination: a later test that
+    // installs one of these operators again (kuadrant in controller_deps_e2e) would otherwise
+    // meet a group that provides its APIs everywhere (InterOperatorGroupOwnerConflict, as in OLM).
+    for ns in &refs {
+        let groups: Api<capstan::api::OperatorGroup> = Api::namespaced(client.clone(), ns);
+        let _ = groups.delete_collection(&DeleteParams::default(), &ListParams::default()).await;
+        eventually(&format!("the OperatorGroups of {ns} gone"), WAIT, || async { groups.list(&ListParams::default()).await.ok()?.items.is_empty().then_some(()) }).await;
+    }
 }

@@ -211,8 +211,16 @@ async fn sync(ctx: &Context, package: &str, namespace: &str) -> Result<(), Error
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), namespace);
     let csv = match &csv_name {
         Some(c) => csvs.get_opt(c).await.map_err(kube_err(format!("reading ClusterServiceVersion {namespace}/{c}")))?,
-        None => None,
+        // Without a Subscription (deleted; the CSV keeps running, as in OLM): the package's CSV.
+        None => csvs
+            .list(&ListParams::default())
+            .await
+            .map_err(kube_err(format!("listing ClusterServiceVersions in {namespace}")))?
+            .items
+            .into_iter()
+            .find(|c| c.metadata.deletion_timestamp.is_none() && !c.labels().contains_key(crate::install::LABEL_COPIED_FROM) && package_of(c).as_deref() == Some(package)),
     };
+    let csv_name = csv_name.or_else(|| csv.as_ref().map(|c| c.name_any()));
     if sub.is_none() && csv.is_none() {
         match operators.delete(&name, &DeleteParams::background()).await {
             Ok(_) => tracing::info!(operator = %name, "no Subscription or CSV of the package is left: Operator deleted"),

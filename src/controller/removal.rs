@@ -302,14 +302,22 @@ pub(super) async fn reconcile_csv(csv: &ClusterServiceVersion, ctx: &Context) ->
         Some(wait) => Ok(Some(Action::requeue(wait))),
         None => {
             remove_finalizer(&api, csv, CSV_FINALIZER).await?;
+            // The CSV is gone now, so nothing here may fail the reconcile (it would not run again).
+            ctx.sync_operator_of(csv);
             // Its APIs leave the group's olm.providedAPIs now (it is deleting: not counted), so
             // that an install refused for them in an intersecting group may own them at its
-            // next look rather than after the group's 30 s one.
-            let groups = Api::<crate::api::OperatorGroup>::namespaced(ctx.client.clone(), &ns).list(&ListParams::default()).await.map_err(kube_err(format!("listing OperatorGroups in {ns}")))?;
-            if let [og] = groups.items.as_slice() {
-                crate::install::aggregation::ensure_for_operator_group(&ctx.client, og).await.map_err(|e| Error::Kube { context: e.what, source: e.source })?;
+            // next look rather than after the group's 30 s one. Best effort: the group's own
+            // reconcile prunes them too.
+            match Api::<crate::api::OperatorGroup>::namespaced(ctx.client.clone(), &ns).list(&ListParams::default()).await {
+                Ok(groups) => {
+                    if let [og] = groups.items.as_slice()
+                        && let Err(e) = crate::install::aggregation::ensure_for_operator_group(&ctx.client, og).await
+                    {
+                        tracing::warn!(csv = %format!("{ns}/{}", csv.name_any()), error = %e.source, "could not prune the OperatorGroup's olm.providedAPIs; its next look does");
+                    }
+                }
+                Err(e) => tracing::warn!(csv = %format!("{ns}/{}", csv.name_any()), error = %e, "could not list OperatorGroups to prune olm.providedAPIs; the group's next look does"),
             }
-            ctx.sync_operator_of(csv);
             Ok(Some(Action::await_change()))
         }
     }

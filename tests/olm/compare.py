@@ -287,6 +287,14 @@ class Ctx:
     def gone(self, kind, ns, name):
         return self.wait(f"{kind} {ns}/{name} gone", lambda: self.c.get(kind, ns, name) is None)
 
+    def replaced_gone(self, ns, csv):
+        """Waits for the garbage collector to take what the replaced CSV owned (its
+        OperatorCondition, and that one's Role and RoleBinding): both systems leave it to the
+        collector, which lags under load, and a checkpoint taken before it would differ by timing."""
+        self.gone("operatorconditions.operators.coreos.com", ns, csv)
+        self.gone("roles.rbac.authorization.k8s.io", ns, csv)
+        self.gone("rolebindings.rbac.authorization.k8s.io", ns, csv)
+
     def checkpoint(self, label):
         """Waits until two dumps a second apart agree (after normalising), then records what changed."""
         prev, now, start = None, None, time.time()
@@ -316,18 +324,21 @@ def s_upgrade_replaces(x):
     x.ns("s-replaces"); x.og("s-replaces", targets=["s-replaces"])
     x.sub("s-replaces", "nginx-operator", catalog="examples", channel="alpha", starting="nginx-operator.v0.1.0")
     x.csv_phase("s-replaces", "nginx-operator.v0.2.0"); x.gone("clusterserviceversions.operators.coreos.com", "s-replaces", "nginx-operator.v0.1.0")
+    x.replaced_gone("s-replaces", "nginx-operator.v0.1.0")
     x.checkpoint("upgraded")
 
 
 def s_upgrade_skips(x):
     x.ns("s-skips"); x.og("s-skips", targets=["s-skips"]); x.sub("s-skips", "skips-op", starting="skips-op.v1.0.0")
     x.csv_phase("s-skips", "skips-op.v1.2.0"); x.gone("clusterserviceversions.operators.coreos.com", "s-skips", "skips-op.v1.0.0")
+    x.replaced_gone("s-skips", "skips-op.v1.0.0")
     x.checkpoint("upgraded")
 
 
 def s_upgrade_skiprange(x):
     x.ns("s-range"); x.og("s-range", targets=["s-range"]); x.sub("s-range", "range-op", starting="range-op.v1.0.0")
     x.csv_phase("s-range", "range-op.v2.0.0"); x.gone("clusterserviceversions.operators.coreos.com", "s-range", "range-op.v1.0.0")
+    x.replaced_gone("s-range", "range-op.v1.0.0")
     x.checkpoint("upgraded")
 
 
@@ -477,7 +488,9 @@ def generated_names(objs):
             prefix = o["metadata"]["labels"]["olm.webhook-description-generate-name"] + "-"
             by_prefix.setdefault((k[0], k[1], prefix), []).append(o)
     for (_, _, prefix), os_ in by_prefix.items():
-        os_.sort(key=lambda o: (o["metadata"].get("creationTimestamp", ""), o["metadata"]["name"]))
+        # creation times have one-second resolution: plans made in the same second are ordered by
+        # their spec.generation (both systems number a namespace's plans), then by name
+        os_.sort(key=lambda o: (o["metadata"].get("creationTimestamp", ""), (o.get("spec") or {}).get("generation") or 0, o["metadata"]["name"]))
         for i, o in enumerate(os_):
             names[o["metadata"]["name"]] = f"{prefix}<{i + 1}>"
     return names
