@@ -126,6 +126,21 @@ fn og_list(items: Vec<Value>) -> Reply {
     list("OperatorGroupList", "operators.coreos.com/v1", items)
 }
 
+/// The reads of one Subscription reconcile up to its resolution: the Subscription (labelled once
+/// with its component label when it is not yet), the CatalogSources of its namespace and of the
+/// global one, the namespace's CSVs (`csvs`) and Subscriptions.
+fn expect_subscription_observe(server: &ApiServer, sub: &Value, csvs: Vec<Value>) {
+    server.expect("GET", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(sub.clone()));
+    if sub["metadata"]["labels"][COMPONENT].is_null() {
+        server.expect("PATCH", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(adopted(sub.clone())));
+    }
+    server
+        .expect("GET", &olm_path("v1alpha1", NS, "catalogsources", ""), list("CatalogSourceList", "operators.coreos.com/v1alpha1", vec![]))
+        .expect("GET", &olm_path("v1alpha1", "olm", "catalogsources", ""), list("CatalogSourceList", "operators.coreos.com/v1alpha1", vec![catalog_source(None)]))
+        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", ""), list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", csvs))
+        .expect("GET", &olm_path("v1alpha1", NS, "subscriptions", ""), list("SubscriptionList", "operators.coreos.com/v1alpha1", vec![sub.clone()]));
+}
+
 /// A new Subscription whose catalog is loaded: one InstallPlan is created — owned by the
 /// Subscription, approved (Automatic), with the resolver's bundle in its lookups annotation — and
 /// the Subscription's status is written once, UpgradePending with the plan's reference. The
@@ -137,18 +152,7 @@ async fn subscription_creates_one_plan_and_writes_its_status_once() {
     load_catalog(&ctx);
     let plan = super::install_plan_name("etcd", &[("etcd.v0.9.4".into(), BUNDLE_IMAGE.into())], "");
     let sub = subscription(None);
-    let subs = olm_path("v1alpha1", NS, "subscriptions", "");
-    let expect_observe = |sub: &Value| {
-        server.expect("GET", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(sub.clone()));
-        if sub["metadata"]["labels"][COMPONENT].is_null() {
-            server.expect("PATCH", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(adopted(sub.clone())));
-        }
-        server
-            .expect("GET", &olm_path("v1alpha1", NS, "catalogsources", ""), list("CatalogSourceList", "operators.coreos.com/v1alpha1", vec![]))
-            .expect("GET", &olm_path("v1alpha1", "olm", "catalogsources", ""), list("CatalogSourceList", "operators.coreos.com/v1alpha1", vec![catalog_source(None)]))
-            .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", ""), list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", vec![]))
-            .expect("GET", &subs, list("SubscriptionList", "operators.coreos.com/v1alpha1", vec![sub.clone()]));
-    };
+    let expect_observe = |sub: &Value| expect_subscription_observe(&server, sub, vec![]);
     expect_observe(&sub);
     server
         .expect("GET", &olm_path("v1alpha1", NS, "installplans", &plan), Reply::Status(404, "NotFound"))
@@ -201,17 +205,7 @@ async fn subscription_creates_one_plan_and_writes_its_status_once() {
 async fn an_installed_subscription_is_at_latest_known_and_not_rewritten() {
     let (server, ctx) = ApiServer::context();
     load_catalog(&ctx);
-    let run = |sub: &Value| {
-        server.expect("GET", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(sub.clone()));
-        if sub["metadata"]["labels"][COMPONENT].is_null() {
-            server.expect("PATCH", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(adopted(sub.clone())));
-        }
-        server
-            .expect("GET", &olm_path("v1alpha1", NS, "catalogsources", ""), list("CatalogSourceList", "operators.coreos.com/v1alpha1", vec![]))
-            .expect("GET", &olm_path("v1alpha1", "olm", "catalogsources", ""), list("CatalogSourceList", "operators.coreos.com/v1alpha1", vec![catalog_source(None)]))
-            .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", ""), list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", vec![installed_csv(None)]))
-            .expect("GET", &olm_path("v1alpha1", NS, "subscriptions", ""), list("SubscriptionList", "operators.coreos.com/v1alpha1", vec![sub.clone()]));
-    };
+    let run = |sub: &Value| expect_subscription_observe(&server, sub, vec![installed_csv(None)]);
     let sub = subscription(None);
     run(&sub);
     server
