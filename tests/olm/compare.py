@@ -296,17 +296,39 @@ class Ctx:
         self.gone("rolebindings.rbac.authorization.k8s.io", ns, csv)
 
     def checkpoint(self, label):
-        """Waits until two dumps a second apart agree (after normalising), then records what changed."""
+        """Waits until every InstallPlan and Subscription has left its transient states (`settled`)
+        and two dumps 1.5 s apart agree (after normalising), then records what changed. Under load
+        OLM's catalog operator marks a plan Complete seconds after its CSV succeeded: without the
+        first condition a checkpoint could catch one system mid-install (the CI run at d5dadec did)."""
         prev, now, start = None, None, time.time()
-        while time.time() - start < 30:
+        while time.time() - start < WAIT:
             now = self.c.dump()
             norm = canonical(changed(self.baseline, now))
-            if norm == prev:
+            if norm == prev and settled(now):
                 break
             prev = norm
             time.sleep(1.5)
+        else:
+            log(f"  {self.scenario}: {label}: the cluster did not settle in {WAIT:.0f} s")
         self.record(self.scenario, label, {"changed": sorted("|".join(k) for k in changed(self.baseline, now)),
                                            "now": {"|".join(k): v for k, v in now.items()}})
+
+
+TERMINAL_PLAN_PHASES = {"Complete", "RequiresApproval", "Failed"}
+
+
+def settled(objs):
+    """No InstallPlan is still Planning or Installing and no Subscription waits on one that is
+    installing (a plan awaiting approval is a settled state)."""
+    for (kind, _, _), o in objs.items():
+        status = (o or {}).get("status") or {}
+        if kind == "InstallPlan" and status.get("phase") not in TERMINAL_PLAN_PHASES:
+            return False
+        if kind == "Subscription":
+            for c in status.get("conditions") or []:
+                if c.get("type") == "InstallPlanPending" and c.get("status") == "True" and c.get("reason") != "RequiresApproval":
+                    return False
+    return True
 
 
 def s_install_automatic(x):
@@ -688,7 +710,10 @@ def report(olm, cap, scenario_names):
         b = {tuple(k.split("|")): cap.get(cp, {}).get("now", {}).get(k) for k in keys}
         a = {k: v for k, v in a.items() if v is not None}
         b = {k: v for k, v in b.items() if v is not None}
-        na, nb = generated_names(a), generated_names(b)
+        # generated names are numbered over every object of the checkpoint, so that a changed
+        # object referring to an unchanged one (a Subscription's installPlanRef) maps alike
+        na = generated_names({tuple(k.split("|")): v for k, v in olm.get(cp, {}).get("now", {}).items()})
+        nb = generated_names({tuple(k.split("|")): v for k, v in cap.get(cp, {}).get("now", {}).items()})
         ka = {(k[0], k[1], na.get(k[2], HASHED.sub("-<hash>", k[2]))): normalise(v, na) for k, v in a.items()}
         kb = {(k[0], k[1], nb.get(k[2], HASHED.sub("-<hash>", k[2]))): normalise(v, nb) for k, v in b.items()}
         for key in sorted(set(ka) | set(kb)):
