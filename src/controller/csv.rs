@@ -389,26 +389,78 @@ pub(crate) fn label_selector(sel: &k8s_openapi::apimachinery::pkg::apis::meta::v
     Ok(parts.join(","))
 }
 
+/// The ServiceAccount an OperatorGroup's `spec.serviceAccountName` names, as read from the
+/// cluster (OLM `pkg/lib/scoped/syncer.go` `SyncOperatorGroup`).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum GroupServiceAccount {
+    /// No `spec.serviceAccountName`.
+    Unset,
+    /// It exists: `status.serviceAccountRef` refers to it.
+    Found(k8s_openapi::api::core::v1::ObjectReference),
+    /// It does not exist (its name).
+    Missing(String),
+}
+
 /// The status of OperatorGroup `og` from its namespace's [`GroupTargets`] (§1.6): the target
 /// namespaces when it is the namespace's one group, condition `OperatorGroupInvalid` when the
-/// namespace has no usable group. Pure.
-pub(crate) fn group_status(og: &str, targets: &GroupTargets, now: &Time) -> OperatorGroupStatus {
+/// namespace has no usable group; `serviceAccountRef` to the group's ServiceAccount, or OLM's
+/// condition `OperatorGroupServiceAccount` (reason `ServiceAccountNotFound`) when it is missing. Pure.
+pub(crate) fn group_status(og: &str, targets: &GroupTargets, sa: &GroupServiceAccount, now: &Time) -> OperatorGroupStatus {
     let mut status = OperatorGroupStatus { namespaces: Vec::new(), service_account_ref: None, last_updated: now.clone(), conditions: Vec::new() };
+    match sa {
+        GroupServiceAccount::Unset => {}
+        GroupServiceAccount::Found(r) => status.service_account_ref = Some(r.clone()),
+        GroupServiceAccount::Missing(name) => status.conditions.push(Condition {
+            type_: "OperatorGroupServiceAccount".into(),
+            status: "True".into(),
+            reason: "ServiceAccountNotFound".into(),
+            message: format!("ServiceAccount {name} not found"),
+            last_transition_time: now.clone(),
+            observed_generation: None,
+        }),
+    }
     match targets {
         GroupTargets::Found { name, targets } if name == og => status.namespaces = targets.clone(),
         GroupTargets::Found { .. } => {}
-        GroupTargets::Unfit { reason, message } => {
-            status.conditions = vec![Condition {
-                type_: "OperatorGroupInvalid".into(),
-                status: "True".into(),
-                reason: reason.to_string(),
-                message: message.clone(),
-                last_transition_time: now.clone(),
-                observed_generation: None,
-            }]
-        }
+        GroupTargets::Unfit { reason, message } => status.conditions.push(Condition {
+            type_: "OperatorGroupInvalid".into(),
+            status: "True".into(),
+            reason: reason.to_string(),
+            message: message.clone(),
+            last_transition_time: now.clone(),
+            observed_generation: None,
+        }),
     }
     status
+}
+
+/// Reads the group's ServiceAccount and, when it lacks it, gives it the label `olm.managed=true`
+/// as OLM does (so that it shows in the informers of both systems). One GET per look, one
+/// server-side apply of the label the first time.
+async fn group_service_account(ctx: &Context, og: &OperatorGroup) -> Result<GroupServiceAccount, Error> {
+    use k8s_openapi::api::core::v1::{ObjectReference, ServiceAccount};
+    let Some(name) = og.spec.service_account_name.clone().filter(|n| !n.is_empty()) else { return Ok(GroupServiceAccount::Unset) };
+    let ns = og.namespace().unwrap_or_default();
+    let api: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(mut sa) = api.get_opt(&name).await.map_err(kube_err(format!("reading ServiceAccount {ns}/{name} of OperatorGroup {ns}/{}", og.name_any())))? else {
+        return Ok(GroupServiceAccount::Missing(name));
+    };
+    if sa.labels().get(crate::install::LABEL_MANAGED).map(String::as_str) != Some("true") {
+        let body = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": ns, "labels": {crate::install::LABEL_MANAGED: "true"}}});
+        sa = api
+            .patch(&name, &kube::api::PatchParams::apply(crate::install::FIELD_MANAGER), &kube::api::Patch::Apply(&body))
+            .await
+            .map_err(kube_err(format!("labelling ServiceAccount {ns}/{name} olm.managed=true")))?;
+    }
+    Ok(GroupServiceAccount::Found(ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ServiceAccount".into()),
+        name: Some(name),
+        namespace: Some(ns),
+        resource_version: sa.resource_version(),
+        uid: sa.uid(),
+        ..Default::default()
+    }))
 }
 
 /// OperatorGroup reconciler: writes `status.namespaces` (the target namespaces, `[""]` for all)
@@ -421,9 +473,13 @@ pub(super) async fn reconcile_operator_group(og: Arc<OperatorGroup>, ctx: Arc<Co
         // The group's ClusterRoles and `olm.providedAPIs` (OLM operatorgroup.go; install::aggregation).
         crate::install::aggregation::ensure_for_operator_group(&ctx.client, &og).await.map_err(|e| Error::Kube { context: e.what, source: e.source })?;
     }
-    let status = group_status(&name, &targets, &now_time());
+    let sa = group_service_account(&ctx, &og).await?;
+    let status = group_status(&name, &targets, &sa, &now_time());
     let old = og.status.as_ref();
-    let changed = old.map(|o| o.namespaces.as_slice()) != Some(status.namespaces.as_slice()) || old.map(|o| o.conditions.len()).unwrap_or(0) != status.conditions.len();
+    let condition_types = |c: &[Condition]| c.iter().map(|c| c.type_.clone()).collect::<Vec<_>>();
+    let changed = old.map(|o| o.namespaces.as_slice()) != Some(status.namespaces.as_slice())
+        || old.map(|o| condition_types(&o.conditions)).unwrap_or_default() != condition_types(&status.conditions)
+        || old.and_then(|o| o.service_account_ref.as_ref()) != status.service_account_ref.as_ref();
     if changed {
         // A merge patch, not server-side apply: an OperatorGroup created as v1alpha2 (served,
         // without spec.upgradeStrategy) makes apply's typed conversion fail on the defaulted field.
@@ -432,6 +488,7 @@ pub(super) async fn reconcile_operator_group(og: Arc<OperatorGroup>, ctx: Arc<Co
         let mut body = serde_json::to_value(&status).map_err(|source| Error::Build { what: format!("the status of OperatorGroup {ns}/{name}"), source })?;
         body["namespaces"] = json!(status.namespaces);
         body["conditions"] = if status.conditions.is_empty() { serde_json::Value::Null } else { json!(status.conditions) };
+        body["serviceAccountRef"] = json!(status.service_account_ref);
         let api: Api<OperatorGroup> = Api::namespaced(ctx.client.clone(), &ns);
         api.patch_status(&name, &kube::api::PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() }, &kube::api::Patch::Merge(&json!({"status": body})))
             .await
@@ -1231,7 +1288,7 @@ mod tests {
             }
         }
         for reason in ["NoOperatorGroup", "TooManyOperatorGroups", "InvalidOperatorGroup"] {
-            let st = group_status("og", &GroupTargets::Unfit { reason, message: "m".into() }, &now());
+            let st = group_status("og", &GroupTargets::Unfit { reason, message: "m".into() }, &GroupServiceAccount::Unset, &now());
             assert_eq!((st.conditions.len(), st.conditions[0].type_.as_str(), st.conditions[0].reason.as_str()), (1, "OperatorGroupInvalid", reason));
         }
     }
@@ -1277,11 +1334,18 @@ mod tests {
     #[test]
     fn operator_group_status_from_its_targets() {
         let found = GroupTargets::Found { name: "og".into(), targets: vec![String::new()] };
-        assert_eq!(group_status("og", &found, &now()).namespaces, [""]);
-        assert!(group_status("other", &found, &now()).namespaces.is_empty(), "only the namespace's group gets targets");
+        assert_eq!(group_status("og", &found, &GroupServiceAccount::Unset, &now()).namespaces, [""]);
+        assert!(group_status("other", &found, &GroupServiceAccount::Unset, &now()).namespaces.is_empty(), "only the namespace's group gets targets");
         let unfit = GroupTargets::Unfit { reason: "TooManyOperatorGroups", message: "keep one".into() };
-        let st = group_status("og", &unfit, &now());
+        let st = group_status("og", &unfit, &GroupServiceAccount::Unset, &now());
         assert_eq!((st.conditions[0].type_.as_str(), st.conditions[0].reason.as_str(), st.conditions[0].message.as_str()), ("OperatorGroupInvalid", "TooManyOperatorGroups", "keep one"));
         assert!(st.namespaces.is_empty());
+        // The group's ServiceAccount, as OLM's scoped syncer reports it.
+        let r = k8s_openapi::api::core::v1::ObjectReference { kind: Some("ServiceAccount".into()), name: Some("installer".into()), ..Default::default() };
+        let st = group_status("og", &found, &GroupServiceAccount::Found(r.clone()), &now());
+        assert_eq!((st.service_account_ref, st.conditions.len()), (Some(r), 0));
+        let st = group_status("og", &found, &GroupServiceAccount::Missing("installer".into()), &now());
+        assert_eq!(st.service_account_ref, None);
+        assert_eq!((st.conditions[0].type_.as_str(), st.conditions[0].reason.as_str(), st.conditions[0].message.as_str()), ("OperatorGroupServiceAccount", "ServiceAccountNotFound", "ServiceAccount installer not found"));
     }
 }

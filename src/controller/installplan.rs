@@ -798,7 +798,10 @@ async fn execute(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut st
     ctx.events.publish_for(ip, EventType::Normal, "Installing", &format!("applying {} steps for {}", plain.len(), ip.spec.cluster_service_version_names.join(", "))).await;
     let started = std::time::Instant::now();
     let apply_client = match installer {
-        scoped::Installer::ServiceAccount { client, .. } => client.clone(),
+        scoped::Installer::ServiceAccount { client, reference, .. } => {
+            status.attenuated_service_account_ref = Some(reference.clone());
+            client.clone()
+        }
         scoped::Installer::Controller => ctx.client.clone(),
     };
     let held = held_for_apis(ctx, ip, &ns, planned).await?;

@@ -147,6 +147,12 @@ pub(crate) fn plan_components(plan: &InstallPlan, csv: &str) -> Vec<(String, Str
     out
 }
 
+/// Of `plans`, the latest (by `spec.generation`) that applied steps for `csv`: the plan that
+/// installed it. Pure.
+pub(crate) fn installing_plan(plans: Vec<InstallPlan>, csv: &str) -> Option<InstallPlan> {
+    plans.into_iter().filter(|p| p.spec.cluster_service_version_names.iter().any(|n| n == csv) && !plan_components(p, csv).is_empty()).max_by_key(|p| p.spec.generation.unwrap_or(0))
+}
+
 /// The package a CSV installs: `packageName` of its `olm.package` property (annotation
 /// `operatorframework.io/properties`), else the name part of its component label. Pure.
 pub(crate) fn package_of(csv: &ClusterServiceVersion) -> Option<String> {
@@ -246,15 +252,9 @@ async fn sync(ctx: &Context, package: &str, namespace: &str) -> Result<(), Error
     if let Some(p) = &plan {
         let v = serde_json::to_value(p).unwrap_or_default();
         refs.push(reference("operators.coreos.com/v1alpha1", "InstallPlan", Some(namespace), &p.name_any(), conditions_of(&v)));
-        if let Some(c) = &csv_name {
-            for (api_version, kind, ns, obj) in plan_components(p, c) {
-                let conditions = match kind.as_str() {
-                    "Deployment" | "CustomResourceDefinition" | "APIService" => object_conditions(ctx, &api_version, &kind, ns.as_deref(), &obj).await?,
-                    _ => Vec::new(),
-                };
-                refs.push(reference(&api_version, &kind, ns.as_deref(), &obj, conditions));
-            }
-        }
+    }
+    if let (Some(p), Some(c)) = (&plan, &csv_name) {
+        refs.extend(installed_components(ctx, namespace, p, c).await?);
     }
     let status = components(&name, refs);
     let pp = PatchParams::apply(crate::install::FIELD_MANAGER).force();
@@ -269,6 +269,31 @@ async fn sync(ctx: &Context, package: &str, namespace: &str) -> Result<(), Error
     operators.patch(&name, &pp, &Patch::Apply(&object)).await.map_err(kube_err(format!("creating Operator {name}")))?;
     operators.patch_status(&name, &pp, &Patch::Apply(&body)).await.map_err(kube_err(format!("writing status of Operator {name}")))?;
     Ok(())
+}
+
+/// The references of what CSV `csv` was installed with, from `latest` (the Subscription's
+/// latest InstallPlan) or, while an upgrade waits for approval and `latest` is the next
+/// version's, from the plan that installed `csv` (OLM lists those objects by their component
+/// label, which they keep). Deployments, CRDs and APIServices carry their conditions.
+async fn installed_components(ctx: &Context, namespace: &str, latest: &InstallPlan, csv: &str) -> Result<Vec<RichReference>, Error> {
+    let installing = if latest.spec.cluster_service_version_names.iter().any(|n| n == csv) {
+        None
+    } else {
+        let plans = Api::<InstallPlan>::namespaced(ctx.client.clone(), namespace)
+            .list(&ListParams::default())
+            .await
+            .map_err(kube_err(format!("listing InstallPlans in {namespace}")))?;
+        installing_plan(plans.items, csv)
+    };
+    let mut refs = Vec::new();
+    for (api_version, kind, ns, obj) in plan_components(installing.as_ref().unwrap_or(latest), csv) {
+        let conditions = match kind.as_str() {
+            "Deployment" | "CustomResourceDefinition" | "APIService" => object_conditions(ctx, &api_version, &kind, ns.as_deref(), &obj).await?,
+            _ => Vec::new(),
+        };
+        refs.push(reference(&api_version, &kind, ns.as_deref(), &obj, conditions));
+    }
+    Ok(refs)
 }
 
 /// The conditions of one component read from the API server (none when it is gone).
@@ -331,6 +356,28 @@ mod tests {
             ],
             "no CSV (listed apart), no kube-system auth-reader, no webhook configuration, nothing of another CSV, nothing not applied yet"
         );
+    }
+
+    #[test]
+    fn while_an_upgrade_awaits_approval_the_installed_csvs_objects_come_from_the_plan_that_installed_it() {
+        let plan = |name: &str, generation: i64, csv: &str, phase: InstallPlanPhase, applied: bool| {
+            let mut p = InstallPlan::new(name, Default::default());
+            p.metadata.namespace = Some("ops".into());
+            p.spec.generation = Some(generation);
+            p.spec.cluster_service_version_names = vec![csv.into()];
+            let mut st = InstallPlanStatus::new(phase);
+            st.plan = vec![Step { status: if applied { StepStatus::Created } else { StepStatus::Unknown }, ..step(csv, "Deployment", "op", None) }];
+            p.status = Some(st);
+            p
+        };
+        let plans = vec![
+            plan("install-a", 1, "op.v1", InstallPlanPhase::Complete, true),
+            plan("install-c", 3, "op.v2", InstallPlanPhase::RequiresApproval, false),
+            plan("install-b", 2, "op.v1", InstallPlanPhase::Complete, true),
+        ];
+        assert_eq!(installing_plan(plans.clone(), "op.v1").map(|p| p.name_any()).as_deref(), Some("install-b"));
+        assert!(plan_components(&plans[1], "op.v1").is_empty(), "the plan awaiting approval lists nothing of op.v1");
+        assert_eq!(installing_plan(plans, "op.v3"), None);
     }
 
     #[test]

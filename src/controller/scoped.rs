@@ -17,7 +17,7 @@
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
-use kube::Client;
+use kube::{Client, ResourceExt};
 use kube::api::Api;
 use serde_json::{Value, json};
 
@@ -39,6 +39,9 @@ pub(crate) enum Installer {
         name: String,
         /// A client impersonating it.
         client: Client,
+        /// Reference to it, as OLM writes it in the InstallPlan's
+        /// `status.attenuatedServiceAccountRef`.
+        reference: k8s_openapi::api::core::v1::ObjectReference,
     },
 }
 
@@ -58,11 +61,20 @@ pub(crate) async fn installer(ctx: &Context, ns: &str, og: &str) -> Result<Insta
         return Ok(InstallerCheck::Ready(Installer::Controller));
     };
     let account = format!("{ns}/{sa}");
-    if Api::<ServiceAccount>::namespaced(ctx.client.clone(), ns).get_opt(&sa).await.map_err(kube_err(format!("reading ServiceAccount {account}")))?.is_none() {
+    let Some(found) = Api::<ServiceAccount>::namespaced(ctx.client.clone(), ns).get_opt(&sa).await.map_err(kube_err(format!("reading ServiceAccount {account}")))? else {
         return Ok(InstallerCheck::Blocked(format!(
             "ServiceAccount {account} named by OperatorGroup {ns}/{og} spec.serviceAccountName does not exist; create it and grant it what the plan needs, or remove spec.serviceAccountName to install with capstan's own identity"
         )));
-    }
+    };
+    let reference = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ServiceAccount".into()),
+        name: Some(sa.clone()),
+        namespace: Some(ns.to_string()),
+        resource_version: found.resource_version(),
+        uid: found.uid(),
+        ..Default::default()
+    };
     let Some(mut config) = ctx.config.clone() else {
         return Ok(InstallerCheck::Blocked(format!(
             "OperatorGroup {ns}/{og} asks for installs as ServiceAccount {account} (spec.serviceAccountName), but this controller was started without its client configuration, so it cannot impersonate (start it with controller::run_with_config)"
@@ -71,7 +83,7 @@ pub(crate) async fn installer(ctx: &Context, ns: &str, og: &str) -> Result<Insta
     config.auth_info.impersonate = Some(format!("system:serviceaccount:{ns}:{sa}"));
     config.auth_info.impersonate_groups = Some(vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{ns}"), "system:authenticated".into()]);
     match Client::try_from(config) {
-        Ok(client) => Ok(InstallerCheck::Ready(Installer::ServiceAccount { account, name: sa, client })),
+        Ok(client) => Ok(InstallerCheck::Ready(Installer::ServiceAccount { account, name: sa, client, reference })),
         Err(e) => Ok(InstallerCheck::Blocked(format!("cannot build a client impersonating ServiceAccount {account}: {e}"))),
     }
 }

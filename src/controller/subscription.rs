@@ -318,15 +318,21 @@ pub(crate) fn new_plan(sub: &Subscription, plan_name: &str, csv_names: &[String]
         controller: Some(false),
         block_owner_deletion: Some(false),
     };
-    let lookups = serde_json::to_string(lookups).map_err(|source| Error::Build { what: format!("the bundle lookups of InstallPlan {ns}/{plan_name}"), source })?;
+    let lookups_json = serde_json::to_string(lookups).map_err(|source| Error::Build { what: format!("the bundle lookups of InstallPlan {ns}/{plan_name}"), source })?;
     let metadata = ObjectMeta {
         name: Some(plan_name.to_string()),
         namespace: Some(ns.clone()),
         owner_references: Some(vec![owner]),
-        // OLM's adoption: the Subscription's latest plan carries its operator's component label
-        // (older plans lose it when the next one is made; `disown_prior`).
-        labels: Some([(crate::install::component_label_key(&sub.spec.package, &ns), String::new())].into()),
-        annotations: Some([(ANNOTATION_BUNDLE_LOOKUPS.to_string(), lookups)].into()),
+        // OLM's adoption: the Subscription's latest plan carries its operator's component label,
+        // and that of each dependency whose Subscription the plan creates (they refer to it);
+        // older plans lose it when the next one is made (`disown`).
+        labels: Some(
+            std::iter::once(sub.spec.package.as_str())
+                .chain(lookups.subscriptions.iter().map(|d| d.package.as_str()))
+                .map(|package| (crate::install::component_label_key(package, &ns), String::new()))
+                .collect(),
+        ),
+        annotations: Some([(ANNOTATION_BUNDLE_LOOKUPS.to_string(), lookups_json)].into()),
         ..Default::default()
     };
     let spec = InstallPlanSpec {
@@ -1191,5 +1197,17 @@ mod tests {
         // A Subscription name too long for a label value does not matter: the label names the package.
         let long = sub(LONG, "strimzi-kafka-operator");
         assert_eq!(new_plan(&long, "install-y", &[], &lookups, 1).unwrap().labels()["operators.coreos.com/strimzi-kafka-operator.ns"], "");
+        // A plan that creates a dependency's Subscription carries that operator's label too, as
+        // OLM's adoption leaves it (the dependency's Subscription refers to the plan).
+        let mut with_dep = lookups.clone();
+        with_dep.subscriptions.push(crate::install::plan::DependencySubscription {
+            package: "dep".into(),
+            channel: "stable".into(),
+            catalog_source: "c".into(),
+            catalog_source_namespace: "olm".into(),
+            starting_csv: "dep.v1.0.0".into(),
+        });
+        let labels = new_plan(&s, "install-z", &[], &with_dep, 1).unwrap().labels().clone();
+        assert_eq!(labels.keys().filter(|k| k.starts_with("operators.coreos.com/")).collect::<Vec<_>>(), ["operators.coreos.com/a.ns", "operators.coreos.com/dep.ns"]);
     }
 }

@@ -344,9 +344,10 @@ fn rbac_escapes(bundle: &Bundle, csv_name: &str) -> Result<(), PlanError> {
 ///   `olm.owner.kind`, and RBAC the label `olm.permissions.hash` computed exactly as OLM does
 ///   (base62 of SHA-224 over Go's JSON of the rules, or of `{RoleRef, Subjects}`). Generated
 ///   names are OLM's (`generateName` in OLM's `rbac.go`): `base-<hash>`, the hash
-///   [`deep_hash_object`] of the CSV name, the namespace (cluster-scoped ones only, so two
-///   namespaces never collide) and the permission entry, equal to the names OLM v0.38.0 gives
-///   (checked against a name OLM made in `tests/olm/compare.py`'s install-automatic scenario).
+///   [`deep_hash_object`] of the CSV name, the namespace (`clusterPermissions` only) and the
+///   permission entry; a Role lifted to a ClusterRole for an AllNamespaces install keeps the
+///   Role's name (OLM's `ensureSingletonRBAC`). Equal to the names OLM v0.38.0 gives (checked
+///   against OLM's objects by `tests/olm/compare.py`, install-automatic and cert-manager).
 ///
 /// Order: by kind as in [`KINDS`], bundle objects (in file order) before generated ones of the
 /// same kind.
@@ -722,10 +723,11 @@ impl Ctx<'_> {
         self.generated_meta(&mut b, true);
         out.push((3, b));
         if self.target.all_namespaces() {
-            // Cluster-scoped: the name's hash includes the install namespace, so that the same CSV
-            // installed in two namespaces never shares (and one uninstall never removes) the
-            // other's ClusterRole.
-            let name = generate_name(&format!("{}-{}", self.csv, p.service_account_name), &json!({"name": self.csv, "namespace": ns, "permission": perm}));
+            // Lifted to cluster scope under the Role's own name, as OLM's `ensureSingletonRBAC`
+            // (`pkg/controller/operators/olm/operatorgroup.go`) names them, so that capstan
+            // adopts what an OLM install made. The same CSV in a second AllNamespaces group
+            // (possible only for one that provides no APIs: otherwise the groups conflict over
+            // them) shares these, as under OLM.
             let subjects = subjects.clone();
             let mut cluster_rules = rules.clone();
             if let Some(a) = cluster_rules.as_array_mut() {

@@ -230,6 +230,7 @@ class Ctx:
     def __init__(self, cluster, scenario, record):
         self.c, self.scenario, self.record = cluster, scenario, record
         self.baseline = cluster.dump()
+        self.subs = set()  # (namespace, name) of the Subscriptions this scenario created
 
     def ns(self, *names):
         self.c.apply(*[{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in names])
@@ -252,6 +253,7 @@ class Ctx:
             spec["config"] = config
         self.c.apply({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
                       "metadata": {"name": name or pkg, "namespace": ns}, "spec": spec})
+        self.subs.add((ns, name or pkg))
 
     def wait(self, what, pred):
         start = time.time()
@@ -296,7 +298,7 @@ class Ctx:
         self.gone("rolebindings.rbac.authorization.k8s.io", ns, csv)
 
     def checkpoint(self, label):
-        """Waits until every InstallPlan and Subscription has left its transient states (`settled`)
+        """Waits until every InstallPlan has left its transient states (`settled`)
         and two dumps 1.5 s apart agree (after normalising), then records what changed. Under load
         OLM's catalog operator marks a plan Complete seconds after its CSV succeeded: without the
         first condition a checkpoint could catch one system mid-install (the CI run at d5dadec did)."""
@@ -304,7 +306,7 @@ class Ctx:
         while time.time() - start < WAIT:
             now = self.c.dump()
             norm = canonical(changed(self.baseline, now))
-            if norm == prev and settled(now):
+            if norm == prev and settled(now, self.subs):
                 break
             prev = norm
             time.sleep(1.5)
@@ -317,14 +319,16 @@ class Ctx:
 TERMINAL_PLAN_PHASES = {"Complete", "RequiresApproval", "Failed"}
 
 
-def settled(objs):
-    """No InstallPlan is still Planning or Installing and no Subscription waits on one that is
-    installing (a plan awaiting approval is a settled state)."""
-    for (kind, _, _), o in objs.items():
+def settled(objs, subs):
+    """No InstallPlan is still Planning or Installing (a plan awaiting approval is a settled
+    state), and no Subscription the scenario created waits on an installing plan
+    (`InstallPlanPending` other than `RequiresApproval`). Not the Subscriptions a system created
+    for dependencies: OLM leaves `InstallPlanPending` on them after their plan completed (E16)."""
+    for (kind, ns, name), o in objs.items():
         status = (o or {}).get("status") or {}
         if kind == "InstallPlan" and status.get("phase") not in TERMINAL_PLAN_PHASES:
             return False
-        if kind == "Subscription":
+        if kind == "Subscription" and (ns, name) in subs:
             for c in status.get("conditions") or []:
                 if c.get("type") == "InstallPlanPending" and c.get("status") == "True" and c.get("reason") != "RequiresApproval":
                     return False
@@ -714,8 +718,8 @@ def report(olm, cap, scenario_names):
         # object referring to an unchanged one (a Subscription's installPlanRef) maps alike
         na = generated_names({tuple(k.split("|")): v for k, v in olm.get(cp, {}).get("now", {}).items()})
         nb = generated_names({tuple(k.split("|")): v for k, v in cap.get(cp, {}).get("now", {}).items()})
-        ka = {(k[0], k[1], na.get(k[2], HASHED.sub("-<hash>", k[2]))): normalise(v, na) for k, v in a.items()}
-        kb = {(k[0], k[1], nb.get(k[2], HASHED.sub("-<hash>", k[2]))): normalise(v, nb) for k, v in b.items()}
+        ka = {key_of(k, a, na): normalise(v, na) for k, v in a.items()}
+        kb = {key_of(k, b, nb): normalise(v, nb) for k, v in b.items()}
         for key in sorted(set(ka) | set(kb)):
             objects += 1
             kind, ns, name = key
@@ -751,6 +755,19 @@ def report(olm, cap, scenario_names):
     print(f"full report: {os.path.relpath(os.path.join(OUT, 'report.txt'), ROOT)}")
     print(f"compare-olm: {len(scenario_names)} scenarios, {objects} objects compared, {len(unexplained)} unexplained differences")
     sys.exit(1 if unexplained else 0)
+
+
+def key_of(k, objs, names):
+    """The compared key of object `k` of `objs`: its generated name numbered, or its hashed
+    suffix replaced — unless another object of the same kind and namespace would get the same
+    key (cert-manager's three `<csv>-cer-<hash>` ClusterRoles), then its own name, so that no
+    object silently replaces another."""
+    def norm(n):
+        return names.get(n, HASHED.sub("-<hash>", n))
+    mine = norm(k[2])
+    if sum(1 for o in objs if o[0] == k[0] and o[1] == k[1] and norm(o[2]) == mine) > 1:
+        return k
+    return (k[0], k[1], mine)
 
 
 def short(v, n=160):
