@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use capstan::catalog::index::{CatalogIndex, IndexOptions};
+use capstan::catalog::validated::{IndexOptions, ValidatedCatalog};
 use capstan::catalog::{generate, parse};
 use capstan::discovery::content::CatalogContent;
 use capstan::discovery::packagemanifest::packages_of;
@@ -51,7 +51,7 @@ fn main() {
         let cfg = parse::load_path(d).unwrap();
         let content = CatalogContent::new(&cfg, "sha256:x", SystemTime::now());
         bytes += content.size_bytes();
-        let idx = CatalogIndex::with_options(cfg, IndexOptions { keep_bundle_objects: true }).unwrap();
+        let idx = ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true }).unwrap();
         pkgs += packages_of(&idx).0.len();
     }
     let build = started.elapsed();

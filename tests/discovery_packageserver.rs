@@ -15,7 +15,7 @@
 
 use std::path::PathBuf;
 
-use capstan::catalog::index::{CatalogIndex, IndexOptions};
+use capstan::catalog::validated::{IndexOptions, ValidatedCatalog};
 use capstan::discovery::packagemanifest::{CatalogSourceInfo, packages_of};
 use serde_json::Value;
 
@@ -70,7 +70,7 @@ fn packagemanifests_equal_packageservers() {
         let (name, dir) = line.split_once('\t').unwrap();
         let theirs: Value = serde_json::from_str(&std::fs::read_to_string(dump.join(format!("{name}.json"))).unwrap()).unwrap();
         let cfg = capstan::catalog::parse::load_path(std::path::Path::new(dir)).unwrap();
-        let idx = CatalogIndex::with_options(cfg, IndexOptions { keep_bundle_objects: true }).unwrap();
+        let idx = ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true }).unwrap();
         let (ours, _) = packages_of(&idx);
         let source = CatalogSourceInfo { name: name.into(), namespace: "olm".into(), display_name: name.into(), ..Default::default() };
         let mut their_items: Vec<Value> = theirs["items"].as_array().cloned().unwrap_or_default();

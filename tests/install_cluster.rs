@@ -6,6 +6,7 @@ mod support;
 use std::time::Duration;
 
 use capstan::bundle::Bundle;
+use capstan::install::preflight::Subject;
 use capstan::install::{self, ApplyOptions, InstallTarget, Step, StepError, StepStatus, SubscriptionConfig};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::TokenRequest;
@@ -361,7 +362,7 @@ async fn preflight_lists_every_missing_permission_before_anything_is_applied() {
     let steps = install::steps(&bundle, &target(&bundle, &n)).expect("plan");
 
     // The admin may do everything.
-    install::preflight::check(&client, &steps).await.expect("admin passes the pre-check");
+    install::preflight::check(&client, &Subject::Client, &steps).await.expect("admin passes the pre-check");
 
     // An installer that may manage RBAC objects and ServiceAccounts in its namespace, but holds
     // none of the operator's permissions and nothing cluster-wide.
@@ -383,33 +384,42 @@ async fn preflight_lists_every_missing_permission_before_anything_is_applied() {
     let token = sas.create_token_request("installer", &PostParams::default(), &tr).await.expect("token").status.and_then(|s| s.token).expect("token in status");
     let installer = support::client_with_token(&token).await;
 
+    let lacks = |f: &install::Finding, verb: &str, resource: &str| f.missing.iter().any(|q| q.verb() == verb && q.target().starts_with(&format!("{resource} ")));
     let err = eventually("the installer's Role is in effect", Duration::from_secs(20), || async {
-        match install::preflight::check(&installer, &steps).await {
-            Err(install::PreflightError::Missing { identity, missing })
-                if !missing.iter().any(|(p, _)| p.resource == "serviceaccounts" && p.verb == "create") =>
-            {
-                Some((identity, missing))
-            }
+        match install::preflight::check(&installer, &Subject::Client, &steps).await {
+            Err(install::PreflightError::Missing { who, findings }) if !findings.iter().any(|f| lacks(f, "create", "serviceaccounts")) => Some((who, findings)),
             _ => None,
         }
     })
     .await;
-    let (identity, missing) = err;
-    assert!(identity.contains(&format!("system:serviceaccount:{n}:installer")), "{identity}");
-    let shown: Vec<String> = missing.iter().map(|(p, _)| p.to_string()).collect();
+    let (who, findings) = err;
+    assert!(who.contains(&format!("system:serviceaccount:{n}:installer")), "{who}");
+    let shown: Vec<String> = findings.iter().flat_map(|f| f.missing.iter().map(ToString::to_string)).collect();
     for expected in [
-        "create customresourcedefinitions.apiextensions.k8s.io cluster-wide".to_string(),
-        "create clusterroles.rbac.authorization.k8s.io cluster-wide".to_string(),
-        format!("delete nginxes.example.com in namespace {n}"),
-        format!("watch leases.coordination.k8s.io in namespace {n}"),
-        "create tokenreviews.authentication.k8s.io cluster-wide".to_string(),
-        format!("create deployments.apps in namespace {n}"),
+        "create on customresourcedefinitions.apiextensions.k8s.io cluster-wide".to_string(),
+        "create on clusterroles.rbac.authorization.k8s.io cluster-wide".to_string(),
+        format!("delete on nginxes.example.com in namespace {n}"),
+        format!("watch on leases.coordination.k8s.io in namespace {n}"),
+        "create on tokenreviews.authentication.k8s.io cluster-wide".to_string(),
+        format!("create on deployments.apps in namespace {n}"),
     ] {
         assert!(shown.contains(&expected), "missing list lacks {expected:?}:\n{}", shown.join("\n"));
     }
-    assert!(!shown.iter().any(|s| s.starts_with("create roles.")), "the installer may create Roles: {shown:?}");
-    let (_, needed_by) = missing.iter().find(|(p, _)| p.to_string() == format!("delete nginxes.example.com in namespace {n}")).expect("entry");
-    assert!(needed_by.iter().any(|s| s.starts_with("Role ") && s.ends_with("(RBAC escalation)")), "{needed_by:?}");
+    assert!(!shown.iter().any(|s| s.starts_with("create on roles.")), "the installer may create Roles: {shown:?}");
+    // The operator's Role asks for what the installer does not hold and it may not escalate:
+    // the finding is that Role's rule, saying so.
+    let grant = findings.iter().find(|f| lacks(f, "delete", "nginxes.example.com")).expect("a finding for delete nginxes");
+    assert!(grant.step.starts_with("Role ") && grant.need == install::preflight::Need::Grant { roles: "roles" }, "{grant:?}");
+    assert!(grant.to_string().contains("it must hold it, or have escalate on roles"), "{grant}");
+    // The same check for the same ServiceAccount as a subject the admin asks about
+    // (SubjectAccessReview, as the controller does for an OperatorGroup's serviceAccountName)
+    // finds the same.
+    let account = install::preflight::ServiceAccount { namespace: n.clone(), name: "installer".into() };
+    let as_subject = install::preflight::findings(&client, &Subject::ServiceAccount(account), &steps).await.expect("reviews");
+    assert_eq!(as_subject, findings, "one pre-check, two ways of naming the subject");
+    // One message naming who, every finding and what to do.
+    let message = install::PreflightError::Missing { who: who.clone(), findings: findings.clone() }.to_string();
+    assert!(message.starts_with(&format!("{who} lacks {} permissions needed by this plan; nothing was applied: (1) ", findings.len())) && message.ends_with(&format!("; grant them to {who}")), "{message}");
     // Read-only: nothing was created.
     assert!(Api::<Deployment>::namespaced(client.clone(), &n).list(&ListParams::default()).await.expect("list").items.is_empty());
     assert!(Api::<Role>::namespaced(client.clone(), &n).list(&ListParams::default()).await.expect("list").items.len() == 1);

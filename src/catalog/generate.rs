@@ -183,7 +183,7 @@ fn fast_entries(mut entries: Vec<ChannelEntry>) -> Vec<ChannelEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::index::CatalogIndex;
+    use crate::catalog::validated::ValidatedCatalog;
     use crate::catalog::validate::validate;
 
     #[test]
@@ -201,7 +201,7 @@ mod tests {
     #[test]
     fn dependency_chains_respect_max_depth_and_have_edges_of_each_kind() {
         let cfg = generate(200, 12, 3, 5);
-        let idx = CatalogIndex::new(cfg).unwrap();
+        let idx = ValidatedCatalog::new(cfg).unwrap();
         // Follow "depends on the previous package" chains: no longer than 3.
         let deps = |p: &str| -> bool {
             idx.bundles_of(p).next().is_some_and(|b| !b.required_packages.is_empty() || !b.required_gvks.is_empty())

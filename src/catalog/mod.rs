@@ -1,8 +1,8 @@
-//! File-Based Catalogs: model, parse, validate, add, and the in-memory index. (Rendering a bundle into a catalog blob is [`crate::bundle::render`]: bundle sits above catalog.)
+//! File-Based Catalogs: model, parse, validate, add, and a valid catalog's content in memory ([`validated::ValidatedCatalog`], for discovery). (Rendering a bundle into a catalog blob is [`crate::bundle::render`]: bundle sits above catalog.)
 
 pub mod error;
 pub mod image;
-pub mod index;
+pub mod validated;
 pub mod model;
 pub mod parse;
 pub mod property;

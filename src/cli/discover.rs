@@ -26,7 +26,7 @@ use clap::Args;
 use serde::Serialize;
 use serde_json::Value;
 
-use capstan::catalog::index::{CatalogIndex, IndexOptions};
+use capstan::catalog::validated::{IndexOptions, ValidatedCatalog};
 use capstan::catalog::model::DeclarativeConfig;
 use capstan::catalog::property;
 use capstan::discovery::packagemanifest::{self, CatalogSourceInfo, PackageManifest, packages_of};
@@ -113,7 +113,7 @@ pub fn run_serve(args: ServeArgs) -> ExitCode {
                 content = CatalogContent::new(&config, &d, std::time::SystemTime::now());
             }
             let summaries = if args.packages_api.is_some() {
-                let index = CatalogIndex::with_options(config, IndexOptions { keep_bundle_objects: true }).map_err(|e| format!("--catalog {spec}: {e}"))?;
+                let index = ValidatedCatalog::with_options(config, IndexOptions { keep_bundle_objects: true }).map_err(|e| format!("--catalog {spec}: {e}"))?;
                 packages_of(&index).0
             } else {
                 Vec::new()
@@ -249,7 +249,7 @@ fn packages(src: &SourceArgs) -> Result<Vec<Found>, String> {
         if let Err(errors) = capstan::catalog::validate::validate(&config) {
             return Err(format!("--catalog {spec}: catalog {key} is invalid and would serve nothing; `capstan catalog validate` lists the errors: {errors}"));
         }
-        let index = CatalogIndex::with_options(config, IndexOptions { keep_bundle_objects: true }).map_err(|e| format!("--catalog {spec}: {e}"))?;
+        let index = ValidatedCatalog::with_options(config, IndexOptions { keep_bundle_objects: true }).map_err(|e| format!("--catalog {spec}: {e}"))?;
         let source = CatalogSourceInfo { name: key.name.clone(), namespace: key.namespace.clone(), ..Default::default() };
         let (summaries, elided) = packages_of(&index);
         for e in elided {

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -26,6 +25,7 @@ use super::{Context, Error, apply_typed_status, fresh, kube_err, now_time};
 use crate::api::clusterserviceversion::{ClusterServiceVersionStatus, CsvPhase, CsvReason, DependentStatus, RequirementStatus, RequirementStatusReason};
 use crate::api::operatorgroup::OperatorGroupStatus;
 use crate::api::{ClusterServiceVersion, OperatorGroup};
+use crate::install::preflight::{self, Question, Subject};
 
 /// Why a CSV's install modes do not fit its OperatorGroup's target namespaces (§1.5,
 /// [API] `clusterserviceversion.go` `InstallModeSet.Supports`).
@@ -271,18 +271,18 @@ async fn service_account_requirements(client: &Client, csv: &ClusterServiceVersi
             continue;
         }
         if !granted.contains_key(sa) {
-            let who = super::rbac::ServiceAccountUser { namespace: ns.to_string(), name: sa.clone() };
+            let who = preflight::ServiceAccount { namespace: ns.to_string(), name: sa.clone() };
             granted.insert(sa.clone(), super::rbac::granted_rules(client, &who).await?);
         }
         let rules = &granted[sa];
         let deps = by_sa.entry(sa.clone()).or_default();
         for rule in &perm.rules {
             let mut denied = Vec::new();
-            for attrs in rule_attributes(rule, namespaced.then_some(ns)) {
+            for q in Question::from_rule(rule, namespaced.then_some(ns)) {
                 // Allowed by the bound roles as read: no need to ask. Otherwise the API server
                 // decides (it also knows authorizers other than RBAC).
-                if !rules.allows(&attrs) && !sar_allowed(client, ns, sa, attrs.clone()).await? {
-                    denied.push(attrs);
+                if !rules.allows(&q) && !sa_allowed(client, ns, sa, &q).await? {
+                    denied.push(q);
                 }
             }
             let rule_json = serde_json::to_string(rule).unwrap_or_default();
@@ -315,60 +315,11 @@ fn requirement(group: &str, kind: &str, name: &str, status: RequirementStatusRea
     RequirementStatus { group: group.into(), version: "v1".into(), kind: kind.into(), name: name.into(), status, message: message.into(), uuid: None, dependents: Vec::new() }
 }
 
-/// The SubjectAccessReview attributes a policy rule grants: one per group × resource × verb
-/// (resource names, when listed, one each), or per non-resource URL × verb.
-pub(crate) fn rule_attributes(rule: &k8s_openapi::api::rbac::v1::PolicyRule, namespace: Option<&str>) -> Vec<Value> {
-    let mut out = Vec::new();
-    for url in rule.non_resource_urls.iter().flatten() {
-        for verb in &rule.verbs {
-            out.push(json!({"nonResourceAttributes": {"path": url, "verb": verb}}));
-        }
-    }
-    let names: Vec<Option<&String>> = match rule.resource_names.as_ref().filter(|n| !n.is_empty()) {
-        Some(n) => n.iter().map(Some).collect(),
-        None => vec![None],
-    };
-    for group in rule.api_groups.iter().flatten() {
-        for resource in rule.resources.iter().flatten() {
-            let (resource, sub) = match resource.split_once('/') {
-                Some((r, s)) => (r, Some(s)),
-                None => (resource.as_str(), None),
-            };
-            for verb in &rule.verbs {
-                for name in &names {
-                    let mut a = json!({"group": group, "resource": resource, "verb": verb});
-                    if let Some(s) = sub {
-                        a["subresource"] = json!(s);
-                    }
-                    if let Some(n) = name {
-                        a["name"] = json!(n);
-                    }
-                    if let Some(ns) = namespace {
-                        a["namespace"] = json!(ns);
-                    }
-                    out.push(json!({"resourceAttributes": a}));
-                }
-            }
-        }
-    }
-    out
-}
-
-pub(crate) async fn sar_allowed(client: &Client, ns: &str, sa: &str, attrs: Value) -> Result<bool, Error> {
-    let mut spec = json!({
-        "user": format!("system:serviceaccount:{ns}:{sa}"),
-        "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}"), "system:authenticated"],
-    });
-    if let (Some(s), Some(a)) = (spec.as_object_mut(), attrs.as_object()) {
-        s.extend(a.clone());
-    }
-    let sar: SubjectAccessReview = serde_json::from_value(json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}))
-        .map_err(|source| Error::Build { what: format!("a SubjectAccessReview for ServiceAccount {ns}/{sa}"), source })?;
-    let r = Api::<SubjectAccessReview>::all(client.clone())
-        .create(&kube::api::PostParams::default(), &sar)
-        .await
-        .map_err(kube_err(format!("SubjectAccessReview for ServiceAccount {ns}/{sa}")))?;
-    Ok(r.status.is_some_and(|s| s.allowed))
+/// Whether ServiceAccount `ns/sa` is allowed `question`: one SubjectAccessReview
+/// ([`crate::install::preflight::allowed`]) made by `client`.
+async fn sa_allowed(client: &Client, ns: &str, sa: &str, question: &Question) -> Result<bool, Error> {
+    let subject = Subject::ServiceAccount(preflight::ServiceAccount { namespace: ns.to_string(), name: sa.to_string() });
+    preflight::allowed(client, &subject, question).await.map_err(kube_err(format!("SubjectAccessReview for ServiceAccount {ns}/{sa}")))
 }
 
 /// A `metav1.LabelSelector` as the label-selector string of a list call (`a=b,c in (d,e),!f`).
@@ -1172,16 +1123,6 @@ mod tests {
         assert!(label_selector(&bad).unwrap_err().contains("needs values"));
         let bad = LabelSelector { match_labels: None, match_expressions: Some(vec![req("env", "Near", &["x"])]) };
         assert!(label_selector(&bad).unwrap_err().contains("unknown operator \"Near\""));
-    }
-
-    #[test]
-    fn rule_attributes_expand_groups_resources_verbs_and_subresources() {
-        let rule: k8s_openapi::api::rbac::v1::PolicyRule = serde_json::from_value(json!({"apiGroups": ["", "apps"], "resources": ["pods/exec", "deployments"], "verbs": ["get", "create"]})).unwrap();
-        let attrs = rule_attributes(&rule, Some("ns1"));
-        assert_eq!(attrs.len(), 8);
-        assert!(attrs.contains(&json!({"resourceAttributes": {"group": "", "resource": "pods", "subresource": "exec", "verb": "create", "namespace": "ns1"}})));
-        let rule: k8s_openapi::api::rbac::v1::PolicyRule = serde_json::from_value(json!({"nonResourceURLs": ["/metrics"], "verbs": ["get"]})).unwrap();
-        assert_eq!(rule_attributes(&rule, None), vec![json!({"nonResourceAttributes": {"path": "/metrics", "verb": "get"}})]);
     }
 
     #[test]

@@ -26,6 +26,7 @@ use crate::bundle::Bundle;
 use crate::install::crd_safety::{check_plan_crds, describe_all};
 use crate::bundle::image::BundleImageError;
 use crate::install::plan::DependencySubscription;
+use crate::install::preflight;
 use crate::install::{InstallTarget, Step, StepError, StepStatus, SubscriptionConfig, apply, plan};
 use crate::oci::cache::scratch_dir;
 use crate::oci::parse_reference;
@@ -748,17 +749,13 @@ async fn preflight(ctx: &Context, ns: &str, og: &str, plain: &[Step]) -> Result<
         scoped::InstallerCheck::Ready(i) => i,
         scoped::InstallerCheck::Blocked(message) => return Err(Hold::Blocked(INSTALLER_BLOCKED, message).into()),
     };
-    if let scoped::Installer::ServiceAccount { account, name: sa, .. } = &installer {
-        let missing = scoped::missing_permissions(&ctx.client, ns, sa, plain).await?;
-        if !missing.is_empty() {
-            let list: Vec<String> = missing.iter().enumerate().map(|(i, m)| format!("({}) {m}", i + 1)).collect();
-            let message = format!(
-                "the installer account {account} (OperatorGroup {ns}/{og} spec.serviceAccountName) lacks {} permission{} needed by this plan; nothing was applied: {}; grant them to {account}",
-                missing.len(),
-                if missing.len() == 1 { "" } else { "s" },
-                list.join("; ")
-            );
-            return Err(Hold::Blocked(INSTALLER_BLOCKED, message).into());
+    if let scoped::Installer::ServiceAccount { account, .. } = &installer {
+        let subject = preflight::Subject::ServiceAccount(account.clone());
+        let findings = preflight::findings(&ctx.client, &subject, plain).await.map_err(|e| Error::Kube { context: format!("RBAC pre-check: {}", e.what), source: e.source })?;
+        if !findings.is_empty() {
+            let sa = format!("{}/{}", account.namespace, account.name);
+            let who = format!("the installer account {sa} (OperatorGroup {ns}/{og} spec.serviceAccountName)");
+            return Err(Hold::Blocked(INSTALLER_BLOCKED, preflight::describe(&who, &sa, &findings)).into());
         }
     }
     Ok(installer)

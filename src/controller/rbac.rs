@@ -7,7 +7,7 @@
 //! caches.
 //!
 //! Only an *allow* is taken from this evaluation: an attribute the rules found here do not grant is
-//! asked of the API server with a SubjectAccessReview ([`super::csv::sar_allowed`]), which also sees
+//! asked of the API server with a SubjectAccessReview ([`crate::install::preflight::allowed`]), which also sees
 //! any other authorizer of the cluster, so a `NotSatisfied` requirement is always the API server's word.
 
 use std::collections::BTreeSet;
@@ -15,38 +15,17 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::Client;
 use kube::api::{Api, ListParams};
-use serde_json::Value;
-
 use super::{Error, kube_err};
+use crate::install::preflight::{Question, ServiceAccount};
 
-/// The identity of ServiceAccount `ns/name` as the API server authenticates it: its user name and
-/// groups (`system:serviceaccount:<ns>:<name>`; `system:serviceaccounts`,
-/// `system:serviceaccounts:<ns>`, `system:authenticated`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ServiceAccountUser {
-    /// The ServiceAccount's namespace.
-    pub namespace: String,
-    /// The ServiceAccount's name.
-    pub name: String,
-}
-
-impl ServiceAccountUser {
-    fn user(&self) -> String {
-        format!("system:serviceaccount:{}:{}", self.namespace, self.name)
-    }
-
-    fn groups(&self) -> [String; 3] {
-        ["system:serviceaccounts".into(), format!("system:serviceaccounts:{}", self.namespace), "system:authenticated".into()]
-    }
-
-    /// Whether binding subject `s` names this account (Kubernetes `appliesToUser`).
-    pub fn is_subject(&self, s: &Subject) -> bool {
-        match s.kind.as_str() {
-            "ServiceAccount" => s.name == self.name && s.namespace.as_deref() == Some(self.namespace.as_str()),
-            "User" => s.name == self.user(),
-            "Group" => self.groups().contains(&s.name),
-            _ => false,
-        }
+/// Whether binding subject `s` names ServiceAccount `who` (Kubernetes `appliesToUser`): the
+/// ServiceAccount itself, its user name, or one of its groups.
+pub(crate) fn is_subject(who: &ServiceAccount, s: &Subject) -> bool {
+    match s.kind.as_str() {
+        "ServiceAccount" => s.name == who.name && s.namespace.as_deref() == Some(who.namespace.as_str()),
+        "User" => s.name == who.user(),
+        "Group" => who.groups().contains(&s.name),
+        _ => false,
     }
 }
 
@@ -65,20 +44,16 @@ pub(crate) struct GrantedRules {
 }
 
 impl GrantedRules {
-    /// Whether these rules allow `attrs`, a SubjectAccessReview spec fragment as
-    /// [`super::csv::rule_attributes`] builds it (`resourceAttributes` or `nonResourceAttributes`).
-    /// Pure.
-    pub fn allows(&self, attrs: &Value) -> bool {
-        if let Some(r) = attrs.get("resourceAttributes") {
-            let namespace = r.get("namespace").and_then(Value::as_str).filter(|n| !n.is_empty());
-            let applies = |rule: &PolicyRule| resource_rule_allows(rule, r);
-            return self.cluster.iter().any(applies) || (namespace == Some(self.namespace.as_str()) && self.namespaced.iter().any(applies));
+    /// Whether these rules allow `question` (the preflight's one question type). Pure.
+    pub fn allows(&self, question: &Question) -> bool {
+        match question {
+            Question::Resource { namespace, .. } => {
+                let namespace = namespace.as_deref().filter(|n| !n.is_empty());
+                let applies = |rule: &PolicyRule| resource_rule_allows(rule, question);
+                self.cluster.iter().any(applies) || (namespace == Some(self.namespace.as_str()) && self.namespaced.iter().any(applies))
+            }
+            Question::NonResource { verb, path } => self.cluster.iter().any(|rule| verb_matches(rule, verb) && non_resource_url_matches(rule, path)),
         }
-        if let Some(n) = attrs.get("nonResourceAttributes") {
-            let (path, verb) = (n.get("path").and_then(Value::as_str).unwrap_or(""), n.get("verb").and_then(Value::as_str).unwrap_or(""));
-            return self.cluster.iter().any(|rule| verb_matches(rule, verb) && non_resource_url_matches(rule, path));
-        }
-        false
     }
 }
 
@@ -86,9 +61,9 @@ fn verb_matches(rule: &PolicyRule, verb: &str) -> bool {
     rule.verbs.iter().any(|v| v == "*" || v == verb)
 }
 
-fn resource_rule_allows(rule: &PolicyRule, r: &Value) -> bool {
-    let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("");
-    let (group, resource, sub, verb, name) = (s("group"), s("resource"), s("subresource"), s("verb"), s("name"));
+fn resource_rule_allows(rule: &PolicyRule, q: &Question) -> bool {
+    let Question::Resource { verb, group, resource, subresource, name, .. } = q else { return false };
+    let (sub, name) = (subresource.as_deref().unwrap_or(""), name.as_deref().unwrap_or(""));
     if !verb_matches(rule, verb) {
         return false;
     }
@@ -114,7 +89,7 @@ fn non_resource_url_matches(rule: &PolicyRule, path: &str) -> bool {
 /// namespace that name it (directly or by one of its groups), and the roles they reference. A
 /// binding to a role that does not exist grants nothing (as in the API server).
 /// Errors: a failed list or read, naming the object.
-pub(crate) async fn granted_rules(client: &Client, who: &ServiceAccountUser) -> Result<GrantedRules, Error> {
+pub(crate) async fn granted_rules(client: &Client, who: &ServiceAccount) -> Result<GrantedRules, Error> {
     let ns = who.namespace.as_str();
     let mut granted = GrantedRules { namespace: ns.to_string(), ..Default::default() };
     // Without read access to RBAC (a narrower deployment of capstan) nothing is known granted and
@@ -128,7 +103,7 @@ pub(crate) async fn granted_rules(client: &Client, who: &ServiceAccountUser) -> 
         Err(e) if forbidden(&e) => return Ok(granted),
         r => r.map_err(kube_err(format!("listing RoleBindings in {ns}")))?,
     };
-    let binds = |subjects: &Option<Vec<Subject>>| subjects.iter().flatten().any(|s| who.is_subject(s));
+    let binds = |subjects: &Option<Vec<Subject>>| subjects.iter().flatten().any(|s| is_subject(who, s));
     let cluster_refs: BTreeSet<String> = crbs.items.iter().filter(|b| binds(&b.subjects) && b.role_ref.kind == "ClusterRole").map(|b| b.role_ref.name.clone()).collect();
     let ns_refs: BTreeSet<(String, String)> = rbs.items.iter().filter(|b| binds(&b.subjects)).map(|b| role_key(&b.role_ref)).collect();
     let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
@@ -156,22 +131,17 @@ fn role_key(r: &RoleRef) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn rule(v: Value) -> PolicyRule {
         serde_json::from_value(v).unwrap()
     }
 
-    fn res(group: &str, resource: &str, verb: &str, ns: Option<&str>) -> Value {
-        let mut a = json!({"group": group, "resource": resource, "verb": verb});
-        if let Some((r, s)) = resource.split_once('/') {
-            a["resource"] = json!(r);
-            a["subresource"] = json!(s);
+    fn res(group: &str, resource: &str, verb: &str, ns: Option<&str>) -> Question {
+        match resource.split_once('/') {
+            Some((r, s)) => Question::resource(verb, group, r, ns).of_subresource(s),
+            None => Question::resource(verb, group, resource, ns),
         }
-        if let Some(ns) = ns {
-            a["namespace"] = json!(ns);
-        }
-        json!({"resourceAttributes": a})
     }
 
     #[test]
@@ -200,10 +170,9 @@ mod tests {
         assert!(!g.allows(&res("", "pods", "get", Some("ns2"))), "RoleBinding rules only in their namespace");
         assert!(!g.allows(&res("", "pods", "get", None)), "nor cluster-wide");
         assert!(!g.allows(&res("", "configmaps", "get", Some("ns1"))), "resourceNames limit the rule");
-        let mut named = res("", "configmaps", "update", Some("ns1"));
-        named["resourceAttributes"]["name"] = json!("lock");
+        let named = res("", "configmaps", "update", Some("ns1")).named("lock");
         assert!(g.allows(&named));
-        let url = |p: &str, v: &str| json!({"nonResourceAttributes": {"path": p, "verb": v}});
+        let url = |p: &str, v: &str| Question::NonResource { path: p.into(), verb: v.into() };
         assert!(g.allows(&url("/metrics", "get")));
         assert!(g.allows(&url("/api/v1", "get")), "trailing * is a prefix");
         assert!(!g.allows(&url("/metrics", "post")));
@@ -212,15 +181,15 @@ mod tests {
 
     #[test]
     fn subjects_of_a_service_account() {
-        let who = ServiceAccountUser { namespace: "ns1".into(), name: "op".into() };
+        let who = ServiceAccount { namespace: "ns1".into(), name: "op".into() };
         let s = |kind: &str, name: &str, ns: Option<&str>| Subject { kind: kind.into(), name: name.into(), namespace: ns.map(String::from), api_group: None };
-        assert!(who.is_subject(&s("ServiceAccount", "op", Some("ns1"))));
-        assert!(!who.is_subject(&s("ServiceAccount", "op", Some("ns2"))));
-        assert!(!who.is_subject(&s("ServiceAccount", "other", Some("ns1"))));
-        assert!(who.is_subject(&s("User", "system:serviceaccount:ns1:op", None)));
-        assert!(who.is_subject(&s("Group", "system:authenticated", None)));
-        assert!(who.is_subject(&s("Group", "system:serviceaccounts:ns1", None)));
-        assert!(!who.is_subject(&s("Group", "system:serviceaccounts:ns2", None)));
-        assert!(!who.is_subject(&s("Group", "system:masters", None)));
+        assert!(is_subject(&who, &s("ServiceAccount", "op", Some("ns1"))));
+        assert!(!is_subject(&who, &s("ServiceAccount", "op", Some("ns2"))));
+        assert!(!is_subject(&who, &s("ServiceAccount", "other", Some("ns1"))));
+        assert!(is_subject(&who, &s("User", "system:serviceaccount:ns1:op", None)));
+        assert!(is_subject(&who, &s("Group", "system:authenticated", None)));
+        assert!(is_subject(&who, &s("Group", "system:serviceaccounts:ns1", None)));
+        assert!(!is_subject(&who, &s("Group", "system:serviceaccounts:ns2", None)));
+        assert!(!is_subject(&who, &s("Group", "system:masters", None)));
     }
 }

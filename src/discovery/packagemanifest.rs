@@ -34,7 +34,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::catalog::index::{CatalogIndex, IndexedBundle, IndexedPackage};
+use crate::catalog::validated::{IndexedBundle, IndexedPackage, ValidatedCatalog};
 use crate::catalog::property;
 
 /// API group of PackageManifest.
@@ -308,7 +308,7 @@ pub struct ElidedPackage {
 /// The packages of a catalog index built with `keep_bundle_objects` (without it, a bundle whose
 /// CSV is only in `olm.bundle.object` has no CSV and its channels are left out), sorted by name,
 /// and the packages left out with why.
-pub fn packages_of(index: &CatalogIndex) -> (Vec<PackageSummary>, Vec<ElidedPackage>) {
+pub fn packages_of(index: &ValidatedCatalog) -> (Vec<PackageSummary>, Vec<ElidedPackage>) {
     let mut out = Vec::new();
     let mut elided = Vec::new();
     for pkg in index.packages() {
@@ -320,7 +320,7 @@ pub fn packages_of(index: &CatalogIndex) -> (Vec<PackageSummary>, Vec<ElidedPack
     (out, elided)
 }
 
-fn package_summary(index: &CatalogIndex, pkg: &IndexedPackage) -> Result<PackageSummary, String> {
+fn package_summary(index: &ValidatedCatalog, pkg: &IndexedPackage) -> Result<PackageSummary, String> {
     let mut status = PackageManifestStatus {
         package_name: pkg.name.clone(),
         default_channel: pkg.default_channel.clone(),
@@ -586,7 +586,7 @@ fn string_map(v: &Value) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::index::IndexOptions;
+    use crate::catalog::validated::IndexOptions;
     use crate::catalog::parse::parse_bytes;
 
     fn csv_object(name: &str, version: &str, extra_spec: Value) -> String {
@@ -720,7 +720,7 @@ entries:
 
     fn summaries() -> (Vec<PackageSummary>, Vec<ElidedPackage>) {
         let cfg = parse_bytes("c.yaml", catalog().as_bytes()).unwrap();
-        let idx = CatalogIndex::with_options(cfg, IndexOptions { keep_bundle_objects: true }).unwrap();
+        let idx = ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true }).unwrap();
         packages_of(&idx)
     }
 
@@ -824,7 +824,7 @@ entries:
     fn default_channel_elided_falls_back_to_first() {
         let cat = catalog().replace("name: meta\ndefaultChannel: beta", "name: meta\ndefaultChannel: nocsv");
         let cfg = parse_bytes("c.yaml", cat.as_bytes()).unwrap();
-        let idx = CatalogIndex::with_options(cfg, IndexOptions { keep_bundle_objects: true }).unwrap();
+        let idx = ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true }).unwrap();
         let (pkgs, _) = packages_of(&idx);
         let meta = pkgs.iter().find(|p| p.name == "meta").unwrap();
         assert_eq!(meta.status.default_channel, "beta");

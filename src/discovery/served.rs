@@ -30,7 +30,7 @@ use super::content::CatalogContent;
 use super::packagemanifest::{CatalogSourceInfo, PackageSummary, packages_of};
 use super::query::CatalogPackages;
 use crate::api::CatalogSource;
-use crate::catalog::index::{CatalogIndex, IndexOptions};
+use crate::catalog::validated::{IndexOptions, ValidatedCatalog};
 use crate::catalog::model::DeclarativeConfig;
 use crate::install::certs;
 
@@ -50,7 +50,7 @@ impl ServedCatalog {
     /// are logged.
     pub fn build(name: &str, config: DeclarativeConfig, digest: &str, loaded: SystemTime) -> ServedCatalog {
         let content = Arc::new(CatalogContent::new(&config, digest, loaded));
-        let packages = match CatalogIndex::with_options(config, IndexOptions { keep_bundle_objects: true }) {
+        let packages = match ValidatedCatalog::with_options(config, IndexOptions { keep_bundle_objects: true }) {
             Ok(index) => {
                 let (packages, elided) = packages_of(&index);
                 for e in elided {

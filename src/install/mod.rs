@@ -1,6 +1,6 @@
 //! From a resolved bundle to objects on a cluster: [`plan::steps`] turns a registry+v1 bundle
-//! into ordered InstallPlan steps (pure), [`preflight::check`] asks whether a client may apply
-//! them (all missing RBAC in one answer), and [`apply::apply`] applies them with server-side
+//! into ordered InstallPlan steps (pure), [`preflight::check`] asks whether a subject (the client,
+//! or a ServiceAccount) may apply them (all missing RBAC in one answer), and [`apply::apply`] applies them with server-side
 //! apply (I/O).
 //!
 //! The semantics are OLM v0's (`reference/olm-v0.md` §1.4 InstallPlan steps, §1.5 the CSV's
@@ -28,7 +28,7 @@ use serde_json::Value;
 pub use apply::{ApplyOptions, StepError, StepResult, StepStatus, apply};
 pub use config::{ConfigError, SubscriptionConfig};
 pub use plan::{PlanError, steps};
-pub use preflight::{MissingPermission, PreflightError};
+pub use preflight::{Finding, PreflightError};
 
 /// The field manager capstan uses for every server-side apply (one manager, so that a later apply
 /// by capstan takes over fields it set before; §5.2 of `reference/olm-v0.md`).

@@ -1,25 +1,39 @@
-//! RBAC pre-check: can this client apply these steps? Asked before anything is applied, so that
-//! an installer account that lacks permissions gets **every** missing permission in one answer
+//! The RBAC pre-check: may a **subject** — the client itself, or a ServiceAccount such as an
+//! OperatorGroup's `spec.serviceAccountName` — apply these steps? Asked before anything is
+//! applied, so that an installer that lacks permissions gets **every** missing one in one answer
 //! instead of a plan that stops half-way at the first `Forbidden` (`cases/olm-cases.yaml`
-//! case-25; operator-controller's "permission validation pre-flight check").
+//! case-25; OLM's scoped installs, `reference/olm-v0.md` §1.6; operator-controller's
+//! "permission validation pre-flight check").
 //!
-//! Checks, each with a SelfSubjectAccessReview as the client:
-//! - for every step: `get`, `create` and `patch` on its resource in its namespace (what
-//!   [`super::apply::apply`]'s read + server-side apply need);
-//! - for every Role and ClusterRole step: every rule the role grants (each verb × group ×
-//!   resource[/subresource] × resourceName, and non-resource URLs), in the role's namespace or
-//!   cluster-wide — Kubernetes refuses to create a role granting permissions its creator lacks
-//!   (RBAC escalation prevention) unless the creator has `escalate` on roles/clusterroles;
-//! - for every RoleBinding and ClusterRoleBinding step: `bind` on the referenced role unless the
-//!   role's rules were all held (the API server's bind check).
+//! What a plan needs of its installer (the API server's rules):
+//! - `get`, `create` and `patch` on every object of the plan, in its namespace or cluster-wide
+//!   (what [`super::apply::apply`]'s read + server-side apply need) — [`Need::Apply`];
+//! - to create a Role or ClusterRole, either `escalate` on roles / clusterroles or every
+//!   permission of its rules (RBAC escalation prevention) — one [`Need::Grant`] per rule it lacks;
+//! - to create a RoleBinding or ClusterRoleBinding, either `bind` on the role it references or
+//!   every permission of that role's rules, the role as the plan creates it or as it exists on
+//!   the cluster (Kubernetes `pkg/registry/rbac/rolebinding/policybased`, `BindingAuthorized` then
+//!   `ConfirmNoEscalation`) — [`Need::Bind`]. A binding to a role that neither the plan nor the
+//!   cluster has needs `bind`. For a role the plan creates and the installer may not `escalate`,
+//!   the rules it must hold are listed once, with the role (holding them allows the binding too).
+//!
+//! Sans-I/O at its core: [`evaluate`] turns the steps and what is known so far ([`Known`]:
+//! answers to [`Question`]s, rules of roles read from the cluster) into either the next
+//! questions and role reads ([`Progress::Ask`]) or the [`Finding`]s ([`Progress::Done`]); it asks
+//! only what the answer depends on (a role's rules only when `escalate` is refused, a bound
+//! role's rules only when `bind` is refused). [`check`] is the thin I/O shell: it asks the API
+//! server (a SelfSubjectAccessReview for [`Subject::Client`], a SubjectAccessReview for
+//! [`Subject::ServiceAccount`]) and reads roles until [`evaluate`] is done.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use futures::stream::{self, StreamExt};
 use k8s_openapi::api::authorization::v1::{
-    NonResourceAttributes, ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    NonResourceAttributes, ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec, SubjectAccessReview,
+    SubjectAccessReviewSpec,
 };
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::Value;
@@ -28,256 +42,552 @@ use super::Step;
 use super::apply::whoami;
 use super::plan::kind_info;
 
-/// One permission the client lacks.
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// A ServiceAccount as the API server authenticates it: user `system:serviceaccount:<ns>:<name>`,
+/// groups `system:serviceaccounts`, `system:serviceaccounts:<ns>`, `system:authenticated`
+/// (Kubernetes `k8s.io/apiserver/pkg/authentication/serviceaccount`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct MissingPermission {
-    /// The verb, e.g. `create`, or `*`.
-    pub verb: String,
-    /// What on: `resource[/subresource][.group]`, `resource.group "name"`, or a non-resource URL.
-    pub resource: String,
-    /// The namespace, `None` for cluster-wide.
-    pub namespace: Option<String>,
+pub struct ServiceAccount {
+    /// The ServiceAccount's namespace.
+    pub namespace: String,
+    /// The ServiceAccount's name.
+    pub name: String,
 }
 
-impl fmt::Display for MissingPermission {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.namespace {
-            Some(ns) => write!(f, "{} {} in namespace {ns}", self.verb, self.resource),
-            None => write!(f, "{} {} cluster-wide", self.verb, self.resource),
-        }
+impl ServiceAccount {
+    /// The user name the API server gives its tokens.
+    pub fn user(&self) -> String {
+        format!("system:serviceaccount:{}:{}", self.namespace, self.name)
+    }
+
+    /// The groups the API server gives its tokens.
+    pub fn groups(&self) -> [String; 3] {
+        ["system:serviceaccounts".into(), format!("system:serviceaccounts:{}", self.namespace), "system:authenticated".into()]
     }
 }
 
-/// The pre-check's failure.
-#[derive(Debug, thiserror::Error)]
-pub enum PreflightError {
-    /// The client lacks permissions; every missing one is listed with the steps that need it.
-    #[error("{identity} lacks {} permission(s) needed to apply the plan: {}; grant them (for example to the OperatorGroup's ServiceAccount) and retry — nothing was applied", missing.len(), missing.iter().map(|(p, steps)| format!("{p} (for {})", steps.join(", "))).collect::<Vec<_>>().join("; "))]
-    Missing {
-        /// Who the client is (from a SelfSubjectReview), or "the client".
-        identity: String,
-        /// Each missing permission and the steps (`Kind namespace/name`) that need it, sorted.
-        missing: Vec<(MissingPermission, Vec<String>)>,
+/// Whose permissions are checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    /// The client making the reviews (SelfSubjectAccessReview).
+    Client,
+    /// A ServiceAccount, asked about by the client (SubjectAccessReview; the client needs
+    /// `create` on `subjectaccessreviews`).
+    ServiceAccount(ServiceAccount),
+}
+
+/// One access question, as the API server's authorizer attributes (`authorization.k8s.io/v1`
+/// `ResourceAttributes` / `NonResourceAttributes`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Question {
+    /// A verb on a resource (optionally a subresource or one named object), in a namespace or
+    /// cluster-wide (`namespace: None`).
+    Resource {
+        /// e.g. `create`, or `*`.
+        verb: String,
+        /// API group, `""` for the core group.
+        group: String,
+        /// The resource's plural, e.g. `deployments`.
+        resource: String,
+        /// e.g. `status`.
+        subresource: Option<String>,
+        /// One object's name (a rule's `resourceNames`, the role a binding references).
+        name: Option<String>,
+        /// `None`: cluster-wide.
+        namespace: Option<String>,
     },
-    /// A SelfSubjectAccessReview could not be made.
-    #[error("cannot check permissions: SelfSubjectAccessReview failed: {0}")]
-    Review(String),
+    /// A verb on a non-resource URL such as `/metrics`.
+    NonResource {
+        /// e.g. `get`.
+        verb: String,
+        /// The URL path.
+        path: String,
+    },
 }
 
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Query {
-    Resource { verb: String, group: String, resource: String, subresource: String, name: String, namespace: Option<String> },
-    NonResource { verb: String, path: String },
-}
-
-impl Query {
-    fn missing(&self) -> MissingPermission {
-        match self {
-            Query::Resource { verb, group, resource, subresource, name, namespace } => {
-                let mut r = resource.clone();
-                if !subresource.is_empty() {
-                    r = format!("{r}/{subresource}");
-                }
-                if !group.is_empty() {
-                    r = format!("{r}.{group}");
-                }
-                if !name.is_empty() {
-                    r = format!("{r} {name:?}");
-                }
-                MissingPermission { verb: verb.clone(), resource: r, namespace: namespace.clone() }
-            }
-            Query::NonResource { verb, path } => {
-                MissingPermission { verb: verb.clone(), resource: format!("non-resource URL {path}"), namespace: None }
-            }
-        }
+impl Question {
+    /// `verb` on `resource` of `group` (no subresource, no name), in `namespace` or cluster-wide.
+    pub fn resource(verb: &str, group: &str, resource: &str, namespace: Option<&str>) -> Self {
+        Question::Resource { verb: verb.into(), group: group.into(), resource: resource.into(), subresource: None, name: None, namespace: namespace.map(String::from) }
     }
 
-    fn review(&self) -> SelfSubjectAccessReview {
-        let spec = match self {
-            Query::Resource { verb, group, resource, subresource, name, namespace } => SelfSubjectAccessReviewSpec {
-                resource_attributes: Some(ResourceAttributes {
-                    verb: Some(verb.clone()),
-                    group: Some(group.clone()),
-                    resource: Some(resource.clone()),
-                    subresource: (!subresource.is_empty()).then(|| subresource.clone()),
-                    name: (!name.is_empty()).then(|| name.clone()),
-                    namespace: namespace.clone(),
-                    ..Default::default()
-                }),
-                non_resource_attributes: None,
-            },
-            Query::NonResource { verb, path } => SelfSubjectAccessReviewSpec {
-                resource_attributes: None,
-                non_resource_attributes: Some(NonResourceAttributes { verb: Some(verb.clone()), path: Some(path.clone()) }),
-            },
+    /// The same question about the one object `name` (a resource question; a non-resource one is
+    /// returned as is).
+    pub fn named(mut self, object: &str) -> Self {
+        if let Question::Resource { name, .. } = &mut self {
+            *name = Some(object.into());
+        }
+        self
+    }
+
+    /// The same question about subresource `sub` (a resource question; a non-resource one is
+    /// returned as is).
+    pub fn of_subresource(mut self, sub: &str) -> Self {
+        if let Question::Resource { subresource, .. } = &mut self {
+            *subresource = Some(sub.into());
+        }
+        self
+    }
+
+    /// The questions a policy rule grants: one per group × resource[/subresource] × verb (and
+    /// resource name, when the rule lists them), and one per non-resource URL × verb, in
+    /// `namespace` (`None`: cluster-wide).
+    pub fn from_rule(rule: &PolicyRule, namespace: Option<&str>) -> Vec<Question> {
+        let mut out = Vec::new();
+        for path in rule.non_resource_urls.iter().flatten() {
+            out.extend(rule.verbs.iter().map(|verb| Question::NonResource { verb: verb.clone(), path: path.clone() }));
+        }
+        let names: Vec<Option<String>> = match rule.resource_names.as_ref().filter(|n| !n.is_empty()) {
+            Some(n) => n.iter().cloned().map(Some).collect(),
+            None => vec![None],
         };
-        SelfSubjectAccessReview { metadata: Default::default(), spec, status: None }
-    }
-}
-
-fn strings(v: &Value, key: &str) -> Vec<String> {
-    v.get(key).and_then(Value::as_array).map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default()
-}
-
-/// The permissions a role's rules grant, as queries in `namespace` (`None`: cluster-wide).
-fn rule_queries(rules: &Value, namespace: &Option<String>) -> Vec<Query> {
-    let mut out = Vec::new();
-    for rule in rules.as_array().into_iter().flatten() {
-        let verbs = strings(rule, "verbs");
-        for path in strings(rule, "nonResourceURLs") {
-            for verb in &verbs {
-                out.push(Query::NonResource { verb: verb.clone(), path: path.clone() });
-            }
-        }
-        let names = strings(rule, "resourceNames");
-        let names = if names.is_empty() { vec![String::new()] } else { names };
-        for group in strings(rule, "apiGroups") {
-            for res in strings(rule, "resources") {
+        for group in rule.api_groups.iter().flatten() {
+            for res in rule.resources.iter().flatten() {
                 let (resource, subresource) = match res.split_once('/') {
-                    Some((r, s)) => (r.to_string(), s.to_string()),
-                    None => (res.clone(), String::new()),
+                    Some((r, s)) => (r.to_string(), Some(s.to_string())),
+                    None => (res.clone(), None),
                 };
-                for verb in &verbs {
+                for verb in &rule.verbs {
                     for name in &names {
-                        out.push(Query::Resource {
+                        out.push(Question::Resource {
                             verb: verb.clone(),
                             group: group.clone(),
                             resource: resource.clone(),
                             subresource: subresource.clone(),
                             name: name.clone(),
-                            namespace: namespace.clone(),
+                            namespace: namespace.map(String::from),
                         });
                     }
                 }
             }
         }
+        out
+    }
+
+    /// The verb asked about.
+    pub fn verb(&self) -> &str {
+        match self {
+            Question::Resource { verb, .. } | Question::NonResource { verb, .. } => verb,
+        }
+    }
+
+    /// What the verb is on: `resource[/subresource][.group] [name] in namespace N` or
+    /// `… cluster-wide`, or `non-resource URL /path`.
+    pub fn target(&self) -> String {
+        match self {
+            Question::Resource { group, resource, subresource, name, namespace, .. } => {
+                let mut r = resource.clone();
+                if let Some(s) = subresource {
+                    r = format!("{r}/{s}");
+                }
+                if !group.is_empty() {
+                    r = format!("{r}.{group}");
+                }
+                if let Some(n) = name {
+                    r = format!("{r} {n}");
+                }
+                match namespace {
+                    Some(ns) => format!("{r} in namespace {ns}"),
+                    None => format!("{r} cluster-wide"),
+                }
+            }
+            Question::NonResource { path, .. } => format!("non-resource URL {path}"),
+        }
+    }
+
+    fn attributes(&self) -> (Option<ResourceAttributes>, Option<NonResourceAttributes>) {
+        match self {
+            Question::Resource { verb, group, resource, subresource, name, namespace } => (
+                Some(ResourceAttributes {
+                    verb: Some(verb.clone()),
+                    group: Some(group.clone()),
+                    resource: Some(resource.clone()),
+                    subresource: subresource.clone(),
+                    name: name.clone(),
+                    namespace: namespace.clone(),
+                    ..Default::default()
+                }),
+                None,
+            ),
+            Question::NonResource { verb, path } => (None, Some(NonResourceAttributes { verb: Some(verb.clone()), path: Some(path.clone()) })),
+        }
+    }
+}
+
+impl fmt::Display for Question {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} on {}", self.verb(), self.target())
+    }
+}
+
+/// A role a binding references: `kind` `Role` (in `namespace`) or `ClusterRole` (`namespace: None`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RoleKey {
+    /// `Role` or `ClusterRole`.
+    pub kind: String,
+    /// The Role's namespace (the binding's); `None` for a ClusterRole.
+    pub namespace: Option<String>,
+    /// `metadata.name`.
+    pub name: String,
+}
+
+impl RoleKey {
+    /// The role a RoleBinding or ClusterRoleBinding step references (`roleRef`); `None` for any
+    /// other step.
+    pub fn bound_by(step: &Step) -> Option<RoleKey> {
+        if !matches!(step.kind.as_str(), "RoleBinding" | "ClusterRoleBinding") {
+            return None;
+        }
+        let kind = step.manifest.pointer("/roleRef/kind").and_then(Value::as_str).unwrap_or("").to_string();
+        let name = step.manifest.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or("").to_string();
+        let namespace = if kind == "Role" { step.namespace.clone() } else { None };
+        Some(RoleKey { kind, namespace, name })
+    }
+
+    fn plural(&self) -> &'static str {
+        if self.kind == "ClusterRole" { "clusterroles" } else { "roles" }
+    }
+
+    fn in_plan<'s>(&self, steps: &'s [Step]) -> Option<&'s Step> {
+        steps.iter().find(|s| s.kind == self.kind && s.name == self.name && s.namespace == self.namespace)
+    }
+}
+
+impl fmt::Display for RoleKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.kind, self.name)
+    }
+}
+
+/// A role as read from the cluster for [`evaluate`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum RoleRead {
+    /// It exists with these rules.
+    Rules(Vec<PolicyRule>),
+    /// It does not exist.
+    Absent,
+    /// It could not be read (the reader was refused); the reason.
+    Unreadable(String),
+}
+
+/// Why the subject needs the [`Finding::missing`] permissions.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Need {
+    /// To read and server-side apply the step's object (`get`, `create`, `patch`).
+    Apply,
+    /// To create a Role / ClusterRole granting one of its rules, the subject must hold the rule
+    /// or have `escalate` on `roles` (`roles` or `clusterroles`).
+    Grant {
+        /// `roles` or `clusterroles`.
+        roles: &'static str,
+    },
+    /// To create a binding to `role`, the subject must hold every permission of the role or
+    /// have `bind` on it.
+    Bind {
+        /// The role the binding references.
+        role: RoleKey,
+        /// Where the role's rules were found.
+        found: RoleFound,
+    },
+}
+
+/// Where [`evaluate`] found the rules of a role a binding references.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RoleFound {
+    /// The plan creates it.
+    InPlan,
+    /// It exists on the cluster.
+    OnCluster,
+    /// Neither the plan nor the cluster has it: only `bind` allows the binding.
+    Absent,
+    /// It is not in the plan and could not be read (the reason): only `bind` is known to allow
+    /// the binding.
+    Unreadable(String),
+}
+
+/// What the subject lacks for one step (one rule of a role, one binding): the permissions and
+/// why they are needed. Its `Display` is one sentence naming the permissions, the step and what
+/// else would do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    /// The step, as [`Step::describe`] (`Kind namespace/name`).
+    pub step: String,
+    /// Why.
+    pub need: Need,
+    /// The permissions lacked, in the order asked.
+    pub missing: Vec<Question>,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lacking = group_verbs(&self.missing);
+        let step = &self.step;
+        match &self.need {
+            Need::Apply => write!(f, "{lacking} (for {step})"),
+            Need::Grant { roles } => write!(f, "{lacking} (to grant this rule of {step} it must hold it, or have escalate on {roles})"),
+            Need::Bind { role, found: RoleFound::InPlan | RoleFound::OnCluster } => write!(
+                f,
+                "{lacking} (to create {step}, which grants {role}, it must hold every permission of {role}, or have bind on {} {})",
+                role.plural(),
+                role.name
+            ),
+            Need::Bind { role, found: RoleFound::Absent } => {
+                write!(f, "{lacking} (for {step}: {role} is neither in the plan nor on the cluster, so only bind allows the binding)")
+            }
+            Need::Bind { role, found: RoleFound::Unreadable(why) } => {
+                write!(f, "{lacking} (for {step}: {role} is not in the plan and could not be read ({why}), so only bind is known to allow the binding)")
+            }
+        }
+    }
+}
+
+/// `verbs on what` per distinct target, in first-seen order, joined by `; `.
+fn group_verbs(questions: &[Question]) -> String {
+    let mut order: Vec<String> = Vec::new();
+    let mut verbs: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for q in questions {
+        let target = q.target();
+        if !verbs.contains_key(&target) {
+            order.push(target.clone());
+        }
+        verbs.entry(target).or_default().push(q.verb());
+    }
+    order.iter().map(|t| format!("{} on {t}", verbs[t].join(", "))).collect::<Vec<_>>().join("; ")
+}
+
+/// The one message for a refused plan, for both callers (the CLI / library caller of [`check`]
+/// and the InstallPlan's `status.message`): `{who} lacks N permission(s) needed by this plan;
+/// nothing was applied: (1) …; (2) …; grant them to {grantee}`. A "permission" here is one
+/// [`Finding`].
+pub fn describe(who: &str, grantee: &str, findings: &[Finding]) -> String {
+    let list: Vec<String> = findings.iter().enumerate().map(|(i, f)| format!("({}) {f}", i + 1)).collect();
+    format!(
+        "{who} lacks {} permission{} needed by this plan; nothing was applied: {}; grant them to {grantee}",
+        findings.len(),
+        if findings.len() == 1 { "" } else { "s" },
+        list.join("; ")
+    )
+}
+
+/// What [`evaluate`] knows so far: answers and roles read from the cluster.
+#[derive(Debug, Clone, Default)]
+pub struct Known {
+    /// Whether the subject is allowed each question asked.
+    pub answers: BTreeMap<Question, bool>,
+    /// The roles read from the cluster (bindings' roles the plan does not create).
+    pub roles: BTreeMap<RoleKey, RoleRead>,
+}
+
+/// One step of [`evaluate`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    /// Ask these questions and read these roles into [`Known`], then evaluate again.
+    Ask {
+        /// Not yet answered, sorted, distinct.
+        questions: Vec<Question>,
+        /// Not yet read, sorted, distinct.
+        roles: Vec<RoleKey>,
+    },
+    /// Everything needed is known: what the subject lacks, in step order (empty: nothing).
+    Done(Vec<Finding>),
+}
+
+/// The evaluation's memory of one round: a question not yet answered counts as allowed (so that
+/// the questions depending on its refusal are not asked yet) and is collected for the next round.
+struct Round<'a> {
+    known: &'a Known,
+    ask: BTreeSet<Question>,
+    read: BTreeSet<RoleKey>,
+}
+
+impl Round<'_> {
+    fn allowed(&mut self, q: &Question) -> bool {
+        match self.known.answers.get(q) {
+            Some(a) => *a,
+            None => {
+                self.ask.insert(q.clone());
+                true
+            }
+        }
+    }
+
+    fn lacking(&mut self, qs: Vec<Question>) -> Vec<Question> {
+        qs.into_iter().filter(|q| !self.allowed(q)).collect()
+    }
+}
+
+/// The findings for `steps`, or what must be asked first (module documentation). Pure.
+pub fn evaluate(steps: &[Step], known: &Known) -> Progress {
+    let mut round = Round { known, ask: BTreeSet::new(), read: BTreeSet::new() };
+    let mut findings = Vec::new();
+    for step in steps {
+        let Some(info) = kind_info(&step.kind) else { continue };
+        let ns = step.namespace.as_deref().filter(|_| info.namespaced);
+        let apply = ["get", "create", "patch"].iter().map(|v| Question::resource(v, &step.group, info.plural, ns)).collect();
+        let missing = round.lacking(apply);
+        if !missing.is_empty() {
+            findings.push(Finding { step: step.describe(), need: Need::Apply, missing });
+        }
+        if matches!(step.kind.as_str(), "Role" | "ClusterRole") {
+            findings.extend(role_findings(&mut round, step, info.plural, ns));
+        }
+        if let Some(role) = RoleKey::bound_by(step) {
+            findings.extend(binding_finding(&mut round, steps, step, role));
+        }
+    }
+    if round.ask.is_empty() && round.read.is_empty() {
+        Progress::Done(findings)
+    } else {
+        Progress::Ask { questions: round.ask.into_iter().collect(), roles: round.read.into_iter().collect() }
+    }
+}
+
+fn rules_of(step: &Step) -> Vec<PolicyRule> {
+    serde_json::from_value(step.manifest["rules"].clone()).unwrap_or_default()
+}
+
+fn escalate(roles: &str, namespace: Option<&str>) -> Question {
+    Question::resource("escalate", RBAC_GROUP, roles, namespace)
+}
+
+/// A role step without `escalate`: one [`Need::Grant`] per rule the subject does not hold.
+fn role_findings(round: &mut Round<'_>, step: &Step, plural: &'static str, ns: Option<&str>) -> Vec<Finding> {
+    if round.allowed(&escalate(plural, ns)) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for rule in rules_of(step) {
+        let missing = round.lacking(Question::from_rule(&rule, ns));
+        if !missing.is_empty() {
+            out.push(Finding { step: step.describe(), need: Need::Grant { roles: plural }, missing });
+        }
     }
     out
 }
 
-/// Checks that `client` may apply `steps` (module documentation). Makes one
-/// SelfSubjectAccessReview per distinct question, 16 at a time.
+/// A binding step: `bind` on its role, or every permission of the role (module documentation).
+fn binding_finding(round: &mut Round<'_>, steps: &[Step], step: &Step, role: RoleKey) -> Option<Finding> {
+    let ns = step.namespace.as_deref();
+    let bind = Question::resource("bind", RBAC_GROUP, role.plural(), ns).named(&role.name);
+    if round.allowed(&bind) {
+        return None;
+    }
+    let (rules, found) = match role.in_plan(steps) {
+        // Without `escalate` the role's own findings list its rules; holding them allows the
+        // binding too.
+        Some(_) if !round.allowed(&escalate(role.plural(), role.namespace.as_deref())) => return None,
+        Some(created) => (rules_of(created), RoleFound::InPlan),
+        None => match round.known.roles.get(&role) {
+            None => {
+                round.read.insert(role);
+                return None;
+            }
+            Some(RoleRead::Rules(rules)) => (rules.clone(), RoleFound::OnCluster),
+            Some(RoleRead::Absent) => return Some(Finding { step: step.describe(), need: Need::Bind { role, found: RoleFound::Absent }, missing: vec![bind] }),
+            Some(RoleRead::Unreadable(why)) => {
+                let found = RoleFound::Unreadable(why.clone());
+                return Some(Finding { step: step.describe(), need: Need::Bind { role, found }, missing: vec![bind] });
+            }
+        },
+    };
+    let missing = round.lacking(rules.iter().flat_map(|r| Question::from_rule(r, ns)).collect());
+    (!missing.is_empty()).then(|| Finding { step: step.describe(), need: Need::Bind { role, found }, missing })
+}
+
+/// The pre-check's failure.
+#[derive(Debug, thiserror::Error)]
+pub enum PreflightError {
+    /// The subject lacks permissions: every finding, in step order ([`describe`]).
+    #[error("{}", describe(who, who, findings))]
+    Missing {
+        /// Who the subject is: `ServiceAccount ns/name`, or the client's identity from a
+        /// SelfSubjectReview (`user "…" (groups …)`), or `the client`.
+        who: String,
+        /// What it lacks.
+        findings: Vec<Finding>,
+    },
+    /// An access review or a role read failed.
+    #[error(transparent)]
+    Api(#[from] AskError),
+}
+
+/// An access review or a role read of the pre-check failed (the API call itself, not a refusal).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot check permissions: {what}: {source}")]
+pub struct AskError {
+    /// What was asked or read, naming the object.
+    pub what: String,
+    /// The API error.
+    #[source]
+    pub source: kube::Error,
+}
+
+/// What `subject` lacks to apply `steps`: [`evaluate`] driven to the end, asking the API server
+/// with `client` (one review per distinct question, 16 at a time) and reading the roles it asks
+/// for with `client` (a role it is refused is [`RoleRead::Unreadable`]). Empty: nothing.
 ///
 /// # Errors
-/// [`PreflightError::Missing`] listing every missing permission with the steps needing it;
-/// [`PreflightError::Review`] when the reviews themselves fail.
-pub async fn check(client: &Client, steps: &[Step]) -> Result<(), PreflightError> {
-    // Question → steps that need it. Role rules are grouped so that `escalate` can excuse them.
-    let mut plain: BTreeMap<Query, Vec<String>> = BTreeMap::new();
-    let mut role_rules: Vec<(usize, Vec<Query>)> = Vec::new();
-    for (i, step) in steps.iter().enumerate() {
-        let Some(info) = kind_info(&step.kind) else { continue };
-        let ns = step.namespace.clone().filter(|_| info.namespaced);
-        for verb in ["get", "create", "patch"] {
-            let q = Query::Resource {
-                verb: verb.into(),
-                group: step.group.clone(),
-                resource: info.plural.into(),
-                subresource: String::new(),
-                name: String::new(),
-                namespace: ns.clone(),
-            };
-            plain.entry(q).or_default().push(step.describe());
-        }
-        if matches!(step.kind.as_str(), "Role" | "ClusterRole") {
-            role_rules.push((i, rule_queries(&step.manifest["rules"], &ns)));
-        }
-    }
-    let mut all: Vec<Query> = plain.keys().cloned().collect();
-    for (i, qs) in &role_rules {
-        all.extend(qs.iter().cloned());
-        let info = kind_info(&steps[*i].kind).map(|k| k.plural).unwrap_or("roles");
-        all.push(escalate_query(info, &steps[*i]));
-    }
-    all.sort();
-    all.dedup();
-    let answers = ask(client, &all).await?;
-    let allowed = |q: &Query| answers.get(q).copied().unwrap_or(false);
-
-    let mut missing: BTreeMap<MissingPermission, Vec<String>> = BTreeMap::new();
-    for (q, needed_by) in &plain {
-        if !allowed(q) {
-            missing.entry(q.missing()).or_default().extend(needed_by.iter().cloned());
-        }
-    }
-    let mut unheld_roles: Vec<(String, Option<String>)> = Vec::new();
-    for (i, qs) in &role_rules {
-        let step = &steps[*i];
-        let plural = kind_info(&step.kind).map(|k| k.plural).unwrap_or("roles");
-        let unheld: Vec<&Query> = qs.iter().filter(|q| !allowed(q)).collect();
-        if unheld.is_empty() {
-            continue;
-        }
-        unheld_roles.push((step.name.clone(), step.namespace.clone()));
-        if allowed(&escalate_query(plural, step)) {
-            continue;
-        }
-        for q in unheld {
-            missing.entry(q.missing()).or_default().push(format!("{} (RBAC escalation)", step.describe()));
-        }
-    }
-    // A binding to a role whose rules the client does not hold needs `bind` on that role.
-    let mut bind_queries: BTreeMap<Query, Vec<String>> = BTreeMap::new();
-    for step in steps.iter().filter(|s| matches!(s.kind.as_str(), "RoleBinding" | "ClusterRoleBinding")) {
-        let role_kind = step.manifest.pointer("/roleRef/kind").and_then(Value::as_str).unwrap_or("");
-        let role_name = step.manifest.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or("");
-        let role_ns = if role_kind == "Role" { step.namespace.clone() } else { None };
-        if unheld_roles.iter().any(|(n, ns)| n == role_name && *ns == role_ns) {
-            let plural = if role_kind == "Role" { "roles" } else { "clusterroles" };
-            let q = Query::Resource {
-                verb: "bind".into(),
-                group: "rbac.authorization.k8s.io".into(),
-                resource: plural.into(),
-                subresource: String::new(),
-                name: role_name.into(),
-                namespace: step.namespace.clone(),
-            };
-            bind_queries.entry(q).or_default().push(step.describe());
-        }
-    }
-    if !bind_queries.is_empty() {
-        let qs: Vec<Query> = bind_queries.keys().cloned().collect();
-        let bind_answers = ask(client, &qs).await?;
-        for (q, needed_by) in bind_queries {
-            if !bind_answers.get(&q).copied().unwrap_or(false) {
-                missing.entry(q.missing()).or_default().extend(needed_by);
+/// [`AskError`] when a review or a role read fails.
+pub async fn findings(client: &Client, subject: &Subject, steps: &[Step]) -> Result<Vec<Finding>, AskError> {
+    let mut known = Known::default();
+    loop {
+        match evaluate(steps, &known) {
+            Progress::Done(findings) => return Ok(findings),
+            Progress::Ask { questions, roles } => {
+                for role in roles {
+                    let read = read_role(client, &role).await?;
+                    known.roles.insert(role, read);
+                }
+                known.answers.extend(ask(client, subject, questions).await?);
             }
         }
     }
-    if missing.is_empty() {
+}
+
+/// Checks that `subject` may apply `steps` (module documentation).
+///
+/// # Errors
+/// [`PreflightError::Missing`] with every [`Finding`]; [`PreflightError::Api`] when the reviews
+/// themselves fail.
+pub async fn check(client: &Client, subject: &Subject, steps: &[Step]) -> Result<(), PreflightError> {
+    let findings = findings(client, subject, steps).await?;
+    if findings.is_empty() {
         return Ok(());
     }
-    let identity = whoami(client).await.unwrap_or_else(|| "the client".into());
-    let missing = missing
-        .into_iter()
-        .map(|(p, mut s)| {
-            s.dedup();
-            (p, s)
-        })
-        .collect();
-    Err(PreflightError::Missing { identity, missing })
+    let who = match subject {
+        Subject::ServiceAccount(sa) => format!("ServiceAccount {}/{}", sa.namespace, sa.name),
+        Subject::Client => whoami(client).await.unwrap_or_else(|| "the client".into()),
+    };
+    Err(PreflightError::Missing { who, findings })
 }
 
-fn escalate_query(plural: &str, step: &Step) -> Query {
-    Query::Resource {
-        verb: "escalate".into(),
-        group: "rbac.authorization.k8s.io".into(),
-        resource: plural.into(),
-        subresource: String::new(),
-        name: String::new(),
-        namespace: step.namespace.clone(),
-    }
+/// Whether `subject` is allowed `question`: one access review made by `client`.
+///
+/// # Errors
+/// The API error of the review.
+pub async fn allowed(client: &Client, subject: &Subject, question: &Question) -> Result<bool, kube::Error> {
+    let (resource_attributes, non_resource_attributes) = question.attributes();
+    let pp = PostParams::default();
+    let status = match subject {
+        Subject::Client => {
+            let review = SelfSubjectAccessReview { metadata: Default::default(), spec: SelfSubjectAccessReviewSpec { resource_attributes, non_resource_attributes }, status: None };
+            Api::<SelfSubjectAccessReview>::all(client.clone()).create(&pp, &review).await?.status
+        }
+        Subject::ServiceAccount(sa) => {
+            let spec = SubjectAccessReviewSpec { user: Some(sa.user()), groups: Some(sa.groups().to_vec()), resource_attributes, non_resource_attributes, ..Default::default() };
+            Api::<SubjectAccessReview>::all(client.clone()).create(&pp, &SubjectAccessReview { metadata: Default::default(), spec, status: None }).await?.status
+        }
+    };
+    Ok(status.is_some_and(|s| s.allowed))
 }
 
-async fn ask(client: &Client, queries: &[Query]) -> Result<BTreeMap<Query, bool>, PreflightError> {
-    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    let results: Vec<Result<(Query, bool), PreflightError>> = stream::iter(queries.iter().cloned())
-        .map(|q| {
-            let api = api.clone();
-            async move {
-                let r = api.create(&PostParams::default(), &q.review()).await.map_err(|e| PreflightError::Review(e.to_string()))?;
-                let ok = r.status.map(|s| s.allowed).unwrap_or(false);
-                Ok((q, ok))
+async fn ask(client: &Client, subject: &Subject, questions: Vec<Question>) -> Result<Vec<(Question, bool)>, AskError> {
+    let results: Vec<Result<(Question, bool), AskError>> = stream::iter(questions)
+        .map(|q| async move {
+            match allowed(client, subject, &q).await {
+                Ok(a) => Ok((q, a)),
+                Err(source) => Err(AskError { what: format!("access review of {q}"), source }),
             }
         })
         .buffer_unordered(16)
@@ -286,23 +596,21 @@ async fn ask(client: &Client, queries: &[Query]) -> Result<BTreeMap<Query, bool>
     results.into_iter().collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn rules_expand_to_one_question_per_permission() {
-        let rules = json!([
-            {"apiGroups": ["", "apps"], "resources": ["pods", "deployments/scale"], "verbs": ["get", "list"]},
-            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["a", "b"], "verbs": ["get"]},
-            {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
-        ]);
-        let qs = rule_queries(&rules, &Some("ns".into()));
-        assert_eq!(qs.len(), 2 * 2 * 2 + 2 + 1);
-        let shown: Vec<String> = qs.iter().map(|q| q.missing().to_string()).collect();
-        assert!(shown.contains(&"list deployments/scale.apps in namespace ns".to_string()), "{shown:?}");
-        assert!(shown.contains(&"get secrets \"b\" in namespace ns".to_string()), "{shown:?}");
-        assert!(shown.contains(&"get non-resource URL /metrics cluster-wide".to_string()), "{shown:?}");
+async fn read_role(client: &Client, role: &RoleKey) -> Result<RoleRead, AskError> {
+    let rules = match &role.namespace {
+        Some(ns) => Api::<Role>::namespaced(client.clone(), ns).get_opt(&role.name).await.map(|r| r.map(|r| r.rules)),
+        None => Api::<ClusterRole>::all(client.clone()).get_opt(&role.name).await.map(|r| r.map(|r| r.rules)),
+    };
+    match rules {
+        Ok(Some(rules)) => Ok(RoleRead::Rules(rules.unwrap_or_default())),
+        Ok(None) => Ok(RoleRead::Absent),
+        Err(kube::Error::Api(s)) if s.code == 403 => Ok(RoleRead::Unreadable(s.message)),
+        Err(source) => {
+            let at = role.namespace.as_ref().map(|ns| format!("{ns}/")).unwrap_or_default();
+            Err(AskError { what: format!("reading {} {at}{}", role.kind, role.name), source })
+        }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -268,7 +268,10 @@ pub fn join_and<S: AsRef<str>>(items: &[S]) -> String {
     }
 }
 
-/// The resolver's index of one catalog. Build it with [`CatalogIndex::from_config`].
+/// The catalog index: the resolver's view of one catalog, the one the controller keeps per
+/// CatalogSource. Never fails to build: broken parts are recorded on the object they belong to.
+/// Build it with [`CatalogIndex::from_config`] (or [`CatalogIndex::from_validated`] from a valid
+/// catalog's discovery content, [`crate::catalog::validated::ValidatedCatalog`]).
 #[derive(Debug, Clone, Default)]
 pub struct CatalogIndex {
     packages: Vec<PackageInfo>,
@@ -374,10 +377,10 @@ impl CatalogIndex {
         idx
     }
 
-    /// Builds the resolver's index from the catalog module's validated
-    /// [`crate::catalog::index::CatalogIndex`] (what the controller keeps per catalog image), so the
-    /// source config need not be kept around. Same semantics as [`CatalogIndex::from_config`].
-    pub fn from_catalog_index(ci: &crate::catalog::index::CatalogIndex) -> CatalogIndex {
+    /// Builds the resolver's index from a valid catalog's [`crate::catalog::validated::ValidatedCatalog`]
+    /// (discovery's view), for a caller that holds only that and not the source config. Same
+    /// semantics as [`CatalogIndex::from_config`].
+    pub fn from_validated(ci: &crate::catalog::validated::ValidatedCatalog) -> CatalogIndex {
         use crate::catalog::model::{Bundle, Channel, ChannelEntry, Package};
         let mut cfg = DeclarativeConfig::default();
         for p in ci.packages() {

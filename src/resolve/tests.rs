@@ -303,13 +303,13 @@ fn no_channel_uses_the_default_and_a_bad_default_is_reported() {
 }
 
 #[test]
-fn index_from_the_catalog_module_index_resolves_the_same() {
+fn index_from_a_catalogs_content_resolves_the_same() {
     let mut y = chain("app", &["1.0.0", "1.1.0"], &|_| ", {type: olm.gvk.required, value: {group: x.io, version: v1, kind: Db}}".into());
     y.push_str(&chain("db", &["1.0.0", "2.0.0"], &|_| ", {type: olm.gvk, value: {group: x.io, version: v1, kind: Db}}".into()));
     let cfg = dc(&y);
-    let ci = crate::catalog::index::CatalogIndex::new(cfg.clone()).expect("valid catalog");
+    let ci = crate::catalog::validated::ValidatedCatalog::new(cfg.clone()).expect("valid catalog");
     let a = CatalogIndex::from_config(&cfg);
-    let b = CatalogIndex::from_catalog_index(&ci);
+    let b = CatalogIndex::from_validated(&ci);
     let run = |idx: CatalogIndex| {
         resolve(&ResolveInput {
             catalogs: vec![CatalogInput { key: CatalogSourceKey::new("olm", "cat"), priority: 0, index: Arc::new(idx) }],

@@ -3,7 +3,7 @@
 //! between), and the in-memory index resolves the newest bundle of the last package while
 //! leaving the large `olm.bundle.object` payloads on disk.
 
-use capstan::catalog::index::CatalogIndex;
+use capstan::catalog::validated::ValidatedCatalog;
 use capstan::catalog::model::{Bundle, Channel, ChannelEntry, DeclarativeConfig, Package, Property};
 use capstan::catalog::parse;
 use capstan::catalog::property::{self, Gvk, PackageProperty};
@@ -95,7 +95,7 @@ fn case_30_sixty_megabyte_catalog_loads_validates_and_indexes() {
         .sum();
     assert!(size > 50 << 20, "catalog is only {size} bytes");
 
-    let index = CatalogIndex::load(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let index = ValidatedCatalog::load(dir.path()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(index.all_bundles().len(), 400 * 15 + 2);
     let stable = index.channel("pkg-0399", "stable").unwrap();
     assert_eq!(index.bundle_at(stable.head).name, "pkg-0399.v1.14.0");

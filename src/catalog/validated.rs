@@ -1,4 +1,11 @@
-//! An in-memory, immutable view over a validated catalog for the resolver and the controller.
+//! What a valid catalog shows, in memory: [`ValidatedCatalog`], for discovery (the PackageManifests
+//! and content of `crate::discovery::served::ServedCatalog`), `capstan discover` and
+//! `catalog generate`. It keeps descriptions, icons, every property and optionally the bundle
+//! objects, and is built only from a catalog that validates ([`ValidatedCatalog::new`] returns the
+//! validation errors). It is not the resolver's index: that is `crate::resolve::CatalogIndex`,
+//! which never fails (a broken package, channel or bundle is recorded there so that the rest of
+//! the catalog still resolves) and keeps only what solving needs, one per CatalogSource even with
+//! discovery off; `CatalogIndex::from_validated` builds one from the other.
 //!
 //! Built once per catalog (by digest) and shared behind an [`Arc`]; every lookup is a binary
 //! search or a hash lookup, and nothing is cloned out of the source [`DeclarativeConfig`]: the
@@ -25,9 +32,9 @@ use super::property::{self, Constraint, Gvk, PackageProperty, PackageRequired};
 use super::semver_range::{self, Range};
 use super::validate::{ValidationErrors, validate};
 
-/// Index of a bundle in [`CatalogIndex::bundle_at`].
+/// Index of a bundle in [`ValidatedCatalog::bundle_at`].
 pub type BundleId = u32;
-/// Index of an interned GVK in [`CatalogIndex::gvk`].
+/// Index of an interned GVK in [`ValidatedCatalog::gvk`].
 pub type GvkId = u32;
 
 /// Options for building an index.
@@ -100,7 +107,7 @@ pub struct PackageRequirement {
 pub struct IndexedBundle {
     /// Bundle name (CSV name).
     pub name: String,
-    /// Index of its package in [`CatalogIndex::packages`].
+    /// Index of its package in [`ValidatedCatalog::packages`].
     pub package: u32,
     /// Bundle image reference.
     pub image: String,
@@ -139,9 +146,10 @@ pub enum IndexError {
     Invalid(#[from] ValidationErrors),
 }
 
-/// The in-memory catalog index. Immutable; share it as `Arc<CatalogIndex>`.
+/// The content of one valid catalog, indexed for lookups (module documentation). Immutable;
+/// share it as `Arc<ValidatedCatalog>`.
 #[derive(Debug, Default)]
-pub struct CatalogIndex {
+pub struct ValidatedCatalog {
     packages: Vec<IndexedPackage>,
     bundles: Vec<IndexedBundle>,
     gvks: Vec<Gvk>,
@@ -150,30 +158,30 @@ pub struct CatalogIndex {
     others: Vec<Value>,
 }
 
-impl CatalogIndex {
+impl ValidatedCatalog {
     /// Loads, validates and indexes a catalog file or directory, returning a shared handle.
     ///
     /// # Errors
     /// [`IndexError::Load`] from [`crate::catalog::parse::load_path`]; [`IndexError::Invalid`]
     /// with every validation error.
-    pub fn load(path: &Path) -> Result<Arc<CatalogIndex>, IndexError> {
+    pub fn load(path: &Path) -> Result<Arc<ValidatedCatalog>, IndexError> {
         let cfg = super::parse::load_path(path)?;
-        Ok(Arc::new(CatalogIndex::new(cfg)?))
+        Ok(Arc::new(ValidatedCatalog::new(cfg)?))
     }
 
     /// Validates and indexes a catalog, consuming it, with default [`IndexOptions`].
     ///
     /// # Errors
     /// [`ValidationErrors`] when the catalog does not validate (see [`validate`]).
-    pub fn new(cfg: DeclarativeConfig) -> Result<CatalogIndex, ValidationErrors> {
-        CatalogIndex::with_options(cfg, IndexOptions::default())
+    pub fn new(cfg: DeclarativeConfig) -> Result<ValidatedCatalog, ValidationErrors> {
+        ValidatedCatalog::with_options(cfg, IndexOptions::default())
     }
 
-    /// As [`CatalogIndex::new`], with options.
+    /// As [`ValidatedCatalog::new`], with options.
     ///
     /// # Errors
     /// [`ValidationErrors`] when the catalog does not validate.
-    pub fn with_options(cfg: DeclarativeConfig, opts: IndexOptions) -> Result<CatalogIndex, ValidationErrors> {
+    pub fn with_options(cfg: DeclarativeConfig, opts: IndexOptions) -> Result<ValidatedCatalog, ValidationErrors> {
         validate(&cfg)?;
         Ok(build(cfg, opts))
     }
@@ -183,7 +191,7 @@ impl CatalogIndex {
         &self.packages
     }
 
-    /// Position of a package in [`CatalogIndex::packages`].
+    /// Position of a package in [`ValidatedCatalog::packages`].
     pub fn package_id(&self, name: &str) -> Option<u32> {
         self.packages.binary_search_by(|p| p.name.as_str().cmp(name)).ok().map(|i| i as u32)
     }
@@ -284,9 +292,9 @@ fn intern(gvks: &mut Vec<Gvk>, ids: &mut HashMap<Gvk, GvkId>, g: Gvk) -> GvkId {
 
 /// Builds the index from a validated config (validation guarantees the lookups below succeed;
 /// anything unexpected is skipped rather than panicking).
-fn build(cfg: DeclarativeConfig, opts: IndexOptions) -> CatalogIndex {
+fn build(cfg: DeclarativeConfig, opts: IndexOptions) -> ValidatedCatalog {
     let DeclarativeConfig { packages, channels, bundles, deprecations, others } = cfg;
-    let mut idx = CatalogIndex { others, ..Default::default() };
+    let mut idx = ValidatedCatalog { others, ..Default::default() };
 
     let mut packages = packages;
     packages.sort_by(|a, b| a.name.cmp(&b.name));
@@ -515,7 +523,7 @@ entries:
 
     #[test]
     fn lookups() {
-        let idx = Arc::new(CatalogIndex::new(parse_bytes("c.yaml", CAT.as_bytes()).unwrap()).unwrap());
+        let idx = Arc::new(ValidatedCatalog::new(parse_bytes("c.yaml", CAT.as_bytes()).unwrap()).unwrap());
         let ch = idx.channel("etcd", "stable").unwrap();
         assert_eq!(idx.bundle_at(ch.head).name, "etcd.v0.9.2");
         assert!(ch.entries[1].skip_range.as_ref().unwrap().matches(&Version::new(0, 9, 1)));
@@ -533,14 +541,14 @@ entries:
         assert!(idx.bundle("etcd", "nope").is_none() && idx.package("nope").is_none());
         assert_eq!(idx.bundles_of("etcd").count(), 2);
         assert_eq!(idx.package_of(b), "etcd");
-        let keep = CatalogIndex::with_options(parse_bytes("c.yaml", CAT.as_bytes()).unwrap(), IndexOptions { keep_bundle_objects: true }).unwrap();
+        let keep = ValidatedCatalog::with_options(parse_bytes("c.yaml", CAT.as_bytes()).unwrap(), IndexOptions { keep_bundle_objects: true }).unwrap();
         assert!(keep.bundle("etcd", "etcd.v0.9.2").unwrap().properties.iter().any(|p| p.type_ == "olm.bundle.object"));
     }
 
     #[test]
     fn invalid_catalog_is_refused() {
         let bad = CAT.replace("defaultChannel: alpha", "defaultChannel: beta");
-        let err = CatalogIndex::new(parse_bytes("c.yaml", bad.as_bytes()).unwrap()).unwrap_err();
+        let err = ValidatedCatalog::new(parse_bytes("c.yaml", bad.as_bytes()).unwrap()).unwrap_err();
         assert!(err.to_string().contains("beta"));
     }
 }
