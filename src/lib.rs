@@ -12,6 +12,7 @@ pub mod controller;
 pub mod discovery;
 pub mod http;
 pub mod install;
+pub mod memory;
 pub mod metrics;
 pub mod oci;
 pub mod resolve;

@@ -96,6 +96,9 @@ struct Ctx<'a> {
     installed: Vec<InstalledInfo>,
     plans: Vec<SubPlan>,
     subs: &'a [SubscriptionRequest],
+    /// Every record some plan has as a candidate (the union of `plans[..].candidates`), so that
+    /// `get_candidates` asks one set, not every plan, whether an off-chain bundle is requested.
+    requested: HashSet<Record>,
 }
 
 type PrefKey<'a> = (u8, i64, u8, &'a str, &'a str, u32);
@@ -107,6 +110,17 @@ type RecordInfo<'a> = (&'a str, &'a Version, &'a [Gvk], &'a [Dependency], Option
 type NamespaceResult = (Vec<(usize, Vec<ResolvedBundle>)>, Vec<(usize, ResolveError)>);
 
 impl<'a> Ctx<'a> {
+    fn new(
+        catalogs: &'a [CatalogInput],
+        namespace: &'a str,
+        installed: Vec<InstalledInfo>,
+        plans: Vec<SubPlan>,
+        subs: &'a [SubscriptionRequest],
+    ) -> Self {
+        let requested = plans.iter().flat_map(|p| p.candidates.keys().copied()).collect();
+        Ctx { catalogs, namespace, installed, plans, subs, requested }
+    }
+
     fn index(&self, cat: u32) -> &CatalogIndex {
         &self.catalogs[cat as usize].index
     }
@@ -583,8 +597,8 @@ impl DependencyProvider for Provider<'_, '_> {
                         let idx = self.ctx.index(cat);
                         // Off the candidate chain, unless a Subscription names it as its
                         // startingCSV (OLM installs a skipped startingCSV; `subscription_plan`).
-                        let chosen = idx.bundle(b).problem.is_none() && idx.invalid().is_none() && self.ctx.plans.iter().any(|p| p.candidates.contains_key(&r));
-                        if !idx.is_candidate(b) && !chosen {
+                        let chosen = || idx.bundle(b).problem.is_none() && idx.invalid().is_none() && self.ctx.requested.contains(&r);
+                        if !idx.is_candidate(b) && !chosen() {
                             c.excluded.push((id, self.pool.intern_string(non_candidate_reason(idx, b))));
                         }
                     }
@@ -1376,11 +1390,11 @@ pub(super) fn resolve_namespace(
             Err(e) => errors.push((i, e)),
         }
     }
-    let ctx = Ctx { catalogs, namespace: ns, installed: infos, plans, subs: all_subs };
+    let ctx = Ctx::new(catalogs, ns, infos, plans, all_subs);
     let all: Vec<usize> = (0..ctx.plans.len()).collect();
-    let (accepted, solution) = match solve(&ctx, &all) {
+    let (accepted, solution) = match solve_involved(&ctx, &all) {
         Ok(sol) => (all, sol),
-        Err(_) => {
+        Err(first) => {
             // Add the Subscriptions one at a time: one that cannot be satisfied (alone or with the
             // ones already accepted) fails with its own explanation; the others still resolve.
             let mut accepted = Vec::new();
@@ -1400,19 +1414,27 @@ pub(super) fn resolve_namespace(
             // The result is that of adding the Subscriptions one at a time, in order (one that cannot
             // be satisfied with the ones accepted before it fails with its own explanation), found
             // with few solves: a Subscription that fails alone fails first; then the longest prefix
-            // of the rest that solves with the accepted ones is found by bisection (a failing set
-            // keeps failing as Subscriptions are added), its first failing Subscription fails, and
-            // the search goes on after it. A namespace of 331 Subscriptions took 331 growing solves.
+            // of the rest that solves with the accepted ones is searched for (a failing set keeps
+            // failing as Subscriptions are added), its first failing Subscription fails, and the
+            // search goes on after it. A namespace of 331 Subscriptions took 331 growing solves.
             let with = |accepted: &[usize], more: &[usize]| -> Vec<usize> { accepted.iter().chain(more).copied().collect() };
             let fail = |errors: &mut Vec<(usize, ResolveError)>, i: usize, e: Explanation| {
                 let sub = &all_subs[ctx.plans[i].input];
                 errors.push((ctx.plans[i].input, err(sub, ErrorKind::Unsatisfiable, e.with_summary(format!("subscription {} cannot be resolved", sub.name)))));
             };
+            // The position in `rest` of the last of the conflict's Subscriptions.
+            let last_involved = |rest: &[usize], involved: &[usize]| -> Option<usize> { involved.iter().filter_map(|i| rest.iter().position(|r| r == i)).max() };
             let mut rest: Vec<usize> = (0..ctx.plans.len()).collect();
             let mut screened: HashSet<usize> = HashSet::new();
             let mut current = true; // `solution` is the solution of `accepted`
+            // The first solve of the loop is the one just made (accepted is empty, rest is all).
+            let mut known_failure = Some(first);
             while !rest.is_empty() {
-                let (e_all, involved) = match solve_involved(&ctx, &with(&accepted, &rest)) {
+                let attempt = match known_failure.take() {
+                    Some(f) => Err(f),
+                    None => solve_involved(&ctx, &with(&accepted, &rest)),
+                };
+                let (e_all, involved) = match attempt {
                     Ok(s) => {
                         accepted.extend(rest.drain(..));
                         solution = s;
@@ -1426,7 +1448,8 @@ pub(super) fn resolve_namespace(
                 // dependency no catalog has); then solve the rest again.
                 let mut failed_alone = false;
                 let involved: Vec<usize> = involved.into_iter().filter(|i| rest.contains(i)).collect();
-                for i in involved {
+                let mut hint = last_involved(&rest, &involved);
+                for &i in &involved {
                     if !screened.insert(i) {
                         continue;
                     }
@@ -1439,15 +1462,26 @@ pub(super) fn resolve_namespace(
                 if failed_alone {
                     continue;
                 }
-                // accepted + rest[..=hi] fails; accepted + rest[..lo] solves.
+                // accepted + rest[..=hi] fails; accepted + rest[..lo] solves. The first failing
+                // Subscription is the one at hi once lo == hi. The conflict of each failing solve
+                // names its Subscriptions: the last of them (`hint`) is where the prefix is tried
+                // next — at it, or just before it when it is hi already — so that a conflict
+                // between two Subscriptions is found in about two solves; bisection otherwise.
+                // Whichever prefixes are tried, the failure found is the first one and its
+                // explanation that of solving accepted + rest[..=hi], as with plain bisection.
                 let (mut lo, mut hi, mut e_hi) = (0usize, rest.len() - 1, e_all);
                 while lo < hi {
-                    let mid = (lo + hi) / 2;
-                    match solve(&ctx, &with(&accepted, &rest[..=mid])) {
+                    let mid = match hint.take() {
+                        Some(g) if g >= lo && g < hi => g,
+                        Some(g) if g == hi && hi > lo => hi - 1,
+                        _ => (lo + hi) / 2,
+                    };
+                    match solve_involved(&ctx, &with(&accepted, &rest[..=mid])) {
                         Ok(_) => lo = mid + 1,
-                        Err(e) => {
+                        Err((e, inv)) => {
                             hi = mid;
                             e_hi = e;
+                            hint = last_involved(&rest[..=mid], &inv);
                         }
                     }
                 }
@@ -1456,7 +1490,7 @@ pub(super) fn resolve_namespace(
                 fail(&mut errors, failed, e_hi);
             }
             if !current {
-                // accepted solved as a prefix during the bisection; solve it once more for its plan.
+                // accepted solved as a prefix during the search; solve it once more for its plan.
                 solution = solve(&ctx, &accepted).unwrap_or_default();
             }
             (accepted, solution)
@@ -1482,7 +1516,7 @@ fn blocked_upgrade_notes(ctx: &Ctx<'_>, accepted: &[usize], solution: &[Record])
         plans[i].candidates.remove(&cur);
         let mut targets: Vec<(usize, Record)> = plans[i].candidates.iter().map(|(r, p)| (*p, *r)).collect();
         targets.sort_by_key(|(p, _)| *p);
-        let ctx2 = Ctx { catalogs: ctx.catalogs, namespace: ctx.namespace, installed: ctx.installed.clone(), plans, subs: ctx.subs };
+        let ctx2 = Ctx::new(ctx.catalogs, ctx.namespace, ctx.installed.clone(), plans, ctx.subs);
         if let Err(e) = solve(&ctx2, accepted) {
             let names: Vec<String> = targets.iter().map(|(_, r)| ctx.bundle_name(*r)).collect();
             notes.insert(
@@ -1515,7 +1549,7 @@ fn passed_over(ctx: &Ctx<'_>, accepted: &[usize], solution: &[Record]) -> HashMa
         preferred.sort_by_key(|(p, _)| *p);
         let mut plans = ctx.plans.clone();
         plans[i].candidates.retain(|_, p| *p < rank);
-        let ctx2 = Ctx { catalogs: ctx.catalogs, namespace: ctx.namespace, installed: ctx.installed.clone(), plans, subs: ctx.subs };
+        let ctx2 = Ctx::new(ctx.catalogs, ctx.namespace, ctx.installed.clone(), plans, ctx.subs);
         let why = match solve(&ctx2, &[i]) {
             Err(e) => e,
             Ok(_) => match solve(&ctx2, accepted) {

@@ -2,7 +2,8 @@
 //! - every plan satisfies every constraint (dependencies, one bundle per package, one provider per
 //!   API), for one and for several Subscriptions in a namespace;
 //! - a failure names at least one unsatisfiable requirement, and a lone Subscription fails only
-//!   when no valid plan exists (checked by brute force over the small catalog).
+//!   when no valid plan exists (checked by brute force over the small catalog);
+//! - several Subscriptions resolve as if added one at a time, in order.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -249,6 +250,39 @@ proptest! {
         for e in &out.errors {
             prop_assert_eq!(e.kind, ErrorKind::Unsatisfiable);
         }
+    }
+
+    /// The namespace's result is that of adding its Subscriptions one at a time, in order, each
+    /// kept when it solves with the ones kept before it (the reference here, one `resolve` per
+    /// Subscription), however few solves `resolve` makes to find it (`resolve::solver`: the
+    /// conflict-guided search for the first failing prefix).
+    #[test]
+    fn several_subscriptions_resolve_as_if_added_one_at_a_time(spec in catalog_spec(), picks in prop::collection::vec(0usize..5, 2..6)) {
+        let mut wanted: Vec<usize> = Vec::new();
+        for p in picks.iter().map(|p| p % spec.len()) {
+            if !wanted.contains(&p) {
+                wanted.push(p);
+            }
+        }
+        let out = resolve(&input(&spec, &wanted));
+        let mut kept: Vec<usize> = Vec::new();
+        let mut failed_reference: Vec<String> = Vec::new();
+        for &w in &wanted {
+            let mut with = kept.clone();
+            with.push(w);
+            let name = format!("sub-{}", pkg_name(w));
+            if resolve(&input(&spec, &with)).errors.iter().any(|e| e.subscription == name) {
+                failed_reference.push(name);
+            } else {
+                kept.push(w);
+            }
+        }
+        let failed: Vec<String> = out.errors.iter().map(|e| e.subscription.clone()).collect();
+        prop_assert_eq!(&failed, &failed_reference, "{:?}", out);
+        let reference = resolve(&input(&spec, &kept));
+        prop_assert!(reference.errors.is_empty(), "{:?}", reference);
+        let bundles = |o: &ResolveOutput| -> Vec<(String, String)> { o.resolved.iter().map(|r| (r.subscription.clone(), r.bundle.clone())).collect() };
+        prop_assert_eq!(bundles(&out), bundles(&reference));
     }
 
     #[test]

@@ -1,0 +1,24 @@
+//! Process memory: keep what a catalog load frees from staying resident.
+//!
+//! glibc's malloc adapts its thresholds to the program (mallopt(3), `M_MMAP_THRESHOLD`): each
+//! freed block that was large enough to be mmapped raises the mmap threshold to its size (up to
+//! 32 MiB on 64-bit) and the trim threshold to twice that. A catalog load frees many such blocks
+//! (file buffers of several MiB, base64 `olm.bundle.object` strings), after which the memory the
+//! parse freed in a thread's arena is never given back: a thread arena is only shrunk when its
+//! free top exceeds the trim threshold (64 MiB, the whole arena), and `malloc_trim` does not trim
+//! thread arenas' tops. The full community catalog left about 90 MiB resident in the two parse
+//! workers' arenas while the live heap was 12 MiB (`benches/resolve_full.rs`, issue 15).
+
+/// Fixes glibc's mmap and trim thresholds at their defaults (128 KiB), which turns the dynamic
+/// adjustment off (mallopt(3): setting `M_TRIM_THRESHOLD` or `M_MMAP_THRESHOLD` disables it), so
+/// that large blocks stay mmapped (returned on free) and freed arena memory above 128 KiB is
+/// returned as it is freed. Call it first in `main`, before any large allocation. A no-op on
+/// other C libraries.
+pub fn keep_freed_memory_returned() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; it is called before other threads exist.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 128 * 1024);
+    }
+}
