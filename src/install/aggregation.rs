@@ -277,6 +277,14 @@ pub async fn ensure_for_operator_group(client: &Client, og: &OperatorGroup) -> R
         for cr in &roles {
             apply_cluster_role(client, cr).await?;
         }
+        // The group may have been deleted while this ran from a cached copy: if the deletion
+        // watch ([`watch_operator_group_deletions`]) removed the roles before these applies, they
+        // would stay forever. Read the group after applying: gone (or going), the roles go again.
+        // (Deleted after this read, the watch's Delete comes after the applies and removes them.)
+        let current = Api::<OperatorGroup>::namespaced(client.clone(), &ns).get_opt(&name).await.map_err(err(format!("reading OperatorGroup {ns}/{name}")))?;
+        if current.is_none_or(|g| g.metadata.deletion_timestamp.is_some()) {
+            delete_for_operator_group(client, &ns, &name).await?;
+        }
     }
     Ok(value)
 }
