@@ -138,6 +138,11 @@ pub struct Context {
     /// The webhook configurations and APIServices labelled as a CSV's, as the CSV reconciler's
     /// watches keep them (set when the controllers start; [`WebhookStores`]).
     pub(crate) webhook_stores: std::sync::OnceLock<WebhookStores>,
+    /// The CatalogSource controller's reflector store (set by [`run`]'s controllers; unset, the
+    /// Subscription reconciler lists CatalogSources instead). It is the store of the watch that
+    /// triggers the CatalogSource reconciles, so a deletion is out of it before the reconcile that
+    /// wakes the Subscriptions runs.
+    pub(crate) catalog_sources: std::sync::OnceLock<reflector::Store<CatalogSource>>,
 }
 
 /// Errors of a reconcile; the object is retried after a backoff (see [`error_policy`]). Each
@@ -411,6 +416,62 @@ fn spec_or_metadata_but_components<K: Resource>(obj: &K) -> Option<u64> {
     predicates::generation.combine(labels).combine(predicates::annotations).combine(predicates::finalizers).combine(deleting).hash_property(obj)
 }
 
+/// The objects of a watch whose `key` changed since they last passed, and every deleted one
+/// (kube-runtime's `predicate_filter` can drop a delete whose keyed fields did not change: its
+/// `predicates` module documentation). A restarted watch passes each object once more. For the
+/// secondary watches of a reconciler that needs only some fields of the watched kind.
+fn changed_objects<K, S>(events: S, key: impl Fn(&K) -> u64 + Send + 'static) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: Resource<DynamicType = ()> + Send + 'static,
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+{
+    use futures::TryStreamExt;
+    let mut seen: HashMap<ObjectRef<K>, u64> = HashMap::new();
+    events.try_filter_map(move |event| {
+        let passed = match event {
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+                let k = key(&o);
+                (seen.insert(ObjectRef::from_obj(&o), k) != Some(k)).then_some(o)
+            }
+            watcher::Event::Delete(o) => {
+                seen.remove(&ObjectRef::from_obj(&o));
+                Some(o)
+            }
+            watcher::Event::Init | watcher::Event::InitDone => None,
+        };
+        futures::future::ready(Ok(passed))
+    })
+}
+
+/// What a Subscription reads of a CSV of its namespace (`subscription::observe_resolution`): that
+/// it exists (uid), its spec (generation: `spec.version`) and its properties annotation — not its
+/// status, whose phase changes do not change a resolution.
+fn csv_trigger_key(csv: &ClusterServiceVersion) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let m = &csv.metadata;
+    (&m.uid, m.generation, m.deletion_timestamp.is_some(), m.annotations.as_ref().and_then(|a| a.get(crate::install::ANNOTATION_PROPERTIES))).hash(&mut h);
+    h.finish()
+}
+
+/// What a Subscription reads of one of its InstallPlans (`subscription::plan_progress`,
+/// `decide_prior`): its spec (generation: approval), metadata a person or capstan changes
+/// (labels, annotations: supersession), its phase and message, and the message of an
+/// `Installed` condition that says why it is held — not its step statuses.
+fn plan_trigger_key(plan: &InstallPlan) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let m = &plan.metadata;
+    (&m.uid, m.generation, m.deletion_timestamp.is_some(), &m.labels, &m.annotations).hash(&mut h);
+    if let Some(s) = &plan.status {
+        (s.phase.as_str(), &s.message).hash(&mut h);
+        for c in &s.conditions {
+            (&c.reason, &c.message).hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
 /// A controller for `K` over all namespaces whose trigger is filtered by [`spec_or_metadata`].
 fn filtered<K>(api: Api<K>) -> Controller<K>
 where
@@ -494,6 +555,7 @@ impl Context {
             resync_subscriptions: tx,
             operator_syncs: Mutex::new(None),
             webhook_stores: std::sync::OnceLock::new(),
+            catalog_sources: std::sync::OnceLock::new(),
         };
         (Arc::new(ctx), rx)
     }
@@ -566,14 +628,16 @@ fn owning_csv(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta)
 async fn run_inner(ctx: Arc<Context>, rx: mpsc::UnboundedReceiver<()>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
     let client = ctx.client.clone();
     let cfg = watcher::Config::default;
-    let catalogs = filtered(Api::<CatalogSource>::all(client.clone()))
+    let catalogs = filtered(Api::<CatalogSource>::all(client.clone()));
+    let _ = ctx.catalog_sources.set(catalogs.store());
+    let catalogs = catalogs
         .run(catalogsource::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
     let subscriptions = filtered_by(Api::<Subscription>::all(client.clone()), spec_or_metadata_but_components::<Subscription>);
     let sub_store = subscriptions.store();
     let subscriptions = subscriptions
-        .owns_stream(watcher(Api::<PartialObjectMeta<InstallPlan>>::all(client.clone()), cfg()).backoff(watch_backoff()).touched_objects())
-        .watches_stream(watcher(Api::<ClusterServiceVersion>::all(client.clone()), cfg()).backoff(watch_backoff()).touched_objects(), move |csv| {
+        .owns_stream(changed_objects(watcher(Api::<InstallPlan>::all(client.clone()), cfg()).backoff(watch_backoff()), plan_trigger_key))
+        .watches_stream(changed_objects(watcher(Api::<ClusterServiceVersion>::all(client.clone()), cfg()).backoff(watch_backoff()), csv_trigger_key), move |csv| {
             let ns = csv.metadata.namespace.clone();
             sub_store
                 .state()
@@ -638,5 +702,73 @@ async fn run_inner(ctx: Arc<Context>, rx: mpsc::UnboundedReceiver<()>, shutdown:
     tokio::select! {
         _ = all => {}
         _ = shutdown => {}
+    }
+}
+
+#[cfg(test)]
+mod trigger_tests {
+    use super::*;
+    use futures::executor::block_on;
+
+    fn csv(version: &str, phase: &str) -> ClusterServiceVersion {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+            "metadata": {"name": "a.v1", "namespace": "ns", "uid": "u1", "generation": if version == "1.0.0" { 1 } else { 2 }},
+            "spec": {"version": version, "displayName": "a", "install": {"strategy": "deployment"}},
+            "status": {"phase": phase},
+        }))
+        .expect("test CSV")
+    }
+
+    fn plan(phase: &str, step_status: &str) -> InstallPlan {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u2", "generation": 1},
+            "spec": {"clusterServiceVersionNames": ["a.v1"], "approval": "Automatic", "approved": true},
+            "status": {"phase": phase, "catalogSources": [], "plan": [{"resolving": "a.v1", "status": step_status,
+                "resource": {"sourceName": "c", "sourceNamespace": "olm", "group": "", "version": "v1", "kind": "ServiceAccount", "name": "a", "manifest": "{}"}}]},
+        }))
+        .expect("test InstallPlan")
+    }
+
+    fn names<K: Resource>(objs: Vec<Result<K, watcher::Error>>) -> Vec<String> {
+        objs.into_iter().map(|o| o.map(|o| o.meta().name.clone().unwrap_or_default()).unwrap_or_else(|e| e.to_string())).collect()
+    }
+
+    /// A CSV's status changes (its phases) do not wake the Subscriptions of its namespace; a new
+    /// CSV, a changed spec and a deletion do, even a deletion of an object whose key is unchanged.
+    #[test]
+    fn csv_phase_changes_do_not_trigger_subscriptions() {
+        use watcher::Event::*;
+        let events = vec![
+            Init,
+            InitApply(csv("1.0.0", "Pending")),
+            InitDone,
+            Apply(csv("1.0.0", "InstallReady")),
+            Apply(csv("1.0.0", "Succeeded")),
+            Apply(csv("1.0.1", "Succeeded")),
+            Delete(csv("1.0.1", "Succeeded")),
+            Apply(csv("1.0.1", "Pending")),
+        ];
+        let passed: Vec<_> = block_on(changed_objects(futures::stream::iter(events.into_iter().map(Ok)), csv_trigger_key).collect());
+        assert_eq!(names(passed), ["a.v1"; 4], "first sight, spec change, deletion, re-creation");
+    }
+
+    /// An InstallPlan's phase and held message wake its Subscription; its step statuses do not.
+    #[test]
+    fn plan_step_statuses_do_not_trigger_subscriptions() {
+        use watcher::Event::*;
+        let a = plan("Installing", "Unknown");
+        let b = plan("Installing", "Created");
+        let c = plan("Complete", "Created");
+        assert_eq!(plan_trigger_key(&a), plan_trigger_key(&b));
+        assert_ne!(plan_trigger_key(&b), plan_trigger_key(&c));
+        let mut held = b.clone();
+        if let Some(s) = held.status.as_mut() {
+            s.message = Some("held".into());
+        }
+        assert_ne!(plan_trigger_key(&b), plan_trigger_key(&held));
+        let passed: Vec<_> = block_on(changed_objects(futures::stream::iter([Apply(a), Apply(b), Apply(c)].into_iter().map(Ok)), plan_trigger_key).collect());
+        assert_eq!(passed.len(), 2);
     }
 }

@@ -264,13 +264,21 @@ pub(crate) fn missing_condition(status: &mut SubscriptionStatus, ns: &str, prior
 pub(crate) fn plan_progress(status: &mut SubscriptionStatus, plan: &InstallPlan, superseded: Option<&str>, now: &Time) -> Duration {
     let (ns, plan_name) = (plan.namespace().unwrap_or_default(), plan.name_any());
     let uid = plan.uid().unwrap_or_default();
+    // The reference is taken once per plan, as OLM's `setIPReference` does: its resourceVersion
+    // is the one first seen, so the plan's own status writes do not rewrite the Subscription's.
+    let resource_version = status
+        .install_plan_ref
+        .as_ref()
+        .filter(|r| r.name.as_deref() == Some(plan_name.as_str()) && r.uid.as_deref() == Some(uid.as_str()))
+        .and_then(|r| r.resource_version.clone())
+        .unwrap_or_else(|| plan.resource_version().unwrap_or_default());
     status.install_plan_ref = Some(ObjectReference {
         api_version: Some("operators.coreos.com/v1alpha1".into()),
         kind: Some("InstallPlan".into()),
         namespace: Some(ns.clone()),
         name: Some(plan_name.clone()),
         uid: Some(uid.clone()),
-        resource_version: Some(plan.resource_version().unwrap_or_default()),
+        resource_version: Some(resource_version),
         ..Default::default()
     });
     status.installplan = Some(InstallPlanReference { api_version: "operators.coreos.com/v1alpha1".into(), kind: "InstallPlan".into(), name: plan_name.clone(), uuid: uid });
@@ -493,11 +501,25 @@ async fn write(ctx: &Context, sub: &Subscription, status: &SubscriptionStatus) -
 }
 
 /// The catalogs namespace `ns` can see: the CatalogSources that exist in it and in the global
-/// catalog namespace, and what the [`super::CatalogStore`] knows of them. Listed, not taken from a
-/// cache: a CatalogSource deleted a moment ago must not count (the store keeps it until then).
+/// catalog namespace, and what the [`super::CatalogStore`] knows of them. The CatalogSources come
+/// from the CatalogSource controller's reflector store (a deleted one is gone from it before the
+/// CatalogSource reconcile that wakes the Subscriptions), not from the [`super::CatalogStore`],
+/// which keeps a catalog until its reconcile drops it; without that store, they are listed.
 async fn observe_catalogs(ctx: &Context, ns: &str) -> Result<CatalogView, Error> {
     let mut existing = BTreeSet::new();
-    for cns in [ns.to_string(), ctx.options.global_catalog_namespace.clone()] {
+    let namespaces = [ns.to_string(), ctx.options.global_catalog_namespace.clone()];
+    if let Some(store) = ctx.catalog_sources.get() {
+        existing.extend(
+            store
+                .state()
+                .iter()
+                .filter_map(|c| Some((c.metadata.namespace.clone()?, c.name_any())))
+                .filter(|(cns, _)| namespaces.contains(cns)),
+        );
+        let states = ctx.catalogs.states_of(&existing);
+        return Ok(CatalogView { existing, states });
+    }
+    for cns in namespaces {
         let list = Api::<CatalogSource>::namespaced(ctx.client.clone(), &cns)
             .list(&ListParams::default())
             .await
@@ -1068,6 +1090,17 @@ mod tests {
         assert_eq!((r.name.as_deref(), r.uid.as_deref(), r.resource_version.as_deref()), (Some("p"), Some("uid-p"), Some("7")));
         assert_eq!(st.installplan.as_ref().map(|r| r.uuid.as_str()), Some("uid-p"));
         assert_eq!(st.install_plan_generation, Some(1));
+        // The reference keeps the resourceVersion first seen while it names the same plan (OLM's
+        // setIPReference), so the plan's own writes do not rewrite the Subscription; a new plan
+        // gets its own.
+        let mut later = plan("p", Some("Installing"), true);
+        later.metadata.resource_version = Some("9".into());
+        plan_progress(&mut st, &later, None, &now());
+        assert_eq!(st.install_plan_ref.as_ref().and_then(|r| r.resource_version.as_deref()), Some("7"));
+        let mut other = plan("q", Some("Installing"), true);
+        other.metadata.resource_version = Some("11".into());
+        plan_progress(&mut st, &other, None, &now());
+        assert_eq!(st.install_plan_ref.as_ref().map(|r| (r.name.as_deref(), r.resource_version.as_deref())), Some((Some("q"), Some("11"))));
         // A transient error shows in the pending message.
         let mut p = plan("p", Some("Installing"), true);
         p.status.as_mut().unwrap().set_installed(ConditionStatus::False, Some(INSTALL_RETRYING), Some("registry down"), &now());

@@ -237,9 +237,9 @@ pub async fn ensure_for_csv(client: &Client, csv: &ClusterServiceVersion) -> Res
         }
     }
     let lookup = |kind: &str, name: &str| owners.iter().find(|o| o.kind == kind && o.name == name).cloned();
-    for cr in provided_api_cluster_roles(&csv.spec, &lookup) {
-        apply_cluster_role(client, &cr).await?;
-    }
+    // One round trip for all of them: the roles are independent objects.
+    let roles = provided_api_cluster_roles(&csv.spec, &lookup);
+    futures::future::try_join_all(roles.iter().map(|cr| apply_cluster_role(client, cr))).await?;
     Ok(missing)
 }
 
@@ -274,9 +274,7 @@ pub async fn ensure_for_operator_group(client: &Client, og: &OperatorGroup) -> R
     let found = Api::<ClusterRole>::all(client.clone()).get_opt(&admin).await.map_err(err(format!("reading ClusterRole {admin}")))?;
     let stale = found.is_none_or(|cr| serde_json::to_value(&cr.aggregation_rule).unwrap_or_default() != roles[0].get("aggregationRule").cloned().unwrap_or(Value::Null));
     if changed || stale {
-        for cr in &roles {
-            apply_cluster_role(client, cr).await?;
-        }
+        futures::future::try_join_all(roles.iter().map(|cr| apply_cluster_role(client, cr))).await?;
         // The group may have been deleted while this ran from a cached copy: if the deletion
         // watch ([`watch_operator_group_deletions`]) removed the roles before these applies, they
         // would stay forever. Read the group after applying: gone (or going), the roles go again.

@@ -276,7 +276,7 @@ pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<
     } else {
         steps
     };
-    let mut ap = Applier { client, opts, uids: HashMap::new(), identity: None, existing: HashMap::new(), unreadable: HashMap::new() };
+    let mut ap = Applier { client, opts, uids: HashMap::new(), absent: Default::default(), identity: None, existing: HashMap::new(), unreadable: HashMap::new() };
     // Before the first step: every object that exists must be this operator's, so that a
     // refused takeover leaves nothing half-applied.
     if let Some(refused) = ap.check_ownership(steps).await {
@@ -376,6 +376,9 @@ struct Applier<'a> {
     opts: &'a ApplyOptions,
     /// (apiVersion, kind, namespace, name) → uid of objects applied in this run.
     uids: HashMap<(String, String, String, String), String>,
+    /// Owners read and found missing in this run: not read again (the plan's own CSV is applied
+    /// after the objects it owns; once applied, its uid is in `uids`).
+    absent: std::collections::HashSet<(String, String, String, String)>,
     identity: Option<String>,
     /// Step index → resourceVersion of the object before the apply (`None`: it did not exist),
     /// read by [`Applier::check_ownership`].
@@ -610,7 +613,14 @@ impl Applier<'_> {
             let key = (s("apiVersion"), s("kind"), ns.clone(), s("name"));
             let uid = match self.uids.get(&key) {
                 Some(u) => Some(u.clone()),
-                None => self.lookup_uid(step, &key).await?,
+                None if self.absent.contains(&key) => None,
+                None => {
+                    let found = self.lookup_uid(step, &key).await?;
+                    if found.is_none() {
+                        self.absent.insert(key.clone());
+                    }
+                    found
+                }
             };
             match uid {
                 Some(u) => {

@@ -277,7 +277,12 @@ pub struct CatalogIndex {
     packages: Vec<PackageInfo>,
     package_by_name: HashMap<String, PackageIdx>,
     bundles: Vec<BundleEntry>,
+    /// The first bundle of each name, whatever its package (for installed CSVs whose package is
+    /// not known).
     bundle_by_name: HashMap<String, BundleIdx>,
+    /// Bundles by (package, name): a name is unique only within its package, as in opm's model
+    /// (operator-registry `alpha/model`: `Package.Bundles` is a map by name).
+    bundle_by_key: HashMap<(PackageIdx, String), BundleIdx>,
     gvk_providers: HashMap<Gvk, Vec<BundleIdx>>,
     problems: Vec<String>,
     invalid: Option<String>,
@@ -311,15 +316,15 @@ impl CatalogIndex {
                 continue;
             };
             let bi = idx.bundles.len() as BundleIdx;
-            if let Some(&other) = idx.bundle_by_name.get(&b.name) {
-                let other_pkg = &idx.packages[idx.bundles[other as usize].package as usize].name;
+            if idx.bundle_by_key.contains_key(&(pkg, b.name.clone())) {
                 idx.problems.push(format!(
-                    "bundle name {} appears twice (packages {} and {}); lookups by name use the first",
-                    b.name, other_pkg, b.package
+                    "package {} has two bundles named {}; lookups by name use the first",
+                    b.package, b.name
                 ));
             } else {
-                idx.bundle_by_name.insert(b.name.clone(), bi);
+                idx.bundle_by_key.insert((pkg, b.name.clone()), bi);
             }
+            idx.bundle_by_name.entry(b.name.clone()).or_insert(bi);
             let entry = bundle_entry(b, pkg);
             if let Some(p) = &entry.problem {
                 idx.problems.push(format!("package {} / bundle {}: {p}", b.package, b.name));
@@ -343,11 +348,7 @@ impl CatalogIndex {
                 .entries
                 .iter()
                 .map(|e| {
-                    let bundle = idx
-                        .bundle_by_name
-                        .get(&e.name)
-                        .copied()
-                        .filter(|&b| idx.bundles[b as usize].package == pkg);
+                    let bundle = idx.bundle_by_key.get(&(pkg, e.name.clone())).copied();
                     EntryInfo {
                         name: e.name.clone(),
                         bundle,
@@ -502,9 +503,22 @@ impl CatalogIndex {
         &self.bundles[i as usize]
     }
 
-    /// The bundle named `name` (first one, if a name repeats across packages).
+    /// The bundle named `name` (first one, if a name repeats across packages); prefer
+    /// [`CatalogIndex::bundle_in`] when the package is known.
     pub fn bundle_by_name(&self, name: &str) -> Option<BundleIdx> {
         self.bundle_by_name.get(name).copied()
+    }
+
+    /// The bundle named `name` in `package`, or, when `package` is `None`, the first of that name.
+    /// A bundle name is unique only within its package (opm allows `a.v1` in two packages).
+    pub fn bundle_in(&self, package: Option<&str>, name: &str) -> Option<BundleIdx> {
+        match package {
+            Some(p) => {
+                let pkg = *self.package_by_name.get(p)?;
+                self.bundle_by_key.get(&(pkg, name.to_string())).copied()
+            }
+            None => self.bundle_by_name(name),
+        }
     }
 
     /// Package name of a bundle.

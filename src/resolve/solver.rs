@@ -918,7 +918,12 @@ fn installed_infos(catalogs: &[CatalogInput], installed: &[&InstalledBundle]) ->
         .map(|ib| {
             let preferred = ib.catalog.as_ref().and_then(|k| catalogs.iter().position(|c| &c.key == k));
             let found = preferred
-                .and_then(|c| catalogs[c].index.bundle_by_name(&ib.name).map(|b| (c, b)))
+                .and_then(|c| catalogs[c].index.bundle_in(ib.package.as_deref(), &ib.name).map(|b| (c, b)))
+                .or_else(|| {
+                    catalogs.iter().enumerate().find_map(|(c, cat)| cat.index.bundle_in(ib.package.as_deref(), &ib.name).map(|b| (c, b)))
+                })
+                // A name the catalogs know only in another package: that bundle (what the CSV
+                // provides is the bundle's, whatever package its annotation names).
                 .or_else(|| catalogs.iter().enumerate().find_map(|(c, cat)| cat.index.bundle_by_name(&ib.name).map(|b| (c, b))));
             let inferred = split_csv_name(&ib.name);
             match found {
@@ -1646,10 +1651,7 @@ fn resolved_bundle(ctx: &Ctx<'_>, sub: &SubscriptionRequest, r: Record, reason: 
         }
         Record::Installed(i) => {
             let e = &ctx.installed[i as usize];
-            let entry = e.catalog.and_then(|c| {
-                let idx = &ctx.catalogs[c].index;
-                idx.bundle_by_name(&e.name).map(|b| idx.bundle(b))
-            });
+            let entry = e.catalog.zip(e.bundle).map(|(c, b)| ctx.catalogs[c].index.bundle(b));
             (e.package.clone(), e.name.clone(), e.version.clone(), e.catalog.map(|c| ctx.catalogs[c].key.clone()), e.image.clone(), entry)
         }
         Record::GvkProvider { .. } => (String::new(), String::new(), Version::new(0, 0, 0), None, String::new(), None),

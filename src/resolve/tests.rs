@@ -379,3 +379,28 @@ fn resolved_bundles_carry_their_lookup_properties() {
     // A bundle in no catalog: only what its name says.
     assert_eq!(index::lookup_properties("x", &semver::Version::new(1, 2, 3), None), vec![serde_json::json!({"type": "olm.package", "value": {"packageName": "x", "version": "1.2.3"}})]);
 }
+
+/// A bundle name is unique only within its package (opm accepts `shared.v1.0.0` in two packages):
+/// each package's channel finds its own bundle, and an installed CSV whose package is known is
+/// matched with that package's bundle.
+#[test]
+fn same_bundle_name_in_two_packages_stays_apart() {
+    let pkg = |p: &str, image: &str| {
+        format!(
+            "- {{schema: olm.package, name: {p}, defaultChannel: stable}}\n- {{schema: olm.channel, package: {p}, name: stable, entries: [{{name: shared.v1.0.0}}]}}\n- {{schema: olm.bundle, name: shared.v1.0.0, package: {p}, image: {image}, properties: [{{type: olm.package, value: {{packageName: {p}, version: 1.0.0}}}}]}}\n"
+        )
+    };
+    let y = pkg("alpha", "reg/alpha:1") + &pkg("beta", "reg/beta:1");
+    let c = cat("olm", "cat", 0, &y);
+    assert!(c.index.problems().is_empty(), "{:?}", c.index.problems());
+    let out = resolve(&ResolveInput { catalogs: vec![c.clone()], installed: vec![], subscriptions: vec![sub("beta", None, "cat")] });
+    assert!(out.errors.is_empty(), "{out:?}");
+    assert_eq!((out.resolved[0].package.as_str(), out.resolved[0].image.as_str()), ("beta", "reg/beta:1"));
+
+    let mut inst = installed("shared.v1.0.0");
+    inst.package = Some("beta".into());
+    let out = resolve(&ResolveInput { catalogs: vec![c], installed: vec![inst], subscriptions: vec![sub("beta", None, "cat")] });
+    assert!(out.errors.is_empty(), "{out:?}");
+    assert!(matches!(out.resolved[0].reason, Reason::Installed { .. }), "{out:?}");
+    assert_eq!(out.resolved[0].image, "reg/beta:1");
+}

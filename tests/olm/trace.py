@@ -6,6 +6,7 @@ line per API request, inside a span with the method and URL), the example catalo
 install, then one traced install of nginx-operator. Prints every API request capstan made during the
 traced install, relative to the Subscription's create call, with the capstan log lines between
 them, and a count by verb and resource. The raw log stays in <cluster dir>/logs/capstan.log.
+CAPSTAN_BIN chooses the capstan binary (default target/release/capstan).
 """
 
 import collections
@@ -25,7 +26,9 @@ LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z\s+(\w+)\s+(.*)$")
 
 
 def main():
-    binary = os.path.join(compare.ROOT, "target", "release", "capstan")
+    # The release build by default; CAPSTAN_BIN=target/debug/capstan counts the same requests
+    # (the times of a debug build are not the benchmark's).
+    binary = os.environ.get("CAPSTAN_BIN") or os.path.join(compare.ROOT, "target", "release", "capstan")
     os.environ["RUST_LOG"] = "info,capstan=debug,kube_client::client::builder=debug"
     cluster = compare.Cluster("trace")
     cluster.up()
