@@ -155,6 +155,60 @@ fn a_closed_stdout_pipe_ends_quietly_with_exit_0() {
     }
 }
 
+/// Runs capstan with stdout on a pipe whose read end is closed before capstan starts (the
+/// reader of `capstan … | head -1` may be gone before the first write): every write fails with
+/// EPIPE. Returns the exit code and stderr.
+fn with_closed_stdout(home: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(args)
+        .env("CAPSTAN_CACHE", home.join("cache"))
+        .env("HOME", home)
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run capstan");
+    (out.status.code(), text(&out.stderr))
+}
+
+#[test]
+fn a_closed_stdout_pipe_keeps_the_exit_code_of_the_result() {
+    let home = tempfile::tempdir().unwrap();
+    let bad = invalid_bundle(home.path());
+    let good = example("nginx-operator/0.1.0");
+    // `capstan bundle validate BAD | head -1` must still fail: the closed pipe drops the output,
+    // not the verdict.
+    for (args, want) in [
+        (vec!["bundle", "validate", bad.to_str().unwrap()], 1),
+        (vec!["bundle", "validate", "-o", "json", bad.to_str().unwrap()], 1),
+        (vec!["bundle", "validate", good.to_str().unwrap()], 0),
+    ] {
+        let (code, err) = with_closed_stdout(home.path(), &args);
+        assert_eq!(code, Some(want), "capstan {args:?}: {err}");
+        assert!(err.is_empty(), "capstan {args:?} printed on stderr: {err}");
+    }
+}
+
+#[test]
+fn a_failed_stdout_write_is_an_error_even_when_the_command_succeeds() {
+    let home = tempfile::tempdir().unwrap();
+    let bad = invalid_bundle(home.path());
+    let good = example("nginx-operator/0.1.0");
+    for (args, want) in [(vec!["bundle", "validate", bad.to_str().unwrap()], 1), (vec!["bundle", "validate", good.to_str().unwrap()], 1)] {
+        let out = Command::new(env!("CARGO_BIN_EXE_capstan"))
+            .args(&args)
+            .env("CAPSTAN_CACHE", home.path().join("cache"))
+            .env("HOME", home.path())
+            .stdout(std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full"))
+            .output()
+            .expect("run capstan");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(want), "capstan {args:?}: {err}");
+        assert_eq!(err.matches("error: cannot write to stdout: ").count(), 1, "capstan {args:?}: {err}");
+    }
+}
+
 /// A catalog directory with one valid package `a` (bundles 1.0.0 and 1.1.0), plus `extra` blobs.
 fn catalog_dir(dir: &Path, extra: &str) -> PathBuf {
     let cat = dir.join("catalog");
