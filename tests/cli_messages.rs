@@ -391,3 +391,131 @@ fn messages_do_not_cite_internal_reference_files() {
     assert!(err.contains("a registry+v1 bundle has manifests/ and metadata/"), "{err}");
     assert!(!err.contains("olm-v0.md") && !err.contains('§'), "{err}");
 }
+
+// ---- issue 15 ("Formats"): `bundle validate`, `catalog validate`, `catalog render`, `catalog add`
+// and `resolve` judge their input alike: one bundle validation, one catalog validation, one
+// path-or-image rule, one image-reference rule, and the same exit codes (1 invalid content, 2
+// unreadable or unparseable input and bad flags).
+
+/// capstan in `home` (also its working directory) with its cache there and every proxy pointing
+/// at a closed port: a pull that should not happen fails at once instead of reaching Docker Hub.
+fn offline(home: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_capstan"));
+    c.args(args)
+        .current_dir(home)
+        .env("CAPSTAN_CACHE", home.join("cache"))
+        .env("HOME", home)
+        .env_remove("DOCKER_CONFIG")
+        .env_remove("REGISTRY_AUTH_FILE")
+        .env("HTTPS_PROXY", "http://127.0.0.1:9")
+        .env("HTTP_PROXY", "http://127.0.0.1:9")
+        .env("NO_PROXY", "");
+    c
+}
+
+/// [`offline`], run to its end with no stdin.
+fn capstan(home: &Path, args: &[&str]) -> Output {
+    offline(home, args).stdin(Stdio::null()).output().expect("run capstan")
+}
+
+const NGINX_CSV: &str = "manifests/nginx-operator.clusterserviceversion.yaml";
+
+/// A copy of the nginx-operator 0.1.0 example bundle at `dir/name` with its CSV text edited.
+fn nginx_with(dir: &Path, name: &str, edit: impl Fn(String) -> String) -> PathBuf {
+    let bundle = dir.join(name);
+    copy_dir(&example("nginx-operator/0.1.0"), &bundle);
+    let csv = bundle.join(NGINX_CSV);
+    let before = std::fs::read_to_string(&csv).unwrap();
+    let after = edit(before.clone());
+    assert_ne!(before, after, "the edit changed nothing");
+    std::fs::write(&csv, after).unwrap();
+    bundle
+}
+
+/// [`catalog_dir`] in `dir/name`.
+fn named_catalog(dir: &Path, name: &str, extra: &str) -> PathBuf {
+    catalog_dir(&dir.join(name), extra)
+}
+
+// ---- 6. bundle validate: webhooks, ports, alm-examples ---------------------------------------
+
+/// A webhook definition in the nginx CSV: `(deploymentName, containerPort, failurePolicy, sideEffects)`.
+fn with_webhook(dir: &Path, name: &str, deployment: &str, port: &str, policy: &str, side_effects: &str) -> PathBuf {
+    nginx_with(dir, name, |csv| {
+        csv.replacen(
+            "\nspec:\n",
+            &format!(
+                "\nspec:\n  webhookdefinitions:\n    - generateName: vnginx.example.com\n      type: ValidatingAdmissionWebhook\n      deploymentName: {deployment}\n      containerPort: {port}\n      failurePolicy: {policy}\n      sideEffects: {side_effects}\n      admissionReviewVersions: [v1]\n      webhookPath: /validate\n      rules:\n        - {{apiGroups: [example.com], apiVersions: [v1alpha1], operations: [CREATE], resources: [nginxes]}}\n"
+            ),
+            1,
+        )
+    })
+}
+
+fn findings(home: &Path, bundle: &Path) -> (Option<i32>, Vec<String>) {
+    let out = capstan(home, &["bundle", "validate", bundle.to_str().unwrap()]);
+    (out.status.code(), text(&out.stdout).lines().filter(|l| l.starts_with("error: ") || l.starts_with("warning: ")).map(str::to_string).collect())
+}
+
+#[test]
+fn bundle_validate_checks_webhook_ports_policies_side_effects_and_deployments() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let good = with_webhook(h, "good", "nginx-operator-controller-manager", "443", "Fail", "None");
+    assert_eq!(findings(h, &good), (Some(0), vec![]));
+
+    let csv = NGINX_CSV;
+    let port = with_webhook(h, "port", "nginx-operator-controller-manager", "70000", "Fail", "None");
+    assert_eq!(
+        findings(h, &port),
+        (Some(1), vec![format!("error: {csv}: spec.webhookdefinitions[0].containerPort: 70000 is not a port (1-65535); the API server refuses the CSV (fix: give the Service port the webhook is served on, e.g. 443, or leave it out for 443)")])
+    );
+    let policy = with_webhook(h, "policy", "nginx-operator-controller-manager", "443", "Sometimes", "Some");
+    assert_eq!(
+        findings(h, &policy),
+        (
+            Some(1),
+            vec![
+                format!("error: {csv}: spec.webhookdefinitions[0].failurePolicy: \"Sometimes\" is not a failure policy; the API server refuses the webhook configuration OLM creates (fix: use Ignore or Fail)"),
+                format!("error: {csv}: spec.webhookdefinitions[0].sideEffects: \"Some\" is not allowed; admissionregistration.k8s.io/v1, the webhook configuration OLM creates, accepts only None and NoneOnDryRun (fix: use None, or NoneOnDryRun for a webhook that has side effects except on dry-run requests)"),
+            ]
+        )
+    );
+    let elsewhere = with_webhook(h, "elsewhere", "nginx-webhook", "443", "Ignore", "NoneOnDryRun");
+    assert_eq!(
+        findings(h, &elsewhere),
+        (Some(0), vec![format!("warning: {csv}: spec.webhookdefinitions[0].deploymentName: \"nginx-webhook\" is not a deployment of spec.install.spec.deployments (nginx-operator-controller-manager); OLM creates the webhook configuration pointing at Service nginx-webhook-service, but no Service, certificate or caBundle for it (fix: name the install strategy deployment that serves the webhook, unless the operator creates that deployment and its certificate itself)")])
+    );
+
+    let container = nginx_with(h, "container-port", |csv| csv.replace("- containerPort: 8443", "- containerPort: 70000"));
+    assert_eq!(
+        findings(h, &container),
+        (Some(1), vec![format!("error: {csv}: spec.install.spec.deployments[0].spec.template.spec.containers[0].ports[0].containerPort: 70000 is not a port (1-65535); the API server refuses the Deployment (fix: give the port the container listens on)")])
+    );
+}
+
+#[test]
+fn bundle_validate_and_render_refuse_alm_examples_that_are_not_a_list_of_objects() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let replace_examples = |with: &'static str| {
+        move |csv: String| {
+            let start = csv.find("    alm-examples: |-\n").unwrap();
+            let end = csv.find("    capabilities:").unwrap();
+            format!("{}    alm-examples: '{with}'\n{}", &csv[..start], &csv[end..])
+        }
+    };
+    let fix = "(fix: write a JSON array of example custom resources, each with apiVersion, kind and metadata)";
+    for (name, examples, why) in [
+        ("numbers", "[1,2]", "entry 0 is a number, not an object"),
+        ("no-kind", "[{\"apiVersion\": \"example.com/v1alpha1\"}]", "entry 0 has no kind"),
+        ("object", "{\"kind\": \"Nginx\"}", "invalid type: map, expected a sequence at line 1 column 0"),
+    ] {
+        let bundle = nginx_with(h, name, replace_examples(examples));
+        let want = format!("error: {NGINX_CSV}: metadata.annotations[alm-examples]: is not a JSON list of example objects: {why} {fix}");
+        assert_eq!(findings(h, &bundle), (Some(1), vec![want.clone()]), "{examples}");
+        let out = capstan(h, &["catalog", "render", bundle.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{examples}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(&want["error: ".len()..]), "{examples}: {}", text(&out.stderr));
+    }
+}
