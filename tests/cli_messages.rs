@@ -1,6 +1,8 @@
 //! What a user sees from the `capstan` binary when something is wrong: one `error:` prefix per
-//! line, natural plurals, quiet exit on a closed pipe, one location per YAML error, exit codes as
-//! documented (0 ok, 1 invalid content, 2 unreadable input), and messages that say what to do.
+//! line, natural plurals, a closed pipe that ends the output but keeps the exit code, one location
+//! per YAML error, exit codes as documented (0 ok, 1 invalid content, 2 unreadable input), one
+//! judgement of bundles, catalogs, paths and image references for every command (issue 15), and
+//! messages that say what to do.
 
 mod support;
 
@@ -435,6 +437,259 @@ fn nginx_with(dir: &Path, name: &str, edit: impl Fn(String) -> String) -> PathBu
 /// [`catalog_dir`] in `dir/name`.
 fn named_catalog(dir: &Path, name: &str, extra: &str) -> PathBuf {
     catalog_dir(&dir.join(name), extra)
+}
+
+// ---- 2. a mistyped path is a missing path, not an image on Docker Hub --------------------------
+
+#[test]
+fn a_mistyped_path_is_reported_missing_and_not_pulled() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    std::fs::create_dir_all(h.join("bundles")).unwrap();
+    let catalog = named_catalog(h, "catalog", "");
+    let c = catalog.to_str().unwrap();
+    let sub = h.join("sub.yaml");
+    std::fs::write(&sub, "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n").unwrap();
+    let s = sub.to_str().unwrap();
+    for typo in ["./bundels/foo", "bundels/foo", "../bundels/foo", "bundels"] {
+        let hub = if typo.starts_with('.') {
+            String::new()
+        } else {
+            format!("; for an image on Docker Hub, write docker.io/{typo} or give a tag ({typo}:TAG)")
+        };
+        let missing = format!("{typo} does not exist (no such file or directory)");
+        let resolve_catalog = format!("olm/c={typo}");
+        // `bundle validate` takes a directory only; the others a path or an image.
+        let out = capstan(h, &["bundle", "validate", typo]);
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(text(&out.stderr), format!("error: {missing}\n"));
+        let missing = format!("{missing}{hub}");
+        for args in [
+            &["catalog", "validate", typo][..],
+            &["catalog", "render", typo],
+            &["catalog", "add", c, typo],
+            &["resolve", "--catalog", &resolve_catalog, "-f", s],
+            &["show", "a", "--catalog", &resolve_catalog],
+        ] {
+            let out = capstan(h, args);
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "capstan {args:?}: {err}");
+            assert!(err.contains(&missing), "capstan {args:?}: want {missing:?} in: {err}");
+            assert!(!err.contains("127.0.0.1:9") && !err.contains("docker.io/library") && !err.contains("registry-1"), "capstan {args:?} tried a registry: {err}");
+        }
+    }
+}
+
+// ---- 3. catalog render validates as catalog validate does ------------------------------------
+
+#[test]
+fn catalog_render_refuses_what_catalog_validate_refuses_with_the_same_exit_code() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    // Package b's default channel names no channel.
+    let invalid = named_catalog(h, "invalid", "{\"schema\":\"olm.package\",\"name\":\"b\",\"defaultChannel\":\"stabel\"}\n");
+    let i = invalid.to_str().unwrap();
+    let validate = capstan(h, &["catalog", "validate", i]);
+    assert_eq!(validate.status.code(), Some(1), "{}", text(&validate.stderr));
+    let render = capstan(h, &["catalog", "render", i]);
+    let err = text(&render.stderr);
+    assert_eq!(render.status.code(), Some(1), "{err}");
+    assert!(render.stdout.is_empty(), "nothing is rendered: {}", text(&render.stdout));
+    assert!(err.starts_with(&format!("error: catalog {i} is invalid; nothing was rendered (`capstan catalog validate` lists the same errors for {i}): ")), "{err}");
+    assert!(err.contains("package b") && err.contains("stabel"), "{err}");
+
+    // Catalog fragments render when the output is a valid catalog: a package and its channel,
+    // and the bundle from its directory ...
+    let fragment = h.join("fragment");
+    std::fs::create_dir_all(&fragment).unwrap();
+    std::fs::write(
+        fragment.join("pkg.yaml"),
+        "schema: olm.package\nname: nginx-operator\ndefaultChannel: alpha\n---\nschema: olm.channel\npackage: nginx-operator\nname: alpha\nentries:\n- name: nginx-operator.v0.1.0\n",
+    )
+    .unwrap();
+    let f = fragment.to_str().unwrap();
+    let nginx = example("nginx-operator/0.1.0");
+    let n = nginx.to_str().unwrap();
+    let out = capstan(h, &["catalog", "render", f, n, "--image", "quay.io/example/nginx-operator-bundle:v0.1.0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // ... but not when a channel names a bundle that is not there.
+    let out = capstan(h, &["catalog", "render", f]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("nginx-operator.v0.1.0"), "{err}");
+    let other = example("nginx-operator/0.2.0");
+    let out = capstan(h, &["catalog", "render", f, other.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.starts_with(&format!("error: the catalog rendered from {f}, {} is invalid; nothing was rendered (`capstan catalog validate` lists the same errors for {f}): ", other.display())), "{err}");
+
+    // A file that is not JSON or YAML: unreadable input for both, exit 2.
+    let garbled = h.join("garbled");
+    std::fs::create_dir_all(&garbled).unwrap();
+    std::fs::write(garbled.join("catalog.json"), "{\"schema\": \"olm.package\", \"name\": ").unwrap();
+    let g = garbled.to_str().unwrap();
+    for args in [&["catalog", "validate", g][..], &["catalog", "render", g]] {
+        let out = capstan(h, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "capstan {args:?}: {err}");
+        assert!(err.contains("catalog.json"), "capstan {args:?}: {err}");
+    }
+
+    // A valid catalog renders.
+    let valid = named_catalog(h, "valid", "");
+    let out = capstan(h, &["catalog", "render", valid.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("\"a.v1.1.0\""));
+}
+
+#[test]
+fn catalog_render_and_add_refuse_an_image_flag_that_is_not_a_reference() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let nginx = example("nginx-operator/0.1.0");
+    let n = nginx.to_str().unwrap();
+    let cat = h.join("catalog");
+    let c = cat.to_str().unwrap();
+    let message = "error: --image \"not a ref\" is not an image reference: ";
+    for args in [&["catalog", "render", n, "--image", "not a ref"][..], &["catalog", "add", c, n, "--image", "not a ref"]] {
+        let out = capstan(h, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "capstan {args:?}: {err}");
+        assert!(err.starts_with(message), "capstan {args:?}: {err}");
+        assert!(err.contains("write a pull spec such as quay.io/org/bundle:v1.0.0"), "capstan {args:?}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+    assert!(!cat.exists(), "nothing was added");
+
+    let out = capstan(h, &["catalog", "render", n, "--image", "quay.io/example/nginx-operator-bundle:v0.1.0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("\"image\": \"quay.io/example/nginx-operator-bundle:v0.1.0\""));
+}
+
+#[test]
+fn catalog_render_refuses_unknown_image_template_placeholders_naming_the_known_ones() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let nginx = example("nginx-operator/0.1.0");
+    let n = nginx.to_str().unwrap();
+    let out = capstan(h, &["catalog", "render", n, "--image-template", "quay.io/org/{pkg}-bundle:v{version}"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        "error: --image-template \"quay.io/org/{pkg}-bundle:v{version}\": unknown placeholder {pkg}; use {package}, {name}, {version} (or {{.Package}}, {{.Name}}, {{.Version}})\n"
+    );
+    assert!(out.stdout.is_empty());
+
+    let out = capstan(h, &["catalog", "render", n, "--image-template", "quay.io/org/{{.Package}}-bundle:v{version}"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("\"image\": \"quay.io/org/nginx-operator-bundle:v0.1.0\""), "{}", text(&out.stdout));
+
+    // Known placeholders that fill in to something that is no reference.
+    let out = capstan(h, &["catalog", "render", n, "--image-template", "quay.io/Org/{package}"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err,
+        format!("error: render {n}: --image-template \"quay.io/Org/{{package}}\" (gives \"quay.io/Org/nginx-operator\") is not an image reference: invalid reference format; write a pull spec such as quay.io/org/bundle:v1.0.0 or quay.io/org/bundle@sha256:<digest>\n")
+    );
+}
+
+// ---- 4. resolve --installed ------------------------------------------------------------------
+
+#[test]
+fn resolve_installed_names_no_catalog_has_are_an_error_or_a_warning_saying_what_is_assumed() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let cat = named_catalog(h, "catalog", "");
+    let catalog_arg = format!("olm/c={}", cat.display());
+    let sub = h.join("sub.yaml");
+    std::fs::write(&sub, "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, channel: stable}\n").unwrap();
+    let s = sub.to_str().unwrap();
+
+    // A name that says nothing: an error, naming it.
+    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", s, "--installed", "a-v1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert_eq!(
+        text(&out.stderr),
+        "error: --installed a-v1: no bundle named a-v1 in catalog olm/c, and the name does not say its package and version (<package>.v<version>, e.g. etcdoperator.v0.9.4); give the CSV name of a bundle of the catalogs (`capstan show PACKAGE --catalog …` lists them)\n"
+    );
+
+    // A typo of a bundle of the catalog: resolved as assumed, with a warning saying so.
+    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", s, "--installed", "a.v1.0.1"]);
+    let err = text(&out.stderr);
+    assert_eq!(
+        err,
+        "warning: --installed a.v1.0.1: no bundle named a.v1.0.1 in catalog olm/c; assuming package a version 1.0.1 from the name, with no APIs or dependencies; package a has bundles a.v1.0.0, a.v1.1.0: check the name, unless the catalog no longer serves that CSV\n"
+    );
+
+    // A name of the catalog: no warning, and the upgrade from it.
+    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", s, "--installed", "a.v1.0.0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "");
+    assert!(text(&out.stdout).contains("a.v1.1.0"), "{}", text(&out.stdout));
+}
+
+// ---- 5. Subscription input ---------------------------------------------------------------------
+
+#[test]
+fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_stdin() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let cat = named_catalog(h, "catalog", "");
+    let catalog_arg = format!("olm/c={}", cat.display());
+    let run = |yaml: &str| {
+        let sub = h.join("sub.yaml");
+        std::fs::write(&sub, yaml).unwrap();
+        capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", sub.to_str().unwrap()])
+    };
+
+    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, chanel: stable}\n");
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "error: {}, Subscription \"a\": unknown field \"spec.chanel\"; a Subscription has no such field (kubectl apply --validate=strict refuses it too); spec has ",
+            h.join("sub.yaml").display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("channel, ") && err.contains("installPlanApproval"), "{err}");
+
+    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns, lables: {x: y}}\nspec: {name: a, source: c, sourceNamespace: olm, config: {nodeSelector: {k: v}, envv: []}}\n");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("unknown field \"metadata.lables\" (and 1 other: spec.config.envv)"), "{err}");
+
+    for version in ["v1", "operators.coreos.com/v1", ""] {
+        let out = run(&format!("apiVersion: {version:?}\nkind: Subscription\nmetadata: {{name: a, namespace: ns}}\nspec: {{name: a, source: c, sourceNamespace: olm}}\n"));
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(
+            text(&out.stderr),
+            format!(
+                "error: {}, Subscription \"a\": apiVersion is {version:?}; a Subscription's apiVersion is operators.coreos.com/v1alpha1\n",
+                h.join("sub.yaml").display()
+            )
+        );
+    }
+
+    // `-f -` reads stdin.
+    let mut child = offline(h, &["resolve", "--catalog", &catalog_arg, "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run capstan");
+    std::io::Write::write_all(
+        &mut child.stdin.take().unwrap(),
+        b"apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n",
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("a.v1.1.0"), "{}", text(&out.stdout));
+    let out = offline(h, &["resolve", "--catalog", &catalog_arg, "-f", "-"]).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no Subscription found in the -f files"), "{}", text(&out.stderr));
 }
 
 // ---- 6. bundle validate: webhooks, ports, alm-examples ---------------------------------------
