@@ -774,3 +774,46 @@ fn bundle_validate_and_render_refuse_alm_examples_that_are_not_a_list_of_objects
         assert!(text(&out.stderr).contains(&want["error: ".len()..]), "{examples}: {}", text(&out.stderr));
     }
 }
+
+// ---- 7. oci:// related images: one rule for bundle validate, catalog render and catalog add ----
+
+#[test]
+fn an_oci_scheme_related_image_is_refused_alike_by_validate_render_and_add() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let corpus = shared().join("corpus/community-operators-prod/operators/kuadrant-operator/0.2.0");
+    if !corpus.is_dir() {
+        eprintln!("skipped: {} is missing", corpus.display());
+        return;
+    }
+    let bundle = h.join("kuadrant");
+    copy_dir(&corpus, &bundle);
+    let b = bundle.to_str().unwrap();
+    let csv_file = "manifests/kuadrant-operator.clusterserviceversion.yaml";
+    let finding = format!(
+        "{csv_file}: spec.relatedImages[0].image: \"oci://quay.io/kuadrant/wasm-shim:v0.1.0\" is not a valid image reference"
+    );
+    let validate = capstan(h, &["bundle", "validate", b]);
+    assert_eq!(validate.status.code(), Some(1), "{}", text(&validate.stdout));
+    assert!(text(&validate.stdout).contains(&format!("error: {finding}")), "{}", text(&validate.stdout));
+    let cat = h.join("catalog");
+    for args in [&["catalog", "render", b][..], &["catalog", "add", cat.to_str().unwrap(), b]] {
+        let out = capstan(h, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "capstan {args:?}: {err}");
+        assert!(err.contains(&finding), "capstan {args:?}: {err}");
+        assert!(err.contains("drop the scheme (oci://, docker://, https://)"), "capstan {args:?}: {err}");
+    }
+    assert!(!cat.exists(), "nothing was added");
+
+    // The same reference in an environment variable is the operator's business: opm lists only
+    // spec.relatedImages and container images, and so does capstan.
+    let csv = bundle.join(csv_file);
+    let fixed = std::fs::read_to_string(&csv).unwrap().replace("- image: oci://", "- image: ");
+    assert!(fixed.contains("value: oci://quay.io/kuadrant/wasm-shim"), "the env var keeps its oci:// value");
+    std::fs::write(&csv, fixed).unwrap();
+    for args in [&["bundle", "validate", b][..], &["catalog", "render", b], &["catalog", "add", cat.to_str().unwrap(), b]] {
+        let out = capstan(h, args);
+        assert_eq!(out.status.code(), Some(0), "capstan {args:?}: {}{}", text(&out.stdout), text(&out.stderr));
+    }
+}
