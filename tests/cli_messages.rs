@@ -660,6 +660,10 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("unknown field \"metadata.lables\" (and 1 other: spec.config.envv)"), "{err}");
 
+    // Status fields are not checked (a Subscription copied from `kubectl get -o yaml`).
+    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns, uid: x, resourceVersion: '1'}\nspec: {name: a, source: c, sourceNamespace: olm}\nstatus: {installedCSV: a.v1.0.0, somethingNewer: {x: 1}}\n");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
     for version in ["v1", "operators.coreos.com/v1", ""] {
         let out = run(&format!("apiVersion: {version:?}\nkind: Subscription\nmetadata: {{name: a, namespace: ns}}\nspec: {{name: a, source: c, sourceNamespace: olm}}\n"));
         assert_eq!(out.status.code(), Some(2));

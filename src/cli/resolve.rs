@@ -273,8 +273,11 @@ fn read_subscriptions(path: &Path) -> Result<Vec<SubscriptionRequest>, String> {
         if v.is_null() {
             continue;
         }
-        let unknown = if v.get("kind").and_then(serde_json::Value::as_str) == Some("Subscription") {
-            capstan::api::unknown_fields("Subscription", "v1alpha1", &v)
+        // `status` is not checked: only `status.installedCSV` is read, and a Subscription copied
+        // from `kubectl get -o yaml` of an OLM cluster may carry status fields capstan's
+        // schema lacks (the API server does not take status from `kubectl apply` either).
+        let unknown: Vec<String> = if v.get("kind").and_then(serde_json::Value::as_str) == Some("Subscription") {
+            capstan::api::unknown_fields("Subscription", "v1alpha1", &v).into_iter().filter(|f| f != "status" && !f.starts_with("status.")).collect()
         } else {
             Vec::new()
         };
