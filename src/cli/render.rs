@@ -52,12 +52,14 @@ pub struct RenderArgs {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = FbcOutput::Json)]
     output: FbcOutput,
-    /// Image reference for a bundle directory's blob; repeat it once per bundle directory, in
-    /// the order the directories are given. A bundle image always gets its own reference.
+    /// Image reference for a bundle directory's blob (checked as `catalog validate` checks
+    /// bundle images); repeat it once per bundle directory, in the order the directories are
+    /// given. A bundle image always gets its own reference.
     #[arg(long = "image")]
     images: Vec<String>,
     /// Image reference template for bundle directories without --image: `{package}`, `{name}`
-    /// and `{version}` (or opm's `{{.Package}}`, `{{.Name}}`, `{{.Version}}`) are replaced.
+    /// and `{version}` (or opm's `{{.Package}}`, `{{.Name}}`, `{{.Version}}`) are replaced; any
+    /// other placeholder is refused, and so is a result that is not an image reference.
     /// Default: `capstan.invalid/{package}/bundle:v{version}`, a placeholder that never resolves.
     #[arg(long)]
     image_template: Option<String>,
