@@ -54,7 +54,13 @@ fn image_template_migration_and_catalog_directories() {
     let t = tempfile::tempdir().unwrap();
     let fbc = t.path().join("fbc");
     std::fs::create_dir(&fbc).unwrap();
-    std::fs::write(fbc.join("pkg.yaml"), "schema: olm.package\nname: nginx-operator\ndefaultChannel: alpha\n").unwrap();
+    // The package and its channel; the bundle blob comes from the bundle directory (a catalog
+    // in the output must be valid as a whole).
+    std::fs::write(
+        fbc.join("pkg.yaml"),
+        "schema: olm.package\nname: nginx-operator\ndefaultChannel: alpha\n---\nschema: olm.channel\npackage: nginx-operator\nname: alpha\nentries:\n- name: nginx-operator.v0.2.0\n",
+    )
+    .unwrap();
     let dir = example("nginx-operator/0.2.0");
     let out = capstan(&[
         "catalog",

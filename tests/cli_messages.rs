@@ -1,6 +1,8 @@
 //! What a user sees from the `capstan` binary when something is wrong: one `error:` prefix per
-//! line, natural plurals, quiet exit on a closed pipe, one location per YAML error, exit codes as
-//! documented (0 ok, 1 invalid content, 2 unreadable input), and messages that say what to do.
+//! line, natural plurals, a closed pipe that ends the output but keeps the exit code, one location
+//! per YAML error, exit codes as documented (0 ok, 1 invalid content, 2 unreadable input), one
+//! judgement of bundles, catalogs, paths and image references for every command (issue 15), and
+//! messages that say what to do.
 
 mod support;
 
@@ -152,6 +154,60 @@ fn a_closed_stdout_pipe_ends_quietly_with_exit_0() {
         let (code, err) = first_line_then_close(home.path(), args);
         assert_eq!(code, Some(0), "capstan {args:?}: {err}");
         assert!(err.is_empty(), "capstan {args:?} printed on stderr: {err}");
+    }
+}
+
+/// Runs capstan with stdout on a pipe whose read end is closed before capstan starts (the
+/// reader of `capstan … | head -1` may be gone before the first write): every write fails with
+/// EPIPE. Returns the exit code and stderr.
+fn with_closed_stdout(home: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(args)
+        .env("CAPSTAN_CACHE", home.join("cache"))
+        .env("HOME", home)
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run capstan");
+    (out.status.code(), text(&out.stderr))
+}
+
+#[test]
+fn a_closed_stdout_pipe_keeps_the_exit_code_of_the_result() {
+    let home = tempfile::tempdir().unwrap();
+    let bad = invalid_bundle(home.path());
+    let good = example("nginx-operator/0.1.0");
+    // `capstan bundle validate BAD | head -1` must still fail: the closed pipe drops the output,
+    // not the verdict.
+    for (args, want) in [
+        (vec!["bundle", "validate", bad.to_str().unwrap()], 1),
+        (vec!["bundle", "validate", "-o", "json", bad.to_str().unwrap()], 1),
+        (vec!["bundle", "validate", good.to_str().unwrap()], 0),
+    ] {
+        let (code, err) = with_closed_stdout(home.path(), &args);
+        assert_eq!(code, Some(want), "capstan {args:?}: {err}");
+        assert!(err.is_empty(), "capstan {args:?} printed on stderr: {err}");
+    }
+}
+
+#[test]
+fn a_failed_stdout_write_is_an_error_even_when_the_command_succeeds() {
+    let home = tempfile::tempdir().unwrap();
+    let bad = invalid_bundle(home.path());
+    let good = example("nginx-operator/0.1.0");
+    for (args, want) in [(vec!["bundle", "validate", bad.to_str().unwrap()], 1), (vec!["bundle", "validate", good.to_str().unwrap()], 1)] {
+        let out = Command::new(env!("CARGO_BIN_EXE_capstan"))
+            .args(&args)
+            .env("CAPSTAN_CACHE", home.path().join("cache"))
+            .env("HOME", home.path())
+            .stdout(std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full"))
+            .output()
+            .expect("run capstan");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(want), "capstan {args:?}: {err}");
+        assert_eq!(err.matches("error: cannot write to stdout: ").count(), 1, "capstan {args:?}: {err}");
     }
 }
 
@@ -336,4 +392,432 @@ fn messages_do_not_cite_internal_reference_files() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("a registry+v1 bundle has manifests/ and metadata/"), "{err}");
     assert!(!err.contains("olm-v0.md") && !err.contains('§'), "{err}");
+}
+
+// ---- issue 15 ("Formats"): `bundle validate`, `catalog validate`, `catalog render`, `catalog add`
+// and `resolve` judge their input alike: one bundle validation, one catalog validation, one
+// path-or-image rule, one image-reference rule, and the same exit codes (1 invalid content, 2
+// unreadable or unparseable input and bad flags).
+
+/// capstan in `home` (also its working directory) with its cache there and every proxy pointing
+/// at a closed port: a pull that should not happen fails at once instead of reaching Docker Hub.
+fn offline(home: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_capstan"));
+    c.args(args)
+        .current_dir(home)
+        .env("CAPSTAN_CACHE", home.join("cache"))
+        .env("HOME", home)
+        .env_remove("DOCKER_CONFIG")
+        .env_remove("REGISTRY_AUTH_FILE")
+        .env("HTTPS_PROXY", "http://127.0.0.1:9")
+        .env("HTTP_PROXY", "http://127.0.0.1:9")
+        .env("NO_PROXY", "");
+    c
+}
+
+/// [`offline`], run to its end with no stdin.
+fn capstan(home: &Path, args: &[&str]) -> Output {
+    offline(home, args).stdin(Stdio::null()).output().expect("run capstan")
+}
+
+const NGINX_CSV: &str = "manifests/nginx-operator.clusterserviceversion.yaml";
+
+/// A copy of the nginx-operator 0.1.0 example bundle at `dir/name` with its CSV text edited.
+fn nginx_with(dir: &Path, name: &str, edit: impl Fn(String) -> String) -> PathBuf {
+    let bundle = dir.join(name);
+    copy_dir(&example("nginx-operator/0.1.0"), &bundle);
+    let csv = bundle.join(NGINX_CSV);
+    let before = std::fs::read_to_string(&csv).unwrap();
+    let after = edit(before.clone());
+    assert_ne!(before, after, "the edit changed nothing");
+    std::fs::write(&csv, after).unwrap();
+    bundle
+}
+
+/// [`catalog_dir`] in `dir/name`.
+fn named_catalog(dir: &Path, name: &str, extra: &str) -> PathBuf {
+    catalog_dir(&dir.join(name), extra)
+}
+
+// ---- 2. a mistyped path is a missing path, not an image on Docker Hub --------------------------
+
+#[test]
+fn a_mistyped_path_is_reported_missing_and_not_pulled() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    std::fs::create_dir_all(h.join("bundles")).unwrap();
+    let catalog = named_catalog(h, "catalog", "");
+    let c = catalog.to_str().unwrap();
+    let sub = h.join("sub.yaml");
+    std::fs::write(&sub, "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n").unwrap();
+    let s = sub.to_str().unwrap();
+    for typo in ["./bundels/foo", "bundels/foo", "../bundels/foo", "bundels"] {
+        let hub = if typo.starts_with('.') {
+            String::new()
+        } else {
+            format!("; for an image on Docker Hub, write docker.io/{typo} or give a tag ({typo}:TAG)")
+        };
+        let missing = format!("{typo} does not exist (no such file or directory)");
+        let resolve_catalog = format!("olm/c={typo}");
+        // `bundle validate` takes a directory only; the others a path or an image.
+        let out = capstan(h, &["bundle", "validate", typo]);
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(text(&out.stderr), format!("error: {missing}\n"));
+        let missing = format!("{missing}{hub}");
+        for args in [
+            &["catalog", "validate", typo][..],
+            &["catalog", "render", typo],
+            &["catalog", "add", c, typo],
+            &["resolve", "--catalog", &resolve_catalog, "-f", s],
+            &["show", "a", "--catalog", &resolve_catalog],
+        ] {
+            let out = capstan(h, args);
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "capstan {args:?}: {err}");
+            assert!(err.contains(&missing), "capstan {args:?}: want {missing:?} in: {err}");
+            assert!(!err.contains("127.0.0.1:9") && !err.contains("docker.io/library") && !err.contains("registry-1"), "capstan {args:?} tried a registry: {err}");
+        }
+    }
+}
+
+// ---- 3. catalog render validates as catalog validate does ------------------------------------
+
+#[test]
+fn catalog_render_refuses_what_catalog_validate_refuses_with_the_same_exit_code() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    // Package b's default channel names no channel.
+    let invalid = named_catalog(h, "invalid", "{\"schema\":\"olm.package\",\"name\":\"b\",\"defaultChannel\":\"stabel\"}\n");
+    let i = invalid.to_str().unwrap();
+    let validate = capstan(h, &["catalog", "validate", i]);
+    assert_eq!(validate.status.code(), Some(1), "{}", text(&validate.stderr));
+    let render = capstan(h, &["catalog", "render", i]);
+    let err = text(&render.stderr);
+    assert_eq!(render.status.code(), Some(1), "{err}");
+    assert!(render.stdout.is_empty(), "nothing is rendered: {}", text(&render.stdout));
+    assert!(err.starts_with(&format!("error: catalog {i} is invalid; nothing was rendered (`capstan catalog validate` lists the same errors for {i}): ")), "{err}");
+    assert!(err.contains("package b") && err.contains("stabel"), "{err}");
+
+    // Catalog fragments render when the output is a valid catalog: a package and its channel,
+    // and the bundle from its directory ...
+    let fragment = h.join("fragment");
+    std::fs::create_dir_all(&fragment).unwrap();
+    std::fs::write(
+        fragment.join("pkg.yaml"),
+        "schema: olm.package\nname: nginx-operator\ndefaultChannel: alpha\n---\nschema: olm.channel\npackage: nginx-operator\nname: alpha\nentries:\n- name: nginx-operator.v0.1.0\n",
+    )
+    .unwrap();
+    let f = fragment.to_str().unwrap();
+    let nginx = example("nginx-operator/0.1.0");
+    let n = nginx.to_str().unwrap();
+    let out = capstan(h, &["catalog", "render", f, n, "--image", "quay.io/example/nginx-operator-bundle:v0.1.0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // ... but not when a channel names a bundle that is not there.
+    let out = capstan(h, &["catalog", "render", f]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("nginx-operator.v0.1.0"), "{err}");
+    let other = example("nginx-operator/0.2.0");
+    let out = capstan(h, &["catalog", "render", f, other.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.starts_with(&format!("error: the catalog rendered from {f}, {} is invalid; nothing was rendered (`capstan catalog validate` lists the same errors for {f}): ", other.display())), "{err}");
+
+    // A file that is not JSON or YAML: unreadable input for both, exit 2.
+    let garbled = h.join("garbled");
+    std::fs::create_dir_all(&garbled).unwrap();
+    std::fs::write(garbled.join("catalog.json"), "{\"schema\": \"olm.package\", \"name\": ").unwrap();
+    let g = garbled.to_str().unwrap();
+    for args in [&["catalog", "validate", g][..], &["catalog", "render", g]] {
+        let out = capstan(h, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "capstan {args:?}: {err}");
+        assert!(err.contains("catalog.json"), "capstan {args:?}: {err}");
+    }
+
+    // A valid catalog renders.
+    let valid = named_catalog(h, "valid", "");
+    let out = capstan(h, &["catalog", "render", valid.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("\"a.v1.1.0\""));
+}
+
+#[test]
+fn catalog_render_and_add_refuse_an_image_flag_that_is_not_a_reference() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let nginx = example("nginx-operator/0.1.0");
+    let n = nginx.to_str().unwrap();
+    let cat = h.join("catalog");
+    let c = cat.to_str().unwrap();
+    let message = "error: --image \"not a ref\" is not an image reference: ";
+    for args in [&["catalog", "render", n, "--image", "not a ref"][..], &["catalog", "add", c, n, "--image", "not a ref"]] {
+        let out = capstan(h, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "capstan {args:?}: {err}");
+        assert!(err.starts_with(message), "capstan {args:?}: {err}");
+        assert!(err.contains("write a pull spec such as quay.io/org/bundle:v1.0.0"), "capstan {args:?}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+    assert!(!cat.exists(), "nothing was added");
+
+    let out = capstan(h, &["catalog", "render", n, "--image", "quay.io/example/nginx-operator-bundle:v0.1.0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("\"image\": \"quay.io/example/nginx-operator-bundle:v0.1.0\""));
+}
+
+#[test]
+fn catalog_render_refuses_unknown_image_template_placeholders_naming_the_known_ones() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let nginx = example("nginx-operator/0.1.0");
+    let n = nginx.to_str().unwrap();
+    let out = capstan(h, &["catalog", "render", n, "--image-template", "quay.io/org/{pkg}-bundle:v{version}"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        "error: --image-template \"quay.io/org/{pkg}-bundle:v{version}\": unknown placeholder {pkg}; use {package}, {name}, {version} (or {{.Package}}, {{.Name}}, {{.Version}})\n"
+    );
+    assert!(out.stdout.is_empty());
+
+    let out = capstan(h, &["catalog", "render", n, "--image-template", "quay.io/org/{{.Package}}-bundle:v{version}"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("\"image\": \"quay.io/org/nginx-operator-bundle:v0.1.0\""), "{}", text(&out.stdout));
+
+    // Known placeholders that fill in to something that is no reference.
+    let out = capstan(h, &["catalog", "render", n, "--image-template", "quay.io/Org/{package}"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err,
+        format!("error: render {n}: --image-template \"quay.io/Org/{{package}}\" (gives \"quay.io/Org/nginx-operator\") is not an image reference: invalid reference format; write a pull spec such as quay.io/org/bundle:v1.0.0 or quay.io/org/bundle@sha256:<digest>\n")
+    );
+}
+
+// ---- 4. resolve --installed ------------------------------------------------------------------
+
+#[test]
+fn resolve_installed_names_no_catalog_has_are_an_error_or_a_warning_saying_what_is_assumed() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let cat = named_catalog(h, "catalog", "");
+    let catalog_arg = format!("olm/c={}", cat.display());
+    let sub = h.join("sub.yaml");
+    std::fs::write(&sub, "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, channel: stable}\n").unwrap();
+    let s = sub.to_str().unwrap();
+
+    // A name that says nothing: an error, naming it.
+    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", s, "--installed", "a-v1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert_eq!(
+        text(&out.stderr),
+        "error: --installed a-v1: no bundle named a-v1 in catalog olm/c, and the name does not say its package and version (<package>.v<version>, e.g. etcdoperator.v0.9.4); give the CSV name of a bundle of the catalogs (`capstan show PACKAGE --catalog …` lists them)\n"
+    );
+
+    // A typo of a bundle of the catalog: resolved as assumed, with a warning saying so.
+    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", s, "--installed", "a.v1.0.1"]);
+    let err = text(&out.stderr);
+    assert_eq!(
+        err,
+        "warning: --installed a.v1.0.1: no bundle named a.v1.0.1 in catalog olm/c; assuming package a version 1.0.1 from the name, with no APIs or dependencies; package a has bundles a.v1.0.0, a.v1.1.0: check the name, unless the catalog no longer serves that CSV\n"
+    );
+
+    // A name of the catalog: no warning, and the upgrade from it.
+    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", s, "--installed", "a.v1.0.0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "");
+    assert!(text(&out.stdout).contains("a.v1.1.0"), "{}", text(&out.stdout));
+}
+
+// ---- 5. Subscription input ---------------------------------------------------------------------
+
+#[test]
+fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_stdin() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let cat = named_catalog(h, "catalog", "");
+    let catalog_arg = format!("olm/c={}", cat.display());
+    let run = |yaml: &str| {
+        let sub = h.join("sub.yaml");
+        std::fs::write(&sub, yaml).unwrap();
+        capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", sub.to_str().unwrap()])
+    };
+
+    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, chanel: stable}\n");
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "error: {}, Subscription \"a\": unknown field \"spec.chanel\"; a Subscription has no such field (kubectl apply --validate=strict refuses it too); spec has ",
+            h.join("sub.yaml").display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("channel, ") && err.contains("installPlanApproval"), "{err}");
+
+    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns, lables: {x: y}}\nspec: {name: a, source: c, sourceNamespace: olm, config: {nodeSelector: {k: v}, envv: []}}\n");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("unknown field \"metadata.lables\" (and 1 other: spec.config.envv)"), "{err}");
+
+    // Status fields are not checked (a Subscription copied from `kubectl get -o yaml`).
+    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns, uid: x, resourceVersion: '1'}\nspec: {name: a, source: c, sourceNamespace: olm}\nstatus: {installedCSV: a.v1.0.0, somethingNewer: {x: 1}}\n");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    for version in ["v1", "operators.coreos.com/v1", ""] {
+        let out = run(&format!("apiVersion: {version:?}\nkind: Subscription\nmetadata: {{name: a, namespace: ns}}\nspec: {{name: a, source: c, sourceNamespace: olm}}\n"));
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(
+            text(&out.stderr),
+            format!(
+                "error: {}, Subscription \"a\": apiVersion is {version:?}; a Subscription's apiVersion is operators.coreos.com/v1alpha1\n",
+                h.join("sub.yaml").display()
+            )
+        );
+    }
+
+    // `-f -` reads stdin.
+    let mut child = offline(h, &["resolve", "--catalog", &catalog_arg, "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run capstan");
+    std::io::Write::write_all(
+        &mut child.stdin.take().unwrap(),
+        b"apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n",
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("a.v1.1.0"), "{}", text(&out.stdout));
+    let out = offline(h, &["resolve", "--catalog", &catalog_arg, "-f", "-"]).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no Subscription found in the -f files"), "{}", text(&out.stderr));
+}
+
+// ---- 6. bundle validate: webhooks, ports, alm-examples ---------------------------------------
+
+/// A webhook definition in the nginx CSV: `(deploymentName, containerPort, failurePolicy, sideEffects)`.
+fn with_webhook(dir: &Path, name: &str, deployment: &str, port: &str, policy: &str, side_effects: &str) -> PathBuf {
+    nginx_with(dir, name, |csv| {
+        csv.replacen(
+            "\nspec:\n",
+            &format!(
+                "\nspec:\n  webhookdefinitions:\n    - generateName: vnginx.example.com\n      type: ValidatingAdmissionWebhook\n      deploymentName: {deployment}\n      containerPort: {port}\n      failurePolicy: {policy}\n      sideEffects: {side_effects}\n      admissionReviewVersions: [v1]\n      webhookPath: /validate\n      rules:\n        - {{apiGroups: [example.com], apiVersions: [v1alpha1], operations: [CREATE], resources: [nginxes]}}\n"
+            ),
+            1,
+        )
+    })
+}
+
+fn findings(home: &Path, bundle: &Path) -> (Option<i32>, Vec<String>) {
+    let out = capstan(home, &["bundle", "validate", bundle.to_str().unwrap()]);
+    (out.status.code(), text(&out.stdout).lines().filter(|l| l.starts_with("error: ") || l.starts_with("warning: ")).map(str::to_string).collect())
+}
+
+#[test]
+fn bundle_validate_checks_webhook_ports_policies_side_effects_and_deployments() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let good = with_webhook(h, "good", "nginx-operator-controller-manager", "443", "Fail", "None");
+    assert_eq!(findings(h, &good), (Some(0), vec![]));
+
+    let csv = NGINX_CSV;
+    let port = with_webhook(h, "port", "nginx-operator-controller-manager", "70000", "Fail", "None");
+    assert_eq!(
+        findings(h, &port),
+        (Some(1), vec![format!("error: {csv}: spec.webhookdefinitions[0].containerPort: 70000 is not a port (1-65535); the API server refuses the CSV (fix: give the Service port the webhook is served on, e.g. 443, or leave it out for 443)")])
+    );
+    let policy = with_webhook(h, "policy", "nginx-operator-controller-manager", "443", "Sometimes", "Some");
+    assert_eq!(
+        findings(h, &policy),
+        (
+            Some(1),
+            vec![
+                format!("error: {csv}: spec.webhookdefinitions[0].failurePolicy: \"Sometimes\" is not a failure policy; the API server refuses the webhook configuration OLM creates (fix: use Ignore or Fail)"),
+                format!("error: {csv}: spec.webhookdefinitions[0].sideEffects: \"Some\" is not allowed; admissionregistration.k8s.io/v1, the webhook configuration OLM creates, accepts only None and NoneOnDryRun (fix: use None, or NoneOnDryRun for a webhook that has side effects except on dry-run requests)"),
+            ]
+        )
+    );
+    let elsewhere = with_webhook(h, "elsewhere", "nginx-webhook", "443", "Ignore", "NoneOnDryRun");
+    assert_eq!(
+        findings(h, &elsewhere),
+        (Some(0), vec![format!("warning: {csv}: spec.webhookdefinitions[0].deploymentName: \"nginx-webhook\" is not a deployment of spec.install.spec.deployments (nginx-operator-controller-manager); OLM creates the webhook configuration pointing at Service nginx-webhook-service, but no Service, certificate or caBundle for it (fix: name the install strategy deployment that serves the webhook, unless the operator creates that deployment and its certificate itself)")])
+    );
+
+    let container = nginx_with(h, "container-port", |csv| csv.replace("- containerPort: 8443", "- containerPort: 70000"));
+    assert_eq!(
+        findings(h, &container),
+        (Some(1), vec![format!("error: {csv}: spec.install.spec.deployments[0].spec.template.spec.containers[0].ports[0].containerPort: 70000 is not a port (1-65535); the API server refuses the Deployment (fix: give the port the container listens on)")])
+    );
+}
+
+#[test]
+fn bundle_validate_and_render_refuse_alm_examples_that_are_not_a_list_of_objects() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let replace_examples = |with: &'static str| {
+        move |csv: String| {
+            let start = csv.find("    alm-examples: |-\n").unwrap();
+            let end = csv.find("    capabilities:").unwrap();
+            format!("{}    alm-examples: '{with}'\n{}", &csv[..start], &csv[end..])
+        }
+    };
+    let fix = "(fix: write a JSON array of example custom resources, each with apiVersion, kind and metadata)";
+    for (name, examples, why) in [
+        ("numbers", "[1,2]", "entry 0 is a number, not an object"),
+        ("no-kind", "[{\"apiVersion\": \"example.com/v1alpha1\"}]", "entry 0 has no kind"),
+        ("object", "{\"kind\": \"Nginx\"}", "invalid type: map, expected a sequence at line 1 column 0"),
+    ] {
+        let bundle = nginx_with(h, name, replace_examples(examples));
+        let want = format!("error: {NGINX_CSV}: metadata.annotations[alm-examples]: is not a JSON list of example objects: {why} {fix}");
+        assert_eq!(findings(h, &bundle), (Some(1), vec![want.clone()]), "{examples}");
+        let out = capstan(h, &["catalog", "render", bundle.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{examples}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(&want["error: ".len()..]), "{examples}: {}", text(&out.stderr));
+    }
+}
+
+// ---- 7. oci:// related images: one rule for bundle validate, catalog render and catalog add ----
+
+#[test]
+fn an_oci_scheme_related_image_is_refused_alike_by_validate_render_and_add() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let corpus = shared().join("corpus/community-operators-prod/operators/kuadrant-operator/0.2.0");
+    if !corpus.is_dir() {
+        eprintln!("skipped: {} is missing", corpus.display());
+        return;
+    }
+    let bundle = h.join("kuadrant");
+    copy_dir(&corpus, &bundle);
+    let b = bundle.to_str().unwrap();
+    let csv_file = "manifests/kuadrant-operator.clusterserviceversion.yaml";
+    let finding = format!(
+        "{csv_file}: spec.relatedImages[0].image: \"oci://quay.io/kuadrant/wasm-shim:v0.1.0\" is not a valid image reference"
+    );
+    let validate = capstan(h, &["bundle", "validate", b]);
+    assert_eq!(validate.status.code(), Some(1), "{}", text(&validate.stdout));
+    assert!(text(&validate.stdout).contains(&format!("error: {finding}")), "{}", text(&validate.stdout));
+    let cat = h.join("catalog");
+    for args in [&["catalog", "render", b][..], &["catalog", "add", cat.to_str().unwrap(), b]] {
+        let out = capstan(h, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "capstan {args:?}: {err}");
+        assert!(err.contains(&finding), "capstan {args:?}: {err}");
+        assert!(err.contains("drop the scheme (oci://, docker://, https://)"), "capstan {args:?}: {err}");
+    }
+    assert!(!cat.exists(), "nothing was added");
+
+    // The same reference in an environment variable is the operator's business: opm lists only
+    // spec.relatedImages and container images, and so does capstan.
+    let csv = bundle.join(csv_file);
+    let fixed = std::fs::read_to_string(&csv).unwrap().replace("- image: oci://", "- image: ");
+    assert!(fixed.contains("value: oci://quay.io/kuadrant/wasm-shim"), "the env var keeps its oci:// value");
+    std::fs::write(&csv, fixed).unwrap();
+    for args in [&["bundle", "validate", b][..], &["catalog", "render", b], &["catalog", "add", cat.to_str().unwrap(), b]] {
+        let out = capstan(h, args);
+        assert_eq!(out.status.code(), Some(0), "capstan {args:?}: {}{}", text(&out.stdout), text(&out.stderr));
+    }
 }

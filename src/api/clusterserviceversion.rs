@@ -334,7 +334,8 @@ pub struct WebhookDescription {
     /// Which objects are sent to the webhook.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object_selector: Option<LabelSelector>,
-    /// `None`, `NoneOnDryRun`, `Some` or `Unknown`.
+    /// `None` or `NoneOnDryRun` (the Go type also names `Some` and `Unknown`, which
+    /// admissionregistration.k8s.io/v1, the webhook configurations OLM creates, refuses).
     pub side_effects: String,
     /// Timeout in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]

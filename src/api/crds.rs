@@ -117,6 +117,133 @@ pub fn write_crd_dir(dir: &Path) -> Result<Vec<PathBuf>, CrdError> {
     Ok(written)
 }
 
+/// The `metadata` fields of an object (`ObjectMeta`), which no CRD schema lists.
+const OBJECT_META_FIELDS: &[&str] = &[
+    "annotations",
+    "creationTimestamp",
+    "deletionGracePeriodSeconds",
+    "deletionTimestamp",
+    "finalizers",
+    "generateName",
+    "generation",
+    "labels",
+    "managedFields",
+    "name",
+    "namespace",
+    "ownerReferences",
+    "resourceVersion",
+    "selfLink",
+    "uid",
+];
+
+/// The `openAPIV3Schema` of `kind` (a kind of [`crds`]) at `version`, as JSON; `None` for an
+/// unknown kind or version.
+pub fn openapi_schema(kind: &str, version: &str) -> Option<serde_json::Value> {
+    crds()
+        .into_iter()
+        .find(|c| c.spec.names.kind == kind)
+        .and_then(|c| c.spec.versions.into_iter().find(|v| v.name == version))
+        .and_then(|v| v.schema.and_then(|s| s.open_api_v3_schema))
+        .and_then(|s| serde_json::to_value(s).ok())
+}
+
+/// The fields of `object` (a `kind` of [`crds`], as YAML/JSON) that its CRD's schema at
+/// `version` does not have, as dotted paths (`spec.chanel`, `spec.config.env[0].nmae`), in
+/// document order: what `kubectl apply --validate=strict` (the API server's strict field
+/// validation, which finds the fields a structural schema would prune) refuses with
+/// `unknown field "spec.chanel"`. `metadata` is checked against `ObjectMeta`; a schema node
+/// with `x-kubernetes-preserve-unknown-fields` keeps whatever is under it. Empty for an
+/// unknown kind or version.
+pub fn unknown_fields(kind: &str, version: &str, object: &serde_json::Value) -> Vec<String> {
+    let Some(schema) = openapi_schema(kind, version) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let Some(fields) = object.as_object() else { return out };
+    for (k, v) in fields {
+        match k.as_str() {
+            "apiVersion" | "kind" => {}
+            "metadata" => {
+                for m in v.as_object().into_iter().flat_map(|m| m.keys()) {
+                    if !OBJECT_META_FIELDS.contains(&m.as_str()) {
+                        out.push(format!("metadata.{m}"));
+                    }
+                }
+            }
+            _ => match schema.pointer(&format!("/properties/{k}")) {
+                Some(s) => unknown_under(v, s, k, &mut out),
+                None => out.push(k.clone()),
+            },
+        }
+    }
+    out
+}
+
+fn unknown_under(value: &serde_json::Value, schema: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+    use serde_json::Value;
+    if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
+        return;
+    }
+    match value {
+        Value::Object(fields) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            if properties.is_none() && additional.is_none() {
+                // An object schema without properties keeps nothing, but a schema without a
+                // type (anyOf, int-or-string) says nothing: only the former prunes.
+                if schema.get("type").and_then(Value::as_str) == Some("object") && schema.get("additionalProperties") != Some(&Value::Bool(true)) {
+                    out.extend(fields.keys().map(|k| format!("{path}.{k}")));
+                }
+                return;
+            }
+            for (k, v) in fields {
+                match properties.and_then(|p| p.get(k)).or(additional) {
+                    Some(s) => unknown_under(v, s, &format!("{path}.{k}"), out),
+                    None => out.push(format!("{path}.{k}")),
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for (i, v) in items.iter().enumerate() {
+                    unknown_under(v, s, &format!("{path}[{i}]"), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod unknown_field_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unknown_fields_of_a_subscription_are_named_by_path() {
+        let sub = json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "Subscription",
+            "metadata": {"name": "etcd", "namespace": "ops", "labels": {"a": "b"}, "nmae": "x"},
+            "spec": {
+                "name": "etcd", "source": "cat", "sourceNamespace": "olm", "chanel": "alpha",
+                "versionRange": ">=1",
+                "config": {"nodeSelector": {"any-key": "v"}, "env": [{"name": "A", "value": "1", "vlaue": "2"}], "resources": {"limits": {"cpu": "1"}}}
+            },
+            "status": {"installedCSV": "etcd.v1.0.0"},
+            "extra": 1
+        });
+        assert_eq!(
+            unknown_fields("Subscription", "v1alpha1", &sub),
+            ["metadata.nmae", "spec.chanel", "spec.config.env[0].vlaue", "extra"]
+        );
+        let good = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription", "metadata": {"name": "etcd"},
+            "spec": {"name": "etcd", "source": "cat", "sourceNamespace": "olm", "channel": "alpha", "installPlanApproval": "Manual", "startingCSV": "etcd.v1.0.0"}});
+        assert!(unknown_fields("Subscription", "v1alpha1", &good).is_empty());
+        assert!(unknown_fields("Nothing", "v1", &good).is_empty());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,6 +28,11 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
         };
         BundleError::MissingDirectory { dir: dir.to_path_buf(), name, hint }
     };
+    if let Err(e) = fs::metadata(dir)
+        && e.kind() == std::io::ErrorKind::NotFound
+    {
+        return Err(BundleError::NotFound { dir: dir.to_path_buf() });
+    }
     for (path, name) in [(&manifests_dir, "manifests"), (&metadata_dir, "metadata")] {
         // Not following links: a `manifests -> /etc` symlink is refused, not read.
         match fs::symlink_metadata(path) {

@@ -160,6 +160,12 @@ pub enum BundleError {
         #[source]
         source: std::io::Error,
     },
+    /// The bundle directory itself does not exist (a mistyped path).
+    #[error("{} does not exist (no such file or directory)", .dir.display())]
+    NotFound {
+        /// The bundle directory as given.
+        dir: PathBuf,
+    },
     /// `manifests/` or `metadata/` is missing (the registry+v1 layout: `olm-v0.md` §2.1).
     #[error("{dir}: no {name}/ directory; a registry+v1 bundle has manifests/ and metadata/ (manifests/ holds the CSV and the other objects, metadata/ holds annotations.yaml){hint}")]
     MissingDirectory {

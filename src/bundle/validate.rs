@@ -125,7 +125,9 @@ impl Out {
 /// (package, channels, default channel among them, media type); owned CRDs present with the
 /// owned version and kind, and every CRD well formed; required CRD names; object kinds allowed
 /// in a bundle; RBAC reaching beyond the operator ([`super::rbac::check`]); webhook and owned
-/// APIService definitions as OLM checks them ([`super::webhooks::check`]); object size; `dependencies.yaml` and `properties.yaml` entries; documents opm
+/// APIService definitions as OLM checks them ([`super::webhooks::check`]), their ports, failure
+/// policies and side effects as the API server checks them, and webhooks served by a deployment
+/// the install strategy lacks (a warning); container ports; object size; `dependencies.yaml` and `properties.yaml` entries; documents opm
 /// ignores; and anything else that keeps [`super::render::render_bundle`] from
 /// rendering the bundle.
 pub fn validate(bundle: &Bundle) -> Vec<Finding> {
@@ -135,6 +137,7 @@ pub fn validate(bundle: &Bundle) -> Vec<Finding> {
     check_crds(bundle, &mut out);
     check_objects(bundle, &mut out);
     check_webhooks(bundle, &mut out);
+    check_webhook_fields(bundle, &mut out);
     check_entries(bundle, &mut out, true);
     check_entries(bundle, &mut out, false);
     // Whatever else keeps opm from rendering the bundle, or `catalog add` / `opm validate` from
@@ -355,13 +358,13 @@ fn check_csv(b: &Bundle, out: &mut Out) {
             "write a JSON array of example custom resources, or remove the annotation",
         );
     } else if let Some(examples) = csv.annotation("alm-examples")
-        && let Err(e) = serde_json::from_str::<Vec<Value>>(examples)
+        && let Err(e) = alm_examples(examples)
     {
         out.error(
             &file,
             "metadata.annotations[alm-examples]",
             format!("is not a JSON list of example objects: {e}"),
-            "write a JSON array of example custom resources",
+            "write a JSON array of example custom resources, each with apiVersion, kind and metadata",
         );
     }
     check_install_modes(v, &file, out);
@@ -454,6 +457,111 @@ fn check_webhooks(b: &Bundle, out: &mut Out) {
     }
 }
 
+/// What the API server refuses in the webhook and owned APIService definitions, and a webhook
+/// served by a deployment the install strategy lacks. None of these is checked by
+/// operator-framework/api's validators (`pkg/validation/internal`, v0.45.0), so each rule is
+/// the cluster's:
+///
+/// - a webhook `containerPort` outside 1–65535: the CSV CRD's schema refuses the CSV
+///   (`minimum: 1`, `maximum: 65535`); an APIService `containerPort` negative or above 65535
+///   (0 means 443): the Service OLM creates for it is refused. Errors.
+/// - `failurePolicy` other than `Ignore` or `Fail`, `sideEffects` other than `None` or
+///   `NoneOnDryRun` (of a validating or mutating webhook): the
+///   admissionregistration.k8s.io/v1 webhook configuration OLM creates is refused (v1 refuses
+///   `Some` and `Unknown`, which only v1beta1 allowed). Errors.
+/// - a `deploymentName` that is not a deployment of `spec.install.spec.deployments`: OLM still
+///   plans the webhook ([`super::webhooks::check`]), but makes no Service or certificate for it,
+///   so it works only when the operator creates that deployment itself. A warning.
+fn check_webhook_fields(b: &Bundle, out: &mut Out) {
+    use crate::api::clusterserviceversion::WebhookAdmissionType;
+    let csv = b.csv();
+    let file = csv.path().display().to_string();
+    // A definition that does not decode is already reported by `check_webhooks`.
+    let Ok(defs) = super::webhooks::Definitions::read(csv.value()) else { return };
+    let deployments: Vec<&str> = csv
+        .value()
+        .pointer("/spec/install/spec/deployments")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|d| str_at(d, "/name"))
+        .filter(|n| !n.is_empty())
+        .collect();
+    for (i, w) in defs.webhooks.iter().enumerate() {
+        let field = format!("spec.webhookdefinitions[{i}]");
+        if let Some(port) = w.container_port.filter(|p| !(1..=65535).contains(p)) {
+            out.error(
+                &file,
+                format!("{field}.containerPort"),
+                format!("{port} is not a port (1-65535); the API server refuses the CSV"),
+                "give the Service port the webhook is served on, e.g. 443, or leave it out for 443",
+            );
+        }
+        if w.type_ != WebhookAdmissionType::ConversionWebhook {
+            if let Some(p) = w.failure_policy.as_deref().filter(|p| !["Ignore", "Fail"].contains(p)) {
+                out.error(
+                    &file,
+                    format!("{field}.failurePolicy"),
+                    format!("{p:?} is not a failure policy; the API server refuses the webhook configuration OLM creates"),
+                    "use Ignore or Fail",
+                );
+            }
+            if !["None", "NoneOnDryRun"].contains(&w.side_effects.as_str()) {
+                out.error(
+                    &file,
+                    format!("{field}.sideEffects"),
+                    format!(
+                        "{:?} is not allowed; admissionregistration.k8s.io/v1, the webhook configuration OLM creates, accepts only None and NoneOnDryRun",
+                        w.side_effects
+                    ),
+                    "use None, or NoneOnDryRun for a webhook that has side effects except on dry-run requests",
+                );
+            }
+        }
+        if let Some(d) = w.deployment_name.as_deref().filter(|d| !d.is_empty() && !deployments.contains(d)) {
+            out.warn(
+                &file,
+                format!("{field}.deploymentName"),
+                format!(
+                    "{d:?} is not a deployment of spec.install.spec.deployments ({}); OLM creates the webhook configuration pointing at Service {}, but no Service, certificate or caBundle for it",
+                    if deployments.is_empty() { "none".to_string() } else { deployments.join(", ") },
+                    super::webhooks::service_name(d)
+                ),
+                "name the install strategy deployment that serves the webhook, unless the operator creates that deployment and its certificate itself",
+            );
+        }
+    }
+    for (i, a) in defs.apiservices.iter().enumerate() {
+        if let Some(port) = a.container_port.filter(|p| !(0..=65535).contains(p)) {
+            out.error(
+                &file,
+                format!("spec.apiservicedefinitions.owned[{i}].containerPort"),
+                format!("{port} is not a port (1-65535); the API server refuses the Service OLM creates for the APIService"),
+                "give the port the API is served on, e.g. 443, or leave it out for 443",
+            );
+        }
+    }
+}
+
+/// Container ports of the install strategy's deployments outside 1–65535, which the API server
+/// refuses in the Deployment (`spec.template.spec.{containers,initContainers}[].ports[].containerPort`).
+fn check_container_ports(deployment: &Value, at: &str, file: &str, out: &mut Out) {
+    for list in ["containers", "initContainers"] {
+        for (j, c) in deployment.pointer(&format!("/spec/template/spec/{list}")).and_then(Value::as_array).into_iter().flatten().enumerate() {
+            for (k, p) in c.get("ports").and_then(Value::as_array).into_iter().flatten().enumerate() {
+                if let Some(port) = p.get("containerPort").and_then(Value::as_i64).filter(|p| !(1..=65535).contains(p)) {
+                    out.error(
+                        file,
+                        format!("{at}.spec.template.spec.{list}[{j}].ports[{k}].containerPort"),
+                        format!("{port} is not a port (1-65535); the API server refuses the Deployment"),
+                        "give the port the container listens on",
+                    );
+                }
+            }
+        }
+    }
+}
+
 fn check_install_strategy(v: &Value, file: &str, out: &mut Out) {
     let strategy = str_at(v, "/spec/install/strategy");
     if strategy != "deployment" {
@@ -479,6 +587,7 @@ fn check_install_strategy(v: &Value, file: &str, out: &mut Out) {
         if d.pointer("/spec/template/spec/containers").and_then(Value::as_array).is_none_or(|c| c.is_empty()) {
             out.error(file, format!("spec.install.spec.deployments[{i}].spec.template.spec.containers"), "no containers", "add the operator container");
         }
+        check_container_ports(d, &format!("spec.install.spec.deployments[{i}]"), file, out);
         // The catalog lists these images as relatedImages, so they must be references too.
         for list in ["containers", "initContainers"] {
             for (j, c) in d.pointer(&format!("/spec/template/spec/{list}")).and_then(Value::as_array).into_iter().flatten().enumerate() {
@@ -913,6 +1022,22 @@ fn check_image(image: &str, file: &str, field: String, out: &mut Out) {
             format!("write a pull spec such as quay.io/org/image:v1.0.0 or quay.io/org/image@sha256:<digest>{hint}"),
         );
     }
+}
+
+/// operator-framework/api `validateExamplesAnnotations` on a non-empty `alm-examples`: JSON
+/// that decodes into `[]unstructured.Unstructured`, so a list whose every entry is an object
+/// with a `kind` (unstructured's decoder refuses anything else: "Object 'Kind' is missing"), an
+/// error there. Returns the list.
+fn alm_examples(examples: &str) -> Result<Vec<Value>, String> {
+    let list: Vec<Value> = serde_json::from_str(examples).map_err(|e| e.to_string())?;
+    for (i, e) in list.iter().enumerate() {
+        match e {
+            Value::Object(o) if o.get("kind").and_then(Value::as_str).is_some_and(|k| !k.is_empty()) => {}
+            Value::Object(_) => return Err(format!("entry {i} has no kind")),
+            other => return Err(format!("entry {i} is {}, not an object", type_name(other))),
+        }
+    }
+    Ok(list)
 }
 
 /// Checks a blang/semver range (`olm.skipRange`, dependency `version`, `versionRange`) with the

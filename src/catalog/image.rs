@@ -390,11 +390,61 @@ pub async fn load_catalog_image(
     })
 }
 
-/// True when `arg` names an image rather than a local catalog: it is not an existing path and
-/// parses as an image reference. This is how `capstan catalog validate DIR|REF` and
-/// `capstan resolve --catalog NS/NAME=PATH|REF` tell the two apart.
+/// True when `arg` names an image rather than a local bundle or catalog: it does not
+/// [`look like a local path`](looks_like_local_path) and parses as an image reference. This is
+/// how every `DIR|REF` argument of the CLI is told apart (`catalog validate`, `catalog add`,
+/// `catalog render`, `resolve --catalog`, `search`/`show --catalog`).
 pub fn is_image_reference(arg: &str) -> bool {
-    !Path::new(arg).exists() && crate::oci::parse_reference(arg).is_ok()
+    !looks_like_local_path(arg) && crate::oci::parse_reference(arg).is_ok()
+}
+
+/// True when a `PATH|REF` argument is meant as a file or directory, whether or not it exists,
+/// so that a mistyped path (`./bundels/foo`, `bundels/foo`) is reported as missing instead of
+/// being pulled from Docker Hub. A path is:
+///
+/// - anything that exists on disk;
+/// - anything starting with `/`, `./`, `../` or `~`, `.` and `..`, or ending with `/` (none of
+///   them is an image reference in the distribution grammar, so docker and podman refuse them
+///   with "invalid reference format");
+/// - a name without a registry host (a first `/`-separated component with a `.` or `:`, or
+///   `localhost`) and without a tag or digest (no `:` or `@`): `bundels/foo`, `catalog`.
+///   docker reads these as `docker.io/library/…:latest`; an operator bundle or catalog image is
+///   pulled by a full reference, and one on Docker Hub is written `docker.io/org/name` or
+///   `org/name:tag`, both still images here.
+///
+/// Images: `quay.io/x/y:1`, `quay.io/x/y`, `localhost:5000/a/b@sha256:…`, `localhost/a`,
+/// `org/name:tag`, `docker.io/org/name`. (opm's `render` stats the argument and pulls
+/// anything that does not exist, `alpha/action/render.go` `renderReference`.)
+pub fn looks_like_local_path(arg: &str) -> bool {
+    if Path::new(arg).exists() {
+        return true;
+    }
+    if arg.is_empty()
+        || arg == "."
+        || arg == ".."
+        || arg.starts_with('/')
+        || arg.starts_with("./")
+        || arg.starts_with("../")
+        || arg.starts_with('~')
+        || arg.ends_with('/')
+    {
+        return true;
+    }
+    let has_registry_host = arg
+        .split_once('/')
+        .is_some_and(|(first, _)| first.contains('.') || first.contains(':') || first == "localhost");
+    !has_registry_host && !arg.contains(':') && !arg.contains('@')
+}
+
+/// The message for a `PATH|REF` argument that [looks like a local path](looks_like_local_path)
+/// but does not exist: `"bundels/foo does not exist (no such file or directory)"`, plus, when
+/// the argument could be a Docker Hub image, how to write it as one.
+pub fn missing_path_message(arg: &str) -> String {
+    let mut m = format!("{arg} does not exist (no such file or directory)");
+    if crate::oci::parse_reference(arg).is_ok() {
+        m.push_str(&format!("; for an image on Docker Hub, write docker.io/{arg} or give a tag ({arg}:TAG)"));
+    }
+    m
 }
 
 /// Blocking form of [`load_catalog_image`] for command-line code: parses `reference`, builds a
@@ -426,6 +476,49 @@ mod tests {
 {"schema":"olm.channel","package":"demo","name":"alpha","entries":[{"name":"demo.v1.0.0"}]}
 {"schema":"olm.bundle","package":"demo","name":"demo.v1.0.0","image":"quay.io/x/demo-bundle:v1.0.0","properties":[{"type":"olm.package","value":{"packageName":"demo","version":"1.0.0"}}]}
 "#;
+
+    #[test]
+    fn local_paths_are_told_from_image_references() {
+        let dir = tempfile::tempdir().unwrap();
+        let existing = dir.path().join("org:odd");
+        std::fs::create_dir_all(&existing).unwrap();
+        let existing = existing.to_str().unwrap().to_string();
+        for path in [
+            "./bundels/foo",
+            "../bundels/foo",
+            "/no/such/dir",
+            "~/bundles/foo",
+            "bundels/foo",
+            "bundels",
+            "catalgo.yaml",
+            "bundles/foo/",
+            ".",
+            "..",
+            existing.as_str(),
+        ] {
+            assert!(looks_like_local_path(path), "{path} should be a path");
+            assert!(!is_image_reference(path), "{path} should not be an image");
+        }
+        for image in [
+            "quay.io/x/y:1",
+            "quay.io/x/y",
+            "localhost:5000/a/b@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "localhost/a",
+            "127.0.0.1:5000/cat:latest",
+            "org/name:tag",
+            "ubuntu:22.04",
+            "docker.io/org/name",
+            "registry.example.com:8443/ns/op-bundle@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ] {
+            assert!(!looks_like_local_path(image), "{image} should be an image");
+            assert!(is_image_reference(image), "{image} should parse as an image");
+        }
+        assert_eq!(
+            missing_path_message("bundels/foo"),
+            "bundels/foo does not exist (no such file or directory); for an image on Docker Hub, write docker.io/bundels/foo or give a tag (bundels/foo:TAG)"
+        );
+        assert_eq!(missing_path_message("./bundels/foo"), "./bundels/foo does not exist (no such file or directory)");
+    }
 
     #[test]
     fn image_has_configs_layer_and_label() {

@@ -32,3 +32,71 @@ pub fn placeholder_warnings(cfg: &model::DeclarativeConfig) -> Vec<String> {
         .map(|b| placeholder_warning(&b.package, &b.name, &b.image))
         .collect()
 }
+
+/// The placeholders of an image reference template (`capstan catalog render --image-template`):
+/// capstan's `{package}`, `{name}`, `{version}` and opm's `{{.Package}}`, `{{.Name}}`,
+/// `{{.Version}}` (`opm render --image-ref-template`, a Go template over the bundle).
+pub const TEMPLATE_PLACEHOLDERS: &str = "{package}, {name}, {version} (or {{.Package}}, {{.Name}}, {{.Version}})";
+
+/// Fills an image reference template with a bundle's package, CSV name and version.
+///
+/// # Errors
+/// A message naming the first placeholder that is not one of [`TEMPLATE_PLACEHOLDERS`] (spaces
+/// inside `{{ … }}` are allowed, as in Go templates), or an unclosed `{`.
+pub fn expand_image_template(template: &str, package: &str, name: &str, version: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len() + 32);
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open..];
+        let (inner, len, go) = if let Some(body) = after.strip_prefix("{{") {
+            let close = body.find("}}").ok_or_else(|| format!("{{{{ at {:?} is not closed with }}}}; use {TEMPLATE_PLACEHOLDERS}", truncate(after)))?;
+            (body[..close].trim(), close + 4, true)
+        } else {
+            let close = after.find('}').ok_or_else(|| format!("{{ at {:?} is not closed with }}; use {TEMPLATE_PLACEHOLDERS}", truncate(after)))?;
+            (&after[1..close], close + 1, false)
+        };
+        let value = match (go, inner) {
+            (true, ".Package") | (false, "package") => package,
+            (true, ".Name") | (false, "name") => name,
+            (true, ".Version") | (false, "version") => version,
+            _ => return Err(format!("unknown placeholder {}; use {TEMPLATE_PLACEHOLDERS}", &after[..len])),
+        };
+        out.push_str(value);
+        rest = &after[len..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn truncate(s: &str) -> &str {
+    match s.char_indices().nth(20) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_templates_fill_known_placeholders_and_refuse_others() {
+        let fill = |t: &str| expand_image_template(t, "etcd", "etcd.v0.9.4", "0.9.4");
+        assert_eq!(fill("quay.io/o/{package}-bundle:v{version}").unwrap(), "quay.io/o/etcd-bundle:v0.9.4");
+        assert_eq!(fill("quay.io/o/{{.Package}}:{{ .Version }}-{{.Name}}").unwrap(), "quay.io/o/etcd:0.9.4-etcd.v0.9.4");
+        assert_eq!(fill("quay.io/o/{name}").unwrap(), "quay.io/o/etcd.v0.9.4");
+        assert_eq!(fill("quay.io/o/etcd:latest").unwrap(), "quay.io/o/etcd:latest");
+        assert_eq!(
+            fill("quay.io/o/{pkg}:v{version}").unwrap_err(),
+            "unknown placeholder {pkg}; use {package}, {name}, {version} (or {{.Package}}, {{.Name}}, {{.Version}})"
+        );
+        assert_eq!(
+            fill("quay.io/o/{{.Tag}}").unwrap_err(),
+            "unknown placeholder {{.Tag}}; use {package}, {name}, {version} (or {{.Package}}, {{.Name}}, {{.Version}})"
+        );
+        assert_eq!(fill("quay.io/o/{Package}").unwrap_err().split(';').next().unwrap(), "unknown placeholder {Package}");
+        assert!(fill("quay.io/o/{version").unwrap_err().contains("is not closed"));
+        assert!(fill("quay.io/o/{{.Version}").unwrap_err().contains("is not closed"));
+    }
+}

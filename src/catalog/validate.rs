@@ -761,7 +761,7 @@ fn check_bundle(b: &Bundle, channel: Option<&str>, c: &mut Collector) -> Option<
 /// are accepted by a hand-written check of the same grammar without running the regex (a
 /// 10,000-bundle catalog spends most of its validation time there otherwise); anything that
 /// check does not accept goes to `oci_client` for the verdict and its message.
-pub(crate) fn check_reference(s: &str) -> Result<(), oci_client::ParseError> {
+pub fn check_reference(s: &str) -> Result<(), oci_client::ParseError> {
     if quick_reference_ok(s) {
         return Ok(());
     }

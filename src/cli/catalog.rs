@@ -11,7 +11,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
 
 use capstan::catalog::add::{AddError, AddInput, AddOptions, UpdateMode, add_to_dir};
-use capstan::catalog::image::{is_image_reference, load_catalog_image_blocking};
+use capstan::catalog::image::load_catalog_image_blocking;
 use capstan::bundle::render::{Migration, render_info};
 use capstan::catalog::validate::{CatalogCounts, ValidationError, ValidationErrors, validate, validate_path_report};
 
@@ -143,7 +143,7 @@ type Validated = (CatalogCounts, Option<String>, Result<(), ValidationErrors>, V
 
 /// Loads and validates a catalog path (streaming, [`validate_path_report`]) or image.
 fn load_and_validate(arg: &str, registry: &RegistryArgs) -> Result<Validated, String> {
-    if is_image_reference(arg) {
+    if let super::image::Target::Image(_) = super::image::classify(arg)? {
         let config = registry.client_config().map_err(|e| e.to_string())?;
         let loaded = load_catalog_image_blocking(arg, config).map_err(|e| e.to_string())?;
         let cfg = &loaded.config;
@@ -202,9 +202,13 @@ fn render_input(a: &AddArgs, scratch: &Path) -> Result<AddInput, (String, u8)> {
         MigrateLevel::None => Migration::None,
         MigrateLevel::BundleObjectToCsvMetadata => Migration::CsvMetadata,
     };
+    if let Some(image) = &a.image {
+        super::render::check_image_flag("--image", image, image)?;
+    }
+    let target = super::image::classify(&a.bundle).map_err(|e| (format!("{e} (expected a bundle directory or a bundle image)"), 2))?;
     let (dir, image): (PathBuf, Option<String>) = if Path::new(&a.bundle).is_dir() {
         (PathBuf::from(&a.bundle), a.image.clone())
-    } else if is_image_reference(&a.bundle) {
+    } else if let super::image::Target::Image(_) = target {
         let reference = capstan::oci::parse_reference(&a.bundle).map_err(|e| (e.to_string(), 2))?;
         let config = a.registry.client_config().map_err(|e| (e.to_string(), 2))?;
         let registry = capstan::oci::Registry::new(config);
@@ -216,7 +220,7 @@ fn render_input(a: &AddArgs, scratch: &Path) -> Result<AddInput, (String, u8)> {
             .map_err(|e| (e.to_string(), 2))?;
         (scratch.to_path_buf(), Some(a.image.clone().unwrap_or_else(|| a.bundle.clone())))
     } else {
-        return Err((format!("{}: not a bundle directory and not an image reference", a.bundle), 2));
+        return Err((format!("{} is not a bundle directory (it has no manifests/ and metadata/), and not an image reference", a.bundle), 2));
     };
     let bundle = capstan::bundle::Bundle::load(&dir).map_err(|e| super::render::bundle_load_failure(&a.bundle, &dir, &e))?;
     let info = render_info(&bundle);

@@ -19,7 +19,7 @@
 //! Exit codes: 0 found (search: also when nothing matches, with a note on stderr), 1 `show` of a
 //! package no catalog has, 2 invalid input (an unreadable or invalid catalog, no cluster).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
@@ -286,15 +286,14 @@ fn load(spec: &str, target: &str) -> Result<DeclarativeConfig, String> {
 
 /// A catalog directory, file or image; the image's digest when it is one.
 fn load_with_digest(spec: &str, target: &str) -> Result<(DeclarativeConfig, Option<String>), String> {
-    let path = Path::new(target);
-    if !path.exists() {
-        if super::resolve::looks_like_image(target) {
+    let path = match super::image::classify(target).map_err(|e| format!("--catalog {spec}: {e} (expected an FBC directory or file, or a catalog image)"))? {
+        super::image::Target::Path(p) => p,
+        super::image::Target::Image(_) => {
             let client = capstan::oci::ClientConfig::from_env(false, false).map_err(|e| format!("--catalog {spec}: {e}"))?;
             let loaded = capstan::catalog::image::load_catalog_image_blocking(target, client).map_err(|e| format!("--catalog {spec}: {e}"))?;
             return Ok((loaded.config, Some(loaded.digest)));
         }
-        return Err(format!("--catalog {spec}: {target:?} does not exist (expected an FBC directory or file, or an image reference)"));
-    }
+    };
     capstan::catalog::parse::load_path(path).map(|c| (c, None)).map_err(|e| format!("--catalog {spec}: {e}"))
 }
 

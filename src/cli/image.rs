@@ -247,6 +247,36 @@ pub fn run_catalog(cmd: CatalogImageCommand) -> ExitCode {
     }
 }
 
+/// What a `PATH|REF` argument names ([`classify`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target<'a> {
+    /// An existing file or directory.
+    Path(&'a std::path::Path),
+    /// An image reference (it parses; nothing is pulled yet).
+    Image(&'a str),
+}
+
+/// Tells a `PATH|REF` argument apart as every command does
+/// ([`capstan::catalog::image::looks_like_local_path`]): an existing path, or an image reference.
+///
+/// # Errors
+/// A message naming the argument: a path that does not exist (`./bundels/foo`, `bundels/foo`),
+/// or neither a path nor a valid image reference. Both are unreadable input (exit 2).
+pub(crate) fn classify(arg: &str) -> Result<Target<'_>, String> {
+    use capstan::catalog::image::{looks_like_local_path, missing_path_message};
+    let path = std::path::Path::new(arg);
+    if path.exists() {
+        return Ok(Target::Path(path));
+    }
+    if looks_like_local_path(arg) {
+        return Err(missing_path_message(arg));
+    }
+    match parse_reference(arg) {
+        Ok(_) => Ok(Target::Image(arg)),
+        Err(e) => Err(format!("{arg} is not a file or directory, and not an image reference: {e}")),
+    }
+}
+
 fn setup(args: &RegistryArgs, reference: &str) -> Result<(Registry, capstan::oci::Reference), ExitCode> {
     let reference = parse_reference(reference).map_err(|e| fail(e, 2))?;
     let config = args.client_config().map_err(|e| fail(e, 2))?;

@@ -25,9 +25,16 @@ use std::io::Write;
 use std::process::ExitCode;
 
 /// Writes command output to stdout and flushes it. When stdout is a pipe whose reader has gone
-/// (`capstan catalog render DIR | head -1`), the process exits 0 at once without a message, as
-/// Unix tools do on SIGPIPE; any other write error (a full disk) is reported and exits 1.
+/// (`capstan catalog render DIR | head -1`), the rest of the output is dropped without a message
+/// and the command goes on to its own exit code: `capstan bundle validate BAD | head -1` still
+/// exits 1, a successful command 0 (a closed pipe is not a failure of the command, as for Unix
+/// tools that end on SIGPIPE; unlike them, it never turns a failure into a success). Any other
+/// write error (a full disk) is reported once on stderr, the rest of the output is dropped, and
+/// a command that would have succeeded exits 1 ([`exit_code`]).
 pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
+    if stdout_state() != StdoutState::Open {
+        return;
+    }
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
         stdout_failed(&e);
@@ -36,18 +43,47 @@ pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
 
 /// [`write_stdout`] for bytes.
 pub(crate) fn write_stdout_bytes(bytes: &[u8]) {
+    if stdout_state() != StdoutState::Open {
+        return;
+    }
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_all(bytes).and_then(|()| out.flush()) {
         stdout_failed(&e);
     }
 }
 
-fn stdout_failed(e: &std::io::Error) -> ! {
-    if e.kind() == std::io::ErrorKind::BrokenPipe {
-        std::process::exit(0);
+/// What became of stdout: still open, closed by its reader, or failed otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StdoutState {
+    Open = 0,
+    Closed = 1,
+    Failed = 2,
+}
+
+static STDOUT_STATE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(StdoutState::Open as u8);
+
+fn stdout_state() -> StdoutState {
+    match STDOUT_STATE.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => StdoutState::Open,
+        1 => StdoutState::Closed,
+        _ => StdoutState::Failed,
     }
-    eprintln!("error: cannot write to stdout: {e}");
-    std::process::exit(1);
+}
+
+fn stdout_failed(e: &std::io::Error) {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        STDOUT_STATE.store(StdoutState::Closed as u8, std::sync::atomic::Ordering::Relaxed);
+        return;
+    }
+    STDOUT_STATE.store(StdoutState::Failed as u8, std::sync::atomic::Ordering::Relaxed);
+    eprintln!("error: cannot write to stdout: {e}; the rest of the output is lost");
+}
+
+/// The process exit code for a command that returned `code`: `code` itself, except that a
+/// command that succeeded while its output could not be written (other than to a closed pipe,
+/// see [`write_stdout`]) exits 1.
+fn exit_code(code: ExitCode) -> ExitCode {
+    if code == ExitCode::SUCCESS && stdout_state() == StdoutState::Failed { ExitCode::from(1) } else { code }
 }
 
 /// `n` followed by `one` when `n` is 1, else by `many`: `count(1, "error", "errors")` is
@@ -89,7 +125,7 @@ enum Command {
 /// Parses the command line and runs the command; the exit code follows each command's contract.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
+    let code = match cli.command {
         Command::Version => {
             outln!("capstan {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
@@ -102,5 +138,6 @@ pub fn main() -> ExitCode {
         Command::Approve(args) => approve::run(args),
         Command::Search(args) => discover::run_search(args),
         Command::Show(args) => discover::run_show(args),
-    }
+    };
+    exit_code(code)
 }

@@ -32,7 +32,7 @@ pub struct ResolveArgs {
     /// Priority of a catalog source (CatalogSource spec.priority, default 0; higher is preferred for dependencies).
     #[arg(long = "priority", value_name = "NAMESPACE/NAME=N")]
     priorities: Vec<String>,
-    /// Subscription YAML as for `kubectl apply` (several documents allowed). Repeatable.
+    /// Subscription YAML as for `kubectl apply` (several documents allowed; `-` reads stdin). Repeatable.
     #[arg(short = 'f', long = "filename", value_name = "SUBSCRIPTION.yaml", required = true)]
     files: Vec<PathBuf>,
     /// A CSV already installed in the Subscriptions' namespace (NAMESPACE/CSV_NAME when they span several). Repeatable.
@@ -78,9 +78,9 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
         if catalogs.iter().any(|c| c.key == key) {
             return Err(format!("--catalog {spec}: catalog source {key} is given twice"));
         }
-        let path = Path::new(&target);
-        if !path.exists() {
-            if looks_like_image(&target) {
+        let path = match super::image::classify(&target).map_err(|e| format!("--catalog {spec}: {e} (expected an FBC directory or file, or a catalog image)"))? {
+            super::image::Target::Path(p) => p,
+            super::image::Target::Image(_) => {
                 // A catalog image: pulled by digest, parsed, and cached under $CAPSTAN_CACHE/catalogs.
                 let client = capstan::oci::ClientConfig::from_env(false, false).map_err(|e| format!("--catalog {spec}: {e}"))?;
                 let loaded = capstan::catalog::image::load_catalog_image_blocking(&target, client)
@@ -89,8 +89,7 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
                 catalogs.push(CatalogInput { key, priority: 0, index: Arc::new(index) });
                 continue;
             }
-            return Err(format!("--catalog {spec}: {target:?} does not exist (expected an FBC directory or file)"));
-        }
+        };
         let config = load_fbc(path)?;
         let index = index_of(&config, spec, &key)?;
         catalogs.push(CatalogInput { key, priority: 0, index: Arc::new(index) });
@@ -126,12 +125,50 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
         if name.is_empty() {
             return Err(format!("--installed {i:?}: empty CSV name"));
         }
-        installed.push(InstalledBundle::from_csv(&ns, &name, None, None));
+        installed.push(installed_bundle(i, &ns, &name, &catalogs)?);
     }
     let input = ResolveInput { catalogs, installed, subscriptions };
     let out = resolve(&input);
     print_output(&out, args.output, namespaces.len() > 1)?;
     Ok(out)
+}
+
+/// The installed state of `--installed NAME` (`arg` as given). A name that is a bundle of one of
+/// the catalogs is that bundle ([`InstalledBundle::from_csv`]: the resolver takes its package,
+/// version, APIs and dependencies from the catalog). A name no catalog has is a CSV the catalogs
+/// no longer (or never) served, as a cluster may have; it is only accepted when its
+/// `<package>.v<version>` shape says what it is, with a warning naming what is assumed, since a
+/// typo would otherwise silently resolve as a fresh install or as an unknown operator.
+///
+/// # Errors
+/// A name no catalog has and whose package and version cannot be read from it.
+fn installed_bundle(arg: &str, ns: &str, name: &str, catalogs: &[CatalogInput]) -> Result<InstalledBundle, String> {
+    if catalogs.iter().any(|c| c.index.bundle_by_name(name).is_some()) {
+        return Ok(InstalledBundle::from_csv(ns, name, None, None));
+    }
+    let keys: Vec<String> = catalogs.iter().map(|c| c.key.to_string()).collect();
+    let in_catalogs = format!("{} {}", if keys.len() == 1 { "catalog" } else { "catalogs" }, keys.join(", "));
+    let Some((package, version)) = capstan::resolve::split_csv_name(name) else {
+        return Err(format!(
+            "--installed {arg}: no bundle named {name} in {in_catalogs}, and the name does not say its package and version (<package>.v<version>, e.g. etcdoperator.v0.9.4); give the CSV name of a bundle of the catalogs (`capstan show PACKAGE --catalog …` lists them)"
+        ));
+    };
+    let mut warning =
+        format!("--installed {arg}: no bundle named {name} in {in_catalogs}; assuming package {package} version {version} from the name, with no APIs or dependencies");
+    let known: Vec<&str> = catalogs
+        .iter()
+        .filter_map(|c| c.index.package(&package).map(|(_, p)| (c, p)))
+        .flat_map(|(c, p)| p.bundles.iter().map(|&b| c.index.bundle(b).name.as_str()))
+        .collect();
+    if known.is_empty() {
+        warning.push_str(&format!("; no catalog has package {package} either: check the name"));
+    } else {
+        let shown: Vec<&str> = known.iter().copied().take(6).collect();
+        let more = if known.len() > shown.len() { format!(" and {} more", known.len() - shown.len()) } else { String::new() };
+        warning.push_str(&format!("; package {package} has bundles {}{more}: check the name, unless the catalog no longer serves that CSV", shown.join(", ")));
+    }
+    eprintln!("warning: {warning}");
+    Ok(InstalledBundle { package: Some(package), version: Some(version), ..InstalledBundle::from_csv(ns, name, None, None) })
 }
 
 pub(crate) fn split_key_value(spec: &str, flag: &str, form: &str) -> Result<(CatalogSourceKey, String), String> {
@@ -141,11 +178,6 @@ pub(crate) fn split_key_value(spec: &str, flag: &str, form: &str) -> Result<(Cat
         return Err(format!("{flag} {spec}: expected {form} with non-empty parts"));
     }
     Ok((CatalogSourceKey::new(ns, name), value.to_string()))
-}
-
-pub(crate) fn looks_like_image(s: &str) -> bool {
-    let first = s.split('/').next().unwrap_or("");
-    s.contains('@') || (s.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost"))
 }
 
 /// The resolver's index of a catalog.
@@ -218,27 +250,58 @@ struct SubscriptionStatus {
     installed_csv: Option<String>,
 }
 
-/// Reads the Subscriptions of a YAML file (other kinds, e.g. an OperatorGroup, are skipped).
+/// The only apiVersion of a Subscription (OLM serves `operators.coreos.com/v1alpha1` alone).
+const SUBSCRIPTION_API_VERSION: &str = "operators.coreos.com/v1alpha1";
+
+/// Reads the Subscriptions of a YAML file, or of stdin for `-` (other kinds, e.g. an
+/// OperatorGroup, are skipped). A Subscription is checked as `kubectl apply --validate=strict`
+/// checks it: apiVersion `operators.coreos.com/v1alpha1`, and no field the Subscription CRD does
+/// not have ([`capstan::api::unknown_fields`]); each error names the file, the
+/// Subscription and the field.
 fn read_subscriptions(path: &Path) -> Result<Vec<SubscriptionRequest>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    capstan::yaml::check_flow_depth(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let (shown, text) = if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|e| format!("reading the Subscriptions from stdin (-f -): {e}"))?;
+        ("(stdin)".to_string(), text)
+    } else {
+        (path.display().to_string(), std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?)
+    };
+    capstan::yaml::check_flow_depth(&text).map_err(|e| format!("{shown}: {e}"))?;
     let mut out = Vec::new();
     for (i, v) in capstan::yaml::documents(&text).enumerate() {
-        let v = v.map_err(|e| format!("{}: not valid YAML: {e}", path.display()))?;
+        let v = v.map_err(|e| format!("{shown}: not valid YAML: {e}"))?;
         if v.is_null() {
             continue;
         }
-        let d: SubscriptionDoc =
-            serde_json::from_value(v).map_err(|e| format!("{}, document {}: {e}", path.display(), i + 1))?;
+        // `status` is not checked: only `status.installedCSV` is read, and a Subscription copied
+        // from `kubectl get -o yaml` of an OLM cluster may carry status fields capstan's
+        // schema lacks (the API server does not take status from `kubectl apply` either).
+        let unknown: Vec<String> = if v.get("kind").and_then(serde_json::Value::as_str) == Some("Subscription") {
+            capstan::api::unknown_fields("Subscription", "v1alpha1", &v).into_iter().filter(|f| f != "status" && !f.starts_with("status.")).collect()
+        } else {
+            Vec::new()
+        };
+        let d: SubscriptionDoc = serde_json::from_value(v).map_err(|e| format!("{shown}, document {}: {e}", i + 1))?;
         if d.kind != "Subscription" {
             continue;
         }
-        let at = format!("{}, Subscription {:?}", path.display(), d.metadata.name);
-        if !d.api_version.starts_with("operators.coreos.com/") {
-            return Err(format!("{at}: apiVersion {:?} is not operators.coreos.com/v1alpha1", d.api_version));
+        let at = format!("{shown}, Subscription {:?}", d.metadata.name);
+        if d.api_version != SUBSCRIPTION_API_VERSION {
+            return Err(format!("{at}: apiVersion is {:?}; a Subscription's apiVersion is {SUBSCRIPTION_API_VERSION}", d.api_version));
+        }
+        if let Some(field) = unknown.first() {
+            let more = match unknown.len() {
+                1 => String::new(),
+                n => format!(" (and {}: {})", super::count(n - 1, "other", "others"), unknown[1..].join(", ")),
+            };
+            let parent = field.rsplit_once('.').map_or("", |(p, _)| p);
+            return Err(format!(
+                "{at}: unknown field {field:?}{more}; a Subscription has no such field (kubectl apply --validate=strict refuses it too){}",
+                known_fields_hint(parent)
+            ));
         }
         if d.metadata.name.is_empty() {
-            return Err(format!("{}, document {}: metadata.name is missing", path.display(), i + 1));
+            return Err(format!("{shown}, document {}: metadata.name is missing", i + 1));
         }
         let spec = d.spec.ok_or_else(|| format!("{at}: spec is missing"))?;
         if let Some(range) = spec.version_range.as_deref().filter(|r| !r.trim().is_empty()) {
@@ -271,6 +334,22 @@ fn read_subscriptions(path: &Path) -> Result<Vec<SubscriptionRequest>, String> {
         });
     }
     Ok(out)
+}
+
+/// `"; spec has fields channel, config, …"` for the Subscription field `parent` (`spec`,
+/// `spec.config`), from the CRD schema; empty when `parent` is not a plain object of it.
+fn known_fields_hint(parent: &str) -> String {
+    let Some(schema) = capstan::api::openapi_schema("Subscription", "v1alpha1") else {
+        return String::new();
+    };
+    if parent.is_empty() || parent.contains('[') {
+        return String::new();
+    }
+    let pointer: String = parent.split('.').map(|p| format!("/properties/{p}")).collect();
+    match schema.pointer(&pointer).and_then(|s| s.get("properties")).and_then(serde_json::Value::as_object) {
+        Some(p) => format!("; {parent} has {}", p.keys().cloned().collect::<Vec<_>>().join(", ")),
+        None => String::new(),
+    }
 }
 
 #[derive(Serialize)]

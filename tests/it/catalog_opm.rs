@@ -165,3 +165,44 @@ fn go_yaml_and_json_bundles_render_byte_identical_to_opm() {
         }
     }
 }
+
+/// An `oci://` related image (kuadrant-operator 0.2.0 of the corpus lists
+/// `oci://quay.io/kuadrant/wasm-shim:v0.1.0`): `opm render` copies it into the blob without a
+/// check (operator-registry v1.73.0 `alpha/action/render.go` validates nothing), and
+/// `opm validate` refuses the catalog that holds it (`alpha/declcfg/declcfg_to_model.go`
+/// `validateImagePullSpec`, `reference.ParseNormalizedNamed` on every `relatedImages[].image`).
+/// capstan refuses it in `bundle validate` already, with the one reference rule
+/// (`catalog::validate::check_reference`) that `catalog validate` applies to the same blob.
+#[test]
+fn an_oci_scheme_related_image_renders_in_opm_and_fails_opm_validate_as_in_capstan() {
+    let Some(opm) = opm() else { return };
+    let bundle_dir = shared().join("corpus/community-operators-prod/operators/kuadrant-operator/0.2.0");
+    let image = "oci://quay.io/kuadrant/wasm-shim:v0.1.0";
+
+    let out = Command::new(&opm).args(["render", "-o", "json"]).arg(&bundle_dir).output().unwrap();
+    assert!(out.status.success(), "opm render refused it: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("\"image\": \"{image}\"")));
+
+    let bundle = capstan::bundle::Bundle::load(&bundle_dir).unwrap();
+    let errors: Vec<String> = capstan::bundle::validate(&bundle)
+        .into_iter()
+        .filter(|f| f.severity == capstan::bundle::Severity::Error)
+        .map(|f| format!("{}: {}", f.field, f.message))
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].starts_with(&format!("spec.relatedImages[0].image: \"{image}\" is not a valid image reference")), "{errors:?}");
+
+    // The rendered blob in a catalog: both validators refuse it, naming relatedImages[0].
+    let (blob, _) = capstan::bundle::render::render_bundle_dir(&bundle_dir, Some("quay.io/kuadrant/kuadrant-operator-bundle:v0.2.0")).unwrap();
+    let catalog = format!(
+        "{{\"schema\":\"olm.package\",\"name\":\"kuadrant-operator\",\"defaultChannel\":\"alpha\"}}\n{{\"schema\":\"olm.channel\",\"package\":\"kuadrant-operator\",\"name\":\"alpha\",\"entries\":[{{\"name\":\"{}\"}}]}}\n{}\n",
+        blob.name,
+        serde_json::to_string(&blob).unwrap()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("catalog.json"), catalog).unwrap();
+    let opm_err = opm_validate(&opm, dir.path()).expect_err("opm validate accepted an oci:// related image");
+    assert!(opm_err.contains("relatedImages[0].image: invalid image pull spec") && opm_err.contains(image), "{opm_err}");
+    let capstan_err = validate::validate(&parse::load_path(dir.path()).unwrap()).expect_err("capstan accepted it").to_string();
+    assert!(capstan_err.contains("relatedImages[0].image: invalid image pull spec") && capstan_err.contains(image), "{capstan_err}");
+}
