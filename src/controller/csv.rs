@@ -422,7 +422,7 @@ pub(super) async fn reconcile_operator_group(og: Arc<OperatorGroup>, ctx: Arc<Co
     let targets = operator_group_targets(&ctx.client, &ns).await?;
     if matches!(&targets, GroupTargets::Found { name: found, .. } if *found == name) {
         // The group's ClusterRoles and `olm.providedAPIs` (OLM operatorgroup.go; install::aggregation).
-        crate::install::aggregation::ensure_for_operator_group(&ctx.client, &og).await.map_err(|e| Error::Kube { context: e.what, source: e.source })?;
+        ctx.ensure_group_aggregation(&og).await.map_err(|e| Error::Kube { context: e.what, source: e.source })?;
     }
     let sa = group_service_account(&ctx, &og).await?;
     let status = group_status(&name, &targets, &sa, &now_time());
@@ -1026,7 +1026,8 @@ pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &
 
 /// RBAC aggregation once a CSV is Succeeded (OLM `ensureClusterRolesForCSV`, then the
 /// OperatorGroup's `olm.providedAPIs` and ClusterRoles; `install::aggregation`).
-async fn ensure_aggregation(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<(), Error> {
+async fn ensure_aggregation(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) -> Result<(), Error> {
+    let client = &ctx.client;
     use crate::install::aggregation;
     let e = |e: aggregation::AggregationError| Error::Kube { context: e.what, source: e.source };
     let missing = aggregation::ensure_for_csv(client, csv).await.map_err(e)?;
@@ -1035,7 +1036,7 @@ async fn ensure_aggregation(client: &Client, csv: &ClusterServiceVersion, ns: &s
     }
     let ogs = Api::<OperatorGroup>::namespaced(client.clone(), ns).list(&Default::default()).await.map_err(kube_err(format!("listing OperatorGroups in {ns}")))?;
     if let [og] = ogs.items.as_slice() {
-        aggregation::ensure_for_operator_group(client, og).await.map_err(e)?;
+        ctx.ensure_group_aggregation(og).await.map_err(e)?;
     }
     Ok(())
 }
@@ -1085,7 +1086,7 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
             crate::install::operator_condition::ensure(&ctx.client, &csv).await.map_err(|e| Error::Kube { context: e.what, source: e.source })?;
         }
         if decision.ensure_aggregation {
-            ensure_aggregation(&ctx.client, &csv, &ns).await?;
+            ensure_aggregation(&ctx, &csv, &ns).await?;
         }
         let mut written = None;
         if let Some(next) = &decision.status {

@@ -143,6 +143,10 @@ pub struct Context {
     /// triggers the CatalogSource reconciles, so a deletion is out of it before the reconcile that
     /// wakes the Subscriptions runs.
     pub(crate) catalog_sources: std::sync::OnceLock<reflector::Store<CatalogSource>>,
+    /// One lock per OperatorGroup (namespace, name): its aggregation ([`Context::ensure_group_aggregation`])
+    /// runs once at a time, so the CSV reconcile and the group's own reconcile, woken together by
+    /// the `olm.providedAPIs` write, do not both apply the group's ClusterRoles.
+    group_locks: Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// Errors of a reconcile; the object is retried after a backoff (see [`error_policy`]). Each
@@ -556,6 +560,7 @@ impl Context {
             operator_syncs: Mutex::new(None),
             webhook_stores: std::sync::OnceLock::new(),
             catalog_sources: std::sync::OnceLock::new(),
+            group_locks: Mutex::new(HashMap::new()),
         };
         (Arc::new(ctx), rx)
     }
@@ -573,6 +578,16 @@ impl Context {
         if let Some(p) = operator::package_of(csv) {
             self.sync_operator(&p, &kube::ResourceExt::namespace(csv).unwrap_or_default());
         }
+    }
+
+    /// [`crate::install::aggregation::ensure_for_operator_group`] for `og`, one at a time per
+    /// group: the second caller waits and then finds the roles applied (one read, no writes).
+    /// Errors: those of `ensure_for_operator_group`.
+    pub(crate) async fn ensure_group_aggregation(&self, og: &OperatorGroup) -> Result<String, crate::install::aggregation::AggregationError> {
+        let key = (og.metadata.namespace.clone().unwrap_or_default(), og.metadata.name.clone().unwrap_or_default());
+        let lock = self.group_locks.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_default().clone();
+        let _held = lock.lock().await;
+        crate::install::aggregation::ensure_for_operator_group(&self.client, og).await
     }
 
     /// Asks for every Subscription to be reconciled again (a catalog changed).

@@ -311,7 +311,7 @@ pub(super) async fn reconcile_csv(csv: &ClusterServiceVersion, ctx: &Context) ->
             match Api::<crate::api::OperatorGroup>::namespaced(ctx.client.clone(), &ns).list(&ListParams::default()).await {
                 Ok(groups) => {
                     if let [og] = groups.items.as_slice()
-                        && let Err(e) = crate::install::aggregation::ensure_for_operator_group(&ctx.client, og).await
+                        && let Err(e) = ctx.ensure_group_aggregation(og).await
                     {
                         tracing::warn!(csv = %format!("{ns}/{}", csv.name_any()), error = %e.source, "could not prune the OperatorGroup's olm.providedAPIs; its next look does");
                     }
