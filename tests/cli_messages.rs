@@ -495,7 +495,7 @@ fn catalog_render_refuses_what_catalog_validate_refuses_with_the_same_exit_code(
     let err = text(&render.stderr);
     assert_eq!(render.status.code(), Some(1), "{err}");
     assert!(render.stdout.is_empty(), "nothing is rendered: {}", text(&render.stdout));
-    assert!(err.starts_with(&format!("error: catalog {i} is invalid; nothing was rendered (`capstan catalog validate` lists the same errors for {i}): ")), "{err}");
+    assert!(err.starts_with(&format!("error: catalog {i} is invalid; nothing was rendered (`capstan catalog validate {i}` lists the same errors): ")), "{err}");
     assert!(err.contains("package b") && err.contains("stabel"), "{err}");
 
     // Catalog fragments render when the output is a valid catalog: a package and its channel,
@@ -521,7 +521,11 @@ fn catalog_render_refuses_what_catalog_validate_refuses_with_the_same_exit_code(
     let out = capstan(h, &["catalog", "render", f, other.to_str().unwrap()]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.starts_with(&format!("error: the catalog rendered from {f}, {} is invalid; nothing was rendered (`capstan catalog validate` lists the same errors for {f}): ", other.display())), "{err}");
+    // The errors belong to the combination, not to one input.
+    assert!(
+        err.starts_with(&format!("error: the catalog rendered from {f}, {} is invalid; nothing was rendered (the errors are of the combined output: each input may be valid on its own): ", other.display())),
+        "{err}"
+    );
 
     // A file that is not JSON or YAML: unreadable input for both, exit 2.
     let garbled = h.join("garbled");
@@ -629,6 +633,54 @@ fn resolve_installed_names_no_catalog_has_are_an_error_or_a_warning_saying_what_
     assert!(text(&out.stdout).contains("a.v1.1.0"), "{}", text(&out.stdout));
 }
 
+#[test]
+fn resolve_installed_names_two_packages_share_or_in_no_subscriptions_namespace_are_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    // Package b also has a bundle named a.v1.0.0 (opm allows it), which b.v1.1.0 replaces.
+    let b = r#"{"schema":"olm.package","name":"b","defaultChannel":"stable"}
+{"schema":"olm.channel","package":"b","name":"stable","entries":[{"name":"a.v1.0.0"},{"name":"b.v1.1.0","replaces":"a.v1.0.0"}]}
+{"schema":"olm.bundle","package":"b","name":"a.v1.0.0","image":"r.local/b:1.0.0","properties":[{"type":"olm.package","value":{"packageName":"b","version":"1.0.0"}}]}
+{"schema":"olm.bundle","package":"b","name":"b.v1.1.0","image":"r.local/b:1.1.0","properties":[{"type":"olm.package","value":{"packageName":"b","version":"1.1.0"}}]}
+"#;
+    let cat = named_catalog(h, "catalog", b);
+    let catalog_arg = format!("olm/c={}", cat.display());
+    let sub = |name: &str, package: &str| format!("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {{name: {name}, namespace: ns}}\nspec: {{name: {package}, source: c, sourceNamespace: olm, channel: stable}}\n");
+    let only_b = h.join("b.yaml");
+    std::fs::write(&only_b, sub("b", "b")).unwrap();
+    let both = h.join("both.yaml");
+    std::fs::write(&both, format!("{}---\n{}", sub("a", "a"), sub("b", "b"))).unwrap();
+
+    // The one subscribed package of the namespace that has the name: b's bundle, upgraded.
+    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", only_b.to_str().unwrap(), "--installed", "a.v1.0.0", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["resolved"][0]["bundle"], "b.v1.1.0", "{json}");
+    assert_eq!(json["resolved"][0]["reason"], "upgrade from a.v1.0.0", "{json}");
+
+    // Both packages subscribed: the name does not say which is installed.
+    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", both.to_str().unwrap(), "--installed", "a.v1.0.0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert_eq!(
+        text(&out.stderr),
+        "error: --installed a.v1.0.0: packages a, b each have a bundle named a.v1.0.0, and the Subscriptions of namespace ns do not tell which is installed; write a.v1.0.0@PACKAGE (for example a.v1.0.0@a)\n"
+    );
+    // ... which @PACKAGE says.
+    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", both.to_str().unwrap(), "--installed", "a.v1.0.0@b"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", both.to_str().unwrap(), "--installed", "b.v1.1.0@a"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out.stderr), "error: --installed b.v1.1.0@a: package a has no bundle named b.v1.1.0; it is a bundle of b\n");
+
+    // A namespace none of the Subscriptions is in: the installed CSV would change nothing.
+    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", only_b.to_str().unwrap(), "--installed", "nss/a.v1.0.0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert_eq!(
+        text(&out.stderr),
+        "error: --installed nss/a.v1.0.0: none of the Subscriptions is in namespace nss (they are in ns); an installed CSV only counts in its Subscriptions' namespace: write ns/a.v1.0.0\n"
+    );
+}
+
 // ---- 5. Subscription input ---------------------------------------------------------------------
 
 #[test]
@@ -659,6 +711,11 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("unknown field \"metadata.lables\" (and 1 other: spec.config.envv)"), "{err}");
+
+    // A value of the wrong type: the error names the field.
+    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, channel: 5}\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out.stderr), format!("error: {}, document 1: spec.channel: invalid type: integer `5`, expected a string\n", h.join("sub.yaml").display()));
 
     // Status fields are not checked (a Subscription copied from `kubectl get -o yaml`).
     let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns, uid: x, resourceVersion: '1'}\nspec: {name: a, source: c, sourceNamespace: olm}\nstatus: {installedCSV: a.v1.0.0, somethingNewer: {x: 1}}\n");

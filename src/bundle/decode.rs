@@ -52,6 +52,7 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
     let mut csv_index = None;
     let mut csv_as_written = None;
     let mut noncanonical_keys = Vec::new();
+    let mut spelled_kind = None;
     for (name, full) in list_files(&manifests_dir)? {
         let rel = PathBuf::from("manifests").join(&name);
         let docs = read_documents(&full, &rel)?;
@@ -62,6 +63,13 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
             if i > 0 {
                 ignored.push(manifest);
                 continue;
+            }
+            if manifest.kind().is_empty()
+                && spelled_kind.is_none()
+                && let Some(map) = manifest.value.as_object()
+                && let Some((key, _)) = map.iter().find(|(k, v)| k.as_str() != "kind" && k.eq_ignore_ascii_case("kind") && v.as_str() == Some("ClusterServiceVersion"))
+            {
+                spelled_kind = Some((rel.clone(), key.clone()));
             }
             if manifest.kind() == "ClusterServiceVersion" {
                 if csv_index.is_some() {
@@ -80,7 +88,7 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
         }
     }
     let Some(csv_index) = csv_index else {
-        return Err(BundleError::NoCsv { dir: dir.to_path_buf() });
+        return Err(BundleError::NoCsv { dir: dir.to_path_buf(), spelled_kind });
     };
     let csv = &objects[csv_index];
     match csv.value.pointer("/metadata/name") {

@@ -230,10 +230,16 @@ pub enum BundleError {
         problem: String,
     },
     /// `manifests/` holds no ClusterServiceVersion.
-    #[error("{dir}/manifests: no csv in bundle; add the operator's ClusterServiceVersion (kind: ClusterServiceVersion) to manifests/")]
+    #[error("{dir}/manifests: no csv in bundle; {}", match spelled_kind {
+        Some((path, key)) => format!("{} says `{key}: ClusterServiceVersion`, but an object's top-level `kind` is matched exactly (by the API server, opm and OLM): write `kind: ClusterServiceVersion`", path.display()),
+        None => "add the operator's ClusterServiceVersion (kind: ClusterServiceVersion) to manifests/".to_string(),
+    })]
     NoCsv {
         /// The bundle directory.
         dir: PathBuf,
+        /// A manifest whose top-level key is a case variant of `kind` (`Kind:`) with value
+        /// `ClusterServiceVersion`, and that key.
+        spelled_kind: Option<(PathBuf, String)>,
     },
     /// A field has the wrong type or shape.
     #[error("{path}: field {field}: {message}")]

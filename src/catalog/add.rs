@@ -174,6 +174,19 @@ pub enum AddError {
         /// Every validation error.
         errors: ValidationErrors,
     },
+    /// The catalog is invalid in packages other than the added bundle's, which the insertion
+    /// does not touch: it was invalid before; nothing was written.
+    #[error("the catalog is already invalid (in {}, not {package}, the package of {bundle}); fix it first (`capstan catalog validate` lists the errors); nothing was written\n{errors}", packages.join(", "))]
+    AlreadyInvalid {
+        /// The bundle being added.
+        bundle: String,
+        /// Its package.
+        package: String,
+        /// The packages with errors.
+        packages: Vec<String>,
+        /// Every validation error.
+        errors: ValidationErrors,
+    },
 }
 
 fn bundle_version(b: &Bundle) -> Result<Version, AddError> {
@@ -337,6 +350,11 @@ pub fn add_bundle(cfg: &mut DeclarativeConfig, input: AddInput, opts: &AddOption
     cfg.bundles.push(bundle);
 
     if let Err(errors) = validate(cfg) {
+        // Only the added bundle's package changed: errors all elsewhere were there before.
+        if errors.errors.iter().all(|e| e.package != package) {
+            let packages: std::collections::BTreeSet<String> = errors.errors.iter().map(|e| if e.package.is_empty() { "blobs of no package".to_string() } else { e.package.clone() }).collect();
+            return Err(AddError::AlreadyInvalid { bundle: name, package, packages: packages.into_iter().collect(), errors });
+        }
         return Err(AddError::Invalid { bundle: name, errors });
     }
     // Heads after the change (valid, so exactly one per channel).
@@ -495,6 +513,21 @@ mod tests {
         let err = add_bundle(&mut cfg, input("foo", "1.2.0", Some("foo.v0.9.0"), &["stable"]), &opts).unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("two heads") && msg.contains("foo.v1.2.0") && msg.contains("foo.v0.9.0"), "{msg}");
+    }
+
+    #[test]
+    fn a_catalog_invalid_before_in_another_package_is_reported_as_such() {
+        let mut cfg = DeclarativeConfig::default();
+        let opts = AddOptions::default();
+        add_bundle(&mut cfg, input("foo", "1.0.0", None, &["stable"]), &opts).unwrap();
+        // Package foo's default channel names no channel: invalid before anything is added.
+        cfg.packages[0].default_channel = Some("stabel".into());
+        let err = add_bundle(&mut cfg, input("bar", "1.0.0", None, &["stable"]), &opts).unwrap_err();
+        assert!(matches!(&err, AddError::AlreadyInvalid { packages, .. } if packages == &["foo".to_string()]), "{err}");
+        assert!(err.to_string().starts_with("the catalog is already invalid (in foo, not bar, the package of bar.v1.0.0); fix it first"), "{err}");
+        // An error in the added bundle's own package is the insertion's.
+        let err = add_bundle(&mut cfg, input("foo", "1.1.0", Some("foo.v0.9.0"), &["stable"]), &opts).unwrap_err();
+        assert!(matches!(err, AddError::Invalid { .. }), "{err}");
     }
 
     #[test]

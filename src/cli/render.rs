@@ -161,7 +161,13 @@ fn check_catalog(refs: &[String], catalogs: &[&str], cfg: &DeclarativeConfig) ->
             format!("the catalog rendered from {} is invalid", refs.join(", "))
         };
         return Err((
-            format!("{what}; nothing was rendered (`capstan catalog validate` lists the same errors for {}): {errors}", catalogs.join(", ")),
+            if refs.len() == catalogs.len() && catalogs.len() == 1 {
+                format!("{what}; nothing was rendered (`capstan catalog validate {}` lists the same errors): {errors}", catalogs[0])
+            } else {
+                // The errors may come from the combination (a bundle the catalog already has, or
+                // a package two inputs both define), not from one input alone.
+                format!("{what}; nothing was rendered (the errors are of the combined output: each input may be valid on its own): {errors}")
+            },
             1,
         ));
     }

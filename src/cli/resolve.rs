@@ -35,7 +35,8 @@ pub struct ResolveArgs {
     /// Subscription YAML as for `kubectl apply` (several documents allowed; `-` reads stdin). Repeatable.
     #[arg(short = 'f', long = "filename", value_name = "SUBSCRIPTION.yaml", required = true)]
     files: Vec<PathBuf>,
-    /// A CSV already installed in the Subscriptions' namespace (NAMESPACE/CSV_NAME when they span several). Repeatable.
+    /// A CSV already installed in the Subscriptions' namespace (NAMESPACE/CSV_NAME when they span
+    /// several; CSV_NAME@PACKAGE when packages of the catalogs share the name). Repeatable.
     #[arg(long = "installed", value_name = "CSV_NAME")]
     installed: Vec<String>,
     /// Output format; json is `{"resolved": [...], "errors": [...]}`.
@@ -122,10 +123,24 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
                 ));
             }
         };
-        if name.is_empty() {
-            return Err(format!("--installed {i:?}: empty CSV name"));
+        let (name, package) = match name.split_once('@') {
+            Some((name, package)) => (name.to_string(), Some(package.to_string())),
+            None => (name, None),
+        };
+        if name.is_empty() || package.as_deref() == Some("") {
+            return Err(format!("--installed {i:?}: empty CSV or package name; write [NAMESPACE/]CSV_NAME[@PACKAGE]"));
         }
-        installed.push(installed_bundle(i, &ns, &name, &catalogs)?);
+        // An installed CSV counts only in its own namespace (OLM resolves each namespace apart):
+        // one in a namespace none of the Subscriptions is in changes nothing, so it is a typo.
+        if !namespaces.contains(&ns) {
+            return Err(format!(
+                "--installed {i}: none of the Subscriptions is in namespace {ns} (they are in {}); an installed CSV only counts in its Subscriptions' namespace: write {}/{name}",
+                namespaces.iter().cloned().collect::<Vec<_>>().join(", "),
+                namespaces.iter().next().cloned().unwrap_or_default()
+            ));
+        }
+        let subscribed: BTreeSet<&str> = subscriptions.iter().filter(|s| s.namespace == ns).map(|s| s.package.as_str()).collect();
+        installed.push(installed_bundle(i, &ns, &name, package.as_deref(), &subscribed, &catalogs)?);
     }
     let input = ResolveInput { catalogs, installed, subscriptions };
     let out = resolve(&input);
@@ -140,15 +155,49 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
 /// `<package>.v<version>` shape says what it is, with a warning naming what is assumed, since a
 /// typo would otherwise silently resolve as a fresh install or as an unknown operator.
 ///
+/// A bundle name is unique only within its package: when packages of the catalogs share `name`,
+/// the package is `package` (`NAME@PACKAGE`), else the one of them subscribed to in the
+/// namespace (`subscribed`: the packages of its Subscriptions) — a cluster's CSV says its
+/// package in its `operatorframework.io/properties` annotation; a name does not.
+///
 /// # Errors
-/// A name no catalog has and whose package and version cannot be read from it.
-fn installed_bundle(arg: &str, ns: &str, name: &str, catalogs: &[CatalogInput]) -> Result<InstalledBundle, String> {
-    if catalogs.iter().any(|c| c.index.bundle_by_name(name).is_some()) {
-        return Ok(InstalledBundle::from_csv(ns, name, None, None));
+/// A name no catalog has and whose package and version cannot be read from it; `@PACKAGE`
+/// naming a package without that bundle; a name several packages have when the Subscriptions
+/// do not tell which.
+fn installed_bundle(arg: &str, ns: &str, name: &str, package: Option<&str>, subscribed: &BTreeSet<&str>, catalogs: &[CatalogInput]) -> Result<InstalledBundle, String> {
+    let owners: BTreeSet<&str> = catalogs
+        .iter()
+        .flat_map(|c| c.index.packages().iter().filter(|p| c.index.bundle_in(Some(&p.name), name).is_some()).map(|p| p.name.as_str()))
+        .collect();
+    if let Some(package) = package
+        && !owners.is_empty()
+    {
+        if !owners.contains(package) {
+            let list = owners.iter().copied().collect::<Vec<_>>().join(", ");
+            return Err(format!("--installed {arg}: package {package} has no bundle named {name}; it is a bundle of {list}"));
+        }
+        return Ok(InstalledBundle { package: Some(package.to_string()), ..InstalledBundle::from_csv(ns, name, None, None) });
+    }
+    match owners.len() {
+        0 => {}
+        1 => return Ok(InstalledBundle::from_csv(ns, name, None, None)),
+        _ => {
+            let chosen: Vec<&str> = owners.iter().copied().filter(|p| subscribed.contains(p)).collect();
+            let [package] = chosen[..] else {
+                let list = owners.iter().copied().collect::<Vec<_>>();
+                return Err(format!(
+                    "--installed {arg}: packages {} each have a bundle named {name}, and the Subscriptions of namespace {ns} do not tell which is installed; write {arg}@PACKAGE (for example {arg}@{})",
+                    list.join(", "),
+                    list[0]
+                ));
+            };
+            return Ok(InstalledBundle { package: Some(package.to_string()), ..InstalledBundle::from_csv(ns, name, None, None) });
+        }
     }
     let keys: Vec<String> = catalogs.iter().map(|c| c.key.to_string()).collect();
     let in_catalogs = format!("{} {}", if keys.len() == 1 { "catalog" } else { "catalogs" }, keys.join(", "));
-    let Some((package, version)) = capstan::resolve::split_csv_name(name) else {
+    let given = package;
+    let Some((package, version)) = capstan::resolve::split_csv_name(name).map(|(p, v)| (given.map_or(p, str::to_string), v)) else {
         return Err(format!(
             "--installed {arg}: no bundle named {name} in {in_catalogs}, and the name does not say its package and version (<package>.v<version>, e.g. etcdoperator.v0.9.4); give the CSV name of a bundle of the catalogs (`capstan show PACKAGE --catalog …` lists them)"
         ));
@@ -281,7 +330,11 @@ fn read_subscriptions(path: &Path) -> Result<Vec<SubscriptionRequest>, String> {
         } else {
             Vec::new()
         };
-        let d: SubscriptionDoc = serde_json::from_value(v).map_err(|e| format!("{shown}, document {}: {e}", i + 1))?;
+        let d: SubscriptionDoc = serde_path_to_error::deserialize(v).map_err(|e| {
+            let field = e.path().to_string();
+            let at = if field.is_empty() || field == "." { String::new() } else { format!(" {field}:") };
+            format!("{shown}, document {}:{at} {}", i + 1, e.into_inner())
+        })?;
         if d.kind != "Subscription" {
             continue;
         }

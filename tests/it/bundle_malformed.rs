@@ -122,6 +122,20 @@ fn no_csv_is_an_error_naming_manifests() {
 }
 
 #[test]
+fn a_csv_whose_top_level_kind_key_is_capitalised_is_named_in_the_no_csv_error() {
+    let t = tempfile::tempdir().unwrap();
+    let csv = CSV.replacen("\nkind: ClusterServiceVersion", "\nKind: ClusterServiceVersion", 1);
+    assert_ne!(csv, CSV, "the fixture has a top-level kind line");
+    write_bundle(t.path(), &[("manifests/demo.csv.yaml", csv.as_bytes()), ("manifests/demos.crd.yaml", CRD.as_bytes()), ("metadata/annotations.yaml", ANNOTATIONS.as_bytes())]);
+    let err = Bundle::load(t.path()).unwrap_err();
+    assert!(matches!(err, BundleError::NoCsv { spelled_kind: Some(_), .. }), "{err}");
+    assert!(
+        err.to_string().ends_with("manifests: no csv in bundle; manifests/demo.csv.yaml says `Kind: ClusterServiceVersion`, but an object's top-level `kind` is matched exactly (by the API server, opm and OLM): write `kind: ClusterServiceVersion`"),
+        "{err}"
+    );
+}
+
+#[test]
 fn truncated_yaml_names_the_file() {
     let t = tempfile::tempdir().unwrap();
     good(t.path());
