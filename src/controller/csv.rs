@@ -151,18 +151,33 @@ async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &s
             entries.push(entry);
         }
     }
-    crd_requirements(client, csv, &mut entries, &mut missing).await?;
-    apiservice_requirements(client, csv, &mut entries, &mut missing).await?;
-    native_api_requirements(client, csv, &mut entries, &mut missing).await?;
-    service_account_requirements(client, csv, ns, &mut entries, &mut missing).await?;
+    // The four kinds of requirement are read together (independent reads), then listed in
+    // OLM's order.
+    let mut parts: [(Vec<RequirementStatus>, Vec<String>); 4] = Default::default();
+    let [crds, apiservices, native, accounts] = &mut parts;
+    futures::try_join!(
+        crd_requirements(client, csv, &mut crds.0, &mut crds.1),
+        apiservice_requirements(client, csv, &mut apiservices.0, &mut apiservices.1),
+        native_api_requirements(client, csv, &mut native.0, &mut native.1),
+        service_account_requirements(client, csv, ns, &mut accounts.0, &mut accounts.1),
+    )?;
+    for (e, m) in parts {
+        entries.extend(e);
+        missing.extend(m);
+    }
     Ok((entries, missing))
 }
 
 /// The CRD entries of [`requirement_status`]: each owned or required CRD once, owned first.
 async fn crd_requirements(client: &Client, csv: &ClusterServiceVersion, entries: &mut Vec<RequirementStatus>, missing: &mut Vec<String>) -> Result<(), Error> {
     let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for d in csv.all_crd_descriptions() {
-        let crd = crd_api.get_opt(&d.name).await.map_err(kube_err(format!("reading CustomResourceDefinition {}", d.name)))?;
+    let descriptions = csv.all_crd_descriptions();
+    let crds = futures::future::try_join_all(descriptions.iter().map(|d| {
+        let api = crd_api.clone();
+        async move { api.get_opt(&d.name).await.map_err(kube_err(format!("reading CustomResourceDefinition {}", d.name))) }
+    }))
+    .await?;
+    for (d, crd) in descriptions.into_iter().zip(crds) {
         let cond = |t: &str| crd.as_ref().and_then(|c| c.status.as_ref()).and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == t && c.status == "True"));
         let served = crd.as_ref().is_some_and(|c| c.spec.versions.iter().any(|v| v.name == d.version && v.served));
         let (st, msg) = match &crd {

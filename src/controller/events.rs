@@ -41,9 +41,18 @@ fn truncate(s: &str, max: usize) -> String {
 }
 
 /// The Event recorder of one controller process (see the module documentation).
+///
+/// [`Events::new`] records in the background, in order, as client-go's broadcaster does for OLM:
+/// [`Events::publish`] queues the Event and returns, and one task creates the queued Events one
+/// after the other, so that a reconcile does not wait an API round trip per Event (an install
+/// records about seven on its critical path). [`Events::awaited`] records before `publish`
+/// returns (the scripted-API fixtures, whose requests must come in a fixed order).
 #[derive(Clone)]
 pub struct Events {
     recorder: Recorder,
+    /// The queue of the background task, started by the first [`Events::publish`] (inside the
+    /// runtime); `None`: recorded before `publish` returns.
+    queue: Option<std::sync::Arc<std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<(ObjectReference, Event)>>>>,
 }
 
 impl std::fmt::Debug for Events {
@@ -55,9 +64,15 @@ impl std::fmt::Debug for Events {
 impl Events {
     /// A recorder writing with `client`, reporting controller [`REPORTING_CONTROLLER`] and
     /// instance `instance` (the leader-election identity).
+    /// Events are recorded in the background, in order (see [`Events`]).
     pub fn new(client: Client, instance: String) -> Self {
+        Events { queue: Some(Default::default()), ..Events::awaited(client, instance) }
+    }
+
+    /// [`Events::new`], but [`Events::publish`] returns only once the Event is recorded.
+    pub fn awaited(client: Client, instance: String) -> Self {
         let reporter = Reporter { controller: REPORTING_CONTROLLER.into(), instance: Some(instance) };
-        Events { recorder: Recorder::new(client, reporter) }
+        Events { recorder: Recorder::new(client, reporter), queue: None }
     }
 
     /// Records an Event about `regarding` (from `Resource::object_ref`): `type_` Normal or Warning,
@@ -68,23 +83,33 @@ impl Events {
     /// The API error when the Event cannot be created (e.g. RBAC). Reconcilers usually want
     /// [`Events::publish`], which logs instead.
     pub async fn try_publish(&self, regarding: &ObjectReference, type_: EventType, reason: &str, note: &str) -> Result<(), kube::Error> {
-        let reason = truncate(reason, MAX_REASON);
-        let event = Event { type_, reason: reason.clone(), note: Some(truncate(note, MAX_NOTE)), action: reason, secondary: None };
-        self.recorder.publish(&event, regarding).await
+        self.recorder.publish(&event(type_, reason, note), regarding).await
     }
 
     /// [`Events::try_publish`], logging a failure as a warning instead of returning it: an Event
-    /// that cannot be recorded must not fail or retry a reconcile.
+    /// that cannot be recorded must not fail or retry a reconcile. With [`Events::new`] the Event
+    /// is queued and recorded in the background.
     pub async fn publish(&self, regarding: &ObjectReference, type_: EventType, reason: &str, note: &str) {
-        if let Err(e) = self.try_publish(regarding, type_, reason, note).await {
-            tracing::warn!(
-                kind = regarding.kind.as_deref().unwrap_or(""),
-                namespace = regarding.namespace.as_deref().unwrap_or(""),
-                name = regarding.name.as_deref().unwrap_or(""),
-                %reason,
-                error = %e,
-                "could not record an Event"
-            );
+        let Some(queue) = &self.queue else {
+            if let Err(e) = self.try_publish(regarding, type_, reason, note).await {
+                warn_unrecorded(regarding, reason, &e);
+            }
+            return;
+        };
+        let tx = queue.get_or_init(|| {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(ObjectReference, Event)>();
+            let recorder = self.recorder.clone();
+            tokio::spawn(async move {
+                while let Some((regarding, event)) = rx.recv().await {
+                    if let Err(e) = recorder.publish(&event, &regarding).await {
+                        warn_unrecorded(&regarding, &event.reason, &e);
+                    }
+                }
+            });
+            tx
+        });
+        if tx.send((regarding.clone(), event(type_, reason, note))).is_err() {
+            tracing::warn!(%reason, "could not record an Event: the recording task has stopped");
         }
     }
 
@@ -97,11 +122,28 @@ impl Events {
     }
 }
 
+/// The Event as recorded: `reason` (also its `action`) and `note` cut to the API's limits.
+fn event(type_: EventType, reason: &str, note: &str) -> Event {
+    let reason = truncate(reason, MAX_REASON);
+    Event { type_, reason: reason.clone(), note: Some(truncate(note, MAX_NOTE)), action: reason, secondary: None }
+}
+
+fn warn_unrecorded(regarding: &ObjectReference, reason: &str, e: &kube::Error) {
+    tracing::warn!(
+        kind = regarding.kind.as_deref().unwrap_or(""),
+        namespace = regarding.namespace.as_deref().unwrap_or(""),
+        name = regarding.name.as_deref().unwrap_or(""),
+        %reason,
+        error = %e,
+        "could not record an Event"
+    );
+}
+
 /// The process-wide [`Events`] of callers without a controller `Context` (the CLI, tests), built
 /// from the first `client` passed in. Reconcilers use the one their `Context` carries.
 fn shared(client: &Client) -> &'static Events {
     static SHARED: std::sync::OnceLock<Events> = std::sync::OnceLock::new();
-    SHARED.get_or_init(|| Events::new(client.clone(), super::leader::default_identity()))
+    SHARED.get_or_init(|| Events::awaited(client.clone(), super::leader::default_identity()))
 }
 
 /// [`Events::try_publish`] through the process-wide recorder of callers without a `Context`.

@@ -95,11 +95,17 @@ pub(crate) async fn granted_rules(client: &Client, who: &ServiceAccount) -> Resu
     // Without read access to RBAC (a narrower deployment of capstan) nothing is known granted and
     // every attribute goes to a SubjectAccessReview, as before.
     let forbidden = |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 403);
-    let crbs = match Api::<ClusterRoleBinding>::all(client.clone()).list(&ListParams::default()).await {
+    // The two binding lists, then the roles they name, each read together (independent reads:
+    // one round trip each on the install's critical path).
+    let crb_api = Api::<ClusterRoleBinding>::all(client.clone());
+    let rb_api = Api::<RoleBinding>::namespaced(client.clone(), ns);
+    let all = ListParams::default();
+    let (crbs, rbs) = futures::join!(crb_api.list(&all), rb_api.list(&all));
+    let crbs = match crbs {
         Err(e) if forbidden(&e) => return Ok(granted),
         r => r.map_err(kube_err("listing ClusterRoleBindings"))?,
     };
-    let rbs = match Api::<RoleBinding>::namespaced(client.clone(), ns).list(&ListParams::default()).await {
+    let rbs = match rbs {
         Err(e) if forbidden(&e) => return Ok(granted),
         r => r.map_err(kube_err(format!("listing RoleBindings in {ns}")))?,
     };
@@ -107,20 +113,27 @@ pub(crate) async fn granted_rules(client: &Client, who: &ServiceAccount) -> Resu
     let cluster_refs: BTreeSet<String> = crbs.items.iter().filter(|b| binds(&b.subjects) && b.role_ref.kind == "ClusterRole").map(|b| b.role_ref.name.clone()).collect();
     let ns_refs: BTreeSet<(String, String)> = rbs.items.iter().filter(|b| binds(&b.subjects)).map(|b| role_key(&b.role_ref)).collect();
     let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
-    for name in &cluster_refs {
-        if let Some(r) = cluster_roles.get_opt(name).await.map_err(kube_err(format!("reading ClusterRole {name}")))? {
-            granted.cluster.extend(r.rules.unwrap_or_default());
-        }
-    }
     let roles: Api<Role> = Api::namespaced(client.clone(), ns);
-    for (kind, name) in &ns_refs {
-        let rules = if kind == "ClusterRole" {
-            cluster_roles.get_opt(name).await.map_err(kube_err(format!("reading ClusterRole {name}")))?.and_then(|r| r.rules)
-        } else {
-            roles.get_opt(name).await.map_err(kube_err(format!("reading Role {ns}/{name}")))?.and_then(|r| r.rules)
-        };
-        granted.namespaced.extend(rules.unwrap_or_default());
-    }
+    let cluster_role_rules = |name: String| {
+        let api = cluster_roles.clone();
+        async move { api.get_opt(&name).await.map_err(kube_err(format!("reading ClusterRole {name}"))).map(|r| r.and_then(|r| r.rules).unwrap_or_default()) }
+    };
+    let (cluster, namespaced) = futures::try_join!(
+        futures::future::try_join_all(cluster_refs.iter().map(|name| cluster_role_rules(name.clone()))),
+        futures::future::try_join_all(ns_refs.iter().map(|(kind, name)| {
+            let (roles, name, by_cluster_role) = (roles.clone(), name.clone(), kind == "ClusterRole");
+            let cluster = cluster_role_rules(name.clone());
+            async move {
+                if by_cluster_role {
+                    cluster.await
+                } else {
+                    roles.get_opt(&name).await.map_err(kube_err(format!("reading Role {ns}/{name}"))).map(|r| r.and_then(|r| r.rules).unwrap_or_default())
+                }
+            }
+        })),
+    )?;
+    granted.cluster.extend(cluster.into_iter().flatten());
+    granted.namespaced.extend(namespaced.into_iter().flatten());
     Ok(granted)
 }
 

@@ -117,10 +117,12 @@ impl ApiServer {
     }
 
     /// A server and a controller [`Context`] (default options, its own metrics) whose client
-    /// talks to it.
+    /// talks to it. Its Events are recorded before `publish` returns ([`super::Events::awaited`]),
+    /// so that they come at fixed places in the script.
     pub fn context() -> (ApiServer, Arc<Context>) {
         let (server, client) = ApiServer::new();
-        let (ctx, _resync) = Context::new(client, None, super::Options::default(), Arc::new(crate::metrics::Metrics::new()));
+        let (mut ctx, _resync) = Context::new(client.clone(), None, super::Options::default(), Arc::new(crate::metrics::Metrics::new()));
+        Arc::get_mut(&mut ctx).expect("a new Context has no other reference").events = super::Events::awaited(client, super::leader::default_identity());
         (server, ctx)
     }
 

@@ -327,11 +327,7 @@ pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<
         failed = ap.wait_crds(steps, &mut pending_crds, &mut results).await;
     }
     if failed.is_none() {
-        for i in deferred {
-            if let Err(e) = ap.apply_step(i, &steps[i], true).await {
-                results[i].status = StepStatus::Failed(e);
-            }
-        }
+        ap.apply_deferred(steps, &deferred, &mut results).await;
     }
     results
 }
@@ -387,6 +383,16 @@ struct Applier<'a> {
     unreadable: HashMap<usize, StepError>,
 }
 
+/// A step ready for its PATCH ([`Applier::prepare`]).
+struct Prepared {
+    ar: ApiResource,
+    manifest: Value,
+    /// The object's resourceVersion before the apply (`None`: it did not exist).
+    before: Option<String>,
+    /// An owner reference was dropped because its owner does not exist yet.
+    owner_pending: bool,
+}
+
 enum Attempt<T> {
     Done(T),
     Failed(KubeError, u32, Duration),
@@ -399,25 +405,17 @@ impl Applier<'_> {
     /// of a CRD the plan installs) cannot exist and are skipped; a read that fails ends the check
     /// and becomes that step's failure when its turn comes.
     async fn check_ownership(&mut self, steps: &[Step]) -> Option<Vec<StepResult>> {
+        // The reads are independent: they go out together (one round trip on the critical path,
+        // not one per step) and are then taken in step order, as one after the other would.
+        let reads = futures::future::join_all(steps.iter().map(|step| self.read_existing(step))).await;
         let mut conflicts: Vec<(usize, StepError)> = Vec::new();
-        for (i, step) in steps.iter().enumerate() {
-            if step.name.is_empty() || step.kind.is_empty() || step.version.is_empty() {
-                continue;
-            }
-            let gvk = step.gvk();
-            let ar = match kind_info(&step.kind) {
-                Some(info) => ApiResource::from_gvk_with_plural(&gvk, info.plural),
-                None => match kube::discovery::pinned_kind(self.client, &gvk).await {
-                    Ok((ar, _)) => ar,
-                    Err(_) => continue,
-                },
-            };
-            let api = self.api(&ar, step.namespace.as_deref());
-            let found = match self.retry(|| api.get_opt(&step.name)).await {
-                Attempt::Done(found) => found,
+        for (i, (step, read)) in steps.iter().zip(reads).enumerate() {
+            let found = match read {
+                None => continue,
+                Some((_, Attempt::Done(found))) => found,
                 // The step cannot be read: it fails with this error when its turn comes, and the
                 // steps after it are not applied, so they need no check.
-                Attempt::Failed(e, attempts, elapsed) => {
+                Some((ar, Attempt::Failed(e, attempts, elapsed))) => {
                     let err = self.error(step, &ar, "get", e, attempts, elapsed).await;
                     self.unreadable.insert(i, err);
                     break;
@@ -449,6 +447,23 @@ impl Applier<'_> {
                 })
                 .collect(),
         )
+    }
+
+    /// Reads `step`'s object for [`Applier::check_ownership`]: `None` when the step names no
+    /// object or its API is not served yet (a CR of a CRD the plan installs cannot exist), else
+    /// the API resource and the read's outcome.
+    async fn read_existing(&self, step: &Step) -> Option<(ApiResource, Attempt<Option<DynamicObject>>)> {
+        if step.name.is_empty() || step.kind.is_empty() || step.version.is_empty() {
+            return None;
+        }
+        let gvk = step.gvk();
+        let ar = match kind_info(&step.kind) {
+            Some(info) => ApiResource::from_gvk_with_plural(&gvk, info.plural),
+            None => kube::discovery::pinned_kind(self.client, &gvk).await.ok()?.0,
+        };
+        let api = self.api(&ar, step.namespace.as_deref());
+        let found = self.retry(|| api.get_opt(&step.name)).await;
+        Some((ar, found))
     }
 
     /// Waits for every pending CRD; on failure marks its result failed and returns its index.
@@ -532,6 +547,33 @@ impl Applier<'_> {
     /// yet (the step must be applied again later). With `final_pass`, an unresolved owner is an
     /// error.
     async fn apply_step(&mut self, index: usize, step: &Step, final_pass: bool) -> Result<(StepStatus, Option<String>, bool), StepError> {
+        let prepared = self.prepare(index, step, final_pass).await?;
+        let sent = self.send(step, &prepared).await;
+        self.finish(step, prepared, sent).await
+    }
+
+    /// The deferred steps' second pass ([`apply`]): each step's owners resolved in turn (the
+    /// owner, applied in the first pass, is known by now: no read), then the patches sent
+    /// together, since they are independent. A step that fails gets its error.
+    async fn apply_deferred(&mut self, steps: &[Step], deferred: &[usize], results: &mut [StepResult]) {
+        let mut ready = Vec::with_capacity(deferred.len());
+        for &i in deferred {
+            match self.prepare(i, &steps[i], true).await {
+                Ok(p) => ready.push((i, p)),
+                Err(e) => results[i].status = StepStatus::Failed(e),
+            }
+        }
+        let sent = futures::future::join_all(ready.iter().map(|(i, p)| self.send(&steps[*i], p))).await;
+        for ((i, prepared), sent) in ready.into_iter().zip(sent) {
+            if let Err(e) = self.finish(&steps[i], prepared, sent).await {
+                results[i].status = StepStatus::Failed(e);
+            }
+        }
+    }
+
+    /// Everything a step's apply needs before its PATCH: the API, the manifest with its owners
+    /// resolved, and the object's resourceVersion before (`None`: it did not exist).
+    async fn prepare(&mut self, index: usize, step: &Step, final_pass: bool) -> Result<Prepared, StepError> {
         let object = step.describe();
         if step.name.is_empty() || step.kind.is_empty() || step.version.is_empty() {
             return Err(StepError::BadStep { object, message: "the step has no name, kind or version".into() });
@@ -572,12 +614,23 @@ impl Applier<'_> {
                 Attempt::Failed(e, attempts, elapsed) => return Err(self.error(step, &ar, "get", e, attempts, elapsed).await),
             }
         }
+        Ok(Prepared { ar, manifest, before, owner_pending })
+    }
+
+    /// The server-side apply of a prepared step (retried while transient).
+    async fn send(&self, step: &Step, prepared: &Prepared) -> Attempt<DynamicObject> {
+        let api = self.api(&prepared.ar, step.namespace.as_deref());
         let mut pp = PatchParams::apply(&self.opts.field_manager);
         pp.force = self.opts.force;
-        let patch = Patch::Apply(&manifest);
-        let applied = match self.retry(|| api.patch(&step.name, &pp, &patch)).await {
+        let patch = Patch::Apply(&prepared.manifest);
+        self.retry(|| api.patch(&step.name, &pp, &patch)).await
+    }
+
+    /// Records a sent step: its uid (for the owner references of later steps) and its status.
+    async fn finish(&mut self, step: &Step, prepared: Prepared, sent: Attempt<DynamicObject>) -> Result<(StepStatus, Option<String>, bool), StepError> {
+        let applied = match sent {
             Attempt::Done(o) => o,
-            Attempt::Failed(e, attempts, elapsed) => return Err(self.error(step, &ar, "patch", e, attempts, elapsed).await),
+            Attempt::Failed(e, attempts, elapsed) => return Err(self.error(step, &prepared.ar, "patch", e, attempts, elapsed).await),
         };
         let uid = applied.metadata.uid.clone();
         if let Some(u) = &uid {
@@ -586,12 +639,12 @@ impl Applier<'_> {
                 u.clone(),
             );
         }
-        let status = match before {
+        let status = match prepared.before {
             None => StepStatus::Created,
             Some(rv) => StepStatus::Present { changed: applied.metadata.resource_version.as_deref() != Some(rv.as_str()) },
         };
-        tracing::debug!(step = %object, ?status, "applied install step");
-        Ok((status, uid, owner_pending))
+        tracing::debug!(step = %step.describe(), ?status, "applied install step");
+        Ok((status, uid, prepared.owner_pending))
     }
 
     /// Fills empty ownerReference uids; removes the ones whose owner does not exist yet and

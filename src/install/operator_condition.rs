@@ -110,17 +110,28 @@ pub async fn ensure(client: &Client, csv: &ClusterServiceVersion) -> Result<Oper
         v["metadata"]["ownerReferences"][0]["uid"] = json!(oc_uid);
         v
     };
-    Api::<Role>::namespaced(client.clone(), &ns).patch(&name, &pp, &Patch::Apply(fix(role))).await.map_err(e(format!("applying Role {ns}/{name}")))?;
-    Api::<RoleBinding>::namespaced(client.clone(), &ns)
-        .patch(&name, &pp, &Patch::Apply(fix(binding)))
-        .await
-        .map_err(e(format!("applying RoleBinding {ns}/{name}")))?;
-    if let Some(conditions) = applied.synced_status_conditions() {
-        let status = json!({"status": OperatorConditionStatus { conditions }});
-        applied = ocs
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .map_err(e(format!("writing status of OperatorCondition {ns}/{name}")))?;
+    // The Role, its binding and the status copy depend only on the OperatorCondition: sent
+    // together.
+    let (role, binding) = (fix(role), fix(binding));
+    let roles = Api::<Role>::namespaced(client.clone(), &ns);
+    let bindings = Api::<RoleBinding>::namespaced(client.clone(), &ns);
+    let conditions = applied.synced_status_conditions();
+    let status = async {
+        match conditions {
+            Some(conditions) => {
+                let status = json!({"status": OperatorConditionStatus { conditions }});
+                ocs.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await.map(Some).map_err(e(format!("writing status of OperatorCondition {ns}/{name}")))
+            }
+            None => Ok(None),
+        }
+    };
+    let (_, _, written) = futures::try_join!(
+        async { roles.patch(&name, &pp, &Patch::Apply(&role)).await.map_err(e(format!("applying Role {ns}/{name}"))) },
+        async { bindings.patch(&name, &pp, &Patch::Apply(&binding)).await.map_err(e(format!("applying RoleBinding {ns}/{name}"))) },
+        status,
+    )?;
+    if let Some(written) = written {
+        applied = written;
     }
     Ok(applied)
 }
