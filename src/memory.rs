@@ -14,18 +14,11 @@
 /// that large blocks stay mmapped (returned on free) and freed arena memory above 128 KiB is
 /// returned as it is freed. Call it first in `main`, before any large allocation. A no-op on
 /// other C libraries.
-///
-/// It also caps the number of malloc arenas at two (`M_ARENA_MAX`; glibc's default is eight per
-/// core): every thread that allocates — tokio's workers, the blocking threads a catalog parse
-/// runs on — otherwise gets an arena of its own, each keeping its fragments resident. The
-/// controller mostly waits on API round trips, so threads rarely contend for an arena
-/// (docs/benchmarks.md has the measurement).
 pub fn keep_freed_memory_returned() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets allocator parameters; it is called before other threads exist.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 128 * 1024);
-        libc::mallopt(libc::M_ARENA_MAX, 2);
     }
 }
