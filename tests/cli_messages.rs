@@ -679,6 +679,23 @@ fn resolve_installed_names_two_packages_share_or_in_no_subscriptions_namespace_a
         text(&out.stderr),
         "error: --installed nss/a.v1.0.0: none of the Subscriptions is in namespace nss (they are in ns); an installed CSV only counts in its Subscriptions' namespace: write ns/a.v1.0.0\n"
     );
+    let run = |installed: &[&str]| {
+        let mut args = vec!["resolve", "--catalog", &catalog_arg, "-f", both.to_str().unwrap()];
+        for i in installed {
+            args.extend(["--installed", i]);
+        }
+        let out = capstan(h, &args);
+        (out.status.code(), text(&out.stderr))
+    };
+    assert_eq!(run(&["nss/a.v1.0.0@b"]).1, "error: --installed nss/a.v1.0.0@b: none of the Subscriptions is in namespace nss (they are in ns); an installed CSV only counts in its Subscriptions' namespace: write ns/a.v1.0.0@b\n");
+    // Names that cannot be a namespace or a CSV, and a CSV given twice.
+    assert_eq!(run(&["/a.v1.0.0"]), (Some(2), "error: --installed /a.v1.0.0: \"\" is not a namespace name (lowercase letters, digits and '-'); write [NAMESPACE/]CSV_NAME[@PACKAGE]\n".to_string()));
+    for bad in ["ns//a.v1.0.0", "ns/a/b", "ns/Ü.v1.0.0"] {
+        let (code, err) = run(&[bad]);
+        assert_eq!(code, Some(2), "{bad}: {err}");
+        assert!(err.contains("is not a CSV name (a Kubernetes object name"), "{bad}: {err}");
+    }
+    assert_eq!(run(&["a.v1.0.0@a", "ns/a.v1.0.0@b"]), (Some(2), "error: --installed ns/a.v1.0.0@b: CSV ns/a.v1.0.0 is given twice; a namespace holds one CSV of a name\n".to_string()));
 }
 
 // ---- 5. Subscription input ---------------------------------------------------------------------

@@ -166,27 +166,49 @@ pub enum AddError {
         /// The bundle that has it.
         existing: String,
     },
-    /// The catalog would not validate after the insertion; nothing was written.
-    #[error("adding {bundle} would make the catalog invalid; nothing was written\n{errors}")]
+    /// The catalog would not validate after the insertion; nothing was written. `errors` are
+    /// the errors the insertion brings (every error when the catalog's state before is not known,
+    /// [`add_bundle`]); `earlier` counts the errors the catalog already had ([`add_to_dir`]).
+    #[error("adding {bundle} would make the catalog invalid; nothing was written{}\n{errors}", if *earlier > 0 { format!(" (the catalog also has {} it had before: `capstan catalog validate` lists them)", if *earlier == 1 { "1 error".to_string() } else { format!("{earlier} errors") }) } else { String::new() })]
     Invalid {
         /// The bundle being added.
         bundle: String,
-        /// Every validation error.
+        /// The validation errors the insertion brings.
         errors: ValidationErrors,
+        /// How many errors the catalog had before the insertion.
+        earlier: usize,
     },
-    /// The catalog is invalid in packages other than the added bundle's, which the insertion
-    /// does not touch: it was invalid before; nothing was written.
-    #[error("the catalog is already invalid (in {}, not {package}, the package of {bundle}); fix it first (`capstan catalog validate` lists the errors); nothing was written\n{errors}", packages.join(", "))]
+    /// The catalog was invalid before and the insertion adds no error of its own; nothing was
+    /// written ([`add_to_dir`]).
+    #[error("the catalog {} is already invalid (in {}); adding {bundle} brings no error of its own: fix the catalog first (`capstan catalog validate {}` lists the errors); nothing was written\n{errors}", dir.display(), packages.join(", "), dir.display())]
     AlreadyInvalid {
         /// The bundle being added.
         bundle: String,
-        /// Its package.
-        package: String,
-        /// The packages with errors.
+        /// The catalog directory.
+        dir: PathBuf,
+        /// The packages with errors (`blobs of no package` for errors outside any package).
         packages: Vec<String>,
-        /// Every validation error.
+        /// Every validation error (all there before the insertion).
         errors: ValidationErrors,
     },
+}
+
+/// Splits the errors after an insertion by what the catalog had before (`before`: its
+/// validation without the insertion; an error is one it had when one of the same kind was
+/// there for the same package, channel and bundle — a replaces cycle stays that cycle though
+/// its message may name a new head): an
+/// [`AddError::AlreadyInvalid`] when every error was there before, else an
+/// [`AddError::Invalid`] with only the errors the insertion brings.
+fn classify_invalid(dir: &Path, bundle: String, after: ValidationErrors, before: Result<(), ValidationErrors>) -> AddError {
+    let before = before.err().map(|b| b.errors).unwrap_or_default();
+    let key = |e: &super::validate::ValidationError| (e.package.clone(), e.channel.clone(), e.bundle.clone(), e.kind);
+    let seen: std::collections::HashSet<_> = before.iter().map(key).collect();
+    let (old, new): (Vec<_>, Vec<_>) = after.errors.into_iter().partition(|e| seen.contains(&key(e)));
+    if new.is_empty() {
+        let packages: std::collections::BTreeSet<String> = old.iter().map(|e| if e.package.is_empty() { "blobs of no package".to_string() } else { e.package.clone() }).collect();
+        return AddError::AlreadyInvalid { bundle, dir: dir.to_path_buf(), packages: packages.into_iter().collect(), errors: ValidationErrors { errors: old } };
+    }
+    AddError::Invalid { bundle, errors: ValidationErrors { errors: new }, earlier: before.len() }
 }
 
 fn bundle_version(b: &Bundle) -> Result<Version, AddError> {
@@ -350,12 +372,7 @@ pub fn add_bundle(cfg: &mut DeclarativeConfig, input: AddInput, opts: &AddOption
     cfg.bundles.push(bundle);
 
     if let Err(errors) = validate(cfg) {
-        // Only the added bundle's package changed: errors all elsewhere were there before.
-        if errors.errors.iter().all(|e| e.package != package) {
-            let packages: std::collections::BTreeSet<String> = errors.errors.iter().map(|e| if e.package.is_empty() { "blobs of no package".to_string() } else { e.package.clone() }).collect();
-            return Err(AddError::AlreadyInvalid { bundle: name, package, packages: packages.into_iter().collect(), errors });
-        }
-        return Err(AddError::Invalid { bundle: name, errors });
+        return Err(AddError::Invalid { bundle: name, errors, earlier: 0 });
     }
     // Heads after the change (valid, so exactly one per channel).
     for change in &mut changes {
@@ -441,7 +458,18 @@ pub fn add_to_dir(dir: &Path, input: AddInput, opts: &AddOptions) -> Result<AddR
     for (_, c, _) in &files {
         parse::merge(&mut merged, c.clone());
     }
-    let mut report = add_bundle(&mut merged, input, opts)?;
+    let mut report = match add_bundle(&mut merged, input, opts) {
+        Ok(r) => r,
+        // Which errors the catalog had before (validated only now, when the insertion failed).
+        Err(AddError::Invalid { bundle, errors, .. }) => {
+            let mut before = DeclarativeConfig::default();
+            for (_, c, _) in &files {
+                parse::merge(&mut before, c.clone());
+            }
+            return Err(classify_invalid(dir, bundle, errors, validate(&before)));
+        }
+        Err(e) => return Err(e),
+    };
     let pkg_cfg = take_package(&mut merged, &package);
 
     let mut target: Option<usize> = None;
@@ -516,21 +544,6 @@ mod tests {
     }
 
     #[test]
-    fn a_catalog_invalid_before_in_another_package_is_reported_as_such() {
-        let mut cfg = DeclarativeConfig::default();
-        let opts = AddOptions::default();
-        add_bundle(&mut cfg, input("foo", "1.0.0", None, &["stable"]), &opts).unwrap();
-        // Package foo's default channel names no channel: invalid before anything is added.
-        cfg.packages[0].default_channel = Some("stabel".into());
-        let err = add_bundle(&mut cfg, input("bar", "1.0.0", None, &["stable"]), &opts).unwrap_err();
-        assert!(matches!(&err, AddError::AlreadyInvalid { packages, .. } if packages == &["foo".to_string()]), "{err}");
-        assert!(err.to_string().starts_with("the catalog is already invalid (in foo, not bar, the package of bar.v1.0.0); fix it first"), "{err}");
-        // An error in the added bundle's own package is the insertion's.
-        let err = add_bundle(&mut cfg, input("foo", "1.1.0", Some("foo.v0.9.0"), &["stable"]), &opts).unwrap_err();
-        assert!(matches!(err, AddError::Invalid { .. }), "{err}");
-    }
-
-    #[test]
     fn semver_mode_orders_by_version_even_out_of_order() {
         let mut cfg = DeclarativeConfig::default();
         let opts = AddOptions { mode: UpdateMode::Semver, ..Default::default() };
@@ -587,6 +600,40 @@ mod tests {
         let mut none = input("foo", "2.0.0", None, &["x"]);
         none.channels.clear();
         assert!(matches!(add_bundle(&mut cfg, none, &AddOptions::default()), Err(AddError::Bundle { .. })));
+    }
+
+    #[test]
+    fn add_to_dir_blames_the_bundle_only_for_errors_it_brings() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let opts = AddOptions::default();
+        add_to_dir(root, input("foo", "1.0.0", None, &["stable"]), &opts).unwrap();
+        add_to_dir(root, input("foo", "1.1.0", Some("foo.v1.0.0"), &["stable"]), &opts).unwrap();
+        // A replaces cycle in foo (v1.0.0 replaces v1.1.0) and a bad default channel in bar.
+        let path = root.join("foo/catalog.json");
+        let json = std::fs::read_to_string(&path).unwrap();
+        let mut cfg = parse::parse_bytes("x", json.as_bytes()).unwrap();
+        cfg.channels[0].entries.iter_mut().find(|e| e.name == "foo.v1.0.0").unwrap().replaces = Some("foo.v1.1.0".into());
+        std::fs::write(&path, parse::to_yaml_stream(&cfg)).unwrap();
+        std::fs::create_dir_all(root.join("bar")).unwrap();
+        std::fs::write(root.join("bar/catalog.yaml"), "schema: olm.package\nname: bar\ndefaultChannel: stabel\n").unwrap();
+        let before = std::fs::read_to_string(&path).unwrap();
+
+        // A bundle that brings no error of its own, in foo and in another package.
+        for (package, version, replaces) in [("foo", "1.2.0", None), ("baz", "1.0.0", None)] {
+            let err = add_to_dir(root, input(package, version, replaces, &["fast"]), &opts).unwrap_err();
+            let AddError::AlreadyInvalid { packages, errors, .. } = &err else { panic!("{err}") };
+            assert_eq!(packages, &["bar".to_string(), "foo".to_string()], "{err}");
+            assert_eq!(errors.errors.len(), 3, "{err}");
+            assert!(err.to_string().starts_with(&format!("the catalog {} is already invalid (in bar, foo); adding {package}.v{version} brings no error of its own", root.display())), "{err}");
+        }
+        // One that brings its own (a package name that is not a DNS-1123 label): only that is its.
+        let err = add_to_dir(root, input("Baz", "1.0.0", None, &["stable"]), &opts).unwrap_err();
+        let AddError::Invalid { errors, earlier, .. } = &err else { panic!("{err}") };
+        assert_eq!(*earlier, 3, "{err}");
+        assert!(!errors.errors.is_empty() && errors.errors.iter().all(|e| e.package == "Baz"), "{err}");
+        assert!(err.to_string().starts_with("adding Baz.v1.0.0 would make the catalog invalid; nothing was written (the catalog also has 3 errors it had before"), "{err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), before, "nothing was written");
     }
 
     #[test]

@@ -112,6 +112,7 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
     }
     let namespaces: BTreeSet<String> = subscriptions.iter().map(|s| s.namespace.clone()).collect();
     let mut installed = Vec::new();
+    let mut seen_installed = BTreeSet::new();
     for i in &args.installed {
         let (ns, name) = match i.split_once('/') {
             Some((ns, name)) => (ns.to_string(), name.to_string()),
@@ -123,6 +124,7 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
                 ));
             }
         };
+        let given = name.clone();
         let (name, package) = match name.split_once('@') {
             Some((name, package)) => (name.to_string(), Some(package.to_string())),
             None => (name, None),
@@ -130,11 +132,22 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
         if name.is_empty() || package.as_deref() == Some("") {
             return Err(format!("--installed {i:?}: empty CSV or package name; write [NAMESPACE/]CSV_NAME[@PACKAGE]"));
         }
+        if !capstan::catalog::validate::is_dns1123_label(&ns) {
+            return Err(format!("--installed {i}: {ns:?} is not a namespace name (lowercase letters, digits and '-'); write [NAMESPACE/]CSV_NAME[@PACKAGE]"));
+        }
+        if name.len() > 253 || !name.split('.').all(capstan::catalog::validate::is_dns1123_label) {
+            return Err(format!(
+                "--installed {i}: {name:?} is not a CSV name (a Kubernetes object name: lowercase letters, digits, '-' and '.'); write [NAMESPACE/]CSV_NAME[@PACKAGE]"
+            ));
+        }
+        if !seen_installed.insert((ns.clone(), name.clone())) {
+            return Err(format!("--installed {i}: CSV {ns}/{name} is given twice; a namespace holds one CSV of a name"));
+        }
         // An installed CSV counts only in its own namespace (OLM resolves each namespace apart):
         // one in a namespace none of the Subscriptions is in changes nothing, so it is a typo.
         if !namespaces.contains(&ns) {
             return Err(format!(
-                "--installed {i}: none of the Subscriptions is in namespace {ns} (they are in {}); an installed CSV only counts in its Subscriptions' namespace: write {}/{name}",
+                "--installed {i}: none of the Subscriptions is in namespace {ns} (they are in {}); an installed CSV only counts in its Subscriptions' namespace: write {}/{given}",
                 namespaces.iter().cloned().collect::<Vec<_>>().join(", "),
                 namespaces.iter().next().cloned().unwrap_or_default()
             ));

@@ -117,7 +117,7 @@ fn catalog_add_builds_a_valid_catalog_from_the_13_corpus_packages() {
             let mut attempt = cfg.clone();
             match add_bundle(&mut attempt, input, &AddOptions { mode, ..Default::default() }) {
                 Ok(_) => cfg = attempt,
-                Err(AddError::Invalid { bundle, errors }) if package == "kuadrant-operator" => {
+                Err(AddError::Invalid { bundle, errors, .. }) if package == "kuadrant-operator" => {
                     let text = errors.to_string();
                     assert!(text.contains("invalid image pull spec \"oci://quay.io/kuadrant/wasm-shim"), "{text}");
                     rejected.push(bundle);
