@@ -38,7 +38,18 @@ import bundles as synth  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 OUT = os.path.join(ROOT, "target", "compare-olm")
-CORPUS = os.path.abspath(os.path.join(ROOT, "..", "shared", "corpus", "community-operators-prod"))
+
+
+def shared_dir():
+    """The read-only shared/ directory: $CAPSTAN_SHARED, else beside the clone, else /work/shared
+    (the rule of tests/support's shared_dir)."""
+    if os.environ.get("CAPSTAN_SHARED"):
+        return os.environ["CAPSTAN_SHARED"]
+    beside = os.path.abspath(os.path.join(ROOT, "..", "shared"))
+    return beside if os.path.isdir(beside) else "/work/shared"
+
+
+CORPUS = os.path.join(shared_dir(), "corpus", "community-operators-prod")
 WAIT = float(os.environ.get("COMPARE_OLM_WAIT", "180"))
 
 # The kinds each system may create or change (issue 13), fully qualified for `kubectl get`.
@@ -204,8 +215,9 @@ def build_catalogs(binary, registry, work):
     for b in synth.scenario_bundles():
         sources["compare"].append((f"{b.package}-bundle:v{b.version}", b.write(synth_dir)))
     cm = os.path.join(CORPUS, "operators", "cert-manager", "1.16.5")
-    if os.path.isdir(cm):
-        sources["corpus"].append(("cert-manager-bundle:v1.16.5", cm))
+    if not os.path.isdir(cm):
+        sys.exit(f"compare-olm: the corpus bundle {cm} is missing: set CAPSTAN_SHARED to the shared/ directory that holds corpus/")
+    sources["corpus"].append(("cert-manager-bundle:v1.16.5", cm))
     for name, items in sources.items():
         d = os.path.join(work, "catalogs", name)
         for tag, bdir in items:
