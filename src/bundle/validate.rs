@@ -18,6 +18,7 @@ use super::{
     ANNOTATION_MANIFESTS, ANNOTATION_MEDIATYPE, ANNOTATION_METADATA, Bundle, Manifest, str_at,
 };
 use crate::catalog::property;
+use crate::catalog::validate::is_dns1123_label;
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -1063,14 +1064,6 @@ fn csv_name_format(name: &str) -> Result<(), String> {
         return Err("each dot-separated part must start and end with a letter or digit".into());
     }
     Ok(())
-}
-
-fn is_dns1123_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
 }
 
 #[cfg(test)]

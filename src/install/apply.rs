@@ -405,9 +405,24 @@ impl Applier<'_> {
     /// of a CRD the plan installs) cannot exist and are skipped; a read that fails ends the check
     /// and becomes that step's failure when its turn comes.
     async fn check_ownership(&mut self, steps: &[Step]) -> Option<Vec<StepResult>> {
-        // The reads are independent: they go out together (one round trip on the critical path,
-        // not one per step) and are then taken in step order, as one after the other would.
-        let reads = futures::future::join_all(steps.iter().map(|step| self.read_existing(step))).await;
+        // The reads are independent: once the API server has answered one, the others go out
+        // together (two round trips on the critical path, not one per step) and are then taken
+        // in step order, as one after the other would. The first read goes alone so that an API
+        // server that fails it is not asked for every step, each retried (the later steps are
+        // not applied then, so they need no read: `tests/install_retry.rs`).
+        let mut reads = Vec::with_capacity(steps.len());
+        for step in steps {
+            let read = self.read_existing(step).await;
+            let asked = read.is_some();
+            reads.push(read);
+            if asked {
+                break;
+            }
+        }
+        if let Some(Some((_, Attempt::Done(_)))) = reads.last() {
+            let rest = futures::future::join_all(steps[reads.len()..].iter().map(|step| self.read_existing(step))).await;
+            reads.extend(rest);
+        }
         let mut conflicts: Vec<(usize, StepError)> = Vec::new();
         for (i, (step, read)) in steps.iter().zip(reads).enumerate() {
             let found = match read {
