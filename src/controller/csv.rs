@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, ListParams};
+use crate::install::from_watch_cache;
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -99,7 +100,7 @@ pub(crate) enum GroupTargets {
 /// The OperatorGroup of `namespace` and its target namespaces ([`GroupTargets`]).
 pub(crate) async fn operator_group_targets(client: &Client, namespace: &str) -> Result<GroupTargets, Error> {
     let ogs = Api::<OperatorGroup>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default())
+        .list(&from_watch_cache())
         .await
         .map_err(kube_err(format!("listing OperatorGroups in {namespace}")))?;
     let og = match ogs.items.as_slice() {
@@ -118,7 +119,7 @@ pub(crate) async fn operator_group_targets(client: &Client, namespace: &str) -> 
                 Err(e) => return Ok(GroupTargets::Unfit { reason: "InvalidOperatorGroup", message: format!("OperatorGroup {namespace}/{}: spec.selector: {e}", og.name_any()) }),
             };
             let nss = Api::<Namespace>::all(client.clone())
-                .list(&ListParams::default().labels(&selector))
+                .list(&from_watch_cache().labels(&selector))
                 .await
                 .map_err(kube_err(format!("listing namespaces for the selector of OperatorGroup {namespace}/{}", og.name_any())))?;
             let mut names: Vec<String> = nss.items.iter().map(|n| n.name_any()).collect();
@@ -550,7 +551,7 @@ pub(crate) async fn api_ownership(
     if copied || add.is_empty() {
         return Ok(aggregation::ApiOwnership::Free);
     }
-    let groups = Api::<OperatorGroup>::all(client.clone()).list(&ListParams::default()).await.map_err(kube_err("listing OperatorGroups of all namespaces"))?;
+    let groups = Api::<OperatorGroup>::all(client.clone()).list(&from_watch_cache()).await.map_err(kube_err("listing OperatorGroups of all namespaces"))?;
     let annotation = |g: &OperatorGroup| g.annotations().get(crate::api::operatorgroup::PROVIDED_APIS_ANNOTATION).cloned().unwrap_or_default();
     let own = groups.items.iter().find(|g| g.namespace().as_deref() == Some(namespace) && g.name_any() == og);
     let Some(own) = own else { return Ok(aggregation::ApiOwnership::Free) };
@@ -1049,7 +1050,7 @@ async fn ensure_aggregation(ctx: &Context, csv: &ClusterServiceVersion, ns: &str
     if !missing.is_empty() {
         tracing::warn!(csv = %format!("{ns}/{}", csv.name_any()), missing = %missing.join(", "), "no aggregated ClusterRoles for APIs not on the cluster");
     }
-    let ogs = Api::<OperatorGroup>::namespaced(client.clone(), ns).list(&Default::default()).await.map_err(kube_err(format!("listing OperatorGroups in {ns}")))?;
+    let ogs = Api::<OperatorGroup>::namespaced(client.clone(), ns).list(&from_watch_cache()).await.map_err(kube_err(format!("listing OperatorGroups in {ns}")))?;
     if let [og] = ogs.items.as_slice() {
         ctx.ensure_group_aggregation(og).await.map_err(e)?;
     }

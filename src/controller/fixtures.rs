@@ -225,6 +225,66 @@ async fn an_installed_subscription_is_at_latest_known_and_not_rewritten() {
     assert!(status_writes(&server.finish()).is_empty());
 }
 
+/// The Subscription and its Complete InstallPlan `plan` after an install of etcd.v0.9.4, the
+/// Subscription's status still pointing at the plan (its CSV's event not yet seen).
+fn completed_install(plan: &str) -> (Value, Value) {
+    let sub = adopted(subscription(Some(json!({
+        "lastUpdated": "2026-12-01T00:00:00Z", "state": "UpgradePending", "currentCSV": "etcd.v0.9.4",
+        "installPlanRef": {"apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan", "name": plan, "namespace": NS, "uid": "uid-ip", "resourceVersion": "30"},
+    }))));
+    let mut ip = install_plan(Some(json!({"phase": "Complete", "catalogSources": ["community"]})));
+    ip["metadata"]["name"] = json!(plan);
+    (sub, ip)
+}
+
+/// The namespace's CSVs are read from the API server's watch cache (`install::from_watch_cache`),
+/// which can lag the plan's Complete status: a Complete plan whose CSV the list does not show,
+/// but a read by name finds, is not deleted and nothing is installed again.
+#[tokio::test]
+async fn a_complete_plan_whose_csv_the_cached_list_lags_is_not_reinstalled() {
+    let (server, ctx) = ApiServer::context();
+    load_catalog(&ctx);
+    let plan = super::install_plan_name("etcd", &[("etcd.v0.9.4".into(), BUNDLE_IMAGE.into())], "");
+    let (sub, ip) = completed_install(&plan);
+    expect_subscription_observe(&server, &sub, vec![]);
+    server
+        .expect("GET", &olm_path("v1alpha1", NS, "installplans", &plan), Reply::Ok(ip))
+        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4"), Reply::Ok(installed_csv(None)))
+        .expect("PATCH", &olm_path("v1alpha1", NS, "subscriptions", "etcd/status"), Reply::WithStatus(sub.clone()));
+    super::subscription::reconcile(typed::<Subscription>(&sub), ctx).await.expect("reconcile");
+    let seen = server.finish();
+    assert!(!seen.iter().any(|s| s.method == "DELETE" || s.method == "POST"), "nothing deleted or created: {:?}", lines(&seen));
+    let csv_list = seen.iter().find(|s| s.method == "GET" && s.path == olm_path("v1alpha1", NS, "clusterserviceversions", "")).expect("the CSV list");
+    assert!(csv_list.query.contains("resourceVersion=0") && csv_list.query.contains("resourceVersionMatch=NotOlderThan"), "the list is served from the watch cache: {}", csv_list.query);
+}
+
+/// A Complete plan whose CSV is gone (the read by name finds none either) is deleted and the
+/// CSV installed again with a new plan, as OLM does.
+#[tokio::test]
+async fn a_complete_plan_whose_csv_was_deleted_is_replaced() {
+    let (server, ctx) = ApiServer::context();
+    load_catalog(&ctx);
+    let plan = super::install_plan_name("etcd", &[("etcd.v0.9.4".into(), BUNDLE_IMAGE.into())], "");
+    let (sub, ip) = completed_install(&plan);
+    expect_subscription_observe(&server, &sub, vec![]);
+    server
+        .expect("GET", &olm_path("v1alpha1", NS, "installplans", &plan), Reply::Ok(ip))
+        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4"), Reply::Status(404, "NotFound"))
+        .expect("POST", &events_path(NS), Reply::Echo)
+        .expect("DELETE", &olm_path("v1alpha1", NS, "installplans", &plan), Reply::Ok(json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})))
+        .expect("GET", &olm_path("v1alpha1", NS, "installplans", ""), list("InstallPlanList", "operators.coreos.com/v1alpha1", vec![]))
+        .expect("POST", &olm_path("v1alpha1", NS, "installplans", ""), Reply::Echo)
+        .expect("POST", &events_path(NS), Reply::Echo)
+        .expect("PATCH", &olm_path("v1alpha1", NS, "subscriptions", "etcd/status"), Reply::WithStatus(sub.clone()));
+    super::subscription::reconcile(typed::<Subscription>(&sub), ctx).await.expect("reconcile");
+    let seen = server.finish();
+    let deleted = seen.iter().find(|s| s.method == "DELETE").expect("the Complete plan is deleted");
+    assert_eq!(deleted.body["preconditions"]["uid"], "uid-ip", "the plan read, not a newer one of the same name");
+    let reasons: Vec<&Value> = seen.iter().filter(|s| s.path == events_path(NS)).map(|s| &s.body["reason"]).collect();
+    assert_eq!(reasons, [&json!("Reinstalling"), &json!("InstallPlanCreated")]);
+    assert!(seen.iter().any(|s| s.method == "POST" && s.path == olm_path("v1alpha1", NS, "installplans", "")), "a new plan: {:?}", lines(&seen));
+}
+
 fn install_plan(status: Option<Value>) -> Value {
     let lookups = json!({
         "catalogSources": ["community"],

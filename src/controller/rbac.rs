@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::Client;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use super::{Error, kube_err};
 use crate::install::preflight::{Question, ServiceAccount};
 
@@ -99,7 +99,9 @@ pub(crate) async fn granted_rules(client: &Client, who: &ServiceAccount) -> Resu
     // one round trip each on the install's critical path).
     let crb_api = Api::<ClusterRoleBinding>::all(client.clone());
     let rb_api = Api::<RoleBinding>::namespaced(client.clone(), ns);
-    let all = ListParams::default();
+    // From the watch cache (`install::from_watch_cache`): a binding it does not show yet only
+    // sends its rules to a SubjectAccessReview.
+    let all = crate::install::from_watch_cache();
     let (crbs, rbs) = futures::join!(crb_api.list(&all), rb_api.list(&all));
     let crbs = match crbs {
         Err(e) if forbidden(&e) => return Ok(granted),

@@ -23,6 +23,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use crate::install::from_watch_cache;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -521,7 +522,7 @@ async fn observe_catalogs(ctx: &Context, ns: &str) -> Result<CatalogView, Error>
     }
     for cns in namespaces {
         let list = Api::<CatalogSource>::namespaced(ctx.client.clone(), &cns)
-            .list(&ListParams::default())
+            .list(&from_watch_cache())
             .await
             .map_err(kube_err(format!("listing CatalogSources in {cns}")))?;
         existing.extend(list.items.iter().map(|c| (cns.clone(), c.name_any())));
@@ -551,8 +552,10 @@ struct Observed {
 /// Resolves every Subscription of `ns` together (one bundle per package, §4.6) against
 /// `catalogs` and the CSVs installed there.
 async fn observe_resolution(ctx: &Context, ns: &str, catalogs: Vec<CatalogInput>) -> Result<Observed, Error> {
+    // From the watch cache, as every list of the install path (`install::from_watch_cache`);
+    // `drop_completed` confirms a missing CSV by name before it reinstalls.
     let csvs = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), ns)
-        .list(&ListParams::default())
+        .list(&from_watch_cache())
         .await
         .map_err(kube_err(format!("listing ClusterServiceVersions in {ns}")))?;
     let installed: Vec<InstalledBundle> = csvs
@@ -560,7 +563,7 @@ async fn observe_resolution(ctx: &Context, ns: &str, catalogs: Vec<CatalogInput>
         .iter()
         .map(|c| InstalledBundle::from_csv(ns, &c.name_any(), c.annotations().get(crate::install::ANNOTATION_PROPERTIES).map(String::as_str), c.spec.version.as_deref()))
         .collect();
-    let all_subs = Api::<Subscription>::namespaced(ctx.client.clone(), ns).list(&ListParams::default()).await.map_err(kube_err(format!("listing Subscriptions in {ns}")))?;
+    let all_subs = Api::<Subscription>::namespaced(ctx.client.clone(), ns).list(&from_watch_cache()).await.map_err(kube_err(format!("listing Subscriptions in {ns}")))?;
     // `status.installedCSV` only counts while that CSV exists (after an upgrade it names the
     // replaced one until this reconcile rewrites it); otherwise the package's installed CSV is used.
     let requests: Vec<SubscriptionRequest> = all_subs
@@ -701,9 +704,21 @@ async fn install(ctx: &Context, sub: &Subscription, mut status: SubscriptionStat
 /// The same resolution's plan completed, yet its CSVs are not installed: they were deleted. As
 /// OLM does, install them again — with a fresh plan, since the Complete one is done: the
 /// Complete plan is deleted (and `None` returned).
+///
+/// The resolution saw the namespace's CSVs in the watch cache ([`from_watch_cache`]), which can
+/// lag the plan's Complete status by the moment its CSV's create takes to reach it. So the CSVs
+/// are read by name first (from etcd): when one of them exists, the list was behind, nothing was
+/// deleted, and the Complete plan is returned as it is (the CSV's event resolves again).
 async fn drop_completed(ctx: &Context, sub: &Subscription, plans: &Api<InstallPlan>, existing: Option<InstallPlan>, csv_names: &[String]) -> Result<Option<InstallPlan>, Error> {
     let Some(done) = existing.as_ref().filter(|p| p.status.as_ref().is_some_and(|s| s.phase == InstallPlanPhase::Complete)) else { return Ok(existing) };
     let (ns, plan_name) = (done.namespace().unwrap_or_default(), done.name_any());
+    let csvs = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), &ns);
+    for c in csv_names {
+        if csvs.get_opt(c).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{c}")))?.is_some() {
+            tracing::debug!(plan = %format!("{ns}/{plan_name}"), csv = %c, "the CSV list lagged the Complete plan; not reinstalling");
+            return Ok(existing);
+        }
+    }
     let message = format!("InstallPlan {plan_name} completed, but {} no longer exists; capstan installs it again with a new InstallPlan", csv_names.join(", "));
     tracing::info!(subscription = %format!("{ns}/{}", sub.name_any()), plan = %plan_name, "{message}");
     ctx.events.publish_for(sub, EventType::Normal, "Reinstalling", &message).await;
@@ -751,7 +766,7 @@ pub(crate) fn plan_created_note(sub: &Subscription, plan_name: &str, csv_names: 
 /// one created meanwhile is read instead.
 async fn create_plan(ctx: &Context, sub: &Subscription, plans: &Api<InstallPlan>, plan_name: &str, csv_names: &[String], lookups: PlannedLookups, note: &str) -> Result<InstallPlan, Error> {
     let ns = sub.namespace().unwrap_or_default();
-    let existing = plans.list(&ListParams::default()).await.map_err(kube_err(format!("listing InstallPlans in {ns}")))?;
+    let existing = plans.list(&from_watch_cache()).await.map_err(kube_err(format!("listing InstallPlans in {ns}")))?;
     let ip = new_plan(sub, plan_name, csv_names, &lookups, next_plan_generation(&existing.items, &[sub]))?;
     tracing::info!(subscription = %format!("{ns}/{}", sub.name_any()), plan = %plan_name, csvs = ?csv_names, "creating InstallPlan");
     match plans.create(&PostParams::default(), &ip).await {

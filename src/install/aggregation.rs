@@ -255,7 +255,7 @@ pub async fn ensure_for_operator_group(client: &Client, og: &OperatorGroup) -> R
     let ns = og.namespace().unwrap_or_default();
     let name = og.name_any();
     let csvs = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns)
-        .list(&ListParams::default())
+        .list(&super::from_watch_cache())
         .await
         .map_err(err(format!("listing ClusterServiceVersions in {ns}")))?;
     let members: Vec<&ClusterServiceVersion> = csvs.items.iter().filter(|c| !c.labels().contains_key(super::LABEL_COPIED_FROM)).collect();

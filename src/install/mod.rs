@@ -30,6 +30,25 @@ pub use config::{ConfigError, SubscriptionConfig};
 pub use plan::{PlanError, steps};
 pub use preflight::{Finding, PreflightError};
 
+/// List parameters for the reads an install and its reconciles make: answered from the API
+/// server's watch cache at once (`resourceVersion=0`, `resourceVersionMatch=NotOlderThan`).
+///
+/// A list without a resourceVersion is a consistent read. Since Kubernetes 1.31
+/// (`ConsistentListFromCache`, on by default) the API server serves it from its watch cache
+/// after waiting until that cache has seen etcd's current revision; the cache of a resource with
+/// no recent writes only learns that revision from an etcd progress notification, which the API
+/// server requests at most every 100 ms (`k8s.io/apiserver` `pkg/storage/cacher/progress`,
+/// `progressRequestPeriod`). Every such list on an install's path cost 60–100 ms of waiting
+/// (docs/benchmarks.md, session 11 trace): five of them were most of nginx-operator's 0.6 s.
+///
+/// The cache is the one that feeds every watch, so a list from it is as fresh as an informer's
+/// store, which is what OLM v0 decides from everywhere (its listers). A decision that must not
+/// act on a lagging list (deleting a completed InstallPlan because its CSV seems gone) confirms
+/// with a GET by name, which the API server reads from etcd.
+pub fn from_watch_cache() -> kube::api::ListParams {
+    kube::api::ListParams::default().match_any()
+}
+
 /// The field manager capstan uses for every server-side apply (one manager, so that a later apply
 /// by capstan takes over fields it set before; §5.2 of `reference/olm-v0.md`).
 pub const FIELD_MANAGER: &str = "capstan";
