@@ -271,6 +271,8 @@ pub fn run(args: ControllerArgs) -> ExitCode {
                 }
             });
         }
+        // Freed heap pages go back to the system (glibc keeps them resident otherwise).
+        tokio::spawn(capstan::memory::return_freed_memory_periodically());
         tracing::info!(global_catalog_namespace = %options.global_catalog_namespace, leader_elect = args.leader_elect, "capstan controller starting");
         if !args.leader_elect {
             metrics.set_leader(true);
