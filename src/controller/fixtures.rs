@@ -225,16 +225,25 @@ async fn an_installed_subscription_is_at_latest_known_and_not_rewritten() {
     assert!(status_writes(&server.finish()).is_empty());
 }
 
-/// The Subscription and its Complete InstallPlan `plan` after an install of etcd.v0.9.4, the
-/// Subscription's status still pointing at the plan (its CSV's event not yet seen).
-fn completed_install(plan: &str) -> (Value, Value) {
+/// A Subscription reconcile after an install of etcd.v0.9.4 whose InstallPlan is Complete, the
+/// Subscription's status still pointing at the plan (its CSV's event not yet seen), and the
+/// namespace's CSV list empty: scripted up to the read of the CSV by name, which answers
+/// `csv_read`. Returns the server, the context and the Subscription.
+fn completed_install(csv_read: Reply) -> (ApiServer, Arc<super::Context>, Value) {
+    let (server, ctx) = ApiServer::context();
+    load_catalog(&ctx);
+    let plan = super::install_plan_name("etcd", &[("etcd.v0.9.4".into(), BUNDLE_IMAGE.into())], "");
     let sub = adopted(subscription(Some(json!({
         "lastUpdated": "2026-12-01T00:00:00Z", "state": "UpgradePending", "currentCSV": "etcd.v0.9.4",
         "installPlanRef": {"apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan", "name": plan, "namespace": NS, "uid": "uid-ip", "resourceVersion": "30"},
     }))));
     let mut ip = install_plan(Some(json!({"phase": "Complete", "catalogSources": ["community"]})));
     ip["metadata"]["name"] = json!(plan);
-    (sub, ip)
+    expect_subscription_observe(&server, &sub, vec![]);
+    server
+        .expect("GET", &olm_path("v1alpha1", NS, "installplans", &plan), Reply::Ok(ip))
+        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4"), csv_read);
+    (server, ctx, sub)
 }
 
 /// The namespace's CSVs are read from the API server's watch cache (`install::from_watch_cache`),
@@ -242,15 +251,8 @@ fn completed_install(plan: &str) -> (Value, Value) {
 /// but a read by name finds, is not deleted and nothing is installed again.
 #[tokio::test]
 async fn a_complete_plan_whose_csv_the_cached_list_lags_is_not_reinstalled() {
-    let (server, ctx) = ApiServer::context();
-    load_catalog(&ctx);
-    let plan = super::install_plan_name("etcd", &[("etcd.v0.9.4".into(), BUNDLE_IMAGE.into())], "");
-    let (sub, ip) = completed_install(&plan);
-    expect_subscription_observe(&server, &sub, vec![]);
-    server
-        .expect("GET", &olm_path("v1alpha1", NS, "installplans", &plan), Reply::Ok(ip))
-        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4"), Reply::Ok(installed_csv(None)))
-        .expect("PATCH", &olm_path("v1alpha1", NS, "subscriptions", "etcd/status"), Reply::WithStatus(sub.clone()));
+    let (server, ctx, sub) = completed_install(Reply::Ok(installed_csv(None)));
+    server.expect("PATCH", &olm_path("v1alpha1", NS, "subscriptions", "etcd/status"), Reply::WithStatus(sub.clone()));
     super::subscription::reconcile(typed::<Subscription>(&sub), ctx).await.expect("reconcile");
     let seen = server.finish();
     assert!(!seen.iter().any(|s| s.method == "DELETE" || s.method == "POST"), "nothing deleted or created: {:?}", lines(&seen));
@@ -262,14 +264,9 @@ async fn a_complete_plan_whose_csv_the_cached_list_lags_is_not_reinstalled() {
 /// CSV installed again with a new plan, as OLM does.
 #[tokio::test]
 async fn a_complete_plan_whose_csv_was_deleted_is_replaced() {
-    let (server, ctx) = ApiServer::context();
-    load_catalog(&ctx);
+    let (server, ctx, sub) = completed_install(Reply::Status(404, "NotFound"));
     let plan = super::install_plan_name("etcd", &[("etcd.v0.9.4".into(), BUNDLE_IMAGE.into())], "");
-    let (sub, ip) = completed_install(&plan);
-    expect_subscription_observe(&server, &sub, vec![]);
     server
-        .expect("GET", &olm_path("v1alpha1", NS, "installplans", &plan), Reply::Ok(ip))
-        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4"), Reply::Status(404, "NotFound"))
         .expect("POST", &events_path(NS), Reply::Echo)
         .expect("DELETE", &olm_path("v1alpha1", NS, "installplans", &plan), Reply::Ok(json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})))
         .expect("GET", &olm_path("v1alpha1", NS, "installplans", ""), list("InstallPlanList", "operators.coreos.com/v1alpha1", vec![]))
