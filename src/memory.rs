@@ -27,8 +27,9 @@ pub fn keep_freed_memory_returned() {
 /// glibc 2.8 it releases the free pages inside chunks of all arenas, not only the main heap's
 /// top). Called after a catalog load has dropped its parse (the FBC blobs and their strings,
 /// freed in small chunks that [`keep_freed_memory_returned`] cannot return one by one), so that
-/// what stays resident is the catalog's index, not the parse's garbage. Takes milliseconds;
-/// a no-op on other C libraries.
+/// what stays resident is the catalog's index, not the parse's garbage (docs/benchmarks.md,
+/// session 11: 99.7 → 54.4 MiB with the corpus catalog loaded). Takes milliseconds; call it on
+/// the blocking pool. A no-op on other C libraries (the Dockerfile's static musl build).
 pub fn return_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free heap pages; it is thread-safe (it locks each arena).

@@ -182,7 +182,7 @@ async fn load_address(ctx: &Context, key: &(String, String), cs: &CatalogSource,
         Err(errors) => index.with_invalid(format!("{address}: {errors}")),
     };
     let served = served(ctx, key, &loaded.digest, loaded.config);
-    crate::memory::return_freed_memory();
+    let _ = tokio::task::spawn_blocking(crate::memory::return_freed_memory).await;
     Ok(LoadedIndex {
         image: format!("grpc://{address}"),
         digest: loaded.digest,
@@ -220,7 +220,7 @@ async fn load(ctx: &Context, key: &(String, String), cs: &CatalogSource, ns: &st
         Err(errors) => index.with_invalid(format!("{image}@{}: {errors}", loaded.digest)),
     };
     let served = served(ctx, key, &loaded.digest, loaded.config);
-    crate::memory::return_freed_memory();
+    let _ = tokio::task::spawn_blocking(crate::memory::return_freed_memory).await;
     Ok(LoadedIndex {
         image: image.to_string(),
         digest: loaded.digest,

@@ -511,15 +511,16 @@ async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &s
     use crate::install::aggregation::{self, ApiOwnership};
     let copied = csv.labels().contains_key(crate::install::LABEL_COPIED_FROM);
     let agg = |e: aggregation::AggregationError| Error::Kube { context: e.what, source: e.source };
-    match api_ownership(client, ns, &og, &targets, &csv.name_any(), &csv.spec, copied).await? {
+    let (ownership, read_at) = api_ownership(client, ns, &og, &targets, &csv.name_any(), &csv.spec, copied).await?;
+    match ownership {
         ApiOwnership::Free => Ok(None),
         ApiOwnership::Claim(value) => {
-            aggregation::write_provided_apis(client, ns, &og, &value).await.map_err(agg)?;
+            aggregation::write_provided_apis(client, ns, &og, &value, read_at.as_deref()).await.map_err(agg)?;
             Ok(None)
         }
         ApiOwnership::Refused { reason, message, release } => {
             if let Some(value) = release {
-                aggregation::write_provided_apis(client, ns, &og, &value).await.map_err(agg)?;
+                aggregation::write_provided_apis(client, ns, &og, &value, read_at.as_deref()).await.map_err(agg)?;
             }
             // OLM keeps InterOperatorGroupOwnerConflict over the static-group reason.
             let status = csv.status.as_ref();
@@ -536,7 +537,8 @@ async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &s
 /// `targets` may own the APIs it provides, given every OperatorGroup of the cluster
 /// ([`crate::install::aggregation::decide_api_ownership`]; OLM `syncClusterServiceVersion`,
 /// `groups.go`). A CSV providing no API costs no read. Used by the CSV reconciler and, before it
-/// applies anything, by the InstallPlan reconciler.
+/// applies anything, by the InstallPlan reconciler. Also returns the resourceVersion of the
+/// CSV's group as read, the precondition of a write of the decided annotation.
 pub(crate) async fn api_ownership(
     client: &Client,
     namespace: &str,
@@ -545,16 +547,16 @@ pub(crate) async fn api_ownership(
     csv_name: &str,
     spec: &crate::api::clusterserviceversion::ClusterServiceVersionSpec,
     copied: bool,
-) -> Result<crate::install::aggregation::ApiOwnership, Error> {
+) -> Result<(crate::install::aggregation::ApiOwnership, Option<String>), Error> {
     use crate::install::aggregation::{self, GroupSurface};
     let add: std::collections::BTreeSet<String> = aggregation::provided_apis(spec).iter().map(aggregation::gvk_string).collect();
     if copied || add.is_empty() {
-        return Ok(aggregation::ApiOwnership::Free);
+        return Ok((aggregation::ApiOwnership::Free, None));
     }
     let groups = Api::<OperatorGroup>::all(client.clone()).list(&from_watch_cache()).await.map_err(kube_err("listing OperatorGroups of all namespaces"))?;
     let annotation = |g: &OperatorGroup| g.annotations().get(crate::api::operatorgroup::PROVIDED_APIS_ANNOTATION).cloned().unwrap_or_default();
     let own = groups.items.iter().find(|g| g.namespace().as_deref() == Some(namespace) && g.name_any() == og);
-    let Some(own) = own else { return Ok(aggregation::ApiOwnership::Free) };
+    let Some(own) = own else { return Ok((aggregation::ApiOwnership::Free, None)) };
     let group = GroupSurface::new(namespace, og, targets, &annotation(own));
     let others: Vec<GroupSurface> = groups
         .items
@@ -562,7 +564,8 @@ pub(crate) async fn api_ownership(
         .filter(|g| !(g.namespace().as_deref() == Some(namespace) && g.name_any() == og))
         .map(|g| GroupSurface::new(&g.namespace().unwrap_or_default(), &g.name_any(), g.status.as_ref().map(|s| s.namespaces.as_slice()).unwrap_or_default(), &annotation(g)))
         .collect();
-    Ok(aggregation::decide_api_ownership(&format!("{namespace}/{csv_name}"), copied, &add, &group, &others, own.spec.static_provided_apis == Some(true)))
+    let decided = aggregation::decide_api_ownership(&format!("{namespace}/{csv_name}"), copied, &add, &group, &others, own.spec.static_provided_apis == Some(true));
+    Ok((decided, own.metadata.resource_version.clone()))
 }
 
 /// A CSV just refused for its provided APIs (OLM `cleanupCSVDeployments`): its webhook

@@ -156,6 +156,7 @@ async fn subscription_creates_one_plan_and_writes_its_status_once() {
     expect_observe(&sub);
     server
         .expect("GET", &olm_path("v1alpha1", NS, "installplans", &plan), Reply::Status(404, "NotFound"))
+        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4"), Reply::Status(404, "NotFound"))
         .expect("GET", &olm_path("v1alpha1", NS, "installplans", ""), list("InstallPlanList", "operators.coreos.com/v1alpha1", vec![]))
         .expect("POST", &olm_path("v1alpha1", NS, "installplans", ""), Reply::Echo)
         .expect("POST", &events_path(NS), Reply::Echo)
@@ -165,7 +166,7 @@ async fn subscription_creates_one_plan_and_writes_its_status_once() {
     let seen = server.finish();
     // OLM's adoption: the component label, once, by merge patch of the metadata.
     assert_eq!(seen[1].body, json!({"metadata": {"labels": {COMPONENT: ""}}}));
-    let created = &seen[8].body;
+    let created = &seen[9].body;
     assert_eq!(created["metadata"]["name"], plan.as_str());
     assert_eq!(created["metadata"]["labels"], json!({COMPONENT: ""}), "the plan carries its operator's component label");
     assert_eq!(created["spec"]["generation"], 1, "the namespace's first plan");
@@ -176,7 +177,7 @@ async fn subscription_creates_one_plan_and_writes_its_status_once() {
     let lookups: Value = serde_json::from_str(created["metadata"]["annotations"][ANNOTATION_BUNDLE_LOOKUPS].as_str().expect("lookups annotation")).expect("lookups JSON");
     assert_eq!(lookups["bundleLookups"][0]["path"], BUNDLE_IMAGE);
     assert_eq!((&lookups["bundleLookups"][0]["catalogSourceRef"]["namespace"], &lookups["bundleLookups"][0]["catalogSourceRef"]["name"]), (&json!("olm"), &json!("community")));
-    assert_eq!((&seen[9].body["reason"], &seen[9].body["regarding"]["name"]), (&json!("InstallPlanCreated"), &json!("etcd")));
+    assert_eq!((&seen[10].body["reason"], &seen[10].body["regarding"]["name"]), (&json!("InstallPlanCreated"), &json!("etcd")));
     let writes = status_writes(&seen);
     assert_eq!(writes.len(), 1, "one status write: {:?}", lines(&seen));
     assert!(writes[0].path.ends_with("/subscriptions/etcd/status"), "only the InstallPlan reconciler writes InstallPlan status: {}", writes[0].line());
@@ -188,7 +189,7 @@ async fn subscription_creates_one_plan_and_writes_its_status_once() {
 
     // Again, with the status as written and the plan there (not yet worked on): nothing to write.
     let sub = adopted(subscription(Some(status.clone())));
-    let mut created = seen[8].body.clone();
+    let mut created = seen[9].body.clone();
     // As the server answered the create (`Reply::Echo`).
     created["metadata"]["uid"] = json!("uid-created");
     created["metadata"]["resourceVersion"] = json!("1");
@@ -258,6 +259,25 @@ async fn a_complete_plan_whose_csv_the_cached_list_lags_is_not_reinstalled() {
     assert!(!seen.iter().any(|s| s.method == "DELETE" || s.method == "POST"), "nothing deleted or created: {:?}", lines(&seen));
     let csv_list = seen.iter().find(|s| s.method == "GET" && s.path == olm_path("v1alpha1", NS, "clusterserviceversions", "")).expect("the CSV list");
     assert!(csv_list.query.contains("resourceVersion=0") && csv_list.query.contains("resourceVersionMatch=NotOlderThan"), "the list is served from the watch cache: {}", csv_list.query);
+}
+
+/// A new InstallPlan is not created for a CSV that exists though the namespace's list (from the
+/// watch cache) does not show it yet — as when a dependency's plan, named after another set of
+/// bundles, installed it: the Subscription resolves again a second later, nothing written.
+#[tokio::test]
+async fn no_plan_is_created_for_a_csv_the_cached_list_does_not_show_yet() {
+    let (server, ctx) = ApiServer::context();
+    load_catalog(&ctx);
+    let plan = super::install_plan_name("etcd", &[("etcd.v0.9.4".into(), BUNDLE_IMAGE.into())], "");
+    let sub = adopted(subscription(None));
+    expect_subscription_observe(&server, &sub, vec![]);
+    server
+        .expect("GET", &olm_path("v1alpha1", NS, "installplans", &plan), Reply::Status(404, "NotFound"))
+        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4"), Reply::Ok(installed_csv(None)));
+    let action = super::subscription::reconcile(typed::<Subscription>(&sub), ctx).await.expect("reconcile");
+    assert_eq!(action, Action::requeue(Duration::from_secs(1)));
+    let seen = server.finish();
+    assert!(!seen.iter().any(|s| s.method != "GET"), "nothing created or written: {:?}", lines(&seen));
 }
 
 /// A Complete plan whose CSV is gone (the read by name finds none either) is deleted and the

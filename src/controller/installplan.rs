@@ -835,7 +835,7 @@ async fn held_for_apis(ctx: &Context, ip: &InstallPlan, ns: &str, planned: &Plan
     let mut held = vec![false; planned.steps.len()];
     for csv_step in planned.steps.iter().map(|p| &p.step).filter(|s| s.kind == "ClusterServiceVersion") {
         let Ok(spec) = serde_json::from_value::<crate::api::clusterserviceversion::ClusterServiceVersionSpec>(csv_step.manifest["spec"].clone()) else { continue };
-        let ownership = super::csv::api_ownership(&ctx.client, ns, &planned.operator_group, &planned.targets, &csv_step.name, &spec, false).await?;
+        let (ownership, _) = super::csv::api_ownership(&ctx.client, ns, &planned.operator_group, &planned.targets, &csv_step.name, &spec, false).await?;
         let crate::install::aggregation::ApiOwnership::Refused { message, .. } = ownership else { continue };
         let mut names = Vec::new();
         for (i, p) in planned.steps.iter().enumerate() {

@@ -550,8 +550,10 @@ struct Observed {
 }
 
 /// Resolves every Subscription of `ns` together (one bundle per package, §4.6) against
-/// `catalogs` and the CSVs installed there.
-async fn observe_resolution(ctx: &Context, ns: &str, catalogs: Vec<CatalogInput>) -> Result<Observed, Error> {
+/// `catalogs` and the CSVs installed there. `sub`, the Subscription being reconciled (read from
+/// etcd), stands in for its copy in the namespace's list, which comes from the watch cache and
+/// may not show it yet.
+async fn observe_resolution(ctx: &Context, ns: &str, sub: &Subscription, catalogs: Vec<CatalogInput>) -> Result<Observed, Error> {
     // From the watch cache, as every list of the install path (`install::from_watch_cache`);
     // `drop_completed` confirms a missing CSV by name before it reinstalls.
     let csvs = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), ns)
@@ -563,11 +565,13 @@ async fn observe_resolution(ctx: &Context, ns: &str, catalogs: Vec<CatalogInput>
         .iter()
         .map(|c| InstalledBundle::from_csv(ns, &c.name_any(), c.annotations().get(crate::install::ANNOTATION_PROPERTIES).map(String::as_str), c.spec.version.as_deref()))
         .collect();
-    let all_subs = Api::<Subscription>::namespaced(ctx.client.clone(), ns).list(&from_watch_cache()).await.map_err(kube_err(format!("listing Subscriptions in {ns}")))?;
+    let mut all_subs = Api::<Subscription>::namespaced(ctx.client.clone(), ns).list(&from_watch_cache()).await.map_err(kube_err(format!("listing Subscriptions in {ns}")))?.items;
+    all_subs.retain(|s| s.name_any() != sub.name_any());
+    all_subs.push(sub.clone());
+    all_subs.sort_by_key(|s| s.name_any());
     // `status.installedCSV` only counts while that CSV exists (after an upgrade it names the
     // replaced one until this reconcile rewrites it); otherwise the package's installed CSV is used.
     let requests: Vec<SubscriptionRequest> = all_subs
-        .items
         .iter()
         .map(request_of)
         .map(|mut r| {
@@ -618,7 +622,7 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
         }
         CatalogGate::Resolve(catalogs) => catalogs,
     };
-    let Observed { out, installed, requests } = observe_resolution(&ctx, &ns, catalogs).await?;
+    let Observed { out, installed, requests } = observe_resolution(&ctx, &ns, &sub, catalogs).await?;
     match decide_resolution(&mut status, &sub, &out, &installed, &now) {
         Resolution::Failed { message, event } => {
             write(&ctx, &sub, &status).await?;
@@ -651,7 +655,12 @@ async fn install(ctx: &Context, sub: &Subscription, mut status: SubscriptionStat
     let config = sub.spec.config.as_ref().and_then(|c| serde_json::to_string(c).ok()).unwrap_or_default();
     let plan_name = install_plan_name(&name, &bundles, &config);
     let existing = plans.get_opt(&plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))?;
-    let existing = drop_completed(ctx, sub, &plans, existing, &csv_names).await?;
+    // Before a plan is created or a Complete one replaced: read by name (from etcd) whether a CSV
+    // of this resolution exists already; the resolution saw the namespace's CSVs in the watch
+    // cache, which can lag ([`from_watch_cache`]).
+    let complete = |p: &InstallPlan| p.status.as_ref().is_some_and(|s| s.phase == InstallPlanPhase::Complete);
+    let present = if existing.as_ref().is_none_or(complete) { existing_csv(ctx, &ns, &csv_names).await? } else { None };
+    let existing = drop_completed(ctx, sub, &plans, existing, &csv_names, present.as_deref()).await?;
     let prior_name = status.install_plan_ref.as_ref().and_then(|r| r.name.clone());
     let prior = match prior_name.as_deref().filter(|p| *p != plan_name) {
         Some(p) => plans.get_opt(p).await.map_err(kube_err(format!("reading InstallPlan {ns}/{p}")))?,
@@ -683,6 +692,12 @@ async fn install(ctx: &Context, sub: &Subscription, mut status: SubscriptionStat
     missing_condition(&mut status, &ns, prior_missing, existing.is_some(), &plan_name, &csv_names, now);
     let plan = match existing {
         Some(p) => p,
+        None if present.is_some() => {
+            // A CSV the list did not show exists (a dependency's plan, named after a different
+            // set of bundles, installed it): resolve again on a list that shows it.
+            tracing::debug!(subscription = %format!("{ns}/{name}"), csv = ?present, "the CSV list lagged; not creating an InstallPlan");
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
         None => {
             let note = plan_created_note(sub, &plan_name, &csv_names, to_install);
             let created = create_plan(ctx, sub, &plans, &plan_name, &csv_names, planned_lookups(to_install, deps.clone()), &note).await?;
@@ -706,18 +721,16 @@ async fn install(ctx: &Context, sub: &Subscription, mut status: SubscriptionStat
 /// Complete plan is deleted (and `None` returned).
 ///
 /// The resolution saw the namespace's CSVs in the watch cache ([`from_watch_cache`]), which can
-/// lag the plan's Complete status by the moment its CSV's create takes to reach it. So the CSVs
-/// are read by name first (from etcd): when one of them exists, the list was behind, nothing was
-/// deleted, and the Complete plan is returned as it is (the CSV's event resolves again).
-async fn drop_completed(ctx: &Context, sub: &Subscription, plans: &Api<InstallPlan>, existing: Option<InstallPlan>, csv_names: &[String]) -> Result<Option<InstallPlan>, Error> {
+/// lag the plan's Complete status by the moment its CSV's create takes to reach it. `present` is
+/// a CSV of `csv_names` read by name ([`existing_csv`], from etcd): when one exists, the list was
+/// behind, nothing is deleted, and the Complete plan is returned as it is (the CSV's event
+/// resolves again).
+async fn drop_completed(ctx: &Context, sub: &Subscription, plans: &Api<InstallPlan>, existing: Option<InstallPlan>, csv_names: &[String], present: Option<&str>) -> Result<Option<InstallPlan>, Error> {
     let Some(done) = existing.as_ref().filter(|p| p.status.as_ref().is_some_and(|s| s.phase == InstallPlanPhase::Complete)) else { return Ok(existing) };
     let (ns, plan_name) = (done.namespace().unwrap_or_default(), done.name_any());
-    let csvs = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), &ns);
-    for c in csv_names {
-        if csvs.get_opt(c).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{c}")))?.is_some() {
-            tracing::debug!(plan = %format!("{ns}/{plan_name}"), csv = %c, "the CSV list lagged the Complete plan; not reinstalling");
-            return Ok(existing);
-        }
+    if let Some(c) = present {
+        tracing::debug!(plan = %format!("{ns}/{plan_name}"), csv = %c, "the CSV list lagged the Complete plan; not reinstalling");
+        return Ok(existing);
     }
     let message = format!("InstallPlan {plan_name} completed, but {} no longer exists; capstan installs it again with a new InstallPlan", csv_names.join(", "));
     tracing::info!(subscription = %format!("{ns}/{}", sub.name_any()), plan = %plan_name, "{message}");
@@ -728,6 +741,14 @@ async fn drop_completed(ctx: &Context, sub: &Subscription, plans: &Api<InstallPl
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(None),
         Err(e) => Err(kube_err(format!("deleting completed InstallPlan {ns}/{plan_name}"))(e)),
     }
+}
+
+/// The first of `csv_names` that exists in `ns`, each read by name (a GET, which the API server
+/// answers from etcd, not from the watch cache the resolution's list came from).
+async fn existing_csv(ctx: &Context, ns: &str, csv_names: &[String]) -> Result<Option<String>, Error> {
+    let csvs = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), ns);
+    let found = futures::future::try_join_all(csv_names.iter().map(|c| csvs.get_opt(c))).await.map_err(kube_err(format!("reading the ClusterServiceVersions {} in {ns}", csv_names.join(", "))))?;
+    Ok(csv_names.iter().zip(found).find(|(_, f)| f.is_some()).map(|(c, _)| c.clone()))
 }
 
 /// Marks `prior` superseded (annotation [`ANNOTATION_SUPERSEDED_BY`] with `message`, on the

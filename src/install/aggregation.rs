@@ -267,7 +267,7 @@ pub async fn ensure_for_operator_group(client: &Client, og: &OperatorGroup) -> R
     let apis: Vec<ApiKey> = set.into_iter().collect();
     let changed = value != current;
     if changed {
-        write_provided_apis(client, &ns, &name, &value).await?;
+        write_provided_apis(client, &ns, &name, &value, og.metadata.resource_version.as_deref()).await?;
     }
     let roles = operator_group_cluster_roles(&ns, &name, &apis);
     let admin = roles[0]["metadata"]["name"].as_str().unwrap_or_default().to_string();
@@ -289,9 +289,15 @@ pub async fn ensure_for_operator_group(client: &Client, og: &OperatorGroup) -> R
 
 /// Writes `value` as OperatorGroup `namespace/name`'s `olm.providedAPIs` (a merge patch of
 /// metadata only; the group may have been created as v1alpha2): the CSV check's `AddAPIs` /
-/// `RemoveAPIs` ([`decide_api_ownership`]).
-pub async fn write_provided_apis(client: &Client, namespace: &str, name: &str, value: &str) -> Result<(), AggregationError> {
-    let patch = json!({"metadata": {"annotations": {PROVIDED_APIS_ANNOTATION: value}}});
+/// `RemoveAPIs` ([`decide_api_ownership`]). `resource_version` is that of the group `value` was
+/// computed from: the patch is refused (HTTP 409, an error here; the reconcile is retried) when
+/// the group changed since, so that two CSVs of one group claiming at once cannot drop each
+/// other's APIs from the annotation.
+pub async fn write_provided_apis(client: &Client, namespace: &str, name: &str, value: &str, resource_version: Option<&str>) -> Result<(), AggregationError> {
+    let mut patch = json!({"metadata": {"annotations": {PROVIDED_APIS_ANNOTATION: value}}});
+    if let Some(rv) = resource_version {
+        patch["metadata"]["resourceVersion"] = json!(rv);
+    }
     Api::<OperatorGroup>::namespaced(client.clone(), namespace)
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
