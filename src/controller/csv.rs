@@ -16,7 +16,6 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, ListParams};
-use crate::install::from_watch_cache;
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -26,6 +25,7 @@ use super::{Context, Error, apply_typed_status, fresh, kube_err, now_time};
 use crate::api::clusterserviceversion::{ClusterServiceVersionStatus, CsvPhase, CsvReason, DependentStatus, RequirementStatus, RequirementStatusReason};
 use crate::api::operatorgroup::OperatorGroupStatus;
 use crate::api::{ClusterServiceVersion, OperatorGroup};
+use crate::install::from_watch_cache;
 use crate::install::preflight::{self, Question, Subject};
 
 /// Why a CSV's install modes do not fit its OperatorGroup's target namespaces (§1.5,

@@ -23,7 +23,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use crate::install::from_watch_cache;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -31,6 +30,7 @@ use serde_json::json;
 use super::events::EventType;
 use super::installplan::{ANNOTATION_BUNDLE_LOOKUPS, ANNOTATION_SUPERSEDED_BY, INSTALL_RETRYING, PlannedLookups, install_plan_name};
 use super::{CatalogState, Context, Error, apply_typed_status, fresh, kube_err, now_time};
+use crate::install::from_watch_cache;
 use crate::api::common::ConditionStatus;
 use crate::api::installplan::{BundleLookup, InstallPlanPhase, InstallPlanSpec};
 use crate::api::subscription::{InstallPlanReference, SubscriptionCatalogHealth, SubscriptionConditionType as C, SubscriptionState, SubscriptionStatus, reason};
@@ -657,10 +657,22 @@ async fn install(ctx: &Context, sub: &Subscription, mut status: SubscriptionStat
     let existing = plans.get_opt(&plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))?;
     // Before a plan is created or a Complete one replaced: read by name (from etcd) whether a CSV
     // of this resolution exists already; the resolution saw the namespace's CSVs in the watch
-    // cache, which can lag ([`from_watch_cache`]).
-    let complete = |p: &InstallPlan| p.status.as_ref().is_some_and(|s| s.phase == InstallPlanPhase::Complete);
-    let present = if existing.as_ref().is_none_or(complete) { existing_csv(ctx, &ns, &csv_names).await? } else { None };
-    let existing = drop_completed(ctx, sub, &plans, existing, &csv_names, present.as_deref()).await?;
+    // cache, which can lag ([`from_watch_cache`]). When one does, this resolution is not acted
+    // on: no plan is created, replaced or superseded.
+    let present = if existing.as_ref().is_none_or(is_complete) { existing_csv(ctx, &ns, &csv_names).await? } else { None };
+    let existing = match (existing, present) {
+        (None, Some(c)) => {
+            // A dependency's plan, named after a different set of bundles, installed it: resolve
+            // again on a list that shows it.
+            tracing::debug!(subscription = %format!("{ns}/{name}"), csv = %c, "the CSV list lagged; not creating an InstallPlan");
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
+        (Some(done), Some(c)) => {
+            tracing::debug!(subscription = %format!("{ns}/{name}"), plan = %plan_name, csv = %c, "the CSV list lagged the Complete plan; not reinstalling");
+            Some(done)
+        }
+        (existing, None) => drop_completed(ctx, sub, &plans, existing, &csv_names).await?,
+    };
     let prior_name = status.install_plan_ref.as_ref().and_then(|r| r.name.clone());
     let prior = match prior_name.as_deref().filter(|p| *p != plan_name) {
         Some(p) => plans.get_opt(p).await.map_err(kube_err(format!("reading InstallPlan {ns}/{p}")))?,
@@ -692,12 +704,6 @@ async fn install(ctx: &Context, sub: &Subscription, mut status: SubscriptionStat
     missing_condition(&mut status, &ns, prior_missing, existing.is_some(), &plan_name, &csv_names, now);
     let plan = match existing {
         Some(p) => p,
-        None if present.is_some() => {
-            // A CSV the list did not show exists (a dependency's plan, named after a different
-            // set of bundles, installed it): resolve again on a list that shows it.
-            tracing::debug!(subscription = %format!("{ns}/{name}"), csv = ?present, "the CSV list lagged; not creating an InstallPlan");
-            return Ok(Action::requeue(Duration::from_secs(1)));
-        }
         None => {
             let note = plan_created_note(sub, &plan_name, &csv_names, to_install);
             let created = create_plan(ctx, sub, &plans, &plan_name, &csv_names, planned_lookups(to_install, deps.clone()), &note).await?;
@@ -719,19 +725,11 @@ async fn install(ctx: &Context, sub: &Subscription, mut status: SubscriptionStat
 /// The same resolution's plan completed, yet its CSVs are not installed: they were deleted. As
 /// OLM does, install them again — with a fresh plan, since the Complete one is done: the
 /// Complete plan is deleted (and `None` returned).
-///
-/// The resolution saw the namespace's CSVs in the watch cache ([`from_watch_cache`]), which can
-/// lag the plan's Complete status by the moment its CSV's create takes to reach it. `present` is
-/// a CSV of `csv_names` read by name ([`existing_csv`], from etcd): when one exists, the list was
-/// behind, nothing is deleted, and the Complete plan is returned as it is (the CSV's event
-/// resolves again).
-async fn drop_completed(ctx: &Context, sub: &Subscription, plans: &Api<InstallPlan>, existing: Option<InstallPlan>, csv_names: &[String], present: Option<&str>) -> Result<Option<InstallPlan>, Error> {
-    let Some(done) = existing.as_ref().filter(|p| p.status.as_ref().is_some_and(|s| s.phase == InstallPlanPhase::Complete)) else { return Ok(existing) };
+/// Called once [`existing_csv`] has found none of `csv_names` by name (the resolution's list comes
+/// from the watch cache, which can lag the plan's Complete status).
+async fn drop_completed(ctx: &Context, sub: &Subscription, plans: &Api<InstallPlan>, existing: Option<InstallPlan>, csv_names: &[String]) -> Result<Option<InstallPlan>, Error> {
+    let Some(done) = existing.as_ref().filter(|p| is_complete(p)) else { return Ok(existing) };
     let (ns, plan_name) = (done.namespace().unwrap_or_default(), done.name_any());
-    if let Some(c) = present {
-        tracing::debug!(plan = %format!("{ns}/{plan_name}"), csv = %c, "the CSV list lagged the Complete plan; not reinstalling");
-        return Ok(existing);
-    }
     let message = format!("InstallPlan {plan_name} completed, but {} no longer exists; capstan installs it again with a new InstallPlan", csv_names.join(", "));
     tracing::info!(subscription = %format!("{ns}/{}", sub.name_any()), plan = %plan_name, "{message}");
     ctx.events.publish_for(sub, EventType::Normal, "Reinstalling", &message).await;
@@ -741,6 +739,11 @@ async fn drop_completed(ctx: &Context, sub: &Subscription, plans: &Api<InstallPl
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(None),
         Err(e) => Err(kube_err(format!("deleting completed InstallPlan {ns}/{plan_name}"))(e)),
     }
+}
+
+/// Whether InstallPlan `p` is Complete.
+fn is_complete(p: &InstallPlan) -> bool {
+    p.status.as_ref().is_some_and(|s| s.phase == InstallPlanPhase::Complete)
 }
 
 /// The first of `csv_names` that exists in `ns`, each read by name (a GET, which the API server

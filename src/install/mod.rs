@@ -43,8 +43,9 @@ pub use preflight::{Finding, PreflightError};
 ///
 /// The cache is the one that feeds every watch, so a list from it is as fresh as an informer's
 /// store, which is what OLM v0 decides from everywhere (its listers). A decision that must not
-/// act on a lagging list (deleting a completed InstallPlan because its CSV seems gone) confirms
-/// with a GET by name, which the API server reads from etcd.
+/// act on a lagging list confirms from etcd: an InstallPlan is created or a Complete one replaced
+/// only after its CSVs were read by name and found missing (`controller::subscription`), and
+/// `aggregation::write_provided_apis` carries the resourceVersion it was computed from.
 pub fn from_watch_cache() -> kube::api::ListParams {
     kube::api::ListParams::default().match_any()
 }
