@@ -143,25 +143,31 @@ async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &s
     // Order and checks as OLM's requirementAndPermissionStatus: minKubeVersion, each CRD once
     // (owned wins, by name), required then owned APIServices, native APIs, then the
     // ServiceAccounts (issue 13, issue 14).
-    if csv.spec.min_kube_version.as_deref().is_some_and(|m| !m.is_empty()) {
-        let server = client.apiserver_version().await.ok().map(|i| i.git_version);
-        if let Some((met, entry)) = csv.min_kube_version_status(server.as_deref().ok_or(())) {
-            if !met {
-                missing.push(format!("spec.minKubeVersion: {}", entry.message));
-            }
-            entries.push(entry);
+    // The server's version (for minKubeVersion) and the four kinds of requirement are read
+    // together (independent reads), then listed in OLM's order.
+    let version = async {
+        match csv.spec.min_kube_version.as_deref().is_some_and(|m| !m.is_empty()) {
+            true => Ok::<_, Error>(Some(client.apiserver_version().await.ok().map(|i| i.git_version))),
+            false => Ok(None),
         }
-    }
-    // The four kinds of requirement are read together (independent reads), then listed in
-    // OLM's order.
+    };
     let mut parts: [(Vec<RequirementStatus>, Vec<String>); 4] = Default::default();
     let [crds, apiservices, native, accounts] = &mut parts;
-    futures::try_join!(
+    let (server, ..) = futures::try_join!(
+        version,
         crd_requirements(client, csv, &mut crds.0, &mut crds.1),
         apiservice_requirements(client, csv, &mut apiservices.0, &mut apiservices.1),
         native_api_requirements(client, csv, &mut native.0, &mut native.1),
         service_account_requirements(client, csv, ns, &mut accounts.0, &mut accounts.1),
     )?;
+    if let Some(server) = server
+        && let Some((met, entry)) = csv.min_kube_version_status(server.as_deref().ok_or(()))
+    {
+        if !met {
+            missing.push(format!("spec.minKubeVersion: {}", entry.message));
+        }
+        entries.push(entry);
+    }
     for (e, m) in parts {
         entries.extend(e);
         missing.extend(m);
@@ -464,22 +470,31 @@ pub(super) async fn reconcile_operator_group(og: Arc<OperatorGroup>, ctx: Arc<Co
     Ok(Action::requeue(Duration::from_secs(30)))
 }
 
-/// Writes the CSV's status; on a phase change also records an Event (reason and message of the
-/// new phase; Warning for Failed) and updates the `capstan_csvs{phase}` gauge.
-/// Returns the CSV as written.
-async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &ClusterServiceVersion, status: &ClusterServiceVersionStatus) -> Result<ClusterServiceVersion, Error> {
-    let old_phase = csv.status.as_ref().and_then(|s| s.phase.clone());
+/// Writes the CSV's status once for the phase steps one reconcile took (`phases`: each status
+/// the steps decided, in order; the last is written). Each phase change is recorded as an Event
+/// (reason and message of that phase; Warning for Failed), in order, and the `capstan_csvs{phase}`
+/// gauge follows the last. Returns the CSV as written.
+async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &ClusterServiceVersion, phases: &[ClusterServiceVersionStatus]) -> Result<ClusterServiceVersion, Error> {
+    let Some(status) = phases.last() else { return Ok(csv.clone()) };
     let written = apply_typed_status(api, csv, status).await?;
-    if status.phase != old_phase {
-        let phase = status.phase.as_ref().map(|p| p.as_str().to_string()).unwrap_or_default();
-        let reason = status.reason.as_ref().map(|r| r.as_str().to_string()).unwrap_or_default();
-        let message = status.message.clone().unwrap_or_default();
-        let type_ = if status.phase == Some(CsvPhase::Failed) { EventType::Warning } else { EventType::Normal };
+    let mut old_phase = csv.status.as_ref().and_then(|s| s.phase.clone());
+    for step in phases {
+        if step.phase == old_phase {
+            continue;
+        }
+        old_phase = step.phase.clone();
+        let phase = step.phase.as_ref().map(|p| p.as_str().to_string()).unwrap_or_default();
+        let reason = step.reason.as_ref().map(|r| r.as_str().to_string()).unwrap_or_default();
+        let message = step.message.clone().unwrap_or_default();
+        let type_ = if step.phase == Some(CsvPhase::Failed) { EventType::Warning } else { EventType::Normal };
         ctx.events.publish_for(csv, type_, if reason.is_empty() { &phase } else { &reason }, &format!("{phase}: {message}")).await;
+    }
+    if status.phase != csv.status.as_ref().and_then(|s| s.phase.clone()) {
         // The Operator object follows the phases a user acts on (`operator.rs`).
         if matches!(status.phase, Some(CsvPhase::Succeeded | CsvPhase::Failed)) {
             ctx.sync_operator_of(&written);
         }
+        let phase = status.phase.as_ref().map(|p| p.as_str().to_string()).unwrap_or_default();
         let key = (csv.namespace().unwrap_or_default(), csv.name_any());
         let mut phases = ctx.csv_phases.lock().unwrap_or_else(|e| e.into_inner());
         phases.insert(key, phase);
@@ -492,10 +507,13 @@ async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &Clu
 /// reason when there is none, several, its targets need an install mode the CSV lacks, or another
 /// OperatorGroup whose targets intersect provides the same APIs ([`api_ownership`]:
 /// `InterOperatorGroupOwnerConflict`, `CannotModifyStaticOperatorGroupProvidedAPIs`). A CSV that
-/// may own its APIs gets them into its group's `olm.providedAPIs` here (OLM `AddAPIs`).
-async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<Option<(String, String)>, Error> {
+/// may own its APIs gets them into its group's `olm.providedAPIs` (OLM `AddAPIs`): that write is
+/// returned as a task of its own (the group's resourceVersion as read is its precondition), so
+/// that the CSV's next steps need not wait for it; the caller joins it before anything that
+/// reads the annotation and before the CSV's status is written.
+async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<(Option<(String, String)>, Option<Claim>), Error> {
     let (og, targets) = match operator_group_targets(client, ns).await? {
-        GroupTargets::Unfit { reason, message } => return Ok(Some((reason.to_string(), message))),
+        GroupTargets::Unfit { reason, message } => return Ok((Some((reason.to_string(), message)), None)),
         GroupTargets::Found { name, targets } => (name, targets),
     };
     let modes: Vec<(String, bool)> = csv
@@ -506,17 +524,18 @@ async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &s
         .map(|m| (serde_json::to_value(&m.type_).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(), m.supported))
         .collect();
     if let Err(e) = check_install_mode(ns, &targets, &modes) {
-        return Ok(Some((e.reason.to_string(), format!("CSV {ns}/{}: {}", csv.name_any(), e.message))));
+        return Ok((Some((e.reason.to_string(), format!("CSV {ns}/{}: {}", csv.name_any(), e.message))), None));
     }
     use crate::install::aggregation::{self, ApiOwnership};
     let copied = csv.labels().contains_key(crate::install::LABEL_COPIED_FROM);
     let agg = |e: aggregation::AggregationError| Error::Kube { context: e.what, source: e.source };
     let (ownership, read_at) = api_ownership(client, ns, &og, &targets, &csv.name_any(), &csv.spec, copied).await?;
     match ownership {
-        ApiOwnership::Free => Ok(None),
+        ApiOwnership::Free => Ok((None, None)),
         ApiOwnership::Claim(value) => {
-            aggregation::write_provided_apis(client, ns, &og, &value, read_at.as_deref()).await.map_err(agg)?;
-            Ok(None)
+            let (client, ns) = (client.clone(), ns.to_string());
+            let claim = tokio::spawn(async move { aggregation::write_provided_apis(&client, &ns, &og, &value, read_at.as_deref()).await.map_err(agg) });
+            Ok((None, Some(Claim(claim))))
         }
         ApiOwnership::Refused { reason, message, release } => {
             if let Some(value) = release {
@@ -526,10 +545,21 @@ async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &s
             let status = csv.status.as_ref();
             if reason == aggregation::CANNOT_MODIFY_STATIC_PROVIDED_APIS && status.is_some_and(|s| phase_of(s) == "Failed" && reason_is(s, aggregation::INTER_OPERATOR_GROUP_OWNER_CONFLICT)) {
                 let message = status.and_then(|s| s.message.clone()).unwrap_or_default();
-                return Ok(Some((aggregation::INTER_OPERATOR_GROUP_OWNER_CONFLICT.to_string(), message)));
+                return Ok((Some((aggregation::INTER_OPERATOR_GROUP_OWNER_CONFLICT.to_string(), message)), None));
             }
-            Ok(Some((reason.to_string(), message)))
+            Ok((Some((reason.to_string(), message)), None))
         }
+    }
+}
+
+/// A write of a CSV's claim to its group's `olm.providedAPIs` under way ([`operator_group_fit`]).
+struct Claim(tokio::task::JoinHandle<Result<(), Error>>);
+
+impl Claim {
+    /// Waits for the write; its error (a 409 when the group changed since it was read is retried
+    /// by the requeue). The task is never aborted: a JoinError is its panic, passed on.
+    async fn done(self) -> Result<(), Error> {
+        self.0.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
     }
 }
 
@@ -916,6 +946,8 @@ pub(crate) struct DeploymentsView {
     pub webhooks: Option<String>,
     /// `(certsLastUpdated, certsRotateAt)` of the serving certificates, when the CSV has any.
     pub certs: Option<(Time, Time)>,
+    /// This process applied the CSV's RBAC aggregation already ([`Context::aggregated`]).
+    pub aggregated: bool,
 }
 
 impl DeploymentsView {
@@ -1006,7 +1038,7 @@ pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &
             next.set_phase(CsvPhase::Pending, CsvReason::RequirementsNotMet, &message, now);
             write(next, Duration::from_secs(2))
         }
-        CsvView::Deployments(DeploymentsView { waiting, webhooks, certs }) => {
+        CsvView::Deployments(DeploymentsView { waiting, webhooks, certs, aggregated }) => {
             let (p, r, mut m) = if waiting.is_empty() && webhooks.is_some() {
                 (CsvPhase::Installing, CsvReason::InstallWaiting, "installing".to_string())
             } else if waiting.is_empty() {
@@ -1037,13 +1069,27 @@ pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &
                     requeue = requeue.min(until.max(Duration::from_secs(1)));
                 }
             }
-            let ensure_aggregation = succeeded && phase != "Succeeded";
+            let ensure_aggregation = aggregation_due(&phase, succeeded, aggregated);
             CsvDecision { status: changed.then_some(next), requeue, delete_replaced: succeeded, ensure_operator_condition: false, ensure_aggregation }
         }
     }
 }
 
-/// RBAC aggregation once a CSV is Succeeded (OLM `ensureClusterRolesForCSV`, then the
+/// Whether the RBAC aggregation (namespace users may use the operator's APIs) is applied now, for
+/// a CSV leaving `phase` (`succeeded`: for Succeeded; `aggregated`: this process did it already).
+/// It is in place before the CSV says Succeeded: applied as the CSV leaves InstallReady, while
+/// its Deployments start, so that it is not on the path from Available to Succeeded; and on any
+/// other way into Succeeded, unless this process did it for the CSV already. Pure.
+fn aggregation_due(phase: &str, succeeded: bool, aggregated: bool) -> bool {
+    match phase {
+        "InstallReady" => true,
+        "Succeeded" => false,
+        "Installing" => succeeded && !aggregated,
+        _ => succeeded,
+    }
+}
+
+/// The RBAC aggregation of a CSV ([`aggregation_due`]; OLM `ensureClusterRolesForCSV`, then the
 /// OperatorGroup's `olm.providedAPIs` and ClusterRoles; `install::aggregation`).
 async fn ensure_aggregation(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) -> Result<(), Error> {
     let client = &ctx.client;
@@ -1068,6 +1114,9 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
         if phases.remove(&(ns.clone(), name.clone())).is_some() {
             ctx.metrics.set_csv_phases(phases.values().map(String::as_str));
         }
+        if let Some(uid) = csv.uid() {
+            ctx.aggregated.lock().unwrap_or_else(|e| e.into_inner()).remove(&uid);
+        }
         return Ok(Action::await_change());
     };
     // Finalizer and removal of a deleted CSV (issue 6, `removal.rs`).
@@ -1075,51 +1124,105 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
         return Ok(action);
     }
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
-    let fit = operator_group_fit(&ctx.client, &csv, &ns).await?;
-    let mut csv = csv;
-    // Pending and InstallReady are left in the same reconcile (their next step is taken on the CSV
-    // as written, not after a requeue): at most the two steps None → Pending → InstallReady →
-    // Installing/Succeeded in one go.
+    let (fit, claim) = operator_group_fit(&ctx.client, &csv, &ns).await?;
+    // The phase steps whose next one needs no wait (None → Pending → InstallReady →
+    // Installing/Succeeded) are taken in this reconcile, on the status as decided, and written
+    // once at the end (`status.conditions` keeps each phase it passed, with its time, as OLM's
+    // do; an Event is recorded for each). On an API error half-way the steps decided so far are
+    // written before the error is returned, so the CSV never shows less than was decided.
+    // The group's olm.providedAPIs claim is written beside the steps and joined before the
+    // aggregation (which reads it) and before the status: a CSV never says more than its claim.
+    let mut pass = Pass { status: csv.status.clone().unwrap_or_default(), phases: Vec::new(), claim, condition: None, requeue: NEXT_STEP_AT_ONCE, delete_replaced: false };
+    let stepped = steps(&ctx, &csv, &ns, fit.as_ref(), &mut pass).await;
+    let condition = match pass.condition.take() {
+        // The task is never aborted: a JoinError is its panic, passed on as if it ran inline.
+        Some(task) => task.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())),
+        None => Ok(()),
+    };
+    if let Some(claim) = pass.claim.take() {
+        claim.done().await?;
+    }
+    if !pass.phases.is_empty() {
+        write_status(&ctx, &api, &csv, &pass.phases).await?;
+    }
+    stepped?;
+    condition?;
+    if pass.delete_replaced {
+        delete_replaced(&api, &csv, &ns).await?;
+    }
+    Ok(Action::requeue(pass.requeue))
+}
+
+/// The state of one CSV reconcile across its phase steps ([`steps`]).
+struct Pass {
+    /// The status as decided so far.
+    status: ClusterServiceVersionStatus,
+    /// Each status a step decided (not yet written), in order.
+    phases: Vec<ClusterServiceVersionStatus>,
+    /// The group's `olm.providedAPIs` claim being written ([`operator_group_fit`]).
+    claim: Option<Claim>,
+    /// The OperatorCondition being created beside the steps (first sight of the CSV).
+    condition: Option<tokio::task::JoinHandle<Result<(), Error>>>,
+    /// When to look again.
+    requeue: Duration,
+    /// Delete the CSV named in `spec.replaces` after the write.
+    delete_replaced: bool,
+}
+
+/// Takes the CSV's phase steps on `pass` ([`decide`] over what [`need`] asks observed), at most
+/// three in a row while the next needs no wait. Writes nothing of the CSV's status.
+async fn steps(ctx: &Arc<Context>, csv: &ClusterServiceVersion, ns: &str, fit: Option<&(String, String)>, pass: &mut Pass) -> Result<(), Error> {
     for _ in 0..3 {
-        let status = csv.status.clone().unwrap_or_default();
-        let view = match &fit {
+        let view = match fit {
             Some((reason, message)) => CsvView::Unfit(reason.clone(), message.clone()),
-            None => match need(&status) {
+            None => match need(&pass.status) {
                 Need::Nothing => CsvView::Fresh,
                 Need::Requirements => {
-                    let (entries, missing) = requirement_status(&ctx.client, &csv, &ns).await?;
+                    let (entries, missing) = requirement_status(&ctx.client, csv, ns).await?;
                     CsvView::Requirements(entries, missing)
                 }
                 Need::Deployments => {
-                    let waiting = deployments_waiting(&ctx, &csv, &ns).await?;
-                    let (webhooks, certs) = webhooks_and_certificates(&ctx, &csv, &ns, &waiting).await?;
-                    CsvView::Deployments(DeploymentsView { waiting, webhooks, certs })
+                    let waiting = deployments_waiting(ctx, csv, ns).await?;
+                    let (webhooks, certs) = webhooks_and_certificates(ctx, csv, ns, &waiting).await?;
+                    let aggregated = csv.uid().is_some_and(|uid| ctx.aggregated.lock().unwrap_or_else(|e| e.into_inner()).contains(&uid));
+                    CsvView::Deployments(DeploymentsView { waiting, webhooks, certs, aggregated })
                 }
             },
         };
-        let decision = decide(&status, view, &now_time());
-        if decision.status.is_some() && fit.as_ref().is_some_and(|(r, _)| refused_for_apis(r)) {
-            remove_refused(&ctx, &csv, &ns).await?;
+        let decision = decide(&pass.status, view, &now_time());
+        if decision.status.is_some() && fit.is_some_and(|(r, _)| refused_for_apis(r)) {
+            remove_refused(ctx, csv, ns).await?;
         }
         if decision.ensure_operator_condition {
-            crate::install::operator_condition::ensure(&ctx.client, &csv).await.map_err(|e| Error::Kube { context: e.what, source: e.source })?;
+            // Needed by the operator, not by the next steps: created beside them.
+            let (client, csv) = (ctx.client.clone(), csv.clone());
+            pass.condition = Some(tokio::spawn(async move {
+                crate::install::operator_condition::ensure(&client, &csv).await.map(|_| ()).map_err(|e| Error::Kube { context: e.what, source: e.source })
+            }));
         }
         if decision.ensure_aggregation {
-            ensure_aggregation(&ctx, &csv, &ns).await?;
+            if let Some(claim) = pass.claim.take() {
+                claim.done().await?;
+            }
+            ensure_aggregation(ctx, csv, ns).await?;
+            if let Some(uid) = csv.uid() {
+                ctx.aggregated.lock().unwrap_or_else(|e| e.into_inner()).insert(uid);
+            }
         }
-        let mut written = None;
-        if let Some(next) = &decision.status {
-            written = Some(write_status(&ctx, &api, &csv, next).await?);
-        }
-        if decision.delete_replaced {
-            delete_replaced(&api, &csv, &ns).await?;
-        }
-        match written {
-            Some(w) if decision.requeue == NEXT_STEP_AT_ONCE => csv = w,
-            _ => return Ok(Action::requeue(decision.requeue)),
+        pass.requeue = decision.requeue;
+        pass.delete_replaced |= decision.delete_replaced;
+        match decision.status {
+            Some(next) => {
+                pass.status = next.clone();
+                pass.phases.push(next);
+                if decision.requeue != NEXT_STEP_AT_ONCE {
+                    return Ok(());
+                }
+            }
+            None => return Ok(()),
         }
     }
-    Ok(Action::requeue(NEXT_STEP_AT_ONCE))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -1223,9 +1326,18 @@ mod tests {
         let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(DeploymentsView::waiting(vec!["op".into()])), &now());
         assert_eq!(written(&d), ("Installing".into(), "InstallWaiting".into(), "installing: waiting for deployment op to become ready".into()));
         assert!(!d.delete_replaced && d.requeue == Duration::from_secs(1));
-        let d = decide(d.status.as_ref().unwrap(), CsvView::Deployments(DeploymentsView::waiting(vec![])), &now());
+        assert!(d.ensure_aggregation, "aggregated as it leaves InstallReady, while the Deployment starts");
+        let installing = d.status.clone().unwrap();
+        let done = DeploymentsView { aggregated: true, ..DeploymentsView::waiting(vec![]) };
+        let d = decide(&installing, CsvView::Deployments(done), &now());
         assert_eq!(written(&d).1, "InstallSucceeded");
         assert!(d.delete_replaced && d.requeue == Duration::from_secs(30));
+        assert!(!d.ensure_aggregation, "not again on the way from Available to Succeeded");
+        // A CSV this process did not aggregate (it was Installing when capstan restarted) is
+        // aggregated before it says Succeeded; so is one straight from InstallReady.
+        assert!(decide(&installing, CsvView::Deployments(DeploymentsView::waiting(vec![])), &now()).ensure_aggregation);
+        assert!(decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(DeploymentsView::waiting(vec![])), &now()).ensure_aggregation);
+        let d = decide(&installing, CsvView::Deployments(DeploymentsView::waiting(vec![])), &now());
         let ok = d.status.unwrap();
         let same = decide(&ok, CsvView::Deployments(DeploymentsView::waiting(vec![])), &now());
         assert!(same.status.is_none() && same.delete_replaced);
@@ -1257,11 +1369,11 @@ mod tests {
     #[test]
     fn webhooks_that_cannot_be_served_are_named_and_rotation_is_scheduled() {
         let webhook = "webhook vwidgets.webhook.capstan.dev (ValidatingAdmissionWebhook) is served by Deployment op, which is not available";
-        let view = DeploymentsView { waiting: vec!["op".into()], webhooks: Some(webhook.into()), certs: None };
+        let view = DeploymentsView { waiting: vec!["op".into()], webhooks: Some(webhook.into()), certs: None, aggregated: false };
         let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(view), &now());
         assert_eq!(written(&d), ("Installing".into(), "InstallWaiting".into(), format!("installing: waiting for deployment op to become ready: {webhook}")));
         // Deployments ready, an owned APIService not Available: not Succeeded, and why.
-        let view = DeploymentsView { waiting: vec![], webhooks: Some("APIService v1.packages.example.com is not Available".into()), certs: None };
+        let view = DeploymentsView { waiting: vec![], webhooks: Some("APIService v1.packages.example.com is not Available".into()), certs: None, aggregated: false };
         let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(view), &now());
         assert_eq!(written(&d), ("Installing".into(), "InstallWaiting".into(), "installing: APIService v1.packages.example.com is not Available".into()));
         assert!(!d.delete_replaced);
@@ -1269,7 +1381,7 @@ mod tests {
         // due (sooner than the usual 30 s), and none later than 30 s.
         let last = Time("2025-12-31T00:00:00Z".parse().unwrap());
         let soon = Time("2026-01-01T00:00:10Z".parse().unwrap());
-        let view = DeploymentsView { waiting: vec![], webhooks: None, certs: Some((last.clone(), soon.clone())) };
+        let view = DeploymentsView { waiting: vec![], webhooks: None, certs: Some((last.clone(), soon.clone())), aggregated: false };
         let d = decide(&st(Some("Installing"), None, None), CsvView::Deployments(view.clone()), &now());
         let written_status = d.status.clone().unwrap();
         assert_eq!((written_status.certs_last_updated, written_status.certs_rotate_at), (Some(last.clone()), Some(soon)));
@@ -1277,7 +1389,7 @@ mod tests {
         let same = decide(d.status.as_ref().unwrap(), CsvView::Deployments(view), &now());
         assert!(same.status.is_none(), "unchanged times are not written again");
         let later = Time("2028-01-01T00:00:00Z".parse().unwrap());
-        let d = decide(d.status.as_ref().unwrap(), CsvView::Deployments(DeploymentsView { waiting: vec![], webhooks: None, certs: Some((last, later.clone())) }), &now());
+        let d = decide(d.status.as_ref().unwrap(), CsvView::Deployments(DeploymentsView { waiting: vec![], webhooks: None, certs: Some((last, later.clone())), aggregated: false }), &now());
         assert_eq!(d.status.unwrap().certs_rotate_at, Some(later), "rotated: the new time is written");
         assert_eq!(d.requeue, Duration::from_secs(30));
     }

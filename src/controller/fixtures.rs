@@ -323,9 +323,10 @@ fn install_plan(status: Option<Value>) -> Value {
 }
 
 /// A new approved InstallPlan in a namespace without an OperatorGroup: its bundle lookups are
-/// copied from the annotation into the status, then it is Failed with `NoOperatorGroup` (nothing
-/// pulled or applied) and a Warning Event. Rechecked while its Subscription points at it, an
-/// unchanged cause writes nothing and records no second Event.
+/// copied from the annotation into the status in the same write that fails it with
+/// `NoOperatorGroup` (one status write; nothing pulled or applied, so no Pulling marker) and a
+/// Warning Event. Rechecked while its Subscription points at it, an unchanged cause writes nothing
+/// and records no second Event.
 #[tokio::test]
 async fn an_install_plan_without_operator_group_is_blocked_once() {
     let (server, ctx) = ApiServer::context();
@@ -333,7 +334,6 @@ async fn an_install_plan_without_operator_group_is_blocked_once() {
     let status_path = olm_path("v1alpha1", NS, "installplans", "install-abc/status");
     server
         .expect("GET", &olm_path("v1alpha1", NS, "installplans", "install-abc"), Reply::Ok(ip.clone()))
-        .expect("PATCH", &status_path, Reply::WithStatus(ip.clone()))
         .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![]))
         .expect("PATCH", &status_path, Reply::WithStatus(ip.clone()))
         .expect("POST", &events_path(NS), Reply::Echo);
@@ -341,15 +341,15 @@ async fn an_install_plan_without_operator_group_is_blocked_once() {
     assert_eq!(action, Action::requeue(super::installplan::CRD_RECHECK));
     let seen = server.finish();
     let writes = status_writes(&seen);
-    let initialized = &writes[0].body["status"];
-    assert_eq!((&initialized["phase"], &initialized["bundleLookups"][0]["path"]), (&json!("Planning"), &json!(BUNDLE_IMAGE)));
-    let failed = &writes[1].body["status"];
+    assert_eq!(writes.len(), 1, "{:#?}", lines(&seen));
+    let failed = &writes[0].body["status"];
     let message = "NoOperatorGroup: csv in namespace operators with no operatorgroups; create one OperatorGroup in operators (capstan checks again every 10 s)";
     assert_eq!((&failed["phase"], &failed["message"]), (&json!("Failed"), &json!(message)));
     let installed = condition(failed, "Installed");
     assert_eq!((&installed["status"], &installed["reason"]), (&json!("False"), &json!("NoOperatorGroup")));
-    assert_eq!(failed["bundleLookups"], initialized["bundleLookups"], "the lookups stay");
-    assert_eq!((&seen[4].body["type"], &seen[4].body["reason"]), (&json!("Warning"), &json!("NoOperatorGroup")));
+    assert_eq!((&failed["bundleLookups"][0]["path"], &failed["catalogSources"]), (&json!(BUNDLE_IMAGE), &json!(["community"])), "the lookups are initialized");
+    assert!(failed["bundleLookups"][0].get("conditions").is_none_or(|c| c.as_array().is_some_and(Vec::is_empty)), "not pulled, so not marked Pulling: {failed}");
+    assert_eq!((&seen[3].body["type"], &seen[3].body["reason"]), (&json!("Warning"), &json!("NoOperatorGroup")));
 
     // The recheck: the Subscription still points at the plan, there is still no OperatorGroup.
     let ip = install_plan(Some(failed.clone()));
@@ -540,4 +540,58 @@ async fn a_deleted_csv_removes_its_operator_in_order_then_its_finalizer() {
     assert_eq!((&seen[18].body["type"], &seen[18].body["reason"], &seen[18].body["note"]), (&json!("Normal"), &json!("Uninstalled"), &json!("uninstalled CSV operators/etcd.v0.9.4: removed the operator and its RBAC")));
     assert_eq!(seen[19].body, json!({"metadata": {"finalizers": null, "resourceVersion": "20"}}));
     assert!(status_writes(&seen).is_empty(), "nothing is left to report: {:?}", lines(&seen));
+}
+
+/// A new CSV whose requirements are met and whose Deployment is Available goes None → Pending →
+/// InstallReady → Succeeded in one reconcile with **one** status write (issue 13: each phase
+/// write was a round trip on the install's path): the phase written is Succeeded, and
+/// `status.conditions` keeps each phase it passed, in order, as OLM's CSVs do. An Event is
+/// recorded for each phase, in order. The OperatorCondition (with its Role and RoleBinding) is
+/// created beside the steps, its requests at no fixed place among theirs.
+#[tokio::test]
+async fn a_new_csv_whose_deployment_is_available_succeeds_with_one_status_write() {
+    let (server, ctx) = ApiServer::context();
+    let csv = installed_csv(None);
+    let csv_path = olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4");
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "etcd-operator", "namespace": NS},
+        "spec": {"selector": {"matchLabels": {"name": "etcd-operator"}}, "template": {"spec": {"containers": []}}},
+        "status": {"conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]},
+    });
+    let og = operator_group("og", Some(json!({"namespaces": [NS], "lastUpdated": "2026-01-01T00:00:00Z"})));
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    let oc = olm_path("v2", NS, "operatorconditions", "etcd.v0.9.4");
+    let og_role = |suffix: &str| crate::install::aggregation::operator_group_cluster_role_name(NS, "og", suffix);
+    server
+        .expect_beside("PATCH", &oc, Reply::Echo)
+        .expect_beside("PATCH", &format!("{rbac}/namespaces/{NS}/roles/etcd.v0.9.4"), Reply::Echo)
+        .expect_beside("PATCH", &format!("{rbac}/namespaces/{NS}/rolebindings/etcd.v0.9.4"), Reply::Echo)
+        .expect("GET", &csv_path, Reply::Ok(csv.clone()))
+        .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![og.clone()]))
+        .expect("GET", &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"), Reply::Ok(deployment.clone()))
+        // The RBAC aggregation, before the status says Succeeded (the group provides no API).
+        .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![og.clone()]))
+        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", ""), list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", vec![csv.clone()]))
+        .expect("GET", &format!("{rbac}/clusterroles/{}", og_role("admin")), Reply::Status(404, "NotFound"))
+        .expect_beside("PATCH", &format!("{rbac}/clusterroles/{}", og_role("admin")), Reply::Echo)
+        .expect_beside("PATCH", &format!("{rbac}/clusterroles/{}", og_role("edit")), Reply::Echo)
+        .expect_beside("PATCH", &format!("{rbac}/clusterroles/{}", og_role("view")), Reply::Echo)
+        .expect("GET", &olm_path("v1", NS, "operatorgroups", "og"), Reply::Ok(og.clone()))
+        .expect("PATCH", &format!("{csv_path}/status"), Reply::WithStatus(csv.clone()))
+        .expect("POST", &events_path(NS), Reply::Echo)
+        .expect("POST", &events_path(NS), Reply::Echo)
+        .expect("POST", &events_path(NS), Reply::Echo);
+    let action = super::csv::reconcile(typed::<ClusterServiceVersion>(&csv), ctx.clone()).await;
+    let seen = server.finish();
+    let action = action.expect("reconcile");
+    assert_eq!(action, Action::requeue(Duration::from_secs(30)));
+    let writes = status_writes(&seen).into_iter().filter(|s| s.path.contains("clusterserviceversions")).collect::<Vec<_>>();
+    assert_eq!(writes.len(), 1, "{:#?}", lines(&seen));
+    let status = &writes[0].body["status"];
+    assert_eq!((&status["phase"], &status["reason"]), (&json!("Succeeded"), &json!("InstallSucceeded")));
+    let passed: Vec<&Value> = status["conditions"].as_array().expect("conditions").iter().map(|c| &c["phase"]).collect();
+    assert_eq!(passed, [&json!("Pending"), &json!("InstallReady"), &json!("Succeeded")]);
+    let events: Vec<&Value> = seen.iter().filter(|s| s.path == events_path(NS)).map(|s| &s.body["reason"]).collect();
+    assert_eq!(events, [&json!("RequirementsUnknown"), &json!("AllRequirementsMet"), &json!("InstallSucceeded")]);
+    assert!(seen.iter().any(|s| s.path == oc), "the OperatorCondition is created");
 }

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
@@ -543,16 +544,9 @@ async fn mark_pulling(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, s
             format!("bundle image {image}: the controller stopped {stops} times while pulling it (a crash or its memory limit); it is not pulled again: check the image against the pull limits in docs/deploy.md, then delete this InstallPlan to try again"),
         )));
     }
-    let now = now_time();
-    lookup.conditions = vec![BundleLookupCondition {
-        type_: BundleLookupConditionType::BundleLookupPending,
-        status: ConditionStatus::True,
-        reason: Some("Pulling".into()),
-        message: Some(format!("pulling bundle image {image} (controller stops while pulling it: {stops})")),
-        last_update_time: Some(now.clone()),
-        last_transition_time: Some(now),
-    }];
-    let patch = json!({"metadata": {"resourceVersion": rv}, "status": {"bundleLookups": status.bundle_lookups}});
+    lookup.conditions = vec![pulling_marker(image, stops, now_time())];
+    // The whole status: on a plan seen for the first time this write also initializes it.
+    let patch = json!({"metadata": {"resourceVersion": rv}, "status": status});
     let params = PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() };
     match api.patch_status(&ip.name_any(), &params, &Patch::Merge(&patch)).await {
         Ok(updated) => *rv = updated.resource_version(),
@@ -561,6 +555,19 @@ async fn mark_pulling(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, s
     }
     ctx.pulls_started.lock().unwrap_or_else(|e| e.into_inner()).insert(key);
     Ok(None)
+}
+
+/// The `Pulling` marker of a bundle lookup whose `image` is being pulled, after `stops` earlier
+/// processes stopped while pulling it ([`stops_left`] reads the count back). Pure.
+fn pulling_marker(image: &str, stops: u32, now: Time) -> BundleLookupCondition {
+    BundleLookupCondition {
+        type_: BundleLookupConditionType::BundleLookupPending,
+        status: ConditionStatus::True,
+        reason: Some("Pulling".into()),
+        message: Some(format!("pulling bundle image {image} (controller stops while pulling it: {stops})")),
+        last_update_time: Some(now.clone()),
+        last_transition_time: Some(now),
+    }
 }
 
 /// Removes the marker [`mark_pulling`] wrote (it goes with the next status write).
@@ -627,9 +634,14 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
     let ns = ip.namespace().unwrap_or_default();
     let name = ip.name_any();
     let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &ns);
-    let Some(mut ip) = fresh(&ctx.client, ip.as_ref()).await? else {
+    let Some(ip) = fresh(&ctx.client, ip.as_ref()).await? else {
         return Ok(Action::await_change());
     };
+    // A plan seen for the first time gets its bundle lookups from the annotation. They are not
+    // written on their own: the first write of this reconcile carries them — the Pulling marker of
+    // the first bundle ([`mark_pulling`], right before its pull), or a hold — on the plan's
+    // resourceVersion as read, which stays the precondition of the claim below.
+    let mut initialized = None;
     let blocked = match decide_start(&ip) {
         Start::Idle => return Ok(Action::await_change()),
         Start::Later(wait) => return Ok(Action::requeue(wait)),
@@ -640,16 +652,14 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
             status.catalog_sources = lookups.catalog_sources;
             status.bundle_lookups = lookups.bundle_lookups;
             status.plan = Vec::new();
-            // Worked on at once with the plan as written (its resourceVersion is the precondition
-            // of the claim below), not in a second reconcile after the status write's watch event.
-            ip = apply_typed_status(&api, &ip, &status).await?;
+            initialized = Some(status);
             false
         }
         Start::Recheck if !still_current(&ctx, &ip, &ns).await? => return Ok(Action::await_change()),
         Start::Recheck => true,
         Start::Go => false,
     };
-    let mut status = ip.status.clone().unwrap_or_else(|| InstallPlanStatus::new(InstallPlanPhase::Planning));
+    let mut status = initialized.unwrap_or_else(|| ip.status.clone().unwrap_or_else(|| InstallPlanStatus::new(InstallPlanPhase::Planning)));
     let mut rv = ip.resource_version();
     let planned = match plan_steps(&ctx, &api, &ip, &ns, &mut status, &mut rv).await {
         Ok(p) => p,

@@ -117,6 +117,10 @@ pub struct Context {
     pub events: Events,
     /// Last known phase per CSV (namespace, name), for the `capstan_csvs{phase}` gauge.
     pub csv_phases: Mutex<HashMap<(String, String), String>>,
+    /// UIDs of the CSVs whose RBAC aggregation this process applied (`csv::decide`: as the CSV
+    /// left InstallReady), so that it is not applied again on its way to Succeeded; removed
+    /// when the CSV is gone.
+    pub aggregated: Mutex<std::collections::HashSet<String>>,
     /// Transient failures in a row per InstallPlan (namespace, name), for its retry backoff
     /// (`installplan::retry_backoff`); removed when the plan completes.
     pub plan_retries: Mutex<HashMap<(String, String), u32>>,
@@ -552,6 +556,7 @@ impl Context {
             catalogs: store,
             metrics,
             csv_phases: Mutex::new(HashMap::new()),
+            aggregated: Mutex::new(std::collections::HashSet::new()),
             plan_retries: Mutex::new(HashMap::new()),
             pulls_started: Mutex::new(std::collections::HashSet::new()),
             reconcile_failures: Mutex::new(HashMap::new()),

@@ -73,6 +73,8 @@ struct Expect {
 #[derive(Debug, Default)]
 struct State {
     script: VecDeque<Expect>,
+    /// Requests that may come at any point of the script, each once ([`ApiServer::expect_beside`]).
+    beside: Vec<Expect>,
     seen: Vec<Seen>,
     errors: Vec<String>,
 }
@@ -132,6 +134,13 @@ impl ApiServer {
         self
     }
 
+    /// Expects `method path` once, at any point of the script: a request a reconciler sends
+    /// beside its ordered ones (a task of its own), whose place among them is not fixed.
+    pub fn expect_beside(&self, method: &str, path: &str, reply: Reply) -> &Self {
+        self.lock().beside.push(Expect { method: method.into(), path: path.into(), reply });
+        self
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -139,6 +148,12 @@ impl ApiServer {
     fn answer(&self, seen: Seen) -> (u16, Value) {
         let mut st = self.lock();
         let line = seen.line();
+        if let Some(i) = st.beside.iter().position(|e| e.method == seen.method && e.path == seen.path) {
+            let e = st.beside.remove(i);
+            let out = reply(&e.reply, &seen);
+            st.seen.push(seen);
+            return out;
+        }
         let next = st.script.pop_front();
         let out = match next {
             Some(e) if e.method == seen.method && e.path == seen.path => reply(&e.reply, &seen),
@@ -165,7 +180,8 @@ impl ApiServer {
     pub fn finish(&self) -> Vec<Seen> {
         let mut st = self.lock();
         let seen: Vec<String> = st.seen.iter().map(Seen::line).collect();
-        let left: Vec<String> = st.script.iter().map(|e| format!("{} {}", e.method, e.path)).collect();
+        let left: Vec<String> = st.script.iter().chain(st.beside.iter()).map(|e| format!("{} {}", e.method, e.path)).collect();
+        st.beside.clear();
         assert!(st.errors.is_empty() && left.is_empty(), "API requests did not follow the script:\n  {}\nseen:\n  {}\nnot seen:\n  {}", st.errors.join("\n  "), seen.join("\n  "), left.join("\n  "));
         std::mem::take(&mut st.seen)
     }

@@ -5,7 +5,9 @@
 //! [`StepError::Conflict`] (where OLM would overwrite it).
 //!
 //! Semantics after OLM's `ExecutePlan` (`reference/olm-v0.md` §5.1 item 6, §5.2): steps are
-//! applied in order with one field manager ([`super::FIELD_MANAGER`]); after CRDs, later steps
+//! applied in order with one field manager ([`super::FIELD_MANAGER`]) — consecutive steps that
+//! need nothing of each other (ServiceAccounts, Roles, Services, …; bindings after the roles they
+//! name) are sent together ([`waves`]); after CRDs, later steps
 //! wait until every CRD applied before them is `Established` and `NamesAccepted`; transient API
 //! errors (5xx, 429, 409 Conflict, timeouts and connection errors) are retried with exponential
 //! backoff for up to [`ApplyOptions::retry_timeout`] (OLM's `--install-plan-retry-timeout`, 1 min);
@@ -282,46 +284,64 @@ pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<
     if let Some(refused) = ap.check_ownership(steps).await {
         return refused;
     }
-    let mut results: Vec<StepResult> = Vec::with_capacity(steps.len());
-    let mut pending_crds: Vec<usize> = Vec::new();
-    let mut deferred: Vec<usize> = Vec::new();
-    let mut failed: Option<usize> = None;
-
-    for (i, step) in steps.iter().enumerate() {
-        let mut result = StepResult {
+    let mut results: Vec<StepResult> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| StepResult {
             index: i,
             kind: step.kind.clone(),
             name: step.name.clone(),
             namespace: step.namespace.clone(),
             status: StepStatus::NotApplied { blocked_by: 0 },
             uid: None,
-        };
-        if failed.is_none() && step.kind != "CustomResourceDefinition" && !pending_crds.is_empty() {
+        })
+        .collect();
+    let mut pending_crds: Vec<usize> = Vec::new();
+    let mut deferred: Vec<usize> = Vec::new();
+    let mut failed: Option<usize> = None;
+
+    for wave in waves(steps) {
+        if failed.is_none() && !pending_crds.is_empty() && wave.iter().any(|&i| steps[i].kind != "CustomResourceDefinition") {
             failed = ap.wait_crds(steps, &mut pending_crds, &mut results).await;
         }
-        if let Some(f) = failed {
-            result.status = StepStatus::NotApplied { blocked_by: f };
-            results.push(result);
-            continue;
-        }
-        match ap.apply_step(i, step, false).await {
-            Ok((status, uid, owner_pending)) => {
-                result.status = status;
-                result.uid = uid;
-                if step.kind == "CustomResourceDefinition" {
-                    pending_crds.push(i);
-                }
-                if owner_pending {
-                    deferred.push(i);
+        // Prepared in step order; a step that cannot be prepared stops the wave there, as a
+        // failed step stops the plan (the steps after it are not sent).
+        let mut ready = Vec::with_capacity(wave.len());
+        for &i in &wave {
+            if let Some(f) = failed {
+                results[i].status = StepStatus::NotApplied { blocked_by: f };
+                continue;
+            }
+            match ap.prepare(i, &steps[i], false).await {
+                Ok(p) => ready.push((i, p)),
+                Err(e) => {
+                    tracing::warn!(step = %steps[i].describe(), error = %e, "install step failed");
+                    results[i].status = StepStatus::Failed(e);
+                    failed = Some(i);
                 }
             }
-            Err(e) => {
-                tracing::warn!(step = %step.describe(), error = %e, "install step failed");
-                result.status = StepStatus::Failed(e);
-                failed = Some(i);
+        }
+        let sent = futures::future::join_all(ready.iter().map(|(i, p)| ap.send(&steps[*i], p))).await;
+        for ((i, prepared), sent) in ready.into_iter().zip(sent) {
+            let step = &steps[i];
+            match ap.finish(step, prepared, sent).await {
+                Ok((status, uid, owner_pending)) => {
+                    results[i].status = status;
+                    results[i].uid = uid;
+                    if step.kind == "CustomResourceDefinition" {
+                        pending_crds.push(i);
+                    }
+                    if owner_pending {
+                        deferred.push(i);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(step = %step.describe(), error = %e, "install step failed");
+                    results[i].status = StepStatus::Failed(e);
+                    failed = Some(failed.map_or(i, |f| f.min(i)));
+                }
             }
         }
-        results.push(result);
     }
     if failed.is_none() && !pending_crds.is_empty() {
         failed = ap.wait_crds(steps, &mut pending_crds, &mut results).await;
@@ -330,6 +350,49 @@ pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<
         ap.apply_deferred(steps, &deferred, &mut results).await;
     }
     results
+}
+
+/// The kinds whose first-pass applies go out together when they follow each other in a plan
+/// ([`waves`]): nothing in a plan needs them to exist first, except the role a binding names.
+const SENT_TOGETHER: [&str; 7] = ["ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "Service", "ConfigMap"];
+
+/// The order [`apply`] sends `steps` in: waves of step indices, each wave's PATCHes sent together
+/// after the previous wave's are answered. A run of consecutive [`SENT_TOGETHER`] steps is one
+/// wave, or two when a binding in it names a role the run creates (the roles first: the API
+/// server checks a binding against the rules of the role it names, so a binder without
+/// `bind`/`escalate` — a scoped install's ServiceAccount — is refused a binding to a role that
+/// is not there yet). Every other step (CRDs, the CSV, Deployments, webhooks, Secrets, CRs) is a
+/// wave of its own, in plan order (`reference/olm-v0.md` §5.1 item 6). Pure.
+pub(crate) fn waves(steps: &[Step]) -> Vec<Vec<usize>> {
+    let together = |s: &Step| SENT_TOGETHER.contains(&s.kind.as_str());
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < steps.len() {
+        if !together(&steps[i]) {
+            out.push(vec![i]);
+            i += 1;
+            continue;
+        }
+        let end = (i..steps.len()).find(|&j| !together(&steps[j])).unwrap_or(steps.len());
+        let run = &steps[i..end];
+        let creates_role = |kind: &str, name: &str, ns: &Option<String>| {
+            run.iter().any(|r| r.kind == kind && r.name == name && (kind == "ClusterRole" || r.namespace == *ns))
+        };
+        let binds_new_role = |s: &Step| {
+            matches!(s.kind.as_str(), "RoleBinding" | "ClusterRoleBinding") && {
+                let kind = s.manifest.pointer("/roleRef/kind").and_then(Value::as_str).unwrap_or("");
+                let name = s.manifest.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or("");
+                creates_role(kind, name, &s.namespace)
+            }
+        };
+        let (later, first): (Vec<usize>, Vec<usize>) = (i..end).partition(|&j| binds_new_role(&steps[j]));
+        out.push(first);
+        if !later.is_empty() {
+            out.push(later);
+        }
+        i = end;
+    }
+    out
 }
 
 /// `steps` with their serving Secrets' certificates filled in: the existing Secret of each is
@@ -556,15 +619,6 @@ impl Applier<'_> {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
             None => Api::all_with(self.client.clone(), ar),
         }
-    }
-
-    /// Applies one step. Returns the status, the uid, and whether an owner could not be resolved
-    /// yet (the step must be applied again later). With `final_pass`, an unresolved owner is an
-    /// error.
-    async fn apply_step(&mut self, index: usize, step: &Step, final_pass: bool) -> Result<(StepStatus, Option<String>, bool), StepError> {
-        let prepared = self.prepare(index, step, final_pass).await?;
-        let sent = self.send(step, &prepared).await;
-        self.finish(step, prepared, sent).await
     }
 
     /// The deferred steps' second pass ([`apply`]): each step's owners resolved in turn (the
@@ -954,6 +1008,44 @@ mod tests {
             namespace: namespace.map(str::to_string),
             manifest: serde_json::json!({"metadata": {"name": "x", "labels": {component: ""}}}),
         }
+    }
+
+    /// nginx-operator's plan order (`install::plan`): the CRD alone; the ServiceAccount, Role,
+    /// ClusterRole and Service together; then the two bindings, whose roles the wave before
+    /// created; the CSV and the Deployment alone, in order. A binding to a role the plan does not
+    /// create (the cluster's `view`), or in another namespace, needs no wave of its own.
+    #[test]
+    fn independent_steps_go_out_together_and_bindings_after_their_roles() {
+        let named = |kind: &str, ns: Option<&str>, name: &str, role: Option<(&str, &str)>| {
+            let mut s = step(kind, ns, "c");
+            s.name = name.into();
+            if let Some((k, n)) = role {
+                s.manifest["roleRef"] = serde_json::json!({"apiGroup": "rbac.authorization.k8s.io", "kind": k, "name": n});
+            }
+            s
+        };
+        let plan = [
+            named("CustomResourceDefinition", None, "nginxes.example.com", None),
+            named("ServiceAccount", Some("ns"), "op", None),
+            named("Role", Some("ns"), "op-role", None),
+            named("RoleBinding", Some("ns"), "op-role", Some(("Role", "op-role"))),
+            named("ClusterRole", None, "op-cr", None),
+            named("ClusterRoleBinding", None, "op-cr", Some(("ClusterRole", "op-cr"))),
+            named("Service", Some("ns"), "op-metrics", None),
+            named("ClusterServiceVersion", Some("ns"), "op.v1", None),
+            named("Deployment", Some("ns"), "op", None),
+        ];
+        assert_eq!(waves(&plan), vec![vec![0], vec![1, 2, 4, 6], vec![3, 5], vec![7], vec![8]]);
+        let others = [
+            named("ServiceAccount", Some("ns"), "op", None),
+            named("RoleBinding", Some("ns"), "op-view", Some(("ClusterRole", "view"))),
+            named("Role", Some("other"), "r", None),
+            named("RoleBinding", Some("ns"), "r", Some(("Role", "r"))),
+            named("Secret", Some("ns"), "cert", None),
+            named("ConfigMap", Some("ns"), "cm", None),
+        ];
+        assert_eq!(waves(&others), vec![vec![0, 1, 2, 3], vec![4], vec![5]]);
+        assert!(waves(&[]).is_empty());
     }
 
     fn labels(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
