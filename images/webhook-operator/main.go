@@ -6,13 +6,20 @@
 //	           message "widget NAME: replicas N is over the limit of 10"
 //	/convert   a conversion webhook (ConversionReview v1) between widgets.webhook.capstan.dev
 //	           v1alpha1 (spec.size) and v1 (spec.replicas)
-//	/healthz   200 "ok", or 503 with -never-ready (the failure case of the tests)
+//	/healthz   200 "ok", or 503 with -never-ready (the failure case of the tests) and while draining
+//
+// On SIGTERM it drains as a webhook server must during a rolling update: /healthz answers 503,
+// keep-alives are turned off (each answer closes its connection, so no client reuses one to a
+// server about to go), and it keeps serving for -drain (5 s) while the endpoint is taken out of the
+// Service, then shuts down once the requests in flight are answered. Exiting at once would reset
+// the connections the API server still opens to this pod's address (seen in the upgrade test).
 //
 // The key pair is read again on every TLS handshake, so a rotated Secret is served without a
 // restart. Standard library only; built with CGO_ENABLED=0 into a static binary.
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"flag"
@@ -21,7 +28,11 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"time"
 )
 
 const limit = 10
@@ -148,13 +159,19 @@ func main() {
 	certDir := flag.String("cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with tls.crt and tls.key")
 	addr := flag.String("addr", ":9443", "listen address")
 	neverReady := flag.Bool("never-ready", false, "answer /healthz with 503 forever")
+	drain := flag.Duration("drain", 5*time.Second, "how long to keep serving after SIGTERM before shutting down")
 	flag.Parse()
+	var draining atomic.Bool
 	mux := http.NewServeMux()
 	mux.HandleFunc("/validate", validate)
 	mux.HandleFunc("/convert", convert)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if *neverReady {
 			http.Error(w, "never ready", http.StatusServiceUnavailable)
+			return
+		}
+		if draining.Load() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
 		io.WriteString(w, "ok")
@@ -169,9 +186,26 @@ func main() {
 			return &c, nil
 		},
 	}}
+	stopped := make(chan struct{})
+	go func() {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+		<-sig
+		log.Printf("draining for %s before shutting down", *drain)
+		draining.Store(true)
+		srv.SetKeepAlivesEnabled(false)
+		time.Sleep(*drain)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			log.Printf("shutdown: %v", err)
+		}
+		close(stopped)
+	}()
 	log.Printf("serving %s with the certificate in %s", *addr, *certDir)
-	if err := srv.ListenAndServeTLS("", ""); err != nil {
+	if err := srv.ListenAndServeTLS("", ""); err != nil && err != http.ErrServerClosed {
 		log.Print(err)
 		os.Exit(1)
 	}
+	<-stopped
 }
