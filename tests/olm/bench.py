@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """OLM v0 and capstan side by side (issue 13): `make bench-olm`. Prints a markdown table.
 
-Each system gets its own fresh cluster of tests/cluster/ (CAPSTAN_REAL_NODE=0: the kwok node; the
-real node belongs to the demo environment), the same two catalogs (the example bundles, and the
-whole community-operators v4.20 corpus catalog), and the same work, one system after the other:
+Each system gets its own fresh cluster of tests/cluster/, the same two catalogs (the example bundles,
+and the whole community-operators v4.20 corpus catalog), and the same work, one system after the
+other. On the kwok node (a fresh cluster with CAPSTAN_REAL_NODE=0):
   - a warm-up install (not timed: both systems have fetched and indexed their catalogs after it);
   - 10 installs of nginx-operator one after another, each in a fresh namespace with an
-    OwnNamespace OperatorGroup, timed from the Subscription's create call to the API server
-    returning the CSV with phase Succeeded (polled every 20 ms over one kept-alive connection);
+    OwnNamespace OperatorGroup, timed from the Subscription's create call to the watch event of
+    the CSV with phase Succeeded (a watch on the CSV opened before the create);
   - 20, then 100 Subscriptions created at once (fresh namespaces made first), timed to the last
     CSV Succeeded (polled with one list call every 100 ms);
   - resident memory (VmRSS from /proc) of every process the system needs — OLM: olm, catalog and
@@ -16,7 +16,14 @@ whole community-operators v4.20 corpus catalog), and the same work, one system a
   - API requests per install: the API server's apiserver_request_total over the 10 sequential
     installs, minus the benchmark's own requests, divided by 10. It includes what the control plane
     does in reaction (Deployment → ReplicaSet → Pod, kwok's pod status), the same for both systems.
-Options: --runs N (default 10), --bursts 20,100, --only olm|capstan (one system, print its rows).
+Then on the real node (a fresh cluster with CAPSTAN_REAL_NODE=1, one system after the other): the
+nginx-operator image built here (images/build.sh) pushed to that cluster's registry and the example
+bundles relocated to it (as examples/publish.sh does), and the same 10 sequential installs with the
+Subscription's spec.config placing the operator on the real node — the CSV is Succeeded only once
+its helm-operator pod has been pulled, started and is Ready. No other environment of this machine
+may hold the real node meanwhile (`make cluster-down` first).
+Options: --runs N (default 10), --bursts 20,100, --only olm|capstan (one system, print its rows),
+--nodes kwok,real (default both).
 """
 
 import argparse
@@ -51,10 +58,18 @@ def ns_and_group(k, name):
               "spec": {"targetNamespaces": [name]}})
 
 
-def subscribe(k, ns):
+# spec.config of the Subscriptions on the real node: its label and taint (tests/cluster/up.sh)
+REAL_NODE_CONFIG = {"nodeSelector": {"type": "real"},
+                    "tolerations": [{"key": "capstan.dev/node", "operator": "Equal", "value": "real", "effect": "NoSchedule"}]}
+
+
+def subscribe(k, ns, config=None):
+    spec = {"name": "nginx-operator", "channel": "alpha", "source": "examples", "sourceNamespace": "olm"}
+    if config:
+        spec["config"] = config
     k.create(f"/apis/operators.coreos.com/v1alpha1/namespaces/{ns}/subscriptions",
              {"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription", "metadata": {"name": "nginx-operator", "namespace": ns},
-              "spec": {"name": "nginx-operator", "channel": "alpha", "source": "examples", "sourceNamespace": "olm"}})
+              "spec": spec})
 
 
 def succeeded(k, ns):
@@ -62,15 +77,18 @@ def succeeded(k, ns):
     return bool(c) and (c.get("status") or {}).get("phase") == "Succeeded"
 
 
-def install_one(k, ns, timeout=300):
+def install_one(k, ns, timeout=300, config=None):
+    """Seconds from the Subscription's create call to the watch event of its CSV with phase
+    Succeeded (the watch is opened before the create)."""
     ns_and_group(k, ns)
+    w = k.watch_for(f"/apis/operators.coreos.com/v1alpha1/namespaces/{ns}/clusterserviceversions", CSV,
+                    lambda c: (c.get("status") or {}).get("phase") == "Succeeded")
     t0 = time.perf_counter()
-    subscribe(k, ns)
-    while not succeeded(k, ns):
-        if time.perf_counter() - t0 > timeout:
-            raise RuntimeError(f"{ns}: {CSV} not Succeeded after {timeout} s")
-        time.sleep(0.02)
-    return time.perf_counter() - t0
+    subscribe(k, ns, config)
+    try:
+        return w.wait(timeout) - t0
+    except RuntimeError as e:
+        raise RuntimeError(f"{ns}: {CSV} not Succeeded after {timeout} s ({e})") from None
 
 
 def burst(k, prefix, n, timeout=900):
@@ -115,11 +133,12 @@ def p90(v):
 
 
 def measure(system, catalogs_for, runs, bursts):
+    """The kwok-node measurements of one system on a fresh cluster."""
     cluster = compare.Cluster(f"bench-{system.name}")
     cluster.up()
     res = {"load": [os.getloadavg()[0]]}
     try:
-        catalogs = catalogs_for(cluster)
+        catalogs = catalogs_for(cluster, relocate=False)
         system.start(cluster, catalogs)
         k = Kube(cluster.kubeconfig)
         res["warmup"] = install_one(k, "bench-warm", timeout=600)
@@ -130,7 +149,7 @@ def measure(system, catalogs_for, runs, bursts):
         times = []
         for i in range(runs):
             times.append(install_one(k, f"bench-seq-{i}"))
-            print(f"[bench] {system.name} install {i}: {times[-1]:.2f} s", file=sys.stderr, flush=True)
+            print(f"[bench] {system.name} install {i}: {times[-1]:.3f} s", file=sys.stderr, flush=True)
         m1, r1 = k.metrics_total(), k.requests
         res["times"] = times
         # our own requests: r1 - r0 (the first metrics call is counted by the server before it
@@ -148,11 +167,41 @@ def measure(system, catalogs_for, runs, bursts):
     return res
 
 
+def measure_real(system, catalogs_for, runs):
+    """The real-node installs of one system on a fresh cluster with the real node: a warm-up
+    install (which also pulls the operator image into the node's containerd), then `runs`
+    sequential installs, each waiting for its pod to be pulled, started and Ready."""
+    cluster = compare.Cluster(f"bench-real-{system.name}", real_node=True)
+    cluster.up()
+    res = {"load": [os.getloadavg()[0]]}
+    try:
+        compare.run(["bash", os.path.join(compare.ROOT, "images/build.sh"), "--push", cluster.registry, "httpd", "nginx-operator"],
+                    env=cluster.env)
+        catalogs = catalogs_for(cluster, relocate=True)
+        system.start(cluster, catalogs)
+        k = Kube(cluster.kubeconfig)
+        res["warmup"] = install_one(k, "bench-warm", timeout=600, config=REAL_NODE_CONFIG)
+        catalogs_ready(k, catalogs)
+        times = []
+        for i in range(runs):
+            times.append(install_one(k, f"bench-real-{i}", config=REAL_NODE_CONFIG))
+            print(f"[bench] {system.name} real-node install {i}: {times[-1]:.3f} s", file=sys.stderr, flush=True)
+        res["times"] = times
+        res["load"].append(os.getloadavg()[0])
+        pods = (k.get("/api/v1/pods?labelSelector=control-plane%3Dcontroller-manager") or {}).get("items", [])
+        res["pods_on_real_node"] = sum(1 for p in pods if p["spec"].get("nodeName") == open(os.path.join(cluster.dir, "node-name")).read().strip())
+    finally:
+        system.stop(cluster)
+        cluster.down(purge=True)
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--bursts", default="20,100")
     ap.add_argument("--only", choices=["olm", "capstan"])
+    ap.add_argument("--nodes", default="kwok,real", help="kwok, real or both (kwok,real)")
     ap.add_argument("--capstan", default=os.path.join(compare.ROOT, "target", "release", "capstan"))
     args = ap.parse_args()
     bursts = [int(b) for b in args.bursts.split(",") if b]
@@ -162,15 +211,21 @@ def main():
     work = tempfile.mkdtemp(prefix="bench-olm-")
     built = {}
 
-    def catalogs_for(cluster):
-        # the example catalog's bundles are pushed to this cluster's registry (capstan pulls them)
-        d = os.path.join(work, cluster.dir.rsplit("-", 1)[-1], "examples")
+    def catalogs_for(cluster, relocate):
+        # the example catalog's bundles are pushed to this cluster's registry (capstan pulls them);
+        # relocated, the images their CSVs name by digest (quay.io/example/NAME@sha256:...) are
+        # named in this cluster's registry, where images/build.sh pushed them (examples/publish.sh)
+        base = os.path.join(work, os.path.basename(cluster.dir))
+        d = os.path.join(base, "examples")
         for pkg in ["nginx-operator", "kaiwudb-operator"]:
             root = os.path.join(compare.ROOT, "bundles", pkg)
             for v in sorted(os.listdir(root)):
                 if os.path.isdir(os.path.join(root, v)):
+                    src = os.path.join(root, v)
+                    if relocate:
+                        src = relocated(src, os.path.join(base, "bundles", pkg, v), cluster.registry)
                     ref = f"{cluster.registry}/bench/{pkg}-bundle:v{v}"
-                    compare.run([args.capstan, "bundle", "push", "-q", os.path.join(root, v), ref])
+                    compare.run([args.capstan, "bundle", "push", "-q", src, ref])
                     compare.run([args.capstan, "catalog", "add", d, ref])
         built[cluster.dir] = d
         return {"examples": d, "corpus": CORPUS_CATALOG}
@@ -180,12 +235,33 @@ def main():
     os.makedirs(compare.OUT, exist_ok=True)
     if args.only and os.path.exists(out):
         results = json.load(open(out))
-    for system in [compare.Olm(), compare.Capstan(args.capstan)]:
-        if args.only and args.only != system.name:
-            continue
-        results[system.name] = measure(system, catalogs_for, args.runs, bursts)
-        json.dump(results, open(out, "w"), indent=1)
+    nodes = [n for n in args.nodes.split(",") if n]
+    for node in nodes:
+        for system in [compare.Olm(), compare.Capstan(args.capstan)]:
+            if args.only and args.only != system.name:
+                continue
+            key = system.name if node == "kwok" else f"{system.name}-real"
+            results[key] = measure(system, catalogs_for, args.runs, bursts) if node == "kwok" else measure_real(system, catalogs_for, args.runs)
+            json.dump(results, open(out, "w"), indent=1)
     table(results, bursts)
+
+
+def relocated(src, dst, registry):
+    """A copy of bundle directory `src` at `dst` whose quay.io/example/NAME@sha256:... images are
+    REGISTRY/capstan/NAME@sha256:... (the digests images/build.sh pushed there)."""
+    import re
+    import shutil
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst)
+    for top, _, files in os.walk(dst):
+        for f in files:
+            if f.endswith(".yaml"):
+                p = os.path.join(top, f)
+                text = open(p).read()
+                new = re.sub(r"quay\.io/example/([a-z0-9._-]+)@sha256:", lambda m: f"{registry}/capstan/{m.group(1)}@sha256:", text)
+                if new != text:
+                    open(p, "w").write(new)
+    return dst
 
 
 def table(r, bursts):
@@ -193,6 +269,7 @@ def table(r, bursts):
     if not (o and c):
         print(json.dumps(r, indent=1))
         return
+    oreal, creal = r.get("olm-real"), r.get("capstan-real")
 
     def row(name, a, b, unit="s", fmt="{:.2f}"):
         ratio = a / b if b else float("nan")
@@ -207,11 +284,20 @@ def table(r, bursts):
     row("resident memory, catalogs loaded (all processes)", sum(o["rss_loaded"].values()), sum(c["rss_loaded"].values()), "MiB", "{:.0f}")
     row("resident memory, after all installs", sum(o["rss_after"].values()), sum(c["rss_after"].values()), "MiB", "{:.0f}")
     row("API requests per install (apiserver_request_total)", o["api_per_install"], c["api_per_install"], "", "{:.0f}")
+    if oreal and creal:
+        row(f"real node: Subscription → CSV Succeeded (pod Ready), median of {len(oreal['times'])}", statistics.median(oreal["times"]), statistics.median(creal["times"]))
+        row(f"real node: Subscription → CSV Succeeded (pod Ready), p90 of {len(oreal['times'])}", p90(oreal["times"]), p90(creal["times"]))
     print()
     for name, res in (("OLM", o), ("capstan", c)):
         procs = ", ".join(f"{n} {v:.0f}" for n, v in sorted(res["rss_after"].items()))
         print(f"- {name}: processes after installs (MiB): {procs}; warm-up install {res['warmup']:.2f} s; "
-              f"load average (1 min) during the run {min(res['load']):.1f}–{max(res['load']):.1f}")
+              f"load average (1 min) during the run {min(res['load']):.1f}–{max(res['load']):.1f}; installs (s): "
+              + ", ".join(f"{t:.3f}" for t in res["times"]))
+    for name, res in (("OLM", oreal), ("capstan", creal)):
+        if res:
+            print(f"- {name} on the real node: warm-up install (image pulled) {res['warmup']:.2f} s; {res['pods_on_real_node']} operator pods "
+                  f"on the real node after the installs; load average (1 min) {min(res['load']):.1f}–{max(res['load']):.1f}; installs (s): "
+                  + ", ".join(f"{t:.3f}" for t in res["times"]))
 
 
 if __name__ == "__main__":

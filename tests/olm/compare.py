@@ -82,9 +82,10 @@ def run(cmd, env=None, input=None, check=True, quiet=False):
 class Cluster:
     """A fresh cluster of tests/cluster/ in its own state directory."""
 
-    def __init__(self, name):
+    def __init__(self, name, real_node=False):
         self.dir = os.path.join(ROOT, f".cluster-compare-{name}")
-        self.env = {"CAPSTAN_CLUSTER_DIR": self.dir, "CAPSTAN_REAL_NODE": "0"}
+        self.env = {"CAPSTAN_CLUSTER_DIR": self.dir, "CAPSTAN_REAL_NODE": "1" if real_node else "0"}
+        self.want_real_node = real_node
 
     def up(self):
         self.down(purge=True)
@@ -93,6 +94,10 @@ class Cluster:
         self.kubeconfig = os.path.join(self.dir, "kubeconfig")
         self.registry = open(os.path.join(self.dir, "registry")).read().strip()
         self.kinds = None
+        # up.sh starts without the real node when another environment of this machine runs it
+        if self.want_real_node and not os.path.exists(os.path.join(self.dir, "node-name")):
+            raise RuntimeError(f"{self.dir}: started without the real node (another environment on this machine runs it: "
+                               "stop it with `make cluster-down`, or set CAPSTAN_REAL_NODE=0); see its logs/")
 
     def refresh_kinds(self):
         """The dumped kinds this cluster serves (call after a system installed its CRDs)."""
