@@ -908,8 +908,9 @@ fn serving_secret_of(manifest: &Value) -> Option<String> {
 }
 
 /// The requeue [`decide`] asks for after entering a phase whose next step needs no wait (Pending
-/// from None, InstallReady): the reconciler takes that step at once on the CSV as written, and this
-/// requeue is only the fallback when it stops (at most three steps per reconcile).
+/// from None, InstallReady): the reconciler takes that step at once on the status as decided
+/// (written once, after the last step), and this requeue is only the fallback when it stops (at
+/// most three steps per reconcile).
 pub(crate) const NEXT_STEP_AT_ONCE: Duration = Duration::from_millis(100);
 
 /// What the CSV reconciler must look at next, by the CSV's phase (§1.5).
@@ -970,7 +971,8 @@ pub(crate) struct CsvDecision {
     pub delete_replaced: bool,
     /// Create the CSV's OperatorCondition (first sight of the CSV; OLM's generator, issue 13).
     pub ensure_operator_condition: bool,
-    /// Apply the RBAC aggregation of a CSV that just Succeeded (issue 13).
+    /// Apply the RBAC aggregation of the CSV ([`aggregation_due`]: as it leaves InstallReady, or
+    /// on its way into Succeeded; issue 13).
     pub ensure_aggregation: bool,
 }
 
@@ -1078,8 +1080,9 @@ pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &
 /// Whether the RBAC aggregation (namespace users may use the operator's APIs) is applied now, for
 /// a CSV leaving `phase` (`succeeded`: for Succeeded; `aggregated`: this process did it already).
 /// It is in place before the CSV says Succeeded: applied as the CSV leaves InstallReady, while
-/// its Deployments start, so that it is not on the path from Available to Succeeded; and on any
-/// other way into Succeeded, unless this process did it for the CSV already. Pure.
+/// its Deployments start, so that it is not on the path from Available to Succeeded; from
+/// Installing into Succeeded again unless this process did it for the CSV already (with every
+/// API found); on any other way into Succeeded (Failed → Succeeded) always. Pure.
 fn aggregation_due(phase: &str, succeeded: bool, aggregated: bool) -> bool {
     match phase {
         "InstallReady" => true,
@@ -1091,7 +1094,9 @@ fn aggregation_due(phase: &str, succeeded: bool, aggregated: bool) -> bool {
 
 /// The RBAC aggregation of a CSV ([`aggregation_due`]; OLM `ensureClusterRolesForCSV`, then the
 /// OperatorGroup's `olm.providedAPIs` and ClusterRoles; `install::aggregation`).
-async fn ensure_aggregation(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) -> Result<(), Error> {
+/// Returns whether every API the CSV provides had its roles (`false`: some were not on the
+/// cluster yet, named in a warning).
+async fn ensure_aggregation(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) -> Result<bool, Error> {
     let client = &ctx.client;
     use crate::install::aggregation;
     let e = |e: aggregation::AggregationError| Error::Kube { context: e.what, source: e.source };
@@ -1103,7 +1108,7 @@ async fn ensure_aggregation(ctx: &Context, csv: &ClusterServiceVersion, ns: &str
     if let [og] = ogs.items.as_slice() {
         ctx.ensure_group_aggregation(og).await.map_err(e)?;
     }
-    Ok(())
+    Ok(missing.is_empty())
 }
 
 pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -1128,25 +1133,35 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     // The phase steps whose next one needs no wait (None → Pending → InstallReady →
     // Installing/Succeeded) are taken in this reconcile, on the status as decided, and written
     // once at the end (`status.conditions` keeps each phase it passed, with its time, as OLM's
-    // do; an Event is recorded for each). On an API error half-way the steps decided so far are
-    // written before the error is returned, so the CSV never shows less than was decided.
-    // The group's olm.providedAPIs claim is written beside the steps and joined before the
-    // aggregation (which reads it) and before the status: a CSV never says more than its claim.
-    let mut pass = Pass { status: csv.status.clone().unwrap_or_default(), phases: Vec::new(), claim, condition: None, requeue: NEXT_STEP_AT_ONCE, delete_replaced: false };
+    // do; an Event is recorded for each). On an API error of a step half-way the steps decided
+    // so far are written before the error is returned, so the CSV never shows less than was
+    // decided. The OperatorCondition and the group's olm.providedAPIs claim are written beside
+    // the steps; when either fails nothing is written (the CSV stays where it was, so the next
+    // reconcile creates the OperatorCondition, or claims, again): a CSV never says more than
+    // what was done for it.
+    let mut pass = Pass { status: csv.status.clone().unwrap_or_default(), phases: Vec::new(), claim, claim_failed: false, condition: None, requeue: NEXT_STEP_AT_ONCE, delete_replaced: false };
     let stepped = steps(&ctx, &csv, &ns, fit.as_ref(), &mut pass).await;
     let condition = match pass.condition.take() {
         // The task is never aborted: a JoinError is its panic, passed on as if it ran inline.
         Some(task) => task.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())),
         None => Ok(()),
     };
-    if let Some(claim) = pass.claim.take() {
-        claim.done().await?;
-    }
-    if !pass.phases.is_empty() {
-        write_status(&ctx, &api, &csv, &pass.phases).await?;
+    let claimed = match pass.claim.take() {
+        Some(claim) => claim.done().await,
+        None => Ok(()),
+    };
+    if !pass.phases.is_empty() && !pass.claim_failed && condition.is_ok() && claimed.is_ok() {
+        let written = write_status(&ctx, &api, &csv, &pass.phases).await?;
+        if written.status.as_ref().is_some_and(|s| s.phase == Some(CsvPhase::Succeeded))
+            && let Some(uid) = csv.uid()
+        {
+            // Only needed between InstallReady and Succeeded (`aggregation_due`).
+            ctx.aggregated.lock().unwrap_or_else(|e| e.into_inner()).remove(&uid);
+        }
     }
     stepped?;
     condition?;
+    claimed?;
     if pass.delete_replaced {
         delete_replaced(&api, &csv, &ns).await?;
     }
@@ -1161,6 +1176,8 @@ struct Pass {
     phases: Vec<ClusterServiceVersionStatus>,
     /// The group's `olm.providedAPIs` claim being written ([`operator_group_fit`]).
     claim: Option<Claim>,
+    /// The claim failed (joined in [`steps`]): nothing is written.
+    claim_failed: bool,
     /// The OperatorCondition being created beside the steps (first sight of the CSV).
     condition: Option<tokio::task::JoinHandle<Result<(), Error>>>,
     /// When to look again.
@@ -1172,7 +1189,11 @@ struct Pass {
 /// Takes the CSV's phase steps on `pass` ([`decide`] over what [`need`] asks observed), at most
 /// three in a row while the next needs no wait. Writes nothing of the CSV's status.
 async fn steps(ctx: &Arc<Context>, csv: &ClusterServiceVersion, ns: &str, fit: Option<&(String, String)>, pass: &mut Pass) -> Result<(), Error> {
+    // Each step observes the CSV with the status the steps before it decided, as if written.
+    let mut current = csv.clone();
     for _ in 0..3 {
+        current.status = Some(pass.status.clone());
+        let csv = &current;
         let view = match fit {
             Some((reason, message)) => CsvView::Unfit(reason.clone(), message.clone()),
             None => match need(&pass.status) {
@@ -1201,11 +1222,17 @@ async fn steps(ctx: &Arc<Context>, csv: &ClusterServiceVersion, ns: &str, fit: O
             }));
         }
         if decision.ensure_aggregation {
-            if let Some(claim) = pass.claim.take() {
-                claim.done().await?;
+            if let Some(claim) = pass.claim.take()
+                && let Err(e) = claim.done().await
+            {
+                pass.claim_failed = true;
+                return Err(e);
             }
-            ensure_aggregation(ctx, csv, ns).await?;
-            if let Some(uid) = csv.uid() {
+            // Marked done only when every API had its roles: an APIService the plan has not
+            // applied yet gets them on the way into Succeeded.
+            if ensure_aggregation(ctx, csv, ns).await?
+                && let Some(uid) = csv.uid()
+            {
                 ctx.aggregated.lock().unwrap_or_else(|e| e.into_inner()).insert(uid);
             }
         }

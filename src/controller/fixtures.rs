@@ -550,33 +550,11 @@ async fn a_deleted_csv_removes_its_operator_in_order_then_its_finalizer() {
 /// created beside the steps, its requests at no fixed place among theirs.
 #[tokio::test]
 async fn a_new_csv_whose_deployment_is_available_succeeds_with_one_status_write() {
-    let (server, ctx) = ApiServer::context();
-    let csv = installed_csv(None);
+    let (server, ctx, csv, oc) = new_csv_world(Reply::Echo);
     let csv_path = olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4");
-    let deployment = json!({
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "etcd-operator", "namespace": NS},
-        "spec": {"selector": {"matchLabels": {"name": "etcd-operator"}}, "template": {"spec": {"containers": []}}},
-        "status": {"conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]},
-    });
-    let og = operator_group("og", Some(json!({"namespaces": [NS], "lastUpdated": "2026-01-01T00:00:00Z"})));
-    let rbac = "/apis/rbac.authorization.k8s.io/v1";
-    let oc = olm_path("v2", NS, "operatorconditions", "etcd.v0.9.4");
-    let og_role = |suffix: &str| crate::install::aggregation::operator_group_cluster_role_name(NS, "og", suffix);
     server
-        .expect_beside("PATCH", &oc, Reply::Echo)
-        .expect_beside("PATCH", &format!("{rbac}/namespaces/{NS}/roles/etcd.v0.9.4"), Reply::Echo)
-        .expect_beside("PATCH", &format!("{rbac}/namespaces/{NS}/rolebindings/etcd.v0.9.4"), Reply::Echo)
-        .expect("GET", &csv_path, Reply::Ok(csv.clone()))
-        .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![og.clone()]))
-        .expect("GET", &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"), Reply::Ok(deployment.clone()))
-        // The RBAC aggregation, before the status says Succeeded (the group provides no API).
-        .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![og.clone()]))
-        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", ""), list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", vec![csv.clone()]))
-        .expect("GET", &format!("{rbac}/clusterroles/{}", og_role("admin")), Reply::Status(404, "NotFound"))
-        .expect_beside("PATCH", &format!("{rbac}/clusterroles/{}", og_role("admin")), Reply::Echo)
-        .expect_beside("PATCH", &format!("{rbac}/clusterroles/{}", og_role("edit")), Reply::Echo)
-        .expect_beside("PATCH", &format!("{rbac}/clusterroles/{}", og_role("view")), Reply::Echo)
-        .expect("GET", &olm_path("v1", NS, "operatorgroups", "og"), Reply::Ok(og.clone()))
+        .expect_beside("PATCH", &format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/roles/etcd.v0.9.4"), Reply::Echo)
+        .expect_beside("PATCH", &format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings/etcd.v0.9.4"), Reply::Echo)
         .expect("PATCH", &format!("{csv_path}/status"), Reply::WithStatus(csv.clone()))
         .expect("POST", &events_path(NS), Reply::Echo)
         .expect("POST", &events_path(NS), Reply::Echo)
@@ -594,4 +572,52 @@ async fn a_new_csv_whose_deployment_is_available_succeeds_with_one_status_write(
     let events: Vec<&Value> = seen.iter().filter(|s| s.path == events_path(NS)).map(|s| &s.body["reason"]).collect();
     assert_eq!(events, [&json!("RequirementsUnknown"), &json!("AllRequirementsMet"), &json!("InstallSucceeded")]);
     assert!(seen.iter().any(|s| s.path == oc), "the OperatorCondition is created");
+}
+
+/// The same CSV whose OperatorCondition cannot be created (the API server fails the write): the
+/// steps are decided, but nothing of the CSV's status is written and the reconcile fails, so the
+/// CSV keeps no phase and its next reconcile creates the OperatorCondition again (it is created
+/// only on the CSV's first sight; a CSV written Succeeded would never get one).
+#[tokio::test]
+async fn a_csv_whose_operator_condition_fails_writes_no_phase() {
+    let (server, ctx, csv, _) = new_csv_world(Reply::Status(500, "InternalError"));
+    let result = super::csv::reconcile(typed::<ClusterServiceVersion>(&csv), ctx).await;
+    let seen = server.finish();
+    let err = result.expect_err("the OperatorCondition's failure is the reconcile's");
+    assert!(err.to_string().contains("OperatorCondition"), "{err}");
+    assert!(status_writes(&seen).iter().all(|s| !s.path.contains("clusterserviceversions")), "{:#?}", lines(&seen));
+    assert!(seen.iter().all(|s| s.path != events_path(NS)), "no phase, no Event");
+}
+
+/// The world of a new etcd CSV whose requirements are met and whose Deployment is Available, up
+/// to its status write: the reads of one reconcile, the RBAC aggregation, and the OperatorCondition
+/// PATCH (answered with `condition`) beside them. Returns the server, its context, the CSV and the
+/// OperatorCondition's path.
+fn new_csv_world(condition: Reply) -> (ApiServer, Arc<super::Context>, Value, String) {
+    let (server, ctx) = ApiServer::context();
+    let csv = installed_csv(None);
+    let csv_path = olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4");
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "etcd-operator", "namespace": NS},
+        "spec": {"selector": {"matchLabels": {"name": "etcd-operator"}}, "template": {"spec": {"containers": []}}},
+        "status": {"conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]},
+    });
+    let og = operator_group("og", Some(json!({"namespaces": [NS], "lastUpdated": "2026-01-01T00:00:00Z"})));
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    let oc = olm_path("v2", NS, "operatorconditions", "etcd.v0.9.4");
+    let og_role = |suffix: &str| crate::install::aggregation::operator_group_cluster_role_name(NS, "og", suffix);
+    server
+        .expect_beside("PATCH", &oc, condition)
+        .expect("GET", &csv_path, Reply::Ok(csv.clone()))
+        .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![og.clone()]))
+        .expect("GET", &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"), Reply::Ok(deployment.clone()))
+        // The RBAC aggregation, before the status says Succeeded (the group provides no API).
+        .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![og.clone()]))
+        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", ""), list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", vec![csv.clone()]))
+        .expect("GET", &format!("{rbac}/clusterroles/{}", og_role("admin")), Reply::Status(404, "NotFound"))
+        .expect_beside("PATCH", &format!("{rbac}/clusterroles/{}", og_role("admin")), Reply::Echo)
+        .expect_beside("PATCH", &format!("{rbac}/clusterroles/{}", og_role("edit")), Reply::Echo)
+        .expect_beside("PATCH", &format!("{rbac}/clusterroles/{}", og_role("view")), Reply::Echo)
+        .expect("GET", &olm_path("v1", NS, "operatorgroups", "og"), Reply::Ok(og.clone()));
+    (server, ctx, csv, oc)
 }

@@ -545,8 +545,13 @@ async fn mark_pulling(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, s
         )));
     }
     lookup.conditions = vec![pulling_marker(image, stops, now_time())];
-    // The whole status: on a plan seen for the first time this write also initializes it.
-    let patch = json!({"metadata": {"resourceVersion": rv}, "status": status});
+    // On a plan whose lookups are not on the server yet (seen for the first time) this write
+    // also initializes it: the whole status; else the lookups alone (`status.plan` may be large).
+    let initializes = ip.status.as_ref().is_none_or(|s| s.bundle_lookups.is_empty());
+    let patch = match initializes {
+        true => json!({"metadata": {"resourceVersion": rv}, "status": status}),
+        false => json!({"metadata": {"resourceVersion": rv}, "status": {"bundleLookups": status.bundle_lookups}}),
+    };
     let params = PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() };
     match api.patch_status(&ip.name_any(), &params, &Patch::Merge(&patch)).await {
         Ok(updated) => *rv = updated.resource_version(),

@@ -13,8 +13,10 @@
 //! backoff for up to [`ApplyOptions::retry_timeout`] (OLM's `--install-plan-retry-timeout`, 1 min);
 //! `Forbidden` is reported at once with the verb, the resource and the client's identity (the
 //! controller decides whether to retry, as OLM does for scoped installs). After a failed step the
-//! later steps are not applied and are reported as [`StepStatus::NotApplied`], so a caller always
-//! learns which step failed and why and which did not run.
+//! later waves are not applied and their steps are reported as [`StepStatus::NotApplied`], so a
+//! caller always learns which step failed and why and which did not run; the steps sent together
+//! with a failed one (its wave) were sent, and each reports its own outcome (OLM applies every
+//! step of a pass and reports each).
 //!
 //! An ownerReference with an empty `uid` (see [`super::InstallTarget::csv_owner_reference`]) is
 //! completed with the UID of the object it names in the step's namespace; when that object does
@@ -246,9 +248,10 @@ pub enum StepError {
     },
 }
 
-/// Applies `steps` in order (see the module documentation) and returns one [`StepResult`] per
-/// step, in the same order. Never panics; a failure is a [`StepStatus::Failed`] result followed
-/// by [`StepStatus::NotApplied`] for every later step.
+/// Applies `steps` in order, wave by wave ([`waves`]; see the module documentation), and returns
+/// one [`StepResult`] per step, in the same order. Never panics; a failure is a
+/// [`StepStatus::Failed`] result, the other steps of its wave report their own outcome, and every
+/// step of a later wave is [`StepStatus::NotApplied`] naming the first failed step.
 pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<StepResult> {
     // Serving Secrets of webhooks / APIServices: certificates kept or issued now, and the CA
     // written into the steps that need it; the plan itself never holds key material.
@@ -339,6 +342,14 @@ pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<
                     tracing::warn!(step = %step.describe(), error = %e, "install step failed");
                     results[i].status = StepStatus::Failed(e);
                     failed = Some(failed.map_or(i, |f| f.min(i)));
+                }
+            }
+        }
+        // A step of this wave left unsent names the first failed step, which may be one sent.
+        if let Some(f) = failed {
+            for &i in &wave {
+                if let StepStatus::NotApplied { blocked_by } = &mut results[i].status {
+                    *blocked_by = f;
                 }
             }
         }

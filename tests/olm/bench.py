@@ -77,16 +77,29 @@ def succeeded(k, ns):
     return bool(c) and (c.get("status") or {}).get("phase") == "Succeeded"
 
 
-def install_one(k, ns, timeout=300, config=None):
+DEPLOYMENT = "nginx-operator-controller-manager"
+
+
+def available(d):
+    return any(c.get("type") == "Available" and c.get("status") == "True" for c in (d.get("status") or {}).get("conditions") or [])
+
+
+def install_one(k, ns, timeout=300, config=None, seen=None):
     """Seconds from the Subscription's create call to the watch event of its CSV with phase
-    Succeeded (the watch is opened before the create)."""
+    Succeeded (the watch is opened before the create). With `seen` (a list), also appends the
+    seconds to the watch event of the operator's Deployment being Available: what the control
+    plane (Deployment → ReplicaSet → Pod → node) took is in it, the same for both systems."""
     ns_and_group(k, ns)
     w = k.watch_for(f"/apis/operators.coreos.com/v1alpha1/namespaces/{ns}/clusterserviceversions", CSV,
                     lambda c: (c.get("status") or {}).get("phase") == "Succeeded")
+    d = k.watch_for(f"/apis/apps/v1/namespaces/{ns}/deployments", DEPLOYMENT, available) if seen is not None else None
     t0 = time.perf_counter()
     subscribe(k, ns, config)
     try:
-        return w.wait(timeout) - t0
+        done = w.wait(timeout) - t0
+        if d is not None:
+            seen.append(d.wait(timeout) - t0)
+        return done
     except RuntimeError as e:
         raise RuntimeError(f"{ns}: {CSV} not Succeeded after {timeout} s ({e})") from None
 
@@ -146,12 +159,13 @@ def measure(system, catalogs_for, runs, bursts):
         pids = system.pids(cluster)
         res["rss_loaded"] = {n: rss_mib(p) for n, p in pids.items()}
         m0, r0 = k.metrics_total(), k.requests
-        times = []
+        times, ready = [], []
         for i in range(runs):
-            times.append(install_one(k, f"bench-seq-{i}"))
-            print(f"[bench] {system.name} install {i}: {times[-1]:.3f} s", file=sys.stderr, flush=True)
+            times.append(install_one(k, f"bench-seq-{i}", seen=ready))
+            print(f"[bench] {system.name} install {i}: {times[-1]:.3f} s (Deployment Available at {ready[-1]:.3f} s)", file=sys.stderr, flush=True)
         m1, r1 = k.metrics_total(), k.requests
         res["times"] = times
+        res["deployment_available"] = ready
         # our own requests: r1 - r0 (the first metrics call is counted by the server before it
         # answers, so it is in m1 - m0 as well)
         res["api_per_install"] = (m1 - m0 - (r1 - r0)) / runs
@@ -182,11 +196,12 @@ def measure_real(system, catalogs_for, runs):
         k = Kube(cluster.kubeconfig)
         res["warmup"] = install_one(k, "bench-warm", timeout=600, config=REAL_NODE_CONFIG)
         catalogs_ready(k, catalogs)
-        times = []
+        times, ready = [], []
         for i in range(runs):
-            times.append(install_one(k, f"bench-real-{i}", config=REAL_NODE_CONFIG))
-            print(f"[bench] {system.name} real-node install {i}: {times[-1]:.3f} s", file=sys.stderr, flush=True)
+            times.append(install_one(k, f"bench-real-{i}", config=REAL_NODE_CONFIG, seen=ready))
+            print(f"[bench] {system.name} real-node install {i}: {times[-1]:.3f} s (Deployment Available at {ready[-1]:.3f} s)", file=sys.stderr, flush=True)
         res["times"] = times
+        res["deployment_available"] = ready
         res["load"].append(os.getloadavg()[0])
         pods = (k.get("/api/v1/pods?labelSelector=control-plane%3Dcontroller-manager") or {}).get("items", [])
         res["pods_on_real_node"] = sum(1 for p in pods if p["spec"].get("nodeName") == open(os.path.join(cluster.dir, "node-name")).read().strip())
@@ -279,6 +294,8 @@ def table(r, bursts):
     print("|---|---:|---:|---:|")
     row(f"Subscription → CSV Succeeded, median of {len(o['times'])}", statistics.median(o["times"]), statistics.median(c["times"]))
     row(f"Subscription → CSV Succeeded, p90 of {len(o['times'])}", p90(o["times"]), p90(c["times"]))
+    if "deployment_available" in o and "deployment_available" in c:
+        row("Subscription → its Deployment Available, median", statistics.median(o["deployment_available"]), statistics.median(c["deployment_available"]), "s", "{:.3f}")
     for n in bursts:
         row(f"{n} Subscriptions at once → all CSVs Succeeded", o[f"burst{n}"], c[f"burst{n}"])
     row("resident memory, catalogs loaded (all processes)", sum(o["rss_loaded"].values()), sum(c["rss_loaded"].values()), "MiB", "{:.0f}")
@@ -287,6 +304,7 @@ def table(r, bursts):
     if oreal and creal:
         row(f"real node: Subscription → CSV Succeeded (pod Ready), median of {len(oreal['times'])}", statistics.median(oreal["times"]), statistics.median(creal["times"]))
         row(f"real node: Subscription → CSV Succeeded (pod Ready), p90 of {len(oreal['times'])}", p90(oreal["times"]), p90(creal["times"]))
+        row("real node: Subscription → Deployment Available, median", statistics.median(oreal["deployment_available"]), statistics.median(creal["deployment_available"]), "s", "{:.3f}")
     print()
     for name, res in (("OLM", o), ("capstan", c)):
         procs = ", ".join(f"{n} {v:.0f}" for n, v in sorted(res["rss_after"].items()))
