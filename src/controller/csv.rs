@@ -511,7 +511,7 @@ async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &Clu
 /// returned as a task of its own (the group's resourceVersion as read is its precondition), so
 /// that the CSV's next steps need not wait for it; the caller joins it before anything that
 /// reads the annotation and before the CSV's status is written.
-async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<(Option<(String, String)>, Option<Claim>), Error> {
+async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<(Option<(String, String)>, Option<Beside>), Error> {
     let (og, targets) = match operator_group_targets(client, ns).await? {
         GroupTargets::Unfit { reason, message } => return Ok((Some((reason.to_string(), message)), None)),
         GroupTargets::Found { name, targets } => (name, targets),
@@ -534,8 +534,8 @@ async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &s
         ApiOwnership::Free => Ok((None, None)),
         ApiOwnership::Claim(value) => {
             let (client, ns) = (client.clone(), ns.to_string());
-            let claim = tokio::spawn(async move { aggregation::write_provided_apis(&client, &ns, &og, &value, read_at.as_deref()).await.map_err(agg) });
-            Ok((None, Some(Claim(claim))))
+            let claim = Beside::spawn(async move { aggregation::write_provided_apis(&client, &ns, &og, &value, read_at.as_deref()).await.map_err(agg) });
+            Ok((None, Some(claim)))
         }
         ApiOwnership::Refused { reason, message, release } => {
             if let Some(value) = release {
@@ -552,12 +552,19 @@ async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &s
     }
 }
 
-/// A write of a CSV's claim to its group's `olm.providedAPIs` under way ([`operator_group_fit`]).
-struct Claim(tokio::task::JoinHandle<Result<(), Error>>);
+/// A write the CSV's phase steps do not wait for — the group's `olm.providedAPIs` claim
+/// ([`operator_group_fit`]), the OperatorCondition — running as a task of its own; joined before
+/// anything that needs it and before the CSV's status is written.
+struct Beside(tokio::task::JoinHandle<Result<(), Error>>);
 
-impl Claim {
-    /// Waits for the write; its error (a 409 when the group changed since it was read is retried
-    /// by the requeue). The task is never aborted: a JoinError is its panic, passed on.
+impl Beside {
+    fn spawn(write: impl std::future::Future<Output = Result<(), Error>> + Send + 'static) -> Beside {
+        Beside(tokio::spawn(write))
+    }
+
+    /// Waits for the write; its error (a 409 of the claim when the group changed since it was
+    /// read is retried by the requeue). The task is never aborted: a JoinError is its panic,
+    /// passed on as if it ran inline.
     async fn done(self) -> Result<(), Error> {
         self.0.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
     }
@@ -1142,14 +1149,10 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     let mut pass = Pass { status: csv.status.clone().unwrap_or_default(), phases: Vec::new(), claim, claim_failed: false, condition: None, requeue: NEXT_STEP_AT_ONCE, delete_replaced: false };
     let stepped = steps(&ctx, &csv, &ns, fit.as_ref(), &mut pass).await;
     let condition = match pass.condition.take() {
-        // The task is never aborted: a JoinError is its panic, passed on as if it ran inline.
-        Some(task) => task.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())),
+        Some(task) => task.done().await,
         None => Ok(()),
     };
-    let claimed = match pass.claim.take() {
-        Some(claim) => claim.done().await,
-        None => Ok(()),
-    };
+    let claimed = pass.join_claim().await;
     if !pass.phases.is_empty() && !pass.claim_failed && condition.is_ok() && claimed.is_ok() {
         let written = write_status(&ctx, &api, &csv, &pass.phases).await?;
         if written.status.as_ref().is_some_and(|s| s.phase == Some(CsvPhase::Succeeded))
@@ -1175,15 +1178,26 @@ struct Pass {
     /// Each status a step decided (not yet written), in order.
     phases: Vec<ClusterServiceVersionStatus>,
     /// The group's `olm.providedAPIs` claim being written ([`operator_group_fit`]).
-    claim: Option<Claim>,
-    /// The claim failed (joined in [`steps`]): nothing is written.
+    claim: Option<Beside>,
+    /// The claim failed ([`Pass::join_claim`]): nothing is written.
     claim_failed: bool,
     /// The OperatorCondition being created beside the steps (first sight of the CSV).
-    condition: Option<tokio::task::JoinHandle<Result<(), Error>>>,
+    condition: Option<Beside>,
     /// When to look again.
     requeue: Duration,
     /// Delete the CSV named in `spec.replaces` after the write.
     delete_replaced: bool,
+}
+
+impl Pass {
+    /// Waits for the claim, if it is still being written; a failure is remembered (nothing of
+    /// the CSV's status is written then) and returned once.
+    async fn join_claim(&mut self) -> Result<(), Error> {
+        let Some(claim) = self.claim.take() else { return Ok(()) };
+        let done = claim.done().await;
+        self.claim_failed = done.is_err();
+        done
+    }
 }
 
 /// Takes the CSV's phase steps on `pass` ([`decide`] over what [`need`] asks observed), at most
@@ -1217,17 +1231,12 @@ async fn steps(ctx: &Arc<Context>, csv: &ClusterServiceVersion, ns: &str, fit: O
         if decision.ensure_operator_condition {
             // Needed by the operator, not by the next steps: created beside them.
             let (client, csv) = (ctx.client.clone(), csv.clone());
-            pass.condition = Some(tokio::spawn(async move {
+            pass.condition = Some(Beside::spawn(async move {
                 crate::install::operator_condition::ensure(&client, &csv).await.map(|_| ()).map_err(|e| Error::Kube { context: e.what, source: e.source })
             }));
         }
         if decision.ensure_aggregation {
-            if let Some(claim) = pass.claim.take()
-                && let Err(e) = claim.done().await
-            {
-                pass.claim_failed = true;
-                return Err(e);
-            }
+            pass.join_claim().await?;
             // Marked done only when every API had its roles: an APIService the plan has not
             // applied yet gets them on the way into Succeeded.
             if ensure_aggregation(ctx, csv, ns).await?

@@ -324,10 +324,9 @@ pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<
                 }
             }
         }
-        let sent = futures::future::join_all(ready.iter().map(|(i, p)| ap.send(&steps[*i], p))).await;
-        for ((i, prepared), sent) in ready.into_iter().zip(sent) {
+        for (i, outcome) in ap.send_together(steps, ready).await {
             let step = &steps[i];
-            match ap.finish(step, prepared, sent).await {
+            match outcome {
                 Ok((status, uid, owner_pending)) => {
                     results[i].status = status;
                     results[i].uid = uid;
@@ -643,12 +642,23 @@ impl Applier<'_> {
                 Err(e) => results[i].status = StepStatus::Failed(e),
             }
         }
-        let sent = futures::future::join_all(ready.iter().map(|(i, p)| self.send(&steps[*i], p))).await;
-        for ((i, prepared), sent) in ready.into_iter().zip(sent) {
-            if let Err(e) = self.finish(&steps[i], prepared, sent).await {
+        for (i, outcome) in self.send_together(steps, ready).await {
+            if let Err(e) = outcome {
                 results[i].status = StepStatus::Failed(e);
             }
         }
+    }
+
+    /// Sends the PATCHes of the prepared steps `ready` (step index, prepared) together, then
+    /// records each in step order ([`Applier::finish`]): per step its status, uid and whether an
+    /// owner is still pending, or its error.
+    async fn send_together(&mut self, steps: &[Step], ready: Vec<(usize, Prepared)>) -> Vec<(usize, Result<(StepStatus, Option<String>, bool), StepError>)> {
+        let sent = futures::future::join_all(ready.iter().map(|(i, p)| self.send(&steps[*i], p))).await;
+        let mut out = Vec::with_capacity(ready.len());
+        for ((i, prepared), sent) in ready.into_iter().zip(sent) {
+            out.push((i, self.finish(&steps[i], prepared, sent).await));
+        }
+        out
     }
 
     /// Everything a step's apply needs before its PATCH: the API, the manifest with its owners
