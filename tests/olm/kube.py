@@ -7,6 +7,7 @@ so that the benchmark can subtract them from the API server's `apiserver_request
 
 import http.client
 import json
+import socket
 import ssl
 import threading
 import time
@@ -67,6 +68,11 @@ class Kube:
                 total += float(line.rsplit(" ", 1)[1])
         return total
 
+    def record(self, path, name):
+        """A watch of the object `name` in collection `path` that records every event's arrival
+        time and object until closed (`Watch.events`: (time.perf_counter(), object) pairs)."""
+        return Watch(self, path, name, None)
+
     def watch_for(self, path, name, predicate):
         """Starts a watch of the object `name` in collection `path` on a connection of its own and
         returns a Watch once the API server has answered (the watch is open), so that a change made
@@ -80,6 +86,7 @@ class Watch:
     def __init__(self, kube, path, name, predicate):
         self.at = None
         self.error = None
+        self.events = []
         self.done = threading.Event()
         query = urllib.parse.urlencode({"watch": "true", "fieldSelector": f"metadata.name={name}", "timeoutSeconds": "900"})
         # 429 "storage is (re)initializing": the watch cache of a just-created CRD is not ready yet
@@ -95,6 +102,9 @@ class Watch:
             if self.resp.status != 429 or attempt == 59:
                 raise RuntimeError(f"watch {path}: {self.resp.status} {body!r}")
             time.sleep(0.5)
+        # kept to end the watch from another thread: HTTPConnection.close() would wait for the
+        # reading thread's lock on the response (a BufferedReader) until the next event arrives
+        self.sock = self.conn.sock
         threading.Thread(target=self._read, args=(predicate,), daemon=True).start()
 
     def _read(self, predicate):
@@ -106,6 +116,10 @@ class Watch:
                     break
                 now = time.perf_counter()
                 event = json.loads(line)
+                if predicate is None:
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        self.events.append((now, event.get("object") or {}))
+                    continue
                 if event.get("type") in ("ADDED", "MODIFIED") and predicate(event.get("object") or {}):
                     self.at = now
                     break
@@ -115,9 +129,18 @@ class Watch:
             self.done.set()
             self.conn.close()
 
+    def close(self):
+        """Ends the watch: shuts the socket down, so that the reading thread sees the end of the
+        stream and closes the connection itself."""
+        try:
+            socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.done.wait(10)
+
     def wait(self, timeout):
         if not self.done.wait(timeout):
-            self.conn.close()
+            self.close()
             raise RuntimeError(f"no matching event within {timeout} s")
         if self.at is None:
             raise RuntimeError(f"watch failed: {self.error}")
