@@ -1120,15 +1120,8 @@ async fn ensure_aggregation(ctx: &Context, csv: &ClusterServiceVersion, ns: &str
 
 pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = csv.namespace().unwrap_or_default();
-    let name = csv.name_any();
     let Some(csv) = fresh(&ctx.client, csv.as_ref()).await? else {
-        let mut phases = ctx.csv_phases.lock().unwrap_or_else(|e| e.into_inner());
-        if phases.remove(&(ns.clone(), name.clone())).is_some() {
-            ctx.metrics.set_csv_phases(phases.values().map(String::as_str));
-        }
-        if let Some(uid) = csv.uid() {
-            ctx.aggregated.lock().unwrap_or_else(|e| e.into_inner()).remove(&uid);
-        }
+        ctx.forget_csv(&csv);
         return Ok(Action::await_change());
     };
     // Finalizer and removal of a deleted CSV (issue 6, `removal.rs`).

@@ -503,6 +503,26 @@ where
     Controller::for_stream(trigger, reader).trigger_backoff(TriggerBackoff)
 }
 
+/// The CSV controller: [`filtered`], and the watch's deletions make `ctx` forget what it keeps
+/// per CSV ([`Context::forget_csv`]; a deletion never reaches the reconciler, which kube-runtime
+/// calls only for objects in its store). After a re-list (the watch restarted: deletions in the
+/// gap come as no event) it keeps only the CSVs listed.
+fn csv_controller(api: Api<ClusterServiceVersion>, ctx: Arc<Context>) -> Controller<ClusterServiceVersion> {
+    let (reader, writer) = reflector::store();
+    let listed = reader.clone();
+    let trigger = watcher(api, watcher::Config::default())
+        .backoff(watch_backoff())
+        .reflect(writer)
+        .inspect(move |event| match event {
+            Ok(watcher::Event::Delete(csv)) => ctx.forget_csv(csv),
+            Ok(watcher::Event::InitDone) => ctx.keep_only_csvs(&listed.state()),
+            _ => {}
+        })
+        .applied_objects()
+        .predicate_filter(spec_or_metadata::<ClusterServiceVersion>, PredicateConfig::default());
+    Controller::for_stream(trigger, reader).trigger_backoff(TriggerBackoff)
+}
+
 /// Runs the controllers (CatalogSource, Subscription, InstallPlan, CSV, OperatorGroup) until `shutdown` resolves (then they are dropped) or forever. Needs the
 /// `operators.coreos.com` CRDs on the cluster (`capstan crds | kubectl apply -f -`).
 ///
@@ -539,6 +559,38 @@ pub async fn run_with_store(config: kube::Config, options: Options, metrics: Arc
 }
 
 impl Context {
+    /// Forgets what this process keeps per CSV (its phase in the `capstan_csvs{phase}` gauge, its
+    /// aggregation mark) once the CSV is gone: called for the CSV watch's deletions
+    /// ([`csv_controller`]) and when a reconcile finds the CSV deleted.
+    pub fn forget_csv(&self, csv: &ClusterServiceVersion) {
+        use kube::ResourceExt;
+        let key = (csv.namespace().unwrap_or_default(), csv.name_any());
+        let mut phases = self.csv_phases.lock().unwrap_or_else(|e| e.into_inner());
+        if phases.remove(&key).is_some() {
+            self.metrics.set_csv_phases(phases.values().map(String::as_str));
+        }
+        drop(phases);
+        if let Some(uid) = csv.uid() {
+            self.aggregated.lock().unwrap_or_else(|e| e.into_inner()).remove(&uid);
+        }
+    }
+
+    /// Keeps only the CSVs of `listed` (the CSV watch's list after a restart of the watch) in
+    /// what this process keeps per CSV ([`Context::forget_csv`]).
+    pub fn keep_only_csvs(&self, listed: &[Arc<ClusterServiceVersion>]) {
+        use kube::ResourceExt;
+        let keys: std::collections::HashSet<(String, String)> = listed.iter().map(|c| (c.namespace().unwrap_or_default(), c.name_any())).collect();
+        let uids: std::collections::HashSet<String> = listed.iter().filter_map(|c| c.uid()).collect();
+        let mut phases = self.csv_phases.lock().unwrap_or_else(|e| e.into_inner());
+        let before = phases.len();
+        phases.retain(|k, _| keys.contains(k));
+        if phases.len() != before {
+            self.metrics.set_csv_phases(phases.values().map(String::as_str));
+        }
+        drop(phases);
+        self.aggregated.lock().unwrap_or_else(|e| e.into_inner()).retain(|uid| uids.contains(uid));
+    }
+
     /// A context for one controller process, and the receiving end of its Subscription resync
     /// channel (see [`Context::resync_subscriptions`]).
     pub fn new(client: Client, config: Option<kube::Config>, options: Options, metrics: Arc<Metrics>) -> (Arc<Context>, mpsc::UnboundedReceiver<()>) {
@@ -691,7 +743,7 @@ async fn run_inner(ctx: Arc<Context>, rx: mpsc::UnboundedReceiver<()>, shutdown:
     let mutating = watcher(Api::<MutatingWebhookConfiguration>::all(client.clone()), owned()).backoff(watch_backoff()).reflect(mutating_writer).touched_objects();
     let apiservices = watcher(Api::<APIService>::all(client.clone()), owned()).backoff(watch_backoff()).reflect(apiservices_writer).touched_objects();
     let crds = watcher(Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()), cfg()).backoff(watch_backoff()).touched_objects();
-    let csvs = filtered(Api::<ClusterServiceVersion>::all(client.clone()));
+    let csvs = csv_controller(Api::<ClusterServiceVersion>::all(client.clone()), ctx.clone());
     let csv_store = csvs.store();
     let csvs = csvs
         .owns_stream(watcher(Api::<PartialObjectMeta<Deployment>>::all(client.clone()), owned()).backoff(watch_backoff()).touched_objects())
@@ -738,6 +790,33 @@ mod trigger_tests {
             "status": {"phase": phase},
         }))
         .expect("test CSV")
+    }
+
+    /// A deleted CSV leaves the `capstan_csvs{phase}` gauge and the aggregation marks, whether it
+    /// comes as a deletion of the watch or is missing from the list after a restarted watch.
+    #[tokio::test]
+    async fn a_deleted_csv_is_forgotten() {
+        let (_server, ctx) = super::testing::ApiServer::context();
+        let (a, mut b) = (csv("1.0.0", "Succeeded"), csv("1.0.0", "Failed"));
+        b.metadata.name = Some("b.v1".into());
+        b.metadata.uid = Some("u9".into());
+        {
+            let mut phases = ctx.csv_phases.lock().unwrap();
+            phases.insert(("ns".into(), "a.v1".into()), "Succeeded".into());
+            phases.insert(("ns".into(), "b.v1".into()), "Failed".into());
+            ctx.metrics.set_csv_phases(phases.values().map(String::as_str));
+            ctx.aggregated.lock().unwrap().extend(["u1".to_string(), "u9".to_string()]);
+        }
+        assert!(ctx.metrics.encode().contains("capstan_csvs{phase=\"Succeeded\"} 1"));
+        ctx.forget_csv(&a);
+        let text = ctx.metrics.encode();
+        assert!(text.contains("capstan_csvs{phase=\"Succeeded\"} 0"), "{text}");
+        assert!(text.contains("capstan_csvs{phase=\"Failed\"} 1"), "{text}");
+        assert_eq!(ctx.aggregated.lock().unwrap().iter().collect::<Vec<_>>(), vec!["u9"]);
+        ctx.keep_only_csvs(&[Arc::new(a)]);
+        assert!(ctx.metrics.encode().contains("capstan_csvs{phase=\"Failed\"} 0"));
+        assert!(ctx.csv_phases.lock().unwrap().is_empty());
+        assert!(ctx.aggregated.lock().unwrap().is_empty());
     }
 
     fn plan(phase: &str, step_status: &str) -> InstallPlan {
