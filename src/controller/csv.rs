@@ -472,8 +472,7 @@ pub(super) async fn reconcile_operator_group(og: Arc<OperatorGroup>, ctx: Arc<Co
 
 /// Writes the CSV's status once for the phase steps one reconcile took (`phases`: each status
 /// the steps decided, in order; the last is written). Each phase change is recorded as an Event
-/// (reason and message of that phase; Warning for Failed), in order, and the `capstan_csvs{phase}`
-/// gauge follows the last. Returns the CSV as written.
+/// (reason and message of that phase; Warning for Failed), in order. Returns the CSV as written.
 async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &ClusterServiceVersion, phases: &[ClusterServiceVersionStatus]) -> Result<ClusterServiceVersion, Error> {
     let Some(status) = phases.last() else { return Ok(csv.clone()) };
     let written = apply_typed_status(api, csv, status).await?;
@@ -489,16 +488,10 @@ async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &Clu
         let type_ = if step.phase == Some(CsvPhase::Failed) { EventType::Warning } else { EventType::Normal };
         ctx.events.publish_for(csv, type_, if reason.is_empty() { &phase } else { &reason }, &format!("{phase}: {message}")).await;
     }
-    if status.phase != csv.status.as_ref().and_then(|s| s.phase.clone()) {
-        // The Operator object follows the phases a user acts on (`operator.rs`).
-        if matches!(status.phase, Some(CsvPhase::Succeeded | CsvPhase::Failed)) {
-            ctx.sync_operator_of(&written);
-        }
-        let phase = status.phase.as_ref().map(|p| p.as_str().to_string()).unwrap_or_default();
-        let key = (csv.namespace().unwrap_or_default(), csv.name_any());
-        let mut phases = ctx.csv_phases.lock().unwrap_or_else(|e| e.into_inner());
-        phases.insert(key, phase);
-        ctx.metrics.set_csv_phases(phases.values().map(String::as_str));
+    // The Operator object follows the phases a user acts on (`operator.rs`); the
+    // `capstan_csvs{phase}` gauge follows the CSV watch (`track_csvs`).
+    if status.phase != csv.status.as_ref().and_then(|s| s.phase.clone()) && matches!(status.phase, Some(CsvPhase::Succeeded | CsvPhase::Failed)) {
+        ctx.sync_operator_of(&written);
     }
     Ok(written)
 }
@@ -1120,8 +1113,8 @@ async fn ensure_aggregation(ctx: &Context, csv: &ClusterServiceVersion, ns: &str
 
 pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = csv.namespace().unwrap_or_default();
+    // A deleted CSV: the CSV watch's Delete event makes the context forget it (`track_csvs`).
     let Some(csv) = fresh(&ctx.client, csv.as_ref()).await? else {
-        ctx.forget_csv(&csv);
         return Ok(Action::await_change());
     };
     // Finalizer and removal of a deleted CSV (issue 6, `removal.rs`).

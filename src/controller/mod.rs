@@ -115,7 +115,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// The Event recorder of this process.
     pub events: Events,
-    /// Last known phase per CSV (namespace, name), for the `capstan_csvs{phase}` gauge.
+    /// `status.phase` per CSV (namespace, name) as the CSV watch last showed it, for the
+    /// `capstan_csvs{phase}` gauge ([`track_csvs`]).
     pub csv_phases: Mutex<HashMap<(String, String), String>>,
     /// UIDs of the CSVs whose RBAC aggregation this process applied (`csv::decide`: as the CSV
     /// left InstallReady), so that it is not applied again on its way to Succeeded; removed
@@ -503,24 +504,32 @@ where
     Controller::for_stream(trigger, reader).trigger_backoff(TriggerBackoff)
 }
 
-/// The CSV controller: [`filtered`], and the watch's deletions make `ctx` forget what it keeps
-/// per CSV ([`Context::forget_csv`]; a deletion never reaches the reconciler, which kube-runtime
-/// calls only for objects in its store). After a re-list (the watch restarted: deletions in the
-/// gap come as no event) it keeps only the CSVs listed.
+/// The CSV controller: [`filtered`], with what the CSV watch's events tell `ctx` ([`track_csvs`]).
 fn csv_controller(api: Api<ClusterServiceVersion>, ctx: Arc<Context>) -> Controller<ClusterServiceVersion> {
     let (reader, writer) = reflector::store();
-    let listed = reader.clone();
     let trigger = watcher(api, watcher::Config::default())
         .backoff(watch_backoff())
         .reflect(writer)
-        .inspect(move |event| match event {
-            Ok(watcher::Event::Delete(csv)) => ctx.forget_csv(csv),
-            Ok(watcher::Event::InitDone) => ctx.keep_only_csvs(&listed.state()),
-            _ => {}
-        })
+        .inspect(track_csvs(ctx, reader.clone()))
         .applied_objects()
         .predicate_filter(spec_or_metadata::<ClusterServiceVersion>, PredicateConfig::default());
     Controller::for_stream(trigger, reader).trigger_backoff(TriggerBackoff)
+}
+
+/// What the CSV watch's events (after `reflect` has put them in `listed`, the watch's store)
+/// tell `ctx`: a CSV seen ([`Context::csv_seen`]: its phase in the `capstan_csvs{phase}` gauge),
+/// deleted ([`Context::forget_csv`]; a deletion never reaches the reconciler, which kube-runtime
+/// calls only for objects in its store), and after a re-list (the watch restarted; deletions in
+/// the gap come as no event) the listed CSVs only ([`Context::relisted_csvs`]). The gauge so
+/// counts every CSV of the cluster, also those this process has not changed, and follows a
+/// status write by the watch's latency.
+fn track_csvs(ctx: Arc<Context>, listed: reflector::Store<ClusterServiceVersion>) -> impl FnMut(&Result<watcher::Event<ClusterServiceVersion>, watcher::Error>) {
+    move |event| match event {
+        Ok(watcher::Event::Apply(csv)) => ctx.csv_seen(csv),
+        Ok(watcher::Event::Delete(csv)) => ctx.forget_csv(csv),
+        Ok(watcher::Event::InitDone) => ctx.relisted_csvs(&listed.state()),
+        _ => {}
+    }
 }
 
 /// Runs the controllers (CatalogSource, Subscription, InstallPlan, CSV, OperatorGroup) until `shutdown` resolves (then they are dropped) or forever. Needs the
@@ -559,9 +568,19 @@ pub async fn run_with_store(config: kube::Config, options: Options, metrics: Arc
 }
 
 impl Context {
+    /// Records `csv`'s `status.phase` for the `capstan_csvs{phase}` gauge (from the CSV watch,
+    /// [`track_csvs`]).
+    pub fn csv_seen(&self, csv: &ClusterServiceVersion) {
+        use kube::ResourceExt;
+        let phase = csv.status.as_ref().and_then(|s| s.phase.as_ref()).map(|p| p.as_str().to_string()).unwrap_or_default();
+        let mut phases = self.csv_phases.lock().unwrap_or_else(|e| e.into_inner());
+        if phases.insert((csv.namespace().unwrap_or_default(), csv.name_any()), phase.clone()).as_ref() != Some(&phase) {
+            self.metrics.set_csv_phases(phases.values().map(String::as_str));
+        }
+    }
+
     /// Forgets what this process keeps per CSV (its phase in the `capstan_csvs{phase}` gauge, its
-    /// aggregation mark) once the CSV is gone: called for the CSV watch's deletions
-    /// ([`csv_controller`]) and when a reconcile finds the CSV deleted.
+    /// aggregation mark) once the CSV is deleted (from the CSV watch, [`track_csvs`]).
     pub fn forget_csv(&self, csv: &ClusterServiceVersion) {
         use kube::ResourceExt;
         let key = (csv.namespace().unwrap_or_default(), csv.name_any());
@@ -575,18 +594,21 @@ impl Context {
         }
     }
 
-    /// Keeps only the CSVs of `listed` (the CSV watch's list after a restart of the watch) in
-    /// what this process keeps per CSV ([`Context::forget_csv`]).
-    pub fn keep_only_csvs(&self, listed: &[Arc<ClusterServiceVersion>]) {
+    /// What this process keeps per CSV, from `listed` only (the CSV watch's list after a
+    /// restart of the watch, [`track_csvs`]): the gauge's phases from the list, aggregation
+    /// marks of CSVs not listed dropped.
+    pub fn relisted_csvs(&self, listed: &[Arc<ClusterServiceVersion>]) {
         use kube::ResourceExt;
-        let keys: std::collections::HashSet<(String, String)> = listed.iter().map(|c| (c.namespace().unwrap_or_default(), c.name_any())).collect();
         let uids: std::collections::HashSet<String> = listed.iter().filter_map(|c| c.uid()).collect();
         let mut phases = self.csv_phases.lock().unwrap_or_else(|e| e.into_inner());
-        let before = phases.len();
-        phases.retain(|k, _| keys.contains(k));
-        if phases.len() != before {
-            self.metrics.set_csv_phases(phases.values().map(String::as_str));
-        }
+        *phases = listed
+            .iter()
+            .map(|c| {
+                let phase = c.status.as_ref().and_then(|s| s.phase.as_ref()).map(|p| p.as_str().to_string()).unwrap_or_default();
+                ((c.namespace().unwrap_or_default(), c.name_any()), phase)
+            })
+            .collect();
+        self.metrics.set_csv_phases(phases.values().map(String::as_str));
         drop(phases);
         self.aggregated.lock().unwrap_or_else(|e| e.into_inner()).retain(|uid| uids.contains(uid));
     }
@@ -792,31 +814,51 @@ mod trigger_tests {
         .expect("test CSV")
     }
 
-    /// A deleted CSV leaves the `capstan_csvs{phase}` gauge and the aggregation marks, whether it
-    /// comes as a deletion of the watch or is missing from the list after a restarted watch.
+    /// The `capstan_csvs{phase}` gauge and the aggregation marks follow the CSV watch through
+    /// [`track_csvs`] (after `reflect`, as in [`csv_controller`]): a first list, a phase change,
+    /// a deletion, a CSV re-created under its name, and a re-list that misses a deletion.
     #[tokio::test]
-    async fn a_deleted_csv_is_forgotten() {
+    async fn the_csv_gauge_and_marks_follow_the_csv_watch() {
+        use futures::StreamExt;
+        use kube::runtime::WatchStreamExt;
         let (_server, ctx) = super::testing::ApiServer::context();
-        let (a, mut b) = (csv("1.0.0", "Succeeded"), csv("1.0.0", "Failed"));
-        b.metadata.name = Some("b.v1".into());
-        b.metadata.uid = Some("u9".into());
-        {
-            let mut phases = ctx.csv_phases.lock().unwrap();
-            phases.insert(("ns".into(), "a.v1".into()), "Succeeded".into());
-            phases.insert(("ns".into(), "b.v1".into()), "Failed".into());
-            ctx.metrics.set_csv_phases(phases.values().map(String::as_str));
-            ctx.aggregated.lock().unwrap().extend(["u1".to_string(), "u9".to_string()]);
-        }
-        assert!(ctx.metrics.encode().contains("capstan_csvs{phase=\"Succeeded\"} 1"));
-        ctx.forget_csv(&a);
-        let text = ctx.metrics.encode();
-        assert!(text.contains("capstan_csvs{phase=\"Succeeded\"} 0"), "{text}");
-        assert!(text.contains("capstan_csvs{phase=\"Failed\"} 1"), "{text}");
-        assert_eq!(ctx.aggregated.lock().unwrap().iter().collect::<Vec<_>>(), vec!["u9"]);
-        ctx.keep_only_csvs(&[Arc::new(a)]);
-        assert!(ctx.metrics.encode().contains("capstan_csvs{phase=\"Failed\"} 0"));
-        assert!(ctx.csv_phases.lock().unwrap().is_empty());
-        assert!(ctx.aggregated.lock().unwrap().is_empty());
+        let (reader, writer) = reflector::store();
+        let (tx, rx) = mpsc::unbounded::<watcher::Event<ClusterServiceVersion>>();
+        let mut events = rx.map(Ok).reflect(writer).inspect(track_csvs(ctx.clone(), reader)).boxed();
+        let mut feed = async |evs: Vec<watcher::Event<ClusterServiceVersion>>| {
+            for ev in evs {
+                tx.unbounded_send(ev).expect("send");
+                events.next().await.expect("an event").expect("no error");
+            }
+            let text = ctx.metrics.encode();
+            ["Pending", "Succeeded", "Failed"].map(|p| {
+                let series = format!("capstan_csvs{{phase=\"{p}\"}} ");
+                text.lines().find_map(|l| l.strip_prefix(series.as_str())).and_then(|v| v.parse::<i64>().ok()).unwrap_or(-1)
+            })
+        };
+        let named = |name: &str, uid: &str, phase: &str| {
+            let mut c = csv("1.0.0", phase);
+            c.metadata.name = Some(name.into());
+            c.metadata.uid = Some(uid.into());
+            c
+        };
+        let marked = |ctx: &Context| {
+            let mut m: Vec<String> = ctx.aggregated.lock().unwrap().iter().cloned().collect();
+            m.sort();
+            m
+        };
+        use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
+        // [Pending, Succeeded, Failed]
+        assert_eq!(feed(vec![Init, InitApply(named("a", "u1", "Succeeded")), InitApply(named("b", "u2", "Failed")), InitDone]).await, [0, 1, 1]);
+        ctx.aggregated.lock().unwrap().extend(["u1".to_string(), "u2".to_string()]);
+        assert_eq!(feed(vec![Apply(named("b", "u2", "Succeeded"))]).await, [0, 2, 0]);
+        assert_eq!(feed(vec![Delete(named("a", "u1", "Succeeded"))]).await, [0, 1, 0]);
+        assert_eq!(marked(&ctx), ["u2"]);
+        assert_eq!(feed(vec![Apply(named("a", "u3", "Pending"))]).await, [1, 1, 0], "a CSV re-created under the name of a deleted one");
+        ctx.aggregated.lock().unwrap().insert("u3".to_string());
+        // The watch restarts; "a" was deleted in the gap and comes as no event.
+        assert_eq!(feed(vec![Init, InitApply(named("b", "u2", "Succeeded")), InitDone]).await, [0, 1, 0]);
+        assert_eq!(marked(&ctx), ["u2"]);
     }
 
     fn plan(phase: &str, step_status: &str) -> InstallPlan {

@@ -110,11 +110,14 @@ def install_on_real_node(k, ns, timeout=300, seen=None, succeeded=None):
     says Succeeded). `seen` gets the Deployment's time, `succeeded` the number of times the CSV
     entered Succeeded by then (OLM v0: 2 here, capstan: 1)."""
     ns_and_group(k, ns)
-    csvs = k.record(f"/apis/operators.coreos.com/v1alpha1/namespaces/{ns}/clusterserviceversions", CSV)
-    d = k.watch_for(f"/apis/apps/v1/namespaces/{ns}/deployments", DEPLOYMENT, rolled_out_on("real"))
-    t0 = time.perf_counter()
-    subscribe(k, ns, REAL_NODE_CONFIG)
+    watches = []
     try:
+        csvs = k.record(f"/apis/operators.coreos.com/v1alpha1/namespaces/{ns}/clusterserviceversions", CSV)
+        watches.append(csvs)
+        d = k.watch_for(f"/apis/apps/v1/namespaces/{ns}/deployments", DEPLOYMENT, rolled_out_on("real"))
+        watches.append(d)
+        t0 = time.perf_counter()
+        subscribe(k, ns, REAL_NODE_CONFIG)
         ready = d.wait(timeout)
         while True:
             phases = [(t, (o.get("status") or {}).get("phase")) for t, o in list(csvs.events)]
@@ -136,7 +139,8 @@ def install_on_real_node(k, ns, timeout=300, seen=None, succeeded=None):
     except RuntimeError as e:
         raise RuntimeError(f"{ns}: {CSV} not Succeeded on the real node after {timeout} s ({e})") from None
     finally:
-        csvs.close()
+        for w in watches:
+            w.close()
 
 
 def install_one(k, ns, timeout=300, config=None, seen=None):
@@ -145,18 +149,25 @@ def install_one(k, ns, timeout=300, config=None, seen=None):
     seconds to the watch event of the operator's Deployment being Available: what the control
     plane (Deployment → ReplicaSet → Pod → node) took is in it, the same for both systems."""
     ns_and_group(k, ns)
-    w = k.watch_for(f"/apis/operators.coreos.com/v1alpha1/namespaces/{ns}/clusterserviceversions", CSV,
-                    lambda c: (c.get("status") or {}).get("phase") == "Succeeded")
-    d = k.watch_for(f"/apis/apps/v1/namespaces/{ns}/deployments", DEPLOYMENT, available) if seen is not None else None
-    t0 = time.perf_counter()
-    subscribe(k, ns, config)
+    watches = []
     try:
+        w = k.watch_for(f"/apis/operators.coreos.com/v1alpha1/namespaces/{ns}/clusterserviceversions", CSV,
+                        lambda c: (c.get("status") or {}).get("phase") == "Succeeded")
+        watches.append(w)
+        d = k.watch_for(f"/apis/apps/v1/namespaces/{ns}/deployments", DEPLOYMENT, available) if seen is not None else None
+        watches.append(d)
+        t0 = time.perf_counter()
+        subscribe(k, ns, config)
         done = w.wait(timeout) - t0
         if d is not None:
             seen.append(d.wait(timeout) - t0)
         return done
     except RuntimeError as e:
         raise RuntimeError(f"{ns}: {CSV} not Succeeded after {timeout} s ({e})") from None
+    finally:
+        for x in watches:
+            if x is not None:
+                x.close()
 
 
 def burst(k, prefix, n, timeout=900):
@@ -359,7 +370,9 @@ def table(r, bursts):
     row("resident memory, catalogs loaded (all processes)", sum(o["rss_loaded"].values()), sum(c["rss_loaded"].values()), "MiB", "{:.0f}")
     row("resident memory, after all installs", sum(o["rss_after"].values()), sum(c["rss_after"].values()), "MiB", "{:.0f}")
     row("API requests per install (apiserver_request_total)", o["api_per_install"], c["api_per_install"], "", "{:.0f}")
-    if oreal and creal:
+    if oreal and creal and not ("csv_entered_succeeded" in oreal and "csv_entered_succeeded" in creal):
+        print("| real node: rows of an older bench.py (OLM timed to its first Succeeded, before its pod reached the real node): not comparable, rerun with --nodes real | | | |")
+    elif oreal and creal:
         row(f"real node: Subscription → CSV Succeeded (pod Ready), median of {len(oreal['times'])}", statistics.median(oreal["times"]), statistics.median(creal["times"]))
         row(f"real node: Subscription → CSV Succeeded (pod Ready), p90 of {len(oreal['times'])}", p90(oreal["times"]), p90(creal["times"]))
         row("real node: Subscription → Deployment rolled out on the real node, median", statistics.median(oreal["deployment_available"]), statistics.median(creal["deployment_available"]), "s", "{:.3f}")

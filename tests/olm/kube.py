@@ -94,6 +94,10 @@ class Watch:
             self.conn = http.client.HTTPSConnection(kube.host, int(kube.port), context=kube.ctx, timeout=900)
             kube.requests += 1
             self.conn.request("GET", f"{path}?{query}", headers={"Accept": "application/json"})
+            # kept to end the watch from another thread (`close`): HTTPConnection.close() would
+            # wait for the reading thread's lock on the response (a BufferedReader) until the
+            # next event arrives; taken before getresponse(), which may hand it to the response
+            self.sock = self.conn.sock
             self.resp = self.conn.getresponse()
             if self.resp.status == 200:
                 break
@@ -102,9 +106,6 @@ class Watch:
             if self.resp.status != 429 or attempt == 59:
                 raise RuntimeError(f"watch {path}: {self.resp.status} {body!r}")
             time.sleep(0.5)
-        # kept to end the watch from another thread: HTTPConnection.close() would wait for the
-        # reading thread's lock on the response (a BufferedReader) until the next event arrives
-        self.sock = self.conn.sock
         threading.Thread(target=self._read, args=(predicate,), daemon=True).start()
 
     def _read(self, predicate):
@@ -134,7 +135,7 @@ class Watch:
         stream and closes the connection itself."""
         try:
             socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
-        except OSError:
+        except (OSError, TypeError):
             pass
         self.done.wait(10)
 
