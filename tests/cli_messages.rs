@@ -734,6 +734,15 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(text(&out.stderr), format!("error: {}, document 1: spec.channel: invalid type: integer `5`, expected a string\n", h.join("sub.yaml").display()));
 
+    // A list where the schema has an object (serde would read it as an empty config): refused
+    // with the field, as the API server refuses it.
+    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, config: [{env: []}]}\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!("error: {}, Subscription \"a\": spec.config: [{{\"env\":[]}}] is not of types \"null\", \"object\"; kubectl apply refuses it too (the Subscription CRD's schema)\n", h.join("sub.yaml").display())
+    );
+
     // Status fields are not checked (a Subscription copied from `kubectl get -o yaml`).
     let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns, uid: x, resourceVersion: '1'}\nspec: {name: a, source: c, sourceNamespace: olm}\nstatus: {installedCSV: a.v1.0.0, somethingNewer: {x: 1}}\n");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));

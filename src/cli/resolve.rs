@@ -343,6 +343,18 @@ fn read_subscriptions(path: &Path) -> Result<Vec<SubscriptionRequest>, String> {
         } else {
             Vec::new()
         };
+        // A field of the wrong type (a list where `spec.config` is an object) could be read as
+        // empty: the API server refuses it, and so does this. `status` is left out, as above.
+        let invalid = match (v.get("kind").and_then(serde_json::Value::as_str), capstan::api::openapi_schema("Subscription", "v1alpha1")) {
+            (Some("Subscription"), Some(schema)) => {
+                let mut checked = v.clone();
+                if let Some(fields) = checked.as_object_mut() {
+                    fields.remove("status");
+                }
+                capstan::install::crd_safety::schema_errors("subscriptions.operators.coreos.com", "v1alpha1", &schema, &checked).map_err(|e| format!("{shown}: {e}"))?
+            }
+            _ => Vec::new(),
+        };
         let d: SubscriptionDoc = serde_path_to_error::deserialize(v).map_err(|e| {
             let field = e.path().to_string();
             let at = if field.is_empty() || field == "." { String::new() } else { format!(" {field}:") };
@@ -368,6 +380,9 @@ fn read_subscriptions(path: &Path) -> Result<Vec<SubscriptionRequest>, String> {
         }
         if d.metadata.name.is_empty() {
             return Err(format!("{shown}, document {}: metadata.name is missing", i + 1));
+        }
+        if let Some(e) = invalid.first() {
+            return Err(format!("{at}: {}: {}; kubectl apply refuses it too (the Subscription CRD's schema)", e.path, e.reason));
         }
         let spec = d.spec.ok_or_else(|| format!("{at}: spec is missing"))?;
         if let Some(range) = spec.version_range.as_deref().filter(|r| !r.trim().is_empty()) {
