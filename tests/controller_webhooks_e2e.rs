@@ -173,6 +173,17 @@ async fn controller_installs_a_webhook_operator() {
     }
     let both = (Some(vec![a.name.clone(), b.name.clone()]), Some(vec![a.name.clone(), b.name.clone()]));
     assert_eq!(sorted(subjects_of_bindings(&client, &[&a.name, &b.name]).await), both, "one subject per install in each shared binding");
+    // The CRD both installs applied names both (OLM's installed-alongside; the controller reads
+    // a's CSV from its watch when b's plan applies the CRD).
+    let alongside: Vec<String> = {
+        let crd = crds.get("widgets.webhook.capstan.dev").await.expect("CRD");
+        let mut v: Vec<String> = crd.metadata.annotations.unwrap_or_default().into_iter().filter(|(k, _)| k.starts_with(capstan::install::plan::ANNOTATION_INSTALLED_ALONGSIDE)).map(|(_, v)| v).collect();
+        v.sort();
+        v
+    };
+    let mut want = vec![format!("{}/webhook-operator.v0.1.0", a.name), format!("{}/webhook-operator.v0.1.0", b.name)];
+    want.sort();
+    assert_eq!(alongside, want, "the shared CRD names both installs");
 
     // A webhook Deployment deleted by hand comes back with the certificate's olmcahash.
     let deps: Api<Deployment> = Api::namespaced(client.clone(), &b.name);

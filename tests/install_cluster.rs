@@ -333,6 +333,101 @@ async fn crd_whose_names_are_taken_fails_and_blocks_later_steps() {
     assert!(message.contains("spec.ports[0].port"), "{message}");
 }
 
+/// A CRD two namespaces' installs apply keeps the installed-alongside annotation of each whose
+/// CSV exists, as OLM does (`setInstalledAlongsideAnnotation`); a deleted CSV's goes at the next
+/// apply, and an upgrade's CSV takes the place of the one it replaces in its namespace (E21).
+#[tokio::test]
+async fn a_crd_applied_from_two_namespaces_names_both_installs() {
+    use capstan::install::plan::{ANNOTATION_INSTALLED_ALONGSIDE, installed_alongside};
+    let client = support::cluster().await;
+    ensure_csv_crd(&client).await;
+    let (a, b) = (TestNamespace::new(&client, "inst-along-a").await, TestNamespace::new(&client, "inst-along-b").await);
+    let bundle = load("bundles/nginx-operator/0.2.0");
+    // A CRD of this test's own (the nginx CRD renamed), so that no other test applies it.
+    let group = format!("along{}.example.com", &a.name[a.name.len() - 8..]);
+    let name = format!("alongs.{group}");
+    let base = install::steps(&bundle, &target(&bundle, &a.name)).expect("plan").remove(0);
+    assert_eq!(base.kind, "CustomResourceDefinition");
+    let crd_for = |ns: &str, csv: &str| {
+        let mut step = base.clone();
+        step.name = name.clone();
+        step.group = "apiextensions.k8s.io".into();
+        let m = &mut step.manifest;
+        m["metadata"]["name"] = json!(name);
+        m["spec"]["group"] = json!(group);
+        m["spec"]["names"] = json!({"kind": "Along", "listKind": "AlongList", "plural": "alongs", "singular": "along"});
+        let annotations = m["metadata"]["annotations"].as_object_mut().expect("the plan's CRD is annotated");
+        annotations.retain(|k, _| !k.starts_with(ANNOTATION_INSTALLED_ALONGSIDE));
+        let (k, v) = installed_alongside(ns, csv);
+        annotations.insert(k, json!(v));
+        step
+    };
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    // Deleted when the test ends, pass or fail (a client of its own: the test's runtime is
+    // blocked in the drop).
+    struct Gone(String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let name = self.0.clone();
+            let _ = std::thread::spawn(move || {
+                if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    rt.block_on(async move {
+                        if let Ok(client) = kube::Client::try_from(support::admin_config().await) {
+                            let _ = Api::<CustomResourceDefinition>::all(client).delete(&name, &DeleteParams::default()).await;
+                        }
+                    });
+                }
+            })
+            .join();
+        }
+    }
+    let _gone = Gone(name.clone());
+    let csv_ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("operators.coreos.com", "v1alpha1", "ClusterServiceVersion"), "clusterserviceversions");
+    let csv = |ns: &str| Api::<DynamicObject>::namespaced_with(client.clone(), ns, &csv_ar);
+    let csv_obj: DynamicObject = obj(json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": "op.v1"}, "spec": {"displayName": "op", "version": "1.0.0", "install": {"strategy": "deployment"}}}));
+    for ns in [&a.name, &b.name] {
+        csv(ns).create(&PostParams::default(), &csv_obj).await.expect("CSV");
+    }
+    let alongside = || async {
+        let mut v: Vec<String> = crds
+            .get(&name)
+            .await
+            .expect("CRD")
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, _)| k.starts_with(ANNOTATION_INSTALLED_ALONGSIDE))
+            .map(|(k, v)| {
+                assert_eq!(installed_alongside(v.split_once('/').expect("ns/csv").0, v.split_once('/').expect("ns/csv").1).0, k, "key of {v}");
+                v
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let apply = |step: Step| {
+        let client = client.clone();
+        async move {
+            let r = install::apply(&client, &[step], &ApplyOptions::default()).await;
+            assert_all_applied(&r);
+        }
+    };
+    apply(crd_for(&a.name, "op.v1")).await;
+    assert_eq!(alongside().await, [format!("{}/op.v1", a.name)]);
+    apply(crd_for(&b.name, "op.v1")).await;
+    assert_eq!(alongside().await, [format!("{}/op.v1", a.name), format!("{}/op.v1", b.name)], "both installs named");
+    // b upgrades to op.v2: its op.v1 gives way, a's stays.
+    apply(crd_for(&b.name, "op.v2")).await;
+    assert_eq!(alongside().await, [format!("{}/op.v1", a.name), format!("{}/op.v2", b.name)]);
+    // a's CSV is deleted: the next apply drops it.
+    csv(&a.name).delete("op.v1", &DeleteParams::default()).await.expect("delete CSV");
+    eventually("CSV gone", Duration::from_secs(20), || async { csv(&a.name).get_opt("op.v1").await.ok()?.is_none().then_some(()) }).await;
+    apply(crd_for(&b.name, "op.v2")).await;
+    assert_eq!(alongside().await, [format!("{}/op.v2", b.name)]);
+}
+
 /// Removes the cluster-scoped objects of a test namespace when dropped (end of test, pass or fail).
 struct ClusterCleanup(String, Vec<&'static str>);
 

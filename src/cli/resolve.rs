@@ -381,9 +381,6 @@ fn read_subscriptions(path: &Path) -> Result<Vec<SubscriptionRequest>, String> {
         if d.metadata.name.is_empty() {
             return Err(format!("{shown}, document {}: metadata.name is missing", i + 1));
         }
-        if let Some(e) = invalid.first() {
-            return Err(format!("{at}: {}: {}; kubectl apply refuses it too (the Subscription CRD's schema)", e.path, e.reason));
-        }
         let spec = d.spec.ok_or_else(|| format!("{at}: spec is missing"))?;
         if let Some(range) = spec.version_range.as_deref().filter(|r| !r.trim().is_empty()) {
             capstan::resolve::VersionRange::olm_v1(range).map_err(|e| {
@@ -401,6 +398,10 @@ fn read_subscriptions(path: &Path) -> Result<Vec<SubscriptionRequest>, String> {
             && a != "Manual"
         {
             return Err(format!("{at}: spec.installPlanApproval is {a:?}; use Automatic or Manual"));
+        }
+        // After the checks above, which say more than the schema's `Required value`.
+        if let Some(e) = invalid.first() {
+            return Err(format!("{at}: {}: {}; kubectl apply refuses it too (the Subscription CRD's schema)", e.path, e.reason));
         }
         out.push(SubscriptionRequest {
             name: d.metadata.name,

@@ -672,7 +672,7 @@ async fn webhooks_and_certificates(ctx: &Context, csv: &ClusterServiceVersion, n
         unavailable.extend(restore_webhooks(ctx, csv, ns).await?);
     }
     let unavailable = (!unavailable.is_empty()).then(|| unavailable.join("; "));
-    let opts = ctx.options.apply_options();
+    let opts = ctx.apply_options();
     let owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
         api_version: "operators.coreos.com/v1alpha1".into(),
         kind: "ClusterServiceVersion".into(),
@@ -884,7 +884,7 @@ async fn restore_webhooks(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) 
     // With the plan's serving Secrets: apply keeps their certificate and fills in the caBundle.
     let mut steps = secrets;
     steps.extend(restore);
-    for r in crate::install::apply::apply(&ctx.client, &steps, &ctx.options.apply_options()).await {
+    for r in crate::install::apply::apply(&ctx.client, &steps, &ctx.apply_options()).await {
         if let crate::install::apply::StepStatus::Failed(e) = &r.status {
             return Err(Error::Certificates { csv: format!("{ns}/{csv_name}"), message: format!("applying {} {} again: {e}", r.kind, r.name) });
         }

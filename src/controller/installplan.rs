@@ -819,9 +819,9 @@ async fn execute(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut st
     let held = held_for_apis(ctx, ip, &ns, planned).await?;
     let results = if held.iter().any(|h| *h) {
         let kept: Vec<Step> = plain.iter().zip(&held).filter(|(_, h)| !**h).map(|(s, _)| s.clone()).collect();
-        merge_held(&plain, &held, apply(&apply_client, &kept, &ctx.options.apply_options()).await)
+        merge_held(&plain, &held, apply(&apply_client, &kept, &ctx.apply_options()).await)
     } else {
-        apply(&apply_client, &plain, &ctx.options.apply_options()).await
+        apply(&apply_client, &plain, &ctx.apply_options()).await
     };
     let (entries, failed) = applied(&planned.steps, &results);
     ctx.metrics.observe_install(started.elapsed(), if failed.is_some() { "failed" } else { "succeeded" });

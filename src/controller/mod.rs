@@ -148,6 +148,10 @@ pub struct Context {
     /// triggers the CatalogSource reconciles, so a deletion is out of it before the reconcile that
     /// wakes the Subscriptions runs.
     pub(crate) catalog_sources: std::sync::OnceLock<reflector::Store<CatalogSource>>,
+    /// The CSV controller's reflector store (set by [`run`]'s controllers): the CSVs an
+    /// InstallPlan's CRD steps look up for their installed-alongside annotations
+    /// ([`Context::apply_options`]).
+    pub(crate) csv_store: std::sync::OnceLock<reflector::Store<ClusterServiceVersion>>,
     /// One lock per OperatorGroup (namespace, name): its aggregation ([`Context::ensure_group_aggregation`])
     /// runs once at a time, so the CSV reconcile and the group's own reconcile, woken together by
     /// the `olm.providedAPIs` write, do not both apply the group's ClusterRoles.
@@ -568,6 +572,12 @@ pub async fn run_with_store(config: kube::Config, options: Options, metrics: Arc
 }
 
 impl Context {
+    /// The options of an InstallPlan's apply: [`Options::apply_options`] with the CSV watch's
+    /// store, when the controllers run, for the CRD steps' installed-alongside lookups.
+    pub fn apply_options(&self) -> crate::install::apply::ApplyOptions {
+        crate::install::apply::ApplyOptions { known_csvs: self.csv_store.get().cloned(), ..self.options.apply_options() }
+    }
+
     /// Records `csv`'s `status.phase` for the `capstan_csvs{phase}` gauge (from the CSV watch,
     /// [`track_csvs`]).
     pub fn csv_seen(&self, csv: &ClusterServiceVersion) {
@@ -639,6 +649,7 @@ impl Context {
             operator_syncs: Mutex::new(None),
             webhook_stores: std::sync::OnceLock::new(),
             catalog_sources: std::sync::OnceLock::new(),
+            csv_store: std::sync::OnceLock::new(),
             group_locks: Mutex::new(HashMap::new()),
         };
         (Arc::new(ctx), rx)
@@ -767,6 +778,7 @@ async fn run_inner(ctx: Arc<Context>, rx: mpsc::UnboundedReceiver<()>, shutdown:
     let crds = watcher(Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()), cfg()).backoff(watch_backoff()).touched_objects();
     let csvs = csv_controller(Api::<ClusterServiceVersion>::all(client.clone()), ctx.clone());
     let csv_store = csvs.store();
+    let _ = ctx.csv_store.set(csv_store.clone());
     let csvs = csvs
         .owns_stream(watcher(Api::<PartialObjectMeta<Deployment>>::all(client.clone()), owned()).backoff(watch_backoff()).touched_objects())
         .watches_stream(validating, |o| owning_csv(&o.metadata))

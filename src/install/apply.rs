@@ -62,6 +62,11 @@ pub struct ApplyOptions {
     /// `$CAPSTAN_CERT_VALIDITY` ([`super::certs::validity_from_env`]; an unreadable value is
     /// logged and the default used).
     pub cert_validity: Duration,
+    /// The CSVs of the cluster as a watch keeps them (the controller's CSV watch), read instead
+    /// of a GET per CSV when a CRD keeps the installed-alongside annotations of other
+    /// namespaces' installs ([`Applier::alongside_kept`]); `None` (the default): GETs. A CSV
+    /// not in the store counts as gone.
+    pub known_csvs: Option<kube::runtime::reflector::Store<crate::api::ClusterServiceVersion>>,
 }
 
 impl Default for ApplyOptions {
@@ -78,6 +83,7 @@ impl Default for ApplyOptions {
                 tracing::warn!(error = %e, "using the default certificate validity");
                 super::certs::DEFAULT_CERT_VALID_FOR
             }),
+            known_csvs: None,
         }
     }
 }
@@ -281,7 +287,7 @@ pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<
     } else {
         steps
     };
-    let mut ap = Applier { client, opts, uids: HashMap::new(), absent: Default::default(), identity: None, existing: HashMap::new(), unreadable: HashMap::new() };
+    let mut ap = Applier { client, opts, uids: HashMap::new(), absent: Default::default(), identity: None, existing: HashMap::new(), unreadable: HashMap::new(), alongside: HashMap::new() };
     // Before the first step: every object that exists must be this operator's, so that a
     // refused takeover leaves nothing half-applied.
     if let Some(refused) = ap.check_ownership(steps).await {
@@ -454,6 +460,10 @@ struct Applier<'a> {
     existing: HashMap<usize, Option<String>>,
     /// Step index → the error reading its object failed with in [`Applier::check_ownership`].
     unreadable: HashMap<usize, StepError>,
+    /// CRD step index → the installed-alongside annotations of the CRD on the cluster that name
+    /// CSVs of other namespaces (`super::plan::installed_alongside_elsewhere`), read by
+    /// [`Applier::check_ownership`]; those whose CSV still exists are applied again with it.
+    alongside: HashMap<usize, Vec<(String, String, String)>>,
 }
 
 /// A step ready for its PATCH ([`Applier::prepare`]).
@@ -513,6 +523,19 @@ impl Applier<'_> {
                 && let Some((owner, label)) = takeover_refused(step, obj.metadata.labels.as_ref())
             {
                 conflicts.push((i, StepError::Conflict { object: step.describe(), owner, label }));
+            }
+            if step.kind == "CustomResourceDefinition"
+                && step.namespace.is_none()
+                && let Some(annotations) = found.as_ref().and_then(|o| o.metadata.annotations.as_ref())
+            {
+                // The plan's namespace: that of the CRD's own installed-alongside annotation.
+                let own = step.manifest.pointer("/metadata/annotations").and_then(Value::as_object).into_iter().flatten().find_map(|(k, v)| {
+                    k.starts_with(super::plan::ANNOTATION_INSTALLED_ALONGSIDE).then(|| v.as_str()?.split_once('/').map(|(ns, _)| ns.to_string())).flatten()
+                });
+                let elsewhere = super::plan::installed_alongside_elsewhere(annotations, own.as_deref().unwrap_or_default());
+                if !elsewhere.is_empty() {
+                    self.alongside.insert(i, elsewhere);
+                }
             }
             self.existing.insert(i, found.and_then(|o| o.metadata.resource_version));
         }
@@ -692,6 +715,19 @@ impl Applier<'_> {
                 Attempt::Failed(e, attempts, elapsed) => return Err(self.error(step, &ar, "get", e, attempts, elapsed).await),
             },
         };
+        // A CRD another namespace's install applied too keeps that install's installed-alongside
+        // annotation while its CSV exists (OLM keeps it; the one field manager of every plan
+        // would drop it otherwise).
+        if let Some(elsewhere) = self.alongside.remove(&index) {
+            for (key, value) in self.alongside_kept(elsewhere).await {
+                if let Some(meta) = manifest.as_object_mut().and_then(|o| o.entry("metadata").or_insert_with(|| Value::Object(Default::default())).as_object_mut()) {
+                    let annotations = meta.entry("annotations").or_insert_with(|| Value::Object(Default::default()));
+                    if let Some(a) = annotations.as_object_mut() {
+                        a.insert(key, Value::String(value));
+                    }
+                }
+            }
+        }
         // A binding shared by the installs of one package in several namespaces keeps the
         // others' subjects (read just before the apply: another install may have added one).
         if super::webhook::is_shared_binding(step) {
@@ -705,6 +741,43 @@ impl Applier<'_> {
             }
         }
         Ok(Prepared { ar, manifest, before, owner_pending })
+    }
+
+    /// Of the installed-alongside annotations `elsewhere` (key, CSV namespace, CSV name), those
+    /// to keep, as (key, `namespace/name`): the CSV exists and is not a copy (OLM `IsCopied`:
+    /// status reason `Copied`, or `olm.operatorNamespace` naming another namespace). A CSV that
+    /// cannot be read (no access, a transient error) is assumed to exist, as OLM does. From
+    /// [`ApplyOptions::known_csvs`] when given (OLM reads its lister too), else by GETs that go
+    /// out together.
+    async fn alongside_kept(&self, elsewhere: Vec<(String, String, String)>) -> Vec<(String, String)> {
+        use crate::api::ClusterServiceVersion;
+        let reads = elsewhere.iter().map(|(_, ns, name)| {
+            let api: Api<ClusterServiceVersion> = Api::namespaced(self.client.clone(), ns);
+            let known = self.opts.known_csvs.as_ref().map(|store| store.get(&kube::runtime::reflector::ObjectRef::new(name).within(ns)).map(|c| c.as_ref().clone()));
+            async move {
+                match known {
+                    Some(found) => Ok(found),
+                    None => api.get_opt(name).await,
+                }
+            }
+        });
+        let found = futures::future::join_all(reads).await;
+        elsewhere
+            .into_iter()
+            .zip(found)
+            .filter_map(|((key, ns, name), read)| {
+                let keep = match read {
+                    Ok(None) => false,
+                    Ok(Some(csv)) => {
+                        let copied_reason = csv.status.as_ref().and_then(|s| s.reason.as_ref()).is_some_and(|r| r.as_str() == "Copied");
+                        let elsewhere_owned = csv.metadata.annotations.as_ref().and_then(|a| a.get("olm.operatorNamespace")).is_some_and(|o| *o != ns);
+                        !copied_reason && !elsewhere_owned
+                    }
+                    Err(_) => true,
+                };
+                keep.then(|| (key, format!("{ns}/{name}")))
+            })
+            .collect()
     }
 
     /// The server-side apply of a prepared step (retried while transient).

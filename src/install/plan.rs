@@ -900,15 +900,34 @@ pub const ANNOTATION_INSTALLED_ALONGSIDE: &str = "operatorframework.io/installed
 
 /// The installed-alongside annotation of a CRD installed with CSV `namespace/csv`: key
 /// [`ANNOTATION_INSTALLED_ALONGSIDE`] followed by the FNV-1a 64-bit hash of `namespace/csv` in
-/// lower-case hex, value `namespace/csv` (upstream `alongside.key`). Only the installing CSV is
-/// named: the plan's server-side apply replaces an earlier CSV's annotation, where OLM keeps
-/// those of CSVs that still exist.
+/// lower-case hex, value `namespace/csv` (upstream `alongside.key`). The plan names the
+/// installing CSV; the annotations of other installs of the CRD are added at the apply
+/// ([`installed_alongside_elsewhere`]).
 pub fn installed_alongside(namespace: &str, csv: &str) -> (String, String) {
     let value = format!("{namespace}/{csv}");
     use std::hash::Hasher;
     let mut h = fnv::FnvHasher::default();
     h.write(value.as_bytes());
     (format!("{ANNOTATION_INSTALLED_ALONGSIDE}{:x}", h.finish()), value)
+}
+
+/// The installed-alongside annotations of a CRD on the cluster ([`installed_alongside`]) that
+/// name a CSV in a namespace other than `namespace` (the installing plan's), as
+/// `(annotation key, CSV namespace, CSV name)`: the other installs of the CRD, which a plan
+/// applying it again keeps when their CSV still exists and is not a copy (OLM
+/// `setInstalledAlongsideAnnotation`, `pkg/controller/operators/catalog/step.go`; the caller
+/// checks the CSVs). One of `namespace` is the CSV this plan replaces or one that is gone: the
+/// plan's own annotation takes its place (docs/olm-differences.md E21). Values that are not
+/// `namespace/name` are dropped, as OLM's `FromObject` drops them. Pure.
+pub fn installed_alongside_elsewhere(annotations: &std::collections::BTreeMap<String, String>, namespace: &str) -> Vec<(String, String, String)> {
+    annotations
+        .iter()
+        .filter(|(k, _)| k.starts_with(ANNOTATION_INSTALLED_ALONGSIDE))
+        .filter_map(|(k, v)| {
+            let (ns, name) = v.split_once('/')?;
+            (!ns.is_empty() && !name.is_empty() && !name.contains('/') && ns != namespace).then(|| (k.clone(), ns.to_string(), name.to_string()))
+        })
+        .collect()
 }
 
 fn labels_mut(v: &mut Value) -> &mut Map<String, Value> {

@@ -419,6 +419,24 @@ fn crds_carry_olms_installed_alongside_annotation() {
 }
 
 #[test]
+fn a_crd_reapplied_keeps_the_installed_alongside_annotations_of_other_namespaces() {
+    let (a_key, a_value) = installed_alongside("ns-a", "op.v1");
+    let (old_key, old_value) = installed_alongside("ns-b", "op.v1");
+    let annotations: std::collections::BTreeMap<String, String> = [
+        (a_key.clone(), a_value),
+        (old_key, old_value),
+        ("operatorframework.io/installed-alongside-0000".to_string(), "not-a-reference".to_string()),
+        ("operatorframework.io/installed-alongside-0001".to_string(), "a/b/c".to_string()),
+        ("description".to_string(), "ns-c/x".to_string()),
+    ]
+    .into();
+    // ns-b's plan (upgrading op.v1 to op.v2 there): ns-a's install is kept for its CSV check,
+    // ns-b's older CSV gives way to the plan's own annotation, malformed values are dropped.
+    assert_eq!(installed_alongside_elsewhere(&annotations, "ns-b"), vec![(a_key, "ns-a".to_string(), "op.v1".to_string())]);
+    assert!(installed_alongside_elsewhere(&annotations, "ns-a").iter().all(|(_, ns, _)| ns == "ns-b"));
+}
+
+#[test]
 fn a_dependency_subscription_step_is_olms_subscription() {
     let dep = DependencySubscription {
         package: "strimzi-kafka-operator".into(),
