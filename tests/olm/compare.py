@@ -349,6 +349,12 @@ def settled(objs, subs):
             for c in status.get("conditions") or []:
                 if c.get("type") == "InstallPlanPending" and c.get("status") == "True" and c.get("reason") != "RequiresApproval":
                     return False
+            # Both systems make an Operator `<package>.<namespace>` for a Subscription with a
+            # state; capstan writes it up to 2 s after the change (E14), which two dumps 1.5 s
+            # apart could miss.
+            package = ((o or {}).get("spec") or {}).get("name")
+            if status.get("state") and package and ("Operator", "", f"{package}.{ns}") not in objs:
+                return False
     return True
 
 
