@@ -658,13 +658,22 @@ fn compile(crd: &str, version: &str, openapi: &Value) -> Result<(jsonschema::Val
     Ok((validator, warnings))
 }
 
-/// The field errors of `object` against a CRD version's `openAPIV3Schema` (`openapi`), as the
+/// A CRD version's `openAPIV3Schema`, compiled once, to find the field errors of objects as the
 /// API server's schema validation finds them (types, enums, required fields, patterns; unknown
-/// fields are not errors: see [`crate::api::unknown_fields`]), the first [`MAX_FIELD_ERRORS`];
-/// `crd` and `version` name the schema in errors. Errors: the schema does not compile.
-pub fn schema_errors(crd: &str, version: &str, openapi: &Value, object: &Value) -> Result<Vec<FieldError>, String> {
-    let (validator, _) = compile(crd, version, openapi)?;
-    Ok(validator.iter_errors(object).take(MAX_FIELD_ERRORS).map(|e| field_error(&e)).collect())
+/// fields are not errors: see [`crate::api::unknown_fields`]).
+pub struct SchemaCheck(jsonschema::Validator);
+
+impl SchemaCheck {
+    /// Compiles `openapi`; `crd` and `version` name the schema in errors. Errors: the schema
+    /// does not compile.
+    pub fn new(crd: &str, version: &str, openapi: &Value) -> Result<SchemaCheck, String> {
+        Ok(SchemaCheck(compile(crd, version, openapi)?.0))
+    }
+
+    /// The first [`MAX_FIELD_ERRORS`] field errors of `object`.
+    pub fn errors(&self, object: &Value) -> Vec<FieldError> {
+        self.0.iter_errors(object).take(MAX_FIELD_ERRORS).map(|e| field_error(&e)).collect()
+    }
 }
 
 /// Translates a Kubernetes structural schema (OpenAPI v3 `JSONSchemaProps`) into JSON Schema
