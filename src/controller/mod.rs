@@ -115,9 +115,6 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// The Event recorder of this process.
     pub events: Events,
-    /// `status.phase` per CSV (namespace, name) as the CSV watch last showed it, for the
-    /// `capstan_csvs{phase}` gauge ([`track_csvs`]).
-    pub csv_phases: Mutex<HashMap<(String, String), String>>,
     /// UIDs of the CSVs whose RBAC aggregation this process applied (`csv::decide`: as the CSV
     /// left InstallReady), so that it is not applied again on its way to Succeeded; removed
     /// when the CSV is gone.
@@ -521,18 +518,21 @@ fn csv_controller(api: Api<ClusterServiceVersion>, ctx: Arc<Context>) -> Control
 }
 
 /// What the CSV watch's events (after `reflect` has put them in `listed`, the watch's store)
-/// tell `ctx`: a CSV seen ([`Context::csv_seen`]: its phase in the `capstan_csvs{phase}` gauge),
-/// deleted ([`Context::forget_csv`]; a deletion never reaches the reconciler, which kube-runtime
-/// calls only for objects in its store), and after a re-list (the watch restarted; deletions in
-/// the gap come as no event) the listed CSVs only ([`Context::relisted_csvs`]). The gauge so
-/// counts every CSV of the cluster, also those this process has not changed, and follows a
-/// status write by the watch's latency.
+/// tell `ctx`: the `capstan_csvs{phase}` gauge counted from the store (every CSV of the cluster,
+/// also those this process has not changed; it follows a status write by the watch's latency),
+/// a deleted CSV's aggregation mark forgotten ([`Context::forget_csv`]; a deletion never reaches
+/// the reconciler, which kube-runtime calls only for objects in its store), and after a re-list
+/// (the watch restarted; deletions in the gap come as no event) the marks of listed CSVs only.
 fn track_csvs(ctx: Arc<Context>, listed: reflector::Store<ClusterServiceVersion>) -> impl FnMut(&Result<watcher::Event<ClusterServiceVersion>, watcher::Error>) {
-    move |event| match event {
-        Ok(watcher::Event::Apply(csv)) => ctx.csv_seen(csv),
-        Ok(watcher::Event::Delete(csv)) => ctx.forget_csv(csv),
-        Ok(watcher::Event::InitDone) => ctx.relisted_csvs(&listed.state()),
-        _ => {}
+    move |event| {
+        match event {
+            Ok(watcher::Event::Delete(csv)) => ctx.forget_csv(csv),
+            Ok(watcher::Event::InitDone) => ctx.keep_marks_of(&listed.state()),
+            Ok(watcher::Event::Apply(_)) => {}
+            _ => return,
+        }
+        let csvs = listed.state();
+        ctx.metrics.set_csv_phases(csvs.iter().map(|c| c.status.as_ref().and_then(|s| s.phase.as_ref()).map_or("", |p| p.as_str())));
     }
 }
 
@@ -578,48 +578,18 @@ impl Context {
         crate::install::apply::ApplyOptions { known_csvs: self.csv_store.get().cloned(), ..self.options.apply_options() }
     }
 
-    /// Records `csv`'s `status.phase` for the `capstan_csvs{phase}` gauge (from the CSV watch,
+    /// Forgets a deleted CSV's aggregation mark ([`Context::aggregated`]; from the CSV watch,
     /// [`track_csvs`]).
-    pub fn csv_seen(&self, csv: &ClusterServiceVersion) {
-        use kube::ResourceExt;
-        let phase = csv.status.as_ref().and_then(|s| s.phase.as_ref()).map(|p| p.as_str().to_string()).unwrap_or_default();
-        let mut phases = self.csv_phases.lock().unwrap_or_else(|e| e.into_inner());
-        if phases.insert((csv.namespace().unwrap_or_default(), csv.name_any()), phase.clone()).as_ref() != Some(&phase) {
-            self.metrics.set_csv_phases(phases.values().map(String::as_str));
-        }
-    }
-
-    /// Forgets what this process keeps per CSV (its phase in the `capstan_csvs{phase}` gauge, its
-    /// aggregation mark) once the CSV is deleted (from the CSV watch, [`track_csvs`]).
     pub fn forget_csv(&self, csv: &ClusterServiceVersion) {
-        use kube::ResourceExt;
-        let key = (csv.namespace().unwrap_or_default(), csv.name_any());
-        let mut phases = self.csv_phases.lock().unwrap_or_else(|e| e.into_inner());
-        if phases.remove(&key).is_some() {
-            self.metrics.set_csv_phases(phases.values().map(String::as_str));
-        }
-        drop(phases);
-        if let Some(uid) = csv.uid() {
+        if let Some(uid) = kube::ResourceExt::uid(csv) {
             self.aggregated.lock().unwrap_or_else(|e| e.into_inner()).remove(&uid);
         }
     }
 
-    /// What this process keeps per CSV, from `listed` only (the CSV watch's list after a
-    /// restart of the watch, [`track_csvs`]): the gauge's phases from the list, aggregation
-    /// marks of CSVs not listed dropped.
-    pub fn relisted_csvs(&self, listed: &[Arc<ClusterServiceVersion>]) {
-        use kube::ResourceExt;
-        let uids: std::collections::HashSet<String> = listed.iter().filter_map(|c| c.uid()).collect();
-        let mut phases = self.csv_phases.lock().unwrap_or_else(|e| e.into_inner());
-        *phases = listed
-            .iter()
-            .map(|c| {
-                let phase = c.status.as_ref().and_then(|s| s.phase.as_ref()).map(|p| p.as_str().to_string()).unwrap_or_default();
-                ((c.namespace().unwrap_or_default(), c.name_any()), phase)
-            })
-            .collect();
-        self.metrics.set_csv_phases(phases.values().map(String::as_str));
-        drop(phases);
+    /// Keeps the aggregation marks of the CSVs of `listed` only (the CSV watch's list after a
+    /// restart of the watch, [`track_csvs`]).
+    pub fn keep_marks_of(&self, listed: &[Arc<ClusterServiceVersion>]) {
+        let uids: std::collections::HashSet<String> = listed.iter().filter_map(|c| kube::ResourceExt::uid(c.as_ref())).collect();
         self.aggregated.lock().unwrap_or_else(|e| e.into_inner()).retain(|uid| uids.contains(uid));
     }
 
@@ -639,7 +609,6 @@ impl Context {
             options,
             catalogs: store,
             metrics,
-            csv_phases: Mutex::new(HashMap::new()),
             aggregated: Mutex::new(std::collections::HashSet::new()),
             plan_retries: Mutex::new(HashMap::new()),
             pulls_started: Mutex::new(std::collections::HashSet::new()),

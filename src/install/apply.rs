@@ -720,12 +720,7 @@ impl Applier<'_> {
         // would drop it otherwise).
         if let Some(elsewhere) = self.alongside.remove(&index) {
             for (key, value) in self.alongside_kept(elsewhere).await {
-                if let Some(meta) = manifest.as_object_mut().and_then(|o| o.entry("metadata").or_insert_with(|| Value::Object(Default::default())).as_object_mut()) {
-                    let annotations = meta.entry("annotations").or_insert_with(|| Value::Object(Default::default()));
-                    if let Some(a) = annotations.as_object_mut() {
-                        a.insert(key, Value::String(value));
-                    }
-                }
+                super::plan::annotations_mut(&mut manifest).insert(key, Value::String(value));
             }
         }
         // A binding shared by the installs of one package in several namespaces keeps the
@@ -751,33 +746,23 @@ impl Applier<'_> {
     /// out together.
     async fn alongside_kept(&self, elsewhere: Vec<(String, String, String)>) -> Vec<(String, String)> {
         use crate::api::ClusterServiceVersion;
-        let reads = elsewhere.iter().map(|(_, ns, name)| {
-            let api: Api<ClusterServiceVersion> = Api::namespaced(self.client.clone(), ns);
-            let known = self.opts.known_csvs.as_ref().map(|store| store.get(&kube::runtime::reflector::ObjectRef::new(name).within(ns)).map(|c| c.as_ref().clone()));
-            async move {
-                match known {
-                    Some(found) => Ok(found),
-                    None => api.get_opt(name).await,
-                }
+        // Whether the CSV of `ns` counts: it exists and is not a copy.
+        fn counts(csv: Option<&ClusterServiceVersion>, ns: &str) -> bool {
+            csv.is_some_and(|c| {
+                let copied = c.status.as_ref().and_then(|s| s.reason.as_ref()).is_some_and(|r| r.as_str() == "Copied");
+                let owned_elsewhere = c.metadata.annotations.as_ref().and_then(|a| a.get("olm.operatorNamespace")).is_some_and(|o| o != ns);
+                !copied && !owned_elsewhere
+            })
+        }
+        let reads = elsewhere.iter().map(|(_, ns, name)| async move {
+            match &self.opts.known_csvs {
+                Some(store) => counts(store.get(&kube::runtime::reflector::ObjectRef::new(name).within(ns)).as_deref(), ns),
+                // A CSV that cannot be read is assumed to exist.
+                None => Api::<ClusterServiceVersion>::namespaced(self.client.clone(), ns).get_opt(name).await.map_or(true, |c| counts(c.as_ref(), ns)),
             }
         });
-        let found = futures::future::join_all(reads).await;
-        elsewhere
-            .into_iter()
-            .zip(found)
-            .filter_map(|((key, ns, name), read)| {
-                let keep = match read {
-                    Ok(None) => false,
-                    Ok(Some(csv)) => {
-                        let copied_reason = csv.status.as_ref().and_then(|s| s.reason.as_ref()).is_some_and(|r| r.as_str() == "Copied");
-                        let elsewhere_owned = csv.metadata.annotations.as_ref().and_then(|a| a.get("olm.operatorNamespace")).is_some_and(|o| *o != ns);
-                        !copied_reason && !elsewhere_owned
-                    }
-                    Err(_) => true,
-                };
-                keep.then(|| (key, format!("{ns}/{name}")))
-            })
-            .collect()
+        let kept = futures::future::join_all(reads).await;
+        elsewhere.into_iter().zip(kept).filter(|(_, keep)| *keep).map(|((key, ns, name), _)| (key, format!("{ns}/{name}"))).collect()
     }
 
     /// The server-side apply of a prepared step (retried while transient).

@@ -934,7 +934,8 @@ fn labels_mut(v: &mut Value) -> &mut Map<String, Value> {
     sub_map_mut(v, "labels")
 }
 
-fn annotations_mut(v: &mut Value) -> &mut Map<String, Value> {
+/// `metadata.annotations` of manifest `v`, created (with `metadata`) when missing.
+pub(crate) fn annotations_mut(v: &mut Value) -> &mut Map<String, Value> {
     sub_map_mut(v, "annotations")
 }
 
