@@ -14,7 +14,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
-use support::node::{REAL_NODE, container_pid, create_pod, image, logs_containing, run_kubectl, real_node, wait_pod};
+use support::node::{REAL_NODE, container_pid, create_pod, fetch_in_pod, image, logs_containing, run_kubectl, real_node, wait_pod};
 use support::{TestNamespace, eventually};
 
 /// The pinned Kubernetes release (`k8s.io/kubernetes` in tests/cluster/go.mod).
@@ -111,14 +111,8 @@ async fn a_pod_built_here_serves_another_pod_through_a_service() {
     // Another pod fetches a page through the Service's ClusterIP (kube-proxy's rules; retried while
     // the endpoints propagate).
     let url = format!("http://{cluster_ip}/through-the-service");
-    create_pod(&pods, "client", json!({"app": "client"}), json!({
-        "restartPolicy": "OnFailure",
-        "containers": [{"name": "client", "image": httpd, "args": ["-get", url]}],
-    }))
-    .await;
-    wait_pod(&client, &pods, "client", "Succeeded").await;
-    let page = logs_containing(&pods, "client", &message).await;
-    assert!(page.contains("200 OK"), "{page}");
+    let page = fetch_in_pod(&client, &pods, "client", json!(["-get", url])).await;
+    assert!(page.contains("200 OK") && page.contains(&message), "{page}");
     assert!(page.contains("pod web"), "the answer came from the web pod: {page}");
     assert!(page.contains("path /through-the-service"), "{page}");
     // And the server logged that request.
@@ -127,17 +121,11 @@ async fn a_pod_built_here_serves_another_pod_through_a_service() {
     // Pods reach the API server the way operators do: KUBERNETES_SERVICE_HOST (the `kubernetes`
     // Service's ClusterIP), with the ServiceAccount's CA and token.
     let sa = "/var/run/secrets/kubernetes.io/serviceaccount";
-    create_pod(&pods, "api-client", json!({"app": "api-client"}), json!({
-        "restartPolicy": "OnFailure",
-        "containers": [{
-            "name": "api-client", "image": httpd,
-            "args": ["-get", "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)/version",
-                     "-cacert", format!("{sa}/ca.crt"), "-token", format!("{sa}/token")],
-        }],
-    }))
+    let version = fetch_in_pod(&client, &pods, "api-client", json!([
+        "-get", "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)/version",
+        "-cacert", format!("{sa}/ca.crt"), "-token", format!("{sa}/token"),
+    ]))
     .await;
-    wait_pod(&client, &pods, "api-client", "Succeeded").await;
-    let version = logs_containing(&pods, "api-client", "gitVersion").await;
     assert!(version.contains("200 OK"), "{version}");
     assert!(version.contains(&format!("\"gitVersion\": \"{}\"", pinned_version())), "{version}");
 }

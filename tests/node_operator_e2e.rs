@@ -26,7 +26,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::ResourceExt;
 use serde_json::json;
 use support::controller::{WAIT, apply_crds, can, catalog_source, cleanup_cluster_rbac, create, csv_version_succeeded, namespace_with_group, sa_token};
-use support::node::{REAL_NODE, create_pod, image, logs_containing, on_real_node, real_node, wait_pod};
+use support::node::{REAL_NODE, fetch_in_pod, image, logs_containing, on_real_node, real_node};
 use support::{TestNamespace, eventually};
 
 const CSV: &str = "nginx-operator.v0.2.0";
@@ -179,15 +179,9 @@ async fn nginx_operator_from_the_catalog_serves_a_page_on_the_real_node_and_is_r
     // And from another pod, through the chart's Service.
     let svc = Api::<Service>::namespaced(client.clone(), &ns.name).get("web").await.expect("the chart's Service");
     let cluster_ip = svc.spec.and_then(|s| s.cluster_ip).expect("ClusterIP");
-    create_pod(&pods, "client", json!({"app": "client"}), json!({
-        "restartPolicy": "OnFailure",
-        "containers": [{"name": "client", "image": image("httpd"), "args": ["-get", format!("http://{cluster_ip}/through-the-service")]}],
-    }))
-    .await;
-    wait_pod(&client, &pods, "client", "Succeeded").await;
-    let fetched = logs_containing(&pods, "client", &page).await;
-    assert!(fetched.contains("200 OK") && fetched.contains("path /through-the-service"), "{fetched}");
-    pods.delete("client", &DeleteParams::default()).await.expect("delete client pod");
+    let fetched = fetch_in_pod(&client, &pods, "client", json!(["-get", format!("http://{cluster_ip}/through-the-service")])).await;
+    assert!(fetched.contains("200 OK") && fetched.contains(&page) && fetched.contains("path /through-the-service"), "{fetched}");
+    pods.delete_collection(&DeleteParams::default(), &ListParams::default().labels("app=client")).await.expect("delete the client pods");
 
     // Removal: deleting the Subscription (uninstall-operands) deletes the CSV; the Nginx object goes
     // first, while the operator runs (it uninstalls the release), then the operator and its RBAC.

@@ -128,3 +128,51 @@ pub fn container_pid(container_id: &str) -> u32 {
         .unwrap_or_else(|| panic!("no running task {id} in containerd:\n{tasks}"))
 }
 
+
+/// Runs `httpd -get` (`args`) in a pod on the real node until one run succeeds, and returns that
+/// run's log. Each run is its own pod (`{name}-1`, `{name}-2`, …, restartPolicy Never), tried
+/// again at once when it fails: a Service's rules reach kube-proxy a moment after the Service
+/// exists (longer while kube-proxy's watch recovers from an API server restart), and a pod
+/// restarted by the kubelet instead would wait out CrashLoopBackOff (10 s, 20 s, 40 s, …).
+/// Panics after 120 s with every run's log.
+#[allow(dead_code)]
+pub async fn fetch_in_pod(client: &kube::Client, pods: &Api<Pod>, name: &str, args: Value) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let mut failed = Vec::new();
+    for n in 1.. {
+        let pod = format!("{name}-{n}");
+        create_pod(pods, &pod, json!({"app": name}), json!({
+            "restartPolicy": "Never",
+            "containers": [{"name": name, "image": image("httpd"), "args": args}],
+        }))
+        .await;
+        let phase = loop {
+            let p = pods.get(&pod).await.expect("get pod");
+            match p.status.and_then(|s| s.phase).as_deref() {
+                Some(ph @ ("Succeeded" | "Failed")) => break ph.to_string(),
+                _ if tokio::time::Instant::now() >= deadline => break "still running".to_string(),
+                _ => tokio::time::sleep(Duration::from_millis(300)).await,
+            }
+        };
+        let logs = pods.logs(&pod, &LogParams::default()).await.unwrap_or_default();
+        if phase == "Succeeded" {
+            return logs;
+        }
+        failed.push(format!("{pod}: {phase}: {logs}"));
+        if tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), pods.namespace().unwrap_or_default());
+    let events: Vec<String> = events
+        .list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| e.involved_object.name.as_deref().is_some_and(|n| n.starts_with(name)))
+        .map(|e| format!("{}: {}: {}", e.involved_object.name.clone().unwrap_or_default(), e.reason.clone().unwrap_or_default(), e.message.clone().unwrap_or_default()))
+        .collect();
+    panic!("no run of httpd {args} in a pod succeeded within 120 s:\n{}\nevents: {events:#?}", failed.join("\n"))
+}
