@@ -139,12 +139,29 @@ const OBJECT_META_FIELDS: &[&str] = &[
 /// The `openAPIV3Schema` of `kind` (a kind of [`crds`]) at `version`, as JSON; `None` for an
 /// unknown kind or version.
 pub fn openapi_schema(kind: &str, version: &str) -> Option<serde_json::Value> {
-    crds()
-        .into_iter()
-        .find(|c| c.spec.names.kind == kind)
-        .and_then(|c| c.spec.versions.into_iter().find(|v| v.name == version))
-        .and_then(|v| v.schema.and_then(|s| s.open_api_v3_schema))
-        .and_then(|s| serde_json::to_value(s).ok())
+    schema_of(kind, version).cloned()
+}
+
+/// [`openapi_schema`] without the copy: every schema of [`crds`], made once per process (making
+/// them generates all seven CRDs, ~30 ms; `resolve -f` looks one up per Subscription).
+fn schema_of(kind: &str, version: &str) -> Option<&'static serde_json::Value> {
+    static SCHEMAS: std::sync::OnceLock<Vec<(String, String, serde_json::Value)>> = std::sync::OnceLock::new();
+    SCHEMAS
+        .get_or_init(|| {
+            crds()
+                .into_iter()
+                .flat_map(|c| {
+                    let kind = c.spec.names.kind.clone();
+                    c.spec.versions.into_iter().filter_map(move |v| {
+                        let schema = serde_json::to_value(v.schema?.open_api_v3_schema?).ok()?;
+                        Some((kind.clone(), v.name, schema))
+                    })
+                })
+                .collect()
+        })
+        .iter()
+        .find(|(k, v, _)| k == kind && v == version)
+        .map(|(_, _, s)| s)
 }
 
 /// The fields of `object` (a `kind` of [`crds`], as YAML/JSON) that its CRD's schema at
@@ -155,7 +172,7 @@ pub fn openapi_schema(kind: &str, version: &str) -> Option<serde_json::Value> {
 /// with `x-kubernetes-preserve-unknown-fields` keeps whatever is under it. Empty for an
 /// unknown kind or version.
 pub fn unknown_fields(kind: &str, version: &str, object: &serde_json::Value) -> Vec<String> {
-    let Some(schema) = openapi_schema(kind, version) else {
+    let Some(schema) = schema_of(kind, version) else {
         return Vec::new();
     };
     let mut out = Vec::new();
