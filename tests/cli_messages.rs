@@ -732,7 +732,17 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
     // A value of the wrong type: the error names the field.
     let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, channel: 5}\n");
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(text(&out.stderr), format!("error: {}, document 1: spec.channel: invalid type: integer `5`, expected a string\n", h.join("sub.yaml").display()));
+    assert_eq!(
+        text(&out.stderr),
+        format!("error: {}, Subscription \"a\": spec.channel: 5 is not of types \"null\", \"string\"; kubectl apply refuses it too (the Subscription CRD's schema)\n", h.join("sub.yaml").display())
+    );
+    // A document that is not an object is named as such (not "expected struct …").
+    let out = run("just a string\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!("error: {}, document 1: a string, not an object; a Subscription is a mapping with apiVersion, kind, metadata and spec\n", h.join("sub.yaml").display())
+    );
 
     // A list where the schema has an object (serde would read it as an empty config): refused
     // with the field, as the API server refuses it.
@@ -743,9 +753,38 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
         format!("error: {}, Subscription \"a\": spec.config: [{{\"env\":[]}}] is not of types \"null\", \"object\"; kubectl apply refuses it too (the Subscription CRD's schema)\n", h.join("sub.yaml").display())
     );
 
-    // Status fields are not checked (a Subscription copied from `kubectl get -o yaml`).
+    // Status fields are not checked (a Subscription copied from `kubectl get -o yaml`), and its
+    // status.installedCSV is taken as installed: the plan is the upgrade from it, and says so.
     let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns, uid: x, resourceVersion: '1'}\nspec: {name: a, source: c, sourceNamespace: olm}\nstatus: {installedCSV: a.v1.0.0, somethingNewer: {x: 1}}\n");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "note: status.installedCSV of Subscription ns/a: a.v1.0.0 taken as installed in namespace ns (as --installed ns/a.v1.0.0@a)\n");
+    let plan = text(&out.stdout);
+    assert!(plan.contains("a.v1.1.0") && plan.contains("a.v1.0.0"), "the upgrade from the installed CSV: {plan}");
+    let fresh = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n");
+    assert_ne!(text(&fresh.stdout), plan, "a fresh install is planned differently");
+
+    // `kubectl get -o yaml` of several objects writes a List: its items are read; errors name the item.
+    let item = |name: &str, ns: &str| format!("- apiVersion: operators.coreos.com/v1alpha1\n  kind: Subscription\n  metadata: {{name: {name}, namespace: {ns}}}\n  spec: {{name: a, source: c, sourceNamespace: olm}}\n");
+    let out = run(&format!("apiVersion: v1\nkind: List\nitems:\n{}{}", item("a", "ns1"), item("b", "ns2")));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let plan = text(&out.stdout);
+    assert!(plan.contains("ns1/a") && plan.contains("ns2/b"), "{plan}");
+    let out = run(&format!("apiVersion: v1\nkind: List\nitems:\n{}- 7\n", item("a", "ns1")));
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!("error: {}, document 1, items[1]: a number, not an object; a Subscription is a mapping with apiVersion, kind, metadata and spec\n", h.join("sub.yaml").display())
+    );
+
+    // Two Subscriptions of one namespace and name: kubectl apply would keep one; refused, naming both.
+    let doc = |ch: &str| format!("---\napiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {{name: a, namespace: ns}}\nspec: {{name: a, source: c, sourceNamespace: olm, channel: {ch}}}\n");
+    let out = run(&format!("{}{}", doc("stable"), doc("beta")));
+    assert_eq!(out.status.code(), Some(2));
+    let f = h.join("sub.yaml").display().to_string();
+    assert_eq!(
+        text(&out.stderr),
+        format!("error: {f}, document 2: Subscription ns/a is also given by {f}, document 1; a namespace holds one Subscription of a name (kubectl apply would keep only the last): rename one or drop it\n")
+    );
 
     for version in ["v1", "operators.coreos.com/v1", ""] {
         let out = run(&format!("apiVersion: {version:?}\nkind: Subscription\nmetadata: {{name: a, namespace: ns}}\nspec: {{name: a, source: c, sourceNamespace: olm}}\n"));

@@ -9,7 +9,7 @@
 //! invalid input (message on stderr naming the file or argument): a catalog that cannot be read or
 //! fails `opm validate` rules, a malformed Subscription or `spec.versionRange`, a bad flag.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -32,7 +32,8 @@ pub struct ResolveArgs {
     /// Priority of a catalog source (CatalogSource spec.priority, default 0; higher is preferred for dependencies).
     #[arg(long = "priority", value_name = "NAMESPACE/NAME=N")]
     priorities: Vec<String>,
-    /// Subscription YAML as for `kubectl apply` (several documents allowed; `-` reads stdin). Repeatable.
+    /// Subscription YAML as for `kubectl apply` (several documents or a List allowed; `-` reads
+    /// stdin; a `status.installedCSV` counts as installed). Repeatable.
     #[arg(short = 'f', long = "filename", value_name = "SUBSCRIPTION.yaml", required = true)]
     files: Vec<PathBuf>,
     /// A CSV already installed in the Subscriptions' namespace (NAMESPACE/CSV_NAME when they span
@@ -103,10 +104,21 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
         };
         c.priority = n;
     }
-    let mut subscriptions = Vec::new();
+    let mut read = Vec::new();
     for f in &args.files {
-        subscriptions.extend(read_subscriptions(f)?);
+        read.extend(read_subscriptions(f)?);
     }
+    // A namespace holds one Subscription of a name: `kubectl apply` of both would keep the last.
+    let mut first_at: BTreeMap<(String, String), &str> = BTreeMap::new();
+    for (at, s) in &read {
+        if let Some(first) = first_at.insert((s.namespace.clone(), s.name.clone()), at) {
+            return Err(format!(
+                "{at}: Subscription {}/{} is also given by {first}; a namespace holds one Subscription of a name (kubectl apply would keep only the last): rename one or drop it",
+                s.namespace, s.name
+            ));
+        }
+    }
+    let subscriptions: Vec<SubscriptionRequest> = read.into_iter().map(|(_, s)| s).collect();
     if subscriptions.is_empty() {
         return Err("no Subscription found in the -f files (kind: Subscription, apiVersion: operators.coreos.com/v1alpha1)".into());
     }
@@ -153,7 +165,20 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
             ));
         }
         let subscribed: BTreeSet<&str> = subscriptions.iter().filter(|s| s.namespace == ns).map(|s| s.package.as_str()).collect();
-        installed.push(installed_bundle(i, &ns, &name, package.as_deref(), &subscribed, &catalogs)?);
+        installed.push(installed_bundle(&format!("--installed {i}"), i, &ns, &name, package.as_deref(), &subscribed, &catalogs)?);
+    }
+    // A Subscription copied from a cluster (`kubectl get -o yaml`) says what is installed in
+    // `status.installedCSV`: that CSV is taken as installed, as `--installed NS/CSV@PACKAGE`
+    // would give it (the controller resolves from the CSVs the namespace has).
+    for s in &subscriptions {
+        let Some(csv) = s.installed_csv.as_deref() else { continue };
+        if !seen_installed.insert((s.namespace.clone(), csv.to_string())) {
+            continue;
+        }
+        let what = format!("status.installedCSV of Subscription {}/{}", s.namespace, s.name);
+        let subscribed = BTreeSet::from([s.package.as_str()]);
+        installed.push(installed_bundle(&what, csv, &s.namespace, csv, Some(&s.package), &subscribed, &catalogs)?);
+        eprintln!("note: {what}: {csv} taken as installed in namespace {} (as --installed {}/{csv}@{})", s.namespace, s.namespace, s.package);
     }
     let input = ResolveInput { catalogs, installed, subscriptions };
     let out = resolve(&input);
@@ -161,7 +186,8 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
     Ok(out)
 }
 
-/// The installed state of `--installed NAME` (`arg` as given). A name that is a bundle of one of
+/// The installed state of `--installed NAME` (`arg` as given; `what` begins each message, e.g.
+/// `--installed NAME`), or of a Subscription's `status.installedCSV`. A name that is a bundle of one of
 /// the catalogs is that bundle ([`InstalledBundle::from_csv`]: the resolver takes its package,
 /// version, APIs and dependencies from the catalog). A name no catalog has is a CSV the catalogs
 /// no longer (or never) served, as a cluster may have; it is only accepted when its
@@ -177,7 +203,7 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
 /// A name no catalog has and whose package and version cannot be read from it; `@PACKAGE`
 /// naming a package without that bundle; a name several packages have when the Subscriptions
 /// do not tell which.
-fn installed_bundle(arg: &str, ns: &str, name: &str, package: Option<&str>, subscribed: &BTreeSet<&str>, catalogs: &[CatalogInput]) -> Result<InstalledBundle, String> {
+fn installed_bundle(what: &str, arg: &str, ns: &str, name: &str, package: Option<&str>, subscribed: &BTreeSet<&str>, catalogs: &[CatalogInput]) -> Result<InstalledBundle, String> {
     let owners: BTreeSet<&str> = catalogs
         .iter()
         .flat_map(|c| c.index.packages().iter().filter(|p| c.index.bundle_in(Some(&p.name), name).is_some()).map(|p| p.name.as_str()))
@@ -187,7 +213,7 @@ fn installed_bundle(arg: &str, ns: &str, name: &str, package: Option<&str>, subs
     {
         if !owners.contains(package) {
             let list = owners.iter().copied().collect::<Vec<_>>().join(", ");
-            return Err(format!("--installed {arg}: package {package} has no bundle named {name}; it is a bundle of {list}"));
+            return Err(format!("{what}: package {package} has no bundle named {name}; it is a bundle of {list}"));
         }
         return Ok(InstalledBundle { package: Some(package.to_string()), ..InstalledBundle::from_csv(ns, name, None, None) });
     }
@@ -199,7 +225,7 @@ fn installed_bundle(arg: &str, ns: &str, name: &str, package: Option<&str>, subs
             let [package] = chosen[..] else {
                 let list = owners.iter().copied().collect::<Vec<_>>();
                 return Err(format!(
-                    "--installed {arg}: packages {} each have a bundle named {name}, and the Subscriptions of namespace {ns} do not tell which is installed; write {arg}@PACKAGE (for example {arg}@{})",
+                    "{what}: packages {} each have a bundle named {name}, and the Subscriptions of namespace {ns} do not tell which is installed; write {arg}@PACKAGE (for example {arg}@{})",
                     list.join(", "),
                     list[0]
                 ));
@@ -212,11 +238,11 @@ fn installed_bundle(arg: &str, ns: &str, name: &str, package: Option<&str>, subs
     let given = package;
     let Some((package, version)) = capstan::resolve::split_csv_name(name).map(|(p, v)| (given.map_or(p, str::to_string), v)) else {
         return Err(format!(
-            "--installed {arg}: no bundle named {name} in {in_catalogs}, and the name does not say its package and version (<package>.v<version>, e.g. etcdoperator.v0.9.4); give the CSV name of a bundle of the catalogs (`capstan show PACKAGE --catalog …` lists them)"
+            "{what}: no bundle named {name} in {in_catalogs}, and the name does not say its package and version (<package>.v<version>, e.g. etcdoperator.v0.9.4); give the CSV name of a bundle of the catalogs (`capstan show PACKAGE --catalog …` lists them)"
         ));
     };
     let mut warning =
-        format!("--installed {arg}: no bundle named {name} in {in_catalogs}; assuming package {package} version {version} from the name, with no APIs or dependencies");
+        format!("{what}: no bundle named {name} in {in_catalogs}; assuming package {package} version {version} from the name, with no APIs or dependencies");
     let known: Vec<&str> = catalogs
         .iter()
         .filter_map(|c| c.index.package(&package).map(|(_, p)| (c, p)))
@@ -269,8 +295,6 @@ struct SubscriptionDoc {
     #[serde(default)]
     api_version: String,
     #[serde(default)]
-    kind: String,
-    #[serde(default)]
     metadata: Meta,
     #[serde(default)]
     spec: Option<SubscriptionSpec>,
@@ -316,11 +340,13 @@ struct SubscriptionStatus {
 const SUBSCRIPTION_API_VERSION: &str = "operators.coreos.com/v1alpha1";
 
 /// Reads the Subscriptions of a YAML file, or of stdin for `-` (other kinds, e.g. an
-/// OperatorGroup, are skipped). A Subscription is checked as `kubectl apply --validate=strict`
-/// checks it: apiVersion `operators.coreos.com/v1alpha1`, and no field the Subscription CRD does
-/// not have ([`capstan::api::unknown_fields`]); each error names the file, the
-/// Subscription and the field.
-fn read_subscriptions(path: &Path) -> Result<Vec<SubscriptionRequest>, String> {
+/// OperatorGroup, are skipped; the items of a `kind: List`, as `kubectl get -o yaml` writes
+/// several objects, are read as documents). A Subscription is checked as `kubectl apply
+/// --validate=strict` checks it: apiVersion `operators.coreos.com/v1alpha1`, no field the
+/// Subscription CRD does not have ([`capstan::api::unknown_fields`]), every field of its type;
+/// each error names the file, the Subscription and the field. Each Subscription comes with where
+/// it was read (`FILE, document N`, and `, items[M]` in a List).
+fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>, String> {
     let (shown, text) = if path == Path::new("-") {
         let mut text = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|e| format!("reading the Subscriptions from stdin (-f -): {e}"))?;
@@ -335,40 +361,69 @@ fn read_subscriptions(path: &Path) -> Result<Vec<SubscriptionRequest>, String> {
         Some(openapi) => Some(capstan::install::crd_safety::SchemaCheck::new("subscriptions.operators.coreos.com", "v1alpha1", &openapi).map_err(|e| format!("{shown}: {e}"))?),
         None => None,
     };
+    let mut objects = Vec::new();
     for (i, v) in capstan::yaml::documents(&text).enumerate() {
         let v = v.map_err(|e| format!("{shown}: not valid YAML: {e}"))?;
-        if v.is_null() {
+        let doc = format!("{shown}, document {}", i + 1);
+        match v {
+            serde_json::Value::Null => {}
+            serde_json::Value::Object(ref m) if m.get("kind").and_then(serde_json::Value::as_str) == Some("List") => {
+                let Some(items) = m.get("items").and_then(serde_json::Value::as_array) else {
+                    return Err(format!("{doc}: a List without items (a list of objects); write items: [...] or the objects as documents"));
+                };
+                objects.extend(items.iter().enumerate().map(|(j, item)| (format!("{doc}, items[{j}]"), item.clone())));
+            }
+            v => objects.push((doc, v)),
+        }
+    }
+    for (doc, v) in objects {
+        if !v.is_object() {
+            let what = match &v {
+                serde_json::Value::String(_) => "a string",
+                serde_json::Value::Array(_) => "a list",
+                serde_json::Value::Number(_) => "a number",
+                serde_json::Value::Bool(_) => "a boolean",
+                _ => "empty",
+            };
+            return Err(format!("{doc}: {what}, not an object; a Subscription is a mapping with apiVersion, kind, metadata and spec"));
+        }
+        if v.get("kind").and_then(serde_json::Value::as_str) != Some("Subscription") {
+            // Other kinds are skipped; a kind that is not a string is named.
+            if let Some(k) = v.get("kind").filter(|k| !k.is_string() && !k.is_null()) {
+                return Err(format!("{doc}: kind is {k}, not a string; a Subscription has kind: Subscription"));
+            }
             continue;
         }
+        let at = match v.pointer("/metadata/name").and_then(serde_json::Value::as_str).filter(|n| !n.is_empty()) {
+            Some(name) => format!("{shown}, Subscription {name:?}"),
+            None => doc.clone(),
+        };
         // `status` is not checked: only `status.installedCSV` is read, and a Subscription copied
         // from `kubectl get -o yaml` of an OLM cluster may carry status fields capstan's
         // schema lacks (the API server does not take status from `kubectl apply` either).
-        let unknown: Vec<String> = if v.get("kind").and_then(serde_json::Value::as_str) == Some("Subscription") {
-            capstan::api::unknown_fields("Subscription", "v1alpha1", &v).into_iter().filter(|f| f != "status" && !f.starts_with("status.")).collect()
-        } else {
-            Vec::new()
-        };
+        let unknown: Vec<String> = capstan::api::unknown_fields("Subscription", "v1alpha1", &v).into_iter().filter(|f| f != "status" && !f.starts_with("status.")).collect();
         // A field of the wrong type (a list where `spec.config` is an object) could be read as
         // empty: the API server refuses it, and so does this. `status` is left out, as above.
-        let invalid = match (v.get("kind").and_then(serde_json::Value::as_str), &schema) {
-            (Some("Subscription"), Some(check)) => {
+        let invalid = match &schema {
+            Some(check) => {
                 let mut checked = v.clone();
                 if let Some(fields) = checked.as_object_mut() {
                     fields.remove("status");
                 }
                 check.errors(&checked)
             }
-            _ => Vec::new(),
+            None => Vec::new(),
         };
+        let schema_error = |e: &capstan::install::crd_safety::FieldError| format!("{at}: {}: {}; kubectl apply refuses it too (the Subscription CRD's schema)", e.path, e.reason);
         let d: SubscriptionDoc = serde_path_to_error::deserialize(v).map_err(|e| {
+            // The schema says it as the API server would; serde's words are the fallback.
+            if let Some(e) = invalid.first() {
+                return schema_error(e);
+            }
             let field = e.path().to_string();
-            let at = if field.is_empty() || field == "." { String::new() } else { format!(" {field}:") };
-            format!("{shown}, document {}:{at} {}", i + 1, e.into_inner())
+            let field = if field.is_empty() || field == "." { String::new() } else { format!(" {field}:") };
+            format!("{at}:{field} {}", e.into_inner())
         })?;
-        if d.kind != "Subscription" {
-            continue;
-        }
-        let at = format!("{shown}, Subscription {:?}", d.metadata.name);
         if d.api_version != SUBSCRIPTION_API_VERSION {
             return Err(format!("{at}: apiVersion is {:?}; a Subscription's apiVersion is {SUBSCRIPTION_API_VERSION}", d.api_version));
         }
@@ -384,7 +439,7 @@ fn read_subscriptions(path: &Path) -> Result<Vec<SubscriptionRequest>, String> {
             ));
         }
         if d.metadata.name.is_empty() {
-            return Err(format!("{shown}, document {}: metadata.name is missing", i + 1));
+            return Err(format!("{doc}: metadata.name is missing"));
         }
         let spec = d.spec.ok_or_else(|| format!("{at}: spec is missing"))?;
         if let Some(range) = spec.version_range.as_deref().filter(|r| !r.trim().is_empty()) {
@@ -406,19 +461,22 @@ fn read_subscriptions(path: &Path) -> Result<Vec<SubscriptionRequest>, String> {
         }
         // After the checks above, which say more than the schema's `Required value`.
         if let Some(e) = invalid.first() {
-            return Err(format!("{at}: {}: {}; kubectl apply refuses it too (the Subscription CRD's schema)", e.path, e.reason));
+            return Err(schema_error(e));
         }
-        out.push(SubscriptionRequest {
-            name: d.metadata.name,
-            namespace: d.metadata.namespace.filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into()),
-            package: spec.name,
-            channel: spec.channel.filter(|c| !c.is_empty()),
-            source: spec.source,
-            source_namespace: spec.source_namespace,
-            starting_csv: spec.starting_csv.filter(|c| !c.is_empty()),
-            version_range: spec.version_range.filter(|c| !c.trim().is_empty()),
-            installed_csv: d.status.and_then(|s| s.installed_csv).filter(|c| !c.is_empty()),
-        });
+        out.push((
+            doc,
+            SubscriptionRequest {
+                name: d.metadata.name,
+                namespace: d.metadata.namespace.filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into()),
+                package: spec.name,
+                channel: spec.channel.filter(|c| !c.is_empty()),
+                source: spec.source,
+                source_namespace: spec.source_namespace,
+                starting_csv: spec.starting_csv.filter(|c| !c.is_empty()),
+                version_range: spec.version_range.filter(|c| !c.trim().is_empty()),
+                installed_csv: d.status.and_then(|s| s.installed_csv).filter(|c| !c.is_empty()),
+            },
+        ));
     }
     Ok(out)
 }
