@@ -196,6 +196,49 @@ pub fn unknown_fields(kind: &str, version: &str, object: &serde_json::Value) -> 
     out
 }
 
+/// The schema node of `kind` at `version` for the field `path` (dotted, with `[N]` for list
+/// items, e.g. `spec.install.spec.deployments[0]`; `""` for the object itself).
+fn schema_at(kind: &str, version: &str, path: &str) -> Option<&'static serde_json::Value> {
+    let mut node = schema_of(kind, version)?;
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (name, indexed) = match part.find('[') {
+            Some(i) => (&part[..i], part[i..].matches('[').count()),
+            None => (part, 0),
+        };
+        node = node.get("properties")?.get(name)?;
+        for _ in 0..indexed {
+            node = node.get("items")?;
+        }
+    }
+    Some(node)
+}
+
+/// The field names the schema of `kind` at `version` declares for the object at `path` (as
+/// [`unknown_fields_at`] takes it), sorted; empty when it declares none or `path` is not in it.
+pub fn declared_fields(kind: &str, version: &str, path: &str) -> Vec<&'static str> {
+    let mut names: Vec<&'static str> =
+        schema_at(kind, version, path).and_then(|s| s.get("properties")).and_then(serde_json::Value::as_object).map(|p| p.keys().map(String::as_str).collect()).unwrap_or_default();
+    names.sort_unstable();
+    names
+}
+
+/// The fields of `value`, the object at `path` of a `kind` at `version`, that its schema does
+/// not declare, as dotted paths from the object's root (`spec.replace`,
+/// `spec.install.spec.deployments[0].nme`), in document order — as [`unknown_fields`], except
+/// that `x-kubernetes-preserve-unknown-fields` on the node at `path` itself is not followed.
+/// capstan's CRD keeps unknown CSV `spec` keys (they round-trip); OLM's CRD declares every
+/// `spec` field and its API server prunes the rest, so a misspelt one has no effect there.
+pub fn unknown_fields_at(kind: &str, version: &str, path: &str, value: &serde_json::Value) -> Vec<String> {
+    let Some(schema) = schema_at(kind, version, path) else { return Vec::new() };
+    let mut strict = schema.clone();
+    if let Some(o) = strict.as_object_mut() {
+        o.remove("x-kubernetes-preserve-unknown-fields");
+    }
+    let mut out = Vec::new();
+    unknown_under(value, &strict, path, &mut out);
+    out
+}
+
 fn unknown_under(value: &serde_json::Value, schema: &serde_json::Value, path: &str, out: &mut Vec<String>) {
     use serde_json::Value;
     if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
@@ -258,6 +301,25 @@ mod unknown_field_tests {
             "spec": {"name": "etcd", "source": "cat", "sourceNamespace": "olm", "channel": "alpha", "installPlanApproval": "Manual", "startingCSV": "etcd.v1.0.0"}});
         assert!(unknown_fields("Subscription", "v1alpha1", &good).is_empty());
         assert!(unknown_fields("Nothing", "v1", &good).is_empty());
+    }
+
+    #[test]
+    fn unknown_csv_spec_fields_are_found_below_the_preserved_spec() {
+        let spec = json!({
+            "replace": "a.v1", "version": "1.0.0", "displayName": "A",
+            "install": {"strategy": "deployment", "spec": {"deploymnts": [], "deployments": [{"name": "d", "nme": "x", "spec": {"anything": 1}}]}},
+            "customresourcedefinitions": {"owned": [{"name": "as.x.io", "version": "v1", "kind": "A", "specDescriptors": [{"whatever": 1}]}]},
+        });
+        assert_eq!(
+            unknown_fields_at("ClusterServiceVersion", "v1alpha1", "spec", &spec),
+            ["spec.replace", "spec.install.spec.deploymnts", "spec.install.spec.deployments[0].nme"]
+        );
+        // The CRD itself keeps them (capstan round-trips a CSV).
+        let csv = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion", "metadata": {"name": "a"}, "spec": spec});
+        assert!(unknown_fields("ClusterServiceVersion", "v1alpha1", &csv).is_empty());
+        assert!(declared_fields("ClusterServiceVersion", "v1alpha1", "spec").contains(&"replaces"));
+        assert_eq!(declared_fields("ClusterServiceVersion", "v1alpha1", "spec.install.spec.deployments[0]"), ["label", "name", "spec"]);
+        assert!(declared_fields("ClusterServiceVersion", "v1alpha1", "spec.nothing").is_empty());
     }
 }
 

@@ -261,6 +261,26 @@ fn check_annotations(b: &Bundle, out: &mut Out) {
     }
 }
 
+/// Fields of the CSV's `spec` that a ClusterServiceVersion does not have (a misspelt
+/// `spec.replace` loses the upgrade edge without a word): a warning each, with the declared
+/// field it is nearest to. OLM's CRD declares every `spec` field (upstream
+/// `deploy/chart/crds/0000_50_olm_00-clusterserviceversions.crd.yaml`) and its API server drops
+/// the rest; OLM and opm accept such a bundle, so this is a warning, not an error.
+fn check_csv_spec_fields(csv: &Value, file: &str, out: &mut Out) {
+    const KIND: &str = "ClusterServiceVersion";
+    let Some(spec) = csv.get("spec").filter(|s| s.is_object()) else { return };
+    for field in crate::api::unknown_fields_at(KIND, "v1alpha1", "spec", spec) {
+        let (parent, key) = field.rsplit_once('.').unwrap_or(("", field.as_str()));
+        let declared = crate::api::declared_fields(KIND, "v1alpha1", parent);
+        let near: Vec<&str> = declared.iter().copied().filter(|d| crate::catalog::validate::distance(&d.to_lowercase(), &key.to_lowercase()) <= 2).collect();
+        let (hint, fix) = match near[..] {
+            [one] => (format!("; did you mean {parent}.{one}?"), format!("rename it to {parent}.{one}")),
+            _ => (String::new(), format!("remove it, or use one of the fields of {parent}: {}", declared.join(", "))),
+        };
+        out.warn(file, &field, format!("a ClusterServiceVersion has no such field: OLM's API server drops it, so it has no effect{hint}"), fix);
+    }
+}
+
 fn check_csv(b: &Bundle, out: &mut Out) {
     let csv = b.csv();
     let file = csv.path().display().to_string();
@@ -269,6 +289,7 @@ fn check_csv(b: &Bundle, out: &mut Out) {
     if let Err(why) = csv_name_format(name) {
         out.error(&file, "metadata.name", format!("{name:?} is invalid: {why}"), "use <package>.v<version>, e.g. etcd.v0.9.4");
     }
+    check_csv_spec_fields(v, &file, out);
     // spec.version
     match v.pointer("/spec/version") {
         None | Some(Value::Null) => out.error(&file, "spec.version", "missing", "set the operator version, a semver such as \"1.2.3\""),

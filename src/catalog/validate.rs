@@ -254,7 +254,7 @@ fn count_word(n: usize) -> String {
 }
 
 /// Levenshtein distance, for "did you mean" hints on short names.
-fn distance(a: &str, b: &str) -> usize {
+pub(crate) fn distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {
