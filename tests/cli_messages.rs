@@ -820,6 +820,30 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
 
 // ---- 6. bundle validate: webhooks, ports, alm-examples ---------------------------------------
 
+/// A misspelt CSV spec field (OLM's API server drops it: `spec.replace` loses the upgrade edge) is
+/// a warning naming the field it is nearest to; a field nothing is near lists the fields there.
+#[test]
+fn bundle_validate_warns_of_csv_spec_fields_a_csv_does_not_have() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let csv = NGINX_CSV;
+    let typo = nginx_with(h, "typo", |c| c.replacen("\n  version: 0.1.0\n", "\n  version: 0.1.0\n  replace: nginx-operator.v0.0.9\n  support: Example\n", 1));
+    let (code, found) = findings(h, &typo);
+    assert_eq!(code, Some(0), "warnings only: {found:?}");
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert_eq!(
+        found[0],
+        format!("warning: {csv}: spec.replace: a ClusterServiceVersion has no such field: OLM's API server drops it, so it has no effect; did you mean spec.replaces? (fix: rename it to spec.replaces)")
+    );
+    assert!(
+        found[1].starts_with(&format!("warning: {csv}: spec.support: a ClusterServiceVersion has no such field: OLM's API server drops it, so it has no effect (fix: remove it, or use one of the fields of spec: annotations, ")),
+        "{found:?}"
+    );
+    let deep = nginx_with(h, "deep", |c| c.replacen("deployments:", "deploymnts: []\n      deployments:", 1));
+    let (_, found) = findings(h, &deep);
+    assert!(found.iter().any(|f| f.contains("spec.install.spec.deploymnts: a ClusterServiceVersion has no such field") && f.contains("did you mean spec.install.spec.deployments?")), "{found:?}");
+}
+
 /// A webhook definition in the nginx CSV: `(deploymentName, containerPort, failurePolicy, sideEffects)`.
 fn with_webhook(dir: &Path, name: &str, deployment: &str, port: &str, policy: &str, side_effects: &str) -> PathBuf {
     nginx_with(dir, name, |csv| {
