@@ -1001,8 +1001,26 @@ fn preflight(
         let elsewhere: Vec<String> =
             catalogs.iter().filter(|c| c.index.package(&sub.package).is_some()).map(|c| c.key.to_string()).collect();
         let m = format!("package {} (spec.name) is not in catalog {key}", sub.package);
-        let e = if elsewhere.is_empty() {
-            Explanation::fact(format!("{m}; no visible catalog offers it"), "check the package name in spec.name")
+        let e = if idx.packages().is_empty() {
+            Explanation::fact(
+                format!("{m}: the catalog has no packages at all"),
+                "check that the CatalogSource points at the catalog meant (an empty FBC directory or image serves nothing)",
+            )
+        } else if elsewhere.is_empty() {
+            // A near name (a typo) is named; else the package name is to be checked.
+            let near: Vec<&str> = catalogs
+                .iter()
+                .flat_map(|c| c.index.packages().iter().map(|p| p.name.as_str()))
+                .filter(|p| crate::catalog::validate::distance(p, &sub.package) <= 2)
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let hint = match near[..] {
+                [] => "check the package name in spec.name".to_string(),
+                [one] => format!("did you mean package {one}? check the package name in spec.name"),
+                _ => format!("check the package name in spec.name; near names: {}", join_and(&near.iter().map(|n| n.to_string()).collect::<Vec<_>>())),
+            };
+            Explanation::fact(format!("{m}; no visible catalog offers it"), hint)
         } else {
             Explanation::fact(
                 format!("{m}; it is offered by {}", join_and(&elsewhere)),

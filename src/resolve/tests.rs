@@ -206,6 +206,25 @@ fn missing_package_channel_and_catalog_have_their_own_messages() {
 }
 
 #[test]
+fn a_missing_package_names_a_near_name_or_an_empty_catalog() {
+    let c = cat("olm", "cat", 0, &format!("{}{}", chain("foo-operator", &["1.0.0"], &none), chain("bar", &["1.0.0"], &none)));
+    let empty = cat("olm", "empty", 0, "[]");
+    let typo = sub("foo-operatr", None, "cat");
+    let far = sub("zzz", None, "cat");
+    let from_empty = sub("foo-operator", None, "empty");
+    let out = resolve(&ResolveInput { catalogs: vec![c, empty], installed: vec![], subscriptions: vec![typo, far, from_empty] });
+    let messages: Vec<String> = out.errors.iter().map(|e| e.message()).collect();
+    assert_eq!(
+        messages,
+        [
+            "package foo-operatr (spec.name) is not in catalog olm/cat; no visible catalog offers it; hint: did you mean package foo-operator? check the package name in spec.name",
+            "package zzz (spec.name) is not in catalog olm/cat; no visible catalog offers it; hint: check the package name in spec.name",
+            "package foo-operator (spec.name) is not in catalog olm/empty: the catalog has no packages at all; hint: check that the CatalogSource points at the catalog meant (an empty FBC directory or image serves nothing)",
+        ]
+    );
+}
+
+#[test]
 fn constraint_any_all_not_and_cel() {
     let cons = |v: &str| format!(", {{type: olm.constraint, value: {v}}}");
     let mut y = chain("app", &["1.0.0"], &|_| {
