@@ -28,10 +28,10 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
         };
         BundleError::MissingDirectory { dir: dir.to_path_buf(), name, hint }
     };
-    if let Err(e) = fs::metadata(dir)
-        && e.kind() == std::io::ErrorKind::NotFound
-    {
-        return Err(BundleError::NotFound { dir: dir.to_path_buf() });
+    match fs::metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(BundleError::NotFound { dir: dir.to_path_buf() }),
+        Ok(m) if m.is_file() => return Err(BundleError::NotADirectory { path: dir.to_path_buf() }),
+        _ => {}
     }
     for (path, name) in [(&manifests_dir, "manifests"), (&metadata_dir, "metadata")] {
         // Not following links: a `manifests -> /etc` symlink is refused, not read.
@@ -53,9 +53,13 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
     let mut csv_as_written = None;
     let mut noncanonical_keys = Vec::new();
     let mut spelled_kind = None;
+    let mut empty = Vec::new();
     for (name, full) in list_files(&manifests_dir)? {
         let rel = PathBuf::from("manifests").join(&name);
         let docs = read_documents(&full, &rel)?;
+        if docs.is_empty() {
+            empty.push(rel.clone());
+        }
         for (i, doc) in docs.into_iter().enumerate() {
             let document = i;
             let mut manifest = Manifest { path: rel.clone(), document, value: doc };
@@ -88,7 +92,7 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
         }
     }
     let Some(csv_index) = csv_index else {
-        return Err(BundleError::NoCsv { dir: dir.to_path_buf(), spelled_kind });
+        return Err(BundleError::NoCsv { dir: dir.to_path_buf(), spelled_kind, empty });
     };
     let csv = &objects[csv_index];
     match csv.value.pointer("/metadata/name") {
@@ -118,7 +122,13 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
     for (name, full) in list_files_any(&metadata_dir)? {
         let rel = PathBuf::from("metadata").join(&name);
         let docs = read_documents(&full, &rel)?;
-        let Some(first) = docs.into_iter().next() else { continue };
+        let Some(first) = docs.into_iter().next() else {
+            // An empty annotations file is named, not reported as missing.
+            if bad_annotations.is_none() && matches!(name.as_str(), "annotations.yaml" | "annotations.yml") {
+                bad_annotations = Some((rel.clone(), "the file is empty (no YAML document)".to_string()));
+            }
+            continue;
+        };
         if annotations.is_none() {
             annotations = decode_annotations(&first, &rel)?;
             if annotations.is_none() && bad_annotations.is_none() {

@@ -230,9 +230,10 @@ pub enum BundleError {
         problem: String,
     },
     /// `manifests/` holds no ClusterServiceVersion.
-    #[error("{dir}/manifests: no csv in bundle; {}", match spelled_kind {
-        Some((path, key)) => format!("{} says `{key}: ClusterServiceVersion`, but an object's top-level `kind` is matched exactly (by the API server, opm and OLM): write `kind: ClusterServiceVersion`", path.display()),
-        None => "add the operator's ClusterServiceVersion (kind: ClusterServiceVersion) to manifests/".to_string(),
+    #[error("{dir}/manifests: no csv in bundle; {}", match (spelled_kind, empty.first()) {
+        (Some((path, key)), _) => format!("{} says `{key}: ClusterServiceVersion`, but an object's top-level `kind` is matched exactly (by the API server, opm and OLM): write `kind: ClusterServiceVersion`", path.display()),
+        (None, Some(file)) => format!("{} is empty (no YAML or JSON document): write the operator's ClusterServiceVersion (kind: ClusterServiceVersion) there", file.display()),
+        (None, None) => "add the operator's ClusterServiceVersion (kind: ClusterServiceVersion) to manifests/".to_string(),
     })]
     NoCsv {
         /// The bundle directory.
@@ -240,6 +241,15 @@ pub enum BundleError {
         /// A manifest whose top-level key is a case variant of `kind` (`Kind:`) with value
         /// `ClusterServiceVersion`, and that key.
         spelled_kind: Option<(PathBuf, String)>,
+        /// The manifests without any document (empty, or comments only), relative to the bundle
+        /// directory: a CSV whose content was lost is named.
+        empty: Vec<PathBuf>,
+    },
+    /// The bundle path is a file, not a directory.
+    #[error("{}: a file, not a bundle directory; give the directory that holds manifests/ and metadata/", .path.display())]
+    NotADirectory {
+        /// The path as given.
+        path: PathBuf,
     },
     /// A field has the wrong type or shape.
     #[error("{path}: field {field}: {message}")]

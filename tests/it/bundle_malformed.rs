@@ -121,6 +121,27 @@ fn no_csv_is_an_error_naming_manifests() {
     assert!(err.to_string().contains("manifests: no csv in bundle"), "{err}");
 }
 
+/// Empty files are named as empty, not reported as missing; a file given as the bundle is
+/// named as a file.
+#[test]
+fn an_empty_csv_or_annotations_file_and_a_file_for_a_bundle_are_named() {
+    let t = tempfile::tempdir().unwrap();
+    write_bundle(t.path(), &[("manifests/demo.csv.yaml", b"# nothing yet\n"), ("manifests/demos.crd.yaml", CRD.as_bytes()), ("metadata/annotations.yaml", ANNOTATIONS.as_bytes())]);
+    let err = Bundle::load(t.path()).unwrap_err().to_string();
+    assert!(
+        err.ends_with("manifests: no csv in bundle; manifests/demo.csv.yaml is empty (no YAML or JSON document): write the operator's ClusterServiceVersion (kind: ClusterServiceVersion) there"),
+        "{err}"
+    );
+    let t = tempfile::tempdir().unwrap();
+    write_bundle(t.path(), &[("manifests/demo.csv.yaml", CSV.as_bytes()), ("manifests/demos.crd.yaml", CRD.as_bytes()), ("metadata/annotations.yaml", b"")]);
+    let err = Bundle::load(t.path()).unwrap_err();
+    assert!(matches!(err, BundleError::BadAnnotations { .. }), "{err}");
+    assert!(err.to_string().starts_with("metadata/annotations.yaml: the file is empty (no YAML document); the file must look like:\n  annotations:\n"), "{err}");
+    let file = t.path().join("manifests/demo.csv.yaml");
+    let err = Bundle::load(&file).unwrap_err();
+    assert_eq!(err.to_string(), format!("{}: a file, not a bundle directory; give the directory that holds manifests/ and metadata/", file.display()));
+}
+
 #[test]
 fn a_csv_whose_top_level_kind_key_is_capitalised_is_named_in_the_no_csv_error() {
     let t = tempfile::tempdir().unwrap();
