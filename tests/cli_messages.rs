@@ -734,7 +734,7 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
-        format!("error: {}, Subscription \"a\": spec.channel: 5 is not of types \"null\", \"string\"; kubectl apply refuses it too (the Subscription CRD's schema)\n", h.join("sub.yaml").display())
+        format!("error: {}, Subscription \"a\": spec.channel: 5 is not of types \"null\", \"string\"; a string is wanted: quote the value as written (YAML reads an unquoted 2.10 as the number 2.1); kubectl apply refuses it too (the Subscription CRD's schema)\n", h.join("sub.yaml").display())
     );
     // A document that is not an object is named as such (not "expected struct …").
     let out = run("just a string\n");
@@ -769,12 +769,43 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let plan = text(&out.stdout);
     assert!(plan.contains("ns1/a") && plan.contains("ns2/b"), "{plan}");
+    let out = run(&format!("apiVersion: operators.coreos.com/v1alpha1\nkind: SubscriptionList\nitems:\n{}{}", item("a", "ns1"), item("b", "ns2")));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let plan = text(&out.stdout);
+    assert!(plan.contains("ns1/a") && plan.contains("ns2/b"), "{plan}");
     let out = run(&format!("apiVersion: v1\nkind: List\nitems:\n{}- 7\n", item("a", "ns1")));
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
         format!("error: {}, document 1, items[1]: a number, not an object; a Subscription is a mapping with apiVersion, kind, metadata and spec\n", h.join("sub.yaml").display())
     );
+
+    // A missing or misspelt kind would drop a Subscription silently: refused, as kubectl does.
+    let body = "apiVersion: operators.coreos.com/v1alpha1\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n";
+    let f = h.join("sub.yaml").display().to_string();
+    let out = run(body);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out.stderr), format!("error: {f}, document 1: kind is missing; kubectl apply refuses an object without one: write kind: Subscription\n"));
+    let out = run(&format!("kind: subscription\n{body}"));
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out.stderr), format!("error: {f}, document 1: kind is \"subscription\"; kinds are matched exactly: write kind: Subscription\n"));
+    // Other kinds are skipped.
+    let out = run(&format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: ns}}\n---\nkind: Subscription\n{body}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // Names the API server refuses; a number where a string belongs is to be quoted.
+    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: Bad_Name, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out.stderr), format!("error: {f}, Subscription \"Bad_Name\": metadata.name \"Bad_Name\" is not a valid object name; use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit\n"));
+    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: NS 1}\nspec: {name: a, source: c, sourceNamespace: olm}\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out.stderr), format!("error: {f}, Subscription \"a\": metadata.namespace \"NS 1\" is not a namespace name; use lowercase letters, digits and '-' (at most 63)\n"));
+    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, channel: 2.10}\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("spec.channel: 2.1 is not of types \"null\", \"string\"; a string is wanted: quote the value as written"), "{}", text(&out.stderr));
+    // The same file twice.
+    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", &f, "-f", &f]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out.stderr), format!("error: -f {f}: the file is given twice; give each file once\n"));
 
     // Two Subscriptions of one namespace and name: kubectl apply would keep one; refused, naming both.
     let doc = |ch: &str| format!("---\napiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {{name: a, namespace: ns}}\nspec: {{name: a, source: c, sourceNamespace: olm, channel: {ch}}}\n");

@@ -107,6 +107,9 @@ enum Command {
     /// Work with registry+v1 bundle directories.
     Bundle(bundle::BundleArgs),
     /// What-if resolution of Subscriptions against catalogs; nothing is installed.
+    ///
+    /// Exit 0 when every Subscription resolves, 1 when some do not (each with its reason), 2 on
+    /// invalid input.
     Resolve(resolve::ResolveArgs),
     /// Work with File-Based Catalogs: validate, add, render, push, pull.
     Catalog(catalog::CatalogArgs),

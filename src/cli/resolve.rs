@@ -105,6 +105,9 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
         c.priority = n;
     }
     let mut read = Vec::new();
+    if let Some(f) = args.files.iter().enumerate().find_map(|(i, f)| args.files[..i].contains(f).then_some(f)) {
+        return Err(format!("-f {}: the file is given twice; give each file once", f.display()));
+    }
     for f in &args.files {
         read.extend(read_subscriptions(f)?);
     }
@@ -367,7 +370,7 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
         let doc = format!("{shown}, document {}", i + 1);
         match v {
             serde_json::Value::Null => {}
-            serde_json::Value::Object(ref m) if m.get("kind").and_then(serde_json::Value::as_str) == Some("List") => {
+            serde_json::Value::Object(ref m) if matches!(m.get("kind").and_then(serde_json::Value::as_str), Some("List" | "SubscriptionList")) => {
                 let Some(items) = m.get("items").and_then(serde_json::Value::as_array) else {
                     return Err(format!("{doc}: a List without items (a list of objects); write items: [...] or the objects as documents"));
                 };
@@ -387,12 +390,18 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
             };
             return Err(format!("{doc}: {what}, not an object; a Subscription is a mapping with apiVersion, kind, metadata and spec"));
         }
-        if v.get("kind").and_then(serde_json::Value::as_str) != Some("Subscription") {
-            // Other kinds are skipped; a kind that is not a string is named.
-            if let Some(k) = v.get("kind").filter(|k| !k.is_string() && !k.is_null()) {
-                return Err(format!("{doc}: kind is {k}, not a string; a Subscription has kind: Subscription"));
+        match v.get("kind") {
+            Some(serde_json::Value::String(k)) if k == "Subscription" => {}
+            // A misspelt kind would drop the Subscription without a word: kubectl refuses it too.
+            Some(serde_json::Value::String(k)) if k.eq_ignore_ascii_case("subscription") => {
+                return Err(format!("{doc}: kind is {k:?}; kinds are matched exactly: write kind: Subscription"));
             }
-            continue;
+            // Other kinds (an OperatorGroup, a Namespace) are skipped.
+            Some(serde_json::Value::String(k)) if !k.is_empty() => continue,
+            None | Some(serde_json::Value::Null) | Some(serde_json::Value::String(_)) => {
+                return Err(format!("{doc}: kind is missing; kubectl apply refuses an object without one: write kind: Subscription"));
+            }
+            Some(k) => return Err(format!("{doc}: kind is {k}, not a string; a Subscription has kind: Subscription")),
         }
         let at = match v.pointer("/metadata/name").and_then(serde_json::Value::as_str).filter(|n| !n.is_empty()) {
             Some(name) => format!("{shown}, Subscription {name:?}"),
@@ -414,7 +423,15 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
             }
             None => Vec::new(),
         };
-        let schema_error = |e: &capstan::install::crd_safety::FieldError| format!("{at}: {}: {}; kubectl apply refuses it too (the Subscription CRD's schema)", e.path, e.reason);
+        let schema_error = |e: &capstan::install::crd_safety::FieldError| {
+            // YAML reads an unquoted 2.10 as the number 2.1: say to quote it.
+            let quote = if e.reason.contains("\"string\"") && e.reason.starts_with(|c: char| c.is_ascii_digit() || c == '-') {
+                "; a string is wanted: quote the value as written (YAML reads an unquoted 2.10 as the number 2.1)"
+            } else {
+                ""
+            };
+            format!("{at}: {}: {}{quote}; kubectl apply refuses it too (the Subscription CRD's schema)", e.path, e.reason)
+        };
         let d: SubscriptionDoc = serde_path_to_error::deserialize(v).map_err(|e| {
             // The schema says it as the API server would; serde's words are the fallback.
             if let Some(e) = invalid.first() {
@@ -440,6 +457,15 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
         }
         if d.metadata.name.is_empty() {
             return Err(format!("{doc}: metadata.name is missing"));
+        }
+        // As the API server checks them (a Subscription's name is a DNS-1123 subdomain, a
+        // namespace a DNS-1123 label).
+        let name = &d.metadata.name;
+        if name.len() > 253 || !name.split('.').all(capstan::catalog::validate::is_dns1123_label) {
+            return Err(format!("{at}: metadata.name {name:?} is not a valid object name; use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"));
+        }
+        if let Some(ns) = d.metadata.namespace.as_deref().filter(|n| !n.is_empty() && !capstan::catalog::validate::is_dns1123_label(n)) {
+            return Err(format!("{at}: metadata.namespace {ns:?} is not a namespace name; use lowercase letters, digits and '-' (at most 63)"));
         }
         let spec = d.spec.ok_or_else(|| format!("{at}: spec is missing"))?;
         if let Some(range) = spec.version_range.as_deref().filter(|r| !r.trim().is_empty()) {
