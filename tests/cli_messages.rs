@@ -873,6 +873,18 @@ fn bundle_validate_warns_of_csv_spec_fields_a_csv_does_not_have() {
     let deep = nginx_with(h, "deep", |c| c.replacen("deployments:", "deploymnts: []\n      deployments:", 1));
     let (_, found) = findings(h, &deep);
     assert!(found.iter().any(|f| f.contains("spec.install.spec.deploymnts: a ClusterServiceVersion has no such field") && f.contains("did you mean spec.install.spec.deployments?")), "{found:?}");
+    // A misspelt bundle annotation likewise.
+    let ann = h.join("annotation");
+    copy_dir(&example("nginx-operator/0.1.0"), &ann);
+    let file = ann.join("metadata/annotations.yaml");
+    let text_of = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, text_of.replace("bundle.channel.default.v1", "bundle.chanel.default.v1")).unwrap();
+    let (code, found) = findings(h, &ann);
+    assert_eq!(code, Some(0), "{found:?}");
+    assert_eq!(
+        found,
+        ["warning: metadata/annotations.yaml: annotations.operators.operatorframework.io.bundle.chanel.default.v1: not a bundle annotation opm or OLM reads, so it has no effect; did you mean operators.operatorframework.io.bundle.channel.default.v1? (fix: rename it to operators.operatorframework.io.bundle.channel.default.v1)"]
+    );
 }
 
 /// A webhook definition in the nginx CSV: `(deploymentName, containerPort, failurePolicy, sideEffects)`.

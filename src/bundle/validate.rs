@@ -189,6 +189,17 @@ fn check_annotations(b: &Bundle, out: &mut Out) {
     let a = &b.annotations;
     let file = a.file.display().to_string();
     let key = |k: &str| format!("annotations.{k}");
+    // A misspelt bundle annotation (`…bundle.chanels.v1`) is ignored by opm and OLM: the value
+    // it meant to give is missing (reported below) or silently the default.
+    const KNOWN: [&str; 6] = [super::ANNOTATION_PACKAGE, super::ANNOTATION_CHANNELS, super::ANNOTATION_DEFAULT_CHANNEL, ANNOTATION_MEDIATYPE, ANNOTATION_MANIFESTS, ANNOTATION_METADATA];
+    for k in a.all.keys().filter(|k| k.starts_with("operators.operatorframework.io.bundle.") && !KNOWN.contains(&k.as_str())) {
+        let near = KNOWN.iter().copied().filter(|n| crate::catalog::validate::distance(n, k) <= 3).min_by_key(|n| crate::catalog::validate::distance(n, k));
+        let (hint, fix) = match near {
+            Some(n) => (format!("; did you mean {n}?"), format!("rename it to {n}")),
+            None => (String::new(), format!("remove it, or use one of {}", KNOWN.join(", "))),
+        };
+        out.warn(&file, key(k), format!("not a bundle annotation opm or OLM reads, so it has no effect{hint}"), fix);
+    }
     if a.package.is_empty() {
         out.error(&file, key(super::ANNOTATION_PACKAGE), "package name is missing", "set it to the operator's package name");
     } else if !is_dns1123_label(&a.package) {
