@@ -760,6 +760,14 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
     assert_eq!(text(&out.stderr), "note: status.installedCSV of Subscription ns/a: a.v1.0.0 taken as installed in namespace ns (as --installed ns/a.v1.0.0@a)\n");
     let plan = text(&out.stdout);
     assert!(plan.contains("a.v1.1.0") && plan.contains("a.v1.0.0"), "the upgrade from the installed CSV: {plan}");
+    // --installed contradicting the pasted status: one CSV of a package per namespace.
+    let sub = h.join("sub.yaml");
+    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", sub.to_str().unwrap(), "--installed", "a.v1.1.0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        "error: status.installedCSV of Subscription ns/a: --installed a.v1.1.0 already gives a CSV of package a in namespace ns; a namespace has one CSV of a package installed: give only the installed one\n"
+    );
     let fresh = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n");
     assert_ne!(text(&fresh.stdout), plan, "a fresh install is planned differently");
 

@@ -168,11 +168,12 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
             ));
         }
         let subscribed: BTreeSet<&str> = subscriptions.iter().filter(|s| s.namespace == ns).map(|s| s.package.as_str()).collect();
-        installed.push(installed_bundle(&format!("--installed {i}"), i, &ns, &name, package.as_deref(), &subscribed, &catalogs)?);
+        installed.push((format!("--installed {i}"), installed_bundle(&format!("--installed {i}"), i, &ns, &name, package.as_deref(), &subscribed, &catalogs)?));
     }
     // A Subscription copied from a cluster (`kubectl get -o yaml`) says what is installed in
     // `status.installedCSV`: that CSV is taken as installed, as `--installed NS/CSV@PACKAGE`
     // would give it (the controller resolves from the CSVs the namespace has).
+    let mut notes = Vec::new();
     for s in &subscriptions {
         let Some(csv) = s.installed_csv.as_deref() else { continue };
         if !seen_installed.insert((s.namespace.clone(), csv.to_string())) {
@@ -180,9 +181,27 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
         }
         let what = format!("status.installedCSV of Subscription {}/{}", s.namespace, s.name);
         let subscribed = BTreeSet::from([s.package.as_str()]);
-        installed.push(installed_bundle(&what, csv, &s.namespace, csv, Some(&s.package), &subscribed, &catalogs)?);
-        eprintln!("note: {what}: {csv} taken as installed in namespace {} (as --installed {}/{csv}@{})", s.namespace, s.namespace, s.package);
+        installed.push((what.clone(), installed_bundle(&what, csv, &s.namespace, csv, Some(&s.package), &subscribed, &catalogs)?));
+        notes.push(format!("note: {what}: {csv} taken as installed in namespace {} (as --installed {}/{csv}@{})", s.namespace, s.namespace, s.package));
     }
+    // A namespace has one CSV of a package installed: two given (two --installed, or one that
+    // contradicts a pasted status.installedCSV) would be explained as unrelated operators.
+    let mut of_package: BTreeMap<(&str, String), &str> = BTreeMap::new();
+    for (what, b) in &installed {
+        let package = b.package.clone().or_else(|| owner_package(&b.name, &catalogs));
+        if let Some(package) = package
+            && let Some(first) = of_package.insert((b.namespace.as_str(), package.clone()), what)
+        {
+            return Err(format!(
+                "{what}: {first} already gives a CSV of package {package} in namespace {}; a namespace has one CSV of a package installed: give only the installed one",
+                b.namespace
+            ));
+        }
+    }
+    for n in notes {
+        eprintln!("{n}");
+    }
+    let installed = installed.into_iter().map(|(_, b)| b).collect();
     let input = ResolveInput { catalogs, installed, subscriptions };
     let out = resolve(&input);
     print_output(&out, args.output, namespaces.len() > 1)?;
@@ -207,10 +226,7 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
 /// naming a package without that bundle; a name several packages have when the Subscriptions
 /// do not tell which.
 fn installed_bundle(what: &str, arg: &str, ns: &str, name: &str, package: Option<&str>, subscribed: &BTreeSet<&str>, catalogs: &[CatalogInput]) -> Result<InstalledBundle, String> {
-    let owners: BTreeSet<&str> = catalogs
-        .iter()
-        .flat_map(|c| c.index.packages().iter().filter(|p| c.index.bundle_in(Some(&p.name), name).is_some()).map(|p| p.name.as_str()))
-        .collect();
+    let owners = owners_of(name, catalogs);
     if let Some(package) = package
         && !owners.is_empty()
     {
@@ -260,6 +276,23 @@ fn installed_bundle(what: &str, arg: &str, ns: &str, name: &str, package: Option
     }
     eprintln!("warning: {warning}");
     Ok(InstalledBundle { package: Some(package), version: Some(version), ..InstalledBundle::from_csv(ns, name, None, None) })
+}
+
+/// The packages of the catalogs with a bundle named `name`.
+fn owners_of<'a>(name: &str, catalogs: &'a [CatalogInput]) -> BTreeSet<&'a str> {
+    catalogs
+        .iter()
+        .flat_map(|c| c.index.packages().iter().filter(|p| c.index.bundle_in(Some(&p.name), name).is_some()).map(|p| p.name.as_str()))
+        .collect()
+}
+
+/// The one package of the catalogs with a bundle named `name`; `None` when none or several have.
+fn owner_package(name: &str, catalogs: &[CatalogInput]) -> Option<String> {
+    let mut owners = owners_of(name, catalogs).into_iter();
+    match (owners.next(), owners.next()) {
+        (Some(one), None) => Some(one.to_string()),
+        _ => None,
+    }
 }
 
 pub(crate) fn split_key_value(spec: &str, flag: &str, form: &str) -> Result<(CatalogSourceKey, String), String> {
