@@ -175,6 +175,17 @@ pub fn from_str(doc: &str) -> Result<Value, serde_norway::Error> {
     }
 }
 
+/// The first mapping key written twice in one mapping of the YAML stream `text`, as the parser's
+/// message with its line and column (`spec: duplicate entry with key "channel" at line 5
+/// column 3`); `None` when there is none (or the text does not parse: [`documents`] says why).
+/// [`documents`] keeps the last of duplicates, as goyaml v2 does for bundles; `kubectl apply`'s
+/// strict decoding refuses them, and callers reading what users `kubectl apply` check this.
+pub fn duplicate_key(text: &str) -> Option<String> {
+    // The first error ends the search: after a syntax error the stream yields errors forever.
+    let e = serde_norway::Deserializer::from_str(text).find_map(|doc| serde_norway::Value::deserialize(doc).err())?.to_string();
+    e.contains("duplicate entry with key").then_some(e)
+}
+
 /// Every document of a YAML stream, each read as [`from_str`] reads one (an empty document reads
 /// as `Value::Null`).
 pub fn documents(text: &str) -> impl Iterator<Item = Result<Value, serde_norway::Error>> + '_ {
@@ -322,6 +333,14 @@ mod tests {
         assert_eq!(message, "did not find expected ',' or ']' at column 4, while parsing a flow sequence at line 11 column 4");
         let (line, message) = error_in_file(&e, 1);
         assert_eq!((line, message.as_str()), (3, "did not find expected ',' or ']' at column 4, while parsing a flow sequence at line 2 column 4"));
+    }
+
+    #[test]
+    fn a_key_written_twice_is_found_in_any_document() {
+        assert_eq!(duplicate_key("a: 1\n---\nb: {c: 1, c: 2}\n").as_deref(), Some("b: duplicate entry with key \"c\" at line 3 column 4"));
+        assert_eq!(duplicate_key("a: 1\n---\nb: {c: 1, d: [{c: 1}, {c: 2}]}\n"), None, "the same key in sibling mappings is no duplicate");
+        assert_eq!(duplicate_key("a: [\n---\nb: {c: 1, c: 2}\n"), None, "a syntax error is for documents() to report (and ends the search)");
+        assert_eq!(documents("b: {c: 1, c: 2}\n").next().unwrap().unwrap(), serde_json::json!({"b": {"c": 2}}), "documents() keeps the last");
     }
 
     fn yaml(text: &str) -> Value {

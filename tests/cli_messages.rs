@@ -810,6 +810,13 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
     let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, channel: 2.10}\n");
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("spec.channel: 2.1 is not of types \"null\", \"string\"; a string is wanted: quote the value as written"), "{}", text(&out.stderr));
+    // A field given twice (the YAML parser keeps the last): refused, as kubectl's strict decoding does.
+    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec:\n  name: a\n  channel: alpha\n  channel: beta\n  source: c\n  sourceNamespace: olm\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!("error: {f}: spec: duplicate entry with key \"channel\" at line 5 column 3; a field given twice keeps only its last value: kubectl apply refuses it too, give it once\n")
+    );
     // The same file twice.
     let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", &f, "-f", &f]);
     assert_eq!(out.status.code(), Some(2));

@@ -391,6 +391,9 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
         (path.display().to_string(), std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?)
     };
     capstan::yaml::check_flow_depth(&text).map_err(|e| format!("{shown}: {e}"))?;
+    if let Some(e) = capstan::yaml::duplicate_key(&text) {
+        return Err(format!("{shown}: {e}; a field given twice keeps only its last value: kubectl apply refuses it too, give it once"));
+    }
     let mut out = Vec::new();
     // Compiled once for all documents (a compile per document cost ~57 ms each).
     let schema = match capstan::api::openapi_schema("Subscription", "v1alpha1") {
