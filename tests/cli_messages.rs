@@ -715,19 +715,24 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
     let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, chanel: stable}\n");
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
-    assert!(
-        err.starts_with(&format!(
-            "error: {}, Subscription \"a\": unknown field \"spec.chanel\"; a Subscription has no such field (kubectl apply --validate=strict refuses it too); spec has ",
+    assert_eq!(
+        err,
+        format!(
+            "error: {}, Subscription \"a\": unknown field \"spec.chanel\"; a Subscription has no such field (kubectl apply --validate=strict refuses it too); did you mean spec.channel?\n",
             h.join("sub.yaml").display()
-        )),
-        "{err}"
+        )
     );
-    assert!(err.contains("channel, ") && err.contains("installPlanApproval"), "{err}");
+    // Nothing near: the fields the parent has.
+    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, approval: Manual}\n");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("unknown field \"spec.approval\"; a Subscription has no such field (kubectl apply --validate=strict refuses it too); spec has channel, config, "), "{err}");
+    assert!(err.contains("installPlanApproval"), "{err}");
 
     let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns, lables: {x: y}}\nspec: {name: a, source: c, sourceNamespace: olm, config: {nodeSelector: {k: v}, envv: []}}\n");
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("unknown field \"metadata.lables\" (and 1 other: spec.config.envv)"), "{err}");
+    assert!(err.contains("unknown field \"metadata.lables\" (and 1 other: spec.config.envv)") && err.ends_with("; did you mean metadata.labels?\n"), "{err}");
 
     // A value of the wrong type: the error names the field.
     let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, channel: 5}\n");
@@ -766,7 +771,17 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
-        "error: status.installedCSV of Subscription ns/a: --installed a.v1.1.0 already gives a CSV of package a in namespace ns; a namespace has one CSV of a package installed: give only the installed one\n"
+        "error: status.installedCSV of Subscription ns/a: --installed a.v1.1.0 already gives a CSV of package a in namespace ns; a namespace has one CSV of a package installed: give only the installed one (while an upgrade runs, the one whose phase is not Replacing)\n"
+    );
+    // The same CSV by --installed and the status: one entry.
+    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", sub.to_str().unwrap(), "--installed", "a.v1.0.0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), plan);
+    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\nstatus: {installedCSV: A.v1}\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        "error: status.installedCSV of Subscription ns/a: \"A.v1\" is not a CSV name (a Kubernetes object name: lowercase letters, digits, '-' and '.'); correct it or remove status\n"
     );
     let fresh = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n");
     assert_ne!(text(&fresh.stdout), plan, "a fresh install is planned differently");
@@ -797,6 +812,12 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
     let out = run(&format!("kind: subscription\n{body}"));
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(text(&out.stderr), format!("error: {f}, document 1: kind is \"subscription\"; kinds are matched exactly: write kind: Subscription\n"));
+    let out = run(&format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: ns}}\n---\nkind: Subscriptoin\n{body}"));
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!("error: {f}, document 2: kind is \"Subscriptoin\", which no API serves (kubectl apply refuses it: no matches for kind); did you mean kind: Subscription?\n")
+    );
     // Other kinds are skipped.
     let out = run(&format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: ns}}\n---\nkind: Subscription\n{body}"));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -821,6 +842,10 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
     let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", &f, "-f", &f]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(text(&out.stderr), format!("error: -f {f}: the file is given twice; give each file once\n"));
+    let other = h.join(".").join("sub.yaml").display().to_string();
+    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", &f, "-f", &other]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out.stderr), format!("error: -f {f}: the file is given twice (as {other}); give each file once\n"));
 
     // Two Subscriptions of one namespace and name: kubectl apply would keep one; refused, naming both.
     let doc = |ch: &str| format!("---\napiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {{name: a, namespace: ns}}\nspec: {{name: a, source: c, sourceNamespace: olm, channel: {ch}}}\n");
@@ -899,6 +924,14 @@ fn bundle_validate_warns_of_csv_spec_fields_a_csv_does_not_have() {
     assert_eq!(
         found,
         ["warning: metadata/annotations.yaml: annotations.operators.operatorframework.io.bundle.chanel.default.v1: not a bundle annotation opm or OLM reads, so it has no effect; did you mean operators.operatorframework.io.bundle.channel.default.v1? (fix: rename it to operators.operatorframework.io.bundle.channel.default.v1)"]
+    );
+    // A typo in the prefix, or another case, is as lost.
+    std::fs::write(&file, text_of.replace("operators.operatorframework.io.bundle.channel.default.v1", "operators.operatorframework.io.bundel.channel.default.v1")).unwrap();
+    let (code, found) = findings(h, &ann);
+    assert_eq!(code, Some(0), "{found:?}");
+    assert_eq!(
+        found,
+        ["warning: metadata/annotations.yaml: annotations.operators.operatorframework.io.bundel.channel.default.v1: not a bundle annotation opm or OLM reads, so it has no effect; did you mean operators.operatorframework.io.bundle.channel.default.v1? (fix: rename it to operators.operatorframework.io.bundle.channel.default.v1)"]
     );
 }
 

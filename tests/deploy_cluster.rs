@@ -651,7 +651,8 @@ fn bad_controller_flags_exit_2_naming_the_flag() {
 }
 
 /// The leader is SIGKILLed while it installs nginx-operator; the standby takes over and the
-/// install converges: CSV Succeeded, exactly one InstallPlan, applied once (issue 7, item 3).
+/// install converges: CSV Succeeded, exactly one InstallPlan, Complete, one CSV (issue 7, item 3;
+/// the standby applies the plan's steps again, which are idempotent).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handover_during_an_install_converges_with_one_install_plan() {
     let _serial = SERIAL.lock().await;
@@ -702,6 +703,9 @@ async fn handover_during_an_install_converges_with_one_install_plan() {
     })
     .await;
     let plan = &plan;
+    // Still one after the wait (b made no second plan while it finished a's).
+    let after: Vec<String> = plans.list(&ListParams::default()).await.expect("list InstallPlans").items.iter().filter_map(|p| p.metadata.name.clone()).collect();
+    assert_eq!(after, names, "one InstallPlan per bundle after the handover\na:\n{}\nb:\n{}", a.log(), b.log());
     let sub_plan = subs.get("nginx-operator").await.expect("sub").status.and_then(|s| s.install_plan_ref).and_then(|r| r.name);
     assert_eq!(sub_plan.as_deref(), plan.metadata.name.as_deref());
     // One CSV, one operator Deployment.

@@ -164,6 +164,36 @@ fn schema_of(kind: &str, version: &str) -> Option<&'static serde_json::Value> {
         .map(|(_, _, s)| s)
 }
 
+/// A field an object has and its schema does not declare: the object's path `parent` (dotted,
+/// with `[N]` for list items, `""` for the object itself) and the field's `name`, which may hold
+/// dots (`com.redhat.openshift.versions`). Shown as its path, `spec.chanel`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownField {
+    /// The path of the object holding the field, as [`declared_fields`] takes it.
+    pub parent: String,
+    /// The field's key as written.
+    pub name: String,
+}
+
+impl UnknownField {
+    fn new(parent: &str, name: &str) -> Self {
+        UnknownField { parent: parent.to_string(), name: name.to_string() }
+    }
+
+    /// The declared fields of its parent within two edits of its name (case aside), for "did you
+    /// mean" hints; `kind` and `version` are the object's, as for [`declared_fields`].
+    pub fn near(&self, kind: &str, version: &str) -> Vec<&'static str> {
+        let name = self.name.to_lowercase();
+        declared_fields(kind, version, &self.parent).into_iter().filter(|d| strsim::levenshtein(&d.to_lowercase(), &name) <= 2).collect()
+    }
+}
+
+impl std::fmt::Display for UnknownField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.parent.is_empty() { f.write_str(&self.name) } else { write!(f, "{}.{}", self.parent, self.name) }
+    }
+}
+
 /// The fields of `object` (a `kind` of [`crds`], as YAML/JSON) that its CRD's schema at
 /// `version` does not have, as dotted paths (`spec.chanel`, `spec.config.env[0].nmae`), in
 /// document order: what `kubectl apply --validate=strict` (the API server's strict field
@@ -171,7 +201,7 @@ fn schema_of(kind: &str, version: &str) -> Option<&'static serde_json::Value> {
 /// `unknown field "spec.chanel"`. `metadata` is checked against `ObjectMeta`; a schema node
 /// with `x-kubernetes-preserve-unknown-fields` keeps whatever is under it. Empty for an
 /// unknown kind or version.
-pub fn unknown_fields(kind: &str, version: &str, object: &serde_json::Value) -> Vec<String> {
+pub fn unknown_fields(kind: &str, version: &str, object: &serde_json::Value) -> Vec<UnknownField> {
     let Some(schema) = schema_of(kind, version) else {
         return Vec::new();
     };
@@ -183,13 +213,13 @@ pub fn unknown_fields(kind: &str, version: &str, object: &serde_json::Value) -> 
             "metadata" => {
                 for m in v.as_object().into_iter().flat_map(|m| m.keys()) {
                     if !OBJECT_META_FIELDS.contains(&m.as_str()) {
-                        out.push(format!("metadata.{m}"));
+                        out.push(UnknownField::new("metadata", m));
                     }
                 }
             }
             _ => match schema.pointer(&format!("/properties/{k}")) {
                 Some(s) => unknown_under(v, s, k, &mut out),
-                None => out.push(k.clone()),
+                None => out.push(UnknownField::new("", k)),
             },
         }
     }
@@ -214,8 +244,12 @@ fn schema_at(kind: &str, version: &str, path: &str) -> Option<&'static serde_jso
 }
 
 /// The field names the schema of `kind` at `version` declares for the object at `path` (as
-/// [`unknown_fields_at`] takes it), sorted; empty when it declares none or `path` is not in it.
+/// [`unknown_fields_at`] takes it; `metadata` gives ObjectMeta's), sorted; empty when it declares
+/// none or `path` is not in it.
 pub fn declared_fields(kind: &str, version: &str, path: &str) -> Vec<&'static str> {
+    if path == "metadata" {
+        return OBJECT_META_FIELDS.to_vec();
+    }
     let mut names: Vec<&'static str> =
         schema_at(kind, version, path).and_then(|s| s.get("properties")).and_then(serde_json::Value::as_object).map(|p| p.keys().map(String::as_str).collect()).unwrap_or_default();
     names.sort_unstable();
@@ -228,7 +262,7 @@ pub fn declared_fields(kind: &str, version: &str, path: &str) -> Vec<&'static st
 /// that `x-kubernetes-preserve-unknown-fields` on the node at `path` itself is not followed.
 /// capstan's CRD keeps unknown CSV `spec` keys (they round-trip); OLM's CRD declares every
 /// `spec` field and its API server prunes the rest, so a misspelt one has no effect there.
-pub fn unknown_fields_at(kind: &str, version: &str, path: &str, value: &serde_json::Value) -> Vec<String> {
+pub fn unknown_fields_at(kind: &str, version: &str, path: &str, value: &serde_json::Value) -> Vec<UnknownField> {
     let Some(schema) = schema_at(kind, version, path) else { return Vec::new() };
     let mut strict = schema.clone();
     if let Some(o) = strict.as_object_mut() {
@@ -239,7 +273,8 @@ pub fn unknown_fields_at(kind: &str, version: &str, path: &str, value: &serde_js
     out
 }
 
-fn unknown_under(value: &serde_json::Value, schema: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+fn unknown_under(value: &serde_json::Value, schema: &serde_json::Value, path: &str, out: &mut Vec<UnknownField>) {
+    let child = |k: &str| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
     use serde_json::Value;
     if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
         return;
@@ -252,14 +287,14 @@ fn unknown_under(value: &serde_json::Value, schema: &serde_json::Value, path: &s
                 // An object schema without properties keeps nothing, but a schema without a
                 // type (anyOf, int-or-string) says nothing: only the former prunes.
                 if schema.get("type").and_then(Value::as_str) == Some("object") && schema.get("additionalProperties") != Some(&Value::Bool(true)) {
-                    out.extend(fields.keys().map(|k| format!("{path}.{k}")));
+                    out.extend(fields.keys().map(|k| UnknownField::new(path, k)));
                 }
                 return;
             }
             for (k, v) in fields {
                 match properties.and_then(|p| p.get(k)).or(additional) {
-                    Some(s) => unknown_under(v, s, &format!("{path}.{k}"), out),
-                    None => out.push(format!("{path}.{k}")),
+                    Some(s) => unknown_under(v, s, &child(k), out),
+                    None => out.push(UnknownField::new(path, k)),
                 }
             }
         }
@@ -293,10 +328,13 @@ mod unknown_field_tests {
             "status": {"installedCSV": "etcd.v1.0.0"},
             "extra": 1
         });
-        assert_eq!(
-            unknown_fields("Subscription", "v1alpha1", &sub),
-            ["metadata.nmae", "spec.chanel", "spec.config.env[0].vlaue", "extra"]
-        );
+        let found = unknown_fields("Subscription", "v1alpha1", &sub);
+        assert_eq!(found.iter().map(ToString::to_string).collect::<Vec<_>>(), ["metadata.nmae", "spec.chanel", "spec.config.env[0].vlaue", "extra"]);
+        assert_eq!(found[2], UnknownField::new("spec.config.env[0]", "vlaue"));
+        assert_eq!(found[0].near("Subscription", "v1alpha1"), ["name"]);
+        assert_eq!(found[1].near("Subscription", "v1alpha1"), ["channel"]);
+        assert_eq!(found[2].near("Subscription", "v1alpha1"), ["value"]);
+        assert_eq!(found[3], UnknownField::new("", "extra"));
         let good = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription", "metadata": {"name": "etcd"},
             "spec": {"name": "etcd", "source": "cat", "sourceNamespace": "olm", "channel": "alpha", "installPlanApproval": "Manual", "startingCSV": "etcd.v1.0.0"}});
         assert!(unknown_fields("Subscription", "v1alpha1", &good).is_empty());
@@ -310,10 +348,18 @@ mod unknown_field_tests {
             "install": {"strategy": "deployment", "spec": {"deploymnts": [], "deployments": [{"name": "d", "nme": "x", "spec": {"anything": 1}}]}},
             "customresourcedefinitions": {"owned": [{"name": "as.x.io", "version": "v1", "kind": "A", "specDescriptors": [{"whatever": 1}]}]},
         });
+        let found = unknown_fields_at("ClusterServiceVersion", "v1alpha1", "spec", &spec);
         assert_eq!(
-            unknown_fields_at("ClusterServiceVersion", "v1alpha1", "spec", &spec),
+            found.iter().map(ToString::to_string).collect::<Vec<_>>(),
             ["spec.replace", "spec.install.spec.deploymnts", "spec.install.spec.deployments[0].nme"]
         );
+        assert_eq!(found[0].near("ClusterServiceVersion", "v1alpha1"), ["replaces"]);
+        // A key holding dots is one field of its parent; from the object itself, no leading dot.
+        let dotted = json!({"com.redhat.openshift.versions": "v4.12"});
+        assert_eq!(unknown_fields_at("ClusterServiceVersion", "v1alpha1", "spec", &dotted), [UnknownField::new("spec", "com.redhat.openshift.versions")]);
+        let top = unknown_fields_at("ClusterServiceVersion", "v1alpha1", "", &json!({"spek": {}}));
+        assert_eq!(top.iter().map(ToString::to_string).collect::<Vec<_>>(), ["spek"]);
+        assert_eq!(top[0].near("ClusterServiceVersion", "v1alpha1"), ["spec"]);
         // The CRD itself keeps them (capstan round-trips a CSV).
         let csv = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion", "metadata": {"name": "a"}, "spec": spec});
         assert!(unknown_fields("ClusterServiceVersion", "v1alpha1", &csv).is_empty());

@@ -232,7 +232,7 @@ pub enum BundleError {
     /// `manifests/` holds no ClusterServiceVersion.
     #[error("{dir}/manifests: no csv in bundle; {}", match (spelled_kind, empty.first()) {
         (Some((path, key)), _) => format!("{} says `{key}: ClusterServiceVersion`, but an object's top-level `kind` is matched exactly (by the API server, opm and OLM): write `kind: ClusterServiceVersion`", path.display()),
-        (None, Some(file)) => format!("{} is empty (no YAML or JSON document): write the operator's ClusterServiceVersion (kind: ClusterServiceVersion) there", file.display()),
+        (None, Some(file)) => format!("{} is empty (no YAML or JSON document) and no other manifest is one: write the operator's ClusterServiceVersion (kind: ClusterServiceVersion) into manifests/ — into that file if it was meant to hold it", file.display()),
         (None, None) => "add the operator's ClusterServiceVersion (kind: ClusterServiceVersion) to manifests/".to_string(),
     })]
     NoCsv {

@@ -192,8 +192,13 @@ fn check_annotations(b: &Bundle, out: &mut Out) {
     // A misspelt bundle annotation (`…bundle.chanels.v1`) is ignored by opm and OLM: the value
     // it meant to give is missing (reported below) or silently the default.
     const KNOWN: [&str; 6] = [super::ANNOTATION_PACKAGE, super::ANNOTATION_CHANNELS, super::ANNOTATION_DEFAULT_CHANNEL, ANNOTATION_MEDIATYPE, ANNOTATION_MANIFESTS, ANNOTATION_METADATA];
-    for k in a.all.keys().filter(|k| k.starts_with("operators.operatorframework.io.bundle.") && !KNOWN.contains(&k.as_str())) {
-        let near = KNOWN.iter().copied().filter(|n| crate::catalog::validate::distance(n, k) <= 3).min_by_key(|n| crate::catalog::validate::distance(n, k));
+    // Keys are matched exactly: a case variant or a typo in the prefix is as lost as one after it.
+    let apart = |n: &str, k: &str| strsim::levenshtein(&n.to_ascii_lowercase(), &k.to_ascii_lowercase());
+    let misspelt = |k: &&String| {
+        !KNOWN.contains(&k.as_str()) && (k.starts_with("operators.operatorframework.io.bundle.") || KNOWN.iter().any(|n| apart(n, k) <= 3))
+    };
+    for k in a.all.keys().filter(misspelt) {
+        let near = KNOWN.iter().copied().filter(|n| apart(n, k) <= 3).min_by_key(|n| apart(n, k));
         let (hint, fix) = match near {
             Some(n) => (format!("; did you mean {n}?"), format!("rename it to {n}")),
             None => (String::new(), format!("remove it, or use one of {}", KNOWN.join(", "))),
@@ -281,14 +286,12 @@ fn check_csv_spec_fields(csv: &Value, file: &str, out: &mut Out) {
     const KIND: &str = "ClusterServiceVersion";
     let Some(spec) = csv.get("spec").filter(|s| s.is_object()) else { return };
     for field in crate::api::unknown_fields_at(KIND, "v1alpha1", "spec", spec) {
-        let (parent, key) = field.rsplit_once('.').unwrap_or(("", field.as_str()));
-        let declared = crate::api::declared_fields(KIND, "v1alpha1", parent);
-        let near: Vec<&str> = declared.iter().copied().filter(|d| crate::catalog::validate::distance(&d.to_lowercase(), &key.to_lowercase()) <= 2).collect();
-        let (hint, fix) = match near[..] {
+        let parent = &field.parent;
+        let (hint, fix) = match field.near(KIND, "v1alpha1")[..] {
             [one] => (format!("; did you mean {parent}.{one}?"), format!("rename it to {parent}.{one}")),
-            _ => (String::new(), format!("remove it, or use one of the fields of {parent}: {}", declared.join(", "))),
+            _ => (String::new(), format!("remove it, or use one of the fields of {parent}: {}", crate::api::declared_fields(KIND, "v1alpha1", parent).join(", "))),
         };
-        out.warn(file, &field, format!("a ClusterServiceVersion has no such field: OLM's API server drops it, so it has no effect{hint}"), fix);
+        out.warn(file, field.to_string(), format!("a ClusterServiceVersion has no such field: OLM's API server drops it, so it has no effect{hint}"), fix);
     }
 }
 

@@ -216,9 +216,22 @@ impl Collector {
 /// Whether `s` is a DNS-1123 label (k8s `IsDNS1123Label`): at most 63 characters of lowercase
 /// alphanumerics and `-`, starting and ending with an alphanumeric.
 pub fn is_dns1123_label(s: &str) -> bool {
+    s.len() <= 63 && is_dns1123_part(s)
+}
+
+/// Whether `s` is a DNS-1123 subdomain (k8s `IsDNS1123Subdomain`, the rule for most object
+/// names, a Subscription's among them): at most 253 characters, parts separated by `.`, each of
+/// lowercase alphanumerics and `-`, starting and ending with an alphanumeric. Unlike a label, a
+/// part has no length limit of its own (k8s `dns1123SubdomainRegexp`).
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns1123_part)
+}
+
+/// One part of a DNS-1123 name, without a length limit: non-empty, lowercase alphanumerics and
+/// `-`, starting and ending with an alphanumeric.
+fn is_dns1123_part(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
-        && b.len() <= 63
         && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[0] != b'-'
         && b[b.len() - 1] != b'-'
@@ -251,20 +264,6 @@ fn count_word(n: usize) -> String {
         4 => "four".into(),
         n => n.to_string(),
     }
-}
-
-/// Levenshtein distance, for "did you mean" hints on short names.
-pub(crate) fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 /// Validates a whole catalog as `opm validate` does (see the module documentation for the rules).
@@ -579,7 +578,7 @@ pub fn validate_checked(cfg: &DeclarativeConfig, checks: BundleChecks) -> Result
                 ));
             }
             Some(d) if !chans.contains_key(d) => {
-                let near: Vec<&str> = chan_names.iter().copied().filter(|n| distance(n, d) <= 2).collect();
+                let near: Vec<&str> = chan_names.iter().copied().filter(|n| strsim::levenshtein(n, d) <= 2).collect();
                 let hint = if near.len() == 1 { format!(" (did you mean {}?)", near[0]) } else { String::new() };
                 c.push(pkg, None, None, ErrorKind::DefaultChannel, format!(
                     "defaultChannel {d:?} of package {pkg} does not name any channel{hint}; the existing channels are ({}); fix defaultChannel in the olm.package blob or add the channel",
@@ -1389,5 +1388,10 @@ mod tests {
     #[test]
     fn dns_label() {
         assert!(is_dns1123_label("etcd-operator") && !is_dns1123_label("Etcd") && !is_dns1123_label("-a") && !is_dns1123_label(""));
+        // A subdomain's parts have no limit of their own (a 70-character name is a valid
+        // Subscription name); the whole is at most 253.
+        let long = "a".repeat(70);
+        assert!(!is_dns1123_label(&long) && is_dns1123_subdomain(&long) && is_dns1123_subdomain("a.b-c.d"));
+        assert!(!is_dns1123_subdomain("a..b") && !is_dns1123_subdomain("a.-b") && !is_dns1123_subdomain("A") && !is_dns1123_subdomain(&"a".repeat(254)));
     }
 }

@@ -189,10 +189,14 @@ pub(crate) fn check_image_flag(flag: &str, given: &str, image: &str) -> Result<(
 }
 
 /// Exit code of a bundle directory that does not load: 2 when it cannot be read (an I/O error, no
-/// such directory, no `manifests/` or `metadata/`), 1 when it was read and its content is wrong.
+/// such directory, a file where the directory belongs, no `manifests/` or `metadata/`), 1 when it
+/// was read and its content is wrong.
 pub(crate) fn bundle_load_code(e: &BundleError) -> u8 {
     match e {
-        BundleError::Io { .. } | BundleError::NotFound { .. } | BundleError::MissingDirectory { .. } => 2,
+        BundleError::Io { .. }
+        | BundleError::NotFound { .. }
+        | BundleError::NotADirectory { .. }
+        | BundleError::MissingDirectory { .. } => 2,
         _ => 1,
     }
 }

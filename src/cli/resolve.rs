@@ -105,8 +105,12 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
         c.priority = n;
     }
     let mut read = Vec::new();
-    if let Some(f) = args.files.iter().enumerate().find_map(|(i, f)| args.files[..i].contains(f).then_some(f)) {
-        return Err(format!("-f {}: the file is given twice; give each file once", f.display()));
+    // The same file under two spellings (`sub.yaml`, `./sub.yaml`) is the same file.
+    let same: Vec<PathBuf> = args.files.iter().map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())).collect();
+    if let Some((i, j)) = (0..same.len()).find_map(|j| (0..j).find(|&i| same[i] == same[j]).map(|i| (i, j))) {
+        let (a, b) = (&args.files[i], &args.files[j]);
+        let also = if a.as_os_str() == b.as_os_str() { String::new() } else { format!(" (as {})", b.display()) };
+        return Err(format!("-f {}: the file is given twice{also}; give each file once", a.display()));
     }
     for f in &args.files {
         read.extend(read_subscriptions(f)?);
@@ -150,7 +154,7 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
         if !capstan::catalog::validate::is_dns1123_label(&ns) {
             return Err(format!("--installed {i}: {ns:?} is not a namespace name (lowercase letters, digits and '-'); write [NAMESPACE/]CSV_NAME[@PACKAGE]"));
         }
-        if name.len() > 253 || !name.split('.').all(capstan::catalog::validate::is_dns1123_label) {
+        if !capstan::catalog::validate::is_dns1123_subdomain(&name) {
             return Err(format!(
                 "--installed {i}: {name:?} is not a CSV name (a Kubernetes object name: lowercase letters, digits, '-' and '.'); write [NAMESPACE/]CSV_NAME[@PACKAGE]"
             ));
@@ -176,10 +180,25 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
     let mut notes = Vec::new();
     for s in &subscriptions {
         let Some(csv) = s.installed_csv.as_deref() else { continue };
+        let what = format!("status.installedCSV of Subscription {}/{}", s.namespace, s.name);
+        if !capstan::catalog::validate::is_dns1123_subdomain(csv) {
+            return Err(format!("{what}: {csv:?} is not a CSV name (a Kubernetes object name: lowercase letters, digits, '-' and '.'); correct it or remove status"));
+        }
         if !seen_installed.insert((s.namespace.clone(), csv.to_string())) {
+            // Given before (by --installed, or another Subscription's status): the same CSV, so
+            // one entry, unless the two say it is of different packages.
+            let earlier = installed.iter().find(|(_, b): &&(String, InstalledBundle)| b.namespace == s.namespace && b.name == csv);
+            if let Some((first, b)) = earlier
+                && let Some(package) = b.package.clone().or_else(|| owner_package(&b.name, &catalogs))
+                && package != s.package
+            {
+                return Err(format!(
+                    "{what}: {csv} is installed for package {}, but {first} gives it as a CSV of package {package}; give its package once (NAMESPACE/CSV@PACKAGE)",
+                    s.package
+                ));
+            }
             continue;
         }
-        let what = format!("status.installedCSV of Subscription {}/{}", s.namespace, s.name);
         let subscribed = BTreeSet::from([s.package.as_str()]);
         installed.push((what.clone(), installed_bundle(&what, csv, &s.namespace, csv, Some(&s.package), &subscribed, &catalogs)?));
         notes.push(format!("note: {what}: {csv} taken as installed in namespace {} (as --installed {}/{csv}@{})", s.namespace, s.namespace, s.package));
@@ -193,7 +212,7 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
             && let Some(first) = of_package.insert((b.namespace.as_str(), package.clone()), what)
         {
             return Err(format!(
-                "{what}: {first} already gives a CSV of package {package} in namespace {}; a namespace has one CSV of a package installed: give only the installed one",
+                "{what}: {first} already gives a CSV of package {package} in namespace {}; a namespace has one CSV of a package installed: give only the installed one (while an upgrade runs, the one whose phase is not Replacing)",
                 b.namespace
             ));
         }
@@ -432,6 +451,9 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
             Some(serde_json::Value::String(k)) if k.eq_ignore_ascii_case("subscription") => {
                 return Err(format!("{doc}: kind is {k:?}; kinds are matched exactly: write kind: Subscription"));
             }
+            Some(serde_json::Value::String(k)) if strsim::levenshtein(&k.to_ascii_lowercase(), "subscription") <= 2 => {
+                return Err(format!("{doc}: kind is {k:?}, which no API serves (kubectl apply refuses it: no matches for kind); did you mean kind: Subscription?"));
+            }
             // Other kinds (an OperatorGroup, a Namespace) are skipped.
             Some(serde_json::Value::String(k)) if !k.is_empty() => continue,
             None | Some(serde_json::Value::Null) | Some(serde_json::Value::String(_)) => {
@@ -446,7 +468,8 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
         // `status` is not checked: only `status.installedCSV` is read, and a Subscription copied
         // from `kubectl get -o yaml` of an OLM cluster may carry status fields capstan's
         // schema lacks (the API server does not take status from `kubectl apply` either).
-        let unknown: Vec<String> = capstan::api::unknown_fields("Subscription", "v1alpha1", &v).into_iter().filter(|f| f != "status" && !f.starts_with("status.")).collect();
+        let unknown: Vec<capstan::api::UnknownField> =
+            capstan::api::unknown_fields("Subscription", "v1alpha1", &v).into_iter().filter(|f| f.parent.split(['.', '[']).next() != Some("status") && !(f.parent.is_empty() && f.name == "status")).collect();
         // A field of the wrong type (a list where `spec.config` is an object) could be read as
         // empty: the API server refuses it, and so does this. `status` is left out, as above.
         let invalid = match &schema {
@@ -469,11 +492,14 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
             format!("{at}: {}: {}{quote}; kubectl apply refuses it too (the Subscription CRD's schema)", e.path, e.reason)
         };
         let d: SubscriptionDoc = serde_path_to_error::deserialize(v).map_err(|e| {
-            // The schema says it as the API server would; serde's words are the fallback.
-            if let Some(e) = invalid.first() {
+            let field = e.path().to_string();
+            // The schema says it as the API server would, for the field serde stopped at (an
+            // error of another field, such as a missing spec.source, is said later, better);
+            // serde's words are the fallback.
+            let under = |p: &str| p == field || p.strip_prefix(field.as_str()).is_some_and(|rest| rest.starts_with(['.', '[']));
+            if let Some(e) = invalid.iter().find(|s| under(&s.path)) {
                 return schema_error(e);
             }
-            let field = e.path().to_string();
             let field = if field.is_empty() || field == "." { String::new() } else { format!(" {field}:") };
             format!("{at}:{field} {}", e.into_inner())
         })?;
@@ -483,12 +509,12 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
         if let Some(field) = unknown.first() {
             let more = match unknown.len() {
                 1 => String::new(),
-                n => format!(" (and {}: {})", super::count(n - 1, "other", "others"), unknown[1..].join(", ")),
+                n => format!(" (and {}: {})", super::count(n - 1, "other", "others"), unknown[1..].iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
             };
-            let parent = field.rsplit_once('.').map_or("", |(p, _)| p);
             return Err(format!(
-                "{at}: unknown field {field:?}{more}; a Subscription has no such field (kubectl apply --validate=strict refuses it too){}",
-                known_fields_hint(parent)
+                "{at}: unknown field {:?}{more}; a Subscription has no such field (kubectl apply --validate=strict refuses it too){}",
+                field.to_string(),
+                known_fields_hint(field)
             ));
         }
         if d.metadata.name.is_empty() {
@@ -497,7 +523,7 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
         // As the API server checks them (a Subscription's name is a DNS-1123 subdomain, a
         // namespace a DNS-1123 label).
         let name = &d.metadata.name;
-        if name.len() > 253 || !name.split('.').all(capstan::catalog::validate::is_dns1123_label) {
+        if !capstan::catalog::validate::is_dns1123_subdomain(name) {
             return Err(format!("{at}: metadata.name {name:?} is not a valid object name; use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"));
         }
         if let Some(ns) = d.metadata.namespace.as_deref().filter(|n| !n.is_empty() && !capstan::catalog::validate::is_dns1123_label(n)) {
@@ -543,19 +569,21 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
     Ok(out)
 }
 
-/// `"; spec has fields channel, config, …"` for the Subscription field `parent` (`spec`,
-/// `spec.config`), from the CRD schema; empty when `parent` is not a plain object of it.
-fn known_fields_hint(parent: &str) -> String {
-    let Some(schema) = capstan::api::openapi_schema("Subscription", "v1alpha1") else {
-        return String::new();
-    };
-    if parent.is_empty() || parent.contains('[') {
+/// `"; did you mean spec.channel?"` for an unknown Subscription field within two edits of a
+/// declared one, else `"; spec has channel, config, …"` (the fields its parent declares, from the
+/// CRD schema: [`capstan::api::declared_fields`]); empty for a field of the object itself.
+fn known_fields_hint(field: &capstan::api::UnknownField) -> String {
+    const KIND: &str = "Subscription";
+    if field.parent.is_empty() {
         return String::new();
     }
-    let pointer: String = parent.split('.').map(|p| format!("/properties/{p}")).collect();
-    match schema.pointer(&pointer).and_then(|s| s.get("properties")).and_then(serde_json::Value::as_object) {
-        Some(p) => format!("; {parent} has {}", p.keys().cloned().collect::<Vec<_>>().join(", ")),
-        None => String::new(),
+    let parent = &field.parent;
+    if let [one] = field.near(KIND, "v1alpha1")[..] {
+        return format!("; did you mean {parent}.{one}?");
+    }
+    match capstan::api::declared_fields(KIND, "v1alpha1", parent) {
+        d if d.is_empty() => String::new(),
+        d => format!("; {parent} has {}", d.join(", ")),
     }
 }
 

@@ -1001,17 +1001,27 @@ fn preflight(
         let elsewhere: Vec<String> =
             catalogs.iter().filter(|c| c.index.package(&sub.package).is_some()).map(|c| c.key.to_string()).collect();
         let m = format!("package {} (spec.name) is not in catalog {key}", sub.package);
-        let e = if idx.packages().is_empty() {
+        let e = if !elsewhere.is_empty() {
+            // Another catalog has it: pointing the Subscription there is the fix, empty or not.
+            let empty = if idx.packages().is_empty() { " (the catalog has no packages at all)" } else { "" };
+            Explanation::fact(format!("{m}{empty}; it is offered by {}", join_and(&elsewhere)), "set spec.source/spec.sourceNamespace to that catalog")
+        } else if idx.packages().is_empty() {
             Explanation::fact(
                 format!("{m}: the catalog has no packages at all"),
                 "check that the CatalogSource points at the catalog meant (an empty FBC directory or image serves nothing)",
             )
-        } else if elsewhere.is_empty() {
-            // A near name (a typo) is named; else the package name is to be checked.
+        } else {
+            // A near name (a typo) is named — within two edits, and at most a third of the
+            // longer name, so that a short name is not "near" every other short name; else the
+            // package name is to be checked.
+            let near_enough = |p: &str| {
+                let d = strsim::levenshtein(p, &sub.package);
+                d <= 2 && d * 3 <= p.chars().count().max(sub.package.chars().count())
+            };
             let near: Vec<&str> = catalogs
                 .iter()
                 .flat_map(|c| c.index.packages().iter().map(|p| p.name.as_str()))
-                .filter(|p| crate::catalog::validate::distance(p, &sub.package) <= 2)
+                .filter(|p| near_enough(p))
                 .collect::<std::collections::BTreeSet<_>>()
                 .into_iter()
                 .collect();
@@ -1021,11 +1031,6 @@ fn preflight(
                 _ => format!("check the package name in spec.name; near names: {}", join_and(&near.iter().map(|n| n.to_string()).collect::<Vec<_>>())),
             };
             Explanation::fact(format!("{m}; no visible catalog offers it"), hint)
-        } else {
-            Explanation::fact(
-                format!("{m}; it is offered by {}", join_and(&elsewhere)),
-                "set spec.source/spec.sourceNamespace to that catalog",
-            )
         };
         return Err(err(sub, ErrorKind::MissingPackage, e));
     };

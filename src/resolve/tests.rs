@@ -211,15 +211,22 @@ fn a_missing_package_names_a_near_name_or_an_empty_catalog() {
     let empty = cat("olm", "empty", 0, "[]");
     let typo = sub("foo-operatr", None, "cat");
     let far = sub("zzz", None, "cat");
+    // "baz" is one edit from "bar" (near); "ab" two, too many for names this short.
+    let short = sub("baz", None, "cat");
+    let short_far = sub("ab", None, "cat");
     let from_empty = sub("foo-operator", None, "empty");
-    let out = resolve(&ResolveInput { catalogs: vec![c, empty], installed: vec![], subscriptions: vec![typo, far, from_empty] });
+    let nowhere_empty = sub("qux", None, "empty");
+    let out = resolve(&ResolveInput { catalogs: vec![c, empty], installed: vec![], subscriptions: vec![typo, far, short, short_far, from_empty, nowhere_empty] });
     let messages: Vec<String> = out.errors.iter().map(|e| e.message()).collect();
     assert_eq!(
         messages,
         [
             "package foo-operatr (spec.name) is not in catalog olm/cat; no visible catalog offers it; hint: did you mean package foo-operator? check the package name in spec.name",
             "package zzz (spec.name) is not in catalog olm/cat; no visible catalog offers it; hint: check the package name in spec.name",
-            "package foo-operator (spec.name) is not in catalog olm/empty: the catalog has no packages at all; hint: check that the CatalogSource points at the catalog meant (an empty FBC directory or image serves nothing)",
+            "package baz (spec.name) is not in catalog olm/cat; no visible catalog offers it; hint: did you mean package bar? check the package name in spec.name",
+            "package ab (spec.name) is not in catalog olm/cat; no visible catalog offers it; hint: check the package name in spec.name",
+            "package foo-operator (spec.name) is not in catalog olm/empty (the catalog has no packages at all); it is offered by olm/cat; hint: set spec.source/spec.sourceNamespace to that catalog",
+            "package qux (spec.name) is not in catalog olm/empty: the catalog has no packages at all; hint: check that the CatalogSource points at the catalog meant (an empty FBC directory or image serves nothing)",
         ]
     );
 }

@@ -129,7 +129,7 @@ fn an_empty_csv_or_annotations_file_and_a_file_for_a_bundle_are_named() {
     write_bundle(t.path(), &[("manifests/demo.csv.yaml", b"# nothing yet\n"), ("manifests/demos.crd.yaml", CRD.as_bytes()), ("metadata/annotations.yaml", ANNOTATIONS.as_bytes())]);
     let err = Bundle::load(t.path()).unwrap_err().to_string();
     assert!(
-        err.ends_with("manifests: no csv in bundle; manifests/demo.csv.yaml is empty (no YAML or JSON document): write the operator's ClusterServiceVersion (kind: ClusterServiceVersion) there"),
+        err.ends_with("manifests: no csv in bundle; manifests/demo.csv.yaml is empty (no YAML or JSON document) and no other manifest is one: write the operator's ClusterServiceVersion (kind: ClusterServiceVersion) into manifests/ — into that file if it was meant to hold it"),
         "{err}"
     );
     let t = tempfile::tempdir().unwrap();
