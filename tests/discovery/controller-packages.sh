@@ -230,8 +230,20 @@ if err=$(kubectl get packagemanifests -n operators --as=nobody 2>&1); then fail 
 grep -q 'Forbidden\|forbidden' <<<"$err" || fail "expected Forbidden, got: $err"
 if err=$(kubectl get packagemanifest nginx-operator -n operators --as=nobody 2>&1); then fail "a user without RBAC could get a packagemanifest"; fi
 kubectl create rolebinding alice-view -n operators --clusterrole=view --user=alice --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-for _ in $(seq 1 20); do kubectl get packagemanifests -n operators --as=alice >/dev/null 2>&1 && break; sleep 1; done
-kubectl get packagemanifests -n operators --as=alice | grep -q '^nginx-operator ' || fail "alice (view in operators, aggregated capstan-packagemanifests-view) cannot list"
+# The binding and the aggregation into `view` (kube-controller-manager's clusterrole-aggregation
+# controller) reach the authorizer asynchronously: wait up to 60 s for the listing to show nginx,
+# and say what was seen if it never does (a CI run saw it fail after 20 s without a reason).
+seen=""
+for _ in $(seq 1 60); do
+  seen=$(kubectl get packagemanifests -n operators --as=alice 2>&1) && grep -q '^nginx-operator ' <<<"$seen" && break
+  sleep 1
+done
+if ! grep -q '^nginx-operator ' <<<"$seen"; then
+  echo "last listing as alice: $seen" >&2
+  echo "can-i list as alice: $(kubectl auth can-i list packagemanifests.packages.operators.coreos.com -n operators --as=alice 2>&1)" >&2
+  echo "view's packagemanifests rules: $(kubectl get clusterrole view -o json | grep -c packagemanifests)" >&2
+  fail "alice (view in operators, aggregated capstan-packagemanifests-view) cannot list"
+fi
 if kubectl get packagemanifests -n team-a --as=alice >/dev/null 2>&1; then fail "alice may list in team-a without a binding there"; fi
 say "RBAC: nobody Forbidden; view in one namespace lists there only"
 
