@@ -42,9 +42,8 @@ fn find_opm() -> Option<PathBuf> {
             return Some(p);
         }
     }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths).map(|d| d.join("opm")).find(|p| p.is_file())
-    })
+    std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("opm")).find(|p| p.is_file()))
 }
 
 /// One run of a child process.
@@ -101,7 +100,11 @@ fn summarize(runs: &[Run]) -> Measured {
 }
 
 /// Runs capstan and (if present) opm alternately, so that both see the same machine load.
-fn measure_pair(capstan: (&Path, &[&str]), opm: Option<(&Path, &[&str])>, runs: usize) -> (Option<Measured>, Option<Measured>) {
+fn measure_pair(
+    capstan: (&Path, &[&str]),
+    opm: Option<(&Path, &[&str])>,
+    runs: usize,
+) -> (Option<Measured>, Option<Measured>) {
     let mut c_runs = Vec::with_capacity(runs);
     let mut o_runs = Vec::with_capacity(runs);
     let mut o_ok = opm.is_some();
@@ -167,7 +170,10 @@ fn main() {
         .expect("run the generator");
     assert!(status.success(), "generating the catalog failed");
     let bundles = parse::catalog_files(&generated).map_or(0, |files| {
-        files.iter().map(|f| std::fs::read_to_string(f).unwrap_or_default().matches("\"schema\": \"olm.bundle\"").count()).sum()
+        files
+            .iter()
+            .map(|f| std::fs::read_to_string(f).unwrap_or_default().matches("\"schema\": \"olm.bundle\"").count())
+            .sum()
     });
 
     let workloads: Vec<(String, PathBuf)> = vec![
@@ -176,15 +182,25 @@ fn main() {
     ];
 
     println!("## Catalog load and validate\n");
-    println!("Median of {runs} runs per cell; each run is a child process (`capstan catalog validate DIR` / `opm validate DIR`) started from the same small process; peak memory is the child's `ru_maxrss` (`wait4`).\n");
+    println!(
+        "Median of {runs} runs per cell; each run is a child process (`capstan catalog validate DIR` / `opm validate DIR`) started from the same small process; peak memory is the child's `ru_maxrss` (`wait4`).\n"
+    );
     match &opm {
         Some(p) => {
-            let version = Command::new(p).arg("version").output().ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+            let version = Command::new(p)
+                .arg("version")
+                .output()
+                .ok()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
             println!("opm: `{}` ({})\n", p.display(), version.unwrap_or_default());
         }
-        None => println!("note: opm not found ($CAPSTAN_OPM, ~/.cache/capstan/peers/bin/opm, PATH); opm columns skipped.\n"),
+        None => {
+            println!("note: opm not found ($CAPSTAN_OPM, ~/.cache/capstan/peers/bin/opm, PATH); opm columns skipped.\n")
+        }
     }
-    println!("| workload | size on disk | capstan wall | opm wall | speedup (wall) | capstan CPU | opm CPU | speedup (CPU) | capstan peak RSS | opm peak RSS | memory ratio |");
+    println!(
+        "| workload | size on disk | capstan wall | opm wall | speedup (wall) | capstan CPU | opm CPU | speedup (CPU) | capstan peak RSS | opm peak RSS | memory ratio |"
+    );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for (name, dir) in &workloads {
         if filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
@@ -194,7 +210,9 @@ fn main() {
         let size = dir_size(dir);
         let c_args = ["catalog", "validate", d];
         let o_args = ["validate", d];
-        let (Some(c), o) = measure_pair((&capstan, &c_args), opm.as_deref().map(|p| (p, &o_args[..])), runs) else { continue };
+        let (Some(c), o) = measure_pair((&capstan, &c_args), opm.as_deref().map(|p| (p, &o_args[..])), runs) else {
+            continue;
+        };
         let dash = || "—".to_string();
         let (ow, sw, oc, sc, orss, ratio) = match &o {
             Some(o) => (

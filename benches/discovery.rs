@@ -35,13 +35,17 @@ fn shared() -> PathBuf {
 
 fn rss_kib(pid: u32) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    s.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0)
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
 }
 
 fn main() {
     let secs: u64 = std::env::var("CAPSTAN_BENCH_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
     let corpus = shared().join("corpus/community-operators-prod/catalogs/v4.20");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&corpus).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    let mut dirs: Vec<PathBuf> =
+        std::fs::read_dir(&corpus).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     dirs.sort();
 
     // In-process build cost over the corpus.
@@ -74,19 +78,48 @@ fn main() {
 
     let _ = rustls::crypto::ring::default_provider().install_default();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let size = |d: &PathBuf| walkdir::WalkDir::new(d).into_iter().filter_map(Result::ok).filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum::<u64>();
+    let size = |d: &PathBuf| {
+        walkdir::WalkDir::new(d)
+            .into_iter()
+            .filter_map(Result::ok)
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum::<u64>()
+    };
     let largest = (0..dirs.len()).max_by_key(|i| size(&dirs[*i])).unwrap();
     let largest_name = dirs[largest].file_name().unwrap().to_string_lossy().into_owned();
     let rows = [
         ("generated (10,000 bundles) /api/v1/all", format!("{base}/catalogs/olm/generated/api/v1/all"), false),
         ("generated /api/v1/all, gzip", format!("{base}/catalogs/olm/generated/api/v1/all"), true),
-        ("generated metas?package=pkg-0007", format!("{base}/catalogs/olm/generated/api/v1/metas?package=pkg-0007"), false),
-        ("generated metas?schema=olm.package, gzip", format!("{base}/catalogs/olm/generated/api/v1/metas?schema=olm.package"), true),
-        (&*format!("corpus, largest ({largest_name}) /api/v1/all"), format!("{base}/catalogs/olm/c{largest}/api/v1/all"), false),
+        (
+            "generated metas?package=pkg-0007",
+            format!("{base}/catalogs/olm/generated/api/v1/metas?package=pkg-0007"),
+            false,
+        ),
+        (
+            "generated metas?schema=olm.package, gzip",
+            format!("{base}/catalogs/olm/generated/api/v1/metas?schema=olm.package"),
+            true,
+        ),
+        (
+            &*format!("corpus, largest ({largest_name}) /api/v1/all"),
+            format!("{base}/catalogs/olm/c{largest}/api/v1/all"),
+            false,
+        ),
     ];
     println!("## Discovery benchmark\n");
-    println!("In process: content buffers and PackageManifests of the {} corpus catalogs ({pkgs} packages, {:.1} MiB of JSON lines) built in {:.0} ms.\n", dirs.len(), bytes as f64 / 1048576.0, build.as_secs_f64() * 1000.0);
-    println!("`capstan catalog serve` with {} catalogs (corpus + generated): loaded in {:.2} s, resident memory {:.1} MiB.\n", dirs.len() + 1, load.as_secs_f64(), rss_loaded as f64 / 1024.0);
+    println!(
+        "In process: content buffers and PackageManifests of the {} corpus catalogs ({pkgs} packages, {:.1} MiB of JSON lines) built in {:.0} ms.\n",
+        dirs.len(),
+        bytes as f64 / 1048576.0,
+        build.as_secs_f64() * 1000.0
+    );
+    println!(
+        "`capstan catalog serve` with {} catalogs (corpus + generated): loaded in {:.2} s, resident memory {:.1} MiB.\n",
+        dirs.len() + 1,
+        load.as_secs_f64(),
+        rss_loaded as f64 / 1024.0
+    );
     println!("| request ({CLIENTS} clients, {secs} s) | requests/s | body MiB/s (as sent) | bytes per answer |");
     println!("| --- | ---: | ---: | ---: |");
     for (name, url, gzip) in rows {
@@ -115,7 +148,12 @@ fn main() {
             }
             (reqs.load(Ordering::Relaxed), total.load(Ordering::Relaxed))
         });
-        println!("| {name} | {:.0} | {:.0} | {} |", n as f64 / secs as f64, b as f64 / 1048576.0 / secs as f64, b / n.max(1));
+        println!(
+            "| {name} | {:.0} | {:.0} | {} |",
+            n as f64 / secs as f64,
+            b as f64 / 1048576.0 / secs as f64,
+            b / n.max(1)
+        );
     }
     println!("\nResident memory of the server after the runs: {:.1} MiB.", rss_kib(child.id()) as f64 / 1024.0);
     let _ = child.kill();

@@ -71,7 +71,13 @@ async fn main() {
     let catalog_ns = support::TestNamespace::new(&client, "bench-catalogs").await;
     let cache = work.path().join("cache");
     let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["controller", "--kubeconfig", support::kubeconfig_path().to_str().unwrap_or_default(), "--global-catalog-namespace", &catalog_ns.name])
+        .args([
+            "controller",
+            "--kubeconfig",
+            support::kubeconfig_path().to_str().unwrap_or_default(),
+            "--global-catalog-namespace",
+            &catalog_ns.name,
+        ])
         .env("CAPSTAN_CACHE", &cache)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
@@ -98,9 +104,18 @@ async fn main() {
         .expect("subscription");
         let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns.name);
         let start = Instant::now();
-        Api::<Subscription>::namespaced(client.clone(), &ns.name).create(&PostParams::default(), &sub).await.expect("create Subscription");
+        Api::<Subscription>::namespaced(client.clone(), &ns.name)
+            .create(&PostParams::default(), &sub)
+            .await
+            .expect("create Subscription");
         loop {
-            let done = csvs.get_opt("nginx-operator.v0.2.0").await.ok().flatten().and_then(|c| c.status).is_some_and(|s| serde_json::to_value(&s.phase).ok().is_some_and(|p| p == "Succeeded"));
+            let done = csvs
+                .get_opt("nginx-operator.v0.2.0")
+                .await
+                .ok()
+                .flatten()
+                .and_then(|c| c.status)
+                .is_some_and(|s| serde_json::to_value(&s.phase).ok().is_some_and(|p| p == "Succeeded"));
             if done {
                 break;
             }
@@ -123,7 +138,11 @@ async fn main() {
     println!("\n### Subscription → CSV Succeeded (nginx-operator, local control plane, {RUNS} runs)\n");
     println!("| metric | capstan | OLM v0 (its CI logs, not measured here) | target | ratio OLM/capstan |");
     println!("|---|---|---|---|---|");
-    println!("| median time to CSV Succeeded | {med:.2} s | 80–100 s | ≤ 3 s | {:.0}–{:.0}× |", 80.0 / med, 100.0 / med);
+    println!(
+        "| median time to CSV Succeeded | {med:.2} s | 80–100 s | ≤ 3 s | {:.0}–{:.0}× |",
+        80.0 / med,
+        100.0 / med
+    );
     println!("| min / max | {min:.2} s / {max:.2} s | | | |");
     println!("\n### Controller memory (VmRSS, MiB)\n");
     println!("| state | capstan |");

@@ -166,7 +166,8 @@ fn measure(name: &'static str, cfg: DeclarativeConfig, roots: &[String]) -> Row 
     let roots: Vec<String> = roots
         .iter()
         .filter(|r| {
-            let input = ResolveInput { catalogs: catalogs.clone(), installed: vec![], subscriptions: vec![sub("ns", "s", r)] };
+            let input =
+                ResolveInput { catalogs: catalogs.clone(), installed: vec![], subscriptions: vec![sub("ns", "s", r)] };
             resolve(&input).errors.is_empty()
         })
         .cloned()
@@ -180,7 +181,8 @@ fn measure(name: &'static str, cfg: DeclarativeConfig, roots: &[String]) -> Row 
     let runs = 1000;
     for _ in 0..runs {
         let root = &roots[rng.below(roots.len())];
-        let input = ResolveInput { catalogs: catalogs.clone(), installed: vec![], subscriptions: vec![sub("ns", "s", root)] };
+        let input =
+            ResolveInput { catalogs: catalogs.clone(), installed: vec![], subscriptions: vec![sub("ns", "s", root)] };
         let t = Instant::now();
         let out = resolve(&input);
         times.push(t.elapsed());
@@ -234,7 +236,9 @@ fn main() {
     let corpus_roots: Vec<String> = corpus_cfg.packages.iter().map(|p| p.name.clone()).collect();
     let corpus_row = measure("corpus v4.20 (37 packages)", corpus_cfg, &corpus_roots);
 
-    println!("| catalog | bundles | packages subscribed | resolve 1 Subscription p50 | p99 | deps per Subscription | 1,000 Subscriptions / 100 namespaces (median of 5) | index heap | catalog JSON | index / JSON |");
+    println!(
+        "| catalog | bundles | packages subscribed | resolve 1 Subscription p50 | p99 | deps per Subscription | 1,000 Subscriptions / 100 namespaces (median of 5) | index heap | catalog JSON | index / JSON |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in [gen_row, corpus_row] {
         println!(
@@ -252,5 +256,7 @@ fn main() {
         );
     }
     println!();
-    println!("Targets: p50 ≤ 5 ms; 1,000 Subscriptions ≤ 1 s; index ≤ 3× JSON. No peer measured (OLM v0's resolver runs only inside its controller).");
+    println!(
+        "Targets: p50 ≤ 5 ms; 1,000 Subscriptions ≤ 1 s; index ≤ 3× JSON. No peer measured (OLM v0's resolver runs only inside its controller)."
+    );
 }

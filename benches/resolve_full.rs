@@ -98,7 +98,9 @@ fn reset_peak_rss() -> bool {
 
 /// The 1, 5 and 15 minute load averages (`/proc/loadavg`).
 fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_else(|_| "?".into())
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
 }
 
 fn mib(bytes: f64) -> String {
@@ -159,8 +161,10 @@ fn main() {
     // resident: copy it once into fresh memory (as a process that receives a built index would
     // hold it), free the original and trim again; then measure from here.
     let ResolveInput { catalogs, installed, subscriptions } = input;
-    let catalogs: Vec<CatalogInput> =
-        catalogs.into_iter().map(|c| CatalogInput { key: c.key, priority: c.priority, index: Arc::new((*c.index).clone()) }).collect();
+    let catalogs: Vec<CatalogInput> = catalogs
+        .into_iter()
+        .map(|c| CatalogInput { key: c.key, priority: c.priority, index: Arc::new((*c.index).clone()) })
+        .collect();
     let input = ResolveInput { catalogs, installed, subscriptions };
     // SAFETY: as above.
     unsafe { libc::malloc_trim(0) };
@@ -188,7 +192,12 @@ fn main() {
                 eprintln!("failed {}: {}\n", e.subscription, e.message());
             }
             for r in out.resolved.iter().filter(|r| r.passed_over.is_some()) {
-                eprintln!("{} got {}: {}\n", r.subscription, r.bundle, r.passed_over.as_ref().map(|p| p.to_string()).unwrap_or_default());
+                eprintln!(
+                    "{} got {}: {}\n",
+                    r.subscription,
+                    r.bundle,
+                    r.passed_over.as_ref().map(|p| p.to_string()).unwrap_or_default()
+                );
             }
         }
         drop(out);
@@ -209,7 +218,9 @@ fn main() {
         load_time.as_secs_f64()
     );
     println!();
-    println!("| workload | runs | median | min | max | CPU time median | peak RSS while resolving | RSS before resolving (after the load → index compacted) | live heap before resolving | index heap | resolve heap peak (above index) | process peak RSS (catalog load) | bundles in plan | failed Subscriptions | older bundle picked |");
+    println!(
+        "| workload | runs | median | min | max | CPU time median | peak RSS while resolving | RSS before resolving (after the load → index compacted) | live heap before resolving | index heap | resolve heap peak (above index) | process peak RSS (catalog load) | bundles in plan | failed Subscriptions | older bundle picked |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     println!(
         "| {} Subscriptions, one namespace | {runs} | {} | {} | {} | {} | {} | {} → {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -236,5 +247,8 @@ fn main() {
     let rss_ok = resolve_peak_kib.is_some_and(|k| k <= 100 * 1024);
     println!("| memory, peak RSS while resolving ≤ 100 MiB | {} | {} |", kib(resolve_peak_kib), met(rss_ok));
     println!();
-    println!("Load average (1, 5, 15 min; {} cores): {load_before} before the runs, {load_after} after.", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0));
+    println!(
+        "Load average (1, 5, 15 min; {} cores): {load_before} before the runs, {load_after} after.",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
+    );
 }

@@ -23,7 +23,9 @@ where
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr} ({what}): {e}")))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr} ({what}): {e}")))?;
     let bound = listener.local_addr()?;
     tokio::spawn(async move {
         loop {
@@ -41,7 +43,8 @@ where
                     let resp = handler(req);
                     async move { Ok::<_, Infallible>(resp) }
                 });
-                let conn = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
                 if let Err(e) = conn.await {
                     tracing::debug!(error = %e, "{logs} connection ended with an error");
                 }

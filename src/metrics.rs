@@ -39,7 +39,8 @@ use prometheus_client::registry::{Registry, Unit};
 
 /// The ClusterServiceVersion phases (`reference/olm-v0.md` §1.5, OLM's `ClusterServiceVersionPhase`)
 /// that `capstan_csvs` always exports, 0 when no CSV is in them.
-pub const CSV_PHASES: [&str; 8] = ["Pending", "InstallReady", "Installing", "Succeeded", "Failed", "Unknown", "Replacing", "Deleting"];
+pub const CSV_PHASES: [&str; 8] =
+    ["Pending", "InstallReady", "Installing", "Succeeded", "Failed", "Unknown", "Replacing", "Deleting"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
@@ -106,9 +107,19 @@ impl Metrics {
         let mut registry = Registry::with_prefix("capstan");
         // 1 ms … about 33 s.
         let resolution = Histogram::new(exponential_buckets(0.001, 2.0, 16));
-        registry.register_with_unit("resolution_duration", "Time to resolve one Subscription", Unit::Seconds, resolution.clone());
+        registry.register_with_unit(
+            "resolution_duration",
+            "Time to resolve one Subscription",
+            Unit::Seconds,
+            resolution.clone(),
+        );
         let install: HistogramFamily<OutcomeLabels> = Family::new_with_constructor(install_histogram);
-        registry.register_with_unit("install_duration", "Time to execute one InstallPlan, by outcome (succeeded, failed)", Unit::Seconds, install.clone());
+        registry.register_with_unit(
+            "install_duration",
+            "Time to execute one InstallPlan, by outcome (succeeded, failed)",
+            Unit::Seconds,
+            install.clone(),
+        );
         let csvs = Family::<PhaseLabels, Gauge>::default();
         registry.register("csvs", "ClusterServiceVersions by status.phase", csvs.clone());
         let catalog_pull: HistogramFamily<CatalogLabels> = Family::new_with_constructor(catalog_pull_histogram);
@@ -119,11 +130,20 @@ impl Metrics {
             catalog_pull.clone(),
         );
         let catalog_size = Family::<CatalogLabels, Gauge>::default();
-        registry.register_with_unit("catalog_size", "Size of the loaded catalog (FBC), by CatalogSource (namespace/name)", Unit::Bytes, catalog_size.clone());
+        registry.register_with_unit(
+            "catalog_size",
+            "Size of the loaded catalog (FBC), by CatalogSource (namespace/name)",
+            Unit::Bytes,
+            catalog_size.clone(),
+        );
         let reconcile_errors = Family::<ErrorLabels, Counter>::default();
         registry.register("reconcile_errors", "Failed reconciles, by controller and reason", reconcile_errors.clone());
         let leader = Gauge::default();
-        registry.register("leader", "1 while this process holds the leader Lease (always 1 without --leader-elect)", leader.clone());
+        registry.register(
+            "leader",
+            "1 while this process holds the leader Lease (always 1 without --leader-elect)",
+            leader.clone(),
+        );
         let metrics = Metrics {
             registry,
             resolution,
@@ -202,7 +222,9 @@ impl Metrics {
     /// `installplan`, `clusterserviceversion`, …) for `reason` (a short CamelCase word, e.g. the
     /// API error's reason or `Resolution`).
     pub fn reconcile_error(&self, controller: &str, reason: &str) {
-        self.reconcile_errors.get_or_create(&ErrorLabels { controller: controller.to_string(), reason: reason.to_string() }).inc();
+        self.reconcile_errors
+            .get_or_create(&ErrorLabels { controller: controller.to_string(), reason: reason.to_string() })
+            .inc();
     }
 
     /// Sets `capstan_leader` (true while this process leads).
@@ -260,7 +282,11 @@ pub fn handle(metrics: &Metrics, method: &Method, path: &str) -> Response<Full<B
         "/metrics" => respond(StatusCode::OK, OPENMETRICS_CONTENT_TYPE, metrics.encode()),
         "/healthz" | "/livez" => respond(StatusCode::OK, "text/plain", "ok\n".into()),
         "/readyz" if metrics.is_ready() => respond(StatusCode::OK, "text/plain", "ok\n".into()),
-        "/readyz" => respond(StatusCode::SERVICE_UNAVAILABLE, "text/plain", "not ready: the controllers have not started\n".into()),
+        "/readyz" => respond(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "not ready: the controllers have not started\n".into(),
+        ),
         _ => respond(StatusCode::NOT_FOUND, "text/plain", "not found; try /metrics, /healthz or /readyz\n".into()),
     }
 }
@@ -272,7 +298,8 @@ pub fn handle(metrics: &Metrics, method: &Method, path: &str) -> Response<Full<B
 /// # Errors
 /// When the address cannot be bound (in use, no permission); the message names the address.
 pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<SocketAddr> {
-    crate::http::serve(addr, "--metrics-addr", "metrics", move |req| handle(&metrics, req.method(), req.uri().path())).await
+    crate::http::serve(addr, "--metrics-addr", "metrics", move |req| handle(&metrics, req.method(), req.uri().path()))
+        .await
 }
 
 #[cfg(test)]

@@ -169,7 +169,9 @@ pub fn from_str(doc: &str) -> Result<Value, serde_norway::Error> {
             let v = first?;
             match docs.next() {
                 None => Ok(v),
-                Some(_) => Err(de::Error::custom("deserializing from YAML containing more than one document is not supported")),
+                Some(_) => {
+                    Err(de::Error::custom("deserializing from YAML containing more than one document is not supported"))
+                }
             }
         }
     }
@@ -182,7 +184,9 @@ pub fn from_str(doc: &str) -> Result<Value, serde_norway::Error> {
 /// strict decoding refuses them, and callers reading what users `kubectl apply` check this.
 pub fn duplicate_key(text: &str) -> Option<String> {
     // The first error ends the search: after a syntax error the stream yields errors forever.
-    let e = serde_norway::Deserializer::from_str(text).find_map(|doc| serde_norway::Value::deserialize(doc).err())?.to_string();
+    let e = serde_norway::Deserializer::from_str(text)
+        .find_map(|doc| serde_norway::Value::deserialize(doc).err())?
+        .to_string();
     e.contains("duplicate entry with key").then_some(e)
 }
 
@@ -330,17 +334,38 @@ mod tests {
         let e = serde_norway::from_str::<serde_norway::Value>("a: 1\nb: [x\n  y: : z\n").unwrap_err();
         let (line, message) = error_in_file(&e, 10);
         assert_eq!(line, 12);
-        assert_eq!(message, "did not find expected ',' or ']' at column 4, while parsing a flow sequence at line 11 column 4");
+        assert_eq!(
+            message,
+            "did not find expected ',' or ']' at column 4, while parsing a flow sequence at line 11 column 4"
+        );
         let (line, message) = error_in_file(&e, 1);
-        assert_eq!((line, message.as_str()), (3, "did not find expected ',' or ']' at column 4, while parsing a flow sequence at line 2 column 4"));
+        assert_eq!(
+            (line, message.as_str()),
+            (3, "did not find expected ',' or ']' at column 4, while parsing a flow sequence at line 2 column 4")
+        );
     }
 
     #[test]
     fn a_key_written_twice_is_found_in_any_document() {
-        assert_eq!(duplicate_key("a: 1\n---\nb: {c: 1, c: 2}\n").as_deref(), Some("b: duplicate entry with key \"c\" at line 3 column 4"));
-        assert_eq!(duplicate_key("a: 1\n---\nb: {c: 1, d: [{c: 1}, {c: 2}]}\n"), None, "the same key in sibling mappings is no duplicate");
-        assert_eq!(duplicate_key("a: [\n---\nb: {c: 1, c: 2}\n"), None, "a syntax error is for documents() to report (and ends the search)");
-        assert_eq!(documents("b: {c: 1, c: 2}\n").next().unwrap().unwrap(), serde_json::json!({"b": {"c": 2}}), "documents() keeps the last");
+        assert_eq!(
+            duplicate_key("a: 1\n---\nb: {c: 1, c: 2}\n").as_deref(),
+            Some("b: duplicate entry with key \"c\" at line 3 column 4")
+        );
+        assert_eq!(
+            duplicate_key("a: 1\n---\nb: {c: 1, d: [{c: 1}, {c: 2}]}\n"),
+            None,
+            "the same key in sibling mappings is no duplicate"
+        );
+        assert_eq!(
+            duplicate_key("a: [\n---\nb: {c: 1, c: 2}\n"),
+            None,
+            "a syntax error is for documents() to report (and ends the search)"
+        );
+        assert_eq!(
+            documents("b: {c: 1, c: 2}\n").next().unwrap().unwrap(),
+            serde_json::json!({"b": {"c": 2}}),
+            "documents() keeps the last"
+        );
     }
 
     fn yaml(text: &str) -> Value {

@@ -36,8 +36,11 @@ async fn install_crds(client: &kube::Client) {
         api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&crd))
             .await
             .unwrap_or_else(|e| panic!("server-side apply of CRD {name} failed: {e}"));
-        let established =
-            kube::runtime::wait::await_condition(api.clone(), &name, kube::runtime::wait::conditions::is_crd_established());
+        let established = kube::runtime::wait::await_condition(
+            api.clone(),
+            &name,
+            kube::runtime::wait::conditions::is_crd_established(),
+        );
         tokio::time::timeout(Duration::from_secs(30), established)
             .await
             .unwrap_or_else(|_| panic!("CRD {name} not Established in 30s"))
@@ -102,12 +105,8 @@ async fn crds_are_established_with_olms_names_and_printer_columns() {
         let crd = api.get(name).await.unwrap_or_else(|e| panic!("get CRD {name}: {e}"));
         assert_eq!(crd.spec.names.short_names.clone().unwrap_or_default(), short, "{name}");
         assert_eq!(crd.spec.names.categories.clone().unwrap_or_default(), ["olm"], "{name}");
-        let got: Vec<String> = crd.spec.versions[0]
-            .additional_printer_columns
-            .iter()
-            .flatten()
-            .map(|c| c.name.clone())
-            .collect();
+        let got: Vec<String> =
+            crd.spec.versions[0].additional_printer_columns.iter().flatten().map(|c| c.name.clone()).collect();
         assert_eq!(got, columns, "{name}");
         let status = crd.status.expect("CRD status");
         assert_eq!(status.accepted_names.and_then(|n| n.short_names).unwrap_or_default(), short, "{name}");
@@ -177,9 +176,12 @@ async fn operatorhub_style_subscription_is_accepted_and_keeps_its_status() {
     let err = dynamic.create(&PostParams::default(), &missing).await.expect_err("spec.name is required");
     assert!(err.to_string().contains("spec.name"), "{err}");
 
-    let (columns, cells) =
-        table_row(&client, &format!("/apis/operators.coreos.com/v1alpha1/namespaces/{}/subscriptions", ns.name), "my-etcd")
-            .await;
+    let (columns, cells) = table_row(
+        &client,
+        &format!("/apis/operators.coreos.com/v1alpha1/namespaces/{}/subscriptions", ns.name),
+        "my-etcd",
+    )
+    .await;
     assert_eq!(columns, ["Name", "Package", "Source", "Channel"]);
     assert_eq!(cells, [json!("my-etcd"), json!("etcd"), json!("operatorhubio-catalog"), json!("stable")]);
 }
@@ -215,7 +217,9 @@ async fn catalog_source_keeps_poll_settings_and_capstan_status() {
         "conditions": [{"type": "Ready", "status": "True", "reason": "CatalogPulled", "message": "",
                         "lastTransitionTime": "2026-11-29T10:00:00Z"}]
     }});
-    api.patch_status("operatorhubio-catalog", &PatchParams::default(), &Patch::Merge(&status)).await.expect("patch status");
+    api.patch_status("operatorhubio-catalog", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("patch status");
     let st = api.get("operatorhubio-catalog").await.expect("get").status.expect("status kept");
     assert_eq!(st.connection_state.map(|c| c.last_observed_state).as_deref(), Some(connection_state::READY));
     assert_eq!(st.package_count, Some(13));
@@ -236,7 +240,10 @@ async fn catalog_source_keeps_poll_settings_and_capstan_status() {
     )
     .await;
     assert_eq!(columns, ["Name", "Display", "Type", "Publisher", "Age"]);
-    assert_eq!(cells[..4], [json!("operatorhubio-catalog"), json!("Community Operators"), json!("grpc"), json!("OperatorHub.io")]);
+    assert_eq!(
+        cells[..4],
+        [json!("operatorhubio-catalog"), json!("Community Operators"), json!("grpc"), json!("OperatorHub.io")]
+    );
 }
 
 #[tokio::test]
@@ -292,8 +299,10 @@ fn one_csv_per_package() -> Vec<PathBuf> {
     pkgs.sort();
     let mut out = Vec::new();
     for pkg in pkgs {
-        let mut versions: Vec<PathBuf> =
-            std::fs::read_dir(&pkg).expect("read package").map(|e| e.expect("entry").path().join("manifests")).collect();
+        let mut versions: Vec<PathBuf> = std::fs::read_dir(&pkg)
+            .expect("read package")
+            .map(|e| e.expect("entry").path().join("manifests"))
+            .collect();
         versions.sort();
         let found = versions.iter().filter(|m| m.is_dir()).find_map(|m| {
             let mut files: Vec<PathBuf> = std::fs::read_dir(m).ok()?.map(|e| e.expect("entry").path()).collect();
@@ -444,15 +453,22 @@ async fn install_plan_steps_status_and_kubectl_patch_approval() {
     assert_eq!(st.plan[1].resource.manifest.as_deref(), Some(crd_manifest.as_str()));
     assert_eq!(st.bundle_lookups[0].identifier, "etcdoperator.v0.9.4");
 
-    let (columns, cells) =
-        table_row(&client, &format!("/apis/operators.coreos.com/v1alpha1/namespaces/{}/installplans", ns.name), "install-abcde")
-            .await;
+    let (columns, cells) = table_row(
+        &client,
+        &format!("/apis/operators.coreos.com/v1alpha1/namespaces/{}/installplans", ns.name),
+        "install-abcde",
+    )
+    .await;
     assert_eq!(columns, ["Name", "CSV", "Approval", "Approved"]);
     assert_eq!(cells, [json!("install-abcde"), json!("etcdoperator.v0.9.4"), json!("Manual"), json!(true)]);
 
     // Dropping a status field OLM's schema requires is rejected, naming it.
     let err = api
-        .patch_status("install-abcde", &PatchParams::default(), &Patch::Merge(json!({"status": {"catalogSources": null}})))
+        .patch_status(
+            "install-abcde",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"catalogSources": null}})),
+        )
         .await
         .expect_err("catalogSources is required");
     assert!(err.to_string().contains("catalogSources"), "{err}");

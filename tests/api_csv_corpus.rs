@@ -27,11 +27,9 @@ fn corpus_csvs() -> Vec<PathBuf> {
             if !manifests.is_dir() {
                 continue;
             }
-            out.extend(
-                entries(&manifests)
-                    .into_iter()
-                    .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with("clusterserviceversion.yaml"))),
-            );
+            out.extend(entries(&manifests).into_iter().filter(|p| {
+                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with("clusterserviceversion.yaml"))
+            }));
         }
     }
     out
@@ -94,16 +92,20 @@ fn every_corpus_csv_round_trips_without_losing_a_field() {
             failures.push(format!("{}: {d}", f.display()));
         }
     }
-    assert!(failures.is_empty(), "{} of {} CSVs do not round-trip:\n{}", failures.len(), files.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} CSVs do not round-trip:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
 fn typed_fields_of_a_real_csv() {
     let files = corpus_csvs();
-    let etcd = files
-        .iter()
-        .find(|p| p.to_string_lossy().contains("/etcd/0.9.4/"))
-        .expect("etcd 0.9.4 CSV in the corpus");
+    let etcd =
+        files.iter().find(|p| p.to_string_lossy().contains("/etcd/0.9.4/")).expect("etcd 0.9.4 CSV in the corpus");
     let csv: ClusterServiceVersion =
         serde_norway::from_str(&std::fs::read_to_string(etcd).expect("read etcd CSV")).expect("etcd CSV parses");
     assert_eq!(csv.metadata.name.as_deref(), Some("etcdoperator.v0.9.4"));

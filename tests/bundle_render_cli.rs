@@ -27,7 +27,16 @@ fn renders_bundle_directories_as_a_json_and_yaml_stream() {
     let nginx = example("nginx-operator/0.1.0");
     let kaiwu = example("kaiwudb-operator/1.2.0");
     let (nginx, kaiwu) = (nginx.to_str().unwrap(), kaiwu.to_str().unwrap());
-    let args = ["catalog", "render", nginx, kaiwu, "--image", "quay.io/example/nginx-operator-bundle:v0.1.0", "--image", "quay.io/example/kaiwudb-operator-bundle:v1.2.0"];
+    let args = [
+        "catalog",
+        "render",
+        nginx,
+        kaiwu,
+        "--image",
+        "quay.io/example/nginx-operator-bundle:v0.1.0",
+        "--image",
+        "quay.io/example/kaiwudb-operator-bundle:v1.2.0",
+    ];
     let json = capstan(&args);
     let cfg = stream(&json, "out.json");
     // opm order: grouped by package name.
@@ -41,7 +50,13 @@ fn renders_bundle_directories_as_a_json_and_yaml_stream() {
     );
     // JSON objects indented by four spaces, opm's key order.
     let text = String::from_utf8(json.stdout).unwrap();
-    assert!(text.starts_with("{\n    \"schema\": \"olm.bundle\",\n    \"name\": \"kaiwudb-operator.v1.2.0\",\n    \"package\""), "{}", &text[..200]);
+    assert!(
+        text.starts_with(
+            "{\n    \"schema\": \"olm.bundle\",\n    \"name\": \"kaiwudb-operator.v1.2.0\",\n    \"package\""
+        ),
+        "{}",
+        &text[..200]
+    );
 
     let mut yaml_args = args.to_vec();
     yaml_args.extend(["-o", "yaml"]);
@@ -103,7 +118,10 @@ fn exit_codes() {
 #[test]
 fn pushed_bundle_image_renders_like_its_directory() {
     let addr = support::registry();
-    for (dir, tag) in [("nginx-operator/0.2.0", "nginx-operator-bundle:v0.2.0"), ("kaiwudb-operator/1.2.0", "kaiwudb-operator-bundle:v1.2.0")] {
+    for (dir, tag) in [
+        ("nginx-operator/0.2.0", "nginx-operator-bundle:v0.2.0"),
+        ("kaiwudb-operator/1.2.0", "kaiwudb-operator-bundle:v1.2.0"),
+    ] {
         let dir = example(dir);
         let reference = format!("{addr}/capstan-test/{tag}");
         let push = capstan(&["bundle", "push", dir.to_str().unwrap(), &reference]);

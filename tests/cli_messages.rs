@@ -146,11 +146,7 @@ fn a_closed_stdout_pipe_ends_quietly_with_exit_0() {
     // Megabytes of output: far more than a pipe buffer holds.
     let catalog = shared().join("corpus/community-operators-prod/catalogs/v4.20");
     let catalog = catalog.to_str().unwrap();
-    for args in [
-        &["catalog", "render", catalog][..],
-        &["catalog", "render", "-o", "yaml", catalog],
-        &["crds"],
-    ] {
+    for args in [&["catalog", "render", catalog][..], &["catalog", "render", "-o", "yaml", catalog], &["crds"]] {
         let (code, err) = first_line_then_close(home.path(), args);
         assert_eq!(code, Some(0), "capstan {args:?}: {err}");
         assert!(err.is_empty(), "capstan {args:?} printed on stderr: {err}");
@@ -197,7 +193,10 @@ fn a_failed_stdout_write_is_an_error_even_when_the_command_succeeds() {
     let home = tempfile::tempdir().unwrap();
     let bad = invalid_bundle(home.path());
     let good = example("nginx-operator/0.1.0");
-    for (args, want) in [(vec!["bundle", "validate", bad.to_str().unwrap()], 1), (vec!["bundle", "validate", good.to_str().unwrap()], 1)] {
+    for (args, want) in [
+        (vec!["bundle", "validate", bad.to_str().unwrap()], 1),
+        (vec!["bundle", "validate", good.to_str().unwrap()], 1),
+    ] {
         let out = Command::new(env!("CARGO_BIN_EXE_capstan"))
             .args(&args)
             .env("CAPSTAN_CACHE", home.path().join("cache"))
@@ -248,15 +247,25 @@ fn resolve_exits_2_on_an_invalid_version_range_or_catalog() {
     let out = capstan_in(home.path(), &["resolve", "--catalog", &catalog_arg, "-f", bad.to_str().unwrap()]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("sub.yaml") && err.contains("Subscription \"a\"") && err.contains("spec.versionRange"), "{err}");
+    assert!(
+        err.contains("sub.yaml") && err.contains("Subscription \"a\"") && err.contains("spec.versionRange"),
+        "{err}"
+    );
     assert!(err.contains(">=1.0.0 <<2"), "{err}");
 
     // Package b's default channel names no channel: `opm validate` rejects the catalog.
-    let broken = catalog_dir(home.path(), "{\"schema\":\"olm.package\",\"name\":\"b\",\"defaultChannel\":\"stabel\"}\n");
-    let out = capstan_in(home.path(), &["resolve", "--catalog", &format!("olm/c={}", broken.display()), "-f", good.to_str().unwrap()]);
+    let broken =
+        catalog_dir(home.path(), "{\"schema\":\"olm.package\",\"name\":\"b\",\"defaultChannel\":\"stabel\"}\n");
+    let out = capstan_in(
+        home.path(),
+        &["resolve", "--catalog", &format!("olm/c={}", broken.display()), "-f", good.to_str().unwrap()],
+    );
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("olm/c") && err.contains("is invalid") && err.contains("package b") && err.contains("stabel"), "{err}");
+    assert!(
+        err.contains("olm/c") && err.contains("is invalid") && err.contains("package b") && err.contains("stabel"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -270,7 +279,8 @@ fn render_and_add_exit_2_naming_a_bundle_path_they_cannot_read() {
     let b = bundle.to_str().unwrap();
     let catalog = home.path().join("catalog");
     let c = catalog.to_str().unwrap();
-    for args in [&["catalog", "render", b][..], &["catalog", "add", c, b], &["bundle", "push", b, "127.0.0.1:9/x/b:v1"]] {
+    for args in [&["catalog", "render", b][..], &["catalog", "add", c, b], &["bundle", "push", b, "127.0.0.1:9/x/b:v1"]]
+    {
         let out = capstan_in(home.path(), args);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
@@ -323,7 +333,8 @@ fn annotations_without_the_annotations_map_say_so_and_show_the_shape() {
     let file = bundle.join("metadata/annotations.yaml");
     let text_in = std::fs::read_to_string(&file).unwrap();
     // The keys moved to the top level: `annotations:` dropped, the indentation removed.
-    let flat: String = text_in.lines().filter(|l| *l != "annotations:").map(|l| format!("{}\n", l.trim_start())).collect();
+    let flat: String =
+        text_in.lines().filter(|l| *l != "annotations:").map(|l| format!("{}\n", l.trim_start())).collect();
     assert!(flat.starts_with("operators.operatorframework.io.bundle."), "{flat}");
     std::fs::write(&file, flat).unwrap();
     let out = capstan_in(home.path(), &["bundle", "validate", bundle.to_str().unwrap()]);
@@ -334,7 +345,8 @@ fn annotations_without_the_annotations_map_say_so_and_show_the_shape() {
     assert!(err.contains("annotations:\n    operators.operatorframework.io.bundle.package.v1: "), "{err}");
 
     // `annotations:` holding a list.
-    std::fs::write(&file, "annotations:\n- operators.operatorframework.io.bundle.package.v1: nginx-operator\n").unwrap();
+    std::fs::write(&file, "annotations:\n- operators.operatorframework.io.bundle.package.v1: nginx-operator\n")
+        .unwrap();
     let err = text(&capstan_in(home.path(), &["bundle", "validate", bundle.to_str().unwrap()]).stderr);
     assert!(err.contains("metadata/annotations.yaml") && err.contains("`annotations` is a list, not a map"), "{err}");
 }
@@ -358,7 +370,13 @@ fn placeholder_bundle_images_are_warned_about_by_catalog_validate_and_push() {
     let out = capstan_in(home.path(), &["catalog", "validate", "-o", "json", c]);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["valid"], true);
-    assert!(json["warnings"][0].as_str().unwrap().starts_with("bundle nginx-operator.v0.1.0 of package nginx-operator has the placeholder image"), "{json}");
+    assert!(
+        json["warnings"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("bundle nginx-operator.v0.1.0 of package nginx-operator has the placeholder image"),
+        "{json}"
+    );
 
     let addr = support::registry();
     let reference = format!("{addr}/capstan-cli-messages/catalog:placeholder");
@@ -374,9 +392,14 @@ fn placeholder_bundle_images_are_warned_about_by_catalog_validate_and_push() {
     // With a real image reference there is nothing to warn about.
     let real = home.path().join("real");
     let r = real.to_str().unwrap();
-    let out = capstan_in(home.path(), &["catalog", "add", r, nginx.to_str().unwrap(), "--image", "quay.io/example/nginx-operator-bundle:v0.1.0"]);
+    let out = capstan_in(
+        home.path(),
+        &["catalog", "add", r, nginx.to_str().unwrap(), "--image", "quay.io/example/nginx-operator-bundle:v0.1.0"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    for args in [&["catalog", "validate", r][..], &["catalog", "push", r, &format!("{addr}/capstan-cli-messages/catalog:real")]] {
+    for args in
+        [&["catalog", "validate", r][..], &["catalog", "push", r, &format!("{addr}/capstan-cli-messages/catalog:real")]]
+    {
         let out = capstan_in(home.path(), args);
         assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out.stderr));
         assert!(!text(&out.stderr).contains("placeholder"), "{args:?}: {}", text(&out.stderr));
@@ -475,7 +498,10 @@ fn a_mistyped_path_is_reported_missing_and_not_pulled() {
             let err = text(&out.stderr);
             assert_eq!(out.status.code(), Some(2), "capstan {args:?}: {err}");
             assert!(err.contains(&missing), "capstan {args:?}: want {missing:?} in: {err}");
-            assert!(!err.contains("127.0.0.1:9") && !err.contains("docker.io/library") && !err.contains("registry-1"), "capstan {args:?} tried a registry: {err}");
+            assert!(
+                !err.contains("127.0.0.1:9") && !err.contains("docker.io/library") && !err.contains("registry-1"),
+                "capstan {args:?} tried a registry: {err}"
+            );
         }
     }
 }
@@ -487,7 +513,8 @@ fn catalog_render_refuses_what_catalog_validate_refuses_with_the_same_exit_code(
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
     // Package b's default channel names no channel.
-    let invalid = named_catalog(h, "invalid", "{\"schema\":\"olm.package\",\"name\":\"b\",\"defaultChannel\":\"stabel\"}\n");
+    let invalid =
+        named_catalog(h, "invalid", "{\"schema\":\"olm.package\",\"name\":\"b\",\"defaultChannel\":\"stabel\"}\n");
     let i = invalid.to_str().unwrap();
     let validate = capstan(h, &["catalog", "validate", i]);
     assert_eq!(validate.status.code(), Some(1), "{}", text(&validate.stderr));
@@ -555,7 +582,9 @@ fn catalog_render_and_add_refuse_an_image_flag_that_is_not_a_reference() {
     let cat = h.join("catalog");
     let c = cat.to_str().unwrap();
     let message = "error: --image \"not a ref\" is not an image reference: ";
-    for args in [&["catalog", "render", n, "--image", "not a ref"][..], &["catalog", "add", c, n, "--image", "not a ref"]] {
+    for args in
+        [&["catalog", "render", n, "--image", "not a ref"][..], &["catalog", "add", c, n, "--image", "not a ref"]]
+    {
         let out = capstan(h, args);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "capstan {args:?}: {err}");
@@ -586,7 +615,11 @@ fn catalog_render_refuses_unknown_image_template_placeholders_naming_the_known_o
 
     let out = capstan(h, &["catalog", "render", n, "--image-template", "quay.io/org/{{.Package}}-bundle:v{version}"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("\"image\": \"quay.io/org/nginx-operator-bundle:v0.1.0\""), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("\"image\": \"quay.io/org/nginx-operator-bundle:v0.1.0\""),
+        "{}",
+        text(&out.stdout)
+    );
 
     // Known placeholders that fill in to something that is no reference.
     let out = capstan(h, &["catalog", "render", n, "--image-template", "quay.io/Org/{package}"]);
@@ -594,7 +627,9 @@ fn catalog_render_refuses_unknown_image_template_placeholders_naming_the_known_o
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(
         err,
-        format!("error: render {n}: --image-template \"quay.io/Org/{{package}}\" (gives \"quay.io/Org/nginx-operator\") is not an image reference: invalid reference format; write a pull spec such as quay.io/org/bundle:v1.0.0 or quay.io/org/bundle@sha256:<digest>\n")
+        format!(
+            "error: render {n}: --image-template \"quay.io/Org/{{package}}\" (gives \"quay.io/Org/nginx-operator\") is not an image reference: invalid reference format; write a pull spec such as quay.io/org/bundle:v1.0.0 or quay.io/org/bundle@sha256:<digest>\n"
+        )
     );
 }
 
@@ -645,35 +680,61 @@ fn resolve_installed_names_two_packages_share_or_in_no_subscriptions_namespace_a
 "#;
     let cat = named_catalog(h, "catalog", b);
     let catalog_arg = format!("olm/c={}", cat.display());
-    let sub = |name: &str, package: &str| format!("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {{name: {name}, namespace: ns}}\nspec: {{name: {package}, source: c, sourceNamespace: olm, channel: stable}}\n");
+    let sub = |name: &str, package: &str| {
+        format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {{name: {name}, namespace: ns}}\nspec: {{name: {package}, source: c, sourceNamespace: olm, channel: stable}}\n"
+        )
+    };
     let only_b = h.join("b.yaml");
     std::fs::write(&only_b, sub("b", "b")).unwrap();
     let both = h.join("both.yaml");
     std::fs::write(&both, format!("{}---\n{}", sub("a", "a"), sub("b", "b"))).unwrap();
 
     // The one subscribed package of the namespace that has the name: b's bundle, upgraded.
-    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", only_b.to_str().unwrap(), "--installed", "a.v1.0.0", "-o", "json"]);
+    let out = capstan(
+        h,
+        &[
+            "resolve",
+            "--catalog",
+            &catalog_arg,
+            "-f",
+            only_b.to_str().unwrap(),
+            "--installed",
+            "a.v1.0.0",
+            "-o",
+            "json",
+        ],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["resolved"][0]["bundle"], "b.v1.1.0", "{json}");
     assert_eq!(json["resolved"][0]["reason"], "upgrade from a.v1.0.0", "{json}");
 
     // Both packages subscribed: the name does not say which is installed.
-    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", both.to_str().unwrap(), "--installed", "a.v1.0.0"]);
+    let out =
+        capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", both.to_str().unwrap(), "--installed", "a.v1.0.0"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
     assert_eq!(
         text(&out.stderr),
         "error: --installed a.v1.0.0: packages a, b each have a bundle named a.v1.0.0, and the Subscriptions of namespace ns do not tell which is installed; write a.v1.0.0@PACKAGE (for example a.v1.0.0@a)\n"
     );
     // ... which @PACKAGE says.
-    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", both.to_str().unwrap(), "--installed", "a.v1.0.0@b"]);
+    let out =
+        capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", both.to_str().unwrap(), "--installed", "a.v1.0.0@b"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", both.to_str().unwrap(), "--installed", "b.v1.1.0@a"]);
+    let out =
+        capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", both.to_str().unwrap(), "--installed", "b.v1.1.0@a"]);
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(text(&out.stderr), "error: --installed b.v1.1.0@a: package a has no bundle named b.v1.1.0; it is a bundle of b\n");
+    assert_eq!(
+        text(&out.stderr),
+        "error: --installed b.v1.1.0@a: package a has no bundle named b.v1.1.0; it is a bundle of b\n"
+    );
 
     // A namespace none of the Subscriptions is in: the installed CSV would change nothing.
-    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", only_b.to_str().unwrap(), "--installed", "nss/a.v1.0.0"]);
+    let out = capstan(
+        h,
+        &["resolve", "--catalog", &catalog_arg, "-f", only_b.to_str().unwrap(), "--installed", "nss/a.v1.0.0"],
+    );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
     assert_eq!(
         text(&out.stderr),
@@ -687,7 +748,10 @@ fn resolve_installed_names_two_packages_share_or_in_no_subscriptions_namespace_a
         let out = capstan(h, &args);
         (out.status.code(), text(&out.stderr))
     };
-    assert_eq!(run(&["nss/a.v1.0.0@b"]).1, "error: --installed nss/a.v1.0.0@b: none of the Subscriptions is in namespace nss (they are in ns); an installed CSV only counts in its Subscriptions' namespace: write ns/a.v1.0.0@b\n");
+    assert_eq!(
+        run(&["nss/a.v1.0.0@b"]).1,
+        "error: --installed nss/a.v1.0.0@b: none of the Subscriptions is in namespace nss (they are in ns); an installed CSV only counts in its Subscriptions' namespace: write ns/a.v1.0.0@b\n"
+    );
     // Names that cannot be a namespace or a CSV, and a CSV given twice.
     assert_eq!(run(&["/a.v1.0.0"]), (Some(2), "error: --installed /a.v1.0.0: \"\" is not a namespace name (lowercase letters, digits and '-'); write [NAMESPACE/]CSV_NAME[@PACKAGE]\n".to_string()));
     for bad in ["ns//a.v1.0.0", "ns/a/b", "ns/Ü.v1.0.0"] {
@@ -695,7 +759,14 @@ fn resolve_installed_names_two_packages_share_or_in_no_subscriptions_namespace_a
         assert_eq!(code, Some(2), "{bad}: {err}");
         assert!(err.contains("is not a CSV name (a Kubernetes object name"), "{bad}: {err}");
     }
-    assert_eq!(run(&["a.v1.0.0@a", "ns/a.v1.0.0@b"]), (Some(2), "error: --installed ns/a.v1.0.0@b: CSV ns/a.v1.0.0 is given twice; a namespace holds one CSV of a name\n".to_string()));
+    assert_eq!(
+        run(&["a.v1.0.0@a", "ns/a.v1.0.0@b"]),
+        (
+            Some(2),
+            "error: --installed ns/a.v1.0.0@b: CSV ns/a.v1.0.0 is given twice; a namespace holds one CSV of a name\n"
+                .to_string()
+        )
+    );
 }
 
 // ---- 5. Subscription input ---------------------------------------------------------------------
@@ -712,7 +783,9 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
         capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", sub.to_str().unwrap()])
     };
 
-    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, chanel: stable}\n");
+    let out = run(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, chanel: stable}\n",
+    );
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert_eq!(
@@ -723,76 +796,116 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
         )
     );
     // Nothing near: the fields the parent has.
-    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, approval: Manual}\n");
+    let out = run(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, approval: Manual}\n",
+    );
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("unknown field \"spec.approval\"; a Subscription has no such field (kubectl apply --validate=strict refuses it too); spec has channel, config, "), "{err}");
     assert!(err.contains("installPlanApproval"), "{err}");
 
-    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns, lables: {x: y}}\nspec: {name: a, source: c, sourceNamespace: olm, config: {nodeSelector: {k: v}, envv: []}}\n");
+    let out = run(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns, lables: {x: y}}\nspec: {name: a, source: c, sourceNamespace: olm, config: {nodeSelector: {k: v}, envv: []}}\n",
+    );
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("unknown field \"metadata.lables\" (and 1 other: spec.config.envv)") && err.ends_with("; did you mean metadata.labels?\n"), "{err}");
+    assert!(
+        err.contains("unknown field \"metadata.lables\" (and 1 other: spec.config.envv)")
+            && err.ends_with("; did you mean metadata.labels?\n"),
+        "{err}"
+    );
 
     // A value of the wrong type: the error names the field.
-    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, channel: 5}\n");
+    let out = run(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, channel: 5}\n",
+    );
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
-        format!("error: {}, Subscription \"a\": spec.channel: 5 is not of types \"null\", \"string\"; a string is wanted: quote the value as written (YAML reads an unquoted 2.10 as the number 2.1); kubectl apply refuses it too (the Subscription CRD's schema)\n", h.join("sub.yaml").display())
+        format!(
+            "error: {}, Subscription \"a\": spec.channel: 5 is not of types \"null\", \"string\"; a string is wanted: quote the value as written (YAML reads an unquoted 2.10 as the number 2.1); kubectl apply refuses it too (the Subscription CRD's schema)\n",
+            h.join("sub.yaml").display()
+        )
     );
     // A document that is not an object is named as such (not "expected struct …").
     let out = run("just a string\n");
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
-        format!("error: {}, document 1: a string, not an object; a Subscription is a mapping with apiVersion, kind, metadata and spec\n", h.join("sub.yaml").display())
+        format!(
+            "error: {}, document 1: a string, not an object; a Subscription is a mapping with apiVersion, kind, metadata and spec\n",
+            h.join("sub.yaml").display()
+        )
     );
 
     // A list where the schema has an object (serde would read it as an empty config): refused
     // with the field, as the API server refuses it.
-    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, config: [{env: []}]}\n");
+    let out = run(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, config: [{env: []}]}\n",
+    );
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
-        format!("error: {}, Subscription \"a\": spec.config: [{{\"env\":[]}}] is not of types \"null\", \"object\"; kubectl apply refuses it too (the Subscription CRD's schema)\n", h.join("sub.yaml").display())
+        format!(
+            "error: {}, Subscription \"a\": spec.config: [{{\"env\":[]}}] is not of types \"null\", \"object\"; kubectl apply refuses it too (the Subscription CRD's schema)\n",
+            h.join("sub.yaml").display()
+        )
     );
 
     // Status fields are not checked (a Subscription copied from `kubectl get -o yaml`), and its
     // status.installedCSV is taken as installed: the plan is the upgrade from it, and says so.
-    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns, uid: x, resourceVersion: '1'}\nspec: {name: a, source: c, sourceNamespace: olm}\nstatus: {installedCSV: a.v1.0.0, somethingNewer: {x: 1}}\n");
+    let out = run(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns, uid: x, resourceVersion: '1'}\nspec: {name: a, source: c, sourceNamespace: olm}\nstatus: {installedCSV: a.v1.0.0, somethingNewer: {x: 1}}\n",
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stderr), "note: status.installedCSV of Subscription ns/a: a.v1.0.0 taken as installed in namespace ns (as --installed ns/a.v1.0.0@a)\n");
+    assert_eq!(
+        text(&out.stderr),
+        "note: status.installedCSV of Subscription ns/a: a.v1.0.0 taken as installed in namespace ns (as --installed ns/a.v1.0.0@a)\n"
+    );
     let plan = text(&out.stdout);
     assert!(plan.contains("a.v1.1.0") && plan.contains("a.v1.0.0"), "the upgrade from the installed CSV: {plan}");
     // --installed contradicting the pasted status: one CSV of a package per namespace.
     let sub = h.join("sub.yaml");
-    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", sub.to_str().unwrap(), "--installed", "a.v1.1.0"]);
+    let out =
+        capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", sub.to_str().unwrap(), "--installed", "a.v1.1.0"]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
         "error: status.installedCSV of Subscription ns/a: --installed a.v1.1.0 already gives a CSV of package a in namespace ns; a namespace has one CSV of a package installed: give only the installed one (while an upgrade runs, the one whose phase is not Replacing)\n"
     );
     // The same CSV by --installed and the status: one entry.
-    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", sub.to_str().unwrap(), "--installed", "a.v1.0.0"]);
+    let out =
+        capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", sub.to_str().unwrap(), "--installed", "a.v1.0.0"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), plan);
-    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\nstatus: {installedCSV: A.v1}\n");
+    let out = run(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\nstatus: {installedCSV: A.v1}\n",
+    );
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
         "error: status.installedCSV of Subscription ns/a: \"A.v1\" is not a CSV name (a Kubernetes object name: lowercase letters, digits, '-' and '.'); correct it or remove status\n"
     );
-    let fresh = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n");
+    let fresh = run(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n",
+    );
     assert_ne!(text(&fresh.stdout), plan, "a fresh install is planned differently");
 
     // `kubectl get -o yaml` of several objects writes a List: its items are read; errors name the item.
-    let item = |name: &str, ns: &str| format!("- apiVersion: operators.coreos.com/v1alpha1\n  kind: Subscription\n  metadata: {{name: {name}, namespace: {ns}}}\n  spec: {{name: a, source: c, sourceNamespace: olm}}\n");
+    let item = |name: &str, ns: &str| {
+        format!(
+            "- apiVersion: operators.coreos.com/v1alpha1\n  kind: Subscription\n  metadata: {{name: {name}, namespace: {ns}}}\n  spec: {{name: a, source: c, sourceNamespace: olm}}\n"
+        )
+    };
     let out = run(&format!("apiVersion: v1\nkind: List\nitems:\n{}{}", item("a", "ns1"), item("b", "ns2")));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let plan = text(&out.stdout);
     assert!(plan.contains("ns1/a") && plan.contains("ns2/b"), "{plan}");
-    let out = run(&format!("apiVersion: operators.coreos.com/v1alpha1\nkind: SubscriptionList\nitems:\n{}{}", item("a", "ns1"), item("b", "ns2")));
+    let out = run(&format!(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: SubscriptionList\nitems:\n{}{}",
+        item("a", "ns1"),
+        item("b", "ns2")
+    ));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let plan = text(&out.stdout);
     assert!(plan.contains("ns1/a") && plan.contains("ns2/b"), "{plan}");
@@ -800,7 +913,10 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
-        format!("error: {}, document 1, items[1]: a number, not an object; a Subscription is a mapping with apiVersion, kind, metadata and spec\n", h.join("sub.yaml").display())
+        format!(
+            "error: {}, document 1, items[1]: a number, not an object; a Subscription is a mapping with apiVersion, kind, metadata and spec\n",
+            h.join("sub.yaml").display()
+        )
     );
 
     // A missing or misspelt kind would drop a Subscription silently: refused, as kubectl does.
@@ -808,35 +924,73 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
     let f = h.join("sub.yaml").display().to_string();
     let out = run(body);
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(text(&out.stderr), format!("error: {f}, document 1: kind is missing; kubectl apply refuses an object without one: write kind: Subscription\n"));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "error: {f}, document 1: kind is missing; kubectl apply refuses an object without one: write kind: Subscription\n"
+        )
+    );
     let out = run(&format!("kind: subscription\n{body}"));
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(text(&out.stderr), format!("error: {f}, document 1: kind is \"subscription\"; kinds are matched exactly: write kind: Subscription\n"));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "error: {f}, document 1: kind is \"subscription\"; kinds are matched exactly: write kind: Subscription\n"
+        )
+    );
     let out = run(&format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: ns}}\n---\nkind: Subscriptoin\n{body}"));
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
-        format!("error: {f}, document 2: kind is \"Subscriptoin\", which no API serves (kubectl apply refuses it: no matches for kind); did you mean kind: Subscription?\n")
+        format!(
+            "error: {f}, document 2: kind is \"Subscriptoin\", which no API serves (kubectl apply refuses it: no matches for kind); did you mean kind: Subscription?\n"
+        )
     );
     // Other kinds are skipped.
     let out = run(&format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: ns}}\n---\nkind: Subscription\n{body}"));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     // Names the API server refuses; a number where a string belongs is to be quoted.
-    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: Bad_Name, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n");
-    assert_eq!(out.status.code(), Some(2));
-    assert_eq!(text(&out.stderr), format!("error: {f}, Subscription \"Bad_Name\": metadata.name \"Bad_Name\" is not a valid object name; use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit\n"));
-    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: NS 1}\nspec: {name: a, source: c, sourceNamespace: olm}\n");
-    assert_eq!(out.status.code(), Some(2));
-    assert_eq!(text(&out.stderr), format!("error: {f}, Subscription \"a\": metadata.namespace \"NS 1\" is not a namespace name; use lowercase letters, digits and '-' (at most 63)\n"));
-    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, channel: 2.10}\n");
-    assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("spec.channel: 2.1 is not of types \"null\", \"string\"; a string is wanted: quote the value as written"), "{}", text(&out.stderr));
-    // A field given twice (the YAML parser keeps the last): refused, as kubectl's strict decoding does.
-    let out = run("apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec:\n  name: a\n  channel: alpha\n  channel: beta\n  source: c\n  sourceNamespace: olm\n");
+    let out = run(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: Bad_Name, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n",
+    );
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
-        format!("error: {f}: spec: duplicate entry with key \"channel\" at line 5 column 3; a field given twice keeps only its last value: kubectl apply refuses it too, give it once\n")
+        format!(
+            "error: {f}, Subscription \"Bad_Name\": metadata.name \"Bad_Name\" is not a valid object name; use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit\n"
+        )
+    );
+    let out = run(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: NS 1}\nspec: {name: a, source: c, sourceNamespace: olm}\n",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "error: {f}, Subscription \"a\": metadata.namespace \"NS 1\" is not a namespace name; use lowercase letters, digits and '-' (at most 63)\n"
+        )
+    );
+    let out = run(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, channel: 2.10}\n",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains(
+            "spec.channel: 2.1 is not of types \"null\", \"string\"; a string is wanted: quote the value as written"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+    // A field given twice (the YAML parser keeps the last): refused, as kubectl's strict decoding does.
+    let out = run(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec:\n  name: a\n  channel: alpha\n  channel: beta\n  source: c\n  sourceNamespace: olm\n",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "error: {f}: spec: duplicate entry with key \"channel\" at line 5 column 3; a field given twice keeps only its last value: kubectl apply refuses it too, give it once\n"
+        )
     );
     // The same file twice.
     let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", &f, "-f", &f]);
@@ -845,20 +999,31 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
     let other = h.join(".").join("sub.yaml").display().to_string();
     let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", &f, "-f", &other]);
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(text(&out.stderr), format!("error: -f {f}: the file is given twice (as {other}); give each file once\n"));
+    assert_eq!(
+        text(&out.stderr),
+        format!("error: -f {f}: the file is given twice (as {other}); give each file once\n")
+    );
 
     // Two Subscriptions of one namespace and name: kubectl apply would keep one; refused, naming both.
-    let doc = |ch: &str| format!("---\napiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {{name: a, namespace: ns}}\nspec: {{name: a, source: c, sourceNamespace: olm, channel: {ch}}}\n");
+    let doc = |ch: &str| {
+        format!(
+            "---\napiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {{name: a, namespace: ns}}\nspec: {{name: a, source: c, sourceNamespace: olm, channel: {ch}}}\n"
+        )
+    };
     let out = run(&format!("{}{}", doc("stable"), doc("beta")));
     assert_eq!(out.status.code(), Some(2));
     let f = h.join("sub.yaml").display().to_string();
     assert_eq!(
         text(&out.stderr),
-        format!("error: {f}, document 2: Subscription ns/a is also given by {f}, document 1; a namespace holds one Subscription of a name (kubectl apply would keep only the last): rename one or drop it\n")
+        format!(
+            "error: {f}, document 2: Subscription ns/a is also given by {f}, document 1; a namespace holds one Subscription of a name (kubectl apply would keep only the last): rename one or drop it\n"
+        )
     );
 
     for version in ["v1", "operators.coreos.com/v1", ""] {
-        let out = run(&format!("apiVersion: {version:?}\nkind: Subscription\nmetadata: {{name: a, namespace: ns}}\nspec: {{name: a, source: c, sourceNamespace: olm}}\n"));
+        let out = run(&format!(
+            "apiVersion: {version:?}\nkind: Subscription\nmetadata: {{name: a, namespace: ns}}\nspec: {{name: a, source: c, sourceNamespace: olm}}\n"
+        ));
         assert_eq!(out.status.code(), Some(2));
         assert_eq!(
             text(&out.stderr),
@@ -898,13 +1063,21 @@ fn bundle_validate_warns_of_csv_spec_fields_a_csv_does_not_have() {
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
     let csv = NGINX_CSV;
-    let typo = nginx_with(h, "typo", |c| c.replacen("\n  version: 0.1.0\n", "\n  version: 0.1.0\n  replace: nginx-operator.v0.0.9\n  support: Example\n", 1));
+    let typo = nginx_with(h, "typo", |c| {
+        c.replacen(
+            "\n  version: 0.1.0\n",
+            "\n  version: 0.1.0\n  replace: nginx-operator.v0.0.9\n  support: Example\n",
+            1,
+        )
+    });
     let (code, found) = findings(h, &typo);
     assert_eq!(code, Some(0), "warnings only: {found:?}");
     assert_eq!(found.len(), 2, "{found:?}");
     assert_eq!(
         found[0],
-        format!("warning: {csv}: spec.replace: a ClusterServiceVersion has no such field: OLM's API server drops it, so it has no effect; did you mean spec.replaces? (fix: rename it to spec.replaces)")
+        format!(
+            "warning: {csv}: spec.replace: a ClusterServiceVersion has no such field: OLM's API server drops it, so it has no effect; did you mean spec.replaces? (fix: rename it to spec.replaces)"
+        )
     );
     assert!(
         found[1].starts_with(&format!("warning: {csv}: spec.support: a ClusterServiceVersion has no such field: OLM's API server drops it, so it has no effect (fix: remove it, or use one of the fields of spec: annotations, ")),
@@ -912,7 +1085,11 @@ fn bundle_validate_warns_of_csv_spec_fields_a_csv_does_not_have() {
     );
     let deep = nginx_with(h, "deep", |c| c.replacen("deployments:", "deploymnts: []\n      deployments:", 1));
     let (_, found) = findings(h, &deep);
-    assert!(found.iter().any(|f| f.contains("spec.install.spec.deploymnts: a ClusterServiceVersion has no such field") && f.contains("did you mean spec.install.spec.deployments?")), "{found:?}");
+    assert!(
+        found.iter().any(|f| f.contains("spec.install.spec.deploymnts: a ClusterServiceVersion has no such field")
+            && f.contains("did you mean spec.install.spec.deployments?")),
+        "{found:?}"
+    );
     // A misspelt bundle annotation likewise.
     let ann = h.join("annotation");
     copy_dir(&example("nginx-operator/0.1.0"), &ann);
@@ -923,15 +1100,26 @@ fn bundle_validate_warns_of_csv_spec_fields_a_csv_does_not_have() {
     assert_eq!(code, Some(0), "{found:?}");
     assert_eq!(
         found,
-        ["warning: metadata/annotations.yaml: annotations.operators.operatorframework.io.bundle.chanel.default.v1: not a bundle annotation opm or OLM reads, so it has no effect; did you mean operators.operatorframework.io.bundle.channel.default.v1? (fix: rename it to operators.operatorframework.io.bundle.channel.default.v1)"]
+        [
+            "warning: metadata/annotations.yaml: annotations.operators.operatorframework.io.bundle.chanel.default.v1: not a bundle annotation opm or OLM reads, so it has no effect; did you mean operators.operatorframework.io.bundle.channel.default.v1? (fix: rename it to operators.operatorframework.io.bundle.channel.default.v1)"
+        ]
     );
     // A typo in the prefix, or another case, is as lost.
-    std::fs::write(&file, text_of.replace("operators.operatorframework.io.bundle.channel.default.v1", "operators.operatorframework.io.bundel.channel.default.v1")).unwrap();
+    std::fs::write(
+        &file,
+        text_of.replace(
+            "operators.operatorframework.io.bundle.channel.default.v1",
+            "operators.operatorframework.io.bundel.channel.default.v1",
+        ),
+    )
+    .unwrap();
     let (code, found) = findings(h, &ann);
     assert_eq!(code, Some(0), "{found:?}");
     assert_eq!(
         found,
-        ["warning: metadata/annotations.yaml: annotations.operators.operatorframework.io.bundel.channel.default.v1: not a bundle annotation opm or OLM reads, so it has no effect; did you mean operators.operatorframework.io.bundle.channel.default.v1? (fix: rename it to operators.operatorframework.io.bundle.channel.default.v1)"]
+        [
+            "warning: metadata/annotations.yaml: annotations.operators.operatorframework.io.bundel.channel.default.v1: not a bundle annotation opm or OLM reads, so it has no effect; did you mean operators.operatorframework.io.bundle.channel.default.v1? (fix: rename it to operators.operatorframework.io.bundle.channel.default.v1)"
+        ]
     );
 }
 
@@ -950,7 +1138,14 @@ fn with_webhook(dir: &Path, name: &str, deployment: &str, port: &str, policy: &s
 
 fn findings(home: &Path, bundle: &Path) -> (Option<i32>, Vec<String>) {
     let out = capstan(home, &["bundle", "validate", bundle.to_str().unwrap()]);
-    (out.status.code(), text(&out.stdout).lines().filter(|l| l.starts_with("error: ") || l.starts_with("warning: ")).map(str::to_string).collect())
+    (
+        out.status.code(),
+        text(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("error: ") || l.starts_with("warning: "))
+            .map(str::to_string)
+            .collect(),
+    )
 }
 
 #[test]
@@ -964,7 +1159,12 @@ fn bundle_validate_checks_webhook_ports_policies_side_effects_and_deployments() 
     let port = with_webhook(h, "port", "nginx-operator-controller-manager", "70000", "Fail", "None");
     assert_eq!(
         findings(h, &port),
-        (Some(1), vec![format!("error: {csv}: spec.webhookdefinitions[0].containerPort: 70000 is not a port (1-65535); the API server refuses the CSV (fix: give the Service port the webhook is served on, e.g. 443, or leave it out for 443)")])
+        (
+            Some(1),
+            vec![format!(
+                "error: {csv}: spec.webhookdefinitions[0].containerPort: 70000 is not a port (1-65535); the API server refuses the CSV (fix: give the Service port the webhook is served on, e.g. 443, or leave it out for 443)"
+            )]
+        )
     );
     let policy = with_webhook(h, "policy", "nginx-operator-controller-manager", "443", "Sometimes", "Some");
     assert_eq!(
@@ -972,21 +1172,36 @@ fn bundle_validate_checks_webhook_ports_policies_side_effects_and_deployments() 
         (
             Some(1),
             vec![
-                format!("error: {csv}: spec.webhookdefinitions[0].failurePolicy: \"Sometimes\" is not a failure policy; the API server refuses the webhook configuration OLM creates (fix: use Ignore or Fail)"),
-                format!("error: {csv}: spec.webhookdefinitions[0].sideEffects: \"Some\" is not allowed; admissionregistration.k8s.io/v1, the webhook configuration OLM creates, accepts only None and NoneOnDryRun (fix: use None, or NoneOnDryRun for a webhook that has side effects except on dry-run requests)"),
+                format!(
+                    "error: {csv}: spec.webhookdefinitions[0].failurePolicy: \"Sometimes\" is not a failure policy; the API server refuses the webhook configuration OLM creates (fix: use Ignore or Fail)"
+                ),
+                format!(
+                    "error: {csv}: spec.webhookdefinitions[0].sideEffects: \"Some\" is not allowed; admissionregistration.k8s.io/v1, the webhook configuration OLM creates, accepts only None and NoneOnDryRun (fix: use None, or NoneOnDryRun for a webhook that has side effects except on dry-run requests)"
+                ),
             ]
         )
     );
     let elsewhere = with_webhook(h, "elsewhere", "nginx-webhook", "443", "Ignore", "NoneOnDryRun");
     assert_eq!(
         findings(h, &elsewhere),
-        (Some(0), vec![format!("warning: {csv}: spec.webhookdefinitions[0].deploymentName: \"nginx-webhook\" is not a deployment of spec.install.spec.deployments (nginx-operator-controller-manager); OLM creates the webhook configuration pointing at Service nginx-webhook-service, but no Service, certificate or caBundle for it (fix: name the install strategy deployment that serves the webhook, unless the operator creates that deployment and its certificate itself)")])
+        (
+            Some(0),
+            vec![format!(
+                "warning: {csv}: spec.webhookdefinitions[0].deploymentName: \"nginx-webhook\" is not a deployment of spec.install.spec.deployments (nginx-operator-controller-manager); OLM creates the webhook configuration pointing at Service nginx-webhook-service, but no Service, certificate or caBundle for it (fix: name the install strategy deployment that serves the webhook, unless the operator creates that deployment and its certificate itself)"
+            )]
+        )
     );
 
-    let container = nginx_with(h, "container-port", |csv| csv.replace("- containerPort: 8443", "- containerPort: 70000"));
+    let container =
+        nginx_with(h, "container-port", |csv| csv.replace("- containerPort: 8443", "- containerPort: 70000"));
     assert_eq!(
         findings(h, &container),
-        (Some(1), vec![format!("error: {csv}: spec.install.spec.deployments[0].spec.template.spec.containers[0].ports[0].containerPort: 70000 is not a port (1-65535); the API server refuses the Deployment (fix: give the port the container listens on)")])
+        (
+            Some(1),
+            vec![format!(
+                "error: {csv}: spec.install.spec.deployments[0].spec.template.spec.containers[0].ports[0].containerPort: 70000 is not a port (1-65535); the API server refuses the Deployment (fix: give the port the container listens on)"
+            )]
+        )
     );
 }
 
@@ -1008,7 +1223,9 @@ fn bundle_validate_and_render_refuse_alm_examples_that_are_not_a_list_of_objects
         ("object", "{\"kind\": \"Nginx\"}", "invalid type: map, expected a sequence at line 1 column 0"),
     ] {
         let bundle = nginx_with(h, name, replace_examples(examples));
-        let want = format!("error: {NGINX_CSV}: metadata.annotations[alm-examples]: is not a JSON list of example objects: {why} {fix}");
+        let want = format!(
+            "error: {NGINX_CSV}: metadata.annotations[alm-examples]: is not a JSON list of example objects: {why} {fix}"
+        );
         assert_eq!(findings(h, &bundle), (Some(1), vec![want.clone()]), "{examples}");
         let out = capstan(h, &["catalog", "render", bundle.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(1), "{examples}: {}", text(&out.stderr));
@@ -1053,7 +1270,9 @@ fn an_oci_scheme_related_image_is_refused_alike_by_validate_render_and_add() {
     let fixed = std::fs::read_to_string(&csv).unwrap().replace("- image: oci://", "- image: ");
     assert!(fixed.contains("value: oci://quay.io/kuadrant/wasm-shim"), "the env var keeps its oci:// value");
     std::fs::write(&csv, fixed).unwrap();
-    for args in [&["bundle", "validate", b][..], &["catalog", "render", b], &["catalog", "add", cat.to_str().unwrap(), b]] {
+    for args in
+        [&["bundle", "validate", b][..], &["catalog", "render", b], &["catalog", "add", cat.to_str().unwrap(), b]]
+    {
         let out = capstan(h, args);
         assert_eq!(out.status.code(), Some(0), "capstan {args:?}: {}{}", text(&out.stdout), text(&out.stderr));
     }

@@ -14,7 +14,13 @@ use std::process::Command;
 fn olm_and_capstan_create_the_same_objects() {
     let root = env!("CARGO_MANIFEST_DIR");
     let out = Command::new("python3")
-        .args([&format!("{root}/tests/olm/compare.py"), "--scenarios", "install-automatic,upgrade-replaces,webhook", "--capstan", env!("CARGO_BIN_EXE_capstan")])
+        .args([
+            &format!("{root}/tests/olm/compare.py"),
+            "--scenarios",
+            "install-automatic,upgrade-replaces,webhook",
+            "--capstan",
+            env!("CARGO_BIN_EXE_capstan"),
+        ])
         .env("CAPSTAN_REAL_NODE", "0")
         .output()
         .expect("run python3 tests/olm/compare.py");

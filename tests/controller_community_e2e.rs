@@ -46,7 +46,12 @@ fn bundle_dir(package: &str, version: &str) -> PathBuf {
         return corpus;
     }
     let fixture = support::repo_root().join("tests/fixtures/community-operators-prod").join(package).join(version);
-    assert!(fixture.join("manifests").is_dir(), "bundle {package}/{version} is neither in {} nor in {}", corpus.display(), fixture.display());
+    assert!(
+        fixture.join("manifests").is_dir(),
+        "bundle {package}/{version} is neither in {} nor in {}",
+        corpus.display(),
+        fixture.display()
+    );
     fixture
 }
 
@@ -91,14 +96,26 @@ struct Case {
 }
 
 const CASES: [Case; 14] = [
-    Case { prefix: "cc-argocd", package: "argocd-operator", channel: "alpha", global: true, own: "argocd-operator.v0.18.0", csvs: &["argocd-operator.v0.18.0"] },
+    Case {
+        prefix: "cc-argocd",
+        package: "argocd-operator",
+        channel: "alpha",
+        global: true,
+        own: "argocd-operator.v0.18.0",
+        csvs: &["argocd-operator.v0.18.0"],
+    },
     Case {
         prefix: "cc-kuadrant",
         package: "kuadrant-operator",
         channel: "stable",
         global: true,
         own: "kuadrant-operator.v0.11.1",
-        csvs: &["authorino-operator.v0.13.0", "dns-operator.v0.6.0", "kuadrant-operator.v0.11.1", "limitador-operator.v0.11.0"],
+        csvs: &[
+            "authorino-operator.v0.13.0",
+            "dns-operator.v0.6.0",
+            "kuadrant-operator.v0.11.1",
+            "limitador-operator.v0.11.0",
+        ],
     },
     Case {
         prefix: "cc-rabbitmq",
@@ -108,14 +125,70 @@ const CASES: [Case; 14] = [
         own: "rabbitmq-messaging-topology-operator.v1.19.3",
         csvs: &["rabbitmq-cluster-operator.v2.22.3", "rabbitmq-messaging-topology-operator.v1.19.3"],
     },
-    Case { prefix: "cc-cert-manager", package: "cert-manager", channel: "stable", global: true, own: "cert-manager.v1.16.5", csvs: &["cert-manager.v1.16.5"] },
-    Case { prefix: "cc-etcd", package: "etcd", channel: "singlenamespace-alpha", global: false, own: "etcdoperator.v0.9.4", csvs: &["etcdoperator.v0.9.4"] },
-    Case { prefix: "cc-keda", package: "keda", channel: "alpha", global: true, own: "keda.v2.7.1", csvs: &["keda.v2.7.1"] },
-    Case { prefix: "cc-nhc", package: "node-healthcheck-operator", channel: "stable", global: true, own: "node-healthcheck-operator.v0.12.0", csvs: &["node-healthcheck-operator.v0.12.0"] },
-    Case { prefix: "cc-snr", package: "self-node-remediation", channel: "stable", global: true, own: "self-node-remediation.v0.13.0", csvs: &["self-node-remediation.v0.13.0"] },
-    Case { prefix: "cc-prometheus", package: "prometheus", channel: "beta", global: false, own: "prometheusoperator.0.56.3", csvs: &["prometheusoperator.0.56.3"] },
-    Case { prefix: "cc-clickhouse", package: "clickhouse", channel: "latest", global: false, own: "clickhouse-operator.v0.26.0", csvs: &["clickhouse-operator.v0.26.0"] },
-    Case { prefix: "cc-quay", package: "project-quay", channel: "stable-3.18", global: false, own: "quay-operator.v3.18.0", csvs: &["quay-operator.v3.18.0"] },
+    Case {
+        prefix: "cc-cert-manager",
+        package: "cert-manager",
+        channel: "stable",
+        global: true,
+        own: "cert-manager.v1.16.5",
+        csvs: &["cert-manager.v1.16.5"],
+    },
+    Case {
+        prefix: "cc-etcd",
+        package: "etcd",
+        channel: "singlenamespace-alpha",
+        global: false,
+        own: "etcdoperator.v0.9.4",
+        csvs: &["etcdoperator.v0.9.4"],
+    },
+    Case {
+        prefix: "cc-keda",
+        package: "keda",
+        channel: "alpha",
+        global: true,
+        own: "keda.v2.7.1",
+        csvs: &["keda.v2.7.1"],
+    },
+    Case {
+        prefix: "cc-nhc",
+        package: "node-healthcheck-operator",
+        channel: "stable",
+        global: true,
+        own: "node-healthcheck-operator.v0.12.0",
+        csvs: &["node-healthcheck-operator.v0.12.0"],
+    },
+    Case {
+        prefix: "cc-snr",
+        package: "self-node-remediation",
+        channel: "stable",
+        global: true,
+        own: "self-node-remediation.v0.13.0",
+        csvs: &["self-node-remediation.v0.13.0"],
+    },
+    Case {
+        prefix: "cc-prometheus",
+        package: "prometheus",
+        channel: "beta",
+        global: false,
+        own: "prometheusoperator.0.56.3",
+        csvs: &["prometheusoperator.0.56.3"],
+    },
+    Case {
+        prefix: "cc-clickhouse",
+        package: "clickhouse",
+        channel: "latest",
+        global: false,
+        own: "clickhouse-operator.v0.26.0",
+        csvs: &["clickhouse-operator.v0.26.0"],
+    },
+    Case {
+        prefix: "cc-quay",
+        package: "project-quay",
+        channel: "stable-3.18",
+        global: false,
+        own: "quay-operator.v3.18.0",
+        csvs: &["quay-operator.v3.18.0"],
+    },
     Case {
         prefix: "cc-mercury",
         package: "mercury-operator",
@@ -125,9 +198,23 @@ const CASES: [Case; 14] = [
         csvs: &["camel-k-operator.v1.9.0", "mercury-operator.v1.0.2", "strimzi-cluster-operator.v0.28.0"],
     },
     // After mercury-operator, in its namespace (see below).
-    Case { prefix: "cc-mercury", package: "automotive-infra", channel: "alpha", global: false, own: "automotive-infra.v0.0.3", csvs: &["automotive-infra.v0.0.3"] },
+    Case {
+        prefix: "cc-mercury",
+        package: "automotive-infra",
+        channel: "alpha",
+        global: false,
+        own: "automotive-infra.v0.0.3",
+        csvs: &["automotive-infra.v0.0.3"],
+    },
     // Last (see the header).
-    Case { prefix: "cc-jaeger", package: "jaeger", channel: "stable", global: true, own: "jaeger-operator.v1.65.0", csvs: &["jaeger-operator.v1.65.0"] },
+    Case {
+        prefix: "cc-jaeger",
+        package: "jaeger",
+        channel: "stable",
+        global: true,
+        own: "jaeger-operator.v1.65.0",
+        csvs: &["jaeger-operator.v1.65.0"],
+    },
 ];
 
 fn subscription(ns: &str, package: &str, channel: &str, catalog_ns: &str) -> Value {
@@ -151,7 +238,10 @@ async fn installed(client: &kube::Client, ns: &str, case: &Case) {
     let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
     eventually(&format!("Subscription {ns}/{} AtLatestKnown", case.package), WAIT, || async {
         let st = serde_json::to_value(subs.get(case.package).await.ok()?.status?).ok()?;
-        if let Some(c) = st["conditions"].as_array().and_then(|cs| cs.iter().find(|c| c["type"] == "ResolutionFailed" && c["status"] == "True")) {
+        if let Some(c) = st["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "ResolutionFailed" && c["status"] == "True"))
+        {
             panic!("Subscription {ns}/{} failed to resolve: {}", case.package, c["message"]);
         }
         (st["state"] == "AtLatestKnown" && st["installedCSV"] == case.own).then_some(())
@@ -161,7 +251,12 @@ async fn installed(client: &kube::Client, ns: &str, case: &Case) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn twenty_community_packages_install_or_say_why_not() {
-    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into())).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into()),
+        )
+        .try_init();
     let client = support::cluster().await;
     let registry = support::registry();
     let work = tempfile::tempdir().expect("tempdir");
@@ -184,7 +279,11 @@ async fn twenty_community_packages_install_or_say_why_not() {
     eprintln!("published {} bundles and the catalog in {:.1?}", BUNDLES.len(), started.elapsed());
 
     let catalog_ns = support::TestNamespace::new(&client, "cc-catalog").await;
-    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None, ..Default::default() };
+    let options = capstan::controller::Options {
+        global_catalog_namespace: catalog_ns.name.clone(),
+        catalog_cache: None,
+        ..Default::default()
+    };
     let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
     catalog_source(&client, &catalog_ns.name, "community", &catalog_ref).await;
 
@@ -192,14 +291,22 @@ async fn twenty_community_packages_install_or_say_why_not() {
     let mut namespaces: Vec<(&str, support::TestNamespace)> = Vec::new();
     let mut results: Vec<(String, String, Duration)> = Vec::new();
     for case in CASES.iter().filter(|c| c.package != "automotive-infra" && c.package != "jaeger") {
-        let ns = if case.global { namespace_with_global_group(&client, case.prefix).await } else { namespace_with_group(&client, case.prefix).await };
-        create::<Subscription>(&client, &ns.name, subscription(&ns.name, case.package, case.channel, &catalog_ns.name)).await;
+        let ns = if case.global {
+            namespace_with_global_group(&client, case.prefix).await
+        } else {
+            namespace_with_group(&client, case.prefix).await
+        };
+        create::<Subscription>(&client, &ns.name, subscription(&ns.name, case.package, case.channel, &catalog_ns.name))
+            .await;
         namespaces.push((case.prefix, ns));
     }
     let che = namespace_with_global_group(&client, "cc-che").await;
-    create::<Subscription>(&client, &che.name, subscription(&che.name, "eclipse-che", "stable", &catalog_ns.name)).await;
+    create::<Subscription>(&client, &che.name, subscription(&che.name, "eclipse-che", "stable", &catalog_ns.name))
+        .await;
     let created = Instant::now();
-    let ns_name = |prefix: &str, namespaces: &[(&str, support::TestNamespace)]| namespaces.iter().find(|(p, _)| *p == prefix).map(|(_, n)| n.name.clone()).expect("namespace");
+    let ns_name = |prefix: &str, namespaces: &[(&str, support::TestNamespace)]| {
+        namespaces.iter().find(|(p, _)| *p == prefix).map(|(_, n)| n.name.clone()).expect("namespace")
+    };
 
     for case in CASES.iter().filter(|c| c.package != "automotive-infra" && c.package != "jaeger") {
         let ns = ns_name(case.prefix, &namespaces);
@@ -213,11 +320,24 @@ async fn twenty_community_packages_install_or_say_why_not() {
     let mercury_ns = ns_name("cc-mercury", &namespaces);
     let automotive = CASES.iter().find(|c| c.package == "automotive-infra").expect("case");
     let t = Instant::now();
-    create::<Subscription>(&client, &mercury_ns, subscription(&mercury_ns, automotive.package, automotive.channel, &catalog_ns.name)).await;
+    create::<Subscription>(
+        &client,
+        &mercury_ns,
+        subscription(&mercury_ns, automotive.package, automotive.channel, &catalog_ns.name),
+    )
+    .await;
     installed(&client, &mercury_ns, automotive).await;
-    results.push((format!("{} (after mercury-operator, same namespace)", automotive.package), format!("Succeeded: {}", automotive.csvs.join(", ")), t.elapsed()));
+    results.push((
+        format!("{} (after mercury-operator, same namespace)", automotive.package),
+        format!("Succeeded: {}", automotive.csvs.join(", ")),
+        t.elapsed(),
+    ));
     let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &mercury_ns);
-    assert_eq!(plans.list(&Default::default()).await.expect("plans").items.len(), 2, "one plan for mercury-operator, one for automotive-infra");
+    assert_eq!(
+        plans.list(&Default::default()).await.expect("plans").items.len(),
+        2,
+        "one plan for mercury-operator, one for automotive-infra"
+    );
     let mercury = CASES.iter().find(|c| c.package == "mercury-operator").expect("case");
     installed(&client, &mercury_ns, mercury).await;
 
@@ -225,7 +345,12 @@ async fn twenty_community_packages_install_or_say_why_not() {
     let jaeger = CASES.iter().find(|c| c.package == "jaeger").expect("case");
     let jaeger_ns = namespace_with_global_group(&client, jaeger.prefix).await;
     let t = Instant::now();
-    create::<Subscription>(&client, &jaeger_ns.name, subscription(&jaeger_ns.name, jaeger.package, jaeger.channel, &catalog_ns.name)).await;
+    create::<Subscription>(
+        &client,
+        &jaeger_ns.name,
+        subscription(&jaeger_ns.name, jaeger.package, jaeger.channel, &catalog_ns.name),
+    )
+    .await;
     installed(&client, &jaeger_ns.name, jaeger).await;
     results.push((jaeger.package.to_string(), format!("Succeeded: {}", jaeger.csvs.join(", ")), t.elapsed()));
 
@@ -234,12 +359,17 @@ async fn twenty_community_packages_install_or_say_why_not() {
     let c = subscription_condition(&client, &che.name, "eclipse-che", "ResolutionFailed", "True").await;
     let message = c["message"].as_str().unwrap_or_default().to_string();
     assert!(
-        message.contains("devworkspace-operator") && message.contains("eclipse-che") && message.contains(&format!("{}/community", catalog_ns.name)),
+        message.contains("devworkspace-operator")
+            && message.contains("eclipse-che")
+            && message.contains(&format!("{}/community", catalog_ns.name)),
         "the message names the missing package, the Subscription's package and the catalog: {message}"
     );
     assert!(message.len() < 1200, "one readable message, not a dump ({} bytes): {message}", message.len());
     let che_plans: Api<InstallPlan> = Api::namespaced(client.clone(), &che.name);
-    assert!(che_plans.list(&Default::default()).await.expect("plans").items.is_empty(), "no InstallPlan for an unresolvable Subscription");
+    assert!(
+        che_plans.list(&Default::default()).await.expect("plans").items.is_empty(),
+        "no InstallPlan for an unresolvable Subscription"
+    );
     results.push(("eclipse-che".into(), format!("ResolutionFailed: {message}"), created.elapsed()));
 
     let succeeded: usize = CASES.iter().map(|c| c.csvs.len()).sum();
@@ -247,7 +377,10 @@ async fn twenty_community_packages_install_or_say_why_not() {
     for (p, o, d) in &results {
         eprintln!("| {p} | {o} | {:.1} s |", d.as_secs_f64());
     }
-    eprintln!("\n{succeeded} packages Succeeded, 1 (eclipse-che) unresolvable as its status says; whole test {:.1?}", started.elapsed());
+    eprintln!(
+        "\n{succeeded} packages Succeeded, 1 (eclipse-che) unresolvable as its status says; whole test {:.1?}",
+        started.elapsed()
+    );
     assert_eq!(succeeded, 20, "20 community packages installed");
 
     controller.abort();
@@ -260,8 +393,12 @@ async fn twenty_community_packages_install_or_say_why_not() {
     // write they match (jaeger's: every Deployment) waits for their timeout.
     for ns in &refs {
         let sel = ListParams::default().labels(&format!("olm.owner.namespace={ns}"));
-        let _ = Api::<MutatingWebhookConfiguration>::all(client.clone()).delete_collection(&DeleteParams::default(), &sel).await;
-        let _ = Api::<ValidatingWebhookConfiguration>::all(client.clone()).delete_collection(&DeleteParams::default(), &sel).await;
+        let _ = Api::<MutatingWebhookConfiguration>::all(client.clone())
+            .delete_collection(&DeleteParams::default(), &sel)
+            .await;
+        let _ = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .delete_collection(&DeleteParams::default(), &sel)
+            .await;
     }
     // The OperatorGroups go now, not with their namespaces' slow termination: a later test that
     // installs one of these operators again (kuadrant in controller_deps_e2e) would otherwise
@@ -269,6 +406,9 @@ async fn twenty_community_packages_install_or_say_why_not() {
     for ns in &refs {
         let groups: Api<capstan::api::OperatorGroup> = Api::namespaced(client.clone(), ns);
         let _ = groups.delete_collection(&DeleteParams::default(), &ListParams::default()).await;
-        eventually(&format!("the OperatorGroups of {ns} gone"), WAIT, || async { groups.list(&ListParams::default()).await.ok()?.items.is_empty().then_some(()) }).await;
+        eventually(&format!("the OperatorGroups of {ns} gone"), WAIT, || async {
+            groups.list(&ListParams::default()).await.ok()?.items.is_empty().then_some(())
+        })
+        .await;
     }
 }

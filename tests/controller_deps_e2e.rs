@@ -21,7 +21,12 @@ use support::{TestNamespace, eventually};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn controller_dependencies_cluster_rbac_config_and_bad_input() {
-    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into())).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into()),
+        )
+        .try_init();
     let client = support::cluster().await;
     let registry = support::registry();
     let work = tempfile::tempdir().expect("tempdir");
@@ -55,9 +60,17 @@ async fn controller_dependencies_cluster_rbac_config_and_bad_input() {
     let examples_ref = publish(&registry, &repo, work.path());
 
     let catalog_ns = TestNamespace::new(&client, "ctl-deps-catalog").await;
-    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None, ..Default::default() };
+    let options = capstan::controller::Options {
+        global_catalog_namespace: catalog_ns.name.clone(),
+        catalog_cache: None,
+        ..Default::default()
+    };
     // With its configuration, so that scoped installs (impersonation) work.
-    let controller = tokio::spawn(capstan::controller::run_with_config(support::admin_config().await, options, std::future::pending()));
+    let controller = tokio::spawn(capstan::controller::run_with_config(
+        support::admin_config().await,
+        options,
+        std::future::pending(),
+    ));
     catalog_source(&client, &catalog_ns.name, "corpus", &corpus_ref).await;
     catalog_source(&client, &catalog_ns.name, "examples", &examples_ref).await;
 
@@ -73,17 +86,29 @@ async fn controller_dependencies_cluster_rbac_config_and_bad_input() {
     let plan = plan_in_phase(&client, &kuadrant.name, "kuadrant", "Complete").await;
     let mut names = plan.spec.cluster_service_version_names.clone();
     names.sort();
-    let expected = ["authorino-operator.v0.13.0", "dns-operator.v0.6.0", "kuadrant-operator.v0.11.1", "limitador-operator.v0.11.0"];
+    let expected = [
+        "authorino-operator.v0.13.0",
+        "dns-operator.v0.6.0",
+        "kuadrant-operator.v0.11.1",
+        "limitador-operator.v0.11.0",
+    ];
     assert_eq!(names, expected, "one plan with kuadrant and its three dependencies at the required versions");
     let lookups = plan.status.as_ref().map(|s| s.bundle_lookups.clone()).unwrap_or_default();
     let kl = lookups.iter().find(|l| l.identifier == "kuadrant-operator.v0.11.1").expect("kuadrant lookup");
     let props = kl.properties.clone().unwrap_or_default();
-    assert!(props.contains("olm.package.required") && props.contains("authorino-operator") && props.contains("olm.gvk"), "bundle lookup properties: {props}");
+    assert!(
+        props.contains("olm.package.required") && props.contains("authorino-operator") && props.contains("olm.gvk"),
+        "bundle lookup properties: {props}"
+    );
     for csv in expected {
         csv_version_succeeded(&client, &kuadrant.name, csv).await;
     }
     let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &kuadrant.name);
-    assert_eq!(plans.list(&Default::default()).await.expect("plans").items.len(), 1, "dependencies come in the same plan");
+    assert_eq!(
+        plans.list(&Default::default()).await.expect("plans").items.len(),
+        1,
+        "dependencies come in the same plan"
+    );
 
     // 4. kaiwudb-operator (AllNamespaces) with cluster-scoped RBAC; it depends on nginx-operator.
     //    Its Subscription's spec.config lands in its Deployment.
@@ -103,30 +128,59 @@ async fn controller_dependencies_cluster_rbac_config_and_bad_input() {
     plan_in_phase(&client, &kaiwu.name, "kaiwudb-operator", "Complete").await;
     csv_version_succeeded(&client, &kaiwu.name, "kaiwudb-operator.v1.2.0").await;
     csv_version_succeeded(&client, &kaiwu.name, "nginx-operator.v0.2.0").await;
-    let by_owner = ListParams::default().labels(&format!("olm.owner=kaiwudb-operator.v1.2.0,olm.owner.namespace={}", kaiwu.name));
+    let by_owner =
+        ListParams::default().labels(&format!("olm.owner=kaiwudb-operator.v1.2.0,olm.owner.namespace={}", kaiwu.name));
     let crs = Api::<ClusterRole>::all(client.clone()).list(&by_owner).await.expect("clusterroles");
     let crbs = Api::<ClusterRoleBinding>::all(client.clone()).list(&by_owner).await.expect("clusterrolebindings");
     assert!(!crs.items.is_empty() && !crbs.items.is_empty(), "ClusterRole and ClusterRoleBinding of kaiwudb-operator");
     let sa = "kaiwudb-operator-controller-manager";
-    assert!(allowed(&client, &kaiwu.name, sa, "create", "apps", "statefulsets", Some("some-other-namespace")).await, "cluster-wide statefulsets from clusterPermissions");
+    assert!(
+        allowed(&client, &kaiwu.name, sa, "create", "apps", "statefulsets", Some("some-other-namespace")).await,
+        "cluster-wide statefulsets from clusterPermissions"
+    );
     assert!(!allowed(&client, &kaiwu.name, sa, "delete", "", "nodes", None).await, "nothing beyond the CSV");
-    let kwc = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("kaiwu.inspur.com", "v1", "KaiwuCluster"), "kaiwuclusters");
+    let kwc = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kaiwu.inspur.com", "v1", "KaiwuCluster"),
+        "kaiwuclusters",
+    );
     let kapi = Api::<DynamicObject>::namespaced_with(client.clone(), &kaiwu.name, &kwc);
     let good: DynamicObject = serde_json::from_value(json!({"apiVersion": "kaiwu.inspur.com/v1", "kind": "KaiwuCluster", "metadata": {"name": "db"}, "spec": {"replicas": 3, "version": "2.2.0"}})).expect("kwc");
     kapi.create(&PostParams::default(), &good).await.expect("a KaiwuCluster object is accepted");
     let bad: DynamicObject = serde_json::from_value(json!({"apiVersion": "kaiwu.inspur.com/v1", "kind": "KaiwuCluster", "metadata": {"name": "bad"}, "spec": {"replicas": 0, "version": "x"}})).expect("kwc");
     assert!(kapi.create(&PostParams::default(), &bad).await.is_err(), "the CRD's schema is enforced");
     let deploys: Api<Deployment> = Api::namespaced(client.clone(), &kaiwu.name);
-    let d = deploys.list(&ListParams::default().labels("olm.owner=kaiwudb-operator.v1.2.0")).await.expect("deployments").items.into_iter().next().expect("kaiwudb Deployment");
+    let d = deploys
+        .list(&ListParams::default().labels("olm.owner=kaiwudb-operator.v1.2.0"))
+        .await
+        .expect("deployments")
+        .items
+        .into_iter()
+        .next()
+        .expect("kaiwudb Deployment");
     let pod = d.spec.and_then(|s| s.template.spec).expect("pod spec");
     let c = &pod.containers[0];
-    assert!(c.env.iter().flatten().any(|e| e.name == "LOG_LEVEL" && e.value.as_deref() == Some("debug")), "spec.config env: {:?}", c.env);
+    assert!(
+        c.env.iter().flatten().any(|e| e.name == "LOG_LEVEL" && e.value.as_deref() == Some("debug")),
+        "spec.config env: {:?}",
+        c.env
+    );
     let limits = c.resources.as_ref().and_then(|r| r.limits.clone()).unwrap_or_default();
     assert_eq!(limits.get("memory").map(|q| q.0.as_str()), Some("256Mi"), "spec.config resources");
-    assert_eq!(pod.node_selector.unwrap_or_default().get("kubernetes.io/os").map(String::as_str), Some("linux"), "spec.config nodeSelector");
+    assert_eq!(
+        pod.node_selector.unwrap_or_default().get("kubernetes.io/os").map(String::as_str),
+        Some("linux"),
+        "spec.config nodeSelector"
+    );
     assert!(pod.tolerations.iter().flatten().any(|t| t.key.as_deref() == Some("dedicated")), "spec.config tolerations");
     // The dependency's Deployment does not get kaiwudb's Subscription config.
-    let n = deploys.list(&ListParams::default().labels("olm.owner=nginx-operator.v0.2.0")).await.expect("deployments").items.into_iter().next().expect("nginx Deployment");
+    let n = deploys
+        .list(&ListParams::default().labels("olm.owner=nginx-operator.v0.2.0"))
+        .await
+        .expect("deployments")
+        .items
+        .into_iter()
+        .next()
+        .expect("nginx Deployment");
     let nc = n.spec.and_then(|s| s.template.spec).map(|p| p.containers[0].clone()).expect("nginx container");
     assert!(!nc.env.iter().flatten().any(|e| e.name == "LOG_LEVEL"), "config stays with its own package");
 
@@ -139,23 +193,49 @@ async fn controller_dependencies_cluster_rbac_config_and_bad_input() {
             "spec": {"name": package, "channel": channel, "source": source, "sourceNamespace": catalog_ns.name}
         })
     };
-    create::<capstan::api::Subscription>(&client, &kaiwu.name, bad_sub("no-package", "no-such-operator", "stable", "examples")).await;
-    create::<capstan::api::Subscription>(&client, &kaiwu.name, bad_sub("no-channel", "nginx-operator", "no-such-channel", "examples")).await;
-    create::<capstan::api::Subscription>(&client, &kaiwu.name, bad_sub("no-catalog", "nginx-operator", "alpha", "no-such-catalog")).await;
-    create::<capstan::api::CatalogSource>(&client, &catalog_ns.name, json!({
-        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-        "metadata": {"name": "gone", "namespace": catalog_ns.name},
-        "spec": {"sourceType": "grpc", "image": format!("{registry}/{repo}/no-such-image:latest")}
-    }))
+    create::<capstan::api::Subscription>(
+        &client,
+        &kaiwu.name,
+        bad_sub("no-package", "no-such-operator", "stable", "examples"),
+    )
     .await;
-    create::<capstan::api::Subscription>(&client, &kaiwu.name, bad_sub("no-image", "nginx-operator", "alpha", "gone")).await;
+    create::<capstan::api::Subscription>(
+        &client,
+        &kaiwu.name,
+        bad_sub("no-channel", "nginx-operator", "no-such-channel", "examples"),
+    )
+    .await;
+    create::<capstan::api::Subscription>(
+        &client,
+        &kaiwu.name,
+        bad_sub("no-catalog", "nginx-operator", "alpha", "no-such-catalog"),
+    )
+    .await;
+    create::<capstan::api::CatalogSource>(
+        &client,
+        &catalog_ns.name,
+        json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": "gone", "namespace": catalog_ns.name},
+            "spec": {"sourceType": "grpc", "image": format!("{registry}/{repo}/no-such-image:latest")}
+        }),
+    )
+    .await;
+    create::<capstan::api::Subscription>(&client, &kaiwu.name, bad_sub("no-image", "nginx-operator", "alpha", "gone"))
+        .await;
 
     let c = subscription_condition(&client, &kaiwu.name, "no-package", "ResolutionFailed", "True").await;
     let m = c["message"].as_str().unwrap_or_default();
-    assert!(m.contains("no-such-operator") && m.contains(&format!("{}/examples", catalog_ns.name)), "missing package: {m}");
+    assert!(
+        m.contains("no-such-operator") && m.contains(&format!("{}/examples", catalog_ns.name)),
+        "missing package: {m}"
+    );
     let c = subscription_condition(&client, &kaiwu.name, "no-channel", "ResolutionFailed", "True").await;
     let m = c["message"].as_str().unwrap_or_default();
-    assert!(m.contains("no-such-channel") && m.contains("alpha"), "missing channel names it and the channels there are: {m}");
+    assert!(
+        m.contains("no-such-channel") && m.contains("alpha"),
+        "missing channel names it and the channels there are: {m}"
+    );
     let c = subscription_condition(&client, &kaiwu.name, "no-catalog", "ResolutionFailed", "True").await;
     let m = c["message"].as_str().unwrap_or_default();
     assert!(m.contains("no-such-catalog") && m.contains("CatalogSource"), "missing catalog: {m}");
@@ -169,7 +249,11 @@ async fn controller_dependencies_cluster_rbac_config_and_bad_input() {
     // their Subscription stays AtLatestKnown.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &kaiwu.name);
-    assert_eq!(plans.list(&Default::default()).await.expect("plans").items.len(), 1, "no InstallPlan for the bad Subscriptions");
+    assert_eq!(
+        plans.list(&Default::default()).await.expect("plans").items.len(),
+        1,
+        "no InstallPlan for the bad Subscriptions"
+    );
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &kaiwu.name);
     for csv in ["kaiwudb-operator.v1.2.0", "nginx-operator.v0.2.0"] {
         let st = serde_json::to_value(csvs.get(csv).await.expect("csv").status).expect("status");
@@ -189,21 +273,34 @@ async fn controller_dependencies_cluster_rbac_config_and_bad_input() {
     // ServiceAccount lacks three permissions fails before any step and lists all three; once
     // they are granted the same plan goes through, applied as that ServiceAccount.
     let scoped = TestNamespace::new(&client, "ctl-scoped").await;
-    let sa: k8s_openapi::api::core::v1::ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "installer", "namespace": scoped.name}})).expect("sa");
-    Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), &scoped.name).create(&PostParams::default(), &sa).await.expect("create installer SA");
+    let sa: k8s_openapi::api::core::v1::ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "installer", "namespace": scoped.name}})).expect("sa");
+    Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), &scoped.name)
+        .create(&PostParams::default(), &sa)
+        .await
+        .expect("create installer SA");
     let grant = |name: String, rules: serde_json::Value| {
         let client = client.clone();
         let ns = scoped.name.clone();
         async move {
-            let cr: ClusterRole = serde_json::from_value(json!({"metadata": {"name": name, "labels": {"capstan-test": ns}}, "rules": rules})).expect("cr");
-            Api::<ClusterRole>::all(client.clone()).create(&PostParams::default(), &cr).await.expect("create ClusterRole");
+            let cr: ClusterRole = serde_json::from_value(
+                json!({"metadata": {"name": name, "labels": {"capstan-test": ns}}, "rules": rules}),
+            )
+            .expect("cr");
+            Api::<ClusterRole>::all(client.clone())
+                .create(&PostParams::default(), &cr)
+                .await
+                .expect("create ClusterRole");
             let crb: ClusterRoleBinding = serde_json::from_value(json!({
                 "metadata": {"name": name, "labels": {"capstan-test": ns}},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
                 "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": ns}]
             }))
             .expect("crb");
-            Api::<ClusterRoleBinding>::all(client.clone()).create(&PostParams::default(), &crb).await.expect("create ClusterRoleBinding");
+            Api::<ClusterRoleBinding>::all(client.clone())
+                .create(&PostParams::default(), &crb)
+                .await
+                .expect("create ClusterRoleBinding");
         }
     };
     let all = json!(["get", "list", "watch", "create", "update", "patch", "delete"]);
@@ -221,19 +318,47 @@ async fn controller_dependencies_cluster_rbac_config_and_bad_input() {
         "metadata": {"name": "og", "namespace": scoped.name}, "spec": {"targetNamespaces": [scoped.name], "serviceAccountName": "installer"}
     }))
     .expect("og");
-    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &scoped.name).create(&PostParams::default(), &og).await.expect("create OperatorGroup");
+    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &scoped.name)
+        .create(&PostParams::default(), &og)
+        .await
+        .expect("create OperatorGroup");
     subscribe(&client, &scoped.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
     let refused = plan_in_phase(&client, &scoped.name, "nginx-operator", "Failed").await;
     let m = refused.status.and_then(|s| s.message).unwrap_or_default();
-    assert!(m.contains(&format!("installer account {}/installer", scoped.name)) && m.contains("lacks 3 permissions"), "{m}");
-    assert!(m.contains("ingresses") && m.contains("leases") && m.contains("subjectaccessreviews"), "all three in one message: {m}");
-    assert!(Api::<ClusterServiceVersion>::namespaced(client.clone(), &scoped.name).list(&Default::default()).await.expect("csvs").items.is_empty(), "nothing applied");
-    assert!(Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), &scoped.name).get_opt("nginx-operator-controller-manager").await.expect("sa").is_none(), "nothing applied");
-    grant(format!("{}-installer-more", scoped.name), json!([
-        {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": all},
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": all},
-        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}
-    ])).await;
+    assert!(
+        m.contains(&format!("installer account {}/installer", scoped.name)) && m.contains("lacks 3 permissions"),
+        "{m}"
+    );
+    assert!(
+        m.contains("ingresses") && m.contains("leases") && m.contains("subjectaccessreviews"),
+        "all three in one message: {m}"
+    );
+    assert!(
+        Api::<ClusterServiceVersion>::namespaced(client.clone(), &scoped.name)
+            .list(&Default::default())
+            .await
+            .expect("csvs")
+            .items
+            .is_empty(),
+        "nothing applied"
+    );
+    assert!(
+        Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), &scoped.name)
+            .get_opt("nginx-operator-controller-manager")
+            .await
+            .expect("sa")
+            .is_none(),
+        "nothing applied"
+    );
+    grant(
+        format!("{}-installer-more", scoped.name),
+        json!([
+            {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": all},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": all},
+            {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}
+        ]),
+    )
+    .await;
     csv_version_succeeded(&client, &scoped.name, "nginx-operator.v0.2.0").await;
     // A ServiceAccount that does not exist is named as such.
     let nosa = TestNamespace::new(&client, "ctl-scoped-nosa").await;
@@ -242,7 +367,10 @@ async fn controller_dependencies_cluster_rbac_config_and_bad_input() {
         "metadata": {"name": "og", "namespace": nosa.name}, "spec": {"targetNamespaces": [nosa.name], "serviceAccountName": "nobody"}
     }))
     .expect("og");
-    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &nosa.name).create(&PostParams::default(), &og).await.expect("create OperatorGroup");
+    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &nosa.name)
+        .create(&PostParams::default(), &og)
+        .await
+        .expect("create OperatorGroup");
     subscribe(&client, &nosa.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
     let refused = plan_in_phase(&client, &nosa.name, "nginx-operator", "Failed").await;
     let m = refused.status.and_then(|s| s.message).unwrap_or_default();

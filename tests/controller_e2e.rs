@@ -21,7 +21,12 @@ use support::{TestNamespace, eventually};
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn controller_installs_subscriptions_end_to_end() {
     // The controller's log goes to the test's output (shown when the test fails).
-    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into())).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into()),
+        )
+        .try_init();
     let client = support::cluster().await;
     let registry = support::registry();
     let work = tempfile::tempdir().expect("tempdir");
@@ -30,7 +35,11 @@ async fn controller_installs_subscriptions_end_to_end() {
     apply_crds(&client).await;
 
     let catalog_ns = TestNamespace::new(&client, "ctl-catalog").await;
-    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None, ..Default::default() };
+    let options = capstan::controller::Options {
+        global_catalog_namespace: catalog_ns.name.clone(),
+        catalog_cache: None,
+        ..Default::default()
+    };
     let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
 
     // CatalogSource: READY with the digest and package count.
@@ -50,11 +59,15 @@ async fn controller_installs_subscriptions_end_to_end() {
     assert_eq!(st["packageCount"], 2, "{st}");
 
     // A catalog image that does not exist: TRANSIENT_FAILURE with a message naming it.
-    create::<CatalogSource>(&client, &catalog_ns.name, json!({
-        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-        "metadata": {"name": "missing", "namespace": catalog_ns.name},
-        "spec": {"sourceType": "image", "image": format!("{registry}/{repo}/no-such-catalog:latest")}
-    }))
+    create::<CatalogSource>(
+        &client,
+        &catalog_ns.name,
+        json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": "missing", "namespace": catalog_ns.name},
+            "spec": {"sourceType": "image", "image": format!("{registry}/{repo}/no-such-catalog:latest")}
+        }),
+    )
     .await;
     let st = eventually("CatalogSource TRANSIENT_FAILURE", WAIT, || async {
         let st = serde_json::to_value(catalogs.get("missing").await.ok()?.status?).ok()?;
@@ -74,32 +87,62 @@ async fn controller_installs_subscriptions_end_to_end() {
     assert!(pst.bundle_lookups[0].path.contains("nginx-operator-bundle"), "{:?}", pst.bundle_lookups);
     let kinds: Vec<&str> = pst.plan.iter().map(|s| s.resource.kind.as_str()).collect();
     assert!(kinds.contains(&"CustomResourceDefinition") && kinds.contains(&"ClusterServiceVersion"), "{kinds:?}");
-    let statuses: Vec<String> = pst.plan.iter().map(|s| serde_json::to_value(&s.status).unwrap_or_default().as_str().unwrap_or_default().to_string()).collect();
+    let statuses: Vec<String> = pst
+        .plan
+        .iter()
+        .map(|s| serde_json::to_value(&s.status).unwrap_or_default().as_str().unwrap_or_default().to_string())
+        .collect();
     assert!(statuses.iter().all(|s| s == "Created" || s == "Present"), "{statuses:?}");
     csv_succeeded_and_deployment_available(&client, &auto.name).await;
     // requirementStatus: the owned CRD is present, the ServiceAccount's rules are all satisfied.
-    let csv = Api::<ClusterServiceVersion>::namespaced(client.clone(), &auto.name).get("nginx-operator.v0.2.0").await.expect("CSV");
-    let req = serde_json::to_value(csv.status.as_ref().expect("CSV status")).expect("status")["requirementStatus"].clone();
+    let csv = Api::<ClusterServiceVersion>::namespaced(client.clone(), &auto.name)
+        .get("nginx-operator.v0.2.0")
+        .await
+        .expect("CSV");
+    let req =
+        serde_json::to_value(csv.status.as_ref().expect("CSV status")).expect("status")["requirementStatus"].clone();
     let entries = req.as_array().cloned().unwrap_or_default();
-    assert!(entries.iter().any(|e| e["kind"] == "CustomResourceDefinition" && e["name"] == "nginxes.example.com" && e["status"] == "Present"), "{req}");
-    let sa_entry = entries.iter().find(|e| e["kind"] == "ServiceAccount" && e["name"] == "nginx-operator-controller-manager").unwrap_or_else(|| panic!("{req}"));
+    assert!(
+        entries.iter().any(|e| e["kind"] == "CustomResourceDefinition"
+            && e["name"] == "nginxes.example.com"
+            && e["status"] == "Present"),
+        "{req}"
+    );
+    let sa_entry = entries
+        .iter()
+        .find(|e| e["kind"] == "ServiceAccount" && e["name"] == "nginx-operator-controller-manager")
+        .unwrap_or_else(|| panic!("{req}"));
     let deps = sa_entry["dependents"].as_array().cloned().unwrap_or_default();
     assert!(!deps.is_empty() && deps.iter().all(|d| d["status"] == "Satisfied"), "{sa_entry}");
     // Events (issue 7 item 5): every transition a person wants to see, in order.
     let order = eventually("install Events", WAIT, || async {
-        let evs = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), &auto.name).list(&Default::default()).await.ok()?;
+        let evs = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), &auto.name)
+            .list(&Default::default())
+            .await
+            .ok()?;
         let mut seen: Vec<(String, String, String)> = evs
             .items
             .iter()
             .map(|e| {
                 let t = e.event_time.as_ref().map(|t| t.0.to_string()).unwrap_or_default();
-                (t, e.regarding.as_ref().and_then(|r| r.kind.clone()).unwrap_or_default(), e.reason.clone().unwrap_or_default())
+                (
+                    t,
+                    e.regarding.as_ref().and_then(|r| r.kind.clone()).unwrap_or_default(),
+                    e.reason.clone().unwrap_or_default(),
+                )
             })
             .collect();
         seen.sort();
         let reasons: Vec<String> = seen.iter().map(|(_, k, r)| format!("{k}/{r}")).collect();
-        let want = ["Subscription/InstallPlanCreated", "InstallPlan/Installing", "ClusterServiceVersion/RequirementsUnknown", "ClusterServiceVersion/AllRequirementsMet", "ClusterServiceVersion/InstallSucceeded"];
-        (want.iter().all(|w| reasons.iter().any(|r| r == w)) && reasons.iter().any(|r| r == "InstallPlan/Complete")).then_some(reasons)
+        let want = [
+            "Subscription/InstallPlanCreated",
+            "InstallPlan/Installing",
+            "ClusterServiceVersion/RequirementsUnknown",
+            "ClusterServiceVersion/AllRequirementsMet",
+            "ClusterServiceVersion/InstallSucceeded",
+        ];
+        (want.iter().all(|w| reasons.iter().any(|r| r == w)) && reasons.iter().any(|r| r == "InstallPlan/Complete"))
+            .then_some(reasons)
     })
     .await;
     let pos = |w: &str| order.iter().position(|r| r == w).unwrap_or(usize::MAX);
@@ -114,9 +157,19 @@ async fn controller_installs_subscriptions_end_to_end() {
     // The metrics of the install are recorded.
     let text = capstan::metrics::global().encode();
     let value = |prefix: &str| -> f64 {
-        text.lines().find(|l| l.starts_with(prefix)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
     };
-    for series in ["capstan_resolution_duration_seconds_count", "capstan_install_duration_seconds_count{outcome=\"succeeded\"}", "capstan_catalog_pull_duration_seconds_count", "capstan_catalog_size_bytes", "capstan_csvs{phase=\"Succeeded\"}"] {
+    for series in [
+        "capstan_resolution_duration_seconds_count",
+        "capstan_install_duration_seconds_count{outcome=\"succeeded\"}",
+        "capstan_catalog_pull_duration_seconds_count",
+        "capstan_catalog_size_bytes",
+        "capstan_csvs{phase=\"Succeeded\"}",
+    ] {
         assert!(value(series) >= 1.0, "{series} not recorded in /metrics:\n{text}");
     }
     // The OperatorGroup reports its target namespaces.
@@ -129,9 +182,15 @@ async fn controller_installs_subscriptions_end_to_end() {
     assert_eq!(og_ns, vec![json!(auto.name)]);
     // An OperatorGroup written as v1alpha2 (still served) gets its status too.
     let old_ns = TestNamespace::new(&client, "ctl-og-v1alpha2").await;
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("operators.coreos.com", "v1alpha2", "OperatorGroup"), "operatorgroups");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("operators.coreos.com", "v1alpha2", "OperatorGroup"),
+        "operatorgroups",
+    );
     let old_og: DynamicObject = serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha2", "kind": "OperatorGroup", "metadata": {"name": "old"}, "spec": {"targetNamespaces": [old_ns.name]}})).expect("og");
-    Api::<DynamicObject>::namespaced_with(client.clone(), &old_ns.name, &ar).create(&PostParams::default(), &old_og).await.expect("create v1alpha2 OperatorGroup");
+    Api::<DynamicObject>::namespaced_with(client.clone(), &old_ns.name, &ar)
+        .create(&PostParams::default(), &old_og)
+        .await
+        .expect("create v1alpha2 OperatorGroup");
     let olds: Api<capstan::api::OperatorGroup> = Api::namespaced(client.clone(), &old_ns.name);
     eventually("v1alpha2 OperatorGroup status.namespaces", WAIT, || async {
         let st = serde_json::to_value(olds.get("old").await.ok()?.status?).ok()?;
@@ -140,10 +199,21 @@ async fn controller_installs_subscriptions_end_to_end() {
     .await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = crds.get("nginxes.example.com").await.expect("Nginx CRD");
-    assert!(crd.status.and_then(|s| s.conditions).is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True")));
-    let nginx = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1alpha1", "Nginx"), "nginxes");
-    let obj: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v1alpha1", "kind": "Nginx", "metadata": {"name": "sample"}, "spec": {}})).expect("nginx");
-    Api::<DynamicObject>::namespaced_with(client.clone(), &auto.name, &nginx).create(&PostParams::default(), &obj).await.expect("an Nginx object is accepted");
+    assert!(
+        crd.status
+            .and_then(|s| s.conditions)
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True"))
+    );
+    let nginx =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1alpha1", "Nginx"), "nginxes");
+    let obj: DynamicObject = serde_json::from_value(
+        json!({"apiVersion": "example.com/v1alpha1", "kind": "Nginx", "metadata": {"name": "sample"}, "spec": {}}),
+    )
+    .expect("nginx");
+    Api::<DynamicObject>::namespaced_with(client.clone(), &auto.name, &nginx)
+        .create(&PostParams::default(), &obj)
+        .await
+        .expect("an Nginx object is accepted");
     let subs: Api<Subscription> = Api::namespaced(client.clone(), &auto.name);
     let st = eventually("Subscription AtLatestKnown", WAIT, || async {
         let st = serde_json::to_value(subs.get("nginx-operator").await.ok()?.status?).ok()?;
@@ -153,7 +223,10 @@ async fn controller_installs_subscriptions_end_to_end() {
     assert_eq!(st["installedCSV"], "nginx-operator.v0.2.0", "{st}");
     assert_eq!(st["currentCSV"], "nginx-operator.v0.2.0", "{st}");
     // The visible catalog source that cannot be pulled is reported, without stopping the install.
-    let unhealthy = st["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "CatalogSourcesUnhealthy").cloned()).unwrap_or_default();
+    let unhealthy = st["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "CatalogSourcesUnhealthy").cloned())
+        .unwrap_or_default();
     assert_eq!(unhealthy["status"], "True", "{st}");
     assert!(unhealthy["message"].as_str().is_some_and(|m| m.contains("/missing")), "{unhealthy}");
     // Still exactly one InstallPlan after the install settled.
@@ -161,13 +234,22 @@ async fn controller_installs_subscriptions_end_to_end() {
     assert_eq!(plans.list(&Default::default()).await.expect("plans").items.len(), 1);
     // The operator's ServiceAccount may do what the CSV asks, and not more.
     let sa = "nginx-operator-controller-manager";
-    assert!(allowed(&client, &auto.name, sa, "create", "apps", "deployments", Some(&auto.name)).await, "CSV permissions granted");
+    assert!(
+        allowed(&client, &auto.name, sa, "create", "apps", "deployments", Some(&auto.name)).await,
+        "CSV permissions granted"
+    );
     assert!(!allowed(&client, &auto.name, sa, "delete", "", "nodes", None).await, "nothing beyond the CSV");
-    assert!(!allowed(&client, &auto.name, sa, "create", "rbac.authorization.k8s.io", "clusterroles", None).await, "nothing beyond the CSV");
+    assert!(
+        !allowed(&client, &auto.name, sa, "create", "rbac.authorization.k8s.io", "clusterroles", None).await,
+        "nothing beyond the CSV"
+    );
 
     // A new Subscription for the operator that is installed already adopts it: no second plan.
     subs.delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
-    eventually("Subscription gone", WAIT, || async { subs.get_opt("nginx-operator").await.ok()?.is_none().then_some(()) }).await;
+    eventually("Subscription gone", WAIT, || async {
+        subs.get_opt("nginx-operator").await.ok()?.is_none().then_some(())
+    })
+    .await;
     subscribe(&client, &auto.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
     let st = eventually("re-created Subscription AtLatestKnown", WAIT, || async {
         let st = serde_json::to_value(subs.get("nginx-operator").await.ok()?.status?).ok()?;
@@ -175,7 +257,14 @@ async fn controller_installs_subscriptions_end_to_end() {
     })
     .await;
     assert_eq!(st["installedCSV"], "nginx-operator.v0.2.0", "{st}");
-    let names: Vec<String> = plans.list(&Default::default()).await.expect("plans").items.iter().filter_map(|p| p.metadata.name.clone()).collect();
+    let names: Vec<String> = plans
+        .list(&Default::default())
+        .await
+        .expect("plans")
+        .items
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
     assert!(names.len() <= 1, "no new InstallPlan for an adopted operator: {names:?}");
 
     // Manual: RequiresApproval and nothing applied; `capstan approve` completes it.
@@ -188,10 +277,23 @@ async fn controller_installs_subscriptions_end_to_end() {
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &manual.name);
     assert!(csvs.list(&Default::default()).await.expect("csvs").items.is_empty(), "nothing is applied before approval");
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &manual.name);
-    assert!(sas.get_opt("nginx-operator-controller-manager").await.expect("sa").is_none(), "nothing is applied before approval");
+    assert!(
+        sas.get_opt("nginx-operator-controller-manager").await.expect("sa").is_none(),
+        "nothing is applied before approval"
+    );
     let kubeconfig = support::kubeconfig_path();
-    let out = capstan(&["approve", "nginx-operator", "-n", &manual.name, "--kubeconfig", kubeconfig.to_str().unwrap_or_default()]);
-    assert!(out.contains("CustomResourceDefinition nginxes.example.com") && out.contains("approved InstallPlan"), "{out}");
+    let out = capstan(&[
+        "approve",
+        "nginx-operator",
+        "-n",
+        &manual.name,
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap_or_default(),
+    ]);
+    assert!(
+        out.contains("CustomResourceDefinition nginxes.example.com") && out.contains("approved InstallPlan"),
+        "{out}"
+    );
     plan_in_phase(&client, &manual.name, "nginx-operator", "Complete").await;
     csv_succeeded_and_deployment_available(&client, &manual.name).await;
 
@@ -215,7 +317,19 @@ async fn controller_installs_subscriptions_end_to_end() {
     let name = plan.metadata.name.clone().expect("plan name");
     // With kubectl itself (the pinned build), as an admin would.
     let out = std::process::Command::new(support::kubectl())
-        .args(["--kubeconfig", support::kubeconfig_path().to_str().unwrap_or_default(), "patch", "installplan", &name, "-n", &patched.name, "--type", "merge", "-p", r#"{"spec":{"approved":true}}"#])
+        .args([
+            "--kubeconfig",
+            support::kubeconfig_path().to_str().unwrap_or_default(),
+            "patch",
+            "installplan",
+            &name,
+            "-n",
+            &patched.name,
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"approved":true}}"#,
+        ])
         .output()
         .expect("run kubectl");
     assert!(out.status.success(), "kubectl patch: {}", String::from_utf8_lossy(&out.stderr));
@@ -245,7 +359,10 @@ async fn controller_installs_subscriptions_end_to_end() {
         "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "og2", "namespace": two.name}, "spec": {}
     }))
     .expect("og2");
-    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &two.name).create(&PostParams::default(), &og2).await.expect("og2");
+    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &two.name)
+        .create(&PostParams::default(), &og2)
+        .await
+        .expect("og2");
     subscribe(&client, &two.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
     let plan = plan_in_phase(&client, &two.name, "nginx-operator", "Failed").await;
     let message = plan.status.and_then(|s| s.message).unwrap_or_default();
@@ -259,17 +376,25 @@ async fn controller_installs_subscriptions_end_to_end() {
     let bundle_ref = |v: &str| format!("{registry}/{repo}/nginx-operator-bundle:v{v}");
     capstan(&["catalog", "add", upg_dir.to_str().unwrap_or_default(), &bundle_ref("0.1.0")]);
     capstan(&["catalog", "push", "-q", upg_dir.to_str().unwrap_or_default(), &upg_ref]);
-    create::<CatalogSource>(&client, &upgrade.name, json!({
-        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-        "metadata": {"name": "upg", "namespace": upgrade.name},
-        "spec": {"sourceType": "grpc", "image": upg_ref, "updateStrategy": {"registryPoll": {"interval": "2s"}}}
-    }))
+    create::<CatalogSource>(
+        &client,
+        &upgrade.name,
+        json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": "upg", "namespace": upgrade.name},
+            "spec": {"sourceType": "grpc", "image": upg_ref, "updateStrategy": {"registryPoll": {"interval": "2s"}}}
+        }),
+    )
     .await;
-    create::<Subscription>(&client, &upgrade.name, json!({
-        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
-        "metadata": {"name": "nginx-operator", "namespace": upgrade.name},
-        "spec": {"name": "nginx-operator", "channel": "alpha", "source": "upg", "sourceNamespace": upgrade.name}
-    }))
+    create::<Subscription>(
+        &client,
+        &upgrade.name,
+        json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "nginx-operator", "namespace": upgrade.name},
+            "spec": {"name": "nginx-operator", "channel": "alpha", "source": "upg", "sourceNamespace": upgrade.name}
+        }),
+    )
     .await;
     csv_version_succeeded(&client, &upgrade.name, "nginx-operator.v0.1.0").await;
     capstan(&["catalog", "add", upg_dir.to_str().unwrap_or_default(), &bundle_ref("0.2.0")]);
@@ -278,7 +403,10 @@ async fn controller_installs_subscriptions_end_to_end() {
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &upgrade.name);
     let new = csvs.get("nginx-operator.v0.2.0").await.expect("new CSV");
     assert_eq!(new.spec.replaces.as_deref(), Some("nginx-operator.v0.1.0"));
-    eventually("replaced CSV deleted", WAIT, || async { csvs.get_opt("nginx-operator.v0.1.0").await.ok()?.is_none().then_some(()) }).await;
+    eventually("replaced CSV deleted", WAIT, || async {
+        csvs.get_opt("nginx-operator.v0.1.0").await.ok()?.is_none().then_some(())
+    })
+    .await;
     let subs: Api<Subscription> = Api::namespaced(client.clone(), &upgrade.name);
     eventually("upgraded Subscription AtLatestKnown on 0.2.0", WAIT, || async {
         let st = serde_json::to_value(subs.get("nginx-operator").await.ok()?.status?).ok()?;
@@ -289,5 +417,6 @@ async fn controller_installs_subscriptions_end_to_end() {
     assert_eq!(plans.list(&Default::default()).await.expect("plans").items.len(), 2, "one InstallPlan per resolution");
 
     controller.abort();
-    cleanup_cluster_rbac(&client, &[&auto.name, &manual.name, &patched.name, &modes.name, &two.name, &upgrade.name]).await;
+    cleanup_cluster_rbac(&client, &[&auto.name, &manual.name, &patched.name, &modes.name, &two.name, &upgrade.name])
+        .await;
 }

@@ -40,11 +40,25 @@ fn bundle_with(work: &Path, case: &str, extra: &[(&str, String)]) -> PathBuf {
 /// A ConfigMap manifest that makes a bundle's digest unique to this run (so that no blob cache
 /// already holds it and the pull must reach the registry).
 fn unique(tag: &str) -> (&'static str, String) {
-    ("unique.yaml", format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hostile-unique\ndata:\n  run: \"{tag}-{}\"\n", std::process::id()))
+    (
+        "unique.yaml",
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hostile-unique\ndata:\n  run: \"{tag}-{}\"\n",
+            std::process::id()
+        ),
+    )
 }
 
 /// A CatalogSource `name` in `catalog_ns` serving one bundle directory.
-async fn catalog_of(client: &kube::Client, registry: &str, repo: &str, catalog_ns: &str, name: &str, work: &Path, bundle: &Path) {
+async fn catalog_of(
+    client: &kube::Client,
+    registry: &str,
+    repo: &str,
+    catalog_ns: &str,
+    name: &str,
+    work: &Path,
+    bundle: &Path,
+) {
     // Unvalidated: `capstan bundle push` refuses most of these bundles; the controller must too.
     let reference = publish_unvalidated(registry, &format!("{repo}/{name}"), name, work, bundle).await;
     catalog_source(client, catalog_ns, name, &reference).await;
@@ -86,12 +100,20 @@ async fn push_with_whiteout(dir: &Path, reference: &str) {
     h.as_old_mut().name[..5].copy_from_slice(b".wh..");
     h.set_cksum();
     tar.append(&h, std::io::empty()).expect("tar entry");
-    let hostile = capstan::oci::Blob::new(MEDIA_TYPE_LAYER_GZIP, tar.into_inner().expect("tar").finish().expect("gzip"));
+    let hostile =
+        capstan::oci::Blob::new(MEDIA_TYPE_LAYER_GZIP, tar.into_inner().expect("tar").finish().expect("gzip"));
     let labels = capstan::bundle::image::bundle_labels(dir).expect("labels");
     let diff_ids = vec![base.diff_id.clone(), hostile.descriptor.digest.clone()];
-    let image = capstan::oci::ImageToPush { config: image_config(&labels, &diff_ids), layers: vec![base.blob, hostile], annotations: Default::default() };
+    let image = capstan::oci::ImageToPush {
+        config: image_config(&labels, &diff_ids),
+        layers: vec![base.blob, hostile],
+        annotations: Default::default(),
+    };
     let registry = capstan::oci::Registry::new(capstan::oci::ClientConfig { quiet: true, ..Default::default() });
-    registry.push(&capstan::oci::parse_reference(reference).expect("reference"), &image).await.expect("push hostile bundle");
+    registry
+        .push(&capstan::oci::parse_reference(reference).expect("reference"), &image)
+        .await
+        .expect("push hostile bundle");
 }
 
 /// Rewrites every image reference starting with `repository` in the catalog files under `dir`
@@ -139,15 +161,28 @@ fn stop_registry() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn hostile_bundles_are_refused_and_failed_installs_recover() {
-    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into())).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into()),
+        )
+        .try_init();
     let client = support::cluster().await;
     let registry = support::registry();
     let work = tempfile::tempdir().expect("tempdir");
     let repo = format!("hostile-{}", std::process::id());
     apply_crds(&client).await;
     let catalog_ns = TestNamespace::new(&client, "hostile-catalog").await;
-    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None, ..Default::default() };
-    let controller = tokio::spawn(capstan::controller::run_with_config(support::admin_config().await, options, std::future::pending()));
+    let options = capstan::controller::Options {
+        global_catalog_namespace: catalog_ns.name.clone(),
+        catalog_cache: None,
+        ..Default::default()
+    };
+    let controller = tokio::spawn(capstan::controller::run_with_config(
+        support::admin_config().await,
+        options,
+        std::future::pending(),
+    ));
     let roles: Api<ClusterRole> = Api::all(client.clone());
 
     // 1. A bundle that ships the cluster's own ClusterRole system:basic-user with `*` rules: the
@@ -161,11 +196,16 @@ async fn hostile_bundles_are_refused_and_failed_installs_recover() {
     let st = plan_status_where(&client, &ns1.name, "Failed", |st| st["phase"] == "Failed").await;
     let message = st["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("ClusterRole system:basic-user (manifests/takeover.yaml) reserved by Kubernetes for its own RBAC") && message.contains("rename the object in the bundle"),
+        message.contains(
+            "ClusterRole system:basic-user (manifests/takeover.yaml) reserved by Kubernetes for its own RBAC"
+        ) && message.contains("rename the object in the bundle"),
         "{st}"
     );
     let after = roles.get("system:basic-user").await.expect("system:basic-user still exists");
-    assert_eq!(after.metadata.resource_version, before.metadata.resource_version, "the cluster's ClusterRole was modified");
+    assert_eq!(
+        after.metadata.resource_version, before.metadata.resource_version,
+        "the cluster's ClusterRole was modified"
+    );
     assert_eq!(after.rules, before.rules);
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns1.name);
     assert!(csvs.get_opt("nginx-operator.v0.2.0").await.expect("get csv").is_none(), "a refused plan installed a CSV");
@@ -175,26 +215,36 @@ async fn hostile_bundles_are_refused_and_failed_installs_recover() {
     //     cluster-admin under a harmless name: refused before any step; neither object exists.
     let aggregated = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: hostile-aggregate\n  labels: {rbac.authorization.k8s.io/aggregate-to-admin: 'true'}\nrules:\n- apiGroups: ['']\n  resources: [secrets]\n  verbs: [get, list]\n".to_string();
     let everyone = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: hostile-everyone\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects: [{kind: Group, name: system:authenticated, apiGroup: rbac.authorization.k8s.io}]\n".to_string();
-    let dir = bundle_with(work.path(), "escalate", &[("aggregate.yaml", aggregated), ("everyone.yaml", everyone), unique("escalate")]);
+    let dir = bundle_with(
+        work.path(),
+        "escalate",
+        &[("aggregate.yaml", aggregated), ("everyone.yaml", everyone), unique("escalate")],
+    );
     catalog_of(&client, &registry, &repo, &catalog_ns.name, "escalate", work.path(), &dir).await;
     let ns1b = namespace_with_group(&client, "hostile-agg").await;
     subscribe_to(&client, &ns1b.name, &catalog_ns.name, "escalate").await;
     let st = plan_status_where(&client, &ns1b.name, "Failed", |st| st["phase"] == "Failed").await;
     let message = st["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("ClusterRole hostile-aggregate (manifests/aggregate.yaml): aggregated into admin") && message.contains("beyond the bundle's own API groups"),
+        message.contains("ClusterRole hostile-aggregate (manifests/aggregate.yaml): aggregated into admin")
+            && message.contains("beyond the bundle's own API groups"),
         "{st}"
     );
     assert!(roles.get_opt("hostile-aggregate").await.expect("get").is_none(), "the aggregated ClusterRole was created");
     let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(client.clone());
-    assert!(bindings.get_opt("hostile-everyone").await.expect("get").is_none(), "the binding of system:authenticated was created");
+    assert!(
+        bindings.get_opt("hostile-everyone").await.expect("get").is_none(),
+        "the binding of system:authenticated was created"
+    );
 
     // 2. A bundle that ships a ClusterRole which exists and is nobody's (created by hand): the
     //    whole plan is refused before its first step with the conflict named; the role is as it was.
     let unowned = format!("hostile-unowned-{}", std::process::id());
     let mine: ClusterRole = serde_json::from_value(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": unowned}, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]})).expect("role");
     let created = roles.create(&PostParams::default(), &mine).await.expect("create unowned ClusterRole");
-    let conflict = format!("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {unowned}\nrules:\n- apiGroups: ['*']\n  resources: ['*']\n  verbs: ['*']\n");
+    let conflict = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {unowned}\nrules:\n- apiGroups: ['*']\n  resources: ['*']\n  verbs: ['*']\n"
+    );
     let dir = bundle_with(work.path(), "unowned", &[("takeover.yaml", conflict), unique("unowned")]);
     catalog_of(&client, &registry, &repo, &catalog_ns.name, "unowned", work.path(), &dir).await;
     let ns2 = namespace_with_group(&client, "hostile-own").await;
@@ -206,11 +256,24 @@ async fn hostile_bundles_are_refused_and_failed_installs_recover() {
             && message.contains(&format!("operators.coreos.com/nginx-operator.{}", ns2.name)),
         "{st}"
     );
-    let statuses: Vec<&str> = st["plan"].as_array().map(|p| p.iter().filter_map(|s| s["status"].as_str()).collect()).unwrap_or_default();
-    assert!(!statuses.is_empty() && statuses.iter().all(|s| *s == "NotCreated"), "nothing may be applied: {statuses:?}");
+    let statuses: Vec<&str> =
+        st["plan"].as_array().map(|p| p.iter().filter_map(|s| s["status"].as_str()).collect()).unwrap_or_default();
+    assert!(
+        !statuses.is_empty() && statuses.iter().all(|s| *s == "NotCreated"),
+        "nothing may be applied: {statuses:?}"
+    );
     let after = roles.get(&unowned).await.expect("role still exists");
-    assert_eq!(after.metadata.resource_version, created.metadata.resource_version, "the existing ClusterRole was modified");
-    assert!(Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns2.name).get_opt("nginx-operator.v0.2.0").await.expect("get").is_none());
+    assert_eq!(
+        after.metadata.resource_version, created.metadata.resource_version,
+        "the existing ClusterRole was modified"
+    );
+    assert!(
+        Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns2.name)
+            .get_opt("nginx-operator.v0.2.0")
+            .await
+            .expect("get")
+            .is_none()
+    );
     let _ = roles.delete(&unowned, &DeleteParams::default()).await;
 
     // 3. The registry is down while the plan pulls its bundle: the plan keeps its phase and says it
@@ -230,7 +293,14 @@ async fn hostile_bundles_are_refused_and_failed_installs_recover() {
     let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns3.name);
     eventually("Subscription shows the retry", WAIT, || async {
         let st = serde_json::to_value(subs.get("nginx-operator").await.ok()?.status?).ok()?;
-        st["conditions"].as_array()?.iter().any(|c| c["type"] == "InstallPlanPending" && c["message"].as_str().is_some_and(|m| m.contains("capstan tries again"))).then_some(())
+        st["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| {
+                c["type"] == "InstallPlanPending"
+                    && c["message"].as_str().is_some_and(|m| m.contains("capstan tries again"))
+            })
+            .then_some(())
     })
     .await;
     cluster_script(&["registry"]);
@@ -241,9 +311,15 @@ async fn hostile_bundles_are_refused_and_failed_installs_recover() {
     let ns4 = TestNamespace::new(&client, "hostile-og").await;
     subscribe_to(&client, &ns4.name, &catalog_ns.name, "outage").await;
     let st = plan_status_where(&client, &ns4.name, "Failed for NoOperatorGroup", |st| st["phase"] == "Failed").await;
-    assert!(st["message"].as_str().is_some_and(|m| m.contains("NoOperatorGroup") && m.contains("create one OperatorGroup")), "{st}");
+    assert!(
+        st["message"].as_str().is_some_and(|m| m.contains("NoOperatorGroup") && m.contains("create one OperatorGroup")),
+        "{st}"
+    );
     let og: OperatorGroup = serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "og", "namespace": ns4.name}, "spec": {"targetNamespaces": [ns4.name]}})).expect("og");
-    Api::<OperatorGroup>::namespaced(client.clone(), &ns4.name).create(&PostParams::default(), &og).await.expect("create OperatorGroup");
+    Api::<OperatorGroup>::namespaced(client.clone(), &ns4.name)
+        .create(&PostParams::default(), &og)
+        .await
+        .expect("create OperatorGroup");
     csv_version_succeeded(&client, &ns4.name, "nginx-operator.v0.2.0").await;
 
     // 5. The Deployment is deleted: it comes back, and the CSV is Succeeded again.
@@ -280,8 +356,12 @@ async fn hostile_bundles_are_refused_and_failed_installs_recover() {
     let dir = bundle_with(work.path(), "viewer", &[("viewer.yaml", binding), unique("viewer")]);
     catalog_of(&client, &registry, &repo, &catalog_ns.name, "viewer", work.path(), &dir).await;
     let ns5 = TestNamespace::new(&client, "hostile-bind").await;
-    let sa: k8s_openapi::api::core::v1::ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "installer", "namespace": ns5.name}})).expect("sa");
-    Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), &ns5.name).create(&PostParams::default(), &sa).await.expect("installer SA");
+    let sa: k8s_openapi::api::core::v1::ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "installer", "namespace": ns5.name}})).expect("sa");
+    Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), &ns5.name)
+        .create(&PostParams::default(), &sa)
+        .await
+        .expect("installer SA");
     let all = json!(["get", "list", "watch", "create", "update", "patch", "delete"]);
     let grant_name = format!("{}-installer", ns5.name);
     let cr: ClusterRole = serde_json::from_value(json!({"metadata": {"name": grant_name, "labels": {"olm.owner.namespace": ns5.name}}, "rules": [
@@ -303,9 +383,15 @@ async fn hostile_bundles_are_refused_and_failed_installs_recover() {
         "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": ns5.name}]
     }))
     .expect("crb");
-    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone()).create(&PostParams::default(), &crb).await.expect("installer binding");
+    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
+        .create(&PostParams::default(), &crb)
+        .await
+        .expect("installer binding");
     let og: OperatorGroup = serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "og", "namespace": ns5.name}, "spec": {"targetNamespaces": [ns5.name], "serviceAccountName": "installer"}})).expect("og");
-    Api::<OperatorGroup>::namespaced(client.clone(), &ns5.name).create(&PostParams::default(), &og).await.expect("create OperatorGroup");
+    Api::<OperatorGroup>::namespaced(client.clone(), &ns5.name)
+        .create(&PostParams::default(), &og)
+        .await
+        .expect("create OperatorGroup");
     subscribe_to(&client, &ns5.name, &catalog_ns.name, "viewer").await;
     let st = plan_status_where(&client, &ns5.name, "refused for bind", |st| st["phase"] == "Failed").await;
     let message = st["message"].as_str().unwrap_or_default();
@@ -314,8 +400,21 @@ async fn hostile_bundles_are_refused_and_failed_installs_recover() {
             && message.contains(&format!("to create ClusterRoleBinding {viewer}, which grants ClusterRole view, it must hold every permission of ClusterRole view, or have bind on clusterroles view")),
         "{st}"
     );
-    assert!(Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone()).get_opt(&viewer).await.expect("get").is_none(), "nothing applied");
-    assert!(Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns5.name).get_opt("nginx-operator.v0.2.0").await.expect("get").is_none());
+    assert!(
+        Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
+            .get_opt(&viewer)
+            .await
+            .expect("get")
+            .is_none(),
+        "nothing applied"
+    );
+    assert!(
+        Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns5.name)
+            .get_opt("nginx-operator.v0.2.0")
+            .await
+            .expect("get")
+            .is_none()
+    );
 
     // 8. A bundle image with a whiteout entry `.wh..` (OCI's "delete `..`"), through the
     //    controller: before the fix it deleted everything beside the unpack directory, the whole
@@ -347,20 +446,43 @@ async fn hostile_bundles_are_refused_and_failed_installs_recover() {
     //    written; the object itself (a 1.4 MB ConfigMap, over the 1 MiB a ConfigMap may hold)
     //    is refused by the API server, and the plan fails at once with its message, instead of
     //    failing to write its status on every try.
-    let big = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  blob: \"{}\"\n", "x".repeat(1_400_000));
+    let big = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  blob: \"{}\"\n",
+        "x".repeat(1_400_000)
+    );
     let dir = bundle_with(work.path(), "big", &[("big.yaml", big), unique("big")]);
     catalog_of(&client, &registry, &repo, &catalog_ns.name, "big", work.path(), &dir).await;
     let ns7 = namespace_with_group(&client, "hostile-big").await;
     subscribe_to(&client, &ns7.name, &catalog_ns.name, "big").await;
     let st = plan_status_where(&client, &ns7.name, "Failed for its size", |st| st["phase"] == "Failed").await;
-    assert!(st["message"].as_str().is_some_and(|m| m.contains("ConfigMap") && m.contains("may not be more than 1048576 bytes")), "{}", &st.to_string()[..2000.min(st.to_string().len())]);
-    let big_step = st["plan"].as_array().and_then(|p| p.iter().find(|s| s["resource"]["name"] == "big")).cloned().unwrap_or_default();
-    assert!(big_step["resource"]["manifest"].as_str().is_some_and(|m| m.contains("\"kind\":\"BundleObject\"")), "{big_step}");
+    assert!(
+        st["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("ConfigMap") && m.contains("may not be more than 1048576 bytes")),
+        "{}",
+        &st.to_string()[..2000.min(st.to_string().len())]
+    );
+    let big_step = st["plan"]
+        .as_array()
+        .and_then(|p| p.iter().find(|s| s["resource"]["name"] == "big"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        big_step["resource"]["manifest"].as_str().is_some_and(|m| m.contains("\"kind\":\"BundleObject\"")),
+        "{big_step}"
+    );
     assert!(st.to_string().len() < 200_000, "the plan's status stays small");
     let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns7.name);
     eventually("the Subscription says why", WAIT, || async {
         let st = serde_json::to_value(subs.get("nginx-operator").await.ok()?.status?).ok()?;
-        st["conditions"].as_array()?.iter().any(|c| c["type"] == "InstallPlanFailed" && c["message"].as_str().is_some_and(|m| m.contains("may not be more than 1048576 bytes"))).then_some(())
+        st["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| {
+                c["type"] == "InstallPlanFailed"
+                    && c["message"].as_str().is_some_and(|m| m.contains("may not be more than 1048576 bytes"))
+            })
+            .then_some(())
     })
     .await;
 

@@ -55,11 +55,15 @@ fn push_catalog(registry: &str, repo: &str, work: &Path, name: &str, bundles: &[
 }
 
 async fn polled_catalog(client: &kube::Client, ns: &str, name: &str, image: &str) {
-    create::<capstan::api::CatalogSource>(client, ns, json!({
-        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"sourceType": "grpc", "image": image, "updateStrategy": {"registryPoll": {"interval": "2s"}}}
-    }))
+    create::<capstan::api::CatalogSource>(
+        client,
+        ns,
+        json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"sourceType": "grpc", "image": image, "updateStrategy": {"registryPoll": {"interval": "2s"}}}
+        }),
+    )
     .await;
 }
 
@@ -74,7 +78,15 @@ async fn subscription(client: &kube::Client, ns: &str, source: &str, approval: &
 
 async fn kaiwudb_csvs(client: &kube::Client, ns: &str) -> Vec<String> {
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
-    let mut names: Vec<String> = csvs.list(&Default::default()).await.expect("csvs").items.into_iter().filter_map(|c| c.metadata.name).filter(|n| n.starts_with("kaiwudb")).collect();
+    let mut names: Vec<String> = csvs
+        .list(&Default::default())
+        .await
+        .expect("csvs")
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .filter(|n| n.starts_with("kaiwudb"))
+        .collect();
     names.sort();
     names
 }
@@ -88,7 +100,12 @@ async fn plans(client: &kube::Client, ns: &str) -> Vec<(String, Vec<String>, Str
         .items
         .into_iter()
         .map(|p| {
-            let phase = p.status.as_ref().and_then(|s| serde_json::to_value(&s.phase).ok()).and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+            let phase = p
+                .status
+                .as_ref()
+                .and_then(|s| serde_json::to_value(&s.phase).ok())
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
             (p.metadata.name.unwrap_or_default(), p.spec.cluster_service_version_names, phase, p.spec.approved)
         })
         .collect()
@@ -96,7 +113,11 @@ async fn plans(client: &kube::Client, ns: &str) -> Vec<(String, Vec<String>, Str
 
 async fn pending_plan_for(client: &kube::Client, ns: &str, csv: &str) -> String {
     eventually(&format!("a plan for {csv} in RequiresApproval in {ns}"), WAIT, || async {
-        plans(client, ns).await.into_iter().find(|(_, c, ph, _)| c.iter().any(|n| n == csv) && ph == "RequiresApproval").map(|p| p.0)
+        plans(client, ns)
+            .await
+            .into_iter()
+            .find(|(_, c, ph, _)| c.iter().any(|n| n == csv) && ph == "RequiresApproval")
+            .map(|p| p.0)
     })
     .await
 }
@@ -115,7 +136,12 @@ async fn subscription_status(client: &kube::Client, ns: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn controller_upgrades_and_approval_flows() {
-    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into())).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into()),
+        )
+        .try_init();
     let client = support::cluster().await;
     let registry = support::registry();
     let work = tempfile::tempdir().expect("tempdir");
@@ -128,13 +154,23 @@ async fn controller_upgrades_and_approval_flows() {
     let noskip = work.path().join("kaiwudb-operator-noskip").join("1.2.0");
     std::fs::create_dir_all(&noskip).expect("mkdir");
     copy_dir(&k("1.2.0"), &noskip, &|p, text| {
-        if p.to_string_lossy().contains("clusterserviceversion") { text.lines().filter(|l| !l.contains("olm.skipRange")).collect::<Vec<_>>().join("\n") + "\n" } else { text }
+        if p.to_string_lossy().contains("clusterserviceversion") {
+            text.lines().filter(|l| !l.contains("olm.skipRange")).collect::<Vec<_>>().join("\n") + "\n"
+        } else {
+            text
+        }
     });
     let base = vec![(nginx.clone(), "v0.2.0"), (k("1.0.0"), "v1.0.0")];
-    let with = |extra: &[(PathBuf, &'static str)]| -> Vec<(PathBuf, &'static str)> { base.iter().cloned().chain(extra.iter().cloned()).collect() };
+    let with = |extra: &[(PathBuf, &'static str)]| -> Vec<(PathBuf, &'static str)> {
+        base.iter().cloned().chain(extra.iter().cloned()).collect()
+    };
 
     let global = TestNamespace::new(&client, "ctl-life-global").await;
-    let options = capstan::controller::Options { global_catalog_namespace: global.name.clone(), catalog_cache: None, ..Default::default() };
+    let options = capstan::controller::Options {
+        global_catalog_namespace: global.name.clone(),
+        catalog_cache: None,
+        ..Default::default()
+    };
     let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
 
     // 1. Automatic, one edge per plan: 1.0.0 → 1.1.0 → 1.2.0 (1.2.0 without skipRange).
@@ -143,15 +179,33 @@ async fn controller_upgrades_and_approval_flows() {
     polled_catalog(&client, &auto.name, "hops", &image).await;
     subscription(&client, &auto.name, "hops", "Automatic").await;
     csv_version_succeeded(&client, &auto.name, "kaiwudb-operator.v1.0.0").await;
-    push_catalog(&registry, &repo, work.path(), "hops", &with(&[(k("1.1.0"), "v1.1.0"), (noskip.clone(), "v1.2.0-noskip")]));
+    push_catalog(
+        &registry,
+        &repo,
+        work.path(),
+        "hops",
+        &with(&[(k("1.1.0"), "v1.1.0"), (noskip.clone(), "v1.2.0-noskip")]),
+    );
     csv_version_succeeded(&client, &auto.name, "kaiwudb-operator.v1.2.0").await;
-    eventually("only the last kaiwudb CSV left", WAIT, || async { (kaiwudb_csvs(&client, &auto.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(()) }).await;
+    eventually("only the last kaiwudb CSV left", WAIT, || async {
+        (kaiwudb_csvs(&client, &auto.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(())
+    })
+    .await;
     // RBAC of the last version only: the replaced CSVs' generated cluster RBAC went with them.
-    for (csv, want) in [("kaiwudb-operator.v1.0.0", false), ("kaiwudb-operator.v1.1.0", false), ("kaiwudb-operator.v1.2.0", true)] {
-        let sel = kube::api::ListParams::default().labels(&format!("olm.owner={csv},olm.owner.namespace={}", auto.name));
+    for (csv, want) in
+        [("kaiwudb-operator.v1.0.0", false), ("kaiwudb-operator.v1.1.0", false), ("kaiwudb-operator.v1.2.0", true)]
+    {
+        let sel =
+            kube::api::ListParams::default().labels(&format!("olm.owner={csv},olm.owner.namespace={}", auto.name));
         eventually(&format!("cluster RBAC of {csv} present={want}"), WAIT, || async {
-            let crs = Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(client.clone()).list(&sel).await.ok()?.items.len();
-            let crbs = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone()).list(&sel).await.ok()?.items.len();
+            let crs =
+                Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(client.clone()).list(&sel).await.ok()?.items.len();
+            let crbs = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
+                .list(&sel)
+                .await
+                .ok()?
+                .items
+                .len();
             ((crs > 0 && crbs > 0) == want && (crs == 0 && crbs == 0) != want).then_some((crs, crbs))
         })
         .await;
@@ -166,13 +220,26 @@ async fn controller_upgrades_and_approval_flows() {
     })
     .await;
     let has = |csv: &str| ps.iter().filter(|(_, c, ph, _)| c.iter().any(|n| n == csv) && ph == "Complete").count();
-    assert_eq!((has("kaiwudb-operator.v1.0.0"), has("kaiwudb-operator.v1.1.0"), has("kaiwudb-operator.v1.2.0")), (1, 1, 1), "one plan per edge: {ps:?}");
-    assert!(ps.iter().all(|(_, c, _, _)| c.iter().filter(|n| n.starts_with("kaiwudb")).count() == 1), "never two kaiwudb versions in one plan: {ps:?}");
-    let csv = Api::<ClusterServiceVersion>::namespaced(client.clone(), &auto.name).get("kaiwudb-operator.v1.2.0").await.expect("csv");
+    assert_eq!(
+        (has("kaiwudb-operator.v1.0.0"), has("kaiwudb-operator.v1.1.0"), has("kaiwudb-operator.v1.2.0")),
+        (1, 1, 1),
+        "one plan per edge: {ps:?}"
+    );
+    assert!(
+        ps.iter().all(|(_, c, _, _)| c.iter().filter(|n| n.starts_with("kaiwudb")).count() == 1),
+        "never two kaiwudb versions in one plan: {ps:?}"
+    );
+    let csv = Api::<ClusterServiceVersion>::namespaced(client.clone(), &auto.name)
+        .get("kaiwudb-operator.v1.2.0")
+        .await
+        .expect("csv");
     assert_eq!(csv.spec.replaces.as_deref(), Some("kaiwudb-operator.v1.1.0"));
     eventually("Subscription AtLatestKnown on 1.2.0", WAIT, || async {
         let st = subscription_status(&client, &auto.name).await;
-        (st["state"] == "AtLatestKnown" && st["installedCSV"] == "kaiwudb-operator.v1.2.0" && st["currentCSV"] == "kaiwudb-operator.v1.2.0").then_some(())
+        (st["state"] == "AtLatestKnown"
+            && st["installedCSV"] == "kaiwudb-operator.v1.2.0"
+            && st["currentCSV"] == "kaiwudb-operator.v1.2.0")
+            .then_some(())
     })
     .await;
 
@@ -182,7 +249,12 @@ async fn controller_upgrades_and_approval_flows() {
     let good_image = catalogs.get("hops").await.expect("catalog").spec.image.clone().unwrap_or_default();
     let set_image = |img: String| {
         let catalogs = catalogs.clone();
-        async move { catalogs.patch("hops", &PatchParams::default(), &Patch::Merge(json!({"spec": {"image": img}}))).await.expect("patch CatalogSource") }
+        async move {
+            catalogs
+                .patch("hops", &PatchParams::default(), &Patch::Merge(json!({"spec": {"image": img}})))
+                .await
+                .expect("patch CatalogSource")
+        }
     };
     set_image(format!("{registry}/{repo}/unreachable:latest")).await;
     let c = subscription_condition(&client, &auto.name, "kaiwudb-operator", "CatalogSourcesUnhealthy", "True").await;
@@ -191,8 +263,23 @@ async fn controller_upgrades_and_approval_flows() {
     let st = subscription_status(&client, &auto.name).await;
     assert_eq!(st["installedCSV"], "kaiwudb-operator.v1.2.0", "{st}");
     assert_eq!(st["state"], "AtLatestKnown", "{st}");
-    assert!(!st["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "ResolutionFailed" && c["status"] == "True"), "not reported as unresolved: {st}");
-    let phase = serde_json::to_value(Api::<ClusterServiceVersion>::namespaced(client.clone(), &auto.name).get("kaiwudb-operator.v1.2.0").await.expect("csv").status).expect("st")["phase"].clone();
+    assert!(
+        !st["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "ResolutionFailed" && c["status"] == "True"),
+        "not reported as unresolved: {st}"
+    );
+    let phase = serde_json::to_value(
+        Api::<ClusterServiceVersion>::namespaced(client.clone(), &auto.name)
+            .get("kaiwudb-operator.v1.2.0")
+            .await
+            .expect("csv")
+            .status,
+    )
+    .expect("st")["phase"]
+        .clone();
     assert_eq!(phase, "Succeeded");
     let before = plans(&client, &auto.name).await.len();
     set_image(good_image).await;
@@ -205,7 +292,13 @@ async fn controller_upgrades_and_approval_flows() {
 
     // case-08: pinned upgrades by versionRange, one after another; status follows each hop.
     let pin = namespace_with_global_group(&client, "ctl-life-pin").await;
-    let image = push_catalog(&registry, &repo, work.path(), "pin", &with(&[(k("1.1.0"), "v1.1.0"), (noskip.clone(), "v1.2.0-noskip")]));
+    let image = push_catalog(
+        &registry,
+        &repo,
+        work.path(),
+        "pin",
+        &with(&[(k("1.1.0"), "v1.1.0"), (noskip.clone(), "v1.2.0-noskip")]),
+    );
     polled_catalog(&client, &pin.name, "pin", &image).await;
     create::<Subscription>(&client, &pin.name, json!({
         "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
@@ -216,7 +309,13 @@ async fn controller_upgrades_and_approval_flows() {
     let subs: Api<Subscription> = Api::namespaced(client.clone(), &pin.name);
     for v in ["1.0.0", "1.1.0", "1.2.0"] {
         if v != "1.0.0" {
-            subs.patch("kaiwudb-operator", &PatchParams::default(), &Patch::Merge(json!({"spec": {"versionRange": v}}))).await.expect("set versionRange");
+            subs.patch(
+                "kaiwudb-operator",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"versionRange": v}})),
+            )
+            .await
+            .expect("set versionRange");
         }
         let csv = format!("kaiwudb-operator.v{v}");
         csv_version_succeeded(&client, &pin.name, &csv).await;
@@ -226,7 +325,10 @@ async fn controller_upgrades_and_approval_flows() {
         })
         .await;
     }
-    eventually("only 1.2.0 left", WAIT, || async { (kaiwudb_csvs(&client, &pin.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(()) }).await;
+    eventually("only 1.2.0 left", WAIT, || async {
+        (kaiwudb_csvs(&client, &pin.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(())
+    })
+    .await;
     release_group(&client, &pin.name).await;
 
     // The same catalog with the real 1.2.0 (skipRange >=1.0.0 <1.2.0): one hop, as OLM does.
@@ -237,9 +339,15 @@ async fn controller_upgrades_and_approval_flows() {
     csv_version_succeeded(&client, &jump.name, "kaiwudb-operator.v1.0.0").await;
     push_catalog(&registry, &repo, work.path(), "jump", &with(&[(k("1.1.0"), "v1.1.0"), (k("1.2.0"), "v1.2.0")]));
     csv_version_succeeded(&client, &jump.name, "kaiwudb-operator.v1.2.0").await;
-    eventually("1.0.0 replaced", WAIT, || async { (kaiwudb_csvs(&client, &jump.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(()) }).await;
+    eventually("1.0.0 replaced", WAIT, || async {
+        (kaiwudb_csvs(&client, &jump.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(())
+    })
+    .await;
     let ps = plans(&client, &jump.name).await;
-    assert!(!ps.iter().any(|(_, c, _, _)| c.iter().any(|n| n == "kaiwudb-operator.v1.1.0")), "1.1.0 is skipped: {ps:?}");
+    assert!(
+        !ps.iter().any(|(_, c, _, _)| c.iter().any(|n| n == "kaiwudb-operator.v1.1.0")),
+        "1.1.0 is skipped: {ps:?}"
+    );
     release_group(&client, &jump.name).await;
 
     // 2. Manual: nothing applied before approval; a pending plan superseded by a newer bundle is
@@ -257,7 +365,11 @@ async fn controller_upgrades_and_approval_flows() {
     push_catalog(&registry, &repo, work.path(), "manual", &with(&[(k("1.1.0"), "v1.1.0")]));
     let p11 = pending_plan_for(&client, &manual.name, "kaiwudb-operator.v1.1.0").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(kaiwudb_csvs(&client, &manual.name).await, ["kaiwudb-operator.v1.0.0"], "nothing applied before approval");
+    assert_eq!(
+        kaiwudb_csvs(&client, &manual.name).await,
+        ["kaiwudb-operator.v1.0.0"],
+        "nothing applied before approval"
+    );
     // 1.2.0 (skipRange covers 1.0.0) published: the 1.1.0 plan is superseded.
     push_catalog(&registry, &repo, work.path(), "manual", &with(&[(k("1.1.0"), "v1.1.0"), (k("1.2.0"), "v1.2.0")]));
     let p12 = pending_plan_for(&client, &manual.name, "kaiwudb-operator.v1.2.0").await;
@@ -273,7 +385,11 @@ async fn controller_upgrades_and_approval_flows() {
     // Approving the superseded plan later installs nothing.
     approve(&client, &manual.name, &p11).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(kaiwudb_csvs(&client, &manual.name).await, ["kaiwudb-operator.v1.0.0"], "a superseded plan is never applied");
+    assert_eq!(
+        kaiwudb_csvs(&client, &manual.name).await,
+        ["kaiwudb-operator.v1.0.0"],
+        "a superseded plan is never applied"
+    );
     // Deleting the pending plan recreates it.
     let plans_api: Api<InstallPlan> = Api::namespaced(client.clone(), &manual.name);
     let uid = plans_api.get(&p12).await.expect("plan").metadata.uid;
@@ -285,11 +401,18 @@ async fn controller_upgrades_and_approval_flows() {
     .await;
     // Manual → Automatic approves it; the cluster moves to 1.2.0.
     Api::<Subscription>::namespaced(client.clone(), &manual.name)
-        .patch("kaiwudb-operator", &PatchParams::default(), &Patch::Merge(json!({"spec": {"installPlanApproval": "Automatic"}})))
+        .patch(
+            "kaiwudb-operator",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"installPlanApproval": "Automatic"}})),
+        )
         .await
         .expect("switch to Automatic");
     csv_version_succeeded(&client, &manual.name, "kaiwudb-operator.v1.2.0").await;
-    eventually("1.0.0 replaced", WAIT, || async { (kaiwudb_csvs(&client, &manual.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(()) }).await;
+    eventually("1.0.0 replaced", WAIT, || async {
+        (kaiwudb_csvs(&client, &manual.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(())
+    })
+    .await;
 
     // Issue 6 items 3–4: CRD upgrade safety through the controller. A copy of kaiwudb-operator
     // whose CRD lives in a group of its own (so that no other test's objects are involved):
@@ -345,39 +468,74 @@ async fn controller_upgrades_and_approval_flows() {
         }
     });
     let safe = namespace_with_global_group(&client, "ctl-life-crd").await;
-    let image = push_catalog(&registry, &repo, work.path(), "safe", &[(nginx.clone(), "v0.2.0"), (v12.clone(), "safe-v1.2.0")]);
+    let image =
+        push_catalog(&registry, &repo, work.path(), "safe", &[(nginx.clone(), "v0.2.0"), (v12.clone(), "safe-v1.2.0")]);
     polled_catalog(&client, &safe.name, "safe", &image).await;
     subscription(&client, &safe.name, "safe", "Automatic").await;
     csv_version_succeeded(&client, &safe.name, "kaiwudb-operator.v1.2.0").await;
-    let ar = kube::core::ApiResource::from_gvk_with_plural(&kube::core::GroupVersionKind::gvk(&group, "v1", "KaiwuCluster"), "kaiwuclusters");
+    let ar = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk(&group, "v1", "KaiwuCluster"),
+        "kaiwuclusters",
+    );
     let kcs: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), &safe.name, &ar);
     let legacy: kube::api::DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "KaiwuCluster", "metadata": {"name": "legacy"}, "spec": {"replicas": 1, "version": "2.2.0"}})).expect("kc");
     kcs.create(&kube::api::PostParams::default(), &legacy).await.expect("create KaiwuCluster without spec.image");
-    push_catalog(&registry, &repo, work.path(), "safe", &[(nginx.clone(), "v0.2.0"), (v12.clone(), "safe-v1.2.0"), (v20.clone(), "safe-v2.0.0")]);
+    push_catalog(
+        &registry,
+        &repo,
+        work.path(),
+        "safe",
+        &[(nginx.clone(), "v0.2.0"), (v12.clone(), "safe-v1.2.0"), (v20.clone(), "safe-v2.0.0")],
+    );
     let refused = eventually("2.0.0 plan refused by the CRD check", WAIT, || async {
         let api: Api<InstallPlan> = Api::namespaced(client.clone(), &safe.name);
         api.list(&Default::default()).await.ok()?.items.into_iter().find_map(|p| {
             let st = serde_json::to_value(p.status.as_ref()?).ok()?;
-            (p.spec.cluster_service_version_names.iter().any(|n| n == "kaiwudb-operator.v2.0.0") && st["phase"] == "Failed").then_some(st)
+            (p.spec.cluster_service_version_names.iter().any(|n| n == "kaiwudb-operator.v2.0.0")
+                && st["phase"] == "Failed")
+                .then_some(st)
         })
     })
     .await;
     let m = refused["message"].as_str().unwrap_or_default();
     assert!(m.contains(&format!("kaiwuclusters.{group}")) && m.contains("legacy") && m.contains("spec.image"), "{m}");
-    assert!(refused["plan"].as_array().into_iter().flatten().all(|s| s["status"] == "NotCreated"), "nothing applied: {refused}");
-    assert_eq!(kaiwudb_csvs(&client, &safe.name).await, ["kaiwudb-operator.v1.2.0"], "1.2.0 keeps running, 2.0.0 not created");
+    assert!(
+        refused["plan"].as_array().into_iter().flatten().all(|s| s["status"] == "NotCreated"),
+        "nothing applied: {refused}"
+    );
+    assert_eq!(
+        kaiwudb_csvs(&client, &safe.name).await,
+        ["kaiwudb-operator.v1.2.0"],
+        "1.2.0 keeps running, 2.0.0 not created"
+    );
     let sub_cond = subscription_condition(&client, &safe.name, "kaiwudb-operator", "InstallPlanFailed", "True").await;
     assert!(sub_cond["message"].as_str().is_some_and(|m| m.contains("legacy")), "{sub_cond}");
     kcs.delete("legacy", &DeleteParams::default()).await.expect("delete the object");
     csv_version_succeeded(&client, &safe.name, "kaiwudb-operator.v2.0.0").await;
-    eventually("1.2.0 replaced by 2.0.0", WAIT, || async { (kaiwudb_csvs(&client, &safe.name).await == ["kaiwudb-operator.v2.0.0"]).then_some(()) }).await;
+    eventually("1.2.0 replaced by 2.0.0", WAIT, || async {
+        (kaiwudb_csvs(&client, &safe.name).await == ["kaiwudb-operator.v2.0.0"]).then_some(())
+    })
+    .await;
     // 3.0.0 drops v1, which is in status.storedVersions: refused, naming the version.
-    push_catalog(&registry, &repo, work.path(), "safe", &[(nginx.clone(), "v0.2.0"), (v12.clone(), "safe-v1.2.0"), (v20.clone(), "safe-v2.0.0"), (v30.clone(), "safe-v3.0.0")]);
+    push_catalog(
+        &registry,
+        &repo,
+        work.path(),
+        "safe",
+        &[
+            (nginx.clone(), "v0.2.0"),
+            (v12.clone(), "safe-v1.2.0"),
+            (v20.clone(), "safe-v2.0.0"),
+            (v30.clone(), "safe-v3.0.0"),
+        ],
+    );
     let refused = eventually("3.0.0 plan refused by the CRD check", WAIT, || async {
         let api: Api<InstallPlan> = Api::namespaced(client.clone(), &safe.name);
         api.list(&Default::default()).await.ok()?.items.into_iter().find_map(|p| {
             let st = serde_json::to_value(p.status.as_ref()?).ok()?;
-            (p.spec.cluster_service_version_names.iter().any(|n| n == "kaiwudb-operator.v3.0.0") && st["phase"] == "Failed").then_some(st)
+            (p.spec.cluster_service_version_names.iter().any(|n| n == "kaiwudb-operator.v3.0.0")
+                && st["phase"] == "Failed")
+                .then_some(st)
         })
     })
     .await;
@@ -386,8 +544,10 @@ async fn controller_upgrades_and_approval_flows() {
     assert_eq!(kaiwudb_csvs(&client, &safe.name).await, ["kaiwudb-operator.v2.0.0"], "3.0.0 not applied");
 
     controller.abort();
-    let _ = Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(client.clone())
-        .delete(&format!("kaiwuclusters.{group}"), &DeleteParams::default())
-        .await;
+    let _ = Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(
+        client.clone(),
+    )
+    .delete(&format!("kaiwuclusters.{group}"), &DeleteParams::default())
+    .await;
     cleanup_cluster_rbac(&client, &[&auto.name, &jump.name, &manual.name, &pin.name, &safe.name]).await;
 }

@@ -32,12 +32,16 @@ fn cpu_time(pid: u32) -> Duration {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat of the controller");
     let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
     let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks: u64 = fields.get(11).and_then(|u| u.parse().ok()).unwrap_or(0) + fields.get(12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let ticks: u64 = fields.get(11).and_then(|u| u.parse().ok()).unwrap_or(0)
+        + fields.get(12).and_then(|s| s.parse().ok()).unwrap_or(0);
     Duration::from_millis(ticks * 10)
 }
 
 fn apiserver_pid() -> String {
-    std::fs::read_to_string(support::state_dir().join("pids/kube-apiserver.pid")).expect("kube-apiserver pid").trim().to_string()
+    std::fs::read_to_string(support::state_dir().join("pids/kube-apiserver.pid"))
+        .expect("kube-apiserver pid")
+        .trim()
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -62,7 +66,10 @@ async fn an_api_outage_is_quiet_and_work_resumes_within_seconds() {
     let pid = child.id();
     let lines = Arc::new(AtomicU64::new(0));
     let tail = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    for out in [Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>, Box::new(child.stderr.take().expect("stderr"))] {
+    for out in [
+        Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().expect("stderr")),
+    ] {
         let (lines, tail) = (lines.clone(), tail.clone());
         std::thread::spawn(move || {
             for line in BufReader::new(out).lines().map_while(Result::ok) {
@@ -100,22 +107,29 @@ async fn an_api_outage_is_quiet_and_work_resumes_within_seconds() {
     let cpu = cpu_time(pid).saturating_sub(cpu_before);
     let last = tail.lock().unwrap_or_else(|e| e.into_inner()).join("\n");
     println!("outage of {:?}: {log_lines} log lines, {cpu:?} CPU", down.elapsed());
-    assert!(log_lines <= MAX_LOG_LINES, "{log_lines} log lines during the outage (at most {MAX_LOG_LINES}); last ones:\n{last}");
+    assert!(
+        log_lines <= MAX_LOG_LINES,
+        "{log_lines} log lines during the outage (at most {MAX_LOG_LINES}); last ones:\n{last}"
+    );
     assert!(cpu <= MAX_CPU, "{cpu:?} of CPU during the outage (at most {MAX_CPU:?})");
 
     // After recovery: a new Subscription installs within seconds.
     let client = support::cluster().await;
-    eventually("API server ready again", Duration::from_secs(60), || async {
-        client.apiserver_version().await.ok()
-    })
-    .await;
+    eventually("API server ready again", Duration::from_secs(60), || async { client.apiserver_version().await.ok() })
+        .await;
     let after = namespace_with_group(&client, "outage-after").await;
     let start = Instant::now();
     subscribe(&client, &after.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
     // capstan's part: resolved, planned and every step applied.
-    let planned = tokio::time::timeout(MAX_INSTALL_AFTER, plan_in_phase(&client, &after.name, "nginx-operator", "Complete")).await;
+    let planned =
+        tokio::time::timeout(MAX_INSTALL_AFTER, plan_in_phase(&client, &after.name, "nginx-operator", "Complete"))
+            .await;
     let took = start.elapsed();
-    assert!(planned.is_ok(), "no Complete InstallPlan {took:?} after recovery (at most {MAX_INSTALL_AFTER:?}); controller log:\n{}", tail.lock().unwrap_or_else(|e| e.into_inner()).join("\n"));
+    assert!(
+        planned.is_ok(),
+        "no Complete InstallPlan {took:?} after recovery (at most {MAX_INSTALL_AFTER:?}); controller log:\n{}",
+        tail.lock().unwrap_or_else(|e| e.into_inner()).join("\n")
+    );
     println!("Subscription created after recovery: InstallPlan Complete after {took:?}");
     // The Deployment's availability waits for kube-controller-manager and kwok, which reconnect
     // with their own (client-go) backoff; the CSV then follows within a poll.

@@ -31,7 +31,15 @@ impl ControllerProcess {
     fn start(global_ns: &str, cache: &Path, log: &Path) -> ControllerProcess {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("controller log");
         let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-            .args(["controller", "--kubeconfig", support::kubeconfig_path().to_str().unwrap_or_default(), "--global-catalog-namespace", global_ns, "--metrics-addr", "0"])
+            .args([
+                "controller",
+                "--kubeconfig",
+                support::kubeconfig_path().to_str().unwrap_or_default(),
+                "--global-catalog-namespace",
+                global_ns,
+                "--metrics-addr",
+                "0",
+            ])
             .env("CAPSTAN_CACHE", cache)
             .env("RUST_LOG", "capstan=info")
             .stdout(Stdio::null())
@@ -68,16 +76,34 @@ impl Lcg {
 async fn inventory(client: &kube::Client, ns: &str) -> BTreeMap<&'static str, usize> {
     let mut m = BTreeMap::new();
     let lp = ListParams::default();
-    m.insert("ClusterServiceVersion", Api::<ClusterServiceVersion>::namespaced(client.clone(), ns).list(&lp).await.expect("list").items.len());
-    m.insert("InstallPlan", Api::<InstallPlan>::namespaced(client.clone(), ns).list(&lp).await.expect("list").items.len());
-    m.insert("Deployment", Api::<Deployment>::namespaced(client.clone(), ns).list(&lp).await.expect("list").items.len());
+    m.insert(
+        "ClusterServiceVersion",
+        Api::<ClusterServiceVersion>::namespaced(client.clone(), ns).list(&lp).await.expect("list").items.len(),
+    );
+    m.insert(
+        "InstallPlan",
+        Api::<InstallPlan>::namespaced(client.clone(), ns).list(&lp).await.expect("list").items.len(),
+    );
+    m.insert(
+        "Deployment",
+        Api::<Deployment>::namespaced(client.clone(), ns).list(&lp).await.expect("list").items.len(),
+    );
     m.insert("Service", Api::<Service>::namespaced(client.clone(), ns).list(&lp).await.expect("list").items.len());
-    m.insert("ServiceAccount", Api::<ServiceAccount>::namespaced(client.clone(), ns).list(&lp).await.expect("list").items.len());
+    m.insert(
+        "ServiceAccount",
+        Api::<ServiceAccount>::namespaced(client.clone(), ns).list(&lp).await.expect("list").items.len(),
+    );
     m.insert("Role", Api::<Role>::namespaced(client.clone(), ns).list(&lp).await.expect("list").items.len());
-    m.insert("RoleBinding", Api::<RoleBinding>::namespaced(client.clone(), ns).list(&lp).await.expect("list").items.len());
+    m.insert(
+        "RoleBinding",
+        Api::<RoleBinding>::namespaced(client.clone(), ns).list(&lp).await.expect("list").items.len(),
+    );
     let owned = ListParams::default().labels(&format!("olm.owner.namespace={ns}"));
     m.insert("ClusterRole", Api::<ClusterRole>::all(client.clone()).list(&owned).await.expect("list").items.len());
-    m.insert("ClusterRoleBinding", Api::<ClusterRoleBinding>::all(client.clone()).list(&owned).await.expect("list").items.len());
+    m.insert(
+        "ClusterRoleBinding",
+        Api::<ClusterRoleBinding>::all(client.clone()).list(&owned).await.expect("list").items.len(),
+    );
     m
 }
 
@@ -86,7 +112,12 @@ async fn converged(client: &kube::Client, ns: &str) -> BTreeMap<&'static str, us
     let plans: Api<InstallPlan> = Api::namespaced(client.clone(), ns);
     eventually(&format!("the InstallPlan of {ns} Complete"), WAIT, || async {
         let list = plans.list(&Default::default()).await.ok()?;
-        list.items.iter().all(|p| p.status.as_ref().is_some_and(|s| s.phase == capstan::api::installplan::InstallPlanPhase::Complete)).then_some(())
+        list.items
+            .iter()
+            .all(|p| {
+                p.status.as_ref().is_some_and(|s| s.phase == capstan::api::installplan::InstallPlanPhase::Complete)
+            })
+            .then_some(())
     })
     .await;
     inventory(client, ns).await
@@ -123,7 +154,12 @@ async fn controller_converges_after_kills_and_api_server_restart() {
         controller.kill();
         controller = ControllerProcess::start(&global.name, &cache, &log);
         let got = converged(&client, &ns.name).await;
-        assert_eq!(got, expected, "kill {i} after {delay} ms (seed {SEED:#x}): the install differs from an undisturbed one; controller log: {}", log.display());
+        assert_eq!(
+            got,
+            expected,
+            "kill {i} after {delay} ms (seed {SEED:#x}): the install differs from an undisturbed one; controller log: {}",
+            log.display()
+        );
         namespaces.push(ns);
     }
 
@@ -136,7 +172,12 @@ async fn controller_converges_after_kills_and_api_server_restart() {
     let status = Command::new("kill").args(["-9", &pid]).status().expect("kill");
     assert!(status.success(), "could not kill kube-apiserver {pid}");
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let up = Command::new("bash").arg(support::repo_root().join("tests/cluster/up.sh")).arg("all").env("CAPSTAN_CLUSTER_DIR", support::state_dir()).output().expect("up.sh");
+    let up = Command::new("bash")
+        .arg(support::repo_root().join("tests/cluster/up.sh"))
+        .arg("all")
+        .env("CAPSTAN_CLUSTER_DIR", support::state_dir())
+        .output()
+        .expect("up.sh");
     assert!(up.status.success(), "restarting kube-apiserver failed: {}", String::from_utf8_lossy(&up.stderr));
     let got = converged(&client, &ns.name).await;
     assert_eq!(got, expected, "after the API server restart; controller log: {}", log.display());
@@ -148,7 +189,11 @@ async fn controller_converges_after_kills_and_api_server_restart() {
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     let starts = text.matches("capstan controller starting").count();
     assert_eq!(starts, KILLS + 1, "one start per kill");
-    eprintln!("controller log: {} InstallPlan applies for {} installs", text.matches("applying InstallPlan").count(), KILLS + 2);
+    eprintln!(
+        "controller log: {} InstallPlan applies for {} installs",
+        text.matches("applying InstallPlan").count(),
+        KILLS + 2
+    );
     let names: Vec<&str> = namespaces.iter().map(|n| n.name.as_str()).collect();
     cleanup_cluster_rbac(&client, &names).await;
 }

@@ -128,8 +128,14 @@ fn kubectl(args: &[&str]) -> String {
 
 /// Runs the pinned kubectl with `kubeconfig`; panics with its output on failure.
 fn kubectl_as(kubeconfig: &Path, args: &[&str]) -> String {
-    let out = Command::new(support::kubectl()).arg("--kubeconfig").arg(kubeconfig).args(args).output().expect("run kubectl");
-    assert!(out.status.success(), "kubectl {args:?} failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out =
+        Command::new(support::kubectl()).arg("--kubeconfig").arg(kubeconfig).args(args).output().expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -164,14 +170,17 @@ async fn manifests_deploy_and_capstan_runs_as_its_service_account() {
     }
     // A capstan-system left by an earlier run must be gone first (deleting it takes a moment).
     let namespaces: Api<Namespace> = Api::all(admin.clone());
-    eventually("no namespace capstan-system before the test (delete it: kubectl delete -k manifests/)", Duration::from_secs(90), || async {
-        namespaces.get_opt("capstan-system").await.ok()?.is_none().then_some(())
-    })
+    eventually(
+        "no namespace capstan-system before the test (delete it: kubectl delete -k manifests/)",
+        Duration::from_secs(90),
+        || async { namespaces.get_opt("capstan-system").await.ok()?.is_none().then_some(()) },
+    )
     .await;
 
     // Whatever happens below, delete what the test created.
     let root = support::repo_root();
-    let _cleanup = DeleteManifests { created_crds: crd_names.iter().filter(|n| !preexisting_crds.contains(n)).cloned().collect() };
+    let _cleanup =
+        DeleteManifests { created_crds: crd_names.iter().filter(|n| !preexisting_crds.contains(n)).cloned().collect() };
 
     // (a) one kubectl apply -k creates everything; the Deployment becomes Available on the kwok node.
     let applied = kubectl(&["apply", "-k", root.join("manifests").to_str().expect("path")]);
@@ -257,7 +266,15 @@ async fn manifests_deploy_and_capstan_runs_as_its_service_account() {
             missing.push(format!("{verb} {group}/{resource} in {ns:?}"));
         }
     }
-    for r in ["catalogsources", "subscriptions", "installplans", "clusterserviceversions", "operatorgroups", "operatorconditions", "operators"] {
+    for r in [
+        "catalogsources",
+        "subscriptions",
+        "installplans",
+        "clusterserviceversions",
+        "operatorgroups",
+        "operatorconditions",
+        "operators",
+    ] {
         for verb in ["get", "list", "watch", "create", "update", "patch", "delete"] {
             if !can(&sa, verb, "operators.coreos.com", r, Some("default")).await {
                 missing.push(format!("{verb} operators.coreos.com/{r}"));
@@ -283,7 +300,10 @@ async fn manifests_deploy_and_capstan_runs_as_its_service_account() {
         ("create", "", "persistentvolumeclaims", Some("default")),
     ];
     for (verb, group, resource, ns) in denied {
-        assert!(!can(&sa, verb, group, resource, *ns).await, "the ClusterRole grants more than capstan needs: {verb} {group}/{resource} in {ns:?}");
+        assert!(
+            !can(&sa, verb, group, resource, *ns).await,
+            "the ClusterRole grants more than capstan needs: {verb} {group}/{resource} in {ns:?}"
+        );
     }
 
     // The controller (the built binary) with that token: leads, installs both example operators
@@ -299,10 +319,14 @@ async fn manifests_deploy_and_capstan_runs_as_its_service_account() {
         &["--leader-elect", "--lease-namespace", "capstan-system", "--global-catalog-namespace", &catalog_ns.name],
     );
     let leases: Api<Lease> = Api::namespaced(admin.clone(), "capstan-system");
-    eventually("the ServiceAccount's controller holds Lease capstan-system/capstan", Duration::from_secs(60), || async {
-        let l = leases.get_opt("capstan").await.ok()??;
-        (l.spec?.holder_identity.as_deref() == Some("capstan-sa")).then_some(())
-    })
+    eventually(
+        "the ServiceAccount's controller holds Lease capstan-system/capstan",
+        Duration::from_secs(60),
+        || async {
+            let l = leases.get_opt("capstan").await.ok()??;
+            (l.spec?.holder_identity.as_deref() == Some("capstan-sa")).then_some(())
+        },
+    )
     .await;
     eventually("/readyz 200", Duration::from_secs(60), || async { (ctl.get("/readyz")?.0 == 200).then_some(()) }).await;
 
@@ -337,7 +361,12 @@ async fn manifests_deploy_and_capstan_runs_as_its_service_account() {
     // An RBAC denial, not the API server refusing new objects (an Event, say) in a namespace that
     // another test is deleting: that 403 says "... because it is being terminated".
     let log = ctl.log();
-    let denials: Vec<&str> = log.lines().filter(|l| (l.contains("Forbidden") || l.contains("forbidden")) && !l.contains("because it is being terminated")).collect();
+    let denials: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            (l.contains("Forbidden") || l.contains("forbidden")) && !l.contains("because it is being terminated")
+        })
+        .collect();
     assert!(denials.is_empty(), "the ServiceAccount's controller was denied something:\n{}", denials.join("\n"));
 
     // Graceful stop: exit 0 and the Lease released.
@@ -374,11 +403,18 @@ impl Drop for DeleteManifests {
         ];
         let crds: Vec<String> = self.created_crds.iter().map(|n| format!("crd/{n}")).collect();
         args.extend(crds.iter().map(String::as_str));
-        let _ = Command::new(support::kubectl()).arg("--kubeconfig").arg(support::kubeconfig_path()).args(&args).output();
+        let _ =
+            Command::new(support::kubectl()).arg("--kubeconfig").arg(support::kubeconfig_path()).args(&args).output();
         let _ = Command::new(support::kubectl())
             .arg("--kubeconfig")
             .arg(support::kubeconfig_path())
-            .args(["delete", "--ignore-not-found", "-n", "kube-system", "rolebinding/capstan:extension-apiserver-authentication-reader"])
+            .args([
+                "delete",
+                "--ignore-not-found",
+                "-n",
+                "kube-system",
+                "rolebinding/capstan:extension-apiserver-authentication-reader",
+            ])
             .output();
     }
 }
@@ -393,7 +429,19 @@ async fn leader_election_hands_over_after_sigkill() {
     let kubeconfig = support::kubeconfig_path();
     const LEASE: Duration = Duration::from_secs(4);
     const RETRY: Duration = Duration::from_millis(500);
-    let flags = ["--leader-elect", "--lease-namespace", &ns.name, "--lease-name", "capstan", "--lease-duration", "4s", "--renew-deadline", "3s", "--retry-period", "500ms"];
+    let flags = [
+        "--leader-elect",
+        "--lease-namespace",
+        &ns.name,
+        "--lease-name",
+        "capstan",
+        "--lease-duration",
+        "4s",
+        "--renew-deadline",
+        "3s",
+        "--retry-period",
+        "500ms",
+    ];
     let mut a = Controller::start("capstan-a", &kubeconfig, work.path(), &flags);
     let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns.name);
     eventually("capstan-a holds the Lease", Duration::from_secs(30), || async {
@@ -403,10 +451,16 @@ async fn leader_election_hands_over_after_sigkill() {
     let mut b = Controller::start("capstan-b", &kubeconfig, work.path(), &flags);
 
     // Exactly one leads: b stays standby (ready, capstan_leader 0) through several renewals of a.
-    eventually("capstan-b /readyz", Duration::from_secs(30), || async { (b.get("/readyz")?.0 == 200).then_some(()) }).await;
+    eventually("capstan-b /readyz", Duration::from_secs(30), || async { (b.get("/readyz")?.0 == 200).then_some(()) })
+        .await;
     tokio::time::sleep(LEASE * 2).await;
     let lease = leases.get("capstan").await.expect("lease").spec.expect("spec");
-    assert_eq!(lease.holder_identity.as_deref(), Some("capstan-a"), "a lost the Lease while alive: {lease:?}\n{}", b.log());
+    assert_eq!(
+        lease.holder_identity.as_deref(),
+        Some("capstan-a"),
+        "a lost the Lease while alive: {lease:?}\n{}",
+        b.log()
+    );
     assert_eq!(lease.lease_duration_seconds, Some(4));
     assert!(b.get("/metrics").expect("b metrics").1.lines().any(|l| l == "capstan_leader 0"));
     assert!(a.get("/metrics").expect("a metrics").1.lines().any(|l| l == "capstan_leader 1"));
@@ -429,7 +483,10 @@ async fn leader_election_hands_over_after_sigkill() {
     let last_renew = before.renew_time.expect("renewTime").0;
     let acquired = after.acquire_time.expect("acquireTime").0;
     let waited = acquired.duration_since(last_renew);
-    assert!(waited.as_secs_f64() >= LEASE.as_secs_f64() - 0.05, "b took the Lease {waited:?} after a's last renewal, before it expired");
+    assert!(
+        waited.as_secs_f64() >= LEASE.as_secs_f64() - 0.05,
+        "b took the Lease {waited:?} after a's last renewal, before it expired"
+    );
     assert_eq!(after.lease_transitions, before.lease_transitions.map(|t| t + 1));
     eprintln!("handover after SIGKILL: {handover:?} (bound {bound:?}); acquired {waited:?} after the last renewal");
     eventually("capstan-b reports capstan_leader 1", Duration::from_secs(10), || async {
@@ -456,7 +513,8 @@ async fn leader_election_hands_over_after_sigkill() {
     assert!(started.elapsed() < LEASE, "taking a released Lease waited {:?}", started.elapsed());
     let spec = lease.spec.as_mut().expect("spec");
     spec.holder_identity = Some("intruder".into());
-    spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(k8s_openapi::jiff::Timestamp::now()));
+    spec.renew_time =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(k8s_openapi::jiff::Timestamp::now()));
     spec.lease_duration_seconds = Some(60);
     leases.replace("capstan", &PostParams::default(), &lease).await.expect("take the Lease from c");
     let code = c.wait_exit(Duration::from_secs(10));
@@ -468,7 +526,10 @@ async fn leader_election_hands_over_after_sigkill() {
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {l}")))
         .collect();
-    let lost = lines.iter().find(|v| v["message"] == "leadership lost; exiting so that no two replicas reconcile").unwrap_or_else(|| panic!("no leadership-lost line: {lines:#?}"));
+    let lost = lines
+        .iter()
+        .find(|v| v["message"] == "leadership lost; exiting so that no two replicas reconcile")
+        .unwrap_or_else(|| panic!("no leadership-lost line: {lines:#?}"));
     assert_eq!(lost["level"], "ERROR");
     assert!(lost["reason"].as_str().is_some_and(|r| r.contains("intruder")), "{lost}");
     drop((a, b, c, ns));
@@ -481,20 +542,44 @@ async fn events_are_recorded_on_objects_and_repeats_fold() {
     let admin = support::cluster().await;
     apply_crds(&admin).await;
     let ns = TestNamespace::new(&admin, "events").await;
-    let sub: capstan::api::Subscription = create(&admin, &ns.name, json!({
-        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
-        "metadata": {"name": "nginx-operator", "namespace": ns.name},
-        "spec": {"name": "nginx-operator", "channel": "alpha", "source": "examples", "sourceNamespace": "olm"}
-    }))
+    let sub: capstan::api::Subscription = create(
+        &admin,
+        &ns.name,
+        json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "nginx-operator", "namespace": ns.name},
+            "spec": {"name": "nginx-operator", "channel": "alpha", "source": "examples", "sourceNamespace": "olm"}
+        }),
+    )
     .await;
     let regarding = sub.object_ref(&());
     use capstan::controller::events::{EventType, publish_for, try_publish};
-    try_publish(&admin, &regarding, EventType::Warning, "ResolutionFailed", "no channel alpha in package nginx-operator").await.expect("publish");
-    try_publish(&admin, &regarding, EventType::Warning, "ResolutionFailed", "no channel alpha in package nginx-operator").await.expect("publish again");
+    try_publish(
+        &admin,
+        &regarding,
+        EventType::Warning,
+        "ResolutionFailed",
+        "no channel alpha in package nginx-operator",
+    )
+    .await
+    .expect("publish");
+    try_publish(
+        &admin,
+        &regarding,
+        EventType::Warning,
+        "ResolutionFailed",
+        "no channel alpha in package nginx-operator",
+    )
+    .await
+    .expect("publish again");
     publish_for(&admin, &sub, EventType::Normal, "InstallPlanCreated", &"x".repeat(3000)).await;
     let events: Api<Event> = Api::namespaced(admin.clone(), &ns.name);
     let list = events.list(&ListParams::default()).await.expect("list events");
-    let ours: Vec<&Event> = list.items.iter().filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("nginx-operator")).collect();
+    let ours: Vec<&Event> = list
+        .items
+        .iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("nginx-operator"))
+        .collect();
     assert_eq!(ours.len(), 2, "{ours:#?}");
     let failed = ours.iter().find(|e| e.reason.as_deref() == Some("ResolutionFailed")).expect("ResolutionFailed event");
     assert_eq!(failed.type_.as_deref(), Some("Warning"));
@@ -502,8 +587,12 @@ async fn events_are_recorded_on_objects_and_repeats_fold() {
     assert_eq!(failed.reporting_controller.as_deref(), Some("capstan"));
     assert_eq!(failed.series.as_ref().map(|s| s.count), Some(2), "the repeat is folded into one Event: {failed:#?}");
     let r = failed.regarding.as_ref().expect("regarding");
-    assert_eq!((r.kind.as_deref(), r.api_version.as_deref(), r.uid.as_ref()), (Some("Subscription"), Some("operators.coreos.com/v1alpha1"), sub.metadata.uid.as_ref()));
-    let long = ours.iter().find(|e| e.reason.as_deref() == Some("InstallPlanCreated")).expect("InstallPlanCreated event");
+    assert_eq!(
+        (r.kind.as_deref(), r.api_version.as_deref(), r.uid.as_ref()),
+        (Some("Subscription"), Some("operators.coreos.com/v1alpha1"), sub.metadata.uid.as_ref())
+    );
+    let long =
+        ours.iter().find(|e| e.reason.as_deref() == Some("InstallPlanCreated")).expect("InstallPlanCreated event");
     assert!(long.note.as_ref().is_some_and(|n| n.len() <= 1024 && n.ends_with('…')), "{:?}", long.note);
     // `kubectl events` (the pinned kubectl) shows it as people look for it.
     let shown = kubectl(&["events", "-n", &ns.name, "--for", "subscription.operators.coreos.com/nginx-operator"]);
@@ -537,7 +626,8 @@ async fn a_cluster_role_without_escalate_and_bind_is_not_enough() {
     let home = TestNamespace::new(&admin, "narrow").await;
 
     // The manifests' ClusterRole, minus escalate and bind.
-    let text = std::fs::read_to_string(support::repo_root().join("manifests/rbac.yaml")).expect("read manifests/rbac.yaml");
+    let text =
+        std::fs::read_to_string(support::repo_root().join("manifests/rbac.yaml")).expect("read manifests/rbac.yaml");
     let mut role = serde_norway::Deserializer::from_str(&text)
         .map(|d| serde_json::Value::deserialize(d).expect("YAML document"))
         .find(|v| v["kind"] == "ClusterRole")
@@ -555,16 +645,27 @@ async fn a_cluster_role_without_escalate_and_bind_is_not_enough() {
     let _rbac = DeleteClusterRbac(name.clone());
     role["metadata"] = json!({"name": name});
     let role: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(role).expect("ClusterRole");
-    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(admin.clone()).create(&PostParams::default(), &role).await.expect("create narrow ClusterRole");
+    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("create narrow ClusterRole");
     let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
         "subjects": [{"kind": "ServiceAccount", "name": "capstan", "namespace": home.name}]
     }))
     .expect("binding");
-    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(admin.clone()).create(&PostParams::default(), &binding).await.expect("create binding");
-    let sa: ServiceAccount = serde_json::from_value(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "capstan"}})).expect("sa");
-    Api::<ServiceAccount>::namespaced(admin.clone(), &home.name).create(&PostParams::default(), &sa).await.expect("create ServiceAccount");
+    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("create binding");
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "capstan"}}))
+            .expect("sa");
+    Api::<ServiceAccount>::namespaced(admin.clone(), &home.name)
+        .create(&PostParams::default(), &sa)
+        .await
+        .expect("create ServiceAccount");
     let token = sa_token(&admin, &home.name, "capstan").await;
     let kubeconfig = work.path().join("narrow-kubeconfig");
     token_kubeconfig(&token, &kubeconfig).await;
@@ -575,16 +676,28 @@ async fn a_cluster_role_without_escalate_and_bind_is_not_enough() {
     // Its metrics port is taken: the controller says so and reconciles all the same.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let taken_addr = taken.local_addr().expect("addr").to_string();
-    let ctl = Controller::start_on("capstan-narrow", &kubeconfig, work.path(), &taken_addr, &["--global-catalog-namespace", &catalog_ns.name]);
+    let ctl = Controller::start_on(
+        "capstan-narrow",
+        &kubeconfig,
+        work.path(),
+        &taken_addr,
+        &["--global-catalog-namespace", &catalog_ns.name],
+    );
     catalog_source(&admin, &catalog_ns.name, "examples", &catalog_ref).await;
     let ns = namespace_with_global_group(&admin, "narrow-ops").await;
     subscribe(&admin, &ns.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
     let plan = plan_in_phase(&admin, &ns.name, "nginx-operator", "Failed").await;
-    let message = serde_json::to_value(plan.status.as_ref().expect("status")).expect("json")["message"].as_str().unwrap_or_default().to_string();
+    let message = serde_json::to_value(plan.status.as_ref().expect("status")).expect("json")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     eprintln!("InstallPlan {}/{} failed as expected: {message}", ns.name, plan.metadata.name.as_deref().unwrap_or(""));
     let who = format!("system:serviceaccount:{}:capstan", home.name);
     assert!(message.contains(&who), "the message names the identity: {message}\n{}", ctl.log());
-    assert!(message.contains("attempting to grant RBAC permissions not currently held") || message.contains("escalate"), "the message names the refused grant: {message}");
+    assert!(
+        message.contains("attempting to grant RBAC permissions not currently held") || message.contains("escalate"),
+        "the message names the refused grant: {message}"
+    );
     assert!(ctl.log().contains("running without /metrics") && ctl.log().contains(&taken_addr), "{}", ctl.log());
     cleanup_cluster_rbac(&admin, &[ns.name.as_str()]).await;
     drop((ctl, taken));
@@ -616,7 +729,11 @@ fn kustomization_lists_every_manifest() {
     assert!(missing.is_empty(), "manifests/kustomization.yaml does not list {missing:?}");
     let stale: Vec<&&str> = listed.iter().filter(|l| !files.iter().any(|f| f == *l)).collect();
     assert!(stale.is_empty(), "manifests/kustomization.yaml lists missing files {stale:?}");
-    assert_eq!(files.iter().filter(|f| f.starts_with("crds/")).count(), capstan::api::crds().len(), "one file per CRD of capstan crds");
+    assert_eq!(
+        files.iter().filter(|f| f.starts_with("crds/")).count(),
+        capstan::api::crds().len(),
+        "one file per CRD of capstan crds"
+    );
 }
 
 /// Bad `capstan controller` flags are refused before anything is started: exit 2 and a message
@@ -665,8 +782,17 @@ async fn handover_during_an_install_converges_with_one_install_plan() {
     let catalog_ref = publish(&registry, &format!("deploy-handover-{}", std::process::id()), work.path());
     let kubeconfig = support::kubeconfig_path();
     let flags = [
-        "--leader-elect", "--lease-namespace", &lease_ns.name, "--lease-duration", "4s", "--renew-deadline", "3s", "--retry-period", "500ms",
-        "--global-catalog-namespace", &catalog_ns.name,
+        "--leader-elect",
+        "--lease-namespace",
+        &lease_ns.name,
+        "--lease-duration",
+        "4s",
+        "--renew-deadline",
+        "3s",
+        "--retry-period",
+        "500ms",
+        "--global-catalog-namespace",
+        &catalog_ns.name,
     ];
     let a = Controller::start("capstan-a", &kubeconfig, work.path(), &flags);
     let leases: Api<Lease> = Api::namespaced(admin.clone(), &lease_ns.name);
@@ -680,7 +806,10 @@ async fn handover_during_an_install_converges_with_one_install_plan() {
     subscribe(&admin, &ns.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
     // Kill the leader as soon as the InstallPlan exists (while it executes, or just after).
     let subs: Api<capstan::api::Subscription> = Api::namespaced(admin.clone(), &ns.name);
-    eventually("an InstallPlan for the Subscription", WAIT, || async { subs.get("nginx-operator").await.ok()?.status?.install_plan_ref }).await;
+    eventually("an InstallPlan for the Subscription", WAIT, || async {
+        subs.get("nginx-operator").await.ok()?.status?.install_plan_ref
+    })
+    .await;
     let mut a = a;
     a.child.kill().expect("SIGKILL a");
     eventually("capstan-b leads", Duration::from_secs(30), || async {
@@ -698,15 +827,30 @@ async fn handover_during_an_install_converges_with_one_install_plan() {
         use capstan::api::installplan::InstallPlanPhase;
         let p = plans.get(names[0].as_str()).await.ok()?;
         let st = p.status.as_ref()?;
-        assert_ne!(st.phase, InstallPlanPhase::Failed, "the plan failed after the handover: {:?}\na:\n{}\nb:\n{}", st.message, a.log(), b.log());
+        assert_ne!(
+            st.phase,
+            InstallPlanPhase::Failed,
+            "the plan failed after the handover: {:?}\na:\n{}\nb:\n{}",
+            st.message,
+            a.log(),
+            b.log()
+        );
         (st.phase == InstallPlanPhase::Complete).then_some(p)
     })
     .await;
     let plan = &plan;
     // Still one after the wait (b made no second plan while it finished a's).
-    let after: Vec<String> = plans.list(&ListParams::default()).await.expect("list InstallPlans").items.iter().filter_map(|p| p.metadata.name.clone()).collect();
+    let after: Vec<String> = plans
+        .list(&ListParams::default())
+        .await
+        .expect("list InstallPlans")
+        .items
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
     assert_eq!(after, names, "one InstallPlan per bundle after the handover\na:\n{}\nb:\n{}", a.log(), b.log());
-    let sub_plan = subs.get("nginx-operator").await.expect("sub").status.and_then(|s| s.install_plan_ref).and_then(|r| r.name);
+    let sub_plan =
+        subs.get("nginx-operator").await.expect("sub").status.and_then(|s| s.install_plan_ref).and_then(|r| r.name);
     assert_eq!(sub_plan.as_deref(), plan.metadata.name.as_deref());
     // One CSV, one operator Deployment.
     let csvs: Api<capstan::api::ClusterServiceVersion> = Api::namespaced(admin.clone(), &ns.name);

@@ -28,11 +28,14 @@ fn corpus() -> PathBuf {
 }
 
 fn opm() -> Option<PathBuf> {
-    let found = std::env::var_os("CAPSTAN_OPM")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/capstan/peers/bin/opm")).filter(|p| p.is_file()));
+    let found = std::env::var_os("CAPSTAN_OPM").map(PathBuf::from).or_else(|| {
+        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/capstan/peers/bin/opm")).filter(|p| p.is_file())
+    });
     if found.is_none() {
-        assert!(std::env::var("CAPSTAN_REQUIRE_PEERS").as_deref() != Ok("1"), "opm not found and CAPSTAN_REQUIRE_PEERS=1");
+        assert!(
+            std::env::var("CAPSTAN_REQUIRE_PEERS").as_deref() != Ok("1"),
+            "opm not found and CAPSTAN_REQUIRE_PEERS=1"
+        );
         eprintln!("note: opm not found; side-by-side checks skipped");
     }
     found
@@ -40,7 +43,11 @@ fn opm() -> Option<PathBuf> {
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = capstan().args(args).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn json_stream(text: &str) -> Vec<Value> {
@@ -76,7 +83,8 @@ fn search_and_show_over_catalogs() {
     assert_eq!(pm["status"]["defaultChannel"], "alpha");
     let ch = &pm["status"]["channels"][0];
     assert_eq!(ch["currentCSV"], "nginx-operator.v0.2.0");
-    let versions: Vec<&str> = ch["entries"].as_array().unwrap().iter().map(|e| e["version"].as_str().unwrap()).collect();
+    let versions: Vec<&str> =
+        ch["entries"].as_array().unwrap().iter().map(|e| e["version"].as_str().unwrap()).collect();
     assert_eq!(versions, ["0.2.0", "0.1.0"]);
     assert_eq!(ch["currentCSVDesc"]["displayName"], "Nginx Operator");
     assert!(ch["currentCSVDesc"]["installModes"].as_array().unwrap().iter().any(|m| m["type"] == "AllNamespaces"));
@@ -91,7 +99,11 @@ fn search_and_show_over_catalogs() {
     assert_eq!(code, 0);
     let y: Value = serde_norway::from_str(&out).unwrap();
     let deps = y[0]["dependencies"]["stable"].as_array().unwrap();
-    assert!(deps.iter().any(|d| d["type"] == "olm.package.required" && d["value"]["packageName"] == "rabbitmq-cluster-operator"), "{deps:?}");
+    assert!(
+        deps.iter()
+            .any(|d| d["type"] == "olm.package.required" && d["value"]["packageName"] == "rabbitmq-cluster-operator"),
+        "{deps:?}"
+    );
 
     let (code, _, err) = run(&["show", "nginx", "--catalog", &examples]);
     assert_eq!(code, 1);
@@ -152,7 +164,8 @@ fn opm_render(opm: &Path, dir: &Path) -> Vec<Value> {
 #[test]
 fn content_endpoint_returns_exactly_what_opm_renders() {
     let Some(opm) = opm() else { return };
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(corpus()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    let mut dirs: Vec<PathBuf> =
+        std::fs::read_dir(corpus()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     dirs.sort();
     dirs.push(repo().join("catalog"));
     let specs: Vec<String> = dirs.iter().enumerate().map(|(i, d)| format!("olm/c{i}={}", d.display())).collect();
@@ -163,7 +176,10 @@ fn content_endpoint_returns_exactly_what_opm_renders() {
         assert_eq!(status, 200);
         assert_eq!(h["content-type"], "application/jsonl");
         let text = String::from_utf8(body).unwrap();
-        assert!(text.ends_with('\n') && text.lines().all(|l| l.starts_with('{') && l.ends_with('}')), "one compact blob per line");
+        assert!(
+            text.ends_with('\n') && text.lines().all(|l| l.starts_with('{') && l.ends_with('}')),
+            "one compact blob per line"
+        );
         let got: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert_eq!(got.len(), want.len(), "{}: blob count", dir.display());
         for (g, w) in got.iter().zip(&want) {
@@ -171,13 +187,19 @@ fn content_endpoint_returns_exactly_what_opm_renders() {
         }
         // metas by package and by schema are exactly opm's blobs with that field.
         let package = want[0]["name"].as_str().unwrap();
-        for (q, field, value) in [(format!("package={package}"), "package", package), ("schema=olm.bundle".to_string(), "schema", "olm.bundle")] {
+        for (q, field, value) in [
+            (format!("package={package}"), "package", package),
+            ("schema=olm.bundle".to_string(), "schema", "olm.bundle"),
+        ] {
             let (status, _, body) = http(&format!("{}/catalogs/olm/c{i}/api/v1/metas?{q}", server.base), &[]);
             assert_eq!(status, 200);
-            let got: Vec<Value> = String::from_utf8(body).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+            let got: Vec<Value> =
+                String::from_utf8(body).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
             let expect: Vec<&Value> = want
                 .iter()
-                .filter(|b| b[field] == value || (field == "package" && b["schema"] == "olm.package" && b["name"] == value))
+                .filter(|b| {
+                    b[field] == value || (field == "package" && b["schema"] == "olm.package" && b["name"] == value)
+                })
                 .collect();
             assert_eq!(got.iter().collect::<Vec<_>>(), expect, "{}: metas?{q}", dir.display());
         }
@@ -186,8 +208,12 @@ fn content_endpoint_returns_exactly_what_opm_renders() {
         assert!(etag.starts_with("\"sha256:"), "{etag}");
         assert_eq!(http(&format!("{}/catalogs/olm/c{i}/api/v1/all", server.base), &[("if-none-match", &etag)]).0, 304);
         let lm = h["last-modified"].to_str().unwrap().to_string();
-        assert_eq!(http(&format!("{}/catalogs/olm/c{i}/api/v1/all", server.base), &[("if-modified-since", &lm)]).0, 304);
-        let (status, zh, z) = http(&format!("{}/catalogs/olm/c{i}/api/v1/all", server.base), &[("accept-encoding", "gzip")]);
+        assert_eq!(
+            http(&format!("{}/catalogs/olm/c{i}/api/v1/all", server.base), &[("if-modified-since", &lm)]).0,
+            304
+        );
+        let (status, zh, z) =
+            http(&format!("{}/catalogs/olm/c{i}/api/v1/all", server.base), &[("accept-encoding", "gzip")]);
         assert_eq!((status, zh["content-encoding"].to_str().unwrap()), (200, "gzip"));
         let mut unz = String::new();
         flate2::read::GzDecoder::new(&z[..]).read_to_string(&mut unz).unwrap();

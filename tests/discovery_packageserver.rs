@@ -37,7 +37,13 @@ fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>, limit: usize) {
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             for k in x.keys().chain(y.keys().filter(|k| !x.contains_key(*k))) {
-                diff(&format!("{path}.{k}"), x.get(k).unwrap_or(&Value::Null), y.get(k).unwrap_or(&Value::Null), out, limit);
+                diff(
+                    &format!("{path}.{k}"),
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                    out,
+                    limit,
+                );
             }
         }
         (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
@@ -60,7 +66,9 @@ fn packagemanifests_equal_packageservers() {
     let Some(dump) = std::env::var_os("CAPSTAN_PACKAGESERVER_DUMP").map(PathBuf::from) else {
         // The dump needs packageserver run against a cluster by tests/discovery/packageserver.sh, which
         // `make test` does not run yet, so this check is manual even where the peers are required.
-        eprintln!("note: CAPSTAN_PACKAGESERVER_DUMP not set (run tests/discovery/packageserver.sh); side-by-side check skipped");
+        eprintln!(
+            "note: CAPSTAN_PACKAGESERVER_DUMP not set (run tests/discovery/packageserver.sh); side-by-side check skipped"
+        );
         return;
     };
     let list = std::fs::read_to_string(dump.join("catalogs.tsv")).unwrap();
@@ -68,11 +76,17 @@ fn packagemanifests_equal_packageservers() {
     let (mut packages, mut catalogs) = (0, 0);
     for line in list.lines().filter(|l| !l.trim().is_empty()) {
         let (name, dir) = line.split_once('\t').unwrap();
-        let theirs: Value = serde_json::from_str(&std::fs::read_to_string(dump.join(format!("{name}.json"))).unwrap()).unwrap();
+        let theirs: Value =
+            serde_json::from_str(&std::fs::read_to_string(dump.join(format!("{name}.json"))).unwrap()).unwrap();
         let cfg = capstan::catalog::parse::load_path(std::path::Path::new(dir)).unwrap();
         let idx = ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true }).unwrap();
         let (ours, _) = packages_of(&idx);
-        let source = CatalogSourceInfo { name: name.into(), namespace: "olm".into(), display_name: name.into(), ..Default::default() };
+        let source = CatalogSourceInfo {
+            name: name.into(),
+            namespace: "olm".into(),
+            display_name: name.into(),
+            ..Default::default()
+        };
         let mut their_items: Vec<Value> = theirs["items"].as_array().cloned().unwrap_or_default();
         their_items.sort_by(|a, b| a["metadata"]["name"].as_str().cmp(&b["metadata"]["name"].as_str()));
         let our_names: Vec<&str> = ours.iter().map(|p| p.name.as_str()).collect();
@@ -90,7 +104,13 @@ fn packagemanifests_equal_packageservers() {
             normalise(&mut t);
             let mut d = Vec::new();
             diff(&format!("{name}/{}.status", p.name), &mine["status"], &t["status"], &mut d, 10);
-            diff(&format!("{name}/{}.metadata.labels", p.name), &mine["metadata"]["labels"], &t["metadata"]["labels"], &mut d, 10);
+            diff(
+                &format!("{name}/{}.metadata.labels", p.name),
+                &mine["metadata"]["labels"],
+                &t["metadata"]["labels"],
+                &mut d,
+                10,
+            );
             problems.extend(d);
         }
     }

@@ -77,7 +77,15 @@ async fn ensure_csv_crd(client: &kube::Client) {
     .await;
 }
 
-async fn allowed(client: &kube::Client, ns: &str, sa: &str, verb: &str, group: &str, resource: &str, in_ns: Option<&str>) -> bool {
+async fn allowed(
+    client: &kube::Client,
+    ns: &str,
+    sa: &str,
+    verb: &str,
+    group: &str,
+    resource: &str,
+    in_ns: Option<&str>,
+) -> bool {
     let mut attrs = json!({"verb": verb, "group": group, "resource": resource});
     if let Some(n) = in_ns {
         attrs["namespace"] = json!(n);
@@ -88,7 +96,10 @@ async fn allowed(client: &kube::Client, ns: &str, sa: &str, verb: &str, group: &
                  "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}"), "system:authenticated"],
                  "resourceAttributes": attrs}
     }));
-    let r = Api::<SubjectAccessReview>::all(client.clone()).create(&PostParams::default(), &sar).await.expect("SubjectAccessReview");
+    let r = Api::<SubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &sar)
+        .await
+        .expect("SubjectAccessReview");
     r.status.map(|s| s.allowed).unwrap_or(false)
 }
 
@@ -146,7 +157,11 @@ async fn nginx_operator_installs_works_and_reapplies_idempotently() {
     match nginxes.create(&PostParams::default(), &bad).await {
         Err(kube::Error::Api(s)) => {
             assert_eq!(s.code, 422, "{s:?}");
-            assert!(s.message.contains("spec.replicaCount") && s.message.contains("spec.service.type"), "{}", s.message);
+            assert!(
+                s.message.contains("spec.replicaCount") && s.message.contains("spec.service.type"),
+                "{}",
+                s.message
+            );
         }
         other => panic!("an Nginx with replicaCount -1 must be rejected, got {other:?}"),
     }
@@ -159,7 +174,8 @@ async fn nginx_operator_installs_works_and_reapplies_idempotently() {
         ok.then_some(d)
     })
     .await;
-    let csv_uid = results.iter().find(|r| r.kind == "ClusterServiceVersion").and_then(|r| r.uid.clone()).expect("CSV uid");
+    let csv_uid =
+        results.iter().find(|r| r.kind == "ClusterServiceVersion").and_then(|r| r.uid.clone()).expect("CSV uid");
     let owners = dep.metadata.owner_references.clone().unwrap_or_default();
     assert_eq!(owners.len(), 1);
     assert_eq!((owners[0].kind.as_str(), owners[0].uid.as_str()), ("ClusterServiceVersion", csv_uid.as_str()));
@@ -180,9 +196,15 @@ async fn nginx_operator_installs_works_and_reapplies_idempotently() {
     let n = ns.name.as_str();
     assert!(allowed(&client, n, sa, "create", "example.com", "nginxes", Some(n)).await, "permissions: nginxes create");
     assert!(allowed(&client, n, sa, "watch", "apps", "deployments", Some(n)).await, "permissions: deployments watch");
-    assert!(allowed(&client, n, sa, "create", "authentication.k8s.io", "tokenreviews", None).await, "clusterPermissions: tokenreviews");
+    assert!(
+        allowed(&client, n, sa, "create", "authentication.k8s.io", "tokenreviews", None).await,
+        "clusterPermissions: tokenreviews"
+    );
     assert!(!allowed(&client, n, sa, "delete", "", "pods", Some(n)).await, "pods are get/list/watch only");
-    assert!(!allowed(&client, n, sa, "create", "example.com", "nginxes", Some("default")).await, "no rights outside the target namespace");
+    assert!(
+        !allowed(&client, n, sa, "create", "example.com", "nginxes", Some("default")).await,
+        "no rights outside the target namespace"
+    );
     assert!(!allowed(&client, n, sa, "list", "", "nodes", None).await, "no cluster-wide reads beyond the CSV's");
 
     // Apply again: every step Present and unchanged.
@@ -199,38 +221,65 @@ async fn kaiwudb_operator_installs_with_cluster_scoped_rbac() {
     ensure_csv_crd(&client).await;
     let bundle = load("bundles/kaiwudb-operator/1.0.0");
     let mut t = target(&bundle, &ns.name);
-    t.config = SubscriptionConfig::from_value(&json!({"env": [{"name": "LOG_LEVEL", "value": "debug"}]})).expect("config");
+    t.config =
+        SubscriptionConfig::from_value(&json!({"env": [{"name": "LOG_LEVEL", "value": "debug"}]})).expect("config");
     let steps = install::steps(&bundle, &t).expect("plan");
     let shipped = ["kaiwudb-operator-kaiwucluster-editor-role", "kaiwudb-operator-kaiwucluster-viewer-role"];
     let _cleanup = ClusterCleanup(ns.name.clone(), shipped.to_vec());
     let results = install::apply(&client, &steps, &ApplyOptions::default()).await;
     assert_all_applied(&results);
 
-    let generated: Vec<&Step> = steps.iter().filter(|s| s.kind == "ClusterRole" && !shipped.contains(&s.name.as_str())).collect();
+    let generated: Vec<&Step> =
+        steps.iter().filter(|s| s.kind == "ClusterRole" && !shipped.contains(&s.name.as_str())).collect();
     assert_eq!(generated.len(), 1, "one ClusterRole from clusterPermissions");
     let crb = Api::<ClusterRoleBinding>::all(client.clone()).get(&generated[0].name).await.expect("ClusterRoleBinding");
     let subj = &crb.subjects.unwrap_or_default()[0];
-    assert_eq!((subj.name.as_str(), subj.namespace.as_deref()), ("kaiwudb-operator-controller-manager", Some(ns.name.as_str())));
+    assert_eq!(
+        (subj.name.as_str(), subj.namespace.as_deref()),
+        ("kaiwudb-operator-controller-manager", Some(ns.name.as_str()))
+    );
     for name in shipped {
-        Api::<ClusterRole>::all(client.clone()).get(name).await.unwrap_or_else(|e| panic!("bundle ClusterRole {name}: {e}"));
+        Api::<ClusterRole>::all(client.clone())
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("bundle ClusterRole {name}: {e}"));
     }
     let sa = "kaiwudb-operator-controller-manager";
     let n = ns.name.as_str();
-    assert!(allowed(&client, n, sa, "create", "apps", "statefulsets", Some("default")).await, "cluster-wide statefulsets");
-    assert!(allowed(&client, n, sa, "create", "coordination.k8s.io", "leases", Some(n)).await, "leases in its namespace");
-    assert!(!allowed(&client, n, sa, "create", "coordination.k8s.io", "leases", Some("default")).await, "leases only in its namespace");
+    assert!(
+        allowed(&client, n, sa, "create", "apps", "statefulsets", Some("default")).await,
+        "cluster-wide statefulsets"
+    );
+    assert!(
+        allowed(&client, n, sa, "create", "coordination.k8s.io", "leases", Some(n)).await,
+        "leases in its namespace"
+    );
+    assert!(
+        !allowed(&client, n, sa, "create", "coordination.k8s.io", "leases", Some("default")).await,
+        "leases only in its namespace"
+    );
     assert!(!allowed(&client, n, sa, "delete", "", "nodes", None).await);
 
     // A KaiwuCluster is accepted by the CRD's schema.
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("kaiwu.inspur.com", "v1", "KaiwuCluster"), "kaiwuclusters");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kaiwu.inspur.com", "v1", "KaiwuCluster"),
+        "kaiwuclusters",
+    );
     let kcs: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
     let kc: DynamicObject = obj(json!({"apiVersion": "kaiwu.inspur.com/v1", "kind": "KaiwuCluster",
         "metadata": {"name": "db"}, "spec": {"replicas": 3, "version": "2.2.0", "storage": {"size": "10Gi"}}}));
-    eventually("a KaiwuCluster is accepted", Duration::from_secs(20), || async { kcs.create(&PostParams::default(), &kc).await.ok() }).await;
+    eventually("a KaiwuCluster is accepted", Duration::from_secs(20), || async {
+        kcs.create(&PostParams::default(), &kc).await.ok()
+    })
+    .await;
 
     let deps: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     let d = deps.get("kaiwudb-operator-controller-manager").await.expect("deployment");
-    let env = d.spec.and_then(|s| s.template.spec).map(|p| p.containers[0].env.clone().unwrap_or_default()).unwrap_or_default();
+    let env = d
+        .spec
+        .and_then(|s| s.template.spec)
+        .map(|p| p.containers[0].env.clone().unwrap_or_default())
+        .unwrap_or_default();
     let names: Vec<&str> = env.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, vec!["KAIWUDB_IMAGE", "WATCH_NAMESPACE", "LOG_LEVEL", "OPERATOR_CONDITION_NAME"]);
 }
@@ -252,13 +301,22 @@ async fn forbidden_names_verb_resource_and_identity_and_stops_the_plan() {
         .await
         .expect("role");
     Api::<RoleBinding>::namespaced(client.clone(), &n)
-        .create(&PostParams::default(), &obj(json!({"metadata": {"name": "sa-only"},
+        .create(
+            &PostParams::default(),
+            &obj(json!({"metadata": {"name": "sa-only"},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "sa-only"},
-            "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": n}]})))
+            "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": n}]})),
+        )
         .await
         .expect("binding");
     let tr: TokenRequest = obj(json!({"spec": {"expirationSeconds": 600}}));
-    let token = sas.create_token_request("installer", &PostParams::default(), &tr).await.expect("token").status.and_then(|s| s.token).expect("token in status");
+    let token = sas
+        .create_token_request("installer", &PostParams::default(), &tr)
+        .await
+        .expect("token")
+        .status
+        .and_then(|s| s.token)
+        .expect("token in status");
     let installer = support::client_with_token(&token).await;
 
     let bundle = load("bundles/nginx-operator/0.2.0");
@@ -269,7 +327,8 @@ async fn forbidden_names_verb_resource_and_identity_and_stops_the_plan() {
     let results = install::apply(&installer, &steps, &ApplyOptions::default()).await;
     assert_eq!(results.len(), steps.len());
     assert_eq!(results[0].status, StepStatus::Created, "{}", results[0]);
-    let StepStatus::Failed(StepError::Forbidden { verb, resource, identity, namespace, .. }) = &results[1].status else {
+    let StepStatus::Failed(StepError::Forbidden { verb, resource, identity, namespace, .. }) = &results[1].status
+    else {
         panic!("expected Forbidden on the Role, got {}", results[1]);
     };
     assert_eq!(verb, "get");
@@ -329,7 +388,9 @@ async fn crd_whose_names_are_taken_fails_and_blocks_later_steps() {
         manifest: json!({"metadata": {"name": "bad"}, "spec": {"ports": [{"port": 0}]}}),
     };
     let r = install::apply(&client, &[bad], &opts).await;
-    let StepStatus::Failed(StepError::Invalid { message, .. }) = &r[0].status else { panic!("expected Invalid, got {}", r[0]) };
+    let StepStatus::Failed(StepError::Invalid { message, .. }) = &r[0].status else {
+        panic!("expected Invalid, got {}", r[0])
+    };
     assert!(message.contains("spec.ports[0].port"), "{message}");
 }
 
@@ -373,7 +434,9 @@ async fn a_crd_applied_from_two_namespaces_names_both_installs() {
                 if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
                     rt.block_on(async move {
                         if let Ok(client) = kube::Client::try_from(support::admin_config().await) {
-                            let _ = Api::<CustomResourceDefinition>::all(client).delete(&name, &DeleteParams::default()).await;
+                            let _ = Api::<CustomResourceDefinition>::all(client)
+                                .delete(&name, &DeleteParams::default())
+                                .await;
                         }
                     });
                 }
@@ -382,10 +445,15 @@ async fn a_crd_applied_from_two_namespaces_names_both_installs() {
         }
     }
     let _gone = Gone(name.clone());
-    let csv_ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("operators.coreos.com", "v1alpha1", "ClusterServiceVersion"), "clusterserviceversions");
+    let csv_ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("operators.coreos.com", "v1alpha1", "ClusterServiceVersion"),
+        "clusterserviceversions",
+    );
     let csv = |ns: &str| Api::<DynamicObject>::namespaced_with(client.clone(), ns, &csv_ar);
-    let csv_obj: DynamicObject = obj(json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
-        "metadata": {"name": "op.v1"}, "spec": {"displayName": "op", "version": "1.0.0", "install": {"strategy": "deployment"}}}));
+    let csv_obj: DynamicObject = obj(
+        json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": "op.v1"}, "spec": {"displayName": "op", "version": "1.0.0", "install": {"strategy": "deployment"}}}),
+    );
     for ns in [&a.name, &b.name] {
         csv(ns).create(&PostParams::default(), &csv_obj).await.expect("CSV");
     }
@@ -400,7 +468,11 @@ async fn a_crd_applied_from_two_namespaces_names_both_installs() {
             .into_iter()
             .filter(|(k, _)| k.starts_with(ANNOTATION_INSTALLED_ALONGSIDE))
             .map(|(k, v)| {
-                assert_eq!(installed_alongside(v.split_once('/').expect("ns/csv").0, v.split_once('/').expect("ns/csv").1).0, k, "key of {v}");
+                assert_eq!(
+                    installed_alongside(v.split_once('/').expect("ns/csv").0, v.split_once('/').expect("ns/csv").1).0,
+                    k,
+                    "key of {v}"
+                );
                 v
             })
             .collect();
@@ -423,7 +495,10 @@ async fn a_crd_applied_from_two_namespaces_names_both_installs() {
     assert_eq!(alongside().await, [format!("{}/op.v1", a.name), format!("{}/op.v2", b.name)]);
     // a's CSV is deleted: the next apply drops it.
     csv(&a.name).delete("op.v1", &DeleteParams::default()).await.expect("delete CSV");
-    eventually("CSV gone", Duration::from_secs(20), || async { csv(&a.name).get_opt("op.v1").await.ok()?.is_none().then_some(()) }).await;
+    eventually("CSV gone", Duration::from_secs(20), || async {
+        csv(&a.name).get_opt("op.v1").await.ok()?.is_none().then_some(())
+    })
+    .await;
     apply(crd_for(&b.name, "op.v2")).await;
     assert_eq!(alongside().await, [format!("{}/op.v2", b.name)]);
 }
@@ -470,19 +545,34 @@ async fn preflight_lists_every_missing_permission_before_anything_is_applied() {
         .await
         .expect("role");
     Api::<RoleBinding>::namespaced(client.clone(), &n)
-        .create(&PostParams::default(), &obj(json!({"metadata": {"name": "installer"},
+        .create(
+            &PostParams::default(),
+            &obj(json!({"metadata": {"name": "installer"},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "installer"},
-            "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": n}]})))
+            "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": n}]})),
+        )
         .await
         .expect("binding");
     let tr: TokenRequest = obj(json!({"spec": {"expirationSeconds": 600}}));
-    let token = sas.create_token_request("installer", &PostParams::default(), &tr).await.expect("token").status.and_then(|s| s.token).expect("token in status");
+    let token = sas
+        .create_token_request("installer", &PostParams::default(), &tr)
+        .await
+        .expect("token")
+        .status
+        .and_then(|s| s.token)
+        .expect("token in status");
     let installer = support::client_with_token(&token).await;
 
-    let lacks = |f: &install::Finding, verb: &str, resource: &str| f.missing.iter().any(|q| q.verb() == verb && q.target().starts_with(&format!("{resource} ")));
+    let lacks = |f: &install::Finding, verb: &str, resource: &str| {
+        f.missing.iter().any(|q| q.verb() == verb && q.target().starts_with(&format!("{resource} ")))
+    };
     let err = eventually("the installer's Role is in effect", Duration::from_secs(20), || async {
         match install::preflight::check(&installer, &Subject::Client, &steps).await {
-            Err(install::PreflightError::Missing { who, findings }) if !findings.iter().any(|f| lacks(f, "create", "serviceaccounts")) => Some((who, findings)),
+            Err(install::PreflightError::Missing { who, findings })
+                if !findings.iter().any(|f| lacks(f, "create", "serviceaccounts")) =>
+            {
+                Some((who, findings))
+            }
             _ => None,
         }
     })
@@ -503,19 +593,39 @@ async fn preflight_lists_every_missing_permission_before_anything_is_applied() {
     assert!(!shown.iter().any(|s| s.starts_with("create on roles.")), "the installer may create Roles: {shown:?}");
     // The operator's Role asks for what the installer does not hold and it may not escalate:
     // the finding is that Role's rule, saying so.
-    let grant = findings.iter().find(|f| lacks(f, "delete", "nginxes.example.com")).expect("a finding for delete nginxes");
-    assert!(grant.step.starts_with("Role ") && grant.need == install::preflight::Need::Grant { roles: "roles" }, "{grant:?}");
+    let grant =
+        findings.iter().find(|f| lacks(f, "delete", "nginxes.example.com")).expect("a finding for delete nginxes");
+    assert!(
+        grant.step.starts_with("Role ") && grant.need == install::preflight::Need::Grant { roles: "roles" },
+        "{grant:?}"
+    );
     assert!(grant.to_string().contains("it must hold it, or have escalate on roles"), "{grant}");
     // The same check for the same ServiceAccount as a subject the admin asks about
     // (SubjectAccessReview, as the controller does for an OperatorGroup's serviceAccountName)
     // finds the same.
     let account = install::preflight::ServiceAccount { namespace: n.clone(), name: "installer".into() };
-    let as_subject = install::preflight::findings(&client, &Subject::ServiceAccount(account), &steps).await.expect("reviews");
+    let as_subject =
+        install::preflight::findings(&client, &Subject::ServiceAccount(account), &steps).await.expect("reviews");
     assert_eq!(as_subject, findings, "one pre-check, two ways of naming the subject");
     // One message naming who, every finding and what to do.
     let message = install::PreflightError::Missing { who: who.clone(), findings: findings.clone() }.to_string();
-    assert!(message.starts_with(&format!("{who} lacks {} permissions needed by this plan; nothing was applied: (1) ", findings.len())) && message.ends_with(&format!("; grant them to {who}")), "{message}");
+    assert!(
+        message.starts_with(&format!(
+            "{who} lacks {} permissions needed by this plan; nothing was applied: (1) ",
+            findings.len()
+        )) && message.ends_with(&format!("; grant them to {who}")),
+        "{message}"
+    );
     // Read-only: nothing was created.
-    assert!(Api::<Deployment>::namespaced(client.clone(), &n).list(&ListParams::default()).await.expect("list").items.is_empty());
-    assert!(Api::<Role>::namespaced(client.clone(), &n).list(&ListParams::default()).await.expect("list").items.len() == 1);
+    assert!(
+        Api::<Deployment>::namespaced(client.clone(), &n)
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .is_empty()
+    );
+    assert!(
+        Api::<Role>::namespaced(client.clone(), &n).list(&ListParams::default()).await.expect("list").items.len() == 1
+    );
 }

@@ -31,7 +31,9 @@ impl Drop for CrdGuard {
             if let Ok(rt) = rt {
                 rt.block_on(async move {
                     if let Ok(client) = kube::Client::try_from(support::admin_config().await) {
-                        let _ = Api::<CustomResourceDefinition>::all(client).delete(&name, &DeleteParams::background()).await;
+                        let _ = Api::<CustomResourceDefinition>::all(client)
+                            .delete(&name, &DeleteParams::background())
+                            .await;
                     }
                 });
             }
@@ -42,7 +44,8 @@ impl Drop for CrdGuard {
 
 /// A fresh API group for one test.
 fn unique_group(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     format!("{prefix}{:08x}{:04x}.capstan.test", nanos, std::process::id() & 0xffff)
 }
 
@@ -79,7 +82,8 @@ async fn put_crd(client: &kube::Client, crd: &Value) -> CustomResourceDefinition
         let name = name.clone();
         async move {
             let c = api.get(&name).await.ok()?;
-            let established = c.status.as_ref()?.conditions.as_ref()?.iter().any(|c| c.type_ == "Established" && c.status == "True");
+            let established =
+                c.status.as_ref()?.conditions.as_ref()?.iter().any(|c| c.type_ == "Established" && c.status == "True");
             established.then_some(c)
         }
     })
@@ -113,7 +117,8 @@ async fn create(client: &kube::Client, ns: &str, res: &ApiResource, obj: Value) 
 /// The kaiwudb-operator 1.2.0 bundle planned into `ns`, with its KaiwuCluster CRD moved to `group`
 /// so that the test owns the CRD.
 fn kaiwudb_steps(ns: &str, group: &str) -> Vec<Step> {
-    let bundle = Bundle::load(&support::repo_root().join("bundles/kaiwudb-operator/1.2.0")).expect("kaiwudb 1.2.0 bundle");
+    let bundle =
+        Bundle::load(&support::repo_root().join("bundles/kaiwudb-operator/1.2.0")).expect("kaiwudb 1.2.0 bundle");
     let target = InstallTarget {
         namespace: ns.into(),
         target_namespaces: vec![ns.into()],
@@ -147,17 +152,27 @@ async fn a_new_required_field_that_an_existing_object_lacks_refuses_the_plan_unt
     let _guard = CrdGuard(installed_crd["metadata"]["name"].as_str().expect("name").into());
     put_crd(&client, &installed_crd).await;
     let res = resource(&installed_crd, "v1");
-    create(&client, &ns.name, &res, json!({
-        "apiVersion": res.api_version, "kind": "KaiwuCluster",
-        "metadata": {"name": "kc-no-image", "namespace": ns.name},
-        "spec": {"replicas": 3, "version": "2.2.0"}
-    }))
+    create(
+        &client,
+        &ns.name,
+        &res,
+        json!({
+            "apiVersion": res.api_version, "kind": "KaiwuCluster",
+            "metadata": {"name": "kc-no-image", "namespace": ns.name},
+            "spec": {"replicas": 3, "version": "2.2.0"}
+        }),
+    )
     .await;
-    create(&client, &ns.name, &res, json!({
-        "apiVersion": res.api_version, "kind": "KaiwuCluster",
-        "metadata": {"name": "kc-with-image", "namespace": ns.name},
-        "spec": {"replicas": 1, "version": "2.2.0", "image": "kaiwudb/kaiwudb:2.2.0"}
-    }))
+    create(
+        &client,
+        &ns.name,
+        &res,
+        json!({
+            "apiVersion": res.api_version, "kind": "KaiwuCluster",
+            "metadata": {"name": "kc-with-image", "namespace": ns.name},
+            "spec": {"replicas": 1, "version": "2.2.0", "image": "kaiwudb/kaiwudb:2.2.0"}
+        }),
+    )
     .await;
 
     // The plan as it stands (same CRD) passes.
@@ -165,7 +180,8 @@ async fn a_new_required_field_that_an_existing_object_lacks_refuses_the_plan_unt
 
     // "2.0": the same bundle whose CRD requires spec.image.
     let mut upgrade = kaiwudb_steps(&ns.name, &group);
-    let required = &mut crd_manifest(&mut upgrade)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["required"];
+    let required = &mut crd_manifest(&mut upgrade)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["required"];
     required.as_array_mut().expect("spec.required").push(json!("image"));
 
     let errors = check_plan_crds(&client, &upgrade).await.expect_err("the upgrade must be refused");
@@ -181,9 +197,16 @@ async fn a_new_required_field_that_an_existing_object_lacks_refuses_the_plan_unt
     assert!(!message.contains("kc-with-image"), "{message}");
 
     // The check reads only: the CRD on the cluster is unchanged.
-    let on_cluster = Api::<CustomResourceDefinition>::all(client.clone()).get(&format!("kaiwuclusters.{group}")).await.expect("CRD");
-    let spec_required = on_cluster.spec.versions[0].schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref())
-        .and_then(|s| s.properties.as_ref()).and_then(|p| p.get("spec")).and_then(|s| s.required.clone()).unwrap_or_default();
+    let on_cluster =
+        Api::<CustomResourceDefinition>::all(client.clone()).get(&format!("kaiwuclusters.{group}")).await.expect("CRD");
+    let spec_required = on_cluster.spec.versions[0]
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .and_then(|s| s.properties.as_ref())
+        .and_then(|p| p.get("spec"))
+        .and_then(|s| s.required.clone())
+        .unwrap_or_default();
     assert!(!spec_required.contains(&"image".to_string()), "{spec_required:?}");
 
     // Removing the object lets the upgrade through.
@@ -224,10 +247,15 @@ async fn case_21_dropping_a_stored_version_is_refused_until_stored_versions_are_
     let v1alpha1_storage = crd(json!([version("v1alpha1", true), version("v2alpha1", false)]));
     put_crd(&client, &v1alpha1_storage).await;
     let old_res = resource(&v1alpha1_storage, "v1alpha1");
-    create(&client, &ns.name, &old_res, json!({
-        "apiVersion": old_res.api_version, "kind": "Agent",
-        "metadata": {"name": "agent-1", "namespace": ns.name}, "spec": {"size": 1}
-    }))
+    create(
+        &client,
+        &ns.name,
+        &old_res,
+        json!({
+            "apiVersion": old_res.api_version, "kind": "Agent",
+            "metadata": {"name": "agent-1", "namespace": ns.name}, "spec": {"size": 1}
+        }),
+    )
     .await;
     // agent 1.7.0 as installed: storage moved to v2alpha1, so storedVersions is [v1alpha1, v2alpha1].
     let v1_7_0 = crd(json!([version("v1alpha1", false), version("v2alpha1", true)]));
@@ -239,7 +267,10 @@ async fn case_21_dropping_a_stored_version_is_refused_until_stored_versions_are_
     let v1_8_0 = vec![crd_step(crd(json!([version("v2alpha1", true)])))];
     let errors = check_plan_crds(&client, &v1_8_0).await.expect_err("dropping a stored version must be refused");
     assert_eq!(errors.len(), 1, "{errors:#?}");
-    assert!(matches!(&errors[0], CrdUpgradeError::StoredVersionRemoved { version, .. } if version == "v1alpha1"), "{errors:#?}");
+    assert!(
+        matches!(&errors[0], CrdUpgradeError::StoredVersionRemoved { version, .. } if version == "v1alpha1"),
+        "{errors:#?}"
+    );
     let message = errors[0].to_string();
     eprintln!("refusal message: {message}");
     for needle in [
@@ -258,9 +289,13 @@ async fn case_21_dropping_a_stored_version_is_refused_until_stored_versions_are_
     agent.metadata.managed_fields = None;
     agents.replace("agent-1", &PostParams::default(), &agent).await.expect("rewrite agent-1");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": {"storedVersions": ["v2alpha1"]}})))
-        .await
-        .expect("prune storedVersions");
+    crds.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"storedVersions": ["v2alpha1"]}})),
+    )
+    .await
+    .expect("prune storedVersions");
 
     assert_eq!(check_plan_crds(&client, &v1_8_0).await, Ok(()));
 }
@@ -288,9 +323,14 @@ async fn objects_beyond_one_list_page_are_all_checked() {
     put_crd(&client, &installed).await;
     let res = resource(&installed, "v1");
     // Warm up the new API (its discovery may lag Established), then create the rest concurrently.
-    create(&client, &ns.name, &res, json!({
-        "apiVersion": res.api_version, "kind": "Gadget", "metadata": {"name": "g-0000"}, "spec": {"size": 0}
-    }))
+    create(
+        &client,
+        &ns.name,
+        &res,
+        json!({
+            "apiVersion": res.api_version, "kind": "Gadget", "metadata": {"name": "g-0000"}, "spec": {"size": 0}
+        }),
+    )
     .await;
     let count = LIST_PAGE_SIZE as usize + 20;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &res);
@@ -345,7 +385,10 @@ async fn new_crds_are_checked_for_their_own_versions_only() {
     assert_eq!(check_plan_crds(&client, &[crd(false)]).await, Ok(()));
     let errors = check_plan_crds(&client, &[crd(true)]).await.expect_err("two storage versions");
     let message = errors[0].to_string();
-    assert!(message.contains(&format!("CRD {name}: spec.versions must have exactly one version marked as storage version")), "{message}");
+    assert!(
+        message.contains(&format!("CRD {name}: spec.versions must have exactly one version marked as storage version")),
+        "{message}"
+    );
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     assert!(crds.get_opt(&name).await.expect("get CRD").is_none(), "the check must not create the CRD");
 }
@@ -389,20 +432,49 @@ async fn schema_verdicts_agree_with_the_api_server() {
     let res = resource(&crd, "v1");
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &res);
     let cases: Vec<(&str, Value)> = vec![
-        ("int", json!(0)), ("int", json!(1)), ("int", json!(9)), ("int", json!(10)), ("int", json!("3")), ("int", json!(2.5)),
-        ("num", json!(0)), ("num", json!(0.5)), ("num", json!("x")),
-        ("str", json!("a")), ("str", json!("ab")), ("str", json!("abcde")), ("str", json!("AB")), ("str", json!(12)),
-        ("color", json!("red")), ("color", json!("green")),
-        ("ios", json!(5)), ("ios", json!("5")), ("ios", json!(true)),
-        ("nul", json!(null)), ("nul", json!("x")), ("nul", json!(3)),
-        ("list", json!([])), ("list", json!(["a"])), ("list", json!(["a", "b", "c"])), ("list", json!([1])),
-        ("ci", json!("JAN")), ("ci", json!("feb")), ("ci", json!("mar")),
-        ("posix", json!("123")), ("posix", json!("12a")),
-        ("obj", json!({})), ("obj", json!({"a": "x"})), ("obj", json!({"a": 1})),
-        ("map", json!({"k": 1})), ("map", json!({"k": "v"})),
-        ("mult", json!(10)), ("mult", json!(7)),
-        ("far", json!(0)), ("far", json!(6)), ("far", json!(-6)),
-        ("flag", json!(true)), ("flag", json!("true")),
+        ("int", json!(0)),
+        ("int", json!(1)),
+        ("int", json!(9)),
+        ("int", json!(10)),
+        ("int", json!("3")),
+        ("int", json!(2.5)),
+        ("num", json!(0)),
+        ("num", json!(0.5)),
+        ("num", json!("x")),
+        ("str", json!("a")),
+        ("str", json!("ab")),
+        ("str", json!("abcde")),
+        ("str", json!("AB")),
+        ("str", json!(12)),
+        ("color", json!("red")),
+        ("color", json!("green")),
+        ("ios", json!(5)),
+        ("ios", json!("5")),
+        ("ios", json!(true)),
+        ("nul", json!(null)),
+        ("nul", json!("x")),
+        ("nul", json!(3)),
+        ("list", json!([])),
+        ("list", json!(["a"])),
+        ("list", json!(["a", "b", "c"])),
+        ("list", json!([1])),
+        ("ci", json!("JAN")),
+        ("ci", json!("feb")),
+        ("ci", json!("mar")),
+        ("posix", json!("123")),
+        ("posix", json!("12a")),
+        ("obj", json!({})),
+        ("obj", json!({"a": "x"})),
+        ("obj", json!({"a": 1})),
+        ("map", json!({"k": 1})),
+        ("map", json!({"k": "v"})),
+        ("mult", json!(10)),
+        ("mult", json!(7)),
+        ("far", json!(0)),
+        ("far", json!(6)),
+        ("far", json!(-6)),
+        ("flag", json!(true)),
+        ("flag", json!("true")),
         // Known difference: the API server prunes a null of a non-nullable field on write, so no
         // stored object holds one; capstan's validator, like OLM's, refuses it (checked below).
         ("int", json!(null)),
@@ -437,12 +509,19 @@ async fn schema_verdicts_agree_with_the_api_server() {
         }
     }
     assert!(disagreements.is_empty(), "capstan and the API server disagree:\n{}", disagreements.join("\n"));
-    eprintln!("{} values: the API server refused {refused}; capstan agreed on all but the known null case", cases.len());
+    eprintln!(
+        "{} values: the API server refused {refused}; capstan agreed on all but the known null case",
+        cases.len()
+    );
     assert!(refused >= 15 && cases.len() - refused >= 15, "the cases must exercise both verdicts: {refused} refused");
 }
 
 /// `check_crd_upgrade` of one object with the new CRD = `crd` (the installed one as existing).
-fn check_plan_crds_outcome_for(installed: &CustomResourceDefinition, crd: &Value, object: &Value) -> Result<(), String> {
+fn check_plan_crds_outcome_for(
+    installed: &CustomResourceDefinition,
+    crd: &Value,
+    object: &Value,
+) -> Result<(), String> {
     let new: CustomResourceDefinition = serde_json::from_value(crd.clone()).expect("CRD");
     capstan::install::crd_safety::check_crd_upgrade(Some(installed), &new, &[("v1".into(), object.clone())])
         .map_err(|e| capstan::install::crd_safety::describe_all(&e))

@@ -14,7 +14,9 @@ use serde_json::{Value, json};
 
 /// Records every request as `METHOD path` and answers with `respond(method, path, n)` where `n`
 /// counts earlier requests with the same method and path.
-fn fake(respond: impl Fn(&str, &str, usize) -> (u16, Value) + Send + Sync + 'static) -> (kube::Client, Arc<Mutex<Vec<String>>>) {
+fn fake(
+    respond: impl Fn(&str, &str, usize) -> (u16, Value) + Send + Sync + 'static,
+) -> (kube::Client, Arc<Mutex<Vec<String>>>) {
     let log = Arc::new(Mutex::new(Vec::<String>::new()));
     let respond = Arc::new(respond);
     let l = log.clone();
@@ -86,7 +88,16 @@ async fn transient_errors_are_retried_until_the_step_succeeds() {
     assert_eq!(results[0].status, StepStatus::Created, "{}", results[0]);
     assert_eq!(results[0].uid.as_deref(), Some("u-1"));
     let log = log.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    assert_eq!(log, vec![format!("GET {CM_PATH}"), format!("GET {CM_PATH}"), format!("PATCH {CM_PATH}"), format!("PATCH {CM_PATH}"), format!("PATCH {CM_PATH}")]);
+    assert_eq!(
+        log,
+        vec![
+            format!("GET {CM_PATH}"),
+            format!("GET {CM_PATH}"),
+            format!("PATCH {CM_PATH}"),
+            format!("PATCH {CM_PATH}"),
+            format!("PATCH {CM_PATH}")
+        ]
+    );
 }
 
 #[tokio::test]
@@ -119,13 +130,19 @@ async fn forbidden_is_not_retried_and_names_verb_resource_and_identity() {
         ),
         _ => (
             403,
-            status(403, "Forbidden", "configmaps \"cm\" is forbidden: User \"system:serviceaccount:ops:installer\" cannot patch resource \"configmaps\"", "cm"),
+            status(
+                403,
+                "Forbidden",
+                "configmaps \"cm\" is forbidden: User \"system:serviceaccount:ops:installer\" cannot patch resource \"configmaps\"",
+                "cm",
+            ),
         ),
     });
     let mut step = configmap_step();
     step.group = String::new();
     let results = install::apply(&client, &[step], &quick()).await;
-    let StepStatus::Failed(StepError::Forbidden { verb, resource, identity, namespace, .. }) = &results[0].status else {
+    let StepStatus::Failed(StepError::Forbidden { verb, resource, identity, namespace, .. }) = &results[0].status
+    else {
         panic!("expected Forbidden, got {}", results[0]);
     };
     assert_eq!((verb.as_str(), resource.as_str(), namespace.as_deref()), ("get", "configmaps", Some("ns")));
@@ -136,7 +153,12 @@ async fn forbidden_is_not_retried_and_names_verb_resource_and_identity() {
 
 #[tokio::test]
 async fn a_kind_the_server_does_not_serve_is_api_not_available() {
-    let (client, _) = fake(|_, _, _| (404, json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound", "message": "the server could not find the requested resource"})));
+    let (client, _) = fake(|_, _, _| {
+        (
+            404,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound", "message": "the server could not find the requested resource"}),
+        )
+    });
     let step = Step {
         resolving: "op.v1".into(),
         group: "monitoring.coreos.com".into(),

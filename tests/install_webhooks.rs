@@ -41,9 +41,10 @@ fn target(b: &Bundle, all: bool) -> InstallTarget {
 }
 
 fn find<'a>(steps: &'a [Step], kind: &str, name: &str) -> &'a Step {
-    steps.iter().find(|s| s.kind == kind && s.name == name).unwrap_or_else(|| {
-        panic!("no {kind} {name} in {:?}", steps.iter().map(Step::describe).collect::<Vec<_>>())
-    })
+    steps
+        .iter()
+        .find(|s| s.kind == kind && s.name == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in {:?}", steps.iter().map(Step::describe).collect::<Vec<_>>()))
 }
 
 fn label<'a>(s: &'a Step, key: &str) -> Option<&'a str> {
@@ -56,7 +57,11 @@ fn test_operator_plans_olms_objects() {
     let t = target(&b, true);
     let steps = install::steps(&b, &t).unwrap();
     let svc = find(&steps, "Service", "webhook-operator-service");
-    assert_eq!(svc.manifest["spec"]["ports"], json!([{"name": "443", "port": 443, "targetPort": 9443}]), "one port for both webhooks");
+    assert_eq!(
+        svc.manifest["spec"]["ports"],
+        json!([{"name": "443", "port": 443, "targetPort": 9443}]),
+        "one port for both webhooks"
+    );
     assert_eq!(svc.manifest["spec"]["selector"], json!({"app": "webhook-operator"}));
     assert_eq!(label(svc, "olm.managed"), Some("true"));
     assert_eq!(svc.manifest["metadata"]["ownerReferences"][0]["kind"], "ClusterServiceVersion");
@@ -66,29 +71,45 @@ fn test_operator_plans_olms_objects() {
     assert!(secret.manifest.get("data").is_none(), "no key material in the plan");
     assert!(webhook::is_planned_serving_secret(secret));
     let role = find(&steps, "Role", "webhook-operator-service-cert");
-    assert_eq!(role.manifest["rules"], json!([{"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["webhook-operator-service-cert"]}]));
+    assert_eq!(
+        role.manifest["rules"],
+        json!([{"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["webhook-operator-service-cert"]}])
+    );
     let rb = find(&steps, "RoleBinding", "webhook-operator-service-cert");
-    assert_eq!(rb.manifest["subjects"], json!([{"kind": "ServiceAccount", "name": "webhook-operator", "namespace": "operators"}]));
+    assert_eq!(
+        rb.manifest["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "webhook-operator", "namespace": "operators"}])
+    );
     let crb = find(&steps, "ClusterRoleBinding", "webhook-operator-service-system:auth-delegator");
     assert_eq!(crb.manifest["roleRef"]["name"], "system:auth-delegator");
     assert_eq!(label(crb, "olm.owner"), Some("webhook-operator.v0.1.0"));
     let reader = find(&steps, "RoleBinding", "webhook-operator-service-auth-reader");
     assert_eq!(reader.namespace.as_deref(), Some("kube-system"));
-    assert_eq!(reader.manifest["roleRef"], json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "extension-apiserver-authentication-reader"}));
+    assert_eq!(
+        reader.manifest["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "extension-apiserver-authentication-reader"})
+    );
 
     let dep = find(&steps, "Deployment", "webhook-operator");
     let pod = &dep.manifest["spec"]["template"];
     assert_eq!(pod["metadata"]["annotations"][ANNOTATION_CA_HASH], "");
     let vols = pod["spec"]["volumes"].as_array().unwrap();
     assert_eq!(vols.len(), 2);
-    assert_eq!(vols[0], json!({"name": "apiservice-cert", "secret": {"secretName": "webhook-operator-service-cert", "items": [{"key": "tls.crt", "path": "apiserver.crt"}, {"key": "tls.key", "path": "apiserver.key"}]}}));
-    assert_eq!(vols[1], json!({"name": "webhook-cert", "secret": {"secretName": "webhook-operator-service-cert", "items": [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]}}));
+    assert_eq!(
+        vols[0],
+        json!({"name": "apiservice-cert", "secret": {"secretName": "webhook-operator-service-cert", "items": [{"key": "tls.crt", "path": "apiserver.crt"}, {"key": "tls.key", "path": "apiserver.key"}]}})
+    );
+    assert_eq!(
+        vols[1],
+        json!({"name": "webhook-cert", "secret": {"secretName": "webhook-operator-service-cert", "items": [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]}})
+    );
     assert_eq!(
         pod["spec"]["containers"][0]["volumeMounts"],
         json!([{"name": "apiservice-cert", "mountPath": "/apiserver.local.config/certificates"}, {"name": "webhook-cert", "mountPath": "/tmp/k8s-webhook-server/serving-certs"}])
     );
 
-    let vwc = steps.iter().find(|s| s.kind == "ValidatingWebhookConfiguration").expect("a ValidatingWebhookConfiguration");
+    let vwc =
+        steps.iter().find(|s| s.kind == "ValidatingWebhookConfiguration").expect("a ValidatingWebhookConfiguration");
     assert!(vwc.name.starts_with("vwidgets.webhook.capstan.dev-"), "{}", vwc.name);
     for (k, v) in [
         ("olm.owner", "webhook-operator.v0.1.0"),
@@ -101,12 +122,18 @@ fn test_operator_plans_olms_objects() {
     }
     let hook = &vwc.manifest["webhooks"][0];
     assert_eq!(hook["name"], "vwidgets.webhook.capstan.dev");
-    assert_eq!(hook["clientConfig"], json!({"service": {"namespace": "operators", "name": "webhook-operator-service", "port": 443, "path": "/validate"}}));
+    assert_eq!(
+        hook["clientConfig"],
+        json!({"service": {"namespace": "operators", "name": "webhook-operator-service", "port": 443, "path": "/validate"}})
+    );
     assert_eq!(hook["failurePolicy"], "Fail");
     assert_eq!(hook["sideEffects"], "None");
     assert_eq!(hook["timeoutSeconds"], 10);
     assert!(hook.get("namespaceSelector").is_none(), "all namespaces: no selector");
-    assert_eq!(hook["rules"], json!([{"apiGroups": ["webhook.capstan.dev"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": ["widgets"]}]));
+    assert_eq!(
+        hook["rules"],
+        json!([{"apiGroups": ["webhook.capstan.dev"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": ["widgets"]}])
+    );
     assert!(steps.iter().all(|s| s.kind != "MutatingWebhookConfiguration"));
 
     let crd = find(&steps, "CustomResourceDefinition", "widgets.webhook.capstan.dev");
@@ -121,7 +148,10 @@ fn test_operator_plans_olms_objects() {
     // Named targets: the namespaces by name.
     let own = install::steps(&b, &target(&b, false)).unwrap();
     let vwc = own.iter().find(|s| s.kind == "ValidatingWebhookConfiguration").unwrap();
-    assert_eq!(vwc.manifest["webhooks"][0]["namespaceSelector"], json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["operators"]}]}));
+    assert_eq!(
+        vwc.manifest["webhooks"][0]["namespaceSelector"],
+        json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["operators"]}]})
+    );
 }
 
 #[test]
@@ -145,27 +175,63 @@ fn certificates_are_issued_reused_and_rotated_at_apply_time() {
     let hash = certs::ca_hash(&ca);
     assert_eq!(secret.manifest["metadata"]["annotations"][ANNOTATION_CA_HASH], json!(hash));
     let ca_b64 = json!(b64.encode(&ca));
-    assert_eq!(find(&steps, "ValidatingWebhookConfiguration", &steps.iter().find(|s| s.kind == "ValidatingWebhookConfiguration").unwrap().name.clone()).manifest["webhooks"][0]["clientConfig"]["caBundle"], ca_b64);
-    assert_eq!(find(&steps, "CustomResourceDefinition", "widgets.webhook.capstan.dev").manifest["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"], ca_b64);
-    assert_eq!(find(&steps, "Deployment", "webhook-operator").manifest["spec"]["template"]["metadata"]["annotations"][ANNOTATION_CA_HASH], json!(hash));
-    assert_eq!(certs::rotation_reason(&data, &certs::hostnames_for_service("webhook-operator-service", "operators"), now), None);
+    assert_eq!(
+        find(
+            &steps,
+            "ValidatingWebhookConfiguration",
+            &steps.iter().find(|s| s.kind == "ValidatingWebhookConfiguration").unwrap().name.clone()
+        )
+        .manifest["webhooks"][0]["clientConfig"]["caBundle"],
+        ca_b64
+    );
+    assert_eq!(
+        find(&steps, "CustomResourceDefinition", "widgets.webhook.capstan.dev").manifest["spec"]["conversion"]["webhook"]
+            ["clientConfig"]["caBundle"],
+        ca_b64
+    );
+    assert_eq!(
+        find(&steps, "Deployment", "webhook-operator").manifest["spec"]["template"]["metadata"]["annotations"]
+            [ANNOTATION_CA_HASH],
+        json!(hash)
+    );
+    assert_eq!(
+        certs::rotation_reason(&data, &certs::hostnames_for_service("webhook-operator-service", "operators"), now),
+        None
+    );
 
     // The next apply (an upgrade, a re-apply) keeps the certificate: same CA, no window.
-    let existing = BTreeMap::from([(("operators".to_string(), "webhook-operator-service-cert".to_string()), data.clone())]);
+    let existing =
+        BTreeMap::from([(("operators".to_string(), "webhook-operator-service-cert".to_string()), data.clone())]);
     let mut again = planned.clone();
-    let out = fill_certificates(&mut again, &existing, now + time::Duration::days(100), certs::DEFAULT_CERT_VALID_FOR).unwrap();
+    let out = fill_certificates(&mut again, &existing, now + time::Duration::days(100), certs::DEFAULT_CERT_VALID_FOR)
+        .unwrap();
     assert_eq!(out[0].issued, None);
     assert_eq!(out[0].ca_hash, hash);
     // A day before expiry it is rotated: a new CA everywhere.
     let mut later = planned.clone();
-    let out = fill_certificates(&mut later, &existing, now + time::Duration::days(729) + time::Duration::minutes(1), certs::DEFAULT_CERT_VALID_FOR).unwrap();
+    let out = fill_certificates(
+        &mut later,
+        &existing,
+        now + time::Duration::days(729) + time::Duration::minutes(1),
+        certs::DEFAULT_CERT_VALID_FOR,
+    )
+    .unwrap();
     assert!(out[0].issued.as_deref().unwrap().contains("due for rotation"), "{:?}", out[0].issued);
     assert_ne!(out[0].ca_hash, hash);
-    assert_eq!(find(&later, "Deployment", "webhook-operator").manifest["spec"]["template"]["metadata"]["annotations"][ANNOTATION_CA_HASH], json!(out[0].ca_hash));
+    assert_eq!(
+        find(&later, "Deployment", "webhook-operator").manifest["spec"]["template"]["metadata"]["annotations"]
+            [ANNOTATION_CA_HASH],
+        json!(out[0].ca_hash)
+    );
     // A short validity (CAPSTAN_CERT_VALIDITY) rotates a quarter before expiry.
     let mut short = planned;
     fill_certificates(&mut short, &BTreeMap::new(), now, Duration::from_secs(120)).unwrap();
-    let d: BTreeMap<String, Vec<u8>> = find(&short, "Secret", "webhook-operator-service-cert").manifest["data"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), b64.decode(v.as_str().unwrap()).unwrap())).collect();
+    let d: BTreeMap<String, Vec<u8>> = find(&short, "Secret", "webhook-operator-service-cert").manifest["data"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), b64.decode(v.as_str().unwrap()).unwrap()))
+        .collect();
     let hosts = certs::hostnames_for_service("webhook-operator-service", "operators");
     assert_eq!(certs::rotation_reason(&d, &hosts, now + time::Duration::seconds(80)), None);
     assert!(certs::rotation_reason(&d, &hosts, now + time::Duration::seconds(95)).is_some());
@@ -182,7 +248,10 @@ fn invalid_webhook_definitions_are_refused_naming_the_field() {
     bad.objects[b.csv_index].value = csv;
     let err = install::steps(&bad, &target(&b, true)).unwrap_err().to_string();
     assert!(err.contains("spec.webhookdefinitions[0].rules: webhook rules cannot include the OLM group"), "{err}");
-    assert!(err.contains("spec.webhookdefinitions[1].generateName: \"vwidgets.webhook.capstan.dev\" is repeated"), "{err}");
+    assert!(
+        err.contains("spec.webhookdefinitions[1].generateName: \"vwidgets.webhook.capstan.dev\" is repeated"),
+        "{err}"
+    );
     assert!(err.contains("\"gadgets.webhook.capstan.dev\" is not in spec.customresourcedefinitions.owned"), "{err}");
     // `bundle validate` reports the same problems, each naming its field, so a bundle that would
     // fail its InstallPlan is never pushed or added to a catalog.
@@ -199,14 +268,20 @@ fn invalid_webhook_definitions_are_refused_naming_the_field() {
             "spec.webhookdefinitions[1].conversionCRDs: \"gadgets.webhook.capstan.dev\" is not in spec.customresourcedefinitions.owned (the InstallPlan would fail with InvalidWebhookDescription)".to_string(),
         ]
     );
-    assert!(capstan::bundle::validate(&b).iter().all(|f| !f.message.contains("InvalidWebhookDescription")), "the fixture itself is valid");
+    assert!(
+        capstan::bundle::validate(&b).iter().all(|f| !f.message.contains("InvalidWebhookDescription")),
+        "the fixture itself is valid"
+    );
 }
 
 /// Bundle directories under operators/ (and tests/fixtures) whose CSV declares webhooks or
 /// owned APIServices.
 fn bundles_with_definitions() -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let roots = [shared().join("corpus/community-operators-prod/operators"), Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")];
+    let roots = [
+        shared().join("corpus/community-operators-prod/operators"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"),
+    ];
     fn walk(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
         if dir.join("manifests").is_dir() && dir.join("metadata").is_dir() {
             out.push(dir.to_path_buf());
@@ -235,8 +310,10 @@ fn every_corpus_bundle_with_webhooks_plans_what_olm_creates() {
     for dir in bundles_with_definitions() {
         let b = Bundle::load(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         let csv = b.csv().value().clone();
-        let defs: Vec<Value> = csv.pointer("/spec/webhookdefinitions").and_then(Value::as_array).cloned().unwrap_or_default();
-        let apis: Vec<Value> = csv.pointer("/spec/apiservicedefinitions/owned").and_then(Value::as_array).cloned().unwrap_or_default();
+        let defs: Vec<Value> =
+            csv.pointer("/spec/webhookdefinitions").and_then(Value::as_array).cloned().unwrap_or_default();
+        let apis: Vec<Value> =
+            csv.pointer("/spec/apiservicedefinitions/owned").and_then(Value::as_array).cloned().unwrap_or_default();
         if defs.is_empty() && apis.is_empty() {
             continue;
         }
@@ -246,7 +323,8 @@ fn every_corpus_bundle_with_webhooks_plans_what_olm_creates() {
         let where_ = dir.display().to_string();
         let steps = install::steps(&b, &t).unwrap_or_else(|e| panic!("{where_}: {e}"));
         checked += 1;
-        let strategy_deps: Vec<Value> = csv.pointer("/spec/install/spec/deployments").and_then(Value::as_array).cloned().unwrap_or_default();
+        let strategy_deps: Vec<Value> =
+            csv.pointer("/spec/install/spec/deployments").and_then(Value::as_array).cloned().unwrap_or_default();
         let ranks: Vec<u8> = steps.iter().map(|s| kind_info(&s.kind).map(|k| k.rank).unwrap_or(u8::MAX)).collect();
         assert!(ranks.windows(2).all(|w| w[0] <= w[1]), "{where_}: out of order");
         let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
@@ -258,29 +336,62 @@ fn every_corpus_bundle_with_webhooks_plans_what_olm_creates() {
             let svc_name = format!("{dep_name}-service");
             let svc = find(&steps, "Service", &svc_name);
             let entry = strategy_deps.iter().find(|s| str_of(s, "name") == *dep_name).unwrap();
-            assert_eq!(svc.manifest["spec"]["selector"], entry.pointer("/spec/selector/matchLabels").cloned().unwrap_or(json!({})), "{where_}: {svc_name} selector");
+            assert_eq!(
+                svc.manifest["spec"]["selector"],
+                entry.pointer("/spec/selector/matchLabels").cloned().unwrap_or(json!({})),
+                "{where_}: {svc_name} selector"
+            );
             for d in defs.iter().chain(&apis).filter(|d| str_of(d, "deploymentName") == *dep_name) {
                 let port = port_of(d);
                 let target_port = d.get("targetPort").cloned().unwrap_or(json!(port));
                 let want = json!({"name": port.to_string(), "port": port, "targetPort": target_port});
-                assert!(svc.manifest["spec"]["ports"].as_array().unwrap().iter().any(|p| p["port"] == want["port"] && p["name"] == want["name"]), "{where_}: {svc_name} lacks {want}");
+                assert!(
+                    svc.manifest["spec"]["ports"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|p| p["port"] == want["port"] && p["name"] == want["name"]),
+                    "{where_}: {svc_name} lacks {want}"
+                );
             }
             let secret = format!("{svc_name}-cert");
             find(&steps, "Secret", &secret);
             find(&steps, "Role", &secret);
             find(&steps, "RoleBinding", &secret);
             find(&steps, "ClusterRoleBinding", &format!("{svc_name}-system:auth-delegator"));
-            assert_eq!(find(&steps, "RoleBinding", &format!("{svc_name}-auth-reader")).namespace.as_deref(), Some("kube-system"));
+            assert_eq!(
+                find(&steps, "RoleBinding", &format!("{svc_name}-auth-reader")).namespace.as_deref(),
+                Some("kube-system")
+            );
             let dep = find(&steps, "Deployment", dep_name);
             let pod = &dep.manifest["spec"]["template"];
-            assert!(pod.pointer(&format!("/metadata/annotations/{ANNOTATION_CA_HASH}")).is_some(), "{where_}: {dep_name} olmcahash");
-            for (vol, path) in [("apiservice-cert", "/apiserver.local.config/certificates"), ("webhook-cert", "/tmp/k8s-webhook-server/serving-certs")] {
-                let v = pod["spec"]["volumes"].as_array().unwrap().iter().find(|v| v["name"] == vol).unwrap_or_else(|| panic!("{where_}: {dep_name} has no volume {vol}"));
+            assert!(
+                pod.pointer(&format!("/metadata/annotations/{ANNOTATION_CA_HASH}")).is_some(),
+                "{where_}: {dep_name} olmcahash"
+            );
+            for (vol, path) in [
+                ("apiservice-cert", "/apiserver.local.config/certificates"),
+                ("webhook-cert", "/tmp/k8s-webhook-server/serving-certs"),
+            ] {
+                let v = pod["spec"]["volumes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|v| v["name"] == vol)
+                    .unwrap_or_else(|| panic!("{where_}: {dep_name} has no volume {vol}"));
                 assert_eq!(v["secret"]["secretName"], json!(secret), "{where_}");
                 for c in pod["spec"]["containers"].as_array().unwrap() {
                     let mounts = c["volumeMounts"].as_array().unwrap();
-                    assert!(mounts.iter().any(|m| m["name"] == vol && m["mountPath"] == path), "{where_}: container {} lacks {vol} at {path}", c["name"]);
-                    assert_eq!(mounts.iter().filter(|m| m["mountPath"] == path).count(), 1, "{where_}: one mount at {path}");
+                    assert!(
+                        mounts.iter().any(|m| m["name"] == vol && m["mountPath"] == path),
+                        "{where_}: container {} lacks {vol} at {path}",
+                        c["name"]
+                    );
+                    assert_eq!(
+                        mounts.iter().filter(|m| m["mountPath"] == path).count(),
+                        1,
+                        "{where_}: one mount at {path}"
+                    );
                 }
             }
         }
@@ -297,8 +408,15 @@ fn every_corpus_bundle_with_webhooks_plans_what_olm_creates() {
                     for crd in d["conversionCRDs"].as_array().unwrap() {
                         let c = find(&steps, "CustomResourceDefinition", crd.as_str().unwrap());
                         assert_eq!(c.manifest["spec"]["conversion"]["strategy"], "Webhook", "{where_}");
-                        assert_eq!(c.manifest["spec"]["conversion"]["webhook"]["clientConfig"]["service"], service, "{where_}: {crd}");
-                        assert_eq!(c.manifest["spec"]["conversion"]["webhook"]["conversionReviewVersions"], d["admissionReviewVersions"], "{where_}");
+                        assert_eq!(
+                            c.manifest["spec"]["conversion"]["webhook"]["clientConfig"]["service"], service,
+                            "{where_}: {crd}"
+                        );
+                        assert_eq!(
+                            c.manifest["spec"]["conversion"]["webhook"]["conversionReviewVersions"],
+                            d["admissionReviewVersions"],
+                            "{where_}"
+                        );
                     }
                     continue;
                 }
@@ -306,7 +424,12 @@ fn every_corpus_bundle_with_webhooks_plans_what_olm_creates() {
             if let Some(p) = d.get("webhookPath") {
                 service["path"] = p.clone();
             }
-            let configs: Vec<&Step> = steps.iter().filter(|s| s.kind == kind && label(s, "olm.webhook-description-generate-name") == Some(gen_name.as_str())).collect();
+            let configs: Vec<&Step> = steps
+                .iter()
+                .filter(|s| {
+                    s.kind == kind && label(s, "olm.webhook-description-generate-name") == Some(gen_name.as_str())
+                })
+                .collect();
             assert_eq!(configs.len(), 1, "{where_}: one {kind} for {gen_name}");
             let c = configs[0];
             assert!(c.name.starts_with(&format!("{gen_name}-")) && c.name.len() <= 253, "{where_}: {}", c.name);
@@ -317,19 +440,34 @@ fn every_corpus_bundle_with_webhooks_plans_what_olm_creates() {
             let h = &c.manifest["webhooks"][0];
             assert_eq!(h["name"], json!(gen_name), "{where_}");
             assert_eq!(h["clientConfig"]["service"], service, "{where_}: {gen_name}");
-            for k in ["rules", "failurePolicy", "matchPolicy", "objectSelector", "sideEffects", "timeoutSeconds", "admissionReviewVersions"] {
+            for k in [
+                "rules",
+                "failurePolicy",
+                "matchPolicy",
+                "objectSelector",
+                "sideEffects",
+                "timeoutSeconds",
+                "admissionReviewVersions",
+            ] {
                 assert_eq!(h.get(k), d.get(k).filter(|v| !v.is_null()), "{where_}: {gen_name} {k}");
             }
             if kind == "MutatingWebhookConfiguration" {
                 assert_eq!(h.get("reinvocationPolicy"), d.get("reinvocationPolicy"), "{where_}");
             }
-            assert_eq!(h.get("namespaceSelector").is_none(), all, "{where_}: namespace selector only for named targets");
+            assert_eq!(
+                h.get("namespaceSelector").is_none(),
+                all,
+                "{where_}: namespace selector only for named targets"
+            );
         }
         for a in &apis {
             let s = find(&steps, "APIService", &format!("{}.{}", str_of(a, "version"), str_of(a, "group")));
             assert_eq!(s.manifest["spec"]["groupPriorityMinimum"], 2000);
             assert_eq!(s.manifest["spec"]["versionPriority"], 15);
-            assert_eq!(s.manifest["spec"]["service"], json!({"namespace": ns, "name": format!("{}-service", str_of(a, "deploymentName")), "port": port_of(a)}));
+            assert_eq!(
+                s.manifest["spec"]["service"],
+                json!({"namespace": ns, "name": format!("{}-service", str_of(a, "deploymentName")), "port": port_of(a)})
+            );
             assert_eq!(label(s, "olm.owner"), Some(b.name()));
         }
     }
@@ -350,7 +488,10 @@ fn next_version_takes_over_the_same_objects_and_certificate() {
     let old_steps = install::steps(&b, &target(&b, true)).unwrap();
     let new_steps = install::steps(&next, &target(&next, true)).unwrap();
     let names = |s: &[Step]| -> Vec<(String, String)> {
-        s.iter().filter(|s| s.kind != "ClusterServiceVersion" && !s.kind.contains("Role") || s.name.contains("-service")).map(|s| (s.kind.clone(), s.name.clone())).collect()
+        s.iter()
+            .filter(|s| s.kind != "ClusterServiceVersion" && !s.kind.contains("Role") || s.name.contains("-service"))
+            .map(|s| (s.kind.clone(), s.name.clone()))
+            .collect()
     };
     assert_eq!(names(&old_steps), names(&new_steps));
     let vwc = |s: &[Step]| s.iter().find(|s| s.kind == "ValidatingWebhookConfiguration").unwrap().clone();
@@ -367,9 +508,14 @@ fn next_version_takes_over_the_same_objects_and_certificate() {
         .collect();
     let existing = BTreeMap::from([(("operators".to_string(), "webhook-operator-service-cert".to_string()), data)]);
     let mut new_filled = new_steps.clone();
-    let out = fill_certificates(&mut new_filled, &existing, now + time::Duration::hours(1), certs::DEFAULT_CERT_VALID_FOR).unwrap();
+    let out =
+        fill_certificates(&mut new_filled, &existing, now + time::Duration::hours(1), certs::DEFAULT_CERT_VALID_FOR)
+            .unwrap();
     assert_eq!(out[0].issued, None, "the certificate is taken over");
-    assert_eq!(vwc(&new_filled).manifest["webhooks"][0]["clientConfig"]["caBundle"], vwc(&old_filled).manifest["webhooks"][0]["clientConfig"]["caBundle"]);
+    assert_eq!(
+        vwc(&new_filled).manifest["webhooks"][0]["clientConfig"]["caBundle"],
+        vwc(&old_filled).manifest["webhooks"][0]["clientConfig"]["caBundle"]
+    );
     // Another namespace's install of the same package gets its own configuration.
     let mut elsewhere = target(&b, true);
     elsewhere.namespace = "other".into();

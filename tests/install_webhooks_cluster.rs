@@ -28,10 +28,17 @@ use support::eventually;
 const CRD: &str = "widgets.webhook.capstan.dev";
 
 async fn apply(client: &kube::Client, b: &Bundle, ns: &str, opts: &ApplyOptions) {
-    let mut t = InstallTarget { namespace: ns.into(), target_namespaces: vec!["".into()], package: b.package().into(), csv_name: b.name().into(), ..Default::default() };
+    let mut t = InstallTarget {
+        namespace: ns.into(),
+        target_namespaces: vec!["".into()],
+        package: b.package().into(),
+        csv_name: b.name().into(),
+        ..Default::default()
+    };
     t.owner = None;
     // Without the CSV object: no controller runs here to own it.
-    let steps: Vec<install::Step> = install::steps(b, &t).unwrap().into_iter().filter(|s| s.kind != "ClusterServiceVersion").collect();
+    let steps: Vec<install::Step> =
+        install::steps(b, &t).unwrap().into_iter().filter(|s| s.kind != "ClusterServiceVersion").collect();
     for r in install::apply(client, &steps, opts).await {
         assert!(r.applied(), "{r}");
     }

@@ -14,7 +14,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
-use support::node::{REAL_NODE, container_pid, create_pod, fetch_in_pod, image, logs_containing, run_kubectl, real_node, wait_pod};
+use support::node::{
+    REAL_NODE, container_pid, create_pod, fetch_in_pod, image, logs_containing, real_node, run_kubectl, wait_pod,
+};
 use support::{TestNamespace, eventually};
 
 /// The pinned Kubernetes release (`k8s.io/kubernetes` in tests/cluster/go.mod).
@@ -51,7 +53,9 @@ async fn a_real_containerd_node_is_ready_beside_the_kwok_node() {
     // Only pods that ask for the real node run there: its taint keeps everything else on kwok.
     let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
     assert!(
-        taints.iter().any(|t| t.key == "capstan.dev/node" && t.value.as_deref() == Some("real") && t.effect == "NoSchedule"),
+        taints
+            .iter()
+            .any(|t| t.key == "capstan.dev/node" && t.value.as_deref() == Some("real") && t.effect == "NoSchedule"),
         "{taints:?}"
     );
     // Its address is the bridge gateway the API server reaches (not loopback).
@@ -104,7 +108,10 @@ async fn a_pod_built_here_serves_another_pod_through_a_service() {
         "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
     }))
     .expect("service object");
-    let svc = Api::<Service>::namespaced(client.clone(), &ns.name).create(&PostParams::default(), &svc).await.expect("create service");
+    let svc = Api::<Service>::namespaced(client.clone(), &ns.name)
+        .create(&PostParams::default(), &svc)
+        .await
+        .expect("create service");
     let cluster_ip = svc.spec.and_then(|s| s.cluster_ip).expect("ClusterIP");
     assert!(cluster_ip.starts_with("10.0.0."), "{cluster_ip}");
 
@@ -121,10 +128,19 @@ async fn a_pod_built_here_serves_another_pod_through_a_service() {
     // Pods reach the API server the way operators do: KUBERNETES_SERVICE_HOST (the `kubernetes`
     // Service's ClusterIP), with the ServiceAccount's CA and token.
     let sa = "/var/run/secrets/kubernetes.io/serviceaccount";
-    let version = fetch_in_pod(&client, &pods, "api-client", json!([
-        "-get", "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)/version",
-        "-cacert", format!("{sa}/ca.crt"), "-token", format!("{sa}/token"),
-    ]))
+    let version = fetch_in_pod(
+        &client,
+        &pods,
+        "api-client",
+        json!([
+            "-get",
+            "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)/version",
+            "-cacert",
+            format!("{sa}/ca.crt"),
+            "-token",
+            format!("{sa}/token"),
+        ]),
+    )
     .await;
     assert!(version.contains("200 OK"), "{version}");
     assert!(version.contains(&format!("\"gitVersion\": \"{}\"", pinned_version())), "{version}");
@@ -203,7 +219,10 @@ async fn capstan_runs_from_its_image_on_the_real_node() {
         assert_eq!(uid.split_whitespace().skip(1).collect::<Vec<_>>(), ["65532"; 4], "{name}: {uid}");
         let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).expect("mountinfo");
         let root_mount = mounts.lines().find(|l| l.split_whitespace().nth(4) == Some("/")).expect("root mount");
-        assert!(root_mount.split_whitespace().nth(5).is_some_and(|o| o.split(',').any(|x| x == "ro")), "{name}: {root_mount}");
+        assert!(
+            root_mount.split_whitespace().nth(5).is_some_and(|o| o.split(',').any(|x| x == "ro")),
+            "{name}: {root_mount}"
+        );
         names.push(name);
     }
 
@@ -218,7 +237,9 @@ async fn capstan_runs_from_its_image_on_the_real_node() {
     })
     .await;
     logs_containing(&pods, &leader, "became leader").await;
-    pods.delete(&leader, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.expect("kill the leader");
+    pods.delete(&leader, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() })
+        .await
+        .expect("kill the leader");
     let new_leader = eventually("the standby to take the Lease", Duration::from_secs(90), || {
         let (leases, leader) = (leases.clone(), leader.clone());
         async move { holder(leases).await.filter(|h| *h != leader) }

@@ -21,11 +21,14 @@ use capstan::api::{ClusterServiceVersion, Subscription};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding};
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::ResourceExt;
 use serde_json::json;
-use support::controller::{WAIT, apply_crds, can, catalog_source, cleanup_cluster_rbac, create, csv_version_succeeded, namespace_with_group, sa_token};
+use support::controller::{
+    WAIT, apply_crds, can, catalog_source, cleanup_cluster_rbac, create, csv_version_succeeded, namespace_with_group,
+    sa_token,
+};
 use support::node::{REAL_NODE, fetch_in_pod, image, logs_containing, on_real_node, real_node};
 use support::{TestNamespace, eventually};
 
@@ -46,7 +49,12 @@ fn script(args: &[&str]) -> String {
         .env("CAPSTAN_CLUSTER_DIR", support::state_dir())
         .output()
         .expect("run bash");
-    assert!(out.status.success(), "{args:?} failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -67,7 +75,12 @@ fn nginx_api(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn nginx_operator_from_the_catalog_serves_a_page_on_the_real_node_and_is_removed() {
-    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into())).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into()),
+        )
+        .try_init();
     let client = support::cluster().await;
     real_node();
     apply_crds(&client).await;
@@ -77,7 +90,10 @@ async fn nginx_operator_from_the_catalog_serves_a_page_on_the_real_node_and_is_r
     script(&["images/build.sh", "--push", &registry, "httpd", "nginx-operator"]);
     let operator_image = image("nginx-operator");
     let httpd_image = image("httpd");
-    let csv_text = std::fs::read_to_string(support::repo_root().join("bundles/nginx-operator/0.2.0/manifests/nginx-operator.clusterserviceversion.yaml")).expect("CSV");
+    let csv_text = std::fs::read_to_string(
+        support::repo_root().join("bundles/nginx-operator/0.2.0/manifests/nginx-operator.clusterserviceversion.yaml"),
+    )
+    .expect("CSV");
     for (name, built) in [("nginx-operator", &operator_image), ("httpd", &httpd_image)] {
         let committed = format!("quay.io/example/{name}@{}", digest_of(built));
         assert!(
@@ -92,7 +108,11 @@ async fn nginx_operator_from_the_catalog_serves_a_page_on_the_real_node_and_is_r
     let catalog_ref = format!("{registry}/{}/catalog:latest", catalog_ns.name);
     let published = script(&["examples/publish.sh", &catalog_ref]);
     assert!(published.contains("nginx-operator-bundle:v0.2.0@sha256:"), "{published}");
-    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), catalog_cache: None, ..Default::default() };
+    let options = capstan::controller::Options {
+        global_catalog_namespace: catalog_ns.name.clone(),
+        catalog_cache: None,
+        ..Default::default()
+    };
     let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
     catalog_source(&client, &catalog_ns.name, "examples", &catalog_ref).await;
 
@@ -114,33 +134,60 @@ async fn nginx_operator_from_the_catalog_serves_a_page_on_the_real_node_and_is_r
     let operator_pod = eventually("the operator's pod Ready", WAIT, || async {
         let list = pods.list(&ListParams::default().labels("control-plane=controller-manager")).await.ok()?;
         list.items.into_iter().find(|p| {
-            p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
         })
     })
     .await;
     let spec = operator_pod.spec.clone().expect("spec");
     assert_eq!(spec.node_name.as_deref(), Some(REAL_NODE));
     assert_eq!(spec.service_account_name.as_deref(), Some(OPERATOR));
-    let container = &operator_pod.status.as_ref().and_then(|s| s.container_statuses.clone()).expect("container statuses")[0];
+    let container =
+        &operator_pod.status.as_ref().and_then(|s| s.container_statuses.clone()).expect("container statuses")[0];
     assert!(container.image_id.ends_with(digest_of(&operator_image)), "{} vs {operator_image}", container.image_id);
-    let sa = Api::<ServiceAccount>::namespaced(client.clone(), &ns.name).get(OPERATOR).await.expect("the operator's ServiceAccount");
+    let sa = Api::<ServiceAccount>::namespaced(client.clone(), &ns.name)
+        .get(OPERATOR)
+        .await
+        .expect("the operator's ServiceAccount");
     // capstan created it, owned by the CSV as OLM makes it (ownerReference, no owner labels).
-    assert!(sa.owner_references().iter().any(|o| o.kind == "ClusterServiceVersion" && o.name == CSV), "capstan created the ServiceAccount: {:?}", sa.metadata);
+    assert!(
+        sa.owner_references().iter().any(|o| o.kind == "ClusterServiceVersion" && o.name == CSV),
+        "capstan created the ServiceAccount: {:?}",
+        sa.metadata
+    );
     logs_containing(&pods, &operator_pod.name_any(), "\"watching namespaces\",\"namespaces\":[\"").await;
 
     // Its identity (a token of that ServiceAccount) may do what the CSV grants, and nothing else.
     let token = sa_token(&client, &ns.name, OPERATOR).await;
     let as_operator = support::client_with_token(&token).await;
-    nginx_api(&as_operator, &ns.name).list(&ListParams::default()).await.expect("the operator may list Nginx objects in its namespace");
-    Api::<Secret>::namespaced(as_operator.clone(), &ns.name).list(&ListParams::default()).await.expect("and Secrets (Helm's releases)");
+    nginx_api(&as_operator, &ns.name)
+        .list(&ListParams::default())
+        .await
+        .expect("the operator may list Nginx objects in its namespace");
+    Api::<Secret>::namespaced(as_operator.clone(), &ns.name)
+        .list(&ListParams::default())
+        .await
+        .expect("and Secrets (Helm's releases)");
     assert!(can(&as_operator, "create", "apps", "deployments", Some(&ns.name)).await);
     assert!(!can(&as_operator, "delete", "", "pods", Some(&ns.name)).await, "the CSV grants pods get/list/watch only");
-    let pod_try: Pod = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "not-granted"},
-        "spec": {"containers": [{"name": "c", "image": httpd_image}]}})).expect("pod");
-    let refused = Api::<Pod>::namespaced(as_operator.clone(), &ns.name).create(&PostParams { dry_run: true, ..Default::default() }, &pod_try).await;
-    assert!(matches!(&refused, Err(kube::Error::Api(s)) if s.code == 403), "creating a pod is not granted: {refused:?}");
+    let pod_try: Pod =
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "not-granted"},
+        "spec": {"containers": [{"name": "c", "image": httpd_image}]}}))
+        .expect("pod");
+    let refused = Api::<Pod>::namespaced(as_operator.clone(), &ns.name)
+        .create(&PostParams { dry_run: true, ..Default::default() }, &pod_try)
+        .await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(s)) if s.code == 403),
+        "creating a pod is not granted: {refused:?}"
+    );
     let other = Api::<Secret>::namespaced(as_operator.clone(), &catalog_ns.name).list(&ListParams::default()).await;
-    assert!(matches!(&other, Err(kube::Error::Api(s)) if s.code == 403), "Secrets outside its OperatorGroup: {other:?}");
+    assert!(
+        matches!(&other, Err(kube::Error::Api(s)) if s.code == 403),
+        "Secrets outside its OperatorGroup: {other:?}"
+    );
     let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(as_operator.clone()).list(&ListParams::default()).await;
     assert!(matches!(&nodes, Err(kube::Error::Api(s)) if s.code == 403), "Nodes: {nodes:?}");
 
@@ -169,7 +216,11 @@ async fn nginx_operator_from_the_catalog_serves_a_page_on_the_real_node_and_is_r
     assert_eq!(web.len(), 1);
     let web_spec = web[0].spec.clone().expect("spec");
     assert_eq!(web_spec.node_name.as_deref(), Some(REAL_NODE));
-    assert!(web_spec.containers[0].image.as_deref() == Some(httpd_image.replace(":v1@", "@").as_str()), "the operand is the image the CSV names: {:?}", web_spec.containers[0].image);
+    assert!(
+        web_spec.containers[0].image.as_deref() == Some(httpd_image.replace(":v1@", "@").as_str()),
+        "the operand is the image the CSV names: {:?}",
+        web_spec.containers[0].image
+    );
     let pod_ip = web[0].status.as_ref().and_then(|s| s.pod_ip.clone()).expect("pod IP");
     let answer = eventually("the page from the operand's pod", Duration::from_secs(30), || async {
         http_get(&format!("{pod_ip}:8080"), "/from-the-test").ok().filter(|a| a.contains("200 OK"))
@@ -179,32 +230,80 @@ async fn nginx_operator_from_the_catalog_serves_a_page_on_the_real_node_and_is_r
     // And from another pod, through the chart's Service.
     let svc = Api::<Service>::namespaced(client.clone(), &ns.name).get("web").await.expect("the chart's Service");
     let cluster_ip = svc.spec.and_then(|s| s.cluster_ip).expect("ClusterIP");
-    let fetched = fetch_in_pod(&client, &pods, "client", json!(["-get", format!("http://{cluster_ip}/through-the-service")])).await;
-    assert!(fetched.contains("200 OK") && fetched.contains(&page) && fetched.contains("path /through-the-service"), "{fetched}");
-    pods.delete_collection(&DeleteParams::default(), &ListParams::default().labels("app=client")).await.expect("delete the client pods");
+    let fetched =
+        fetch_in_pod(&client, &pods, "client", json!(["-get", format!("http://{cluster_ip}/through-the-service")]))
+            .await;
+    assert!(
+        fetched.contains("200 OK") && fetched.contains(&page) && fetched.contains("path /through-the-service"),
+        "{fetched}"
+    );
+    pods.delete_collection(&DeleteParams::default(), &ListParams::default().labels("app=client"))
+        .await
+        .expect("delete the client pods");
 
     // Removal: deleting the Subscription (uninstall-operands) deletes the CSV; the Nginx object goes
     // first, while the operator runs (it uninstalls the release), then the operator and its RBAC.
     let role_names: Vec<String> = Api::<Role>::namespaced(client.clone(), &ns.name)
-        .list(&ListParams::default().labels(&format!("olm.owner={CSV}"))).await.expect("roles").items.iter().map(|r| r.name_any()).collect();
+        .list(&ListParams::default().labels(&format!("olm.owner={CSV}")))
+        .await
+        .expect("roles")
+        .items
+        .iter()
+        .map(|r| r.name_any())
+        .collect();
     assert!(!role_names.is_empty(), "capstan made a Role for the CSV's permissions");
-    Api::<Subscription>::namespaced(client.clone(), &ns.name).delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
+    Api::<Subscription>::namespaced(client.clone(), &ns.name)
+        .delete("nginx-operator", &DeleteParams::default())
+        .await
+        .expect("delete Subscription");
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns.name);
-    eventually("CSV gone", Duration::from_secs(180), || async { csvs.get_opt(CSV).await.ok()?.is_none().then_some(()) }).await;
-    assert!(nginx_api(&client, &ns.name).get_opt("web").await.expect("get Nginx").is_none(), "the operand object is gone");
-    eventually("the operand (Deployment, Service, ConfigMap, release Secret) and the operator gone", Duration::from_secs(60), || async {
-        let d = deploys.list(&ListParams::default()).await.ok()?.items;
-        let s = Api::<Service>::namespaced(client.clone(), &ns.name).get_opt("web").await.ok()?;
-        let cm = Api::<ConfigMap>::namespaced(client.clone(), &ns.name).get_opt("web-page").await.ok()?;
-        let rel = Api::<Secret>::namespaced(client.clone(), &ns.name).list(&ListParams::default().labels("owner=helm,name=web")).await.ok()?.items;
-        (d.is_empty() && s.is_none() && cm.is_none() && rel.is_empty()).then_some(())
+    eventually("CSV gone", Duration::from_secs(180), || async {
+        csvs.get_opt(CSV).await.ok()?.is_none().then_some(())
     })
     .await;
-    assert!(Api::<ServiceAccount>::namespaced(client.clone(), &ns.name).get_opt(OPERATOR).await.expect("get SA").is_none(), "the operator's ServiceAccount is gone");
-    let roles = Api::<Role>::namespaced(client.clone(), &ns.name).list(&ListParams::default().labels(&format!("olm.owner={CSV}"))).await.expect("roles").items;
-    let bindings = Api::<RoleBinding>::namespaced(client.clone(), &ns.name).list(&ListParams::default().labels(&format!("olm.owner={CSV}"))).await.expect("rolebindings").items;
-    let cluster_roles = Api::<ClusterRole>::all(client.clone()).list(&ListParams::default().labels(&format!("olm.owner={CSV},olm.owner.namespace={}", ns.name))).await.expect("clusterroles").items;
-    assert!(roles.is_empty() && bindings.is_empty() && cluster_roles.is_empty(), "the operator's RBAC is gone: {roles:?} {bindings:?} {cluster_roles:?}");
+    assert!(
+        nginx_api(&client, &ns.name).get_opt("web").await.expect("get Nginx").is_none(),
+        "the operand object is gone"
+    );
+    eventually(
+        "the operand (Deployment, Service, ConfigMap, release Secret) and the operator gone",
+        Duration::from_secs(60),
+        || async {
+            let d = deploys.list(&ListParams::default()).await.ok()?.items;
+            let s = Api::<Service>::namespaced(client.clone(), &ns.name).get_opt("web").await.ok()?;
+            let cm = Api::<ConfigMap>::namespaced(client.clone(), &ns.name).get_opt("web-page").await.ok()?;
+            let rel = Api::<Secret>::namespaced(client.clone(), &ns.name)
+                .list(&ListParams::default().labels("owner=helm,name=web"))
+                .await
+                .ok()?
+                .items;
+            (d.is_empty() && s.is_none() && cm.is_none() && rel.is_empty()).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        Api::<ServiceAccount>::namespaced(client.clone(), &ns.name).get_opt(OPERATOR).await.expect("get SA").is_none(),
+        "the operator's ServiceAccount is gone"
+    );
+    let roles = Api::<Role>::namespaced(client.clone(), &ns.name)
+        .list(&ListParams::default().labels(&format!("olm.owner={CSV}")))
+        .await
+        .expect("roles")
+        .items;
+    let bindings = Api::<RoleBinding>::namespaced(client.clone(), &ns.name)
+        .list(&ListParams::default().labels(&format!("olm.owner={CSV}")))
+        .await
+        .expect("rolebindings")
+        .items;
+    let cluster_roles = Api::<ClusterRole>::all(client.clone())
+        .list(&ListParams::default().labels(&format!("olm.owner={CSV},olm.owner.namespace={}", ns.name)))
+        .await
+        .expect("clusterroles")
+        .items;
+    assert!(
+        roles.is_empty() && bindings.is_empty() && cluster_roles.is_empty(),
+        "the operator's RBAC is gone: {roles:?} {bindings:?} {cluster_roles:?}"
+    );
     eventually("the operator's pods gone", Duration::from_secs(60), || async {
         pods.list(&ListParams::default()).await.ok()?.items.is_empty().then_some(())
     })

@@ -49,15 +49,26 @@ fn state() -> PathBuf {
 async fn client() -> kube::Client {
     let dir = state();
     let node = dir.join("node-name");
-    assert!(node.is_file(), "{} has no real node ({} is missing); start the environment that owns it", dir.display(), node.display());
-    let kc = kube::config::Kubeconfig::read_from(dir.join("kubeconfig")).expect("kubeconfig of the running environment");
+    assert!(
+        node.is_file(),
+        "{} has no real node ({} is missing); start the environment that owns it",
+        dir.display(),
+        node.display()
+    );
+    let kc =
+        kube::config::Kubeconfig::read_from(dir.join("kubeconfig")).expect("kubeconfig of the running environment");
     let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("kubeconfig");
     kube::Client::try_from(cfg).expect("client")
 }
 
 fn run(cmd: &mut Command) -> String {
     let out = cmd.output().expect("run");
-    assert!(out.status.success(), "{cmd:?} failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -89,12 +100,18 @@ fn publish_versions(registry: &str, repo: &str, image: &str, args: &[&str], vers
             for e in std::fs::read_dir(src.join(sub)).unwrap().flatten() {
                 let mut text = std::fs::read_to_string(e.path()).unwrap().replace(PLACEHOLDER_IMAGE, image);
                 if !args.is_empty() {
-                    text = text.replace("                image: ", &format!("                args: {args:?}\n                image: "));
+                    text = text.replace(
+                        "                image: ",
+                        &format!("                args: {args:?}\n                image: "),
+                    );
                 }
                 if let Some(prev) = previous {
                     text = text
                         .replace("  name: webhook-operator.v0.1.0", &format!("  name: webhook-operator.v{version}"))
-                        .replace("  version: 0.1.0", &format!("  version: {version}\n  replaces: webhook-operator.v{prev}"));
+                        .replace(
+                            "  version: 0.1.0",
+                            &format!("  version: {version}\n  replaces: webhook-operator.v{prev}"),
+                        );
                 }
                 std::fs::write(dir.join(sub).join(e.file_name()), text).unwrap();
             }
@@ -112,7 +129,11 @@ fn publish_versions(registry: &str, repo: &str, image: &str, args: &[&str], vers
 /// Creates `value` in `ns` (a namespaced capstan API object).
 async fn create<K>(client: &kube::Client, ns: &str, value: Value)
 where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
 {
     let obj: K = serde_json::from_value(value).expect("object");
     Api::<K>::namespaced(client.clone(), ns).create(&PostParams::default(), &obj).await.expect("create");
@@ -145,10 +166,16 @@ async fn approve(client: &kube::Client, ns: &str, csv: &str) {
     let plans: Api<capstan::api::InstallPlan> = Api::namespaced(client.clone(), ns);
     let name = eventually(&format!("InstallPlan for {csv} waiting for approval"), Duration::from_secs(120), || async {
         let list = plans.list(&ListParams::default()).await.ok()?;
-        list.items.into_iter().find(|p| p.spec.cluster_service_version_names.iter().any(|n| n == csv) && !p.spec.approved).map(|p| p.metadata.name.unwrap_or_default())
+        list.items
+            .into_iter()
+            .find(|p| p.spec.cluster_service_version_names.iter().any(|n| n == csv) && !p.spec.approved)
+            .map(|p| p.metadata.name.unwrap_or_default())
     })
     .await;
-    plans.patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(json!({"spec": {"approved": true}}))).await.expect("approve");
+    plans
+        .patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(json!({"spec": {"approved": true}})))
+        .await
+        .expect("approve");
 }
 
 /// The CSV of `ns` once its status satisfies `f`.
@@ -169,15 +196,23 @@ async fn csv_named_when(client: &kube::Client, ns: &str, csv: &str, what: &str, 
 /// Deletes the Subscription, then the CSV (as `kubectl operator uninstall`); waits until the
 /// CSV is gone.
 async fn uninstall(client: &kube::Client, ns: &str) {
-    let _ = Api::<Subscription>::namespaced(client.clone(), ns).delete("webhook-operator", &DeleteParams::default()).await;
+    let _ =
+        Api::<Subscription>::namespaced(client.clone(), ns).delete("webhook-operator", &DeleteParams::default()).await;
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
     let _ = csvs.delete(CSV, &DeleteParams::default()).await;
-    eventually(&format!("CSV {ns}/{CSV} removed"), Duration::from_secs(120), || async { csvs.get_opt(CSV).await.ok()?.is_none().then_some(()) }).await;
+    eventually(&format!("CSV {ns}/{CSV} removed"), Duration::from_secs(120), || async {
+        csvs.get_opt(CSV).await.ok()?.is_none().then_some(())
+    })
+    .await;
 }
 
 async fn available(client: &kube::Client, ns: &str, name: &str) -> bool {
     let d = Api::<Deployment>::namespaced(client.clone(), ns).get_opt(name).await.ok().flatten();
-    d.and_then(|d| d.status).and_then(|s| s.conditions).unwrap_or_default().iter().any(|c| c.type_ == "Available" && c.status == "True")
+    d.and_then(|d| d.status)
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .iter()
+        .any(|c| c.type_ == "Available" && c.status == "True")
         && Api::<Deployment>::namespaced(client.clone(), ns)
             .get(name)
             .await
@@ -187,11 +222,18 @@ async fn available(client: &kube::Client, ns: &str, name: &str) -> bool {
 }
 
 fn widgets(client: &kube::Client, ns: &str, version: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("webhook.capstan.dev", version, "Widget"), "widgets");
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("webhook.capstan.dev", version, "Widget"), "widgets");
     Api::namespaced_with(client.clone(), ns, &ar)
 }
 
-async fn create_widget(client: &kube::Client, ns: &str, version: &str, name: &str, spec: Value) -> Result<DynamicObject, kube::Error> {
+async fn create_widget(
+    client: &kube::Client,
+    ns: &str,
+    version: &str,
+    name: &str,
+    spec: Value,
+) -> Result<DynamicObject, kube::Error> {
     let obj: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("webhook.capstan.dev/{version}"), "kind": "Widget", "metadata": {"name": name}, "spec": spec})).unwrap();
     widgets(client, ns, version).create(&PostParams::default(), &obj).await
 }
@@ -208,9 +250,13 @@ async fn cleanup(client: &kube::Client, ns: &str) {
     let _ = Api::<CustomResourceDefinition>::all(client.clone()).delete(CRD, &DeleteParams::default()).await;
     let _ = Api::<Namespace>::all(client.clone()).delete(ns, &DeleteParams::default()).await;
     let sel = ListParams::default().labels(&format!("olm.owner.namespace={ns}"));
-    let _ = Api::<ValidatingWebhookConfiguration>::all(client.clone()).delete_collection(&DeleteParams::default(), &sel).await;
+    let _ = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .delete_collection(&DeleteParams::default(), &sel)
+        .await;
     let _ = Api::<ClusterRoleBinding>::all(client.clone()).delete_collection(&DeleteParams::default(), &sel).await;
-    let _ = Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(client.clone()).delete_collection(&DeleteParams::default(), &sel).await;
+    let _ = Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(client.clone())
+        .delete_collection(&DeleteParams::default(), &sel)
+        .await;
     eventually(&format!("CRD {CRD} gone"), Duration::from_secs(60), || async {
         Api::<CustomResourceDefinition>::all(client.clone()).get_opt(CRD).await.ok()?.is_none().then_some(())
     })
@@ -233,10 +279,20 @@ async fn webhook_operator_on_the_real_node() {
     namespace(&client, &catalog_ns).await;
     // Certificates valid for 60 s (rotation due after 45 s) until the upgrade phase, which runs
     // under a second controller with the default validity.
-    let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.clone(), catalog_cache: None, cert_validity: Some(Duration::from_secs(60)), ..Default::default() };
+    let options = capstan::controller::Options {
+        global_catalog_namespace: catalog_ns.clone(),
+        catalog_cache: None,
+        cert_validity: Some(Duration::from_secs(60)),
+        ..Default::default()
+    };
     let controller = tokio::spawn(capstan::controller::run(client.clone(), options.clone(), std::future::pending()));
-    for (name, args, versions) in [("webhooks", &[][..], &["0.1.0"][..]), ("never-ready", &["-never-ready"][..], &["0.1.0"][..]), ("upgrade", &[][..], &["0.1.0", "0.2.0"][..])] {
-        let catalog_ref = publish_versions(&registry, &format!("wh-e2e-{name}-{suffix}"), &image, args, versions, work.path());
+    for (name, args, versions) in [
+        ("webhooks", &[][..], &["0.1.0"][..]),
+        ("never-ready", &["-never-ready"][..], &["0.1.0"][..]),
+        ("upgrade", &[][..], &["0.1.0", "0.2.0"][..]),
+    ] {
+        let catalog_ref =
+            publish_versions(&registry, &format!("wh-e2e-{name}-{suffix}"), &image, args, versions, work.path());
         create::<CatalogSource>(&client, &catalog_ns, json!({
             "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource", "metadata": {"name": name, "namespace": catalog_ns},
             "spec": {"sourceType": "grpc", "image": catalog_ref}
@@ -247,17 +303,31 @@ async fn webhook_operator_on_the_real_node() {
     // ---- install from the catalog by a Subscription
     subscribe(&client, &ns, "webhooks", &catalog_ns).await;
     let result = std::panic::AssertUnwindSafe(async {
-        csv_when(&client, &ns, "CSV Succeeded with its webhook served on the real node", |st| st["phase"] == "Succeeded").await;
+        csv_when(&client, &ns, "CSV Succeeded with its webhook served on the real node", |st| {
+            st["phase"] == "Succeeded"
+        })
+        .await;
         assert!(available(&client, &ns, "webhook-operator").await);
-        let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), &ns).list(&ListParams::default().labels("app=webhook-operator")).await.unwrap();
-        assert!(pods.items.iter().all(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some("capstan-node")), "the pod runs on the real node");
+        let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default().labels("app=webhook-operator"))
+            .await
+            .unwrap();
+        assert!(
+            pods.items.iter().all(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some("capstan-node")),
+            "the pod runs on the real node"
+        );
 
         // ---- the API server calls the webhooks over TLS with capstan's certificate
         eventually("a valid Widget stored", Duration::from_secs(120), || async {
-            create_widget(&client, &ns, "v1", "small", json!({"replicas": 3})).await.map_err(|e| eprintln!("create Widget small: {e}")).ok()
+            create_widget(&client, &ns, "v1", "small", json!({"replicas": 3}))
+                .await
+                .map_err(|e| eprintln!("create Widget small: {e}"))
+                .ok()
         })
         .await;
-        let err = create_widget(&client, &ns, "v1", "too-big", json!({"replicas": 11})).await.expect_err("rejected by the validating webhook");
+        let err = create_widget(&client, &ns, "v1", "too-big", json!({"replicas": 11}))
+            .await
+            .expect_err("rejected by the validating webhook");
         assert!(err.to_string().contains("widget too-big: replicas 11 is over the limit of 10"), "{err}");
         let old = create_widget(&client, &ns, "v1alpha1", "old", json!({"size": 4})).await.expect("a v1alpha1 Widget");
         assert_eq!(old.data["spec"], json!({"size": 4}));
@@ -265,11 +335,14 @@ async fn webhook_operator_on_the_real_node() {
         assert_eq!(as_v1.data["spec"], json!({"replicas": 4}), "converted by the webhook");
         let as_old = widgets(&client, &ns, "v1alpha1").get("small").await.expect("read as v1alpha1");
         assert_eq!(as_old.data["spec"], json!({"size": 3}));
-        let err = create_widget(&client, &ns, "v1alpha1", "old-too-big", json!({"size": 12})).await.expect_err("v1alpha1 validated too");
+        let err = create_widget(&client, &ns, "v1alpha1", "old-too-big", json!({"size": 12}))
+            .await
+            .expect_err("v1alpha1 validated too");
         assert!(err.to_string().contains("replicas 12 is over the limit"), "{err}");
 
         // ---- rotation by the controller at certsRotateAt (60 s validity: after 45 s)
-        let secret_hash = |s: Secret| s.metadata.annotations.unwrap_or_default().get(ANNOTATION_CA_HASH).cloned().unwrap_or_default();
+        let secret_hash =
+            |s: Secret| s.metadata.annotations.unwrap_or_default().get(ANNOTATION_CA_HASH).cloned().unwrap_or_default();
         let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
         let first = secret_hash(secrets.get("webhook-operator-service-cert").await.unwrap());
         let st = csv_when(&client, &ns, "certsRotateAt in the CSV status", |st| st["certsRotateAt"].is_string()).await;
@@ -282,18 +355,29 @@ async fn webhook_operator_on_the_real_node() {
         eventually("the new CA in the Deployment and the webhook configuration", Duration::from_secs(60), || async {
             let dep = Api::<Deployment>::namespaced(client.clone(), &ns).get("webhook-operator").await.ok()?;
             let dep_hash = dep.spec?.template.metadata?.annotations?.get(ANNOTATION_CA_HASH)?.clone();
-            let vwc = Api::<ValidatingWebhookConfiguration>::all(client.clone()).list(&ListParams::default().labels(&format!("olm.owner={CSV},olm.owner.namespace={ns}"))).await.ok()?;
+            let vwc = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+                .list(&ListParams::default().labels(&format!("olm.owner={CSV},olm.owner.namespace={ns}")))
+                .await
+                .ok()?;
             let ca = vwc.items.first()?.webhooks.as_ref()?.first()?.client_config.ca_bundle.clone()?;
-            (dep_hash == second && capstan::install::certs::ca_hash(std::str::from_utf8(&ca.0).ok()?) == second).then_some(())
+            (dep_hash == second && capstan::install::certs::ca_hash(std::str::from_utf8(&ca.0).ok()?) == second)
+                .then_some(())
         })
         .await;
-        csv_when(&client, &ns, "certsRotateAt moved on", |st| st["certsRotateAt"].is_string() && st["certsRotateAt"] != first_rotate_at).await;
-        eventually("rolled out with the new certificate", Duration::from_secs(120), || async { available(&client, &ns, "webhook-operator").await.then_some(()) }).await;
+        csv_when(&client, &ns, "certsRotateAt moved on", |st| {
+            st["certsRotateAt"].is_string() && st["certsRotateAt"] != first_rotate_at
+        })
+        .await;
+        eventually("rolled out with the new certificate", Duration::from_secs(120), || async {
+            available(&client, &ns, "webhook-operator").await.then_some(())
+        })
+        .await;
         eventually("writes work with the rotated certificate", Duration::from_secs(60), || async {
             create_widget(&client, &ns, "v1alpha1", "after-rotation", json!({"size": 5})).await.ok()
         })
         .await;
-        let err = create_widget(&client, &ns, "v1", "too-big-2", json!({"replicas": 20})).await.expect_err("still validated");
+        let err =
+            create_widget(&client, &ns, "v1", "too-big-2", json!({"replicas": 20})).await.expect_err("still validated");
         assert!(err.to_string().contains("over the limit"), "{err}");
 
         // ---- removal: the webhook configuration goes before the Deployment (a watch sees the order)
@@ -311,10 +395,17 @@ async fn webhook_operator_on_the_real_node() {
                     }
                 };
                 let ar = match kind {
-                    "ValidatingWebhookConfiguration" => ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind), "validatingwebhookconfigurations"),
+                    "ValidatingWebhookConfiguration" => ApiResource::from_gvk_with_plural(
+                        &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+                        "validatingwebhookconfigurations",
+                    ),
                     _ => ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apps", "v1", kind), "deployments"),
                 };
-                let api: Api<DynamicObject> = if kind == "Deployment" { Api::namespaced_with(client, &ns, &ar) } else { Api::all_with(client, &ar) };
+                let api: Api<DynamicObject> = if kind == "Deployment" {
+                    Api::namespaced_with(client, &ns, &ar)
+                } else {
+                    Api::all_with(client, &ar)
+                };
                 let mut s = std::pin::pin!(watcher::watcher(api, cfg));
                 while let Some(Ok(e)) = s.next().await {
                     note(e);
@@ -324,15 +415,27 @@ async fn webhook_operator_on_the_real_node() {
         let watchers = [watch("ValidatingWebhookConfiguration"), watch("Deployment")];
         tokio::time::sleep(Duration::from_secs(2)).await;
         uninstall(&client, &ns).await;
-        eventually("both deletions seen", Duration::from_secs(60), || async { (order.lock().unwrap().len() >= 2).then_some(()) }).await;
+        eventually("both deletions seen", Duration::from_secs(60), || async {
+            (order.lock().unwrap().len() >= 2).then_some(())
+        })
+        .await;
         for w in watchers {
             w.abort();
         }
-        assert_eq!(*order.lock().unwrap(), ["ValidatingWebhookConfiguration", "Deployment"], "the webhook goes before the Deployment");
+        assert_eq!(
+            *order.lock().unwrap(),
+            ["ValidatingWebhookConfiguration", "Deployment"],
+            "the webhook goes before the Deployment"
+        );
         let crd = Api::<CustomResourceDefinition>::all(client.clone()).get(CRD).await.unwrap();
         assert_eq!(crd.spec.conversion.map(|c| c.strategy), Some("None".into()), "conversion reset");
-        create_widget(&client, &ns, "v1", "no-webhook-left", json!({"replicas": 50})).await.expect("writes do not hit a webhook that points at nothing");
-        widgets(&client, &ns, "v1").list(&ListParams::default()).await.expect("reads work without the conversion webhook");
+        create_widget(&client, &ns, "v1", "no-webhook-left", json!({"replicas": 50}))
+            .await
+            .expect("writes do not hit a webhook that points at nothing");
+        widgets(&client, &ns, "v1")
+            .list(&ListParams::default())
+            .await
+            .expect("reads work without the conversion webhook");
     })
     .catch_unwind_result()
     .await;
@@ -373,14 +476,29 @@ async fn webhook_operator_on_the_real_node() {
     // ---- upgrade 0.1.0 → 0.2.0 while Widgets are written: the next CSV takes over the same
     //      webhook configuration, Service and certificate, so no write fails during the handover
     controller.abort();
-    let controller = tokio::spawn(capstan::controller::run(client.clone(), capstan::controller::Options { cert_validity: None, ..options }, std::future::pending()));
+    let controller = tokio::spawn(capstan::controller::run(
+        client.clone(),
+        capstan::controller::Options { cert_validity: None, ..options },
+        std::future::pending(),
+    ));
     let ns3 = format!("wh-e2e-upgrade-{suffix}");
-    subscribe_with(&client, &ns3, "upgrade", &catalog_ns, json!({"installPlanApproval": "Manual", "startingCSV": CSV})).await;
+    subscribe_with(&client, &ns3, "upgrade", &catalog_ns, json!({"installPlanApproval": "Manual", "startingCSV": CSV}))
+        .await;
     let result = std::panic::AssertUnwindSafe(async {
         approve(&client, &ns3, CSV).await;
         csv_when(&client, &ns3, "0.1.0 Succeeded", |st| st["phase"] == "Succeeded").await;
-        eventually("the webhook serves", Duration::from_secs(120), || async { create_widget(&client, &ns3, "v1", "first", json!({"replicas": 1})).await.ok() }).await;
-        let ca_before = Api::<Secret>::namespaced(client.clone(), &ns3).get("webhook-operator-service-cert").await.unwrap().metadata.annotations.unwrap_or_default()[ANNOTATION_CA_HASH].clone();
+        eventually("the webhook serves", Duration::from_secs(120), || async {
+            create_widget(&client, &ns3, "v1", "first", json!({"replicas": 1})).await.ok()
+        })
+        .await;
+        let ca_before = Api::<Secret>::namespaced(client.clone(), &ns3)
+            .get("webhook-operator-service-cert")
+            .await
+            .unwrap()
+            .metadata
+            .annotations
+            .unwrap_or_default()[ANNOTATION_CA_HASH]
+            .clone();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let writer = {
             let (client, ns3, stop) = (client.clone(), ns3.clone(), stop.clone());
@@ -403,21 +521,43 @@ async fn webhook_operator_on_the_real_node() {
             })
         };
         approve(&client, &ns3, "webhook-operator.v0.2.0").await;
-        csv_named_when(&client, &ns3, "webhook-operator.v0.2.0", "0.2.0 Succeeded", |st| st["phase"] == "Succeeded").await;
+        csv_named_when(&client, &ns3, "webhook-operator.v0.2.0", "0.2.0 Succeeded", |st| st["phase"] == "Succeeded")
+            .await;
         let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns3);
-        eventually("0.1.0 deleted after the upgrade", Duration::from_secs(120), || async { csvs.get_opt(CSV).await.ok()?.is_none().then_some(()) }).await;
+        eventually("0.1.0 deleted after the upgrade", Duration::from_secs(120), || async {
+            csvs.get_opt(CSV).await.ok()?.is_none().then_some(())
+        })
+        .await;
         tokio::time::sleep(Duration::from_secs(3)).await;
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let (ok, failed) = writer.await.unwrap();
-        assert!(ok >= 5 && failed.is_empty(), "{ok} writes stored; failed or unvalidated during the upgrade: {failed:?}");
-        let vwcs = Api::<ValidatingWebhookConfiguration>::all(client.clone()).list(&ListParams::default().labels(&format!("olm.owner.namespace={ns3}"))).await.unwrap();
+        assert!(
+            ok >= 5 && failed.is_empty(),
+            "{ok} writes stored; failed or unvalidated during the upgrade: {failed:?}"
+        );
+        let vwcs = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .list(&ListParams::default().labels(&format!("olm.owner.namespace={ns3}")))
+            .await
+            .unwrap();
         assert_eq!(vwcs.items.len(), 1, "one webhook configuration, taken over");
         assert_eq!(vwcs.items[0].metadata.labels.as_ref().unwrap()["olm.owner"], "webhook-operator.v0.2.0");
-        let ca_after = Api::<Secret>::namespaced(client.clone(), &ns3).get("webhook-operator-service-cert").await.unwrap().metadata.annotations.unwrap_or_default()[ANNOTATION_CA_HASH].clone();
+        let ca_after = Api::<Secret>::namespaced(client.clone(), &ns3)
+            .get("webhook-operator-service-cert")
+            .await
+            .unwrap()
+            .metadata
+            .annotations
+            .unwrap_or_default()[ANNOTATION_CA_HASH]
+            .clone();
         assert_eq!(ca_before, ca_after, "the certificate is kept across the upgrade");
-        let _ = Api::<Subscription>::namespaced(client.clone(), &ns3).delete("webhook-operator", &DeleteParams::default()).await;
+        let _ = Api::<Subscription>::namespaced(client.clone(), &ns3)
+            .delete("webhook-operator", &DeleteParams::default())
+            .await;
         let _ = csvs.delete("webhook-operator.v0.2.0", &DeleteParams::default()).await;
-        eventually("0.2.0 removed", Duration::from_secs(120), || async { csvs.get_opt("webhook-operator.v0.2.0").await.ok()?.is_none().then_some(()) }).await;
+        eventually("0.2.0 removed", Duration::from_secs(120), || async {
+            csvs.get_opt("webhook-operator.v0.2.0").await.ok()?.is_none().then_some(())
+        })
+        .await;
     })
     .catch_unwind_result()
     .await;
@@ -429,8 +569,13 @@ async fn webhook_operator_on_the_real_node() {
         let sel = ListParams::default().labels(&format!("olm.owner.namespace={n}"));
         assert!(Api::<ValidatingWebhookConfiguration>::all(client.clone()).list(&sel).await.unwrap().items.is_empty());
         assert!(Api::<ClusterRoleBinding>::all(client.clone()).list(&sel).await.unwrap().items.is_empty());
-        let rb = Api::<RoleBinding>::namespaced(client.clone(), "kube-system").get_opt("webhook-operator-service-auth-reader").await.unwrap();
-        assert!(rb.is_none_or(|rb| !rb.subjects.unwrap_or_default().iter().any(|s| s.namespace.as_deref() == Some(n.as_str()))));
+        let rb = Api::<RoleBinding>::namespaced(client.clone(), "kube-system")
+            .get_opt("webhook-operator-service-auth-reader")
+            .await
+            .unwrap();
+        assert!(rb.is_none_or(|rb| {
+            !rb.subjects.unwrap_or_default().iter().any(|s| s.namespace.as_deref() == Some(n.as_str()))
+        }));
     }
     if let Err(p) = result {
         std::panic::resume_unwind(p);

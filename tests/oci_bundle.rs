@@ -12,10 +12,7 @@ use capstan::oci::{ImageToPush, parse_reference};
 use oci_common::{cache_dir, files, registry, shared_dir};
 
 fn corpus_bundle(package: &str, version: &str) -> std::path::PathBuf {
-    shared_dir()
-        .join("corpus/community-operators-prod/operators")
-        .join(package)
-        .join(version)
+    shared_dir().join("corpus/community-operators-prod/operators").join(package).join(version)
 }
 
 #[tokio::test]
@@ -66,10 +63,8 @@ async fn multi_layer_bundle_with_whiteouts_unpacks_like_a_runtime() {
         ),
     ])
     .unwrap();
-    let labels = BTreeMap::from([(
-        "operators.operatorframework.io.bundle.mediatype.v1".to_string(),
-        "registry+v1".to_string(),
-    )]);
+    let labels =
+        BTreeMap::from([("operators.operatorframework.io.bundle.mediatype.v1".to_string(), "registry+v1".to_string())]);
     let image = ImageToPush {
         config: layer::image_config(&labels, &[l1.diff_id.clone(), l2.diff_id.clone()]),
         layers: vec![l1.blob, l2.blob],

@@ -38,11 +38,7 @@ fn bundle_push_json_and_pull() {
     let cache = tempfile::tempdir().unwrap();
     let reference = format!("{addr}/capstan-cli/etcd-bundle:v0.9.4");
     let bundle = etcd_bundle();
-    let out = capstan(
-        &["bundle", "push", bundle.to_str().unwrap(), &reference, "-o", "json"],
-        cache.path(),
-        None,
-    );
+    let out = capstan(&["bundle", "push", bundle.to_str().unwrap(), &reference, "-o", "json"], cache.path(), None);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["reference"], reference.as_str());
@@ -150,7 +146,11 @@ fn catalog_push_validate_ref_and_pull() {
     assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
 
     let dest = cache.path().join("pulled");
-    let out = capstan(&["catalog", "pull", &format!("{addr}/capstan-cli/nfs-catalog@{digest}"), dest.to_str().unwrap()], cache.path(), None);
+    let out = capstan(
+        &["catalog", "pull", &format!("{addr}/capstan-cli/nfs-catalog@{digest}"), dest.to_str().unwrap()],
+        cache.path(),
+        None,
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).trim(), digest);
     let original = std::fs::read_dir(&catalog).unwrap().count();
@@ -167,7 +167,8 @@ fn catalog_push_validate_ref_and_pull() {
 "#,
     )
     .unwrap();
-    let out = capstan(&["catalog", "push", bad.to_str().unwrap(), &format!("{addr}/capstan-cli/bad:v1")], cache.path(), None);
+    let out =
+        capstan(&["catalog", "push", bad.to_str().unwrap(), &format!("{addr}/capstan-cli/bad:v1")], cache.path(), None);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(err.contains("not pushing") && err.contains("stable"), "{err}");

@@ -99,11 +99,7 @@ const CATALOG: &str = r#"{"schema":"olm.package","name":"x","defaultChannel":"al
 "#;
 
 fn catalog_base() -> Blob {
-    Tar::new()
-        .dir("configs/")
-        .dir("configs/x/")
-        .file("configs/x/catalog.json", CATALOG.as_bytes())
-        .layer()
+    Tar::new().dir("configs/").dir("configs/x/").file("configs/x/catalog.json", CATALOG.as_bytes()).layer()
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -126,7 +122,8 @@ fn push(kind: Kind, name: &str, layers: Vec<Blob>) -> (String, String) {
     };
     let labels: BTreeMap<String, String> = [label].into_iter().collect();
     let diff_ids: Vec<String> = all.iter().map(|l| l.descriptor.digest.clone()).collect();
-    let image = ImageToPush { config: image_config(&labels, &diff_ids), layers: all.clone(), annotations: BTreeMap::new() };
+    let image =
+        ImageToPush { config: image_config(&labels, &diff_ids), layers: all.clone(), annotations: BTreeMap::new() };
     let registry = Registry::new(ClientConfig { quiet: true, ..Default::default() });
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(registry.push(&parse_reference(&reference).unwrap(), &image)).unwrap();
@@ -158,11 +155,17 @@ impl Sandbox {
     fn check(&self, what: &str) {
         for d in ["tmp", "cache", "out"] {
             let canary = self.root.path().join(d).join("canary");
-            assert_eq!(std::fs::read_to_string(&canary).ok().as_deref(), Some("canary"), "{what}: {} changed", canary.display());
+            assert_eq!(
+                std::fs::read_to_string(&canary).ok().as_deref(),
+                Some("canary"),
+                "{what}: {} changed",
+                canary.display()
+            );
         }
         assert!(!self.root.path().join("out/evil").exists() && !self.root.path().join("evil").exists(), "{what}");
         // Nothing of the failed pull is left in $TMPDIR beside the canary.
-        let left: Vec<_> = std::fs::read_dir(self.root.path().join("tmp")).unwrap().flatten().map(|e| e.file_name()).collect();
+        let left: Vec<_> =
+            std::fs::read_dir(self.root.path().join("tmp")).unwrap().flatten().map(|e| e.file_name()).collect();
         assert_eq!(left.len(), 1, "{what}: $TMPDIR holds {left:?}");
     }
 
@@ -302,14 +305,28 @@ fn malformed_whiteouts_are_refused() {
 fn symlinks_direct_and_chained_are_refused() {
     let rule = "capstan follows no symlink";
     let cases: Vec<(Kind, &str, Blob, &str)> = vec![
-        (Kind::Bundle, "direct", Tar::new().symlink("manifests/passwd.yaml", "/etc/passwd").layer(), "manifests/passwd.yaml is a symlink"),
+        (
+            Kind::Bundle,
+            "direct",
+            Tar::new().symlink("manifests/passwd.yaml", "/etc/passwd").layer(),
+            "manifests/passwd.yaml is a symlink",
+        ),
         (
             Kind::Bundle,
             "chained",
-            Tar::new().symlink("manifests/up", "..").symlink("manifests/up/up/evil", "x").file("manifests/up/up/evil2", b"x").layer(),
+            Tar::new()
+                .symlink("manifests/up", "..")
+                .symlink("manifests/up/up/evil", "x")
+                .file("manifests/up/up/evil2", b"x")
+                .layer(),
             "manifests/up is a symlink",
         ),
-        (Kind::Bundle, "inside", Tar::new().symlink("manifests/l.yaml", "csv.yaml").layer(), "manifests/l.yaml is a symlink"),
+        (
+            Kind::Bundle,
+            "inside",
+            Tar::new().symlink("manifests/l.yaml", "csv.yaml").layer(),
+            "manifests/l.yaml is a symlink",
+        ),
         (
             Kind::Catalog,
             "chained",
@@ -325,22 +342,63 @@ fn symlinks_direct_and_chained_are_refused() {
 #[test]
 fn hard_links_absolute_and_dotdot_paths_and_devices_are_refused() {
     let cases: Vec<(Kind, &str, Blob, Vec<&str>)> = vec![
-        (Kind::Bundle, "hl-dotdot", Tar::new().hardlink("manifests/h.yaml", "../../canary").layer(), vec!["hard link manifests/h.yaml", ".."]),
-        (Kind::Bundle, "hl-abs", Tar::new().hardlink("manifests/h.yaml", "/etc/passwd").layer(), vec!["hard link manifests/h.yaml", "absolute"]),
-        (Kind::Bundle, "hl-missing", Tar::new().hardlink("manifests/h.yaml", "manifests/none").layer(), vec!["hard link manifests/h.yaml", "no such file"]),
-        (Kind::Catalog, "hl-outside", Tar::new().file("bin/opm", b"elf").hardlink("configs/h.json", "bin/opm").layer(), vec!["hard link configs/h.json", "outside the unpacked part"]),
+        (
+            Kind::Bundle,
+            "hl-dotdot",
+            Tar::new().hardlink("manifests/h.yaml", "../../canary").layer(),
+            vec!["hard link manifests/h.yaml", ".."],
+        ),
+        (
+            Kind::Bundle,
+            "hl-abs",
+            Tar::new().hardlink("manifests/h.yaml", "/etc/passwd").layer(),
+            vec!["hard link manifests/h.yaml", "absolute"],
+        ),
+        (
+            Kind::Bundle,
+            "hl-missing",
+            Tar::new().hardlink("manifests/h.yaml", "manifests/none").layer(),
+            vec!["hard link manifests/h.yaml", "no such file"],
+        ),
+        (
+            Kind::Catalog,
+            "hl-outside",
+            Tar::new().file("bin/opm", b"elf").hardlink("configs/h.json", "bin/opm").layer(),
+            vec!["hard link configs/h.json", "outside the unpacked part"],
+        ),
         (Kind::Bundle, "abs", Tar::new().file("/tmp/evil", b"x").layer(), vec!["/tmp/evil", "absolute path"]),
         (Kind::Bundle, "dotdot", Tar::new().file("../evil", b"x").layer(), vec!["../evil", "path traversal"]),
-        (Kind::Catalog, "dotdot", Tar::new().file("configs/../../evil", b"x").layer(), vec!["configs/../../evil", "path traversal"]),
-        (Kind::Bundle, "chardev", Tar::new().special(tar::EntryType::Char, "manifests/null").layer(), vec!["manifests/null is a device file"]),
-        (Kind::Bundle, "blockdev", Tar::new().special(tar::EntryType::Block, "manifests/sda").layer(), vec!["manifests/sda is a device file"]),
-        (Kind::Catalog, "fifo", Tar::new().special(tar::EntryType::Fifo, "configs/x/pipe").layer(), vec!["configs/x/pipe is a FIFO"]),
+        (
+            Kind::Catalog,
+            "dotdot",
+            Tar::new().file("configs/../../evil", b"x").layer(),
+            vec!["configs/../../evil", "path traversal"],
+        ),
+        (
+            Kind::Bundle,
+            "chardev",
+            Tar::new().special(tar::EntryType::Char, "manifests/null").layer(),
+            vec!["manifests/null is a device file"],
+        ),
+        (
+            Kind::Bundle,
+            "blockdev",
+            Tar::new().special(tar::EntryType::Block, "manifests/sda").layer(),
+            vec!["manifests/sda is a device file"],
+        ),
+        (
+            Kind::Catalog,
+            "fifo",
+            Tar::new().special(tar::EntryType::Fifo, "configs/x/pipe").layer(),
+            vec!["configs/x/pipe is a FIFO"],
+        ),
     ];
     for (kind, name, layer, expect) in cases {
         refused(kind, name, layer, &expect);
     }
     // A valid hard link (to a file of a lower layer) is unpacked as a copy.
-    let (reference, _) = push(Kind::Bundle, "hl-ok", vec![Tar::new().hardlink("manifests/copy.yaml", "manifests/csv.yaml").layer()]);
+    let (reference, _) =
+        push(Kind::Bundle, "hl-ok", vec![Tar::new().hardlink("manifests/copy.yaml", "manifests/csv.yaml").layer()]);
     let sandbox = Sandbox::new();
     let dest = sandbox.dest();
     let (code, err, _) = sandbox.run(&["bundle", "pull", &reference, dest.to_str().unwrap()], &[]);
@@ -355,7 +413,12 @@ fn gzip_bombs_stop_at_the_limits() {
     let one = Tar::new().zeros("manifests/bomb.yaml", 1 << 30).layer();
     assert!(one.data.len() < 16 << 20, "{}", one.data.len());
     let (reference, digest) = push(Kind::Bundle, "bomb-one", vec![one]);
-    assert_refused(Kind::Bundle, &reference, &[repository(&reference), &digest, "file manifests/bomb.yaml", "CAPSTAN_MAX_FILE_BYTES"], &[]);
+    assert_refused(
+        Kind::Bundle,
+        &reference,
+        &[repository(&reference), &digest, "file manifests/bomb.yaml", "CAPSTAN_MAX_FILE_BYTES"],
+        &[],
+    );
 
     // Many files each under the file limit: the uncompressed total stops them (limit lowered so
     // that the test writes little).
@@ -376,9 +439,17 @@ fn gzip_bombs_stop_at_the_limits() {
 fn a_config_over_the_limit_is_refused() {
     let (reference, _) = push(Kind::Bundle, "big-config", vec![]);
     // Lowered limit: the image's own config (a few hundred bytes) is over 100 bytes.
-    assert_refused(Kind::Bundle, &reference, &[repository(&reference), "config sha256:", "CAPSTAN_MAX_CONFIG_BYTES"], &[("CAPSTAN_MAX_CONFIG_BYTES", "100")]);
+    assert_refused(
+        Kind::Bundle,
+        &reference,
+        &[repository(&reference), "config sha256:", "CAPSTAN_MAX_CONFIG_BYTES"],
+        &[("CAPSTAN_MAX_CONFIG_BYTES", "100")],
+    );
     let sandbox = Sandbox::new();
-    let (code, err, _) = sandbox.run(&["bundle", "pull", &reference, sandbox.dest().to_str().unwrap()], &[("CAPSTAN_MAX_CONFIG_BYTES", "lots")]);
+    let (code, err, _) = sandbox.run(
+        &["bundle", "pull", &reference, sandbox.dest().to_str().unwrap()],
+        &[("CAPSTAN_MAX_CONFIG_BYTES", "lots")],
+    );
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("CAPSTAN_MAX_CONFIG_BYTES=\"lots\""), "{err}");
 }
@@ -438,7 +509,8 @@ fn serve(mut stream: std::net::TcpStream, answers: &Mutex<HashMap<String, Answer
     let mut parts = head.split_whitespace();
     let method = parts.next().unwrap_or("").to_string();
     let path = parts.next().unwrap_or("").to_string();
-    let answer = if path == "/v2/" { Some(Answer::Bytes(b"{}".to_vec())) } else { answers.lock().unwrap().get(&path).cloned() };
+    let answer =
+        if path == "/v2/" { Some(Answer::Bytes(b"{}".to_vec())) } else { answers.lock().unwrap().get(&path).cloned() };
     let zeros = vec![0u8; 64 << 10];
     let send_zeros = |stream: &mut std::net::TcpStream| {
         while stream.write_all(&zeros).is_ok() {
@@ -461,11 +533,14 @@ fn serve(mut stream: std::net::TcpStream, answers: &Mutex<HashMap<String, Answer
             }
         }
         Some(Answer::Endless) => {
-            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n");
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n");
             send_zeros(&mut stream);
         }
         Some(Answer::DeclaredLength(n)) => {
-            let head = format!("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {n}\r\nConnection: close\r\n\r\n");
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {n}\r\nConnection: close\r\n\r\n"
+            );
             let _ = stream.write_all(head.as_bytes());
             send_zeros(&mut stream);
         }
@@ -490,7 +565,8 @@ fn manifest(config: serde_json::Value, layers: Vec<serde_json::Value>) -> Vec<u8
 /// digest reference.
 fn lying(name: &str, manifest: Vec<u8>, blobs: Vec<(String, Answer)>) -> (FakeRegistry, String) {
     let digest = sha256_digest(&manifest);
-    let mut answers: HashMap<String, Answer> = blobs.into_iter().map(|(d, a)| (format!("/v2/lie/{name}/blobs/{d}"), a)).collect();
+    let mut answers: HashMap<String, Answer> =
+        blobs.into_iter().map(|(d, a)| (format!("/v2/lie/{name}/blobs/{d}"), a)).collect();
     answers.insert(format!("/v2/lie/{name}/manifests/{digest}"), Answer::Bytes(manifest));
     let reg = FakeRegistry::start(answers);
     let reference = format!("{}/lie/{name}@{digest}", reg.addr);
@@ -498,7 +574,8 @@ fn lying(name: &str, manifest: Vec<u8>, blobs: Vec<(String, Answer)>) -> (FakeRe
 }
 
 fn real_config() -> Blob {
-    let labels: BTreeMap<String, String> = [(LABEL_MEDIATYPE.to_string(), "registry+v1".to_string())].into_iter().collect();
+    let labels: BTreeMap<String, String> =
+        [(LABEL_MEDIATYPE.to_string(), "registry+v1".to_string())].into_iter().collect();
     image_config(&labels, &[])
 }
 
@@ -514,7 +591,10 @@ fn a_blob_longer_than_declared_is_cut_off() {
     let (reg, reference) = lying(
         "longer",
         m,
-        vec![(config.descriptor.digest.clone(), Answer::Bytes(config.data.clone())), (layer_digest.clone(), Answer::Endless)],
+        vec![
+            (config.descriptor.digest.clone(), Answer::Bytes(config.data.clone())),
+            (layer_digest.clone(), Answer::Endless),
+        ],
     );
     let started = std::time::Instant::now();
     assert_refused(Kind::Bundle, &reference, &[&reference, &layer_digest, "more than the 100 bytes"], &[]);
@@ -529,11 +609,7 @@ fn declared_sizes_over_the_limits_are_refused_before_any_download() {
     let config = real_config();
     let big = sha256_digest(b"big");
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        (
-            "huge-config",
-            manifest(descriptor(MEDIA_TYPE_CONFIG, &big, 2 << 30), vec![]),
-            "CAPSTAN_MAX_CONFIG_BYTES",
-        ),
+        ("huge-config", manifest(descriptor(MEDIA_TYPE_CONFIG, &big, 2 << 30), vec![]), "CAPSTAN_MAX_CONFIG_BYTES"),
         (
             "huge-layer",
             manifest(
@@ -555,7 +631,10 @@ fn declared_sizes_over_the_limits_are_refused_before_any_download() {
         let (reg, reference) = lying(
             name,
             m,
-            vec![(config.descriptor.digest.clone(), Answer::Bytes(config.data.clone())), (big.clone(), Answer::Endless)],
+            vec![
+                (config.descriptor.digest.clone(), Answer::Bytes(config.data.clone())),
+                (big.clone(), Answer::Endless),
+            ],
         );
         assert_refused(Kind::Bundle, &reference, &[&reference, "declared as", env], &[]);
         assert_eq!(reg.sent(), 0, "{name}: nothing was downloaded");
@@ -571,13 +650,23 @@ fn huge_manifests_are_cut_off() {
         let digest = sha256_digest(name.as_bytes());
         let reg = FakeRegistry::start([(format!("/v2/lie/{name}/manifests/{digest}"), answer)].into_iter().collect());
         let reference = format!("{}/lie/{name}@{digest}", reg.addr);
-        assert_refused(Kind::Catalog, &reference, &[&reference, &format!("manifest {digest}"), expect, "CAPSTAN_MAX_MANIFEST_BYTES"], &[]);
+        assert_refused(
+            Kind::Catalog,
+            &reference,
+            &[&reference, &format!("manifest {digest}"), expect, "CAPSTAN_MAX_MANIFEST_BYTES"],
+            &[],
+        );
         assert!(reg.sent() < 64 << 20, "{name}: the fake registry sent {} bytes", reg.sent());
     }
     // A tag whose HEAD carries no digest header: resolved by a GET, bounded the same way.
     let reg = FakeRegistry::start([("/v2/lie/tag/manifests/v1".to_string(), Answer::Endless)].into_iter().collect());
     let reference = format!("{}/lie/tag:v1", reg.addr);
-    assert_refused(Kind::Bundle, &reference, &[&reference, "manifest tag v1", "more than 4194304 bytes", "CAPSTAN_MAX_MANIFEST_BYTES"], &[]);
+    assert_refused(
+        Kind::Bundle,
+        &reference,
+        &[&reference, "manifest tag v1", "more than 4194304 bytes", "CAPSTAN_MAX_MANIFEST_BYTES"],
+        &[],
+    );
     assert!(reg.sent() < 64 << 20, "tag: the fake registry sent {} bytes", reg.sent());
 }
 
@@ -595,14 +684,19 @@ fn digest_mismatches_are_refused() {
     let (_reg, reference) = lying(
         "forged-layer",
         m,
-        vec![(config.descriptor.digest.clone(), Answer::Bytes(config.data.clone())), (layer.descriptor.digest.clone(), Answer::Bytes(forged))],
+        vec![
+            (config.descriptor.digest.clone(), Answer::Bytes(config.data.clone())),
+            (layer.descriptor.digest.clone(), Answer::Bytes(forged)),
+        ],
     );
     assert_refused(Kind::Bundle, &reference, &[&reference, "digest mismatch", &layer.descriptor.digest], &[]);
 
     // A manifest that does not hash to the digest it is asked for.
     let m = manifest(descriptor(MEDIA_TYPE_CONFIG, &config.descriptor.digest, config.data.len() as i64), vec![]);
     let wanted = sha256_digest(b"another manifest");
-    let reg = FakeRegistry::start([(format!("/v2/lie/forged-manifest/manifests/{wanted}"), Answer::Bytes(m))].into_iter().collect());
+    let reg = FakeRegistry::start(
+        [(format!("/v2/lie/forged-manifest/manifests/{wanted}"), Answer::Bytes(m))].into_iter().collect(),
+    );
     let reference = format!("{}/lie/forged-manifest@{wanted}", reg.addr);
     assert_refused(Kind::Catalog, &reference, &[&reference, "digest mismatch for manifest", &wanted], &[]);
 }

@@ -70,10 +70,7 @@ fn run(cmd: &mut Command) -> Vec<u8> {
 }
 
 fn opm_render(opm: &Path, home: &Path, target: &str) -> Vec<u8> {
-    run(Command::new(opm)
-        .args(["render", "--use-http", "-o", "json", target])
-        .env("HOME", home)
-        .current_dir(home))
+    run(Command::new(opm).args(["render", "--use-http", "-o", "json", target]).env("HOME", home).current_dir(home))
 }
 
 fn registry() -> Registry {
@@ -88,7 +85,9 @@ async fn opm_render_of_capstan_bundle_images_matches_capstan_render() {
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let corpus = shared_dir().join("corpus/community-operators-prod/operators");
     let mut bundles: Vec<PathBuf> = Vec::new();
-    for (pkg, versions) in [("nginx-operator", &["0.1.0", "0.2.0"][..]), ("kaiwudb-operator", &["1.0.0", "1.1.0", "1.2.0"][..])] {
+    for (pkg, versions) in
+        [("nginx-operator", &["0.1.0", "0.2.0"][..]), ("kaiwudb-operator", &["1.0.0", "1.1.0", "1.2.0"][..])]
+    {
         bundles.extend(versions.iter().map(|v| repo.join("bundles").join(pkg).join(v)));
     }
     bundles.push(corpus.join("etcd/0.9.4"));
@@ -98,9 +97,7 @@ async fn opm_render_of_capstan_bundle_images_matches_capstan_render() {
     for (i, dir) in bundles.iter().enumerate() {
         assert!(dir.join("metadata/annotations.yaml").is_file(), "missing bundle {}", dir.display());
         let reference = format!("{addr}/capstan-opm/bundle-{i}:v1");
-        capstan::bundle::image::push_bundle(&reg, dir, &parse_reference(&reference).unwrap())
-            .await
-            .unwrap();
+        capstan::bundle::image::push_bundle(&reg, dir, &parse_reference(&reference).unwrap()).await.unwrap();
         let from_opm = opm_render(&opm, home.path(), &reference);
         let from_capstan = run(Command::new(env!("CARGO_BIN_EXE_capstan")).args([
             "catalog",
@@ -127,9 +124,7 @@ async fn opm_reads_capstan_catalog_images_and_validates_pulled_catalogs() {
     let catalog = shared_dir().join("corpus/community-operators-prod/catalogs/v4.20");
     let reference = format!("{addr}/capstan-opm/catalog:v4.20");
     let reg = registry();
-    capstan::catalog::image::push_catalog(&reg, &catalog, &parse_reference(&reference).unwrap())
-        .await
-        .unwrap();
+    capstan::catalog::image::push_catalog(&reg, &catalog, &parse_reference(&reference).unwrap()).await.unwrap();
     // opm finds the FBC through the configs label and reads the same blobs as from the directory.
     let from_image = opm_render(&opm, home.path(), &reference);
     let from_dir = opm_render(&opm, home.path(), catalog.to_str().unwrap());
@@ -140,8 +135,6 @@ async fn opm_reads_capstan_catalog_images_and_validates_pulled_catalogs() {
     // `capstan catalog pull` writes a directory `opm validate` accepts.
     let out = tempfile::tempdir().unwrap();
     let dest = out.path().join("catalog");
-    capstan::catalog::image::pull_catalog(&reg, &parse_reference(&reference).unwrap(), &dest)
-        .await
-        .unwrap();
+    capstan::catalog::image::pull_catalog(&reg, &parse_reference(&reference).unwrap(), &dest).await.unwrap();
     run(Command::new(&opm).arg("validate").arg(&dest).env("HOME", home.path()));
 }

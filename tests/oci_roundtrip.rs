@@ -10,9 +10,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use capstan::oci::layer::{self, LayerEntry};
-use capstan::oci::{
-    Blob, BlobCache, ClientConfig, DockerConfig, ImageToPush, OciError, Registry, parse_reference,
-};
+use capstan::oci::{Blob, BlobCache, ClientConfig, DockerConfig, ImageToPush, OciError, Registry, parse_reference};
 use oci_common::{ExtraRegistry, cache_dir, dead_registry};
 
 fn test_image(seed: &str) -> ImageToPush {
@@ -31,11 +29,7 @@ fn test_image(seed: &str) -> ImageToPush {
 }
 
 fn client(cache: Option<&tempfile::TempDir>) -> Registry {
-    Registry::new(ClientConfig {
-        cache: cache.map(|c| BlobCache::new(c.path())),
-        quiet: true,
-        ..Default::default()
-    })
+    Registry::new(ClientConfig { cache: cache.map(|c| BlobCache::new(c.path())), quiet: true, ..Default::default() })
 }
 
 #[tokio::test]
@@ -88,9 +82,7 @@ async fn second_pull_of_a_digest_is_served_from_the_cache() {
     assert!(err.to_string().contains(&dead), "{err}");
 
     // A corrupted cache entry is not trusted: it is fetched again from the registry.
-    let layer_path = BlobCache::new(cache.path())
-        .path_for(&image.layers[0].descriptor.digest)
-        .unwrap();
+    let layer_path = BlobCache::new(cache.path()).path_for(&image.layers[0].descriptor.digest).unwrap();
     std::fs::write(&layer_path, b"garbage").unwrap();
     let third = client(Some(&cache)).pull(&by_digest).await.unwrap();
     assert_eq!(third.layers[0].data, image.layers[0].data);
@@ -103,10 +95,7 @@ async fn unknown_image_is_named_with_its_registry() {
     let err = client(None).pull(&reference).await.unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, OciError::NotFound { .. }), "{text}");
-    assert!(
-        text.contains(&format!("image {addr}/capstan-test/does-not-exist:nope not found in {addr}")),
-        "{text}"
-    );
+    assert!(text.contains(&format!("image {addr}/capstan-test/does-not-exist:nope not found in {addr}")), "{text}");
 }
 
 #[tokio::test]
@@ -115,10 +104,7 @@ async fn a_pushed_blob_that_does_not_match_its_digest_is_refused() {
     let mut image = test_image("tamper");
     // Lie about the layer: the descriptor names other content. The registry checks the digest on
     // upload, so the push fails, and nothing is silently stored.
-    image.layers[0] = Blob {
-        descriptor: image.layers[0].descriptor.clone(),
-        data: b"not the layer".to_vec(),
-    };
+    image.layers[0] = Blob { descriptor: image.layers[0].descriptor.clone(), data: b"not the layer".to_vec() };
     let reference = parse_reference(&format!("{addr}/capstan-test/tamper:v1")).unwrap();
     let err = client(None).push(&reference, &image).await.unwrap_err();
     assert!(err.to_string().contains(&addr), "{err}");
@@ -135,11 +121,7 @@ async fn auth_from_docker_config_file_and_pull_secret() {
     std::fs::write(&config_path, &config_json).unwrap();
     let file_auth = DockerConfig::from_file(&config_path).unwrap();
 
-    let with_file = Registry::new(ClientConfig {
-        auth: Some(file_auth),
-        quiet: true,
-        ..Default::default()
-    });
+    let with_file = Registry::new(ClientConfig { auth: Some(file_auth), quiet: true, ..Default::default() });
     let reference = parse_reference(&format!("{addr}/private/app:v1")).unwrap();
     let image = test_image("auth");
     let pushed = with_file.push(&reference, &image).await.unwrap();
@@ -172,15 +154,11 @@ async fn auth_from_docker_config_file_and_pull_secret() {
         "secret ns/bad-pull-secret",
     )
     .unwrap();
-    let err = Registry::new(ClientConfig {
-        auth: Some(bad),
-        quiet: true,
-        ..Default::default()
-    })
-    .pull(&reference)
-    .await
-    .unwrap_err()
-    .to_string();
+    let err = Registry::new(ClientConfig { auth: Some(bad), quiet: true, ..Default::default() })
+        .pull(&reference)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("secret ns/bad-pull-secret") && err.contains("rejected"), "{err}");
 
     // The config file and a pull secret's .dockerconfigjson both work.
@@ -193,14 +171,10 @@ async fn auth_from_docker_config_file_and_pull_secret() {
         "secret ns/pull-secret",
     )
     .unwrap();
-    let pulled = Registry::new(ClientConfig {
-        auth: Some(secret),
-        quiet: true,
-        ..Default::default()
-    })
-    .pull(&reference)
-    .await
-    .unwrap();
+    let pulled = Registry::new(ClientConfig { auth: Some(secret), quiet: true, ..Default::default() })
+        .pull(&reference)
+        .await
+        .unwrap();
     assert_eq!(pulled.layers[0].data, image.layers[0].data);
     drop(reg);
 }

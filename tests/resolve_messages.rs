@@ -7,9 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use capstan::bundle::render::render_bundle_dir;
 use capstan::catalog::add::{AddInput, AddOptions, UpdateMode, add_bundle};
 use capstan::catalog::model::DeclarativeConfig;
-use capstan::bundle::render::render_bundle_dir;
 use capstan::resolve::{
     CatalogIndex, CatalogInput, CatalogSourceKey, ErrorKind, ResolveInput, SubscriptionRequest, resolve,
 };
@@ -38,7 +38,11 @@ fn add(cfg: &mut DeclarativeConfig, mode: UpdateMode, dirs: &[&str]) {
 }
 
 fn catalog(cfg: &DeclarativeConfig) -> CatalogInput {
-    CatalogInput { key: CatalogSourceKey::new("olm", "community"), priority: 0, index: Arc::new(CatalogIndex::from_config(cfg)) }
+    CatalogInput {
+        key: CatalogSourceKey::new("olm", "community"),
+        priority: 0,
+        index: Arc::new(CatalogIndex::from_config(cfg)),
+    }
 }
 
 fn sub(package: &str) -> SubscriptionRequest {
@@ -62,7 +66,11 @@ fn che() -> DeclarativeConfig {
 /// the Subscription gets 7.41.2, and its entry says which bundles were passed over and why.
 #[test]
 fn an_older_bundle_says_which_newer_ones_were_passed_over_and_why() {
-    let out = resolve(&ResolveInput { catalogs: vec![catalog(&che())], installed: vec![], subscriptions: vec![sub("eclipse-che")] });
+    let out = resolve(&ResolveInput {
+        catalogs: vec![catalog(&che())],
+        installed: vec![],
+        subscriptions: vec![sub("eclipse-che")],
+    });
     assert!(out.errors.is_empty(), "{:?}", out.errors);
     let got = &out.resolved[0];
     assert_eq!(got.bundle, "eclipse-che.v7.41.2");
@@ -83,4 +91,3 @@ fn a_head_whose_dependency_no_catalog_has_fails_with_cause_and_hint() {
     assert_eq!(e.explanation.hints.len(), 1, "{:?}", e.explanation);
     insta::assert_snapshot!("eclipse_che_head_unmet_dependency", e.message());
 }
-

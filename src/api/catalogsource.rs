@@ -32,9 +32,24 @@ pub const DEFAULT_REGISTRY_POLL: std::time::Duration = std::time::Duration::from
     category = "olm",
     derive = "PartialEq",
     doc = "CatalogSource is a repository of CSVs, CRDs, and operator packages.",
-    printcolumn(name = "Display", type_ = "string", json_path = ".spec.displayName", description = "The pretty name of the catalog"),
-    printcolumn(name = "Type", type_ = "string", json_path = ".spec.sourceType", description = "The type of the catalog"),
-    printcolumn(name = "Publisher", type_ = "string", json_path = ".spec.publisher", description = "The publisher of the catalog"),
+    printcolumn(
+        name = "Display",
+        type_ = "string",
+        json_path = ".spec.displayName",
+        description = "The pretty name of the catalog"
+    ),
+    printcolumn(
+        name = "Type",
+        type_ = "string",
+        json_path = ".spec.sourceType",
+        description = "The type of the catalog"
+    ),
+    printcolumn(
+        name = "Publisher",
+        type_ = "string",
+        json_path = ".spec.publisher",
+        description = "The publisher of the catalog"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -423,7 +438,8 @@ mod tests {
         CatalogSource::new(
             "c",
             CatalogSourceSpec {
-                update_strategy: interval.map(|i| UpdateStrategy { registry_poll: Some(RegistryPoll { interval: Some(i.into()) }) }),
+                update_strategy: interval
+                    .map(|i| UpdateStrategy { registry_poll: Some(RegistryPoll { interval: Some(i.into()) }) }),
                 ..Default::default()
             },
         )

@@ -45,10 +45,30 @@ pub const CONDITIONS_LENGTH_LIMIT: usize = 20;
     category = "olm",
     derive = "PartialEq",
     doc = "ClusterServiceVersion is a Custom Resource of type `ClusterServiceVersionSpec`.",
-    printcolumn(name = "Display", type_ = "string", json_path = ".spec.displayName", description = "The name of the CSV"),
-    printcolumn(name = "Version", type_ = "string", json_path = ".spec.version", description = "The version of the CSV"),
-    printcolumn(name = "Release", type_ = "string", json_path = ".spec.release", description = "The release of this version of the CSV"),
-    printcolumn(name = "Replaces", type_ = "string", json_path = ".spec.replaces", description = "The name of a CSV that this one replaces"),
+    printcolumn(
+        name = "Display",
+        type_ = "string",
+        json_path = ".spec.displayName",
+        description = "The name of the CSV"
+    ),
+    printcolumn(
+        name = "Version",
+        type_ = "string",
+        json_path = ".spec.version",
+        description = "The version of the CSV"
+    ),
+    printcolumn(
+        name = "Release",
+        type_ = "string",
+        json_path = ".spec.release",
+        description = "The release of this version of the CSV"
+    ),
+    printcolumn(
+        name = "Replaces",
+        type_ = "string",
+        json_path = ".spec.replaces",
+        description = "The name of a CSV that this one replaces"
+    ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase")
 )]
 #[serde(rename_all = "camelCase")]
@@ -723,11 +743,7 @@ impl ClusterServiceVersion {
 
     /// Names of the owned CRDs (`spec.customresourcedefinitions.owned[].name`).
     pub fn owned_crd_names(&self) -> impl Iterator<Item = &str> {
-        self.spec
-            .customresourcedefinitions
-            .iter()
-            .flat_map(|c| c.owned.iter().flatten())
-            .map(|d| d.name.as_str())
+        self.spec.customresourcedefinitions.iter().flat_map(|c| c.owned.iter().flatten()).map(|d| d.name.as_str())
     }
 
     /// The phase, `None` before any status.
@@ -770,13 +786,27 @@ impl ClusterServiceVersion {
         };
         let fail = |m: &str| Some((false, entry(RequirementStatusReason::PresentNotSatisfied, m.into())));
         let Ok(git) = server else { return fail("Server version discovery error") };
-        let Some(sv) = loose_version(git.trim_start_matches('v').split('-').next().unwrap_or_default()) else { return fail("Server version parsing error") };
+        let Some(sv) = loose_version(git.trim_start_matches('v').split('-').next().unwrap_or_default()) else {
+            return fail("Server version parsing error");
+        };
         let Some(mv) = loose_version(min.trim_start_matches('v')) else { return fail("CSV version parsing error") };
         let shown = format!("{}.{}.{}", sv.0, sv.1, sv.2);
         if mv > sv {
-            return Some((false, entry(RequirementStatusReason::PresentNotSatisfied, format!("CSV version requirement not met: minKubeVersion ({min}) > server version ({shown})"))));
+            return Some((
+                false,
+                entry(
+                    RequirementStatusReason::PresentNotSatisfied,
+                    format!("CSV version requirement not met: minKubeVersion ({min}) > server version ({shown})"),
+                ),
+            ));
         }
-        Some((true, entry(RequirementStatusReason::Present, format!("CSV minKubeVersion ({min}) less than server version ({git})"))))
+        Some((
+            true,
+            entry(
+                RequirementStatusReason::Present,
+                format!("CSV minKubeVersion ({min}) less than server version ({git})"),
+            ),
+        ))
     }
 }
 
@@ -799,16 +829,25 @@ mod tests {
 
     #[test]
     fn crd_descriptions_once_each_owned_first_sorted() {
-        let c = csv(serde_json::json!({"displayName": "x", "install": {"strategy": "deployment"}, "customresourcedefinitions": {
+        let c = csv(
+            serde_json::json!({"displayName": "x", "install": {"strategy": "deployment"}, "customresourcedefinitions": {
             "owned": [{"name": "b.example.com", "version": "v1", "kind": "B"}, {"name": "a.example.com", "version": "v2", "kind": "A"}],
-            "required": [{"name": "a.example.com", "version": "v1", "kind": "A"}, {"name": "c.example.com", "version": "v1", "kind": "C"}]}}), serde_json::json!({}));
-        let got: Vec<(&str, &str)> = c.all_crd_descriptions().iter().map(|d| (d.name.as_str(), d.version.as_str())).collect();
+            "required": [{"name": "a.example.com", "version": "v1", "kind": "A"}, {"name": "c.example.com", "version": "v1", "kind": "C"}]}}),
+            serde_json::json!({}),
+        );
+        let got: Vec<(&str, &str)> =
+            c.all_crd_descriptions().iter().map(|d| (d.name.as_str(), d.version.as_str())).collect();
         assert_eq!(got, [("a.example.com", "v2"), ("b.example.com", "v1"), ("c.example.com", "v1")]);
     }
 
     #[test]
     fn min_kube_version_as_olm_checks_it() {
-        let with = |m: &str| csv(serde_json::json!({"displayName": "x", "install": {"strategy": "deployment"}, "minKubeVersion": m}), serde_json::json!({}));
+        let with = |m: &str| {
+            csv(
+                serde_json::json!({"displayName": "x", "install": {"strategy": "deployment"}, "minKubeVersion": m}),
+                serde_json::json!({}),
+            )
+        };
         assert!(with("").min_kube_version_status(Ok("v1.36.3")).is_none());
         let (met, e) = with("1.20.0").min_kube_version_status(Ok("v1.36.3")).unwrap();
         assert!(met);
@@ -842,7 +881,8 @@ mod tests {
         };
         let d = good.deployment_spec().expect("valid DeploymentSpec");
         assert_eq!(d.replicas, Some(2));
-        let bad = StrategyDeploymentSpec { name: "broken".into(), spec: serde_json::json!({"replicas": "two"}), label: None };
+        let bad =
+            StrategyDeploymentSpec { name: "broken".into(), spec: serde_json::json!({"replicas": "two"}), label: None };
         let e = bad.deployment_spec().expect_err("invalid");
         assert!(e.to_string().contains("deployments[name=broken]"), "{e}");
     }
@@ -891,7 +931,10 @@ mod tests {
         assert_eq!(st.reason, Some(CsvReason::InstallSucceeded));
         assert_eq!(st.conditions[0].reason, Some(CsvReason::RequirementsUnknown));
         assert_eq!(st.requirement_status[0].dependents[0].status, RequirementStatusReason::Satisfied);
-        assert_eq!(CsvReason::CannotModifyStaticOperatorGroupProvidedApis.as_str(), "CannotModifyStaticOperatorGroupProvidedAPIs");
+        assert_eq!(
+            CsvReason::CannotModifyStaticOperatorGroupProvidedApis.as_str(),
+            "CannotModifyStaticOperatorGroupProvidedAPIs"
+        );
         assert_eq!(CsvReason::KNOWN.len(), 30, "OLM's complete list of CSV reasons");
     }
 }

@@ -120,7 +120,8 @@ mod tests {
 /// # Errors
 /// A message quoting `text` when it does not parse or is negative.
 pub fn parse_go_duration(text: &str) -> Result<std::time::Duration, String> {
-    let d: kube::core::Duration = text.trim().parse().map_err(|e| format!("{text:?} is not a duration ({e}); write e.g. 500ms, 45s or 1m30s"))?;
+    let d: kube::core::Duration =
+        text.trim().parse().map_err(|e| format!("{text:?} is not a duration ({e}); write e.g. 500ms, 45s or 1m30s"))?;
     if d.is_negative() {
         return Err(format!("{text:?} is negative; a duration must be zero or more"));
     }

@@ -26,7 +26,12 @@ use super::common::{Approval, ConditionStatus};
     category = "olm",
     derive = "PartialEq",
     doc = "InstallPlan defines the installation of a set of operators.",
-    printcolumn(name = "CSV", type_ = "string", json_path = ".spec.clusterServiceVersionNames[0]", description = "The first CSV in the list of clusterServiceVersionNames"),
+    printcolumn(
+        name = "CSV",
+        type_ = "string",
+        json_path = ".spec.clusterServiceVersionNames[0]",
+        description = "The first CSV in the list of clusterServiceVersionNames"
+    ),
     printcolumn(name = "Approval", type_ = "string", json_path = ".spec.approval", description = "The approval mode"),
     printcolumn(name = "Approved", type_ = "boolean", json_path = ".spec.approved")
 )]
@@ -343,7 +348,11 @@ impl InstallPlanStatus {
 
     /// The reason of the `Installed` condition, if the plan has one.
     pub fn installed_reason(&self) -> Option<&str> {
-        self.conditions.iter().find(|c| c.type_ == Some(InstallPlanConditionType::Installed)).and_then(|c| c.reason.as_ref()).map(|r| r.as_str())
+        self.conditions
+            .iter()
+            .find(|c| c.type_ == Some(InstallPlanConditionType::Installed))
+            .and_then(|c| c.reason.as_ref())
+            .map(|r| r.as_str())
     }
 }
 
@@ -369,14 +378,20 @@ mod tests {
         }))
         .expect("status");
         assert_eq!(st.phase, InstallPlanPhase::Installing);
-        assert!(!st.phase.is_terminal() && InstallPlanPhase::Complete.is_terminal() && InstallPlanPhase::Failed.is_terminal());
+        assert!(
+            !st.phase.is_terminal()
+                && InstallPlanPhase::Complete.is_terminal()
+                && InstallPlanPhase::Failed.is_terminal()
+        );
         assert_eq!(st.plan[0].status, StepStatus::WaitingForApi);
         assert!(!st.plan[0].optional);
         assert_eq!(st.conditions[0].reason, Some(InstallPlanConditionReason::InstallComponentFailed));
         let v = serde_json::to_value(&st).unwrap();
         assert!(v["plan"][0].get("optional").is_none(), "optional: false is omitted like OLM's omitempty");
         assert_eq!(v["catalogSources"], serde_json::json!([]), "catalogSources is always written");
-        assert_eq!(serde_json::to_value(InstallPlanStatus::new(InstallPlanPhase::RequiresApproval)).unwrap(),
-                   serde_json::json!({"phase": "RequiresApproval", "catalogSources": []}));
+        assert_eq!(
+            serde_json::to_value(InstallPlanStatus::new(InstallPlanPhase::RequiresApproval)).unwrap(),
+            serde_json::json!({"phase": "RequiresApproval", "catalogSources": []})
+        );
     }
 }

@@ -129,7 +129,10 @@ mod crds;
 pub use catalogsource::{CatalogSource, CatalogSourceSpec, CatalogSourceStatus};
 pub use clusterserviceversion::{ClusterServiceVersion, ClusterServiceVersionSpec, ClusterServiceVersionStatus};
 pub use common::{Approval, ConditionStatus};
-pub use crds::{CrdError, GENERATED_HEADER, crd_file_content, crd_file_name, crd_to_yaml, crds, crds_yaml_stream, declared_fields, openapi_schema, unknown_fields, unknown_fields_at, UnknownField, write_crd_dir};
+pub use crds::{
+    CrdError, GENERATED_HEADER, UnknownField, crd_file_content, crd_file_name, crd_to_yaml, crds, crds_yaml_stream,
+    declared_fields, openapi_schema, unknown_fields, unknown_fields_at, write_crd_dir,
+};
 pub use installplan::{InstallPlan, InstallPlanSpec, InstallPlanStatus};
 pub use operator::{Operator, OperatorSpec, OperatorStatus};
 pub use operatorcondition::{OperatorCondition, OperatorConditionSpec, OperatorConditionStatus};

@@ -72,9 +72,15 @@ impl OperatorCondition {
     /// object's. `Err(message)` says why, in OLM's words (`the operator is not upgradeable: …`).
     pub fn upgradeable(&self) -> Result<(), String> {
         if let Some(o) = self.spec.overrides.iter().find(|c| c.type_ == UPGRADEABLE) {
-            return if o.status == "True" { Ok(()) } else { Err(format!("the operator is not upgradeable: {}", o.message)) };
+            return if o.status == "True" {
+                Ok(())
+            } else {
+                Err(format!("the operator is not upgradeable: {}", o.message))
+            };
         }
-        let conditions = self.synced_status_conditions().unwrap_or_else(|| self.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default());
+        let conditions = self
+            .synced_status_conditions()
+            .unwrap_or_else(|| self.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default());
         let Some(c) = conditions.iter().find(|c| c.type_ == UPGRADEABLE) else { return Ok(()) };
         if c.observed_generation != self.metadata.generation {
             return Err(format!("the operatorcondition status {:?}={:?} is outdated", c.type_, c.status));
@@ -176,17 +182,36 @@ mod tests {
     fn upgradeable_reads_overrides_then_status_as_olm() {
         let meta = json!({"name": "op.v1", "namespace": "ns", "generation": 2});
         let base = |spec: serde_json::Value, status: serde_json::Value| {
-            oc(json!({"apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition", "metadata": meta, "spec": spec, "status": status}))
+            oc(
+                json!({"apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition", "metadata": meta, "spec": spec, "status": status}),
+            )
         };
         assert!(base(json!({}), json!({})).upgradeable().is_ok());
         let held = base(json!({}), json!({"conditions": [cond("False", 2, "migrating")]}));
         assert_eq!(held.upgradeable().unwrap_err(), "the operator is not upgradeable: migrating");
         assert!(base(json!({}), json!({"conditions": [cond("True", 2, "")]})).upgradeable().is_ok());
         // Status observed at an older generation: held, as OLM does.
-        assert!(base(json!({}), json!({"conditions": [cond("True", 1, "")]})).upgradeable().unwrap_err().contains("outdated"));
+        assert!(
+            base(json!({}), json!({"conditions": [cond("True", 1, "")]}))
+                .upgradeable()
+                .unwrap_err()
+                .contains("outdated")
+        );
         // An override wins in both directions.
-        assert!(base(json!({"overrides": [cond("True", 0, "admin says go")]}), json!({"conditions": [cond("False", 2, "no")]})).upgradeable().is_ok());
-        assert!(base(json!({"overrides": [cond("False", 0, "admin says wait")]}), json!({})).upgradeable().unwrap_err().contains("admin says wait"));
+        assert!(
+            base(
+                json!({"overrides": [cond("True", 0, "admin says go")]}),
+                json!({"conditions": [cond("False", 2, "no")]})
+            )
+            .upgradeable()
+            .is_ok()
+        );
+        assert!(
+            base(json!({"overrides": [cond("False", 0, "admin says wait")]}), json!({}))
+                .upgradeable()
+                .unwrap_err()
+                .contains("admin says wait")
+        );
     }
 
     #[test]

@@ -29,9 +29,24 @@ use super::common::{Approval, ConditionStatus};
     category = "olm",
     derive = "PartialEq",
     doc = "Subscription keeps operators up to date by tracking changes to Catalogs.",
-    printcolumn(name = "Package", type_ = "string", json_path = ".spec.name", description = "The package subscribed to"),
-    printcolumn(name = "Source", type_ = "string", json_path = ".spec.source", description = "The catalog source for the specified package"),
-    printcolumn(name = "Channel", type_ = "string", json_path = ".spec.channel", description = "The channel of updates to subscribe to")
+    printcolumn(
+        name = "Package",
+        type_ = "string",
+        json_path = ".spec.name",
+        description = "The package subscribed to"
+    ),
+    printcolumn(
+        name = "Source",
+        type_ = "string",
+        json_path = ".spec.source",
+        description = "The catalog source for the specified package"
+    ),
+    printcolumn(
+        name = "Channel",
+        type_ = "string",
+        json_path = ".spec.channel",
+        description = "The channel of updates to subscribe to"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionSpec {
@@ -306,7 +321,14 @@ impl SubscriptionStatus {
     /// changes only when the status does (a new condition gets `now`). No `lastHeartbeatTime`:
     /// OLM v0 never writes one on a Subscription (`make compare-olm`), and `lastUpdated` says when
     /// the status was last computed.
-    pub fn set_condition(&mut self, type_: SubscriptionConditionType, status: ConditionStatus, reason: &str, message: &str, now: &Time) {
+    pub fn set_condition(
+        &mut self,
+        type_: SubscriptionConditionType,
+        status: ConditionStatus,
+        reason: &str,
+        message: &str,
+        now: &Time,
+    ) {
         match self.conditions.iter_mut().find(|c| c.type_ == type_) {
             Some(c) => {
                 if c.status != status {

@@ -112,7 +112,10 @@ mod tests {
                      "versions": [{"name": "v1", "served": true, "storage": true},
                                   {"name": "v2alpha1", "served": true, "storage": false}]}}));
         let crd = CrdView::new(&m).unwrap();
-        assert_eq!((crd.group(), crd.kind(), crd.plural(), crd.scope()), ("kaiwu.inspur.com", "KaiwuCluster", "kaiwuclusters", "Namespaced"));
+        assert_eq!(
+            (crd.group(), crd.kind(), crd.plural(), crd.scope()),
+            ("kaiwu.inspur.com", "KaiwuCluster", "kaiwuclusters", "Namespaced")
+        );
         assert_eq!(crd.versions().len(), 2);
         assert_eq!(crd.storage_version().as_deref(), Some("v1"));
 

@@ -29,7 +29,9 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
         BundleError::MissingDirectory { dir: dir.to_path_buf(), name, hint }
     };
     match fs::metadata(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(BundleError::NotFound { dir: dir.to_path_buf() }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(BundleError::NotFound { dir: dir.to_path_buf() });
+        }
         Ok(m) if m.is_file() => return Err(BundleError::NotADirectory { path: dir.to_path_buf() }),
         _ => {}
     }
@@ -71,7 +73,11 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
             if manifest.kind().is_empty()
                 && spelled_kind.is_none()
                 && let Some(map) = manifest.value.as_object()
-                && let Some((key, _)) = map.iter().find(|(k, v)| k.as_str() != "kind" && k.eq_ignore_ascii_case("kind") && v.as_str() == Some("ClusterServiceVersion"))
+                && let Some((key, _)) = map.iter().find(|(k, v)| {
+                    k.as_str() != "kind"
+                        && k.eq_ignore_ascii_case("kind")
+                        && v.as_str() == Some("ClusterServiceVersion")
+                })
             {
                 spelled_kind = Some((rel.clone(), key.clone()));
             }
@@ -136,14 +142,16 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
             }
         }
         if dependencies.is_none()
-            && let Some(list) = decode_entries(&first, "dependencies", &rel)? {
-                dependencies = Some((rel.clone(), list));
-            }
+            && let Some(list) = decode_entries(&first, "dependencies", &rel)?
+        {
+            dependencies = Some((rel.clone(), list));
+        }
         if properties.is_none()
-            && let Some(list) = decode_entries(&first, "properties", &rel)? {
-                let list = list.into_iter().map(|d| Property { type_: d.type_, value: d.value }).collect();
-                properties = Some((rel.clone(), list));
-            }
+            && let Some(list) = decode_entries(&first, "properties", &rel)?
+        {
+            let list = list.into_iter().map(|d| Property { type_: d.type_, value: d.value }).collect();
+            properties = Some((rel.clone(), list));
+        }
     }
     let Some(annotations) = annotations else {
         return Err(match bad_annotations {
@@ -258,7 +266,8 @@ fn check_object(m: &Manifest) -> Result<(), BundleError> {
 /// `None` for other files (`dependencies.yaml`, `properties.yaml`, …).
 fn annotations_problem(doc: &Value, name: &str) -> Option<String> {
     let named = matches!(name, "annotations.yaml" | "annotations.yml" | "annotations.json");
-    let top_level_keys = doc.as_object().is_some_and(|m| m.keys().any(|k| k.starts_with("operators.operatorframework.io.bundle.")));
+    let top_level_keys =
+        doc.as_object().is_some_and(|m| m.keys().any(|k| k.starts_with("operators.operatorframework.io.bundle.")));
     if !named && !top_level_keys {
         return None;
     }
@@ -280,13 +289,15 @@ fn decode_annotations(doc: &Value, rel: &Path) -> Result<Option<Annotations>, Bu
     let known = [ANNOTATION_PACKAGE, ANNOTATION_CHANNELS, ANNOTATION_DEFAULT_CHANNEL];
     for k in known {
         if let Some(v) = map.get(k)
-            && !v.is_string() && !v.is_null() {
-                return Err(BundleError::Field {
-                    path: rel.to_path_buf(),
-                    field: format!("annotations.{k}"),
-                    message: format!("must be a string, found {}; quote the value", type_name(v)),
-                });
-            }
+            && !v.is_string()
+            && !v.is_null()
+        {
+            return Err(BundleError::Field {
+                path: rel.to_path_buf(),
+                field: format!("annotations.{k}"),
+                message: format!("must be a string, found {}; quote the value", type_name(v)),
+            });
+        }
     }
     let get = |k: &str| map.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     let package = get(ANNOTATION_PACKAGE);

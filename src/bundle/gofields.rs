@@ -139,7 +139,11 @@ fn canonical(v: &Value, schema: &Value, path: &str, out: &mut Vec<NonCanonicalKe
                     match field {
                         Some(f) => {
                             if f != k {
-                                out.push(NonCanonicalKey { path: path.to_string(), written: k.clone(), canonical: f.to_string() });
+                                out.push(NonCanonicalKey {
+                                    path: path.to_string(),
+                                    written: k.clone(),
+                                    canonical: f.to_string(),
+                                });
                             }
                             let x = canonical(x, &props[f], &join(path, f), out);
                             o.insert(f.to_string(), x);
@@ -322,7 +326,8 @@ mod tests {
         let (v, keys) = canonical_csv(&json!({"spec": {"minKubeVersion": "1.1.0", "MinKubeVersion": "1.2.0"}}));
         assert_eq!(v, json!({"spec": {"minKubeVersion": "1.2.0"}}));
         assert_eq!(keys.len(), 1);
-        let csv = json!({"apiVersion": "v", "kind": "ClusterServiceVersion", "spec": {"version": "1.0.0", "x": {"Y": 1}}});
+        let csv =
+            json!({"apiVersion": "v", "kind": "ClusterServiceVersion", "spec": {"version": "1.0.0", "x": {"Y": 1}}});
         assert_eq!(canonical_csv(&csv), (csv.clone(), vec![]));
     }
 }

@@ -61,7 +61,9 @@ pub enum BundleImageError {
         reason: String,
     },
     /// The destination of a pull is not empty.
-    #[error("{dir} is not empty; pull a bundle into a new or empty directory so that no file is mixed with or lost to the pulled ones")]
+    #[error(
+        "{dir} is not empty; pull a bundle into a new or empty directory so that no file is mixed with or lost to the pulled ones"
+    )]
     DestinationNotEmpty {
         /// The destination directory.
         dir: PathBuf,
@@ -75,18 +77,12 @@ pub enum BundleImageError {
 /// top-level `annotations` map.
 pub fn bundle_labels(dir: &Path) -> Result<BTreeMap<String, String>, BundleImageError> {
     let path = dir.join("metadata").join("annotations.yaml");
-    let bad = |reason: String| BundleImageError::Annotations {
-        path: path.clone(),
-        reason,
-    };
+    let bad = |reason: String| BundleImageError::Annotations { path: path.clone(), reason };
     let text = std::fs::read_to_string(&path).map_err(|e| {
-        bad(format!(
-            "cannot read ({e}); a bundle needs metadata/annotations.yaml with an `annotations:` map"
-        ))
+        bad(format!("cannot read ({e}); a bundle needs metadata/annotations.yaml with an `annotations:` map"))
     })?;
     crate::yaml::check_flow_depth(&text).map_err(|e| bad(e.to_string()))?;
-    let doc: serde_json::Value =
-        crate::yaml::from_str(&text).map_err(|e| bad(format!("not YAML: {e}")))?;
+    let doc: serde_json::Value = crate::yaml::from_str(&text).map_err(|e| bad(format!("not YAML: {e}")))?;
     let map = doc
         .get("annotations")
         .and_then(|a| a.as_object())
@@ -98,22 +94,14 @@ pub fn bundle_labels(dir: &Path) -> Result<BTreeMap<String, String>, BundleImage
             serde_json::Value::Null => String::new(),
             serde_json::Value::Bool(_) | serde_json::Value::Number(_) => v.to_string(),
             _ => {
-                return Err(bad(format!(
-                    "annotation {k:?} is not a scalar; image labels are text"
-                )));
+                return Err(bad(format!("annotation {k:?} is not a scalar; image labels are text")));
             }
         };
         labels.insert(k.clone(), value);
     }
-    labels
-        .entry(LABEL_MEDIATYPE.to_string())
-        .or_insert_with(|| "registry+v1".to_string());
-    labels
-        .entry(LABEL_MANIFESTS.to_string())
-        .or_insert_with(|| "manifests/".to_string());
-    labels
-        .entry(LABEL_METADATA.to_string())
-        .or_insert_with(|| "metadata/".to_string());
+    labels.entry(LABEL_MEDIATYPE.to_string()).or_insert_with(|| "registry+v1".to_string());
+    labels.entry(LABEL_MANIFESTS.to_string()).or_insert_with(|| "manifests/".to_string());
+    labels.entry(LABEL_METADATA.to_string()).or_insert_with(|| "metadata/".to_string());
     Ok(labels)
 }
 
@@ -136,11 +124,7 @@ pub fn build_bundle_image(dir: &Path) -> Result<ImageToPush, BundleImageError> {
     let labels = bundle_labels(dir)?;
     let built = layer::build_layer(entries)?;
     let config = layer::image_config(&labels, std::slice::from_ref(&built.diff_id));
-    Ok(ImageToPush {
-        config,
-        layers: vec![built.blob],
-        annotations: BTreeMap::new(),
-    })
+    Ok(ImageToPush { config, layers: vec![built.blob], annotations: BTreeMap::new() })
 }
 
 /// Builds the bundle image for `dir` and pushes it to `reference`.
@@ -196,18 +180,11 @@ async fn pull_bundle_into(
         &image.reference,
         &image.layers,
         dest,
-        &UnpackOptions {
-            subdir: None,
-            limits: registry.config().limits,
-        },
+        &UnpackOptions { subdir: None, limits: registry.config().limits },
     )?;
-    let metadata_dir = labels
-        .get(LABEL_METADATA)
-        .map(|m| m.trim_matches('/').to_string())
-        .unwrap_or_else(|| "metadata".to_string());
-    if !labels.contains_key(LABEL_MEDIATYPE)
-        && !dest.join(&metadata_dir).join("annotations.yaml").is_file()
-    {
+    let metadata_dir =
+        labels.get(LABEL_METADATA).map(|m| m.trim_matches('/').to_string()).unwrap_or_else(|| "metadata".to_string());
+    if !labels.contains_key(LABEL_MEDIATYPE) && !dest.join(&metadata_dir).join("annotations.yaml").is_file() {
         return Err(BundleImageError::NotABundle {
             reference: image.reference,
             reason: format!(
@@ -216,12 +193,7 @@ async fn pull_bundle_into(
             ),
         });
     }
-    Ok(PulledBundle {
-        reference: image.reference,
-        digest: image.digest,
-        labels,
-        files: summary.files,
-    })
+    Ok(PulledBundle { reference: image.reference, digest: image.digest, labels, files: summary.files })
 }
 
 #[cfg(test)]

@@ -12,14 +12,14 @@ mod csv;
 mod decode;
 pub mod gofields;
 pub(crate) mod gojson;
-mod validate;
-pub mod rbac;
-pub mod webhooks;
 pub mod image;
+pub mod rbac;
 pub mod render;
+mod validate;
+pub mod webhooks;
 
 pub use crd::{CrdVersion, CrdView};
-pub use csv::{CsvView, CrdDescription, INSTALL_MODE_TYPES, InstallMode, PROPERTIES_ANNOTATION, SKIP_RANGE_ANNOTATION};
+pub use csv::{CrdDescription, CsvView, INSTALL_MODE_TYPES, InstallMode, PROPERTIES_ANNOTATION, SKIP_RANGE_ANNOTATION};
 pub use validate::{ALLOWED_KINDS, Finding, MAX_OBJECT_SIZE, Severity, validate};
 
 use std::path::{Path, PathBuf};
@@ -167,7 +167,9 @@ pub enum BundleError {
         dir: PathBuf,
     },
     /// `manifests/` or `metadata/` is missing (the registry+v1 layout: `olm-v0.md` §2.1).
-    #[error("{dir}: no {name}/ directory; a registry+v1 bundle has manifests/ and metadata/ (manifests/ holds the CSV and the other objects, metadata/ holds annotations.yaml){hint}")]
+    #[error(
+        "{dir}: no {name}/ directory; a registry+v1 bundle has manifests/ and metadata/ (manifests/ holds the CSV and the other objects, metadata/ holds annotations.yaml){hint}"
+    )]
     MissingDirectory {
         /// The bundle directory.
         dir: PathBuf,
@@ -177,7 +179,9 @@ pub enum BundleError {
         hint: String,
     },
     /// A file is larger than [`MAX_FILE_SIZE`].
-    #[error("{path}: file is {size} bytes, over the {limit}-byte limit; Kubernetes stores no object over about 1.5 MiB, so shrink it (for example a shorter spec.description)")]
+    #[error(
+        "{path}: file is {size} bytes, over the {limit}-byte limit; Kubernetes stores no object over about 1.5 MiB, so shrink it (for example a shorter spec.description)"
+    )]
     TooLarge {
         /// The file.
         path: PathBuf,
@@ -213,7 +217,9 @@ pub enum BundleError {
         message: String,
     },
     /// No file in `metadata/` holds bundle annotations.
-    #[error("{dir}/metadata: could not find annotations file; add metadata/annotations.yaml with `annotations:` holding {ANNOTATION_PACKAGE} and {ANNOTATION_CHANNELS}")]
+    #[error(
+        "{dir}/metadata: could not find annotations file; add metadata/annotations.yaml with `annotations:` holding {ANNOTATION_PACKAGE} and {ANNOTATION_CHANNELS}"
+    )]
     NoAnnotations {
         /// The bundle directory.
         dir: PathBuf,
@@ -355,11 +361,7 @@ impl Bundle {
     /// entries whose name has no `.` are skipped here and reported by [`validate()`].
     pub fn required_apis(&self) -> Vec<ApiKey> {
         let csv = self.csv();
-        let mut out: Vec<ApiKey> = csv
-            .required_crds()
-            .iter()
-            .filter_map(|d| d.api_key())
-            .collect();
+        let mut out: Vec<ApiKey> = csv.required_crds().iter().filter_map(|d| d.api_key()).collect();
         out.extend(csv.required_apiservices());
         out.sort();
         out.dedup();

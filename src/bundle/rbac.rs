@@ -154,11 +154,21 @@ pub fn check(bundle: &Bundle) -> Vec<Finding<'_>> {
                     .flatten()
                     .filter_map(|s| {
                         let k = s.get("kind").and_then(Value::as_str).unwrap_or("");
-                        (k != "ServiceAccount").then(|| format!("{} {}", if k.is_empty() { "<no kind>" } else { k }, s.get("name").and_then(Value::as_str).unwrap_or("")))
+                        (k != "ServiceAccount").then(|| {
+                            format!(
+                                "{} {}",
+                                if k.is_empty() { "<no kind>" } else { k },
+                                s.get("name").and_then(Value::as_str).unwrap_or("")
+                            )
+                        })
                     })
                     .collect();
                 if !subjects.is_empty() {
-                    out.push(Finding { manifest: m, field: "subjects", problem: Problem::BindsUsersOrGroups { subjects } });
+                    out.push(Finding {
+                        manifest: m,
+                        field: "subjects",
+                        problem: Problem::BindsUsersOrGroups { subjects },
+                    });
                 }
             }
             _ => {}
@@ -231,7 +241,8 @@ mod tests {
     #[test]
     fn a_false_or_foreign_aggregation_label_is_not_aggregation() {
         let rules = json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]);
-        let off = json!({"metadata": {"labels": {"rbac.authorization.k8s.io/aggregate-to-admin": "false"}}, "rules": rules});
+        let off =
+            json!({"metadata": {"labels": {"rbac.authorization.k8s.io/aggregate-to-admin": "false"}}, "rules": rules});
         let foreign = json!({"metadata": {"labels": {"rbac.ext-remediation/aggregate-to-ext-remediation": "true"}}, "rules": rules});
         assert_eq!(aggregation_escape(&off, &own()), None);
         assert_eq!(aggregation_escape(&foreign, &own()), None);

@@ -128,11 +128,19 @@ fn list_findings(findings: &[Finding]) -> String {
 ///
 /// # Errors
 /// [`RenderError::Invalid`] with every error finding, else as [`render_bundle_with`].
-pub fn render_validated(bundle: &Bundle, image: &str, migration: Migration) -> Result<(model::Bundle, Vec<Finding>), RenderError> {
+pub fn render_validated(
+    bundle: &Bundle,
+    image: &str,
+    migration: Migration,
+) -> Result<(model::Bundle, Vec<Finding>), RenderError> {
     let (errors, warnings): (Vec<Finding>, Vec<Finding>) =
         crate::bundle::validate(bundle).into_iter().partition(|f| f.severity == Severity::Error);
     if !errors.is_empty() {
-        return Err(RenderError::Invalid { bundle: bundle.name().to_string(), dir: bundle.dir.display().to_string(), errors });
+        return Err(RenderError::Invalid {
+            bundle: bundle.name().to_string(),
+            dir: bundle.dir.display().to_string(),
+            errors,
+        });
     }
     Ok((render_bundle_with(bundle, image, migration)?, warnings))
 }
@@ -215,8 +223,7 @@ pub fn render_bundle_with(bundle: &Bundle, image: &str, migration: Migration) ->
         };
         match p.type_.as_str() {
             property::GVK => {
-                let (g, v, k) =
-                    decode_gvk(&p.value).ok_or_else(|| field_err(file, &field, expect_gvk(&p.value)))?;
+                let (g, v, k) = decode_gvk(&p.value).ok_or_else(|| field_err(file, &field, expect_gvk(&p.value)))?;
                 provided.insert((g, k, v));
             }
             property::PACKAGE => {
@@ -252,10 +259,8 @@ pub fn render_bundle_with(bundle: &Bundle, image: &str, migration: Migration) ->
                         ),
                     )
                 })?;
-                package_required.push(GoProp::built(
-                    property::PACKAGE_REQUIRED,
-                    json!({"packageName": n, "versionRange": v}),
-                ));
+                package_required
+                    .push(GoProp::built(property::PACKAGE_REQUIRED, json!({"packageName": n, "versionRange": v})));
             }
             _ => others.push(GoProp::raw_yaml(&d.type_, d.value.clone())),
         }
@@ -292,9 +297,8 @@ pub fn render_bundle_with(bundle: &Bundle, image: &str, migration: Migration) ->
     props.extend(package_required);
     props.extend(others);
     props.sort_by(|a, b| a.type_.cmp(&b.type_).then_with(|| a.bytes.as_bytes().cmp(b.bytes.as_bytes())));
-    let (mut properties, tail): (Vec<GoProp>, Vec<GoProp>) = props
-        .into_iter()
-        .partition(|p| p.type_ != property::BUNDLE_OBJECT && p.type_ != property::CSV_METADATA);
+    let (mut properties, tail): (Vec<GoProp>, Vec<GoProp>) =
+        props.into_iter().partition(|p| p.type_ != property::BUNDLE_OBJECT && p.type_ != property::CSV_METADATA);
     let has_csv_metadata = tail.iter().any(|p| p.type_ == property::CSV_METADATA);
     if migration == Migration::CsvMetadata && !image.is_empty() && !has_csv_metadata {
         let meta = csv_metadata(csv.value()).map_err(|(field, message)| field_err(csv_path, &field, message))?;
@@ -330,7 +334,11 @@ pub fn render_bundle_with(bundle: &Bundle, image: &str, migration: Migration) ->
             }
         }
         Some(other) => {
-            return Err(field_err(csv_path, "spec.relatedImages", format!("must be a list of {{name, image}}, found {other}")));
+            return Err(field_err(
+                csv_path,
+                "spec.relatedImages",
+                format!("must be a list of {{name, image}}, found {other}"),
+            ));
         }
     }
     let mut seen: BTreeSet<String> = related.iter().map(|r| r.image.clone()).collect();
@@ -570,9 +578,10 @@ fn req_str(v: Option<&Value>, field: &str) -> FieldResult<String> {
 
 fn put_str(out: &mut Map<String, Value>, key: &str, v: Option<&Value>, field: &str) -> FieldResult<()> {
     if let Some(s) = opt_str(v, field)?
-        && !s.is_empty() {
-            out.insert(key.into(), Value::String(s));
-        }
+        && !s.is_empty()
+    {
+        out.insert(key.into(), Value::String(s));
+    }
     Ok(())
 }
 
@@ -609,9 +618,10 @@ fn app_link(v: Option<&Value>, field: &str, keys: &[&str]) -> FieldResult<Value>
         Some(Value::Object(m)) => {
             for k in keys {
                 if let Some(s) = opt_str(m.get(*k), &format!("{field}.{k}"))?
-                    && !s.is_empty() {
-                        o.insert((*k).into(), Value::String(s));
-                    }
+                    && !s.is_empty()
+                {
+                    o.insert((*k).into(), Value::String(s));
+                }
             }
         }
         Some(other) => return Err((field.to_string(), format!("must be a mapping, found {other}"))),
@@ -711,4 +721,3 @@ fn description(d: &Value, field: &str, apiservice: bool) -> FieldResult<Value> {
     }
     Ok(Value::Object(o))
 }
-

@@ -14,9 +14,7 @@ use serde_json::Value;
 
 use super::csv::INSTALL_MODE_TYPES;
 use super::decode::type_name;
-use super::{
-    ANNOTATION_MANIFESTS, ANNOTATION_MEDIATYPE, ANNOTATION_METADATA, Bundle, Manifest, str_at,
-};
+use super::{ANNOTATION_MANIFESTS, ANNOTATION_MEDIATYPE, ANNOTATION_METADATA, Bundle, Manifest, str_at};
 use crate::catalog::property;
 use crate::catalog::validate::is_dns1123_label;
 
@@ -98,7 +96,14 @@ struct Out {
 }
 
 impl Out {
-    fn push(&mut self, severity: Severity, file: impl std::fmt::Display, field: impl Into<String>, message: impl Into<String>, fix: impl Into<String>) {
+    fn push(
+        &mut self,
+        severity: Severity,
+        file: impl std::fmt::Display,
+        field: impl Into<String>,
+        message: impl Into<String>,
+        fix: impl Into<String>,
+    ) {
         self.findings.push(Finding {
             severity,
             file: file.to_string(),
@@ -107,10 +112,22 @@ impl Out {
             fix: fix.into(),
         });
     }
-    fn error(&mut self, file: impl std::fmt::Display, field: impl Into<String>, message: impl Into<String>, fix: impl Into<String>) {
+    fn error(
+        &mut self,
+        file: impl std::fmt::Display,
+        field: impl Into<String>,
+        message: impl Into<String>,
+        fix: impl Into<String>,
+    ) {
         self.push(Severity::Error, file, field, message, fix);
     }
-    fn warn(&mut self, file: impl std::fmt::Display, field: impl Into<String>, message: impl Into<String>, fix: impl Into<String>) {
+    fn warn(
+        &mut self,
+        file: impl std::fmt::Display,
+        field: impl Into<String>,
+        message: impl Into<String>,
+        fix: impl Into<String>,
+    ) {
         self.push(Severity::Warning, file, field, message, fix);
     }
 }
@@ -146,7 +163,12 @@ pub fn validate(bundle: &Bundle) -> Vec<Finding> {
     match super::render::render_bundle(bundle, "") {
         Err(super::render::RenderError::Field { file, field, message, .. }) => {
             if !out.findings.iter().any(|f| f.severity == Severity::Error && f.file == file) {
-                out.error(file, field, format!("the bundle cannot be rendered into a catalog: {message}"), "fix the field");
+                out.error(
+                    file,
+                    field,
+                    format!("the bundle cannot be rendered into a catalog: {message}"),
+                    "fix the field",
+                );
             }
         }
         Err(_) => {}
@@ -163,14 +185,20 @@ pub fn validate(bundle: &Bundle) -> Vec<Finding> {
 fn check_blob(b: &Bundle, blob: &crate::catalog::model::Bundle, out: &mut Out) {
     use crate::catalog::validate::ErrorKind;
     let csv_file = b.csv().path().display().to_string();
-    let has_error = |out: &Out, pred: &dyn Fn(&Finding) -> bool| out.findings.iter().any(|f| f.severity == Severity::Error && pred(f));
+    let has_error = |out: &Out, pred: &dyn Fn(&Finding) -> bool| {
+        out.findings.iter().any(|f| f.severity == Severity::Error && pred(f))
+    };
     for e in crate::catalog::validate::check_bundle_blob(blob) {
         let covered = match e.kind {
             ErrorKind::Image => true,
-            ErrorKind::Version => has_error(out, &|f| f.field.starts_with("spec.version") || f.field.starts_with("spec.release")),
+            ErrorKind::Version => {
+                has_error(out, &|f| f.field.starts_with("spec.version") || f.field.starts_with("spec.release"))
+            }
             ErrorKind::Name => has_error(out, &|f| f.field == "metadata.name"),
             ErrorKind::Property => has_error(out, &|f| {
-                f.file.starts_with("metadata/") || f.field.contains("olm.properties") || f.field.contains(super::ANNOTATION_PACKAGE)
+                f.file.starts_with("metadata/")
+                    || f.field.contains("olm.properties")
+                    || f.field.contains(super::ANNOTATION_PACKAGE)
             }),
             _ => false,
         };
@@ -191,11 +219,19 @@ fn check_annotations(b: &Bundle, out: &mut Out) {
     let key = |k: &str| format!("annotations.{k}");
     // A misspelt bundle annotation (`…bundle.chanels.v1`) is ignored by opm and OLM: the value
     // it meant to give is missing (reported below) or silently the default.
-    const KNOWN: [&str; 6] = [super::ANNOTATION_PACKAGE, super::ANNOTATION_CHANNELS, super::ANNOTATION_DEFAULT_CHANNEL, ANNOTATION_MEDIATYPE, ANNOTATION_MANIFESTS, ANNOTATION_METADATA];
+    const KNOWN: [&str; 6] = [
+        super::ANNOTATION_PACKAGE,
+        super::ANNOTATION_CHANNELS,
+        super::ANNOTATION_DEFAULT_CHANNEL,
+        ANNOTATION_MEDIATYPE,
+        ANNOTATION_MANIFESTS,
+        ANNOTATION_METADATA,
+    ];
     // Keys are matched exactly: a case variant or a typo in the prefix is as lost as one after it.
     let apart = |n: &str, k: &str| strsim::levenshtein(&n.to_ascii_lowercase(), &k.to_ascii_lowercase());
     let misspelt = |k: &&String| {
-        !KNOWN.contains(&k.as_str()) && (k.starts_with("operators.operatorframework.io.bundle.") || KNOWN.iter().any(|n| apart(n, k) <= 3))
+        !KNOWN.contains(&k.as_str())
+            && (k.starts_with("operators.operatorframework.io.bundle.") || KNOWN.iter().any(|n| apart(n, k) <= 3))
     };
     for k in a.all.keys().filter(misspelt) {
         let near = KNOWN.iter().copied().filter(|n| apart(n, k) <= 3).min_by_key(|n| apart(n, k));
@@ -206,7 +242,12 @@ fn check_annotations(b: &Bundle, out: &mut Out) {
         out.warn(&file, key(k), format!("not a bundle annotation opm or OLM reads, so it has no effect{hint}"), fix);
     }
     if a.package.is_empty() {
-        out.error(&file, key(super::ANNOTATION_PACKAGE), "package name is missing", "set it to the operator's package name");
+        out.error(
+            &file,
+            key(super::ANNOTATION_PACKAGE),
+            "package name is missing",
+            "set it to the operator's package name",
+        );
     } else if !is_dns1123_label(&a.package) {
         out.error(
             &file,
@@ -266,14 +307,15 @@ fn check_annotations(b: &Bundle, out: &mut Out) {
     }
     for (k, want) in [(ANNOTATION_MANIFESTS, "manifests/"), (ANNOTATION_METADATA, "metadata/")] {
         if let Some(v) = a.all.get(k)
-            && v.trim_end_matches('/') != want.trim_end_matches('/') {
-                out.warn(
-                    &file,
-                    key(k),
-                    format!("is {v:?}, but the bundle image keeps this content in {want}"),
-                    format!("set it to \"{want}\""),
-                );
-            }
+            && v.trim_end_matches('/') != want.trim_end_matches('/')
+        {
+            out.warn(
+                &file,
+                key(k),
+                format!("is {v:?}, but the bundle image keeps this content in {want}"),
+                format!("set it to \"{want}\""),
+            );
+        }
     }
 }
 
@@ -289,9 +331,20 @@ fn check_csv_spec_fields(csv: &Value, file: &str, out: &mut Out) {
         let parent = &field.parent;
         let (hint, fix) = match field.near(KIND, "v1alpha1")[..] {
             [one] => (format!("; did you mean {parent}.{one}?"), format!("rename it to {parent}.{one}")),
-            _ => (String::new(), format!("remove it, or use one of the fields of {parent}: {}", crate::api::declared_fields(KIND, "v1alpha1", parent).join(", "))),
+            _ => (
+                String::new(),
+                format!(
+                    "remove it, or use one of the fields of {parent}: {}",
+                    crate::api::declared_fields(KIND, "v1alpha1", parent).join(", ")
+                ),
+            ),
         };
-        out.warn(file, field.to_string(), format!("a ClusterServiceVersion has no such field: OLM's API server drops it, so it has no effect{hint}"), fix);
+        out.warn(
+            file,
+            field.to_string(),
+            format!("a ClusterServiceVersion has no such field: OLM's API server drops it, so it has no effect{hint}"),
+            fix,
+        );
     }
 }
 
@@ -301,15 +354,27 @@ fn check_csv(b: &Bundle, out: &mut Out) {
     let v = csv.value();
     let name = csv.name();
     if let Err(why) = csv_name_format(name) {
-        out.error(&file, "metadata.name", format!("{name:?} is invalid: {why}"), "use <package>.v<version>, e.g. etcd.v0.9.4");
+        out.error(
+            &file,
+            "metadata.name",
+            format!("{name:?} is invalid: {why}"),
+            "use <package>.v<version>, e.g. etcd.v0.9.4",
+        );
     }
     check_csv_spec_fields(v, &file, out);
     // spec.version
     match v.pointer("/spec/version") {
-        None | Some(Value::Null) => out.error(&file, "spec.version", "missing", "set the operator version, a semver such as \"1.2.3\""),
+        None | Some(Value::Null) => {
+            out.error(&file, "spec.version", "missing", "set the operator version, a semver such as \"1.2.3\"")
+        }
         Some(Value::String(s)) => {
             if let Err(e) = semver::Version::parse(s) {
-                out.error(&file, "spec.version", format!("{s:?} is not semver: {e}"), "use MAJOR.MINOR.PATCH[-PRERELEASE][+BUILD] without a leading 'v'");
+                out.error(
+                    &file,
+                    "spec.version",
+                    format!("{s:?} is not semver: {e}"),
+                    "use MAJOR.MINOR.PATCH[-PRERELEASE][+BUILD] without a leading 'v'",
+                );
             } else if !b.annotations.package.is_empty() {
                 let conventional = format!("{}.v{s}", b.annotations.package);
                 if name != conventional && !name.ends_with(&format!("v{s}")) && !name.ends_with(s.as_str()) {
@@ -322,7 +387,12 @@ fn check_csv(b: &Bundle, out: &mut Out) {
                 }
             }
         }
-        Some(other) => out.error(&file, "spec.version", format!("must be a string, found {}", type_name(other)), "quote the version, e.g. \"1.2.3\""),
+        Some(other) => out.error(
+            &file,
+            "spec.version",
+            format!("must be a string, found {}", type_name(other)),
+            "quote the version, e.g. \"1.2.3\"",
+        ),
     }
     // replaces / skips
     match v.pointer("/spec/replaces") {
@@ -330,13 +400,20 @@ fn check_csv(b: &Bundle, out: &mut Out) {
         Some(Value::String(r)) if r.is_empty() => {}
         Some(Value::String(r)) => {
             if let Err(why) = csv_name_format(r) {
-                out.error(&file, "spec.replaces", format!("{r:?} is invalid: {why}"), "name the CSV this one replaces, e.g. etcd.v0.9.2");
+                out.error(
+                    &file,
+                    "spec.replaces",
+                    format!("{r:?} is invalid: {why}"),
+                    "name the CSV this one replaces, e.g. etcd.v0.9.2",
+                );
             }
             if r == name {
                 out.error(&file, "spec.replaces", "the CSV replaces itself", "name the previous version's CSV");
             }
         }
-        Some(other) => out.error(&file, "spec.replaces", format!("must be a string, found {}", type_name(other)), "name one CSV"),
+        Some(other) => {
+            out.error(&file, "spec.replaces", format!("must be a string, found {}", type_name(other)), "name one CSV")
+        }
     }
     match v.pointer("/spec/skips") {
         None | Some(Value::Null) => {}
@@ -344,37 +421,71 @@ fn check_csv(b: &Bundle, out: &mut Out) {
             for (i, s) in items.iter().enumerate() {
                 let field = format!("spec.skips[{i}]");
                 match s.as_str() {
-                    None => out.error(&file, field, format!("must be a string, found {}", type_name(s)), "list CSV names"),
-                    Some("") => out.error(&file, field, "empty name (opm validate rejects empty skips)", "remove the entry"),
+                    None => {
+                        out.error(&file, field, format!("must be a string, found {}", type_name(s)), "list CSV names")
+                    }
+                    Some("") => {
+                        out.error(&file, field, "empty name (opm validate rejects empty skips)", "remove the entry")
+                    }
                     Some(s) if s == name => out.error(&file, field, "the CSV skips itself", "remove the entry"),
                     Some(s) => {
                         if let Err(why) = csv_name_format(s) {
-                            out.error(&file, field, format!("{s:?} is invalid: {why}"), "list CSV names such as etcd.v0.9.2");
+                            out.error(
+                                &file,
+                                field,
+                                format!("{s:?} is invalid: {why}"),
+                                "list CSV names such as etcd.v0.9.2",
+                            );
                         }
                     }
                 }
             }
         }
-        Some(other) => out.error(&file, "spec.skips", format!("must be a list of CSV names, found {}", type_name(other)), "write skips as a list"),
+        Some(other) => out.error(
+            &file,
+            "spec.skips",
+            format!("must be a list of CSV names, found {}", type_name(other)),
+            "write skips as a list",
+        ),
     }
     match v.pointer("/metadata/annotations/olm.skipRange") {
         None => {}
         Some(Value::String(r)) => {
             if let Err(e) = check_range(r) {
-                out.error(&file, "metadata.annotations[olm.skipRange]", format!("{r:?} is not a semver range: {e}"), "use blang/semver range syntax, e.g. \">=1.0.0 <1.2.0\"");
+                out.error(
+                    &file,
+                    "metadata.annotations[olm.skipRange]",
+                    format!("{r:?} is not a semver range: {e}"),
+                    "use blang/semver range syntax, e.g. \">=1.0.0 <1.2.0\"",
+                );
             }
         }
-        Some(other) => out.error(&file, "metadata.annotations[olm.skipRange]", format!("must be a string, found {}", type_name(other)), "quote the range"),
+        Some(other) => out.error(
+            &file,
+            "metadata.annotations[olm.skipRange]",
+            format!("must be a string, found {}", type_name(other)),
+            "quote the range",
+        ),
     }
     match v.pointer("/spec/minKubeVersion") {
         None | Some(Value::Null) => {}
         Some(Value::String(s)) if s.trim().is_empty() => {}
         Some(Value::String(s)) => {
             if semver::Version::parse(s.trim()).is_err() {
-                out.error(&file, "spec.minKubeVersion", format!("{s:?} is not semver"), "use a full version such as \"1.25.0\"");
+                out.error(
+                    &file,
+                    "spec.minKubeVersion",
+                    format!("{s:?} is not semver"),
+                    "use a full version such as \"1.25.0\"",
+                );
             }
         }
-        Some(other) => out.error(&file, "spec.minKubeVersion", format!("must be a string, found {}", type_name(other)), "quote the version"),
+        Some(other) => out.error(
+            &file,
+            "spec.minKubeVersion",
+            format!("must be a string, found {}", type_name(other)),
+            "quote the version",
+        ),
     }
     if let Some(Err(e)) = csv.annotation_properties() {
         out.error(
@@ -411,12 +522,22 @@ fn check_csv(b: &Bundle, out: &mut Out) {
             for (i, r) in items.iter().enumerate() {
                 let field = format!("spec.relatedImages[{i}].image");
                 match str_at(r, "/image") {
-                    "" => out.error(&file, field, "missing or not a string", "give the image reference, preferably by digest"),
+                    "" => out.error(
+                        &file,
+                        field,
+                        "missing or not a string",
+                        "give the image reference, preferably by digest",
+                    ),
                     image => check_image(image, &file, field, out),
                 }
             }
         }
-        Some(other) => out.error(&file, "spec.relatedImages", format!("must be a list of {{name, image}}, found {}", type_name(other)), "write a list"),
+        Some(other) => out.error(
+            &file,
+            "spec.relatedImages",
+            format!("must be a list of {{name, image}}, found {}", type_name(other)),
+            "write a list",
+        ),
     }
     // required CRDs
     for (i, d) in csv.required_crds().iter().enumerate() {
@@ -429,7 +550,12 @@ fn check_csv(b: &Bundle, out: &mut Out) {
             );
         }
         if d.version.is_empty() || d.kind.is_empty() {
-            out.error(&file, format!("spec.customresourcedefinitions.required[{i}]"), "version and kind are required", "give the required API's version and kind");
+            out.error(
+                &file,
+                format!("spec.customresourcedefinitions.required[{i}]"),
+                "version and kind are required",
+                "give the required API's version and kind",
+            );
         }
     }
 }
@@ -437,17 +563,32 @@ fn check_csv(b: &Bundle, out: &mut Out) {
 fn check_install_modes(v: &Value, file: &str, out: &mut Out) {
     let modes = match v.pointer("/spec/installModes") {
         None | Some(Value::Null) => {
-            out.error(file, "spec.installModes", "install modes not found; OLM fails such a CSV", "list OwnNamespace, SingleNamespace, MultiNamespace and AllNamespaces with supported: true/false");
+            out.error(
+                file,
+                "spec.installModes",
+                "install modes not found; OLM fails such a CSV",
+                "list OwnNamespace, SingleNamespace, MultiNamespace and AllNamespaces with supported: true/false",
+            );
             return;
         }
         Some(Value::Array(a)) => a,
         Some(other) => {
-            out.error(file, "spec.installModes", format!("must be a list, found {}", type_name(other)), "list {type, supported} entries");
+            out.error(
+                file,
+                "spec.installModes",
+                format!("must be a list, found {}", type_name(other)),
+                "list {type, supported} entries",
+            );
             return;
         }
     };
     if modes.is_empty() {
-        out.error(file, "spec.installModes", "install modes not found; OLM fails such a CSV", "list the install modes with supported: true/false");
+        out.error(
+            file,
+            "spec.installModes",
+            "install modes not found; OLM fails such a CSV",
+            "list the install modes with supported: true/false",
+        );
         return;
     }
     let mut seen = BTreeSet::new();
@@ -457,7 +598,12 @@ fn check_install_modes(v: &Value, file: &str, out: &mut Out) {
         let field = format!("spec.installModes[{i}]");
         let t = str_at(m, "/type");
         if !INSTALL_MODE_TYPES.contains(&t) {
-            out.error(file, format!("{field}.type"), format!("{t:?} is not an install mode type"), format!("use one of {}", INSTALL_MODE_TYPES.join(", ")));
+            out.error(
+                file,
+                format!("{field}.type"),
+                format!("{t:?} is not an install mode type"),
+                format!("use one of {}", INSTALL_MODE_TYPES.join(", ")),
+            );
         } else if !seen.insert(t) {
             out.error(file, format!("{field}.type"), format!("{t} is listed twice"), "keep one entry per type");
         }
@@ -467,18 +613,32 @@ fn check_install_modes(v: &Value, file: &str, out: &mut Out) {
                 supported.insert(t);
             }
             Some(Value::Bool(false)) | None => {}
-            Some(other) => out.error(file, format!("{field}.supported"), format!("must be true or false, found {}", type_name(other)), "write true or false"),
+            Some(other) => out.error(
+                file,
+                format!("{field}.supported"),
+                format!("must be true or false, found {}", type_name(other)),
+                "write true or false",
+            ),
         }
     }
     if !any {
-        out.error(file, "spec.installModes", "none of the install mode types is supported; no OperatorGroup can install this CSV", "set supported: true on at least one mode");
+        out.error(
+            file,
+            "spec.installModes",
+            "none of the install mode types is supported; no OperatorGroup can install this CSV",
+            "set supported: true on at least one mode",
+        );
     }
-    let conversion = v
-        .pointer("/spec/webhookdefinitions")
-        .and_then(Value::as_array)
-        .is_some_and(|w| w.iter().any(|d| d.get("conversionCRDs").and_then(Value::as_array).is_some_and(|c| !c.is_empty())));
+    let conversion = v.pointer("/spec/webhookdefinitions").and_then(Value::as_array).is_some_and(|w| {
+        w.iter().any(|d| d.get("conversionCRDs").and_then(Value::as_array).is_some_and(|c| !c.is_empty()))
+    });
     if conversion && (supported.len() != 1 || !supported.contains("AllNamespaces")) {
-        out.error(file, "spec.installModes", "only AllNamespaces may be supported when a webhook definition has conversionCRDs", "support AllNamespaces only");
+        out.error(
+            file,
+            "spec.installModes",
+            "only AllNamespaces may be supported when a webhook definition has conversionCRDs",
+            "support AllNamespaces only",
+        );
     }
 }
 
@@ -538,7 +698,9 @@ fn check_webhook_fields(b: &Bundle, out: &mut Out) {
                 out.error(
                     &file,
                     format!("{field}.failurePolicy"),
-                    format!("{p:?} is not a failure policy; the API server refuses the webhook configuration OLM creates"),
+                    format!(
+                        "{p:?} is not a failure policy; the API server refuses the webhook configuration OLM creates"
+                    ),
                     "use Ignore or Fail",
                 );
             }
@@ -572,7 +734,9 @@ fn check_webhook_fields(b: &Bundle, out: &mut Out) {
             out.error(
                 &file,
                 format!("spec.apiservicedefinitions.owned[{i}].containerPort"),
-                format!("{port} is not a port (1-65535); the API server refuses the Service OLM creates for the APIService"),
+                format!(
+                    "{port} is not a port (1-65535); the API server refuses the Service OLM creates for the APIService"
+                ),
                 "give the port the API is served on, e.g. 443, or leave it out for 443",
             );
         }
@@ -583,9 +747,16 @@ fn check_webhook_fields(b: &Bundle, out: &mut Out) {
 /// refuses in the Deployment (`spec.template.spec.{containers,initContainers}[].ports[].containerPort`).
 fn check_container_ports(deployment: &Value, at: &str, file: &str, out: &mut Out) {
     for list in ["containers", "initContainers"] {
-        for (j, c) in deployment.pointer(&format!("/spec/template/spec/{list}")).and_then(Value::as_array).into_iter().flatten().enumerate() {
+        for (j, c) in deployment
+            .pointer(&format!("/spec/template/spec/{list}"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
             for (k, p) in c.get("ports").and_then(Value::as_array).into_iter().flatten().enumerate() {
-                if let Some(port) = p.get("containerPort").and_then(Value::as_i64).filter(|p| !(1..=65535).contains(p)) {
+                if let Some(port) = p.get("containerPort").and_then(Value::as_i64).filter(|p| !(1..=65535).contains(p))
+                {
                     out.error(
                         file,
                         format!("{at}.spec.template.spec.{list}[{j}].ports[{k}].containerPort"),
@@ -601,7 +772,12 @@ fn check_container_ports(deployment: &Value, at: &str, file: &str, out: &mut Out
 fn check_install_strategy(v: &Value, file: &str, out: &mut Out) {
     let strategy = str_at(v, "/spec/install/strategy");
     if strategy != "deployment" {
-        out.error(file, "spec.install.strategy", format!("is {strategy:?}; OLM knows only \"deployment\""), "set strategy: deployment with spec.deployments");
+        out.error(
+            file,
+            "spec.install.strategy",
+            format!("is {strategy:?}; OLM knows only \"deployment\""),
+            "set strategy: deployment with spec.deployments",
+        );
         return;
     }
     if !check_strategy_types(v, file, out) {
@@ -609,7 +785,12 @@ fn check_install_strategy(v: &Value, file: &str, out: &mut Out) {
     }
     let deployments = v.pointer("/spec/install/spec/deployments").and_then(Value::as_array);
     let Some(deployments) = deployments.filter(|d| !d.is_empty()) else {
-        out.warn(file, "spec.install.spec.deployments", "no deployments: the operator runs nothing", "add the operator's Deployment");
+        out.warn(
+            file,
+            "spec.install.spec.deployments",
+            "no deployments: the operator runs nothing",
+            "add the operator's Deployment",
+        );
         return;
     };
     let mut names = BTreeSet::new();
@@ -618,18 +799,39 @@ fn check_install_strategy(v: &Value, file: &str, out: &mut Out) {
         if n.is_empty() {
             out.error(file, format!("spec.install.spec.deployments[{i}].name"), "missing", "name the Deployment");
         } else if !names.insert(n) {
-            out.error(file, format!("spec.install.spec.deployments[{i}].name"), format!("{n:?} is used twice"), "give each Deployment its own name");
+            out.error(
+                file,
+                format!("spec.install.spec.deployments[{i}].name"),
+                format!("{n:?} is used twice"),
+                "give each Deployment its own name",
+            );
         }
         if d.pointer("/spec/template/spec/containers").and_then(Value::as_array).is_none_or(|c| c.is_empty()) {
-            out.error(file, format!("spec.install.spec.deployments[{i}].spec.template.spec.containers"), "no containers", "add the operator container");
+            out.error(
+                file,
+                format!("spec.install.spec.deployments[{i}].spec.template.spec.containers"),
+                "no containers",
+                "add the operator container",
+            );
         }
         check_container_ports(d, &format!("spec.install.spec.deployments[{i}]"), file, out);
         // The catalog lists these images as relatedImages, so they must be references too.
         for list in ["containers", "initContainers"] {
-            for (j, c) in d.pointer(&format!("/spec/template/spec/{list}")).and_then(Value::as_array).into_iter().flatten().enumerate() {
+            for (j, c) in d
+                .pointer(&format!("/spec/template/spec/{list}"))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
                 let image = str_at(c, "/image");
                 if !image.is_empty() {
-                    check_image(image, file, format!("spec.install.spec.deployments[{i}].spec.template.spec.{list}[{j}].image"), out);
+                    check_image(
+                        image,
+                        file,
+                        format!("spec.install.spec.deployments[{i}].spec.template.spec.{list}[{j}].image"),
+                        out,
+                    );
                 }
             }
         }
@@ -638,7 +840,12 @@ fn check_install_strategy(v: &Value, file: &str, out: &mut Out) {
         if let Some(perms) = v.pointer(&format!("/spec/install/spec/{key}")).and_then(Value::as_array) {
             for (i, p) in perms.iter().enumerate() {
                 if str_at(p, "/serviceAccountName").is_empty() {
-                    out.error(file, format!("spec.install.spec.{key}[{i}].serviceAccountName"), "missing", "name the ServiceAccount the rules are granted to");
+                    out.error(
+                        file,
+                        format!("spec.install.spec.{key}[{i}].serviceAccountName"),
+                        "missing",
+                        "name the ServiceAccount the rules are granted to",
+                    );
                 }
             }
         }
@@ -662,7 +869,15 @@ fn check_strategy_types(v: &Value, file: &str, out: &mut Out) -> bool {
         None | Some(Value::Null) => return true,
         Some(Value::Object(m)) => m,
         Some(other) => {
-            out.error(file, base, format!("must be a mapping with deployments, permissions and clusterPermissions, found {}", type_name(other)), "write spec.install.spec as a mapping");
+            out.error(
+                file,
+                base,
+                format!(
+                    "must be a mapping with deployments, permissions and clusterPermissions, found {}",
+                    type_name(other)
+                ),
+                "write spec.install.spec as a mapping",
+            );
             return false;
         }
     };
@@ -676,13 +891,23 @@ fn check_strategy_types(v: &Value, file: &str, out: &mut Out) -> bool {
                     match item {
                         Value::Object(m) => ok.push((field, m)),
                         Value::Null => {}
-                        other => out.error(file, field, format!("must be a mapping, found {}", type_name(other)), "write each entry as a mapping"),
+                        other => out.error(
+                            file,
+                            field,
+                            format!("must be a mapping, found {}", type_name(other)),
+                            "write each entry as a mapping",
+                        ),
                     }
                 }
                 ok
             }
             Some(other) => {
-                out.error(file, format!("{base}.{key}"), format!("must be a list, found {}", type_name(other)), format!("write {key} as a list of entries"));
+                out.error(
+                    file,
+                    format!("{base}.{key}"),
+                    format!("must be a list, found {}", type_name(other)),
+                    format!("write {key} as a list of entries"),
+                );
                 Vec::new()
             }
         }
@@ -691,7 +916,13 @@ fn check_strategy_types(v: &Value, file: &str, out: &mut Out) -> bool {
         for (field, p) in entries(key, out) {
             expect_string(p.get("serviceAccountName"), file, &format!("{field}.serviceAccountName"), out);
             if let Some(rules) = p.get("rules") {
-                typed::<Option<Vec<PolicyRule>>>(rules, file, &format!("{field}.rules"), "a list of rbac/v1 PolicyRule ({apiGroups, resources, verbs, …}, each a list of strings)", out);
+                typed::<Option<Vec<PolicyRule>>>(
+                    rules,
+                    file,
+                    &format!("{field}.rules"),
+                    "a list of rbac/v1 PolicyRule ({apiGroups, resources, verbs, …}, each a list of strings)",
+                    out,
+                );
             }
         }
     }
@@ -701,7 +932,13 @@ fn check_strategy_types(v: &Value, file: &str, out: &mut Out) -> bool {
             typed::<Option<DeploymentSpec>>(spec, file, &format!("{field}.spec"), "an apps/v1 DeploymentSpec", out);
         }
         if let Some(label) = d.get("label") {
-            typed::<Option<BTreeMap<String, String>>>(label, file, &format!("{field}.label"), "a mapping of label names to strings", out);
+            typed::<Option<BTreeMap<String, String>>>(
+                label,
+                file,
+                &format!("{field}.label"),
+                "a mapping of label names to strings",
+                out,
+            );
         }
     }
     out.findings.len() == before
@@ -710,7 +947,9 @@ fn check_strategy_types(v: &Value, file: &str, out: &mut Out) -> bool {
 fn expect_string(v: Option<&Value>, file: &str, field: &str, out: &mut Out) {
     match v {
         None | Some(Value::Null | Value::String(_)) => {}
-        Some(other) => out.error(file, field, format!("must be a string, found {}", type_name(other)), "quote the value"),
+        Some(other) => {
+            out.error(file, field, format!("must be a string, found {}", type_name(other)), "quote the value")
+        }
     }
 }
 
@@ -751,24 +990,44 @@ fn check_crds(b: &Bundle, out: &mut Out) {
             continue;
         }
         if api.ends_with("v1beta1") {
-            out.warn(&file, "apiVersion", "apiextensions.k8s.io/v1beta1 CRDs are gone since Kubernetes 1.22", "convert the CRD to apiextensions.k8s.io/v1");
+            out.warn(
+                &file,
+                "apiVersion",
+                "apiextensions.k8s.io/v1beta1 CRDs are gone since Kubernetes 1.22",
+                "convert the CRD to apiextensions.k8s.io/v1",
+            );
         }
         if group.is_empty() || plural.is_empty() || kind.is_empty() {
             out.error(&file, "spec", "spec.group, spec.names.plural and spec.names.kind are required", "fill them in");
             continue;
         }
         if name != format!("{plural}.{group}") {
-            out.error(&file, "metadata.name", format!("{name:?} must be <spec.names.plural>.<spec.group> = {plural}.{group}"), format!("rename it to {plural}.{group}"));
+            out.error(
+                &file,
+                "metadata.name",
+                format!("{name:?} must be <spec.names.plural>.<spec.group> = {plural}.{group}"),
+                format!("rename it to {plural}.{group}"),
+            );
         }
         if let Some(prev) = by_name.insert(name, crd) {
-            out.error(&file, "metadata.name", format!("CRD {name} is also defined in {}", prev.location()), "keep one file per CRD");
+            out.error(
+                &file,
+                "metadata.name",
+                format!("CRD {name} is also defined in {}", prev.location()),
+                "keep one file per CRD",
+            );
         }
         let versions = v.pointer("/spec/versions").and_then(Value::as_array);
         match versions {
             Some(vs) if !vs.is_empty() => {
                 let storage = vs.iter().filter(|x| x.get("storage").and_then(Value::as_bool) == Some(true)).count();
                 if storage != 1 && !(api.ends_with("v1beta1") && vs.len() == 1) {
-                    out.error(&file, "spec.versions", format!("{storage} versions are marked storage: true; exactly one must be"), "mark exactly one version storage: true");
+                    out.error(
+                        &file,
+                        "spec.versions",
+                        format!("{storage} versions are marked storage: true; exactly one must be"),
+                        "mark exactly one version storage: true",
+                    );
                 }
                 for (i, x) in vs.iter().enumerate() {
                     if str_at(x, "/name").is_empty() {
@@ -777,7 +1036,12 @@ fn check_crds(b: &Bundle, out: &mut Out) {
                 }
             }
             _ if api.ends_with("v1beta1") && !str_at(v, "/spec/version").is_empty() => {}
-            _ => out.error(&file, "spec.versions", "no versions", "list at least one version with served: true and storage: true"),
+            _ => out.error(
+                &file,
+                "spec.versions",
+                "no versions",
+                "list at least one version with served: true and storage: true",
+            ),
         }
     }
     // Owned CRDs must be in the bundle with the owned version and kind.
@@ -785,11 +1049,21 @@ fn check_crds(b: &Bundle, out: &mut Out) {
     for (i, d) in csv.owned_crds().iter().enumerate() {
         let field = format!("spec.customresourcedefinitions.owned[{i}]");
         let Some(key) = d.api_key() else {
-            out.error(&csv_file, format!("{field}.name"), format!("{:?} is not <plural>.<group>", d.name), "use the CRD's metadata.name");
+            out.error(
+                &csv_file,
+                format!("{field}.name"),
+                format!("{:?} is not <plural>.<group>", d.name),
+                "use the CRD's metadata.name",
+            );
             continue;
         };
         if d.version.is_empty() || d.kind.is_empty() {
-            out.error(&csv_file, field.clone(), "version and kind are required", "give the owned API's version and kind");
+            out.error(
+                &csv_file,
+                field.clone(),
+                "version and kind are required",
+                "give the owned API's version and kind",
+            );
         }
         if !by_name.contains_key(d.name.as_str()) {
             out.error(
@@ -802,7 +1076,10 @@ fn check_crds(b: &Bundle, out: &mut Out) {
             out.error(
                 &csv_file,
                 field,
-                format!("owned API {} {} {} is not served by the CRD {} in the bundle", key.group, key.version, key.kind, d.name),
+                format!(
+                    "owned API {} {} {} is not served by the CRD {} in the bundle",
+                    key.group, key.version, key.kind, d.name
+                ),
                 "make version and kind match a version and spec.names.kind of the CRD",
             );
         }
@@ -842,9 +1119,21 @@ fn check_objects(b: &Bundle, out: &mut Out) {
         }
         let kind = m.kind();
         if kind == "Deployment" {
-            out.error(&file, "kind", "a bundle cannot carry a Deployment; OLM creates Deployments only from the CSV", "move it into the CSV's spec.install.spec.deployments");
+            out.error(
+                &file,
+                "kind",
+                "a bundle cannot carry a Deployment; OLM creates Deployments only from the CSV",
+                "move it into the CSV's spec.install.spec.deployments",
+            );
         } else if !ALLOWED_KINDS.contains(&kind) {
-            out.error(&file, "kind", format!("{kind} is not a kind OLM installs from a bundle (the InstallPlan fails with UnsupportedResource)"), format!("remove it or use one of {}", ALLOWED_KINDS.join(", ")));
+            out.error(
+                &file,
+                "kind",
+                format!(
+                    "{kind} is not a kind OLM installs from a bundle (the InstallPlan fails with UnsupportedResource)"
+                ),
+                format!("remove it or use one of {}", ALLOWED_KINDS.join(", ")),
+            );
         }
         if m.name().is_empty() {
             out.error(&file, "metadata.name", "missing", "name the object");
@@ -855,21 +1144,32 @@ fn check_objects(b: &Bundle, out: &mut Out) {
             out.error(
                 &file,
                 biggest.clone(),
-                format!("the object is {size} bytes of JSON; the API server stores no object over {MAX_OBJECT_SIZE} bytes"),
+                format!(
+                    "the object is {size} bytes of JSON; the API server stores no object over {MAX_OBJECT_SIZE} bytes"
+                ),
                 format!("shrink it, starting with {biggest}"),
             );
         }
     }
     // RBAC that reaches beyond the operator: refused by the install plan, so an error here.
     for f in super::rbac::check(b) {
-        out.error(f.manifest.location(), f.field, format!("{} {}: {}", f.manifest.kind(), f.manifest.name(), f.message()), f.fix());
+        out.error(
+            f.manifest.location(),
+            f.field,
+            format!("{} {}: {}", f.manifest.kind(), f.manifest.name(), f.message()),
+            f.fix(),
+        );
     }
     for m in &b.ignored {
         if m.kind() == "ClusterServiceVersion" {
             out.error(
                 m.location(),
                 "kind",
-                format!("a second ClusterServiceVersion ({}); a bundle holds exactly one and opm uses {}", m.name(), b.csv().path().display()),
+                format!(
+                    "a second ClusterServiceVersion ({}); a bundle holds exactly one and opm uses {}",
+                    m.name(),
+                    b.csv().path().display()
+                ),
                 "put each CSV in its own bundle",
             );
         } else {
@@ -899,7 +1199,9 @@ fn check_type_meta(m: &Manifest, file: &str, out: &mut Out) -> bool {
                 };
                 let fix = match spelled {
                     Some(other) => format!("rename {other:?} to {key:?}"),
-                    None => format!("set {key}, e.g. {}", if key == "kind" { "kind: ConfigMap" } else { "apiVersion: v1" }),
+                    None => {
+                        format!("set {key}, e.g. {}", if key == "kind" { "kind: ConfigMap" } else { "apiVersion: v1" })
+                    }
                 };
                 out.error(file, key, message, fix);
             }
@@ -912,7 +1214,12 @@ fn check_type_meta(m: &Manifest, file: &str, out: &mut Out) -> bool {
     if let Some(meta) = m.value.get("metadata")
         && !meta.is_object()
     {
-        out.error(file, "metadata", format!("must be a mapping, found {}", type_name(meta)), "give metadata with at least a name");
+        out.error(
+            file,
+            "metadata",
+            format!("must be a mapping, found {}", type_name(meta)),
+            "give metadata with at least a name",
+        );
     }
     ok
 }
@@ -1011,10 +1318,20 @@ fn check_entries(b: &Bundle, out: &mut Out, dependencies: bool) {
 fn check_constraint(v: &Value, file: &str, field: &str, out: &mut Out) {
     let size = serde_json::to_vec(v).map(|b| b.len()).unwrap_or(0);
     if size > property::MAX_CONSTRAINT_SIZE {
-        out.error(file, format!("{field}.value"), format!("olm.constraint value is {size} bytes, over the {} limit", property::MAX_CONSTRAINT_SIZE), "split or simplify the constraint");
+        out.error(
+            file,
+            format!("{field}.value"),
+            format!("olm.constraint value is {size} bytes, over the {} limit", property::MAX_CONSTRAINT_SIZE),
+            "split or simplify the constraint",
+        );
     }
     match serde_json::from_value::<property::Constraint>(v.clone()) {
-        Err(e) => out.error(file, format!("{field}.value"), format!("not an olm.constraint: {e}"), "give failureMessage and exactly one of gvk, package, cel, all, any, not"),
+        Err(e) => out.error(
+            file,
+            format!("{field}.value"),
+            format!("not an olm.constraint: {e}"),
+            "give failureMessage and exactly one of gvk, package, cel, all, any, not",
+        ),
         Ok(c) => check_constraint_shape(&c, file, &format!("{field}.value"), out),
     }
 }
@@ -1025,12 +1342,23 @@ fn check_constraint_shape(c: &property::Constraint, file: &str, field: &str, out
         .filter(|x| **x)
         .count();
     if n != 1 {
-        out.error(file, field, format!("has {n} constraints; exactly one of gvk, package, cel, all, any, not is required"), "split it or wrap several in all/any");
+        out.error(
+            file,
+            field,
+            format!("has {n} constraints; exactly one of gvk, package, cel, all, any, not is required"),
+            "split it or wrap several in all/any",
+        );
     }
     if let Some(p) = &c.package
-        && let Err(e) = check_range(&p.version_range) {
-            out.error(file, format!("{field}.package.versionRange"), format!("{:?} is not a semver range: {e}", p.version_range), "use blang/semver range syntax");
-        }
+        && let Err(e) = check_range(&p.version_range)
+    {
+        out.error(
+            file,
+            format!("{field}.package.versionRange"),
+            format!("{:?} is not a semver range: {e}", p.version_range),
+            "use blang/semver range syntax",
+        );
+    }
     for (key, comp) in [("all", &c.all), ("any", &c.any), ("not", &c.not)] {
         if let Some(comp) = comp {
             for (i, inner) in comp.constraints.iter().enumerate() {
@@ -1107,7 +1435,14 @@ mod tests {
 
     #[test]
     fn ranges() {
-        for ok in [">=1.0.0 <2.0.0", ">= 1.0.0", ">1.0.0 !1.2.1 || =3.0.0", "<0.9.2-clusterwide", ">=4.1.0 <4.2.0-rc1", "1.2.x"] {
+        for ok in [
+            ">=1.0.0 <2.0.0",
+            ">= 1.0.0",
+            ">1.0.0 !1.2.1 || =3.0.0",
+            "<0.9.2-clusterwide",
+            ">=4.1.0 <4.2.0-rc1",
+            "1.2.x",
+        ] {
             assert!(check_range(ok).is_ok(), "{ok}");
         }
         for bad in ["", ">=1.0", "foo", ">=1.0.0 ||", ">="] {

@@ -41,7 +41,8 @@ impl Definitions {
     pub fn read(csv: &Value) -> Result<Definitions, (String, String)> {
         let mut out = Definitions::default();
         if let Some(v) = csv.pointer("/spec/webhookdefinitions").filter(|v| !v.is_null()) {
-            let list = v.as_array().ok_or_else(|| ("spec.webhookdefinitions".to_string(), "must be a list".to_string()))?;
+            let list =
+                v.as_array().ok_or_else(|| ("spec.webhookdefinitions".to_string(), "must be a list".to_string()))?;
             for (i, w) in list.iter().enumerate() {
                 let d: WebhookDescription = serde_json::from_value(w.clone()).map_err(|e| {
                     (format!("spec.webhookdefinitions[{i}]"), format!("{e}; a webhook definition needs generateName, type, sideEffects and admissionReviewVersions"))
@@ -50,10 +51,15 @@ impl Definitions {
             }
         }
         if let Some(v) = csv.pointer("/spec/apiservicedefinitions/owned").filter(|v| !v.is_null()) {
-            let list = v.as_array().ok_or_else(|| ("spec.apiservicedefinitions.owned".to_string(), "must be a list".to_string()))?;
+            let list = v
+                .as_array()
+                .ok_or_else(|| ("spec.apiservicedefinitions.owned".to_string(), "must be a list".to_string()))?;
             for (i, a) in list.iter().enumerate() {
                 let d: ApiServiceDescription = serde_json::from_value(a.clone()).map_err(|e| {
-                    (format!("spec.apiservicedefinitions.owned[{i}]"), format!("{e}; an APIService definition needs name, group, version and kind"))
+                    (
+                        format!("spec.apiservicedefinitions.owned[{i}]"),
+                        format!("{e}; an APIService definition needs name, group, version and kind"),
+                    )
                 })?;
                 out.apiservices.push(d);
             }
@@ -90,7 +96,8 @@ impl Definitions {
     /// strategy has them).
     pub fn deployments(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        let names = self.apiservices.iter().map(|a| &a.deployment_name).chain(self.webhooks.iter().map(|w| &w.deployment_name));
+        let names =
+            self.apiservices.iter().map(|a| &a.deployment_name).chain(self.webhooks.iter().map(|w| &w.deployment_name));
         for n in names.flatten() {
             if !out.contains(n) {
                 out.push(n.clone());
@@ -108,26 +115,39 @@ impl Definitions {
 /// OLM: the webhook configuration or CRD conversion is still planned, pointing at
 /// `<deploymentName>-service`, but no Service, certificate or `caBundle` is made for it (some
 /// operators, e.g. authorino-operator, create that deployment and its certificate themselves).
-pub fn check(defs: &Definitions, owned_crds: &[String], crds_in_bundle: &BTreeMap<String, Value>) -> Vec<(String, String)> {
+pub fn check(
+    defs: &Definitions,
+    owned_crds: &[String],
+    crds_in_bundle: &BTreeMap<String, Value>,
+) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
     for (i, w) in defs.webhooks.iter().enumerate() {
         let field = format!("spec.webhookdefinitions[{i}]");
         if seen.contains(&w.generate_name.as_str()) {
-            out.push((format!("{field}.generateName"), format!("{:?} is repeated; every webhook definition needs its own generateName", w.generate_name)));
+            out.push((
+                format!("{field}.generateName"),
+                format!("{:?} is repeated; every webhook definition needs its own generateName", w.generate_name),
+            ));
         }
         seen.push(&w.generate_name);
         if let Some(m) = invalid_rules(w.rules.as_deref().unwrap_or_default()) {
             out.push((format!("{field}.rules"), format!("{m}; narrow the rules to the operator's own API groups")));
         }
         match w.deployment_name.as_deref() {
-            None | Some("") => out.push((format!("{field}.deploymentName"), "is empty; name the install strategy deployment that serves the webhook".into())),
+            None | Some("") => out.push((
+                format!("{field}.deploymentName"),
+                "is empty; name the install strategy deployment that serves the webhook".into(),
+            )),
             _ => {}
         }
         if w.type_ == WebhookAdmissionType::ConversionWebhook {
             let crds = w.conversion_crds.as_deref().unwrap_or_default();
             if crds.is_empty() {
-                out.push((format!("{field}.conversionCRDs"), "is empty; a conversion webhook must list at least one CRD".into()));
+                out.push((
+                    format!("{field}.conversionCRDs"),
+                    "is empty; a conversion webhook must list at least one CRD".into(),
+                ));
             }
             for c in crds {
                 if !owned_crds.contains(c) {
@@ -137,7 +157,12 @@ pub fn check(defs: &Definitions, owned_crds: &[String], crds_in_bundle: &BTreeMa
                         out.push((format!("{field}.conversionCRDs"), format!("CRD {c} has spec.preserveUnknownFields: true; the API server calls a conversion webhook only when it is false")));
                     }
                 } else {
-                    out.push((format!("{field}.conversionCRDs"), format!("CRD {c} is not in the bundle; ship it in manifests/ so its spec.conversion can be set")));
+                    out.push((
+                        format!("{field}.conversionCRDs"),
+                        format!(
+                            "CRD {c} is not in the bundle; ship it in manifests/ so its spec.conversion can be set"
+                        ),
+                    ));
                 }
             }
         }
@@ -145,7 +170,9 @@ pub fn check(defs: &Definitions, owned_crds: &[String], crds_in_bundle: &BTreeMa
     for (i, a) in defs.apiservices.iter().enumerate() {
         let field = format!("spec.apiservicedefinitions.owned[{i}].deploymentName");
         match a.deployment_name.as_deref() {
-            None | Some("") => out.push((field, "is empty; name the install strategy deployment that serves the API".into())),
+            None | Some("") => {
+                out.push((field, "is empty; name the install strategy deployment that serves the API".into()))
+            }
             _ => {}
         }
     }
@@ -187,7 +214,10 @@ pub fn invalid_rules(rules: &[RuleWithOperations]) -> Option<String> {
         }
         if groups.iter().any(|g| g == "admissionregistration.k8s.io") {
             let res = r.resources.as_deref().unwrap_or_default();
-            if res.iter().any(|x| x == "*" || x == "MutatingWebhookConfiguration" || x == "ValidatingWebhookConfiguration") {
+            if res
+                .iter()
+                .any(|x| x == "*" || x == "MutatingWebhookConfiguration" || x == "ValidatingWebhookConfiguration")
+            {
                 return Some("webhook rules cannot include MutatingWebhookConfiguration or ValidatingWebhookConfiguration resources".into());
             }
         }
@@ -204,7 +234,8 @@ pub fn problems(bundle: &super::Bundle) -> Vec<(String, String)> {
         Ok(defs) if defs.is_empty() => Vec::new(),
         Ok(defs) => {
             let owned: Vec<String> = csv.owned_crds().into_iter().map(|c| c.name).collect();
-            let crds: BTreeMap<String, Value> = bundle.crds().map(|m| (m.name().to_string(), m.value.clone())).collect();
+            let crds: BTreeMap<String, Value> =
+                bundle.crds().map(|m| (m.name().to_string(), m.value.clone())).collect();
             check(&defs, &owned, &crds)
         }
     }

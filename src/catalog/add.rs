@@ -155,7 +155,9 @@ pub enum AddError {
         bundle: String,
     },
     /// Semver mode: the channel already has a bundle of this version.
-    #[error("channel {channel} of package {package} already has version {version} (bundle {existing}); bundles in a semver-mode channel need distinct versions")]
+    #[error(
+        "channel {channel} of package {package} already has version {version} (bundle {existing}); bundles in a semver-mode channel need distinct versions"
+    )]
     VersionExists {
         /// Package.
         package: String,
@@ -199,14 +201,27 @@ pub enum AddError {
 /// its message may name a new head): an
 /// [`AddError::AlreadyInvalid`] when every error was there before, else an
 /// [`AddError::Invalid`] with only the errors the insertion brings.
-fn classify_invalid(dir: &Path, bundle: String, after: ValidationErrors, before: Result<(), ValidationErrors>) -> AddError {
+fn classify_invalid(
+    dir: &Path,
+    bundle: String,
+    after: ValidationErrors,
+    before: Result<(), ValidationErrors>,
+) -> AddError {
     let before = before.err().map(|b| b.errors).unwrap_or_default();
     let key = |e: &super::validate::ValidationError| (e.package.clone(), e.channel.clone(), e.bundle.clone(), e.kind);
     let seen: std::collections::HashSet<_> = before.iter().map(key).collect();
     let (old, new): (Vec<_>, Vec<_>) = after.errors.into_iter().partition(|e| seen.contains(&key(e)));
     if new.is_empty() {
-        let packages: std::collections::BTreeSet<String> = old.iter().map(|e| if e.package.is_empty() { "blobs of no package".to_string() } else { e.package.clone() }).collect();
-        return AddError::AlreadyInvalid { bundle, dir: dir.to_path_buf(), packages: packages.into_iter().collect(), errors: ValidationErrors { errors: old } };
+        let packages: std::collections::BTreeSet<String> = old
+            .iter()
+            .map(|e| if e.package.is_empty() { "blobs of no package".to_string() } else { e.package.clone() })
+            .collect();
+        return AddError::AlreadyInvalid {
+            bundle,
+            dir: dir.to_path_buf(),
+            packages: packages.into_iter().collect(),
+            errors: ValidationErrors { errors: old },
+        };
     }
     AddError::Invalid { bundle, errors: ValidationErrors { errors: new }, earlier: before.len() }
 }
@@ -243,11 +258,14 @@ pub fn add_bundle(cfg: &mut DeclarativeConfig, input: AddInput, opts: &AddOption
         return Err(AddError::Bundle { bundle: name, message: "the olm.bundle blob needs name and package".into() });
     }
     let version = bundle_version(&bundle)?;
-    let channels: Vec<String> = opts.channels.clone().unwrap_or(channels).into_iter().filter(|c| !c.is_empty()).collect();
+    let channels: Vec<String> =
+        opts.channels.clone().unwrap_or(channels).into_iter().filter(|c| !c.is_empty()).collect();
     if channels.is_empty() {
         return Err(AddError::Bundle {
             bundle: name,
-            message: "no channel: set the annotation operators.operatorframework.io.bundle.channels.v1 or pass --channel".into(),
+            message:
+                "no channel: set the annotation operators.operatorframework.io.bundle.channels.v1 or pass --channel"
+                    .into(),
         });
     }
 
@@ -387,7 +405,8 @@ pub fn add_bundle(cfg: &mut DeclarativeConfig, input: AddInput, opts: &AddOption
             }
         }
     }
-    let default_channel = cfg.packages.iter().find(|p| p.name == package).and_then(|p| p.default_channel.clone()).unwrap_or_default();
+    let default_channel =
+        cfg.packages.iter().find(|p| p.name == package).and_then(|p| p.default_channel.clone()).unwrap_or_default();
     Ok(AddReport {
         package,
         bundle: name,
@@ -422,7 +441,8 @@ fn take_package(cfg: &mut DeclarativeConfig, package: &str) -> DeclarativeConfig
     let (a, b): (Vec<_>, Vec<_>) = std::mem::take(&mut cfg.bundles).into_iter().partition(|x| x.package == package);
     out.bundles = a;
     cfg.bundles = b;
-    let (a, b): (Vec<_>, Vec<_>) = std::mem::take(&mut cfg.deprecations).into_iter().partition(|d| d.package == package);
+    let (a, b): (Vec<_>, Vec<_>) =
+        std::mem::take(&mut cfg.deprecations).into_iter().partition(|d| d.package == package);
     out.deprecations = a;
     cfg.deprecations = b;
     let (a, b): (Vec<_>, Vec<_>) =
@@ -433,7 +453,11 @@ fn take_package(cfg: &mut DeclarativeConfig, package: &str) -> DeclarativeConfig
 }
 
 fn is_empty(cfg: &DeclarativeConfig) -> bool {
-    cfg.packages.is_empty() && cfg.channels.is_empty() && cfg.bundles.is_empty() && cfg.deprecations.is_empty() && cfg.others.is_empty()
+    cfg.packages.is_empty()
+        && cfg.channels.is_empty()
+        && cfg.bundles.is_empty()
+        && cfg.deprecations.is_empty()
+        && cfg.others.is_empty()
 }
 
 /// Adds a rendered bundle to the catalog directory `dir` (created if missing): loads it, runs
@@ -448,7 +472,11 @@ pub fn add_to_dir(dir: &Path, input: AddInput, opts: &AddOptions) -> Result<AddR
     let mut files: Vec<(PathBuf, DeclarativeConfig, Format)> = Vec::new();
     if dir.exists() {
         for path in parse::catalog_files(dir)? {
-            let bytes = std::fs::read(&path).map_err(|source| CatalogError::Io { path: path.clone(), action: "read file", source })?;
+            let bytes = std::fs::read(&path).map_err(|source| CatalogError::Io {
+                path: path.clone(),
+                action: "read file",
+                source,
+            })?;
             let cfg = parse::parse_bytes(&path.display().to_string(), &bytes)?;
             let format = file_format(&path, &bytes);
             files.push((path, cfg, format));
@@ -493,7 +521,11 @@ pub fn add_to_dir(dir: &Path, input: AddInput, opts: &AddOptions) -> Result<AddR
     for i in touched {
         let (path, c, format) = &files[i];
         if is_empty(c) {
-            std::fs::remove_file(path).map_err(|source| CatalogError::Io { path: path.clone(), action: "remove file", source })?;
+            std::fs::remove_file(path).map_err(|source| CatalogError::Io {
+                path: path.clone(),
+                action: "remove file",
+                source,
+            })?;
         } else {
             crate::oci::cache::write_atomic(path, parse::to_stream(c, *format).as_bytes())
                 .map_err(|source| CatalogError::Io { path: path.clone(), action: "write file", source })?;
@@ -556,7 +588,11 @@ mod tests {
         assert_eq!(replaces("foo.v1.1.0").as_deref(), Some("foo.v1.0.0"));
         assert_eq!(replaces("foo.v1.0.0").as_deref(), Some("foo.v0.9.0"));
         assert_eq!(replaces("foo.v0.9.0"), None);
-        let err = add_bundle(&mut cfg, input("foo", "1.1.0", None, &["stable"]), &AddOptions { force: false, ..opts.clone() });
+        let err = add_bundle(
+            &mut cfg,
+            input("foo", "1.1.0", None, &["stable"]),
+            &AddOptions { force: false, ..opts.clone() },
+        );
         assert!(matches!(err, Err(AddError::Exists { .. })));
     }
 
@@ -613,10 +649,12 @@ mod tests {
         let path = root.join("foo/catalog.json");
         let json = std::fs::read_to_string(&path).unwrap();
         let mut cfg = parse::parse_bytes("x", json.as_bytes()).unwrap();
-        cfg.channels[0].entries.iter_mut().find(|e| e.name == "foo.v1.0.0").unwrap().replaces = Some("foo.v1.1.0".into());
+        cfg.channels[0].entries.iter_mut().find(|e| e.name == "foo.v1.0.0").unwrap().replaces =
+            Some("foo.v1.1.0".into());
         std::fs::write(&path, parse::to_yaml_stream(&cfg)).unwrap();
         std::fs::create_dir_all(root.join("bar")).unwrap();
-        std::fs::write(root.join("bar/catalog.yaml"), "schema: olm.package\nname: bar\ndefaultChannel: stabel\n").unwrap();
+        std::fs::write(root.join("bar/catalog.yaml"), "schema: olm.package\nname: bar\ndefaultChannel: stabel\n")
+            .unwrap();
         let before = std::fs::read_to_string(&path).unwrap();
 
         // A bundle that brings no error of its own, in foo and in another package.
@@ -656,7 +694,11 @@ mod tests {
         let cat = parse::load_path(root).unwrap();
         assert_eq!(cat.bundles.len(), 3);
         validate(&cat).unwrap();
-        assert_eq!(std::fs::read_to_string(root.join("other/catalog.yaml")).unwrap(), other, "other packages untouched");
+        assert_eq!(
+            std::fs::read_to_string(root.join("other/catalog.yaml")).unwrap(),
+            other,
+            "other packages untouched"
+        );
         // An invalid add writes nothing.
         let before = std::fs::read_to_string(root.join("foo/catalog.yaml")).unwrap();
         assert!(add_to_dir(root, input("foo", "1.2.0", Some("nope"), &["stable"]), &opts).is_err());

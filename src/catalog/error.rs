@@ -72,7 +72,9 @@ pub enum CatalogError {
     },
     /// Two keys of a blob are equal when compared case-insensitively (operator-registry matches
     /// the meta keys `schema`, `package`, `name` case-insensitively and rejects such duplicates).
-    #[error("{file}: blob {index} (line {line}): duplicate keys {keys:?} (keys are matched case-insensitively); keep one of them")]
+    #[error(
+        "{file}: blob {index} (line {line}): duplicate keys {keys:?} (keys are matched case-insensitively); keep one of them"
+    )]
     DuplicateKey {
         /// File name.
         file: String,

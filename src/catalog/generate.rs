@@ -32,8 +32,24 @@ impl SplitMix64 {
 }
 
 const WORDS: &[&str] = &[
-    "operator", "cluster", "database", "backup", "restore", "scaling", "metrics", "storage", "network",
-    "secure", "manages", "lifecycle", "upgrades", "replicas", "automated", "monitoring", "deploys", "kubernetes",
+    "operator",
+    "cluster",
+    "database",
+    "backup",
+    "restore",
+    "scaling",
+    "metrics",
+    "storage",
+    "network",
+    "secure",
+    "manages",
+    "lifecycle",
+    "upgrades",
+    "replicas",
+    "automated",
+    "monitoring",
+    "deploys",
+    "kubernetes",
 ];
 
 fn words(rng: &mut SplitMix64, n: usize) -> String {
@@ -62,7 +78,12 @@ fn version_of(j: usize) -> String {
 ///   that would make a chain longer than `max_dependency_depth`), alternately by
 ///   `olm.package.required` (`>=1.0.0`) and by `olm.gvk.required` on one of its kinds;
 /// - a small `olm.csv.metadata` (display name, description) per bundle.
-pub fn generate(packages: usize, bundles_per_package: usize, max_dependency_depth: usize, seed: u64) -> DeclarativeConfig {
+pub fn generate(
+    packages: usize,
+    bundles_per_package: usize,
+    max_dependency_depth: usize,
+    seed: u64,
+) -> DeclarativeConfig {
     let mut rng = SplitMix64(seed);
     let n = bundles_per_package.max(1);
     let mut cfg = DeclarativeConfig::default();
@@ -128,7 +149,11 @@ pub fn generate(packages: usize, bundles_per_package: usize, max_dependency_dept
                     let k = rng.below(kinds_of[d] as u64);
                     properties.push(Property::new(
                         property::GVK_REQUIRED,
-                        &Gvk { group: format!("{dep_pkg}.example.com"), version: "v1".into(), kind: format!("Kind{k}") },
+                        &Gvk {
+                            group: format!("{dep_pkg}.example.com"),
+                            version: "v1".into(),
+                            kind: format!("Kind{k}"),
+                        },
                     ));
                 }
             }
@@ -183,8 +208,8 @@ fn fast_entries(mut entries: Vec<ChannelEntry>) -> Vec<ChannelEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::validated::ValidatedCatalog;
     use crate::catalog::validate::validate;
+    use crate::catalog::validated::ValidatedCatalog;
 
     #[test]
     fn generated_catalogs_are_valid_and_deterministic() {
@@ -219,6 +244,8 @@ mod tests {
         let stable = idx.channel("pkg-0000", "stable").unwrap();
         assert_eq!(idx.bundle_at(stable.head).name, "pkg-0000.v1.1.1");
         assert!(idx.packages().iter().flat_map(|p| &p.channels).flat_map(|c| &c.entries).any(|e| !e.skips.is_empty()));
-        assert!(idx.packages().iter().flat_map(|p| &p.channels).flat_map(|c| &c.entries).any(|e| e.skip_range.is_some()));
+        assert!(
+            idx.packages().iter().flat_map(|p| &p.channels).flat_map(|c| &c.entries).any(|e| e.skip_range.is_some())
+        );
     }
 }

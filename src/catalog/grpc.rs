@@ -113,7 +113,9 @@ pub struct GetPackageRequest {
 #[derive(Debug, thiserror::Error)]
 pub enum GrpcCatalogError {
     /// `spec.address` is not `host:port`.
-    #[error("spec.address {address:?} is not a host:port gRPC address: {reason}; set it to the registry's host:port (e.g. 127.0.0.1:50051)")]
+    #[error(
+        "spec.address {address:?} is not a host:port gRPC address: {reason}; set it to the registry's host:port (e.g. 127.0.0.1:50051)"
+    )]
     Address {
         /// The address.
         address: String,
@@ -121,7 +123,9 @@ pub enum GrpcCatalogError {
         reason: String,
     },
     /// No connection (refused, unreachable, timeout).
-    #[error("cannot connect to the registry at {address} (spec.address): {source}; check that it runs and listens there")]
+    #[error(
+        "cannot connect to the registry at {address} (spec.address): {source}; check that it runs and listens there"
+    )]
     Connect {
         /// The address.
         address: String,
@@ -172,18 +176,29 @@ pub async fn load_registry(address: &str) -> Result<RegistryCatalog, GrpcCatalog
         .map_err(|e| addr_err(e.to_string()))?
         .connect_timeout(Duration::from_secs(10))
         .timeout(CALL_TIMEOUT);
-    let channel = endpoint.connect().await.map_err(|source| GrpcCatalogError::Connect { address: address.into(), source })?;
+    let channel =
+        endpoint.connect().await.map_err(|source| GrpcCatalogError::Connect { address: address.into(), source })?;
     let mut grpc = tonic::client::Grpc::new(channel);
     let call_err = |call: &str| {
         let call = call.to_string();
         move |status: tonic::Status| GrpcCatalogError::Call { address: address.into(), call, status: Box::new(status) }
     };
-    let ready = |call: &'static str| move |e: tonic::transport::Error| GrpcCatalogError::Call { address: address.into(), call: call.into(), status: Box::new(tonic::Status::unavailable(e.to_string())) };
+    let ready = |call: &'static str| {
+        move |e: tonic::transport::Error| GrpcCatalogError::Call {
+            address: address.into(),
+            call: call.into(),
+            status: Box::new(tonic::Status::unavailable(e.to_string())),
+        }
+    };
 
     grpc.ready().await.map_err(ready("ListPackages"))?;
     let mut names = Vec::new();
     let mut s = grpc
-        .server_streaming(tonic::Request::new(Empty {}), PathAndQuery::from_static("/api.Registry/ListPackages"), tonic_prost::ProstCodec::<Empty, PackageName>::default())
+        .server_streaming(
+            tonic::Request::new(Empty {}),
+            PathAndQuery::from_static("/api.Registry/ListPackages"),
+            tonic_prost::ProstCodec::<Empty, PackageName>::default(),
+        )
         .await
         .map_err(call_err("ListPackages"))?
         .into_inner();
@@ -194,7 +209,11 @@ pub async fn load_registry(address: &str) -> Result<RegistryCatalog, GrpcCatalog
     for name in names {
         grpc.ready().await.map_err(ready("GetPackage"))?;
         let p = grpc
-            .unary(tonic::Request::new(GetPackageRequest { name: name.clone() }), PathAndQuery::from_static("/api.Registry/GetPackage"), tonic_prost::ProstCodec::<GetPackageRequest, Package>::default())
+            .unary(
+                tonic::Request::new(GetPackageRequest { name: name.clone() }),
+                PathAndQuery::from_static("/api.Registry/GetPackage"),
+                tonic_prost::ProstCodec::<GetPackageRequest, Package>::default(),
+            )
             .await
             .map_err(call_err(&format!("GetPackage {name}")))?
             .into_inner();
@@ -203,7 +222,11 @@ pub async fn load_registry(address: &str) -> Result<RegistryCatalog, GrpcCatalog
     grpc.ready().await.map_err(ready("ListBundles"))?;
     let mut bundles = Vec::new();
     let mut s = grpc
-        .server_streaming(tonic::Request::new(Empty {}), PathAndQuery::from_static("/api.Registry/ListBundles"), tonic_prost::ProstCodec::<Empty, Bundle>::default())
+        .server_streaming(
+            tonic::Request::new(Empty {}),
+            PathAndQuery::from_static("/api.Registry/ListBundles"),
+            tonic_prost::ProstCodec::<Empty, Bundle>::default(),
+        )
         .await
         .map_err(call_err("ListBundles"))?
         .into_inner();
@@ -228,7 +251,8 @@ pub fn fbc_stream(packages: &[Package], bundles: &[Bundle]) -> String {
     pkgs.sort_by(|a, b| a.name.cmp(&b.name));
     for p in pkgs {
         docs.push(json!({"schema": "olm.package", "name": p.name, "defaultChannel": p.default_channel_name}));
-        let mut channels: BTreeMap<&str, Vec<Value>> = p.channels.iter().map(|c| (c.name.as_str(), Vec::new())).collect();
+        let mut channels: BTreeMap<&str, Vec<Value>> =
+            p.channels.iter().map(|c| (c.name.as_str(), Vec::new())).collect();
         let mut by_name: BTreeMap<&str, &Bundle> = BTreeMap::new();
         for b in bundles.iter().filter(|b| b.package_name == p.name) {
             let mut entry = json!({"name": b.csv_name});
@@ -282,7 +306,10 @@ mod tests {
             bundle_path: format!("registry.example.com/nginx-operator-bundle:v{version}"),
             version: version.into(),
             skip_range: String::new(),
-            properties: vec![Property { r#type: "olm.gvk".into(), value: r#"{"group":"example.com","kind":"Nginx","version":"v1alpha1"}"#.into() }],
+            properties: vec![Property {
+                r#type: "olm.gvk".into(),
+                value: r#"{"group":"example.com","kind":"Nginx","version":"v1alpha1"}"#.into(),
+            }],
             replaces: replaces.into(),
             skips: vec![],
         }
@@ -290,17 +317,30 @@ mod tests {
 
     #[test]
     fn registry_answers_become_the_fbc_they_came_from() {
-        let pkg = Package { name: "nginx-operator".into(), channels: vec![Channel { name: "alpha".into(), csv_name: "nginx-operator.v0.2.0".into() }], default_channel_name: "alpha".into() };
-        let bundles = [bundle("nginx-operator.v0.2.0", "alpha", "nginx-operator.v0.1.0", "0.2.0"), bundle("nginx-operator.v0.1.0", "alpha", "", "0.1.0")];
+        let pkg = Package {
+            name: "nginx-operator".into(),
+            channels: vec![Channel { name: "alpha".into(), csv_name: "nginx-operator.v0.2.0".into() }],
+            default_channel_name: "alpha".into(),
+        };
+        let bundles = [
+            bundle("nginx-operator.v0.2.0", "alpha", "nginx-operator.v0.1.0", "0.2.0"),
+            bundle("nginx-operator.v0.1.0", "alpha", "", "0.1.0"),
+        ];
         let text = fbc_stream(std::slice::from_ref(&pkg), &bundles);
         let mut reversed = bundles.clone();
         reversed.reverse();
         assert_eq!(text, fbc_stream(&[pkg], &reversed), "order of the answers does not matter");
         let docs: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert_eq!(docs[0], json!({"schema": "olm.package", "name": "nginx-operator", "defaultChannel": "alpha"}));
-        assert_eq!(docs[1]["entries"], json!([{"name": "nginx-operator.v0.1.0"}, {"name": "nginx-operator.v0.2.0", "replaces": "nginx-operator.v0.1.0"}]));
+        assert_eq!(
+            docs[1]["entries"],
+            json!([{"name": "nginx-operator.v0.1.0"}, {"name": "nginx-operator.v0.2.0", "replaces": "nginx-operator.v0.1.0"}])
+        );
         assert_eq!(docs[2]["image"], "registry.example.com/nginx-operator-bundle:v0.1.0");
-        assert_eq!(docs[2]["properties"][0], json!({"type": "olm.package", "value": {"packageName": "nginx-operator", "version": "0.1.0"}}));
+        assert_eq!(
+            docs[2]["properties"][0],
+            json!({"type": "olm.package", "value": {"packageName": "nginx-operator", "version": "0.1.0"}})
+        );
         assert_eq!(docs[2]["properties"][1]["value"]["kind"], "Nginx", "property values are JSON, not strings");
         let cfg = crate::catalog::parse::parse_bytes("grpc://test", text.as_bytes()).expect("parses as FBC");
         assert_eq!(cfg.bundles.len(), 2);

@@ -70,7 +70,9 @@ pub enum CatalogImageError {
         reason: String,
     },
     /// The destination of a pull is not empty.
-    #[error("{dir} is not empty; pull a catalog into a new or empty directory so that no file is mixed with or lost to the pulled ones")]
+    #[error(
+        "{dir} is not empty; pull a catalog into a new or empty directory so that no file is mixed with or lost to the pulled ones"
+    )]
     DestinationNotEmpty {
         /// The destination directory.
         dir: PathBuf,
@@ -98,10 +100,7 @@ pub fn build_catalog_image(dir: &Path) -> Result<ImageToPush, CatalogImageError>
 /// Errors: as [`build_catalog_image`].
 pub fn build_catalog_image_reporting(dir: &Path) -> Result<(ImageToPush, Vec<String>), CatalogImageError> {
     let cfg = parse::load_path(dir)?;
-    validate(&cfg).map_err(|errors| CatalogImageError::Invalid {
-        dir: dir.to_path_buf(),
-        errors,
-    })?;
+    validate(&cfg).map_err(|errors| CatalogImageError::Invalid { dir: dir.to_path_buf(), errors })?;
     if !dir.is_dir() {
         return Err(CatalogImageError::Oci(OciError::io(
             dir,
@@ -112,9 +111,7 @@ pub fn build_catalog_image_reporting(dir: &Path) -> Result<(ImageToPush, Vec<Str
     drop(cfg);
     let entries = layer::entries_from_dir(dir, DEFAULT_CONFIGS_DIR.trim_start_matches('/'))?;
     let built = layer::build_layer(entries)?;
-    let labels = [(LABEL_CONFIGS.to_string(), DEFAULT_CONFIGS_DIR.to_string())]
-        .into_iter()
-        .collect();
+    let labels = [(LABEL_CONFIGS.to_string(), DEFAULT_CONFIGS_DIR.to_string())].into_iter().collect();
     let image = ImageToPush {
         config: layer::image_config(&labels, std::slice::from_ref(&built.diff_id)),
         layers: vec![built.blob],
@@ -158,7 +155,9 @@ fn configs_dir_of(
         Some(dir) if !dir.trim_matches('/').is_empty() => Ok(dir.clone()),
         Some(_) => Err(CatalogImageError::NotACatalog {
             reference: reference.to_string(),
-            reason: format!("label {LABEL_CONFIGS} names the root directory; it must name the FBC directory, e.g. /configs"),
+            reason: format!(
+                "label {LABEL_CONFIGS} names the root directory; it must name the FBC directory, e.g. /configs"
+            ),
         }),
         None if labels.contains_key(LABEL_DATABASE) => Err(CatalogImageError::NotACatalog {
             reference: reference.to_string(),
@@ -196,10 +195,7 @@ async fn pull_catalog_into(
         &image.reference,
         &image.layers,
         dest,
-        &UnpackOptions {
-            subdir: Some(configs_dir.clone()),
-            limits: registry.config().limits,
-        },
+        &UnpackOptions { subdir: Some(configs_dir.clone()), limits: registry.config().limits },
     )?;
     if summary.files == 0 {
         return Err(CatalogImageError::NotACatalog {
@@ -207,12 +203,7 @@ async fn pull_catalog_into(
             reason: format!("it has no files under {configs_dir}"),
         });
     }
-    Ok(PulledCatalog {
-        reference: image.reference,
-        digest: image.digest,
-        configs_dir,
-        files: summary.files,
-    })
+    Ok(PulledCatalog { reference: image.reference, digest: image.digest, configs_dir, files: summary.files })
 }
 
 /// A catalog loaded into memory.
@@ -335,13 +326,7 @@ pub async fn load_catalog_image(
     if let Some(cache) = cache
         && let Some((config, size_bytes)) = cache.get(&digest)
     {
-        return Ok(LoadedCatalog {
-            reference: reference.whole(),
-            digest,
-            config,
-            size_bytes,
-            from_cache: true,
-        });
+        return Ok(LoadedCatalog { reference: reference.whole(), digest, config, size_bytes, from_cache: true });
     }
     let by_digest = reference.clone_with_digest(digest.clone());
     let mut image = registry.pull(&by_digest).await?;
@@ -352,10 +337,7 @@ pub async fn load_catalog_image(
         &image.reference,
         &image.layers,
         tmp.path(),
-        &UnpackOptions {
-            subdir: Some(configs_dir.clone()),
-            limits: registry.config().limits,
-        },
+        &UnpackOptions { subdir: Some(configs_dir.clone()), limits: registry.config().limits },
     )?;
     if summary.files == 0 {
         return Err(CatalogImageError::NotACatalog {
@@ -372,22 +354,12 @@ pub async fn load_catalog_image(
             .to_string()
             .replace(&format!("{}/", tmp.path().display()), &shown)
             .replace(&tmp.path().display().to_string(), &configs_dir);
-        CatalogImageError::Content {
-            reference: image.reference.clone(),
-            digest: digest.clone(),
-            message,
-        }
+        CatalogImageError::Content { reference: image.reference.clone(), digest: digest.clone(), message }
     })?;
     if let Some(cache) = cache {
         cache.put(&image.reference, &digest, &config, summary.bytes)?;
     }
-    Ok(LoadedCatalog {
-        reference: image.reference,
-        digest,
-        config,
-        size_bytes: summary.bytes,
-        from_cache: false,
-    })
+    Ok(LoadedCatalog { reference: image.reference, digest, config, size_bytes: summary.bytes, from_cache: false })
 }
 
 /// True when `arg` names an image rather than a local bundle or catalog: it does not
@@ -530,17 +502,18 @@ mod tests {
         assert_eq!(cfg["config"]["Labels"][LABEL_CONFIGS], "/configs");
         let out = tempfile::tempdir().unwrap();
         layer::unpack_layers("t", &image.layers, out.path(), &UnpackOptions::default()).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(out.path().join("configs/demo/catalog.json")).unwrap(),
-            CATALOG
-        );
+        assert_eq!(std::fs::read_to_string(out.path().join("configs/demo/catalog.json")).unwrap(), CATALOG);
     }
 
     #[test]
     fn invalid_catalog_is_not_built() {
         let dir = tempfile::tempdir().unwrap();
         // defaultChannel names a channel that does not exist.
-        std::fs::write(dir.path().join("c.json"), CATALOG.replace(r#""defaultChannel":"alpha""#, r#""defaultChannel":"stable""#)).unwrap();
+        std::fs::write(
+            dir.path().join("c.json"),
+            CATALOG.replace(r#""defaultChannel":"alpha""#, r#""defaultChannel":"stable""#),
+        )
+        .unwrap();
         let err = build_catalog_image(dir.path()).unwrap_err().to_string();
         assert!(err.contains("not valid") && err.contains("stable"), "{err}");
     }
@@ -560,7 +533,8 @@ mod tests {
         assert!(!stream.exists());
         // An edit that still parses (another image for the bundle) is caught by the recorded sha256.
         cache.put("r", &digest, &cfg, 42).unwrap();
-        let edited = std::fs::read_to_string(&stream).unwrap().replace("quay.io/x/demo-bundle:v1.0.0", "evil.example/x:1");
+        let edited =
+            std::fs::read_to_string(&stream).unwrap().replace("quay.io/x/demo-bundle:v1.0.0", "evil.example/x:1");
         std::fs::write(&stream, edited).unwrap();
         assert!(cache.get(&digest).is_none());
         assert!(!stream.exists() && !meta.exists());
@@ -572,9 +546,7 @@ mod tests {
 
     #[test]
     fn sqlite_index_images_are_named() {
-        let labels = [(LABEL_DATABASE.to_string(), "/database/index.db".to_string())]
-            .into_iter()
-            .collect();
+        let labels = [(LABEL_DATABASE.to_string(), "/database/index.db".to_string())].into_iter().collect();
         let err = configs_dir_of("quay.io/x/index:v1", &labels).unwrap_err().to_string();
         assert!(err.contains("SQLite") && err.contains("opm migrate"), "{err}");
         assert_eq!(configs_dir_of("r", &Default::default()).unwrap(), "/configs");
@@ -585,7 +557,8 @@ mod tests {
     #[test]
     #[ignore = "a measurement, not a check"]
     fn cache_load_time() {
-        let corpus = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/community-operators-prod/catalogs/v4.20");
+        let corpus = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/corpus/community-operators-prod/catalogs/v4.20");
         let cfg = parse::load_path(&corpus).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let cache = CatalogCache::new(dir.path());

@@ -202,7 +202,8 @@ fn parse_yaml_stream(source: &str, text: &str, cfg: &mut DeclarativeConfig) -> R
         if value.is_null() {
             continue;
         }
-        let line = first_line + doc.lines().take_while(|l| l.trim().is_empty() || l.trim_start().starts_with('#')).count();
+        let line =
+            first_line + doc.lines().take_while(|l| l.trim().is_empty() || l.trim_start().starts_with('#')).count();
         decode_blob(source, index, line, value, cfg)?;
         index += 1;
     }
@@ -336,11 +337,7 @@ fn object(ctx: &BlobCtx, field: &str, v: Value) -> Result<Map<String, Value>, Ca
 }
 
 fn string_list(ctx: &BlobCtx, field: &str, v: Value) -> Result<Vec<String>, CatalogError> {
-    list(ctx, field, v)?
-        .into_iter()
-        .enumerate()
-        .map(|(i, s)| string(ctx, &format!("{field}[{i}]"), s))
-        .collect()
+    list(ctx, field, v)?.into_iter().enumerate().map(|(i, s)| string(ctx, &format!("{field}[{i}]"), s)).collect()
 }
 
 /// Canonical field name for `key` among `fields`, compared case-insensitively (Go `encoding/json`).
@@ -417,7 +414,9 @@ fn decode_icon(ctx: &BlobCtx, v: Value) -> Result<Icon, CatalogError> {
     use base64::Engine as _;
     let compact: String = icon.base64data.chars().filter(|c| *c != '\n' && *c != '\r').collect();
     if let Err(e) = base64::engine::general_purpose::STANDARD.decode(compact.as_bytes()) {
-        return Err(ctx.field("icon.base64data", format!("not valid standard base64 ({e}); encode the icon with `base64 -w0`")));
+        return Err(
+            ctx.field("icon.base64data", format!("not valid standard base64 ({e}); encode the icon with `base64 -w0`"))
+        );
     }
     Ok(icon)
 }
@@ -1107,7 +1106,9 @@ mod tests {
     fn json_round_trip_is_stable_and_sniffed_by_content() {
         let cfg = parse_bytes("c.yaml", YAML.as_bytes()).unwrap();
         let json = to_json_stream(&cfg);
-        assert!(json.starts_with("{\n    \"schema\": \"olm.package\",\n    \"name\": \"foo\",\n    \"defaultChannel\": \"stable\"\n}\n"));
+        assert!(json.starts_with(
+            "{\n    \"schema\": \"olm.package\",\n    \"name\": \"foo\",\n    \"defaultChannel\": \"stable\"\n}\n"
+        ));
         // File named .yaml but holding JSON: decided by content, as opm does.
         let again = parse_bytes("c.yaml", json.as_bytes()).unwrap();
         assert_eq!(again, cfg);
@@ -1160,7 +1161,8 @@ mod tests {
 
     #[test]
     fn yaml_errors_report_line_in_file() {
-        let err = parse_bytes("l.yaml", b"schema: olm.package\nname: a\n---\nschema: olm.bundle\nname: [x\n").unwrap_err();
+        let err =
+            parse_bytes("l.yaml", b"schema: olm.package\nname: a\n---\nschema: olm.bundle\nname: [x\n").unwrap_err();
         match err {
             CatalogError::Syntax { line, .. } => assert!(line >= 4, "line {line}"),
             other => panic!("unexpected {other}"),
@@ -1172,8 +1174,11 @@ mod tests {
     #[test]
     fn syntax_errors_show_the_location_once_in_file_lines() {
         // YAML: the error is in the second document; libyaml counts lines from the document.
-        let err = parse_bytes("l.yaml", b"schema: olm.package\nname: a\n---\nschema: olm.package\nname: b\ndefaultChannel: [x\n  y: : z\n")
-            .unwrap_err();
+        let err = parse_bytes(
+            "l.yaml",
+            b"schema: olm.package\nname: a\n---\nschema: olm.package\nname: b\ndefaultChannel: [x\n  y: : z\n",
+        )
+        .unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, CatalogError::Syntax { line: 7, .. }), "{msg}");
         assert_eq!(
@@ -1186,7 +1191,10 @@ mod tests {
         // The flow-depth guard's line is not repeated either.
         let deep = format!("schema: olm.package\nname: {}\n", "[".repeat(MAX_FLOW_DEPTH_FOR_TEST + 1));
         let msg = parse_bytes("d.yaml", deep.as_bytes()).unwrap_err().to_string();
-        assert!(msg.starts_with("d.yaml: line 2: invalid YAML: flow collections") && msg.matches("line").count() == 1, "{msg}");
+        assert!(
+            msg.starts_with("d.yaml: line 2: invalid YAML: flow collections") && msg.matches("line").count() == 1,
+            "{msg}"
+        );
     }
 
     const MAX_FLOW_DEPTH_FOR_TEST: usize = crate::yaml::MAX_FLOW_DEPTH;

@@ -50,10 +50,14 @@ pub fn expand_image_template(template: &str, package: &str, name: &str, version:
         out.push_str(&rest[..open]);
         let after = &rest[open..];
         let (inner, len, go) = if let Some(body) = after.strip_prefix("{{") {
-            let close = body.find("}}").ok_or_else(|| format!("{{{{ at {:?} is not closed with }}}}; use {TEMPLATE_PLACEHOLDERS}", truncate(after)))?;
+            let close = body.find("}}").ok_or_else(|| {
+                format!("{{{{ at {:?} is not closed with }}}}; use {TEMPLATE_PLACEHOLDERS}", truncate(after))
+            })?;
             (body[..close].trim(), close + 4, true)
         } else {
-            let close = after.find('}').ok_or_else(|| format!("{{ at {:?} is not closed with }}; use {TEMPLATE_PLACEHOLDERS}", truncate(after)))?;
+            let close = after.find('}').ok_or_else(|| {
+                format!("{{ at {:?} is not closed with }}; use {TEMPLATE_PLACEHOLDERS}", truncate(after))
+            })?;
             (&after[1..close], close + 1, false)
         };
         let value = match (go, inner) {
@@ -84,7 +88,10 @@ mod tests {
     fn image_templates_fill_known_placeholders_and_refuse_others() {
         let fill = |t: &str| expand_image_template(t, "etcd", "etcd.v0.9.4", "0.9.4");
         assert_eq!(fill("quay.io/o/{package}-bundle:v{version}").unwrap(), "quay.io/o/etcd-bundle:v0.9.4");
-        assert_eq!(fill("quay.io/o/{{.Package}}:{{ .Version }}-{{.Name}}").unwrap(), "quay.io/o/etcd:0.9.4-etcd.v0.9.4");
+        assert_eq!(
+            fill("quay.io/o/{{.Package}}:{{ .Version }}-{{.Name}}").unwrap(),
+            "quay.io/o/etcd:0.9.4-etcd.v0.9.4"
+        );
         assert_eq!(fill("quay.io/o/{name}").unwrap(), "quay.io/o/etcd.v0.9.4");
         assert_eq!(fill("quay.io/o/etcd:latest").unwrap(), "quay.io/o/etcd:latest");
         assert_eq!(
@@ -95,7 +102,10 @@ mod tests {
             fill("quay.io/o/{{.Tag}}").unwrap_err(),
             "unknown placeholder {{.Tag}}; use {package}, {name}, {version} (or {{.Package}}, {{.Name}}, {{.Version}})"
         );
-        assert_eq!(fill("quay.io/o/{Package}").unwrap_err().split(';').next().unwrap(), "unknown placeholder {Package}");
+        assert_eq!(
+            fill("quay.io/o/{Package}").unwrap_err().split(';').next().unwrap(),
+            "unknown placeholder {Package}"
+        );
         assert!(fill("quay.io/o/{version").unwrap_err().contains("is not closed"));
         assert!(fill("quay.io/o/{{.Version}").unwrap_err().contains("is not closed"));
     }

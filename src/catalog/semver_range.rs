@@ -140,7 +140,9 @@ impl std::str::FromStr for Range {
 
 /// A range that does not parse: the range text and blang's reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid semver range {range:?}: {message} (ranges use blang/semver syntax, e.g. \">=1.0.0 <2.0.0\", \"<1.2.3 || >=2.0.0\", \"1.2.x\")")]
+#[error(
+    "invalid semver range {range:?}: {message} (ranges use blang/semver syntax, e.g. \">=1.0.0 <2.0.0\", \"<1.2.3 || >=2.0.0\", \"1.2.x\")"
+)]
 pub struct RangeError {
     /// The range text.
     pub range: String,
@@ -163,8 +165,8 @@ pub fn parse(s: &str) -> Result<Range, RangeError> {
         let mut comparators = Vec::with_capacity(group.len());
         for part in group {
             let (op_str, v_str) = split_comparator_version(&part).map_err(err)?;
-            let op = Op::parse(op_str)
-                .ok_or_else(|| err(format!("could not parse comparator {op_str:?} in {part:?}")))?;
+            let op =
+                Op::parse(op_str).ok_or_else(|| err(format!("could not parse comparator {op_str:?} in {part:?}")))?;
             let version = Version::parse(v_str)
                 .map_err(|e| err(format!("could not parse version {v_str:?} in {part:?}: {e}")))?;
             comparators.push(Comparator { op, version });
@@ -462,10 +464,9 @@ impl Partial {
             match parts.next() {
                 None => Ok(None),
                 Some("x" | "X" | "*") => Ok(None),
-                Some(p) => p
-                    .parse::<u64>()
-                    .map(Some)
-                    .map_err(|_| format!("{name} version {p:?} in {s:?} is not a number")),
+                Some(p) => {
+                    p.parse::<u64>().map(Some).map_err(|_| format!("{name} version {p:?} in {s:?} is not a number"))
+                }
             }
         };
         let major = next("major")?;
@@ -474,9 +475,7 @@ impl Partial {
         if parts.next().is_some() {
             return Err(format!("{s:?} has more than three version parts"));
         }
-        if major.is_none() && (minor.is_some() || patch.is_some())
-            || minor.is_none() && patch.is_some()
-        {
+        if major.is_none() && (minor.is_some() || patch.is_some()) || minor.is_none() && patch.is_some() {
             return Err(format!("{s:?} has a number after a wildcard"));
         }
         let pre = match pre {

@@ -38,12 +38,10 @@ use semver::Version;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::model::{
-    Bundle, Channel, ChannelEntry, DeclarativeConfig, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE,
-};
-use super::property::{self, Constraint, Gvk, PackageProperty, PackageRequired};
 use super::error::CatalogError;
+use super::model::{Bundle, Channel, ChannelEntry, DeclarativeConfig, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
 use super::parse::{load_path_map, merge};
+use super::property::{self, Constraint, Gvk, PackageProperty, PackageRequired};
 use super::semver_range;
 
 /// What kind of rule an error breaks (stable names for `-o json` and tests).
@@ -472,7 +470,13 @@ pub fn validate_checked(cfg: &DeclarativeConfig, checks: BundleChecks) -> Result
             continue;
         }
         if ch.name.is_empty() {
-            c.push(&ch.package, None, None, ErrorKind::Name, "an olm.channel blob has no name; set its name field".into());
+            c.push(
+                &ch.package,
+                None,
+                None,
+                ErrorKind::Name,
+                "an olm.channel blob has no name; set its name field".into(),
+            );
             continue;
         }
         let chans = channels_of.entry(&ch.package).or_default();
@@ -492,10 +496,13 @@ pub fn validate_checked(cfg: &DeclarativeConfig, checks: BundleChecks) -> Result
     let mut duplicates: IndexMap<(&str, &str), Vec<&str>, FxBuild> = IndexMap::default();
     for b in &cfg.bundles {
         if b.package.is_empty() {
-            c.push("", None, Some(&b.name), ErrorKind::UnknownPackage, format!(
-                "bundle {:?} has no package; set its package field",
-                b.name
-            ));
+            c.push(
+                "",
+                None,
+                Some(&b.name),
+                ErrorKind::UnknownPackage,
+                format!("bundle {:?} has no package; set its package field", b.name),
+            );
             continue;
         }
         if !packages.contains_key(b.package.as_str()) {
@@ -510,11 +517,17 @@ pub fn validate_checked(cfg: &DeclarativeConfig, checks: BundleChecks) -> Result
         }
     }
     for ((pkg, name), images) in &duplicates {
-        c.push(pkg, None, Some(name), ErrorKind::Duplicate, format!(
-            "duplicate bundle {name:?}: package {pkg} has {} olm.bundle blobs with this name ({}); keep one",
-            images.len(),
-            blob_images(images)
-        ));
+        c.push(
+            pkg,
+            None,
+            Some(name),
+            ErrorKind::Duplicate,
+            format!(
+                "duplicate bundle {name:?}: package {pkg} has {} olm.bundle blobs with this name ({}); keep one",
+                images.len(),
+                blob_images(images)
+            ),
+        );
     }
 
     // Bundles listed in no channel; the channel of each bundle error's path.
@@ -562,9 +575,13 @@ pub fn validate_checked(cfg: &DeclarativeConfig, checks: BundleChecks) -> Result
         let mut chan_names: Vec<&str> = chans.keys().copied().collect();
         chan_names.sort_unstable();
         if chans.is_empty() {
-            c.push(pkg, None, None, ErrorKind::Empty, format!(
-                "package {pkg} has no channels; add an olm.channel blob with package: {pkg}"
-            ));
+            c.push(
+                pkg,
+                None,
+                None,
+                ErrorKind::Empty,
+                format!("package {pkg} has no channels; add an olm.channel blob with package: {pkg}"),
+            );
         }
         match p.default_channel.as_deref() {
             None | Some("") => {
@@ -607,7 +624,9 @@ pub fn validate_checked(cfg: &DeclarativeConfig, checks: BundleChecks) -> Result
                 names.sort_unstable();
                 let images: Vec<String> = names
                     .iter()
-                    .map(|n| format!("{n}: {}", bundles.get(&(pkg, *n)).map_or("(no blob)", |b| image_or_none(&b.image))))
+                    .map(|n| {
+                        format!("{n}: {}", bundles.get(&(pkg, *n)).map_or("(no blob)", |b| image_or_none(&b.image)))
+                    })
                     .collect();
                 c.push(pkg, None, None, ErrorKind::Version, format!(
                     "package {pkg} has duplicate version {v}: bundles {} all have version {v} in their olm.package property (images: {}); every bundle of a package needs its own version (bump the version of the respin or use the release field)",
@@ -641,7 +660,14 @@ fn check_bundle(b: &Bundle, channel: Option<&str>, c: &mut Collector) -> Option<
             at(c, ErrorKind::Image, "bundle image must be set: set image to the bundle image reference (for example quay.io/org/op-bundle:v1.0.0)".into());
         }
     } else if let Err(e) = check_reference(&b.image) {
-        at(c, ErrorKind::Image, format!("invalid image pull spec {:?}: {e}; use a reference such as registry.example.com/org/bundle:tag or @sha256:<digest>", b.image));
+        at(
+            c,
+            ErrorKind::Image,
+            format!(
+                "invalid image pull spec {:?}: {e}; use a reference such as registry.example.com/org/bundle:tag or @sha256:<digest>",
+                b.image
+            ),
+        );
     }
     for (i, r) in b.related_images.iter().enumerate() {
         if !r.image.is_empty()
@@ -663,30 +689,51 @@ fn check_bundle(b: &Bundle, channel: Option<&str>, c: &mut Collector) -> Option<
             if t == property::PACKAGE {
                 package_props += 1;
             }
-            at(c, ErrorKind::Property, format!("{here} ({t}): property value must be set{}", if t == property::PACKAGE {
-                "; a bundle needs exactly one olm.package property with packageName and version"
-            } else {
-                ""
-            }));
+            at(
+                c,
+                ErrorKind::Property,
+                format!(
+                    "{here} ({t}): property value must be set{}",
+                    if t == property::PACKAGE {
+                        "; a bundle needs exactly one olm.package property with packageName and version"
+                    } else {
+                        ""
+                    }
+                ),
+            );
             continue;
         }
         match t {
             property::PACKAGE => {
                 package_props += 1;
                 match p.decode::<PackageProperty>() {
-                    Err(e) => at(c, ErrorKind::Property, format!("{here}: {e}; a bundle needs exactly one olm.package property with packageName and version")),
+                    Err(e) => at(
+                        c,
+                        ErrorKind::Property,
+                        format!(
+                            "{here}: {e}; a bundle needs exactly one olm.package property with packageName and version"
+                        ),
+                    ),
                     Ok(pp) => {
                         if pp.package_name != b.package {
-                            at(c, ErrorKind::Property, format!(
-                                "{here}: olm.package packageName {:?} does not match the bundle's package {:?}; set packageName to {:?}",
-                                pp.package_name, b.package, b.package
-                            ));
+                            at(
+                                c,
+                                ErrorKind::Property,
+                                format!(
+                                    "{here}: olm.package packageName {:?} does not match the bundle's package {:?}; set packageName to {:?}",
+                                    pp.package_name, b.package, b.package
+                                ),
+                            );
                         }
                         match Version::parse(&pp.version) {
-                            Err(e) => at(c, ErrorKind::Version, format!(
-                                "{here}: olm.package version {:?} is not a semver version ({e}); use MAJOR.MINOR.PATCH such as 1.2.3",
-                                pp.version
-                            )),
+                            Err(e) => at(
+                                c,
+                                ErrorKind::Version,
+                                format!(
+                                    "{here}: olm.package version {:?} is not a semver version ({e}); use MAJOR.MINOR.PATCH such as 1.2.3",
+                                    pp.version
+                                ),
+                            ),
                             Ok(v) => version = check_release(b, &pp, v, &here, c, channel),
                         }
                     }
@@ -694,10 +741,14 @@ fn check_bundle(b: &Bundle, channel: Option<&str>, c: &mut Collector) -> Option<
             }
             property::GVK | property::GVK_REQUIRED => match p.decode::<Gvk>() {
                 Err(e) => at(c, ErrorKind::Property, format!("{here}: {e}; expected {{group, version, kind}}")),
-                Ok(g) if g.version.is_empty() || g.kind.is_empty() => at(c, ErrorKind::Property, format!(
-                    "{here}: {t} needs version and kind (got group {:?}, version {:?}, kind {:?})",
-                    g.group, g.version, g.kind
-                )),
+                Ok(g) if g.version.is_empty() || g.kind.is_empty() => at(
+                    c,
+                    ErrorKind::Property,
+                    format!(
+                        "{here}: {t} needs version and kind (got group {:?}, version {:?}, kind {:?})",
+                        g.group, g.version, g.kind
+                    ),
+                ),
                 Ok(_) => {}
             },
             property::PACKAGE_REQUIRED => match p.decode::<PackageRequired>() {
@@ -714,13 +765,23 @@ fn check_bundle(b: &Bundle, channel: Option<&str>, c: &mut Collector) -> Option<
             property::CONSTRAINT => {
                 let size = serde_json::to_vec(&p.value).map_or(0, |v| v.len());
                 if size > property::MAX_CONSTRAINT_SIZE {
-                    at(c, ErrorKind::Property, format!(
-                        "{here}: olm.constraint value is {size} bytes, greater than max constraint size {} bytes; split or simplify the constraint",
-                        property::MAX_CONSTRAINT_SIZE
-                    ));
+                    at(
+                        c,
+                        ErrorKind::Property,
+                        format!(
+                            "{here}: olm.constraint value is {size} bytes, greater than max constraint size {} bytes; split or simplify the constraint",
+                            property::MAX_CONSTRAINT_SIZE
+                        ),
+                    );
                 } else {
                     match p.decode::<Constraint>() {
-                        Err(e) => at(c, ErrorKind::Property, format!("{here}: {e}; an olm.constraint value is {{failureMessage?, one of gvk | package | cel | all | any | not}}")),
+                        Err(e) => at(
+                            c,
+                            ErrorKind::Property,
+                            format!(
+                                "{here}: {e}; an olm.constraint value is {{failureMessage?, one of gvk | package | cel | all | any | not}}"
+                            ),
+                        ),
                         Ok(con) => {
                             if let Err(m) = check_constraint(&con, "") {
                                 at(c, ErrorKind::Property, format!("{here}: olm.constraint{m}"));
@@ -733,7 +794,11 @@ fn check_bundle(b: &Bundle, channel: Option<&str>, c: &mut Collector) -> Option<
                 let data = p.value.get("data").and_then(Value::as_str);
                 use base64::Engine as _;
                 match data {
-                    None => at(c, ErrorKind::Property, format!("{here}: olm.bundle.object needs data (a base64-encoded manifest)")),
+                    None => at(
+                        c,
+                        ErrorKind::Property,
+                        format!("{here}: olm.bundle.object needs data (a base64-encoded manifest)"),
+                    ),
                     Some(d) if base64::engine::general_purpose::STANDARD.decode(d).is_err() => {
                         at(c, ErrorKind::Property, format!("{here}: olm.bundle.object data is not valid base64"));
                     }
@@ -747,9 +812,13 @@ fn check_bundle(b: &Bundle, channel: Option<&str>, c: &mut Collector) -> Option<
         }
     }
     if package_props != 1 {
-        at(c, ErrorKind::Property, format!(
-            "a bundle needs exactly one olm.package property with packageName and version; found {package_props}"
-        ));
+        at(
+            c,
+            ErrorKind::Property,
+            format!(
+                "a bundle needs exactly one olm.package property with packageName and version; found {package_props}"
+            ),
+        );
         return None;
     }
     version
@@ -880,10 +949,17 @@ fn check_release(
 
 /// Checks that every level of a constraint has exactly one of gvk/package/cel/all/any/not.
 fn check_constraint(con: &Constraint, path: &str) -> Result<(), String> {
-    let set = [con.gvk.is_some(), con.package.is_some(), con.cel.is_some(), con.all.is_some(), con.any.is_some(), con.not.is_some()]
-        .iter()
-        .filter(|x| **x)
-        .count();
+    let set = [
+        con.gvk.is_some(),
+        con.package.is_some(),
+        con.cel.is_some(),
+        con.all.is_some(),
+        con.any.is_some(),
+        con.not.is_some(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count();
     if set != 1 {
         return Err(format!("{path}: must have exactly one of gvk, package, cel, all, any, not (found {set})"));
     }
@@ -925,12 +1001,17 @@ fn check_channel<'a>(
 ) {
     let cn = ch.name.as_str();
     if ch.entries.is_empty() {
-        c.push(pkg, Some(cn), None, ErrorKind::Empty, format!(
-            "channel {cn} of package {pkg} has no entries; add at least one entry or remove the channel"
-        ));
+        c.push(
+            pkg,
+            Some(cn),
+            None,
+            ErrorKind::Empty,
+            format!("channel {cn} of package {pkg} has no entries; add at least one entry or remove the channel"),
+        );
         return;
     }
-    let mut entries: IndexMap<&str, &ChannelEntry, FxBuild> = IndexMap::with_capacity_and_hasher(ch.entries.len(), FxBuild::default());
+    let mut entries: IndexMap<&str, &ChannelEntry, FxBuild> =
+        IndexMap::with_capacity_and_hasher(ch.entries.len(), FxBuild::default());
     let mut missing = Vec::new();
     for e in &ch.entries {
         if e.name.is_empty() {
@@ -938,9 +1019,13 @@ fn check_channel<'a>(
             continue;
         }
         if entries.insert(&e.name, e).is_some() {
-            c.push(pkg, Some(cn), Some(&e.name), ErrorKind::Duplicate, format!(
-                "duplicate entry {}: a bundle may appear only once per channel; merge the two entries", e.name
-            ));
+            c.push(
+                pkg,
+                Some(cn),
+                Some(&e.name),
+                ErrorKind::Duplicate,
+                format!("duplicate entry {}: a bundle may appear only once per channel; merge the two entries", e.name),
+            );
             continue;
         }
         if !bundles.contains_key(&(pkg, e.name.as_str())) {
@@ -948,7 +1033,13 @@ fn check_channel<'a>(
         }
         for (i, s) in e.skips.iter().enumerate() {
             if s.is_empty() {
-                c.push(pkg, Some(cn), Some(&e.name), ErrorKind::Edge, format!("skips[{i}] is empty; remove it or name the skipped bundle"));
+                c.push(
+                    pkg,
+                    Some(cn),
+                    Some(&e.name),
+                    ErrorKind::Edge,
+                    format!("skips[{i}] is empty; remove it or name the skipped bundle"),
+                );
             }
         }
         if let Some(r) = &e.skip_range
@@ -1097,8 +1188,10 @@ fn check_graph<'a>(
                     if with_range.is_empty() { String::new() } else { format!("{}, but ", with_range.join(", ")) }
                 ));
             }
-            let images: Vec<String> =
-                heads.iter().map(|h| format!("{h}: {}", bundles.get(&(pkg, *h)).map_or("(no blob)", |b| image_or_none(&b.image)))).collect();
+            let images: Vec<String> = heads
+                .iter()
+                .map(|h| format!("{h}: {}", bundles.get(&(pkg, *h)).map_or("(no blob)", |b| image_or_none(&b.image))))
+                .collect();
             msg.push_str(&format!(". The heads' images: {}", images.join(", ")));
             c.push(pkg, Some(cn), None, ErrorKind::MultipleHeads, msg);
         }
@@ -1106,7 +1199,12 @@ fn check_graph<'a>(
 }
 
 /// "h...t (t replaces x, which is not an entry of channel c)" for the replaces chain from `head`.
-fn describe_chain(head: &str, entries: &IndexMap<&str, &ChannelEntry, FxBuild>, skipped: &FxSet<&str>, cn: &str) -> String {
+fn describe_chain(
+    head: &str,
+    entries: &IndexMap<&str, &ChannelEntry, FxBuild>,
+    skipped: &FxSet<&str>,
+    cn: &str,
+) -> String {
     let mut seen: FxSet<&str> = FxSet::from_iter([head]);
     let mut tail = head;
     let mut len = 1;
@@ -1118,10 +1216,14 @@ fn describe_chain(head: &str, entries: &IndexMap<&str, &ChannelEntry, FxBuild>, 
         len += 1;
     }
     let reason = match entries.get(tail).and_then(|e| e.replaces.as_deref()) {
-        None if len == 1 => return format!("{head} is left disconnected: no entry replaces or skips it and it replaces nothing"),
+        None if len == 1 => {
+            return format!("{head} is left disconnected: no entry replaces or skips it and it replaces nothing");
+        }
         None => format!("{tail} replaces nothing"),
         Some(r) if !entries.contains_key(r) => format!("{tail} replaces {r}, which is not an entry of channel {cn}"),
-        Some(r) if skipped.contains(r) => format!("{tail} replaces {r}, which another entry skips, so the chain stops there"),
+        Some(r) if skipped.contains(r) => {
+            format!("{tail} replaces {r}, which another entry skips, so the chain stops there")
+        }
         Some(r) => format!("{tail} replaces {r}, closing a cycle"),
     };
     if len == 1 { format!("{head} alone ({reason})") } else { format!("{head}...{tail} ({reason})") }
@@ -1138,7 +1240,13 @@ fn check_deprecations(
     for (i, d) in cfg.deprecations.iter().enumerate() {
         let pkg = d.package.as_str();
         if pkg.is_empty() {
-            c.push("", None, None, ErrorKind::Deprecation, format!("olm.deprecations blob {i} has no package; set its package field"));
+            c.push(
+                "",
+                None,
+                None,
+                ErrorKind::Deprecation,
+                format!("olm.deprecations blob {i} has no package; set its package field"),
+            );
             continue;
         }
         if !packages.contains_key(pkg) {
@@ -1148,9 +1256,13 @@ fn check_deprecations(
             continue;
         }
         if !seen.insert(pkg) {
-            c.push(pkg, None, None, ErrorKind::Deprecation, format!(
-                "package {pkg} has more than one olm.deprecations blob; merge them into one"
-            ));
+            c.push(
+                pkg,
+                None,
+                None,
+                ErrorKind::Deprecation,
+                format!("package {pkg} has more than one olm.deprecations blob; merge them into one"),
+            );
             continue;
         }
         let mut refs: FxSet<(&str, &str)> = FxSet::default();
@@ -1158,15 +1270,33 @@ fn check_deprecations(
             let r = &e.reference;
             let here = format!("olm.deprecations entries[{j}]");
             if r.schema.is_empty() {
-                c.push(pkg, None, None, ErrorKind::Deprecation, format!("{here}: reference.schema must be set (olm.package, olm.channel or olm.bundle)"));
+                c.push(
+                    pkg,
+                    None,
+                    None,
+                    ErrorKind::Deprecation,
+                    format!("{here}: reference.schema must be set (olm.package, olm.channel or olm.bundle)"),
+                );
                 continue;
             }
             if !refs.insert((&r.schema, &r.name)) {
-                c.push(pkg, None, None, ErrorKind::Deprecation, format!("{here}: duplicate deprecation entry for {} {:?}", r.schema, r.name));
+                c.push(
+                    pkg,
+                    None,
+                    None,
+                    ErrorKind::Deprecation,
+                    format!("{here}: duplicate deprecation entry for {} {:?}", r.schema, r.name),
+                );
                 continue;
             }
             if e.message.is_empty() {
-                c.push(pkg, None, None, ErrorKind::Deprecation, format!("{here}: message must be set; tell users why and what to use instead"));
+                c.push(
+                    pkg,
+                    None,
+                    None,
+                    ErrorKind::Deprecation,
+                    format!("{here}: message must be set; tell users why and what to use instead"),
+                );
             }
             match r.schema.as_str() {
                 SCHEMA_BUNDLE => {
@@ -1235,9 +1365,18 @@ mod tests {
         let messages: Vec<&str> = e.errors.iter().map(|e| e.message.as_str()).collect();
         assert!(messages.contains(&"duplicate bundle \"p.v1\": package p has 2 olm.bundle blobs with this name (images registry.local/p:1.0.0 and registry.local/other:1.0.0); keep one"), "{e}");
         assert!(messages.contains(&"package p has duplicate version 1.0.0: bundles p.v1 and p.v2 all have version 1.0.0 in their olm.package property (images: p.v1: registry.local/other:1.0.0, p.v2: registry.local/p:1.0.0); every bundle of a package needs its own version (bump the version of the respin or use the release field)"), "{e}");
-        assert!(messages.iter().any(|m| m.contains("has two heads, p.v1 and p.v2") || m.contains("has two heads, p.v2 and p.v1")), "{e}");
-        assert!(messages.iter().any(|m| m.ends_with(". The heads' images: p.v1: registry.local/other:1.0.0, p.v2: registry.local/p:1.0.0")
-            || m.ends_with(". The heads' images: p.v2: registry.local/p:1.0.0, p.v1: registry.local/other:1.0.0")), "{e}");
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.contains("has two heads, p.v1 and p.v2") || m.contains("has two heads, p.v2 and p.v1")),
+            "{e}"
+        );
+        assert!(
+            messages.iter().any(|m| m
+                .ends_with(". The heads' images: p.v1: registry.local/other:1.0.0, p.v2: registry.local/p:1.0.0")
+                || m.ends_with(". The heads' images: p.v2: registry.local/p:1.0.0, p.v1: registry.local/other:1.0.0")),
+            "{e}"
+        );
         assert_eq!(blob_images(&["a", "a"]), "all with image a");
         assert_eq!(blob_images(&["a", "", "c"]), "images a, no image and c");
     }
@@ -1269,7 +1408,11 @@ mod tests {
         let e = errs(&y);
         assert_eq!(e.errors[0].kind, ErrorKind::Stranded, "{e}");
         let m = e.errors[0].to_string();
-        assert!(m.contains("stranded bundle p.v1: it is not on") && m.contains("p.v3 replaces p.v2, which another entry skips"), "{m}");
+        assert!(
+            m.contains("stranded bundle p.v1: it is not on")
+                && m.contains("p.v3 replaces p.v2, which another entry skips"),
+            "{m}"
+        );
     }
 
     #[test]
@@ -1280,7 +1423,10 @@ mod tests {
             bundle("p", "p.v2", "2.0.0")
         );
         let e = errs(&y);
-        assert!(e.errors.iter().any(|x| x.kind == ErrorKind::Cycle && x.message.contains("p.v1 -> p.v2 -> p.v1")), "{e}");
+        assert!(
+            e.errors.iter().any(|x| x.kind == ErrorKind::Cycle && x.message.contains("p.v1 -> p.v2 -> p.v1")),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1297,7 +1443,10 @@ mod tests {
         assert!(kinds.contains(&("b", ErrorKind::Image)), "{e}");
         assert!(kinds.contains(&("b", ErrorKind::Property)), "{e}");
         let text = e.to_string();
-        assert!(text.starts_with("invalid catalog:") && text.contains("\npackage a:") && text.contains("\npackage b:"), "{text}");
+        assert!(
+            text.starts_with("invalid catalog:") && text.contains("\npackage a:") && text.contains("\npackage b:"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -1387,11 +1536,21 @@ mod tests {
 
     #[test]
     fn dns_label() {
-        assert!(is_dns1123_label("etcd-operator") && !is_dns1123_label("Etcd") && !is_dns1123_label("-a") && !is_dns1123_label(""));
+        assert!(
+            is_dns1123_label("etcd-operator")
+                && !is_dns1123_label("Etcd")
+                && !is_dns1123_label("-a")
+                && !is_dns1123_label("")
+        );
         // A subdomain's parts have no limit of their own (a 70-character name is a valid
         // Subscription name); the whole is at most 253.
         let long = "a".repeat(70);
         assert!(!is_dns1123_label(&long) && is_dns1123_subdomain(&long) && is_dns1123_subdomain("a.b-c.d"));
-        assert!(!is_dns1123_subdomain("a..b") && !is_dns1123_subdomain("a.-b") && !is_dns1123_subdomain("A") && !is_dns1123_subdomain(&"a".repeat(254)));
+        assert!(
+            !is_dns1123_subdomain("a..b")
+                && !is_dns1123_subdomain("a.-b")
+                && !is_dns1123_subdomain("A")
+                && !is_dns1123_subdomain(&"a".repeat(254))
+        );
     }
 }

@@ -27,7 +27,9 @@ use semver::Version;
 use serde_json::Value;
 
 use super::error::CatalogError;
-use super::model::{ChannelEntry, DeclarativeConfig, Icon, Property, RelatedImage, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
+use super::model::{
+    ChannelEntry, DeclarativeConfig, Icon, Property, RelatedImage, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE,
+};
 use super::property::{self, Constraint, Gvk, PackageProperty, PackageRequired};
 use super::semver_range::{self, Range};
 use super::validate::{ValidationErrors, validate};
@@ -531,7 +533,8 @@ entries:
         assert_eq!(b.version, Version::new(0, 9, 2));
         assert!(b.properties.iter().all(|p| p.type_ != "olm.bundle.object"), "bundle objects are dropped");
         assert_eq!(b.required_packages[0].package_name, "other");
-        let gvk = Gvk { group: "etcd.database.coreos.com".into(), version: "v1beta2".into(), kind: "EtcdCluster".into() };
+        let gvk =
+            Gvk { group: "etcd.database.coreos.com".into(), version: "v1beta2".into(), kind: "EtcdCluster".into() };
         let providers: Vec<&str> = idx.providers(&gvk).iter().map(|i| idx.bundle_at(*i).name.as_str()).collect();
         assert_eq!(providers, ["etcd.v0.9.0", "etcd.v0.9.2"]);
         let other = idx.bundle("other", "other.v1.0.0").unwrap();
@@ -541,7 +544,11 @@ entries:
         assert!(idx.bundle("etcd", "nope").is_none() && idx.package("nope").is_none());
         assert_eq!(idx.bundles_of("etcd").count(), 2);
         assert_eq!(idx.package_of(b), "etcd");
-        let keep = ValidatedCatalog::with_options(parse_bytes("c.yaml", CAT.as_bytes()).unwrap(), IndexOptions { keep_bundle_objects: true }).unwrap();
+        let keep = ValidatedCatalog::with_options(
+            parse_bytes("c.yaml", CAT.as_bytes()).unwrap(),
+            IndexOptions { keep_bundle_objects: true },
+        )
+        .unwrap();
         assert!(keep.bundle("etcd", "etcd.v0.9.2").unwrap().properties.iter().any(|p| p.type_ == "olm.bundle.object"));
     }
 

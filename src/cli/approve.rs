@@ -62,25 +62,52 @@ async fn approve(args: &ApproveArgs) -> Result<(), (u8, String)> {
     let ns = &args.namespace;
     let plans: Api<InstallPlan> = Api::namespaced(client.clone(), ns);
     let api_err = |what: String| move |e: kube::Error| (2u8, format!("{what}: {e}"));
-    let plan = match plans.get_opt(&args.name).await.map_err(api_err(format!("reading InstallPlan {ns}/{}", args.name)))? {
+    let plan = match plans
+        .get_opt(&args.name)
+        .await
+        .map_err(api_err(format!("reading InstallPlan {ns}/{}", args.name)))?
+    {
         Some(p) => p,
         None => {
             let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
-            let Some(sub) = subs.get_opt(&args.name).await.map_err(api_err(format!("reading Subscription {ns}/{}", args.name)))? else {
-                return Err((1, format!("no InstallPlan or Subscription named {} in namespace {ns}; list them with `kubectl get installplan,subscription -n {ns}`", args.name)));
+            let Some(sub) =
+                subs.get_opt(&args.name).await.map_err(api_err(format!("reading Subscription {ns}/{}", args.name)))?
+            else {
+                return Err((
+                    1,
+                    format!(
+                        "no InstallPlan or Subscription named {} in namespace {ns}; list them with `kubectl get installplan,subscription -n {ns}`",
+                        args.name
+                    ),
+                ));
             };
-            let Some(plan_name) = sub.status.as_ref().and_then(|s| s.install_plan_ref.as_ref()).and_then(|r| r.name.clone()) else {
-                return Err((1, format!("Subscription {ns}/{} has no InstallPlan yet (status.installPlanRef is empty); see its status.conditions", args.name)));
+            let Some(plan_name) =
+                sub.status.as_ref().and_then(|s| s.install_plan_ref.as_ref()).and_then(|r| r.name.clone())
+            else {
+                return Err((
+                    1,
+                    format!(
+                        "Subscription {ns}/{} has no InstallPlan yet (status.installPlanRef is empty); see its status.conditions",
+                        args.name
+                    ),
+                ));
             };
             plans
                 .get_opt(&plan_name)
                 .await
                 .map_err(api_err(format!("reading InstallPlan {ns}/{plan_name}")))?
-                .ok_or_else(|| (1, format!("InstallPlan {ns}/{plan_name} named by Subscription {} does not exist", args.name)))?
+                .ok_or_else(|| {
+                    (1, format!("InstallPlan {ns}/{plan_name} named by Subscription {} does not exist", args.name))
+                })?
         }
     };
     let name = plan.metadata.name.clone().unwrap_or_default();
-    let phase = plan.status.as_ref().and_then(|s| serde_json::to_value(&s.phase).ok()).and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+    let phase = plan
+        .status
+        .as_ref()
+        .and_then(|s| serde_json::to_value(&s.phase).ok())
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default();
     say!("InstallPlan {ns}/{name}: {} ({phase})", plan.spec.cluster_service_version_names.join(", "));
     let steps = plan.status.as_ref().map(|s| s.plan.as_slice()).unwrap_or_default();
     if steps.is_empty() {

@@ -70,7 +70,8 @@ fn validate_cmd(args: ValidateArgs) -> ExitCode {
     let bundle = match Bundle::load(&args.dir) {
         Ok(b) => b,
         Err(e) => {
-            let report = Report { bundle: dir, valid: false, errors: 1, warnings: 0, error: Some(e.to_string()), findings: &[] };
+            let report =
+                Report { bundle: dir, valid: false, errors: 1, warnings: 0, error: Some(e.to_string()), findings: &[] };
             match args.output {
                 Output::Text => eprintln!("error: {e}"),
                 _ => print_report(&report, args.output),
@@ -94,7 +95,10 @@ fn validate_cmd(args: ValidateArgs) -> ExitCode {
                 outln!("bundle {name} ({dir}) is invalid: {}, {warned}", super::count(errors, "error", "errors"));
             }
         }
-        out => print_report(&Report { bundle: dir, valid: errors == 0, errors, warnings, error: None, findings: &findings }, out),
+        out => print_report(
+            &Report { bundle: dir, valid: errors == 0, errors, warnings, error: None, findings: &findings },
+            out,
+        ),
     }
     if errors == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }

@@ -10,9 +10,9 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
 
+use capstan::bundle::render::{Migration, render_info};
 use capstan::catalog::add::{AddError, AddInput, AddOptions, UpdateMode, add_to_dir};
 use capstan::catalog::image::load_catalog_image_blocking;
-use capstan::bundle::render::{Migration, render_info};
 use capstan::catalog::validate::{CatalogCounts, ValidationError, ValidationErrors, validate, validate_path_report};
 
 use super::image::{CatalogImageCommand, RegistryArgs};
@@ -205,24 +205,29 @@ fn render_input(a: &AddArgs, scratch: &Path) -> Result<AddInput, (String, u8)> {
     if let Some(image) = &a.image {
         super::render::check_image_flag("--image", image, image)?;
     }
-    let target = super::image::classify(&a.bundle).map_err(|e| (format!("{e} (expected a bundle directory or a bundle image)"), 2))?;
+    let target = super::image::classify(&a.bundle)
+        .map_err(|e| (format!("{e} (expected a bundle directory or a bundle image)"), 2))?;
     let (dir, image): (PathBuf, Option<String>) = if Path::new(&a.bundle).is_dir() {
         (PathBuf::from(&a.bundle), a.image.clone())
     } else if let super::image::Target::Image(_) = target {
         let reference = capstan::oci::parse_reference(&a.bundle).map_err(|e| (e.to_string(), 2))?;
         let config = a.registry.client_config().map_err(|e| (e.to_string(), 2))?;
         let registry = capstan::oci::Registry::new(config);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| (e.to_string(), 2))?;
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| (e.to_string(), 2))?;
         rt.block_on(capstan::bundle::image::pull_bundle(&registry, &reference, scratch))
             .map_err(|e| (e.to_string(), 2))?;
         (scratch.to_path_buf(), Some(a.image.clone().unwrap_or_else(|| a.bundle.clone())))
     } else {
-        return Err((format!("{} is not a bundle directory (it has no manifests/ and metadata/), and not an image reference", a.bundle), 2));
+        return Err((
+            format!(
+                "{} is not a bundle directory (it has no manifests/ and metadata/), and not an image reference",
+                a.bundle
+            ),
+            2,
+        ));
     };
-    let bundle = capstan::bundle::Bundle::load(&dir).map_err(|e| super::render::bundle_load_failure(&a.bundle, &dir, &e))?;
+    let bundle =
+        capstan::bundle::Bundle::load(&dir).map_err(|e| super::render::bundle_load_failure(&a.bundle, &dir, &e))?;
     let info = render_info(&bundle);
     let image = image.unwrap_or_else(|| {
         let placeholder = capstan::catalog::placeholder::placeholder_image(&info.package, &info.version);
@@ -257,11 +262,8 @@ fn run_add(a: AddArgs) -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let opts = AddOptions {
-        mode: a.mode,
-        channels: (!a.channels.is_empty()).then(|| a.channels.clone()),
-        force: a.force,
-    };
+    let opts =
+        AddOptions { mode: a.mode, channels: (!a.channels.is_empty()).then(|| a.channels.clone()), force: a.force };
     match add_to_dir(&a.catalog_dir, input, &opts) {
         Ok(report) => {
             match a.output {

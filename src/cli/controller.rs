@@ -112,14 +112,20 @@ pub async fn config(kubeconfig: Option<&PathBuf>) -> Result<kube::Config, String
     Ok(match kubeconfig {
         Some(path) => {
             if !path.is_file() {
-                return Err(format!("--kubeconfig {}: no such file; pass the path of a kubeconfig (e.g. .cluster/kubeconfig after `make cluster-up`)", path.display()));
+                return Err(format!(
+                    "--kubeconfig {}: no such file; pass the path of a kubeconfig (e.g. .cluster/kubeconfig after `make cluster-up`)",
+                    path.display()
+                ));
             }
-            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
                 .await
                 .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?
         }
-        None => kube::Config::infer().await.map_err(|e| format!("no cluster configuration (set KUBECONFIG or pass --kubeconfig): {e}"))?,
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("no cluster configuration (set KUBECONFIG or pass --kubeconfig): {e}"))?,
     })
 }
 

@@ -26,9 +26,9 @@ use clap::Args;
 use serde::Serialize;
 use serde_json::Value;
 
-use capstan::catalog::validated::{IndexOptions, ValidatedCatalog};
 use capstan::catalog::model::DeclarativeConfig;
 use capstan::catalog::property;
+use capstan::catalog::validated::{IndexOptions, ValidatedCatalog};
 use capstan::discovery::packagemanifest::{self, CatalogSourceInfo, PackageManifest, packages_of};
 
 use super::resolve::OutputFormat;
@@ -104,25 +104,34 @@ pub fn run_serve(args: ServeArgs) -> ExitCode {
     let store = ContentCatalogs::default();
     let mut packages = Vec::new();
     for spec in &args.catalogs {
-        let loaded = super::resolve::split_key_value(spec, "--catalog", "NAMESPACE/NAME=PATH").and_then(|(key, target)| {
-            let (config, digest) = load_with_digest(spec, &target)?;
-            capstan::catalog::validate::validate(&config).map_err(|errors| format!("--catalog {spec}: catalog {key} is invalid: {errors}"))?;
-            let mut content = CatalogContent::new(&config, digest.as_deref().unwrap_or(""), std::time::SystemTime::now());
-            if digest.is_none() {
-                let d = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&content.all())));
-                content = CatalogContent::new(&config, &d, std::time::SystemTime::now());
-            }
-            let summaries = if args.packages_api.is_some() {
-                let index = ValidatedCatalog::with_options(config, IndexOptions { keep_bundle_objects: true }).map_err(|e| format!("--catalog {spec}: {e}"))?;
-                packages_of(&index).0
-            } else {
-                Vec::new()
-            };
-            Ok((key, content, summaries))
-        });
+        let loaded =
+            super::resolve::split_key_value(spec, "--catalog", "NAMESPACE/NAME=PATH").and_then(|(key, target)| {
+                let (config, digest) = load_with_digest(spec, &target)?;
+                capstan::catalog::validate::validate(&config)
+                    .map_err(|errors| format!("--catalog {spec}: catalog {key} is invalid: {errors}"))?;
+                let mut content =
+                    CatalogContent::new(&config, digest.as_deref().unwrap_or(""), std::time::SystemTime::now());
+                if digest.is_none() {
+                    let d = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&content.all())));
+                    content = CatalogContent::new(&config, &d, std::time::SystemTime::now());
+                }
+                let summaries = if args.packages_api.is_some() {
+                    let index = ValidatedCatalog::with_options(config, IndexOptions { keep_bundle_objects: true })
+                        .map_err(|e| format!("--catalog {spec}: {e}"))?;
+                    packages_of(&index).0
+                } else {
+                    Vec::new()
+                };
+                Ok((key, content, summaries))
+            });
         match loaded {
             Ok((key, content, summaries)) => {
-                let source = CatalogSourceInfo { name: key.name.clone(), namespace: key.namespace.clone(), display_name: key.name.clone(), ..Default::default() };
+                let source = CatalogSourceInfo {
+                    name: key.name.clone(),
+                    namespace: key.namespace.clone(),
+                    display_name: key.name.clone(),
+                    ..Default::default()
+                };
                 packages.push(capstan::discovery::query::CatalogPackages { source, packages: summaries.into() });
                 store.insert(&key.namespace, &key.name, std::sync::Arc::new(content))
             }
@@ -147,7 +156,14 @@ pub fn run_serve(args: ServeArgs) -> ExitCode {
                 let client = super::controller::client(args.kubeconfig.as_ref()).await?;
                 let mut names = args.cert_names.clone();
                 names.push(addr.ip().to_string());
-                capstan::discovery::apiserver::serve(addr, capstan::discovery::apiserver::ServingIdentity::SelfSigned(names), client, served, args.global_namespace.clone()).await
+                capstan::discovery::apiserver::serve(
+                    addr,
+                    capstan::discovery::apiserver::ServingIdentity::SelfSigned(names),
+                    client,
+                    served,
+                    args.global_namespace.clone(),
+                )
+                .await
             };
             match started.await {
                 Ok(bound) => eprintln!("packages API on https://{bound}"),
@@ -211,7 +227,8 @@ pub fn run_show(args: ShowArgs) -> ExitCode {
         let mut names: Vec<&str> = found.iter().map(|f| f.manifest.metadata.name.as_str()).collect();
         names.sort();
         names.dedup();
-        let near: Vec<&str> = names.iter().copied().filter(|n| n.contains(&args.package) || args.package.contains(*n)).take(5).collect();
+        let near: Vec<&str> =
+            names.iter().copied().filter(|n| n.contains(&args.package) || args.package.contains(*n)).take(5).collect();
         eprintln!(
             "error: no catalog has package {:?}{}; `capstan search WORD` finds packages",
             args.package,
@@ -247,10 +264,14 @@ fn packages(src: &SourceArgs) -> Result<Vec<Found>, String> {
         let (key, target) = super::resolve::split_key_value(spec, "--catalog", "NAMESPACE/NAME=PATH")?;
         let config = load(spec, &target)?;
         if let Err(errors) = capstan::catalog::validate::validate(&config) {
-            return Err(format!("--catalog {spec}: catalog {key} is invalid and would serve nothing; `capstan catalog validate` lists the errors: {errors}"));
+            return Err(format!(
+                "--catalog {spec}: catalog {key} is invalid and would serve nothing; `capstan catalog validate` lists the errors: {errors}"
+            ));
         }
-        let index = ValidatedCatalog::with_options(config, IndexOptions { keep_bundle_objects: true }).map_err(|e| format!("--catalog {spec}: {e}"))?;
-        let source = CatalogSourceInfo { name: key.name.clone(), namespace: key.namespace.clone(), ..Default::default() };
+        let index = ValidatedCatalog::with_options(config, IndexOptions { keep_bundle_objects: true })
+            .map_err(|e| format!("--catalog {spec}: {e}"))?;
+        let source =
+            CatalogSourceInfo { name: key.name.clone(), namespace: key.namespace.clone(), ..Default::default() };
         let (summaries, elided) = packages_of(&index);
         for e in elided {
             eprintln!("warning: --catalog {spec}: {} (OLM's packageserver leaves it out too)", e.reason);
@@ -267,7 +288,12 @@ fn packages(src: &SourceArgs) -> Result<Vec<Found>, String> {
                         .map(|b| {
                             b.properties
                                 .iter()
-                                .filter(|p| matches!(p.type_.as_str(), property::PACKAGE_REQUIRED | property::GVK_REQUIRED | property::CONSTRAINT))
+                                .filter(|p| {
+                                    matches!(
+                                        p.type_.as_str(),
+                                        property::PACKAGE_REQUIRED | property::GVK_REQUIRED | property::CONSTRAINT
+                                    )
+                                })
                                 .map(|p| serde_json::json!({"type": p.type_, "value": p.value}))
                                 .collect()
                         })
@@ -286,11 +312,15 @@ fn load(spec: &str, target: &str) -> Result<DeclarativeConfig, String> {
 
 /// A catalog directory, file or image; the image's digest when it is one.
 fn load_with_digest(spec: &str, target: &str) -> Result<(DeclarativeConfig, Option<String>), String> {
-    let path = match super::image::classify(target).map_err(|e| format!("--catalog {spec}: {e} (expected an FBC directory or file, or a catalog image)"))? {
+    let path = match super::image::classify(target)
+        .map_err(|e| format!("--catalog {spec}: {e} (expected an FBC directory or file, or a catalog image)"))?
+    {
         super::image::Target::Path(p) => p,
         super::image::Target::Image(_) => {
-            let client = capstan::oci::ClientConfig::from_env(false, false).map_err(|e| format!("--catalog {spec}: {e}"))?;
-            let loaded = capstan::catalog::image::load_catalog_image_blocking(target, client).map_err(|e| format!("--catalog {spec}: {e}"))?;
+            let client =
+                capstan::oci::ClientConfig::from_env(false, false).map_err(|e| format!("--catalog {spec}: {e}"))?;
+            let loaded = capstan::catalog::image::load_catalog_image_blocking(target, client)
+                .map_err(|e| format!("--catalog {spec}: {e}"))?;
             return Ok((loaded.config, Some(loaded.digest)));
         }
     };
@@ -299,7 +329,10 @@ fn load_with_digest(spec: &str, target: &str) -> Result<(DeclarativeConfig, Opti
 
 /// The namespace's PackageManifests from the cluster's aggregated API.
 fn cluster_packages(src: &SourceArgs) -> Result<Vec<Found>, String> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| format!("cannot start a runtime: {e}"))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start a runtime: {e}"))?;
     rt.block_on(async {
         let client = super::controller::client(src.kubeconfig.as_ref()).await?;
         let ns = src.namespace.clone().unwrap_or_else(|| client.default_namespace().to_string());
@@ -373,7 +406,16 @@ fn print_search(hits: &[&Found], format: OutputFormat) -> Result<(), String> {
             let header = ["PACKAGE", "CATALOG", "CHANNEL", "VERSION", "DISPLAY NAME", "PROVIDER"];
             let cells: Vec<[String; 6]> = rows
                 .iter()
-                .map(|r| [r.package.into(), r.catalog.clone(), r.default_channel.into(), r.version.into(), r.display_name.into(), r.provider.into()])
+                .map(|r| {
+                    [
+                        r.package.into(),
+                        r.catalog.clone(),
+                        r.default_channel.into(),
+                        r.version.into(),
+                        r.display_name.into(),
+                        r.provider.into(),
+                    ]
+                })
                 .collect();
             let mut widths = header.map(str::len);
             for c in &cells {
@@ -416,7 +458,14 @@ fn print_show(hits: &[&Found], format: OutputFormat) -> Result<(), String> {
         .iter()
         .map(|f| ShowDoc {
             package_manifest: &f.manifest,
-            dependencies: f.manifest.status.channels.iter().zip(&f.dependencies).map(|(c, d)| (c.name.as_str(), d.as_slice())).collect(),
+            dependencies: f
+                .manifest
+                .status
+                .channels
+                .iter()
+                .zip(&f.dependencies)
+                .map(|(c, d)| (c.name.as_str(), d.as_slice()))
+                .collect(),
         })
         .collect();
     match format {
@@ -450,8 +499,17 @@ fn show_text(f: &Found) {
         outln!("Deprecated:      {}", d.message);
     }
     if let Some(h) = head {
-        let modes: Vec<String> = h.current_csv_desc.install_modes.iter().map(|im| format!("{} {}", im.type_, if im.supported { "yes" } else { "no" })).collect();
-        outln!("Install modes:   {} (of {})", if modes.is_empty() { "none declared".to_string() } else { modes.join(", ") }, h.current_csv);
+        let modes: Vec<String> = h
+            .current_csv_desc
+            .install_modes
+            .iter()
+            .map(|im| format!("{} {}", im.type_, if im.supported { "yes" } else { "no" }))
+            .collect();
+        outln!(
+            "Install modes:   {} (of {})",
+            if modes.is_empty() { "none declared".to_string() } else { modes.join(", ") },
+            h.current_csv
+        );
         if !h.current_csv_desc.min_kube_version.is_empty() {
             outln!("Min Kubernetes:  {}", h.current_csv_desc.min_kube_version);
         }

@@ -152,10 +152,8 @@ pub fn run_bundle(cmd: BundleImageCommand) -> ExitCode {
             match capstan::bundle::Bundle::load(&a.dir) {
                 Ok(b) => {
                     let findings = capstan::bundle::validate(&b);
-                    let errors: Vec<_> = findings
-                        .iter()
-                        .filter(|f| f.severity == capstan::bundle::Severity::Error)
-                        .collect();
+                    let errors: Vec<_> =
+                        findings.iter().filter(|f| f.severity == capstan::bundle::Severity::Error).collect();
                     if !errors.is_empty() {
                         // A finding prints its own severity ("error: file: field: …").
                         for f in &errors {

@@ -11,14 +11,14 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use clap::{Args, ValueEnum};
-use capstan::bundle::{Bundle, BundleError};
 use capstan::bundle::image::{BundleImageError, pull_bundle};
+use capstan::bundle::render::{Migration, RenderError, render_info, render_validated};
+use capstan::bundle::{Bundle, BundleError};
 use capstan::catalog::image::load_catalog_image_blocking;
 use capstan::catalog::model::DeclarativeConfig;
 use capstan::catalog::parse::{self, Format, to_stream};
-use capstan::bundle::render::{Migration, RenderError, render_info, render_validated};
 use capstan::catalog::placeholder::placeholder_image;
+use clap::{Args, ValueEnum};
 
 use super::image::{RegistryArgs, Target};
 
@@ -128,7 +128,9 @@ fn render_all(args: &RenderArgs) -> Result<DeclarativeConfig, Failure> {
     let mut catalogs: Vec<&str> = Vec::new();
     for (r, target) in args.refs.iter().zip(targets) {
         let result = match target {
-            Target::Path(path) if is_bundle_dir(path) => render_dir(path, images.next().cloned(), args, migration, &mut cfg),
+            Target::Path(path) if is_bundle_dir(path) => {
+                render_dir(path, images.next().cloned(), args, migration, &mut cfg)
+            }
             Target::Path(path) => {
                 catalogs.push(r);
                 parse::load_path(path).map_err(|e| (e.to_string(), 2)).map(|c| parse::merge(&mut cfg, c))
@@ -162,11 +164,16 @@ fn check_catalog(refs: &[String], catalogs: &[&str], cfg: &DeclarativeConfig) ->
         };
         return Err((
             if refs.len() == catalogs.len() && catalogs.len() == 1 {
-                format!("{what}; nothing was rendered (`capstan catalog validate {}` lists the same errors): {errors}", catalogs[0])
+                format!(
+                    "{what}; nothing was rendered (`capstan catalog validate {}` lists the same errors): {errors}",
+                    catalogs[0]
+                )
             } else {
                 // The errors may come from the combination (a bundle the catalog already has, or
                 // a package two inputs both define), not from one input alone.
-                format!("{what}; nothing was rendered (the errors are of the combined output: each input may be valid on its own): {errors}")
+                format!(
+                    "{what}; nothing was rendered (the errors are of the combined output: each input may be valid on its own): {errors}"
+                )
             },
             1,
         ));
@@ -205,7 +212,8 @@ pub(crate) fn bundle_load_code(e: &BundleError) -> u8 {
 /// once as the user gave it (`shown`; a pulled image is read from a scratch directory).
 pub(crate) fn bundle_load_failure(shown: &str, dir: &Path, e: &BundleError) -> (String, u8) {
     let message = e.to_string();
-    let message = if message.starts_with(&dir.display().to_string()) { message } else { format!("bundle {shown}: {message}") };
+    let message =
+        if message.starts_with(&dir.display().to_string()) { message } else { format!("bundle {shown}: {message}") };
     (message, bundle_load_code(e))
 }
 
@@ -228,8 +236,13 @@ fn render_dir(
             let info = render_info(&bundle);
             match &args.image_template {
                 Some(t) => {
-                    let image = capstan::catalog::placeholder::expand_image_template(t, &info.package, &info.name, &info.version)
-                        .map_err(|e| (format!("--image-template {t:?}: {e}"), 2))?;
+                    let image = capstan::catalog::placeholder::expand_image_template(
+                        t,
+                        &info.package,
+                        &info.name,
+                        &info.version,
+                    )
+                    .map_err(|e| (format!("--image-template {t:?}: {e}"), 2))?;
                     check_image_flag("--image-template", t, &image)?;
                     image
                 }
@@ -244,9 +257,16 @@ fn render_dir(
 /// [`render_validated`] for the CLI: warnings go to stderr (naming the bundle), errors become
 /// exit code 1. `shown` is the bundle as the user named it (a pulled image is read from a scratch
 /// directory, which the message does not show).
-pub(crate) fn render_checked(bundle: &Bundle, shown: &str, image: &str, migration: Migration) -> Result<capstan::catalog::model::Bundle, Failure> {
+pub(crate) fn render_checked(
+    bundle: &Bundle,
+    shown: &str,
+    image: &str,
+    migration: Migration,
+) -> Result<capstan::catalog::model::Bundle, Failure> {
     let (blob, warnings) = render_validated(bundle, image, migration).map_err(|e| match e {
-        RenderError::Invalid { bundle, errors, .. } => (RenderError::Invalid { bundle, dir: shown.to_string(), errors }.to_string(), 1),
+        RenderError::Invalid { bundle, errors, .. } => {
+            (RenderError::Invalid { bundle, dir: shown.to_string(), errors }.to_string(), 1)
+        }
         e => (e.to_string(), 1),
     })?;
     for w in warnings {
@@ -257,16 +277,18 @@ pub(crate) fn render_checked(bundle: &Bundle, shown: &str, image: &str, migratio
 
 /// Pulls `reference`; a bundle image is rendered with `reference` as its image (as opm does),
 /// any other image is loaded as a catalog image. Returns whether it was a catalog.
-fn render_image(reference: &str, args: &RenderArgs, migration: Migration, cfg: &mut DeclarativeConfig) -> Result<bool, Failure> {
+fn render_image(
+    reference: &str,
+    args: &RenderArgs,
+    migration: Migration,
+    cfg: &mut DeclarativeConfig,
+) -> Result<bool, Failure> {
     let parsed = capstan::oci::parse_reference(reference).map_err(|e| (e.to_string(), 2))?;
     let config = args.registry.client_config().map_err(|e| (e.to_string(), 2))?;
     let scratch = capstan::oci::cache::scratch_dir("capstan-render").map_err(|e| (e.to_string(), 2))?;
     let scratch = scratch.path();
-    let pulled = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| (e.to_string(), 2))
-        .map(|rt| {
+    let pulled =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| (e.to_string(), 2)).map(|rt| {
             let registry = capstan::oci::Registry::new(config.clone());
             rt.block_on(pull_bundle(&registry, &parsed, scratch))
         });

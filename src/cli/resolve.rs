@@ -80,11 +80,14 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
         if catalogs.iter().any(|c| c.key == key) {
             return Err(format!("--catalog {spec}: catalog source {key} is given twice"));
         }
-        let path = match super::image::classify(&target).map_err(|e| format!("--catalog {spec}: {e} (expected an FBC directory or file, or a catalog image)"))? {
+        let path = match super::image::classify(&target)
+            .map_err(|e| format!("--catalog {spec}: {e} (expected an FBC directory or file, or a catalog image)"))?
+        {
             super::image::Target::Path(p) => p,
             super::image::Target::Image(_) => {
                 // A catalog image: pulled by digest, parsed, and cached under $CAPSTAN_CACHE/catalogs.
-                let client = capstan::oci::ClientConfig::from_env(false, false).map_err(|e| format!("--catalog {spec}: {e}"))?;
+                let client =
+                    capstan::oci::ClientConfig::from_env(false, false).map_err(|e| format!("--catalog {spec}: {e}"))?;
                 let loaded = capstan::catalog::image::load_catalog_image_blocking(&target, client)
                     .map_err(|e| format!("--catalog {spec}: {e}"))?;
                 let index = index_of(&loaded.config, spec, &key)?;
@@ -106,7 +109,8 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
     }
     let mut read = Vec::new();
     // The same file under two spellings (`sub.yaml`, `./sub.yaml`) is the same file.
-    let same: Vec<PathBuf> = args.files.iter().map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())).collect();
+    let same: Vec<PathBuf> =
+        args.files.iter().map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())).collect();
     if let Some((i, j)) = (0..same.len()).find_map(|j| (0..j).find(|&i| same[i] == same[j]).map(|i| (i, j))) {
         let (a, b) = (&args.files[i], &args.files[j]);
         let also = if a.as_os_str() == b.as_os_str() { String::new() } else { format!(" (as {})", b.display()) };
@@ -127,7 +131,10 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
     }
     let subscriptions: Vec<SubscriptionRequest> = read.into_iter().map(|(_, s)| s).collect();
     if subscriptions.is_empty() {
-        return Err("no Subscription found in the -f files (kind: Subscription, apiVersion: operators.coreos.com/v1alpha1)".into());
+        return Err(
+            "no Subscription found in the -f files (kind: Subscription, apiVersion: operators.coreos.com/v1alpha1)"
+                .into(),
+        );
     }
     let namespaces: BTreeSet<String> = subscriptions.iter().map(|s| s.namespace.clone()).collect();
     let mut installed = Vec::new();
@@ -152,7 +159,9 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
             return Err(format!("--installed {i:?}: empty CSV or package name; write [NAMESPACE/]CSV_NAME[@PACKAGE]"));
         }
         if !capstan::catalog::validate::is_dns1123_label(&ns) {
-            return Err(format!("--installed {i}: {ns:?} is not a namespace name (lowercase letters, digits and '-'); write [NAMESPACE/]CSV_NAME[@PACKAGE]"));
+            return Err(format!(
+                "--installed {i}: {ns:?} is not a namespace name (lowercase letters, digits and '-'); write [NAMESPACE/]CSV_NAME[@PACKAGE]"
+            ));
         }
         if !capstan::catalog::validate::is_dns1123_subdomain(&name) {
             return Err(format!(
@@ -160,7 +169,9 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
             ));
         }
         if !seen_installed.insert((ns.clone(), name.clone())) {
-            return Err(format!("--installed {i}: CSV {ns}/{name} is given twice; a namespace holds one CSV of a name"));
+            return Err(format!(
+                "--installed {i}: CSV {ns}/{name} is given twice; a namespace holds one CSV of a name"
+            ));
         }
         // An installed CSV counts only in its own namespace (OLM resolves each namespace apart):
         // one in a namespace none of the Subscriptions is in changes nothing, so it is a typo.
@@ -171,8 +182,12 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
                 namespaces.iter().next().cloned().unwrap_or_default()
             ));
         }
-        let subscribed: BTreeSet<&str> = subscriptions.iter().filter(|s| s.namespace == ns).map(|s| s.package.as_str()).collect();
-        installed.push((format!("--installed {i}"), installed_bundle(&format!("--installed {i}"), i, &ns, &name, package.as_deref(), &subscribed, &catalogs)?));
+        let subscribed: BTreeSet<&str> =
+            subscriptions.iter().filter(|s| s.namespace == ns).map(|s| s.package.as_str()).collect();
+        installed.push((
+            format!("--installed {i}"),
+            installed_bundle(&format!("--installed {i}"), i, &ns, &name, package.as_deref(), &subscribed, &catalogs)?,
+        ));
     }
     // A Subscription copied from a cluster (`kubectl get -o yaml`) says what is installed in
     // `status.installedCSV`: that CSV is taken as installed, as `--installed NS/CSV@PACKAGE`
@@ -182,12 +197,16 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
         let Some(csv) = s.installed_csv.as_deref() else { continue };
         let what = format!("status.installedCSV of Subscription {}/{}", s.namespace, s.name);
         if !capstan::catalog::validate::is_dns1123_subdomain(csv) {
-            return Err(format!("{what}: {csv:?} is not a CSV name (a Kubernetes object name: lowercase letters, digits, '-' and '.'); correct it or remove status"));
+            return Err(format!(
+                "{what}: {csv:?} is not a CSV name (a Kubernetes object name: lowercase letters, digits, '-' and '.'); correct it or remove status"
+            ));
         }
         if !seen_installed.insert((s.namespace.clone(), csv.to_string())) {
             // Given before (by --installed, or another Subscription's status): the same CSV, so
             // one entry, unless the two say it is of different packages.
-            let earlier = installed.iter().find(|(_, b): &&(String, InstalledBundle)| b.namespace == s.namespace && b.name == csv);
+            let earlier = installed
+                .iter()
+                .find(|(_, b): &&(String, InstalledBundle)| b.namespace == s.namespace && b.name == csv);
             if let Some((first, b)) = earlier
                 && let Some(package) = b.package.clone().or_else(|| owner_package(&b.name, &catalogs))
                 && package != s.package
@@ -200,8 +219,14 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
             continue;
         }
         let subscribed = BTreeSet::from([s.package.as_str()]);
-        installed.push((what.clone(), installed_bundle(&what, csv, &s.namespace, csv, Some(&s.package), &subscribed, &catalogs)?));
-        notes.push(format!("note: {what}: {csv} taken as installed in namespace {} (as --installed {}/{csv}@{})", s.namespace, s.namespace, s.package));
+        installed.push((
+            what.clone(),
+            installed_bundle(&what, csv, &s.namespace, csv, Some(&s.package), &subscribed, &catalogs)?,
+        ));
+        notes.push(format!(
+            "note: {what}: {csv} taken as installed in namespace {} (as --installed {}/{csv}@{})",
+            s.namespace, s.namespace, s.package
+        ));
     }
     // A namespace has one CSV of a package installed: two given (two --installed, or one that
     // contradicts a pasted status.installedCSV) would be explained as unrelated operators.
@@ -244,7 +269,15 @@ fn run_inner(args: &ResolveArgs) -> Result<ResolveOutput, String> {
 /// A name no catalog has and whose package and version cannot be read from it; `@PACKAGE`
 /// naming a package without that bundle; a name several packages have when the Subscriptions
 /// do not tell which.
-fn installed_bundle(what: &str, arg: &str, ns: &str, name: &str, package: Option<&str>, subscribed: &BTreeSet<&str>, catalogs: &[CatalogInput]) -> Result<InstalledBundle, String> {
+fn installed_bundle(
+    what: &str,
+    arg: &str,
+    ns: &str,
+    name: &str,
+    package: Option<&str>,
+    subscribed: &BTreeSet<&str>,
+    catalogs: &[CatalogInput],
+) -> Result<InstalledBundle, String> {
     let owners = owners_of(name, catalogs);
     if let Some(package) = package
         && !owners.is_empty()
@@ -253,7 +286,10 @@ fn installed_bundle(what: &str, arg: &str, ns: &str, name: &str, package: Option
             let list = owners.iter().copied().collect::<Vec<_>>().join(", ");
             return Err(format!("{what}: package {package} has no bundle named {name}; it is a bundle of {list}"));
         }
-        return Ok(InstalledBundle { package: Some(package.to_string()), ..InstalledBundle::from_csv(ns, name, None, None) });
+        return Ok(InstalledBundle {
+            package: Some(package.to_string()),
+            ..InstalledBundle::from_csv(ns, name, None, None)
+        });
     }
     match owners.len() {
         0 => {}
@@ -268,19 +304,25 @@ fn installed_bundle(what: &str, arg: &str, ns: &str, name: &str, package: Option
                     list[0]
                 ));
             };
-            return Ok(InstalledBundle { package: Some(package.to_string()), ..InstalledBundle::from_csv(ns, name, None, None) });
+            return Ok(InstalledBundle {
+                package: Some(package.to_string()),
+                ..InstalledBundle::from_csv(ns, name, None, None)
+            });
         }
     }
     let keys: Vec<String> = catalogs.iter().map(|c| c.key.to_string()).collect();
     let in_catalogs = format!("{} {}", if keys.len() == 1 { "catalog" } else { "catalogs" }, keys.join(", "));
     let given = package;
-    let Some((package, version)) = capstan::resolve::split_csv_name(name).map(|(p, v)| (given.map_or(p, str::to_string), v)) else {
+    let Some((package, version)) =
+        capstan::resolve::split_csv_name(name).map(|(p, v)| (given.map_or(p, str::to_string), v))
+    else {
         return Err(format!(
             "{what}: no bundle named {name} in {in_catalogs}, and the name does not say its package and version (<package>.v<version>, e.g. etcdoperator.v0.9.4); give the CSV name of a bundle of the catalogs (`capstan show PACKAGE --catalog …` lists them)"
         ));
     };
-    let mut warning =
-        format!("{what}: no bundle named {name} in {in_catalogs}; assuming package {package} version {version} from the name, with no APIs or dependencies");
+    let mut warning = format!(
+        "{what}: no bundle named {name} in {in_catalogs}; assuming package {package} version {version} from the name, with no APIs or dependencies"
+    );
     let known: Vec<&str> = catalogs
         .iter()
         .filter_map(|c| c.index.package(&package).map(|(_, p)| (c, p)))
@@ -290,18 +332,32 @@ fn installed_bundle(what: &str, arg: &str, ns: &str, name: &str, package: Option
         warning.push_str(&format!("; no catalog has package {package} either: check the name"));
     } else {
         let shown: Vec<&str> = known.iter().copied().take(6).collect();
-        let more = if known.len() > shown.len() { format!(" and {} more", known.len() - shown.len()) } else { String::new() };
-        warning.push_str(&format!("; package {package} has bundles {}{more}: check the name, unless the catalog no longer serves that CSV", shown.join(", ")));
+        let more =
+            if known.len() > shown.len() { format!(" and {} more", known.len() - shown.len()) } else { String::new() };
+        warning.push_str(&format!(
+            "; package {package} has bundles {}{more}: check the name, unless the catalog no longer serves that CSV",
+            shown.join(", ")
+        ));
     }
     eprintln!("warning: {warning}");
-    Ok(InstalledBundle { package: Some(package), version: Some(version), ..InstalledBundle::from_csv(ns, name, None, None) })
+    Ok(InstalledBundle {
+        package: Some(package),
+        version: Some(version),
+        ..InstalledBundle::from_csv(ns, name, None, None)
+    })
 }
 
 /// The packages of the catalogs with a bundle named `name`.
 fn owners_of<'a>(name: &str, catalogs: &'a [CatalogInput]) -> BTreeSet<&'a str> {
     catalogs
         .iter()
-        .flat_map(|c| c.index.packages().iter().filter(|p| c.index.bundle_in(Some(&p.name), name).is_some()).map(|p| p.name.as_str()))
+        .flat_map(|c| {
+            c.index
+                .packages()
+                .iter()
+                .filter(|p| c.index.bundle_in(Some(&p.name), name).is_some())
+                .map(|p| p.name.as_str())
+        })
         .collect()
 }
 
@@ -316,7 +372,8 @@ fn owner_package(name: &str, catalogs: &[CatalogInput]) -> Option<String> {
 
 pub(crate) fn split_key_value(spec: &str, flag: &str, form: &str) -> Result<(CatalogSourceKey, String), String> {
     let (key, value) = spec.split_once('=').ok_or_else(|| format!("{flag} {spec}: expected {form}"))?;
-    let (ns, name) = key.split_once('/').ok_or_else(|| format!("{flag} {spec}: expected {form} (the key needs NAMESPACE/NAME)"))?;
+    let (ns, name) =
+        key.split_once('/').ok_or_else(|| format!("{flag} {spec}: expected {form} (the key needs NAMESPACE/NAME)"))?;
     if ns.is_empty() || name.is_empty() || value.is_empty() {
         return Err(format!("{flag} {spec}: expected {form} with non-empty parts"));
     }
@@ -404,19 +461,28 @@ const SUBSCRIPTION_API_VERSION: &str = "operators.coreos.com/v1alpha1";
 fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>, String> {
     let (shown, text) = if path == Path::new("-") {
         let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|e| format!("reading the Subscriptions from stdin (-f -): {e}"))?;
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .map_err(|e| format!("reading the Subscriptions from stdin (-f -): {e}"))?;
         ("(stdin)".to_string(), text)
     } else {
-        (path.display().to_string(), std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?)
+        (
+            path.display().to_string(),
+            std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?,
+        )
     };
     capstan::yaml::check_flow_depth(&text).map_err(|e| format!("{shown}: {e}"))?;
     if let Some(e) = capstan::yaml::duplicate_key(&text) {
-        return Err(format!("{shown}: {e}; a field given twice keeps only its last value: kubectl apply refuses it too, give it once"));
+        return Err(format!(
+            "{shown}: {e}; a field given twice keeps only its last value: kubectl apply refuses it too, give it once"
+        ));
     }
     let mut out = Vec::new();
     // Compiled once for all documents (a compile per document cost ~57 ms each).
     let schema = match capstan::api::openapi_schema("Subscription", "v1alpha1") {
-        Some(openapi) => Some(capstan::install::crd_safety::SchemaCheck::new("subscriptions.operators.coreos.com", "v1alpha1", &openapi).map_err(|e| format!("{shown}: {e}"))?),
+        Some(openapi) => Some(
+            capstan::install::crd_safety::SchemaCheck::new("subscriptions.operators.coreos.com", "v1alpha1", &openapi)
+                .map_err(|e| format!("{shown}: {e}"))?,
+        ),
         None => None,
     };
     let mut objects = Vec::new();
@@ -425,9 +491,13 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
         let doc = format!("{shown}, document {}", i + 1);
         match v {
             serde_json::Value::Null => {}
-            serde_json::Value::Object(ref m) if matches!(m.get("kind").and_then(serde_json::Value::as_str), Some("List" | "SubscriptionList")) => {
+            serde_json::Value::Object(ref m)
+                if matches!(m.get("kind").and_then(serde_json::Value::as_str), Some("List" | "SubscriptionList")) =>
+            {
                 let Some(items) = m.get("items").and_then(serde_json::Value::as_array) else {
-                    return Err(format!("{doc}: a List without items (a list of objects); write items: [...] or the objects as documents"));
+                    return Err(format!(
+                        "{doc}: a List without items (a list of objects); write items: [...] or the objects as documents"
+                    ));
                 };
                 objects.extend(items.iter().enumerate().map(|(j, item)| (format!("{doc}, items[{j}]"), item.clone())));
             }
@@ -443,7 +513,9 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
                 serde_json::Value::Bool(_) => "a boolean",
                 _ => "empty",
             };
-            return Err(format!("{doc}: {what}, not an object; a Subscription is a mapping with apiVersion, kind, metadata and spec"));
+            return Err(format!(
+                "{doc}: {what}, not an object; a Subscription is a mapping with apiVersion, kind, metadata and spec"
+            ));
         }
         match v.get("kind") {
             Some(serde_json::Value::String(k)) if k == "Subscription" => {}
@@ -452,12 +524,16 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
                 return Err(format!("{doc}: kind is {k:?}; kinds are matched exactly: write kind: Subscription"));
             }
             Some(serde_json::Value::String(k)) if strsim::levenshtein(&k.to_ascii_lowercase(), "subscription") <= 2 => {
-                return Err(format!("{doc}: kind is {k:?}, which no API serves (kubectl apply refuses it: no matches for kind); did you mean kind: Subscription?"));
+                return Err(format!(
+                    "{doc}: kind is {k:?}, which no API serves (kubectl apply refuses it: no matches for kind); did you mean kind: Subscription?"
+                ));
             }
             // Other kinds (an OperatorGroup, a Namespace) are skipped.
             Some(serde_json::Value::String(k)) if !k.is_empty() => continue,
             None | Some(serde_json::Value::Null) | Some(serde_json::Value::String(_)) => {
-                return Err(format!("{doc}: kind is missing; kubectl apply refuses an object without one: write kind: Subscription"));
+                return Err(format!(
+                    "{doc}: kind is missing; kubectl apply refuses an object without one: write kind: Subscription"
+                ));
             }
             Some(k) => return Err(format!("{doc}: kind is {k}, not a string; a Subscription has kind: Subscription")),
         }
@@ -468,8 +544,12 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
         // `status` is not checked: only `status.installedCSV` is read, and a Subscription copied
         // from `kubectl get -o yaml` of an OLM cluster may carry status fields capstan's
         // schema lacks (the API server does not take status from `kubectl apply` either).
-        let unknown: Vec<capstan::api::UnknownField> =
-            capstan::api::unknown_fields("Subscription", "v1alpha1", &v).into_iter().filter(|f| f.parent.split(['.', '[']).next() != Some("status") && !(f.parent.is_empty() && f.name == "status")).collect();
+        let unknown: Vec<capstan::api::UnknownField> = capstan::api::unknown_fields("Subscription", "v1alpha1", &v)
+            .into_iter()
+            .filter(|f| {
+                f.parent.split(['.', '[']).next() != Some("status") && !(f.parent.is_empty() && f.name == "status")
+            })
+            .collect();
         // A field of the wrong type (a list where `spec.config` is an object) could be read as
         // empty: the API server refuses it, and so does this. `status` is left out, as above.
         let invalid = match &schema {
@@ -484,19 +564,24 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
         };
         let schema_error = |e: &capstan::install::crd_safety::FieldError| {
             // YAML reads an unquoted 2.10 as the number 2.1: say to quote it.
-            let quote = if e.reason.contains("\"string\"") && e.reason.starts_with(|c: char| c.is_ascii_digit() || c == '-') {
-                "; a string is wanted: quote the value as written (YAML reads an unquoted 2.10 as the number 2.1)"
-            } else {
-                ""
-            };
-            format!("{at}: {}: {}{quote}; kubectl apply refuses it too (the Subscription CRD's schema)", e.path, e.reason)
+            let quote =
+                if e.reason.contains("\"string\"") && e.reason.starts_with(|c: char| c.is_ascii_digit() || c == '-') {
+                    "; a string is wanted: quote the value as written (YAML reads an unquoted 2.10 as the number 2.1)"
+                } else {
+                    ""
+                };
+            format!(
+                "{at}: {}: {}{quote}; kubectl apply refuses it too (the Subscription CRD's schema)",
+                e.path, e.reason
+            )
         };
         let d: SubscriptionDoc = serde_path_to_error::deserialize(v).map_err(|e| {
             let field = e.path().to_string();
             // The schema says it as the API server would, for the field serde stopped at (an
             // error of another field, such as a missing spec.source, is said later, better);
             // serde's words are the fallback.
-            let under = |p: &str| p == field || p.strip_prefix(field.as_str()).is_some_and(|rest| rest.starts_with(['.', '[']));
+            let under =
+                |p: &str| p == field || p.strip_prefix(field.as_str()).is_some_and(|rest| rest.starts_with(['.', '[']));
             if let Some(e) = invalid.iter().find(|s| under(&s.path)) {
                 return schema_error(e);
             }
@@ -504,12 +589,19 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
             format!("{at}:{field} {}", e.into_inner())
         })?;
         if d.api_version != SUBSCRIPTION_API_VERSION {
-            return Err(format!("{at}: apiVersion is {:?}; a Subscription's apiVersion is {SUBSCRIPTION_API_VERSION}", d.api_version));
+            return Err(format!(
+                "{at}: apiVersion is {:?}; a Subscription's apiVersion is {SUBSCRIPTION_API_VERSION}",
+                d.api_version
+            ));
         }
         if let Some(field) = unknown.first() {
             let more = match unknown.len() {
                 1 => String::new(),
-                n => format!(" (and {}: {})", super::count(n - 1, "other", "others"), unknown[1..].iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
+                n => format!(
+                    " (and {}: {})",
+                    super::count(n - 1, "other", "others"),
+                    unknown[1..].iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+                ),
             };
             return Err(format!(
                 "{at}: unknown field {:?}{more}; a Subscription has no such field (kubectl apply --validate=strict refuses it too){}",
@@ -524,10 +616,19 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
         // namespace a DNS-1123 label).
         let name = &d.metadata.name;
         if !capstan::catalog::validate::is_dns1123_subdomain(name) {
-            return Err(format!("{at}: metadata.name {name:?} is not a valid object name; use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"));
+            return Err(format!(
+                "{at}: metadata.name {name:?} is not a valid object name; use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
+            ));
         }
-        if let Some(ns) = d.metadata.namespace.as_deref().filter(|n| !n.is_empty() && !capstan::catalog::validate::is_dns1123_label(n)) {
-            return Err(format!("{at}: metadata.namespace {ns:?} is not a namespace name; use lowercase letters, digits and '-' (at most 63)"));
+        if let Some(ns) = d
+            .metadata
+            .namespace
+            .as_deref()
+            .filter(|n| !n.is_empty() && !capstan::catalog::validate::is_dns1123_label(n))
+        {
+            return Err(format!(
+                "{at}: metadata.namespace {ns:?} is not a namespace name; use lowercase letters, digits and '-' (at most 63)"
+            ));
         }
         let spec = d.spec.ok_or_else(|| format!("{at}: spec is missing"))?;
         if let Some(range) = spec.version_range.as_deref().filter(|r| !r.trim().is_empty()) {
@@ -535,7 +636,9 @@ fn read_subscriptions(path: &Path) -> Result<Vec<(String, SubscriptionRequest)>,
                 format!("{at}: spec.versionRange: {e}; use forms such as \">=1.2 <2\", \"~1.4\", \"1.2.x\" or an exact version")
             })?;
         }
-        for (field, value) in [("spec.name", &spec.name), ("spec.source", &spec.source), ("spec.sourceNamespace", &spec.source_namespace)] {
+        for (field, value) in
+            [("spec.name", &spec.name), ("spec.source", &spec.source), ("spec.sourceNamespace", &spec.source_namespace)]
+        {
             if value.is_empty() {
                 return Err(format!("{at}: {field} is required"));
             }

@@ -92,8 +92,14 @@ impl CatalogStore {
     pub fn ready(&self, key: &(String, String), loaded: LoadedIndex) -> CatalogChange {
         let old = self.lock().insert(key.clone(), CatalogState::Ready(loaded.clone()));
         match old {
-            Some(CatalogState::Ready(o)) if o.digest == loaded.digest && o.priority == loaded.priority => CatalogChange::None,
-            Some(CatalogState::Failed { last: Some(o), .. }) if o.digest == loaded.digest && o.priority == loaded.priority => CatalogChange::Health,
+            Some(CatalogState::Ready(o)) if o.digest == loaded.digest && o.priority == loaded.priority => {
+                CatalogChange::None
+            }
+            Some(CatalogState::Failed { last: Some(o), .. })
+                if o.digest == loaded.digest && o.priority == loaded.priority =>
+            {
+                CatalogChange::Health
+            }
             _ => CatalogChange::NewContent,
         }
     }
@@ -121,7 +127,10 @@ impl CatalogStore {
     }
 
     /// The states of `keys` that are known, in the order of `keys`.
-    pub fn states_of<'a>(&self, keys: impl IntoIterator<Item = &'a (String, String)>) -> Vec<((String, String), CatalogState)> {
+    pub fn states_of<'a>(
+        &self,
+        keys: impl IntoIterator<Item = &'a (String, String)>,
+    ) -> Vec<((String, String), CatalogState)> {
         let states = self.lock();
         keys.into_iter().filter_map(|k| states.get(k).map(|s| (k.clone(), s.clone()))).collect()
     }
@@ -132,7 +141,13 @@ mod tests {
     use super::*;
 
     fn loaded(digest: &str) -> LoadedIndex {
-        LoadedIndex { image: "r/c:1".into(), digest: digest.into(), priority: 0, index: Arc::new(CatalogIndex::default()), served: None }
+        LoadedIndex {
+            image: "r/c:1".into(),
+            digest: digest.into(),
+            priority: 0,
+            index: Arc::new(CatalogIndex::default()),
+            served: None,
+        }
     }
 
     #[test]

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{CatalogChange, Context, Error, LoadedIndex, apply_typed_status, now_time};
 use crate::api::CatalogSource;
@@ -30,12 +30,20 @@ pub(crate) async fn registry_for(ctx: &Context, namespace: &str, secrets: &[Stri
         let source = format!("secret {namespace}/{name}");
         let secret = match api.get_opt(name).await {
             Ok(Some(s)) => s,
-            Ok(None) => return Err(format!("pull {source} (spec.secrets) does not exist; create it or remove it from spec.secrets")),
+            Ok(None) => {
+                return Err(format!(
+                    "pull {source} (spec.secrets) does not exist; create it or remove it from spec.secrets"
+                ));
+            }
             Err(e) => return Err(format!("reading pull {source}: {e}")),
         };
         let data = secret.data.unwrap_or_default();
-        let cfg = DockerConfig::from_pull_secret(secret.type_.as_deref().unwrap_or(""), |k| data.get(k).map(|b| b.0.as_slice()), &source)
-            .map_err(|e| e.to_string())?;
+        let cfg = DockerConfig::from_pull_secret(
+            secret.type_.as_deref().unwrap_or(""),
+            |k| data.get(k).map(|b| b.0.as_slice()),
+            &source,
+        )
+        .map_err(|e| e.to_string())?;
         match &mut auth {
             Some(a) => a.merge(cfg),
             None => auth = Some(cfg),
@@ -64,7 +72,10 @@ fn unsupported(cs: &CatalogSource) -> Option<String> {
     if !matches!(cs.spec.source_type, SourceType::Grpc | SourceType::Image) {
         return Some(format!(
             "spec.sourceType {:?} is not supported by capstan; use grpc or image with spec.image",
-            serde_json::to_value(&cs.spec.source_type).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+            serde_json::to_value(&cs.spec.source_type)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default()
         ));
     }
     if cs.spec.image.as_deref().unwrap_or("").trim().is_empty() && registry_address(cs).is_none() {
@@ -77,23 +88,40 @@ fn unsupported(cs: &CatalogSource) -> Option<String> {
 /// `spec.image` (OLM ignores the address when an image is set). Pure.
 pub(crate) fn registry_address(cs: &CatalogSource) -> Option<&str> {
     let image_set = cs.spec.image.as_deref().is_some_and(|i| !i.trim().is_empty());
-    (cs.spec.source_type == SourceType::Grpc && !image_set).then(|| cs.spec.address.as_deref().map(str::trim).filter(|a| !a.is_empty())).flatten()
+    (cs.spec.source_type == SourceType::Grpc && !image_set)
+        .then(|| cs.spec.address.as_deref().map(str::trim).filter(|a| !a.is_empty()))
+        .flatten()
 }
 
 fn connection(state: &str, now: &Time, connected: bool) -> Option<GrpcConnectionState> {
-    Some(GrpcConnectionState { address: None, last_observed_state: state.into(), last_connect: connected.then(|| now.clone()) })
+    Some(GrpcConnectionState {
+        address: None,
+        last_observed_state: state.into(),
+        last_connect: connected.then(|| now.clone()),
+    })
 }
 
 /// The status while the first pull of `image` runs: `CONNECTING` (§1.2), so that a slow pull is
 /// visible. Pure.
 pub(crate) fn connecting(image: &str, now: &Time) -> CatalogSourceStatus {
-    CatalogSourceStatus { message: Some(format!("pulling {image}")), connection_state: connection("CONNECTING", now, true), ..Default::default() }
+    CatalogSourceStatus {
+        message: Some(format!("pulling {image}")),
+        connection_state: connection("CONNECTING", now, true),
+        ..Default::default()
+    }
 }
 
 /// The status of CatalogSource `ns/name` after a load that gave `loaded` (a catalog, or the
 /// error), with the poll interval's problem `interval_error`, and when to poll again: every
 /// `interval`, a failing image sooner (at most 30 s) but not in a tight loop. Pure.
-pub(crate) fn decide(ns: &str, name: &str, loaded: &Result<LoadedIndex, String>, interval: Duration, interval_error: Option<&str>, now: &Time) -> CatalogDecision {
+pub(crate) fn decide(
+    ns: &str,
+    name: &str,
+    loaded: &Result<LoadedIndex, String>,
+    interval: Duration,
+    interval_error: Option<&str>,
+    now: &Time,
+) -> CatalogDecision {
     match loaded {
         Ok(l) => {
             let count = l.index.packages().len();
@@ -138,7 +166,9 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
     let loaded = match unsupported(&cs) {
         Some(message) => Err(message),
         // A running registry (`opm serve`): read it through OLM's gRPC API (issue 13).
-        None if registry_address(&cs).is_some() => load_address(&ctx, &key, &cs, registry_address(&cs).unwrap_or_default()).await,
+        None if registry_address(&cs).is_some() => {
+            load_address(&ctx, &key, &cs, registry_address(&cs).unwrap_or_default()).await
+        }
         None => {
             let image = cs.spec.image.clone().unwrap_or_default();
             // First contact: say CONNECTING while the image is pulled (§1.2), so a slow pull is visible.
@@ -174,7 +204,12 @@ fn image_repository(image: &str) -> String {
 
 /// Loads a catalog from a running registry at `address` ([`crate::catalog::grpc::load_registry`]);
 /// the "image" shown is `grpc://<address>` and the digest is that of the catalog's content.
-async fn load_address(ctx: &Context, key: &(String, String), cs: &CatalogSource, address: &str) -> Result<LoadedIndex, String> {
+async fn load_address(
+    ctx: &Context,
+    key: &(String, String),
+    cs: &CatalogSource,
+    address: &str,
+) -> Result<LoadedIndex, String> {
     let loaded = crate::catalog::grpc::load_registry(address).await.map_err(|e| e.to_string())?;
     let index = CatalogIndex::from_config(&loaded.config);
     let index = match crate::catalog::validate::validate(&loaded.config) {
@@ -194,11 +229,21 @@ async fn load_address(ctx: &Context, key: &(String, String), cs: &CatalogSource,
 
 /// The discovery view of a loaded catalog (when [`super::Options::discovery`] is on): the one
 /// already held when `digest` is what `key` has loaded, else built from `config` (consumed).
-fn served(ctx: &Context, key: &(String, String), digest: &str, config: crate::catalog::model::DeclarativeConfig) -> Option<Arc<crate::discovery::served::ServedCatalog>> {
+fn served(
+    ctx: &Context,
+    key: &(String, String),
+    digest: &str,
+    config: crate::catalog::model::DeclarativeConfig,
+) -> Option<Arc<crate::discovery::served::ServedCatalog>> {
     if !ctx.options.discovery {
         return None;
     }
-    if let Some(held) = ctx.catalogs.get(key).and_then(|s| s.index().and_then(|l| l.served.clone())).filter(|s| s.content.digest() == digest) {
+    if let Some(held) = ctx
+        .catalogs
+        .get(key)
+        .and_then(|s| s.index().and_then(|l| l.served.clone()))
+        .filter(|s| s.content.digest() == digest)
+    {
         return Some(held);
     }
     let name = format!("{}/{}", key.0, key.1);
@@ -207,13 +252,23 @@ fn served(ctx: &Context, key: &(String, String), digest: &str, config: crate::ca
 
 /// Loads CatalogSource `cs` (key `ns/name`) from `image` into a [`LoadedIndex`]: the reconciler
 /// with `spec.image`, a standby replica with `status.resolvedImage` ([`mirror`]).
-async fn load(ctx: &Context, key: &(String, String), cs: &CatalogSource, ns: &str, image: &str) -> Result<LoadedIndex, String> {
+async fn load(
+    ctx: &Context,
+    key: &(String, String),
+    cs: &CatalogSource,
+    ns: &str,
+    image: &str,
+) -> Result<LoadedIndex, String> {
     let reference = parse_reference(image).map_err(|e| format!("spec.image {image:?}: {e}"))?;
     let registry = registry_for(ctx, ns, cs.spec.secrets.as_deref().unwrap_or(&[])).await?;
     let cache = ctx.options.catalog_cache.as_ref().map(CatalogCache::new);
     let started = std::time::Instant::now();
     let loaded = load_catalog_image(&registry, &reference, cache.as_ref()).await.map_err(|e| e.to_string())?;
-    ctx.metrics.observe_catalog_pull(&format!("{ns}/{}", cs.metadata.name.as_deref().unwrap_or("")), started.elapsed(), loaded.size_bytes);
+    ctx.metrics.observe_catalog_pull(
+        &format!("{ns}/{}", cs.metadata.name.as_deref().unwrap_or("")),
+        started.elapsed(),
+        loaded.size_bytes,
+    );
     let index = CatalogIndex::from_config(&loaded.config);
     let index = match crate::catalog::validate::validate(&loaded.config) {
         Ok(()) => index,
@@ -232,7 +287,10 @@ async fn load(ctx: &Context, key: &(String, String), cs: &CatalogSource, ns: &st
 
 /// What a standby replica loads to serve discovery ([`mirror_once`]): the CatalogSources whose
 /// `status.resolvedDigest` (written by the leader) is not the digest `have` holds for them. Pure.
-pub(crate) fn to_mirror<'a>(sources: &'a [Arc<CatalogSource>], have: impl Fn(&(String, String)) -> Option<String>) -> Vec<&'a Arc<CatalogSource>> {
+pub(crate) fn to_mirror<'a>(
+    sources: &'a [Arc<CatalogSource>],
+    have: impl Fn(&(String, String)) -> Option<String>,
+) -> Vec<&'a Arc<CatalogSource>> {
     sources
         .iter()
         .filter(|cs| {
@@ -264,7 +322,9 @@ pub async fn mirror_once(ctx: &Context, sources: &[Arc<CatalogSource>]) {
                 tracing::info!(catalog = %format!("{}/{}", key.0, key.1), digest = %l.digest, "catalog loaded (standby: the leader's resolvedDigest)");
                 ctx.catalogs.ready(&key, l);
             }
-            Err(message) => tracing::warn!(catalog = %format!("{}/{}", key.0, key.1), %message, "standby could not load the leader's catalog digest; retrying"),
+            Err(message) => {
+                tracing::warn!(catalog = %format!("{}/{}", key.0, key.1), %message, "standby could not load the leader's catalog digest; retrying")
+            }
         }
     }
 }
@@ -301,13 +361,19 @@ mod tests {
             c.status = Some(CatalogSourceStatus { resolved_digest: digest.map(String::from), ..Default::default() });
             Arc::new(c)
         };
-        let sources = vec![with("same", Some("sha256:a")), with("new", Some("sha256:b")), with("unloaded", Some("sha256:c")), with("failing", None)];
+        let sources = vec![
+            with("same", Some("sha256:a")),
+            with("new", Some("sha256:b")),
+            with("unloaded", Some("sha256:c")),
+            with("failing", None),
+        ];
         let have = |k: &(String, String)| match k.1.as_str() {
             "same" => Some("sha256:a".to_string()),
             "new" => Some("sha256:old".to_string()),
             _ => None,
         };
-        let names: Vec<&str> = to_mirror(&sources, have).iter().map(|c| c.metadata.name.as_deref().unwrap_or("")).collect();
+        let names: Vec<&str> =
+            to_mirror(&sources, have).iter().map(|c| c.metadata.name.as_deref().unwrap_or("")).collect();
         assert_eq!(names, ["new", "unloaded"]);
     }
 
@@ -319,24 +385,48 @@ mod tests {
     #[test]
     fn catalog_status_after_a_load() {
         let now = Time("2026-01-01T00:00:00Z".parse().unwrap());
-        let l = LoadedIndex { image: "127.0.0.1:5000/c:latest".into(), digest: "sha256:ab".into(), priority: 0, index: Arc::new(CatalogIndex::default()), served: None };
+        let l = LoadedIndex {
+            image: "127.0.0.1:5000/c:latest".into(),
+            digest: "sha256:ab".into(),
+            priority: 0,
+            index: Arc::new(CatalogIndex::default()),
+            served: None,
+        };
         let d = decide("ns", "c", &Ok(l), Duration::from_secs(600), Some("bad interval"), &now);
         assert_eq!(d.requeue, Duration::from_secs(600));
         assert_eq!(d.status.connection_state.as_ref().map(|c| c.last_observed_state.as_str()), Some("READY"));
         assert_eq!(d.status.resolved_image.as_deref(), Some("127.0.0.1:5000/c@sha256:ab"));
         assert_eq!(d.status.package_count, Some(0));
-        assert_eq!(d.status.message.as_deref(), Some("0 packages from 127.0.0.1:5000/c:latest@sha256:ab; bad interval"));
+        assert_eq!(
+            d.status.message.as_deref(),
+            Some("0 packages from 127.0.0.1:5000/c:latest@sha256:ab; bad interval")
+        );
         assert!(d.status.reason.is_none());
         let d = decide("ns", "c", &Err("unauthorized".into()), Duration::from_secs(600), None, &now);
         assert_eq!(d.requeue, Duration::from_secs(30), "a failing image is retried sooner");
-        assert_eq!(d.status.connection_state.as_ref().map(|c| c.last_observed_state.as_str()), Some("TRANSIENT_FAILURE"));
-        assert_eq!((d.status.reason.as_deref(), d.status.message.as_deref()), (Some("ImagePullFailed"), Some("catalog source ns/c: unauthorized")));
+        assert_eq!(
+            d.status.connection_state.as_ref().map(|c| c.last_observed_state.as_str()),
+            Some("TRANSIENT_FAILURE")
+        );
+        assert_eq!(
+            (d.status.reason.as_deref(), d.status.message.as_deref()),
+            (Some("ImagePullFailed"), Some("catalog source ns/c: unauthorized"))
+        );
         assert!(d.status.resolved_digest.is_none(), "a failed load writes no digest (apply removes the old one)");
-        assert_eq!(decide("ns", "c", &Err("x".into()), Duration::from_secs(10), None, &now).requeue, Duration::from_secs(10));
+        assert_eq!(
+            decide("ns", "c", &Err("x".into()), Duration::from_secs(10), None, &now).requeue,
+            Duration::from_secs(10)
+        );
         let c = connecting("r/c:1", &now);
-        assert_eq!((c.connection_state.as_ref().map(|c| c.last_observed_state.as_str()), c.message.as_deref()), (Some("CONNECTING"), Some("pulling r/c:1")));
+        assert_eq!(
+            (c.connection_state.as_ref().map(|c| c.last_observed_state.as_str()), c.message.as_deref()),
+            (Some("CONNECTING"), Some("pulling r/c:1"))
+        );
         assert!(c.reason.is_none() && c.resolved_digest.is_none());
-        let bad = CatalogSource::new("c", CatalogSourceSpec { source_type: SourceType::from("configmap"), ..Default::default() });
+        let bad = CatalogSource::new(
+            "c",
+            CatalogSourceSpec { source_type: SourceType::from("configmap"), ..Default::default() },
+        );
         assert!(unsupported(&bad).is_some_and(|m| m.contains("not supported")));
         assert!(unsupported(&cs()).is_some_and(|m| m.contains("spec.image is empty")));
     }

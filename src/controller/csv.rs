@@ -22,7 +22,9 @@ use serde_json::{Value, json};
 
 use super::events::EventType;
 use super::{Context, Error, apply_typed_status, fresh, kube_err, now_time};
-use crate::api::clusterserviceversion::{ClusterServiceVersionStatus, CsvPhase, CsvReason, DependentStatus, RequirementStatus, RequirementStatusReason};
+use crate::api::clusterserviceversion::{
+    ClusterServiceVersionStatus, CsvPhase, CsvReason, DependentStatus, RequirementStatus, RequirementStatusReason,
+};
 use crate::api::operatorgroup::OperatorGroupStatus;
 use crate::api::{ClusterServiceVersion, OperatorGroup};
 use crate::install::from_watch_cache;
@@ -41,7 +43,11 @@ pub struct InstallModeError {
 
 /// Checks `modes` (`spec.installModes` as `(type, supported)`) against the OperatorGroup's target
 /// namespaces `targets` (`[""]` = all namespaces) for an operator in `namespace`.
-pub fn check_install_mode(namespace: &str, targets: &[String], modes: &[(String, bool)]) -> Result<(), InstallModeError> {
+pub fn check_install_mode(
+    namespace: &str,
+    targets: &[String],
+    modes: &[(String, bool)],
+) -> Result<(), InstallModeError> {
     let supports = |m: &str| modes.iter().any(|(t, s)| t == m && *s);
     let need = |m: &str, why: String| {
         if supports(m) {
@@ -104,24 +110,44 @@ pub(crate) async fn operator_group_targets(client: &Client, namespace: &str) -> 
         .await
         .map_err(kube_err(format!("listing OperatorGroups in {namespace}")))?;
     let og = match ogs.items.as_slice() {
-        [] => return Ok(GroupTargets::Unfit { reason: "NoOperatorGroup", message: format!("csv in namespace {namespace} with no operatorgroups; create one OperatorGroup in {namespace}") }),
+        [] => {
+            return Ok(GroupTargets::Unfit {
+                reason: "NoOperatorGroup",
+                message: format!(
+                    "csv in namespace {namespace} with no operatorgroups; create one OperatorGroup in {namespace}"
+                ),
+            });
+        }
         [og] => og,
         many => {
             let names: Vec<String> = many.iter().map(|o| o.name_any()).collect();
-            return Ok(GroupTargets::Unfit { reason: "TooManyOperatorGroups", message: format!("csv created in namespace {namespace} with multiple operatorgroups ({}); keep exactly one", names.join(", ")) });
+            return Ok(GroupTargets::Unfit {
+                reason: "TooManyOperatorGroups",
+                message: format!(
+                    "csv created in namespace {namespace} with multiple operatorgroups ({}); keep exactly one",
+                    names.join(", ")
+                ),
+            });
         }
     };
     let targets = match (&og.spec.target_namespaces, &og.spec.selector) {
         (Some(t), _) if !t.is_empty() => t.clone(),
-        (_, Some(sel)) if sel.match_labels.as_ref().is_some_and(|m| !m.is_empty()) || sel.match_expressions.as_ref().is_some_and(|m| !m.is_empty()) => {
+        (_, Some(sel))
+            if sel.match_labels.as_ref().is_some_and(|m| !m.is_empty())
+                || sel.match_expressions.as_ref().is_some_and(|m| !m.is_empty()) =>
+        {
             let selector = match label_selector(sel) {
                 Ok(s) => s,
-                Err(e) => return Ok(GroupTargets::Unfit { reason: "InvalidOperatorGroup", message: format!("OperatorGroup {namespace}/{}: spec.selector: {e}", og.name_any()) }),
+                Err(e) => {
+                    return Ok(GroupTargets::Unfit {
+                        reason: "InvalidOperatorGroup",
+                        message: format!("OperatorGroup {namespace}/{}: spec.selector: {e}", og.name_any()),
+                    });
+                }
             };
-            let nss = Api::<Namespace>::all(client.clone())
-                .list(&from_watch_cache().labels(&selector))
-                .await
-                .map_err(kube_err(format!("listing namespaces for the selector of OperatorGroup {namespace}/{}", og.name_any())))?;
+            let nss = Api::<Namespace>::all(client.clone()).list(&from_watch_cache().labels(&selector)).await.map_err(
+                kube_err(format!("listing namespaces for the selector of OperatorGroup {namespace}/{}", og.name_any())),
+            )?;
             let mut names: Vec<String> = nss.items.iter().map(|n| n.name_any()).collect();
             names.sort();
             names
@@ -137,7 +163,11 @@ pub(crate) async fn operator_group_targets(client: &Client, namespace: &str) -> 
 /// `Satisfied` when the ServiceAccount may do every group × resource × verb of the rule (the bound
 /// roles as read, else a SubjectAccessReview) — in the CSV's namespace for `permissions`, cluster-wide for
 /// `clusterPermissions`). Returns the entries and a description of each unmet requirement.
-async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<(Vec<RequirementStatus>, Vec<String>), Error> {
+async fn requirement_status(
+    client: &Client,
+    csv: &ClusterServiceVersion,
+    ns: &str,
+) -> Result<(Vec<RequirementStatus>, Vec<String>), Error> {
     let mut entries = Vec::new();
     let mut missing = Vec::new();
     // Order and checks as OLM's requirementAndPermissionStatus: minKubeVersion, each CRD once
@@ -176,29 +206,50 @@ async fn requirement_status(client: &Client, csv: &ClusterServiceVersion, ns: &s
 }
 
 /// The CRD entries of [`requirement_status`]: each owned or required CRD once, owned first.
-async fn crd_requirements(client: &Client, csv: &ClusterServiceVersion, entries: &mut Vec<RequirementStatus>, missing: &mut Vec<String>) -> Result<(), Error> {
+async fn crd_requirements(
+    client: &Client,
+    csv: &ClusterServiceVersion,
+    entries: &mut Vec<RequirementStatus>,
+    missing: &mut Vec<String>,
+) -> Result<(), Error> {
     let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let descriptions = csv.all_crd_descriptions();
-    let crds = futures::future::try_join_all(descriptions.iter().map(|d| {
-        let api = crd_api.clone();
-        async move { api.get_opt(&d.name).await.map_err(kube_err(format!("reading CustomResourceDefinition {}", d.name))) }
-    }))
-    .await?;
+    let crds =
+        futures::future::try_join_all(descriptions.iter().map(|d| {
+            let api = crd_api.clone();
+            async move {
+                api.get_opt(&d.name).await.map_err(kube_err(format!("reading CustomResourceDefinition {}", d.name)))
+            }
+        }))
+        .await?;
     for (d, crd) in descriptions.into_iter().zip(crds) {
-        let cond = |t: &str| crd.as_ref().and_then(|c| c.status.as_ref()).and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == t && c.status == "True"));
+        let cond = |t: &str| {
+            crd.as_ref()
+                .and_then(|c| c.status.as_ref())
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == t && c.status == "True"))
+        };
         let served = crd.as_ref().is_some_and(|c| c.spec.versions.iter().any(|v| v.name == d.version && v.served));
         let (st, msg) = match &crd {
             None => (RequirementStatusReason::NotPresent, "CRD is not present"),
             Some(_) if !served => (RequirementStatusReason::NotPresent, "CRD version not served"),
-            Some(_) if cond("Established") && cond("NamesAccepted") => (RequirementStatusReason::Present, "CRD is present and Established condition is true"),
-            Some(_) => (RequirementStatusReason::PresentNotAvailable, "CRD is present but the Established condition is False (not available)"),
+            Some(_) if cond("Established") && cond("NamesAccepted") => {
+                (RequirementStatusReason::Present, "CRD is present and Established condition is true")
+            }
+            Some(_) => (
+                RequirementStatusReason::PresentNotAvailable,
+                "CRD is present but the Established condition is False (not available)",
+            ),
         };
         let present = st == RequirementStatusReason::Present;
         if !present {
             missing.push(format!("CustomResourceDefinition {} (version {}): {msg}", d.name, d.version));
         }
         let uuid = crd.as_ref().and_then(|c| c.metadata.uid.clone()).filter(|_| present);
-        entries.push(RequirementStatus { uuid, ..requirement("apiextensions.k8s.io", "CustomResourceDefinition", &d.name, st, msg) });
+        entries.push(RequirementStatus {
+            uuid,
+            ..requirement("apiextensions.k8s.io", "CustomResourceDefinition", &d.name, st, msg)
+        });
     }
     Ok(())
 }
@@ -207,7 +258,12 @@ async fn crd_requirements(client: &Client, csv: &ClusterServiceVersion, entries:
 /// APIService `<version>.<group>` is `Present` when its kind is served and the APIService is
 /// Available, else `NotPresent`; an owned one is `DeploymentFound` when its `deploymentName` is
 /// in the install strategy, else `DeploymentNotFound` (unmet).
-async fn apiservice_requirements(client: &Client, csv: &ClusterServiceVersion, entries: &mut Vec<RequirementStatus>, missing: &mut Vec<String>) -> Result<(), Error> {
+async fn apiservice_requirements(
+    client: &Client,
+    csv: &ClusterServiceVersion,
+    entries: &mut Vec<RequirementStatus>,
+    missing: &mut Vec<String>,
+) -> Result<(), Error> {
     let Some(defs) = csv.spec.apiservicedefinitions.as_ref() else { return Ok(()) };
     for r in defs.required.iter().flatten() {
         let name = format!("{}.{}", r.version, r.group);
@@ -215,19 +271,31 @@ async fn apiservice_requirements(client: &Client, csv: &ClusterServiceVersion, e
             false => (false, None),
             true => apiservice_available(client, &name).await?,
         };
-        let (st, msg) = if available { (RequirementStatusReason::Present, "APIService is available") } else { (RequirementStatusReason::NotPresent, "APIService is not present or not available") };
+        let (st, msg) = if available {
+            (RequirementStatusReason::Present, "APIService is available")
+        } else {
+            (RequirementStatusReason::NotPresent, "APIService is not present or not available")
+        };
         if !available {
             missing.push(format!("required APIService {name} ({}): {msg}", r.kind));
         }
         entries.push(RequirementStatus { uuid, ..requirement("apiregistration.k8s.io", "APIService", &name, st, msg) });
     }
-    let strategy: Vec<&str> = csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.as_str())).collect();
+    let strategy: Vec<&str> =
+        csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.as_str())).collect();
     for o in defs.owned.iter().flatten() {
         let name = format!("{}.{}", o.version, o.group);
         let found = o.deployment_name.as_deref().is_some_and(|d| strategy.contains(&d));
-        let (st, msg) = if found { (RequirementStatusReason::DeploymentFound, "") } else { (RequirementStatusReason::DeploymentNotFound, "") };
+        let (st, msg) = if found {
+            (RequirementStatusReason::DeploymentFound, "")
+        } else {
+            (RequirementStatusReason::DeploymentNotFound, "")
+        };
         if !found {
-            missing.push(format!("owned APIService {name}: deploymentName {:?} is not a Deployment of spec.install", o.deployment_name.as_deref().unwrap_or_default()));
+            missing.push(format!(
+                "owned APIService {name}: deploymentName {:?} is not a Deployment of spec.install",
+                o.deployment_name.as_deref().unwrap_or_default()
+            ));
         }
         entries.push(requirement("apiregistration.k8s.io", "APIService", &name, st, msg));
     }
@@ -238,7 +306,11 @@ async fn apiservice_requirements(client: &Client, csv: &ClusterServiceVersion, e
 async fn served_kind(client: &Client, group: &str, version: &str, kind: &str) -> Result<bool, Error> {
     let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
     // The core group is discovered at /api/<version>, every other at /apis/<group>/<version>.
-    let found = if group.is_empty() { client.list_core_api_resources(version).await } else { client.list_api_group_resources(&gv).await };
+    let found = if group.is_empty() {
+        client.list_core_api_resources(version).await
+    } else {
+        client.list_api_group_resources(&gv).await
+    };
     match found {
         Ok(list) => Ok(list.resources.iter().any(|r| r.kind == kind)),
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 503 => Ok(false),
@@ -249,22 +321,47 @@ async fn served_kind(client: &Client, group: &str, version: &str, kind: &str) ->
 /// Whether APIService `name` exists with condition `Available=True`, and its uid.
 pub(crate) async fn apiservice_available(client: &Client, name: &str) -> Result<(bool, Option<String>), Error> {
     use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"), "apiservices");
-    let Some(obj) = Api::<DynamicObject>::all_with(client.clone(), &ar).get_opt(name).await.map_err(kube_err(format!("reading APIService {name}")))? else { return Ok((false, None)) };
-    let available = obj.data.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| cs.iter().any(|c| c["type"] == "Available" && c["status"] == "True"));
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
+        "apiservices",
+    );
+    let Some(obj) = Api::<DynamicObject>::all_with(client.clone(), &ar)
+        .get_opt(name)
+        .await
+        .map_err(kube_err(format!("reading APIService {name}")))?
+    else {
+        return Ok((false, None));
+    };
+    let available = obj
+        .data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Available" && c["status"] == "True"));
     Ok((available, obj.metadata.uid.filter(|_| available)))
 }
 
 /// The `spec.nativeAPIs` entries of [`requirement_status`], checked by discovery.
-async fn native_api_requirements(client: &Client, csv: &ClusterServiceVersion, entries: &mut Vec<RequirementStatus>, missing: &mut Vec<String>) -> Result<(), Error> {
+async fn native_api_requirements(
+    client: &Client,
+    csv: &ClusterServiceVersion,
+    entries: &mut Vec<RequirementStatus>,
+    missing: &mut Vec<String>,
+) -> Result<(), Error> {
     for api in csv.spec.native_apis.iter().flatten() {
         let gv = if api.group.is_empty() { api.version.clone() } else { format!("{}/{}", api.group, api.version) };
         let served = served_kind(client, &api.group, &api.version, &api.kind).await?;
-        let (st, msg) = if served { (RequirementStatusReason::Present, "Native API exists") } else { (RequirementStatusReason::NotPresent, "Native API does not exist") };
+        let (st, msg) = if served {
+            (RequirementStatusReason::Present, "Native API exists")
+        } else {
+            (RequirementStatusReason::NotPresent, "Native API does not exist")
+        };
         if !served {
             missing.push(format!("native API {gv} {}: {msg}", api.kind));
         }
-        entries.push(RequirementStatus { version: api.version.clone(), ..requirement(&api.group, &api.kind, &format!("{}.{}", api.version, api.group), st, msg) });
+        entries.push(RequirementStatus {
+            version: api.version.clone(),
+            ..requirement(&api.group, &api.kind, &format!("{}.{}", api.version, api.group), st, msg)
+        });
     }
     Ok(())
 }
@@ -273,7 +370,13 @@ async fn native_api_requirements(client: &Client, csv: &ClusterServiceVersion, e
 /// dependent per rule: satisfied when the roles bound to the ServiceAccount grant every attribute
 /// of the rule ([`super::rbac::granted_rules`], read once per ServiceAccount), an attribute they do
 /// not grant checked by SubjectAccessReview.
-async fn service_account_requirements(client: &Client, csv: &ClusterServiceVersion, ns: &str, entries: &mut Vec<RequirementStatus>, missing: &mut Vec<String>) -> Result<(), Error> {
+async fn service_account_requirements(
+    client: &Client,
+    csv: &ClusterServiceVersion,
+    ns: &str,
+    entries: &mut Vec<RequirementStatus>,
+    missing: &mut Vec<String>,
+) -> Result<(), Error> {
     let strategy = csv.spec.install.spec.as_ref();
     let mut perms: Vec<(&crate::api::clusterserviceversion::StrategyDeploymentPermissions, bool)> = Vec::new();
     if let Some(s) = strategy {
@@ -286,7 +389,10 @@ async fn service_account_requirements(client: &Client, csv: &ClusterServiceVersi
     let mut granted: std::collections::BTreeMap<String, super::rbac::GrantedRules> = std::collections::BTreeMap::new();
     for (perm, namespaced) in perms {
         let sa = &perm.service_account_name;
-        if !by_sa.contains_key(sa) && !absent.contains(sa) && sa_api.get_opt(sa).await.map_err(kube_err(format!("reading ServiceAccount {ns}/{sa}")))?.is_none() {
+        if !by_sa.contains_key(sa)
+            && !absent.contains(sa)
+            && sa_api.get_opt(sa).await.map_err(kube_err(format!("reading ServiceAccount {ns}/{sa}")))?.is_none()
+        {
             absent.insert(sa.clone());
         }
         if absent.contains(sa) {
@@ -316,7 +422,11 @@ async fn service_account_requirements(client: &Client, csv: &ClusterServiceVersi
                 group: "rbac.authorization.k8s.io".into(),
                 version: "v1".into(),
                 kind: "PolicyRule".into(),
-                status: if denied.is_empty() { RequirementStatusReason::Satisfied } else { RequirementStatusReason::NotSatisfied },
+                status: if denied.is_empty() {
+                    RequirementStatusReason::Satisfied
+                } else {
+                    RequirementStatusReason::NotSatisfied
+                },
                 uuid: None,
                 message: Some(format!("{scope} rule:{rule_json}")),
             });
@@ -324,39 +434,75 @@ async fn service_account_requirements(client: &Client, csv: &ClusterServiceVersi
     }
     for sa in &absent {
         missing.push(format!("ServiceAccount {ns}/{sa} is not present"));
-        entries.push(requirement("", "ServiceAccount", sa, RequirementStatusReason::NotPresent, "Service account does not exist"));
+        entries.push(requirement(
+            "",
+            "ServiceAccount",
+            sa,
+            RequirementStatusReason::NotPresent,
+            "Service account does not exist",
+        ));
     }
     for (sa, deps) in by_sa {
-        entries.push(RequirementStatus { dependents: deps, ..requirement("", "ServiceAccount", &sa, RequirementStatusReason::Present, "Service account present") });
+        entries.push(RequirementStatus {
+            dependents: deps,
+            ..requirement("", "ServiceAccount", &sa, RequirementStatusReason::Present, "Service account present")
+        });
     }
     Ok(())
 }
 
 /// One `status.requirementStatus` entry of API version `v1`.
-fn requirement(group: &str, kind: &str, name: &str, status: RequirementStatusReason, message: &str) -> RequirementStatus {
-    RequirementStatus { group: group.into(), version: "v1".into(), kind: kind.into(), name: name.into(), status, message: message.into(), uuid: None, dependents: Vec::new() }
+fn requirement(
+    group: &str,
+    kind: &str,
+    name: &str,
+    status: RequirementStatusReason,
+    message: &str,
+) -> RequirementStatus {
+    RequirementStatus {
+        group: group.into(),
+        version: "v1".into(),
+        kind: kind.into(),
+        name: name.into(),
+        status,
+        message: message.into(),
+        uuid: None,
+        dependents: Vec::new(),
+    }
 }
 
 /// Whether ServiceAccount `ns/sa` is allowed `question`: one SubjectAccessReview
 /// ([`crate::install::preflight::allowed`]) made by `client`.
 async fn sa_allowed(client: &Client, ns: &str, sa: &str, question: &Question) -> Result<bool, Error> {
-    let subject = Subject::ServiceAccount(preflight::ServiceAccount { namespace: ns.to_string(), name: sa.to_string() });
-    preflight::allowed(client, &subject, question).await.map_err(kube_err(format!("SubjectAccessReview for ServiceAccount {ns}/{sa}")))
+    let subject =
+        Subject::ServiceAccount(preflight::ServiceAccount { namespace: ns.to_string(), name: sa.to_string() });
+    preflight::allowed(client, &subject, question)
+        .await
+        .map_err(kube_err(format!("SubjectAccessReview for ServiceAccount {ns}/{sa}")))
 }
 
 /// A `metav1.LabelSelector` as the label-selector string of a list call (`a=b,c in (d,e),!f`).
 /// Errors name an operator other than In, NotIn, Exists, DoesNotExist, or In/NotIn without values.
-pub(crate) fn label_selector(sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector) -> Result<String, String> {
+pub(crate) fn label_selector(
+    sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+) -> Result<String, String> {
     let mut parts: Vec<String> = sel.match_labels.iter().flatten().map(|(k, v)| format!("{k}={v}")).collect();
     for e in sel.match_expressions.iter().flatten() {
         let values = e.values.clone().unwrap_or_default();
         parts.push(match e.operator.as_str() {
-            "In" | "NotIn" if values.is_empty() => return Err(format!("matchExpressions key {:?}: operator {} needs values", e.key, e.operator)),
+            "In" | "NotIn" if values.is_empty() => {
+                return Err(format!("matchExpressions key {:?}: operator {} needs values", e.key, e.operator));
+            }
             "In" => format!("{} in ({})", e.key, values.join(",")),
             "NotIn" => format!("{} notin ({})", e.key, values.join(",")),
             "Exists" => e.key.clone(),
             "DoesNotExist" => format!("!{}", e.key),
-            other => return Err(format!("matchExpressions key {:?}: unknown operator {other:?} (use In, NotIn, Exists or DoesNotExist)", e.key)),
+            other => {
+                return Err(format!(
+                    "matchExpressions key {:?}: unknown operator {other:?} (use In, NotIn, Exists or DoesNotExist)",
+                    e.key
+                ));
+            }
         });
     }
     Ok(parts.join(","))
@@ -378,8 +524,18 @@ pub(crate) enum GroupServiceAccount {
 /// namespaces when it is the namespace's one group, condition `OperatorGroupInvalid` when the
 /// namespace has no usable group; `serviceAccountRef` to the group's ServiceAccount, or OLM's
 /// condition `OperatorGroupServiceAccount` (reason `ServiceAccountNotFound`) when it is missing. Pure.
-pub(crate) fn group_status(og: &str, targets: &GroupTargets, sa: &GroupServiceAccount, now: &Time) -> OperatorGroupStatus {
-    let mut status = OperatorGroupStatus { namespaces: Vec::new(), service_account_ref: None, last_updated: now.clone(), conditions: Vec::new() };
+pub(crate) fn group_status(
+    og: &str,
+    targets: &GroupTargets,
+    sa: &GroupServiceAccount,
+    now: &Time,
+) -> OperatorGroupStatus {
+    let mut status = OperatorGroupStatus {
+        namespaces: Vec::new(),
+        service_account_ref: None,
+        last_updated: now.clone(),
+        conditions: Vec::new(),
+    };
     match sa {
         GroupServiceAccount::Unset => {}
         GroupServiceAccount::Found(r) => status.service_account_ref = Some(r.clone()),
@@ -412,16 +568,26 @@ pub(crate) fn group_status(og: &str, targets: &GroupTargets, sa: &GroupServiceAc
 /// server-side apply of the label the first time.
 async fn group_service_account(ctx: &Context, og: &OperatorGroup) -> Result<GroupServiceAccount, Error> {
     use k8s_openapi::api::core::v1::{ObjectReference, ServiceAccount};
-    let Some(name) = og.spec.service_account_name.clone().filter(|n| !n.is_empty()) else { return Ok(GroupServiceAccount::Unset) };
+    let Some(name) = og.spec.service_account_name.clone().filter(|n| !n.is_empty()) else {
+        return Ok(GroupServiceAccount::Unset);
+    };
     let ns = og.namespace().unwrap_or_default();
     let api: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), &ns);
-    let Some(mut sa) = api.get_opt(&name).await.map_err(kube_err(format!("reading ServiceAccount {ns}/{name} of OperatorGroup {ns}/{}", og.name_any())))? else {
+    let Some(mut sa) = api
+        .get_opt(&name)
+        .await
+        .map_err(kube_err(format!("reading ServiceAccount {ns}/{name} of OperatorGroup {ns}/{}", og.name_any())))?
+    else {
         return Ok(GroupServiceAccount::Missing(name));
     };
     if sa.labels().get(crate::install::LABEL_MANAGED).map(String::as_str) != Some("true") {
         let body = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": ns, "labels": {crate::install::LABEL_MANAGED: "true"}}});
         sa = api
-            .patch(&name, &kube::api::PatchParams::apply(crate::install::FIELD_MANAGER), &kube::api::Patch::Apply(&body))
+            .patch(
+                &name,
+                &kube::api::PatchParams::apply(crate::install::FIELD_MANAGER),
+                &kube::api::Patch::Apply(&body),
+            )
             .await
             .map_err(kube_err(format!("labelling ServiceAccount {ns}/{name} olm.managed=true")))?;
     }
@@ -458,14 +624,20 @@ pub(super) async fn reconcile_operator_group(og: Arc<OperatorGroup>, ctx: Arc<Co
         // without spec.upgradeStrategy) makes apply's typed conversion fail on the defaulted field.
         // `namespaces` is always sent, so that an emptied list replaces the old one; no
         // conditions are removed with `null` (OLM writes no empty `conditions` list).
-        let mut body = serde_json::to_value(&status).map_err(|source| Error::Build { what: format!("the status of OperatorGroup {ns}/{name}"), source })?;
+        let mut body = serde_json::to_value(&status)
+            .map_err(|source| Error::Build { what: format!("the status of OperatorGroup {ns}/{name}"), source })?;
         body["namespaces"] = json!(status.namespaces);
-        body["conditions"] = if status.conditions.is_empty() { serde_json::Value::Null } else { json!(status.conditions) };
+        body["conditions"] =
+            if status.conditions.is_empty() { serde_json::Value::Null } else { json!(status.conditions) };
         body["serviceAccountRef"] = json!(status.service_account_ref);
         let api: Api<OperatorGroup> = Api::namespaced(ctx.client.clone(), &ns);
-        api.patch_status(&name, &kube::api::PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() }, &kube::api::Patch::Merge(&json!({"status": body})))
-            .await
-            .map_err(kube_err(format!("writing status of OperatorGroup {ns}/{name}")))?;
+        api.patch_status(
+            &name,
+            &kube::api::PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() },
+            &kube::api::Patch::Merge(&json!({"status": body})),
+        )
+        .await
+        .map_err(kube_err(format!("writing status of OperatorGroup {ns}/{name}")))?;
     }
     Ok(Action::requeue(Duration::from_secs(30)))
 }
@@ -473,7 +645,12 @@ pub(super) async fn reconcile_operator_group(og: Arc<OperatorGroup>, ctx: Arc<Co
 /// Writes the CSV's status once for the phase steps one reconcile took (`phases`: each status
 /// the steps decided, in order; the last is written). Each phase change is recorded as an Event
 /// (reason and message of that phase; Warning for Failed), in order. Returns the CSV as written.
-async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &ClusterServiceVersion, phases: &[ClusterServiceVersionStatus]) -> Result<ClusterServiceVersion, Error> {
+async fn write_status(
+    ctx: &Context,
+    api: &Api<ClusterServiceVersion>,
+    csv: &ClusterServiceVersion,
+    phases: &[ClusterServiceVersionStatus],
+) -> Result<ClusterServiceVersion, Error> {
     let Some(status) = phases.last() else { return Ok(csv.clone()) };
     let written = apply_typed_status(api, csv, status).await?;
     let mut old_phase = csv.status.as_ref().and_then(|s| s.phase.clone());
@@ -486,11 +663,15 @@ async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &Clu
         let reason = step.reason.as_ref().map(|r| r.as_str().to_string()).unwrap_or_default();
         let message = step.message.clone().unwrap_or_default();
         let type_ = if step.phase == Some(CsvPhase::Failed) { EventType::Warning } else { EventType::Normal };
-        ctx.events.publish_for(csv, type_, if reason.is_empty() { &phase } else { &reason }, &format!("{phase}: {message}")).await;
+        ctx.events
+            .publish_for(csv, type_, if reason.is_empty() { &phase } else { &reason }, &format!("{phase}: {message}"))
+            .await;
     }
     // The Operator object follows the phases a user acts on (`operator.rs`); the
     // `capstan_csvs{phase}` gauge follows the CSV watch (`track_csvs`).
-    if status.phase != csv.status.as_ref().and_then(|s| s.phase.clone()) && matches!(status.phase, Some(CsvPhase::Succeeded | CsvPhase::Failed)) {
+    if status.phase != csv.status.as_ref().and_then(|s| s.phase.clone())
+        && matches!(status.phase, Some(CsvPhase::Succeeded | CsvPhase::Failed))
+    {
         ctx.sync_operator_of(&written);
     }
     Ok(written)
@@ -504,7 +685,11 @@ async fn write_status(ctx: &Context, api: &Api<ClusterServiceVersion>, csv: &Clu
 /// returned as a task of its own (the group's resourceVersion as read is its precondition), so
 /// that the CSV's next steps need not wait for it; the caller joins it before anything that
 /// reads the annotation and before the CSV's status is written.
-async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &str) -> Result<(Option<(String, String)>, Option<Beside>), Error> {
+async fn operator_group_fit(
+    client: &Client,
+    csv: &ClusterServiceVersion,
+    ns: &str,
+) -> Result<(Option<(String, String)>, Option<Beside>), Error> {
     let (og, targets) = match operator_group_targets(client, ns).await? {
         GroupTargets::Unfit { reason, message } => return Ok((Some((reason.to_string(), message)), None)),
         GroupTargets::Found { name, targets } => (name, targets),
@@ -514,7 +699,12 @@ async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &s
         .install_modes
         .iter()
         .flatten()
-        .map(|m| (serde_json::to_value(&m.type_).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(), m.supported))
+        .map(|m| {
+            (
+                serde_json::to_value(&m.type_).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+                m.supported,
+            )
+        })
         .collect();
     if let Err(e) = check_install_mode(ns, &targets, &modes) {
         return Ok((Some((e.reason.to_string(), format!("CSV {ns}/{}: {}", csv.name_any(), e.message))), None));
@@ -527,7 +717,9 @@ async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &s
         ApiOwnership::Free => Ok((None, None)),
         ApiOwnership::Claim(value) => {
             let (client, ns) = (client.clone(), ns.to_string());
-            let claim = Beside::spawn(async move { aggregation::write_provided_apis(&client, &ns, &og, &value, read_at.as_deref()).await.map_err(agg) });
+            let claim = Beside::spawn(async move {
+                aggregation::write_provided_apis(&client, &ns, &og, &value, read_at.as_deref()).await.map_err(agg)
+            });
             Ok((None, Some(claim)))
         }
         ApiOwnership::Refused { reason, message, release } => {
@@ -536,7 +728,11 @@ async fn operator_group_fit(client: &Client, csv: &ClusterServiceVersion, ns: &s
             }
             // OLM keeps InterOperatorGroupOwnerConflict over the static-group reason.
             let status = csv.status.as_ref();
-            if reason == aggregation::CANNOT_MODIFY_STATIC_PROVIDED_APIS && status.is_some_and(|s| phase_of(s) == "Failed" && reason_is(s, aggregation::INTER_OPERATOR_GROUP_OWNER_CONFLICT)) {
+            if reason == aggregation::CANNOT_MODIFY_STATIC_PROVIDED_APIS
+                && status.is_some_and(|s| {
+                    phase_of(s) == "Failed" && reason_is(s, aggregation::INTER_OPERATOR_GROUP_OWNER_CONFLICT)
+                })
+            {
                 let message = status.and_then(|s| s.message.clone()).unwrap_or_default();
                 return Ok((Some((aggregation::INTER_OPERATOR_GROUP_OWNER_CONFLICT.to_string(), message)), None));
             }
@@ -579,12 +775,18 @@ pub(crate) async fn api_ownership(
     copied: bool,
 ) -> Result<(crate::install::aggregation::ApiOwnership, Option<String>), Error> {
     use crate::install::aggregation::{self, GroupSurface};
-    let add: std::collections::BTreeSet<String> = aggregation::provided_apis(spec).iter().map(aggregation::gvk_string).collect();
+    let add: std::collections::BTreeSet<String> =
+        aggregation::provided_apis(spec).iter().map(aggregation::gvk_string).collect();
     if copied || add.is_empty() {
         return Ok((aggregation::ApiOwnership::Free, None));
     }
-    let groups = Api::<OperatorGroup>::all(client.clone()).list(&from_watch_cache()).await.map_err(kube_err("listing OperatorGroups of all namespaces"))?;
-    let annotation = |g: &OperatorGroup| g.annotations().get(crate::api::operatorgroup::PROVIDED_APIS_ANNOTATION).cloned().unwrap_or_default();
+    let groups = Api::<OperatorGroup>::all(client.clone())
+        .list(&from_watch_cache())
+        .await
+        .map_err(kube_err("listing OperatorGroups of all namespaces"))?;
+    let annotation = |g: &OperatorGroup| {
+        g.annotations().get(crate::api::operatorgroup::PROVIDED_APIS_ANNOTATION).cloned().unwrap_or_default()
+    };
     let own = groups.items.iter().find(|g| g.namespace().as_deref() == Some(namespace) && g.name_any() == og);
     let Some(own) = own else { return Ok((aggregation::ApiOwnership::Free, None)) };
     let group = GroupSurface::new(namespace, og, targets, &annotation(own));
@@ -592,9 +794,23 @@ pub(crate) async fn api_ownership(
         .items
         .iter()
         .filter(|g| !(g.namespace().as_deref() == Some(namespace) && g.name_any() == og))
-        .map(|g| GroupSurface::new(&g.namespace().unwrap_or_default(), &g.name_any(), g.status.as_ref().map(|s| s.namespaces.as_slice()).unwrap_or_default(), &annotation(g)))
+        .map(|g| {
+            GroupSurface::new(
+                &g.namespace().unwrap_or_default(),
+                &g.name_any(),
+                g.status.as_ref().map(|s| s.namespaces.as_slice()).unwrap_or_default(),
+                &annotation(g),
+            )
+        })
         .collect();
-    let decided = aggregation::decide_api_ownership(&format!("{namespace}/{csv_name}"), copied, &add, &group, &others, own.spec.static_provided_apis == Some(true));
+    let decided = aggregation::decide_api_ownership(
+        &format!("{namespace}/{csv_name}"),
+        copied,
+        &add,
+        &group,
+        &others,
+        own.spec.static_provided_apis == Some(true),
+    );
     Ok((decided, own.metadata.resource_version.clone()))
 }
 
@@ -604,7 +820,12 @@ pub(crate) async fn api_ownership(
 /// Deployments; its subjects of the shared auth bindings stay (it may install again). Each removal is in an Event `ConflictCleanup`.
 async fn remove_refused(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) -> Result<(), Error> {
     let mut removed = super::removal::remove_webhooks_of(ctx, csv, true).await?;
-    super::removal::delete_labelled::<Deployment>(ctx, &super::removal::owner_selector(ns, &csv.name_any()), &mut removed).await?;
+    super::removal::delete_labelled::<Deployment>(
+        ctx,
+        &super::removal::owner_selector(ns, &csv.name_any()),
+        &mut removed,
+    )
+    .await?;
     if !removed.is_empty() {
         let message = format!("removed {} while the CSV cannot own its APIs", removed.join(", "));
         tracing::info!(csv = %format!("{ns}/{}", csv.name_any()), "{message}");
@@ -616,7 +837,8 @@ async fn remove_refused(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) ->
 /// The CSV's Deployments that are not Available; those deleted by hand are created again first
 /// ([`recreate_deployments`]).
 async fn deployments_waiting(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) -> Result<Vec<String>, Error> {
-    let deployments: Vec<String> = csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.clone())).collect();
+    let deployments: Vec<String> =
+        csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.clone())).collect();
     let dapi: Api<Deployment> = Api::namespaced(ctx.client.clone(), ns);
     let mut waiting = Vec::new();
     let mut gone = Vec::new();
@@ -625,7 +847,10 @@ async fn deployments_waiting(ctx: &Context, csv: &ClusterServiceVersion, ns: &st
         if found.is_none() {
             gone.push(d.clone());
         }
-        let available = found.and_then(|d| d.status).and_then(|s| s.conditions).is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
+        let available = found
+            .and_then(|d| d.status)
+            .and_then(|s| s.conditions)
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
         if !available {
             waiting.push(d.clone());
         }
@@ -641,23 +866,37 @@ async fn deployments_waiting(ctx: &Context, csv: &ClusterServiceVersion, ns: &st
 /// For a CSV with webhook or APIService definitions: which of them cannot be served while
 /// Deployments `waiting` are not available, and its serving certificates' times after
 /// rotating those that are due (`install::webhook::rotate_due`, each rotation an Event).
-async fn webhooks_and_certificates(ctx: &Context, csv: &ClusterServiceVersion, ns: &str, waiting: &[String]) -> Result<(Option<String>, Option<(Time, Time)>), Error> {
+async fn webhooks_and_certificates(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    ns: &str,
+    waiting: &[String],
+) -> Result<(Option<String>, Option<(Time, Time)>), Error> {
     use crate::install::webhook;
     // Most CSVs declare neither: no JSON copy of the CSV on every reconcile for them.
     if !csv.serves_webhooks_or_apiservices() {
         return Ok(Default::default());
     }
     let name = csv.name_any();
-    let value = serde_json::to_value(csv).map_err(|source| Error::Build { what: format!("ClusterServiceVersion {ns}/{name} as JSON"), source })?;
+    let value = serde_json::to_value(csv)
+        .map_err(|source| Error::Build { what: format!("ClusterServiceVersion {ns}/{name} as JSON"), source })?;
     let Ok(defs) = webhook::Definitions::read(&value) else { return Ok((None, None)) };
     if defs.is_empty() {
         return Ok((None, None));
     }
-    let strategy: Vec<&str> = csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.as_str())).collect();
-    let mut unavailable: Vec<String> = webhook::unavailable(&defs, |d| strategy.contains(&d).then(|| !waiting.iter().any(|w| w == d))).into_iter().collect();
+    let strategy: Vec<&str> =
+        csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.as_str())).collect();
+    let mut unavailable: Vec<String> =
+        webhook::unavailable(&defs, |d| strategy.contains(&d).then(|| !waiting.iter().any(|w| w == d)))
+            .into_iter()
+            .collect();
     // An owned APIService must also be Available (the API server reaches it), as OLM's
     // `isAPIServiceAvailable` before Succeeded.
-    for a in defs.apiservices.iter().filter(|a| a.deployment_name.as_deref().is_some_and(|d| !waiting.iter().any(|w| w == d))) {
+    for a in defs
+        .apiservices
+        .iter()
+        .filter(|a| a.deployment_name.as_deref().is_some_and(|d| !waiting.iter().any(|w| w == d)))
+    {
         let name = format!("{}.{}", a.version, a.group);
         if !apiservice_available(&ctx.client, &name).await?.0 {
             unavailable.push(format!("APIService {name} is not Available"));
@@ -667,7 +906,8 @@ async fn webhooks_and_certificates(ctx: &Context, csv: &ClusterServiceVersion, n
     // requeues while Installing waits for its Deployments.
     // Also once all Deployments are ready while Installing: a CSV that was refused for its APIs
     // and may own them now gets the webhooks its InstallPlan held back.
-    let installed = csv.status.as_ref().is_some_and(|s| matches!(phase_of(s), "Succeeded" | "Failed")) || waiting.is_empty();
+    let installed =
+        csv.status.as_ref().is_some_and(|s| matches!(phase_of(s), "Succeeded" | "Failed")) || waiting.is_empty();
     if installed && csv.metadata.deletion_timestamp.is_none() {
         unavailable.extend(restore_webhooks(ctx, csv, ns).await?);
     }
@@ -681,15 +921,25 @@ async fn webhooks_and_certificates(ctx: &Context, csv: &ClusterServiceVersion, n
         controller: Some(false),
         block_owner_deletion: Some(false),
     };
-    let labels = csv.labels().iter().filter(|(k, _)| k.starts_with(crate::install::COMPONENT_LABEL_PREFIX)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let labels = csv
+        .labels()
+        .iter()
+        .filter(|(k, _)| k.starts_with(crate::install::COMPONENT_LABEL_PREFIX))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     let missing = webhook::MissingSecret { labels, owner: Some(&owner) };
-    let times = webhook::rotate_due(&ctx.client, &name, ns, &defs, &missing, &opts, time::OffsetDateTime::now_utc()).await.map_err(|message| Error::Certificates { csv: format!("{ns}/{name}"), message })?;
+    let times = webhook::rotate_due(&ctx.client, &name, ns, &defs, &missing, &opts, time::OffsetDateTime::now_utc())
+        .await
+        .map_err(|message| Error::Certificates { csv: format!("{ns}/{name}"), message })?;
     for (secret, reason) in &times.rotated {
-        let message = format!("serving certificate in Secret {secret} issued again ({reason}); webhook configurations, CRD conversion, APIServices and Deployment now use the new CA");
+        let message = format!(
+            "serving certificate in Secret {secret} issued again ({reason}); webhook configurations, CRD conversion, APIServices and Deployment now use the new CA"
+        );
         tracing::info!(csv = %format!("{ns}/{name}"), "{message}");
         ctx.events.publish_for(csv, EventType::Normal, "CertsRotated", &message).await;
     }
-    let to_time = |t: time::OffsetDateTime| k8s_openapi::jiff::Timestamp::from_second(t.unix_timestamp()).ok().map(Time);
+    let to_time =
+        |t: time::OffsetDateTime| k8s_openapi::jiff::Timestamp::from_second(t.unix_timestamp()).ok().map(Time);
     let certs = match (times.last_updated.and_then(to_time), times.rotate_at.and_then(to_time)) {
         (Some(l), Some(r)) => Some((l, r)),
         _ => None,
@@ -752,15 +1002,24 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
                 .get_opt(&secret)
                 .await
                 .map_err(kube_err(format!("reading Secret {ns}/{secret}")))?;
-            if let Some(hash) = found.and_then(|s| s.metadata.annotations).and_then(|a| a.get(crate::install::certs::ANNOTATION_CA_HASH).cloned()) {
-                manifest["spec"]["template"]["metadata"]["annotations"][crate::install::certs::ANNOTATION_CA_HASH] = json!(hash);
+            if let Some(hash) = found
+                .and_then(|s| s.metadata.annotations)
+                .and_then(|a| a.get(crate::install::certs::ANNOTATION_CA_HASH).cloned())
+            {
+                manifest["spec"]["template"]["metadata"]["annotations"][crate::install::certs::ANNOTATION_CA_HASH] =
+                    json!(hash);
             }
         }
-        dapi.patch(name, &kube::api::PatchParams::apply(crate::install::FIELD_MANAGER).force(), &kube::api::Patch::Apply(&manifest))
-            .await
-            .map_err(kube_err(format!("creating Deployment {ns}/{name} of CSV {csv_name} again")))?;
+        dapi.patch(
+            name,
+            &kube::api::PatchParams::apply(crate::install::FIELD_MANAGER).force(),
+            &kube::api::Patch::Apply(&manifest),
+        )
+        .await
+        .map_err(kube_err(format!("creating Deployment {ns}/{name} of CSV {csv_name} again")))?;
         // Missing: deleted by hand, or held back by the InstallPlan while the CSV was refused for its APIs.
-        let message = format!("Deployment {name} is missing; capstan created it from the install strategy of {csv_name}");
+        let message =
+            format!("Deployment {name} is missing; capstan created it from the install strategy of {csv_name}");
         tracing::info!(csv = %format!("{ns}/{csv_name}"), deployment = %name, "{message}");
         ctx.events.publish_for(csv, EventType::Normal, "DeploymentRecreated", &message).await;
     }
@@ -768,7 +1027,10 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
 }
 
 /// The steps of `csv` in the Complete InstallPlans among `plans`: what was applied to install it.
-fn installed_steps<'a>(plans: &'a [crate::api::InstallPlan], csv: &'a str) -> impl Iterator<Item = &'a crate::api::installplan::Step> + 'a {
+fn installed_steps<'a>(
+    plans: &'a [crate::api::InstallPlan],
+    csv: &'a str,
+) -> impl Iterator<Item = &'a crate::api::installplan::Step> + 'a {
     plans
         .iter()
         .filter(move |p| p.spec.cluster_service_version_names.iter().any(|n| n == csv))
@@ -836,7 +1098,8 @@ async fn restore_webhooks(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) 
         .filter_map(|st| as_install_step(st, csv))
         .filter(crate::install::webhook::is_planned_serving_secret)
         .collect();
-    let has_certificate = |service: &str| secrets.iter().any(|s| s.name == crate::install::webhook::secret_name(service));
+    let has_certificate =
+        |service: &str| secrets.iter().any(|s| s.name == crate::install::webhook::secret_name(service));
     for st in installed_steps(&plans.items, &csv_name) {
         let Some(&(kind, plural)) = KINDS.iter().find(|(k, _)| *k == st.resource.kind) else { continue };
         let Some(step) = as_install_step(st, csv) else {
@@ -847,13 +1110,23 @@ async fn restore_webhooks(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) 
         let found = match ctx.webhook_stores.get().and_then(|s| s.lookup(kind, &step.name)) {
             Some(found) => found,
             None => {
-                let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&step.group, &step.version, kind), plural);
-                let found = Api::<DynamicObject>::all_with(ctx.client.clone(), &ar).get_opt(&step.name).await.map_err(kube_err(format!("reading {kind} {}", step.name)))?;
+                let ar =
+                    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&step.group, &step.version, kind), plural);
+                let found = Api::<DynamicObject>::all_with(ctx.client.clone(), &ar)
+                    .get_opt(&step.name)
+                    .await
+                    .map_err(kube_err(format!("reading {kind} {}", step.name)))?;
                 found.map(|f| serde_json::to_value(f).unwrap_or_default())
             }
         };
         // Labelled for another CSV (the next version of the operator took it over): not ours.
-        if found.as_ref().and_then(|f| f.pointer("/metadata/labels")).and_then(|l| l.get(crate::install::LABEL_OWNER)).and_then(Value::as_str).is_some_and(|o| o != csv_name) {
+        if found
+            .as_ref()
+            .and_then(|f| f.pointer("/metadata/labels"))
+            .and_then(|l| l.get(crate::install::LABEL_OWNER))
+            .and_then(Value::as_str)
+            .is_some_and(|o| o != csv_name)
+        {
             continue;
         }
         if let Some(reason) = crate::install::webhook::restore_reason(&step, found.as_ref(), has_certificate) {
@@ -866,11 +1139,19 @@ async fn restore_webhooks(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) 
         if st.resource.manifest.as_deref().and_then(super::installplan::BundleObjectRef::parse).is_none() {
             continue;
         }
-        let converted = csv.spec.webhookdefinitions.iter().flatten().any(|w| w.conversion_crds.iter().flatten().any(|c| *c == st.resource.name));
+        let converted = csv
+            .spec
+            .webhookdefinitions
+            .iter()
+            .flatten()
+            .any(|w| w.conversion_crds.iter().flatten().any(|c| *c == st.resource.name));
         if !converted {
             continue;
         }
-        let crd = Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(ctx.client.clone())
+        let crd =
+            Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(
+                ctx.client.clone(),
+            )
             .get_opt(&st.resource.name)
             .await
             .map_err(kube_err(format!("reading CustomResourceDefinition {}", st.resource.name)))?;
@@ -886,10 +1167,16 @@ async fn restore_webhooks(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) 
     steps.extend(restore);
     for r in crate::install::apply::apply(&ctx.client, &steps, &ctx.apply_options()).await {
         if let crate::install::apply::StepStatus::Failed(e) = &r.status {
-            return Err(Error::Certificates { csv: format!("{ns}/{csv_name}"), message: format!("applying {} {} again: {e}", r.kind, r.name) });
+            return Err(Error::Certificates {
+                csv: format!("{ns}/{csv_name}"),
+                message: format!("applying {} {} again: {e}", r.kind, r.name),
+            });
         }
     }
-    let message = format!("{}; capstan applied them again from the InstallPlan of {csv_name}, with the serving certificate of its Secret", reasons.join("; "));
+    let message = format!(
+        "{}; capstan applied them again from the InstallPlan of {csv_name}, with the serving certificate of its Secret",
+        reasons.join("; ")
+    );
     tracing::info!(csv = %format!("{ns}/{csv_name}"), "{message}");
     ctx.events.publish_for(csv, EventType::Normal, "WebhooksRestored", &message).await;
     Ok(unrestorable)
@@ -1005,8 +1292,20 @@ pub(crate) fn need(status: &ClusterServiceVersionStatus) -> Need {
 pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &Time) -> CsvDecision {
     let mut next = status.clone();
     let phase = phase_of(status).to_string();
-    let keep = |requeue: Duration| CsvDecision { status: None, requeue, delete_replaced: false, ensure_operator_condition: false, ensure_aggregation: false };
-    let write = |next: ClusterServiceVersionStatus, requeue: Duration| CsvDecision { status: Some(next), requeue, delete_replaced: false, ensure_operator_condition: false, ensure_aggregation: false };
+    let keep = |requeue: Duration| CsvDecision {
+        status: None,
+        requeue,
+        delete_replaced: false,
+        ensure_operator_condition: false,
+        ensure_aggregation: false,
+    };
+    let write = |next: ClusterServiceVersionStatus, requeue: Duration| CsvDecision {
+        status: Some(next),
+        requeue,
+        delete_replaced: false,
+        ensure_operator_condition: false,
+        ensure_aggregation: false,
+    };
     match view {
         // OperatorGroup membership and install mode come before any phase logic.
         CsvView::Unfit(reason, message) => {
@@ -1019,9 +1318,15 @@ pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &
         CsvView::Fresh => {
             // A Failed CSV whose OperatorGroup fits now: OLM's message for each way it did not.
             let message = match status.reason.as_ref().map(|r| r.as_str()).filter(|_| phase == "Failed") {
-                Some("InterOperatorGroupOwnerConflict") => "OperatorGroup no longer intersecting with conflicting owner",
-                Some("CannotModifyStaticOperatorGroupProvidedAPIs") => "static OperatorGroup and intersecting groups now support providedAPIs",
-                Some("NoTargetNamespaces" | "NoOperatorGroup" | "TooManyOperatorGroups" | "UnsupportedOperatorGroup") => "InstallModes now support target namespaces",
+                Some("InterOperatorGroupOwnerConflict") => {
+                    "OperatorGroup no longer intersecting with conflicting owner"
+                }
+                Some("CannotModifyStaticOperatorGroupProvidedAPIs") => {
+                    "static OperatorGroup and intersecting groups now support providedAPIs"
+                }
+                Some(
+                    "NoTargetNamespaces" | "NoOperatorGroup" | "TooManyOperatorGroups" | "UnsupportedOperatorGroup",
+                ) => "InstallModes now support target namespaces",
                 _ => "requirements not yet checked",
             };
             next.set_phase(CsvPhase::Pending, CsvReason::RequirementsUnknown, message, now);
@@ -1030,7 +1335,12 @@ pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &
         CsvView::Requirements(entries, missing) => {
             next.requirement_status = entries;
             if missing.is_empty() {
-                next.set_phase(CsvPhase::InstallReady, CsvReason::AllRequirementsMet, "all requirements found, attempting install", now);
+                next.set_phase(
+                    CsvPhase::InstallReady,
+                    CsvReason::AllRequirementsMet,
+                    "all requirements found, attempting install",
+                    now,
+                );
                 return write(next, NEXT_STEP_AT_ONCE);
             }
             let message = format!("one or more requirements couldn't be found: {}", missing.join("; "));
@@ -1044,11 +1354,23 @@ pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &
             let (p, r, mut m) = if waiting.is_empty() && webhooks.is_some() {
                 (CsvPhase::Installing, CsvReason::InstallWaiting, "installing".to_string())
             } else if waiting.is_empty() {
-                (CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors".to_string())
+                (
+                    CsvPhase::Succeeded,
+                    CsvReason::InstallSucceeded,
+                    "install strategy completed with no errors".to_string(),
+                )
             } else if phase == "Succeeded" || (phase == "Failed" && reason_is(status, "ComponentUnhealthy")) {
-                (CsvPhase::Failed, CsvReason::ComponentUnhealthy, format!("installing: Deployment {} is not available", waiting.join(", ")))
+                (
+                    CsvPhase::Failed,
+                    CsvReason::ComponentUnhealthy,
+                    format!("installing: Deployment {} is not available", waiting.join(", ")),
+                )
             } else {
-                (CsvPhase::Installing, CsvReason::InstallWaiting, format!("installing: waiting for deployment {} to become ready", waiting.join(", ")))
+                (
+                    CsvPhase::Installing,
+                    CsvReason::InstallWaiting,
+                    format!("installing: waiting for deployment {} to become ready", waiting.join(", ")),
+                )
             };
             if let Some(w) = webhooks {
                 m = format!("{m}: {w}");
@@ -1072,7 +1394,13 @@ pub(crate) fn decide(status: &ClusterServiceVersionStatus, view: CsvView, now: &
                 }
             }
             let ensure_aggregation = aggregation_due(&phase, succeeded, aggregated);
-            CsvDecision { status: changed.then_some(next), requeue, delete_replaced: succeeded, ensure_operator_condition: false, ensure_aggregation }
+            CsvDecision {
+                status: changed.then_some(next),
+                requeue,
+                delete_replaced: succeeded,
+                ensure_operator_condition: false,
+                ensure_aggregation,
+            }
         }
     }
 }
@@ -1104,7 +1432,10 @@ async fn ensure_aggregation(ctx: &Context, csv: &ClusterServiceVersion, ns: &str
     if !missing.is_empty() {
         tracing::warn!(csv = %format!("{ns}/{}", csv.name_any()), missing = %missing.join(", "), "no aggregated ClusterRoles for APIs not on the cluster");
     }
-    let ogs = Api::<OperatorGroup>::namespaced(client.clone(), ns).list(&from_watch_cache()).await.map_err(kube_err(format!("listing OperatorGroups in {ns}")))?;
+    let ogs = Api::<OperatorGroup>::namespaced(client.clone(), ns)
+        .list(&from_watch_cache())
+        .await
+        .map_err(kube_err(format!("listing OperatorGroups in {ns}")))?;
     if let [og] = ogs.items.as_slice() {
         ctx.ensure_group_aggregation(og).await.map_err(e)?;
     }
@@ -1132,7 +1463,15 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     // the steps; when either fails nothing is written (the CSV stays where it was, so the next
     // reconcile creates the OperatorCondition, or claims, again): a CSV never says more than
     // what was done for it.
-    let mut pass = Pass { status: csv.status.clone().unwrap_or_default(), phases: Vec::new(), claim, claim_failed: false, condition: None, requeue: NEXT_STEP_AT_ONCE, delete_replaced: false };
+    let mut pass = Pass {
+        status: csv.status.clone().unwrap_or_default(),
+        phases: Vec::new(),
+        claim,
+        claim_failed: false,
+        condition: None,
+        requeue: NEXT_STEP_AT_ONCE,
+        delete_replaced: false,
+    };
     let stepped = steps(&ctx, &csv, &ns, fit.as_ref(), &mut pass).await;
     let condition = match pass.condition.take() {
         Some(task) => task.done().await,
@@ -1188,7 +1527,13 @@ impl Pass {
 
 /// Takes the CSV's phase steps on `pass` ([`decide`] over what [`need`] asks observed), at most
 /// three in a row while the next needs no wait. Writes nothing of the CSV's status.
-async fn steps(ctx: &Arc<Context>, csv: &ClusterServiceVersion, ns: &str, fit: Option<&(String, String)>, pass: &mut Pass) -> Result<(), Error> {
+async fn steps(
+    ctx: &Arc<Context>,
+    csv: &ClusterServiceVersion,
+    ns: &str,
+    fit: Option<&(String, String)>,
+    pass: &mut Pass,
+) -> Result<(), Error> {
     // Each step observes the CSV with the status the steps before it decided, as if written.
     let mut current = csv.clone();
     for _ in 0..3 {
@@ -1205,7 +1550,9 @@ async fn steps(ctx: &Arc<Context>, csv: &ClusterServiceVersion, ns: &str, fit: O
                 Need::Deployments => {
                     let waiting = deployments_waiting(ctx, csv, ns).await?;
                     let (webhooks, certs) = webhooks_and_certificates(ctx, csv, ns, &waiting).await?;
-                    let aggregated = csv.uid().is_some_and(|uid| ctx.aggregated.lock().unwrap_or_else(|e| e.into_inner()).contains(&uid));
+                    let aggregated = csv
+                        .uid()
+                        .is_some_and(|uid| ctx.aggregated.lock().unwrap_or_else(|e| e.into_inner()).contains(&uid));
                     CsvView::Deployments(DeploymentsView { waiting, webhooks, certs, aggregated })
                 }
             },
@@ -1218,7 +1565,10 @@ async fn steps(ctx: &Arc<Context>, csv: &ClusterServiceVersion, ns: &str, fit: O
             // Needed by the operator, not by the next steps: created beside them.
             let (client, csv) = (ctx.client.clone(), csv.clone());
             pass.condition = Some(Beside::spawn(async move {
-                crate::install::operator_condition::ensure(&client, &csv).await.map(|_| ()).map_err(|e| Error::Kube { context: e.what, source: e.source })
+                crate::install::operator_condition::ensure(&client, &csv)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| Error::Kube { context: e.what, source: e.source })
             }));
         }
         if decision.ensure_aggregation {
@@ -1252,16 +1602,28 @@ mod tests {
     use super::*;
 
     fn modes(list: &[&str]) -> Vec<(String, bool)> {
-        ["OwnNamespace", "SingleNamespace", "MultiNamespace", "AllNamespaces"].iter().map(|m| (m.to_string(), list.contains(m))).collect()
+        ["OwnNamespace", "SingleNamespace", "MultiNamespace", "AllNamespaces"]
+            .iter()
+            .map(|m| (m.to_string(), list.contains(m)))
+            .collect()
     }
 
     #[test]
     fn label_selectors_follow_kubernetes_syntax() {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
-        let req = |k: &str, op: &str, v: &[&str]| LabelSelectorRequirement { key: k.into(), operator: op.into(), values: Some(v.iter().map(|s| s.to_string()).collect()) };
+        let req = |k: &str, op: &str, v: &[&str]| LabelSelectorRequirement {
+            key: k.into(),
+            operator: op.into(),
+            values: Some(v.iter().map(|s| s.to_string()).collect()),
+        };
         let sel = LabelSelector {
             match_labels: Some([("team".to_string(), "db".to_string())].into()),
-            match_expressions: Some(vec![req("env", "In", &["prod", "stage"]), req("tier", "NotIn", &["x"]), req("a", "Exists", &[]), req("b", "DoesNotExist", &[])]),
+            match_expressions: Some(vec![
+                req("env", "In", &["prod", "stage"]),
+                req("tier", "NotIn", &["x"]),
+                req("a", "Exists", &[]),
+                req("b", "DoesNotExist", &[]),
+            ]),
         };
         assert_eq!(label_selector(&sel).unwrap(), "team=db,env in (prod,stage),tier notin (x),a,!b");
         let bad = LabelSelector { match_labels: None, match_expressions: Some(vec![req("env", "In", &[])]) };
@@ -1274,21 +1636,35 @@ mod tests {
     fn install_mode_rules_of_olm() {
         let t = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert!(check_install_mode("a", &t(&[""]), &modes(&["AllNamespaces"])).is_ok());
-        assert_eq!(check_install_mode("a", &t(&[""]), &modes(&["OwnNamespace"])).unwrap_err().reason, "UnsupportedOperatorGroup");
+        assert_eq!(
+            check_install_mode("a", &t(&[""]), &modes(&["OwnNamespace"])).unwrap_err().reason,
+            "UnsupportedOperatorGroup"
+        );
         assert!(check_install_mode("a", &t(&["a"]), &modes(&["OwnNamespace"])).is_ok());
         assert!(check_install_mode("a", &t(&["a"]), &modes(&["SingleNamespace"])).is_err());
         assert!(check_install_mode("a", &t(&["b"]), &modes(&["SingleNamespace"])).is_ok());
         assert!(check_install_mode("a", &t(&["a", "b"]), &modes(&["MultiNamespace"])).is_err());
         assert!(check_install_mode("a", &t(&["a", "b"]), &modes(&["MultiNamespace", "OwnNamespace"])).is_ok());
         assert!(check_install_mode("a", &t(&["b", "c"]), &modes(&["MultiNamespace"])).is_ok());
-        assert_eq!(check_install_mode("a", &t(&["", "b"]), &modes(&["MultiNamespace"])).unwrap_err().reason, "InvalidInstallModes");
+        assert_eq!(
+            check_install_mode("a", &t(&["", "b"]), &modes(&["MultiNamespace"])).unwrap_err().reason,
+            "InvalidInstallModes"
+        );
         assert_eq!(check_install_mode("a", &[], &modes(&["AllNamespaces"])).unwrap_err().reason, "NoTargetNamespaces");
         let e = check_install_mode("a", &t(&["a"]), &modes(&["AllNamespaces"])).unwrap_err();
-        assert!(e.message.contains("needs install mode OwnNamespace") && e.message.contains("supports: AllNamespaces"), "{e}");
+        assert!(
+            e.message.contains("needs install mode OwnNamespace") && e.message.contains("supports: AllNamespaces"),
+            "{e}"
+        );
     }
 
     fn st(phase: Option<&str>, reason: Option<&str>, message: Option<&str>) -> ClusterServiceVersionStatus {
-        ClusterServiceVersionStatus { phase: phase.map(CsvPhase::from), reason: reason.map(CsvReason::from), message: message.map(String::from), ..Default::default() }
+        ClusterServiceVersionStatus {
+            phase: phase.map(CsvPhase::from),
+            reason: reason.map(CsvReason::from),
+            message: message.map(String::from),
+            ..Default::default()
+        }
     }
 
     fn now() -> Time {
@@ -1297,7 +1673,11 @@ mod tests {
 
     fn written(d: &CsvDecision) -> (String, String, String) {
         let s = d.status.as_ref().expect("a status to write");
-        (phase_of(s).to_string(), s.reason.as_ref().map(|r| r.as_str().to_string()).unwrap_or_default(), s.message.clone().unwrap_or_default())
+        (
+            phase_of(s).to_string(),
+            s.reason.as_ref().map(|r| r.as_str().to_string()).unwrap_or_default(),
+            s.message.clone().unwrap_or_default(),
+        )
     }
 
     #[test]
@@ -1314,39 +1694,90 @@ mod tests {
     #[test]
     fn csv_transitions() {
         // Unfit: Failed with the OperatorGroup reason, written once.
-        let d = decide(&st(Some("Succeeded"), None, None), CsvView::Unfit("TooManyOperatorGroups".into(), "m".into()), &now());
-        assert_eq!((written(&d), d.requeue), (("Failed".into(), "TooManyOperatorGroups".into(), "m".into()), Duration::from_secs(30)));
-        let d = decide(&st(Some("Failed"), Some("TooManyOperatorGroups"), Some("m")), CsvView::Unfit("TooManyOperatorGroups".into(), "m".into()), &now());
+        let d = decide(
+            &st(Some("Succeeded"), None, None),
+            CsvView::Unfit("TooManyOperatorGroups".into(), "m".into()),
+            &now(),
+        );
+        assert_eq!(
+            (written(&d), d.requeue),
+            (("Failed".into(), "TooManyOperatorGroups".into(), "m".into()), Duration::from_secs(30))
+        );
+        let d = decide(
+            &st(Some("Failed"), Some("TooManyOperatorGroups"), Some("m")),
+            CsvView::Unfit("TooManyOperatorGroups".into(), "m".into()),
+            &now(),
+        );
         assert!(d.status.is_none());
         // None and a fixed Failed → Pending/RequirementsUnknown, with OLM's message for what was fixed.
         for (from, message) in [
             (st(None, None, None), "requirements not yet checked"),
             (st(Some("Failed"), Some("NoOperatorGroup"), None), "InstallModes now support target namespaces"),
-            (st(Some("Failed"), Some("InterOperatorGroupOwnerConflict"), None), "OperatorGroup no longer intersecting with conflicting owner"),
-            (st(Some("Failed"), Some("CannotModifyStaticOperatorGroupProvidedAPIs"), None), "static OperatorGroup and intersecting groups now support providedAPIs"),
+            (
+                st(Some("Failed"), Some("InterOperatorGroupOwnerConflict"), None),
+                "OperatorGroup no longer intersecting with conflicting owner",
+            ),
+            (
+                st(Some("Failed"), Some("CannotModifyStaticOperatorGroupProvidedAPIs"), None),
+                "static OperatorGroup and intersecting groups now support providedAPIs",
+            ),
         ] {
             let d = decide(&from, CsvView::Fresh, &now());
             assert_eq!(written(&d), ("Pending".into(), "RequirementsUnknown".into(), message.into()));
             assert_eq!(d.requeue, NEXT_STEP_AT_ONCE);
         }
         // Refused for its APIs: Failed with the reason, once; nothing to watch until it changes but the 30 s look.
-        let d = decide(&st(Some("Installing"), None, None), CsvView::Unfit("InterOperatorGroupOwnerConflict".into(), "m".into()), &now());
+        let d = decide(
+            &st(Some("Installing"), None, None),
+            CsvView::Unfit("InterOperatorGroupOwnerConflict".into(), "m".into()),
+            &now(),
+        );
         assert_eq!(written(&d).1, "InterOperatorGroupOwnerConflict");
-        assert!(refused_for_apis("InterOperatorGroupOwnerConflict") && refused_for_apis("CannotModifyStaticOperatorGroupProvidedAPIs") && !refused_for_apis("NoOperatorGroup"));
+        assert!(
+            refused_for_apis("InterOperatorGroupOwnerConflict")
+                && refused_for_apis("CannotModifyStaticOperatorGroupProvidedAPIs")
+                && !refused_for_apis("NoOperatorGroup")
+        );
         assert_eq!(need(d.status.as_ref().unwrap()), Need::Nothing, "no Deployment is created again while refused");
         // Pending: InstallReady when all is met, else RequirementsNotMet (written when it changes).
         let pending = st(Some("Pending"), Some("RequirementsUnknown"), None);
-        let d = decide(&pending, CsvView::Requirements(vec![requirement("", "ServiceAccount", "a", RequirementStatusReason::Present, "ok")], vec![]), &now());
+        let d = decide(
+            &pending,
+            CsvView::Requirements(
+                vec![requirement("", "ServiceAccount", "a", RequirementStatusReason::Present, "ok")],
+                vec![],
+            ),
+            &now(),
+        );
         assert_eq!(written(&d).1, "AllRequirementsMet");
         assert_eq!(d.status.as_ref().unwrap().requirement_status.len(), 1);
         let d = decide(&pending, CsvView::Requirements(vec![], vec!["CRD x: missing".into()]), &now());
-        assert_eq!(written(&d), ("Pending".into(), "RequirementsNotMet".into(), "one or more requirements couldn't be found: CRD x: missing".into()));
+        assert_eq!(
+            written(&d),
+            (
+                "Pending".into(),
+                "RequirementsNotMet".into(),
+                "one or more requirements couldn't be found: CRD x: missing".into()
+            )
+        );
         assert_eq!(d.requeue, Duration::from_secs(2));
-        let again = decide(d.status.as_ref().unwrap(), CsvView::Requirements(vec![], vec!["CRD x: missing".into()]), &now());
+        let again =
+            decide(d.status.as_ref().unwrap(), CsvView::Requirements(vec![], vec!["CRD x: missing".into()]), &now());
         assert!(again.status.is_none());
         // Deployments: Installing → Succeeded (deletes the replaced CSV) → ComponentUnhealthy → Succeeded.
-        let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(DeploymentsView::waiting(vec!["op".into()])), &now());
-        assert_eq!(written(&d), ("Installing".into(), "InstallWaiting".into(), "installing: waiting for deployment op to become ready".into()));
+        let d = decide(
+            &st(Some("InstallReady"), None, None),
+            CsvView::Deployments(DeploymentsView::waiting(vec!["op".into()])),
+            &now(),
+        );
+        assert_eq!(
+            written(&d),
+            (
+                "Installing".into(),
+                "InstallWaiting".into(),
+                "installing: waiting for deployment op to become ready".into()
+            )
+        );
         assert!(!d.delete_replaced && d.requeue == Duration::from_secs(1));
         assert!(d.ensure_aggregation, "aggregated as it leaves InstallReady, while the Deployment starts");
         let installing = d.status.clone().unwrap();
@@ -1358,15 +1789,29 @@ mod tests {
         // A CSV this process did not aggregate (it was Installing when capstan restarted) is
         // aggregated before it says Succeeded; so is one straight from InstallReady.
         assert!(decide(&installing, CsvView::Deployments(DeploymentsView::waiting(vec![])), &now()).ensure_aggregation);
-        assert!(decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(DeploymentsView::waiting(vec![])), &now()).ensure_aggregation);
+        assert!(
+            decide(
+                &st(Some("InstallReady"), None, None),
+                CsvView::Deployments(DeploymentsView::waiting(vec![])),
+                &now()
+            )
+            .ensure_aggregation
+        );
         let d = decide(&installing, CsvView::Deployments(DeploymentsView::waiting(vec![])), &now());
         let ok = d.status.unwrap();
         let same = decide(&ok, CsvView::Deployments(DeploymentsView::waiting(vec![])), &now());
         assert!(same.status.is_none() && same.delete_replaced);
         let d = decide(&ok, CsvView::Deployments(DeploymentsView::waiting(vec!["op".into()])), &now());
-        assert_eq!(written(&d), ("Failed".into(), "ComponentUnhealthy".into(), "installing: Deployment op is not available".into()));
+        assert_eq!(
+            written(&d),
+            ("Failed".into(), "ComponentUnhealthy".into(), "installing: Deployment op is not available".into())
+        );
         let history = d.status.as_ref().unwrap().conditions.len();
-        let d = decide(d.status.as_ref().unwrap(), CsvView::Deployments(DeploymentsView::waiting(vec!["op".into()])), &now());
+        let d = decide(
+            d.status.as_ref().unwrap(),
+            CsvView::Deployments(DeploymentsView::waiting(vec!["op".into()])),
+            &now(),
+        );
         assert!(d.status.is_none(), "unchanged");
         assert_eq!(history, 3, "one history entry per phase entered");
     }
@@ -1375,43 +1820,103 @@ mod tests {
     fn every_operator_group_misfit_fails_the_csv_with_its_reason() {
         // The reasons of `operator_group_targets` (the namespace's groups) and of
         // `check_install_mode` (the CSV's install modes against the group's targets).
-        for reason in ["NoOperatorGroup", "TooManyOperatorGroups", "InvalidOperatorGroup", "UnsupportedOperatorGroup", "NoTargetNamespaces", "InvalidInstallModes"] {
-            for from in [st(None, None, None), st(Some("Pending"), Some("RequirementsNotMet"), Some("x")), st(Some("Succeeded"), Some("InstallSucceeded"), Some("ok"))] {
+        for reason in [
+            "NoOperatorGroup",
+            "TooManyOperatorGroups",
+            "InvalidOperatorGroup",
+            "UnsupportedOperatorGroup",
+            "NoTargetNamespaces",
+            "InvalidInstallModes",
+        ] {
+            for from in [
+                st(None, None, None),
+                st(Some("Pending"), Some("RequirementsNotMet"), Some("x")),
+                st(Some("Succeeded"), Some("InstallSucceeded"), Some("ok")),
+            ] {
                 let d = decide(&from, CsvView::Unfit(reason.into(), "m".into()), &now());
                 assert_eq!(written(&d), ("Failed".into(), reason.into(), "m".into()), "{reason} from {from:?}");
                 assert!(!d.delete_replaced && !d.ensure_aggregation && !d.ensure_operator_condition, "{reason}");
             }
         }
         for reason in ["NoOperatorGroup", "TooManyOperatorGroups", "InvalidOperatorGroup"] {
-            let st = group_status("og", &GroupTargets::Unfit { reason, message: "m".into() }, &GroupServiceAccount::Unset, &now());
-            assert_eq!((st.conditions.len(), st.conditions[0].type_.as_str(), st.conditions[0].reason.as_str()), (1, "OperatorGroupInvalid", reason));
+            let st = group_status(
+                "og",
+                &GroupTargets::Unfit { reason, message: "m".into() },
+                &GroupServiceAccount::Unset,
+                &now(),
+            );
+            assert_eq!(
+                (st.conditions.len(), st.conditions[0].type_.as_str(), st.conditions[0].reason.as_str()),
+                (1, "OperatorGroupInvalid", reason)
+            );
         }
     }
 
     #[test]
     fn webhooks_that_cannot_be_served_are_named_and_rotation_is_scheduled() {
         let webhook = "webhook vwidgets.webhook.capstan.dev (ValidatingAdmissionWebhook) is served by Deployment op, which is not available";
-        let view = DeploymentsView { waiting: vec!["op".into()], webhooks: Some(webhook.into()), certs: None, aggregated: false };
+        let view = DeploymentsView {
+            waiting: vec!["op".into()],
+            webhooks: Some(webhook.into()),
+            certs: None,
+            aggregated: false,
+        };
         let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(view), &now());
-        assert_eq!(written(&d), ("Installing".into(), "InstallWaiting".into(), format!("installing: waiting for deployment op to become ready: {webhook}")));
+        assert_eq!(
+            written(&d),
+            (
+                "Installing".into(),
+                "InstallWaiting".into(),
+                format!("installing: waiting for deployment op to become ready: {webhook}")
+            )
+        );
         // Deployments ready, an owned APIService not Available: not Succeeded, and why.
-        let view = DeploymentsView { waiting: vec![], webhooks: Some("APIService v1.packages.example.com is not Available".into()), certs: None, aggregated: false };
+        let view = DeploymentsView {
+            waiting: vec![],
+            webhooks: Some("APIService v1.packages.example.com is not Available".into()),
+            certs: None,
+            aggregated: false,
+        };
         let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(view), &now());
-        assert_eq!(written(&d), ("Installing".into(), "InstallWaiting".into(), "installing: APIService v1.packages.example.com is not Available".into()));
+        assert_eq!(
+            written(&d),
+            (
+                "Installing".into(),
+                "InstallWaiting".into(),
+                "installing: APIService v1.packages.example.com is not Available".into()
+            )
+        );
         assert!(!d.delete_replaced);
         // Succeeded with certificates: their times in status, a look again when the rotation is
         // due (sooner than the usual 30 s), and none later than 30 s.
         let last = Time("2025-12-31T00:00:00Z".parse().unwrap());
         let soon = Time("2026-01-01T00:00:10Z".parse().unwrap());
-        let view = DeploymentsView { waiting: vec![], webhooks: None, certs: Some((last.clone(), soon.clone())), aggregated: false };
+        let view = DeploymentsView {
+            waiting: vec![],
+            webhooks: None,
+            certs: Some((last.clone(), soon.clone())),
+            aggregated: false,
+        };
         let d = decide(&st(Some("Installing"), None, None), CsvView::Deployments(view.clone()), &now());
         let written_status = d.status.clone().unwrap();
-        assert_eq!((written_status.certs_last_updated, written_status.certs_rotate_at), (Some(last.clone()), Some(soon)));
+        assert_eq!(
+            (written_status.certs_last_updated, written_status.certs_rotate_at),
+            (Some(last.clone()), Some(soon))
+        );
         assert_eq!(d.requeue, Duration::from_secs(10));
         let same = decide(d.status.as_ref().unwrap(), CsvView::Deployments(view), &now());
         assert!(same.status.is_none(), "unchanged times are not written again");
         let later = Time("2028-01-01T00:00:00Z".parse().unwrap());
-        let d = decide(d.status.as_ref().unwrap(), CsvView::Deployments(DeploymentsView { waiting: vec![], webhooks: None, certs: Some((last, later.clone())), aggregated: false }), &now());
+        let d = decide(
+            d.status.as_ref().unwrap(),
+            CsvView::Deployments(DeploymentsView {
+                waiting: vec![],
+                webhooks: None,
+                certs: Some((last, later.clone())),
+                aggregated: false,
+            }),
+            &now(),
+        );
         assert_eq!(d.status.unwrap().certs_rotate_at, Some(later), "rotated: the new time is written");
         assert_eq!(d.requeue, Duration::from_secs(30));
     }
@@ -1430,17 +1935,30 @@ mod tests {
     fn operator_group_status_from_its_targets() {
         let found = GroupTargets::Found { name: "og".into(), targets: vec![String::new()] };
         assert_eq!(group_status("og", &found, &GroupServiceAccount::Unset, &now()).namespaces, [""]);
-        assert!(group_status("other", &found, &GroupServiceAccount::Unset, &now()).namespaces.is_empty(), "only the namespace's group gets targets");
+        assert!(
+            group_status("other", &found, &GroupServiceAccount::Unset, &now()).namespaces.is_empty(),
+            "only the namespace's group gets targets"
+        );
         let unfit = GroupTargets::Unfit { reason: "TooManyOperatorGroups", message: "keep one".into() };
         let st = group_status("og", &unfit, &GroupServiceAccount::Unset, &now());
-        assert_eq!((st.conditions[0].type_.as_str(), st.conditions[0].reason.as_str(), st.conditions[0].message.as_str()), ("OperatorGroupInvalid", "TooManyOperatorGroups", "keep one"));
+        assert_eq!(
+            (st.conditions[0].type_.as_str(), st.conditions[0].reason.as_str(), st.conditions[0].message.as_str()),
+            ("OperatorGroupInvalid", "TooManyOperatorGroups", "keep one")
+        );
         assert!(st.namespaces.is_empty());
         // The group's ServiceAccount, as OLM's scoped syncer reports it.
-        let r = k8s_openapi::api::core::v1::ObjectReference { kind: Some("ServiceAccount".into()), name: Some("installer".into()), ..Default::default() };
+        let r = k8s_openapi::api::core::v1::ObjectReference {
+            kind: Some("ServiceAccount".into()),
+            name: Some("installer".into()),
+            ..Default::default()
+        };
         let st = group_status("og", &found, &GroupServiceAccount::Found(r.clone()), &now());
         assert_eq!((st.service_account_ref, st.conditions.len()), (Some(r), 0));
         let st = group_status("og", &found, &GroupServiceAccount::Missing("installer".into()), &now());
         assert_eq!(st.service_account_ref, None);
-        assert_eq!((st.conditions[0].type_.as_str(), st.conditions[0].reason.as_str(), st.conditions[0].message.as_str()), ("OperatorGroupServiceAccount", "ServiceAccountNotFound", "ServiceAccount installer not found"));
+        assert_eq!(
+            (st.conditions[0].type_.as_str(), st.conditions[0].reason.as_str(), st.conditions[0].message.as_str()),
+            ("OperatorGroupServiceAccount", "ServiceAccountNotFound", "ServiceAccount installer not found")
+        );
     }
 }

@@ -82,7 +82,13 @@ impl Events {
     /// # Errors
     /// The API error when the Event cannot be created (e.g. RBAC). Reconcilers usually want
     /// [`Events::publish`], which logs instead.
-    pub async fn try_publish(&self, regarding: &ObjectReference, type_: EventType, reason: &str, note: &str) -> Result<(), kube::Error> {
+    pub async fn try_publish(
+        &self,
+        regarding: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        note: &str,
+    ) -> Result<(), kube::Error> {
         self.recorder.publish(&event(type_, reason, note), regarding).await
     }
 
@@ -150,7 +156,13 @@ fn shared(client: &Client) -> &'static Events {
 ///
 /// # Errors
 /// The API error when the Event cannot be created.
-pub async fn try_publish(client: &Client, regarding: &ObjectReference, type_: EventType, reason: &str, note: &str) -> Result<(), kube::Error> {
+pub async fn try_publish(
+    client: &Client,
+    regarding: &ObjectReference,
+    type_: EventType,
+    reason: &str,
+    note: &str,
+) -> Result<(), kube::Error> {
     shared(client).try_publish(regarding, type_, reason, note).await
 }
 

@@ -15,14 +15,15 @@ use std::time::Duration;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
-use super::testing::{ApiServer, Reply, Seen, events_path, list, olm_path};
 use super::installplan::ANNOTATION_BUNDLE_LOOKUPS;
+use super::testing::{ApiServer, Reply, Seen, events_path, list, olm_path};
 use super::{ANNOTATION_UNINSTALL_OPERANDS, CSV_FINALIZER, CatalogState, LoadedIndex, SUBSCRIPTION_FINALIZER};
-use crate::install::ANNOTATION_PROPERTIES;
 use crate::api::{CatalogSource, ClusterServiceVersion, InstallPlan, OperatorGroup, Subscription};
+use crate::install::ANNOTATION_PROPERTIES;
 
 const NS: &str = "operators";
-const BUNDLE_IMAGE: &str = "quay.io/example/etcd-bundle@sha256:0000000000000000000000000000000000000000000000000000000000000001";
+const BUNDLE_IMAGE: &str =
+    "quay.io/example/etcd-bundle@sha256:0000000000000000000000000000000000000000000000000000000000000001";
 
 fn typed<K: serde::de::DeserializeOwned>(v: &Value) -> Arc<K> {
     Arc::new(serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("fixture object does not decode: {e}: {v}")))
@@ -38,7 +39,10 @@ fn status_writes(seen: &[Seen]) -> Vec<&Seen> {
 }
 
 fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
-    status["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == type_)).unwrap_or_else(|| panic!("no condition {type_} in {status}"))
+    status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == type_))
+        .unwrap_or_else(|| panic!("no condition {type_} in {status}"))
 }
 
 fn subscription(status: Option<Value>) -> Value {
@@ -81,9 +85,16 @@ const CATALOG: &str = r#"{"schema": "olm.package", "name": "etcd", "defaultChann
 "#;
 
 fn load_catalog(ctx: &super::Context) {
-    let config = crate::catalog::parse::parse_bytes("catalog.json", CATALOG.as_bytes()).expect("fixture catalog parses");
+    let config =
+        crate::catalog::parse::parse_bytes("catalog.json", CATALOG.as_bytes()).expect("fixture catalog parses");
     let index = crate::resolve::CatalogIndex::from_config(&config);
-    let loaded = LoadedIndex { image: "quay.io/example/catalog:latest".into(), digest: "sha256:c0".into(), priority: 0, index: Arc::new(index), served: None };
+    let loaded = LoadedIndex {
+        image: "quay.io/example/catalog:latest".into(),
+        digest: "sha256:c0".into(),
+        priority: 0,
+        index: Arc::new(index),
+        served: None,
+    };
     ctx.catalogs.ready(&("olm".into(), "community".into()), loaded);
 }
 
@@ -135,10 +146,26 @@ fn expect_subscription_observe(server: &ApiServer, sub: &Value, csvs: Vec<Value>
         server.expect("PATCH", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(adopted(sub.clone())));
     }
     server
-        .expect("GET", &olm_path("v1alpha1", NS, "catalogsources", ""), list("CatalogSourceList", "operators.coreos.com/v1alpha1", vec![]))
-        .expect("GET", &olm_path("v1alpha1", "olm", "catalogsources", ""), list("CatalogSourceList", "operators.coreos.com/v1alpha1", vec![catalog_source(None)]))
-        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", ""), list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", csvs))
-        .expect("GET", &olm_path("v1alpha1", NS, "subscriptions", ""), list("SubscriptionList", "operators.coreos.com/v1alpha1", vec![sub.clone()]));
+        .expect(
+            "GET",
+            &olm_path("v1alpha1", NS, "catalogsources", ""),
+            list("CatalogSourceList", "operators.coreos.com/v1alpha1", vec![]),
+        )
+        .expect(
+            "GET",
+            &olm_path("v1alpha1", "olm", "catalogsources", ""),
+            list("CatalogSourceList", "operators.coreos.com/v1alpha1", vec![catalog_source(None)]),
+        )
+        .expect(
+            "GET",
+            &olm_path("v1alpha1", NS, "clusterserviceversions", ""),
+            list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", csvs),
+        )
+        .expect(
+            "GET",
+            &olm_path("v1alpha1", NS, "subscriptions", ""),
+            list("SubscriptionList", "operators.coreos.com/v1alpha1", vec![sub.clone()]),
+        );
 }
 
 /// A new Subscription whose catalog is loaded: one InstallPlan is created — owned by the
@@ -156,8 +183,16 @@ async fn subscription_creates_one_plan_and_writes_its_status_once() {
     expect_observe(&sub);
     server
         .expect("GET", &olm_path("v1alpha1", NS, "installplans", &plan), Reply::Status(404, "NotFound"))
-        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4"), Reply::Status(404, "NotFound"))
-        .expect("GET", &olm_path("v1alpha1", NS, "installplans", ""), list("InstallPlanList", "operators.coreos.com/v1alpha1", vec![]))
+        .expect(
+            "GET",
+            &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4"),
+            Reply::Status(404, "NotFound"),
+        )
+        .expect(
+            "GET",
+            &olm_path("v1alpha1", NS, "installplans", ""),
+            list("InstallPlanList", "operators.coreos.com/v1alpha1", vec![]),
+        )
         .expect("POST", &olm_path("v1alpha1", NS, "installplans", ""), Reply::Echo)
         .expect("POST", &events_path(NS), Reply::Echo)
         .expect("PATCH", &olm_path("v1alpha1", NS, "subscriptions", "etcd/status"), Reply::WithStatus(sub.clone()));
@@ -168,24 +203,56 @@ async fn subscription_creates_one_plan_and_writes_its_status_once() {
     assert_eq!(seen[1].body, json!({"metadata": {"labels": {COMPONENT: ""}}}));
     let created = &seen[9].body;
     assert_eq!(created["metadata"]["name"], plan.as_str());
-    assert_eq!(created["metadata"]["labels"], json!({COMPONENT: ""}), "the plan carries its operator's component label");
+    assert_eq!(
+        created["metadata"]["labels"],
+        json!({COMPONENT: ""}),
+        "the plan carries its operator's component label"
+    );
     assert_eq!(created["spec"]["generation"], 1, "the namespace's first plan");
     assert_eq!(created["metadata"]["ownerReferences"][0]["uid"], "uid-sub");
     assert_eq!((&created["spec"]["approval"], &created["spec"]["approved"]), (&json!("Automatic"), &json!(true)));
     assert_eq!(created["spec"]["clusterServiceVersionNames"], json!(["etcd.v0.9.4"]));
     assert!(created.get("status").is_none_or(Value::is_null), "a new plan carries no status: {created}");
-    let lookups: Value = serde_json::from_str(created["metadata"]["annotations"][ANNOTATION_BUNDLE_LOOKUPS].as_str().expect("lookups annotation")).expect("lookups JSON");
+    let lookups: Value = serde_json::from_str(
+        created["metadata"]["annotations"][ANNOTATION_BUNDLE_LOOKUPS].as_str().expect("lookups annotation"),
+    )
+    .expect("lookups JSON");
     assert_eq!(lookups["bundleLookups"][0]["path"], BUNDLE_IMAGE);
-    assert_eq!((&lookups["bundleLookups"][0]["catalogSourceRef"]["namespace"], &lookups["bundleLookups"][0]["catalogSourceRef"]["name"]), (&json!("olm"), &json!("community")));
-    assert_eq!((&seen[10].body["reason"], &seen[10].body["regarding"]["name"]), (&json!("InstallPlanCreated"), &json!("etcd")));
+    assert_eq!(
+        (
+            &lookups["bundleLookups"][0]["catalogSourceRef"]["namespace"],
+            &lookups["bundleLookups"][0]["catalogSourceRef"]["name"]
+        ),
+        (&json!("olm"), &json!("community"))
+    );
+    assert_eq!(
+        (&seen[10].body["reason"], &seen[10].body["regarding"]["name"]),
+        (&json!("InstallPlanCreated"), &json!("etcd"))
+    );
     let writes = status_writes(&seen);
     assert_eq!(writes.len(), 1, "one status write: {:?}", lines(&seen));
-    assert!(writes[0].path.ends_with("/subscriptions/etcd/status"), "only the InstallPlan reconciler writes InstallPlan status: {}", writes[0].line());
+    assert!(
+        writes[0].path.ends_with("/subscriptions/etcd/status"),
+        "only the InstallPlan reconciler writes InstallPlan status: {}",
+        writes[0].line()
+    );
     assert_eq!(writes[0].content_type, "application/apply-patch+yaml");
     let status = &writes[0].body["status"];
-    assert_eq!((&status["state"], &status["currentCSV"], &status["installPlanRef"]["name"]), (&json!("UpgradePending"), &json!("etcd.v0.9.4"), &json!(plan)));
-    assert_eq!((&condition(status, "CatalogSourcesUnhealthy")["status"], &condition(status, "CatalogSourcesUnhealthy")["reason"]), (&json!("False"), &json!("AllCatalogSourcesHealthy")));
-    assert_eq!((&condition(status, "InstallPlanPending")["reason"], &condition(status, "InstallPlanPending")["message"]), (&json!("Planning"), &json!(format!("InstallPlan {plan} is Planning"))));
+    assert_eq!(
+        (&status["state"], &status["currentCSV"], &status["installPlanRef"]["name"]),
+        (&json!("UpgradePending"), &json!("etcd.v0.9.4"), &json!(plan))
+    );
+    assert_eq!(
+        (
+            &condition(status, "CatalogSourcesUnhealthy")["status"],
+            &condition(status, "CatalogSourcesUnhealthy")["reason"]
+        ),
+        (&json!("False"), &json!("AllCatalogSourcesHealthy"))
+    );
+    assert_eq!(
+        (&condition(status, "InstallPlanPending")["reason"], &condition(status, "InstallPlanPending")["message"]),
+        (&json!("Planning"), &json!(format!("InstallPlan {plan} is Planning")))
+    );
 
     // Again, with the status as written and the plan there (not yet worked on): nothing to write.
     let sub = adopted(subscription(Some(status.clone())));
@@ -211,17 +278,31 @@ async fn an_installed_subscription_is_at_latest_known_and_not_rewritten() {
     run(&sub);
     server
         .expect("PATCH", &olm_path("v1alpha1", NS, "subscriptions", "etcd/status"), Reply::WithStatus(sub.clone()))
-        .expect("GET", &olm_path("v1alpha1", NS, "installplans", ""), list("InstallPlanList", "operators.coreos.com/v1alpha1", vec![]));
+        .expect(
+            "GET",
+            &olm_path("v1alpha1", NS, "installplans", ""),
+            list("InstallPlanList", "operators.coreos.com/v1alpha1", vec![]),
+        );
     let action = super::subscription::reconcile(typed::<Subscription>(&sub), ctx.clone()).await.expect("reconcile");
     assert_eq!(action, Action::requeue(Duration::from_secs(300)));
     let seen = server.finish();
     let status = status_writes(&seen)[0].body["status"].clone();
-    assert_eq!((&status["state"], &status["currentCSV"], &status["installedCSV"]), (&json!("AtLatestKnown"), &json!("etcd.v0.9.4"), &json!("etcd.v0.9.4")));
-    assert!(status["conditions"].as_array().is_some_and(|c| c.iter().all(|c| c["type"] == "CatalogSourcesUnhealthy")), "{status}");
+    assert_eq!(
+        (&status["state"], &status["currentCSV"], &status["installedCSV"]),
+        (&json!("AtLatestKnown"), &json!("etcd.v0.9.4"), &json!("etcd.v0.9.4"))
+    );
+    assert!(
+        status["conditions"].as_array().is_some_and(|c| c.iter().all(|c| c["type"] == "CatalogSourcesUnhealthy")),
+        "{status}"
+    );
 
     let sub = adopted(subscription(Some(status)));
     run(&sub);
-    server.expect("GET", &olm_path("v1alpha1", NS, "installplans", ""), list("InstallPlanList", "operators.coreos.com/v1alpha1", vec![]));
+    server.expect(
+        "GET",
+        &olm_path("v1alpha1", NS, "installplans", ""),
+        list("InstallPlanList", "operators.coreos.com/v1alpha1", vec![]),
+    );
     super::subscription::reconcile(typed::<Subscription>(&sub), ctx).await.expect("second reconcile");
     assert!(status_writes(&server.finish()).is_empty());
 }
@@ -241,9 +322,11 @@ fn completed_install(csv_read: Reply) -> (ApiServer, Arc<super::Context>, Value)
     let mut ip = install_plan(Some(json!({"phase": "Complete", "catalogSources": ["community"]})));
     ip["metadata"]["name"] = json!(plan);
     expect_subscription_observe(&server, &sub, vec![]);
-    server
-        .expect("GET", &olm_path("v1alpha1", NS, "installplans", &plan), Reply::Ok(ip))
-        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4"), csv_read);
+    server.expect("GET", &olm_path("v1alpha1", NS, "installplans", &plan), Reply::Ok(ip)).expect(
+        "GET",
+        &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4"),
+        csv_read,
+    );
     (server, ctx, sub)
 }
 
@@ -256,9 +339,20 @@ async fn a_complete_plan_whose_csv_the_cached_list_lags_is_not_reinstalled() {
     server.expect("PATCH", &olm_path("v1alpha1", NS, "subscriptions", "etcd/status"), Reply::WithStatus(sub.clone()));
     super::subscription::reconcile(typed::<Subscription>(&sub), ctx).await.expect("reconcile");
     let seen = server.finish();
-    assert!(!seen.iter().any(|s| s.method == "DELETE" || s.method == "POST"), "nothing deleted or created: {:?}", lines(&seen));
-    let csv_list = seen.iter().find(|s| s.method == "GET" && s.path == olm_path("v1alpha1", NS, "clusterserviceversions", "")).expect("the CSV list");
-    assert!(csv_list.query.contains("resourceVersion=0") && csv_list.query.contains("resourceVersionMatch=NotOlderThan"), "the list is served from the watch cache: {}", csv_list.query);
+    assert!(
+        !seen.iter().any(|s| s.method == "DELETE" || s.method == "POST"),
+        "nothing deleted or created: {:?}",
+        lines(&seen)
+    );
+    let csv_list = seen
+        .iter()
+        .find(|s| s.method == "GET" && s.path == olm_path("v1alpha1", NS, "clusterserviceversions", ""))
+        .expect("the CSV list");
+    assert!(
+        csv_list.query.contains("resourceVersion=0") && csv_list.query.contains("resourceVersionMatch=NotOlderThan"),
+        "the list is served from the watch cache: {}",
+        csv_list.query
+    );
 }
 
 /// A new InstallPlan is not created for a CSV that exists though the namespace's list (from the
@@ -271,9 +365,11 @@ async fn no_plan_is_created_for_a_csv_the_cached_list_does_not_show_yet() {
     let plan = super::install_plan_name("etcd", &[("etcd.v0.9.4".into(), BUNDLE_IMAGE.into())], "");
     let sub = adopted(subscription(None));
     expect_subscription_observe(&server, &sub, vec![]);
-    server
-        .expect("GET", &olm_path("v1alpha1", NS, "installplans", &plan), Reply::Status(404, "NotFound"))
-        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4"), Reply::Ok(installed_csv(None)));
+    server.expect("GET", &olm_path("v1alpha1", NS, "installplans", &plan), Reply::Status(404, "NotFound")).expect(
+        "GET",
+        &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4"),
+        Reply::Ok(installed_csv(None)),
+    );
     let action = super::subscription::reconcile(typed::<Subscription>(&sub), ctx).await.expect("reconcile");
     assert_eq!(action, Action::requeue(Duration::from_secs(1)));
     let seen = server.finish();
@@ -288,8 +384,16 @@ async fn a_complete_plan_whose_csv_was_deleted_is_replaced() {
     let plan = super::install_plan_name("etcd", &[("etcd.v0.9.4".into(), BUNDLE_IMAGE.into())], "");
     server
         .expect("POST", &events_path(NS), Reply::Echo)
-        .expect("DELETE", &olm_path("v1alpha1", NS, "installplans", &plan), Reply::Ok(json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})))
-        .expect("GET", &olm_path("v1alpha1", NS, "installplans", ""), list("InstallPlanList", "operators.coreos.com/v1alpha1", vec![]))
+        .expect(
+            "DELETE",
+            &olm_path("v1alpha1", NS, "installplans", &plan),
+            Reply::Ok(json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
+        )
+        .expect(
+            "GET",
+            &olm_path("v1alpha1", NS, "installplans", ""),
+            list("InstallPlanList", "operators.coreos.com/v1alpha1", vec![]),
+        )
         .expect("POST", &olm_path("v1alpha1", NS, "installplans", ""), Reply::Echo)
         .expect("POST", &events_path(NS), Reply::Echo)
         .expect("PATCH", &olm_path("v1alpha1", NS, "subscriptions", "etcd/status"), Reply::WithStatus(sub.clone()));
@@ -299,7 +403,11 @@ async fn a_complete_plan_whose_csv_was_deleted_is_replaced() {
     assert_eq!(deleted.body["preconditions"]["uid"], "uid-ip", "the plan read, not a newer one of the same name");
     let reasons: Vec<&Value> = seen.iter().filter(|s| s.path == events_path(NS)).map(|s| &s.body["reason"]).collect();
     assert_eq!(reasons, [&json!("Reinstalling"), &json!("InstallPlanCreated")]);
-    assert!(seen.iter().any(|s| s.method == "POST" && s.path == olm_path("v1alpha1", NS, "installplans", "")), "a new plan: {:?}", lines(&seen));
+    assert!(
+        seen.iter().any(|s| s.method == "POST" && s.path == olm_path("v1alpha1", NS, "installplans", "")),
+        "a new plan: {:?}",
+        lines(&seen)
+    );
 }
 
 fn install_plan(status: Option<Value>) -> Value {
@@ -347,13 +455,22 @@ async fn an_install_plan_without_operator_group_is_blocked_once() {
     assert_eq!((&failed["phase"], &failed["message"]), (&json!("Failed"), &json!(message)));
     let installed = condition(failed, "Installed");
     assert_eq!((&installed["status"], &installed["reason"]), (&json!("False"), &json!("NoOperatorGroup")));
-    assert_eq!((&failed["bundleLookups"][0]["path"], &failed["catalogSources"]), (&json!(BUNDLE_IMAGE), &json!(["community"])), "the lookups are initialized");
-    assert!(failed["bundleLookups"][0].get("conditions").is_none_or(|c| c.as_array().is_some_and(Vec::is_empty)), "not pulled, so not marked Pulling: {failed}");
+    assert_eq!(
+        (&failed["bundleLookups"][0]["path"], &failed["catalogSources"]),
+        (&json!(BUNDLE_IMAGE), &json!(["community"])),
+        "the lookups are initialized"
+    );
+    assert!(
+        failed["bundleLookups"][0].get("conditions").is_none_or(|c| c.as_array().is_some_and(Vec::is_empty)),
+        "not pulled, so not marked Pulling: {failed}"
+    );
     assert_eq!((&seen[3].body["type"], &seen[3].body["reason"]), (&json!("Warning"), &json!("NoOperatorGroup")));
 
     // The recheck: the Subscription still points at the plan, there is still no OperatorGroup.
     let ip = install_plan(Some(failed.clone()));
-    let sub = subscription(Some(json!({"lastUpdated": "2026-01-01T00:00:00Z", "installPlanRef": {"name": "install-abc", "namespace": NS}})));
+    let sub = subscription(Some(
+        json!({"lastUpdated": "2026-01-01T00:00:00Z", "installPlanRef": {"name": "install-abc", "namespace": NS}}),
+    ));
     server
         .expect("GET", &olm_path("v1alpha1", NS, "installplans", "install-abc"), Reply::Ok(ip.clone()))
         .expect("GET", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(sub))
@@ -380,10 +497,16 @@ async fn a_catalog_source_with_a_missing_pull_secret_fails_with_the_reason() {
     assert_eq!(action, Action::requeue(Duration::from_secs(30)));
     let seen = server.finish();
     let writes = status_writes(&seen);
-    assert_eq!((&writes[0].body["status"]["connectionState"]["lastObservedState"], &writes[0].body["status"]["message"]), (&json!("CONNECTING"), &json!("pulling quay.io/example/catalog:latest")));
+    assert_eq!(
+        (&writes[0].body["status"]["connectionState"]["lastObservedState"], &writes[0].body["status"]["message"]),
+        (&json!("CONNECTING"), &json!("pulling quay.io/example/catalog:latest"))
+    );
     let failed = &writes[1].body["status"];
     let why = "pull secret olm/pull-secret (spec.secrets) does not exist; create it or remove it from spec.secrets";
-    assert_eq!((&failed["connectionState"]["lastObservedState"], &failed["reason"]), (&json!("TRANSIENT_FAILURE"), &json!("ImagePullFailed")));
+    assert_eq!(
+        (&failed["connectionState"]["lastObservedState"], &failed["reason"]),
+        (&json!("TRANSIENT_FAILURE"), &json!("ImagePullFailed"))
+    );
     assert_eq!(failed["message"], format!("catalog source olm/community: {why}").as_str());
     assert!(failed.get("resolvedDigest").is_none_or(Value::is_null), "{failed}");
     match ctx.catalogs.get(&("olm".into(), "community".into())) {
@@ -410,17 +533,32 @@ async fn a_succeeded_csv_whose_deployment_fails_is_component_unhealthy_once() {
         server
             .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4"), Reply::Ok(csv.clone()))
             .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![operator_group("og", None)]))
-            .expect("GET", &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"), Reply::Ok(deployment.clone()));
+            .expect(
+                "GET",
+                &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"),
+                Reply::Ok(deployment.clone()),
+            );
     };
     run(&csv);
     server
-        .expect("PATCH", &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4/status"), Reply::WithStatus(csv.clone()))
+        .expect(
+            "PATCH",
+            &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4/status"),
+            Reply::WithStatus(csv.clone()),
+        )
         .expect("POST", &events_path(NS), Reply::Echo);
     let action = super::csv::reconcile(typed::<ClusterServiceVersion>(&csv), ctx.clone()).await.expect("reconcile");
     assert_eq!(action, Action::requeue(Duration::from_secs(1)));
     let seen = server.finish();
     let status = status_writes(&seen)[0].body["status"].clone();
-    assert_eq!((&status["phase"], &status["reason"], &status["message"]), (&json!("Failed"), &json!("ComponentUnhealthy"), &json!("installing: Deployment etcd-operator is not available")));
+    assert_eq!(
+        (&status["phase"], &status["reason"], &status["message"]),
+        (
+            &json!("Failed"),
+            &json!("ComponentUnhealthy"),
+            &json!("installing: Deployment etcd-operator is not available")
+        )
+    );
     assert_eq!((&seen[4].body["type"], &seen[4].body["reason"]), (&json!("Warning"), &json!("ComponentUnhealthy")));
 
     let csv = installed_csv(Some(status));
@@ -438,10 +576,13 @@ async fn two_operator_groups_are_both_invalid() {
     let (server, ctx) = ApiServer::context();
     let old = json!({"namespaces": [NS], "lastUpdated": "2026-01-01T00:00:00Z"});
     let (a, b) = (operator_group("a", Some(old)), operator_group("b", None));
-    server
-        .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![a.clone(), b.clone()]))
-        .expect("PATCH", &olm_path("v1", NS, "operatorgroups", "a/status"), Reply::WithStatus(a.clone()));
-    let action = super::csv::reconcile_operator_group(typed::<OperatorGroup>(&a), ctx.clone()).await.expect("reconcile");
+    server.expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![a.clone(), b.clone()])).expect(
+        "PATCH",
+        &olm_path("v1", NS, "operatorgroups", "a/status"),
+        Reply::WithStatus(a.clone()),
+    );
+    let action =
+        super::csv::reconcile_operator_group(typed::<OperatorGroup>(&a), ctx.clone()).await.expect("reconcile");
     assert_eq!(action, Action::requeue(Duration::from_secs(30)));
     let seen = server.finish();
     assert_eq!(seen[1].content_type, "application/merge-patch+json");
@@ -464,7 +605,9 @@ async fn two_operator_groups_are_both_invalid() {
 #[tokio::test]
 async fn a_subscription_deleted_for_uninstall_hands_its_annotations_to_the_csv() {
     let (server, ctx) = ApiServer::context();
-    let mut sub = subscription(Some(json!({"lastUpdated": "2026-01-01T00:00:00Z", "installedCSV": "etcd.v0.9.4", "currentCSV": "etcd.v0.9.4", "state": "AtLatestKnown"})));
+    let mut sub = subscription(Some(
+        json!({"lastUpdated": "2026-01-01T00:00:00Z", "installedCSV": "etcd.v0.9.4", "currentCSV": "etcd.v0.9.4", "state": "AtLatestKnown"}),
+    ));
     sub["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:05:00Z");
     sub["metadata"]["finalizers"] = json!([SUBSCRIPTION_FINALIZER]);
     sub["metadata"]["annotations"] = json!({ANNOTATION_UNINSTALL_OPERANDS: "true"});
@@ -472,7 +615,11 @@ async fn a_subscription_deleted_for_uninstall_hands_its_annotations_to_the_csv()
     let csv_path = olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4");
     server
         .expect("GET", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(sub.clone()))
-        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", ""), list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", vec![csv.clone()]))
+        .expect(
+            "GET",
+            &olm_path("v1alpha1", NS, "clusterserviceversions", ""),
+            list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", vec![csv.clone()]),
+        )
         .expect("GET", &csv_path, Reply::Ok(csv.clone()))
         .expect("PATCH", &csv_path, Reply::Ok(csv.clone()))
         .expect("DELETE", &csv_path, Reply::Ok(csv.clone()))
@@ -480,7 +627,11 @@ async fn a_subscription_deleted_for_uninstall_hands_its_annotations_to_the_csv()
     let action = super::subscription::reconcile(typed::<Subscription>(&sub), ctx).await.expect("reconcile");
     assert_eq!(action, Action::await_change());
     let seen = server.finish();
-    assert!(seen[1].query.contains("labelSelector=operators.coreos.com%2Fetcd.operators"), "the package's CSVs by component label: {}", seen[1].query);
+    assert!(
+        seen[1].query.contains("labelSelector=operators.coreos.com%2Fetcd.operators"),
+        "the package's CSVs by component label: {}",
+        seen[1].query
+    );
     assert_eq!(seen[3].body, json!({"metadata": {"annotations": {ANNOTATION_UNINSTALL_OPERANDS: "true"}}}));
     assert_eq!(seen[5].body, json!({"metadata": {"finalizers": null, "resourceVersion": "10"}}));
     assert!(status_writes(&seen).is_empty());
@@ -509,13 +660,33 @@ async fn a_deleted_csv_removes_its_operator_in_order_then_its_finalizer() {
     let csv_path = olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4");
     server
         .expect("GET", &csv_path, Reply::Ok(csv.clone()))
-        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", ""), list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", vec![csv.clone()]))
-        .expect("GET", &olm_path("v1alpha1", NS, "subscriptions", ""), list("SubscriptionList", "operators.coreos.com/v1alpha1", vec![]))
-        .expect("DELETE", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", list("MutatingWebhookConfigurationList", "admissionregistration.k8s.io/v1", vec![]))
-        .expect("DELETE", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", list("ValidatingWebhookConfigurationList", "admissionregistration.k8s.io/v1", vec![]))
+        .expect(
+            "GET",
+            &olm_path("v1alpha1", NS, "clusterserviceversions", ""),
+            list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", vec![csv.clone()]),
+        )
+        .expect(
+            "GET",
+            &olm_path("v1alpha1", NS, "subscriptions", ""),
+            list("SubscriptionList", "operators.coreos.com/v1alpha1", vec![]),
+        )
+        .expect(
+            "DELETE",
+            "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+            list("MutatingWebhookConfigurationList", "admissionregistration.k8s.io/v1", vec![]),
+        )
+        .expect(
+            "DELETE",
+            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+            list("ValidatingWebhookConfigurationList", "admissionregistration.k8s.io/v1", vec![]),
+        )
         .expect("GET", "/apis/apps/v1/deployments", list("DeploymentList", "apps/v1", vec![deployment.clone()]))
         .expect("DELETE", &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"), Reply::Ok(deployment))
-        .expect("GET", &format!("{rbac}/clusterrolebindings"), list("ClusterRoleBindingList", "rbac.authorization.k8s.io/v1", vec![binding.clone()]))
+        .expect(
+            "GET",
+            &format!("{rbac}/clusterrolebindings"),
+            list("ClusterRoleBindingList", "rbac.authorization.k8s.io/v1", vec![binding.clone()]),
+        )
         .expect("DELETE", &format!("{rbac}/clusterrolebindings/etcd-operator-view"), Reply::Ok(binding))
         .expect("GET", &format!("{rbac}/clusterroles"), list("ClusterRoleList", "rbac.authorization.k8s.io/v1", vec![]))
         .expect("GET", "/api/v1/services", list("ServiceList", "v1", vec![]))
@@ -524,7 +695,11 @@ async fn a_deleted_csv_removes_its_operator_in_order_then_its_finalizer() {
         .expect("GET", "/api/v1/serviceaccounts", list("ServiceAccountList", "v1", vec![]))
         .expect("GET", "/api/v1/configmaps", list("ConfigMapList", "v1", vec![]))
         .expect("GET", "/api/v1/secrets", list("SecretList", "v1", vec![]))
-        .expect("GET", &format!("{rbac}/clusterrolebindings"), list("ClusterRoleBindingList", "rbac.authorization.k8s.io/v1", vec![]))
+        .expect(
+            "GET",
+            &format!("{rbac}/clusterrolebindings"),
+            list("ClusterRoleBindingList", "rbac.authorization.k8s.io/v1", vec![]),
+        )
         .expect("GET", &format!("{rbac}/clusterroles"), list("ClusterRoleList", "rbac.authorization.k8s.io/v1", vec![]))
         .expect("POST", &events_path(NS), Reply::Echo)
         .expect("PATCH", &csv_path, Reply::Ok(csv.clone()))
@@ -534,10 +709,22 @@ async fn a_deleted_csv_removes_its_operator_in_order_then_its_finalizer() {
     assert_eq!(action, Action::await_change());
     let seen = server.finish();
     let selector = "labelSelector=olm.owner%3Detcd.v0.9.4%2Colm.owner.namespace%3Doperators%2Colm.owner.kind%3DClusterServiceVersion";
-    for s in seen.iter().filter(|s| !s.path.contains("operators.coreos.com") && !s.path.contains("events") && !s.path.ends_with("etcd-operator") && !s.path.ends_with("-view")) {
+    for s in seen.iter().filter(|s| {
+        !s.path.contains("operators.coreos.com")
+            && !s.path.contains("events")
+            && !s.path.ends_with("etcd-operator")
+            && !s.path.ends_with("-view")
+    }) {
         assert!(s.query.contains(selector), "{} selects the CSV's objects by owner labels: {}", s.line(), s.query);
     }
-    assert_eq!((&seen[18].body["type"], &seen[18].body["reason"], &seen[18].body["note"]), (&json!("Normal"), &json!("Uninstalled"), &json!("uninstalled CSV operators/etcd.v0.9.4: removed the operator and its RBAC")));
+    assert_eq!(
+        (&seen[18].body["type"], &seen[18].body["reason"], &seen[18].body["note"]),
+        (
+            &json!("Normal"),
+            &json!("Uninstalled"),
+            &json!("uninstalled CSV operators/etcd.v0.9.4: removed the operator and its RBAC")
+        )
+    );
     assert_eq!(seen[19].body, json!({"metadata": {"finalizers": null, "resourceVersion": "20"}}));
     assert!(status_writes(&seen).is_empty(), "nothing is left to report: {:?}", lines(&seen));
 }
@@ -553,8 +740,16 @@ async fn a_new_csv_whose_deployment_is_available_succeeds_with_one_status_write(
     let (server, ctx, csv, oc) = new_csv_world(Reply::Echo);
     let csv_path = olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4");
     server
-        .expect_beside("PATCH", &format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/roles/etcd.v0.9.4"), Reply::Echo)
-        .expect_beside("PATCH", &format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings/etcd.v0.9.4"), Reply::Echo)
+        .expect_beside(
+            "PATCH",
+            &format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/roles/etcd.v0.9.4"),
+            Reply::Echo,
+        )
+        .expect_beside(
+            "PATCH",
+            &format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings/etcd.v0.9.4"),
+            Reply::Echo,
+        )
         .expect("PATCH", &format!("{csv_path}/status"), Reply::WithStatus(csv.clone()))
         .expect("POST", &events_path(NS), Reply::Echo)
         .expect("POST", &events_path(NS), Reply::Echo)
@@ -563,11 +758,13 @@ async fn a_new_csv_whose_deployment_is_available_succeeds_with_one_status_write(
     let seen = server.finish();
     let action = action.expect("reconcile");
     assert_eq!(action, Action::requeue(Duration::from_secs(30)));
-    let writes = status_writes(&seen).into_iter().filter(|s| s.path.contains("clusterserviceversions")).collect::<Vec<_>>();
+    let writes =
+        status_writes(&seen).into_iter().filter(|s| s.path.contains("clusterserviceversions")).collect::<Vec<_>>();
     assert_eq!(writes.len(), 1, "{:#?}", lines(&seen));
     let status = &writes[0].body["status"];
     assert_eq!((&status["phase"], &status["reason"]), (&json!("Succeeded"), &json!("InstallSucceeded")));
-    let passed: Vec<&Value> = status["conditions"].as_array().expect("conditions").iter().map(|c| &c["phase"]).collect();
+    let passed: Vec<&Value> =
+        status["conditions"].as_array().expect("conditions").iter().map(|c| &c["phase"]).collect();
     assert_eq!(passed, [&json!("Pending"), &json!("InstallReady"), &json!("Succeeded")]);
     let events: Vec<&Value> = seen.iter().filter(|s| s.path == events_path(NS)).map(|s| &s.body["reason"]).collect();
     assert_eq!(events, [&json!("RequirementsUnknown"), &json!("AllRequirementsMet"), &json!("InstallSucceeded")]);
@@ -610,10 +807,18 @@ fn new_csv_world(condition: Reply) -> (ApiServer, Arc<super::Context>, Value, St
         .expect_beside("PATCH", &oc, condition)
         .expect("GET", &csv_path, Reply::Ok(csv.clone()))
         .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![og.clone()]))
-        .expect("GET", &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"), Reply::Ok(deployment.clone()))
+        .expect(
+            "GET",
+            &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"),
+            Reply::Ok(deployment.clone()),
+        )
         // The RBAC aggregation, before the status says Succeeded (the group provides no API).
         .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![og.clone()]))
-        .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", ""), list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", vec![csv.clone()]))
+        .expect(
+            "GET",
+            &olm_path("v1alpha1", NS, "clusterserviceversions", ""),
+            list("ClusterServiceVersionList", "operators.coreos.com/v1alpha1", vec![csv.clone()]),
+        )
         .expect("GET", &format!("{rbac}/clusterroles/{}", og_role("admin")), Reply::Status(404, "NotFound"))
         .expect_beside("PATCH", &format!("{rbac}/clusterroles/{}", og_role("admin")), Reply::Echo)
         .expect_beside("PATCH", &format!("{rbac}/clusterroles/{}", og_role("edit")), Reply::Echo)

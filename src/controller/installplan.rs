@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::ResourceExt;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -21,11 +21,14 @@ use super::csv::{GroupTargets, InstallModeError, check_install_mode, operator_gr
 use super::events::EventType;
 use super::{Context, Error, apply_typed_status, fresh, kube_err, now_time, scoped};
 use crate::api::common::ConditionStatus;
-use crate::api::installplan::{BundleLookup, BundleLookupCondition, BundleLookupConditionType, InstallPlanPhase, InstallPlanStatus, Step as ApiStep, StepResource, StepStatus as ApiStepStatus};
+use crate::api::installplan::{
+    BundleLookup, BundleLookupCondition, BundleLookupConditionType, InstallPlanPhase, InstallPlanStatus,
+    Step as ApiStep, StepResource, StepStatus as ApiStepStatus,
+};
 use crate::api::{CatalogSource, InstallPlan, Subscription};
 use crate::bundle::Bundle;
-use crate::install::crd_safety::{check_plan_crds, describe_all};
 use crate::bundle::image::BundleImageError;
+use crate::install::crd_safety::{check_plan_crds, describe_all};
 use crate::install::plan::DependencySubscription;
 use crate::install::preflight;
 use crate::install::{InstallTarget, Step, StepError, StepStatus, SubscriptionConfig, apply, plan};
@@ -118,8 +121,12 @@ pub(crate) enum Hold {
 pub(crate) fn pull_hold(err: &BundleImageError, message: String) -> Hold {
     use crate::oci::OciError as E;
     match err {
-        BundleImageError::Oci(E::Connect { .. } | E::Registry { .. } | E::Io { .. } | E::CacheUnusable { .. }) => Hold::Retry(message),
-        BundleImageError::Oci(E::NotFound { .. } | E::Unauthorized { .. } | E::AuthConfig { .. } | E::CredentialHelper { .. }) => Hold::Blocked(BUNDLE_UNAVAILABLE, message),
+        BundleImageError::Oci(E::Connect { .. } | E::Registry { .. } | E::Io { .. } | E::CacheUnusable { .. }) => {
+            Hold::Retry(message)
+        }
+        BundleImageError::Oci(
+            E::NotFound { .. } | E::Unauthorized { .. } | E::AuthConfig { .. } | E::CredentialHelper { .. },
+        ) => Hold::Blocked(BUNDLE_UNAVAILABLE, message),
         _ => Hold::Fail("InstallCheckFailed", message),
     }
 }
@@ -142,7 +149,11 @@ pub(crate) fn step_hold(err: &StepError, message: String) -> Hold {
 /// again), except a group whose targets mix all namespaces with named ones
 /// (`InvalidInstallModes`), which fails the plan as OLM fails the CSV.
 pub(crate) fn install_mode_hold(err: &InstallModeError, message: String) -> Hold {
-    if err.reason == "InvalidInstallModes" { Hold::Fail("InstallCheckFailed", message) } else { Hold::Blocked(err.reason, message) }
+    if err.reason == "InvalidInstallModes" {
+        Hold::Fail("InstallCheckFailed", message)
+    } else {
+        Hold::Blocked(err.reason, message)
+    }
 }
 
 /// The wait before try `attempt` (1-based) of a plan held by [`Hold::Retry`]: [`RETRY_FIRST`]
@@ -203,7 +214,16 @@ impl From<Hold> for Stop {
 /// Marks the plan Failed with `reason` and `message` (unless it already says exactly that),
 /// nothing applied, and requeues it for another check.
 #[allow(clippy::too_many_arguments)]
-async fn block(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut status: InstallPlanStatus, steps: Vec<ApiStep>, reason: &str, message: String, blocked: bool) -> Result<Action, Error> {
+async fn block(
+    ctx: &Context,
+    api: &Api<InstallPlan>,
+    ip: &InstallPlan,
+    mut status: InstallPlanStatus,
+    steps: Vec<ApiStep>,
+    reason: &str,
+    message: String,
+    blocked: bool,
+) -> Result<Action, Error> {
     let message = format!("{message} (capstan checks again every {} s)", CRD_RECHECK.as_secs());
     if status.message.as_deref() != Some(message.as_str()) || !blocked {
         tracing::warn!(plan = %format!("{}/{}", ip.namespace().unwrap_or_default(), ip.name_any()), %message, "InstallPlan refused before any step");
@@ -217,7 +237,13 @@ async fn block(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut stat
 
 /// Keeps the plan's phase and says in condition `Installed=False` ([`INSTALL_RETRYING`]) what
 /// failed and when capstan tries again; requeues after [`retry_backoff`].
-async fn retry_later(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut status: InstallPlanStatus, message: String) -> Result<Action, Error> {
+async fn retry_later(
+    ctx: &Context,
+    api: &Api<InstallPlan>,
+    ip: &InstallPlan,
+    mut status: InstallPlanStatus,
+    message: String,
+) -> Result<Action, Error> {
     let key = (ip.namespace().unwrap_or_default(), ip.name_any());
     let attempt = {
         let mut retries = ctx.plan_retries.lock().unwrap_or_else(|e| e.into_inner());
@@ -226,7 +252,8 @@ async fn retry_later(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mu
         *n
     };
     let wait = retry_backoff(attempt);
-    let message = format!("{message}; this can pass by itself: capstan tries again in {} s (attempt {attempt})", wait.as_secs());
+    let message =
+        format!("{message}; this can pass by itself: capstan tries again in {} s (attempt {attempt})", wait.as_secs());
     tracing::warn!(plan = %format!("{}/{}", ip.namespace().unwrap_or_default(), ip.name_any()), %message, "InstallPlan held by a transient error");
     status.set_installed(ConditionStatus::False, Some(INSTALL_RETRYING), Some(&message), &now_time());
     apply_typed_status(api, ip, &status).await?;
@@ -238,7 +265,15 @@ async fn retry_later(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mu
 
 /// Writes a plan's [`Hold`]: [`retry_later`], [`block`], or Failed for good.
 #[allow(clippy::too_many_arguments)]
-async fn hold(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut status: InstallPlanStatus, steps: Vec<ApiStep>, hold: Hold, blocked: bool) -> Result<Action, Error> {
+async fn hold(
+    ctx: &Context,
+    api: &Api<InstallPlan>,
+    ip: &InstallPlan,
+    mut status: InstallPlanStatus,
+    steps: Vec<ApiStep>,
+    hold: Hold,
+    blocked: bool,
+) -> Result<Action, Error> {
     match hold {
         Hold::Again => Ok(Action::requeue(Duration::from_millis(200))),
         Hold::Retry(message) => retry_later(ctx, api, ip, status, message).await,
@@ -297,13 +332,25 @@ pub const CRD_RECHECK: Duration = Duration::from_secs(10);
 /// Whether `ip` is still the plan its owning Subscription's `status.installPlanRef` names.
 async fn still_current(ctx: &Context, ip: &InstallPlan, ns: &str) -> Result<bool, Error> {
     let Some(owner) = ip.owner_references().iter().find(|o| o.kind == "Subscription") else { return Ok(false) };
-    let sub = Api::<Subscription>::namespaced(ctx.client.clone(), ns).get_opt(&owner.name).await.map_err(kube_err(format!("reading Subscription {ns}/{}", owner.name)))?;
-    Ok(sub.and_then(|s| s.status).and_then(|s| s.install_plan_ref).and_then(|r| r.name).is_some_and(|n| n == ip.name_any()))
+    let sub = Api::<Subscription>::namespaced(ctx.client.clone(), ns)
+        .get_opt(&owner.name)
+        .await
+        .map_err(kube_err(format!("reading Subscription {ns}/{}", owner.name)))?;
+    Ok(sub
+        .and_then(|s| s.status)
+        .and_then(|s| s.install_plan_ref)
+        .and_then(|r| r.name)
+        .is_some_and(|n| n == ip.name_any()))
 }
 
 /// The `status.plan[]` entry (OLM `Step`) of one planned step with status `status`, its object
 /// written as `manifest` (the object's JSON, or a [`BundleObjectRef`]'s).
-pub(crate) fn step_entry(step: &Step, lookup_catalog: (&str, &str), manifest: String, status: ApiStepStatus) -> ApiStep {
+pub(crate) fn step_entry(
+    step: &Step,
+    lookup_catalog: (&str, &str),
+    manifest: String,
+    status: ApiStepStatus,
+) -> ApiStep {
     ApiStep {
         resolving: step.resolving.clone(),
         resource: StepResource {
@@ -357,7 +404,9 @@ pub struct BundleObjectRef {
 impl BundleObjectRef {
     /// The reference in a step's `manifest`, if it holds one.
     pub fn parse(manifest: &str) -> Option<BundleObjectRef> {
-        serde_json::from_str::<BundleObjectRef>(manifest).ok().filter(|r| r.kind == BUNDLE_OBJECT_REF_KIND && r.image.contains('@'))
+        serde_json::from_str::<BundleObjectRef>(manifest)
+            .ok()
+            .filter(|r| r.kind == BUNDLE_OBJECT_REF_KIND && r.image.contains('@'))
     }
 }
 
@@ -378,7 +427,9 @@ pub(crate) fn plan_entries(steps: &[PlannedStep], statuses: &[ApiStepStatus]) ->
     let json: Vec<String> = steps.iter().map(|p| p.step.manifest.to_string()).collect();
     let mut inline: Vec<bool> = steps.iter().map(|p| p.image.is_none()).collect();
     let mut left = INLINE_PLAN_BUDGET;
-    let deployments_first = (0..steps.len()).filter(|&i| steps[i].step.kind == "Deployment").chain((0..steps.len()).filter(|&i| steps[i].step.kind != "Deployment"));
+    let deployments_first = (0..steps.len())
+        .filter(|&i| steps[i].step.kind == "Deployment")
+        .chain((0..steps.len()).filter(|&i| steps[i].step.kind != "Deployment"));
     for i in deployments_first {
         if !inline[i] && json[i].len() <= INLINE_MANIFEST_MAX && json[i].len() <= left {
             inline[i] = true;
@@ -393,12 +444,22 @@ pub(crate) fn plan_entries(steps: &[PlannedStep], statuses: &[ApiStepStatus]) ->
         .map(|(i, ((p, text), inline))| {
             let manifest = match (&p.image, inline) {
                 (Some(image), false) => {
-                    let r = BundleObjectRef { kind: BUNDLE_OBJECT_REF_KIND.into(), image: image.clone(), digest: format!("sha256:{}", hex::encode(Sha256::digest(text.as_bytes()))), size: text.len() };
+                    let r = BundleObjectRef {
+                        kind: BUNDLE_OBJECT_REF_KIND.into(),
+                        image: image.clone(),
+                        digest: format!("sha256:{}", hex::encode(Sha256::digest(text.as_bytes()))),
+                        size: text.len(),
+                    };
                     serde_json::to_string(&r).unwrap_or(text)
                 }
                 _ => text,
             };
-            step_entry(&p.step, (&p.catalog.0, &p.catalog.1), manifest, statuses.get(i).cloned().unwrap_or(ApiStepStatus::Unknown))
+            step_entry(
+                &p.step,
+                (&p.catalog.0, &p.catalog.1),
+                manifest,
+                statuses.get(i).cloned().unwrap_or(ApiStepStatus::Unknown),
+            )
         })
         .collect()
 }
@@ -427,16 +488,28 @@ impl Planned {
 /// The bundle image (by digest) that the steps of `csv` listed in `plan` were planned from, when
 /// any of them is a [`BundleObjectRef`]: the plan is planned again from that very image.
 fn pinned_image(plan: &[ApiStep], csv: &str) -> Option<String> {
-    plan.iter().filter(|s| s.resolving == csv).find_map(|s| s.resource.manifest.as_deref().and_then(BundleObjectRef::parse)).map(|r| r.image)
+    plan.iter()
+        .filter(|s| s.resolving == csv)
+        .find_map(|s| s.resource.manifest.as_deref().and_then(BundleObjectRef::parse))
+        .map(|r| r.image)
 }
 
 /// Pulls every bundle of the plan and plans its steps. Stops with how the plan is held, with a
 /// message naming the bundle. `rv` is the plan's resourceVersion as read, updated when this
 /// writes the plan's status.
-async fn plan_steps(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, ns: &str, status: &mut InstallPlanStatus, rv: &mut Option<String>) -> Result<Planned, Stop> {
+async fn plan_steps(
+    ctx: &Context,
+    api: &Api<InstallPlan>,
+    ip: &InstallPlan,
+    ns: &str,
+    status: &mut InstallPlanStatus,
+    rv: &mut Option<String>,
+) -> Result<Planned, Stop> {
     let (og, targets) = match operator_group_targets(&ctx.client, ns).await? {
         GroupTargets::Found { name, targets } => (name, targets),
-        GroupTargets::Unfit { reason, message } => return Err(Hold::Blocked(reason, format!("{reason}: {message}")).into()),
+        GroupTargets::Unfit { reason, message } => {
+            return Err(Hold::Blocked(reason, format!("{reason}: {message}")).into());
+        }
     };
     // The owning Subscription's spec.config goes into its own package's Deployments (§1.3).
     let sub = match ip.owner_references().iter().find(|o| o.kind == "Subscription") {
@@ -448,7 +521,8 @@ async fn plan_steps(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, ns:
     for (i, lookup) in lookups.iter().enumerate() {
         let (bundle, image) = pull(ctx, api, ip, status, rv, i, lookup).await?;
         let at = |what: String| format!("bundle {} ({}): {what}", lookup.identifier, lookup.path);
-        let modes: Vec<(String, bool)> = bundle.csv().install_modes().into_iter().map(|m| (m.type_.as_str().to_string(), m.supported)).collect();
+        let modes: Vec<(String, bool)> =
+            bundle.csv().install_modes().into_iter().map(|m| (m.type_.as_str().to_string(), m.supported)).collect();
         if let Err(e) = check_install_mode(ns, &targets, &modes) {
             return Err(install_mode_hold(&e, at(format!("{}: {}", e.reason, e.message))).into());
         }
@@ -466,16 +540,31 @@ async fn plan_steps(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, ns:
             ..Default::default()
         };
         target.owner = Some(target.csv_owner_reference());
-        let catalog = (lookup.catalog_source_ref.namespace.clone().unwrap_or_default(), lookup.catalog_source_ref.name.clone().unwrap_or_default());
+        let catalog = (
+            lookup.catalog_source_ref.namespace.clone().unwrap_or_default(),
+            lookup.catalog_source_ref.name.clone().unwrap_or_default(),
+        );
         match plan::steps(&bundle, &target) {
-            Ok(planned) => steps.extend(planned.into_iter().map(|step| PlannedStep { step, catalog: catalog.clone(), image: Some(image.clone()) })),
+            Ok(planned) => steps.extend(planned.into_iter().map(|step| PlannedStep {
+                step,
+                catalog: catalog.clone(),
+                image: Some(image.clone()),
+            })),
             Err(e) => return Err(Hold::Fail("InstallCheckFailed", at(e.to_string())).into()),
         }
     }
     // The dependencies' Subscriptions, last: their CSVs exist by the time they appear (OLM).
-    let planned_lookups = ip.annotations().get(ANNOTATION_BUNDLE_LOOKUPS).and_then(|a| serde_json::from_str::<PlannedLookups>(a).ok()).unwrap_or_default();
+    let planned_lookups = ip
+        .annotations()
+        .get(ANNOTATION_BUNDLE_LOOKUPS)
+        .and_then(|a| serde_json::from_str::<PlannedLookups>(a).ok())
+        .unwrap_or_default();
     for dep in &planned_lookups.subscriptions {
-        steps.push(PlannedStep { step: dep.step(ns, &ip.name_any()), catalog: (dep.catalog_source_namespace.clone(), dep.catalog_source.clone()), image: None });
+        steps.push(PlannedStep {
+            step: dep.step(ns, &ip.name_any()),
+            catalog: (dep.catalog_source_namespace.clone(), dep.catalog_source.clone()),
+            image: None,
+        });
     }
     Ok(Planned { operator_group: og, targets, steps })
 }
@@ -483,7 +572,15 @@ async fn plan_steps(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, ns:
 /// Pulls the bundle of lookup `i` (pull secrets of its CatalogSource) — by the digest the plan's
 /// listed steps were planned from ([`pinned_image`]), else `path` — marking the pull in the
 /// plan's status while it runs ([`mark_pulling`]). Returns the bundle and its image by digest.
-async fn pull(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, status: &mut InstallPlanStatus, rv: &mut Option<String>, i: usize, lookup: &BundleLookup) -> Result<(Bundle, String), Stop> {
+async fn pull(
+    ctx: &Context,
+    api: &Api<InstallPlan>,
+    ip: &InstallPlan,
+    status: &mut InstallPlanStatus,
+    rv: &mut Option<String>,
+    i: usize,
+    lookup: &BundleLookup,
+) -> Result<(Bundle, String), Stop> {
     let at = |what: String| format!("bundle {} ({}): {what}", lookup.identifier, lookup.path);
     let cns = lookup.catalog_source_ref.namespace.clone().unwrap_or_default();
     let cname = lookup.catalog_source_ref.name.clone().unwrap_or_default();
@@ -492,7 +589,8 @@ async fn pull(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, status: &
         _ => Vec::new(),
     };
     let registry = registry_for(ctx, &cns, &secrets).await.map_err(|e| Hold::Blocked(BUNDLE_UNAVAILABLE, at(e)))?;
-    let listed = parse_reference(&lookup.path).map_err(|e| Hold::Fail("InstallCheckFailed", at(format!("the image reference is invalid: {e}"))))?;
+    let listed = parse_reference(&lookup.path)
+        .map_err(|e| Hold::Fail("InstallCheckFailed", at(format!("the image reference is invalid: {e}"))))?;
     // The pin is taken only for the lookup's own repository (status is not where a bundle's
     // origin is decided).
     let reference = pinned_image(&status.plan, &lookup.identifier)
@@ -506,7 +604,8 @@ async fn pull(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, status: &
     let pulled = crate::bundle::image::pull_bundle(&registry, &reference, dir.path()).await;
     clear_pulling(status, i);
     let pulled = pulled.map_err(|e| pull_hold(&e, at(format!("pulling the bundle image failed: {e}"))))?;
-    let bundle = Bundle::load(dir.path()).map_err(|e| Hold::Fail("InstallCheckFailed", at(format!("the bundle is invalid: {e}"))))?;
+    let bundle = Bundle::load(dir.path())
+        .map_err(|e| Hold::Fail("InstallCheckFailed", at(format!("the bundle is invalid: {e}"))))?;
     Ok((bundle, reference.clone_with_digest(pulled.digest).whole()))
 }
 
@@ -517,9 +616,17 @@ pub const PULL_CRASH_LIMIT: u32 = 3;
 /// How many times a controller stopped while pulling lookup `lookup`, from the `Pulling` marker
 /// an earlier process left (`None`: there is no marker).
 fn stops_left(lookup: &BundleLookup) -> Option<u32> {
-    let c = lookup.conditions.iter().find(|c| c.type_ == BundleLookupConditionType::BundleLookupPending && c.reason.as_deref() == Some("Pulling"))?;
+    let c = lookup.conditions.iter().find(|c| {
+        c.type_ == BundleLookupConditionType::BundleLookupPending && c.reason.as_deref() == Some("Pulling")
+    })?;
     // The count ends the marker's message: "… (controller stops while pulling it: N)".
-    Some(c.message.as_deref().and_then(|m| m.rsplit_once("pulling it: ")).and_then(|(_, n)| n.trim_end_matches(')').parse::<u32>().ok()).unwrap_or(0))
+    Some(
+        c.message
+            .as_deref()
+            .and_then(|m| m.rsplit_once("pulling it: "))
+            .and_then(|(_, n)| n.trim_end_matches(')').parse::<u32>().ok())
+            .unwrap_or(0),
+    )
 }
 
 /// Before bundle lookup `i` is pulled: records in the plan's status which image is being pulled
@@ -529,7 +636,15 @@ fn stops_left(lookup: &BundleLookup) -> Option<u32> {
 /// plan is failed with a message naming the image rather than pulled again. Returns that hold, or
 /// [`Hold::Again`] when the plan changed since `rv` (the write's precondition; `rv` is updated).
 #[allow(clippy::too_many_arguments)]
-async fn mark_pulling(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, status: &mut InstallPlanStatus, rv: &mut Option<String>, i: usize, image: &str) -> Result<Option<Hold>, Error> {
+async fn mark_pulling(
+    ctx: &Context,
+    api: &Api<InstallPlan>,
+    ip: &InstallPlan,
+    status: &mut InstallPlanStatus,
+    rv: &mut Option<String>,
+    i: usize,
+    image: &str,
+) -> Result<Option<Hold>, Error> {
     let key = (ip.namespace().unwrap_or_default(), ip.name_any(), i);
     let mine = ctx.pulls_started.lock().unwrap_or_else(|e| e.into_inner()).contains(&key);
     let Some(lookup) = status.bundle_lookups.get_mut(i) else { return Ok(None) };
@@ -541,7 +656,9 @@ async fn mark_pulling(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, s
     if stops >= PULL_CRASH_LIMIT {
         return Ok(Some(Hold::Fail(
             "InstallCheckFailed",
-            format!("bundle image {image}: the controller stopped {stops} times while pulling it (a crash or its memory limit); it is not pulled again: check the image against the pull limits in docs/deploy.md, then delete this InstallPlan to try again"),
+            format!(
+                "bundle image {image}: the controller stopped {stops} times while pulling it (a crash or its memory limit); it is not pulled again: check the image against the pull limits in docs/deploy.md, then delete this InstallPlan to try again"
+            ),
         )));
     }
     lookup.conditions = vec![pulling_marker(image, stops, now_time())];
@@ -609,7 +726,11 @@ pub(crate) fn decide_start(ip: &InstallPlan) -> Start {
         return Start::Supersede(why.clone());
     }
     let Some(current) = ip.status.as_ref().filter(|s| !s.bundle_lookups.is_empty()) else {
-        return match ip.annotations().get(ANNOTATION_BUNDLE_LOOKUPS).and_then(|a| serde_json::from_str::<PlannedLookups>(a).ok()) {
+        return match ip
+            .annotations()
+            .get(ANNOTATION_BUNDLE_LOOKUPS)
+            .and_then(|a| serde_json::from_str::<PlannedLookups>(a).ok())
+        {
             Some(l) if !l.bundle_lookups.is_empty() && !phase.is_some_and(|p| p.is_terminal()) => Start::Initialize(l),
             _ if phase.is_some_and(|p| p.is_terminal()) => Start::Idle,
             _ => Start::Later(Duration::from_millis(500)),
@@ -632,7 +753,8 @@ pub(crate) fn decide_start(ip: &InstallPlan) -> Start {
 
 /// Whether the plan is Failed with one of the [`RECHECKED_REASONS`].
 fn is_blocked(status: &InstallPlanStatus) -> bool {
-    status.phase == InstallPlanPhase::Failed && status.conditions.iter().any(|c| c.reason.as_ref().is_some_and(|r| RECHECKED_REASONS.contains(&r.as_str())))
+    status.phase == InstallPlanPhase::Failed
+        && status.conditions.iter().any(|c| c.reason.as_ref().is_some_and(|r| RECHECKED_REASONS.contains(&r.as_str())))
 }
 
 pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -664,7 +786,8 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
         Start::Recheck => true,
         Start::Go => false,
     };
-    let mut status = initialized.unwrap_or_else(|| ip.status.clone().unwrap_or_else(|| InstallPlanStatus::new(InstallPlanPhase::Planning)));
+    let mut status = initialized
+        .unwrap_or_else(|| ip.status.clone().unwrap_or_else(|| InstallPlanStatus::new(InstallPlanPhase::Planning)));
     let mut rv = ip.resource_version();
     let planned = match plan_steps(&ctx, &api, &ip, &ns, &mut status, &mut rv).await {
         Ok(p) => p,
@@ -683,13 +806,19 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
         status.conditions = Vec::new();
         status.message = None;
         apply_typed_status(&api, &ip, &status).await?;
-        let note = format!("{} steps wait for approval: `capstan approve {name} -n {ns}` or set spec.approved=true", planned.steps.len());
+        let note = format!(
+            "{} steps wait for approval: `capstan approve {name} -n {ns}` or set spec.approved=true",
+            planned.steps.len()
+        );
         ctx.events.publish_for(&ip, EventType::Normal, "RequiresApproval", &note).await;
         return Ok(Action::await_change());
     }
     let installer = match preflight(&ctx, &ns, &planned.operator_group, &planned.plain()).await {
         Ok(i) => i,
-        Err(Stop::Held(Hold::Blocked(reason, message))) => return block(&ctx, &api, &ip, status, planned.listed(ApiStepStatus::NotCreated), reason, message, blocked).await,
+        Err(Stop::Held(Hold::Blocked(reason, message))) => {
+            return block(&ctx, &api, &ip, status, planned.listed(ApiStepStatus::NotCreated), reason, message, blocked)
+                .await;
+        }
         Err(Stop::Held(h)) => return hold(&ctx, &api, &ip, status, Vec::new(), h, blocked).await,
         Err(Stop::Api(e)) => return Err(e),
     };
@@ -710,7 +839,13 @@ async fn supersede(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mess
     match api.patch_status(&ip.name_any(), &params, &Patch::Merge(&patch)).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue(Duration::from_millis(200))),
-        Err(e) => return Err(kube_err(format!("writing status of InstallPlan {}/{}", ip.namespace().unwrap_or_default(), ip.name_any()))(e)),
+        Err(e) => {
+            return Err(kube_err(format!(
+                "writing status of InstallPlan {}/{}",
+                ip.namespace().unwrap_or_default(),
+                ip.name_any()
+            ))(e));
+        }
     }
     ctx.events.publish_for(ip, EventType::Warning, SUPERSEDED, message).await;
     Ok(Action::await_change())
@@ -718,7 +853,14 @@ async fn supersede(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mess
 
 /// Claims the plan: `Installing` is written only if nobody changed the plan since it was read
 /// (`rv` is a precondition), so a plan is never applied twice at once. `false` when it changed.
-async fn claim(api: &Api<InstallPlan>, ip: &InstallPlan, status: &mut InstallPlanStatus, planned: &Planned, blocked: bool, rv: Option<String>) -> Result<bool, Error> {
+async fn claim(
+    api: &Api<InstallPlan>,
+    ip: &InstallPlan,
+    status: &mut InstallPlanStatus,
+    planned: &Planned,
+    blocked: bool,
+    rv: Option<String>,
+) -> Result<bool, Error> {
     let (ns, name) = (ip.namespace().unwrap_or_default(), ip.name_any());
     let retrying = status.installed_reason() == Some(INSTALL_RETRYING);
     if blocked || retrying {
@@ -737,7 +879,14 @@ async fn claim(api: &Api<InstallPlan>, ip: &InstallPlan, status: &mut InstallPla
         claim["status"]["message"] = Value::Null;
         claim["status"]["conditions"] = Value::Null;
     }
-    match api.patch_status(&name, &PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() }, &Patch::Merge(&claim)).await {
+    match api
+        .patch_status(
+            &name,
+            &PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() },
+            &Patch::Merge(&claim),
+        )
+        .await
+    {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
         Err(e) => Err(kube_err(format!("writing status of InstallPlan {ns}/{name}"))(e)),
@@ -752,7 +901,9 @@ async fn preflight(ctx: &Context, ns: &str, og: &str, plain: &[Step]) -> Result<
     // An OperatorCondition Upgradeable=False on the CSV being replaced holds the upgrade (OLM
     // `isOperatorUpgradeable`); checked again like the other blocks until it clears (issue 13).
     for (csv_ns, replaced) in crate::install::operator_condition::replaced_csvs(plain) {
-        let may = crate::install::operator_condition::may_replace(&ctx.client, &csv_ns, &replaced).await.map_err(|e| Error::Kube { context: e.what, source: e.source })?;
+        let may = crate::install::operator_condition::may_replace(&ctx.client, &csv_ns, &replaced)
+            .await
+            .map_err(|e| Error::Kube { context: e.what, source: e.source })?;
         if let Err(message) = may {
             return Err(Hold::Blocked(crate::install::operator_condition::NOT_UPGRADEABLE, message).into());
         }
@@ -766,7 +917,9 @@ async fn preflight(ctx: &Context, ns: &str, og: &str, plain: &[Step]) -> Result<
     };
     if let scoped::Installer::ServiceAccount { account, .. } = &installer {
         let subject = preflight::Subject::ServiceAccount(account.clone());
-        let findings = preflight::findings(&ctx.client, &subject, plain).await.map_err(|e| Error::Kube { context: format!("RBAC pre-check: {}", e.what), source: e.source })?;
+        let findings = preflight::findings(&ctx.client, &subject, plain)
+            .await
+            .map_err(|e| Error::Kube { context: format!("RBAC pre-check: {}", e.what), source: e.source })?;
         if !findings.is_empty() {
             let sa = format!("{}/{}", account.namespace, account.name);
             let who = format!("the installer account {sa} (OperatorGroup {ns}/{og} spec.serviceAccountName)");
@@ -787,7 +940,9 @@ pub(crate) fn applied(planned: &[PlannedStep], results: &[crate::install::StepRe
             StepStatus::Created => ApiStepStatus::Created,
             StepStatus::Present { .. } => ApiStepStatus::Present,
             StepStatus::Failed(e) => {
-                failed.get_or_insert_with(|| step_hold(e, format!("step {} ({}) failed: {r}", r.index + 1, p.step.describe())));
+                failed.get_or_insert_with(|| {
+                    step_hold(e, format!("step {} ({}) failed: {r}", r.index + 1, p.step.describe()))
+                });
                 ApiStepStatus::NotCreated
             }
             StepStatus::NotApplied { .. } => ApiStepStatus::NotCreated,
@@ -796,18 +951,35 @@ pub(crate) fn applied(planned: &[PlannedStep], results: &[crate::install::StepRe
     let mut entries = plan_entries(planned, &statuses);
     entries.truncate(statuses.len());
     if failed.is_none() && results.len() < planned.len() {
-        failed = Some(Hold::Fail("InstallComponentFailed", format!("only {} of {} steps were applied", results.len(), planned.len())));
+        failed = Some(Hold::Fail(
+            "InstallComponentFailed",
+            format!("only {} of {} steps were applied", results.len(), planned.len()),
+        ));
     }
     (entries, failed)
 }
 
 /// Applies a claimed plan and writes the outcome: `Complete`, or the [`Hold`] of its first failed
 /// step ([`step_hold`]).
-async fn execute(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut status: InstallPlanStatus, planned: &Planned, installer: &scoped::Installer) -> Result<Action, Error> {
+async fn execute(
+    ctx: &Context,
+    api: &Api<InstallPlan>,
+    ip: &InstallPlan,
+    mut status: InstallPlanStatus,
+    planned: &Planned,
+    installer: &scoped::Installer,
+) -> Result<Action, Error> {
     let (ns, name) = (ip.namespace().unwrap_or_default(), ip.name_any());
     let plain = planned.plain();
     tracing::info!(plan = %format!("{ns}/{name}"), steps = plain.len(), "applying InstallPlan");
-    ctx.events.publish_for(ip, EventType::Normal, "Installing", &format!("applying {} steps for {}", plain.len(), ip.spec.cluster_service_version_names.join(", "))).await;
+    ctx.events
+        .publish_for(
+            ip,
+            EventType::Normal,
+            "Installing",
+            &format!("applying {} steps for {}", plain.len(), ip.spec.cluster_service_version_names.join(", ")),
+        )
+        .await;
     let started = std::time::Instant::now();
     let apply_client = match installer {
         scoped::Installer::ServiceAccount { client, reference, .. } => {
@@ -839,7 +1011,13 @@ async fn execute(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, mut st
 /// The step kinds of a CSV refused for its provided APIs that the plan does not apply: what
 /// would run the operator or take over what the other OperatorGroup's operator serves (its CRDs
 /// and their conversion, webhook configurations, APIServices).
-pub(crate) const HELD_FOR_APIS: [&str; 5] = ["Deployment", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "APIService", "CustomResourceDefinition"];
+pub(crate) const HELD_FOR_APIS: [&str; 5] = [
+    "Deployment",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+    "APIService",
+    "CustomResourceDefinition",
+];
 
 /// Which steps of `planned` are held because their CSV may not own the APIs it provides
 /// ([`super::csv::api_ownership`]: another OperatorGroup whose targets intersect provides them):
@@ -849,8 +1027,21 @@ pub(crate) const HELD_FOR_APIS: [&str; 5] = ["Deployment", "ValidatingWebhookCon
 async fn held_for_apis(ctx: &Context, ip: &InstallPlan, ns: &str, planned: &Planned) -> Result<Vec<bool>, Error> {
     let mut held = vec![false; planned.steps.len()];
     for csv_step in planned.steps.iter().map(|p| &p.step).filter(|s| s.kind == "ClusterServiceVersion") {
-        let Ok(spec) = serde_json::from_value::<crate::api::clusterserviceversion::ClusterServiceVersionSpec>(csv_step.manifest["spec"].clone()) else { continue };
-        let (ownership, _) = super::csv::api_ownership(&ctx.client, ns, &planned.operator_group, &planned.targets, &csv_step.name, &spec, false).await?;
+        let Ok(spec) = serde_json::from_value::<crate::api::clusterserviceversion::ClusterServiceVersionSpec>(
+            csv_step.manifest["spec"].clone(),
+        ) else {
+            continue;
+        };
+        let (ownership, _) = super::csv::api_ownership(
+            &ctx.client,
+            ns,
+            &planned.operator_group,
+            &planned.targets,
+            &csv_step.name,
+            &spec,
+            false,
+        )
+        .await?;
         let crate::install::aggregation::ApiOwnership::Refused { message, .. } = ownership else { continue };
         let mut names = Vec::new();
         for (i, p) in planned.steps.iter().enumerate() {
@@ -868,12 +1059,23 @@ async fn held_for_apis(ctx: &Context, ip: &InstallPlan, ns: &str, planned: &Plan
 
 /// The results of applying the steps of `plain` not `held`, in the order of `plain`: a held step
 /// is `NotApplied` (blocked by itself). Pure.
-pub(crate) fn merge_held(plain: &[Step], held: &[bool], applied: Vec<crate::install::StepResult>) -> Vec<crate::install::StepResult> {
+pub(crate) fn merge_held(
+    plain: &[Step],
+    held: &[bool],
+    applied: Vec<crate::install::StepResult>,
+) -> Vec<crate::install::StepResult> {
     let mut applied = applied.into_iter();
     let mut out = Vec::new();
     for (i, (step, h)) in plain.iter().zip(held).enumerate() {
         if *h {
-            out.push(crate::install::StepResult { index: i, kind: step.kind.clone(), name: step.name.clone(), namespace: step.namespace.clone(), status: StepStatus::NotApplied { blocked_by: i }, uid: None });
+            out.push(crate::install::StepResult {
+                index: i,
+                kind: step.kind.clone(),
+                name: step.name.clone(),
+                namespace: step.namespace.clone(),
+                status: StepStatus::NotApplied { blocked_by: i },
+                uid: None,
+            });
         } else if let Some(r) = applied.next() {
             out.push(crate::install::StepResult { index: i, ..r });
         } else {
@@ -904,7 +1106,11 @@ mod tests {
     fn changed_inputs_get_a_new_plan_name() {
         let base = install_plan_name("sub", &[b("a.v1", "r/a@sha256:1")], "");
         assert_ne!(base, install_plan_name("sub", &[b("a.v1", "r/a@sha256:2")], ""), "a re-published bundle");
-        assert_ne!(base, install_plan_name("sub", &[b("a.v1", "r/a@sha256:1")], r#"{"env":[]}"#), "a changed spec.config");
+        assert_ne!(
+            base,
+            install_plan_name("sub", &[b("a.v1", "r/a@sha256:1")], r#"{"env":[]}"#),
+            "a changed spec.config"
+        );
     }
 
     fn ip(status: Option<serde_json::Value>, annotations: serde_json::Value, approved: bool) -> InstallPlan {
@@ -925,10 +1131,18 @@ mod tests {
 
     #[test]
     fn first_decision_on_a_plan() {
-        let planned = PlannedLookups { catalog_sources: vec!["c".into()], bundle_lookups: vec![serde_json::from_value(lookup()).unwrap()], subscriptions: vec![] };
+        let planned = PlannedLookups {
+            catalog_sources: vec!["c".into()],
+            bundle_lookups: vec![serde_json::from_value(lookup()).unwrap()],
+            subscriptions: vec![],
+        };
         let ann = json!({ANNOTATION_BUNDLE_LOOKUPS: serde_json::to_string(&planned).unwrap()});
         assert_eq!(decide_start(&ip(None, ann.clone(), true)), Start::Initialize(planned.clone()));
-        assert_eq!(decide_start(&ip(None, json!({}), true)), Start::Later(Duration::from_millis(500)), "no lookups anywhere yet");
+        assert_eq!(
+            decide_start(&ip(None, json!({}), true)),
+            Start::Later(Duration::from_millis(500)),
+            "no lookups anywhere yet"
+        );
         let with = |phase: &str, extra: serde_json::Value| {
             let mut s = json!({"phase": phase, "catalogSources": ["c"], "bundleLookups": [lookup()]});
             if let (Some(o), Some(e)) = (s.as_object_mut(), extra.as_object()) {
@@ -937,21 +1151,40 @@ mod tests {
             Some(s)
         };
         assert_eq!(decide_start(&ip(with("Planning", json!({})), ann.clone(), true)), Start::Go);
-        assert_eq!(decide_start(&ip(with("Installing", json!({})), json!({}), true)), Start::Go, "a claim lost by a stopped controller is taken again");
+        assert_eq!(
+            decide_start(&ip(with("Installing", json!({})), json!({}), true)),
+            Start::Go,
+            "a claim lost by a stopped controller is taken again"
+        );
         assert_eq!(decide_start(&ip(with("Complete", json!({})), json!({}), true)), Start::Idle);
         let steps = json!({"plan": [{"resolving": "a.v1", "resource": {"sourceName": "c", "sourceNamespace": "ns", "group": "", "version": "v1", "kind": "ServiceAccount", "name": "a"}, "status": "Unknown"}]});
-        assert_eq!(decide_start(&ip(with("RequiresApproval", steps.clone()), json!({}), false)), Start::Idle, "waits for approval");
+        assert_eq!(
+            decide_start(&ip(with("RequiresApproval", steps.clone()), json!({}), false)),
+            Start::Idle,
+            "waits for approval"
+        );
         assert_eq!(decide_start(&ip(with("RequiresApproval", steps), json!({}), true)), Start::Go, "approved");
-        assert_eq!(decide_start(&ip(with("RequiresApproval", json!({})), json!({}), false)), Start::Go, "steps not listed yet");
+        assert_eq!(
+            decide_start(&ip(with("RequiresApproval", json!({})), json!({}), false)),
+            Start::Go,
+            "steps not listed yet"
+        );
         for reason in RECHECKED_REASONS {
-            let failed = with("Failed", json!({"conditions": [{"type": "Installed", "status": "False", "reason": reason}]}));
+            let failed =
+                with("Failed", json!({"conditions": [{"type": "Installed", "status": "False", "reason": reason}]}));
             assert_eq!(decide_start(&ip(failed, json!({}), true)), Start::Recheck, "{reason}");
         }
-        let failed = with("Failed", json!({"conditions": [{"type": "Installed", "status": "False", "reason": "InstallComponentFailed"}]}));
+        let failed = with(
+            "Failed",
+            json!({"conditions": [{"type": "Installed", "status": "False", "reason": "InstallComponentFailed"}]}),
+        );
         assert_eq!(decide_start(&ip(failed.clone(), json!({}), true)), Start::Idle);
         // Superseded: failed unless it is terminal already.
         let sup = json!({ANNOTATION_SUPERSEDED_BY: "superseded by InstallPlan q"});
-        assert_eq!(decide_start(&ip(with("RequiresApproval", json!({})), sup.clone(), true)), Start::Supersede("superseded by InstallPlan q".into()));
+        assert_eq!(
+            decide_start(&ip(with("RequiresApproval", json!({})), sup.clone(), true)),
+            Start::Supersede("superseded by InstallPlan q".into())
+        );
         assert_eq!(decide_start(&ip(failed, sup, true)), Start::Idle);
     }
 
@@ -960,9 +1193,15 @@ mod tests {
         let now = now_time();
         let mut st = InstallPlanStatus::new(InstallPlanPhase::Installing);
         st.fail(SUPERSEDED, "why", &now);
-        assert_eq!((st.phase.clone(), st.message.as_deref(), st.installed_reason()), (InstallPlanPhase::Failed, Some("why"), Some(SUPERSEDED)));
+        assert_eq!(
+            (st.phase.clone(), st.message.as_deref(), st.installed_reason()),
+            (InstallPlanPhase::Failed, Some("why"), Some(SUPERSEDED))
+        );
         st.complete(&now);
-        assert_eq!((st.phase.clone(), st.message.as_deref(), st.installed_reason(), st.conditions.len()), (InstallPlanPhase::Complete, None, None, 1));
+        assert_eq!(
+            (st.phase.clone(), st.message.as_deref(), st.installed_reason(), st.conditions.len()),
+            (InstallPlanPhase::Complete, None, None, 1)
+        );
         assert_eq!(st.conditions[0].status, Some(ConditionStatus::True));
     }
 
@@ -988,17 +1227,55 @@ mod tests {
         let reg = || "r".to_string();
         let io = || std::io::Error::other("disk");
         let cases: Vec<(BundleImageError, Hold)> = vec![
-            (E::Connect { reference: r(), registry: reg(), scheme: "https", message: "refused".into(), hint: String::new() }.into(), Hold::Retry("m".into())),
+            (
+                E::Connect {
+                    reference: r(),
+                    registry: reg(),
+                    scheme: "https",
+                    message: "refused".into(),
+                    hint: String::new(),
+                }
+                .into(),
+                Hold::Retry("m".into()),
+            ),
             (E::Registry { reference: r(), registry: reg(), message: "503".into() }.into(), Hold::Retry("m".into())),
             (E::Io { path: "/tmp/x".into(), source: io() }.into(), Hold::Retry("m".into())),
-            (E::CacheUnusable { path: "/tmp/x".into(), origin: "default", source: io() }.into(), Hold::Retry("m".into())),
+            (
+                E::CacheUnusable { path: "/tmp/x".into(), origin: "default", source: io() }.into(),
+                Hold::Retry("m".into()),
+            ),
             (E::NotFound { reference: r(), registry: reg() }.into(), Hold::Blocked(BUNDLE_UNAVAILABLE, "m".into())),
-            (E::Unauthorized { reference: r(), registry: reg(), action: "pull", hint: String::new() }.into(), Hold::Blocked(BUNDLE_UNAVAILABLE, "m".into())),
-            (E::AuthConfig { source_name: "secret ns/s".into(), reason: "bad".into() }.into(), Hold::Blocked(BUNDLE_UNAVAILABLE, "m".into())),
-            (E::CredentialHelper { registry: reg(), helper: "h".into(), source_name: "s".into() }.into(), Hold::Blocked(BUNDLE_UNAVAILABLE, "m".into())),
-            (E::DigestMismatch { reference: r(), registry: reg(), what: "layer", expected: "a".into(), actual: "b".into() }.into(), Hold::Fail("InstallCheckFailed", "m".into())),
-            (E::Format { reference: r(), reason: "no layers".into() }.into(), Hold::Fail("InstallCheckFailed", "m".into())),
-            (BundleImageError::NotABundle { reference: r(), reason: "no manifests/".into() }, Hold::Fail("InstallCheckFailed", "m".into())),
+            (
+                E::Unauthorized { reference: r(), registry: reg(), action: "pull", hint: String::new() }.into(),
+                Hold::Blocked(BUNDLE_UNAVAILABLE, "m".into()),
+            ),
+            (
+                E::AuthConfig { source_name: "secret ns/s".into(), reason: "bad".into() }.into(),
+                Hold::Blocked(BUNDLE_UNAVAILABLE, "m".into()),
+            ),
+            (
+                E::CredentialHelper { registry: reg(), helper: "h".into(), source_name: "s".into() }.into(),
+                Hold::Blocked(BUNDLE_UNAVAILABLE, "m".into()),
+            ),
+            (
+                E::DigestMismatch {
+                    reference: r(),
+                    registry: reg(),
+                    what: "layer",
+                    expected: "a".into(),
+                    actual: "b".into(),
+                }
+                .into(),
+                Hold::Fail("InstallCheckFailed", "m".into()),
+            ),
+            (
+                E::Format { reference: r(), reason: "no layers".into() }.into(),
+                Hold::Fail("InstallCheckFailed", "m".into()),
+            ),
+            (
+                BundleImageError::NotABundle { reference: r(), reason: "no manifests/".into() },
+                Hold::Fail("InstallCheckFailed", "m".into()),
+            ),
         ];
         for (err, want) in cases {
             assert_eq!(pull_hold(&err, "m".into()), want, "{err:?}");
@@ -1009,24 +1286,71 @@ mod tests {
     fn a_failed_step_is_retried_blocked_or_failed_by_its_cause() {
         let o = || "Deployment ns/op".to_string();
         let cases = [
-            (StepError::RetriesExhausted { object: o(), verb: "patch".into(), attempts: 9, elapsed: Duration::from_secs(60), last: "503".into() }, Hold::Retry("m".into())),
-            (StepError::ApiNotAvailable { object: o(), api_version: "example.com/v1".into(), kind: "Widget".into() }, Hold::Blocked("APINotAvailable", "m".into())),
             (
-                StepError::Forbidden { object: o(), verb: "patch".into(), resource: "deployments".into(), namespace: Some("ns".into()), identity: "capstan".into(), message: "no".into() },
+                StepError::RetriesExhausted {
+                    object: o(),
+                    verb: "patch".into(),
+                    attempts: 9,
+                    elapsed: Duration::from_secs(60),
+                    last: "503".into(),
+                },
+                Hold::Retry("m".into()),
+            ),
+            (
+                StepError::ApiNotAvailable { object: o(), api_version: "example.com/v1".into(), kind: "Widget".into() },
+                Hold::Blocked("APINotAvailable", "m".into()),
+            ),
+            (
+                StepError::Forbidden {
+                    object: o(),
+                    verb: "patch".into(),
+                    resource: "deployments".into(),
+                    namespace: Some("ns".into()),
+                    identity: "capstan".into(),
+                    message: "no".into(),
+                },
                 Hold::Blocked("Forbidden", "m".into()),
             ),
-            (StepError::Invalid { object: o(), reason: "Invalid".into(), message: "bad".into() }, Hold::Fail("InstallComponentFailed", "m".into())),
-            (StepError::NotEstablished { crd: "widgets.example.com".into(), waited: Duration::from_secs(30), message: "".into() }, Hold::Fail("InstallComponentFailed", "m".into())),
-            (StepError::OwnerMissing { object: o(), owner: "csv".into() }, Hold::Fail("InstallComponentFailed", "m".into())),
-            (StepError::BadStep { object: o(), message: "no kind".into() }, Hold::Fail("InstallComponentFailed", "m".into())),
-            (StepError::Conflict { object: o(), owner: "is owned by x".into(), label: "l".into() }, Hold::Fail("InstallComponentFailed", "m".into())),
-            (StepError::Api { object: o(), verb: "patch".into(), message: "x".into() }, Hold::Fail("InstallComponentFailed", "m".into())),
+            (
+                StepError::Invalid { object: o(), reason: "Invalid".into(), message: "bad".into() },
+                Hold::Fail("InstallComponentFailed", "m".into()),
+            ),
+            (
+                StepError::NotEstablished {
+                    crd: "widgets.example.com".into(),
+                    waited: Duration::from_secs(30),
+                    message: "".into(),
+                },
+                Hold::Fail("InstallComponentFailed", "m".into()),
+            ),
+            (
+                StepError::OwnerMissing { object: o(), owner: "csv".into() },
+                Hold::Fail("InstallComponentFailed", "m".into()),
+            ),
+            (
+                StepError::BadStep { object: o(), message: "no kind".into() },
+                Hold::Fail("InstallComponentFailed", "m".into()),
+            ),
+            (
+                StepError::Conflict { object: o(), owner: "is owned by x".into(), label: "l".into() },
+                Hold::Fail("InstallComponentFailed", "m".into()),
+            ),
+            (
+                StepError::Api { object: o(), verb: "patch".into(), message: "x".into() },
+                Hold::Fail("InstallComponentFailed", "m".into()),
+            ),
         ];
         for (err, want) in cases {
             assert_eq!(step_hold(&err, "m".into()), want, "{err:?}");
         }
         // Every reason a plan is blocked with is one that is checked again.
-        for h in [step_hold(&StepError::ApiNotAvailable { object: o(), api_version: "v1".into(), kind: "K".into() }, String::new()), Hold::Blocked(BUNDLE_UNAVAILABLE, String::new())] {
+        for h in [
+            step_hold(
+                &StepError::ApiNotAvailable { object: o(), api_version: "v1".into(), kind: "K".into() },
+                String::new(),
+            ),
+            Hold::Blocked(BUNDLE_UNAVAILABLE, String::new()),
+        ] {
             let Hold::Blocked(reason, _) = h else { panic!("{h:?}") };
             assert!(RECHECKED_REASONS.contains(&reason), "{reason}");
         }
@@ -1034,7 +1358,11 @@ mod tests {
 
     #[test]
     fn install_modes_that_do_not_fit_block_or_fail_the_plan() {
-        let cases = [("UnsupportedOperatorGroup", Hold::Blocked("UnsupportedOperatorGroup", "m".into())), ("NoTargetNamespaces", Hold::Blocked("NoTargetNamespaces", "m".into())), ("InvalidInstallModes", Hold::Fail("InstallCheckFailed", "m".into()))];
+        let cases = [
+            ("UnsupportedOperatorGroup", Hold::Blocked("UnsupportedOperatorGroup", "m".into())),
+            ("NoTargetNamespaces", Hold::Blocked("NoTargetNamespaces", "m".into())),
+            ("InvalidInstallModes", Hold::Fail("InstallCheckFailed", "m".into())),
+        ];
         for (reason, want) in cases {
             let e = InstallModeError { reason, message: String::new() };
             assert_eq!(install_mode_hold(&e, "m".into()), want, "{reason}");
@@ -1060,19 +1388,41 @@ mod tests {
         }))
         .unwrap();
         match subscription_config(Some(&sub), "a") {
-            Err(Hold::Fail("InstallCheckFailed", m)) => assert_eq!(m, "Subscription spec.config: env[0] has no name; every entry needs a name; fix the field (see `kubectl explain subscription.spec.config`)"),
+            Err(Hold::Fail("InstallCheckFailed", m)) => assert_eq!(
+                m,
+                "Subscription spec.config: env[0] has no name; every entry needs a name; fix the field (see `kubectl explain subscription.spec.config`)"
+            ),
             other => panic!("{other:?}"),
         }
-        assert_eq!(subscription_config(Some(&sub), "dependency").unwrap(), SubscriptionConfig::default(), "a dependency's bundle gets none");
+        assert_eq!(
+            subscription_config(Some(&sub), "dependency").unwrap(),
+            SubscriptionConfig::default(),
+            "a dependency's bundle gets none"
+        );
         assert_eq!(subscription_config(None, "a").unwrap(), SubscriptionConfig::default());
     }
 
     #[test]
     fn a_plan_too_large_for_one_object_fails_with_the_sizes() {
-        let big = Step { resolving: "a.v1".into(), group: "".into(), version: "v1".into(), kind: "ConfigMap".into(), name: "cm".into(), namespace: None, manifest: json!({"data": "x".repeat(MAX_PLAN_STATUS_BYTES)}) };
-        let steps = plan_entries(&[PlannedStep { step: big, catalog: ("olm".into(), "c".into()), image: None }], &[ApiStepStatus::Unknown]);
+        let big = Step {
+            resolving: "a.v1".into(),
+            group: "".into(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "cm".into(),
+            namespace: None,
+            manifest: json!({"data": "x".repeat(MAX_PLAN_STATUS_BYTES)}),
+        };
+        let steps = plan_entries(
+            &[PlannedStep { step: big, catalog: ("olm".into(), "c".into()), image: None }],
+            &[ApiStepStatus::Unknown],
+        );
         match oversized(&steps) {
-            Some(Hold::Fail("InstallCheckFailed", m)) => assert!(m.starts_with("the plan's 1 steps take 1.2 MiB in status.plan") && m.contains("ask its author to ship fewer"), "{m}"),
+            Some(Hold::Fail("InstallCheckFailed", m)) => assert!(
+                m.starts_with("the plan's 1 steps take 1.2 MiB in status.plan")
+                    && m.contains("ask its author to ship fewer"),
+                "{m}"
+            ),
             other => panic!("{other:?}"),
         }
     }
@@ -1080,14 +1430,36 @@ mod tests {
     #[test]
     fn applied_steps_and_the_first_failure() {
         use crate::install::StepResult;
-        let step = |name: &str, kind: &str| Step { resolving: "a.v1".into(), group: "".into(), version: "v1".into(), kind: kind.into(), name: name.into(), namespace: Some("ns".into()), manifest: json!({}) };
-        let p = |s: Step| PlannedStep { step: s, catalog: ("ns".to_string(), "c".to_string()), image: Some("r/a@sha256:1".into()) };
+        let step = |name: &str, kind: &str| Step {
+            resolving: "a.v1".into(),
+            group: "".into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            name: name.into(),
+            namespace: Some("ns".into()),
+            manifest: json!({}),
+        };
+        let p = |s: Step| PlannedStep {
+            step: s,
+            catalog: ("ns".to_string(), "c".to_string()),
+            image: Some("r/a@sha256:1".into()),
+        };
         let planned = vec![p(step("s", "Secret")), p(step("b", "ConfigMap"))];
-        let res = |i: usize| StepResult { index: i, kind: "Secret".into(), name: "s".into(), namespace: None, status: StepStatus::Created, uid: None };
+        let res = |i: usize| StepResult {
+            index: i,
+            kind: "Secret".into(),
+            name: "s".into(),
+            namespace: None,
+            status: StepStatus::Created,
+            uid: None,
+        };
         let results = vec![res(0)];
         let (entries, failed) = applied(&planned, &results);
         assert_eq!(entries.len(), 1);
-        assert_eq!((entries[0].resource.kind.as_str(), entries[0].status.clone()), ("BundleSecret", ApiStepStatus::Created));
+        assert_eq!(
+            (entries[0].resource.kind.as_str(), entries[0].status.clone()),
+            ("BundleSecret", ApiStepStatus::Created)
+        );
         assert_eq!(failed, Some(Hold::Fail("InstallComponentFailed", "only 1 of 2 steps were applied".into())));
         let results = vec![res(0), res(1)];
         assert_eq!(applied(&planned, &results).1, None);
@@ -1111,17 +1483,33 @@ mod tests {
         let mut steps = vec![p(obj("CustomResourceDefinition", "big", 2_000_000)), p(obj("ServiceAccount", "sa", 100))];
         steps.extend((0..10).map(|i| p(obj("ConfigMap", &format!("cm{i}"), 60_000))));
         steps.push(p(obj("Deployment", "op", 5_000)));
-        steps.push(PlannedStep { step: obj("Subscription", "dep", 200), catalog: ("olm".into(), "c".into()), image: None });
+        steps.push(PlannedStep {
+            step: obj("Subscription", "dep", 200),
+            catalog: ("olm".into(), "c".into()),
+            image: None,
+        });
         let entries = plan_entries(&steps, &vec![ApiStepStatus::Unknown; steps.len()]);
-        let refs: Vec<&str> = entries.iter().filter(|e| e.resource.manifest.as_deref().and_then(BundleObjectRef::parse).is_some()).map(|e| e.resource.name.as_str()).collect();
+        let refs: Vec<&str> = entries
+            .iter()
+            .filter(|e| e.resource.manifest.as_deref().and_then(BundleObjectRef::parse).is_some())
+            .map(|e| e.resource.name.as_str())
+            .collect();
         assert_eq!(refs, ["big", "cm8", "cm9"], "over 64 KiB, or past the 512 KiB budget");
         let r = BundleObjectRef::parse(entries[0].resource.manifest.as_deref().unwrap()).unwrap();
         let planned_json = steps[0].step.manifest.to_string();
         assert_eq!((r.image.as_str(), r.size), (image, planned_json.len()));
         assert_eq!(r.digest, format!("sha256:{}", hex::encode(Sha256::digest(planned_json.as_bytes()))));
-        assert_eq!((entries[0].resource.kind.as_str(), entries[0].resource.name.as_str()), ("CustomResourceDefinition", "big"), "the step still names the object");
-        let inline: serde_json::Value = serde_json::from_str(entries[12].resource.manifest.as_deref().unwrap()).unwrap();
-        assert_eq!(inline["metadata"]["name"], "op", "the Deployment is inline even after the budget is spent by earlier steps");
+        assert_eq!(
+            (entries[0].resource.kind.as_str(), entries[0].resource.name.as_str()),
+            ("CustomResourceDefinition", "big"),
+            "the step still names the object"
+        );
+        let inline: serde_json::Value =
+            serde_json::from_str(entries[12].resource.manifest.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            inline["metadata"]["name"], "op",
+            "the Deployment is inline even after the budget is spent by earlier steps"
+        );
         // The whole listing stays small for any bundle size, and the image is found again.
         assert!(oversized(&entries).is_none());
         assert!(serde_json::to_vec(&entries).unwrap().len() < INLINE_PLAN_BUDGET + 64 * 1024);
@@ -1135,14 +1523,37 @@ mod tests {
     #[test]
     fn held_steps_are_not_applied_and_the_rest_keep_their_place() {
         use crate::install::{StepResult, StepStatus};
-        let step = |kind: &str, name: &str| Step { resolving: "op.v1".into(), group: String::new(), version: "v1".into(), kind: kind.into(), name: name.into(), namespace: None, manifest: serde_json::json!({}) };
-        let plain = vec![step("CustomResourceDefinition", "widgets"), step("ServiceAccount", "op"), step("Deployment", "op"), step("ClusterServiceVersion", "op.v1")];
+        let step = |kind: &str, name: &str| Step {
+            resolving: "op.v1".into(),
+            group: String::new(),
+            version: "v1".into(),
+            kind: kind.into(),
+            name: name.into(),
+            namespace: None,
+            manifest: serde_json::json!({}),
+        };
+        let plain = vec![
+            step("CustomResourceDefinition", "widgets"),
+            step("ServiceAccount", "op"),
+            step("Deployment", "op"),
+            step("ClusterServiceVersion", "op.v1"),
+        ];
         let held = vec![true, false, true, false];
-        let result = |i: usize, s: &Step| StepResult { index: i, kind: s.kind.clone(), name: s.name.clone(), namespace: None, status: StepStatus::Created, uid: None };
+        let result = |i: usize, s: &Step| StepResult {
+            index: i,
+            kind: s.kind.clone(),
+            name: s.name.clone(),
+            namespace: None,
+            status: StepStatus::Created,
+            uid: None,
+        };
         let applied = vec![result(0, &plain[1]), result(1, &plain[3])];
         let merged = merge_held(&plain, &held, applied);
         let got: Vec<(usize, &str, bool)> = merged.iter().map(|r| (r.index, r.name.as_str(), r.applied())).collect();
         assert_eq!(got, [(0, "widgets", false), (1, "op", true), (2, "op", false), (3, "op.v1", true)]);
-        assert!(HELD_FOR_APIS.contains(&"ValidatingWebhookConfiguration") && !HELD_FOR_APIS.contains(&"ClusterServiceVersion"));
+        assert!(
+            HELD_FOR_APIS.contains(&"ValidatingWebhookConfiguration")
+                && !HELD_FOR_APIS.contains(&"ClusterServiceVersion")
+        );
     }
 }

@@ -92,7 +92,11 @@ impl LeaderElectionConfig {
             || self.renew_deadline <= self.retry_period
             || self.retry_period.is_zero()
         {
-            return Err(ConfigError::Durations { lease: self.lease_duration, renew: self.renew_deadline, retry: self.retry_period });
+            return Err(ConfigError::Durations {
+                lease: self.lease_duration,
+                renew: self.renew_deadline,
+                retry: self.retry_period,
+            });
         }
         Ok(())
     }
@@ -184,7 +188,12 @@ impl LeaderElector {
     }
 
     fn err(&self, what: &'static str) -> impl FnOnce(kube::Error) -> LeaseError + '_ {
-        move |source| LeaseError { namespace: self.config.namespace.clone(), name: self.config.name.clone(), what, source }
+        move |source| LeaseError {
+            namespace: self.config.namespace.clone(),
+            name: self.config.name.clone(),
+            what,
+            source,
+        }
     }
 
     /// One attempt to take or renew the Lease (client-go's `tryAcquireOrRenew`).
@@ -202,7 +211,11 @@ impl LeaderElector {
                 ..LeaseSpec::default()
             };
             let lease = Lease {
-                metadata: ObjectMeta { name: Some(self.config.name.clone()), namespace: Some(self.config.namespace.clone()), ..ObjectMeta::default() },
+                metadata: ObjectMeta {
+                    name: Some(self.config.name.clone()),
+                    namespace: Some(self.config.namespace.clone()),
+                    ..ObjectMeta::default()
+                },
                 spec: Some(spec.clone()),
             };
             return match self.api.create(&PostParams::default(), &lease).await {
@@ -210,7 +223,9 @@ impl LeaderElector {
                     self.observed = Some((spec, Instant::now()));
                     Ok(Attempt::Acquired)
                 }
-                Err(kube::Error::Api(e)) if e.code == 409 => Ok(Attempt::HeldBy("another candidate that created it first".into())),
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    Ok(Attempt::HeldBy("another candidate that created it first".into()))
+                }
                 Err(e) => Err(self.err("creating")(e)),
             };
         };
@@ -247,7 +262,9 @@ impl LeaderElector {
                 self.observed = Some((spec, Instant::now()));
                 Ok(Attempt::Acquired)
             }
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(Attempt::HeldBy("a concurrent writer (409 Conflict)".into())),
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                Ok(Attempt::HeldBy("a concurrent writer (409 Conflict)".into()))
+            }
             Err(e) => Err(self.err("updating")(e)),
         }
     }
@@ -297,7 +314,10 @@ impl LeaderElector {
                 if Instant::now() + self.config.retry_period >= deadline {
                     self.leading = false;
                     crate::metrics::global().set_leader(false);
-                    return format!("no renewal succeeded within the renew deadline ({:?})", self.config.renew_deadline);
+                    return format!(
+                        "no renewal succeeded within the renew deadline ({:?})",
+                        self.config.renew_deadline
+                    );
                 }
                 tokio::time::sleep(self.config.retry_period).await;
             }
@@ -346,7 +366,12 @@ impl LeaderElector {
 ///
 /// # Errors
 /// [`ConfigError`] when the settings are inconsistent (before anything is done).
-pub async fn run<W, S>(client: Client, config: LeaderElectionConfig, shutdown: S, work: W) -> Result<Outcome, ConfigError>
+pub async fn run<W, S>(
+    client: Client,
+    config: LeaderElectionConfig,
+    shutdown: S,
+    work: W,
+) -> Result<Outcome, ConfigError>
 where
     W: std::future::Future<Output = ()> + Send + 'static,
     S: std::future::Future<Output = ()>,

@@ -16,18 +16,18 @@ mod catalogs;
 mod catalogsource;
 mod csv;
 pub mod events;
+#[cfg(test)]
+mod fixtures;
 mod installplan;
+pub mod leader;
 mod operator;
 mod rbac;
 mod removal;
 mod scoped;
 mod serving;
-pub mod leader;
 mod subscription;
 #[cfg(test)]
 pub(crate) mod testing;
-#[cfg(test)]
-mod fixtures;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -35,14 +35,14 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::channel::mpsc;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
-use kube::runtime::reflector::{self, ObjectRef};
+use kube::api::{Api, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde_json::Value;
@@ -59,7 +59,8 @@ pub use serving::serve_discovery;
 pub use csv::{InstallModeError, check_install_mode};
 pub use installplan::install_plan_name;
 pub use removal::{
-    ANNOTATION_UNINSTALL_CRDS, ANNOTATION_UNINSTALL_OPERANDS, ANNOTATION_UNINSTALL_TIMEOUT, CSV_FINALIZER, DEFAULT_UNINSTALL_TIMEOUT, SUBSCRIPTION_FINALIZER,
+    ANNOTATION_UNINSTALL_CRDS, ANNOTATION_UNINSTALL_OPERANDS, ANNOTATION_UNINSTALL_TIMEOUT, CSV_FINALIZER,
+    DEFAULT_UNINSTALL_TIMEOUT, SUBSCRIPTION_FINALIZER,
 };
 
 /// Settings of [`run`].
@@ -86,7 +87,13 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { global_catalog_namespace: "olm".into(), catalog_cache: None, insecure_registries: Vec::new(), discovery: false, cert_validity: None }
+        Options {
+            global_catalog_namespace: "olm".into(),
+            catalog_cache: None,
+            insecure_registries: Vec::new(),
+            discovery: false,
+            cert_validity: None,
+        }
     }
 }
 
@@ -95,7 +102,10 @@ impl Options {
     /// [`crate::install::apply::ApplyOptions`] with [`Options::cert_validity`].
     pub fn apply_options(&self) -> crate::install::apply::ApplyOptions {
         let defaults = crate::install::apply::ApplyOptions::default();
-        crate::install::apply::ApplyOptions { cert_validity: self.cert_validity.unwrap_or(defaults.cert_validity), ..defaults }
+        crate::install::apply::ApplyOptions {
+            cert_validity: self.cert_validity.unwrap_or(defaults.cert_validity),
+            ..defaults
+        }
     }
 }
 
@@ -239,7 +249,10 @@ where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
 {
     let (ns, name) = (obj.meta().namespace.clone().unwrap_or_default(), obj.meta().name.clone().unwrap_or_default());
-    Api::<K>::namespaced(client.clone(), &ns).get_opt(&name).await.map_err(kube_err(format!("reading {} {ns}/{name}", K::kind(&()))))
+    Api::<K>::namespaced(client.clone(), &ns)
+        .get_opt(&name)
+        .await
+        .map_err(kube_err(format!("reading {} {ns}/{name}", K::kind(&()))))
 }
 
 /// Current time, rounded to the second (metav1.Time has second precision).
@@ -254,7 +267,10 @@ where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     S: serde::Serialize,
 {
-    let value = serde_json::to_value(status).map_err(|source| Error::Build { what: format!("the status of {} {}", K::kind(&()), obj.meta().name.as_deref().unwrap_or("")), source })?;
+    let value = serde_json::to_value(status).map_err(|source| Error::Build {
+        what: format!("the status of {} {}", K::kind(&()), obj.meta().name.as_deref().unwrap_or("")),
+        source,
+    })?;
     apply_status(api, obj, value).await
 }
 
@@ -293,7 +309,11 @@ pub fn error_backoff(n: u32) -> Duration {
 
 /// Whether a log line is due for `kind` at `now` (at most one per [`ERROR_LOG_INTERVAL`]); returns
 /// the number of failures left unlogged before it, or `None` when this one is to be counted only.
-fn log_due(log: &Mutex<HashMap<String, (std::time::Instant, u64)>>, kind: &str, now: std::time::Instant) -> Option<u64> {
+fn log_due(
+    log: &Mutex<HashMap<String, (std::time::Instant, u64)>>,
+    kind: &str,
+    now: std::time::Instant,
+) -> Option<u64> {
     let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
     match log.get_mut(kind) {
         Some((last, skipped)) if now.duration_since(*last) < ERROR_LOG_INTERVAL => {
@@ -314,7 +334,12 @@ fn log_due(log: &Mutex<HashMap<String, (std::time::Instant, u64)>>, kind: &str, 
 }
 
 fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
-    format!("{} {}/{}", K::kind(&()), obj.meta().namespace.as_deref().unwrap_or(""), obj.meta().name.as_deref().unwrap_or(""))
+    format!(
+        "{} {}/{}",
+        K::kind(&()),
+        obj.meta().namespace.as_deref().unwrap_or(""),
+        obj.meta().name.as_deref().unwrap_or("")
+    )
 }
 
 fn error_policy<K>(obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> Action
@@ -368,7 +393,8 @@ impl Iterator for WatchBackoff {
         let base = Duration::from_millis(500).saturating_mul(1u32 << self.tries.min(8)).min(WATCH_BACKOFF_MAX);
         self.tries = self.tries.saturating_add(1);
         // Jitter of up to a quarter, so that many watches do not retry in lockstep.
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
         Some(base + base / 4 * (nanos % 1000) / 1000)
     }
 }
@@ -406,7 +432,12 @@ impl kube::runtime::utils::Backoff for TriggerBackoff {
 fn spec_or_metadata<K: Resource>(obj: &K) -> Option<u64> {
     use kube::runtime::{Predicate, predicates};
     let deleting = |o: &K| Some(u64::from(o.meta().deletion_timestamp.is_some()));
-    predicates::generation.combine(predicates::labels).combine(predicates::annotations).combine(predicates::finalizers).combine(deleting).hash_property(obj)
+    predicates::generation
+        .combine(predicates::labels)
+        .combine(predicates::annotations)
+        .combine(predicates::finalizers)
+        .combine(deleting)
+        .hash_property(obj)
 }
 
 /// [`spec_or_metadata`] without the component labels (`operators.coreos.com/<package>.<namespace>`):
@@ -417,20 +448,30 @@ fn spec_or_metadata_but_components<K: Resource>(obj: &K) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let labels = |o: &K| {
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        for (k, v) in o.meta().labels.iter().flatten().filter(|(k, _)| !k.starts_with(crate::install::COMPONENT_LABEL_PREFIX)) {
+        for (k, v) in
+            o.meta().labels.iter().flatten().filter(|(k, _)| !k.starts_with(crate::install::COMPONENT_LABEL_PREFIX))
+        {
             (k, v).hash(&mut h);
         }
         Some(h.finish())
     };
     let deleting = |o: &K| Some(u64::from(o.meta().deletion_timestamp.is_some()));
-    predicates::generation.combine(labels).combine(predicates::annotations).combine(predicates::finalizers).combine(deleting).hash_property(obj)
+    predicates::generation
+        .combine(labels)
+        .combine(predicates::annotations)
+        .combine(predicates::finalizers)
+        .combine(deleting)
+        .hash_property(obj)
 }
 
 /// The objects of a watch whose `key` changed since they last passed, and every deleted one
 /// (kube-runtime's `predicate_filter` can drop a delete whose keyed fields did not change: its
 /// `predicates` module documentation). A restarted watch passes each object once more. For the
 /// secondary watches of a reconciler that needs only some fields of the watched kind.
-fn changed_objects<K, S>(events: S, key: impl Fn(&K) -> u64 + Send + 'static) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send
+fn changed_objects<K, S>(
+    events: S,
+    key: impl Fn(&K) -> u64 + Send + 'static,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send
 where
     K: Resource<DynamicType = ()> + Send + 'static,
     S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
@@ -460,7 +501,13 @@ fn csv_trigger_key(csv: &ClusterServiceVersion) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     let m = &csv.metadata;
-    (&m.uid, m.generation, m.deletion_timestamp.is_some(), m.annotations.as_ref().and_then(|a| a.get(crate::install::ANNOTATION_PROPERTIES))).hash(&mut h);
+    (
+        &m.uid,
+        m.generation,
+        m.deletion_timestamp.is_some(),
+        m.annotations.as_ref().and_then(|a| a.get(crate::install::ANNOTATION_PROPERTIES)),
+    )
+        .hash(&mut h);
     h.finish()
 }
 
@@ -523,7 +570,10 @@ fn csv_controller(api: Api<ClusterServiceVersion>, ctx: Arc<Context>) -> Control
 /// a deleted CSV's aggregation mark forgotten ([`Context::forget_csv`]; a deletion never reaches
 /// the reconciler, which kube-runtime calls only for objects in its store), and after a re-list
 /// (the watch restarted; deletions in the gap come as no event) the marks of listed CSVs only.
-fn track_csvs(ctx: Arc<Context>, listed: reflector::Store<ClusterServiceVersion>) -> impl FnMut(&Result<watcher::Event<ClusterServiceVersion>, watcher::Error>) {
+fn track_csvs(
+    ctx: Arc<Context>,
+    listed: reflector::Store<ClusterServiceVersion>,
+) -> impl FnMut(&Result<watcher::Event<ClusterServiceVersion>, watcher::Error>) {
     move |event| {
         match event {
             Ok(watcher::Event::Delete(csv)) => ctx.forget_csv(csv),
@@ -532,7 +582,9 @@ fn track_csvs(ctx: Arc<Context>, listed: reflector::Store<ClusterServiceVersion>
             _ => return,
         }
         let csvs = listed.state();
-        ctx.metrics.set_csv_phases(csvs.iter().map(|c| c.status.as_ref().and_then(|s| s.phase.as_ref()).map_or("", |p| p.as_str())));
+        ctx.metrics.set_csv_phases(
+            csvs.iter().map(|c| c.status.as_ref().and_then(|s| s.phase.as_ref()).map_or("", |p| p.as_str())),
+        );
     }
 }
 
@@ -542,7 +594,11 @@ fn track_csvs(ctx: Arc<Context>, listed: reflector::Store<ClusterServiceVersion>
 /// Triggers: each kind's own spec/metadata changes ([`spec_or_metadata`]); a Subscription also
 /// when one of its InstallPlans or a CSV of its namespace changes, and when a catalog gets a new
 /// digest; a CSV also when one of its Deployments changes (label `olm.owner.kind`).
-pub async fn run(client: Client, options: Options, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+pub async fn run(
+    client: Client,
+    options: Options,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
     let (ctx, rx) = Context::new(client, None, options, crate::metrics::global());
     run_inner(ctx, rx, shutdown).await
 }
@@ -550,18 +606,33 @@ pub async fn run(client: Client, options: Options, shutdown: impl std::future::F
 /// [`run`] with the client built from `config`, which also enables scoped installs: plans of an
 /// OperatorGroup with `spec.serviceAccountName` are applied impersonating that ServiceAccount.
 /// Errors: none returned; a configuration no client can be built from is logged and nothing runs.
-pub async fn run_with_config(config: kube::Config, options: Options, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+pub async fn run_with_config(
+    config: kube::Config,
+    options: Options,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
     run_with_metrics(config, options, crate::metrics::global(), shutdown).await
 }
 
 /// [`run_with_config`] recording metrics into `metrics` (what `capstan controller` serves).
-pub async fn run_with_metrics(config: kube::Config, options: Options, metrics: Arc<Metrics>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+pub async fn run_with_metrics(
+    config: kube::Config,
+    options: Options,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
     run_with_store(config, options, metrics, Arc::new(CatalogStore::default()), shutdown).await
 }
 
 /// [`run_with_metrics`] loading catalogs into `store`, which outlives the controllers (the
 /// discovery servers of `capstan controller` read it on every replica, leader or not).
-pub async fn run_with_store(config: kube::Config, options: Options, metrics: Arc<Metrics>, store: Arc<CatalogStore>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+pub async fn run_with_store(
+    config: kube::Config,
+    options: Options,
+    metrics: Arc<Metrics>,
+    store: Arc<CatalogStore>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
     match Client::try_from(config.clone()) {
         Ok(client) => {
             let (ctx, rx) = Context::with_store(client, Some(config), options, metrics, store);
@@ -575,7 +646,10 @@ impl Context {
     /// The options of an InstallPlan's apply: [`Options::apply_options`] with the CSV watch's
     /// store, when the controllers run, for the CRD steps' installed-alongside lookups.
     pub fn apply_options(&self) -> crate::install::apply::ApplyOptions {
-        crate::install::apply::ApplyOptions { known_csvs: self.csv_store.get().cloned(), ..self.options.apply_options() }
+        crate::install::apply::ApplyOptions {
+            known_csvs: self.csv_store.get().cloned(),
+            ..self.options.apply_options()
+        }
     }
 
     /// Forgets a deleted CSV's aggregation mark ([`Context::aggregated`]; from the CSV watch,
@@ -589,18 +663,30 @@ impl Context {
     /// Keeps the aggregation marks of the CSVs of `listed` only (the CSV watch's list after a
     /// restart of the watch, [`track_csvs`]).
     pub fn keep_marks_of(&self, listed: &[Arc<ClusterServiceVersion>]) {
-        let uids: std::collections::HashSet<String> = listed.iter().filter_map(|c| kube::ResourceExt::uid(c.as_ref())).collect();
+        let uids: std::collections::HashSet<String> =
+            listed.iter().filter_map(|c| kube::ResourceExt::uid(c.as_ref())).collect();
         self.aggregated.lock().unwrap_or_else(|e| e.into_inner()).retain(|uid| uids.contains(uid));
     }
 
     /// A context for one controller process, and the receiving end of its Subscription resync
     /// channel (see [`Context::resync_subscriptions`]).
-    pub fn new(client: Client, config: Option<kube::Config>, options: Options, metrics: Arc<Metrics>) -> (Arc<Context>, mpsc::UnboundedReceiver<()>) {
+    pub fn new(
+        client: Client,
+        config: Option<kube::Config>,
+        options: Options,
+        metrics: Arc<Metrics>,
+    ) -> (Arc<Context>, mpsc::UnboundedReceiver<()>) {
         Context::with_store(client, config, options, metrics, Arc::new(CatalogStore::default()))
     }
 
     /// [`Context::new`] with the catalogs kept in `store`.
-    pub fn with_store(client: Client, config: Option<kube::Config>, options: Options, metrics: Arc<Metrics>, store: Arc<CatalogStore>) -> (Arc<Context>, mpsc::UnboundedReceiver<()>) {
+    pub fn with_store(
+        client: Client,
+        config: Option<kube::Config>,
+        options: Options,
+        metrics: Arc<Metrics>,
+        store: Arc<CatalogStore>,
+    ) -> (Arc<Context>, mpsc::UnboundedReceiver<()>) {
         let (tx, rx) = mpsc::unbounded();
         let ctx = Context {
             events: Events::new(client.clone(), leader::default_identity()),
@@ -642,7 +728,10 @@ impl Context {
     /// [`crate::install::aggregation::ensure_for_operator_group`] for `og`, one at a time per
     /// group: the second caller waits and then finds the roles applied (one read, no writes).
     /// Errors: those of `ensure_for_operator_group`.
-    pub(crate) async fn ensure_group_aggregation(&self, og: &OperatorGroup) -> Result<String, crate::install::aggregation::AggregationError> {
+    pub(crate) async fn ensure_group_aggregation(
+        &self,
+        og: &OperatorGroup,
+    ) -> Result<String, crate::install::aggregation::AggregationError> {
         let key = (og.metadata.namespace.clone().unwrap_or_default(), og.metadata.name.clone().unwrap_or_default());
         let lock = self.group_locks.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_default().clone();
         let _held = lock.lock().await;
@@ -692,34 +781,53 @@ impl WebhookStores {
 
 /// The CSV named by an object's owner labels (`olm.owner`, `olm.owner.namespace`,
 /// `olm.owner.kind=ClusterServiceVersion`), if any.
-fn owning_csv(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<ObjectRef<ClusterServiceVersion>> {
+fn owning_csv(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<ObjectRef<ClusterServiceVersion>> {
     let l = meta.labels.as_ref()?;
     (l.get(crate::install::LABEL_OWNER_KIND)?.as_str() == "ClusterServiceVersion")
-        .then(|| Some(ObjectRef::new(l.get(crate::install::LABEL_OWNER)?).within(l.get(crate::install::LABEL_OWNER_NAMESPACE)?)))
+        .then(|| {
+            Some(
+                ObjectRef::new(l.get(crate::install::LABEL_OWNER)?)
+                    .within(l.get(crate::install::LABEL_OWNER_NAMESPACE)?),
+            )
+        })
         .flatten()
 }
 
-async fn run_inner(ctx: Arc<Context>, rx: mpsc::UnboundedReceiver<()>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+async fn run_inner(
+    ctx: Arc<Context>,
+    rx: mpsc::UnboundedReceiver<()>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
     let client = ctx.client.clone();
     let cfg = watcher::Config::default;
     let catalogs = filtered(Api::<CatalogSource>::all(client.clone()));
     let _ = ctx.catalog_sources.set(catalogs.store());
-    let catalogs = catalogs
-        .run(catalogsource::reconcile, error_policy, ctx.clone())
-        .for_each(|_| async {});
-    let subscriptions = filtered_by(Api::<Subscription>::all(client.clone()), spec_or_metadata_but_components::<Subscription>);
+    let catalogs = catalogs.run(catalogsource::reconcile, error_policy, ctx.clone()).for_each(|_| async {});
+    let subscriptions =
+        filtered_by(Api::<Subscription>::all(client.clone()), spec_or_metadata_but_components::<Subscription>);
     let sub_store = subscriptions.store();
     let subscriptions = subscriptions
-        .owns_stream(changed_objects(watcher(Api::<InstallPlan>::all(client.clone()), cfg()).backoff(watch_backoff()), plan_trigger_key))
-        .watches_stream(changed_objects(watcher(Api::<ClusterServiceVersion>::all(client.clone()), cfg()).backoff(watch_backoff()), csv_trigger_key), move |csv| {
-            let ns = csv.metadata.namespace.clone();
-            sub_store
-                .state()
-                .into_iter()
-                .filter(|s| s.metadata.namespace == ns)
-                .map(|s| ObjectRef::from_obj(s.as_ref()))
-                .collect::<Vec<_>>()
-        })
+        .owns_stream(changed_objects(
+            watcher(Api::<InstallPlan>::all(client.clone()), cfg()).backoff(watch_backoff()),
+            plan_trigger_key,
+        ))
+        .watches_stream(
+            changed_objects(
+                watcher(Api::<ClusterServiceVersion>::all(client.clone()), cfg()).backoff(watch_backoff()),
+                csv_trigger_key,
+            ),
+            move |csv| {
+                let ns = csv.metadata.namespace.clone();
+                sub_store
+                    .state()
+                    .into_iter()
+                    .filter(|s| s.metadata.namespace == ns)
+                    .map(|s| ObjectRef::from_obj(s.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
         .reconcile_all_on(rx)
         .run(subscription::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
@@ -732,8 +840,8 @@ async fn run_inner(ctx: Arc<Context>, rx: mpsc::UnboundedReceiver<()>, shutdown:
         ip.status.as_ref().map(|s| s.bundle_lookups.len()).hash(&mut h);
         Some(h.finish())
     })
-        .run(installplan::reconcile, error_policy, ctx.clone())
-        .for_each(|_| async {});
+    .run(installplan::reconcile, error_policy, ctx.clone())
+    .for_each(|_| async {});
     let owned = || cfg().labels(&format!("{}=ClusterServiceVersion", crate::install::LABEL_OWNER_KIND));
     // A deleted or changed webhook configuration, APIService or conversion CRD wakes its CSV, which
     // applies it again (`csv::restore_webhooks`) at once rather than at its next 30 s look.
@@ -741,15 +849,30 @@ async fn run_inner(ctx: Arc<Context>, rx: mpsc::UnboundedReceiver<()>, shutdown:
     let (mutating, mutating_writer) = reflector::store();
     let (apiservices, apiservices_writer) = reflector::store();
     let _ = ctx.webhook_stores.set(WebhookStores { validating, mutating, apiservices });
-    let validating = watcher(Api::<ValidatingWebhookConfiguration>::all(client.clone()), owned()).backoff(watch_backoff()).reflect(validating_writer).touched_objects();
-    let mutating = watcher(Api::<MutatingWebhookConfiguration>::all(client.clone()), owned()).backoff(watch_backoff()).reflect(mutating_writer).touched_objects();
-    let apiservices = watcher(Api::<APIService>::all(client.clone()), owned()).backoff(watch_backoff()).reflect(apiservices_writer).touched_objects();
-    let crds = watcher(Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()), cfg()).backoff(watch_backoff()).touched_objects();
+    let validating = watcher(Api::<ValidatingWebhookConfiguration>::all(client.clone()), owned())
+        .backoff(watch_backoff())
+        .reflect(validating_writer)
+        .touched_objects();
+    let mutating = watcher(Api::<MutatingWebhookConfiguration>::all(client.clone()), owned())
+        .backoff(watch_backoff())
+        .reflect(mutating_writer)
+        .touched_objects();
+    let apiservices = watcher(Api::<APIService>::all(client.clone()), owned())
+        .backoff(watch_backoff())
+        .reflect(apiservices_writer)
+        .touched_objects();
+    let crds = watcher(Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()), cfg())
+        .backoff(watch_backoff())
+        .touched_objects();
     let csvs = csv_controller(Api::<ClusterServiceVersion>::all(client.clone()), ctx.clone());
     let csv_store = csvs.store();
     let _ = ctx.csv_store.set(csv_store.clone());
     let csvs = csvs
-        .owns_stream(watcher(Api::<PartialObjectMeta<Deployment>>::all(client.clone()), owned()).backoff(watch_backoff()).touched_objects())
+        .owns_stream(
+            watcher(Api::<PartialObjectMeta<Deployment>>::all(client.clone()), owned())
+                .backoff(watch_backoff())
+                .touched_objects(),
+        )
         .watches_stream(validating, |o| owning_csv(&o.metadata))
         .watches_stream(mutating, |o| owning_csv(&o.metadata))
         .watches_stream(apiservices, |o| owning_csv(&o.metadata))
@@ -759,7 +882,13 @@ async fn run_inner(ctx: Arc<Context>, rx: mpsc::UnboundedReceiver<()>, shutdown:
             csv_store
                 .state()
                 .into_iter()
-                .filter(|c| c.spec.webhookdefinitions.iter().flatten().any(|w| w.conversion_crds.iter().flatten().any(|n| *n == name)))
+                .filter(|c| {
+                    c.spec
+                        .webhookdefinitions
+                        .iter()
+                        .flatten()
+                        .any(|w| w.conversion_crds.iter().flatten().any(|n| *n == name))
+                })
                 .map(|c| ObjectRef::from_obj(c.as_ref()))
                 .collect::<Vec<_>>()
         })
@@ -773,7 +902,12 @@ async fn run_inner(ctx: Arc<Context>, rx: mpsc::UnboundedReceiver<()>, shutdown:
     let operators = operator::run(ctx.clone(), operator_rx);
     let subscription_deletions = removal::watch_subscription_deletions(ctx.clone());
     let group_deletions = crate::install::aggregation::watch_operator_group_deletions(client.clone());
-    let all = futures::future::join4(futures::future::join5(catalogs, subscriptions, plans, csvs, groups), subscription_deletions, group_deletions, operators);
+    let all = futures::future::join4(
+        futures::future::join5(catalogs, subscriptions, plans, csvs, groups),
+        subscription_deletions,
+        group_deletions,
+        operators,
+    );
     tokio::select! {
         _ = all => {}
         _ = shutdown => {}
@@ -814,7 +948,10 @@ mod trigger_tests {
             let text = ctx.metrics.encode();
             ["Pending", "Succeeded", "Failed"].map(|p| {
                 let series = format!("capstan_csvs{{phase=\"{p}\"}} ");
-                text.lines().find_map(|l| l.strip_prefix(series.as_str())).and_then(|v| v.parse::<i64>().ok()).unwrap_or(-1)
+                text.lines()
+                    .find_map(|l| l.strip_prefix(series.as_str()))
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .unwrap_or(-1)
             })
         };
         let named = |name: &str, uid: &str, phase: &str| {
@@ -830,12 +967,20 @@ mod trigger_tests {
         };
         use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
         // [Pending, Succeeded, Failed]
-        assert_eq!(feed(vec![Init, InitApply(named("a", "u1", "Succeeded")), InitApply(named("b", "u2", "Failed")), InitDone]).await, [0, 1, 1]);
+        assert_eq!(
+            feed(vec![Init, InitApply(named("a", "u1", "Succeeded")), InitApply(named("b", "u2", "Failed")), InitDone])
+                .await,
+            [0, 1, 1]
+        );
         ctx.aggregated.lock().unwrap().extend(["u1".to_string(), "u2".to_string()]);
         assert_eq!(feed(vec![Apply(named("b", "u2", "Succeeded"))]).await, [0, 2, 0]);
         assert_eq!(feed(vec![Delete(named("a", "u1", "Succeeded"))]).await, [0, 1, 0]);
         assert_eq!(marked(&ctx), ["u2"]);
-        assert_eq!(feed(vec![Apply(named("a", "u3", "Pending"))]).await, [1, 1, 0], "a CSV re-created under the name of a deleted one");
+        assert_eq!(
+            feed(vec![Apply(named("a", "u3", "Pending"))]).await,
+            [1, 1, 0],
+            "a CSV re-created under the name of a deleted one"
+        );
         ctx.aggregated.lock().unwrap().insert("u3".to_string());
         // The watch restarts; "a" was deleted in the gap and comes as no event.
         assert_eq!(feed(vec![Init, InitApply(named("b", "u2", "Succeeded")), InitDone]).await, [0, 1, 0]);
@@ -854,7 +999,9 @@ mod trigger_tests {
     }
 
     fn names<K: Resource>(objs: Vec<Result<K, watcher::Error>>) -> Vec<String> {
-        objs.into_iter().map(|o| o.map(|o| o.meta().name.clone().unwrap_or_default()).unwrap_or_else(|e| e.to_string())).collect()
+        objs.into_iter()
+            .map(|o| o.map(|o| o.meta().name.clone().unwrap_or_default()).unwrap_or_else(|e| e.to_string()))
+            .collect()
     }
 
     /// A CSV's status changes (its phases) do not wake the Subscriptions of its namespace; a new
@@ -872,7 +1019,8 @@ mod trigger_tests {
             Delete(csv("1.0.1", "Succeeded")),
             Apply(csv("1.0.1", "Pending")),
         ];
-        let passed: Vec<_> = block_on(changed_objects(futures::stream::iter(events.into_iter().map(Ok)), csv_trigger_key).collect());
+        let passed: Vec<_> =
+            block_on(changed_objects(futures::stream::iter(events.into_iter().map(Ok)), csv_trigger_key).collect());
         assert_eq!(names(passed), ["a.v1"; 4], "first sight, spec change, deletion, re-creation");
     }
 
@@ -890,7 +1038,13 @@ mod trigger_tests {
             s.message = Some("held".into());
         }
         assert_ne!(plan_trigger_key(&b), plan_trigger_key(&held));
-        let passed: Vec<_> = block_on(changed_objects(futures::stream::iter([Apply(a), Apply(b), Apply(c)].into_iter().map(Ok)), plan_trigger_key).collect());
+        let passed: Vec<_> = block_on(
+            changed_objects(
+                futures::stream::iter([Apply(a), Apply(b), Apply(c)].into_iter().map(Ok)),
+                plan_trigger_key,
+            )
+            .collect(),
+        );
         assert_eq!(passed.len(), 2);
     }
 }

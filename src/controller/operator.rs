@@ -27,9 +27,9 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::{Context, Error, kube_err};
+use crate::api::clusterserviceversion::ClusterServiceVersionStatus;
 use crate::api::operator::{ComponentCondition, Components, Operator, OperatorStatus, RichReference};
 use crate::api::{ClusterServiceVersion, InstallPlan, Subscription};
-use crate::api::clusterserviceversion::ClusterServiceVersionStatus;
 
 /// The kinds OLM counts as components (\[OLM\] `pkg/controller/operators/components.go`
 /// `componentLists`), as `(apiVersion, kind, namespaced)`.
@@ -53,7 +53,13 @@ pub(crate) const COMPONENT_KINDS: &[(&str, &str, bool)] = &[
 ];
 
 /// A component reference with its conditions.
-pub(crate) fn reference(api_version: &str, kind: &str, namespace: Option<&str>, name: &str, conditions: Vec<ComponentCondition>) -> RichReference {
+pub(crate) fn reference(
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+    conditions: Vec<ComponentCondition>,
+) -> RichReference {
     RichReference {
         object: ObjectReference {
             api_version: Some(api_version.into()),
@@ -72,7 +78,12 @@ pub(crate) fn reference(api_version: &str, kind: &str, namespace: Option<&str>, 
 pub(crate) fn components(name: &str, mut refs: Vec<RichReference>) -> OperatorStatus {
     let key = |r: &RichReference| {
         let o = &r.object;
-        (o.kind.clone().unwrap_or_default(), o.api_version.clone().unwrap_or_default(), o.namespace.clone().unwrap_or_default(), o.name.clone().unwrap_or_default())
+        (
+            o.kind.clone().unwrap_or_default(),
+            o.api_version.clone().unwrap_or_default(),
+            o.namespace.clone().unwrap_or_default(),
+            o.name.clone().unwrap_or_default(),
+        )
     };
     refs.sort_by_key(key);
     refs.dedup_by(|a, b| key(a) == key(b));
@@ -98,7 +109,12 @@ pub(crate) fn conditions_of(object: &Value) -> Vec<ComponentCondition> {
         .into_iter()
         .flatten()
         .filter_map(|c| {
-            let c: serde_json::Map<String, Value> = c.as_object()?.iter().filter(|(k, _)| keep.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+            let c: serde_json::Map<String, Value> = c
+                .as_object()?
+                .iter()
+                .filter(|(k, _)| keep.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
             serde_json::from_value(Value::Object(c)).ok()
         })
         .collect()
@@ -127,7 +143,9 @@ pub(crate) fn csv_conditions(status: Option<&ClusterServiceVersionStatus>) -> Ve
 pub(crate) fn plan_components(plan: &InstallPlan, csv: &str) -> Vec<(String, String, Option<String>, String)> {
     let ns = plan.namespace().unwrap_or_default();
     // Only what the plan has applied: a plan awaiting approval lists steps not created yet.
-    let applied = |s: &&crate::api::installplan::Step| matches!(s.status, crate::api::installplan::StepStatus::Created | crate::api::installplan::StepStatus::Present);
+    let applied = |s: &&crate::api::installplan::Step| {
+        matches!(s.status, crate::api::installplan::StepStatus::Created | crate::api::installplan::StepStatus::Present)
+    };
     let steps = plan.status.iter().flat_map(|s| s.plan.iter()).filter(|s| s.resolving == csv).filter(applied);
     let mut out = Vec::new();
     for st in steps {
@@ -138,8 +156,18 @@ pub(crate) fn plan_components(plan: &InstallPlan, csv: &str) -> Vec<(String, Str
         }
         let Some((api_version, _, namespaced)) = COMPONENT_KINDS.iter().find(|(_, k, _)| *k == kind) else { continue };
         let manifest: Option<Value> = r.manifest.as_deref().and_then(|m| serde_json::from_str(m).ok());
-        let namespace = namespaced.then(|| manifest.as_ref().and_then(|m| m.pointer("/metadata/namespace")).and_then(Value::as_str).unwrap_or(&ns).to_string());
-        if kind == "RoleBinding" && namespace.as_deref() == Some(crate::install::webhook::KUBE_SYSTEM) && r.name.ends_with("-auth-reader") {
+        let namespace = namespaced.then(|| {
+            manifest
+                .as_ref()
+                .and_then(|m| m.pointer("/metadata/namespace"))
+                .and_then(Value::as_str)
+                .unwrap_or(&ns)
+                .to_string()
+        });
+        if kind == "RoleBinding"
+            && namespace.as_deref() == Some(crate::install::webhook::KUBE_SYSTEM)
+            && r.name.ends_with("-auth-reader")
+        {
             continue;
         }
         out.push((api_version.to_string(), kind.to_string(), namespace, r.name.clone()));
@@ -150,26 +178,45 @@ pub(crate) fn plan_components(plan: &InstallPlan, csv: &str) -> Vec<(String, Str
 /// Of `plans`, the latest (by `spec.generation`) that applied steps for `csv`: the plan that
 /// installed it. Pure.
 pub(crate) fn installing_plan(plans: Vec<InstallPlan>, csv: &str) -> Option<InstallPlan> {
-    plans.into_iter().filter(|p| p.spec.cluster_service_version_names.iter().any(|n| n == csv) && !plan_components(p, csv).is_empty()).max_by_key(|p| p.spec.generation.unwrap_or(0))
+    plans
+        .into_iter()
+        .filter(|p| {
+            p.spec.cluster_service_version_names.iter().any(|n| n == csv) && !plan_components(p, csv).is_empty()
+        })
+        .max_by_key(|p| p.spec.generation.unwrap_or(0))
 }
 
 /// The package a CSV installs: `packageName` of its `olm.package` property (annotation
 /// `operatorframework.io/properties`), else the name part of its component label. Pure.
 pub(crate) fn package_of(csv: &ClusterServiceVersion) -> Option<String> {
-    let from_properties = csv.annotations().get(crate::install::ANNOTATION_PROPERTIES).and_then(|a| serde_json::from_str::<Value>(a).ok()).and_then(|v| {
-        v.get("properties")?.as_array()?.iter().find(|p| p.get("type").and_then(Value::as_str) == Some("olm.package"))?.pointer("/value/packageName")?.as_str().map(String::from)
-    });
+    let from_properties = csv
+        .annotations()
+        .get(crate::install::ANNOTATION_PROPERTIES)
+        .and_then(|a| serde_json::from_str::<Value>(a).ok())
+        .and_then(|v| {
+            v.get("properties")?
+                .as_array()?
+                .iter()
+                .find(|p| p.get("type").and_then(Value::as_str) == Some("olm.package"))?
+                .pointer("/value/packageName")?
+                .as_str()
+                .map(String::from)
+        });
     let ns = csv.namespace().unwrap_or_default();
     from_properties.or_else(|| {
         let suffix = format!(".{ns}");
-        csv.labels().keys().find_map(|k| k.strip_prefix(crate::install::COMPONENT_LABEL_PREFIX)?.strip_suffix(&suffix).map(String::from))
+        csv.labels().keys().find_map(|k| {
+            k.strip_prefix(crate::install::COMPONENT_LABEL_PREFIX)?.strip_suffix(&suffix).map(String::from)
+        })
     })
 }
 
 /// The name of the Operator of `package` installed in `namespace` (the component label's name
 /// part, cut as OLM cuts it).
 pub(crate) fn operator_name(package: &str, namespace: &str) -> String {
-    crate::install::component_label_key(package, namespace).trim_start_matches(crate::install::COMPONENT_LABEL_PREFIX).to_string()
+    crate::install::component_label_key(package, namespace)
+        .trim_start_matches(crate::install::COMPONENT_LABEL_PREFIX)
+        .to_string()
 }
 
 /// Receives Operator names to bring up to date and syncs them, each at most once per 2 s
@@ -213,7 +260,8 @@ async fn sync(ctx: &Context, package: &str, namespace: &str) -> Result<(), Error
         .await
         .map_err(kube_err(format!("listing Subscriptions in {namespace}")))?;
     let sub = subs.items.into_iter().find(|s| s.spec.package == package && s.metadata.deletion_timestamp.is_none());
-    let csv_name = sub.as_ref().and_then(|s| s.status.as_ref()).and_then(|st| st.installed_csv.clone().or(st.current_csv.clone()));
+    let csv_name =
+        sub.as_ref().and_then(|s| s.status.as_ref()).and_then(|st| st.installed_csv.clone().or(st.current_csv.clone()));
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), namespace);
     let csv = match &csv_name {
         Some(c) => csvs.get_opt(c).await.map_err(kube_err(format!("reading ClusterServiceVersion {namespace}/{c}")))?,
@@ -224,12 +272,18 @@ async fn sync(ctx: &Context, package: &str, namespace: &str) -> Result<(), Error
             .map_err(kube_err(format!("listing ClusterServiceVersions in {namespace}")))?
             .items
             .into_iter()
-            .find(|c| c.metadata.deletion_timestamp.is_none() && !c.labels().contains_key(crate::install::LABEL_COPIED_FROM) && package_of(c).as_deref() == Some(package)),
+            .find(|c| {
+                c.metadata.deletion_timestamp.is_none()
+                    && !c.labels().contains_key(crate::install::LABEL_COPIED_FROM)
+                    && package_of(c).as_deref() == Some(package)
+            }),
     };
     let csv_name = csv_name.or_else(|| csv.as_ref().map(|c| c.name_any()));
     if sub.is_none() && csv.is_none() {
         match operators.delete(&name, &DeleteParams::background()).await {
-            Ok(_) => tracing::info!(operator = %name, "no Subscription or CSV of the package is left: Operator deleted"),
+            Ok(_) => {
+                tracing::info!(operator = %name, "no Subscription or CSV of the package is left: Operator deleted")
+            }
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(kube_err(format!("deleting Operator {name}"))(e)),
         }
@@ -238,20 +292,51 @@ async fn sync(ctx: &Context, package: &str, namespace: &str) -> Result<(), Error
     let mut refs = Vec::new();
     if let Some(s) = &sub {
         let v = serde_json::to_value(s).unwrap_or_default();
-        refs.push(reference("operators.coreos.com/v1alpha1", "Subscription", Some(namespace), &s.name_any(), conditions_of(&v)));
+        refs.push(reference(
+            "operators.coreos.com/v1alpha1",
+            "Subscription",
+            Some(namespace),
+            &s.name_any(),
+            conditions_of(&v),
+        ));
     }
     if let Some(c) = &csv {
-        refs.push(reference("operators.coreos.com/v1alpha1", "ClusterServiceVersion", Some(namespace), &c.name_any(), csv_conditions(c.status.as_ref())));
-        refs.push(reference("operators.coreos.com/v2", "OperatorCondition", Some(namespace), &c.name_any(), Vec::new()));
+        refs.push(reference(
+            "operators.coreos.com/v1alpha1",
+            "ClusterServiceVersion",
+            Some(namespace),
+            &c.name_any(),
+            csv_conditions(c.status.as_ref()),
+        ));
+        refs.push(reference(
+            "operators.coreos.com/v2",
+            "OperatorCondition",
+            Some(namespace),
+            &c.name_any(),
+            Vec::new(),
+        ));
     }
-    let plan_name = sub.as_ref().and_then(|s| s.status.as_ref()).and_then(|st| st.install_plan_ref.as_ref()).and_then(|r| r.name.clone());
+    let plan_name = sub
+        .as_ref()
+        .and_then(|s| s.status.as_ref())
+        .and_then(|st| st.install_plan_ref.as_ref())
+        .and_then(|r| r.name.clone());
     let plan = match &plan_name {
-        Some(p) => Api::<InstallPlan>::namespaced(ctx.client.clone(), namespace).get_opt(p).await.map_err(kube_err(format!("reading InstallPlan {namespace}/{p}")))?,
+        Some(p) => Api::<InstallPlan>::namespaced(ctx.client.clone(), namespace)
+            .get_opt(p)
+            .await
+            .map_err(kube_err(format!("reading InstallPlan {namespace}/{p}")))?,
         None => None,
     };
     if let Some(p) = &plan {
         let v = serde_json::to_value(p).unwrap_or_default();
-        refs.push(reference("operators.coreos.com/v1alpha1", "InstallPlan", Some(namespace), &p.name_any(), conditions_of(&v)));
+        refs.push(reference(
+            "operators.coreos.com/v1alpha1",
+            "InstallPlan",
+            Some(namespace),
+            &p.name_any(),
+            conditions_of(&v),
+        ));
     }
     if let (Some(p), Some(c)) = (&plan, &csv_name) {
         refs.extend(installed_components(ctx, namespace, p, c).await?);
@@ -267,7 +352,10 @@ async fn sync(ctx: &Context, package: &str, namespace: &str) -> Result<(), Error
     }
     let object = json!({"apiVersion": Operator::api_version(&()), "kind": Operator::kind(&()), "metadata": {"name": name}, "spec": {}});
     operators.patch(&name, &pp, &Patch::Apply(&object)).await.map_err(kube_err(format!("creating Operator {name}")))?;
-    operators.patch_status(&name, &pp, &Patch::Apply(&body)).await.map_err(kube_err(format!("writing status of Operator {name}")))?;
+    operators
+        .patch_status(&name, &pp, &Patch::Apply(&body))
+        .await
+        .map_err(kube_err(format!("writing status of Operator {name}")))?;
     Ok(())
 }
 
@@ -275,7 +363,12 @@ async fn sync(ctx: &Context, package: &str, namespace: &str) -> Result<(), Error
 /// latest InstallPlan) or, while an upgrade waits for approval and `latest` is the next
 /// version's, from the plan that installed `csv` (OLM lists those objects by their component
 /// label, which they keep). Deployments, CRDs and APIServices carry their conditions.
-async fn installed_components(ctx: &Context, namespace: &str, latest: &InstallPlan, csv: &str) -> Result<Vec<RichReference>, Error> {
+async fn installed_components(
+    ctx: &Context,
+    namespace: &str,
+    latest: &InstallPlan,
+    csv: &str,
+) -> Result<Vec<RichReference>, Error> {
     let installing = if latest.spec.cluster_service_version_names.iter().any(|n| n == csv) {
         None
     } else {
@@ -288,7 +381,9 @@ async fn installed_components(ctx: &Context, namespace: &str, latest: &InstallPl
     let mut refs = Vec::new();
     for (api_version, kind, ns, obj) in plan_components(installing.as_ref().unwrap_or(latest), csv) {
         let conditions = match kind.as_str() {
-            "Deployment" | "CustomResourceDefinition" | "APIService" => object_conditions(ctx, &api_version, &kind, ns.as_deref(), &obj).await?,
+            "Deployment" | "CustomResourceDefinition" | "APIService" => {
+                object_conditions(ctx, &api_version, &kind, ns.as_deref(), &obj).await?
+            }
             _ => Vec::new(),
         };
         refs.push(reference(&api_version, &kind, ns.as_deref(), &obj, conditions));
@@ -297,7 +392,13 @@ async fn installed_components(ctx: &Context, namespace: &str, latest: &InstallPl
 }
 
 /// The conditions of one component read from the API server (none when it is gone).
-async fn object_conditions(ctx: &Context, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Result<Vec<ComponentCondition>, Error> {
+async fn object_conditions(
+    ctx: &Context,
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<Vec<ComponentCondition>, Error> {
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
     let plural = match kind {
@@ -322,7 +423,12 @@ mod tests {
     fn step(csv: &str, kind: &str, name: &str, manifest: Option<Value>) -> Step {
         Step {
             resolving: csv.into(),
-            resource: StepResource { kind: kind.into(), name: name.into(), manifest: manifest.map(|m| m.to_string()), ..Default::default() },
+            resource: StepResource {
+                kind: kind.into(),
+                name: name.into(),
+                manifest: manifest.map(|m| m.to_string()),
+                ..Default::default()
+            },
             optional: false,
             status: StepStatus::Created,
         }
@@ -336,7 +442,12 @@ mod tests {
         st.plan = vec![
             step("op.v1", "CustomResourceDefinition", "things.example.com", None),
             step("op.v1", "ServiceAccount", "op", None),
-            step("op.v1", "RoleBinding", "op-service-auth-reader", Some(json!({"metadata": {"namespace": "kube-system"}}))),
+            step(
+                "op.v1",
+                "RoleBinding",
+                "op-service-auth-reader",
+                Some(json!({"metadata": {"namespace": "kube-system"}})),
+            ),
             step("op.v1", "BundleSecret", "op-service-cert", None),
             step("op.v1", "ClusterServiceVersion", "op.v1", None),
             step("op.v1", "ValidatingWebhookConfiguration", "vop-abc", None),
@@ -345,7 +456,8 @@ mod tests {
             Step { status: StepStatus::Unknown, ..step("op.v1", "Service", "not-applied-yet", None) },
         ];
         plan.status = Some(st);
-        let got: Vec<(String, Option<String>, String)> = plan_components(&plan, "op.v1").into_iter().map(|(_, k, ns, n)| (k, ns, n)).collect();
+        let got: Vec<(String, Option<String>, String)> =
+            plan_components(&plan, "op.v1").into_iter().map(|(_, k, ns, n)| (k, ns, n)).collect();
         assert_eq!(
             got,
             vec![
@@ -366,7 +478,10 @@ mod tests {
             p.spec.generation = Some(generation);
             p.spec.cluster_service_version_names = vec![csv.into()];
             let mut st = InstallPlanStatus::new(phase);
-            st.plan = vec![Step { status: if applied { StepStatus::Created } else { StepStatus::Unknown }, ..step(csv, "Deployment", "op", None) }];
+            st.plan = vec![Step {
+                status: if applied { StepStatus::Created } else { StepStatus::Unknown },
+                ..step(csv, "Deployment", "op", None)
+            }];
             p.status = Some(st);
             p
         };
@@ -383,10 +498,21 @@ mod tests {
     #[test]
     fn refs_are_sorted_and_deduplicated_as_olm_sorts_them() {
         let r = |k: &str, n: &str| reference("v1", k, Some("ops"), n, Vec::new());
-        let s = components("op.ops", vec![r("Subscription", "op"), r("ClusterRole", "b"), r("ClusterRole", "a"), r("Subscription", "op")]);
+        let s = components(
+            "op.ops",
+            vec![r("Subscription", "op"), r("ClusterRole", "b"), r("ClusterRole", "a"), r("Subscription", "op")],
+        );
         let c = s.components.unwrap();
-        let names: Vec<(String, String)> = c.refs.iter().map(|r| (r.object.kind.clone().unwrap(), r.object.name.clone().unwrap())).collect();
-        assert_eq!(names, [("ClusterRole".into(), "a".into()), ("ClusterRole".into(), "b".into()), ("Subscription".into(), "op".into())]);
+        let names: Vec<(String, String)> =
+            c.refs.iter().map(|r| (r.object.kind.clone().unwrap(), r.object.name.clone().unwrap())).collect();
+        assert_eq!(
+            names,
+            [
+                ("ClusterRole".into(), "a".into()),
+                ("ClusterRole".into(), "b".into()),
+                ("Subscription".into(), "op".into())
+            ]
+        );
         let e = &c.label_selector.unwrap().match_expressions.unwrap()[0];
         assert_eq!((e.key.as_str(), e.operator.as_str()), ("operators.coreos.com/op.ops", "Exists"));
     }
@@ -395,10 +521,16 @@ mod tests {
     fn conditions_keep_olms_fields_and_a_csv_shows_its_phase() {
         let v = json!({"status": {"conditions": [{"type": "Available", "status": "True", "reason": "R", "message": "m", "lastHeartbeatTime": "2020-01-01T00:00:00Z", "observedGeneration": 3}]}});
         let c = conditions_of(&v);
-        assert_eq!(serde_json::to_value(&c).unwrap(), json!([{"type": "Available", "status": "True", "reason": "R", "message": "m"}]));
+        assert_eq!(
+            serde_json::to_value(&c).unwrap(),
+            json!([{"type": "Available", "status": "True", "reason": "R", "message": "m"}])
+        );
         let st: ClusterServiceVersionStatus = serde_json::from_value(json!({"phase": "Succeeded", "reason": "InstallSucceeded", "message": "install strategy completed with no errors"})).unwrap();
         let c = csv_conditions(Some(&st));
-        assert_eq!(serde_json::to_value(&c).unwrap(), json!([{"type": "Succeeded", "status": "True", "reason": "InstallSucceeded", "message": "install strategy completed with no errors"}]));
+        assert_eq!(
+            serde_json::to_value(&c).unwrap(),
+            json!([{"type": "Succeeded", "status": "True", "reason": "InstallSucceeded", "message": "install strategy completed with no errors"}])
+        );
         assert!(csv_conditions(None).is_empty());
     }
 

@@ -12,11 +12,11 @@
 
 use std::collections::BTreeSet;
 
+use super::{Error, kube_err};
+use crate::install::preflight::{Question, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::Client;
 use kube::api::Api;
-use super::{Error, kube_err};
-use crate::install::preflight::{Question, ServiceAccount};
 
 /// Whether binding subject `s` names ServiceAccount `who` (Kubernetes `appliesToUser`): the
 /// ServiceAccount itself, its user name, or one of its groups.
@@ -50,9 +50,12 @@ impl GrantedRules {
             Question::Resource { namespace, .. } => {
                 let namespace = namespace.as_deref().filter(|n| !n.is_empty());
                 let applies = |rule: &PolicyRule| resource_rule_allows(rule, question);
-                self.cluster.iter().any(applies) || (namespace == Some(self.namespace.as_str()) && self.namespaced.iter().any(applies))
+                self.cluster.iter().any(applies)
+                    || (namespace == Some(self.namespace.as_str()) && self.namespaced.iter().any(applies))
             }
-            Question::NonResource { verb, path } => self.cluster.iter().any(|rule| verb_matches(rule, verb) && non_resource_url_matches(rule, path)),
+            Question::NonResource { verb, path } => {
+                self.cluster.iter().any(|rule| verb_matches(rule, verb) && non_resource_url_matches(rule, path))
+            }
         }
     }
 }
@@ -71,7 +74,11 @@ fn resource_rule_allows(rule: &PolicyRule, q: &Question) -> bool {
         return false;
     }
     let combined = if sub.is_empty() { resource.to_string() } else { format!("{resource}/{sub}") };
-    let resource_ok = rule.resources.iter().flatten().any(|res| res == "*" || *res == combined || (!sub.is_empty() && *res == format!("*/{sub}")));
+    let resource_ok = rule
+        .resources
+        .iter()
+        .flatten()
+        .any(|res| res == "*" || *res == combined || (!sub.is_empty() && *res == format!("*/{sub}")));
     if !resource_ok {
         return false;
     }
@@ -82,7 +89,10 @@ fn resource_rule_allows(rule: &PolicyRule, q: &Question) -> bool {
 }
 
 fn non_resource_url_matches(rule: &PolicyRule, path: &str) -> bool {
-    rule.non_resource_urls.iter().flatten().any(|u| u == "*" || u == path || u.strip_suffix('*').is_some_and(|prefix| path.starts_with(prefix)))
+    rule.non_resource_urls
+        .iter()
+        .flatten()
+        .any(|u| u == "*" || u == path || u.strip_suffix('*').is_some_and(|prefix| path.starts_with(prefix)))
 }
 
 /// Reads the rules granted to `who`: the ClusterRoleBindings and the RoleBindings of `who`'s
@@ -112,13 +122,24 @@ pub(crate) async fn granted_rules(client: &Client, who: &ServiceAccount) -> Resu
         r => r.map_err(kube_err(format!("listing RoleBindings in {ns}")))?,
     };
     let binds = |subjects: &Option<Vec<Subject>>| subjects.iter().flatten().any(|s| is_subject(who, s));
-    let cluster_refs: BTreeSet<String> = crbs.items.iter().filter(|b| binds(&b.subjects) && b.role_ref.kind == "ClusterRole").map(|b| b.role_ref.name.clone()).collect();
-    let ns_refs: BTreeSet<(String, String)> = rbs.items.iter().filter(|b| binds(&b.subjects)).map(|b| role_key(&b.role_ref)).collect();
+    let cluster_refs: BTreeSet<String> = crbs
+        .items
+        .iter()
+        .filter(|b| binds(&b.subjects) && b.role_ref.kind == "ClusterRole")
+        .map(|b| b.role_ref.name.clone())
+        .collect();
+    let ns_refs: BTreeSet<(String, String)> =
+        rbs.items.iter().filter(|b| binds(&b.subjects)).map(|b| role_key(&b.role_ref)).collect();
     let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
     let roles: Api<Role> = Api::namespaced(client.clone(), ns);
     let cluster_role_rules = |name: String| {
         let api = cluster_roles.clone();
-        async move { api.get_opt(&name).await.map_err(kube_err(format!("reading ClusterRole {name}"))).map(|r| r.and_then(|r| r.rules).unwrap_or_default()) }
+        async move {
+            api.get_opt(&name)
+                .await
+                .map_err(kube_err(format!("reading ClusterRole {name}")))
+                .map(|r| r.and_then(|r| r.rules).unwrap_or_default())
+        }
     };
     let (cluster, namespaced) = futures::try_join!(
         futures::future::try_join_all(cluster_refs.iter().map(|name| cluster_role_rules(name.clone()))),
@@ -129,7 +150,11 @@ pub(crate) async fn granted_rules(client: &Client, who: &ServiceAccount) -> Resu
                 if by_cluster_role {
                     cluster.await
                 } else {
-                    roles.get_opt(&name).await.map_err(kube_err(format!("reading Role {ns}/{name}"))).map(|r| r.and_then(|r| r.rules).unwrap_or_default())
+                    roles
+                        .get_opt(&name)
+                        .await
+                        .map_err(kube_err(format!("reading Role {ns}/{name}")))
+                        .map(|r| r.and_then(|r| r.rules).unwrap_or_default())
                 }
             }
         })),
@@ -169,7 +194,9 @@ mod tests {
             ],
             namespace: "ns1".into(),
             namespaced: vec![
-                rule(json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"], "resourceNames": ["lock"]})),
+                rule(
+                    json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"], "resourceNames": ["lock"]}),
+                ),
                 rule(json!({"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get"]})),
             ],
         };
@@ -197,7 +224,12 @@ mod tests {
     #[test]
     fn subjects_of_a_service_account() {
         let who = ServiceAccount { namespace: "ns1".into(), name: "op".into() };
-        let s = |kind: &str, name: &str, ns: Option<&str>| Subject { kind: kind.into(), name: name.into(), namespace: ns.map(String::from), api_group: None };
+        let s = |kind: &str, name: &str, ns: Option<&str>| Subject {
+            kind: kind.into(),
+            name: name.into(),
+            namespace: ns.map(String::from),
+            api_group: None,
+        };
         assert!(is_subject(&who, &s("ServiceAccount", "op", Some("ns1"))));
         assert!(!is_subject(&who, &s("ServiceAccount", "op", Some("ns2"))));
         assert!(!is_subject(&who, &s("ServiceAccount", "other", Some("ns1"))));

@@ -62,7 +62,10 @@ use super::events::EventType;
 use super::{Context, Error, apply_typed_status, kube_err, now_time};
 use crate::api::clusterserviceversion::{CleanupStatus, CsvPhase, CsvReason, ResourceList};
 use crate::api::{ClusterServiceVersion, Subscription};
-use crate::install::{ANNOTATION_TARGET_NAMESPACES, COMPONENT_LABEL_PREFIX, LABEL_COPIED_FROM, LABEL_OWNER, LABEL_OWNER_KIND, LABEL_OWNER_NAMESPACE};
+use crate::install::{
+    ANNOTATION_TARGET_NAMESPACES, COMPONENT_LABEL_PREFIX, LABEL_COPIED_FROM, LABEL_OWNER, LABEL_OWNER_KIND,
+    LABEL_OWNER_NAMESPACE,
+};
 
 /// The CSV finalizer: OLM's own name (\[OLM\] `olm/operator.go` `processFinalizer`, added by
 /// operator-framework/operator-lifecycle-manager#3143). capstan replaces OLM on a cluster, so a CSV
@@ -98,7 +101,8 @@ pub const DEFAULT_UNINSTALL_TIMEOUT: Duration = Duration::from_secs(120);
 /// unit, a fraction, negative).
 pub fn parse_duration(text: &str) -> Option<Duration> {
     let s = text.trim();
-    let units_ok = s.split(|c: char| c.is_ascii_digit()).filter(|u| !u.is_empty()).all(|u| matches!(u, "ms" | "s" | "m" | "h"));
+    let units_ok =
+        s.split(|c: char| c.is_ascii_digit()).filter(|u| !u.is_empty()).all(|u| matches!(u, "ms" | "s" | "m" | "h"));
     let digits_first = s.starts_with(|c: char| c.is_ascii_digit());
     let has_unit = s.ends_with(|c: char| c.is_ascii_alphabetic());
     if !(units_ok && digits_first && has_unit) {
@@ -125,12 +129,21 @@ pub struct UninstallSettings {
 /// and OLM's `spec.cleanup.enabled` of the CSV. A `"true"` on any source turns a removal on; the
 /// first readable timeout wins. Values other than `true`/`false` (any case) count as `false` and
 /// give a warning.
-pub fn uninstall_settings(sources: &[(String, Option<&BTreeMap<String, String>>)], cleanup_enabled: bool) -> UninstallSettings {
-    let mut s = UninstallSettings { operands: cleanup_enabled, crds: false, timeout: DEFAULT_UNINSTALL_TIMEOUT, warnings: Vec::new() };
+pub fn uninstall_settings(
+    sources: &[(String, Option<&BTreeMap<String, String>>)],
+    cleanup_enabled: bool,
+) -> UninstallSettings {
+    let mut s = UninstallSettings {
+        operands: cleanup_enabled,
+        crds: false,
+        timeout: DEFAULT_UNINSTALL_TIMEOUT,
+        warnings: Vec::new(),
+    };
     let mut timeout_set = false;
     for (what, annotations) in sources {
         let Some(annotations) = annotations else { continue };
-        for (key, flag) in [(ANNOTATION_UNINSTALL_OPERANDS, &mut s.operands), (ANNOTATION_UNINSTALL_CRDS, &mut s.crds)] {
+        for (key, flag) in [(ANNOTATION_UNINSTALL_OPERANDS, &mut s.operands), (ANNOTATION_UNINSTALL_CRDS, &mut s.crds)]
+        {
             match annotations.get(key).map(|v| v.trim().to_ascii_lowercase()) {
                 None => {}
                 Some(v) if v == "true" => *flag = true,
@@ -199,7 +212,10 @@ impl RemainingObject {
     /// `kubectl patch <plural>.<group> <name> [-n <namespace>] --type=merge -p '{"metadata":{"finalizers":null}}'`.
     pub fn unblock_command(&self) -> String {
         let ns = self.namespace.as_ref().map(|n| format!(" -n {n}")).unwrap_or_default();
-        format!("kubectl patch {} {}{ns} --type=merge -p '{{\"metadata\":{{\"finalizers\":null}}}}'", self.resource, self.name)
+        format!(
+            "kubectl patch {} {}{ns} --type=merge -p '{{\"metadata\":{{\"finalizers\":null}}}}'",
+            self.resource, self.name
+        )
     }
 }
 
@@ -211,7 +227,11 @@ pub fn stuck_message(csv: &str, objects: &[RemainingObject], why: &str) -> Strin
         .iter()
         .take(MAX)
         .map(|o| {
-            let fins = if o.finalizers.is_empty() { "no finalizers".to_string() } else { format!("finalizers: {}", o.finalizers.join(", ")) };
+            let fins = if o.finalizers.is_empty() {
+                "no finalizers".to_string()
+            } else {
+                format!("finalizers: {}", o.finalizers.join(", "))
+            };
             format!("{} ({fins}); to unblock it: {}", o.describe(), o.unblock_command())
         })
         .collect();
@@ -244,7 +264,12 @@ pub fn pending_deletion(objects: &[RemainingObject]) -> Value {
         }
         groups.entry((o.group.clone(), o.kind.clone())).or_default().push(inst);
     }
-    Value::Array(groups.into_iter().map(|((group, kind), instances)| json!({"group": group, "kind": kind, "instances": instances})).collect())
+    Value::Array(
+        groups
+            .into_iter()
+            .map(|((group, kind), instances)| json!({"group": group, "kind": kind, "instances": instances}))
+            .collect(),
+    )
 }
 
 /// The label selector of objects owned by CSV `namespace/name` (\[OLM\] `ownerutil.CSVOwnerSelector`).
@@ -308,7 +333,10 @@ pub(super) async fn reconcile_csv(csv: &ClusterServiceVersion, ctx: &Context) ->
             // that an install refused for them in an intersecting group may own them at its
             // next look rather than after the group's 30 s one. Best effort: the group's own
             // reconcile prunes them too.
-            match Api::<crate::api::OperatorGroup>::namespaced(ctx.client.clone(), &ns).list(&ListParams::default()).await {
+            match Api::<crate::api::OperatorGroup>::namespaced(ctx.client.clone(), &ns)
+                .list(&ListParams::default())
+                .await
+            {
                 Ok(groups) => {
                     if let [og] = groups.items.as_slice()
                         && let Err(e) = ctx.ensure_group_aggregation(og).await
@@ -316,7 +344,9 @@ pub(super) async fn reconcile_csv(csv: &ClusterServiceVersion, ctx: &Context) ->
                         tracing::warn!(csv = %format!("{ns}/{}", csv.name_any()), error = %e.source, "could not prune the OperatorGroup's olm.providedAPIs; its next look does");
                     }
                 }
-                Err(e) => tracing::warn!(csv = %format!("{ns}/{}", csv.name_any()), error = %e, "could not list OperatorGroups to prune olm.providedAPIs; the group's next look does"),
+                Err(e) => {
+                    tracing::warn!(csv = %format!("{ns}/{}", csv.name_any()), error = %e, "could not list OperatorGroups to prune olm.providedAPIs; the group's next look does")
+                }
             }
             Ok(Some(Action::await_change()))
         }
@@ -336,7 +366,11 @@ where
     match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
-        Err(e) => Err(kube_err(format!("adding finalizer {finalizer} to {} {}/{name}", K::kind(&()), obj.meta().namespace.as_deref().unwrap_or("")))(e)),
+        Err(e) => Err(kube_err(format!(
+            "adding finalizer {finalizer} to {} {}/{name}",
+            K::kind(&()),
+            obj.meta().namespace.as_deref().unwrap_or("")
+        ))(e)),
     }
 }
 
@@ -372,12 +406,25 @@ async fn owned_crds(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Vec<Ow
             continue;
         }
         seen.push(d.name.clone());
-        let Some(crd) = crds.get_opt(&d.name).await.map_err(kube_err(format!("reading CustomResourceDefinition {}", d.name)))? else { continue };
+        let Some(crd) =
+            crds.get_opt(&d.name).await.map_err(kube_err(format!("reading CustomResourceDefinition {}", d.name)))?
+        else {
+            continue;
+        };
         let spec = &crd.spec;
-        let version = spec.versions.iter().find(|v| v.storage).or_else(|| spec.versions.iter().find(|v| v.served)).or(spec.versions.first());
+        let version = spec
+            .versions
+            .iter()
+            .find(|v| v.storage)
+            .or_else(|| spec.versions.iter().find(|v| v.served))
+            .or(spec.versions.first());
         let Some(version) = version else { continue };
         let gvk = GroupVersionKind::gvk(&spec.group, &version.name, &spec.names.kind);
-        out.push(OwnedCrd { name: d.name.clone(), api: ApiResource::from_gvk_with_plural(&gvk, &spec.names.plural), namespaced: spec.scope == "Namespaced" });
+        out.push(OwnedCrd {
+            name: d.name.clone(),
+            api: ApiResource::from_gvk_with_plural(&gvk, &spec.names.plural),
+            namespaced: spec.scope == "Namespaced",
+        });
     }
     Ok(out)
 }
@@ -398,7 +445,11 @@ impl From<Error> for OperandStop {
 
 /// Lists the custom resources of each of `crds` in its scope in `scopes` (same index; `None` = all
 /// namespaces).
-async fn list_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<String>>]) -> Result<Vec<(DynamicObject, usize)>, OperandStop> {
+async fn list_operands(
+    ctx: &Context,
+    crds: &[OwnedCrd],
+    scopes: &[Option<Vec<String>>],
+) -> Result<Vec<(DynamicObject, usize)>, OperandStop> {
     let mut out = Vec::new();
     for (i, (crd, scope)) in crds.iter().zip(scopes).enumerate() {
         let apis: Vec<Api<DynamicObject>> = match (crd.namespaced, scope) {
@@ -409,7 +460,9 @@ async fn list_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<St
             match api.list(&ListParams::default()).await {
                 Ok(l) => out.extend(l.items.into_iter().map(|o| (o, i))),
                 Err(e) if not_found(&e) => {}
-                Err(e) if forbidden(&e) => return Err(OperandStop::Forbidden(operands_forbidden(&crd.name, "list", &e.to_string()))),
+                Err(e) if forbidden(&e) => {
+                    return Err(OperandStop::Forbidden(operands_forbidden(&crd.name, "list", &e.to_string())));
+                }
                 Err(e) => return Err(kube_err(format!("listing {} custom resources", crd.name))(e).into()),
             }
         }
@@ -419,7 +472,11 @@ async fn list_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<St
 
 /// Deletes the operands in `scopes` (see [`list_operands`]) that are not being deleted yet;
 /// returns those still there.
-async fn delete_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<String>>]) -> Result<Vec<RemainingObject>, OperandStop> {
+async fn delete_operands(
+    ctx: &Context,
+    crds: &[OwnedCrd],
+    scopes: &[Option<Vec<String>>],
+) -> Result<Vec<RemainingObject>, OperandStop> {
     let objects = list_operands(ctx, crds, scopes).await?;
     let mut deleted_any = false;
     for (o, i) in &objects {
@@ -431,12 +488,15 @@ async fn delete_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<
             Some(n) => Api::namespaced_with(ctx.client.clone(), &n, &crd.api),
             None => Api::all_with(ctx.client.clone(), &crd.api),
         };
-        let what = format!("{} {}{}", crd.api.kind, o.namespace().map(|n| format!("{n}/")).unwrap_or_default(), o.name_any());
+        let what =
+            format!("{} {}{}", crd.api.kind, o.namespace().map(|n| format!("{n}/")).unwrap_or_default(), o.name_any());
         tracing::info!(object = %what, "uninstall: deleting custom resource before the operator");
         match api.delete(&o.name_any(), &DeleteParams::background()).await {
             Ok(_) => deleted_any = true,
             Err(e) if not_found(&e) => {}
-            Err(e) if forbidden(&e) => return Err(OperandStop::Forbidden(operands_forbidden(&crd.name, "delete", &e.to_string()))),
+            Err(e) if forbidden(&e) => {
+                return Err(OperandStop::Forbidden(operands_forbidden(&crd.name, "delete", &e.to_string())));
+            }
             Err(e) => return Err(kube_err(format!("deleting {what}"))(e).into()),
         }
     }
@@ -459,16 +519,22 @@ async fn delete_operands(ctx: &Context, crds: &[OwnedCrd], scopes: &[Option<Vec<
 async fn operator_not_running(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Option<String>, Error> {
     let ns = csv.namespace().unwrap_or_default();
     let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
-    let names: Vec<String> = csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.clone())).collect();
+    let names: Vec<String> =
+        csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.clone())).collect();
     if names.is_empty() {
         return Ok(Some("the CSV has no Deployment".into()));
     }
     for d in names {
         match api.get_opt(&d).await.map_err(kube_err(format!("reading Deployment {ns}/{d}")))? {
             None => return Ok(Some(format!("the operator is gone: Deployment {ns}/{d} does not exist"))),
-            Some(dep) if dep.metadata.deletion_timestamp.is_some() => return Ok(Some(format!("the operator is gone: Deployment {ns}/{d} is being deleted"))),
+            Some(dep) if dep.metadata.deletion_timestamp.is_some() => {
+                return Ok(Some(format!("the operator is gone: Deployment {ns}/{d} is being deleted")));
+            }
             Some(dep) => {
-                let available = dep.status.and_then(|s| s.conditions).is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
+                let available = dep
+                    .status
+                    .and_then(|s| s.conditions)
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
                 if !available {
                     return Ok(Some(format!("the operator is not running: Deployment {ns}/{d} is not Available")));
                 }
@@ -481,16 +547,28 @@ async fn operator_not_running(ctx: &Context, csv: &ClusterServiceVersion) -> Res
 /// Deletes the namespaced objects of kind `K` labelled with `selector` in every namespace.
 pub(super) async fn delete_labelled<K>(ctx: &Context, selector: &str, deleted: &mut Vec<String>) -> Result<(), Error>
 where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
 {
     let client = ctx.client.clone();
-    delete_listed(&Api::<K>::all(ctx.client.clone()), |o: &K| Api::namespaced(client.clone(), &o.namespace().unwrap_or_default()), selector, deleted).await
+    delete_listed(
+        &Api::<K>::all(ctx.client.clone()),
+        |o: &K| Api::namespaced(client.clone(), &o.namespace().unwrap_or_default()),
+        selector,
+        deleted,
+    )
+    .await
 }
 
 /// Deletes the cluster-scoped objects of kind `K` labelled with `selector`.
 async fn delete_labelled_cluster<K>(ctx: &Context, selector: &str, deleted: &mut Vec<String>) -> Result<(), Error>
 where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
 {
     let api = Api::<K>::all(ctx.client.clone());
     delete_listed(&api, |_: &K| api.clone(), selector, deleted).await
@@ -499,12 +577,21 @@ where
 /// Deletes each object `list` lists with label selector `selector` (not those being deleted
 /// already) through `api_of(object)`, recording `Kind [namespace/]name` in `deleted`; one gone
 /// meanwhile is fine.
-async fn delete_listed<K>(list: &Api<K>, api_of: impl Fn(&K) -> Api<K>, selector: &str, deleted: &mut Vec<String>) -> Result<(), Error>
+async fn delete_listed<K>(
+    list: &Api<K>,
+    api_of: impl Fn(&K) -> Api<K>,
+    selector: &str,
+    deleted: &mut Vec<String>,
+) -> Result<(), Error>
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     let kind = K::kind(&()).into_owned();
-    let items = list.list(&ListParams::default().labels(selector)).await.map_err(kube_err(format!("listing {kind}s labelled {selector}")))?.items;
+    let items = list
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map_err(kube_err(format!("listing {kind}s labelled {selector}")))?
+        .items;
     for o in items.iter().filter(|o| o.meta().deletion_timestamp.is_none()) {
         let shown = match o.namespace() {
             Some(ns) => format!("{kind} {ns}/{}", o.name_any()),
@@ -521,13 +608,25 @@ where
 
 /// Deletes the objects of kind `K` in `ns` selected by `selector` whose only owners are the CSV
 /// `uid` (bundle-shipped objects with an ownerReference but no owner labels).
-async fn delete_owned<K>(ctx: &Context, ns: &str, selector: &str, uid: &str, deleted: &mut Vec<String>) -> Result<(), Error>
+async fn delete_owned<K>(
+    ctx: &Context,
+    ns: &str,
+    selector: &str,
+    uid: &str,
+    deleted: &mut Vec<String>,
+) -> Result<(), Error>
 where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
 {
     let kind = K::kind(&()).into_owned();
     let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
-    let list = api.list(&ListParams::default().labels(selector)).await.map_err(kube_err(format!("listing {kind}s in {ns}")))?;
+    let list = api
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map_err(kube_err(format!("listing {kind}s in {ns}")))?;
     for o in list.items {
         let refs = o.owner_references();
         if refs.is_empty() || !refs.iter().all(|r| r.uid == uid) || o.meta().deletion_timestamp.is_some() {
@@ -548,7 +647,11 @@ where
 /// only when the CSV is not `replaced` by an upgrade, which took them over), then its
 /// Deployments, namespaced objects and cluster-scoped RBAC. Returns what was deleted now and the
 /// cluster-scoped RBAC still present.
-async fn remove_operator(ctx: &Context, csv: &ClusterServiceVersion, replaced: bool) -> Result<(Vec<String>, Vec<String>), Error> {
+async fn remove_operator(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    replaced: bool,
+) -> Result<(Vec<String>, Vec<String>), Error> {
     let ns = csv.namespace().unwrap_or_default();
     let name = csv.name_any();
     let sel = owner_selector(&ns, &name);
@@ -560,14 +663,22 @@ async fn remove_operator(ctx: &Context, csv: &ClusterServiceVersion, replaced: b
         deleted.extend(remove_webhooks(ctx, csv).await?);
     }
     for res in [
-        Api::<MutatingWebhookConfiguration>::all(ctx.client.clone()).delete_collection(&DeleteParams::default(), &lp).await.map(|_| ()),
-        Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone()).delete_collection(&DeleteParams::default(), &lp).await.map(|_| ()),
+        Api::<MutatingWebhookConfiguration>::all(ctx.client.clone())
+            .delete_collection(&DeleteParams::default(), &lp)
+            .await
+            .map(|_| ()),
+        Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone())
+            .delete_collection(&DeleteParams::default(), &lp)
+            .await
+            .map(|_| ()),
     ] {
         match res {
             Ok(()) => {}
             Err(e) if not_found(&e) => {}
             // capstan's shipped RBAC has no access to webhook configurations: it cannot have made any.
-            Err(e) if forbidden(&e) => tracing::debug!(error = %e, "no access to webhook configurations; none to delete"),
+            Err(e) if forbidden(&e) => {
+                tracing::debug!(error = %e, "no access to webhook configurations; none to delete")
+            }
             Err(e) => return Err(kube_err(format!("deleting webhook configurations labelled {sel}"))(e)),
         }
     }
@@ -586,7 +697,10 @@ async fn remove_operator(ctx: &Context, csv: &ClusterServiceVersion, replaced: b
     // Bundle-shipped objects and generated ServiceAccounts carry the component label and an
     // ownerReference, no owner labels.
     if let Some(uid) = csv.uid()
-        && let Some(component) = csv.labels().keys().find(|k| k.starts_with(COMPONENT_LABEL_PREFIX) && k.len() > COMPONENT_LABEL_PREFIX.len())
+        && let Some(component) = csv
+            .labels()
+            .keys()
+            .find(|k| k.starts_with(COMPONENT_LABEL_PREFIX) && k.len() > COMPONENT_LABEL_PREFIX.len())
     {
         delete_owned::<Service>(ctx, &ns, component, &uid, &mut deleted).await?;
         // Generated ServiceAccounts too (OLM's shape; older capstan labelled them, above).
@@ -596,8 +710,22 @@ async fn remove_operator(ctx: &Context, csv: &ClusterServiceVersion, replaced: b
     }
     // As OLM: wait until the cluster-scoped RBAC is really gone.
     let mut left = Vec::new();
-    left.extend(crbs.list(&lp).await.map_err(kube_err(format!("listing ClusterRoleBindings labelled {sel}")))?.items.iter().map(|b| format!("ClusterRoleBinding {}", b.name_any())));
-    left.extend(crs.list(&lp).await.map_err(kube_err(format!("listing ClusterRoles labelled {sel}")))?.items.iter().map(|r| format!("ClusterRole {}", r.name_any())));
+    left.extend(
+        crbs.list(&lp)
+            .await
+            .map_err(kube_err(format!("listing ClusterRoleBindings labelled {sel}")))?
+            .items
+            .iter()
+            .map(|b| format!("ClusterRoleBinding {}", b.name_any())),
+    );
+    left.extend(
+        crs.list(&lp)
+            .await
+            .map_err(kube_err(format!("listing ClusterRoles labelled {sel}")))?
+            .items
+            .iter()
+            .map(|r| format!("ClusterRole {}", r.name_any())),
+    );
     Ok((deleted, left))
 }
 
@@ -611,14 +739,19 @@ async fn remove_webhooks(ctx: &Context, csv: &ClusterServiceVersion) -> Result<V
 /// [`remove_webhooks`], or with `keep_bindings` only what calls the operator
 /// (`install::webhook::remove_callers`): for a CSV refused for an OperatorGroup owner conflict,
 /// which keeps its auth-binding subjects for when it may install again.
-pub(super) async fn remove_webhooks_of(ctx: &Context, csv: &ClusterServiceVersion, keep_bindings: bool) -> Result<Vec<String>, Error> {
+pub(super) async fn remove_webhooks_of(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    keep_bindings: bool,
+) -> Result<Vec<String>, Error> {
     let ns = csv.namespace().unwrap_or_default();
     // Most CSVs declare neither: no JSON copy of the CSV on every reconcile for them.
     if !csv.serves_webhooks_or_apiservices() {
         return Ok(Default::default());
     }
     let name = csv.name_any();
-    let value = serde_json::to_value(csv).map_err(|source| Error::Build { what: format!("ClusterServiceVersion {ns}/{name} as JSON"), source })?;
+    let value = serde_json::to_value(csv)
+        .map_err(|source| Error::Build { what: format!("ClusterServiceVersion {ns}/{name} as JSON"), source })?;
     let defs = match crate::install::webhook::Definitions::read(&value) {
         Ok(d) => d,
         Err((field, message)) => {
@@ -629,32 +762,55 @@ pub(super) async fn remove_webhooks_of(ctx: &Context, csv: &ClusterServiceVersio
     if defs.is_empty() {
         return Ok(Vec::new());
     }
-    let removed = if keep_bindings { crate::install::webhook::remove_callers(&ctx.client, &name, &ns, &defs).await } else { crate::install::webhook::remove(&ctx.client, &name, &ns, &defs).await };
+    let removed = if keep_bindings {
+        crate::install::webhook::remove_callers(&ctx.client, &name, &ns, &defs).await
+    } else {
+        crate::install::webhook::remove(&ctx.client, &name, &ns, &defs).await
+    };
     removed.map_err(|message| Error::Removal { csv: format!("{ns}/{name}"), message })
 }
 
 /// Other live CSVs (any namespace) that own or require CRD `crd`, as `namespace/name`.
 async fn other_users_of_crd(ctx: &Context, csv: &ClusterServiceVersion, crd: &str) -> Result<Vec<String>, Error> {
-    let all = Api::<ClusterServiceVersion>::all(ctx.client.clone()).list(&ListParams::default()).await.map_err(kube_err("listing ClusterServiceVersions"))?;
+    let all = Api::<ClusterServiceVersion>::all(ctx.client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err("listing ClusterServiceVersions"))?;
     Ok(all
         .items
         .iter()
-        .filter(|c| c.uid() != csv.uid() && c.meta().deletion_timestamp.is_none() && !c.labels().contains_key(LABEL_COPIED_FROM))
-        .filter(|c| c.spec.customresourcedefinitions.iter().any(|d| d.owned.iter().chain(d.required.iter()).flatten().any(|x| x.name == crd)))
+        .filter(|c| {
+            c.uid() != csv.uid() && c.meta().deletion_timestamp.is_none() && !c.labels().contains_key(LABEL_COPIED_FROM)
+        })
+        .filter(|c| {
+            c.spec
+                .customresourcedefinitions
+                .iter()
+                .any(|d| d.owned.iter().chain(d.required.iter()).flatten().any(|x| x.name == crd))
+        })
         .map(|c| format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any()))
         .collect())
 }
 
 /// Writes phase `Deleting` / `WaitingOnCleanup` with `message` and `status.cleanup` (keeping the
 /// rest of the status). Does nothing when phase, message and pending objects are already these.
-async fn write_deleting_status(ctx: &Context, csv: &ClusterServiceVersion, message: &str, pending: Value) -> Result<(), Error> {
+async fn write_deleting_status(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    message: &str,
+    pending: Value,
+) -> Result<(), Error> {
     let ns = csv.namespace().unwrap_or_default();
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
-    let pending_deletion: Vec<ResourceList> = serde_json::from_value(pending).map_err(|source| Error::Build { what: format!("status.cleanup of ClusterServiceVersion {ns}/{}", csv.name_any()), source })?;
+    let pending_deletion: Vec<ResourceList> = serde_json::from_value(pending).map_err(|source| Error::Build {
+        what: format!("status.cleanup of ClusterServiceVersion {ns}/{}", csv.name_any()),
+        source,
+    })?;
     let mut status = csv.status.clone().unwrap_or_default();
     let same = status.phase == Some(CsvPhase::Deleting)
         && status.message.as_deref() == Some(message)
-        && status.cleanup.as_ref().map(|c| c.pending_deletion.as_slice()).unwrap_or_default() == pending_deletion.as_slice();
+        && status.cleanup.as_ref().map(|c| c.pending_deletion.as_slice()).unwrap_or_default()
+            == pending_deletion.as_slice();
     if same {
         return Ok(());
     }
@@ -673,8 +829,15 @@ fn deleting_since(csv: &ClusterServiceVersion) -> Option<k8s_openapi::jiff::Time
 /// The Subscription in the CSV's namespace that installed it (`status.installedCSV` or
 /// `status.currentCSV` names it).
 async fn subscription_of(ctx: &Context, ns: &str, csv: &str) -> Result<Option<Subscription>, Error> {
-    let subs = Api::<Subscription>::namespaced(ctx.client.clone(), ns).list(&ListParams::default()).await.map_err(kube_err(format!("listing Subscriptions in {ns}")))?;
-    Ok(subs.items.into_iter().find(|s| s.status.as_ref().is_some_and(|st| st.installed_csv.as_deref() == Some(csv) || st.current_csv.as_deref() == Some(csv))))
+    let subs = Api::<Subscription>::namespaced(ctx.client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err(format!("listing Subscriptions in {ns}")))?;
+    Ok(subs.items.into_iter().find(|s| {
+        s.status
+            .as_ref()
+            .is_some_and(|st| st.installed_csv.as_deref() == Some(csv) || st.current_csv.as_deref() == Some(csv))
+    }))
 }
 
 /// What the cleanup of one deleted CSV works with ([`observe_cleanup`]).
@@ -698,12 +861,20 @@ async fn observe_cleanup(csv: &ClusterServiceVersion, ctx: &Context) -> Result<C
     let name = csv.name_any();
     let full = format!("{ns}/{name}");
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
-    let siblings = api.list(&ListParams::default()).await.map_err(kube_err(format!("listing ClusterServiceVersions in {ns}")))?;
-    let replaced_by = siblings.items.iter().find(|c| c.name_any() != name && c.spec.replaces.as_deref() == Some(name.as_str())).map(|c| c.name_any());
+    let siblings =
+        api.list(&ListParams::default()).await.map_err(kube_err(format!("listing ClusterServiceVersions in {ns}")))?;
+    let replaced_by = siblings
+        .items
+        .iter()
+        .find(|c| c.name_any() != name && c.spec.replaces.as_deref() == Some(name.as_str()))
+        .map(|c| c.name_any());
     let sub = subscription_of(ctx, &ns, &name).await?;
     let sources = vec![
         (format!("ClusterServiceVersion {full}"), csv.metadata.annotations.as_ref()),
-        (sub.as_ref().map(|s| format!("Subscription {ns}/{}", s.name_any())).unwrap_or_default(), sub.as_ref().and_then(|s| s.metadata.annotations.as_ref())),
+        (
+            sub.as_ref().map(|s| format!("Subscription {ns}/{}", s.name_any())).unwrap_or_default(),
+            sub.as_ref().and_then(|s| s.metadata.annotations.as_ref()),
+        ),
     ];
     let mut settings = uninstall_settings(&sources, csv.spec.cleanup.as_ref().is_some_and(|c| c.enabled));
     for w in &settings.warnings {
@@ -724,7 +895,8 @@ async fn observe_cleanup(csv: &ClusterServiceVersion, ctx: &Context) -> Result<C
         users.push(if settings.crds { other_users_of_crd(ctx, csv, &crd.name).await? } else { Vec::new() });
     }
     let targets = target_namespaces(csv);
-    let scopes: Vec<Option<Vec<String>>> = users.iter().map(|u| if settings.crds && u.is_empty() { None } else { targets.clone() }).collect();
+    let scopes: Vec<Option<Vec<String>>> =
+        users.iter().map(|u| if settings.crds && u.is_empty() { None } else { targets.clone() }).collect();
     Ok(Cleanup { full, replaced_by, settings, owned, scopes })
 }
 
@@ -767,7 +939,12 @@ async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Opti
     };
     let message = match &cleanup.replaced_by {
         Some(by) => format!("CSV {} replaced by {by}: removed its own objects", cleanup.full),
-        None => format!("uninstalled CSV {}: removed the operator and its RBAC{}{}", cleanup.full, if notes.is_empty() { "" } else { "; " }, notes.join("; ")),
+        None => format!(
+            "uninstalled CSV {}: removed the operator and its RBAC{}{}",
+            cleanup.full,
+            if notes.is_empty() { "" } else { "; " },
+            notes.join("; ")
+        ),
     };
     tracing::info!(csv = %cleanup.full, "{message}");
     ctx.events.publish_for(csv, EventType::Normal, "Uninstalled", &message).await;
@@ -777,14 +954,20 @@ async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Opti
 /// Deletes the custom resources before the operator (§5.7, case-29), while it runs to complete
 /// their finalizers, up to the timeout. `Some(wait)` while they are not all gone (the operator is
 /// removed anyway once they are reported stuck); `None` when none are left.
-async fn remove_operands_first(csv: &ClusterServiceVersion, ctx: &Context, cleanup: &Cleanup) -> Result<Option<Duration>, Error> {
+async fn remove_operands_first(
+    csv: &ClusterServiceVersion,
+    ctx: &Context,
+    cleanup: &Cleanup,
+) -> Result<Option<Duration>, Error> {
     let full = &cleanup.full;
     let remaining = match delete_operands(ctx, &cleanup.owned, &cleanup.scopes).await {
         Ok(r) => r,
         Err(OperandStop::Api(e)) => return Err(e),
         Err(OperandStop::Forbidden(why)) => {
             // Never remove the operator before its custom resources: say what is missing.
-            let message = format!("uninstall of CSV {full}: the custom resources must be deleted before the operator, but {why}. The operator stays until then.");
+            let message = format!(
+                "uninstall of CSV {full}: the custom resources must be deleted before the operator, but {why}. The operator stays until then."
+            );
             let changed = csv.status.as_ref().and_then(|s| s.message.as_deref()) != Some(message.as_str());
             write_deleting_status(ctx, csv, &message, Value::Array(Vec::new())).await?;
             if changed {
@@ -800,7 +983,8 @@ async fn remove_operands_first(csv: &ClusterServiceVersion, ctx: &Context, clean
     let pending = pending_deletion(&remaining);
     let not_running = operator_not_running(ctx, csv).await?;
     let since = deleting_since(csv);
-    let waited = since.map(|t| k8s_openapi::jiff::Timestamp::now().duration_since(t).unsigned_abs()).unwrap_or_default();
+    let waited =
+        since.map(|t| k8s_openapi::jiff::Timestamp::now().duration_since(t).unsigned_abs()).unwrap_or_default();
     let in_time = since.is_none() || waited < cleanup.settings.timeout;
     if not_running.is_none() && in_time {
         write_deleting_status(ctx, csv, &deleting_message(full, &remaining, cleanup.settings.timeout), pending).await?;
@@ -808,7 +992,9 @@ async fn remove_operands_first(csv: &ClusterServiceVersion, ctx: &Context, clean
     }
     // The first reason stays: after the report capstan removes the operator itself.
     let previous = csv.status.as_ref().and_then(|s| s.message.as_deref()).and_then(stuck_reason).map(String::from);
-    let why = previous.or(not_running).unwrap_or_else(|| format!("the operator did not complete them within {}", human(cleanup.settings.timeout)));
+    let why = previous
+        .or(not_running)
+        .unwrap_or_else(|| format!("the operator did not complete them within {}", human(cleanup.settings.timeout)));
     let message = stuck_message(full, &remaining, &why);
     let changed = csv.status.as_ref().and_then(|s| s.message.as_deref()) != Some(message.as_str());
     write_deleting_status(ctx, csv, &message, pending).await?;
@@ -876,7 +1062,9 @@ async fn kept_notes(ctx: &Context, cleanup: &Cleanup) -> Result<Vec<String>, Err
 /// Whether the Subscription asks that deleting it uninstalls its operator.
 fn subscription_uninstalls(sub: &Subscription) -> bool {
     let a = sub.annotations();
-    [ANNOTATION_UNINSTALL_OPERANDS, ANNOTATION_UNINSTALL_CRDS].iter().any(|k| a.get(*k).is_some_and(|v| v.trim().eq_ignore_ascii_case("true")))
+    [ANNOTATION_UNINSTALL_OPERANDS, ANNOTATION_UNINSTALL_CRDS]
+        .iter()
+        .any(|k| a.get(*k).is_some_and(|v| v.trim().eq_ignore_ascii_case("true")))
 }
 
 /// The Subscription hook of [`super::subscription`]'s reconcile: keeps [`SUBSCRIPTION_FINALIZER`] on
@@ -905,7 +1093,12 @@ pub(super) async fn reconcile_subscription(sub: &Subscription, ctx: &Context) ->
         let csvs: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
         // The package's CSVs (component label `operators.coreos.com/<package>.<namespace>`), and the
         // CSVs the status names (it may lag behind an upgrade).
-        let component = crate::install::InstallTarget { namespace: ns.clone(), package: sub.spec.package.clone(), ..Default::default() }.component_label();
+        let component = crate::install::InstallTarget {
+            namespace: ns.clone(),
+            package: sub.spec.package.clone(),
+            ..Default::default()
+        }
+        .component_label();
         let mut names: Vec<String> = csvs
             .list(&ListParams::default().labels(&component))
             .await
@@ -919,20 +1112,31 @@ pub(super) async fn reconcile_subscription(sub: &Subscription, ctx: &Context) ->
                 names.push(n);
             }
         }
-        let copied: BTreeMap<&str, &String> = [ANNOTATION_UNINSTALL_OPERANDS, ANNOTATION_UNINSTALL_CRDS, ANNOTATION_UNINSTALL_TIMEOUT]
-            .into_iter()
-            .filter_map(|k| sub.annotations().get(k).map(|v| (k, v)))
-            .collect();
+        let copied: BTreeMap<&str, &String> =
+            [ANNOTATION_UNINSTALL_OPERANDS, ANNOTATION_UNINSTALL_CRDS, ANNOTATION_UNINSTALL_TIMEOUT]
+                .into_iter()
+                .filter_map(|k| sub.annotations().get(k).map(|v| (k, v)))
+                .collect();
         let mut deleted = Vec::new();
         for csv_name in names {
-            let Some(csv) = csvs.get_opt(&csv_name).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{csv_name}")))? else { continue };
+            let Some(csv) = csvs
+                .get_opt(&csv_name)
+                .await
+                .map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{csv_name}")))?
+            else {
+                continue;
+            };
             if csv.meta().deletion_timestamp.is_some() {
                 continue;
             }
             // The CSV's cleanup must see the request after the Subscription is gone.
-            csvs.patch(&csv_name, &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"annotations": copied}})))
-                .await
-                .map_err(kube_err(format!("annotating ClusterServiceVersion {ns}/{csv_name} for uninstall")))?;
+            csvs.patch(
+                &csv_name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"metadata": {"annotations": copied}})),
+            )
+            .await
+            .map_err(kube_err(format!("annotating ClusterServiceVersion {ns}/{csv_name} for uninstall")))?;
             match csvs.delete(&csv_name, &DeleteParams::background()).await {
                 Ok(_) => deleted.push(csv_name),
                 Err(e) if not_found(&e) => {}
@@ -964,7 +1168,8 @@ pub(super) async fn watch_subscription_deletions(ctx: Arc<Context>) {
         let ns = sub.namespace().unwrap_or_default();
         let csv_name = sub.status.as_ref().and_then(|s| s.installed_csv.clone()).filter(|c| !c.is_empty());
         let Some(csv_name) = csv_name else { continue };
-        let csv = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), &ns).get_opt(&csv_name).await.ok().flatten();
+        let csv =
+            Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), &ns).get_opt(&csv_name).await.ok().flatten();
         let Some(csv) = csv.filter(|c| c.meta().deletion_timestamp.is_none()) else { continue };
         let message = format!(
             "Subscription {ns}/{} was deleted; the operator stays installed (CSV {csv_name}), as with OLM. To uninstall it, delete the CSV: kubectl delete csv {csv_name} -n {ns}",
@@ -1017,7 +1222,13 @@ mod tests {
         assert!(!s.operands, "an unreadable value removes nothing");
         assert_eq!(s.timeout, DEFAULT_UNINSTALL_TIMEOUT);
         assert_eq!(s.warnings.len(), 2, "{:?}", s.warnings);
-        assert!(s.warnings[0].contains("ClusterServiceVersion ns/x") && s.warnings[0].contains(ANNOTATION_UNINSTALL_OPERANDS) && s.warnings[0].contains("\"yes\""), "{:?}", s.warnings);
+        assert!(
+            s.warnings[0].contains("ClusterServiceVersion ns/x")
+                && s.warnings[0].contains(ANNOTATION_UNINSTALL_OPERANDS)
+                && s.warnings[0].contains("\"yes\""),
+            "{:?}",
+            s.warnings
+        );
         assert!(s.warnings[1].contains("\"soon\"") && s.warnings[1].contains("2m"), "{:?}", s.warnings);
     }
 
@@ -1035,11 +1246,24 @@ mod tests {
     #[test]
     fn stuck_objects_are_reported_with_finalizers_and_the_unblocking_command() {
         let o = obj(Some("apps"), "w1", &["example.com/cleanup"]);
-        assert_eq!(o.unblock_command(), r#"kubectl patch nginxes.example.com w1 -n apps --type=merge -p '{"metadata":{"finalizers":null}}'"#);
-        assert_eq!(obj(None, "c", &[]).unblock_command(), r#"kubectl patch nginxes.example.com c --type=merge -p '{"metadata":{"finalizers":null}}'"#);
-        let m = stuck_message("ops/nginx.v1", &[o.clone(), obj(Some("apps"), "w2", &["a/b", "c/d"])], "the operator is gone: Deployment ops/x does not exist");
+        assert_eq!(
+            o.unblock_command(),
+            r#"kubectl patch nginxes.example.com w1 -n apps --type=merge -p '{"metadata":{"finalizers":null}}'"#
+        );
+        assert_eq!(
+            obj(None, "c", &[]).unblock_command(),
+            r#"kubectl patch nginxes.example.com c --type=merge -p '{"metadata":{"finalizers":null}}'"#
+        );
+        let m = stuck_message(
+            "ops/nginx.v1",
+            &[o.clone(), obj(Some("apps"), "w2", &["a/b", "c/d"])],
+            "the operator is gone: Deployment ops/x does not exist",
+        );
         assert!(m.contains("CSV ops/nginx.v1") && m.contains("2 custom resources are still Terminating"), "{m}");
-        assert!(m.contains("Nginx apps/w1 (finalizers: example.com/cleanup)") && m.contains("finalizers: a/b, c/d"), "{m}");
+        assert!(
+            m.contains("Nginx apps/w1 (finalizers: example.com/cleanup)") && m.contains("finalizers: a/b, c/d"),
+            "{m}"
+        );
         assert!(m.contains(&o.unblock_command()) && m.contains("Deployment ops/x does not exist"), "{m}");
         assert_eq!(stuck_reason(&m), Some("the operator is gone: Deployment ops/x does not exist"));
         assert_eq!(stuck_reason("uninstall of CSV a/b: deleting 1 custom resource before the operator"), None);
@@ -1051,24 +1275,42 @@ mod tests {
     #[test]
     fn the_deleting_message_counts_and_lists_what_is_left() {
         let one = deleting_message("ops/nginx.v1", &[obj(Some("apps"), "w1", &[])], Duration::from_secs(120));
-        assert_eq!(one, "uninstall of CSV ops/nginx.v1: deleting 1 custom resource before the operator, which still runs to complete their finalizers (waiting up to 2m): Nginx apps/w1");
+        assert_eq!(
+            one,
+            "uninstall of CSV ops/nginx.v1: deleting 1 custom resource before the operator, which still runs to complete their finalizers (waiting up to 2m): Nginx apps/w1"
+        );
         assert_eq!(stuck_reason(&one), None, "a deletion in progress is not stuck");
         let many: Vec<RemainingObject> = (0..12).map(|i| obj(None, &format!("n{i}"), &[])).collect();
         let m = deleting_message("a/b", &many, Duration::from_secs(90));
-        assert!(m.contains("deleting 12 custom resources") && m.contains("(waiting up to 1m30s)") && m.ends_with("Nginx n9 and 2 more"), "{m}");
+        assert!(
+            m.contains("deleting 12 custom resources")
+                && m.contains("(waiting up to 1m30s)")
+                && m.ends_with("Nginx n9 and 2 more"),
+            "{m}"
+        );
     }
 
     #[test]
     fn missing_rbac_for_operands_says_what_to_grant() {
         let m = operands_forbidden("nginxes.example.com", "list", "Forbidden");
-        assert!(m.contains("may not list nginxes.example.com (Forbidden)") && m.contains("resource nginxes of API group example.com"), "{m}");
+        assert!(
+            m.contains("may not list nginxes.example.com (Forbidden)")
+                && m.contains("resource nginxes of API group example.com"),
+            "{m}"
+        );
         assert!(m.contains(ANNOTATION_UNINSTALL_OPERANDS) && m.contains("docs/uninstall.md"), "{m}");
     }
 
     #[test]
     fn pending_deletion_groups_by_kind() {
         let p = pending_deletion(&[obj(Some("a"), "x", &[]), obj(None, "y", &[])]);
-        assert_eq!(p, json!([{"group": "example.com", "kind": "Nginx", "instances": [{"name": "x", "namespace": "a"}, {"name": "y"}]}]));
-        assert_eq!(owner_selector("ns", "op.v1"), "olm.owner=op.v1,olm.owner.namespace=ns,olm.owner.kind=ClusterServiceVersion");
+        assert_eq!(
+            p,
+            json!([{"group": "example.com", "kind": "Nginx", "instances": [{"name": "x", "namespace": "a"}, {"name": "y"}]}])
+        );
+        assert_eq!(
+            owner_selector("ns", "op.v1"),
+            "olm.owner=op.v1,olm.owner.namespace=ns,olm.owner.kind=ClusterServiceVersion"
+        );
     }
 }

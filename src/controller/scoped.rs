@@ -5,8 +5,8 @@
 //! [`crate::install::preflight::Subject::ServiceAccount`] (asked by the InstallPlan reconciler).
 
 use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::{Client, ResourceExt};
 use kube::api::Api;
+use kube::{Client, ResourceExt};
 
 use super::{Context, Error, kube_err};
 use crate::api::OperatorGroup;
@@ -39,12 +39,19 @@ pub(crate) enum InstallerCheck {
 
 /// The installer of OperatorGroup `ns/og`.
 pub(crate) async fn installer(ctx: &Context, ns: &str, og: &str) -> Result<InstallerCheck, Error> {
-    let group = Api::<OperatorGroup>::namespaced(ctx.client.clone(), ns).get_opt(og).await.map_err(kube_err(format!("reading OperatorGroup {ns}/{og}")))?;
+    let group = Api::<OperatorGroup>::namespaced(ctx.client.clone(), ns)
+        .get_opt(og)
+        .await
+        .map_err(kube_err(format!("reading OperatorGroup {ns}/{og}")))?;
     let Some(sa) = group.and_then(|g| g.spec.service_account_name).filter(|s| !s.is_empty()) else {
         return Ok(InstallerCheck::Ready(Installer::Controller));
     };
     let account = format!("{ns}/{sa}");
-    let Some(found) = Api::<ServiceAccount>::namespaced(ctx.client.clone(), ns).get_opt(&sa).await.map_err(kube_err(format!("reading ServiceAccount {account}")))? else {
+    let Some(found) = Api::<ServiceAccount>::namespaced(ctx.client.clone(), ns)
+        .get_opt(&sa)
+        .await
+        .map_err(kube_err(format!("reading ServiceAccount {account}")))?
+    else {
         return Ok(InstallerCheck::Blocked(format!(
             "ServiceAccount {account} named by OperatorGroup {ns}/{og} spec.serviceAccountName does not exist; create it and grant it what the plan needs, or remove spec.serviceAccountName to install with capstan's own identity"
         )));
@@ -68,6 +75,8 @@ pub(crate) async fn installer(ctx: &Context, ns: &str, og: &str) -> Result<Insta
     config.auth_info.impersonate_groups = Some(who.groups().to_vec());
     match Client::try_from(config) {
         Ok(client) => Ok(InstallerCheck::Ready(Installer::ServiceAccount { account: who, client, reference })),
-        Err(e) => Ok(InstallerCheck::Blocked(format!("cannot build a client impersonating ServiceAccount {account}: {e}"))),
+        Err(e) => {
+            Ok(InstallerCheck::Blocked(format!("cannot build a client impersonating ServiceAccount {account}: {e}")))
+        }
     }
 }

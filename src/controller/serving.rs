@@ -24,7 +24,10 @@ fn fingerprint(sources: &[Arc<CatalogSource>], store: &CatalogStore) -> Vec<(Str
         .iter()
         .map(|cs| {
             let key = (cs.metadata.namespace.clone().unwrap_or_default(), cs.metadata.name.clone().unwrap_or_default());
-            let digest = store.get(&key).and_then(|s| s.index().and_then(|l| l.served.as_ref().map(|s| s.content.digest().to_string()))).unwrap_or_default();
+            let digest = store
+                .get(&key)
+                .and_then(|s| s.index().and_then(|l| l.served.as_ref().map(|s| s.content.digest().to_string())))
+                .unwrap_or_default();
             (key.0, key.1, cs.metadata.resource_version.clone().unwrap_or_default(), digest)
         })
         .collect();
@@ -39,7 +42,11 @@ fn fingerprint(sources: &[Arc<CatalogSource>], store: &CatalogStore) -> Vec<(Str
 ///
 /// # Errors
 /// A message when the certificate cannot be had or a listener cannot start; nothing is served then.
-pub async fn serve_discovery(ctx: Arc<Context>, opts: DiscoveryOptions, leading: Arc<AtomicBool>) -> Result<(), String> {
+pub async fn serve_discovery(
+    ctx: Arc<Context>,
+    opts: DiscoveryOptions,
+    leading: Arc<AtomicBool>,
+) -> Result<(), String> {
     let client = ctx.client.clone();
     let packages = PackageCatalogs::default();
     let content = ContentCatalogs::default();
@@ -48,11 +55,14 @@ pub async fn serve_discovery(ctx: Arc<Context>, opts: DiscoveryOptions, leading:
         if let Some(name) = &opts.api_service {
             match served::set_ca_bundle(&client, name, &cert.ca_pem).await {
                 Ok(()) => tracing::info!(apiservice = %name, "APIService caBundle is the packages API's CA"),
-                Err(e) => tracing::warn!(error = %e, "the API server cannot verify the packages API until the APIService has its caBundle"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the API server cannot verify the packages API until the APIService has its caBundle")
+                }
             }
         }
         let identity = ServingIdentity::Pem { cert_pem: cert.cert_pem.clone(), key_pem: cert.key_pem.clone() };
-        let bound = apiserver::serve(addr, identity, client.clone(), packages.clone(), opts.global_namespace.clone()).await?;
+        let bound =
+            apiserver::serve(addr, identity, client.clone(), packages.clone(), opts.global_namespace.clone()).await?;
         tracing::info!(addr = %bound, service = %format!("{}/{}", opts.service_namespace, opts.service_name), "serving packages.operators.coreos.com/v1");
     }
     if let Some(addr) = opts.catalog_content {
@@ -60,7 +70,9 @@ pub async fn serve_discovery(ctx: Arc<Context>, opts: DiscoveryOptions, leading:
         tracing::info!(addr = %bound, "serving catalog content (/catalogs/NAMESPACE/NAME/api/v1/all, …/metas)");
     }
     let (reader, writer) = reflector::store();
-    let watch = watcher(Api::<CatalogSource>::all(client.clone()), watcher::Config::default()).backoff(super::watch_backoff()).reflect(writer);
+    let watch = watcher(Api::<CatalogSource>::all(client.clone()), watcher::Config::default())
+        .backoff(super::watch_backoff())
+        .reflect(writer);
     tokio::spawn(watch.for_each(|_| futures::future::ready(())));
     let mut last = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
@@ -75,7 +87,8 @@ pub async fn serve_discovery(ctx: Arc<Context>, opts: DiscoveryOptions, leading:
         if fp == last {
             continue;
         }
-        let (p, c) = served::snapshot(&sources, |k| ctx.catalogs.get(k).and_then(|s| s.index().and_then(|l| l.served.clone())));
+        let (p, c) =
+            served::snapshot(&sources, |k| ctx.catalogs.get(k).and_then(|s| s.index().and_then(|l| l.served.clone())));
         tracing::debug!(catalogs = p.len(), "discovery snapshot");
         packages.set(p);
         content.replace_all(c);

@@ -28,15 +28,23 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::events::EventType;
-use super::installplan::{ANNOTATION_BUNDLE_LOOKUPS, ANNOTATION_SUPERSEDED_BY, INSTALL_RETRYING, PlannedLookups, install_plan_name};
+use super::installplan::{
+    ANNOTATION_BUNDLE_LOOKUPS, ANNOTATION_SUPERSEDED_BY, INSTALL_RETRYING, PlannedLookups, install_plan_name,
+};
 use super::{CatalogState, Context, Error, apply_typed_status, fresh, kube_err, now_time};
-use crate::install::from_watch_cache;
 use crate::api::common::ConditionStatus;
 use crate::api::installplan::{BundleLookup, InstallPlanPhase, InstallPlanSpec};
-use crate::api::subscription::{InstallPlanReference, SubscriptionCatalogHealth, SubscriptionConditionType as C, SubscriptionState, SubscriptionStatus, reason};
+use crate::api::subscription::{
+    InstallPlanReference, SubscriptionCatalogHealth, SubscriptionConditionType as C, SubscriptionState,
+    SubscriptionStatus, reason,
+};
 use crate::api::{Approval, CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
+use crate::install::from_watch_cache;
 use crate::install::plan::{ANNOTATION_GENERATED_BY, DependencySubscription};
-use crate::resolve::{CatalogInput, CatalogSourceKey, ErrorKind, InstalledBundle, Reason, ResolveError, ResolveInput, ResolveOutput, ResolvedBundle, SubscriptionRequest, resolve};
+use crate::resolve::{
+    CatalogInput, CatalogSourceKey, ErrorKind, InstalledBundle, Reason, ResolveError, ResolveInput, ResolveOutput,
+    ResolvedBundle, SubscriptionRequest, resolve,
+};
 
 /// A CatalogSource's (namespace, name).
 type Key = (String, String);
@@ -76,25 +84,52 @@ fn catalog_ref(k: &Key) -> ObjectReference {
 /// Catalog health (§1.3) into `status` — `catalogHealth` (every visible CatalogSource, healthy when
 /// loaded) and `CatalogSourcesUnhealthy` — and whether resolution can go on. `source` is the
 /// Subscription's `spec.sourceNamespace`/`spec.source`. Pure.
-pub(crate) fn decide_catalogs(status: &mut SubscriptionStatus, source: &Key, view: &CatalogView, now: &Time) -> CatalogGate {
+pub(crate) fn decide_catalogs(
+    status: &mut SubscriptionStatus,
+    source: &Key,
+    view: &CatalogView,
+    now: &Time,
+) -> CatalogGate {
     let visible: Vec<&(Key, CatalogState)> = view.states.iter().filter(|(k, _)| view.existing.contains(k)).collect();
     let mut catalogs: Vec<CatalogInput> = visible
         .iter()
-        .filter_map(|(k, st)| st.index().map(|l| CatalogInput { key: CatalogSourceKey::new(&k.0, &k.1), priority: l.priority, index: l.index.clone() }))
+        .filter_map(|(k, st)| {
+            st.index().map(|l| CatalogInput {
+                key: CatalogSourceKey::new(&k.0, &k.1),
+                priority: l.priority,
+                index: l.index.clone(),
+            })
+        })
         .collect();
     catalogs.sort_by(|a, b| (&a.key.namespace, &a.key.name).cmp(&(&b.key.namespace, &b.key.name)));
     let unhealthy: Vec<(&Key, &str)> = visible.iter().filter_map(|(k, st)| st.error().map(|e| (k, e))).collect();
-    let health = |k: &Key, healthy: bool| SubscriptionCatalogHealth { catalog_source_ref: catalog_ref(k), last_updated: now.clone(), healthy };
-    status.catalog_health = visible.iter().filter(|(_, st)| matches!(st, CatalogState::Ready(_))).map(|(k, _)| health(k, true)).collect();
+    let health = |k: &Key, healthy: bool| SubscriptionCatalogHealth {
+        catalog_source_ref: catalog_ref(k),
+        last_updated: now.clone(),
+        healthy,
+    };
+    status.catalog_health =
+        visible.iter().filter(|(_, st)| matches!(st, CatalogState::Ready(_))).map(|(k, _)| health(k, true)).collect();
     status.catalog_health.extend(unhealthy.iter().map(|(k, _)| health(k, false)));
     let loaded = visible.iter().any(|(k, st)| k == source && st.index().is_some());
     let source_error = unhealthy.iter().find(|(k, _)| *k == source).map(|(_, e)| e.to_string());
     if view.existing.contains(source) && !loaded && source_error.is_none() {
-        status.fail(C::CatalogSourcesUnhealthy, reason::UNHEALTHY_CATALOG_SOURCE_FOUND, &format!("catalog source {}/{} is being loaded", source.0, source.1), now);
+        status.fail(
+            C::CatalogSourcesUnhealthy,
+            reason::UNHEALTHY_CATALOG_SOURCE_FOUND,
+            &format!("catalog source {}/{} is being loaded", source.0, source.1),
+            now,
+        );
         return CatalogGate::Loading;
     }
     if unhealthy.is_empty() {
-        status.set_condition(C::CatalogSourcesUnhealthy, ConditionStatus::False, reason::ALL_CATALOG_SOURCES_HEALTHY, "all available catalogsources are healthy", now);
+        status.set_condition(
+            C::CatalogSourcesUnhealthy,
+            ConditionStatus::False,
+            reason::ALL_CATALOG_SOURCES_HEALTHY,
+            "all available catalogsources are healthy",
+            now,
+        );
     } else {
         let list: Vec<String> = unhealthy.iter().map(|((n, c), e)| format!("catalog source {n}/{c}: {e}")).collect();
         status.fail(C::CatalogSourcesUnhealthy, reason::UNHEALTHY_CATALOG_SOURCE_FOUND, &list.join("; "), now);
@@ -109,7 +144,14 @@ pub(crate) fn decide_catalogs(status: &mut SubscriptionStatus, source: &Key, vie
 /// what is installed stays as it is (case-27). With an installed CSV `kept` nothing is
 /// unresolved — the catalog is — so the catalog condition says so; without one,
 /// `ResolutionFailed` does. Pure.
-pub(crate) fn defer_for_source(status: &mut SubscriptionStatus, name: &str, source: &Key, why: &str, kept: Option<&str>, now: &Time) {
+pub(crate) fn defer_for_source(
+    status: &mut SubscriptionStatus,
+    name: &str,
+    source: &Key,
+    why: &str,
+    kept: Option<&str>,
+    now: &Time,
+) {
     let (sns, src) = source;
     match kept {
         Some(csv) => {
@@ -157,13 +199,20 @@ pub(crate) enum Resolution {
 /// The resolution of Subscription `ns/name` (`out`: the resolver's output for its namespace;
 /// `installed`: the CSVs that exist there) into `status` (`currentCSV`, `installedCSV`,
 /// `ResolutionFailed`, `state` when nothing is to install). Pure.
-pub(crate) fn decide_resolution(status: &mut SubscriptionStatus, sub: &Subscription, out: &ResolveOutput, installed: &[String], now: &Time) -> Resolution {
+pub(crate) fn decide_resolution(
+    status: &mut SubscriptionStatus,
+    sub: &Subscription,
+    out: &ResolveOutput,
+    installed: &[String],
+    now: &Time,
+) -> Resolution {
     let (ns, name) = (sub.namespace().unwrap_or_default(), sub.name_any());
     if let Some(err) = out.errors.iter().find(|e| e.subscription == name) {
         return resolution_failed(status, err, now);
     }
     status.remove_condition(&C::ResolutionFailed);
-    let mine: Vec<&ResolvedBundle> = out.resolved.iter().filter(|b| b.subscription == name && b.namespace == ns).collect();
+    let mine: Vec<&ResolvedBundle> =
+        out.resolved.iter().filter(|b| b.subscription == name && b.namespace == ns).collect();
     let is_installed = |csv: &str| installed.iter().any(|i| i == csv);
     if let Some(own) = mine.iter().find(|b| b.package == sub.spec.package) {
         status.current_csv = Some(own.bundle.clone());
@@ -179,7 +228,10 @@ pub(crate) fn decide_resolution(status: &mut SubscriptionStatus, sub: &Subscript
     }
     let to_install: Vec<ResolvedBundle> = mine
         .into_iter()
-        .filter(|b| !matches!(b.reason, Reason::Installed { .. } | Reason::Dependency { already_installed: true, .. }) && !is_installed(&b.bundle))
+        .filter(|b| {
+            !matches!(b.reason, Reason::Installed { .. } | Reason::Dependency { already_installed: true, .. })
+                && !is_installed(&b.bundle)
+        })
         .cloned()
         .collect();
     if !to_install.is_empty() {
@@ -193,7 +245,10 @@ pub(crate) fn decide_resolution(status: &mut SubscriptionStatus, sub: &Subscript
 }
 
 fn resolution_failed(status: &mut SubscriptionStatus, err: &ResolveError, now: &Time) -> Resolution {
-    let was = status.condition(&C::ResolutionFailed).filter(|c| c.status == ConditionStatus::True).and_then(|c| c.message.clone());
+    let was = status
+        .condition(&C::ResolutionFailed)
+        .filter(|c| c.status == ConditionStatus::True)
+        .and_then(|c| c.message.clone());
     let message = err.message();
     status.fail(C::ResolutionFailed, resolution_reason(err.kind), &message, now);
     let event = was.as_deref() != Some(message.as_str());
@@ -237,20 +292,37 @@ pub(crate) fn decide_prior(prior: &InstallPlan, plan_name: &str, csv_names: &[St
     }
     if !waiting_for_approval {
         let p = phase_name(&phase);
-        return Prior::Wait { message: format!("InstallPlan {} is {p}; the next resolution waits for it", prior.name_any()), phase: p };
+        return Prior::Wait {
+            message: format!("InstallPlan {} is {p}; the next resolution waits for it", prior.name_any()),
+            phase: p,
+        };
     }
     Prior::Supersede {
-        message: format!("superseded by InstallPlan {plan_name} ({}): the catalog now resolves Subscription {name} differently; approve {plan_name} instead", csv_names.join(", ")),
+        message: format!(
+            "superseded by InstallPlan {plan_name} ({}): the catalog now resolves Subscription {name} differently; approve {plan_name} instead",
+            csv_names.join(", ")
+        ),
     }
 }
 
 /// `InstallPlanMissing` (§1.3): the plan named in `status.installPlanRef` (`prior`) is gone
 /// (`prior_missing`: deleted by hand, or pruned); it is recreated as `plan_name` from the current
 /// resolution, and the condition says so. It goes once the plan exists (`plan_exists`). Pure.
-pub(crate) fn missing_condition(status: &mut SubscriptionStatus, ns: &str, prior_missing: bool, plan_exists: bool, plan_name: &str, csv_names: &[String], now: &Time) {
+pub(crate) fn missing_condition(
+    status: &mut SubscriptionStatus,
+    ns: &str,
+    prior_missing: bool,
+    plan_exists: bool,
+    plan_name: &str,
+    csv_names: &[String],
+    now: &Time,
+) {
     match status.install_plan_ref.as_ref().and_then(|r| r.name.clone()) {
         Some(p) if prior_missing => {
-            let message = format!("InstallPlan {ns}/{p} referenced by status.installPlanRef was not found; capstan creates InstallPlan {plan_name} for {} from the current resolution", csv_names.join(", "));
+            let message = format!(
+                "InstallPlan {ns}/{p} referenced by status.installPlanRef was not found; capstan creates InstallPlan {plan_name} for {} from the current resolution",
+                csv_names.join(", ")
+            );
             status.fail(C::InstallPlanMissing, reason::REFERENCED_INSTALL_PLAN_NOT_FOUND, &message, now);
         }
         _ if plan_exists => status.remove_condition(&C::InstallPlanMissing),
@@ -262,7 +334,12 @@ pub(crate) fn missing_condition(status: &mut SubscriptionStatus, ns: &str, prior
 /// references, and by the plan's phase `UpgradeFailed` with `InstallPlanFailed`, or
 /// `UpgradePending` with `InstallPlanPending` (why it waits; that it supersedes `superseded`).
 /// Returns when to look again. Pure.
-pub(crate) fn plan_progress(status: &mut SubscriptionStatus, plan: &InstallPlan, superseded: Option<&str>, now: &Time) -> Duration {
+pub(crate) fn plan_progress(
+    status: &mut SubscriptionStatus,
+    plan: &InstallPlan,
+    superseded: Option<&str>,
+    now: &Time,
+) -> Duration {
     let (ns, plan_name) = (plan.namespace().unwrap_or_default(), plan.name_any());
     let uid = plan.uid().unwrap_or_default();
     // The reference is taken once per plan, as OLM's `setIPReference` does: its resourceVersion
@@ -282,11 +359,20 @@ pub(crate) fn plan_progress(status: &mut SubscriptionStatus, plan: &InstallPlan,
         resource_version: Some(resource_version),
         ..Default::default()
     });
-    status.installplan = Some(InstallPlanReference { api_version: "operators.coreos.com/v1alpha1".into(), kind: "InstallPlan".into(), name: plan_name.clone(), uuid: uid });
+    status.installplan = Some(InstallPlanReference {
+        api_version: "operators.coreos.com/v1alpha1".into(),
+        kind: "InstallPlan".into(),
+        name: plan_name.clone(),
+        uuid: uid,
+    });
     status.install_plan_generation = Some(plan.spec.generation.unwrap_or(1));
     let phase = plan.status.as_ref().map(|s| s.phase.clone()).unwrap_or(InstallPlanPhase::Planning);
     if phase == InstallPlanPhase::Failed {
-        let message = plan.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_else(|| format!("InstallPlan {plan_name} failed"));
+        let message = plan
+            .status
+            .as_ref()
+            .and_then(|s| s.message.clone())
+            .unwrap_or_else(|| format!("InstallPlan {plan_name} failed"));
         status.state = Some(SubscriptionState::UpgradeFailed);
         status.remove_condition(&C::InstallPlanPending);
         status.fail(C::InstallPlanFailed, reason::INSTALL_PLAN_FAILED, &message, now);
@@ -296,12 +382,19 @@ pub(crate) fn plan_progress(status: &mut SubscriptionStatus, plan: &InstallPlan,
     status.remove_condition(&C::InstallPlanFailed);
     let p = phase_name(&phase);
     let mut message = if phase == InstallPlanPhase::RequiresApproval {
-        format!("InstallPlan {plan_name} requires approval: `capstan approve {plan_name} -n {ns}` or set spec.approved=true")
+        format!(
+            "InstallPlan {plan_name} requires approval: `capstan approve {plan_name} -n {ns}` or set spec.approved=true"
+        )
     } else {
         format!("InstallPlan {plan_name} is {p}")
     };
     // A plan held by a transient error says why in its Installed condition: show it here.
-    if let Some(why) = plan.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.reason.as_ref().is_some_and(|r| r.as_str() == INSTALL_RETRYING)).and_then(|c| c.message.clone())) {
+    if let Some(why) = plan.status.as_ref().and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.reason.as_ref().is_some_and(|r| r.as_str() == INSTALL_RETRYING))
+            .and_then(|c| c.message.clone())
+    }) {
         message = format!("{message}: {why}");
     }
     if let Some(old) = superseded {
@@ -314,7 +407,13 @@ pub(crate) fn plan_progress(status: &mut SubscriptionStatus, plan: &InstallPlan,
 /// The InstallPlan of one resolution, before it is created (§1.4): named by
 /// [`install_plan_name`], owned by the Subscription, approved when approval is Automatic, with the
 /// bundle lookups in annotation [`ANNOTATION_BUNDLE_LOOKUPS`]. Pure.
-pub(crate) fn new_plan(sub: &Subscription, plan_name: &str, csv_names: &[String], lookups: &PlannedLookups, generation: i64) -> Result<InstallPlan, Error> {
+pub(crate) fn new_plan(
+    sub: &Subscription,
+    plan_name: &str,
+    csv_names: &[String],
+    lookups: &PlannedLookups,
+    generation: i64,
+) -> Result<InstallPlan, Error> {
     let (ns, name) = (sub.namespace().unwrap_or_default(), sub.name_any());
     let approval = sub.spec.install_plan_approval.unwrap_or(Approval::Automatic);
     let owner = OwnerReference {
@@ -327,7 +426,10 @@ pub(crate) fn new_plan(sub: &Subscription, plan_name: &str, csv_names: &[String]
         controller: Some(false),
         block_owner_deletion: Some(false),
     };
-    let lookups_json = serde_json::to_string(lookups).map_err(|source| Error::Build { what: format!("the bundle lookups of InstallPlan {ns}/{plan_name}"), source })?;
+    let lookups_json = serde_json::to_string(lookups).map_err(|source| Error::Build {
+        what: format!("the bundle lookups of InstallPlan {ns}/{plan_name}"),
+        source,
+    })?;
     let metadata = ObjectMeta {
         name: Some(plan_name.to_string()),
         namespace: Some(ns.clone()),
@@ -371,7 +473,10 @@ pub(crate) fn next_plan_generation(plans: &[InstallPlan], subs: &[&Subscription]
 /// namespace (`subscriptions`) matches — same package, same channel when the Subscription names
 /// one, same catalog — that is, for each dependency, on the channel and catalog it was resolved
 /// from, starting at the resolved CSV. Pure.
-pub(crate) fn dependency_subscriptions(to_install: &[ResolvedBundle], subscriptions: &[SubscriptionRequest]) -> Vec<DependencySubscription> {
+pub(crate) fn dependency_subscriptions(
+    to_install: &[ResolvedBundle],
+    subscriptions: &[SubscriptionRequest],
+) -> Vec<DependencySubscription> {
     to_install
         .iter()
         .filter(|b| {
@@ -414,7 +519,12 @@ pub(crate) fn adopt_generating_plan(status: &mut SubscriptionStatus, sub: &Subsc
         resource_version: plan.resource_version(),
         ..Default::default()
     });
-    status.installplan = Some(InstallPlanReference { api_version: "operators.coreos.com/v1alpha1".into(), kind: "InstallPlan".into(), name: plan_name, uuid: uid });
+    status.installplan = Some(InstallPlanReference {
+        api_version: "operators.coreos.com/v1alpha1".into(),
+        kind: "InstallPlan".into(),
+        name: plan_name,
+        uuid: uid,
+    });
     status.state = Some(SubscriptionState::UpgradePending);
     status.current_csv = sub.spec.starting_csv.clone().filter(|c| !c.is_empty());
 }
@@ -423,7 +533,10 @@ pub(crate) fn adopt_generating_plan(status: &mut SubscriptionStatus, sub: &Subsc
 /// replaced CSV, catalog and properties — all from the resolver's [`ResolvedBundle`] (the
 /// catalogs are not read again); and the Subscriptions the plan creates for dependencies
 /// (`subscriptions`, [`dependency_subscriptions`]).
-pub(crate) fn planned_lookups(to_install: &[ResolvedBundle], subscriptions: Vec<DependencySubscription>) -> PlannedLookups {
+pub(crate) fn planned_lookups(
+    to_install: &[ResolvedBundle],
+    subscriptions: Vec<DependencySubscription>,
+) -> PlannedLookups {
     let bundle_lookups = to_install
         .iter()
         .map(|b| {
@@ -443,7 +556,8 @@ pub(crate) fn planned_lookups(to_install: &[ResolvedBundle], subscriptions: Vec<
             lookup
         })
         .collect();
-    let mut catalog_sources: Vec<String> = to_install.iter().filter_map(|b| b.catalog.as_ref().map(|c| c.name.clone())).collect();
+    let mut catalog_sources: Vec<String> =
+        to_install.iter().filter_map(|b| b.catalog.as_ref().map(|c| c.name.clone())).collect();
     catalog_sources.sort();
     catalog_sources.dedup();
     PlannedLookups { catalog_sources, bundle_lookups, subscriptions }
@@ -535,7 +649,10 @@ async fn observe_catalogs(ctx: &Context, ns: &str) -> Result<CatalogView, Error>
 /// while that CSV exists.
 async fn kept_csv(ctx: &Context, ns: &str, status: &SubscriptionStatus) -> Result<Option<String>, Error> {
     let Some(c) = status.installed_csv.as_deref().filter(|c| !c.is_empty()) else { return Ok(None) };
-    let found = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), ns).get_opt(c).await.map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{c}")))?;
+    let found = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), ns)
+        .get_opt(c)
+        .await
+        .map_err(kube_err(format!("reading ClusterServiceVersion {ns}/{c}")))?;
     Ok(found.map(|_| c.to_string()))
 }
 
@@ -553,7 +670,12 @@ struct Observed {
 /// `catalogs` and the CSVs installed there. `sub`, the Subscription being reconciled (read from
 /// etcd), stands in for its copy in the namespace's list, which comes from the watch cache and
 /// may not show it yet.
-async fn observe_resolution(ctx: &Context, ns: &str, sub: &Subscription, catalogs: Vec<CatalogInput>) -> Result<Observed, Error> {
+async fn observe_resolution(
+    ctx: &Context,
+    ns: &str,
+    sub: &Subscription,
+    catalogs: Vec<CatalogInput>,
+) -> Result<Observed, Error> {
     // From the watch cache, as every list of the install path (`install::from_watch_cache`);
     // `drop_completed` confirms a missing CSV by name before it reinstalls.
     let csvs = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), ns)
@@ -563,9 +685,20 @@ async fn observe_resolution(ctx: &Context, ns: &str, sub: &Subscription, catalog
     let installed: Vec<InstalledBundle> = csvs
         .items
         .iter()
-        .map(|c| InstalledBundle::from_csv(ns, &c.name_any(), c.annotations().get(crate::install::ANNOTATION_PROPERTIES).map(String::as_str), c.spec.version.as_deref()))
+        .map(|c| {
+            InstalledBundle::from_csv(
+                ns,
+                &c.name_any(),
+                c.annotations().get(crate::install::ANNOTATION_PROPERTIES).map(String::as_str),
+                c.spec.version.as_deref(),
+            )
+        })
         .collect();
-    let mut all_subs = Api::<Subscription>::namespaced(ctx.client.clone(), ns).list(&from_watch_cache()).await.map_err(kube_err(format!("listing Subscriptions in {ns}")))?.items;
+    let mut all_subs = Api::<Subscription>::namespaced(ctx.client.clone(), ns)
+        .list(&from_watch_cache())
+        .await
+        .map_err(kube_err(format!("listing Subscriptions in {ns}")))?
+        .items;
     all_subs.retain(|s| s.name_any() != sub.name_any());
     all_subs.push(sub.clone());
     all_subs.sort_by_key(|s| s.name_any());
@@ -583,7 +716,11 @@ async fn observe_resolution(ctx: &Context, ns: &str, sub: &Subscription, catalog
     let input = ResolveInput { catalogs, installed, subscriptions: requests };
     let out = resolve(&input);
     ctx.metrics.observe_resolution(started.elapsed());
-    Ok(Observed { out, installed: input.installed.into_iter().map(|i| i.name).collect(), requests: input.subscriptions })
+    Ok(Observed {
+        out,
+        installed: input.installed.into_iter().map(|i| i.name).collect(),
+        requests: input.subscriptions,
+    })
 }
 
 pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -603,7 +740,10 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
     // A dependency's Subscription, created by an InstallPlan: it starts out pointing at that plan.
     if status.install_plan_ref.is_none()
         && let Some(p) = sub.annotations().get(ANNOTATION_GENERATED_BY)
-        && let Some(plan) = Api::<InstallPlan>::namespaced(ctx.client.clone(), &ns).get_opt(p).await.map_err(kube_err(format!("reading InstallPlan {ns}/{p}")))?
+        && let Some(plan) = Api::<InstallPlan>::namespaced(ctx.client.clone(), &ns)
+            .get_opt(p)
+            .await
+            .map_err(kube_err(format!("reading InstallPlan {ns}/{p}")))?
     {
         adopt_generating_plan(&mut status, &sub, &plan);
     }
@@ -646,7 +786,14 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
 /// The plan gate: this resolution's InstallPlan — created when missing, approved when the
 /// Subscription's approval is Automatic — after the plan the status points at (waited for, or
 /// superseded); then the status from the plan's phase ([`plan_progress`]).
-async fn install(ctx: &Context, sub: &Subscription, mut status: SubscriptionStatus, to_install: &[ResolvedBundle], deps: Vec<DependencySubscription>, now: &Time) -> Result<Action, Error> {
+async fn install(
+    ctx: &Context,
+    sub: &Subscription,
+    mut status: SubscriptionStatus,
+    to_install: &[ResolvedBundle],
+    deps: Vec<DependencySubscription>,
+    now: &Time,
+) -> Result<Action, Error> {
     let (ns, name) = (sub.namespace().unwrap_or_default(), sub.name_any());
     let plans: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &ns);
     // One InstallPlan per resolution, named after what it installs (a restart never duplicates it).
@@ -654,12 +801,14 @@ async fn install(ctx: &Context, sub: &Subscription, mut status: SubscriptionStat
     let bundles: Vec<(String, String)> = to_install.iter().map(|b| (b.bundle.clone(), b.image.clone())).collect();
     let config = sub.spec.config.as_ref().and_then(|c| serde_json::to_string(c).ok()).unwrap_or_default();
     let plan_name = install_plan_name(&name, &bundles, &config);
-    let existing = plans.get_opt(&plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))?;
+    let existing =
+        plans.get_opt(&plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))?;
     // Before a plan is created or a Complete one replaced: read by name (from etcd) whether a CSV
     // of this resolution exists already; the resolution saw the namespace's CSVs in the watch
     // cache, which can lag ([`from_watch_cache`]). When one does, this resolution is not acted
     // on: no plan is created, replaced or superseded.
-    let present = if existing.as_ref().is_none_or(is_complete) { existing_csv(ctx, &ns, &csv_names).await? } else { None };
+    let present =
+        if existing.as_ref().is_none_or(is_complete) { existing_csv(ctx, &ns, &csv_names).await? } else { None };
     let existing = match (existing, present) {
         (None, Some(c)) => {
             // A dependency's plan, named after a different set of bundles, installed it: resolve
@@ -706,7 +855,9 @@ async fn install(ctx: &Context, sub: &Subscription, mut status: SubscriptionStat
         Some(p) => p,
         None => {
             let note = plan_created_note(sub, &plan_name, &csv_names, to_install);
-            let created = create_plan(ctx, sub, &plans, &plan_name, &csv_names, planned_lookups(to_install, deps.clone()), &note).await?;
+            let created =
+                create_plan(ctx, sub, &plans, &plan_name, &csv_names, planned_lookups(to_install, deps.clone()), &note)
+                    .await?;
             if let Some(p) = prior.as_ref() {
                 disown(&plans, p, &sub.spec.package).await?;
             }
@@ -727,13 +878,25 @@ async fn install(ctx: &Context, sub: &Subscription, mut status: SubscriptionStat
 /// Complete plan is deleted (and `None` returned).
 /// Called once [`existing_csv`] has found none of `csv_names` by name (the resolution's list comes
 /// from the watch cache, which can lag the plan's Complete status).
-async fn drop_completed(ctx: &Context, sub: &Subscription, plans: &Api<InstallPlan>, existing: Option<InstallPlan>, csv_names: &[String]) -> Result<Option<InstallPlan>, Error> {
+async fn drop_completed(
+    ctx: &Context,
+    sub: &Subscription,
+    plans: &Api<InstallPlan>,
+    existing: Option<InstallPlan>,
+    csv_names: &[String],
+) -> Result<Option<InstallPlan>, Error> {
     let Some(done) = existing.as_ref().filter(|p| is_complete(p)) else { return Ok(existing) };
     let (ns, plan_name) = (done.namespace().unwrap_or_default(), done.name_any());
-    let message = format!("InstallPlan {plan_name} completed, but {} no longer exists; capstan installs it again with a new InstallPlan", csv_names.join(", "));
+    let message = format!(
+        "InstallPlan {plan_name} completed, but {} no longer exists; capstan installs it again with a new InstallPlan",
+        csv_names.join(", ")
+    );
     tracing::info!(subscription = %format!("{ns}/{}", sub.name_any()), plan = %plan_name, "{message}");
     ctx.events.publish_for(sub, EventType::Normal, "Reinstalling", &message).await;
-    let pre = kube::api::DeleteParams { preconditions: Some(kube::api::Preconditions { uid: done.uid(), resource_version: None }), ..Default::default() };
+    let pre = kube::api::DeleteParams {
+        preconditions: Some(kube::api::Preconditions { uid: done.uid(), resource_version: None }),
+        ..Default::default()
+    };
     match plans.delete(&plan_name, &pre).await {
         Ok(_) => Ok(None),
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(None),
@@ -750,14 +913,21 @@ fn is_complete(p: &InstallPlan) -> bool {
 /// answers from etcd, not from the watch cache the resolution's list came from).
 async fn existing_csv(ctx: &Context, ns: &str, csv_names: &[String]) -> Result<Option<String>, Error> {
     let csvs = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), ns);
-    let found = futures::future::try_join_all(csv_names.iter().map(|c| csvs.get_opt(c))).await.map_err(kube_err(format!("reading the ClusterServiceVersions {} in {ns}", csv_names.join(", "))))?;
+    let found = futures::future::try_join_all(csv_names.iter().map(|c| csvs.get_opt(c)))
+        .await
+        .map_err(kube_err(format!("reading the ClusterServiceVersions {} in {ns}", csv_names.join(", "))))?;
     Ok(csv_names.iter().zip(found).find(|(_, f)| f.is_some()).map(|(c, _)| c.clone()))
 }
 
 /// Marks `prior` superseded (annotation [`ANNOTATION_SUPERSEDED_BY`] with `message`, on the
 /// version read: a plan approved meanwhile is not marked). The InstallPlan reconciler fails it.
 /// `false` when the plan changed since it was read.
-async fn mark_superseded(plans: &Api<InstallPlan>, prior: &InstallPlan, message: &str, by: &str) -> Result<bool, Error> {
+async fn mark_superseded(
+    plans: &Api<InstallPlan>,
+    prior: &InstallPlan,
+    message: &str,
+    by: &str,
+) -> Result<bool, Error> {
     let (ns, name) = (prior.namespace().unwrap_or_default(), prior.name_any());
     let mark = json!({"metadata": {"resourceVersion": prior.resource_version(), "annotations": {ANNOTATION_SUPERSEDED_BY: message}}});
     match plans.patch(&name, &PatchParams::default(), &Patch::Merge(&mark)).await {
@@ -774,11 +944,17 @@ async fn mark_superseded(plans: &Api<InstallPlan>, prior: &InstallPlan, message:
 /// approval, and, when the Subscription's own bundle is not the channel's first choice, which
 /// preferred bundles were passed over and why (issue 15: a user sees why eclipse-che 7.41.2 and
 /// not 7.121.0 is installed; `resolve::ResolvedBundle::passed_over`).
-pub(crate) fn plan_created_note(sub: &Subscription, plan_name: &str, csv_names: &[String], to_install: &[ResolvedBundle]) -> String {
+pub(crate) fn plan_created_note(
+    sub: &Subscription,
+    plan_name: &str,
+    csv_names: &[String],
+    to_install: &[ResolvedBundle],
+) -> String {
     let approval = sub.spec.install_plan_approval.unwrap_or(Approval::Automatic);
     let mut note = format!("InstallPlan {plan_name} created for {} ({approval:?} approval)", csv_names.join(", "));
     let (ns, name) = (sub.namespace().unwrap_or_default(), sub.name_any());
-    if let Some(own) = to_install.iter().find(|b| b.subscription == name && b.namespace == ns && b.package == sub.spec.package)
+    if let Some(own) =
+        to_install.iter().find(|b| b.subscription == name && b.namespace == ns && b.package == sub.spec.package)
         && let Some(passed) = &own.passed_over
     {
         note.push_str(&format!("; {} {}: {passed}", own.bundle, own.reason));
@@ -788,7 +964,15 @@ pub(crate) fn plan_created_note(sub: &Subscription, plan_name: &str, csv_names: 
 
 /// Creates this resolution's InstallPlan ([`new_plan`]) with Event `InstallPlanCreated` (`note`);
 /// one created meanwhile is read instead.
-async fn create_plan(ctx: &Context, sub: &Subscription, plans: &Api<InstallPlan>, plan_name: &str, csv_names: &[String], lookups: PlannedLookups, note: &str) -> Result<InstallPlan, Error> {
+async fn create_plan(
+    ctx: &Context,
+    sub: &Subscription,
+    plans: &Api<InstallPlan>,
+    plan_name: &str,
+    csv_names: &[String],
+    lookups: PlannedLookups,
+    note: &str,
+) -> Result<InstallPlan, Error> {
     let ns = sub.namespace().unwrap_or_default();
     let existing = plans.list(&from_watch_cache()).await.map_err(kube_err(format!("listing InstallPlans in {ns}")))?;
     let ip = new_plan(sub, plan_name, csv_names, &lookups, next_plan_generation(&existing.items, &[sub]))?;
@@ -798,7 +982,9 @@ async fn create_plan(ctx: &Context, sub: &Subscription, plans: &Api<InstallPlan>
             ctx.events.publish_for(sub, EventType::Normal, "InstallPlanCreated", note).await;
             Ok(p)
         }
-        Err(kube::Error::Api(s)) if s.code == 409 => plans.get(plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}"))),
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            plans.get(plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))
+        }
         Err(e) => Err(kube_err(format!("creating InstallPlan {ns}/{plan_name}"))(e)),
     }
 }
@@ -807,7 +993,10 @@ async fn create_plan(ctx: &Context, sub: &Subscription, plans: &Api<InstallPlan>
 /// when the plan changed since it was read (decide again).
 async fn approve_if_automatic(sub: &Subscription, plans: &Api<InstallPlan>, plan: &InstallPlan) -> Result<bool, Error> {
     let automatic = sub.spec.install_plan_approval.unwrap_or(Approval::Automatic) == Approval::Automatic;
-    if !automatic || plan.spec.approved || plan.status.as_ref().is_none_or(|s| s.phase != InstallPlanPhase::RequiresApproval) {
+    if !automatic
+        || plan.spec.approved
+        || plan.status.as_ref().is_none_or(|s| s.phase != InstallPlanPhase::RequiresApproval)
+    {
         return Ok(true);
     }
     let (ns, name) = (plan.namespace().unwrap_or_default(), plan.name_any());
@@ -824,15 +1013,25 @@ async fn approve_if_automatic(sub: &Subscription, plans: &Api<InstallPlan>, plan
 
 /// A plan without bundle lookups in its status or its annotation (created by an earlier capstan
 /// that stopped before writing them) gets the annotation, so the InstallPlan reconciler can work.
-async fn ensure_lookups(plans: &Api<InstallPlan>, plan: &InstallPlan, to_install: &[ResolvedBundle], deps: Vec<DependencySubscription>) -> Result<(), Error> {
-    let has = plan.status.as_ref().is_some_and(|s| !s.bundle_lookups.is_empty()) || plan.annotations().contains_key(ANNOTATION_BUNDLE_LOOKUPS);
+async fn ensure_lookups(
+    plans: &Api<InstallPlan>,
+    plan: &InstallPlan,
+    to_install: &[ResolvedBundle],
+    deps: Vec<DependencySubscription>,
+) -> Result<(), Error> {
+    let has = plan.status.as_ref().is_some_and(|s| !s.bundle_lookups.is_empty())
+        || plan.annotations().contains_key(ANNOTATION_BUNDLE_LOOKUPS);
     if has {
         return Ok(());
     }
     let (ns, name) = (plan.namespace().unwrap_or_default(), plan.name_any());
-    let lookups = serde_json::to_string(&planned_lookups(to_install, deps)).map_err(|source| Error::Build { what: format!("the bundle lookups of InstallPlan {ns}/{name}"), source })?;
+    let lookups = serde_json::to_string(&planned_lookups(to_install, deps))
+        .map_err(|source| Error::Build { what: format!("the bundle lookups of InstallPlan {ns}/{name}"), source })?;
     let patch = json!({"metadata": {"annotations": {ANNOTATION_BUNDLE_LOOKUPS: lookups}}});
-    plans.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(kube_err(format!("annotating InstallPlan {ns}/{name} with its bundle lookups")))?;
+    plans
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(kube_err(format!("annotating InstallPlan {ns}/{name} with its bundle lookups")))?;
     Ok(())
 }
 
@@ -845,7 +1044,10 @@ pub const KEEP_PLANS: usize = 5;
 /// dependency Subscriptions often are) beyond the newest [`KEEP_PLANS`], oldest first.
 async fn prune_plans(ctx: &Context, ns: &str, sub: &str) -> Result<(), Error> {
     let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), ns);
-    let list = api.list(&ListParams::default()).await.map_err(kube_err(format!("listing InstallPlans of Subscription {ns}/{sub}")))?;
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err(format!("listing InstallPlans of Subscription {ns}/{sub}")))?;
     for pname in plans_to_prune(&list.items, sub, KEEP_PLANS) {
         tracing::info!(subscription = %format!("{ns}/{sub}"), plan = %pname, "pruning a completed InstallPlan");
         match api.delete(&pname, &kube::api::DeleteParams::background()).await {
@@ -862,7 +1064,8 @@ async fn prune_plans(ctx: &Context, ns: &str, sub: &str) -> Result<(), Error> {
 /// other Subscriptions, are never chosen.
 pub(crate) fn plans_to_prune(plans: &[InstallPlan], sub: &str, keep: usize) -> Vec<String> {
     let owned = |p: &&InstallPlan| p.owner_references().iter().any(|o| o.kind == "Subscription" && o.name == sub);
-    let mut done: Vec<&InstallPlan> = plans.iter().filter(owned).filter(|p| p.status.as_ref().is_some_and(|s| s.phase.is_terminal())).collect();
+    let mut done: Vec<&InstallPlan> =
+        plans.iter().filter(owned).filter(|p| p.status.as_ref().is_some_and(|s| s.phase.is_terminal())).collect();
     done.sort_by_key(|p| (p.metadata.creation_timestamp.clone().map(|t| t.0), p.name_any()));
     let extra = done.len().saturating_sub(keep);
     done[..extra].iter().map(|p| p.name_any()).collect()
@@ -900,7 +1103,14 @@ mod tests {
         };
         // Owned by a Subscription whose name is longer than a label value may be (OLM's name of
         // a dependency's Subscription); "f" belongs to another Subscription.
-        let plans = vec![plan("a", 5, "Complete"), plan("b", 1, "Complete"), plan("c", 3, "Failed"), plan("d", 0, "RequiresApproval"), plan("e", 4, "Complete"), plan("f", 0, "Complete")];
+        let plans = vec![
+            plan("a", 5, "Complete"),
+            plan("b", 1, "Complete"),
+            plan("c", 3, "Failed"),
+            plan("d", 0, "RequiresApproval"),
+            plan("e", 4, "Complete"),
+            plan("f", 0, "Complete"),
+        ];
         assert_eq!(plans_to_prune(&plans, LONG, 2), vec!["b".to_string(), "c".to_string()]);
         assert!(plans_to_prune(&plans, LONG, 5).is_empty());
         assert_eq!(plans_to_prune(&plans, LONG, 0).len(), 4, "never the pending one, nor another Subscription's");
@@ -925,7 +1135,13 @@ mod tests {
     }
 
     fn loaded() -> crate::controller::LoadedIndex {
-        crate::controller::LoadedIndex { image: "r/c:1".into(), digest: "sha256:1".into(), priority: 0, index: Arc::new(crate::resolve::CatalogIndex::default()), served: None }
+        crate::controller::LoadedIndex {
+            image: "r/c:1".into(),
+            digest: "sha256:1".into(),
+            priority: 0,
+            index: Arc::new(crate::resolve::CatalogIndex::default()),
+            served: None,
+        }
     }
 
     fn view(states: Vec<(Key, CatalogState)>, extra: &[Key]) -> CatalogView {
@@ -940,7 +1156,15 @@ mod tests {
     }
 
     fn sub(name: &str, package: &str) -> Subscription {
-        let mut s = Subscription::new(name, SubscriptionSpec { source: "c".into(), source_namespace: "ns".into(), package: package.into(), ..Default::default() });
+        let mut s = Subscription::new(
+            name,
+            SubscriptionSpec {
+                source: "c".into(),
+                source_namespace: "ns".into(),
+                package: package.into(),
+                ..Default::default()
+            },
+        );
         s.metadata.namespace = Some("ns".into());
         s.metadata.uid = Some("uid-1".into());
         s
@@ -951,31 +1175,64 @@ mod tests {
         let src = key("ns", "c");
         // The source is listed but not loaded yet: Loading.
         let mut st = SubscriptionStatus::new(now());
-        assert!(matches!(decide_catalogs(&mut st, &src, &view(vec![], std::slice::from_ref(&src)), &now()), CatalogGate::Loading));
-        assert_eq!(cond(&st, C::CatalogSourcesUnhealthy), ("True", reason::UNHEALTHY_CATALOG_SOURCE_FOUND, "catalog source ns/c is being loaded"));
+        assert!(matches!(
+            decide_catalogs(&mut st, &src, &view(vec![], std::slice::from_ref(&src)), &now()),
+            CatalogGate::Loading
+        ));
+        assert_eq!(
+            cond(&st, C::CatalogSourcesUnhealthy),
+            ("True", reason::UNHEALTHY_CATALOG_SOURCE_FOUND, "catalog source ns/c is being loaded")
+        );
         let mut st = SubscriptionStatus::new(now());
-        assert!(matches!(decide_catalogs(&mut st, &src, &view(vec![(src.clone(), CatalogState::Loading)], &[]), &now()), CatalogGate::Loading));
+        assert!(matches!(
+            decide_catalogs(&mut st, &src, &view(vec![(src.clone(), CatalogState::Loading)], &[]), &now()),
+            CatalogGate::Loading
+        ));
         // Loaded, another one failed: resolve against the loaded one; the failed one is named.
         let mut st = SubscriptionStatus::new(now());
-        let v = view(vec![(src.clone(), CatalogState::Ready(loaded())), (key("olm", "g"), CatalogState::Failed { error: "down".into(), last: None })], &[]);
+        let v = view(
+            vec![
+                (src.clone(), CatalogState::Ready(loaded())),
+                (key("olm", "g"), CatalogState::Failed { error: "down".into(), last: None }),
+            ],
+            &[],
+        );
         match decide_catalogs(&mut st, &src, &v, &now()) {
             CatalogGate::Resolve(c) => assert_eq!(c.iter().map(|c| c.key.name.as_str()).collect::<Vec<_>>(), ["c"]),
             other => panic!("{other:?}"),
         }
-        assert_eq!(cond(&st, C::CatalogSourcesUnhealthy), ("True", reason::UNHEALTHY_CATALOG_SOURCE_FOUND, "catalog source olm/g: down"));
-        assert_eq!(st.catalog_health.iter().map(|h| (h.catalog_source_ref.name.clone().unwrap(), h.healthy)).collect::<Vec<_>>(), [("c".to_string(), true), ("g".to_string(), false)]);
+        assert_eq!(
+            cond(&st, C::CatalogSourcesUnhealthy),
+            ("True", reason::UNHEALTHY_CATALOG_SOURCE_FOUND, "catalog source olm/g: down")
+        );
+        assert_eq!(
+            st.catalog_health
+                .iter()
+                .map(|h| (h.catalog_source_ref.name.clone().unwrap(), h.healthy))
+                .collect::<Vec<_>>(),
+            [("c".to_string(), true), ("g".to_string(), false)]
+        );
         // All healthy.
         let mut st = SubscriptionStatus::new(now());
-        assert!(matches!(decide_catalogs(&mut st, &src, &view(vec![(src.clone(), CatalogState::Ready(loaded()))], &[]), &now()), CatalogGate::Resolve(_)));
-        assert_eq!(cond(&st, C::CatalogSourcesUnhealthy), ("False", reason::ALL_CATALOG_SOURCES_HEALTHY, "all available catalogsources are healthy"));
+        assert!(matches!(
+            decide_catalogs(&mut st, &src, &view(vec![(src.clone(), CatalogState::Ready(loaded()))], &[]), &now()),
+            CatalogGate::Resolve(_)
+        ));
+        assert_eq!(
+            cond(&st, C::CatalogSourcesUnhealthy),
+            ("False", reason::ALL_CATALOG_SOURCES_HEALTHY, "all available catalogsources are healthy")
+        );
         // A CatalogSource that no longer exists does not count, even when the store knows it.
         let mut st = SubscriptionStatus::new(now());
         let v = CatalogView { existing: BTreeSet::new(), states: vec![(src.clone(), CatalogState::Ready(loaded()))] };
         assert!(matches!(decide_catalogs(&mut st, &src, &v, &now()), CatalogGate::Resolve(c) if c.is_empty()));
         // The source failed, with an earlier catalog: deferred, not resolved against the old one.
         let mut st = SubscriptionStatus::new(now());
-        let v = view(vec![(src.clone(), CatalogState::Failed { error: "unauthorized".into(), last: Some(loaded()) })], &[]);
-        assert!(matches!(decide_catalogs(&mut st, &src, &v, &now()), CatalogGate::SourceFailed(w) if w == "unauthorized"));
+        let v =
+            view(vec![(src.clone(), CatalogState::Failed { error: "unauthorized".into(), last: Some(loaded()) })], &[]);
+        assert!(
+            matches!(decide_catalogs(&mut st, &src, &v, &now()), CatalogGate::SourceFailed(w) if w == "unauthorized")
+        );
     }
 
     #[test]
@@ -992,13 +1249,27 @@ mod tests {
         defer_for_source(&mut st, "s", &src, "down", None, &now());
         let (v, r, m) = cond(&st, C::ResolutionFailed);
         assert_eq!((v, r), ("True", reason::ERROR_PREVENTED_RESOLUTION));
-        assert!(m.contains("Subscription s is not resolved: down") && m.contains("fix spec.image or spec.secrets"), "{m}");
+        assert!(
+            m.contains("Subscription s is not resolved: down") && m.contains("fix spec.image or spec.secrets"),
+            "{m}"
+        );
     }
 
     #[test]
     fn resolution_reasons_come_from_the_error_kind() {
         assert_eq!(resolution_reason(K::Unsatisfiable), reason::CONSTRAINTS_NOT_SATISFIABLE);
-        for k in [K::MissingCatalog, K::InvalidCatalog, K::MissingPackage, K::MissingChannel, K::MissingDefaultChannel, K::BrokenChannel, K::StartingCsvNotInChannel, K::InvalidVersionRange, K::VersionRangeMatchesNothing, K::Unreachable] {
+        for k in [
+            K::MissingCatalog,
+            K::InvalidCatalog,
+            K::MissingPackage,
+            K::MissingChannel,
+            K::MissingDefaultChannel,
+            K::BrokenChannel,
+            K::StartingCsvNotInChannel,
+            K::InvalidVersionRange,
+            K::VersionRangeMatchesNothing,
+            K::Unreachable,
+        ] {
             assert_eq!(resolution_reason(k), reason::ERROR_PREVENTED_RESOLUTION, "{k:?}");
         }
     }
@@ -1015,7 +1286,11 @@ mod tests {
             image: format!("r/{csv}@sha256:1"),
             reason,
             passed_over: None,
-            properties: crate::resolve::index::lookup_properties(package, &crate::resolve::split_csv_name(csv).unwrap().1, None),
+            properties: crate::resolve::index::lookup_properties(
+                package,
+                &crate::resolve::split_csv_name(csv).unwrap().1,
+                None,
+            ),
         }
     }
 
@@ -1024,13 +1299,24 @@ mod tests {
         let s = sub("che", "eclipse-che");
         let mut own = bundle("che", "eclipse-che", "eclipse-che.v7.41.2", Reason::Requested);
         let dep = bundle("che", "devworkspace-operator", "devworkspace-operator.v0.9.0", Reason::Requested);
-        assert_eq!(plan_created_note(&s, "install-x", &["eclipse-che.v7.41.2".into()], &[own.clone()]), "InstallPlan install-x created for eclipse-che.v7.41.2 (Automatic approval)");
+        assert_eq!(
+            plan_created_note(&s, "install-x", &["eclipse-che.v7.41.2".into()], &[own.clone()]),
+            "InstallPlan install-x created for eclipse-che.v7.41.2 (Automatic approval)"
+        );
         own.passed_over = Some(crate::resolve::PassedOver {
             bundles: vec!["eclipse-che.v7.121.0".into()],
-            why: crate::resolve::Explanation::fact("eclipse-che.v7.121.0 requires package devworkspace-operator, which no catalog has", ""),
+            why: crate::resolve::Explanation::fact(
+                "eclipse-che.v7.121.0 requires package devworkspace-operator, which no catalog has",
+                "",
+            ),
         });
         assert_eq!(
-            plan_created_note(&s, "install-x", &["eclipse-che.v7.41.2".into(), "devworkspace-operator.v0.9.0".into()], &[dep, own]),
+            plan_created_note(
+                &s,
+                "install-x",
+                &["eclipse-che.v7.41.2".into(), "devworkspace-operator.v0.9.0".into()],
+                &[dep, own]
+            ),
             "InstallPlan install-x created for eclipse-che.v7.41.2, devworkspace-operator.v0.9.0 (Automatic approval); eclipse-che.v7.41.2 requested: passed over 1 preferred bundle (eclipse-che.v7.121.0) because they cannot be installed: eclipse-che.v7.121.0 requires package devworkspace-operator, which no catalog has"
         );
     }
@@ -1039,30 +1325,59 @@ mod tests {
     fn resolution_outcomes() {
         let s = sub("s", "a");
         // Failed: the reason by kind, an Event only when the message is new.
-        let err = ResolveError { subscription: "s".into(), namespace: "ns".into(), kind: K::Unsatisfiable, explanation: crate::resolve::Explanation::fact("a.v1 requires b", "") };
+        let err = ResolveError {
+            subscription: "s".into(),
+            namespace: "ns".into(),
+            kind: K::Unsatisfiable,
+            explanation: crate::resolve::Explanation::fact("a.v1 requires b", ""),
+        };
         let out = ResolveOutput { resolved: vec![], errors: vec![err.clone()] };
         let mut st = SubscriptionStatus::new(now());
-        assert_eq!(decide_resolution(&mut st, &s, &out, &[], &now()), Resolution::Failed { message: err.message(), event: true });
+        assert_eq!(
+            decide_resolution(&mut st, &s, &out, &[], &now()),
+            Resolution::Failed { message: err.message(), event: true }
+        );
         assert_eq!(cond(&st, C::ResolutionFailed), ("True", reason::CONSTRAINTS_NOT_SATISFIABLE, "a.v1 requires b"));
-        assert_eq!(decide_resolution(&mut st, &s, &out, &[], &now()), Resolution::Failed { message: err.message(), event: false });
+        assert_eq!(
+            decide_resolution(&mut st, &s, &out, &[], &now()),
+            Resolution::Failed { message: err.message(), event: false }
+        );
         // Installed and nothing newer: AtLatestKnown, the plan conditions go.
         st.fail(C::InstallPlanPending, "Installing", "x", &now());
-        let out = ResolveOutput { resolved: vec![bundle("s", "a", "a.v1.0.0", Reason::Installed { note: None })], errors: vec![] };
+        let out = ResolveOutput {
+            resolved: vec![bundle("s", "a", "a.v1.0.0", Reason::Installed { note: None })],
+            errors: vec![],
+        };
         assert_eq!(decide_resolution(&mut st, &s, &out, &["a.v1.0.0".into()], &now()), Resolution::AtLatestKnown);
         assert!(st.condition(&C::ResolutionFailed).is_none() && st.condition(&C::InstallPlanPending).is_none());
-        assert_eq!((st.state.clone(), st.current_csv.as_deref(), st.installed_csv.as_deref()), (Some(SubscriptionState::AtLatestKnown), Some("a.v1.0.0"), Some("a.v1.0.0")));
+        assert_eq!(
+            (st.state.clone(), st.current_csv.as_deref(), st.installed_csv.as_deref()),
+            (Some(SubscriptionState::AtLatestKnown), Some("a.v1.0.0"), Some("a.v1.0.0"))
+        );
         // An upgrade and a dependency to install; another Subscription's bundle is not ours.
         let out = ResolveOutput {
             resolved: vec![
                 bundle("s", "a", "a.v2.0.0", Reason::Upgrade { from: "a.v1.0.0".into() }),
-                bundle("s", "b", "b.v1.0.0", Reason::Dependency { of: "a.v2.0.0".into(), requirement: "b".into(), already_installed: false }),
-                bundle("s", "c", "c.v1.0.0", Reason::Dependency { of: "a.v2.0.0".into(), requirement: "c".into(), already_installed: true }),
+                bundle(
+                    "s",
+                    "b",
+                    "b.v1.0.0",
+                    Reason::Dependency { of: "a.v2.0.0".into(), requirement: "b".into(), already_installed: false },
+                ),
+                bundle(
+                    "s",
+                    "c",
+                    "c.v1.0.0",
+                    Reason::Dependency { of: "a.v2.0.0".into(), requirement: "c".into(), already_installed: true },
+                ),
                 bundle("t", "d", "d.v1.0.0", Reason::Requested),
             ],
             errors: vec![],
         };
         match decide_resolution(&mut st, &s, &out, &["a.v1.0.0".into()], &now()) {
-            Resolution::Install(b) => assert_eq!(b.iter().map(|b| b.bundle.as_str()).collect::<Vec<_>>(), ["a.v2.0.0", "b.v1.0.0"]),
+            Resolution::Install(b) => {
+                assert_eq!(b.iter().map(|b| b.bundle.as_str()).collect::<Vec<_>>(), ["a.v2.0.0", "b.v1.0.0"])
+            }
             other => panic!("{other:?}"),
         }
         assert_eq!((st.current_csv.as_deref(), st.installed_csv.as_deref()), (Some("a.v2.0.0"), Some("a.v1.0.0")));
@@ -1091,13 +1406,24 @@ mod tests {
         assert_eq!(decide_prior(&plan("old", Some("Complete"), true), "new", &csvs, "s"), Prior::Ignore);
         assert_eq!(decide_prior(&plan("old", Some("Failed"), false), "new", &csvs, "s"), Prior::Ignore);
         match decide_prior(&plan("old", Some("Installing"), true), "new", &csvs, "s") {
-            Prior::Wait { phase, message } => assert_eq!((phase.as_str(), message.as_str()), ("Installing", "InstallPlan old is Installing; the next resolution waits for it")),
+            Prior::Wait { phase, message } => assert_eq!(
+                (phase.as_str(), message.as_str()),
+                ("Installing", "InstallPlan old is Installing; the next resolution waits for it")
+            ),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(decide_prior(&plan("old", None, true), "new", &csvs, "s"), Prior::Wait { phase, .. } if phase == "Planning"));
-        assert!(matches!(decide_prior(&plan("old", Some("RequiresApproval"), true), "new", &csvs, "s"), Prior::Wait { .. }), "approved: about to run");
+        assert!(
+            matches!(decide_prior(&plan("old", None, true), "new", &csvs, "s"), Prior::Wait { phase, .. } if phase == "Planning")
+        );
+        assert!(
+            matches!(decide_prior(&plan("old", Some("RequiresApproval"), true), "new", &csvs, "s"), Prior::Wait { .. }),
+            "approved: about to run"
+        );
         match decide_prior(&plan("old", Some("RequiresApproval"), false), "new", &csvs, "s") {
-            Prior::Supersede { message } => assert!(message.contains("superseded by InstallPlan new (a.v2.0.0)") && message.contains("approve new instead"), "{message}"),
+            Prior::Supersede { message } => assert!(
+                message.contains("superseded by InstallPlan new (a.v2.0.0)") && message.contains("approve new instead"),
+                "{message}"
+            ),
             other => panic!("{other:?}"),
         }
     }
@@ -1123,10 +1449,17 @@ mod tests {
         assert_eq!(plan_progress(&mut st, &p, Some("old"), &now()), Duration::from_secs(10));
         let (v, r, m) = cond(&st, C::InstallPlanPending);
         assert_eq!((v, r), ("True", "RequiresApproval"));
-        assert!(m.contains("capstan approve p -n ns") && m.ends_with("it supersedes InstallPlan old, which can no longer be approved"), "{m}");
+        assert!(
+            m.contains("capstan approve p -n ns")
+                && m.ends_with("it supersedes InstallPlan old, which can no longer be approved"),
+            "{m}"
+        );
         assert_eq!(st.state, Some(SubscriptionState::UpgradePending));
         let r = st.install_plan_ref.as_ref().unwrap();
-        assert_eq!((r.name.as_deref(), r.uid.as_deref(), r.resource_version.as_deref()), (Some("p"), Some("uid-p"), Some("7")));
+        assert_eq!(
+            (r.name.as_deref(), r.uid.as_deref(), r.resource_version.as_deref()),
+            (Some("p"), Some("uid-p"), Some("7"))
+        );
         assert_eq!(st.installplan.as_ref().map(|r| r.uuid.as_str()), Some("uid-p"));
         assert_eq!(st.install_plan_generation, Some(1));
         // The reference keeps the resourceVersion first seen while it names the same plan (OLM's
@@ -1139,10 +1472,18 @@ mod tests {
         let mut other = plan("q", Some("Installing"), true);
         other.metadata.resource_version = Some("11".into());
         plan_progress(&mut st, &other, None, &now());
-        assert_eq!(st.install_plan_ref.as_ref().map(|r| (r.name.as_deref(), r.resource_version.as_deref())), Some((Some("q"), Some("11"))));
+        assert_eq!(
+            st.install_plan_ref.as_ref().map(|r| (r.name.as_deref(), r.resource_version.as_deref())),
+            Some((Some("q"), Some("11")))
+        );
         // A transient error shows in the pending message.
         let mut p = plan("p", Some("Installing"), true);
-        p.status.as_mut().unwrap().set_installed(ConditionStatus::False, Some(INSTALL_RETRYING), Some("registry down"), &now());
+        p.status.as_mut().unwrap().set_installed(
+            ConditionStatus::False,
+            Some(INSTALL_RETRYING),
+            Some("registry down"),
+            &now(),
+        );
         plan_progress(&mut st, &p, None, &now());
         assert_eq!(cond(&st, C::InstallPlanPending).2, "InstallPlan p is Installing: registry down");
         // Complete: looked at again at once (the CSVs appear).
@@ -1164,14 +1505,24 @@ mod tests {
         let cases = [
             (None, SubscriptionState::UpgradePending, C::InstallPlanPending, "Planning", 10),
             (Some("Planning"), SubscriptionState::UpgradePending, C::InstallPlanPending, "Planning", 10),
-            (Some("RequiresApproval"), SubscriptionState::UpgradePending, C::InstallPlanPending, "RequiresApproval", 10),
+            (
+                Some("RequiresApproval"),
+                SubscriptionState::UpgradePending,
+                C::InstallPlanPending,
+                "RequiresApproval",
+                10,
+            ),
             (Some("Installing"), SubscriptionState::UpgradePending, C::InstallPlanPending, "Installing", 10),
             (Some("Complete"), SubscriptionState::UpgradePending, C::InstallPlanPending, "Complete", 1),
             (Some("Failed"), SubscriptionState::UpgradeFailed, C::InstallPlanFailed, reason::INSTALL_PLAN_FAILED, 10),
         ];
         for (phase, state, written, why, requeue) in cases {
             let mut st = SubscriptionStatus::new(now());
-            assert_eq!(plan_progress(&mut st, &plan("p", phase, true), None, &now()), Duration::from_secs(requeue), "{phase:?}");
+            assert_eq!(
+                plan_progress(&mut st, &plan("p", phase, true), None, &now()),
+                Duration::from_secs(requeue),
+                "{phase:?}"
+            );
             assert_eq!(st.state.as_ref(), Some(&state), "{phase:?}");
             let c = st.condition(&written).unwrap_or_else(|| panic!("{phase:?}: no {written:?}"));
             assert_eq!((c.status.as_str(), c.reason.as_deref()), ("True", Some(why)), "{phase:?}");
@@ -1185,18 +1536,53 @@ mod tests {
     }
 
     fn request(name: &str, package: &str, channel: Option<&str>) -> SubscriptionRequest {
-        SubscriptionRequest { name: name.into(), namespace: "ns".into(), package: package.into(), channel: channel.map(String::from), source: "c".into(), source_namespace: "ns".into(), ..Default::default() }
+        SubscriptionRequest {
+            name: name.into(),
+            namespace: "ns".into(),
+            package: package.into(),
+            channel: channel.map(String::from),
+            source: "c".into(),
+            source_namespace: "ns".into(),
+            ..Default::default()
+        }
     }
 
     #[test]
     fn dependencies_without_a_subscription_get_one() {
         let own = bundle("mercury", "mercury-operator", "mercury-operator.v1.0.2", Reason::Requested);
-        let dep = |p: &str, csv: &str| bundle("mercury", p, csv, Reason::Dependency { of: "mercury-operator.v1.0.2".into(), requirement: p.into(), already_installed: false });
-        let to_install = vec![own, dep("strimzi-kafka-operator", "strimzi-cluster-operator.v0.28.0"), dep("camel-k", "camel-k-operator.v1.9.0")];
+        let dep = |p: &str, csv: &str| {
+            bundle(
+                "mercury",
+                p,
+                csv,
+                Reason::Dependency {
+                    of: "mercury-operator.v1.0.2".into(),
+                    requirement: p.into(),
+                    already_installed: false,
+                },
+            )
+        };
+        let to_install = vec![
+            own,
+            dep("strimzi-kafka-operator", "strimzi-cluster-operator.v0.28.0"),
+            dep("camel-k", "camel-k-operator.v1.9.0"),
+        ];
         let subs = vec![request("mercury", "mercury-operator", Some("stable"))];
         let deps = dependency_subscriptions(&to_install, &subs);
-        assert_eq!(deps.iter().map(|d| d.name()).collect::<Vec<_>>(), ["strimzi-kafka-operator-stable-c-ns", "camel-k-stable-c-ns"]);
-        assert_eq!(deps[0], DependencySubscription { package: "strimzi-kafka-operator".into(), channel: "stable".into(), catalog_source: "c".into(), catalog_source_namespace: "ns".into(), starting_csv: "strimzi-cluster-operator.v0.28.0".into() });
+        assert_eq!(
+            deps.iter().map(|d| d.name()).collect::<Vec<_>>(),
+            ["strimzi-kafka-operator-stable-c-ns", "camel-k-stable-c-ns"]
+        );
+        assert_eq!(
+            deps[0],
+            DependencySubscription {
+                package: "strimzi-kafka-operator".into(),
+                channel: "stable".into(),
+                catalog_source: "c".into(),
+                catalog_source_namespace: "ns".into(),
+                starting_csv: "strimzi-cluster-operator.v0.28.0".into()
+            }
+        );
         // A Subscription of the package (any channel when it names none) takes it over; one on
         // another channel or catalog does not (OLM's matching).
         let subs2 = [subs.clone(), vec![request("k", "camel-k", None)]].concat();
@@ -1220,9 +1606,15 @@ mod tests {
         adopt_generating_plan(&mut st, &s, &p);
         assert_eq!(st.install_plan_ref.as_ref().and_then(|r| r.name.as_deref()), Some("install-1"));
         assert_eq!(st.installplan.as_ref().map(|r| r.name.as_str()), Some("install-1"));
-        assert_eq!((st.state.clone(), st.current_csv.as_deref()), (Some(SubscriptionState::UpgradePending), Some("camel-k-operator.v1.9.0")));
+        assert_eq!(
+            (st.state.clone(), st.current_csv.as_deref()),
+            (Some(SubscriptionState::UpgradePending), Some("camel-k-operator.v1.9.0"))
+        );
         // The plan waits to be applied: the next resolution waits for it rather than making a second.
-        assert!(matches!(decide_prior(&p, "install-2", &["camel-k-operator.v1.9.0".into()], &s.name_any()), Prior::Wait { .. }));
+        assert!(matches!(
+            decide_prior(&p, "install-2", &["camel-k-operator.v1.9.0".into()], &s.name_any()),
+            Prior::Wait { .. }
+        ));
         // Once it has a plan reference of its own, the annotation is not looked at again.
         let mut st2 = st.clone();
         st2.install_plan_ref.as_mut().unwrap().name = Some("install-9".into());
@@ -1255,7 +1647,8 @@ mod tests {
     #[test]
     fn a_new_plan_is_owned_labelled_and_carries_its_lookups() {
         let mut s = sub("s", "a");
-        let lookups = planned_lookups(&[bundle("s", "a", "a.v2.0.0", Reason::Upgrade { from: "a.v1.0.0".into() })], vec![]);
+        let lookups =
+            planned_lookups(&[bundle("s", "a", "a.v2.0.0", Reason::Upgrade { from: "a.v1.0.0".into() })], vec![]);
         assert_eq!(lookups.catalog_sources, ["c"]);
         assert_eq!(lookups.bundle_lookups[0].replaces, "a.v1.0.0");
         let ip = new_plan(&s, "install-x", &["a.v2.0.0".into()], &lookups, 1).unwrap();
@@ -1268,7 +1661,10 @@ mod tests {
         assert!(!new_plan(&s, "install-x", &[], &lookups, 1).unwrap().spec.approved);
         // A Subscription name too long for a label value does not matter: the label names the package.
         let long = sub(LONG, "strimzi-kafka-operator");
-        assert_eq!(new_plan(&long, "install-y", &[], &lookups, 1).unwrap().labels()["operators.coreos.com/strimzi-kafka-operator.ns"], "");
+        assert_eq!(
+            new_plan(&long, "install-y", &[], &lookups, 1).unwrap().labels()["operators.coreos.com/strimzi-kafka-operator.ns"],
+            ""
+        );
         // A plan that creates a dependency's Subscription carries that operator's label too, as
         // OLM's adoption leaves it (the dependency's Subscription refers to the plan).
         let mut with_dep = lookups.clone();
@@ -1280,6 +1676,9 @@ mod tests {
             starting_csv: "dep.v1.0.0".into(),
         });
         let labels = new_plan(&s, "install-z", &[], &with_dep, 1).unwrap().labels().clone();
-        assert_eq!(labels.keys().filter(|k| k.starts_with("operators.coreos.com/")).collect::<Vec<_>>(), ["operators.coreos.com/a.ns", "operators.coreos.com/dep.ns"]);
+        assert_eq!(
+            labels.keys().filter(|k| k.starts_with("operators.coreos.com/")).collect::<Vec<_>>(),
+            ["operators.coreos.com/a.ns", "operators.coreos.com/dep.ns"]
+        );
     }
 }

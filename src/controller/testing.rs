@@ -103,8 +103,18 @@ impl ApiServer {
                     method: parts.method.to_string(),
                     path: parts.uri.path().to_string(),
                     query: parts.uri.query().unwrap_or("").to_string(),
-                    content_type: parts.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string(),
-                    body: if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned())) },
+                    content_type: parts
+                        .headers
+                        .get("content-type")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("")
+                        .to_string(),
+                    body: if bytes.is_empty() {
+                        Value::Null
+                    } else {
+                        serde_json::from_slice(&bytes)
+                            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+                    },
                 };
                 let (code, body) = s.answer(seen);
                 let resp = Response::builder()
@@ -123,8 +133,10 @@ impl ApiServer {
     /// so that they come at fixed places in the script.
     pub fn context() -> (ApiServer, Arc<Context>) {
         let (server, client) = ApiServer::new();
-        let (mut ctx, _resync) = Context::new(client.clone(), None, super::Options::default(), Arc::new(crate::metrics::Metrics::new()));
-        Arc::get_mut(&mut ctx).expect("a new Context has no other reference").events = super::Events::awaited(client, super::leader::default_identity());
+        let (mut ctx, _resync) =
+            Context::new(client.clone(), None, super::Options::default(), Arc::new(crate::metrics::Metrics::new()));
+        Arc::get_mut(&mut ctx).expect("a new Context has no other reference").events =
+            super::Events::awaited(client, super::leader::default_identity());
         (server, ctx)
     }
 
@@ -158,7 +170,8 @@ impl ApiServer {
         let out = match next {
             Some(e) if e.method == seen.method && e.path == seen.path => reply(&e.reply, &seen),
             Some(e) => {
-                let message = format!("request {} was {line}, the script expected {} {}", st.seen.len() + 1, e.method, e.path);
+                let message =
+                    format!("request {} was {line}, the script expected {} {}", st.seen.len() + 1, e.method, e.path);
                 st.errors.push(message.clone());
                 st.script.push_front(e);
                 (500, status_body(500, "InternalError", &message))
@@ -180,9 +193,16 @@ impl ApiServer {
     pub fn finish(&self) -> Vec<Seen> {
         let mut st = self.lock();
         let seen: Vec<String> = st.seen.iter().map(Seen::line).collect();
-        let left: Vec<String> = st.script.iter().chain(st.beside.iter()).map(|e| format!("{} {}", e.method, e.path)).collect();
+        let left: Vec<String> =
+            st.script.iter().chain(st.beside.iter()).map(|e| format!("{} {}", e.method, e.path)).collect();
         st.beside.clear();
-        assert!(st.errors.is_empty() && left.is_empty(), "API requests did not follow the script:\n  {}\nseen:\n  {}\nnot seen:\n  {}", st.errors.join("\n  "), seen.join("\n  "), left.join("\n  "));
+        assert!(
+            st.errors.is_empty() && left.is_empty(),
+            "API requests did not follow the script:\n  {}\nseen:\n  {}\nnot seen:\n  {}",
+            st.errors.join("\n  "),
+            seen.join("\n  "),
+            left.join("\n  ")
+        );
         std::mem::take(&mut st.seen)
     }
 }
@@ -235,12 +255,21 @@ mod tests {
         server.expect("GET", "/api/v1/namespaces/ns/configmaps/a", Reply::Status(404, "NotFound"));
         let api: Api<ConfigMap> = Api::namespaced(client, "ns");
         assert!(api.get_opt("a").await.unwrap().is_none());
-        assert_eq!(server.finish().iter().map(Seen::line).collect::<Vec<_>>(), ["GET /api/v1/namespaces/ns/configmaps/a"]);
+        assert_eq!(
+            server.finish().iter().map(Seen::line).collect::<Vec<_>>(),
+            ["GET /api/v1/namespaces/ns/configmaps/a"]
+        );
         // One request more than scripted: a 500 for the reconciler, a panic for the fixture
         // (requests are counted from the last `finish`).
         assert!(api.get_opt("b").await.is_err());
         let s = server.clone();
-        let panic = std::panic::catch_unwind(move || s.finish()).err().and_then(|p| p.downcast_ref::<String>().cloned()).unwrap_or_default();
-        assert!(panic.contains("request 1 was GET /api/v1/namespaces/ns/configmaps/b, after the end of the script"), "{panic}");
+        let panic = std::panic::catch_unwind(move || s.finish())
+            .err()
+            .and_then(|p| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        assert!(
+            panic.contains("request 1 was GET /api/v1/namespaces/ns/configmaps/b, after the end of the script"),
+            "{panic}"
+        );
     }
 }

@@ -75,9 +75,13 @@ impl RequestHeader {
     /// `--requestheader-client-ca-file`: aggregated APIs cannot authenticate anyone).
     pub async fn from_cluster(client: &kube::Client) -> Result<RequestHeader, String> {
         let api: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), "kube-system");
-        let cm = api.get("extension-apiserver-authentication").await.map_err(|e| format!("reading ConfigMap kube-system/extension-apiserver-authentication: {e}"))?;
+        let cm = api
+            .get("extension-apiserver-authentication")
+            .await
+            .map_err(|e| format!("reading ConfigMap kube-system/extension-apiserver-authentication: {e}"))?;
         let data = cm.data.unwrap_or_default();
-        let list = |k: &str| -> Vec<String> { data.get(k).and_then(|v| serde_json::from_str(v).ok()).unwrap_or_default() };
+        let list =
+            |k: &str| -> Vec<String> { data.get(k).and_then(|v| serde_json::from_str(v).ok()).unwrap_or_default() };
         let ca = data.get("requestheader-client-ca-file").cloned().filter(|s| !s.trim().is_empty()).ok_or_else(|| {
             "ConfigMap kube-system/extension-apiserver-authentication has no requestheader-client-ca-file: start kube-apiserver with --requestheader-client-ca-file (and --proxy-client-cert-file/--proxy-client-key-file) so that it can proxy to aggregated APIs".to_string()
         })?;
@@ -105,8 +109,16 @@ pub struct User {
 /// The user of a request that came through the front proxy (`None` without a user header).
 pub fn user_of<B>(rh: &RequestHeader, req: &Request<B>) -> Option<User> {
     let h = req.headers();
-    let name = rh.username_headers.iter().find_map(|k| h.get(k.as_str()).and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty()))?.to_string();
-    let groups = rh.group_headers.iter().flat_map(|k| h.get_all(k.as_str()).iter().filter_map(|v| v.to_str().ok().map(str::to_string))).collect();
+    let name = rh
+        .username_headers
+        .iter()
+        .find_map(|k| h.get(k.as_str()).and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty()))?
+        .to_string();
+    let groups = rh
+        .group_headers
+        .iter()
+        .flat_map(|k| h.get_all(k.as_str()).iter().filter_map(|v| v.to_str().ok().map(str::to_string)))
+        .collect();
     let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (k, v) in h {
         for p in &rh.extra_prefixes {
@@ -144,7 +156,9 @@ pub fn route(path: &str) -> Route {
         ["apis", g] | ["apis", g, "v1"] if *g == GROUP => Route::Discovery(path.to_string()),
         ["apis", g, "v1", r] if *g == GROUP && *r == RESOURCE => Route::List(String::new()),
         ["apis", g, "v1", "namespaces", ns, r] if *g == GROUP && *r == RESOURCE => Route::List(ns.to_string()),
-        ["apis", g, "v1", "namespaces", ns, r, name] if *g == GROUP && *r == RESOURCE => Route::Get(ns.to_string(), name.to_string()),
+        ["apis", g, "v1", "namespaces", ns, r, name] if *g == GROUP && *r == RESOURCE => {
+            Route::Get(ns.to_string(), name.to_string())
+        }
         _ => Route::NotFound,
     }
 }
@@ -176,14 +190,23 @@ fn json_response(status: StatusCode, v: &Value) -> Response<Full<Bytes>> {
 
 /// A `meta.k8s.io/v1` Status error.
 pub fn status_error(code: StatusCode, reason: &str, message: &str) -> Response<Full<Bytes>> {
-    json_response(code, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code.as_u16()}))
+    json_response(
+        code,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code.as_u16()}),
+    )
 }
 
 /// Answers a request that is authenticated and authorized (see [`access_review`]).
-pub fn answer<B>(catalogs: &[CatalogPackages], global_namespace: &str, req: &Request<B>, now: std::time::SystemTime) -> Response<Full<Bytes>> {
+pub fn answer<B>(
+    catalogs: &[CatalogPackages],
+    global_namespace: &str,
+    req: &Request<B>,
+    now: std::time::SystemTime,
+) -> Response<Full<Bytes>> {
     let q: Vec<(String, String)> = super::content::form_pairs(req.uri().query().unwrap_or(""));
     let param = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-    let wants_table = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("as=Table"));
+    let wants_table =
+        req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("as=Table"));
     match route(req.uri().path()) {
         Route::Health => {
             let mut r = Response::new(Full::new(Bytes::from_static(b"ok")));
@@ -191,10 +214,18 @@ pub fn answer<B>(catalogs: &[CatalogPackages], global_namespace: &str, req: &Req
             r
         }
         Route::Discovery(p) => json_response(StatusCode::OK, &discovery(&p)),
-        Route::NotFound => status_error(StatusCode::NOT_FOUND, "NotFound", &format!("the server could not find the requested resource ({})", req.uri().path())),
+        Route::NotFound => status_error(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            &format!("the server could not find the requested resource ({})", req.uri().path()),
+        ),
         Route::List(ns) => {
             if param("watch").is_some_and(|w| w == "true" || w == "1") {
-                return status_error(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "watch is not supported on packagemanifests (as OLM's packageserver)");
+                return status_error(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "MethodNotAllowed",
+                    "watch is not supported on packagemanifests (as OLM's packageserver)",
+                );
             }
             let opts = match ListOptions::parse(param("labelSelector"), param("fieldSelector")) {
                 Ok(o) => o,
@@ -202,15 +233,25 @@ pub fn answer<B>(catalogs: &[CatalogPackages], global_namespace: &str, req: &Req
             };
             let items = query::list(catalogs, &ns, global_namespace, &opts);
             if wants_table {
-                json_response(StatusCode::OK, &query::table(&items, IncludeObject::parse(param("includeObject")), now, "0"))
+                json_response(
+                    StatusCode::OK,
+                    &query::table(&items, IncludeObject::parse(param("includeObject")), now, "0"),
+                )
             } else {
                 json_response(StatusCode::OK, &query::list_object(&items, "0"))
             }
         }
         Route::Get(ns, name) => match query::get(catalogs, &ns, global_namespace, &name) {
-            Some(m) if wants_table => json_response(StatusCode::OK, &query::table(&[m], IncludeObject::parse(param("includeObject")), now, "0")),
+            Some(m) if wants_table => json_response(
+                StatusCode::OK,
+                &query::table(&[m], IncludeObject::parse(param("includeObject")), now, "0"),
+            ),
             Some(m) => json_response(StatusCode::OK, &serde_json::to_value(&m).unwrap_or_default()),
-            None => status_error(StatusCode::NOT_FOUND, "NotFound", &format!("packagemanifests.{GROUP} \"{name}\" not found")),
+            None => status_error(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                &format!("packagemanifests.{GROUP} \"{name}\" not found"),
+            ),
         },
     }
 }
@@ -282,13 +323,18 @@ pub fn tls_config(rh: &RequestHeader, identity: &ServingIdentity) -> Result<rust
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let (certs, pkey) = match identity {
         ServingIdentity::SelfSigned(names) => {
-            let key = rcgen::generate_simple_self_signed(names.clone()).map_err(|e| format!("making the serving certificate: {e}"))?;
-            let pkey = rustls::pki_types::PrivateKeyDer::try_from(key.signing_key.serialize_der()).map_err(|e| format!("serving key: {e}"))?;
+            let key = rcgen::generate_simple_self_signed(names.clone())
+                .map_err(|e| format!("making the serving certificate: {e}"))?;
+            let pkey = rustls::pki_types::PrivateKeyDer::try_from(key.signing_key.serialize_der())
+                .map_err(|e| format!("serving key: {e}"))?;
             (vec![key.cert.der().clone()], pkey)
         }
         ServingIdentity::Pem { cert_pem, key_pem } => {
-            let certs = rustls::pki_types::CertificateDer::pem_slice_iter(cert_pem.as_bytes()).collect::<Result<Vec<_>, _>>().map_err(|e| format!("serving certificate: {e}"))?;
-            let pkey = rustls::pki_types::PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| format!("serving key: {e}"))?;
+            let certs = rustls::pki_types::CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("serving certificate: {e}"))?;
+            let pkey = rustls::pki_types::PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+                .map_err(|e| format!("serving key: {e}"))?;
             (certs, pkey)
         }
     };
@@ -315,10 +361,18 @@ pub fn tls_config(rh: &RequestHeader, identity: &ServingIdentity) -> Result<rust
 ///
 /// # Errors
 /// When the ConfigMap cannot be read, the TLS configuration cannot be made, or `addr` cannot be bound.
-pub async fn serve(addr: SocketAddr, identity: ServingIdentity, client: kube::Client, catalogs: PackageCatalogs, global_namespace: String) -> Result<SocketAddr, String> {
+pub async fn serve(
+    addr: SocketAddr,
+    identity: ServingIdentity,
+    client: kube::Client,
+    catalogs: PackageCatalogs,
+    global_namespace: String,
+) -> Result<SocketAddr, String> {
     let rh = Arc::new(RequestHeader::from_cluster(&client).await?);
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_config(&rh, &identity)?));
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr} (packages API): {e}"))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr} (packages API): {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     let global = Arc::new(global_namespace);
     tokio::spawn(async move {
@@ -327,7 +381,8 @@ pub async fn serve(addr: SocketAddr, identity: ServingIdentity, client: kube::Cl
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             };
-            let (acceptor, rh, client, catalogs, global) = (acceptor.clone(), rh.clone(), client.clone(), catalogs.clone(), global.clone());
+            let (acceptor, rh, client, catalogs, global) =
+                (acceptor.clone(), rh.clone(), client.clone(), catalogs.clone(), global.clone());
             tokio::spawn(async move {
                 let Ok(tls) = acceptor.accept(tcp).await else { return };
                 let proxy_ok = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).is_some_and(|c| {
@@ -337,19 +392,36 @@ pub async fn serve(addr: SocketAddr, identity: ServingIdentity, client: kube::Cl
                     let (rh, client, catalogs, global) = (rh.clone(), client.clone(), catalogs.clone(), global.clone());
                     async move { Ok::<_, Infallible>(handle(proxy_ok, &rh, &client, &catalogs, &global, req).await) }
                 });
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(tls), service).await;
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
             });
         }
     });
     Ok(bound)
 }
 
-async fn handle(proxy_ok: bool, rh: &RequestHeader, client: &kube::Client, catalogs: &PackageCatalogs, global: &str, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn handle(
+    proxy_ok: bool,
+    rh: &RequestHeader,
+    client: &kube::Client,
+    catalogs: &PackageCatalogs,
+    global: &str,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
     if req.method() != Method::GET {
-        return status_error(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "packagemanifests are read-only (get, list)");
+        return status_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            "packagemanifests are read-only (get, list)",
+        );
     }
     if !proxy_ok {
-        return status_error(StatusCode::UNAUTHORIZED, "Unauthorized", "this server accepts requests only through the API server's front proxy (its client certificate)");
+        return status_error(
+            StatusCode::UNAUTHORIZED,
+            "Unauthorized",
+            "this server accepts requests only through the API server's front proxy (its client certificate)",
+        );
     }
     let r = route(req.uri().path());
     if let Some(user) = user_of(rh, &req) {
@@ -363,11 +435,33 @@ async fn handle(proxy_ok: bool, rh: &RequestHeader, client: &kube::Client, catal
                         Route::Get(ns, _) => ("get", ns.as_str()),
                         _ => ("get", ""),
                     };
-                    let why = res.status.and_then(|s| s.reason).filter(|s| !s.is_empty()).map(|s| format!(": {s}")).unwrap_or_default();
-                    let scope = if ns.is_empty() { "at the cluster scope".to_string() } else { format!("in the namespace \"{ns}\"") };
-                    return status_error(StatusCode::FORBIDDEN, "Forbidden", &format!("{RESOURCE}.{GROUP} is forbidden: User \"{}\" cannot {verb} resource \"{RESOURCE}\" in API group \"{GROUP}\" {scope}{why}", user.name));
+                    let why = res
+                        .status
+                        .and_then(|s| s.reason)
+                        .filter(|s| !s.is_empty())
+                        .map(|s| format!(": {s}"))
+                        .unwrap_or_default();
+                    let scope = if ns.is_empty() {
+                        "at the cluster scope".to_string()
+                    } else {
+                        format!("in the namespace \"{ns}\"")
+                    };
+                    return status_error(
+                        StatusCode::FORBIDDEN,
+                        "Forbidden",
+                        &format!(
+                            "{RESOURCE}.{GROUP} is forbidden: User \"{}\" cannot {verb} resource \"{RESOURCE}\" in API group \"{GROUP}\" {scope}{why}",
+                            user.name
+                        ),
+                    );
                 }
-                Err(e) => return status_error(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", &format!("SubjectAccessReview failed: {e}")),
+                Err(e) => {
+                    return status_error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "InternalError",
+                        &format!("SubjectAccessReview failed: {e}"),
+                    );
+                }
             }
         }
     } else if matches!(r, Route::List(_) | Route::Get(..)) {
@@ -391,25 +485,43 @@ mod tests {
 
     #[test]
     fn routes_and_users() {
-        assert_eq!(route("/apis/packages.operators.coreos.com/v1/namespaces/ops/packagemanifests"), Route::List("ops".into()));
+        assert_eq!(
+            route("/apis/packages.operators.coreos.com/v1/namespaces/ops/packagemanifests"),
+            Route::List("ops".into())
+        );
         assert_eq!(route("/apis/packages.operators.coreos.com/v1/packagemanifests"), Route::List(String::new()));
-        assert_eq!(route("/apis/packages.operators.coreos.com/v1/namespaces/ops/packagemanifests/etcd"), Route::Get("ops".into(), "etcd".into()));
+        assert_eq!(
+            route("/apis/packages.operators.coreos.com/v1/namespaces/ops/packagemanifests/etcd"),
+            Route::Get("ops".into(), "etcd".into())
+        );
         assert!(matches!(route("/apis/packages.operators.coreos.com/v1"), Route::Discovery(_)));
         assert_eq!(route("/apis/other.io/v1/namespaces/a/packagemanifests"), Route::NotFound);
-        let req = Request::builder().header("X-Remote-User", "ann").header("X-Remote-Group", "dev").header("X-Remote-Group", "system:authenticated").header("X-Remote-Extra-Scopes", "a").body(()).unwrap();
+        let req = Request::builder()
+            .header("X-Remote-User", "ann")
+            .header("X-Remote-Group", "dev")
+            .header("X-Remote-Group", "system:authenticated")
+            .header("X-Remote-Extra-Scopes", "a")
+            .body(())
+            .unwrap();
         let u = user_of(&rh(), &req).unwrap();
         assert_eq!((u.name.as_str(), u.groups.len()), ("ann", 2));
         assert_eq!(u.extra["scopes"], ["a"]);
         assert!(user_of(&rh(), &Request::builder().body(()).unwrap()).is_none());
         let sar = access_review(&u, &Route::Get("ops".into(), "etcd".into())).unwrap();
         let ra = sar.spec.resource_attributes.unwrap();
-        assert_eq!((ra.verb.as_deref(), ra.namespace.as_deref(), ra.name.as_deref(), ra.resource.as_deref()), (Some("get"), Some("ops"), Some("etcd"), Some("packagemanifests")));
+        assert_eq!(
+            (ra.verb.as_deref(), ra.namespace.as_deref(), ra.name.as_deref(), ra.resource.as_deref()),
+            (Some("get"), Some("ops"), Some("etcd"), Some("packagemanifests"))
+        );
         assert!(access_review(&u, &Route::Health).is_none());
     }
 
     #[test]
     fn watch_is_refused_and_tables_are_served() {
-        let req = Request::builder().uri("/apis/packages.operators.coreos.com/v1/namespaces/a/packagemanifests?watch=true").body(()).unwrap();
+        let req = Request::builder()
+            .uri("/apis/packages.operators.coreos.com/v1/namespaces/a/packagemanifests?watch=true")
+            .body(())
+            .unwrap();
         assert_eq!(answer(&[], "olm", &req, std::time::SystemTime::now()).status(), StatusCode::METHOD_NOT_ALLOWED);
         let req = Request::builder()
             .uri("/apis/packages.operators.coreos.com/v1/namespaces/a/packagemanifests")
@@ -418,7 +530,10 @@ mod tests {
             .unwrap();
         let r = answer(&[], "olm", &req, std::time::SystemTime::now());
         assert_eq!(r.status(), StatusCode::OK);
-        let req = Request::builder().uri("/apis/packages.operators.coreos.com/v1/namespaces/a/packagemanifests?fieldSelector=status.x%3Dy").body(()).unwrap();
+        let req = Request::builder()
+            .uri("/apis/packages.operators.coreos.com/v1/namespaces/a/packagemanifests?fieldSelector=status.x%3Dy")
+            .body(())
+            .unwrap();
         assert_eq!(answer(&[], "olm", &req, std::time::SystemTime::now()).status(), StatusCode::BAD_REQUEST);
     }
 }

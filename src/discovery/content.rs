@@ -13,9 +13,9 @@
 //! fields).
 
 use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock, RwLock};
-use std::convert::Infallible;
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -76,9 +76,22 @@ impl CatalogContent {
             let start = data.len();
             data.extend_from_slice(b.json);
             data.push(b'\n');
-            metas.push(Meta { start, end: data.len(), schema: intern(b.schema), package: intern(b.package), name: b.name.into() });
+            metas.push(Meta {
+                start,
+                end: data.len(),
+                schema: intern(b.schema),
+                package: intern(b.package),
+                name: b.name.into(),
+            });
         });
-        CatalogContent { digest: digest.to_string(), loaded, data: Bytes::from(data), metas, strings, gzip_all: OnceLock::new() }
+        CatalogContent {
+            digest: digest.to_string(),
+            loaded,
+            data: Bytes::from(data),
+            metas,
+            strings,
+            gzip_all: OnceLock::new(),
+        }
     }
 
     /// The catalog image digest.
@@ -93,7 +106,9 @@ impl CatalogContent {
 
     /// Bytes held (the JSON lines plus the per-blob index), for memory accounting.
     pub fn size_bytes(&self) -> usize {
-        self.data.len() + self.metas.len() * std::mem::size_of::<Meta>() + self.metas.iter().map(|m| m.name.len()).sum::<usize>()
+        self.data.len()
+            + self.metas.len() * std::mem::size_of::<Meta>()
+            + self.metas.iter().map(|m| m.name.len()).sum::<usize>()
     }
 
     /// Number of blobs.
@@ -117,7 +132,10 @@ impl CatalogContent {
         let (Ok(schema), Ok(package)) = (find(&f.schema), find(&f.package)) else { return Vec::new() };
         let mut out: Vec<(usize, usize)> = Vec::new();
         for m in &self.metas {
-            if schema.is_some_and(|s| s != m.schema) || package.is_some_and(|p| p != m.package) || f.name.as_deref().is_some_and(|n| n != &*m.name) {
+            if schema.is_some_and(|s| s != m.schema)
+                || package.is_some_and(|p| p != m.package)
+                || f.name.as_deref().is_some_and(|n| n != &*m.name)
+            {
                 continue;
             }
             match out.last_mut() {
@@ -167,7 +185,9 @@ impl MetaFilter {
             }
         }
         if f == MetaFilter::default() {
-            return Err("metas needs at least one of the query parameters schema, package, name (or use /api/v1/all)".into());
+            return Err(
+                "metas needs at least one of the query parameters schema, package, name (or use /api/v1/all)".into()
+            );
         }
         Ok(f)
     }
@@ -182,20 +202,25 @@ pub(crate) fn form_pairs(q: &str) -> Vec<(String, String)> {
         while i < b.len() {
             match b[i] {
                 b'+' => out.push(b' '),
-                b'%' if i + 2 < b.len() => match s.get(i + 1..i + 3).map(|h| u8::from_str_radix(h, 16)).unwrap_or(Ok(b'%')) {
-                    Ok(x) => {
-                        out.push(x);
-                        i += 2;
+                b'%' if i + 2 < b.len() => {
+                    match s.get(i + 1..i + 3).map(|h| u8::from_str_radix(h, 16)).unwrap_or(Ok(b'%')) {
+                        Ok(x) => {
+                            out.push(x);
+                            i += 2;
+                        }
+                        Err(_) => out.push(b'%'),
                     }
-                    Err(_) => out.push(b'%'),
-                },
+                }
                 c => out.push(c),
             }
             i += 1;
         }
         String::from_utf8_lossy(&out).into_owned()
     }
-    q.split('&').filter(|p| !p.is_empty()).map(|p| p.split_once('=').map_or((dec(p), String::new()), |(k, v)| (dec(k), dec(v)))).collect()
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| p.split_once('=').map_or((dec(p), String::new()), |(k, v)| (dec(k), dec(v))))
+        .collect()
 }
 
 /// The catalogs the endpoint serves, by `namespace/name`. The controller replaces an entry
@@ -243,7 +268,9 @@ fn text(status: StatusCode, msg: String) -> Response<Body> {
 /// `Last-Modified` form of a time (RFC 7231 IMF-fixdate).
 fn http_date(t: SystemTime) -> String {
     let secs = t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-    jiff::Timestamp::from_second(secs).map(|ts| ts.strftime("%a, %d %b %Y %H:%M:%S GMT").to_string()).unwrap_or_default()
+    jiff::Timestamp::from_second(secs)
+        .map(|ts| ts.strftime("%a, %d %b %Y %H:%M:%S GMT").to_string())
+        .unwrap_or_default()
 }
 
 fn parse_http_date(s: &str) -> Option<i64> {
@@ -252,12 +279,17 @@ fn parse_http_date(s: &str) -> Option<i64> {
 }
 
 fn accepts_gzip(req: &Request<impl Sized>) -> bool {
-    req.headers().get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(|e| {
-        let mut parts = e.split(';');
-        let name = parts.next().unwrap_or("").trim();
-        let q0 = parts.any(|p| p.trim().replace(' ', "") == "q=0");
-        (name.eq_ignore_ascii_case("gzip") || name == "*") && !q0
-    })
+    req.headers()
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|e| {
+            let mut parts = e.split(';');
+            let name = parts.next().unwrap_or("").trim();
+            let q0 = parts.any(|p| p.trim().replace(' ', "") == "q=0");
+            (name.eq_ignore_ascii_case("gzip") || name == "*") && !q0
+        })
 }
 
 /// Answers one request for the content of `catalogs` (see the module documentation for paths).
@@ -269,10 +301,22 @@ pub fn handle<B>(catalogs: &ContentCatalogs, req: &Request<B>) -> Response<Body>
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (ns, name, what) = match parts.as_slice() {
         ["catalogs", ns, name, "api", "v1", what] => (*ns, *name, *what),
-        _ => return text(StatusCode::NOT_FOUND, format!("{path}: not found; use /catalogs/NAMESPACE/NAME/api/v1/all or /catalogs/NAMESPACE/NAME/api/v1/metas?schema=&package=&name=")),
+        _ => {
+            return text(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "{path}: not found; use /catalogs/NAMESPACE/NAME/api/v1/all or /catalogs/NAMESPACE/NAME/api/v1/metas?schema=&package=&name="
+                ),
+            );
+        }
     };
     let Some(content) = catalogs.get(ns, name) else {
-        return text(StatusCode::NOT_FOUND, format!("catalog source {ns}/{name} is not loaded (no such CatalogSource, or its image has not been pulled yet)"));
+        return text(
+            StatusCode::NOT_FOUND,
+            format!(
+                "catalog source {ns}/{name} is not loaded (no such CatalogSource, or its image has not been pulled yet)"
+            ),
+        );
     };
     let filter = match what {
         "all" => None,
@@ -280,7 +324,12 @@ pub fn handle<B>(catalogs: &ContentCatalogs, req: &Request<B>) -> Response<Body>
             Ok(f) => Some(f),
             Err(e) => return text(StatusCode::BAD_REQUEST, e),
         },
-        _ => return text(StatusCode::NOT_FOUND, format!("{path}: not found; the catalog's paths are api/v1/all and api/v1/metas")),
+        _ => {
+            return text(
+                StatusCode::NOT_FOUND,
+                format!("{path}: not found; the catalog's paths are api/v1/all and api/v1/metas"),
+            );
+        }
     };
     let etag = match &filter {
         None => format!("\"{}\"", content.digest),
@@ -294,7 +343,9 @@ pub fn handle<B>(catalogs: &ContentCatalogs, req: &Request<B>) -> Response<Body>
             .get(header::IF_MODIFIED_SINCE)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_http_date)
-            .is_some_and(|since| content.loaded.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0) <= since),
+            .is_some_and(|since| {
+                content.loaded.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0) <= since
+            }),
     };
     let mut builder = Response::builder()
         .header(header::ETAG, etag.as_str())
@@ -302,7 +353,10 @@ pub fn handle<B>(catalogs: &ContentCatalogs, req: &Request<B>) -> Response<Body>
         .header(header::VARY, "Accept-Encoding")
         .header(header::CACHE_CONTROL, "no-cache");
     if not_modified {
-        return builder.status(StatusCode::NOT_MODIFIED).body(Full::new(Bytes::new()).boxed()).unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "response".into()));
+        return builder
+            .status(StatusCode::NOT_MODIFIED)
+            .body(Full::new(Bytes::new()).boxed())
+            .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "response".into()));
     }
     let gzip = accepts_gzip(req);
     builder = builder.header(header::CONTENT_TYPE, CONTENT_TYPE);
@@ -324,11 +378,17 @@ pub fn handle<B>(catalogs: &ContentCatalogs, req: &Request<B>) -> Response<Body>
         (Some(f), false) => {
             let pieces = content.metas(&f);
             builder = builder.header(header::CONTENT_LENGTH, pieces.iter().map(Bytes::len).sum::<usize>());
-            StreamBody::new(futures::stream::iter(pieces.into_iter().flat_map(split_chunks).map(|b| Ok(Frame::data(b))))).into_body()
+            StreamBody::new(futures::stream::iter(
+                pieces.into_iter().flat_map(split_chunks).map(|b| Ok(Frame::data(b))),
+            ))
+            .into_body()
         }
         (Some(f), true) => StreamBody::new(gzip_stream(content.metas(&f)).map(|b| Ok(Frame::data(b)))).into_body(),
     };
-    builder.status(StatusCode::OK).body(body).unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "response".into()))
+    builder
+        .status(StatusCode::OK)
+        .body(body)
+        .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "response".into()))
 }
 
 /// Boxes a streamed body (`BodyExt::boxed`, named here because `StreamExt` has a `boxed` too).
@@ -417,7 +477,15 @@ name: loose
     fn store() -> ContentCatalogs {
         let cfg = parse_bytes("c.yaml", CAT.as_bytes()).unwrap();
         let s = ContentCatalogs::default();
-        s.insert("olm", "c", Arc::new(CatalogContent::new(&cfg, "sha256:abc", SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_119_200))));
+        s.insert(
+            "olm",
+            "c",
+            Arc::new(CatalogContent::new(
+                &cfg,
+                "sha256:abc",
+                SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_119_200),
+            )),
+        );
         s
     }
 
@@ -444,11 +512,34 @@ name: loose
         assert_eq!(h[header::CONTENT_TYPE], CONTENT_TYPE);
         assert_eq!(h[header::ETAG], "\"sha256:abc\"");
         assert_eq!(h[header::LAST_MODIFIED], "Tue, 01 Dec 2026 10:00:00 GMT");
-        let got: Vec<String> = lines(&body).iter().map(|v| format!("{}:{}", v["schema"].as_str().unwrap(), v["name"].as_str().unwrap())).collect();
-        assert_eq!(got, ["olm.package:a", "olm.channel:stable", "olm.bundle:a.v1.0.0", "olm.package:b", "olm.channel:stable", "olm.bundle:b.v1.0.0", "custom.thing:loose"]);
-        assert_eq!(get(&s, "/catalogs/olm/c/api/v1/all", &[("if-none-match", "\"sha256:abc\"")]).0, StatusCode::NOT_MODIFIED);
-        assert_eq!(get(&s, "/catalogs/olm/c/api/v1/all", &[("if-modified-since", "Tue, 01 Dec 2026 10:00:00 GMT")]).0, StatusCode::NOT_MODIFIED);
-        assert_eq!(get(&s, "/catalogs/olm/c/api/v1/all", &[("if-modified-since", "Tue, 01 Dec 2026 09:59:59 GMT")]).0, StatusCode::OK);
+        let got: Vec<String> = lines(&body)
+            .iter()
+            .map(|v| format!("{}:{}", v["schema"].as_str().unwrap(), v["name"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "olm.package:a",
+                "olm.channel:stable",
+                "olm.bundle:a.v1.0.0",
+                "olm.package:b",
+                "olm.channel:stable",
+                "olm.bundle:b.v1.0.0",
+                "custom.thing:loose"
+            ]
+        );
+        assert_eq!(
+            get(&s, "/catalogs/olm/c/api/v1/all", &[("if-none-match", "\"sha256:abc\"")]).0,
+            StatusCode::NOT_MODIFIED
+        );
+        assert_eq!(
+            get(&s, "/catalogs/olm/c/api/v1/all", &[("if-modified-since", "Tue, 01 Dec 2026 10:00:00 GMT")]).0,
+            StatusCode::NOT_MODIFIED
+        );
+        assert_eq!(
+            get(&s, "/catalogs/olm/c/api/v1/all", &[("if-modified-since", "Tue, 01 Dec 2026 09:59:59 GMT")]).0,
+            StatusCode::OK
+        );
         assert_eq!(get(&s, "/catalogs/olm/c/api/v1/all", &[("if-none-match", "\"sha256:old\"")]).0, StatusCode::OK);
     }
 
@@ -468,7 +559,12 @@ name: loose
                 assert_eq!(lines(&out).len(), 3);
             }
         }
-        assert!(get(&s, "/catalogs/olm/c/api/v1/all", &[("accept-encoding", "gzip;q=0")]).1.get(header::CONTENT_ENCODING).is_none());
+        assert!(
+            get(&s, "/catalogs/olm/c/api/v1/all", &[("accept-encoding", "gzip;q=0")])
+                .1
+                .get(header::CONTENT_ENCODING)
+                .is_none()
+        );
     }
 
     #[test]

@@ -34,8 +34,8 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::catalog::validated::{IndexedBundle, IndexedPackage, ValidatedCatalog};
 use crate::catalog::property;
+use crate::catalog::validated::{IndexedBundle, IndexedPackage, ValidatedCatalog};
 
 /// API group of PackageManifest.
 pub const GROUP: &str = "packages.operators.coreos.com";
@@ -341,7 +341,10 @@ fn package_summary(index: &ValidatedCatalog, pkg: &IndexedPackage) -> Result<Pac
             continue;
         };
         let Some(desc) = csv_description(&csv) else {
-            skipped.push(format!("channel {}: the ClusterServiceVersion of head bundle {} has spec.version {} that is not a version", ch.name, head.name, csv["spec"]["version"]));
+            skipped.push(format!(
+                "channel {}: the ClusterServiceVersion of head bundle {} has spec.version {} that is not a version",
+                ch.name, head.name, csv["spec"]["version"]
+            ));
             default_elided |= ch.name == status.default_channel;
             continue;
         };
@@ -378,7 +381,11 @@ fn package_summary(index: &ValidatedCatalog, pkg: &IndexedPackage) -> Result<Pac
         });
     }
     if status.channels.is_empty() {
-        return Err(format!("package {} has no channel with a ClusterServiceVersion ({})", pkg.name, skipped.join("; ")));
+        return Err(format!(
+            "package {} has no channel with a ClusterServiceVersion ({})",
+            pkg.name,
+            skipped.join("; ")
+        ));
     }
     if default_elided {
         status.default_channel = status.channels[0].name.clone();
@@ -436,7 +443,8 @@ fn head_csv(pkg: &IndexedPackage, b: &IndexedBundle) -> Option<Value> {
             return Some(obj);
         }
     }
-    let metas: Vec<&Value> = b.properties.iter().filter(|p| p.type_ == property::CSV_METADATA).map(|p| &p.value).collect();
+    let metas: Vec<&Value> =
+        b.properties.iter().filter(|p| p.type_ == property::CSV_METADATA).map(|p| &p.value).collect();
     let [meta] = metas.as_slice() else { return None };
     Some(csv_from_metadata(pkg, b, meta))
 }
@@ -447,7 +455,10 @@ fn csv_from_metadata(pkg: &IndexedPackage, b: &IndexedBundle, meta: &Value) -> V
     // Keys as Go decodes them into `property.CSVMetadata`: the exact JSON name, else the first
     // key equal under case folding (alpha/property/property.go).
     let get = |k: &str| {
-        m.get(k).or_else(|| m.iter().find(|(key, _)| crate::bundle::gofields::go_fold_eq(key, k)).map(|(_, v)| v)).cloned().unwrap_or(Value::Null)
+        m.get(k)
+            .or_else(|| m.iter().find(|(key, _)| crate::bundle::gofields::go_fold_eq(key, k)).map(|(_, v)| v))
+            .cloned()
+            .unwrap_or(Value::Null)
     };
     let mut spec = serde_json::Map::new();
     // (CSVMetadata JSON name, CSV spec field).
@@ -469,7 +480,8 @@ fn csv_from_metadata(pkg: &IndexedPackage, b: &IndexedBundle, meta: &Value) -> V
             spec.insert(field.into(), v);
         }
     }
-    let description = get("description").as_str().filter(|s| !s.is_empty()).map(str::to_string).or_else(|| pkg.description.clone());
+    let description =
+        get("description").as_str().filter(|s| !s.is_empty()).map(str::to_string).or_else(|| pkg.description.clone());
     if let Some(d) = description {
         spec.insert("description".into(), Value::String(d));
     }
@@ -478,7 +490,10 @@ fn csv_from_metadata(pkg: &IndexedPackage, b: &IndexedBundle, meta: &Value) -> V
     }
     spec.insert("install".into(), json!({"strategy": "deployment"}));
     spec.insert("version".into(), Value::String(b.version.to_string()));
-    spec.insert("relatedImages".into(), json!(b.related_images.iter().map(|r| json!({"name": r.name, "image": r.image})).collect::<Vec<_>>()));
+    spec.insert(
+        "relatedImages".into(),
+        json!(b.related_images.iter().map(|r| json!({"name": r.name, "image": r.image})).collect::<Vec<_>>()),
+    );
     let (csv, _) = crate::bundle::gofields::canonical_csv(&json!({
         "kind": "ClusterServiceVersion",
         "apiVersion": "operators.coreos.com/v1alpha1",
@@ -538,7 +553,10 @@ pub fn csv_description(csv: &Value) -> Option<CsvDescription> {
         annotations: string_map(&csv["metadata"]["annotations"]),
         keywords: list(&spec["keywords"]).iter().map(s).collect(),
         links: list(&spec["links"]).iter().map(link).collect(),
-        maintainers: list(&spec["maintainers"]).iter().map(|m| Maintainer { name: s(&m["name"]), email: s(&m["email"]) }).collect(),
+        maintainers: list(&spec["maintainers"])
+            .iter()
+            .map(|m| Maintainer { name: s(&m["name"]), email: s(&m["email"]) })
+            .collect(),
         maturity: s(&spec["maturity"]),
         long_description: s(&spec["description"]),
         install_modes: list(&spec["installModes"])
@@ -580,14 +598,16 @@ fn go_semver_string(v: Option<&str>) -> Option<String> {
 }
 
 fn string_map(v: &Value) -> BTreeMap<String, String> {
-    v.as_object().map(|o| o.iter().filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string()))).collect()).unwrap_or_default()
+    v.as_object()
+        .map(|o| o.iter().filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string()))).collect())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::validated::IndexOptions;
     use crate::catalog::parse::parse_bytes;
+    use crate::catalog::validated::IndexOptions;
 
     fn csv_object(name: &str, version: &str, extra_spec: Value) -> String {
         let mut spec = json!({
@@ -614,7 +634,9 @@ mod tests {
     }
 
     fn catalog() -> String {
-        let crd = base64::engine::general_purpose::STANDARD.encode(r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"x"}}"#);
+        let crd = base64::engine::general_purpose::STANDARD.encode(
+            r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"x"}}"#,
+        );
         format!(
             r#"
 schema: olm.package
@@ -714,7 +736,11 @@ entries:
   message: use 0.9.2
 "#,
             a = csv_object("etcd.v0.9.0", "0.9.0", json!({})),
-            b = csv_object("etcd.v0.9.2", "v0.9.2", json!({"Provider": {"name": "Red Hat", "url": "https://redhat.com"}})),
+            b = csv_object(
+                "etcd.v0.9.2",
+                "v0.9.2",
+                json!({"Provider": {"name": "Red Hat", "url": "https://redhat.com"}})
+            ),
         )
     }
 
@@ -758,7 +784,10 @@ entries:
         let alpha = &st["channels"][0];
         assert_eq!(alpha["currentCSV"], "etcd.v0.9.0");
         assert_eq!(alpha["deprecation"]["message"], "use stable");
-        assert_eq!(alpha["entries"], json!([{"name": "etcd.v0.9.0", "version": "0.9.0", "deprecation": {"message": "use 0.9.2"}}]));
+        assert_eq!(
+            alpha["entries"],
+            json!([{"name": "etcd.v0.9.0", "version": "0.9.0", "deprecation": {"message": "use 0.9.2"}}])
+        );
         let stable = &st["channels"][1];
         assert_eq!(stable["currentCSV"], "etcd.v0.9.2");
         assert_eq!(stable["entries"][0]["name"], "etcd.v0.9.2", "highest version first");
@@ -781,7 +810,10 @@ entries:
             "descriptors trimmed"
         );
         assert_eq!(d["apiservicedefinitions"], json!({}));
-        assert_eq!(d["relatedImages"], json!(["quay.io/coreos/etcd-operator:v1", "quay.io/coreos/etcd:v3", "quay.io/coreos/init:v1"]));
+        assert_eq!(
+            d["relatedImages"],
+            json!(["quay.io/coreos/etcd-operator:v1", "quay.io/coreos/etcd:v3", "quay.io/coreos/init:v1"])
+        );
         assert!(d.get("icon").is_none(), "icons are emptied as packageserver's list and get do");
         let labels = &v["metadata"]["labels"];
         assert_eq!(labels["catalog"], "community");
@@ -808,8 +840,16 @@ entries:
         assert_eq!(d["version"], "1.0.0", "the bundle's version");
         assert_eq!(d["relatedImages"], json!(["quay.io/x/related:1"]));
         assert_eq!(d["provider"], json!({"name": "Acme"}));
-        assert_eq!(d["customresourcedefinitions"], json!({"owned": [{"name": "ms.x.io", "version": "v1", "kind": "M"}]}), "crdDescriptions");
-        assert_eq!(d["apiservicedefinitions"], json!({"required": [{"name": "as", "group": "g.io", "version": "v1", "kind": "A"}]}), "a Go-cased key");
+        assert_eq!(
+            d["customresourcedefinitions"],
+            json!({"owned": [{"name": "ms.x.io", "version": "v1", "kind": "M"}]}),
+            "crdDescriptions"
+        );
+        assert_eq!(
+            d["apiservicedefinitions"],
+            json!({"required": [{"name": "as", "group": "g.io", "version": "v1", "kind": "A"}]}),
+            "a Go-cased key"
+        );
         assert_eq!(st["provider"], json!({"name": "Acme"}));
         assert_eq!(st["channels"][0]["currentCSV"], "meta.v1.0.0");
         assert_eq!(v["metadata"]["labels"]["provider-url"], "");

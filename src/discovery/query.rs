@@ -57,14 +57,18 @@ impl ListOptions {
     /// [`SelectorError`] for a malformed label selector or a field other than `metadata.name`.
     pub fn parse(label_selector: Option<&str>, field_selector: Option<&str>) -> Result<ListOptions, SelectorError> {
         let labels = match label_selector.map(str::trim).filter(|s| !s.is_empty()) {
-            Some(s) => Some(parse_label_selector(s).map_err(|reason| SelectorError::Label { selector: s.to_string(), reason })?),
+            Some(s) => Some(
+                parse_label_selector(s).map_err(|reason| SelectorError::Label { selector: s.to_string(), reason })?,
+            ),
             None => None,
         };
         let mut name = None;
         for term in field_selector.unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()) {
             let (field, value) = match term.split_once("==").or_else(|| term.split_once('=')) {
                 Some((f, v)) if !f.ends_with('!') => (f.trim(), v.trim()),
-                _ => return Err(SelectorError::Field(term.split(['=', '!']).next().unwrap_or(term).trim().to_string())),
+                _ => {
+                    return Err(SelectorError::Field(term.split(['=', '!']).next().unwrap_or(term).trim().to_string()));
+                }
             };
             if field != "metadata.name" {
                 return Err(SelectorError::Field(field.to_string()));
@@ -106,7 +110,8 @@ pub fn parse_label_selector(s: &str) -> Result<Selector, String> {
 }
 
 fn parse_term(term: &str) -> Result<Expression, String> {
-    let bad = || format!("{term:?} is not a selector term (key=value, key!=value, key in (a,b), key notin (a,b), key, !key)");
+    let bad =
+        || format!("{term:?} is not a selector term (key=value, key!=value, key in (a,b), key notin (a,b), key, !key)");
     let key_ok = |k: &str| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
     if let Some(k) = term.strip_prefix('!') {
         let k = k.trim();
@@ -139,8 +144,17 @@ fn parse_term(term: &str) -> Result<Expression, String> {
 
 /// The PackageManifests `namespace` lists (`""` = all namespaces), in catalog order then package
 /// name, filtered by `opts`. `global_namespace` is the global catalog namespace.
-pub fn list(catalogs: &[CatalogPackages], namespace: &str, global_namespace: &str, opts: &ListOptions) -> Vec<PackageManifest> {
-    let visible = |c: &&CatalogPackages| namespace.is_empty() || c.source.namespace == namespace || (namespace != global_namespace && c.source.namespace == global_namespace);
+pub fn list(
+    catalogs: &[CatalogPackages],
+    namespace: &str,
+    global_namespace: &str,
+    opts: &ListOptions,
+) -> Vec<PackageManifest> {
+    let visible = |c: &&CatalogPackages| {
+        namespace.is_empty()
+            || c.source.namespace == namespace
+            || (namespace != global_namespace && c.source.namespace == global_namespace)
+    };
     // packageserver lists the namespace's own catalogs first, then the global ones.
     let own = catalogs.iter().filter(|c| !namespace.is_empty() && c.source.namespace == namespace);
     let rest = catalogs.iter().filter(|c| namespace.is_empty() || c.source.namespace != namespace);
@@ -161,7 +175,12 @@ pub fn list(catalogs: &[CatalogPackages], namespace: &str, global_namespace: &st
 }
 
 /// The PackageManifest `get` returns for `name` in `namespace`, if any.
-pub fn get(catalogs: &[CatalogPackages], namespace: &str, global_namespace: &str, name: &str) -> Option<PackageManifest> {
+pub fn get(
+    catalogs: &[CatalogPackages],
+    namespace: &str,
+    global_namespace: &str,
+    name: &str,
+) -> Option<PackageManifest> {
     list(catalogs, namespace, global_namespace, &ListOptions::default()).into_iter().find(|m| m.metadata.name == name)
 }
 
@@ -199,7 +218,12 @@ impl IncludeObject {
 
 /// The `meta.k8s.io/v1` Table of PackageManifests with packageserver's columns: Name, Catalog
 /// (the CatalogSource's display name), Age (relative to `now`, as Go's `duration.HumanDuration`).
-pub fn table(items: &[PackageManifest], include: IncludeObject, now: std::time::SystemTime, resource_version: &str) -> Value {
+pub fn table(
+    items: &[PackageManifest],
+    include: IncludeObject,
+    now: std::time::SystemTime,
+    resource_version: &str,
+) -> Value {
     let rows: Vec<Value> = items
         .iter()
         .map(|m| {
@@ -288,8 +312,14 @@ mod tests {
             ..Default::default()
         };
         vec![
-            CatalogPackages { source: src("global", "olm"), packages: vec![pkg("etcd", "CoreOS"), pkg("nginx", "Acme")].into() },
-            CatalogPackages { source: src("team", "team-a"), packages: vec![pkg("etcd", "Team A"), pkg("private", "Team A")].into() },
+            CatalogPackages {
+                source: src("global", "olm"),
+                packages: vec![pkg("etcd", "CoreOS"), pkg("nginx", "Acme")].into(),
+            },
+            CatalogPackages {
+                source: src("team", "team-a"),
+                packages: vec![pkg("etcd", "Team A"), pkg("private", "Team A")].into(),
+            },
         ]
     }
 
@@ -301,11 +331,21 @@ mod tests {
     fn namespaces_see_their_own_and_the_global_catalogs() {
         let c = catalogs();
         let none = ListOptions::default();
-        assert_eq!(names(&list(&c, "team-a", "olm", &none)), ["team-a/etcd@team", "team-a/private@team", "team-a/etcd@global", "team-a/nginx@global"]);
+        assert_eq!(
+            names(&list(&c, "team-a", "olm", &none)),
+            ["team-a/etcd@team", "team-a/private@team", "team-a/etcd@global", "team-a/nginx@global"]
+        );
         assert_eq!(names(&list(&c, "team-b", "olm", &none)), ["team-b/etcd@global", "team-b/nginx@global"]);
         assert_eq!(names(&list(&c, "olm", "olm", &none)), ["olm/etcd@global", "olm/nginx@global"]);
-        assert_eq!(names(&list(&c, "", "olm", &none)), ["olm/etcd@global", "olm/nginx@global", "team-a/etcd@team", "team-a/private@team"]);
-        assert_eq!(get(&c, "team-a", "olm", "etcd").unwrap().status.catalog_source, "team", "the namespace's own catalog first");
+        assert_eq!(
+            names(&list(&c, "", "olm", &none)),
+            ["olm/etcd@global", "olm/nginx@global", "team-a/etcd@team", "team-a/private@team"]
+        );
+        assert_eq!(
+            get(&c, "team-a", "olm", "etcd").unwrap().status.catalog_source,
+            "team",
+            "the namespace's own catalog first"
+        );
         assert!(get(&c, "team-b", "olm", "private").is_none());
     }
 
@@ -314,13 +354,17 @@ mod tests {
         let c = catalogs();
         let o = ListOptions::parse(Some("catalog=global"), None).unwrap();
         assert_eq!(names(&list(&c, "team-a", "olm", &o)), ["team-a/etcd@global", "team-a/nginx@global"]);
-        let o = ListOptions::parse(Some("catalog-namespace in (team-a), provider!=Acme"), Some("metadata.name=etcd")).unwrap();
+        let o = ListOptions::parse(Some("catalog-namespace in (team-a), provider!=Acme"), Some("metadata.name=etcd"))
+            .unwrap();
         assert_eq!(names(&list(&c, "team-a", "olm", &o)), ["team-a/etcd@team"]);
         let o = ListOptions::parse(Some("!nope,catalog"), None).unwrap();
         assert_eq!(list(&c, "team-a", "olm", &o).len(), 4);
         let o = ListOptions::parse(Some("provider notin (Acme,CoreOS)"), None).unwrap();
         assert_eq!(names(&list(&c, "team-a", "olm", &o)), ["team-a/etcd@team", "team-a/private@team"]);
-        assert_eq!(ListOptions::parse(None, Some("status.catalogSource=x")).unwrap_err(), SelectorError::Field("status.catalogSource".into()));
+        assert_eq!(
+            ListOptions::parse(None, Some("status.catalogSource=x")).unwrap_err(),
+            SelectorError::Field("status.catalogSource".into())
+        );
         assert!(matches!(ListOptions::parse(Some("a in b"), None), Err(SelectorError::Label { .. })));
         assert!(matches!(ListOptions::parse(Some("=x"), None), Err(SelectorError::Label { .. })));
     }
@@ -331,7 +375,8 @@ mod tests {
         let items = list(&c, "team-b", "olm", &ListOptions::default());
         let now = UNIX_EPOCH + Duration::from_secs(1_796_119_200 + 3 * 3600 + 5 * 60); // 2026-12-01T13:05:00Z
         let t = table(&items, IncludeObject::Metadata, now, "7");
-        let cols: Vec<&str> = t["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        let cols: Vec<&str> =
+            t["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
         assert_eq!(cols, ["Name", "Catalog", "Age"]);
         assert_eq!(t["rows"][0]["cells"], json!(["etcd", "global display", "3h5m"]));
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");

@@ -30,8 +30,8 @@ use super::content::CatalogContent;
 use super::packagemanifest::{CatalogSourceInfo, PackageSummary, packages_of};
 use super::query::CatalogPackages;
 use crate::api::CatalogSource;
-use crate::catalog::validated::{IndexOptions, ValidatedCatalog};
 use crate::catalog::model::DeclarativeConfig;
+use crate::catalog::validated::{IndexOptions, ValidatedCatalog};
 use crate::install::certs;
 
 /// What discovery serves of one loaded catalog digest.
@@ -70,7 +70,10 @@ impl ServedCatalog {
 /// The catalogs to serve now: every CatalogSource of `sources` whose catalog `served` gives (the
 /// current load, or the last one of a failing source), sorted by namespace and name, as
 /// PackageManifest sources and as content by `namespace/name`. Pure; copies no package or blob.
-pub fn snapshot(sources: &[Arc<CatalogSource>], served: impl Fn(&(String, String)) -> Option<Arc<ServedCatalog>>) -> (Vec<CatalogPackages>, BTreeMap<String, Arc<CatalogContent>>) {
+pub fn snapshot(
+    sources: &[Arc<CatalogSource>],
+    served: impl Fn(&(String, String)) -> Option<Arc<ServedCatalog>>,
+) -> (Vec<CatalogPackages>, BTreeMap<String, Arc<CatalogContent>>) {
     let mut sorted: Vec<&Arc<CatalogSource>> = sources.iter().collect();
     sorted.sort_by_key(|cs| (cs.metadata.namespace.clone(), cs.metadata.name.clone()));
     let mut packages = Vec::new();
@@ -108,14 +111,24 @@ pub struct DiscoveryOptions {
 ///
 /// # Errors
 /// A message naming the Secret when it cannot be read or written, or the pair cannot be issued.
-pub async fn ensure_serving_cert(client: &kube::Client, namespace: &str, service: &str) -> Result<certs::ServingCert, String> {
+pub async fn ensure_serving_cert(
+    client: &kube::Client,
+    namespace: &str,
+    service: &str,
+) -> Result<certs::ServingCert, String> {
     let name = format!("{service}-cert");
     let hosts = certs::hostnames_for_service(service, namespace);
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let valid_for = certs::validity_from_env()?;
     for _ in 0..5 {
         let existing = api.get_opt(&name).await.map_err(|e| format!("reading Secret {namespace}/{name}: {e}"))?;
-        let data: BTreeMap<String, Vec<u8>> = existing.as_ref().and_then(|s| s.data.clone()).unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
+        let data: BTreeMap<String, Vec<u8>> = existing
+            .as_ref()
+            .and_then(|s| s.data.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect();
         let now = time::OffsetDateTime::now_utc();
         if existing.is_some() && certs::rotation_reason(&data, &hosts, now).is_none() {
             return serving_cert_of(&data).ok_or_else(|| format!("Secret {namespace}/{name} is not UTF-8 PEM"));
@@ -150,7 +163,9 @@ pub async fn ensure_serving_cert(client: &kube::Client, namespace: &str, service
             Err(e) => return Err(format!("writing Secret {namespace}/{name}: {e}")),
         }
     }
-    Err(format!("Secret {namespace}/{name} kept changing while the serving certificate was written; restart to try again"))
+    Err(format!(
+        "Secret {namespace}/{name} kept changing while the serving certificate was written; restart to try again"
+    ))
 }
 
 fn serving_cert_of(data: &BTreeMap<String, Vec<u8>>) -> Option<certs::ServingCert> {
@@ -159,7 +174,13 @@ fn serving_cert_of(data: &BTreeMap<String, Vec<u8>>) -> Option<certs::ServingCer
     let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()).ok()?;
     let cert = pem.parse_x509().ok()?;
     let (nb, na) = (cert.validity().not_before.to_datetime(), cert.validity().not_after.to_datetime());
-    Some(certs::ServingCert { ca_pem: text(certs::SECRET_CA_KEY)?, cert_pem, key_pem: text(certs::SECRET_PRIVATE_KEY)?, not_after: na, rotate_at: certs::rotate_at(nb, na) })
+    Some(certs::ServingCert {
+        ca_pem: text(certs::SECRET_CA_KEY)?,
+        cert_pem,
+        key_pem: text(certs::SECRET_PRIVATE_KEY)?,
+        not_after: na,
+        rotate_at: certs::rotate_at(nb, na),
+    })
 }
 
 /// Sets APIService `name`'s `spec.caBundle` to `ca_pem` (a merge patch; unchanged when equal).
@@ -168,32 +189,39 @@ fn serving_cert_of(data: &BTreeMap<String, Vec<u8>>) -> Option<certs::ServingCer
 /// A message naming the APIService when it does not exist or cannot be patched.
 pub async fn set_ca_bundle(client: &kube::Client, name: &str, ca_pem: &str) -> Result<(), String> {
     use base64::Engine;
-    let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &kube::api::ApiResource {
-        group: "apiregistration.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "apiregistration.k8s.io/v1".into(),
-        kind: "APIService".into(),
-        plural: "apiservices".into(),
-    });
+    let api: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource {
+            group: "apiregistration.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "apiregistration.k8s.io/v1".into(),
+            kind: "APIService".into(),
+            plural: "apiservices".into(),
+        },
+    );
     let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     let current = api.get_opt(name).await.map_err(|e| format!("reading APIService {name}: {e}"))?;
     let Some(current) = current else {
-        return Err(format!("APIService {name} does not exist; apply manifests/packages-api.yaml (kubectl apply -k manifests/) so that the API server routes packages.operators.coreos.com here"));
+        return Err(format!(
+            "APIService {name} does not exist; apply manifests/packages-api.yaml (kubectl apply -k manifests/) so that the API server routes packages.operators.coreos.com here"
+        ));
     };
     if current.data["spec"]["caBundle"].as_str() == Some(bundle.as_str()) {
         return Ok(());
     }
     let patch = serde_json::json!({"spec": {"caBundle": bundle, "insecureSkipTLSVerify": false}});
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| format!("setting spec.caBundle of APIService {name}: {e}"))?;
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| format!("setting spec.caBundle of APIService {name}: {e}"))?;
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::apiserver::ServingIdentity;
     use crate::api::CatalogSourceSpec;
     use crate::catalog::parse::parse_bytes;
+    use crate::discovery::apiserver::ServingIdentity;
 
     const CAT: &str = r#"
 schema: olm.package
@@ -215,20 +243,31 @@ properties:
 "#;
 
     fn source(ns: &str, name: &str, display: &str) -> Arc<CatalogSource> {
-        let mut cs = CatalogSource::new(name, CatalogSourceSpec { display_name: Some(display.into()), ..Default::default() });
+        let mut cs =
+            CatalogSource::new(name, CatalogSourceSpec { display_name: Some(display.into()), ..Default::default() });
         cs.metadata.namespace = Some(ns.into());
         Arc::new(cs)
     }
 
     #[test]
     fn a_snapshot_shares_the_loaded_catalogs_and_follows_the_catalogsources() {
-        let served = Arc::new(ServedCatalog::build("olm/a", parse_bytes("c.yaml", CAT.as_bytes()).unwrap(), "sha256:1", SystemTime::now()));
+        let served = Arc::new(ServedCatalog::build(
+            "olm/a",
+            parse_bytes("c.yaml", CAT.as_bytes()).unwrap(),
+            "sha256:1",
+            SystemTime::now(),
+        ));
         assert_eq!(served.packages.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["etcd"]);
         assert_eq!(served.content.len(), 3);
         let sources = vec![source("team", "b", "B"), source("olm", "a", "Community"), source("olm", "unloaded", "U")];
         let (p, c) = snapshot(&sources, |k| (k.1 != "unloaded").then(|| served.clone()));
-        let names: Vec<String> = p.iter().map(|c| format!("{}/{}:{}", c.source.namespace, c.source.name, c.source.display_name)).collect();
-        assert_eq!(names, ["olm/a:Community", "team/b:B"], "sorted, a CatalogSource without a loaded catalog is left out");
+        let names: Vec<String> =
+            p.iter().map(|c| format!("{}/{}:{}", c.source.namespace, c.source.name, c.source.display_name)).collect();
+        assert_eq!(
+            names,
+            ["olm/a:Community", "team/b:B"],
+            "sorted, a CatalogSource without a loaded catalog is left out"
+        );
         assert!(Arc::ptr_eq(&p[0].packages, &served.packages), "no copy of the packages");
         assert!(Arc::ptr_eq(&c["team/b"], &served.content), "no copy of the content");
         assert_eq!(c.keys().collect::<Vec<_>>(), ["olm/a", "team/b"]);
@@ -239,7 +278,12 @@ properties:
     #[test]
     fn an_invalid_catalog_has_content_but_no_packages() {
         let bad = CAT.replace("entries: [{name: etcd.v1.0.0}]", "entries: [{name: etcd.v9.0.0}]");
-        let served = ServedCatalog::build("olm/bad", parse_bytes("c.yaml", bad.as_bytes()).unwrap(), "sha256:2", SystemTime::now());
+        let served = ServedCatalog::build(
+            "olm/bad",
+            parse_bytes("c.yaml", bad.as_bytes()).unwrap(),
+            "sha256:2",
+            SystemTime::now(),
+        );
         assert!(served.packages.is_empty());
         assert_eq!(served.content.len(), 3);
     }

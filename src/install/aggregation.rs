@@ -57,11 +57,21 @@ pub fn provided_apis(spec: &ClusterServiceVersionSpec) -> Vec<ApiKey> {
     let mut out = BTreeSet::new();
     for d in spec.customresourcedefinitions.iter().flat_map(|c| c.owned.iter().flatten()) {
         if let Some((plural, group)) = d.name.split_once('.') {
-            out.insert(ApiKey { group: group.into(), version: d.version.clone(), kind: d.kind.clone(), plural: plural.into() });
+            out.insert(ApiKey {
+                group: group.into(),
+                version: d.version.clone(),
+                kind: d.kind.clone(),
+                plural: plural.into(),
+            });
         }
     }
     for d in spec.apiservicedefinitions.iter().flat_map(|a| a.owned.iter().flatten()) {
-        out.insert(ApiKey { group: d.group.clone(), version: d.version.clone(), kind: d.kind.clone(), plural: d.name.clone() });
+        out.insert(ApiKey {
+            group: d.group.clone(),
+            version: d.version.clone(),
+            kind: d.kind.clone(),
+            plural: d.name.clone(),
+        });
     }
     out.into_iter().collect()
 }
@@ -107,9 +117,19 @@ pub struct ApiOwner {
 /// name) or APIService (`APIService`, `version.group`) that owns the roles; an API whose owner
 /// it does not know (`None`: not on the cluster yet) gets no roles — OLM fails the sync then
 /// and retries, the caller reports it.
-pub fn provided_api_cluster_roles(spec: &ClusterServiceVersionSpec, owner: &dyn Fn(&str, &str) -> Option<ApiOwner>) -> Vec<Value> {
+pub fn provided_api_cluster_roles(
+    spec: &ClusterServiceVersionSpec,
+    owner: &dyn Fn(&str, &str) -> Option<ApiOwner>,
+) -> Vec<Value> {
     let mut out = Vec::new();
-    let role = |name: String, suffix: &str, verbs: &[&str], group: &str, resource: &str, names: Option<&str>, api: &ApiKey, o: &ApiOwner| {
+    let role = |name: String,
+                suffix: &str,
+                verbs: &[&str],
+                group: &str,
+                resource: &str,
+                names: Option<&str>,
+                api: &ApiKey,
+                o: &ApiOwner| {
         let mut rule = json!({"verbs": verbs, "apiGroups": [group], "resources": [resource]});
         if let Some(n) = names {
             rule["resourceNames"] = json!([n]);
@@ -132,16 +152,27 @@ pub fn provided_api_cluster_roles(spec: &ClusterServiceVersionSpec, owner: &dyn 
     for d in spec.customresourcedefinitions.iter().flat_map(|c| c.owned.iter().flatten()) {
         let Some((plural, group)) = d.name.split_once('.') else { continue };
         let Some(o) = owner("CustomResourceDefinition", &d.name) else { continue };
-        let api = ApiKey { group: group.into(), version: d.version.clone(), kind: d.kind.clone(), plural: plural.into() };
+        let api =
+            ApiKey { group: group.into(), version: d.version.clone(), kind: d.kind.clone(), plural: plural.into() };
         let prefix = format!("{}-{}-", d.name, d.version);
         for (suffix, verbs) in SUFFIX_VERBS {
             out.push(role(format!("{prefix}{suffix}"), suffix, verbs, group, plural, None, &api, &o));
         }
-        out.push(role(format!("{prefix}crdview"), "view", &["get"], "apiextensions.k8s.io", "customresourcedefinitions", Some(&d.name), &api, &o));
+        out.push(role(
+            format!("{prefix}crdview"),
+            "view",
+            &["get"],
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            Some(&d.name),
+            &api,
+            &o,
+        ));
     }
     for d in spec.apiservicedefinitions.iter().flat_map(|a| a.owned.iter().flatten()) {
         let Some(o) = owner("APIService", &format!("{}.{}", d.version, d.group)) else { continue };
-        let api = ApiKey { group: d.group.clone(), version: d.version.clone(), kind: d.kind.clone(), plural: d.name.clone() };
+        let api =
+            ApiKey { group: d.group.clone(), version: d.version.clone(), kind: d.kind.clone(), plural: d.name.clone() };
         let prefix = format!("{}-{}-", d.name, d.version);
         for (suffix, verbs) in SUFFIX_VERBS {
             out.push(role(format!("{prefix}{suffix}"), suffix, verbs, &d.group, &d.name, None, &api, &o));
@@ -224,15 +255,33 @@ pub async fn ensure_for_csv(client: &Client, csv: &ClusterServiceVersion) -> Res
     let mut owners = Vec::new();
     let mut missing = Vec::new();
     for d in csv.spec.customresourcedefinitions.iter().flat_map(|c| c.owned.iter().flatten()) {
-        match Api::<CustomResourceDefinition>::all(client.clone()).get_opt(&d.name).await.map_err(err(format!("reading CRD {}", d.name)))? {
-            Some(c) => owners.push(ApiOwner { api_version: "apiextensions.k8s.io/v1".into(), kind: "CustomResourceDefinition".into(), name: d.name.clone(), uid: c.uid().unwrap_or_default() }),
+        match Api::<CustomResourceDefinition>::all(client.clone())
+            .get_opt(&d.name)
+            .await
+            .map_err(err(format!("reading CRD {}", d.name)))?
+        {
+            Some(c) => owners.push(ApiOwner {
+                api_version: "apiextensions.k8s.io/v1".into(),
+                kind: "CustomResourceDefinition".into(),
+                name: d.name.clone(),
+                uid: c.uid().unwrap_or_default(),
+            }),
             None => missing.push(format!("CRD {}", d.name)),
         }
     }
     for d in csv.spec.apiservicedefinitions.iter().flat_map(|a| a.owned.iter().flatten()) {
         let name = format!("{}.{}", d.version, d.group);
-        match Api::<APIService>::all(client.clone()).get_opt(&name).await.map_err(err(format!("reading APIService {name}")))? {
-            Some(s) => owners.push(ApiOwner { api_version: "apiregistration.k8s.io/v1".into(), kind: "APIService".into(), name: name.clone(), uid: s.uid().unwrap_or_default() }),
+        match Api::<APIService>::all(client.clone())
+            .get_opt(&name)
+            .await
+            .map_err(err(format!("reading APIService {name}")))?
+        {
+            Some(s) => owners.push(ApiOwner {
+                api_version: "apiregistration.k8s.io/v1".into(),
+                kind: "APIService".into(),
+                name: name.clone(),
+                uid: s.uid().unwrap_or_default(),
+            }),
             None => missing.push(format!("APIService {name}")),
         }
     }
@@ -258,11 +307,13 @@ pub async fn ensure_for_operator_group(client: &Client, og: &OperatorGroup) -> R
         .list(&super::from_watch_cache())
         .await
         .map_err(err(format!("listing ClusterServiceVersions in {ns}")))?;
-    let members: Vec<&ClusterServiceVersion> = csvs.items.iter().filter(|c| !c.labels().contains_key(super::LABEL_COPIED_FROM)).collect();
+    let members: Vec<&ClusterServiceVersion> =
+        csvs.items.iter().filter(|c| !c.labels().contains_key(super::LABEL_COPIED_FROM)).collect();
     let current = og.annotations().get(PROVIDED_APIS_ANNOTATION).cloned().unwrap_or_default();
     let static_apis = og.spec.static_provided_apis == Some(true);
     let value = if static_apis { current.clone() } else { pruned_provided_apis(&current, members.iter().copied()) };
-    let mut set: BTreeSet<ApiKey> = members.iter().flat_map(|c| provided_apis(&c.spec)).map(|a| ApiKey { plural: String::new(), ..a }).collect();
+    let mut set: BTreeSet<ApiKey> =
+        members.iter().flat_map(|c| provided_apis(&c.spec)).map(|a| ApiKey { plural: String::new(), ..a }).collect();
     set.extend(parse_provided_apis(&current));
     let apis: Vec<ApiKey> = set.into_iter().collect();
     let changed = value != current;
@@ -271,15 +322,24 @@ pub async fn ensure_for_operator_group(client: &Client, og: &OperatorGroup) -> R
     }
     let roles = operator_group_cluster_roles(&ns, &name, &apis);
     let admin = roles[0]["metadata"]["name"].as_str().unwrap_or_default().to_string();
-    let found = Api::<ClusterRole>::all(client.clone()).get_opt(&admin).await.map_err(err(format!("reading ClusterRole {admin}")))?;
-    let stale = found.is_none_or(|cr| serde_json::to_value(&cr.aggregation_rule).unwrap_or_default() != roles[0].get("aggregationRule").cloned().unwrap_or(Value::Null));
+    let found = Api::<ClusterRole>::all(client.clone())
+        .get_opt(&admin)
+        .await
+        .map_err(err(format!("reading ClusterRole {admin}")))?;
+    let stale = found.is_none_or(|cr| {
+        serde_json::to_value(&cr.aggregation_rule).unwrap_or_default()
+            != roles[0].get("aggregationRule").cloned().unwrap_or(Value::Null)
+    });
     if changed || stale {
         futures::future::try_join_all(roles.iter().map(|cr| apply_cluster_role(client, cr))).await?;
         // The group may have been deleted while this ran from a cached copy: if the deletion
         // watch ([`watch_operator_group_deletions`]) removed the roles before these applies, they
         // would stay forever. Read the group after applying: gone (or going), the roles go again.
         // (Deleted after this read, the watch's Delete comes after the applies and removes them.)
-        let current = Api::<OperatorGroup>::namespaced(client.clone(), &ns).get_opt(&name).await.map_err(err(format!("reading OperatorGroup {ns}/{name}")))?;
+        let current = Api::<OperatorGroup>::namespaced(client.clone(), &ns)
+            .get_opt(&name)
+            .await
+            .map_err(err(format!("reading OperatorGroup {ns}/{name}")))?;
         if current.is_none_or(|g| g.metadata.deletion_timestamp.is_some()) {
             delete_for_operator_group(client, &ns, &name).await?;
         }
@@ -293,7 +353,13 @@ pub async fn ensure_for_operator_group(client: &Client, og: &OperatorGroup) -> R
 /// computed from: the patch is refused (HTTP 409, an error here; the reconcile is retried) when
 /// the group changed since, so that two CSVs of one group claiming at once cannot drop each
 /// other's APIs from the annotation.
-pub async fn write_provided_apis(client: &Client, namespace: &str, name: &str, value: &str, resource_version: Option<&str>) -> Result<(), AggregationError> {
+pub async fn write_provided_apis(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    value: &str,
+    resource_version: Option<&str>,
+) -> Result<(), AggregationError> {
     let mut patch = json!({"metadata": {"annotations": {PROVIDED_APIS_ANNOTATION: value}}});
     if let Some(rv) = resource_version {
         patch["metadata"]["resourceVersion"] = json!(rv);
@@ -343,10 +409,16 @@ pub async fn watch_operator_group_deletions(client: Client) {
 async fn sweep_orphans(client: &Client, existing: &BTreeSet<(String, String)>) -> Result<(), AggregationError> {
     let api = Api::<ClusterRole>::all(client.clone());
     let sel = format!("{LABEL_OWNER_KIND}=OperatorGroup,{LABEL_MANAGED}=true");
-    let list = api.list_metadata(&ListParams::default().labels(&sel)).await.map_err(err("listing OperatorGroup ClusterRoles"))?;
+    let list = api
+        .list_metadata(&ListParams::default().labels(&sel))
+        .await
+        .map_err(err("listing OperatorGroup ClusterRoles"))?;
     for cr in list.items {
         let l = cr.labels();
-        let key = (l.get(LABEL_OWNER_NAMESPACE).cloned().unwrap_or_default(), l.get(LABEL_OWNER).cloned().unwrap_or_default());
+        let key = (
+            l.get(LABEL_OWNER_NAMESPACE).cloned().unwrap_or_default(),
+            l.get(LABEL_OWNER).cloned().unwrap_or_default(),
+        );
         if !existing.contains(&key) {
             let name = cr.name_any();
             match api.delete(&name, &DeleteParams::default()).await {
@@ -378,7 +450,12 @@ pub fn parse_provided_apis(annotation: &str) -> Vec<ApiKey> {
     for s in annotation.split(',').map(|s| s.replace(' ', "")) {
         let mut parts = s.splitn(3, '.');
         if let (Some(kind), Some(version), Some(group)) = (parts.next(), parts.next(), parts.next()) {
-            out.insert(ApiKey { group: group.into(), version: version.into(), kind: kind.into(), plural: String::new() });
+            out.insert(ApiKey {
+                group: group.into(),
+                version: version.into(),
+                kind: kind.into(),
+                plural: String::new(),
+            });
         }
     }
     out.into_iter().collect()
@@ -431,7 +508,11 @@ impl GroupSurface {
     }
 
     fn describe_targets(&self) -> String {
-        if self.all_namespaces() { "all namespaces".into() } else { self.targets.iter().cloned().collect::<Vec<_>>().join(", ") }
+        if self.all_namespaces() {
+            "all namespaces".into()
+        } else {
+            self.targets.iter().cloned().collect::<Vec<_>>().join(", ")
+        }
     }
 }
 
@@ -466,7 +547,11 @@ pub enum ApiReconciliation {
 /// OLM `ReconcileAPIIntersection(add, group, otherGroups...)`: whether the APIs `add`
 /// (`Kind.version.group`) of a CSV in `group` are provided by another group among `others` whose
 /// targets intersect `group`'s (`group` itself, if listed, is skipped). Pure.
-pub fn reconcile_api_intersection(add: &BTreeSet<String>, group: &GroupSurface, others: &[GroupSurface]) -> ApiReconciliation {
+pub fn reconcile_api_intersection(
+    add: &BTreeSet<String>,
+    group: &GroupSurface,
+    others: &[GroupSurface],
+) -> ApiReconciliation {
     let mut owners = Vec::new();
     for other in others.iter().filter(|o| o.id() != group.id()) {
         let shared = group.shared_targets(other);
@@ -475,7 +560,11 @@ pub fn reconcile_api_intersection(add: &BTreeSet<String>, group: &GroupSurface, 
         }
         let apis: Vec<String> = add.intersection(&other.provided_apis).cloned().collect();
         if !apis.is_empty() {
-            let shared = if shared.len() == 1 && shared.contains("") { "all namespaces".to_string() } else { shared.into_iter().collect::<Vec<_>>().join(", ") };
+            let shared = if shared.len() == 1 && shared.contains("") {
+                "all namespaces".to_string()
+            } else {
+                shared.into_iter().collect::<Vec<_>>().join(", ")
+            };
             owners.push(ApiClaim { group: other.id(), targets: other.describe_targets(), shared, apis });
         }
     }
@@ -522,7 +611,14 @@ pub const CANNOT_MODIFY_STATIC_PROVIDED_APIS: &str = "CannotModifyStaticOperator
 /// [`ApiReconciliation::Remove`] too after releasing the APIs from its group; on a group with
 /// `static_apis` an `Add` or `Remove` refuses with `CannotModifyStaticOperatorGroupProvidedAPIs`
 /// (the annotation is the user's). Pure.
-pub fn decide_api_ownership(csv: &str, copied: bool, add: &BTreeSet<String>, group: &GroupSurface, others: &[GroupSurface], static_apis: bool) -> ApiOwnership {
+pub fn decide_api_ownership(
+    csv: &str,
+    copied: bool,
+    add: &BTreeSet<String>,
+    group: &GroupSurface,
+    others: &[GroupSurface],
+    static_apis: bool,
+) -> ApiOwnership {
     if copied || add.is_empty() {
         return ApiOwnership::Free;
     }
@@ -532,7 +628,11 @@ pub fn decide_api_ownership(csv: &str, copied: bool, add: &BTreeSet<String>, gro
         ApiReconciliation::NoConflict => ApiOwnership::Free,
         ApiReconciliation::Add | ApiReconciliation::Remove(_) if static_apis => {
             let missing: BTreeSet<String> = add.difference(&group.provided_apis).cloned().collect();
-            let what = if missing.is_empty() { format!("its APIs {} are also provided by an intersecting OperatorGroup", apis(add)) } else { format!("its APIs {} are not in the group's olm.providedAPIs", apis(&missing)) };
+            let what = if missing.is_empty() {
+                format!("its APIs {} are also provided by an intersecting OperatorGroup", apis(add))
+            } else {
+                format!("its APIs {} are not in the group's olm.providedAPIs", apis(&missing))
+            };
             ApiOwnership::Refused {
                 reason: CANNOT_MODIFY_STATIC_PROVIDED_APIS,
                 message: format!(
@@ -547,8 +647,22 @@ pub fn decide_api_ownership(csv: &str, copied: bool, add: &BTreeSet<String>, gro
             ApiOwnership::Claim(union.into_iter().collect::<Vec<_>>().join(","))
         }
         ApiReconciliation::Remove(owners) | ApiReconciliation::Conflict(owners) => {
-            let release = group.provided_apis.is_superset(add).then(|| group.provided_apis.difference(add).cloned().collect::<Vec<_>>().join(","));
-            let others: Vec<String> = owners.iter().map(|o| format!("OperatorGroup {} (targets {}; shared: {}) already provides {}", o.group, o.targets, o.shared, o.apis.join(", "))).collect();
+            let release = group
+                .provided_apis
+                .is_superset(add)
+                .then(|| group.provided_apis.difference(add).cloned().collect::<Vec<_>>().join(","));
+            let others: Vec<String> = owners
+                .iter()
+                .map(|o| {
+                    format!(
+                        "OperatorGroup {} (targets {}; shared: {}) already provides {}",
+                        o.group,
+                        o.targets,
+                        o.shared,
+                        o.apis.join(", ")
+                    )
+                })
+                .collect();
             ApiOwnership::Refused {
                 reason: INTER_OPERATOR_GROUP_OWNER_CONFLICT,
                 message: format!(
@@ -569,8 +683,14 @@ pub fn decide_api_ownership(csv: &str, copied: bool, add: &BTreeSet<String>, gro
 /// more (OLM `pruneProvidedAPIs`; APIs are added by the CSV check, [`decide_api_ownership`], not
 /// here, so that a CSV refused for a conflict does not claim them). Pure.
 pub fn pruned_provided_apis<'a>(current: &str, members: impl IntoIterator<Item = &'a ClusterServiceVersion>) -> String {
-    let provided: BTreeSet<String> = members.into_iter().filter(|c| !c.labels().contains_key(super::LABEL_COPIED_FROM) && c.metadata.deletion_timestamp.is_none()).flat_map(|c| provided_apis(&c.spec)).map(|a| gvk_string(&a)).collect();
-    let kept: BTreeSet<String> = parse_provided_apis(current).iter().map(gvk_string).filter(|a| provided.contains(a)).collect();
+    let provided: BTreeSet<String> = members
+        .into_iter()
+        .filter(|c| !c.labels().contains_key(super::LABEL_COPIED_FROM) && c.metadata.deletion_timestamp.is_none())
+        .flat_map(|c| provided_apis(&c.spec))
+        .map(|a| gvk_string(&a))
+        .collect();
+    let kept: BTreeSet<String> =
+        parse_provided_apis(current).iter().map(gvk_string).filter(|a| provided.contains(a)).collect();
     kept.into_iter().collect::<Vec<_>>().join(",")
 }
 
@@ -597,7 +717,12 @@ mod tests {
     #[test]
     fn aggregation_label_is_olms_fnv64a_of_kind_version_group() {
         // Go: fnv.New64a().Write("EtcdCluster.v1beta2.etcd.database.coreos.com"); fmt.Sprintf("%x", Sum64()).
-        let api = ApiKey { group: "etcd.database.coreos.com".into(), version: "v1beta2".into(), kind: "EtcdCluster".into(), plural: "etcdclusters".into() };
+        let api = ApiKey {
+            group: "etcd.database.coreos.com".into(),
+            version: "v1beta2".into(),
+            kind: "EtcdCluster".into(),
+            plural: "etcdclusters".into(),
+        };
         assert_eq!(aggregation_label(&api, "edit"), "olm.opgroup.permissions/aggregate-to-c571d720f17289d3-edit");
         // The plural takes no part: a key from the annotation (no plural) selects the same roles.
         let stripped = ApiKey { plural: String::new(), ..api.clone() };
@@ -606,32 +731,52 @@ mod tests {
 
     #[test]
     fn per_crd_roles_are_named_labelled_and_owned_as_olm() {
-        let owner = |kind: &str, name: &str| Some(ApiOwner { api_version: "x/v1".into(), kind: kind.into(), name: name.into(), uid: format!("uid-{name}") });
+        let owner = |kind: &str, name: &str| {
+            Some(ApiOwner {
+                api_version: "x/v1".into(),
+                kind: kind.into(),
+                name: name.into(),
+                uid: format!("uid-{name}"),
+            })
+        };
         let roles = provided_api_cluster_roles(&etcd(), &owner);
         let names: Vec<&str> = roles.iter().map(|r| r["metadata"]["name"].as_str().unwrap()).collect();
         // The duplicate owned entry yields the same names (applied twice, harmless); the dot-less one none.
-        assert_eq!(&names[..4], [
-            "etcdclusters.etcd.database.coreos.com-v1beta2-admin",
-            "etcdclusters.etcd.database.coreos.com-v1beta2-edit",
-            "etcdclusters.etcd.database.coreos.com-v1beta2-view",
-            "etcdclusters.etcd.database.coreos.com-v1beta2-crdview",
-        ]);
+        assert_eq!(
+            &names[..4],
+            [
+                "etcdclusters.etcd.database.coreos.com-v1beta2-admin",
+                "etcdclusters.etcd.database.coreos.com-v1beta2-edit",
+                "etcdclusters.etcd.database.coreos.com-v1beta2-view",
+                "etcdclusters.etcd.database.coreos.com-v1beta2-crdview",
+            ]
+        );
         assert_eq!(&names[8..], ["fishes-v1-admin", "fishes-v1-edit", "fishes-v1-view"]);
         let edit = &roles[1];
-        assert_eq!(edit["rules"], json!([{"verbs": ["create", "update", "patch", "delete"], "apiGroups": ["etcd.database.coreos.com"], "resources": ["etcdclusters"]}]));
+        assert_eq!(
+            edit["rules"],
+            json!([{"verbs": ["create", "update", "patch", "delete"], "apiGroups": ["etcd.database.coreos.com"], "resources": ["etcdclusters"]}])
+        );
         let labels = edit["metadata"]["labels"].as_object().unwrap();
         assert_eq!(labels["rbac.authorization.k8s.io/aggregate-to-edit"], "true");
         assert_eq!(labels["olm.managed"], "true");
-        assert!(labels.keys().any(|k| k.starts_with("olm.opgroup.permissions/aggregate-to-") && k.ends_with("-edit")), "{labels:?}");
+        assert!(
+            labels.keys().any(|k| k.starts_with("olm.opgroup.permissions/aggregate-to-") && k.ends_with("-edit")),
+            "{labels:?}"
+        );
         assert_eq!(edit["metadata"]["ownerReferences"][0]["uid"], "uid-etcdclusters.etcd.database.coreos.com");
         assert_eq!(edit["metadata"]["ownerReferences"][0]["kind"], "CustomResourceDefinition");
         let crdview = &roles[3];
-        assert_eq!(crdview["rules"], json!([{"verbs": ["get"], "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "resourceNames": ["etcdclusters.etcd.database.coreos.com"]}]));
+        assert_eq!(
+            crdview["rules"],
+            json!([{"verbs": ["get"], "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "resourceNames": ["etcdclusters.etcd.database.coreos.com"]}])
+        );
         assert_eq!(crdview["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"], "true");
         assert_eq!(roles[8]["rules"][0]["verbs"], json!(["*"]));
         assert_eq!(roles[8]["metadata"]["ownerReferences"][0]["name"], "v1.ocean.example.com");
         // An owner not on the cluster yet: no roles for that API.
-        let only_crds = |kind: &str, name: &str| (kind == "CustomResourceDefinition").then(|| owner(kind, name)).flatten();
+        let only_crds =
+            |kind: &str, name: &str| (kind == "CustomResourceDefinition").then(|| owner(kind, name)).flatten();
         assert_eq!(provided_api_cluster_roles(&etcd(), &only_crds).len(), 8);
     }
 
@@ -646,11 +791,15 @@ mod tests {
         assert_eq!(name, "olm.og.og.edit-aYQ49ceIWihKG3SC57B3bKfMTh3FPw9eU36cy9");
         assert_eq!(name, operator_group_cluster_role_name("ns1", "og", "edit"));
         assert_ne!(name, operator_group_cluster_role_name("ns2", "og", "edit"), "the hash covers the namespace");
-        assert_eq!(roles[1]["metadata"]["labels"], json!({"olm.owner": "og", "olm.owner.namespace": "ns1", "olm.owner.kind": "OperatorGroup", "olm.managed": "true"}));
+        assert_eq!(
+            roles[1]["metadata"]["labels"],
+            json!({"olm.owner": "og", "olm.owner.namespace": "ns1", "olm.owner.kind": "OperatorGroup", "olm.managed": "true"})
+        );
         let sel = roles[1]["aggregationRule"]["clusterRoleSelectors"].as_array().unwrap();
         let mut want: Vec<String> = apis.iter().map(|a| aggregation_label(a, "edit")).collect();
         want.sort();
-        let got: Vec<&String> = sel.iter().map(|s| s["matchLabels"].as_object().unwrap().keys().next().unwrap()).collect();
+        let got: Vec<&String> =
+            sel.iter().map(|s| s["matchLabels"].as_object().unwrap().keys().next().unwrap()).collect();
         assert_eq!(got, want.iter().collect::<Vec<_>>());
         assert!(operator_group_cluster_roles("ns1", "og", &[])[0].get("aggregationRule").is_none());
         // A long group name is cut so that the name fits 253 characters.
@@ -690,7 +839,10 @@ mod tests {
         assert_eq!(all.shared_targets(&own), set(&["ns-a"]));
         assert_eq!(own.shared_targets(&all), set(&["ns-a"]));
         assert_eq!(all.shared_targets(&group("x", "y", &[""], "")), set(&[""]));
-        assert!(group("new", "og", &[], "").shared_targets(&all).is_empty(), "no status.namespaces yet: targets nothing");
+        assert!(
+            group("new", "og", &[], "").shared_targets(&all).is_empty(),
+            "no status.namespaces yet: targets nothing"
+        );
         assert!(own.shared_targets(&group("ns-c", "og", &["ns-c"], "")).is_empty());
     }
 
@@ -706,12 +858,26 @@ mod tests {
         // AllNamespaces intersects everything: the newcomer conflicts, the holder keeps them.
         let conflict = reconcile_api_intersection(&add, &global(""), &[a(WIDGET), b("")]);
         let ApiReconciliation::Conflict(owners) = conflict else { panic!("{conflict:?}") };
-        assert_eq!(owners, vec![ApiClaim { group: "ns-a/og-a".into(), targets: "ns-a".into(), shared: "ns-a".into(), apis: vec![WIDGET.into()] }]);
+        assert_eq!(
+            owners,
+            vec![ApiClaim {
+                group: "ns-a/og-a".into(),
+                targets: "ns-a".into(),
+                shared: "ns-a".into(),
+                apis: vec![WIDGET.into()]
+            }]
+        );
         assert_eq!(reconcile_api_intersection(&add, &a(WIDGET), &[global("")]), ApiReconciliation::NoConflict);
         // Both claim: remove from this group (OLM RemoveAPIs).
-        assert!(matches!(reconcile_api_intersection(&add, &a(WIDGET), &[global(WIDGET)]), ApiReconciliation::Remove(_)));
+        assert!(matches!(
+            reconcile_api_intersection(&add, &a(WIDGET), &[global(WIDGET)]),
+            ApiReconciliation::Remove(_)
+        ));
         // Other APIs of an intersecting group do not matter; the group itself is skipped.
-        assert_eq!(reconcile_api_intersection(&add, &a(""), &[global("Gadget.v1.example.com")]), ApiReconciliation::Add);
+        assert_eq!(
+            reconcile_api_intersection(&add, &a(""), &[global("Gadget.v1.example.com")]),
+            ApiReconciliation::Add
+        );
         assert_eq!(reconcile_api_intersection(&add, &a(WIDGET), &[a(WIDGET)]), ApiReconciliation::NoConflict);
     }
 
@@ -721,33 +887,71 @@ mod tests {
         let a = group("ns-a", "og-a", &["ns-a"], WIDGET);
         let global = group("ns-b", "og-b", &[""], "");
         // The newcomer in the AllNamespaces group: refused, naming the other group, the API and what to do.
-        let ApiOwnership::Refused { reason, message, release } = decide_api_ownership("ns-b/op.v1", false, &add, &global, &[a.clone()], false) else { panic!() };
+        let ApiOwnership::Refused { reason, message, release } =
+            decide_api_ownership("ns-b/op.v1", false, &add, &global, &[a.clone()], false)
+        else {
+            panic!()
+        };
         assert_eq!(reason, INTER_OPERATOR_GROUP_OWNER_CONFLICT);
         assert!(message.starts_with("intersecting operatorgroups provide the same apis: "), "{message}");
-        for part in ["ClusterServiceVersion ns-b/op.v1", "OperatorGroup ns-b/og-b, targets all namespaces", "OperatorGroup ns-a/og-a (targets ns-a; shared: ns-a) already provides Widget.v1.webhook.capstan.dev", "uninstall one of the two"] {
+        for part in [
+            "ClusterServiceVersion ns-b/op.v1",
+            "OperatorGroup ns-b/og-b, targets all namespaces",
+            "OperatorGroup ns-a/og-a (targets ns-a; shared: ns-a) already provides Widget.v1.webhook.capstan.dev",
+            "uninstall one of the two",
+        ] {
             assert!(message.contains(part), "{part} in {message}");
         }
         assert_eq!(release, None, "the group never listed them");
         // The holder keeps installing; a group that lacks them claims them (AddAPIs).
         let holder = group("ns-a", "og-a", &["ns-a"], "Gadget.v1.example.com,Widget.v1.webhook.capstan.dev");
-        assert_eq!(decide_api_ownership("ns-a/op.v1", false, &add, &holder, &[global.clone()], false), ApiOwnership::Free);
-        assert_eq!(decide_api_ownership("ns-a/op.v1", false, &add, &a, &[global.clone()], false), ApiOwnership::Claim("Gadget.v1.example.com,Widget.v1.webhook.capstan.dev".into()));
+        assert_eq!(
+            decide_api_ownership("ns-a/op.v1", false, &add, &holder, &[global.clone()], false),
+            ApiOwnership::Free
+        );
+        assert_eq!(
+            decide_api_ownership("ns-a/op.v1", false, &add, &a, &[global.clone()], false),
+            ApiOwnership::Claim("Gadget.v1.example.com,Widget.v1.webhook.capstan.dev".into())
+        );
         // Both groups list them: this one releases them and is refused.
         let both = group("ns-b", "og-b", &[""], "Gadget.v1.example.com,Other.v1.x.io,Widget.v1.webhook.capstan.dev");
-        let ApiOwnership::Refused { reason, release, .. } = decide_api_ownership("ns-b/op.v1", false, &add, &both, &[a.clone()], false) else { panic!() };
+        let ApiOwnership::Refused { reason, release, .. } =
+            decide_api_ownership("ns-b/op.v1", false, &add, &both, &[a.clone()], false)
+        else {
+            panic!()
+        };
         assert_eq!((reason, release.as_deref()), (INTER_OPERATOR_GROUP_OWNER_CONFLICT, Some("Other.v1.x.io")));
         // Copied CSVs and CSVs without APIs are not checked.
         assert_eq!(decide_api_ownership("ns-b/op.v1", true, &add, &global, &[a.clone()], false), ApiOwnership::Free);
-        assert_eq!(decide_api_ownership("ns-b/op.v1", false, &BTreeSet::new(), &global, &[a.clone()], false), ApiOwnership::Free);
+        assert_eq!(
+            decide_api_ownership("ns-b/op.v1", false, &BTreeSet::new(), &global, &[a.clone()], false),
+            ApiOwnership::Free
+        );
         // A static group: adding (or removing) is refused; what it lists already is fine; a conflict stays a conflict.
-        let ApiOwnership::Refused { reason, message, .. } = decide_api_ownership("ns-c/op.v1", false, &add, &group("ns-c", "og-c", &["ns-c"], WIDGET), &[], true) else { panic!() };
+        let ApiOwnership::Refused { reason, message, .. } =
+            decide_api_ownership("ns-c/op.v1", false, &add, &group("ns-c", "og-c", &["ns-c"], WIDGET), &[], true)
+        else {
+            panic!()
+        };
         assert_eq!(reason, CANNOT_MODIFY_STATIC_PROVIDED_APIS);
-        assert!(message.starts_with("static provided api operatorgroup cannot be modified by these apis") && message.contains("Gadget.v1.example.com are not in"), "{message}");
+        assert!(
+            message.starts_with("static provided api operatorgroup cannot be modified by these apis")
+                && message.contains("Gadget.v1.example.com are not in"),
+            "{message}"
+        );
         let listed = group("ns-c", "og-c", &["ns-c"], "Gadget.v1.example.com,Widget.v1.webhook.capstan.dev");
         assert_eq!(decide_api_ownership("ns-c/op.v1", false, &add, &listed, &[], true), ApiOwnership::Free);
-        let ApiOwnership::Refused { reason, .. } = decide_api_ownership("ns-c/op.v1", false, &add, &listed, &[group("ns-b", "og-b", &[""], WIDGET)], true) else { panic!() };
+        let ApiOwnership::Refused { reason, .. } =
+            decide_api_ownership("ns-c/op.v1", false, &add, &listed, &[group("ns-b", "og-b", &[""], WIDGET)], true)
+        else {
+            panic!()
+        };
         assert_eq!(reason, CANNOT_MODIFY_STATIC_PROVIDED_APIS, "OLM: static and RemoveAPIs");
-        let ApiOwnership::Refused { reason, .. } = decide_api_ownership("ns-b/op.v1", false, &add, &group("ns-b", "og-b", &[""], ""), &[a], true) else { panic!() };
+        let ApiOwnership::Refused { reason, .. } =
+            decide_api_ownership("ns-b/op.v1", false, &add, &group("ns-b", "og-b", &[""], ""), &[a], true)
+        else {
+            panic!()
+        };
         assert_eq!(reason, INTER_OPERATOR_GROUP_OWNER_CONFLICT);
     }
 
@@ -763,7 +967,11 @@ mod tests {
         let member = csv(json!({}), "widgets.webhook.capstan.dev");
         let copied = csv(json!({"olm.copiedFrom": "ops"}), "widgets.other.io");
         let current = "Gone.v1.example.com,Widget.v1.other.io,Widget.v1.webhook.capstan.dev";
-        assert_eq!(pruned_provided_apis(current, [&member, &copied]), WIDGET, "no longer provided or only by a copy: pruned");
+        assert_eq!(
+            pruned_provided_apis(current, [&member, &copied]),
+            WIDGET,
+            "no longer provided or only by a copy: pruned"
+        );
         assert_eq!(pruned_provided_apis("", [&member]), "", "not added here: the CSV check claims them");
     }
 }

@@ -171,7 +171,9 @@ pub enum StepError {
     },
     /// The API server does not serve the kind (HTTP 404 on the resource type), e.g. a
     /// `ServiceMonitor` without the Prometheus operator's CRDs.
-    #[error("{object}: the API server does not serve {api_version} {kind}; install the API (its CRD) first or remove the object from the bundle")]
+    #[error(
+        "{object}: the API server does not serve {api_version} {kind}; install the API (its CRD) first or remove the object from the bundle"
+    )]
     ApiNotAvailable {
         /// The step's object.
         object: String,
@@ -209,7 +211,9 @@ pub enum StepError {
         owner: String,
     },
     /// Transient errors went on past [`ApplyOptions::retry_timeout`].
-    #[error("{object}: {verb} failed {attempts} times over {elapsed:?}, last error: {last}; check the API server's health")]
+    #[error(
+        "{object}: {verb} failed {attempts} times over {elapsed:?}, last error: {last}; check the API server's health"
+    )]
     RetriesExhausted {
         /// The step's object.
         object: String,
@@ -232,7 +236,9 @@ pub enum StepError {
     },
     /// The object exists and is not this operator's: capstan never takes over an object it did
     /// not create for the same operator (see [`takeover_refused`]).
-    #[error("{object}: already exists and {owner}; capstan does not take over objects it did not create for this operator: delete or rename the existing object, rename it in the bundle, or — if it really is this operator's — label it {label}=\"\" to hand it over")]
+    #[error(
+        "{object}: already exists and {owner}; capstan does not take over objects it did not create for this operator: delete or rename the existing object, rename it in the bundle, or — if it really is this operator's — label it {label}=\"\" to hand it over"
+    )]
     Conflict {
         /// The step's object.
         object: String,
@@ -278,7 +284,11 @@ pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<
                         kind: s.kind.clone(),
                         name: s.name.clone(),
                         namespace: s.namespace.clone(),
-                        status: if i == at { StepStatus::Failed(e.clone()) } else { StepStatus::NotApplied { blocked_by: at } },
+                        status: if i == at {
+                            StepStatus::Failed(e.clone())
+                        } else {
+                            StepStatus::NotApplied { blocked_by: at }
+                        },
                         uid: None,
                     })
                     .collect();
@@ -287,7 +297,16 @@ pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<
     } else {
         steps
     };
-    let mut ap = Applier { client, opts, uids: HashMap::new(), absent: Default::default(), identity: None, existing: HashMap::new(), unreadable: HashMap::new(), alongside: HashMap::new() };
+    let mut ap = Applier {
+        client,
+        opts,
+        uids: HashMap::new(),
+        absent: Default::default(),
+        identity: None,
+        existing: HashMap::new(),
+        unreadable: HashMap::new(),
+        alongside: HashMap::new(),
+    };
     // Before the first step: every object that exists must be this operator's, so that a
     // refused takeover leaves nothing half-applied.
     if let Some(refused) = ap.check_ownership(steps).await {
@@ -310,7 +329,10 @@ pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<
     let mut failed: Option<usize> = None;
 
     for wave in waves(steps) {
-        if failed.is_none() && !pending_crds.is_empty() && wave.iter().any(|&i| steps[i].kind != "CustomResourceDefinition") {
+        if failed.is_none()
+            && !pending_crds.is_empty()
+            && wave.iter().any(|&i| steps[i].kind != "CustomResourceDefinition")
+        {
             failed = ap.wait_crds(steps, &mut pending_crds, &mut results).await;
         }
         // Prepared in step order; a step that cannot be prepared stops the wave there, as a
@@ -370,7 +392,8 @@ pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<
 
 /// The kinds whose first-pass applies go out together when they follow each other in a plan
 /// ([`waves`]): nothing in a plan needs them to exist first, except the role a binding names.
-const SENT_TOGETHER: [&str; 7] = ["ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "Service", "ConfigMap"];
+const SENT_TOGETHER: [&str; 7] =
+    ["ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "Service", "ConfigMap"];
 
 /// The order [`apply`] sends `steps` in: waves of step indices, each wave's PATCHes sent together
 /// after the previous wave's are answered. A run of consecutive [`SENT_TOGETHER`] steps is one
@@ -414,7 +437,11 @@ pub(crate) fn waves(steps: &[Step]) -> Vec<Vec<usize>> {
 /// `steps` with their serving Secrets' certificates filled in: the existing Secret of each is
 /// read, and [`super::webhook::fill_certificates`] keeps or issues them. Err: the index of the
 /// Secret step that could not be read or issued, and why.
-async fn with_certificates(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Result<Vec<Step>, (usize, StepError)> {
+async fn with_certificates(
+    client: &Client,
+    steps: &[Step],
+    opts: &ApplyOptions,
+) -> Result<Vec<Step>, (usize, StepError)> {
     use k8s_openapi::api::core::v1::Secret;
     let mut existing = std::collections::BTreeMap::new();
     for (i, s) in steps.iter().enumerate().filter(|(_, s)| super::webhook::is_planned_serving_secret(s)) {
@@ -424,8 +451,15 @@ async fn with_certificates(client: &Client, steps: &[Step], opts: &ApplyOptions)
         let found = loop {
             match api.get_opt(&s.name).await {
                 Ok(v) => break v,
-                Err(e) if is_transient(&e) && start.elapsed() < opts.retry_timeout => tokio::time::sleep(opts.initial_backoff).await,
-                Err(e) => return Err((i, StepError::Api { object: s.describe(), verb: "get".into(), message: e.to_string() })),
+                Err(e) if is_transient(&e) && start.elapsed() < opts.retry_timeout => {
+                    tokio::time::sleep(opts.initial_backoff).await
+                }
+                Err(e) => {
+                    return Err((
+                        i,
+                        StepError::Api { object: s.describe(), verb: "get".into(), message: e.to_string() },
+                    ));
+                }
             }
         };
         if let Some(data) = found.and_then(|x| x.data) {
@@ -433,13 +467,17 @@ async fn with_certificates(client: &Client, steps: &[Step], opts: &ApplyOptions)
         }
     }
     let mut out = steps.to_vec();
-    let outcomes = super::webhook::fill_certificates(&mut out, &existing, time::OffsetDateTime::now_utc(), opts.cert_validity).map_err(|e| {
-        let at = steps.iter().position(super::webhook::is_planned_serving_secret).unwrap_or(0);
-        (at, StepError::BadStep { object: steps[at].describe(), message: e.to_string() })
-    })?;
+    let outcomes =
+        super::webhook::fill_certificates(&mut out, &existing, time::OffsetDateTime::now_utc(), opts.cert_validity)
+            .map_err(|e| {
+                let at = steps.iter().position(super::webhook::is_planned_serving_secret).unwrap_or(0);
+                (at, StepError::BadStep { object: steps[at].describe(), message: e.to_string() })
+            })?;
     for o in outcomes {
         match &o.issued {
-            Some(reason) => tracing::info!(secret = %format!("{}/{}", o.namespace, o.secret), %reason, ca_hash = %o.ca_hash, "serving certificate issued"),
+            Some(reason) => {
+                tracing::info!(secret = %format!("{}/{}", o.namespace, o.secret), %reason, ca_hash = %o.ca_hash, "serving certificate issued")
+            }
             None => tracing::debug!(secret = %format!("{}/{}", o.namespace, o.secret), "serving certificate kept"),
         }
     }
@@ -503,7 +541,8 @@ impl Applier<'_> {
             }
         }
         if let Some(Some((_, Attempt::Done(_)))) = reads.last() {
-            let rest = futures::future::join_all(steps[reads.len()..].iter().map(|step| self.read_existing(step))).await;
+            let rest =
+                futures::future::join_all(steps[reads.len()..].iter().map(|step| self.read_existing(step))).await;
             reads.extend(rest);
         }
         let mut conflicts: Vec<(usize, StepError)> = Vec::new();
@@ -529,10 +568,19 @@ impl Applier<'_> {
                 && let Some(annotations) = found.as_ref().and_then(|o| o.metadata.annotations.as_ref())
             {
                 // The plan's namespace: that of the CRD's own installed-alongside annotation.
-                let own = step.manifest.pointer("/metadata/annotations").and_then(Value::as_object).into_iter().flatten().find_map(|(k, v)| {
-                    k.starts_with(super::plan::ANNOTATION_INSTALLED_ALONGSIDE).then(|| v.as_str()?.split_once('/').map(|(ns, _)| ns.to_string())).flatten()
-                });
-                let elsewhere = super::plan::installed_alongside_elsewhere(annotations, own.as_deref().unwrap_or_default());
+                let own = step
+                    .manifest
+                    .pointer("/metadata/annotations")
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flatten()
+                    .find_map(|(k, v)| {
+                        k.starts_with(super::plan::ANNOTATION_INSTALLED_ALONGSIDE)
+                            .then(|| v.as_str()?.split_once('/').map(|(ns, _)| ns.to_string()))
+                            .flatten()
+                    });
+                let elsewhere =
+                    super::plan::installed_alongside_elsewhere(annotations, own.as_deref().unwrap_or_default());
                 if !elsewhere.is_empty() {
                     self.alongside.insert(i, elsewhere);
                 }
@@ -578,7 +626,12 @@ impl Applier<'_> {
     }
 
     /// Waits for every pending CRD; on failure marks its result failed and returns its index.
-    async fn wait_crds(&mut self, steps: &[Step], pending: &mut Vec<usize>, results: &mut [StepResult]) -> Option<usize> {
+    async fn wait_crds(
+        &mut self,
+        steps: &[Step],
+        pending: &mut Vec<usize>,
+        results: &mut [StepResult],
+    ) -> Option<usize> {
         for i in std::mem::take(pending) {
             if let Err(e) = self.wait_established(&steps[i].name).await {
                 results[i].status = StepStatus::Failed(e);
@@ -628,7 +681,11 @@ impl Applier<'_> {
                 }
             }
             if start.elapsed() >= self.opts.crd_timeout {
-                return Err(StepError::NotEstablished { crd: name.to_string(), waited: start.elapsed(), message: last });
+                return Err(StepError::NotEstablished {
+                    crd: name.to_string(),
+                    waited: start.elapsed(),
+                    message: last,
+                });
             }
             tokio::time::sleep(self.opts.poll_interval).await;
         }
@@ -675,7 +732,11 @@ impl Applier<'_> {
     /// Sends the PATCHes of the prepared steps `ready` (step index, prepared) together, then
     /// records each in step order ([`Applier::finish`]): per step its status, uid and whether an
     /// owner is still pending, or its error.
-    async fn send_together(&mut self, steps: &[Step], ready: Vec<(usize, Prepared)>) -> Vec<(usize, Result<(StepStatus, Option<String>, bool), StepError>)> {
+    async fn send_together(
+        &mut self,
+        steps: &[Step],
+        ready: Vec<(usize, Prepared)>,
+    ) -> Vec<(usize, Result<(StepStatus, Option<String>, bool), StepError>)> {
         let sent = futures::future::join_all(ready.iter().map(|(i, p)| self.send(&steps[*i], p))).await;
         let mut out = Vec::with_capacity(ready.len());
         for ((i, prepared), sent) in ready.into_iter().zip(sent) {
@@ -712,7 +773,9 @@ impl Applier<'_> {
             None if final_pass => None,
             None => match self.retry(|| api.get_opt(&step.name)).await {
                 Attempt::Done(o) => o.and_then(|o| o.metadata.resource_version),
-                Attempt::Failed(e, attempts, elapsed) => return Err(self.error(step, &ar, "get", e, attempts, elapsed).await),
+                Attempt::Failed(e, attempts, elapsed) => {
+                    return Err(self.error(step, &ar, "get", e, attempts, elapsed).await);
+                }
             },
         };
         // A CRD another namespace's install applied too keeps that install's installed-alongside
@@ -729,10 +792,17 @@ impl Applier<'_> {
             match self.retry(|| api.get_opt(&step.name)).await {
                 Attempt::Done(Some(current)) => match serde_json::to_value(&current) {
                     Ok(current) => manifest = super::webhook::merge_shared_binding(&manifest, &current),
-                    Err(e) => return Err(StepError::BadStep { object, message: format!("the object on the cluster cannot be read: {e}") }),
+                    Err(e) => {
+                        return Err(StepError::BadStep {
+                            object,
+                            message: format!("the object on the cluster cannot be read: {e}"),
+                        });
+                    }
                 },
                 Attempt::Done(None) => {}
-                Attempt::Failed(e, attempts, elapsed) => return Err(self.error(step, &ar, "get", e, attempts, elapsed).await),
+                Attempt::Failed(e, attempts, elapsed) => {
+                    return Err(self.error(step, &ar, "get", e, attempts, elapsed).await);
+                }
             }
         }
         Ok(Prepared { ar, manifest, before, owner_pending })
@@ -750,19 +820,34 @@ impl Applier<'_> {
         fn counts(csv: Option<&ClusterServiceVersion>, ns: &str) -> bool {
             csv.is_some_and(|c| {
                 let copied = c.status.as_ref().and_then(|s| s.reason.as_ref()).is_some_and(|r| r.as_str() == "Copied");
-                let owned_elsewhere = c.metadata.annotations.as_ref().and_then(|a| a.get("olm.operatorNamespace")).is_some_and(|o| o != ns);
+                let owned_elsewhere = c
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("olm.operatorNamespace"))
+                    .is_some_and(|o| o != ns);
                 !copied && !owned_elsewhere
             })
         }
         let reads = elsewhere.iter().map(|(_, ns, name)| async move {
             match &self.opts.known_csvs {
-                Some(store) => counts(store.get(&kube::runtime::reflector::ObjectRef::new(name).within(ns)).as_deref(), ns),
+                Some(store) => {
+                    counts(store.get(&kube::runtime::reflector::ObjectRef::new(name).within(ns)).as_deref(), ns)
+                }
                 // A CSV that cannot be read is assumed to exist.
-                None => Api::<ClusterServiceVersion>::namespaced(self.client.clone(), ns).get_opt(name).await.map_or(true, |c| counts(c.as_ref(), ns)),
+                None => Api::<ClusterServiceVersion>::namespaced(self.client.clone(), ns)
+                    .get_opt(name)
+                    .await
+                    .map_or(true, |c| counts(c.as_ref(), ns)),
             }
         });
         let kept = futures::future::join_all(reads).await;
-        elsewhere.into_iter().zip(kept).filter(|(_, keep)| *keep).map(|((key, ns, name), _)| (key, format!("{ns}/{name}"))).collect()
+        elsewhere
+            .into_iter()
+            .zip(kept)
+            .filter(|(_, keep)| *keep)
+            .map(|((key, ns, name), _)| (key, format!("{ns}/{name}")))
+            .collect()
     }
 
     /// The server-side apply of a prepared step (retried while transient).
@@ -775,10 +860,17 @@ impl Applier<'_> {
     }
 
     /// Records a sent step: its uid (for the owner references of later steps) and its status.
-    async fn finish(&mut self, step: &Step, prepared: Prepared, sent: Attempt<DynamicObject>) -> Result<(StepStatus, Option<String>, bool), StepError> {
+    async fn finish(
+        &mut self,
+        step: &Step,
+        prepared: Prepared,
+        sent: Attempt<DynamicObject>,
+    ) -> Result<(StepStatus, Option<String>, bool), StepError> {
         let applied = match sent {
             Attempt::Done(o) => o,
-            Attempt::Failed(e, attempts, elapsed) => return Err(self.error(step, &prepared.ar, "patch", e, attempts, elapsed).await),
+            Attempt::Failed(e, attempts, elapsed) => {
+                return Err(self.error(step, &prepared.ar, "patch", e, attempts, elapsed).await);
+            }
         };
         let uid = applied.metadata.uid.clone();
         if let Some(u) = &uid {
@@ -789,7 +881,9 @@ impl Applier<'_> {
         }
         let status = match prepared.before {
             None => StepStatus::Created,
-            Some(rv) => StepStatus::Present { changed: applied.metadata.resource_version.as_deref() != Some(rv.as_str()) },
+            Some(rv) => {
+                StepStatus::Present { changed: applied.metadata.resource_version.as_deref() != Some(rv.as_str()) }
+            }
         };
         tracing::debug!(step = %step.describe(), ?status, "applied install step");
         Ok((status, uid, prepared.owner_pending))
@@ -832,7 +926,10 @@ impl Applier<'_> {
                     keep.push(r);
                 }
                 None if final_pass => {
-                    return Err(StepError::OwnerMissing { object: step.describe(), owner: format!("{} {}", key.1, key.3) });
+                    return Err(StepError::OwnerMissing {
+                        object: step.describe(),
+                        owner: format!("{} {}", key.1, key.3),
+                    });
                 }
                 None => pending = true,
             }
@@ -845,7 +942,11 @@ impl Applier<'_> {
         Ok(pending)
     }
 
-    async fn lookup_uid(&mut self, step: &Step, key: &(String, String, String, String)) -> Result<Option<String>, StepError> {
+    async fn lookup_uid(
+        &mut self,
+        step: &Step,
+        key: &(String, String, String, String),
+    ) -> Result<Option<String>, StepError> {
         let (api_version, kind, ns, name) = key;
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version.as_str()));
         let gvk = GroupVersionKind::gvk(group, version, kind);
@@ -904,7 +1005,15 @@ impl Applier<'_> {
         }
     }
 
-    async fn error(&mut self, step: &Step, ar: &ApiResource, verb: &str, e: KubeError, attempts: u32, elapsed: Duration) -> StepError {
+    async fn error(
+        &mut self,
+        step: &Step,
+        ar: &ApiResource,
+        verb: &str,
+        e: KubeError,
+        attempts: u32,
+        elapsed: Duration,
+    ) -> StepError {
         let object = step.describe();
         let resource = if ar.group.is_empty() { ar.plural.clone() } else { format!("{}.{}", ar.plural, ar.group) };
         if is_transient(&e) {
@@ -930,8 +1039,16 @@ impl Applier<'_> {
             }
             KubeError::Api(s) if permanent_server_error(&s).is_some() => {
                 let reason = permanent_server_error(&s).unwrap_or_default();
-                let why = if reason == "RequestTooLarge" { "the object is larger than the cluster stores in one object" } else { "the object has a field its API version does not define" };
-                StepError::Invalid { object, reason: reason.into(), message: format!("{} (HTTP {}): {why}", s.message, s.code) }
+                let why = if reason == "RequestTooLarge" {
+                    "the object is larger than the cluster stores in one object"
+                } else {
+                    "the object has a field its API version does not define"
+                };
+                StepError::Invalid {
+                    object,
+                    reason: reason.into(),
+                    message: format!("{} (HTTP {}): {why}", s.message, s.code),
+                }
             }
             other => StepError::Api { object, verb: verb.into(), message: other.to_string() },
         }
@@ -964,7 +1081,11 @@ pub async fn whoami(client: &Client) -> Option<String> {
     let u = r.status?.user_info?;
     let user = u.username?;
     let groups = u.groups.unwrap_or_default();
-    Some(if groups.is_empty() { format!("user {user:?}") } else { format!("user {user:?} (groups {})", groups.join(", ")) })
+    Some(if groups.is_empty() {
+        format!("user {user:?}")
+    } else {
+        format!("user {user:?} (groups {})", groups.join(", "))
+    })
 }
 
 /// Label on the bootstrap objects the API server creates (`kubernetes.io/bootstrapping:
@@ -988,7 +1109,10 @@ const LABEL_BOOTSTRAPPING: &str = "kubernetes.io/bootstrapping";
 /// OLM v0 updates such objects without asking; capstan refuses because a bundle is untrusted
 /// input: one that shipped ClusterRole `system:basic-user` would otherwise make every user
 /// cluster-admin.
-pub fn takeover_refused(step: &Step, existing: Option<&std::collections::BTreeMap<String, String>>) -> Option<(String, String)> {
+pub fn takeover_refused(
+    step: &Step,
+    existing: Option<&std::collections::BTreeMap<String, String>>,
+) -> Option<(String, String)> {
     use super::COMPONENT_LABEL_PREFIX;
     let own = step
         .manifest
@@ -1004,7 +1128,9 @@ pub fn takeover_refused(step: &Step, existing: Option<&std::collections::BTreeMa
     if labels.contains_key(&own) {
         return None;
     }
-    let package_of = |key: &str| key.strip_prefix(COMPONENT_LABEL_PREFIX).and_then(|rest| rest.rsplit_once('.')).map(|(pkg, _)| pkg.to_string());
+    let package_of = |key: &str| {
+        key.strip_prefix(COMPONENT_LABEL_PREFIX).and_then(|rest| rest.rsplit_once('.')).map(|(pkg, _)| pkg.to_string())
+    };
     if (step.namespace.is_none() || super::webhook::is_shared_binding(step))
         && let Some(pkg) = package_of(&own)
         && labels.keys().any(|k| package_of(k).as_deref() == Some(pkg.as_str()))
@@ -1044,7 +1170,9 @@ fn permanent_server_error(s: &kube::core::Status) -> Option<&'static str> {
 fn is_transient(e: &KubeError) -> bool {
     match e {
         KubeError::Api(s) if permanent_server_error(s).is_some() => false,
-        KubeError::Api(s) => s.code >= 500 || s.code == 429 || s.code == 409 || s.reason == "ServerTimeout" || s.reason == "Timeout",
+        KubeError::Api(s) => {
+            s.code >= 500 || s.code == 429 || s.code == 409 || s.reason == "ServerTimeout" || s.reason == "Timeout"
+        }
         KubeError::HyperError(_) | KubeError::Service(_) => true,
         _ => false,
     }
@@ -1058,7 +1186,13 @@ mod tests {
     #[test]
     fn transient_errors_are_the_retryable_ones() {
         let api = |code: u16, reason: &str| KubeError::Api(Status::failure("x", reason).with_code(code).boxed());
-        for (code, reason) in [(500, "InternalError"), (503, "ServiceUnavailable"), (429, "TooManyRequests"), (409, "Conflict"), (504, "Timeout")] {
+        for (code, reason) in [
+            (500, "InternalError"),
+            (503, "ServiceUnavailable"),
+            (429, "TooManyRequests"),
+            (409, "Conflict"),
+            (504, "Timeout"),
+        ] {
             assert!(is_transient(&api(code, reason)), "{code} {reason}");
         }
         for (code, reason) in [(403, "Forbidden"), (404, "NotFound"), (422, "Invalid"), (400, "BadRequest")] {
@@ -1099,7 +1233,8 @@ mod tests {
             let mut s = step(kind, ns, "c");
             s.name = name.into();
             if let Some((k, n)) = role {
-                s.manifest["roleRef"] = serde_json::json!({"apiGroup": "rbac.authorization.k8s.io", "kind": k, "name": n});
+                s.manifest["roleRef"] =
+                    serde_json::json!({"apiGroup": "rbac.authorization.k8s.io", "kind": k, "name": n});
             }
             s
         };
@@ -1142,20 +1277,33 @@ mod tests {
         // The same package installed in another namespace shares its cluster-scoped objects only.
         let other_ns = labels(&[("operators.coreos.com/op.ns2", "")]);
         assert_eq!(takeover_refused(&crd_step, Some(&other_ns)), None);
-        assert_eq!(takeover_refused(&ns_step, Some(&other_ns)), Some(("belongs to operator op.ns2".into(), own.into())));
+        assert_eq!(
+            takeover_refused(&ns_step, Some(&other_ns)),
+            Some(("belongs to operator op.ns2".into(), own.into()))
+        );
         // Another package's object, a bootstrap object, an object nobody labelled: refused.
         let other_pkg = labels(&[("operators.coreos.com/opx.ns1", "")]);
-        assert_eq!(takeover_refused(&crd_step, Some(&other_pkg)), Some(("belongs to operator opx.ns1".into(), own.into())));
+        assert_eq!(
+            takeover_refused(&crd_step, Some(&other_pkg)),
+            Some(("belongs to operator opx.ns1".into(), own.into()))
+        );
         let boot = labels(&[("kubernetes.io/bootstrapping", "rbac-defaults")]);
         assert!(takeover_refused(&crd_step, Some(&boot)).is_some_and(|(o, _)| o.contains("bootstrap")));
         assert_eq!(takeover_refused(&crd_step, None), Some(("was not created by capstan or OLM".into(), own.into())));
         let csv_owned = labels(&[("olm.owner", "other.v2")]);
-        assert_eq!(takeover_refused(&ns_step, Some(&csv_owned)).map(|o| o.0), Some("belongs to ClusterServiceVersion other.v2".into()));
+        assert_eq!(
+            takeover_refused(&ns_step, Some(&csv_owned)).map(|o| o.0),
+            Some("belongs to ClusterServiceVersion other.v2".into())
+        );
         // A step that capstan did not plan (no component label) is not checked.
         let mut raw = step("ConfigMap", Some("ns1"), own);
         raw.manifest = serde_json::json!({"metadata": {"name": "x"}});
         assert_eq!(takeover_refused(&raw, None), None);
-        let e = StepError::Conflict { object: "ClusterRole system:basic-user".into(), owner: "is a Kubernetes bootstrap object (label kubernetes.io/bootstrapping)".into(), label: own.into() };
+        let e = StepError::Conflict {
+            object: "ClusterRole system:basic-user".into(),
+            owner: "is a Kubernetes bootstrap object (label kubernetes.io/bootstrapping)".into(),
+            label: own.into(),
+        };
         assert_eq!(
             e.to_string(),
             "ClusterRole system:basic-user: already exists and is a Kubernetes bootstrap object (label kubernetes.io/bootstrapping); capstan does not take over objects it did not create for this operator: delete or rename the existing object, rename it in the bundle, or — if it really is this operator's — label it operators.coreos.com/op.ns1=\"\" to hand it over"
@@ -1180,7 +1328,13 @@ mod tests {
             uid: None,
         };
         let text = r.to_string();
-        for part in ["Role ns/r", "patch", "roles.rbac.authorization.k8s.io", "system:serviceaccount:ns:installer", "in namespace ns"] {
+        for part in [
+            "Role ns/r",
+            "patch",
+            "roles.rbac.authorization.k8s.io",
+            "system:serviceaccount:ns:installer",
+            "in namespace ns",
+        ] {
             assert!(text.contains(part), "{text} lacks {part}");
         }
         assert!(!r.applied());

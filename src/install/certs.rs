@@ -62,7 +62,10 @@ pub struct ServingCert {
 
 impl std::fmt::Debug for ServingCert {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServingCert").field("not_after", &self.not_after).field("rotate_at", &self.rotate_at).finish_non_exhaustive()
+        f.debug_struct("ServingCert")
+            .field("not_after", &self.not_after)
+            .field("rotate_at", &self.rotate_at)
+            .finish_non_exhaustive()
     }
 }
 
@@ -101,7 +104,11 @@ pub enum CertError {
 /// The DNS names of a Service: `<svc>.<ns>`, `<svc>.<ns>.svc`, `<svc>.<ns>.svc.cluster.local`
 /// (\[OLM\] `HostnamesForService`).
 pub fn hostnames_for_service(service: &str, namespace: &str) -> Vec<String> {
-    vec![format!("{service}.{namespace}"), format!("{service}.{namespace}.svc"), format!("{service}.{namespace}.svc.cluster.local")]
+    vec![
+        format!("{service}.{namespace}"),
+        format!("{service}.{namespace}.svc"),
+        format!("{service}.{namespace}.svc.cluster.local"),
+    ]
 }
 
 /// SHA-256 of the CA PEM text, lower-case hex (\[OLM\] `certs.PEMSHA256`).
@@ -303,7 +310,8 @@ mod tests {
         let data = c.secret_data();
         assert_eq!(rotation_reason(&data, &hosts(), now + time::Duration::seconds(1)), None);
         assert_eq!(rotation_reason(&data, &hosts(), now + time::Duration::days(728)), None);
-        let due = rotation_reason(&data, &hosts(), now + time::Duration::days(729) + time::Duration::seconds(1)).unwrap();
+        let due =
+            rotation_reason(&data, &hosts(), now + time::Duration::days(729) + time::Duration::seconds(1)).unwrap();
         assert!(due.contains("due for rotation"), "{due}");
         assert!(rotation_reason(&data, &hosts(), now + time::Duration::days(731)).unwrap().contains("not valid now"));
         assert!(c.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));

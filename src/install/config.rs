@@ -110,7 +110,12 @@ impl SubscriptionConfig {
             let mut merged = extra.clone();
             merged.extend(meta.annotations.take().unwrap_or_default());
             meta.annotations = Some(merged);
-            let tmeta = deployment.spec.get_or_insert_with(Default::default).template.metadata.get_or_insert_with(Default::default);
+            let tmeta = deployment
+                .spec
+                .get_or_insert_with(Default::default)
+                .template
+                .metadata
+                .get_or_insert_with(Default::default);
             let mut merged = extra.clone();
             merged.extend(tmeta.annotations.take().unwrap_or_default());
             tmeta.annotations = Some(merged);
@@ -333,11 +338,19 @@ mod tests {
         let mut d = base();
         cfg(json!({"nodeSelector": {"zone": "a"}, "annotations": {"keep": "config", "new": "n"}})).apply_to(&mut d);
         let p = pod(&d);
-        assert_eq!(p.node_selector.clone().unwrap_or_default().into_iter().collect::<Vec<_>>(), vec![("zone".to_string(), "a".to_string())]);
+        assert_eq!(
+            p.node_selector.clone().unwrap_or_default().into_iter().collect::<Vec<_>>(),
+            vec![("zone".to_string(), "a".to_string())]
+        );
         let da = d.metadata.annotations.clone().unwrap_or_default();
         assert_eq!(da.get("keep").map(String::as_str), Some("deployment"));
         assert_eq!(da.get("new").map(String::as_str), Some("n"));
-        let pa = d.spec.as_ref().and_then(|s| s.template.metadata.as_ref()).and_then(|m| m.annotations.clone()).unwrap_or_default();
+        let pa = d
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.annotations.clone())
+            .unwrap_or_default();
         assert_eq!(pa.get("keep").map(String::as_str), Some("pod"));
         assert_eq!(pa.get("new").map(String::as_str), Some("n"));
     }
@@ -378,7 +391,8 @@ mod tests {
     fn bad_config_names_the_field() {
         let err = SubscriptionConfig::from_value(&json!({"env": {"A": "1"}})).expect_err("env must be a list");
         assert!(err.to_string().contains("spec.config"), "{err}");
-        let err = SubscriptionConfig::from_value(&json!({"env": [{"value": "1"}]})).expect_err("env entry needs a name");
+        let err =
+            SubscriptionConfig::from_value(&json!({"env": [{"value": "1"}]})).expect_err("env entry needs a name");
         assert!(err.to_string().contains("name"), "{err}");
     }
 }

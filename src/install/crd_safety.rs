@@ -192,7 +192,9 @@ pub enum CrdUpgradeError {
         message: String,
     },
     /// The step's manifest is not a readable `apiextensions.k8s.io/v1` CustomResourceDefinition.
-    #[error("CRD {crd}: the plan's manifest cannot be read as an apiextensions.k8s.io/v1 CustomResourceDefinition: {message}")]
+    #[error(
+        "CRD {crd}: the plan's manifest cannot be read as an apiextensions.k8s.io/v1 CustomResourceDefinition: {message}"
+    )]
     InvalidManifest {
         /// The step's name.
         crd: String,
@@ -200,7 +202,9 @@ pub enum CrdUpgradeError {
         message: String,
     },
     /// Reading the cluster failed, so the CRD could not be checked (the plan is not applied).
-    #[error("CRD {crd}: cannot check the upgrade: {action} failed: {message}; nothing is applied until the check can run")]
+    #[error(
+        "CRD {crd}: cannot check the upgrade: {action} failed: {message}; nothing is applied until the check can run"
+    )]
     Cluster {
         /// The CRD name.
         crd: String,
@@ -235,8 +239,11 @@ fn stored_version_remediation(
             kept.join(", ")
         );
     }
-    let remaining: Vec<&str> =
-        stored.iter().map(String::as_str).filter(|v| kept.iter().any(|k| k == v) || Some(*v) == current_storage).collect();
+    let remaining: Vec<&str> = stored
+        .iter()
+        .map(String::as_str)
+        .filter(|v| kept.iter().any(|k| k == v) || Some(*v) == current_storage)
+        .collect();
     let list = remaining.iter().map(|v| format!("\\\"{v}\\\"")).collect::<Vec<_>>().join(",");
     format!(
         "rewrite stored objects (read and write back every {crd} object, e.g. with kube-storage-version-migrator or \
@@ -456,7 +463,12 @@ fn crd_name(crd: &CustomResourceDefinition) -> String {
 fn versions_to_validate(existing: &CustomResourceDefinition, new: &CustomResourceDefinition) -> BTreeSet<String> {
     let old_served: BTreeSet<&str> =
         existing.spec.versions.iter().filter(|v| v.served).map(|v| v.name.as_str()).collect();
-    new.spec.versions.iter().filter(|v| v.served && old_served.contains(v.name.as_str())).map(|v| v.name.clone()).collect()
+    new.spec
+        .versions
+        .iter()
+        .filter(|v| v.served && old_served.contains(v.name.as_str()))
+        .map(|v| v.name.clone())
+        .collect()
 }
 
 /// Check 1: `status.storedVersions` of the existing CRD ⊆ `spec.versions` of the new one.
@@ -466,8 +478,7 @@ fn check_stored_versions(
     new: &CustomResourceDefinition,
     out: &mut CrdCheckOutcome,
 ) {
-    let stored: Vec<String> =
-        existing.status.as_ref().and_then(|s| s.stored_versions.clone()).unwrap_or_default();
+    let stored: Vec<String> = existing.status.as_ref().and_then(|s| s.stored_versions.clone()).unwrap_or_default();
     let kept: Vec<String> = new.spec.versions.iter().map(|v| v.name.clone()).collect();
     let current_storage = existing.spec.versions.iter().find(|v| v.storage).map(|v| v.name.clone());
     for version in &stored {
@@ -495,8 +506,7 @@ fn check_new_versions(crd: &str, new: &CustomResourceDefinition, out: &mut CrdCh
         return;
     }
     let mut seen = BTreeSet::new();
-    let duplicates: BTreeSet<&str> =
-        versions.iter().map(|v| v.name.as_str()).filter(|n| !seen.insert(*n)).collect();
+    let duplicates: BTreeSet<&str> = versions.iter().map(|v| v.name.as_str()).filter(|n| !seen.insert(*n)).collect();
     if !duplicates.is_empty() {
         out.errors.push(CrdUpgradeError::InconsistentVersions {
             crd: crd.into(),
@@ -603,9 +613,10 @@ fn field_paths(schema: &Value, prefix: &str, out: &mut BTreeSet<String>) {
 
 /// Whether `field` lies under a path that keeps unknown fields in `fields`.
 fn covered_by_open_field(field: &str, fields: &BTreeSet<String>) -> bool {
-    fields.iter().filter_map(|f| f.strip_suffix(".*")).any(|open| {
-        open.is_empty() || field.strip_prefix(open).is_some_and(|rest| rest.starts_with(['.', '[', '{']))
-    })
+    fields
+        .iter()
+        .filter_map(|f| f.strip_suffix(".*"))
+        .any(|open| open.is_empty() || field.strip_prefix(open).is_some_and(|rest| rest.starts_with(['.', '[', '{'])))
 }
 
 /// The keyword [`to_json_schema`] puts in place of `pattern`: a Go RE2 pattern, checked with the
@@ -699,14 +710,18 @@ pub fn to_json_schema(openapi: &Value) -> Value {
 /// `regex` crate cannot compile (dropped from the schema).
 fn translate(openapi: &Value, path: &str, unsupported: &mut Vec<(String, String, String)>) -> Value {
     let Some(obj) = openapi.as_object() else { return openapi.clone() };
-    let child = |suffix: &str| if path.is_empty() { suffix.trim_start_matches('.').to_string() } else { format!("{path}{suffix}") };
+    let child = |suffix: &str| {
+        if path.is_empty() { suffix.trim_start_matches('.').to_string() } else { format!("{path}{suffix}") }
+    };
     let mut out = Map::new();
     for (key, value) in obj {
         match key.as_str() {
             "properties" | "patternProperties" | "definitions" => {
                 let mapped = match value.as_object() {
                     Some(m) => Value::Object(
-                        m.iter().map(|(k, v)| (k.clone(), translate(v, &child(&format!(".{k}")), unsupported))).collect(),
+                        m.iter()
+                            .map(|(k, v)| (k.clone(), translate(v, &child(&format!(".{k}")), unsupported)))
+                            .collect(),
                     ),
                     None => value.clone(),
                 };
@@ -737,7 +752,11 @@ fn translate(openapi: &Value, path: &str, unsupported: &mut Vec<(String, String,
                 }
                 Some((p, Err(e))) => {
                     let at = if path.is_empty() { "<root>".to_string() } else { path.to_string() };
-                    unsupported.push((at, p.to_string(), e.to_string().lines().last().unwrap_or_default().trim().to_string()));
+                    unsupported.push((
+                        at,
+                        p.to_string(),
+                        e.to_string().lines().last().unwrap_or_default().trim().to_string(),
+                    ));
                 }
                 None => {}
             },

@@ -43,7 +43,14 @@ pub fn service_accounts(csv: &ClusterServiceVersion) -> Vec<String> {
 
 /// `spec.deployments` OLM writes for a CSV (`getDeploymentNames`).
 pub fn deployments(csv: &ClusterServiceVersion) -> Vec<String> {
-    csv.spec.install.spec.iter().flat_map(|s| s.deployments.iter()).map(|d| d.name.clone()).filter(|n| !n.is_empty()).collect()
+    csv.spec
+        .install
+        .spec
+        .iter()
+        .flat_map(|s| s.deployments.iter())
+        .map(|d| d.name.clone())
+        .filter(|n| !n.is_empty())
+        .collect()
 }
 
 /// The OperatorCondition, Role and RoleBinding of `csv`, in that order, as JSON for server-side
@@ -52,13 +59,15 @@ pub fn deployments(csv: &ClusterServiceVersion) -> Vec<String> {
 pub fn objects(csv: &ClusterServiceVersion, csv_uid: &str, oc_uid: &str) -> Vec<Value> {
     let name = csv.name_any();
     let ns = csv.namespace().unwrap_or_default();
-    let owner = |api_version: &str, kind: &str, uid: &str| {
-        json!([{"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": false}])
-    };
+    let owner = |api_version: &str, kind: &str, uid: &str| json!([{"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": false}]);
     // OLM's adoption controller labels the OperatorCondition with the CSV's component labels
     // (`adoption_controller.go`: objects the CSV owns join its Operator).
-    let components: serde_json::Map<String, Value> =
-        csv.labels().iter().filter(|(k, _)| k.starts_with(super::COMPONENT_LABEL_PREFIX)).map(|(k, _)| (k.clone(), json!(""))).collect();
+    let components: serde_json::Map<String, Value> = csv
+        .labels()
+        .iter()
+        .filter(|(k, _)| k.starts_with(super::COMPONENT_LABEL_PREFIX))
+        .map(|(k, _)| (k.clone(), json!("")))
+        .collect();
     let mut oc = json!({
         "apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
         "metadata": {"name": name, "namespace": ns, "ownerReferences": owner("operators.coreos.com/v1alpha1", "ClusterServiceVersion", csv_uid)},
@@ -73,7 +82,8 @@ pub fn objects(csv: &ClusterServiceVersion, csv_uid: &str, oc_uid: &str) -> Vec<
         "metadata": {"name": name, "namespace": ns, "labels": {LABEL_MANAGED: "true"}, "ownerReferences": oc_owner},
         "rules": [{"verbs": ["get", "update", "patch"], "apiGroups": ["operators.coreos.com"], "resources": ["operatorconditions"], "resourceNames": [name]}],
     });
-    let subjects: Vec<Value> = service_accounts(csv).into_iter().map(|sa| json!({"kind": "ServiceAccount", "name": sa})).collect();
+    let subjects: Vec<Value> =
+        service_accounts(csv).into_iter().map(|sa| json!({"kind": "ServiceAccount", "name": sa})).collect();
     let binding = json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": name, "namespace": ns, "labels": {LABEL_MANAGED: "true"}, "ownerReferences": oc_owner},
@@ -103,8 +113,12 @@ pub async fn ensure(client: &Client, csv: &ClusterServiceVersion) -> Result<Oper
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     let e = |what: String| move |source| OperatorConditionError { what, source };
     let ocs: Api<OperatorCondition> = Api::namespaced(client.clone(), &ns);
-    let [oc, role, binding]: [Value; 3] = objects(csv, &csv.uid().unwrap_or_default(), "").try_into().unwrap_or_else(|_| unreachable!("three objects"));
-    let mut applied = ocs.patch(&name, &pp, &Patch::Apply(&oc)).await.map_err(e(format!("applying OperatorCondition {ns}/{name}")))?;
+    let [oc, role, binding]: [Value; 3] =
+        objects(csv, &csv.uid().unwrap_or_default(), "").try_into().unwrap_or_else(|_| unreachable!("three objects"));
+    let mut applied = ocs
+        .patch(&name, &pp, &Patch::Apply(&oc))
+        .await
+        .map_err(e(format!("applying OperatorCondition {ns}/{name}")))?;
     let oc_uid = applied.uid().unwrap_or_default();
     let fix = |mut v: Value| {
         v["metadata"]["ownerReferences"][0]["uid"] = json!(oc_uid);
@@ -120,14 +134,22 @@ pub async fn ensure(client: &Client, csv: &ClusterServiceVersion) -> Result<Oper
         match conditions {
             Some(conditions) => {
                 let status = json!({"status": OperatorConditionStatus { conditions }});
-                ocs.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await.map(Some).map_err(e(format!("writing status of OperatorCondition {ns}/{name}")))
+                ocs.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                    .await
+                    .map(Some)
+                    .map_err(e(format!("writing status of OperatorCondition {ns}/{name}")))
             }
             None => Ok(None),
         }
     };
     let (_, _, written) = futures::try_join!(
         async { roles.patch(&name, &pp, &Patch::Apply(&role)).await.map_err(e(format!("applying Role {ns}/{name}"))) },
-        async { bindings.patch(&name, &pp, &Patch::Apply(&binding)).await.map_err(e(format!("applying RoleBinding {ns}/{name}"))) },
+        async {
+            bindings
+                .patch(&name, &pp, &Patch::Apply(&binding))
+                .await
+                .map_err(e(format!("applying RoleBinding {ns}/{name}")))
+        },
         status,
     )?;
     if let Some(written) = written {
@@ -162,10 +184,14 @@ pub const NOT_UPGRADEABLE: &str = "OperatorConditionNotUpgradeable";
 pub async fn may_replace(client: &Client, ns: &str, csv: &str) -> Result<Result<(), String>, OperatorConditionError> {
     let ocs: Api<OperatorCondition> = Api::namespaced(client.clone(), ns);
     let e = |what: String| move |source| OperatorConditionError { what, source };
-    let Some(oc) = ocs.get_opt(csv).await.map_err(e(format!("reading OperatorCondition {ns}/{csv}")))? else { return Ok(Ok(())) };
+    let Some(oc) = ocs.get_opt(csv).await.map_err(e(format!("reading OperatorCondition {ns}/{csv}")))? else {
+        return Ok(Ok(()));
+    };
     if let Some(conditions) = oc.synced_status_conditions() {
         let status = json!({"status": OperatorConditionStatus { conditions }});
-        ocs.patch_status(csv, &PatchParams::default(), &Patch::Merge(&status)).await.map_err(e(format!("writing status of OperatorCondition {ns}/{csv}")))?;
+        ocs.patch_status(csv, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .map_err(e(format!("writing status of OperatorCondition {ns}/{csv}")))?;
     }
     Ok(oc.upgradeable().map_err(|m| format!("CSV {ns}/{csv} holds its upgrade: {m} (OperatorCondition {ns}/{csv}; the upgrade proceeds once Upgradeable is no longer False)")))
 }
@@ -191,12 +217,21 @@ mod tests {
             "clusterPermissions": [{"serviceAccountName": "op-cluster-sa", "rules": []}]
         }));
         let o = objects(&c, "csv-uid", "oc-uid");
-        assert_eq!(o[0]["spec"], json!({"serviceAccounts": ["op-cluster-sa", "op-sa"], "deployments": ["op-controller", "op-webhook"]}));
-        assert_eq!(o[0]["metadata"]["ownerReferences"][0], json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion", "name": "op.v1", "uid": "csv-uid", "controller": true, "blockOwnerDeletion": false}));
+        assert_eq!(
+            o[0]["spec"],
+            json!({"serviceAccounts": ["op-cluster-sa", "op-sa"], "deployments": ["op-controller", "op-webhook"]})
+        );
+        assert_eq!(
+            o[0]["metadata"]["ownerReferences"][0],
+            json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion", "name": "op.v1", "uid": "csv-uid", "controller": true, "blockOwnerDeletion": false})
+        );
         assert_eq!(o[1]["rules"][0]["resourceNames"], json!(["op.v1"]));
         assert_eq!(o[1]["rules"][0]["verbs"], json!(["get", "update", "patch"]));
         assert_eq!(o[1]["metadata"]["ownerReferences"][0]["kind"], "OperatorCondition");
-        assert_eq!(o[2]["subjects"], json!([{"kind": "ServiceAccount", "name": "op-cluster-sa"}, {"kind": "ServiceAccount", "name": "op-sa"}]));
+        assert_eq!(
+            o[2]["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "op-cluster-sa"}, {"kind": "ServiceAccount", "name": "op-sa"}])
+        );
         assert_eq!(o[2]["roleRef"]["name"], "op.v1");
         // No permissions at all: the default ServiceAccount, as OLM.
         let bare = csv(json!({"deployments": [{"name": "d", "spec": {}}]}));

@@ -13,12 +13,12 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha224, Sha256};
 
+use super::webhook;
 use super::{
     ANNOTATION_OPERATOR_GROUP, ANNOTATION_OPERATOR_NAMESPACE, ANNOTATION_PROPERTIES, ANNOTATION_TARGET_NAMESPACES,
     InstallTarget, LABEL_COPIED_FROM, LABEL_MANAGED, LABEL_OWNER, LABEL_OWNER_KIND, LABEL_OWNER_NAMESPACE,
     LABEL_PERMISSIONS_HASH, Step,
 };
-use super::webhook;
 use crate::api::clusterserviceversion::WebhookAdmissionType;
 use crate::bundle::gojson::marshal_raw;
 use crate::bundle::{Bundle, Manifest};
@@ -74,8 +74,18 @@ pub const KINDS: &[KindInfo] = &[
     KindInfo { kind: "Deployment", rank: 11, namespaced: true, plural: "deployments" },
     // Generated for spec.webhookdefinitions / spec.apiservicedefinitions.owned (install::webhook),
     // after the Deployments as OLM creates them; never accepted from a bundle.
-    KindInfo { kind: "ValidatingWebhookConfiguration", rank: 12, namespaced: false, plural: "validatingwebhookconfigurations" },
-    KindInfo { kind: "MutatingWebhookConfiguration", rank: 12, namespaced: false, plural: "mutatingwebhookconfigurations" },
+    KindInfo {
+        kind: "ValidatingWebhookConfiguration",
+        rank: 12,
+        namespaced: false,
+        plural: "validatingwebhookconfigurations",
+    },
+    KindInfo {
+        kind: "MutatingWebhookConfiguration",
+        rank: 12,
+        namespaced: false,
+        plural: "mutatingwebhookconfigurations",
+    },
     KindInfo { kind: "APIService", rank: 12, namespaced: false, plural: "apiservices" },
     // The Subscription OLM creates for a dependency it installs ([`DependencySubscription`]),
     // last, once the dependency's CSV exists; never accepted from a bundle.
@@ -83,7 +93,8 @@ pub const KINDS: &[KindInfo] = &[
 ];
 
 /// Kinds of [`KINDS`] that only capstan generates: a bundle holding one is `UnsupportedResource`.
-const GENERATED_ONLY: [&str; 5] = ["Deployment", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "APIService", "Subscription"];
+const GENERATED_ONLY: [&str; 5] =
+    ["Deployment", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "APIService", "Subscription"];
 
 /// Annotation on a Subscription created by an InstallPlan step: the plan's name (\[OLM\]
 /// `catalog/operator.go` `generatedByKey`). The Subscription reconciler points such a
@@ -122,7 +133,9 @@ impl DependencySubscription {
     /// [`ANNOTATION_GENERATED_BY`] = `plan`. No ownerReference: the Subscription outlives the
     /// plan and the dependent operator, as in OLM.
     pub fn step(&self, namespace: &str, plan: &str) -> Step {
-        let component = InstallTarget { namespace: namespace.to_string(), package: self.package.clone(), ..Default::default() }.component_label();
+        let component =
+            InstallTarget { namespace: namespace.to_string(), package: self.package.clone(), ..Default::default() }
+                .component_label();
         let name = self.name();
         let manifest = json!({
             "apiVersion": format!("{}/v1alpha1", super::OPERATORS_GROUP),
@@ -168,7 +181,9 @@ pub enum PlanError {
     #[error("install target has no namespace; set the namespace the operator is installed into")]
     NoNamespace,
     /// [`InstallTarget::csv_name`] is not the bundle's CSV.
-    #[error("install target names CSV {expected:?} but the bundle's ClusterServiceVersion is {found:?}; plan the bundle that was resolved")]
+    #[error(
+        "install target names CSV {expected:?} but the bundle's ClusterServiceVersion is {found:?}; plan the bundle that was resolved"
+    )]
     CsvNameMismatch {
         /// The name in the target.
         expected: String,
@@ -176,7 +191,9 @@ pub enum PlanError {
         found: String,
     },
     /// `""` (all namespaces) mixed with named target namespaces (§1.5).
-    #[error("target namespaces {targets:?} mix \"\" (all namespaces) with named namespaces; an OperatorGroup targets either all namespaces or a list")]
+    #[error(
+        "target namespaces {targets:?} mix \"\" (all namespaces) with named namespaces; an OperatorGroup targets either all namespaces or a list"
+    )]
     InvalidTargetNamespaces {
         /// The target namespaces as given.
         targets: Vec<String>,
@@ -190,7 +207,9 @@ pub enum PlanError {
         objects: Vec<String>,
     },
     /// A bundle object lacks `apiVersion` or `metadata.name`.
-    #[error("bundle {bundle}: {location}: {kind} has no {field}; every bundle object needs apiVersion, kind and metadata.name")]
+    #[error(
+        "bundle {bundle}: {location}: {kind} has no {field}; every bundle object needs apiVersion, kind and metadata.name"
+    )]
     InvalidObject {
         /// The bundle (CSV name).
         bundle: String,
@@ -372,7 +391,9 @@ pub fn steps(bundle: &Bundle, target: &InstallTarget) -> Result<Vec<Step>, PlanE
         .objects
         .iter()
         .filter(|m| kind_info(m.kind()).is_none_or(|k| GENERATED_ONLY.contains(&k.kind)))
-        .map(|m| format!("{} {} ({})", if m.kind().is_empty() { "<no kind>" } else { m.kind() }, m.name(), m.location()))
+        .map(|m| {
+            format!("{} {} ({})", if m.kind().is_empty() { "<no kind>" } else { m.kind() }, m.name(), m.location())
+        })
         .collect();
     if !unsupported.is_empty() {
         return Err(PlanError::UnsupportedResource { bundle: csv_name, objects: unsupported });
@@ -380,8 +401,9 @@ pub fn steps(bundle: &Bundle, target: &InstallTarget) -> Result<Vec<Step>, PlanE
     rbac_escapes(bundle, &csv_name)?;
 
     let csv_value = &bundle.objects[bundle.csv_index].value;
-    let defs = webhook::Definitions::read(csv_value)
-        .map_err(|(field, message)| PlanError::InvalidWebhookDescription { csv: csv_name.clone(), problems: vec![(field, message)] })?;
+    let defs = webhook::Definitions::read(csv_value).map_err(|(field, message)| {
+        PlanError::InvalidWebhookDescription { csv: csv_name.clone(), problems: vec![(field, message)] }
+    })?;
     // CRD name → spec.conversion of the conversion webhook that converts it.
     let conversions: BTreeMap<&str, Value> = defs
         .webhooks
@@ -423,7 +445,8 @@ pub fn steps(bundle: &Bundle, target: &InstallTarget) -> Result<Vec<Step>, PlanE
 
     let strategy = Strategy::read(&csv_name, csv_value)?;
     let owned_crds: Vec<String> = bundle.csv().owned_crds().into_iter().map(|c| c.name).collect();
-    let crds_in_bundle: BTreeMap<String, Value> = bundle.crds().map(|m| (m.name().to_string(), m.value.clone())).collect();
+    let crds_in_bundle: BTreeMap<String, Value> =
+        bundle.crds().map(|m| (m.name().to_string(), m.value.clone())).collect();
     let problems = webhook::check(&defs, &owned_crds, &crds_in_bundle);
     if !problems.is_empty() {
         return Err(PlanError::InvalidWebhookDescription { csv: csv_name, problems });
@@ -504,7 +527,8 @@ struct Strategy {
 
 impl Strategy {
     fn read(csv: &str, value: &Value) -> Result<Strategy, PlanError> {
-        let err = |field: String, message: String| PlanError::InvalidInstallStrategy { csv: csv.to_string(), field, message };
+        let err =
+            |field: String, message: String| PlanError::InvalidInstallStrategy { csv: csv.to_string(), field, message };
         let Some(install) = value.pointer("/spec/install") else {
             return Ok(Strategy { permissions: vec![], cluster_permissions: vec![], deployments: vec![] });
         };
@@ -530,10 +554,16 @@ impl Strategy {
         for (name, dest) in [("permissions", &mut permissions), ("clusterPermissions", &mut cluster_permissions)] {
             for (i, v) in list(name)?.into_iter().enumerate() {
                 let p: Permission = serde_json::from_value(v).map_err(|e| {
-                    err(format!("spec.install.spec.{name}[{i}]"), format!("{e}; an entry is {{serviceAccountName, rules: [PolicyRule]}}"))
+                    err(
+                        format!("spec.install.spec.{name}[{i}]"),
+                        format!("{e}; an entry is {{serviceAccountName, rules: [PolicyRule]}}"),
+                    )
                 })?;
                 if p.service_account_name.is_empty() {
-                    return Err(err(format!("spec.install.spec.{name}[{i}].serviceAccountName"), "is empty; name the operator's ServiceAccount".into()));
+                    return Err(err(
+                        format!("spec.install.spec.{name}[{i}].serviceAccountName"),
+                        "is empty; name the operator's ServiceAccount".into(),
+                    ));
                 }
                 dest.push(p);
             }
@@ -541,10 +571,16 @@ impl Strategy {
         let mut deployments = Vec::new();
         for (i, v) in list("deployments")?.into_iter().enumerate() {
             let d: DeploymentEntry = serde_json::from_value(v).map_err(|e| {
-                err(format!("spec.install.spec.deployments[{i}]"), format!("{e}; an entry is {{name, spec: DeploymentSpec, label}}"))
+                err(
+                    format!("spec.install.spec.deployments[{i}]"),
+                    format!("{e}; an entry is {{name, spec: DeploymentSpec, label}}"),
+                )
             })?;
             if d.name.is_empty() {
-                return Err(err(format!("spec.install.spec.deployments[{i}].name"), "is empty; name the Deployment".into()));
+                return Err(err(
+                    format!("spec.install.spec.deployments[{i}].name"),
+                    "is empty; name the Deployment".into(),
+                ));
             }
             deployments.push(d);
         }
@@ -698,7 +734,10 @@ impl Ctx<'_> {
     fn permission_objects(&self, p: &Permission) -> Vec<(u8, Value)> {
         let ns = &self.target.namespace;
         let perm = permission_json(p);
-        let name = generate_name(&format!("{}-{}", self.csv, p.service_account_name), &json!({"name": self.csv, "permission": perm}));
+        let name = generate_name(
+            &format!("{}-{}", self.csv, p.service_account_name),
+            &json!({"name": self.csv, "permission": perm}),
+        );
         let rules = rules_json(&p.rules);
         let rules_hash = permissions_hash(&p.rules);
         let role_ref = json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name});
@@ -759,7 +798,8 @@ impl Ctx<'_> {
 
     fn cluster_permission_objects(&self, p: &Permission) -> Vec<(u8, Value)> {
         let ns = &self.target.namespace;
-        let name = generate_name(self.csv, &json!({"name": self.csv, "namespace": ns, "permission": permission_json(p)}));
+        let name =
+            generate_name(self.csv, &json!({"name": self.csv, "namespace": ns, "permission": permission_json(p)}));
         let role_ref = json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name});
         let subjects = json!([{"kind": "ServiceAccount", "name": p.service_account_name, "namespace": ns}]);
         let mut cr = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
@@ -790,14 +830,25 @@ fn go_csv_defaults(csv: &mut Value) {
     if let Some(crds) = spec.get_mut("customresourcedefinitions").and_then(Value::as_object_mut) {
         crds.retain(|k, v| !((k == "owned" || k == "required") && v.as_array().is_some_and(Vec::is_empty)));
     }
-    let deployments = spec.get_mut("install").and_then(|i| i.get_mut("spec")).and_then(|s| s.get_mut("deployments")).and_then(Value::as_array_mut);
+    let deployments = spec
+        .get_mut("install")
+        .and_then(|i| i.get_mut("spec"))
+        .and_then(|s| s.get_mut("deployments"))
+        .and_then(Value::as_array_mut);
     for d in deployments.into_iter().flatten() {
         if let Some(ds) = d.get_mut("spec").and_then(Value::as_object_mut) {
             ds.entry("strategy").or_insert_with(|| json!({}));
             // OLM's CSV CRD schema defaults a container port's protocol (structural defaulting by
             // the API server); capstan's CRD leaves the deployment spec unchecked, so set it here.
             for list in ["initContainers", "containers"] {
-                let Some(cs) = ds.get_mut("template").and_then(|t| t.get_mut("spec")).and_then(|p| p.get_mut(list)).and_then(Value::as_array_mut) else { continue };
+                let Some(cs) = ds
+                    .get_mut("template")
+                    .and_then(|t| t.get_mut("spec"))
+                    .and_then(|p| p.get_mut(list))
+                    .and_then(Value::as_array_mut)
+                else {
+                    continue;
+                };
                 for port in cs.iter_mut().filter_map(|c| c.get_mut("ports")).filter_map(Value::as_array_mut).flatten() {
                     if let Some(port) = port.as_object_mut() {
                         port.entry("protocol").or_insert_with(|| json!("TCP"));
@@ -919,13 +970,17 @@ pub fn installed_alongside(namespace: &str, csv: &str) -> (String, String) {
 /// checks the CSVs). One of `namespace` is the CSV this plan replaces or one that is gone: the
 /// plan's own annotation takes its place (docs/olm-differences.md E21). Values that are not
 /// `namespace/name` are dropped, as OLM's `FromObject` drops them. Pure.
-pub fn installed_alongside_elsewhere(annotations: &std::collections::BTreeMap<String, String>, namespace: &str) -> Vec<(String, String, String)> {
+pub fn installed_alongside_elsewhere(
+    annotations: &std::collections::BTreeMap<String, String>,
+    namespace: &str,
+) -> Vec<(String, String, String)> {
     annotations
         .iter()
         .filter(|(k, _)| k.starts_with(ANNOTATION_INSTALLED_ALONGSIDE))
         .filter_map(|(k, v)| {
             let (ns, name) = v.split_once('/')?;
-            (!ns.is_empty() && !name.is_empty() && !name.contains('/') && ns != namespace).then(|| (k.clone(), ns.to_string(), name.to_string()))
+            (!ns.is_empty() && !name.is_empty() && !name.contains('/') && ns != namespace)
+                .then(|| (k.clone(), ns.to_string(), name.to_string()))
         })
         .collect()
 }

@@ -30,8 +30,8 @@ use std::fmt;
 
 use futures::stream::{self, StreamExt};
 use k8s_openapi::api::authorization::v1::{
-    NonResourceAttributes, ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec, SubjectAccessReview,
-    SubjectAccessReviewSpec,
+    NonResourceAttributes, ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use kube::Client;
@@ -63,7 +63,11 @@ impl ServiceAccount {
 
     /// The groups the API server gives its tokens.
     pub fn groups(&self) -> [String; 3] {
-        ["system:serviceaccounts".into(), format!("system:serviceaccounts:{}", self.namespace), "system:authenticated".into()]
+        [
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{}", self.namespace),
+            "system:authenticated".into(),
+        ]
     }
 }
 
@@ -109,7 +113,14 @@ pub enum Question {
 impl Question {
     /// `verb` on `resource` of `group` (no subresource, no name), in `namespace` or cluster-wide.
     pub fn resource(verb: &str, group: &str, resource: &str, namespace: Option<&str>) -> Self {
-        Question::Resource { verb: verb.into(), group: group.into(), resource: resource.into(), subresource: None, name: None, namespace: namespace.map(String::from) }
+        Question::Resource {
+            verb: verb.into(),
+            group: group.into(),
+            resource: resource.into(),
+            subresource: None,
+            name: None,
+            namespace: namespace.map(String::from),
+        }
     }
 
     /// The same question about the one object `name` (a resource question; a non-resource one is
@@ -210,7 +221,9 @@ impl Question {
                 }),
                 None,
             ),
-            Question::NonResource { verb, path } => (None, Some(NonResourceAttributes { verb: Some(verb.clone()), path: Some(path.clone()) })),
+            Question::NonResource { verb, path } => {
+                (None, Some(NonResourceAttributes { verb: Some(verb.clone()), path: Some(path.clone()) }))
+            }
         }
     }
 }
@@ -325,7 +338,9 @@ impl fmt::Display for Finding {
         let step = &self.step;
         match &self.need {
             Need::Apply => write!(f, "{lacking} (for {step})"),
-            Need::Grant { roles } => write!(f, "{lacking} (to grant this rule of {step} it must hold it, or have escalate on {roles})"),
+            Need::Grant { roles } => {
+                write!(f, "{lacking} (to grant this rule of {step} it must hold it, or have escalate on {roles})")
+            }
             Need::Bind { role, found: RoleFound::InPlan | RoleFound::OnCluster } => write!(
                 f,
                 "{lacking} (to create {step}, which grants {role}, it must hold every permission of {role}, or have bind on {} {})",
@@ -333,10 +348,16 @@ impl fmt::Display for Finding {
                 role.name
             ),
             Need::Bind { role, found: RoleFound::Absent } => {
-                write!(f, "{lacking} (for {step}: {role} is neither in the plan nor on the cluster, so only bind allows the binding)")
+                write!(
+                    f,
+                    "{lacking} (for {step}: {role} is neither in the plan nor on the cluster, so only bind allows the binding)"
+                )
             }
             Need::Bind { role, found: RoleFound::Unreadable(why) } => {
-                write!(f, "{lacking} (for {step}: {role} is not in the plan and could not be read ({why}), so only bind is known to allow the binding)")
+                write!(
+                    f,
+                    "{lacking} (for {step}: {role} is not in the plan and could not be read ({why}), so only bind is known to allow the binding)"
+                )
             }
         }
     }
@@ -424,7 +445,8 @@ pub fn evaluate(steps: &[Step], known: &Known) -> Progress {
     for step in steps {
         let Some(info) = kind_info(&step.kind) else { continue };
         let ns = step.namespace.as_deref().filter(|_| info.namespaced);
-        let apply = ["get", "create", "patch"].iter().map(|v| Question::resource(v, &step.group, info.plural, ns)).collect();
+        let apply =
+            ["get", "create", "patch"].iter().map(|v| Question::resource(v, &step.group, info.plural, ns)).collect();
         let missing = round.lacking(apply);
         if !missing.is_empty() {
             findings.push(Finding { step: step.describe(), need: Need::Apply, missing });
@@ -484,7 +506,13 @@ fn binding_finding(round: &mut Round<'_>, steps: &[Step], step: &Step, role: Rol
                 return None;
             }
             Some(RoleRead::Rules(rules)) => (rules.clone(), RoleFound::OnCluster),
-            Some(RoleRead::Absent) => return Some(Finding { step: step.describe(), need: Need::Bind { role, found: RoleFound::Absent }, missing: vec![bind] }),
+            Some(RoleRead::Absent) => {
+                return Some(Finding {
+                    step: step.describe(),
+                    need: Need::Bind { role, found: RoleFound::Absent },
+                    missing: vec![bind],
+                });
+            }
             Some(RoleRead::Unreadable(why)) => {
                 let found = RoleFound::Unreadable(why.clone());
                 return Some(Finding { step: step.describe(), need: Need::Bind { role, found }, missing: vec![bind] });
@@ -571,12 +599,25 @@ pub async fn allowed(client: &Client, subject: &Subject, question: &Question) ->
     let pp = PostParams::default();
     let status = match subject {
         Subject::Client => {
-            let review = SelfSubjectAccessReview { metadata: Default::default(), spec: SelfSubjectAccessReviewSpec { resource_attributes, non_resource_attributes }, status: None };
+            let review = SelfSubjectAccessReview {
+                metadata: Default::default(),
+                spec: SelfSubjectAccessReviewSpec { resource_attributes, non_resource_attributes },
+                status: None,
+            };
             Api::<SelfSubjectAccessReview>::all(client.clone()).create(&pp, &review).await?.status
         }
         Subject::ServiceAccount(sa) => {
-            let spec = SubjectAccessReviewSpec { user: Some(sa.user()), groups: Some(sa.groups().to_vec()), resource_attributes, non_resource_attributes, ..Default::default() };
-            Api::<SubjectAccessReview>::all(client.clone()).create(&pp, &SubjectAccessReview { metadata: Default::default(), spec, status: None }).await?.status
+            let spec = SubjectAccessReviewSpec {
+                user: Some(sa.user()),
+                groups: Some(sa.groups().to_vec()),
+                resource_attributes,
+                non_resource_attributes,
+                ..Default::default()
+            };
+            Api::<SubjectAccessReview>::all(client.clone())
+                .create(&pp, &SubjectAccessReview { metadata: Default::default(), spec, status: None })
+                .await?
+                .status
         }
     };
     Ok(status.is_some_and(|s| s.allowed))

@@ -121,11 +121,22 @@ pub struct Planned {
 /// The objects for one certificate-holding Deployment (Service, Secret, the Secret's Role and
 /// RoleBinding, auth-delegator ClusterRoleBinding, auth-reader RoleBinding), its spec given
 /// after the CSV's own (`spec.install.spec.deployments[].spec`).
-pub fn deployment_objects(defs: &Definitions, target: &InstallTarget, deployment: &str, spec: &DeploymentSpec) -> Vec<Planned> {
+pub fn deployment_objects(
+    defs: &Definitions,
+    target: &InstallTarget,
+    deployment: &str,
+    spec: &DeploymentSpec,
+) -> Vec<Planned> {
     let ns = &target.namespace;
     let svc = service_name(deployment);
     let secret = secret_name(&svc);
-    let sa = spec.template.spec.as_ref().and_then(|p| p.service_account_name.clone()).filter(|s| !s.is_empty()).unwrap_or_else(|| "default".into());
+    let sa = spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|p| p.service_account_name.clone())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "default".into());
     let ports: Vec<Value> = defs
         .service_ports(deployment)
         .into_iter()
@@ -190,7 +201,11 @@ pub fn is_shared_binding(step: &Step) -> bool {
     let role = step.manifest.pointer("/roleRef/name").and_then(Value::as_str);
     match step.kind.as_str() {
         "ClusterRoleBinding" => role == Some("system:auth-delegator") && step.name.ends_with("-system:auth-delegator"),
-        "RoleBinding" => step.namespace.as_deref() == Some(KUBE_SYSTEM) && role == Some("extension-apiserver-authentication-reader") && step.name.ends_with("-auth-reader"),
+        "RoleBinding" => {
+            step.namespace.as_deref() == Some(KUBE_SYSTEM)
+                && role == Some("extension-apiserver-authentication-reader")
+                && step.name.ends_with("-auth-reader")
+        }
         _ => false,
     }
 }
@@ -204,7 +219,14 @@ pub fn is_shared_binding(step: &Step) -> bool {
 pub fn merge_shared_binding(planned: &Value, existing: &Value) -> Value {
     let mut out = planned.clone();
     let planned_subjects: Vec<Value> = planned.get("subjects").and_then(Value::as_array).cloned().unwrap_or_default();
-    let mut subjects: Vec<Value> = existing.get("subjects").and_then(Value::as_array).into_iter().flatten().filter(|s| !planned_subjects.contains(s)).cloned().collect();
+    let mut subjects: Vec<Value> = existing
+        .get("subjects")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|s| !planned_subjects.contains(s))
+        .cloned()
+        .collect();
     let shared = !subjects.is_empty();
     subjects.extend(planned_subjects);
     out["subjects"] = Value::Array(subjects);
@@ -214,7 +236,9 @@ pub fn merge_shared_binding(planned: &Value, existing: &Value) -> Value {
         }
     }
     if shared && let Some(labels) = out.pointer_mut("/metadata/labels").and_then(Value::as_object_mut) {
-        labels.retain(|k, _| k != super::LABEL_OWNER && k != super::LABEL_OWNER_KIND && k != super::LABEL_OWNER_NAMESPACE);
+        labels.retain(|k, _| {
+            k != super::LABEL_OWNER && k != super::LABEL_OWNER_KIND && k != super::LABEL_OWNER_NAMESPACE
+        });
     }
     out
 }
@@ -225,7 +249,10 @@ pub fn merge_shared_binding(planned: &Value, existing: &Value) -> Value {
 /// it); `Some(Some(manifest))` otherwise (apply it). `existing` is the object as read. Pure.
 pub fn without_subjects_of(existing: &Value, namespace: &str) -> Option<Option<Value>> {
     let subjects = existing.get("subjects").and_then(Value::as_array).cloned().unwrap_or_default();
-    let ours = |s: &Value| s.get("kind").and_then(Value::as_str) == Some("ServiceAccount") && s.get("namespace").and_then(Value::as_str) == Some(namespace);
+    let ours = |s: &Value| {
+        s.get("kind").and_then(Value::as_str) == Some("ServiceAccount")
+            && s.get("namespace").and_then(Value::as_str) == Some(namespace)
+    };
     if !subjects.iter().any(ours) {
         return None;
     }
@@ -241,7 +268,9 @@ pub fn without_subjects_of(existing: &Value, namespace: &str) -> Option<Option<V
         .into_iter()
         .flatten()
         .filter(|(k, _)| !(k.starts_with(super::COMPONENT_LABEL_PREFIX) && k.ends_with(&suffix)))
-        .filter(|(k, _)| *k != super::LABEL_OWNER && *k != super::LABEL_OWNER_KIND && *k != super::LABEL_OWNER_NAMESPACE)
+        .filter(|(k, _)| {
+            *k != super::LABEL_OWNER && *k != super::LABEL_OWNER_KIND && *k != super::LABEL_OWNER_NAMESPACE
+        })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let mut metadata = json!({"name": meta.get("name"), "labels": labels});
@@ -268,12 +297,20 @@ pub fn mutate_deployment(spec: &mut DeploymentSpec, deployment: &str) {
     }
     let item = |key: &str, path: &str| KeyToPath { key: key.into(), path: path.into(), mode: None };
     for (name, path, items) in [
-        (VOLUME_APISERVICE_CERT, MOUNT_APISERVICE_CERT, vec![item("tls.crt", "apiserver.crt"), item("tls.key", "apiserver.key")]),
+        (
+            VOLUME_APISERVICE_CERT,
+            MOUNT_APISERVICE_CERT,
+            vec![item("tls.crt", "apiserver.crt"), item("tls.key", "apiserver.key")],
+        ),
         (VOLUME_WEBHOOK_CERT, MOUNT_WEBHOOK_CERT, vec![item("tls.crt", "tls.crt"), item("tls.key", "tls.key")]),
     ] {
         let volume = Volume {
             name: name.into(),
-            secret: Some(SecretVolumeSource { secret_name: Some(secret.clone()), items: Some(items), ..Default::default() }),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.clone()),
+                items: Some(items),
+                ..Default::default()
+            }),
             ..Default::default()
         };
         let volumes = pod.volumes.get_or_insert_with(Vec::new);
@@ -313,7 +350,9 @@ pub fn namespace_selector(target: &InstallTarget) -> Option<Value> {
     if target.all_namespaces() {
         return None;
     }
-    Some(json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": target.effective_targets()}]}))
+    Some(
+        json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": target.effective_targets()}]}),
+    )
 }
 
 fn client_config(desc: &WebhookDescription, ns: &str, default_path: Option<&str>) -> Value {
@@ -425,7 +464,8 @@ pub fn restore_reason(planned: &Step, found: Option<&Value>, has_certificate: im
         ))
     }
     let empty_ca = |v: Option<&Value>, service: Option<&Value>| {
-        v.and_then(Value::as_str).is_none_or(str::is_empty) && service.and_then(|s| s.get("name")).and_then(Value::as_str).is_some_and(&has_certificate)
+        v.and_then(Value::as_str).is_none_or(str::is_empty)
+            && service.and_then(|s| s.get("name")).and_then(Value::as_str).is_some_and(&has_certificate)
     };
     match planned.kind.as_str() {
         "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
@@ -450,13 +490,18 @@ pub fn restore_reason(planned: &Step, found: Option<&Value>, has_certificate: im
             if service(found.pointer("/spec/service")) != service(planned.manifest.pointer("/spec/service")) {
                 return Some("points at another Service".into());
             }
-            if empty_ca(found.pointer("/spec/caBundle"), planned.manifest.pointer("/spec/service")) && found.pointer("/spec/insecureSkipTLSVerify").and_then(Value::as_bool) != Some(true) {
+            if empty_ca(found.pointer("/spec/caBundle"), planned.manifest.pointer("/spec/service"))
+                && found.pointer("/spec/insecureSkipTLSVerify").and_then(Value::as_bool) != Some(true)
+            {
                 return Some("has no caBundle".into());
             }
             None
         }
         "CustomResourceDefinition" => {
-            let want = planned.manifest.pointer("/spec/conversion").filter(|c| c.get("strategy").and_then(Value::as_str) == Some("Webhook"))?;
+            let want = planned
+                .manifest
+                .pointer("/spec/conversion")
+                .filter(|c| c.get("strategy").and_then(Value::as_str) == Some("Webhook"))?;
             let have = found?.pointer("/spec/conversion");
             if have.and_then(|c| c.get("strategy")).and_then(Value::as_str) != Some("Webhook") {
                 return Some("had its spec.conversion reset".into());
@@ -523,9 +568,11 @@ pub fn fill_certificates(
             },
             None => (certs::issue(&hosts, now, valid_for)?.secret_data(), Some("no certificate yet".into())),
         };
-        let ca_pem = String::from_utf8_lossy(data.get(certs::SECRET_CA_KEY).map(Vec::as_slice).unwrap_or_default()).into_owned();
+        let ca_pem =
+            String::from_utf8_lossy(data.get(certs::SECRET_CA_KEY).map(Vec::as_slice).unwrap_or_default()).into_owned();
         let hash = certs::ca_hash(&ca_pem);
-        let encoded: serde_json::Map<String, Value> = data.iter().map(|(k, v)| (k.clone(), json!(b64.encode(v)))).collect();
+        let encoded: serde_json::Map<String, Value> =
+            data.iter().map(|(k, v)| (k.clone(), json!(b64.encode(v)))).collect();
         step.manifest["data"] = Value::Object(encoded);
         step.manifest["metadata"]["annotations"][ANNOTATION_CA_HASH] = json!(hash);
         outcomes.push(CertOutcome { namespace: ns.clone(), secret: step.name.clone(), issued, ca_hash: hash.clone() });
@@ -549,7 +596,9 @@ pub fn fill_certificates(
                 }
             }
             "CustomResourceDefinition" => {
-                if let Some((pem, _)) = step.manifest.pointer("/spec/conversion/webhook/clientConfig/service").and_then(ca_for) {
+                if let Some((pem, _)) =
+                    step.manifest.pointer("/spec/conversion/webhook/clientConfig/service").and_then(ca_for)
+                {
                     step.manifest["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] = json!(b64.encode(pem));
                 }
             }
@@ -564,7 +613,9 @@ pub fn fill_certificates(
                     .manifest
                     .pointer("/spec/template/spec/volumes")
                     .and_then(Value::as_array)
-                    .and_then(|vs| vs.iter().find(|v| v.get("name").and_then(Value::as_str) == Some(VOLUME_WEBHOOK_CERT)))
+                    .and_then(|vs| {
+                        vs.iter().find(|v| v.get("name").and_then(Value::as_str) == Some(VOLUME_WEBHOOK_CERT))
+                    })
                     .and_then(|v| v.pointer("/secret/secretName"))
                     .and_then(Value::as_str)
                     .map(str::to_string);
@@ -589,13 +640,19 @@ pub fn unavailable(defs: &Definitions, deployment_available: impl Fn(&str) -> Op
     for w in &defs.webhooks {
         let d = w.deployment_name.as_deref().unwrap_or_default();
         if deployment_available(d) == Some(false) {
-            waiting.push(format!("webhook {} ({:?}) is served by Deployment {d}, which is not available", w.generate_name, w.type_));
+            waiting.push(format!(
+                "webhook {} ({:?}) is served by Deployment {d}, which is not available",
+                w.generate_name, w.type_
+            ));
         }
     }
     for a in &defs.apiservices {
         let d = a.deployment_name.as_deref().unwrap_or_default();
         if deployment_available(d) == Some(false) {
-            waiting.push(format!("APIService {}.{} is served by Deployment {d}, which is not available", a.version, a.group));
+            waiting.push(format!(
+                "APIService {}.{} is served by Deployment {d}, which is not available",
+                a.version, a.group
+            ));
         }
     }
     (!waiting.is_empty()).then(|| waiting.join("; "))
@@ -608,13 +665,22 @@ pub fn unavailable(defs: &Definitions, deployment_available: impl Fn(&str) -> Op
 ///
 /// # Errors
 /// The first API error other than NotFound, naming the object.
-pub async fn remove_callers(client: &kube::Client, csv: &str, namespace: &str, defs: &Definitions) -> Result<Vec<String>, String> {
+pub async fn remove_callers(
+    client: &kube::Client,
+    csv: &str,
+    namespace: &str,
+    defs: &Definitions,
+) -> Result<Vec<String>, String> {
     use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
     use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 
-    let selector = ListParams::default().labels(&format!("{}={csv},{}={namespace}", super::LABEL_OWNER, super::LABEL_OWNER_NAMESPACE));
+    let selector = ListParams::default().labels(&format!(
+        "{}={csv},{}={namespace}",
+        super::LABEL_OWNER,
+        super::LABEL_OWNER_NAMESPACE
+    ));
     let mut removed = Vec::new();
     let gone = |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 404);
     macro_rules! delete_labelled {
@@ -633,14 +699,21 @@ pub async fn remove_callers(client: &kube::Client, csv: &str, namespace: &str, d
     }
     delete_labelled!(Api::<ValidatingWebhookConfiguration>::all(client.clone()), "ValidatingWebhookConfiguration");
     delete_labelled!(Api::<MutatingWebhookConfiguration>::all(client.clone()), "MutatingWebhookConfiguration");
-    let apiservice = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"), "apiservices");
+    let apiservice = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
+        "apiservices",
+    );
     if !defs.apiservices.is_empty() {
         delete_labelled!(Api::<DynamicObject>::all_with(client.clone(), &apiservice), "APIService");
     }
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for w in defs.webhooks.iter().filter(|w| w.type_ == WebhookAdmissionType::ConversionWebhook) {
         for c in w.conversion_crds.iter().flatten() {
-            let Some(crd) = crds.get_opt(c).await.map_err(|e| format!("CustomResourceDefinition {c}: get failed: {e}"))? else { continue };
+            let Some(crd) =
+                crds.get_opt(c).await.map_err(|e| format!("CustomResourceDefinition {c}: get failed: {e}"))?
+            else {
+                continue;
+            };
             let points_here = crd
                 .spec
                 .conversion
@@ -654,7 +727,9 @@ pub async fn remove_callers(client: &kube::Client, csv: &str, namespace: &str, d
             }
             // A JSON merge patch: `webhook: null` removes the field whoever owns it.
             let patch = json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
-            crds.patch(c, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| format!("CustomResourceDefinition {c}: resetting spec.conversion failed: {e}"))?;
+            crds.patch(c, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|e| format!("CustomResourceDefinition {c}: resetting spec.conversion failed: {e}"))?;
             removed.push(format!("CustomResourceDefinition {c} spec.conversion"));
         }
     }
@@ -675,7 +750,12 @@ pub async fn remove_callers(client: &kube::Client, csv: &str, namespace: &str, d
 ///
 /// # Errors
 /// The first API error other than NotFound, naming the object.
-pub async fn remove(client: &kube::Client, csv: &str, namespace: &str, defs: &Definitions) -> Result<Vec<String>, String> {
+pub async fn remove(
+    client: &kube::Client,
+    csv: &str,
+    namespace: &str,
+    defs: &Definitions,
+) -> Result<Vec<String>, String> {
     use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
     use kube::api::Api;
     let mut removed = remove_callers(client, csv, namespace, defs).await?;
@@ -685,13 +765,19 @@ pub async fn remove(client: &kube::Client, csv: &str, namespace: &str, defs: &De
     for d in defs.deployments() {
         let svc = service_name(&d);
         let name = auth_delegator_name(&svc);
-        let found = delegators.get_opt(&name).await.map_err(|e| format!("ClusterRoleBinding {name}: get failed: {e}"))?;
-        if let Some(done) = release_shared_binding(&delegators, found, namespace, &format!("ClusterRoleBinding {name}")).await? {
+        let found =
+            delegators.get_opt(&name).await.map_err(|e| format!("ClusterRoleBinding {name}: get failed: {e}"))?;
+        if let Some(done) =
+            release_shared_binding(&delegators, found, namespace, &format!("ClusterRoleBinding {name}")).await?
+        {
             removed.push(done);
         }
         let name = auth_reader_name(&svc);
-        let found = readers.get_opt(&name).await.map_err(|e| format!("RoleBinding {KUBE_SYSTEM}/{name}: get failed: {e}"))?;
-        if let Some(done) = release_shared_binding(&readers, found, namespace, &format!("RoleBinding {KUBE_SYSTEM}/{name}")).await? {
+        let found =
+            readers.get_opt(&name).await.map_err(|e| format!("RoleBinding {KUBE_SYSTEM}/{name}: get failed: {e}"))?;
+        if let Some(done) =
+            release_shared_binding(&readers, found, namespace, &format!("RoleBinding {KUBE_SYSTEM}/{name}")).await?
+        {
             removed.push(done);
         }
     }
@@ -752,7 +838,9 @@ pub async fn rotate_due(
     for d in defs.deployments() {
         let svc = service_name(&d);
         let name = secret_name(&svc);
-        let Some(secret) = secrets.get_opt(&name).await.map_err(|e| format!("Secret {namespace}/{name}: get failed: {e}"))? else {
+        let Some(secret) =
+            secrets.get_opt(&name).await.map_err(|e| format!("Secret {namespace}/{name}: get failed: {e}"))?
+        else {
             // Deleted by hand (or never applied): made again, as a planned serving Secret.
             let mut labels = missing.labels.clone();
             labels.insert(super::LABEL_MANAGED.into(), "true".into());
@@ -771,7 +859,8 @@ pub async fn rotate_due(
             due.push((d, secret, format!("Secret {namespace}/{name} is missing")));
             continue;
         };
-        let data: BTreeMap<String, Vec<u8>> = secret.data.clone().unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
+        let data: BTreeMap<String, Vec<u8>> =
+            secret.data.clone().unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
         match certs::rotation_reason(&data, &certs::hostnames_for_service(&svc, namespace), now) {
             Some(reason) => due.push((d, secret, reason)),
             None => note_times(&mut times, &data),
@@ -780,7 +869,11 @@ pub async fn rotate_due(
     if due.is_empty() {
         return Ok(times);
     }
-    let selector = ListParams::default().labels(&format!("{}={csv},{}={namespace}", super::LABEL_OWNER, super::LABEL_OWNER_NAMESPACE));
+    let selector = ListParams::default().labels(&format!(
+        "{}={csv},{}={namespace}",
+        super::LABEL_OWNER,
+        super::LABEL_OWNER_NAMESPACE
+    ));
     let mut steps = Vec::new();
     let step_of = |value: Value, group: &str, version: &str| -> Step {
         let meta = &value["metadata"];
@@ -803,26 +896,67 @@ pub async fn rotate_due(
         }
         planned.manifest["metadata"]["annotations"][ANNOTATION_CA_HASH] = json!("");
         steps.push(planned);
-        if let Some(dep) = Api::<Deployment>::namespaced(client.clone(), namespace).get_opt(d).await.map_err(|e| format!("Deployment {namespace}/{d}: get failed: {e}"))? {
+        if let Some(dep) = Api::<Deployment>::namespaced(client.clone(), namespace)
+            .get_opt(d)
+            .await
+            .map_err(|e| format!("Deployment {namespace}/{d}: get failed: {e}"))?
+        {
             steps.push(step_of(to_value("Deployment", serde_json::to_value(&dep))?, "apps", "v1"));
         }
     }
-    for v in Api::<ValidatingWebhookConfiguration>::all(client.clone()).list(&selector).await.map_err(|e| format!("list ValidatingWebhookConfiguration: {e}"))?.items {
-        steps.push(step_of(to_value("ValidatingWebhookConfiguration", serde_json::to_value(&v))?, "admissionregistration.k8s.io", "v1"));
+    for v in Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .list(&selector)
+        .await
+        .map_err(|e| format!("list ValidatingWebhookConfiguration: {e}"))?
+        .items
+    {
+        steps.push(step_of(
+            to_value("ValidatingWebhookConfiguration", serde_json::to_value(&v))?,
+            "admissionregistration.k8s.io",
+            "v1",
+        ));
     }
-    for m in Api::<MutatingWebhookConfiguration>::all(client.clone()).list(&selector).await.map_err(|e| format!("list MutatingWebhookConfiguration: {e}"))?.items {
-        steps.push(step_of(to_value("MutatingWebhookConfiguration", serde_json::to_value(&m))?, "admissionregistration.k8s.io", "v1"));
+    for m in Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .list(&selector)
+        .await
+        .map_err(|e| format!("list MutatingWebhookConfiguration: {e}"))?
+        .items
+    {
+        steps.push(step_of(
+            to_value("MutatingWebhookConfiguration", serde_json::to_value(&m))?,
+            "admissionregistration.k8s.io",
+            "v1",
+        ));
     }
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for c in defs.webhooks.iter().filter(|w| w.type_ == WebhookAdmissionType::ConversionWebhook).flat_map(|w| w.conversion_crds.iter().flatten()) {
-        if let Some(crd) = crds.get_opt(c).await.map_err(|e| format!("CustomResourceDefinition {c}: get failed: {e}"))? {
-            steps.push(step_of(to_value("CustomResourceDefinition", serde_json::to_value(&crd))?, "apiextensions.k8s.io", "v1"));
+    for c in defs
+        .webhooks
+        .iter()
+        .filter(|w| w.type_ == WebhookAdmissionType::ConversionWebhook)
+        .flat_map(|w| w.conversion_crds.iter().flatten())
+    {
+        if let Some(crd) =
+            crds.get_opt(c).await.map_err(|e| format!("CustomResourceDefinition {c}: get failed: {e}"))?
+        {
+            steps.push(step_of(
+                to_value("CustomResourceDefinition", serde_json::to_value(&crd))?,
+                "apiextensions.k8s.io",
+                "v1",
+            ));
         }
     }
     if !defs.apiservices.is_empty() {
         use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-        let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"), "apiservices");
-        for a in Api::<DynamicObject>::all_with(client.clone(), &ar).list(&selector).await.map_err(|e| format!("list APIService: {e}"))?.items {
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
+            "apiservices",
+        );
+        for a in Api::<DynamicObject>::all_with(client.clone(), &ar)
+            .list(&selector)
+            .await
+            .map_err(|e| format!("list APIService: {e}"))?
+            .items
+        {
             let mut v = to_value("APIService", serde_json::to_value(&a))?;
             v["kind"] = json!("APIService");
             steps.push(step_of(v, "apiregistration.k8s.io", "v1"));
@@ -835,7 +969,9 @@ pub async fn rotate_due(
     }
     for (_, secret, reason) in due {
         let name = secret.metadata.name.clone().unwrap_or_default();
-        if let Some(fresh) = secrets.get_opt(&name).await.map_err(|e| format!("Secret {namespace}/{name}: get failed: {e}"))? {
+        if let Some(fresh) =
+            secrets.get_opt(&name).await.map_err(|e| format!("Secret {namespace}/{name}: get failed: {e}"))?
+        {
             note_times(&mut times, &fresh.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect());
         }
         times.rotated.push((format!("{namespace}/{name}"), reason));
@@ -870,7 +1006,12 @@ fn as_applied(mut value: Value) -> Value {
 /// it when none is left, else applies what is left (capstan's field manager). Returns what was
 /// done, as `what` with ` deleted` / ` without namespace <ns>`; `None` when the binding is
 /// absent or has no subject of `namespace`.
-async fn release_shared_binding<K>(api: &kube::Api<K>, found: Option<K>, namespace: &str, what: &str) -> Result<Option<String>, String>
+async fn release_shared_binding<K>(
+    api: &kube::Api<K>,
+    found: Option<K>,
+    namespace: &str,
+    what: &str,
+) -> Result<Option<String>, String>
 where
     K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -887,7 +1028,9 @@ where
         },
         Some(Some(left)) => {
             let pp = PatchParams::apply(super::FIELD_MANAGER).force();
-            api.patch(&name, &pp, &Patch::Apply(&left)).await.map_err(|e| format!("{what}: removing the subjects of namespace {namespace} failed: {e}"))?;
+            api.patch(&name, &pp, &Patch::Apply(&left))
+                .await
+                .map_err(|e| format!("{what}: removing the subjects of namespace {namespace} failed: {e}"))?;
             Ok(Some(format!("{what} subjects of namespace {namespace}")))
         }
     }
@@ -898,7 +1041,15 @@ mod tests {
     use super::*;
 
     fn step(kind: &str, name: &str, namespace: Option<&str>, manifest: Value) -> Step {
-        Step { resolving: "op.v1".into(), group: "rbac.authorization.k8s.io".into(), version: "v1".into(), kind: kind.into(), name: name.into(), namespace: namespace.map(String::from), manifest }
+        Step {
+            resolving: "op.v1".into(),
+            group: "rbac.authorization.k8s.io".into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            name: name.into(),
+            namespace: namespace.map(String::from),
+            manifest,
+        }
     }
 
     fn sa(ns: &str) -> Value {
@@ -914,7 +1065,10 @@ mod tests {
         let defs = Definitions::read(&csv).unwrap();
         let problems = check(&defs, &[], &BTreeMap::new());
         assert_eq!(problems.len(), 1, "{problems:?}");
-        assert!(problems[0].1.contains("Service op-service would have port 443 twice, to targetPort 443 and 9443"), "{problems:?}");
+        assert!(
+            problems[0].1.contains("Service op-service would have port 443 twice, to targetPort 443 and 9443"),
+            "{problems:?}"
+        );
         let mut fixed = csv.clone();
         fixed["spec"]["apiservicedefinitions"]["owned"][0]["containerPort"] = json!(9443);
         assert_eq!(check(&Definitions::read(&fixed).unwrap(), &[], &BTreeMap::new()), Vec::<(String, String)>::new());
@@ -923,37 +1077,91 @@ mod tests {
     #[test]
     fn what_makes_a_webhook_object_be_applied_again() {
         let svc = json!({"namespace": "ops", "name": "op-service", "path": "/validate", "port": 443});
-        let vwc = step("ValidatingWebhookConfiguration", "v-abc", None, json!({"webhooks": [{"name": "v.example.com", "clientConfig": {"service": svc}}]}));
+        let vwc = step(
+            "ValidatingWebhookConfiguration",
+            "v-abc",
+            None,
+            json!({"webhooks": [{"name": "v.example.com", "clientConfig": {"service": svc}}]}),
+        );
         assert_eq!(restore_reason(&vwc, None, |_| true).as_deref(), Some("was deleted"));
         let ok = json!({"webhooks": [{"name": "v.example.com", "clientConfig": {"service": {"namespace": "ops", "name": "op-service", "path": "/validate"}, "caBundle": "Q0E="}}]});
         assert_eq!(restore_reason(&vwc, Some(&ok), |_| true), None, "port 443 is the default");
         let mut no_ca = ok.clone();
         no_ca["webhooks"][0]["clientConfig"]["caBundle"] = json!("");
-        assert_eq!(restore_reason(&vwc, Some(&no_ca), |_| true).as_deref(), Some("has webhook v.example.com without a caBundle"));
+        assert_eq!(
+            restore_reason(&vwc, Some(&no_ca), |_| true).as_deref(),
+            Some("has webhook v.example.com without a caBundle")
+        );
         let mut elsewhere = ok.clone();
         elsewhere["webhooks"][0]["clientConfig"]["service"]["name"] = json!("evil");
-        assert_eq!(restore_reason(&vwc, Some(&no_ca), |s| s != "op-service"), None, "no certificate of the plan's for that Service: no caBundle is as planned");
-        assert_eq!(restore_reason(&vwc, Some(&elsewhere), |_| true).as_deref(), Some("has webhook v.example.com pointing at another Service"));
-        assert_eq!(restore_reason(&vwc, Some(&json!({"webhooks": []})), |_| true).as_deref(), Some("lost its webhook v.example.com"));
+        assert_eq!(
+            restore_reason(&vwc, Some(&no_ca), |s| s != "op-service"),
+            None,
+            "no certificate of the plan's for that Service: no caBundle is as planned"
+        );
+        assert_eq!(
+            restore_reason(&vwc, Some(&elsewhere), |_| true).as_deref(),
+            Some("has webhook v.example.com pointing at another Service")
+        );
+        assert_eq!(
+            restore_reason(&vwc, Some(&json!({"webhooks": []})), |_| true).as_deref(),
+            Some("lost its webhook v.example.com")
+        );
 
         let conversion = json!({"strategy": "Webhook", "webhook": {"clientConfig": {"service": {"namespace": "ops", "name": "op-service", "path": "/convert", "port": 443}}, "conversionReviewVersions": ["v1"]}});
-        let crd = step("CustomResourceDefinition", "gadgets.example.com", None, json!({"spec": {"conversion": conversion}}));
+        let crd =
+            step("CustomResourceDefinition", "gadgets.example.com", None, json!({"spec": {"conversion": conversion}}));
         let mut installed = json!({"spec": {"conversion": conversion}});
         installed["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] = json!("Q0E=");
         assert_eq!(restore_reason(&crd, Some(&installed), |_| true), None);
-        assert_eq!(restore_reason(&crd, Some(&json!({"spec": {"conversion": {"strategy": "None"}}})), |_| true).as_deref(), Some("had its spec.conversion reset"));
+        assert_eq!(
+            restore_reason(&crd, Some(&json!({"spec": {"conversion": {"strategy": "None"}}})), |_| true).as_deref(),
+            Some("had its spec.conversion reset")
+        );
         assert_eq!(restore_reason(&crd, None, |_| true), None, "a deleted CRD is not restored");
         let mut next = installed.clone();
         next["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["name"] = json!("op-v2-service");
-        assert_eq!(restore_reason(&crd, Some(&next), |_| true), None, "converted by another Service: the next version's");
+        assert_eq!(
+            restore_reason(&crd, Some(&next), |_| true),
+            None,
+            "converted by another Service: the next version's"
+        );
         let plain = step("CustomResourceDefinition", "things.example.com", None, json!({"spec": {}}));
-        assert_eq!(restore_reason(&plain, Some(&json!({"spec": {"conversion": {"strategy": "None"}}})), |_| true), None, "no conversion webhook planned");
+        assert_eq!(
+            restore_reason(&plain, Some(&json!({"spec": {"conversion": {"strategy": "None"}}})), |_| true),
+            None,
+            "no conversion webhook planned"
+        );
 
-        let api = step("APIService", "v1.example.com", None, json!({"spec": {"service": {"namespace": "ops", "name": "op-service", "port": 443}}}));
+        let api = step(
+            "APIService",
+            "v1.example.com",
+            None,
+            json!({"spec": {"service": {"namespace": "ops", "name": "op-service", "port": 443}}}),
+        );
         assert_eq!(restore_reason(&api, None, |_| true).as_deref(), Some("was deleted"));
-        assert_eq!(restore_reason(&api, Some(&json!({"spec": {"service": {"namespace": "ops", "name": "op-service"}, "caBundle": "Q0E="}})), |_| true), None);
-        assert_eq!(restore_reason(&api, Some(&json!({"spec": {"service": {"namespace": "ops", "name": "op-service"}}})), |_| true).as_deref(), Some("has no caBundle"));
-        assert_eq!(restore_reason(&step("Service", "op-service", Some("ops"), json!({})), None, |_| true), None, "other kinds are not this check's");
+        assert_eq!(
+            restore_reason(
+                &api,
+                Some(&json!({"spec": {"service": {"namespace": "ops", "name": "op-service"}, "caBundle": "Q0E="}})),
+                |_| true
+            ),
+            None
+        );
+        assert_eq!(
+            restore_reason(
+                &api,
+                Some(&json!({"spec": {"service": {"namespace": "ops", "name": "op-service"}}})),
+                |_| true
+            )
+            .as_deref(),
+            Some("has no caBundle")
+        );
+        assert_eq!(
+            restore_reason(&step("Service", "op-service", Some("ops"), json!({})), None, |_| true),
+            None,
+            "other kinds are not this check's"
+        );
     }
 
     #[test]
@@ -961,10 +1169,20 @@ mod tests {
         let reader = json!({"roleRef": {"name": "extension-apiserver-authentication-reader"}});
         let delegator = json!({"roleRef": {"name": "system:auth-delegator"}});
         assert!(is_shared_binding(&step("RoleBinding", "op-service-auth-reader", Some("kube-system"), reader.clone())));
-        assert!(is_shared_binding(&step("ClusterRoleBinding", "op-service-system:auth-delegator", None, delegator.clone())));
+        assert!(is_shared_binding(&step(
+            "ClusterRoleBinding",
+            "op-service-system:auth-delegator",
+            None,
+            delegator.clone()
+        )));
         // The same role in another namespace, another role, another name: the install's own.
         assert!(!is_shared_binding(&step("RoleBinding", "op-service-auth-reader", Some("ops"), reader)));
-        assert!(!is_shared_binding(&step("ClusterRoleBinding", "op-service-system:auth-delegator", None, json!({"roleRef": {"name": "cluster-admin"}}))));
+        assert!(!is_shared_binding(&step(
+            "ClusterRoleBinding",
+            "op-service-system:auth-delegator",
+            None,
+            json!({"roleRef": {"name": "cluster-admin"}})
+        )));
         assert!(!is_shared_binding(&step("ClusterRoleBinding", "anything", None, delegator)));
     }
 
@@ -985,13 +1203,20 @@ mod tests {
         let merged = merge_shared_binding(&planned_b, &a);
         assert_eq!(merged["subjects"], json!([sa("a"), sa("b")]));
         let labels = merged["metadata"]["labels"].as_object().unwrap();
-        assert!(labels.contains_key("operators.coreos.com/op.a") && labels.contains_key("operators.coreos.com/op.b"), "{labels:?}");
+        assert!(
+            labels.contains_key("operators.coreos.com/op.a") && labels.contains_key("operators.coreos.com/op.b"),
+            "{labels:?}"
+        );
         assert!(!labels.contains_key("olm.owner") && !labels.contains_key("olm.owner.namespace"), "{labels:?}");
         // a goes: b's subject and label stay.
         let left = without_subjects_of(&merged, "a").expect("a has a subject").expect("b is left");
         assert_eq!(left["subjects"], json!([sa("b")]));
         assert_eq!(left["metadata"]["name"], "op-service-system:auth-delegator");
-        assert!(left["metadata"]["labels"].get("operators.coreos.com/op.a").is_none() && left["metadata"]["labels"].get("operators.coreos.com/op.b").is_some(), "{left}");
+        assert!(
+            left["metadata"]["labels"].get("operators.coreos.com/op.a").is_none()
+                && left["metadata"]["labels"].get("operators.coreos.com/op.b").is_some(),
+            "{left}"
+        );
         assert_eq!(left["roleRef"]["name"], "system:auth-delegator");
         // a again: nothing of it is there; b goes: delete.
         assert_eq!(without_subjects_of(&left, "a"), None);

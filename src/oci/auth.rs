@@ -117,19 +117,12 @@ impl DockerConfig {
             source_name: source.to_string(),
             reason: format!("not a docker config JSON object: {e}"),
         })?;
-        let mut cfg = DockerConfig {
-            sources: vec![source.to_string()],
-            ..Default::default()
-        };
+        let mut cfg = DockerConfig { sources: vec![source.to_string()], ..Default::default() };
         if let Some(auths) = &file.auths {
             cfg.add_auths(auths, source)?;
         }
         if let Some(helper) = file.creds_store.filter(|h| !h.is_empty()) {
-            cfg.helpers.push(Helper {
-                registry: None,
-                helper,
-                source: source.to_string(),
-            });
+            cfg.helpers.push(Helper { registry: None, helper, source: source.to_string() });
         }
         for (registry, helper) in file.cred_helpers.iter().flatten() {
             if let Some(helper) = helper.as_str() {
@@ -152,10 +145,7 @@ impl DockerConfig {
                 source_name: source.to_string(),
                 reason: format!("not a .dockercfg JSON object: {e}"),
             })?;
-        let mut cfg = DockerConfig {
-            sources: vec![source.to_string()],
-            ..Default::default()
-        };
+        let mut cfg = DockerConfig { sources: vec![source.to_string()], ..Default::default() };
         cfg.add_auths(&auths, source)?;
         Ok(cfg)
     }
@@ -186,11 +176,7 @@ impl DockerConfig {
             source_name: source.to_string(),
             reason: format!("has type {secret_type} but no data key {key}"),
         })?;
-        if json {
-            Self::from_config_json(bytes, source)
-        } else {
-            Self::from_dockercfg(bytes, source)
-        }
+        if json { Self::from_config_json(bytes, source) } else { Self::from_dockercfg(bytes, source) }
     }
 
     /// Reads a docker config file.
@@ -257,9 +243,7 @@ impl DockerConfig {
             .iter()
             .filter(|e| {
                 e.host == host
-                    && (e.path.is_empty()
-                        || repository == e.path
-                        || repository.starts_with(&format!("{}/", e.path)))
+                    && (e.path.is_empty() || repository == e.path || repository.starts_with(&format!("{}/", e.path)))
             })
             .max_by_key(|e| e.path.len());
         let helper = self
@@ -268,14 +252,12 @@ impl DockerConfig {
             .find(|h| h.registry.as_deref() == Some(host.as_str()))
             .or_else(|| self.helpers.iter().find(|h| h.registry.is_none()));
         match best.map(|e| (&e.credential, e)) {
-            Some((Credential::Basic(u, p), e)) => Ok(ResolvedAuth {
-                auth: RegistryAuth::Basic(u.clone(), p.clone()),
-                source: Some(e.source.clone()),
-            }),
-            Some((Credential::Bearer(t), e)) => Ok(ResolvedAuth {
-                auth: RegistryAuth::Bearer(t.clone()),
-                source: Some(e.source.clone()),
-            }),
+            Some((Credential::Basic(u, p), e)) => {
+                Ok(ResolvedAuth { auth: RegistryAuth::Basic(u.clone(), p.clone()), source: Some(e.source.clone()) })
+            }
+            Some((Credential::Bearer(t), e)) => {
+                Ok(ResolvedAuth { auth: RegistryAuth::Bearer(t.clone()), source: Some(e.source.clone()) })
+            }
             Some((Credential::IdentityToken, e)) => Err(OciError::AuthConfig {
                 source_name: e.source.clone(),
                 reason: format!(
@@ -301,10 +283,7 @@ impl DockerConfig {
                     helper: h.helper.clone(),
                     source_name: h.source.clone(),
                 }),
-                _ => Ok(ResolvedAuth {
-                    auth: RegistryAuth::Anonymous,
-                    source: None,
-                }),
+                _ => Ok(ResolvedAuth { auth: RegistryAuth::Anonymous, source: None }),
             },
         }
     }
@@ -315,17 +294,16 @@ impl DockerConfig {
                 source_name: source.to_string(),
                 reason: format!("entry {key:?}: {reason}"),
             };
-            let entry: AuthJson = serde_json::from_value(value.clone())
-                .map_err(|e| bad(format!("not an auth object: {e}")))?;
+            let entry: AuthJson =
+                serde_json::from_value(value.clone()).map_err(|e| bad(format!("not an auth object: {e}")))?;
             let credential = if let Some(auth) = entry.auth.as_deref().filter(|a| !a.is_empty()) {
                 let decoded = base64::engine::general_purpose::STANDARD
                     .decode(auth.trim())
                     .map_err(|e| bad(format!("`auth` is not base64: {e}")))?;
-                let text = String::from_utf8(decoded)
-                    .map_err(|_| bad("`auth` does not decode to UTF-8 text".into()))?;
-                let (u, p) = text
-                    .split_once(':')
-                    .ok_or_else(|| bad("`auth` must be base64 of username:password".into()))?;
+                let text =
+                    String::from_utf8(decoded).map_err(|_| bad("`auth` does not decode to UTF-8 text".into()))?;
+                let (u, p) =
+                    text.split_once(':').ok_or_else(|| bad("`auth` must be base64 of username:password".into()))?;
                 Credential::Basic(u.to_string(), p.to_string())
             } else if let (Some(u), Some(p)) = (&entry.username, &entry.password) {
                 Credential::Basic(u.clone(), p.clone())
@@ -337,12 +315,7 @@ impl DockerConfig {
                 Credential::Empty
             };
             let (host, path) = normalize_key(key);
-            self.entries.push(Entry {
-                host,
-                path,
-                credential,
-                source: source.to_string(),
-            });
+            self.entries.push(Entry { host, path, credential, source: source.to_string() });
         }
         Ok(())
     }
@@ -352,19 +325,14 @@ impl DockerConfig {
 fn canonical_host(host: &str) -> String {
     let h = host.to_ascii_lowercase();
     match h.as_str() {
-        "index.docker.io" | "registry-1.docker.io" | "registry.hub.docker.com" => {
-            "docker.io".to_string()
-        }
+        "index.docker.io" | "registry-1.docker.io" | "registry.hub.docker.com" => "docker.io".to_string(),
         _ => h,
     }
 }
 
 /// `https://host:port/v1/` → (`host:port`, ``); `host/org/` → (`host`, `org`).
 fn normalize_key(key: &str) -> (String, String) {
-    let k = key
-        .trim()
-        .trim_start_matches("https://")
-        .trim_start_matches("http://");
+    let k = key.trim().trim_start_matches("https://").trim_start_matches("http://");
     let (host, path) = k.split_once('/').unwrap_or((k, ""));
     let path = path.trim_end_matches('/');
     let path = match path {
@@ -395,10 +363,7 @@ mod tests {
         let r = c.resolve("reg.example.com", "org/app").unwrap();
         assert_eq!(basic(&r), ("alice".into(), "s3cr:et".into()));
         assert_eq!(r.source.as_deref(), Some("cfg.json"));
-        assert_eq!(
-            basic(&c.resolve("127.0.0.1:5000", "x").unwrap()),
-            ("bob".into(), "pw".into())
-        );
+        assert_eq!(basic(&c.resolve("127.0.0.1:5000", "x").unwrap()), ("bob".into(), "pw".into()));
         let anon = c.resolve("quay.io", "x").unwrap();
         assert!(matches!(anon.auth, RegistryAuth::Anonymous));
         assert!(anon.source.is_none());
@@ -432,9 +397,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("secret ns/s") && err.contains(".dockerconfigjson"), "{err}");
-        let err = DockerConfig::from_pull_secret("Opaque", |_| None, "secret ns/o")
-            .unwrap_err()
-            .to_string();
+        let err = DockerConfig::from_pull_secret("Opaque", |_| None, "secret ns/o").unwrap_err().to_string();
         assert!(err.contains("Opaque"), "{err}");
     }
 
@@ -444,24 +407,16 @@ mod tests {
         let c = DockerConfig::from_config_json(json.as_bytes(), "/home/u/.docker/config.json").unwrap();
         let err = c.resolve("ghcr.io", "a").unwrap_err().to_string();
         assert!(err.contains("docker-credential-desktop") && err.contains("ghcr.io"), "{err}");
-        let err = c
-            .resolve("123.dkr.ecr.us-east-1.amazonaws.com", "a")
-            .unwrap_err()
-            .to_string();
+        let err = c.resolve("123.dkr.ecr.us-east-1.amazonaws.com", "a").unwrap_err().to_string();
         assert!(err.contains("ecr-login") && err.contains("/home/u/.docker/config.json"), "{err}");
         // A registry with no entry and only a global store is anonymous, as docker treats it.
-        assert!(matches!(
-            c.resolve("quay.io", "a").unwrap().auth,
-            RegistryAuth::Anonymous
-        ));
+        assert!(matches!(c.resolve("quay.io", "a").unwrap().auth, RegistryAuth::Anonymous));
     }
 
     #[test]
     fn malformed_auth_names_the_entry() {
         let json = r#"{"auths":{"reg.example.com":{"auth":"%%%"}}}"#;
-        let err = DockerConfig::from_config_json(json.as_bytes(), "f.json")
-            .unwrap_err()
-            .to_string();
+        let err = DockerConfig::from_config_json(json.as_bytes(), "f.json").unwrap_err().to_string();
         assert!(err.contains("f.json") && err.contains("reg.example.com") && err.contains("base64"), "{err}");
         let nocolon = base64::engine::general_purpose::STANDARD.encode("justuser");
         let json = format!(r#"{{"auths":{{"r":{{"auth":"{nocolon}"}}}}}}"#);

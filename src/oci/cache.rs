@@ -126,8 +126,7 @@ pub fn sha256_digest(bytes: &[u8]) -> String {
 /// The hex part of a well-formed `sha256:<64 lowercase hex>` digest.
 pub fn sha256_hex(digest: &str) -> Option<&str> {
     let hex = digest.strip_prefix("sha256:")?;
-    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
-        .then_some(hex)
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))).then_some(hex)
 }
 
 #[cfg(test)]

@@ -68,9 +68,7 @@ impl ClientConfig {
             return true;
         }
         let host = registry_host(registry);
-        self.insecure_registries
-            .iter()
-            .any(|r| r.eq_ignore_ascii_case(registry) || r.eq_ignore_ascii_case(host))
+        self.insecure_registries.iter().any(|r| r.eq_ignore_ascii_case(registry) || r.eq_ignore_ascii_case(host))
     }
 }
 
@@ -80,9 +78,7 @@ pub fn registry_host(registry: &str) -> &str {
         return rest.split(']').next().unwrap_or(rest);
     }
     match registry.rsplit_once(':') {
-        Some((host, port)) if !host.contains(':') && port.chars().all(|c| c.is_ascii_digit()) => {
-            host
-        }
+        Some((host, port)) if !host.contains(':') && port.chars().all(|c| c.is_ascii_digit()) => host,
         _ => registry,
     }
 }
@@ -158,14 +154,7 @@ mod tests {
     #[test]
     fn loopback_hosts_are_plain_http() {
         let c = ClientConfig::default();
-        for r in [
-            "127.0.0.1:5000",
-            "127.1.2.3",
-            "localhost",
-            "LOCALHOST:5000",
-            "[::1]:5000",
-            "::1",
-        ] {
+        for r in ["127.0.0.1:5000", "127.1.2.3", "localhost", "LOCALHOST:5000", "[::1]:5000", "::1"] {
             assert!(c.uses_plain_http(r), "{r} should use plain HTTP");
         }
     }
@@ -192,10 +181,7 @@ mod tests {
         assert!(!listed.uses_plain_http("registry.example.com:6000"));
         assert!(listed.uses_plain_http("10.0.0.1:5000"), "a bare host covers every port");
         assert!(!listed.uses_plain_http("quay.io"));
-        let forced = ClientConfig {
-            plain_http: true,
-            ..Default::default()
-        };
+        let forced = ClientConfig { plain_http: true, ..Default::default() };
         assert!(forced.uses_plain_http("quay.io"));
     }
 

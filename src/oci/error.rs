@@ -55,7 +55,9 @@ pub enum OciError {
     },
 
     /// A blob or manifest did not hash to the digest that names it.
-    #[error("digest mismatch for {what} of {reference} from {registry}: expected {expected}, got {actual}; the registry or the cache is corrupt")]
+    #[error(
+        "digest mismatch for {what} of {reference} from {registry}: expected {expected}, got {actual}; the registry or the cache is corrupt"
+    )]
     DigestMismatch {
         /// The image reference.
         reference: String,
@@ -214,10 +216,7 @@ impl OciError {
 
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        OciError::Io {
-            path: path.into(),
-            source,
-        }
+        OciError::Io { path: path.into(), source }
     }
 }
 

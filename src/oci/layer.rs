@@ -83,12 +83,9 @@ pub fn entries_from_dir(dir: &Path, prefix: &str) -> Result<Vec<LayerEntry>> {
             .path()
             .strip_prefix(dir)
             .map_err(|e| OciError::io(item.path(), std::io::Error::other(e.to_string())))?;
-        let rel = rel.to_str().ok_or_else(|| {
-            OciError::io(
-                item.path(),
-                std::io::Error::other("file name is not UTF-8; rename it"),
-            )
-        })?;
+        let rel = rel
+            .to_str()
+            .ok_or_else(|| OciError::io(item.path(), std::io::Error::other("file name is not UTF-8; rename it")))?;
         let path = format!("{}/{}", prefix.trim_end_matches('/'), rel.replace('\\', "/"));
         let ft = item.file_type();
         check_plain_file_type(ft).map_err(|e| OciError::io(item.path(), e))?;
@@ -153,20 +150,12 @@ pub fn build_layer(entries: Vec<LayerEntry>) -> Result<BuiltLayer> {
         };
         res.map_err(|err| OciError::io(PathBuf::from(path), err))?;
     }
-    let tar_bytes = tar
-        .into_inner()
-        .map_err(|e| OciError::io(PathBuf::from("(layer)"), e))?;
+    let tar_bytes = tar.into_inner().map_err(|e| OciError::io(PathBuf::from("(layer)"), e))?;
     let diff_id = sha256_digest(&tar_bytes);
     let mut gz = GzEncoder::new(Vec::new(), Compression::default());
-    gz.write_all(&tar_bytes)
-        .map_err(|e| OciError::io(PathBuf::from("(layer)"), e))?;
-    let data = gz
-        .finish()
-        .map_err(|e| OciError::io(PathBuf::from("(layer)"), e))?;
-    Ok(BuiltLayer {
-        blob: Blob::new(MEDIA_TYPE_LAYER_GZIP, data),
-        diff_id,
-    })
+    gz.write_all(&tar_bytes).map_err(|e| OciError::io(PathBuf::from("(layer)"), e))?;
+    let data = gz.finish().map_err(|e| OciError::io(PathBuf::from("(layer)"), e))?;
+    Ok(BuiltLayer { blob: Blob::new(MEDIA_TYPE_LAYER_GZIP, data), diff_id })
 }
 
 /// An OCI image config (`application/vnd.oci.image.config.v1+json`) for a non-runnable image:
@@ -179,10 +168,7 @@ pub fn image_config(labels: &BTreeMap<String, String>, diff_ids: &[String]) -> B
         "os": "linux",
         "rootfs": { "type": "layers", "diff_ids": diff_ids },
     });
-    Blob::new(
-        MEDIA_TYPE_CONFIG,
-        serde_json::to_vec(&config).unwrap_or_default(),
-    )
+    Blob::new(MEDIA_TYPE_CONFIG, serde_json::to_vec(&config).unwrap_or_default())
 }
 
 /// Which part of an image to unpack, and within which limits.
@@ -309,22 +295,12 @@ impl<R: Read> Read for Counted<R> {
 /// through a symlink already in `dest`; [`OciError::TooLarge`] for a file, the layers'
 /// uncompressed size or the entry count over [`UnpackOptions::limits`]; [`OciError::Io`] for
 /// filesystem errors. On error, what was written stays in `dest` (see [`discard_partial_unpack`]).
-pub fn unpack_layers(
-    reference: &str,
-    layers: &[Blob],
-    dest: &Path,
-    opts: &UnpackOptions,
-) -> Result<UnpackSummary> {
+pub fn unpack_layers(reference: &str, layers: &[Blob], dest: &Path, opts: &UnpackOptions) -> Result<UnpackSummary> {
     std::fs::create_dir_all(dest).map_err(|e| OciError::io(dest, e))?;
     let subdir: Vec<String> = opts
         .subdir
         .as_deref()
-        .map(|s| {
-            s.split('/')
-                .filter(|c| !c.is_empty() && *c != ".")
-                .map(str::to_string)
-                .collect()
-        })
+        .map(|s| s.split('/').filter(|c| !c.is_empty() && *c != ".").map(str::to_string).collect())
         .unwrap_or_default();
     let limits = &opts.limits;
     let total = Rc::new(Cell::new(0u64));
@@ -332,11 +308,7 @@ pub fn unpack_layers(
     let mut summary = UnpackSummary::default();
     for layer in layers {
         let digest = layer.descriptor.digest.clone();
-        let err = |reason: String| OciError::Unpack {
-            reference: reference.to_string(),
-            layer: digest.clone(),
-            reason,
-        };
+        let err = |reason: String| OciError::Unpack { reference: reference.to_string(), layer: digest.clone(), reason };
         // A read error after the counter passed the limit is the limit, not corruption.
         let read_err = |what: &str, e: std::io::Error| {
             if total.get() > limits.unpacked_bytes {
@@ -352,9 +324,7 @@ pub fn unpack_layers(
             }
         };
         let decoded: Box<dyn Read> = match layer.descriptor.media_type.as_str() {
-            MEDIA_TYPE_LAYER_GZIP | MEDIA_TYPE_DOCKER_LAYER_GZIP => {
-                Box::new(GzDecoder::new(layer.data.as_slice()))
-            }
+            MEDIA_TYPE_LAYER_GZIP | MEDIA_TYPE_DOCKER_LAYER_GZIP => Box::new(GzDecoder::new(layer.data.as_slice())),
             MEDIA_TYPE_LAYER_TAR | MEDIA_TYPE_DOCKER_LAYER_TAR => Box::new(layer.data.as_slice()),
             other => {
                 // Some tools label gzip layers loosely; trust the gzip magic number.
@@ -369,18 +339,13 @@ pub fn unpack_layers(
         };
         let counted = Counted { inner: decoded, total: total.clone(), limit: limits.unpacked_bytes };
         let mut archive = tar::Archive::new(counted);
-        let entries = archive
-            .entries()
-            .map_err(|e| read_err("the tar archive", e))?;
+        let entries = archive.entries().map_err(|e| read_err("the tar archive", e))?;
         // Paths this layer wrote: its whiteouts never remove them.
         let mut own: HashSet<Vec<String>> = HashSet::new();
         for entry in entries {
             let mut entry = entry.map_err(|e| read_err("the next tar entry", e))?;
             entries_seen += 1;
-            let raw_path = entry
-                .path()
-                .map_err(|e| err(format!("entry path: {e}")))?
-                .into_owned();
+            let raw_path = entry.path().map_err(|e| err(format!("entry path: {e}")))?.into_owned();
             let shown = raw_path.display().to_string();
             if entries_seen > limits.entries {
                 return Err(OciError::too_large(
@@ -420,8 +385,7 @@ pub fn unpack_layers(
             };
             let parent_rel = &rel[..rel.len() - 1];
             let parent = join(dest, parent_rel);
-            check_no_symlink_ancestors(dest, parent_rel)
-                .map_err(|r| err(format!("entry {shown}: {r}")))?;
+            check_no_symlink_ancestors(dest, parent_rel).map_err(|r| err(format!("entry {shown}: {r}")))?;
             match whiteout {
                 Some(Whiteout::Opaque) => {
                     remove_lower_children(&parent, &mut parent_rel.to_vec(), &own)?;
@@ -479,7 +443,10 @@ pub fn unpack_layers(
                         .ok_or_else(|| err(format!("hard link {shown} has no target")))?
                         .into_owned();
                     let refuse = |why: &str| {
-                        err(format!("hard link {shown} -> {}: {why}; hard links may only point to a regular file unpacked before them", link.display()))
+                        err(format!(
+                            "hard link {shown} -> {}: {why}; hard links may only point to a regular file unpacked before them",
+                            link.display()
+                        ))
                     };
                     let link_rel = clean_path(&link).map_err(|r| refuse(&r))?.unwrap_or_default();
                     let link_rel = if link_rel.len() > subdir.len() && link_rel[..subdir.len()] == subdir[..] {
@@ -590,22 +557,14 @@ fn clean_path(p: &Path) -> std::result::Result<Option<Vec<String>>, String> {
     for c in p.components() {
         match c {
             Component::CurDir => {}
-            Component::Normal(s) => out.push(
-                s.to_str()
-                    .ok_or_else(|| format!("entry {} has a non-UTF-8 name", p.display()))?
-                    .to_string(),
-            ),
+            Component::Normal(s) => {
+                out.push(s.to_str().ok_or_else(|| format!("entry {} has a non-UTF-8 name", p.display()))?.to_string())
+            }
             Component::RootDir | Component::Prefix(_) => {
-                return Err(format!(
-                    "entry {} has an absolute path; refusing to unpack it",
-                    p.display()
-                ));
+                return Err(format!("entry {} has an absolute path; refusing to unpack it", p.display()));
             }
             Component::ParentDir => {
-                return Err(format!(
-                    "entry {} contains `..` (path traversal); refusing to unpack it",
-                    p.display()
-                ));
+                return Err(format!("entry {} contains `..` (path traversal); refusing to unpack it", p.display()));
             }
         }
     }
@@ -625,10 +584,7 @@ fn check_no_symlink_ancestors(dest: &Path, rel: &[String]) -> std::result::Resul
     for c in rel {
         p.push(c);
         if p.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(format!(
-                "an entry would be written through symlink {}; refusing",
-                p.display()
-            ));
+            return Err(format!("an entry would be written through symlink {}; refusing", p.display()));
         }
     }
     Ok(())
@@ -658,7 +614,11 @@ fn set_mode(_: &Path, _: u32) {}
 ///
 /// # Errors
 /// `not_empty()` when `dest` has entries (nothing is touched); else `work`'s error.
-pub async fn into_empty_dir<T, E>(dest: &Path, not_empty: impl FnOnce() -> E, work: impl Future<Output = Result<T, E>>) -> Result<T, E> {
+pub async fn into_empty_dir<T, E>(
+    dest: &Path,
+    not_empty: impl FnOnce() -> E,
+    work: impl Future<Output = Result<T, E>>,
+) -> Result<T, E> {
     if std::fs::read_dir(dest).is_ok_and(|mut d| d.next().is_some()) {
         return Err(not_empty());
     }
@@ -761,9 +721,7 @@ mod tests {
                 "manifests/l is a symlink",
             ),
         ] {
-            let err = unpack_layers("reg/x:1", &[layer], &dest, &UnpackOptions::default())
-                .unwrap_err()
-                .to_string();
+            let err = unpack_layers("reg/x:1", &[layer], &dest, &UnpackOptions::default()).unwrap_err().to_string();
             assert!(err.contains(what) && err.contains("reg/x:1"), "{what}: {err}");
             if what.contains("symlink") {
                 assert!(err.contains(PLAIN_FILES_RULE), "{err}");
@@ -805,10 +763,7 @@ mod tests {
             file(b, "./configs/other.yaml", b"y");
         });
         let dir = tempfile::tempdir().unwrap();
-        let opts = UnpackOptions {
-            subdir: Some("/configs".into()),
-            ..Default::default()
-        };
+        let opts = UnpackOptions { subdir: Some("/configs".into()), ..Default::default() };
         let s = unpack_layers("r", &[l], dir.path(), &opts).unwrap();
         assert_eq!(s.files, 2);
         assert!(dir.path().join("pkg/catalog.json").exists());
@@ -822,9 +777,7 @@ mod tests {
         let mut blob = Blob::new("application/vnd.oci.image.layer.v1.tar+zstd", vec![0x28, 0xb5]);
         blob.descriptor.digest = "sha256:abc".into();
         let dir = tempfile::tempdir().unwrap();
-        let err = unpack_layers("r", &[blob], dir.path(), &UnpackOptions::default())
-            .unwrap_err()
-            .to_string();
+        let err = unpack_layers("r", &[blob], dir.path(), &UnpackOptions::default()).unwrap_err().to_string();
         assert!(err.contains("zstd") && err.contains("sha256:abc"), "{err}");
     }
 
@@ -941,7 +894,11 @@ mod tests {
     fn devices_and_fifos_are_refused_but_skipped_outside_the_subdirectory() {
         for kind in [tar::EntryType::Char, tar::EntryType::Block, tar::EntryType::Fifo] {
             let (_dir, dest, _) = guarded();
-            let err = unpack_err(&[raw_layer(|b| raw_entry(b, kind, "configs/dev", "", b""))], &dest, &UnpackOptions::default());
+            let err = unpack_err(
+                &[raw_layer(|b| raw_entry(b, kind, "configs/dev", "", b""))],
+                &dest,
+                &UnpackOptions::default(),
+            );
             assert!(err.contains("entry configs/dev is a") && err.contains(PLAIN_FILES_RULE), "{err}");
             assert!(!dest.join("configs/dev").exists());
         }

@@ -15,9 +15,7 @@ pub struct Progress {
 
 impl std::fmt::Debug for Progress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Progress")
-            .field("visible", &self.multi.is_some())
-            .finish()
+        f.debug_struct("Progress").field("visible", &self.multi.is_some()).finish()
     }
 }
 
@@ -27,9 +25,7 @@ impl Progress {
         if quiet || !std::io::stderr().is_terminal() {
             return Progress { multi: None };
         }
-        Progress {
-            multi: Some(MultiProgress::with_draw_target(ProgressDrawTarget::stderr())),
-        }
+        Progress { multi: Some(MultiProgress::with_draw_target(ProgressDrawTarget::stderr())) }
     }
 
     /// A bar of `len` bytes labelled `message` (hidden when this set is hidden).
@@ -38,9 +34,9 @@ impl Progress {
             return ProgressBar::hidden();
         };
         let bar = multi.add(ProgressBar::new(len));
-        if let Ok(style) = ProgressStyle::with_template(
-            "{msg:40!} [{bar:30}] {bytes:>10}/{total_bytes:<10} {bytes_per_sec:>12}",
-        ) {
+        if let Ok(style) =
+            ProgressStyle::with_template("{msg:40!} [{bar:30}] {bytes:>10}/{total_bytes:<10} {bytes_per_sec:>12}")
+        {
             bar.set_style(style.progress_chars("=> "));
         }
         bar.set_message(message);
@@ -59,17 +55,10 @@ pub(crate) struct BarWriter {
 }
 
 impl tokio::io::AsyncWrite for BarWriter {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
+    fn poll_write(mut self: Pin<&mut Self>, _cx: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
         if (self.buf.len() + data.len()) as u64 > self.limit {
             self.overflowed = true;
-            return Poll::Ready(Err(std::io::Error::other(format!(
-                "more bytes than the {} declared",
-                self.limit
-            ))));
+            return Poll::Ready(Err(std::io::Error::other(format!("more bytes than the {} declared", self.limit))));
         }
         self.buf.extend_from_slice(data);
         self.bar.inc(data.len() as u64);

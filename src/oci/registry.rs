@@ -10,8 +10,8 @@ use futures::future::try_join_all;
 use oci_client::client::{ClientConfig as OciClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{
-    IMAGE_MANIFEST_LIST_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_INDEX_MEDIA_TYPE,
-    OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageIndex, OciImageManifest,
+    IMAGE_MANIFEST_LIST_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_INDEX_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE,
+    OciDescriptor, OciImageIndex, OciImageManifest,
 };
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
@@ -22,12 +22,8 @@ use super::config::ClientConfig;
 use super::error::{OciError, Result};
 use super::progress::{BarWriter, Progress};
 
-const MANIFEST_TYPES: &[&str] = &[
-    OCI_IMAGE_MEDIA_TYPE,
-    IMAGE_MANIFEST_MEDIA_TYPE,
-    OCI_IMAGE_INDEX_MEDIA_TYPE,
-    IMAGE_MANIFEST_LIST_MEDIA_TYPE,
-];
+const MANIFEST_TYPES: &[&str] =
+    &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_INDEX_MEDIA_TYPE, IMAGE_MANIFEST_LIST_MEDIA_TYPE];
 
 /// Parses an image reference (`[registry/]repository[:tag][@sha256:…]`; no registry means
 /// Docker Hub, as docker and containers/image read it).
@@ -35,10 +31,7 @@ const MANIFEST_TYPES: &[&str] = &[
 /// Errors: [`OciError::InvalidReference`].
 pub fn parse_reference(text: &str) -> Result<Reference> {
     text.parse::<Reference>()
-        .map_err(|e| OciError::InvalidReference {
-            reference: text.to_string(),
-            reason: e.to_string(),
-        })
+        .map_err(|e| OciError::InvalidReference { reference: text.to_string(), reason: e.to_string() })
 }
 
 /// A blob with its descriptor: a config or a layer.
@@ -91,17 +84,12 @@ impl PulledImage {
     ///
     /// Errors: the config is not JSON ([`OciError::Format`]).
     pub fn labels(&self) -> Result<BTreeMap<String, String>> {
-        let v: serde_json::Value =
-            serde_json::from_slice(&self.config).map_err(|e| OciError::Format {
-                reference: self.reference.clone(),
-                reason: format!("image config {} is not JSON: {e}", self.manifest.config.digest),
-            })?;
+        let v: serde_json::Value = serde_json::from_slice(&self.config).map_err(|e| OciError::Format {
+            reference: self.reference.clone(),
+            reason: format!("image config {} is not JSON: {e}", self.manifest.config.digest),
+        })?;
         let mut out = BTreeMap::new();
-        if let Some(labels) = v
-            .get("config")
-            .and_then(|c| c.get("Labels"))
-            .and_then(|l| l.as_object())
-        {
+        if let Some(labels) = v.get("config").and_then(|c| c.get("Labels")).and_then(|l| l.as_object()) {
             for (k, v) in labels {
                 if let Some(s) = v.as_str() {
                     out.insert(k.clone(), s.to_string());
@@ -113,9 +101,7 @@ impl PulledImage {
 
     /// Total bytes: manifest + config + layers (compressed).
     pub fn size(&self) -> u64 {
-        (self.manifest_bytes.len()
-            + self.config.len()
-            + self.layers.iter().map(|l| l.data.len()).sum::<usize>()) as u64
+        (self.manifest_bytes.len() + self.config.len() + self.layers.iter().map(|l| l.data.len()).sum::<usize>()) as u64
     }
 }
 
@@ -185,9 +171,7 @@ pub struct Registry {
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Registry")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
+        f.debug_struct("Registry").field("config", &self.config).finish_non_exhaustive()
     }
 }
 
@@ -227,13 +211,7 @@ impl Registry {
             .read_timeout(config.read_timeout.unwrap_or(READ_TIMEOUT))
             .build()
             .unwrap_or_default();
-        Registry {
-            http,
-            tokens: Arc::default(),
-            config: Arc::new(config),
-            clients: Arc::default(),
-            progress,
-        }
+        Registry { http, tokens: Arc::default(), config: Arc::new(config), clients: Arc::default(), progress }
     }
 
     /// The configuration.
@@ -251,11 +229,8 @@ impl Registry {
         clients
             .entry(format!("{registry}\u{0}{auth_key}"))
             .or_insert_with(|| {
-                let protocol = if self.config.uses_plain_http(registry) {
-                    ClientProtocol::Http
-                } else {
-                    ClientProtocol::Https
-                };
+                let protocol =
+                    if self.config.uses_plain_http(registry) { ClientProtocol::Http } else { ClientProtocol::Https };
                 Client::new(OciClientConfig {
                     protocol,
                     platform_resolver: None,
@@ -270,11 +245,7 @@ impl Registry {
     }
 
     fn scheme(&self, registry: &str) -> &'static str {
-        if self.config.uses_plain_http(registry) {
-            "http"
-        } else {
-            "https"
-        }
+        if self.config.uses_plain_http(registry) { "http" } else { "https" }
     }
 
     fn auth_for(&self, reference: &Reference) -> Result<(RegistryAuth, Option<String>)> {
@@ -297,9 +268,7 @@ impl Registry {
             RegistryAuth::Bearer(_) => format!("bearer:{}", source.unwrap_or_default()),
         };
         let client = self.client_for(reference.resolve_registry(), &auth_key);
-        client
-            .store_auth_if_needed(reference.resolve_registry(), &auth)
-            .await;
+        client.store_auth_if_needed(reference.resolve_registry(), &auth).await;
         Ok(client)
     }
 
@@ -340,10 +309,7 @@ impl Registry {
     ///
     /// Errors: as [`Self::resolve_digest`], plus [`OciError::Format`] for a manifest that is
     /// neither an OCI/Docker v2 image manifest nor an index.
-    pub async fn pull_manifest(
-        &self,
-        reference: &Reference,
-    ) -> Result<(String, OciImageManifest, Vec<u8>)> {
+    pub async fn pull_manifest(&self, reference: &Reference) -> Result<(String, OciImageManifest, Vec<u8>)> {
         let digest = self.resolve_digest(reference).await?;
         let by_digest = reference.clone_with_digest(digest.clone());
         let bytes = self.manifest_bytes(&by_digest, &digest).await?;
@@ -361,7 +327,9 @@ impl Registry {
                     Parsed::Image(m) => Ok((child_digest, *m, bytes)),
                     Parsed::Index(_) => Err(OciError::Format {
                         reference: reference.whole(),
-                        reason: format!("index entry {child_digest} is itself an index; nested indexes are not supported"),
+                        reason: format!(
+                            "index entry {child_digest} is itself an index; nested indexes are not supported"
+                        ),
                     }),
                 }
             }
@@ -417,10 +385,8 @@ impl Registry {
         let mut retried = false;
         loop {
             let token = self.token(reference, &auth, &key).await?;
-            let mut request = self
-                .http
-                .request(method.clone(), &url)
-                .header(reqwest::header::ACCEPT, MANIFEST_TYPES.join(", "));
+            let mut request =
+                self.http.request(method.clone(), &url).header(reqwest::header::ACCEPT, MANIFEST_TYPES.join(", "));
             request = match (&token, &auth) {
                 (Some(t), _) => request.bearer_auth(t),
                 (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
@@ -475,7 +441,12 @@ impl Registry {
     /// Reads a manifest response body in chunks, failing with [`OciError::TooLarge`] (naming
     /// `what`, a digest or a tag) as soon as it passes [`super::Limits::manifest_bytes`], or at
     /// once when `Content-Length` says it would.
-    async fn read_manifest(&self, reference: &Reference, mut response: reqwest::Response, what: &str) -> Result<Vec<u8>> {
+    async fn read_manifest(
+        &self,
+        reference: &Reference,
+        mut response: reqwest::Response,
+        what: &str,
+    ) -> Result<Vec<u8>> {
         let limit = self.config.limits.manifest_bytes;
         let too_large = |size: String| {
             OciError::too_large(
@@ -548,9 +519,7 @@ impl Registry {
         tracing::debug!(digest = %descriptor.digest, what, size = descriptor.size, "pulling blob");
         let client = self.ready(reference).await?;
         let short = short_digest(&descriptor.digest);
-        let bar = self
-            .progress
-            .bytes_bar(declared, format!("pull {what} {short}"));
+        let bar = self.progress.bytes_bar(declared, format!("pull {what} {short}"));
         let mut sink = BarWriter {
             buf: Vec::with_capacity(declared.min(64 << 20) as usize),
             bar: bar.clone(),
@@ -625,21 +594,11 @@ impl Registry {
             let by_digest = &by_digest;
             async move {
                 let data = self.pull_blob(by_digest, d, "layer").await?;
-                Ok::<_, OciError>(Blob {
-                    descriptor: d.clone(),
-                    data,
-                })
+                Ok::<_, OciError>(Blob { descriptor: d.clone(), data })
             }
         }))
         .await?;
-        Ok(PulledImage {
-            reference: reference.whole(),
-            digest,
-            manifest_bytes,
-            manifest,
-            config,
-            layers,
-        })
+        Ok(PulledImage { reference: reference.whole(), digest, manifest_bytes, manifest, config, layers })
     }
 
     /// Pushes the image's layers and config (skipping blobs the repository already has) and then
@@ -671,9 +630,7 @@ impl Registry {
         let client = self.ready(reference).await?;
         let blobs: Vec<&Blob> = blobs.collect();
         let total: u64 = blobs.iter().map(|b| b.data.len() as u64).sum();
-        let bar = self
-            .progress
-            .bytes_bar(total, format!("push {}", reference.whole()));
+        let bar = self.progress.bytes_bar(total, format!("push {}", reference.whole()));
         for blob in blobs {
             let exists = client
                 .blob_exists(reference, &blob.descriptor.digest)
@@ -698,11 +655,7 @@ impl Registry {
             .await
             .map_err(|e| self.map_err(e, reference, &Op::Push))?;
         bar.finish_and_clear();
-        Ok(PushedImage {
-            reference: reference.whole(),
-            digest,
-            size,
-        })
+        Ok(PushedImage { reference: reference.whole(), digest, size })
     }
 
     fn unauthorized_hint(&self, reference: &Reference) -> String {
@@ -717,11 +670,7 @@ impl Registry {
             ),
             (None, _) => {
                 let mut looked: Vec<String> = vec!["$REGISTRY_AUTH_FILE (unset)".into()];
-                looked.extend(
-                    super::auth::DockerConfig::default_paths()
-                        .iter()
-                        .map(|p| p.display().to_string()),
-                );
+                looked.extend(super::auth::DockerConfig::default_paths().iter().map(|p| p.display().to_string()));
                 format!(
                     "no credentials: no docker config file found (looked at {}); run docker login {registry} or set REGISTRY_AUTH_FILE",
                     looked.join(", ")
@@ -739,35 +688,21 @@ impl Registry {
             action: op.name(),
             hint: self.unauthorized_hint(reference),
         };
-        let not_found = || OciError::NotFound {
-            reference: whole.clone(),
-            registry: registry.clone(),
-        };
+        let not_found = || OciError::NotFound { reference: whole.clone(), registry: registry.clone() };
         match e {
-            OciDistributionError::UnauthorizedError { .. }
-            | OciDistributionError::AuthenticationFailure(_) => unauthorized(),
+            OciDistributionError::UnauthorizedError { .. } | OciDistributionError::AuthenticationFailure(_) => {
+                unauthorized()
+            }
             OciDistributionError::RegistryError { envelope, .. } => {
                 let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
                 if codes.iter().any(|c| {
-                    matches!(
-                        c,
-                        OciErrorCode::ManifestUnknown
-                            | OciErrorCode::NameUnknown
-                            | OciErrorCode::NotFound
-                    )
+                    matches!(c, OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown | OciErrorCode::NotFound)
                 }) {
                     not_found()
-                } else if codes
-                    .iter()
-                    .any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied))
-                {
+                } else if codes.iter().any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied)) {
                     unauthorized()
                 } else {
-                    OciError::Registry {
-                        reference: whole,
-                        registry,
-                        message: envelope.to_string(),
-                    }
+                    OciError::Registry { reference: whole, registry, message: envelope.to_string() }
                 }
             }
             OciDistributionError::ServerError { code, message, .. } => match code {
@@ -778,9 +713,7 @@ impl Registry {
                     registry: registry.clone(),
                     scheme: self.scheme(&registry),
                     message: format!("HTTP 400: {}", message.trim()),
-                    hint: format!(
-                        "; {registry} serves HTTPS: drop --plain-http / --insecure-registry for it"
-                    ),
+                    hint: format!("; {registry} serves HTTPS: drop --plain-http / --insecure-registry for it"),
                 },
                 _ => OciError::Registry {
                     reference: whole,
@@ -793,11 +726,7 @@ impl Registry {
             {
                 unauthorized()
             }
-            OciDistributionError::RequestError(err)
-                if err.status().is_some_and(|s| s.as_u16() == 404) =>
-            {
-                not_found()
-            }
+            OciDistributionError::RequestError(err) if err.status().is_some_and(|s| s.as_u16() == 404) => not_found(),
             OciDistributionError::RequestError(err) => {
                 let message = error_chain(&err);
                 let lower = message.to_ascii_lowercase();
@@ -807,23 +736,20 @@ impl Registry {
                         .iter()
                         .any(|w| lower.contains(w))
                 {
+                    format!("; if {registry} serves plain HTTP, pass --insecure-registry {registry} (or --plain-http)")
+                } else if scheme == "http"
+                    && !self.config.plain_http
+                    && !crate::oci::config::is_loopback_registry(&registry)
+                {
                     format!(
-                        "; if {registry} serves plain HTTP, pass --insecure-registry {registry} (or --plain-http)"
+                        "; {registry} is reached over plain HTTP because of --insecure-registry: check that it does not serve HTTPS"
                     )
-                } else if scheme == "http" && !self.config.plain_http && !crate::oci::config::is_loopback_registry(&registry) {
-                    format!("; {registry} is reached over plain HTTP because of --insecure-registry: check that it does not serve HTTPS")
                 } else if lower.contains("connection refused") || lower.contains("dns") {
                     format!("; check that the registry at {registry} is running and the address is right")
                 } else {
                     String::new()
                 };
-                OciError::Connect {
-                    reference: whole,
-                    registry,
-                    scheme,
-                    message,
-                    hint,
-                }
+                OciError::Connect { reference: whole, registry, scheme, message, hint }
             }
             OciDistributionError::DigestError(d) => OciError::DigestMismatch {
                 reference: whole,
@@ -832,11 +758,7 @@ impl Registry {
                 expected: "the digest named by the manifest".into(),
                 actual: d.to_string(),
             },
-            other => OciError::Registry {
-                reference: whole,
-                registry,
-                message: other.to_string(),
-            },
+            other => OciError::Registry { reference: whole, registry, message: other.to_string() },
         }
     }
 }
@@ -866,12 +788,8 @@ enum Parsed {
 }
 
 fn parse_manifest(bytes: &[u8], reference: &Reference) -> Result<Parsed> {
-    let bad = |reason: String| OciError::Format {
-        reference: reference.whole(),
-        reason,
-    };
-    let v: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| bad(format!("manifest is not JSON: {e}")))?;
+    let bad = |reason: String| OciError::Format { reference: reference.whole(), reason };
+    let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| bad(format!("manifest is not JSON: {e}")))?;
     let media_type = v.get("mediaType").and_then(|m| m.as_str()).unwrap_or("");
     let is_index = v.get("manifests").is_some()
         || media_type == OCI_IMAGE_INDEX_MEDIA_TYPE
@@ -882,14 +800,10 @@ fn parse_manifest(bytes: &[u8], reference: &Reference) -> Result<Parsed> {
         ));
     }
     if is_index {
-        serde_json::from_value(v)
-            .map(Parsed::Index)
-            .map_err(|e| bad(format!("malformed image index: {e}")))
+        serde_json::from_value(v).map(Parsed::Index).map_err(|e| bad(format!("malformed image index: {e}")))
     } else {
         if v.get("config").is_none() {
-            return Err(bad(format!(
-                "manifest of media type {media_type:?} has no config; it is not an image"
-            )));
+            return Err(bad(format!("manifest of media type {media_type:?} has no config; it is not an image")));
         }
         serde_json::from_value(v)
             .map(|m| Parsed::Image(Box::new(m)))
@@ -905,15 +819,12 @@ fn choose_platform(index: &OciImageIndex) -> Option<&oci_client::manifest::Image
         other => other,
     };
     let matches = |os: &str, a: &str| {
-        index.manifests.iter().find(|e| {
-            e.platform.as_ref().is_some_and(|p| {
-                p.os.to_string() == os && p.architecture.to_string() == a
-            })
-        })
+        index
+            .manifests
+            .iter()
+            .find(|e| e.platform.as_ref().is_some_and(|p| p.os.to_string() == os && p.architecture.to_string() == a))
     };
-    matches("linux", arch)
-        .or_else(|| matches("linux", "amd64"))
-        .or_else(|| index.manifests.first())
+    matches("linux", arch).or_else(|| matches("linux", "amd64")).or_else(|| index.manifests.first())
 }
 
 #[cfg(test)]
@@ -924,11 +835,7 @@ mod tests {
     fn manifest_is_deterministic_and_named_by_content() {
         let layer = Blob::new("application/vnd.oci.image.layer.v1.tar+gzip", b"layer".to_vec());
         let config = Blob::new("application/vnd.oci.image.config.v1+json", b"{}".to_vec());
-        let img = ImageToPush {
-            config,
-            layers: vec![layer],
-            annotations: BTreeMap::new(),
-        };
+        let img = ImageToPush { config, layers: vec![layer], annotations: BTreeMap::new() };
         let a = img.manifest_bytes();
         assert_eq!(a, img.clone().manifest_bytes());
         let v: serde_json::Value = serde_json::from_slice(&a).unwrap();
@@ -941,10 +848,8 @@ mod tests {
 
     #[test]
     fn registry_errors_become_actionable() {
-        let reg = Registry::new(ClientConfig {
-            insecure_registries: vec!["reg.example.com".into()],
-            ..Default::default()
-        });
+        let reg =
+            Registry::new(ClientConfig { insecure_registries: vec!["reg.example.com".into()], ..Default::default() });
         let r = parse_reference("reg.example.com/ns/app:v1").unwrap();
         let e = reg.map_err(
             OciDistributionError::ServerError {
@@ -962,14 +867,13 @@ mod tests {
             &r,
             &Op::Pull,
         );
-        assert_eq!(e.to_string(), "image reg.example.com/ns/app:v1 not found in reg.example.com: check the repository name and the tag or digest");
+        assert_eq!(
+            e.to_string(),
+            "image reg.example.com/ns/app:v1 not found in reg.example.com: check the repository name and the tag or digest"
+        );
         let envelope: oci_client::errors::OciEnvelope =
             serde_json::from_str(r#"{"errors":[{"code":"DENIED","message":"no"}]}"#).unwrap();
-        let e = reg.map_err(
-            OciDistributionError::RegistryError { envelope, url: String::new() },
-            &r,
-            &Op::Push,
-        );
+        let e = reg.map_err(OciDistributionError::RegistryError { envelope, url: String::new() }, &r, &Op::Push);
         let text = e.to_string();
         assert!(text.starts_with("not authorized to push reg.example.com/ns/app:v1 at reg.example.com"), "{text}");
     }

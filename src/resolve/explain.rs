@@ -154,14 +154,19 @@ impl fmt::Display for Cause {
             Cause::Requires { by, several, requirement, met_by, unmet, failure_message } => {
                 let verb = if *several { "each require" } else { "requires" };
                 write!(f, "{by} {verb} {requirement}")?;
-                if *unmet { write!(f, "; {met_by}")? } else { write!(f, ", met only by {met_by}")? }
+                if *unmet {
+                    write!(f, "; {met_by}")?
+                } else {
+                    write!(f, ", met only by {met_by}")?
+                }
                 if let Some(m) = failure_message {
                     write!(f, " ({m})")?;
                 }
                 Ok(())
             }
             Cause::ApiConflict { apis, first, second, namespace } => {
-                let what = if apis.len() == 1 { format!("API {}", apis[0]) } else { format!("APIs {}", join_and(apis)) };
+                let what =
+                    if apis.len() == 1 { format!("API {}", apis[0]) } else { format!("APIs {}", join_and(apis)) };
                 write!(
                     f,
                     "{} and {} both provide {what}, and namespace {namespace} can have only one operator providing an API",
@@ -214,7 +219,10 @@ mod tests {
         e.hint("check spec.name");
         assert_eq!(e.to_string(), "package x (spec.name) is not in catalog olm/c; hint: check spec.name");
         let e = e.with_summary("subscription s cannot be resolved");
-        assert_eq!(e.to_string(), "subscription s cannot be resolved: package x (spec.name) is not in catalog olm/c; hint: check spec.name");
+        assert_eq!(
+            e.to_string(),
+            "subscription s cannot be resolved: package x (spec.name) is not in catalog olm/c; hint: check spec.name"
+        );
     }
 
     #[test]
@@ -223,6 +231,9 @@ mod tests {
             bundles: vec!["a.v4".into(), "a.v3".into(), "a.v2".into(), "a.v1".into()],
             why: Explanation::fact("a requires b", ""),
         };
-        assert_eq!(p.to_string(), "passed over 4 preferred bundles (a.v4, a.v3 and 2 more) because they cannot be installed: a requires b");
+        assert_eq!(
+            p.to_string(),
+            "passed over 4 preferred bundles (a.v4, a.v3 and 2 more) because they cannot be installed: a requires b"
+        );
     }
 }

@@ -84,7 +84,11 @@ impl fmt::Display for Predicate {
 
 /// `group/version Kind`, the way the explanations name an API.
 pub fn display_gvk(g: &Gvk) -> String {
-    if g.group.is_empty() { format!("{} {}", g.version, g.kind) } else { format!("{}/{} {}", g.group, g.version, g.kind) }
+    if g.group.is_empty() {
+        format!("{} {}", g.version, g.kind)
+    } else {
+        format!("{}/{} {}", g.group, g.version, g.kind)
+    }
 }
 
 impl Predicate {
@@ -182,7 +186,8 @@ pub fn lookup_properties(package: &str, version: &Version, entry: Option<&Bundle
     {
         return props;
     }
-    let mut props = vec![json!({"type": "olm.package", "value": {"packageName": package, "version": version.to_string()}})];
+    let mut props =
+        vec![json!({"type": "olm.package", "value": {"packageName": package, "version": version.to_string()}})];
     let Some(e) = entry else { return props };
     for g in &e.provides {
         props.push(json!({"type": "olm.gvk", "value": {"group": g.group, "version": g.version, "kind": g.kind}}));
@@ -545,9 +550,7 @@ impl CatalogIndex {
         let mut out: Vec<&str> = pkg
             .channels
             .iter()
-            .filter(|c| {
-                c.order.as_ref().is_ok_and(|o| o.iter().any(|&e| c.entries[e as usize].bundle == Some(b)))
-            })
+            .filter(|c| c.order.as_ref().is_ok_and(|o| o.iter().any(|&e| c.entries[e as usize].bundle == Some(b))))
             .map(|c| c.name.as_str())
             .collect();
         if let Some(d) = &pkg.default_channel
@@ -618,7 +621,9 @@ fn bundle_entry(b: &crate::catalog::model::Bundle, package: PackageIdx) -> Bundl
                         Ok(v) => version = Some(v),
                         Err(e) => problems.push(format!("olm.package version {:?} is not semver: {e}", pp.version)),
                     },
-                    Err(e) => problems.push(format!("{e}; a bundle needs exactly one olm.package property with packageName and version")),
+                    Err(e) => problems.push(format!(
+                        "{e}; a bundle needs exactly one olm.package property with packageName and version"
+                    )),
                 }
             }
             property::GVK => match p.decode::<Gvk>() {
@@ -656,9 +661,9 @@ fn bundle_entry(b: &crate::catalog::model::Bundle, package: PackageIdx) -> Bundl
                     Err(e) => problems.push(e),
                 }
             }
-            property::DEPRECATED => problems.push(
-                "the bundle carries the olm.deprecated property, so OLM never installs it".to_string(),
-            ),
+            property::DEPRECATED => {
+                problems.push("the bundle carries the olm.deprecated property, so OLM never installs it".to_string())
+            }
             _ => {}
         }
     }
@@ -696,7 +701,8 @@ fn constraint_predicate(c: &Constraint) -> Result<Predicate, String> {
         found.push(Predicate::Gvk(g.clone()));
     }
     if let Some(p) = &c.package {
-        let range = VersionRange::blang(&p.version_range).map_err(|e| format!("olm.constraint package {}: {e}", p.package_name))?;
+        let range = VersionRange::blang(&p.version_range)
+            .map_err(|e| format!("olm.constraint package {}: {e}", p.package_name))?;
         found.push(Predicate::Package { package: p.package_name.clone(), range });
     }
     if let Some(cel) = &c.cel {
@@ -720,7 +726,9 @@ fn constraint_predicate(c: &Constraint) -> Result<Predicate, String> {
     match found.len() {
         1 => Ok(found.remove(0)),
         0 => Err("olm.constraint names no constraint (one of gvk, package, cel, all, any, not)".into()),
-        n => Err(format!("olm.constraint names {n} constraints; exactly one of gvk, package, cel, all, any, not is allowed")),
+        n => Err(format!(
+            "olm.constraint names {n} constraints; exactly one of gvk, package, cel, all, any, not is allowed"
+        )),
     }
 }
 
@@ -875,8 +883,19 @@ mod tests {
             })
             .collect();
         DeclarativeConfig {
-            packages: vec![Package { schema: "olm.package".into(), name: "p".into(), default_channel: Some("s".into()), ..Default::default() }],
-            channels: vec![Channel { schema: "olm.channel".into(), package: "p".into(), name: "s".into(), entries, ..Default::default() }],
+            packages: vec![Package {
+                schema: "olm.package".into(),
+                name: "p".into(),
+                default_channel: Some("s".into()),
+                ..Default::default()
+            }],
+            channels: vec![Channel {
+                schema: "olm.channel".into(),
+                package: "p".into(),
+                name: "s".into(),
+                entries,
+                ..Default::default()
+            }],
             bundles,
             ..Default::default()
         }
@@ -930,7 +949,12 @@ mod tests {
             entry("p.v1.0.0", Some("p.v2.0.0"), &[], None),
         ]));
         let err = order(&idx).unwrap_err();
-        assert!(err.contains("cycle") && (err.contains("p.v2.0.0 -> p.v1.0.0 -> p.v2.0.0") || err.contains("p.v1.0.0 -> p.v2.0.0 -> p.v1.0.0")), "{err}");
+        assert!(
+            err.contains("cycle")
+                && (err.contains("p.v2.0.0 -> p.v1.0.0 -> p.v2.0.0")
+                    || err.contains("p.v1.0.0 -> p.v2.0.0 -> p.v1.0.0")),
+            "{err}"
+        );
     }
 
     #[test]
@@ -949,10 +973,9 @@ mod tests {
     #[test]
     fn cel_constraint_is_refused_on_the_bundle() {
         let mut cfg = config(vec![entry("p.v1.0.0", None, &[], None)]);
-        cfg.bundles[0].properties.push(Property {
-            type_: "olm.constraint".into(),
-            value: serde_json::json!({"cel": {"rule": "true"}}),
-        });
+        cfg.bundles[0]
+            .properties
+            .push(Property { type_: "olm.constraint".into(), value: serde_json::json!({"cel": {"rule": "true"}}) });
         let idx = CatalogIndex::from_config(&cfg);
         let p = idx.bundle(0).problem.clone().unwrap();
         assert!(p.contains("cel") && p.contains("not supported yet"), "{p}");

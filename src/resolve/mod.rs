@@ -40,9 +40,9 @@ use std::sync::Arc;
 use semver::Version;
 use serde::Serialize;
 
+pub use crate::catalog::semver_range::{Dialect, VersionRange, VersionRangeError};
 pub use explain::{Cause, Explanation, Operator, PassedOver};
 pub use index::CatalogIndex;
-pub use crate::catalog::semver_range::{Dialect, VersionRange, VersionRangeError};
 
 /// Identifies a catalog source: `namespace/name` (a CatalogSource object).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -103,13 +103,27 @@ impl InstalledBundle {
     /// bundle of that name, else from the `<package>.v<version>` shape of the name. Guessing the
     /// package from the name first made an installed `strimzi-cluster-operator.v0.45.0` (package
     /// `strimzi-kafka-operator`) look like a second operator providing strimzi's APIs.
-    pub fn from_csv(namespace: &str, name: &str, properties: Option<&str>, spec_version: Option<&str>) -> InstalledBundle {
-        let package_property = properties
-            .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok())
-            .and_then(|v| v["properties"].as_array().and_then(|ps| ps.iter().find(|p| p["type"] == "olm.package").map(|p| p["value"].clone())));
-        let package = package_property.as_ref().and_then(|v| v["packageName"].as_str()).filter(|p| !p.is_empty()).map(str::to_string);
+    pub fn from_csv(
+        namespace: &str,
+        name: &str,
+        properties: Option<&str>,
+        spec_version: Option<&str>,
+    ) -> InstalledBundle {
+        let package_property =
+            properties.and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok()).and_then(|v| {
+                v["properties"]
+                    .as_array()
+                    .and_then(|ps| ps.iter().find(|p| p["type"] == "olm.package").map(|p| p["value"].clone()))
+            });
+        let package = package_property
+            .as_ref()
+            .and_then(|v| v["packageName"].as_str())
+            .filter(|p| !p.is_empty())
+            .map(str::to_string);
         let parse = |v: &str| Version::parse(v.trim().trim_start_matches('v')).ok();
-        let version = spec_version.and_then(parse).or_else(|| package_property.as_ref().and_then(|v| v["version"].as_str()).and_then(parse));
+        let version = spec_version
+            .and_then(parse)
+            .or_else(|| package_property.as_ref().and_then(|v| v["version"].as_str()).and_then(parse));
         InstalledBundle { namespace: namespace.to_string(), name: name.to_string(), package, version, catalog: None }
     }
 }

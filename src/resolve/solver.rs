@@ -12,20 +12,20 @@ use resolvo::conflict::{ConflictCause, ConflictEdge, ConflictGraph, ConflictNode
 use resolvo::utils::{Pool, VersionSet};
 use resolvo::{
     Candidates, Condition, ConditionId, ConditionalRequirement, Dependencies, DependencyProvider, Interner,
-    KnownDependencies, NameId, Problem, Requirement, SolvableId, Solver, SolverCache, StringId,
-    UnsolvableOrCancelled, VersionSetId, VersionSetUnionId,
+    KnownDependencies, NameId, Problem, Requirement, SolvableId, Solver, SolverCache, StringId, UnsolvableOrCancelled,
+    VersionSetId, VersionSetUnionId,
 };
 use semver::Version;
 
 use crate::catalog::property::Gvk;
 
-use super::index::{BundleIdx, CatalogIndex, ChannelInfo, Dependency, Predicate, display_gvk, join_and};
-use crate::catalog::semver_range::VersionRange;
 use super::explain::{Cause, Explanation, Operator, PassedOver};
+use super::index::{BundleIdx, CatalogIndex, ChannelInfo, Dependency, Predicate, display_gvk, join_and};
 use super::{
     CatalogInput, CatalogSourceKey, ErrorKind, InstalledBundle, Reason, ResolveError, ResolvedBundle,
     SubscriptionRequest, split_csv_name,
 };
+use crate::catalog::semver_range::VersionRange;
 
 /// A solvable: a catalog bundle, an installed bundle, or "package P provides API G".
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -159,7 +159,14 @@ impl<'a> Ctx<'a> {
                 let c = &self.catalogs[cat as usize];
                 let tier = if Some(cat as usize) == owner_cat { 1 } else { 2 };
                 let other_ns = u8::from(c.key.namespace != self.namespace);
-                (tier, -i64::from(c.priority), other_ns, c.key.name.as_str(), c.key.namespace.as_str(), c.index.bundle(b).rank)
+                (
+                    tier,
+                    -i64::from(c.priority),
+                    other_ns,
+                    c.key.name.as_str(),
+                    c.key.namespace.as_str(),
+                    c.index.bundle(b).rank,
+                )
             }
             Record::GvkProvider { .. } => (3, 0, 0, "", "", u32::MAX),
         }
@@ -246,7 +253,14 @@ impl<'a> Ctx<'a> {
                 let idx = self.index(cat);
                 let e = idx.bundle(b);
                 let ch = self.channel_of(r).unwrap_or_else(|| "no channel".into());
-                format!("{} {} ({}, {}, catalog {})", idx.package_name(b), e.version, e.name, ch, self.catalogs[cat as usize].key)
+                format!(
+                    "{} {} ({}, {}, catalog {})",
+                    idx.package_name(b),
+                    e.version,
+                    e.name,
+                    ch,
+                    self.catalogs[cat as usize].key
+                )
             }
             Record::Installed(i) => {
                 let e = &self.installed[i as usize];
@@ -279,13 +293,20 @@ impl<'a> Ctx<'a> {
                             parts.push(format!("catalog {} has package {package} but the catalog is invalid, so it serves nothing: {m}", c.key));
                             continue;
                         }
-                        let mut versions: Vec<&Version> =
-                            p.bundles.iter().filter(|&&b| c.index.is_candidate(b)).map(|&b| &c.index.bundle(b).version).collect();
+                        let mut versions: Vec<&Version> = p
+                            .bundles
+                            .iter()
+                            .filter(|&&b| c.index.is_candidate(b))
+                            .map(|&b| &c.index.bundle(b).version)
+                            .collect();
                         versions.sort_by(|a, b| a.cmp_precedence(b));
                         versions.dedup();
                         let vs: Vec<String> = versions.iter().map(|v| v.to_string()).collect();
                         if vs.is_empty() {
-                            parts.push(format!("catalog {} has package {package} but no installable bundle of it", c.key));
+                            parts.push(format!(
+                                "catalog {} has package {package} but no installable bundle of it",
+                                c.key
+                            ));
                         } else {
                             parts.push(format!("catalog {} offers {package} {} only", c.key, join_and(&vs)));
                         }
@@ -307,7 +328,12 @@ impl<'a> Ctx<'a> {
             }
             Predicate::Gvk(g) => {
                 let keys: Vec<String> = self.catalogs.iter().map(|c| c.key.to_string()).collect();
-                format!("no installable bundle in catalogs {} provides {}{}", join_and(&keys), display_gvk(g), self.invalid_note())
+                format!(
+                    "no installable bundle in catalogs {} provides {}{}",
+                    join_and(&keys),
+                    display_gvk(g),
+                    self.invalid_note()
+                )
             }
             _ => {
                 let keys: Vec<String> = self.catalogs.iter().map(|c| c.key.to_string()).collect();
@@ -431,12 +457,22 @@ impl<'c, 'a> Provider<'c, 'a> {
                 });
                 vs.dedup();
                 if vs.len() == 1 {
-                    let r = rs.iter().copied().find(|r| matches!(r, Record::Bundle { .. }) && self.ctx.info(*r).is_some_and(|i| i.0 == pkg && i.1.to_string() == vs[0]));
+                    let r = rs.iter().copied().find(|r| {
+                        matches!(r, Record::Bundle { .. })
+                            && self.ctx.info(*r).is_some_and(|i| i.0 == pkg && i.1.to_string() == vs[0])
+                    });
                     r.map(|r| self.describe(r)).unwrap_or_else(|| format!("{pkg} {} ({ch}, catalog {cat})", vs[0]))
                 } else if vs.len() > 6 {
                     // Long runs of versions read as the first three, the last two and a count.
                     let n = vs.len();
-                    format!("{pkg} {}, {}, {}, …, {} and {} ({n} versions; {ch}, catalog {cat})", vs[0], vs[1], vs[2], vs[n - 2], vs[n - 1])
+                    format!(
+                        "{pkg} {}, {}, {}, …, {} and {} ({n} versions; {ch}, catalog {cat})",
+                        vs[0],
+                        vs[1],
+                        vs[2],
+                        vs[n - 2],
+                        vs[n - 1]
+                    )
                 } else {
                     format!("{pkg} {} ({ch}, catalog {cat})", join_and(&vs))
                 }
@@ -504,7 +540,9 @@ impl<'c, 'a> Provider<'c, 'a> {
         } else {
             ranked
                 .into_iter()
-                .map(|(_, p)| self.pool.intern_version_set(self.pool.intern_package_name(SolverName::Package(p)), key.clone()))
+                .map(|(_, p)| {
+                    self.pool.intern_version_set(self.pool.intern_package_name(SolverName::Package(p)), key.clone())
+                })
                 .collect()
         };
         if sets.len() == 1 {
@@ -557,7 +595,12 @@ impl Interner for Provider<'_, '_> {
 }
 
 impl DependencyProvider for Provider<'_, '_> {
-    async fn filter_candidates(&self, candidates: &[SolvableId], version_set: VersionSetId, inverse: bool) -> Vec<SolvableId> {
+    async fn filter_candidates(
+        &self,
+        candidates: &[SolvableId],
+        version_set: VersionSetId,
+        inverse: bool,
+    ) -> Vec<SolvableId> {
         let key = self.pool.resolve_version_set(version_set).clone();
         let matches = |s: &SolvableId| -> bool {
             let r = self.record(*s);
@@ -577,7 +620,9 @@ impl DependencyProvider for Provider<'_, '_> {
                 VsKey::Dep { owner, .. } => {
                     let owner_cat = self.ctx.info(*owner).and_then(|i| i.4);
                     out.sort_by(|a, b| {
-                        self.ctx.pref_key(self.record(*a), owner_cat).cmp(&self.ctx.pref_key(self.record(*b), owner_cat))
+                        self.ctx
+                            .pref_key(self.record(*a), owner_cat)
+                            .cmp(&self.ctx.pref_key(self.record(*b), owner_cat))
                     });
                 }
                 VsKey::Exact(_) => {}
@@ -597,7 +642,11 @@ impl DependencyProvider for Provider<'_, '_> {
                         let idx = self.ctx.index(cat);
                         // Off the candidate chain, unless a Subscription names it as its
                         // startingCSV (OLM installs a skipped startingCSV; `subscription_plan`).
-                        let chosen = || idx.bundle(b).problem.is_none() && idx.invalid().is_none() && self.ctx.requested.contains(&r);
+                        let chosen = || {
+                            idx.bundle(b).problem.is_none()
+                                && idx.invalid().is_none()
+                                && self.ctx.requested.contains(&r)
+                        };
                         if !idx.is_candidate(b) && !chosen() {
                             c.excluded.push((id, self.pool.intern_string(non_candidate_reason(idx, b))));
                         }
@@ -657,7 +706,10 @@ fn solve_involved(ctx: &Ctx<'_>, active: &[usize]) -> Result<Vec<Record>, (Expla
     for (j, inst) in ctx.installed.iter().enumerate() {
         if !claimed.contains(&(j as u32)) {
             let name = provider.pool.intern_package_name(SolverName::Package(inst.package.clone()));
-            reqs.push(Requirement::Single(provider.pool.intern_version_set(name, VsKey::Exact(Record::Installed(j as u32)))).into());
+            reqs.push(
+                Requirement::Single(provider.pool.intern_version_set(name, VsKey::Exact(Record::Installed(j as u32))))
+                    .into(),
+            );
         }
     }
     let mut solver = Solver::new(provider);
@@ -681,7 +733,9 @@ fn solve_involved(ctx: &Ctx<'_>, active: &[usize]) -> Result<Vec<Record>, (Expla
             involved.dedup();
             Err((explain(&graph, p), involved))
         }
-        Err(UnsolvableOrCancelled::Cancelled(_)) => Err((Explanation::fact("resolution was cancelled", ""), Vec::new())),
+        Err(UnsolvableOrCancelled::Cancelled(_)) => {
+            Err((Explanation::fact("resolution was cancelled", ""), Vec::new()))
+        }
     }
 }
 
@@ -746,11 +800,15 @@ fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> Explanati
             };
             let key = p.pool.resolve_version_set(first_vs).clone();
             let no_candidates = targets.iter().all(|t| Some(*t) == unresolved);
-            let cands = || -> Vec<Record> { targets.iter().filter_map(|&t| solvable_of(t)).map(|s| p.record(s)).collect() };
+            let cands =
+                || -> Vec<Record> { targets.iter().filter_map(|&t| solvable_of(t)).map(|s| p.record(s)).collect() };
             match (&g[n], &key) {
                 (_, VsKey::Exact(Record::GvkProvider { .. })) => {} // "provides" edges: used below
                 (ConflictNode::Root, VsKey::Sub(_)) => {
-                    out.cause(Cause::Request { request: p.describe_vs(first_vs), candidates: p.describe_group(&cands()) });
+                    out.cause(Cause::Request {
+                        request: p.describe_vs(first_vs),
+                        candidates: p.describe_group(&cands()),
+                    });
                 }
                 (ConflictNode::Root, VsKey::Exact(r)) => {
                     let c = Cause::InstalledStays { bundle: p.describe(*r) };
@@ -758,7 +816,10 @@ fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> Explanati
                         tail.push(c);
                     }
                     if let Some((pkg, ..)) = p.ctx.info(*r) {
-                        out.hint(format!("subscribe to package {pkg} in namespace {ns} to let {} upgrade", p.ctx.bundle_name(*r)));
+                        out.hint(format!(
+                            "subscribe to package {pkg} in namespace {ns} to let {} upgrade",
+                            p.ctx.bundle_name(*r)
+                        ));
                     }
                 }
                 (ConflictNode::Solvable(s), VsKey::Dep { owner, dep }) => {
@@ -819,7 +880,11 @@ fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> Explanati
                 let (Some(a), Some(b)) = (solvable_of(e.source()), solvable_of(e.target())) else { continue };
                 match (p.record(a), p.record(b)) {
                     (Record::GvkProvider { gvk, pkg: pa }, Record::GvkProvider { pkg: pb, .. }) if pa != pb => {
-                        let (key, na, nb) = if pa < pb { ((pa, pb), e.source(), e.target()) } else { ((pb, pa), e.target(), e.source()) };
+                        let (key, na, nb) = if pa < pb {
+                            ((pa, pb), e.source(), e.target())
+                        } else {
+                            ((pb, pa), e.target(), e.source())
+                        };
                         let api = p.gvks.borrow().get_index(gvk as usize).map(display_gvk).unwrap_or_default();
                         let entry = api_pairs.entry(key).or_default();
                         if !entry.0.contains(&api) {
@@ -843,7 +908,10 @@ fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> Explanati
             ConflictCause::Excluded => {
                 let Some(s) = solvable_of(e.source()) else { continue };
                 if let ConflictNode::Excluded(reason) = g[e.target()] {
-                    out.cause(Cause::Excluded { bundle: p.describe(p.record(s)), why: p.pool.resolve_string(reason).to_string() });
+                    out.cause(Cause::Excluded {
+                        bundle: p.describe(p.record(s)),
+                        why: p.pool.resolve_string(reason).to_string(),
+                    });
                 }
             }
             ConflictCause::Locked(s) => out.cause(Cause::Fact(format!("{} is locked", p.describe(p.record(*s))))),
@@ -896,7 +964,11 @@ fn explain(graph: &ConflictGraph<SolvableId>, p: &Provider<'_, '_>) -> Explanati
         out.hint(hint);
     }
     for (package, bundles) in same_package {
-        out.cause(Cause::SamePackage { package: package.clone(), bundles: p.describe_group(&bundles), namespace: ns.to_string() });
+        out.cause(Cause::SamePackage {
+            package: package.clone(),
+            bundles: p.describe_group(&bundles),
+            namespace: ns.to_string(),
+        });
         out.hint(format!(
             "make what asks for {package} in namespace {ns} (its Subscription's channel, startingCSV or versionRange, and the bundles that depend on it) agree on one version"
         ));
@@ -920,11 +992,16 @@ fn installed_infos(catalogs: &[CatalogInput], installed: &[&InstalledBundle]) ->
             let found = preferred
                 .and_then(|c| catalogs[c].index.bundle_in(ib.package.as_deref(), &ib.name).map(|b| (c, b)))
                 .or_else(|| {
-                    catalogs.iter().enumerate().find_map(|(c, cat)| cat.index.bundle_in(ib.package.as_deref(), &ib.name).map(|b| (c, b)))
+                    catalogs
+                        .iter()
+                        .enumerate()
+                        .find_map(|(c, cat)| cat.index.bundle_in(ib.package.as_deref(), &ib.name).map(|b| (c, b)))
                 })
                 // A name the catalogs know only in another package: that bundle (what the CSV
                 // provides is the bundle's, whatever package its annotation names).
-                .or_else(|| catalogs.iter().enumerate().find_map(|(c, cat)| cat.index.bundle_by_name(&ib.name).map(|b| (c, b))));
+                .or_else(|| {
+                    catalogs.iter().enumerate().find_map(|(c, cat)| cat.index.bundle_by_name(&ib.name).map(|b| (c, b)))
+                });
             let inferred = split_csv_name(&ib.name);
             match found {
                 Some((c, b)) => {
@@ -984,7 +1061,11 @@ fn preflight(
         if !elsewhere.is_empty() {
             m.push_str(&format!("; package {} is offered by {}", sub.package, join_and(&elsewhere)));
         }
-        return Err(err(sub, ErrorKind::MissingCatalog, Explanation::fact(m, "fix spec.source and spec.sourceNamespace or create the CatalogSource")));
+        return Err(err(
+            sub,
+            ErrorKind::MissingCatalog,
+            Explanation::fact(m, "fix spec.source and spec.sourceNamespace or create the CatalogSource"),
+        ));
     };
     let idx = &catalogs[cat].index;
     if let Some(m) = idx.invalid() {
@@ -992,7 +1073,10 @@ fn preflight(
             sub,
             ErrorKind::InvalidCatalog,
             Explanation::fact(
-                format!("catalog {key} is invalid, so subscription {} cannot resolve from it until the catalog is fixed: {m}", sub.name),
+                format!(
+                    "catalog {key} is invalid, so subscription {} cannot resolve from it until the catalog is fixed: {m}",
+                    sub.name
+                ),
                 "",
             ),
         ));
@@ -1004,7 +1088,10 @@ fn preflight(
         let e = if !elsewhere.is_empty() {
             // Another catalog has it: pointing the Subscription there is the fix, empty or not.
             let empty = if idx.packages().is_empty() { " (the catalog has no packages at all)" } else { "" };
-            Explanation::fact(format!("{m}{empty}; it is offered by {}", join_and(&elsewhere)), "set spec.source/spec.sourceNamespace to that catalog")
+            Explanation::fact(
+                format!("{m}{empty}; it is offered by {}", join_and(&elsewhere)),
+                "set spec.source/spec.sourceNamespace to that catalog",
+            )
         } else if idx.packages().is_empty() {
             Explanation::fact(
                 format!("{m}: the catalog has no packages at all"),
@@ -1028,7 +1115,10 @@ fn preflight(
             let hint = match near[..] {
                 [] => "check the package name in spec.name".to_string(),
                 [one] => format!("did you mean package {one}? check the package name in spec.name"),
-                _ => format!("check the package name in spec.name; near names: {}", join_and(&near.iter().map(|n| n.to_string()).collect::<Vec<_>>())),
+                _ => format!(
+                    "check the package name in spec.name; near names: {}",
+                    join_and(&near.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                ),
             };
             Explanation::fact(format!("{m}; no visible catalog offers it"), hint)
         };
@@ -1062,7 +1152,10 @@ fn preflight(
                     sub,
                     ErrorKind::MissingDefaultChannel,
                     Explanation::fact(
-                        format!("package {} has no defaultChannel in catalog {key} and subscription {} names no channel", pkg.name, sub.name),
+                        format!(
+                            "package {} has no defaultChannel in catalog {key} and subscription {} names no channel",
+                            pkg.name, sub.name
+                        ),
                         format!("set spec.channel to one of {}", join_and(&names)),
                     ),
                 ));
@@ -1092,7 +1185,10 @@ fn preflight(
             sub,
             ErrorKind::BrokenChannel,
             Explanation::fact(
-                format!("catalog {key}: {e}; until the catalog is fixed, subscription {} cannot resolve from this channel", sub.name),
+                format!(
+                    "catalog {key}: {e}; until the catalog is fixed, subscription {} cannot resolve from this channel",
+                    sub.name
+                ),
                 "",
             ),
         ));
@@ -1185,11 +1281,15 @@ fn preflight(
                             format!("pick one of the channel's bundles instead ({})", versions_in(first)),
                         ),
                         Some(_) if range.is_some() => Explanation::fact(
-                            format!("startingCSV {s} is outside spec.versionRange {}", sub.version_range.as_deref().unwrap_or_default()),
+                            format!(
+                                "startingCSV {s} is outside spec.versionRange {}",
+                                sub.version_range.as_deref().unwrap_or_default()
+                            ),
                             "make them agree",
                         ),
                         _ => {
-                            let names: Vec<String> = ordered(first).iter().map(|(b, _)| idx.bundle(*b).name.clone()).collect();
+                            let names: Vec<String> =
+                                ordered(first).iter().map(|(b, _)| idx.bundle(*b).name.clone()).collect();
                             Explanation::fact(
                                 format!(
                                     "startingCSV {s} is not in channel {} of package {} (catalog {key}); the channel offers {}",
@@ -1221,7 +1321,13 @@ fn preflight(
                 return Err(err(
                     sub,
                     ErrorKind::BrokenChannel,
-                    Explanation::fact(format!("channel {} of package {} (catalog {key}) has no installable bundle", first.name, pkg.name), ""),
+                    Explanation::fact(
+                        format!(
+                            "channel {} of package {} (catalog {key}) has no installable bundle",
+                            first.name, pkg.name
+                        ),
+                        "",
+                    ),
                 ));
             }
         }
@@ -1433,7 +1539,13 @@ pub(super) fn resolve_namespace(
                         let sub = &all_subs[p.input];
                         errors.push((
                             p.input,
-                            err(sub, ErrorKind::Unsatisfiable, e.clone().with_summary(format!("the bundles installed in namespace {ns} are already inconsistent"))),
+                            err(
+                                sub,
+                                ErrorKind::Unsatisfiable,
+                                e.clone().with_summary(format!(
+                                    "the bundles installed in namespace {ns} are already inconsistent"
+                                )),
+                            ),
                         ));
                     }
                     return (Vec::new(), errors);
@@ -1445,13 +1557,23 @@ pub(super) fn resolve_namespace(
             // of the rest that solves with the accepted ones is searched for (a failing set keeps
             // failing as Subscriptions are added), its first failing Subscription fails, and the
             // search goes on after it. A namespace of 331 Subscriptions took 331 growing solves.
-            let with = |accepted: &[usize], more: &[usize]| -> Vec<usize> { accepted.iter().chain(more).copied().collect() };
+            let with =
+                |accepted: &[usize], more: &[usize]| -> Vec<usize> { accepted.iter().chain(more).copied().collect() };
             let fail = |errors: &mut Vec<(usize, ResolveError)>, i: usize, e: Explanation| {
                 let sub = &all_subs[ctx.plans[i].input];
-                errors.push((ctx.plans[i].input, err(sub, ErrorKind::Unsatisfiable, e.with_summary(format!("subscription {} cannot be resolved", sub.name)))));
+                errors.push((
+                    ctx.plans[i].input,
+                    err(
+                        sub,
+                        ErrorKind::Unsatisfiable,
+                        e.with_summary(format!("subscription {} cannot be resolved", sub.name)),
+                    ),
+                ));
             };
             // The position in `rest` of the last of the conflict's Subscriptions.
-            let last_involved = |rest: &[usize], involved: &[usize]| -> Option<usize> { involved.iter().filter_map(|i| rest.iter().position(|r| r == i)).max() };
+            let last_involved = |rest: &[usize], involved: &[usize]| -> Option<usize> {
+                involved.iter().filter_map(|i| rest.iter().position(|r| r == i)).max()
+            };
             let mut rest: Vec<usize> = (0..ctx.plans.len()).collect();
             let mut screened: HashSet<usize> = HashSet::new();
             let mut current = true; // `solution` is the solution of `accepted`
@@ -1600,8 +1722,7 @@ fn assemble(
     blocked: &HashMap<usize, String>,
     passed: &HashMap<usize, PassedOver>,
 ) -> Vec<(usize, Vec<ResolvedBundle>)> {
-    let chosen: Vec<Record> =
-        solution.iter().copied().filter(|r| !matches!(r, Record::GvkProvider { .. })).collect();
+    let chosen: Vec<Record> = solution.iter().copied().filter(|r| !matches!(r, Record::GvkProvider { .. })).collect();
     let mut g: DiGraph<Record, String> = DiGraph::new();
     let nodes: HashMap<Record, NodeIndex> = chosen.iter().map(|&r| (r, g.add_node(r))).collect();
     for &r in &chosen {
@@ -1630,7 +1751,9 @@ fn assemble(
         let Some(&r) = sub_choice.get(&i) else { continue };
         let mut entries = Vec::new();
         let reason = match (r, plan.current) {
-            (Record::Installed(_), _) => Reason::Installed { note: blocked.get(&i).cloned().or_else(|| plan.note.clone()) },
+            (Record::Installed(_), _) => {
+                Reason::Installed { note: blocked.get(&i).cloned().or_else(|| plan.note.clone()) }
+            }
             (_, Some(c)) => Reason::Upgrade { from: ctx.installed[c as usize].name.clone() },
             _ => Reason::Requested,
         };
@@ -1670,12 +1793,26 @@ fn resolved_bundle(ctx: &Ctx<'_>, sub: &SubscriptionRequest, r: Record, reason: 
         Record::Bundle { cat, b } => {
             let idx = ctx.index(cat);
             let e = idx.bundle(b);
-            (idx.package_name(b).to_string(), e.name.clone(), e.version.clone(), Some(ctx.catalogs[cat as usize].key.clone()), e.image.clone(), Some(e))
+            (
+                idx.package_name(b).to_string(),
+                e.name.clone(),
+                e.version.clone(),
+                Some(ctx.catalogs[cat as usize].key.clone()),
+                e.image.clone(),
+                Some(e),
+            )
         }
         Record::Installed(i) => {
             let e = &ctx.installed[i as usize];
             let entry = e.catalog.zip(e.bundle).map(|(c, b)| ctx.catalogs[c].index.bundle(b));
-            (e.package.clone(), e.name.clone(), e.version.clone(), e.catalog.map(|c| ctx.catalogs[c].key.clone()), e.image.clone(), entry)
+            (
+                e.package.clone(),
+                e.name.clone(),
+                e.version.clone(),
+                e.catalog.map(|c| ctx.catalogs[c].key.clone()),
+                e.image.clone(),
+                entry,
+            )
         }
         Record::GvkProvider { .. } => (String::new(), String::new(), Version::new(0, 0, 0), None, String::new(), None),
     };

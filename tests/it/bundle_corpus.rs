@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use capstan::bundle::render::{Migration, render_bundle, render_bundle_with};
 use capstan::bundle::{Bundle, Severity, validate};
 use capstan::catalog::model;
-use capstan::bundle::render::{Migration, render_bundle, render_bundle_with};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -101,7 +101,10 @@ fn every_corpus_bundle_loads_validates_and_renders() {
         }
     }
     eprintln!("{} bundles, {warnings} warnings", bundles.len());
-    assert!(oci_rejected >= 14, "every kuadrant-operator bundle's oci:// related image is an error, found {oci_rejected}");
+    assert!(
+        oci_rejected >= 14,
+        "every kuadrant-operator bundle's oci:// related image is an error, found {oci_rejected}"
+    );
     assert!(failures.is_empty(), "{} problems:\n{}", failures.len(), failures.join("\n"));
 }
 

@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+use capstan::bundle::render::{RenderInfo, render_bundle_dir};
 use capstan::bundle::{Bundle, validate};
 use capstan::catalog::model;
-use capstan::bundle::render::{RenderInfo, render_bundle_dir};
 use serde_json::json;
 
 fn example(path: &str) -> PathBuf {
@@ -43,7 +43,10 @@ fn every_example_bundle_is_valid_without_warnings() {
 fn nginx_operator_versions() {
     let (b1, i1) = render("nginx-operator/0.1.0");
     let (b2, i2) = render("nginx-operator/0.2.0");
-    assert_eq!((i1.package.as_str(), i1.channels.as_slice(), i1.default_channel.as_deref()), ("nginx-operator", &["alpha".to_string()][..], Some("alpha")));
+    assert_eq!(
+        (i1.package.as_str(), i1.channels.as_slice(), i1.default_channel.as_deref()),
+        ("nginx-operator", &["alpha".to_string()][..], Some("alpha"))
+    );
     assert_eq!(i1.replaces, None);
     assert_eq!(i2.replaces.as_deref(), Some("nginx-operator.v0.1.0"));
     for b in [&b1, &b2] {

@@ -6,9 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
+use capstan::bundle::render::{Migration, render_bundle, render_bundle_with};
 use capstan::bundle::{Bundle, Finding, Severity, validate};
 use capstan::install::{self, InstallTarget};
-use capstan::bundle::render::{Migration, render_bundle, render_bundle_with};
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> PathBuf {
@@ -24,7 +24,11 @@ fn errors(findings: &[Finding]) -> Vec<String> {
 }
 
 fn warnings_about(findings: &[Finding], needle: &str) -> Vec<String> {
-    findings.iter().filter(|f| f.severity == Severity::Warning && f.to_string().contains(needle)).map(ToString::to_string).collect()
+    findings
+        .iter()
+        .filter(|f| f.severity == Severity::Warning && f.to_string().contains(needle))
+        .map(ToString::to_string)
+        .collect()
 }
 
 /// Paths of every `<<` key left in a value.
@@ -88,7 +92,10 @@ fn project_quay_kind_is_read_as_kind_with_a_warning() {
     // The olm.csv.metadata migration decodes the CSV as Go does: the resource has its kind.
     let blob = render_bundle_with(&b, "quay.io/example/quay-bundle:v3.18.0", Migration::CsvMetadata).unwrap();
     let meta = &blob.properties.iter().find(|p| p.type_ == "olm.csv.metadata").unwrap().value;
-    assert_eq!(meta.pointer("/crdDescriptions/owned/0/resources/4"), Some(&json!({"kind": "Job", "name": "", "version": ""})));
+    assert_eq!(
+        meta.pointer("/crdDescriptions/owned/0/resources/4"),
+        Some(&json!({"kind": "Job", "name": "", "version": ""}))
+    );
 }
 
 /// strimzi writes `MinKubeVersion:`; it is the CSV's minKubeVersion (validated and checked at
@@ -163,7 +170,10 @@ fn the_install_plan_carries_what_go_would_read() {
             assert_eq!(csv.pointer("/spec/minKubeVersion"), Some(&json!("1.30.0")));
         }
         if name.starts_with("project-quay") {
-            assert_eq!(csv.pointer("/spec/customresourcedefinitions/owned/0/resources/4"), Some(&json!({"kind": "Job"})));
+            assert_eq!(
+                csv.pointer("/spec/customresourcedefinitions/owned/0/resources/4"),
+                Some(&json!({"kind": "Job"}))
+            );
         }
     }
 }

@@ -5,8 +5,8 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
-use capstan::bundle::{Bundle, BundleError, Severity, validate};
 use capstan::bundle::render::{render_bundle, render_bundle_dir};
+use capstan::bundle::{Bundle, BundleError, Severity, validate};
 
 const CSV: &str = r#"apiVersion: operators.coreos.com/v1alpha1
 kind: ClusterServiceVersion
@@ -115,7 +115,10 @@ fn a_good_bundle_has_no_findings_and_renders_its_edges() {
 #[test]
 fn no_csv_is_an_error_naming_manifests() {
     let t = tempfile::tempdir().unwrap();
-    write_bundle(t.path(), &[("manifests/demos.crd.yaml", CRD.as_bytes()), ("metadata/annotations.yaml", ANNOTATIONS.as_bytes())]);
+    write_bundle(
+        t.path(),
+        &[("manifests/demos.crd.yaml", CRD.as_bytes()), ("metadata/annotations.yaml", ANNOTATIONS.as_bytes())],
+    );
     let err = Bundle::load(t.path()).unwrap_err();
     assert!(matches!(err, BundleError::NoCsv { .. }), "{err}");
     assert!(err.to_string().contains("manifests: no csv in bundle"), "{err}");
@@ -126,20 +129,40 @@ fn no_csv_is_an_error_naming_manifests() {
 #[test]
 fn an_empty_csv_or_annotations_file_and_a_file_for_a_bundle_are_named() {
     let t = tempfile::tempdir().unwrap();
-    write_bundle(t.path(), &[("manifests/demo.csv.yaml", b"# nothing yet\n"), ("manifests/demos.crd.yaml", CRD.as_bytes()), ("metadata/annotations.yaml", ANNOTATIONS.as_bytes())]);
+    write_bundle(
+        t.path(),
+        &[
+            ("manifests/demo.csv.yaml", b"# nothing yet\n"),
+            ("manifests/demos.crd.yaml", CRD.as_bytes()),
+            ("metadata/annotations.yaml", ANNOTATIONS.as_bytes()),
+        ],
+    );
     let err = Bundle::load(t.path()).unwrap_err().to_string();
     assert!(
         err.ends_with("manifests: no csv in bundle; manifests/demo.csv.yaml is empty (no YAML or JSON document) and no other manifest is one: write the operator's ClusterServiceVersion (kind: ClusterServiceVersion) into manifests/ — into that file if it was meant to hold it"),
         "{err}"
     );
     let t = tempfile::tempdir().unwrap();
-    write_bundle(t.path(), &[("manifests/demo.csv.yaml", CSV.as_bytes()), ("manifests/demos.crd.yaml", CRD.as_bytes()), ("metadata/annotations.yaml", b"")]);
+    write_bundle(
+        t.path(),
+        &[
+            ("manifests/demo.csv.yaml", CSV.as_bytes()),
+            ("manifests/demos.crd.yaml", CRD.as_bytes()),
+            ("metadata/annotations.yaml", b""),
+        ],
+    );
     let err = Bundle::load(t.path()).unwrap_err();
     assert!(matches!(err, BundleError::BadAnnotations { .. }), "{err}");
     assert!(err.to_string().starts_with("metadata/annotations.yaml: the file is empty (no YAML document); the file must look like:\n  annotations:\n"), "{err}");
     let file = t.path().join("manifests/demo.csv.yaml");
     let err = Bundle::load(&file).unwrap_err();
-    assert_eq!(err.to_string(), format!("{}: a file, not a bundle directory; give the directory that holds manifests/ and metadata/", file.display()));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}: a file, not a bundle directory; give the directory that holds manifests/ and metadata/",
+            file.display()
+        )
+    );
 }
 
 #[test]
@@ -147,7 +170,14 @@ fn a_csv_whose_top_level_kind_key_is_capitalised_is_named_in_the_no_csv_error() 
     let t = tempfile::tempdir().unwrap();
     let csv = CSV.replacen("\nkind: ClusterServiceVersion", "\nKind: ClusterServiceVersion", 1);
     assert_ne!(csv, CSV, "the fixture has a top-level kind line");
-    write_bundle(t.path(), &[("manifests/demo.csv.yaml", csv.as_bytes()), ("manifests/demos.crd.yaml", CRD.as_bytes()), ("metadata/annotations.yaml", ANNOTATIONS.as_bytes())]);
+    write_bundle(
+        t.path(),
+        &[
+            ("manifests/demo.csv.yaml", csv.as_bytes()),
+            ("manifests/demos.crd.yaml", CRD.as_bytes()),
+            ("metadata/annotations.yaml", ANNOTATIONS.as_bytes()),
+        ],
+    );
     let err = Bundle::load(t.path()).unwrap_err();
     assert!(matches!(err, BundleError::NoCsv { spelled_kind: Some(_), .. }), "{err}");
     assert!(
@@ -252,9 +282,8 @@ fn csv_field_errors_name_file_and_field() {
 fn annotations_errors() {
     let t = tempfile::tempdir().unwrap();
     good(t.path());
-    let bad = ANNOTATIONS
-        .replace("channels.v1: stable", "channels.v1: \"stable, fast\"")
-        .replace("registry+v1", "plain+v0");
+    let bad =
+        ANNOTATIONS.replace("channels.v1: stable", "channels.v1: \"stable, fast\"").replace("registry+v1", "plain+v0");
     fs::write(t.path().join("metadata/annotations.yaml"), bad).unwrap();
     let b = Bundle::load(t.path()).unwrap();
     let errs = errors(&b).join("\n");
@@ -267,15 +296,17 @@ fn owned_crd_without_file_and_unsupported_kind() {
     let t = tempfile::tempdir().unwrap();
     good(t.path());
     fs::remove_file(t.path().join("manifests/demos.crd.yaml")).unwrap();
-    fs::write(
-        t.path().join("manifests/deploy.yaml"),
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n",
-    )
-    .unwrap();
+    fs::write(t.path().join("manifests/deploy.yaml"), "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n")
+        .unwrap();
     fs::write(t.path().join("manifests/job.yaml"), "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\n").unwrap();
     let b = Bundle::load(t.path()).unwrap();
     let errs = errors(&b).join("\n");
-    assert!(errs.contains("spec.customresourcedefinitions.owned[0].name: owned CRD demos.example.com has no file in manifests/"), "{errs}");
+    assert!(
+        errs.contains(
+            "spec.customresourcedefinitions.owned[0].name: owned CRD demos.example.com has no file in manifests/"
+        ),
+        "{errs}"
+    );
     assert!(errs.contains("manifests/deploy.yaml: kind: a bundle cannot carry a Deployment"), "{errs}");
     assert!(errs.contains("manifests/job.yaml: kind: Job is not a kind OLM installs"), "{errs}");
 }
@@ -284,7 +315,11 @@ fn owned_crd_without_file_and_unsupported_kind() {
 fn owned_version_not_served_by_the_crd() {
     let t = tempfile::tempdir().unwrap();
     good(t.path());
-    fs::write(t.path().join("manifests/demo.clusterserviceversion.yaml"), CSV.replace("version: v1, kind: Demo", "version: v2, kind: Demo")).unwrap();
+    fs::write(
+        t.path().join("manifests/demo.clusterserviceversion.yaml"),
+        CSV.replace("version: v1, kind: Demo", "version: v2, kind: Demo"),
+    )
+    .unwrap();
     let b = Bundle::load(t.path()).unwrap();
     let errs = errors(&b).join("\n");
     assert!(errs.contains("owned API example.com v2 Demo is not served by the CRD demos.example.com"), "{errs}");
@@ -296,14 +331,24 @@ fn later_documents_and_second_csv_are_reported_and_not_rendered() {
     good(t.path());
     let crd_and_cm = format!("{CRD}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm}}\n");
     fs::write(t.path().join("manifests/demos.crd.yaml"), crd_and_cm).unwrap();
-    fs::write(t.path().join("manifests/zz-second.csv.yaml"), CSV.replace("demo-operator.v1.0.0", "demo-operator.v1.0.1")).unwrap();
+    fs::write(
+        t.path().join("manifests/zz-second.csv.yaml"),
+        CSV.replace("demo-operator.v1.0.0", "demo-operator.v1.0.1"),
+    )
+    .unwrap();
     let b = Bundle::load(t.path()).unwrap();
     assert_eq!(b.objects.len(), 2);
     assert_eq!(b.ignored.len(), 2);
     let findings = validate(&b);
     let text: Vec<String> = findings.iter().map(|f| f.to_string()).collect();
-    assert!(text.iter().any(|f| f.starts_with("error: manifests/zz-second.csv.yaml: kind: a second ClusterServiceVersion")), "{text:?}");
-    assert!(text.iter().any(|f| f.starts_with("warning: manifests/demos.crd.yaml (document 2): ConfigMap cm")), "{text:?}");
+    assert!(
+        text.iter().any(|f| f.starts_with("error: manifests/zz-second.csv.yaml: kind: a second ClusterServiceVersion")),
+        "{text:?}"
+    );
+    assert!(
+        text.iter().any(|f| f.starts_with("warning: manifests/demos.crd.yaml (document 2): ConfigMap cm")),
+        "{text:?}"
+    );
     let blob = render_bundle(&b, "").unwrap();
     assert_eq!(blob.properties.iter().filter(|p| p.type_ == "olm.bundle.object").count(), 2);
 }
@@ -329,14 +374,24 @@ fn dependencies_and_properties_are_checked_and_rendered() {
 "#,
     )
     .unwrap();
-    fs::write(t.path().join("metadata/properties.yaml"), "properties:\n  - type: custom.tier\n    value: gold\n").unwrap();
+    fs::write(t.path().join("metadata/properties.yaml"), "properties:\n  - type: custom.tier\n    value: gold\n")
+        .unwrap();
     let b = Bundle::load(t.path()).unwrap();
     assert_eq!(errors(&b), Vec::<String>::new());
     let blob = render_bundle(&b, "").unwrap();
     let types: Vec<&str> = blob.properties.iter().map(|p| p.type_.as_str()).collect();
     assert_eq!(
         types,
-        ["custom.tier", "olm.constraint", "olm.gvk", "olm.gvk.required", "olm.package", "olm.package.required", "olm.bundle.object", "olm.bundle.object"]
+        [
+            "custom.tier",
+            "olm.constraint",
+            "olm.gvk",
+            "olm.gvk.required",
+            "olm.package",
+            "olm.package.required",
+            "olm.bundle.object",
+            "olm.bundle.object"
+        ]
     );
     let req = blob.properties.iter().find(|p| p.type_ == "olm.package.required").unwrap();
     assert_eq!(req.value, serde_json::json!({"packageName": "nginx-operator", "versionRange": ">=0.1.0"}));
@@ -348,7 +403,10 @@ fn dependencies_and_properties_are_checked_and_rendered() {
     .unwrap();
     let b = Bundle::load(t.path()).unwrap();
     let errs = errors(&b).join("\n");
-    assert!(errs.contains("metadata/dependencies.yaml: dependencies[0].value.version: \"~>x\" is not a semver range"), "{errs}");
+    assert!(
+        errs.contains("metadata/dependencies.yaml: dependencies[0].value.version: \"~>x\" is not a semver range"),
+        "{errs}"
+    );
     assert!(errs.contains("metadata/dependencies.yaml: dependencies[1].value: has 2 constraints"), "{errs}");
 }
 
@@ -357,7 +415,9 @@ fn cli_exit_codes() {
     let exe = env!("CARGO_BIN_EXE_capstan");
     let t = tempfile::tempdir().unwrap();
     good(t.path());
-    let run = |dir: &Path, fmt: &str| Command::new(exe).args(["bundle", "validate"]).arg(dir).args(["-o", fmt]).output().unwrap();
+    let run = |dir: &Path, fmt: &str| {
+        Command::new(exe).args(["bundle", "validate"]).arg(dir).args(["-o", fmt]).output().unwrap()
+    };
     let ok = run(t.path(), "json");
     assert_eq!(ok.status.code(), Some(0));
     let report: serde_json::Value = serde_json::from_slice(&ok.stdout).unwrap();
@@ -414,7 +474,8 @@ fn related_image_references_are_checked_as_the_catalog_checks_them() {
     );
     // The catalog's own check of the rendered blob rejects the same two references.
     let blob = render_bundle(&b, "quay.io/example/demo-bundle:v1.0.0").unwrap();
-    let catalog: Vec<String> = capstan::catalog::validate::check_bundle_blob(&blob).into_iter().map(|e| e.message).collect();
+    let catalog: Vec<String> =
+        capstan::catalog::validate::check_bundle_blob(&blob).into_iter().map(|e| e.message).collect();
     assert_eq!(catalog.len(), 2, "{catalog:?}");
     assert!(catalog.iter().all(|m| m.contains("invalid image pull spec")), "{catalog:?}");
 }
@@ -467,7 +528,9 @@ fn missing_api_version_is_invalid_content_and_empty_alm_examples_a_warning() {
     let findings: Vec<String> = validate(&b).iter().map(ToString::to_string).collect();
     assert_eq!(
         findings,
-        vec!["warning: manifests/demo.clusterserviceversion.yaml: metadata.annotations[alm-examples]: is empty: consoles offer no example for the APIs the operator provides (fix: write a JSON array of example custom resources, or remove the annotation)"]
+        vec![
+            "warning: manifests/demo.clusterserviceversion.yaml: metadata.annotations[alm-examples]: is empty: consoles offer no example for the APIs the operator provides (fix: write a JSON array of example custom resources, or remove the annotation)"
+        ]
     );
     let ok = Command::new(exe).args(["bundle", "validate"]).arg(t.path()).output().unwrap();
     assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stdout));
@@ -527,7 +590,10 @@ fn wrongly_typed_install_strategy_fields_are_errors_naming_the_field_and_type() 
 fn the_catalogs_bundle_rules_run_on_the_rendered_blob() {
     let t = tempfile::tempdir().unwrap();
     good(t.path());
-    let b = with_csv(t.path(), &CSV.replace("  version: 1.0.0\n", "  version: 1.0.0\n  release: a-release-of-more-than-20\n"));
+    let b = with_csv(
+        t.path(),
+        &CSV.replace("  version: 1.0.0\n", "  version: 1.0.0\n  release: a-release-of-more-than-20\n"),
+    );
     let errs = errors(&b);
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(

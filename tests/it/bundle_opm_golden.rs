@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use capstan::bundle::Bundle;
+use capstan::bundle::render::render_bundle;
 use capstan::catalog::model;
 use capstan::catalog::parse::parse_bytes;
-use capstan::bundle::render::render_bundle;
 use serde_json::json;
 
 fn fixture(name: &str) -> PathBuf {
@@ -26,7 +26,8 @@ fn render(name: &str, image: &str) -> model::Bundle {
 fn matches_upstream_render_test_expectations() {
     let b = render("foo-bundle-v0.2.0", "test.registry/foo-operator/foo:v0.2.0");
     assert_eq!((b.name.as_str(), b.package.as_str()), ("foo.v0.2.0", "foo"));
-    let head: Vec<(String, serde_json::Value)> = b.properties[..4].iter().map(|p| (p.type_.clone(), p.value.clone())).collect();
+    let head: Vec<(String, serde_json::Value)> =
+        b.properties[..4].iter().map(|p| (p.type_.clone(), p.value.clone())).collect();
     assert_eq!(
         head,
         vec![

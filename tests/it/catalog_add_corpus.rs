@@ -15,10 +15,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use capstan::bundle::render::render_bundle_dir;
 use capstan::catalog::add::{AddError, AddInput, AddOptions, UpdateMode, add_bundle};
 use capstan::catalog::model::DeclarativeConfig;
 use capstan::catalog::property::PackageProperty;
-use capstan::bundle::render::render_bundle_dir;
 use capstan::catalog::{parse, validate};
 
 /// `$CAPSTAN_SHARED`, else `<repo>/../shared`, else `/work/shared`.
@@ -86,7 +86,8 @@ fn version(cfg: &DeclarativeConfig, package: &str, bundle: &str) -> semver::Vers
 #[test]
 fn catalog_add_builds_a_valid_catalog_from_the_13_corpus_packages() {
     let ops = shared().join("corpus/community-operators-prod/operators");
-    let mut packages: Vec<PathBuf> = std::fs::read_dir(&ops).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    let mut packages: Vec<PathBuf> =
+        std::fs::read_dir(&ops).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     packages.sort();
     assert_eq!(packages.len(), 13);
     let mut cfg = DeclarativeConfig::default();
@@ -105,7 +106,8 @@ fn catalog_add_builds_a_valid_catalog_from_the_13_corpus_packages() {
         bundles.sort();
         for (v, dir) in bundles {
             let image = format!("quay.io/community-operators/{package}-bundle:v{v}");
-            let (blob, info) = render_bundle_dir(&dir, Some(&image)).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            let (blob, info) =
+                render_bundle_dir(&dir, Some(&image)).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
             let input = AddInput {
                 bundle: blob,
                 replaces: info.replaces,
@@ -138,13 +140,25 @@ fn catalog_add_builds_a_valid_catalog_from_the_13_corpus_packages() {
     // Semver mode: every head is the highest version of its channel.
     for ch in &cfg.channels {
         if modes[&ch.package] == UpdateMode::Semver {
-            let max = ch.entries.iter().map(|e| version(&cfg, &ch.package, &e.name)).max_by(|a, b| a.cmp_precedence(b)).unwrap();
-            assert_eq!(version(&cfg, &ch.package, &got[&(ch.package.clone(), ch.name.clone())]), max, "{}/{}", ch.package, ch.name);
+            let max = ch
+                .entries
+                .iter()
+                .map(|e| version(&cfg, &ch.package, &e.name))
+                .max_by(|a, b| a.cmp_precedence(b))
+                .unwrap();
+            assert_eq!(
+                version(&cfg, &ch.package, &got[&(ch.package.clone(), ch.name.clone())]),
+                max,
+                "{}/{}",
+                ch.package,
+                ch.name
+            );
         }
     }
     // The template-published packages end where their published v4.20 catalogs end.
     for p in ["rabbitmq-cluster-operator", "rabbitmq-messaging-topology-operator"] {
-        let published = parse::load_path(&shared().join("corpus/community-operators-prod/catalogs/v4.20").join(p)).unwrap();
+        let published =
+            parse::load_path(&shared().join("corpus/community-operators-prod/catalogs/v4.20").join(p)).unwrap();
         for ((pp, ch), head) in heads(&published) {
             assert_eq!(got.get(&(pp.clone(), ch.clone())), Some(&head), "{pp}/{ch}");
         }

@@ -43,7 +43,9 @@ fn key_phrases(id: &str, variant: &str) -> Option<Vec<&'static str>> {
             "streams.v1.6.2...streams.v1.6.1",
             "streams.v1.7.0 replaces streams.v1.6.3, which is not an entry of channel stable",
         ],
-        ("case-03", "") => vec!["cycle in the replaces chain of channel stable, package loop", "loop.v2 -> loop.v1 -> loop.v2"],
+        ("case-03", "") => {
+            vec!["cycle in the replaces chain of channel stable, package loop", "loop.v2 -> loop.v1 -> loop.v2"]
+        }
         ("case-05", "") => vec![
             "my.v0.0.3 replaces my.v0.0.1, which is not an entry of channel stable",
             "my.v0.0.2 is left disconnected",
@@ -135,10 +137,16 @@ fn check(id: &str, variant: &str, outcome: &str, expected: &Value, blobs: &[Valu
                 // tests; for the catalog, `case_14_errors_stay_with_the_broken_package` covers it.
                 .filter(|f| !f.contains("Subscription"))
                 .collect();
-            let mut missing: Vec<String> = names_in_facts(&facts, blobs).into_iter().filter(|n| !text.contains(n)).collect();
-            let phrases = key_phrases(id, variant).ok_or_else(|| format!("{label}: no key phrases written for this case"))?;
+            let mut missing: Vec<String> =
+                names_in_facts(&facts, blobs).into_iter().filter(|n| !text.contains(n)).collect();
+            let phrases =
+                key_phrases(id, variant).ok_or_else(|| format!("{label}: no key phrases written for this case"))?;
             missing.extend(phrases.iter().filter(|p| !text.contains(*p)).map(|p| format!("phrase {p:?}")));
-            if missing.is_empty() { Ok(()) } else { Err(format!("{label}: error does not mention {missing:?}:\n{text}")) }
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{label}: error does not mention {missing:?}:\n{text}"))
+            }
         }
         _ => Ok(()),
     }

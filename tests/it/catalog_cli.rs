@@ -80,7 +80,14 @@ fn add_all(package: &str, mode: &str, catalog: &Path) {
     for (v, dir) in versions {
         let image = format!("quay.io/community-operators/{package}-bundle:v{v}");
         let (code, out, err) = capstan(&[
-            "catalog", "add", catalog.to_str().unwrap(), dir.to_str().unwrap(), "--mode", mode, "--image", &image,
+            "catalog",
+            "add",
+            catalog.to_str().unwrap(),
+            dir.to_str().unwrap(),
+            "--mode",
+            mode,
+            "--image",
+            &image,
         ]);
         assert_eq!(code, 0, "add {}: {out}{err}", dir.display());
     }
@@ -142,11 +149,20 @@ fn add_corpus_packages_in_both_modes() {
     assert!(dns_heads.iter().any(|(_, h)| *h == max), "{dns_heads:?} vs {max}");
     // Re-adding a published bundle is refused, naming it; --force replaces it.
     let etcd094 = shared().join("corpus/community-operators-prod/operators/etcd/0.9.4");
-    let (code, _, err) = capstan(&["catalog", "add", dir.path().to_str().unwrap(), etcd094.to_str().unwrap(), "--image", "q.io/e:1"]);
+    let (code, _, err) =
+        capstan(&["catalog", "add", dir.path().to_str().unwrap(), etcd094.to_str().unwrap(), "--image", "q.io/e:1"]);
     assert_eq!(code, 1);
     assert!(err.contains("already has bundle etcdoperator.v0.9.4") && err.contains("--force"), "{err}");
     let (code, out, err) = capstan(&[
-        "catalog", "add", dir.path().to_str().unwrap(), etcd094.to_str().unwrap(), "--image", "q.io/e:1", "--force", "-o", "json",
+        "catalog",
+        "add",
+        dir.path().to_str().unwrap(),
+        etcd094.to_str().unwrap(),
+        "--image",
+        "q.io/e:1",
+        "--force",
+        "-o",
+        "json",
     ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();

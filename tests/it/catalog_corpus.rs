@@ -51,7 +51,9 @@ fn every_v4_20_catalog_loads_and_validates() {
             (Ok(()), None) => {}
             (Err(e), Some((_, reason))) if e.to_string().contains(reason) => {}
             (Err(e), _) => failures.push(format!("{name}: {e}")),
-            (Ok(()), Some((_, reason))) => failures.push(format!("{name}: expected rejection ({reason}) but it validated")),
+            (Ok(()), Some((_, reason))) => {
+                failures.push(format!("{name}: expected rejection ({reason}) but it validated"))
+            }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -3,10 +3,10 @@
 //! between), and the in-memory index resolves the newest bundle of the last package while
 //! leaving the large `olm.bundle.object` payloads on disk.
 
-use capstan::catalog::validated::ValidatedCatalog;
 use capstan::catalog::model::{Bundle, Channel, ChannelEntry, DeclarativeConfig, Package, Property};
 use capstan::catalog::parse;
 use capstan::catalog::property::{self, Gvk, PackageProperty};
+use capstan::catalog::validated::ValidatedCatalog;
 use serde_json::json;
 
 fn base64(bytes: &[u8]) -> String {
@@ -14,7 +14,13 @@ fn base64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-fn package(cfg: &mut DeclarativeConfig, name: &str, versions: &[String], channels: &[&str], extra: impl Fn(&str, usize) -> Vec<Property>) {
+fn package(
+    cfg: &mut DeclarativeConfig,
+    name: &str,
+    versions: &[String],
+    channels: &[&str],
+    extra: impl Fn(&str, usize) -> Vec<Property>,
+) {
     cfg.packages.push(Package {
         schema: "olm.package".into(),
         name: name.into(),
@@ -30,7 +36,11 @@ fn package(cfg: &mut DeclarativeConfig, name: &str, versions: &[String], channel
             entries: names
                 .iter()
                 .enumerate()
-                .map(|(i, n)| ChannelEntry { name: n.clone(), replaces: i.checked_sub(1).map(|p| names[p].clone()), ..Default::default() })
+                .map(|(i, n)| ChannelEntry {
+                    name: n.clone(),
+                    replaces: i.checked_sub(1).map(|p| names[p].clone()),
+                    ..Default::default()
+                })
                 .collect(),
             ..Default::default()
         });
@@ -71,14 +81,24 @@ fn case_30_catalog() -> DeclarativeConfig {
     for p in 0..400 {
         package(&mut cfg, &format!("pkg-{p:04}"), &versions, &["stable", "fast", "candidate"], |name, i| {
             let mut props: Vec<Property> = (0..5)
-                .map(|k| Property::new(property::GVK, &Gvk { group: format!("{name}.example.com"), version: "v1".into(), kind: format!("Kind{k}") }))
+                .map(|k| {
+                    Property::new(
+                        property::GVK,
+                        &Gvk { group: format!("{name}.example.com"), version: "v1".into(), kind: format!("Kind{k}") },
+                    )
+                })
                 .collect();
-            props.push(Property { type_: "example.com/long-description".into(), value: json!(format!("{name} {i}: {text}")) });
+            props.push(Property {
+                type_: "example.com/long-description".into(),
+                value: json!(format!("{name} {i}: {text}")),
+            });
             props
         });
     }
     let one = vec!["1.0.0".to_string()];
-    package(&mut cfg, "bigcrd-op", &one, &["stable"], |_, _| (0..3).map(|i| crd(&format!("big{i}.example.com"), 500 * 1024)).collect());
+    package(&mut cfg, "bigcrd-op", &one, &["stable"], |_, _| {
+        (0..3).map(|i| crd(&format!("big{i}.example.com"), 500 * 1024)).collect()
+    });
     package(&mut cfg, "hugecrd-op", &one, &["stable"], |_, _| vec![crd("huge.example.com", 3 * 1024 * 1024)]);
     cfg
 }

@@ -28,7 +28,10 @@ fn load_with(file: &str, content: &[u8]) -> (CatalogError, String) {
 #[test]
 fn truncated_yaml_names_file_and_line() {
     // Cut inside a flow mapping: a syntax error with the line where the parser stopped.
-    let flow = GOOD.replace("    value:\n      packageName: foo\n      version: 1.0.0\n", "    value: {packageName: foo, version: 1.0.0}\n");
+    let flow = GOOD.replace(
+        "    value:\n      packageName: foo\n      version: 1.0.0\n",
+        "    value: {packageName: foo, version: 1.0.0}\n",
+    );
     let cut = &flow[..flow.find("version: 1.0.0}").unwrap()];
     let (err, msg) = load_with("foo/catalog.yaml", cut.as_bytes());
     match err {
@@ -68,7 +71,9 @@ fn blob_without_schema_names_file_blob_and_name() {
 #[test]
 fn fifty_megabyte_description_is_rejected_naming_file_and_field() {
     let desc = "a".repeat(50 * 1024 * 1024);
-    let json = format!("{{\"schema\":\"olm.package\",\"name\":\"foo\",\"defaultChannel\":\"stable\",\"description\":\"{desc}\"}}\n");
+    let json = format!(
+        "{{\"schema\":\"olm.package\",\"name\":\"foo\",\"defaultChannel\":\"stable\",\"description\":\"{desc}\"}}\n"
+    );
     let (err, msg) = load_with("foo/catalog.json", json.as_bytes());
     match err {
         CatalogError::TooLarge { size, limit, ref field, .. } => {

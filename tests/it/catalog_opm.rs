@@ -25,10 +25,20 @@ fn shared() -> PathBuf {
 fn opm() -> Option<PathBuf> {
     let found = std::env::var_os("CAPSTAN_OPM")
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/capstan/peers/bin/opm")).filter(|p| p.is_file()))
-        .or_else(|| std::env::var_os("PATH").and_then(|ps| std::env::split_paths(&ps).map(|d| d.join("opm")).find(|p| p.is_file())));
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".cache/capstan/peers/bin/opm"))
+                .filter(|p| p.is_file())
+        })
+        .or_else(|| {
+            std::env::var_os("PATH")
+                .and_then(|ps| std::env::split_paths(&ps).map(|d| d.join("opm")).find(|p| p.is_file()))
+        });
     if found.is_none() {
-        assert!(std::env::var("CAPSTAN_REQUIRE_PEERS").as_deref() != Ok("1"), "opm not found and CAPSTAN_REQUIRE_PEERS=1");
+        assert!(
+            std::env::var("CAPSTAN_REQUIRE_PEERS").as_deref() != Ok("1"),
+            "opm not found and CAPSTAN_REQUIRE_PEERS=1"
+        );
         eprintln!("note: opm not found; side-by-side checks skipped");
     }
     found
@@ -113,7 +123,9 @@ fn capstan_and_opm_agree_on_every_case_catalog() {
         let dir = tempfile::tempdir().unwrap();
         let stream: String = blobs.iter().map(|b| serde_json::to_string(b).unwrap() + "\n").collect();
         std::fs::write(dir.path().join("catalog.json"), &stream).unwrap();
-        let ours = parse::load_path(dir.path()).map_err(|e| e.to_string()).and_then(|c| validate::validate(&c).map_err(|e| e.to_string()));
+        let ours = parse::load_path(dir.path())
+            .map_err(|e| e.to_string())
+            .and_then(|c| validate::validate(&c).map_err(|e| e.to_string()));
         let theirs = opm_validate(&opm, dir.path());
         assert_eq!(ours.is_ok(), theirs.is_ok(), "{}: capstan {ours:?}, opm {theirs:?}", case["id"]);
         checked += 1;
@@ -134,19 +146,37 @@ fn go_yaml_and_json_bundles_render_byte_identical_to_opm() {
     let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/community-operators-prod");
     let capstan = PathBuf::from(env!("CARGO_BIN_EXE_capstan"));
     // (program, its render command, its image template flag and template)
-    let opm_cmd = (opm.as_path(), &["render"][..], "--alpha-image-ref-template", "quay.io/example/{{.Package}}-bundle:v{{.Version}}");
-    let capstan_cmd = (capstan.as_path(), &["catalog", "render"][..], "--image-template", "quay.io/example/{package}-bundle:v{version}");
-    let render = |(program, command, flag, template): (&Path, &[&str], &str, &str), dir: &Path, format: &str, migrate: &str| {
-        let out = Command::new(program)
-            .args(command)
-            .arg(dir)
-            .args(["-o", format, "--migrate-level", migrate, flag, template])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{} render {}: {}", program.display(), dir.display(), String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
-    };
-    for bundle in ["clickhouse/0.26.0", "project-quay/3.18.0", "strimzi-kafka-operator/1.2.0", "automotive-infra/0.0.3"] {
+    let opm_cmd = (
+        opm.as_path(),
+        &["render"][..],
+        "--alpha-image-ref-template",
+        "quay.io/example/{{.Package}}-bundle:v{{.Version}}",
+    );
+    let capstan_cmd = (
+        capstan.as_path(),
+        &["catalog", "render"][..],
+        "--image-template",
+        "quay.io/example/{package}-bundle:v{version}",
+    );
+    let render =
+        |(program, command, flag, template): (&Path, &[&str], &str, &str), dir: &Path, format: &str, migrate: &str| {
+            let out = Command::new(program)
+                .args(command)
+                .arg(dir)
+                .args(["-o", format, "--migrate-level", migrate, flag, template])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{} render {}: {}",
+                program.display(),
+                dir.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        };
+    for bundle in ["clickhouse/0.26.0", "project-quay/3.18.0", "strimzi-kafka-operator/1.2.0", "automotive-infra/0.0.3"]
+    {
         let dir = fixtures.join(bundle);
         for format in ["json"] {
             for migrate in ["none", "bundle-object-to-csv-metadata"] {
@@ -190,10 +220,17 @@ fn an_oci_scheme_related_image_renders_in_opm_and_fails_opm_validate_as_in_capst
         .map(|f| format!("{}: {}", f.field, f.message))
         .collect();
     assert_eq!(errors.len(), 1, "{errors:?}");
-    assert!(errors[0].starts_with(&format!("spec.relatedImages[0].image: \"{image}\" is not a valid image reference")), "{errors:?}");
+    assert!(
+        errors[0].starts_with(&format!("spec.relatedImages[0].image: \"{image}\" is not a valid image reference")),
+        "{errors:?}"
+    );
 
     // The rendered blob in a catalog: both validators refuse it, naming relatedImages[0].
-    let (blob, _) = capstan::bundle::render::render_bundle_dir(&bundle_dir, Some("quay.io/kuadrant/kuadrant-operator-bundle:v0.2.0")).unwrap();
+    let (blob, _) = capstan::bundle::render::render_bundle_dir(
+        &bundle_dir,
+        Some("quay.io/kuadrant/kuadrant-operator-bundle:v0.2.0"),
+    )
+    .unwrap();
     let catalog = format!(
         "{{\"schema\":\"olm.package\",\"name\":\"kuadrant-operator\",\"defaultChannel\":\"alpha\"}}\n{{\"schema\":\"olm.channel\",\"package\":\"kuadrant-operator\",\"name\":\"alpha\",\"entries\":[{{\"name\":\"{}\"}}]}}\n{}\n",
         blob.name,
@@ -202,7 +239,14 @@ fn an_oci_scheme_related_image_renders_in_opm_and_fails_opm_validate_as_in_capst
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("catalog.json"), catalog).unwrap();
     let opm_err = opm_validate(&opm, dir.path()).expect_err("opm validate accepted an oci:// related image");
-    assert!(opm_err.contains("relatedImages[0].image: invalid image pull spec") && opm_err.contains(image), "{opm_err}");
-    let capstan_err = validate::validate(&parse::load_path(dir.path()).unwrap()).expect_err("capstan accepted it").to_string();
-    assert!(capstan_err.contains("relatedImages[0].image: invalid image pull spec") && capstan_err.contains(image), "{capstan_err}");
+    assert!(
+        opm_err.contains("relatedImages[0].image: invalid image pull spec") && opm_err.contains(image),
+        "{opm_err}"
+    );
+    let capstan_err =
+        validate::validate(&parse::load_path(dir.path()).unwrap()).expect_err("capstan accepted it").to_string();
+    assert!(
+        capstan_err.contains("relatedImages[0].image: invalid image pull spec") && capstan_err.contains(image),
+        "{capstan_err}"
+    );
 }

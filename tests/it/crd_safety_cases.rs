@@ -68,11 +68,13 @@ fn case_21_a_crd_dropping_a_stored_version_is_refused_with_the_expected_message(
     let new = crd(&c["bundle_manifests"][upgrade]["crd"], &json!([]));
     // The case's object exists, read at a version both CRDs serve.
     let cr = &c["cluster_state"]["crs"][0];
-    let version = cr["apiVersion"].as_str().and_then(|a| a.rsplit_once('/')).map(|(_, v)| v.to_string()).expect("cr version");
+    let version =
+        cr["apiVersion"].as_str().and_then(|a| a.rsplit_once('/')).map(|(_, v)| v.to_string()).expect("cr version");
     let object = json!({"apiVersion": cr["apiVersion"], "kind": cr["kind"],
         "metadata": {"namespace": cr["namespace"], "name": cr["name"]}});
 
-    let errors = check_crd_upgrade(Some(&old), &new, &[(version, object.clone())]).expect_err("case-21 must be blocked");
+    let errors =
+        check_crd_upgrade(Some(&old), &new, &[(version, object.clone())]).expect_err("case-21 must be blocked");
     assert_eq!(errors.len(), 1, "{errors:#?}");
     assert!(matches!(&errors[0], CrdUpgradeError::StoredVersionRemoved { version, .. } if version == "v1alpha1"));
     let message = errors[0].to_string();

@@ -43,7 +43,11 @@ fn load_packages() -> BTreeMap<String, Vec<Bundle>> {
             }
         }
         let version = |b: &Bundle| {
-            b.csv().value().pointer("/spec/version").and_then(Value::as_str).and_then(|v| semver::Version::parse(v).ok())
+            b.csv()
+                .value()
+                .pointer("/spec/version")
+                .and_then(Value::as_str)
+                .and_then(|v| semver::Version::parse(v).ok())
         };
         bundles.sort_by(|a, b| version(a).cmp(&version(b)).then_with(|| a.name().cmp(b.name())));
         out.insert(pkg.file_name().to_string_lossy().into_owned(), bundles);
@@ -59,7 +63,10 @@ fn v1_crds(b: &Bundle, skipped: &mut usize) -> Vec<CustomResourceDefinition> {
                 *skipped += 1;
                 return None;
             }
-            Some(serde_json::from_value(m.value.clone()).unwrap_or_else(|e| panic!("{}: {}: {e}", b.dir.display(), m.location())))
+            Some(
+                serde_json::from_value(m.value.clone())
+                    .unwrap_or_else(|e| panic!("{}: {}: {e}", b.dir.display(), m.location())),
+            )
         })
         .collect()
 }
@@ -178,13 +185,18 @@ fn the_example_bundles_upgrade_cleanly_with_their_examples_as_existing_objects()
             .map(|e| Bundle::load(&e.path()).unwrap_or_else(|err| panic!("{}: {err}", e.path().display())))
             .collect();
         bundles.sort_by_key(|b| {
-            b.csv().value().pointer("/spec/version").and_then(Value::as_str).and_then(|v| semver::Version::parse(v).ok())
+            b.csv()
+                .value()
+                .pointer("/spec/version")
+                .and_then(Value::as_str)
+                .and_then(|v| semver::Version::parse(v).ok())
         });
         let mut skipped = 0;
         for w in bundles.windows(2) {
             let examples = alm_examples(&w[0]);
             for new in v1_crds(&w[1], &mut skipped) {
-                let Some(old) = v1_crds(&w[0], &mut skipped).into_iter().find(|c| c.metadata.name == new.metadata.name) else {
+                let Some(old) = v1_crds(&w[0], &mut skipped).into_iter().find(|c| c.metadata.name == new.metadata.name)
+                else {
                     continue;
                 };
                 let mut check = CrdUpgradeCheck::new(Some(&as_installed(&old)), &new);

@@ -62,10 +62,21 @@ fn every_corpus_bundle_plans_in_olm_order() {
         };
         planned += 1;
         let ranks: Vec<u8> = steps.iter().map(|s| kind_info(&s.kind).map(|k| k.rank).unwrap_or(u8::MAX)).collect();
-        assert!(ranks.windows(2).all(|w| w[0] <= w[1]), "{}: steps out of order: {:?}", dir.display(), steps.iter().map(|s| &s.kind).collect::<Vec<_>>());
+        assert!(
+            ranks.windows(2).all(|w| w[0] <= w[1]),
+            "{}: steps out of order: {:?}",
+            dir.display(),
+            steps.iter().map(|s| &s.kind).collect::<Vec<_>>()
+        );
         assert_eq!(steps.iter().filter(|s| s.kind == "ClusterServiceVersion").count(), 1, "{}", dir.display());
         assert!(steps.len() >= b.objects.len(), "{}: every bundle object is a step", dir.display());
-        let deployments = b.csv().value().pointer("/spec/install/spec/deployments").and_then(Value::as_array).map(Vec::len).unwrap_or(0);
+        let deployments = b
+            .csv()
+            .value()
+            .pointer("/spec/install/spec/deployments")
+            .and_then(Value::as_array)
+            .map(Vec::len)
+            .unwrap_or(0);
         assert_eq!(steps.iter().filter(|s| s.kind == "Deployment").count(), deployments, "{}", dir.display());
         for s in &steps {
             assert!(!s.name.is_empty() && !s.version.is_empty(), "{}: {}", dir.display(), s.describe());
@@ -73,7 +84,11 @@ fn every_corpus_bundle_plans_in_olm_order() {
             let namespaced = kind_info(&s.kind).is_some_and(|k| k.namespaced);
             // OLM's extension-apiserver-authentication-reader binding of a webhook or APIService
             // Deployment lives in kube-system (install::webhook).
-            let ns = if s.kind == "RoleBinding" && s.name.ends_with("-service-auth-reader") { "kube-system" } else { "operators" };
+            let ns = if s.kind == "RoleBinding" && s.name.ends_with("-service-auth-reader") {
+                "kube-system"
+            } else {
+                "operators"
+            };
             assert_eq!(s.namespace.as_deref(), namespaced.then_some(ns), "{}: {}", dir.display(), s.describe());
             if s.manifest.pointer("/metadata/labels/olm.permissions.hash").is_some() {
                 // OLM's own cut (`rbac.go` generateName) lets a name of 64 characters through;
@@ -83,7 +98,11 @@ fn every_corpus_bundle_plans_in_olm_order() {
         }
     }
     // OLM refuses these too; print them so a change in the corpus is visible.
-    eprintln!("{planned} bundles planned; {} refused as UnsupportedResource:\n{}", unsupported.len(), unsupported.join("\n"));
+    eprintln!(
+        "{planned} bundles planned; {} refused as UnsupportedResource:\n{}",
+        unsupported.len(),
+        unsupported.join("\n")
+    );
     assert!(planned + unsupported.len() == bundles.len());
     assert!(planned >= bundles.len() * 9 / 10, "most real bundles must plan: {planned} of {}", bundles.len());
 }

@@ -32,8 +32,17 @@ const RESOLVER_OUTCOMES: [&str; 4] = ["resolve", "upgrade", "no_upgrade", "resol
 
 /// The cases (and `case#variant`s) these tests cover; a new resolver case in the file fails
 /// `every_resolver_case_is_covered` until it gets a test here.
-const COVERED: [&str; 9] =
-    ["case-07", "case-08", "case-10", "case-10#range-includes-prereleases", "case-17", "case-18", "case-20", "case-23", "case-27"];
+const COVERED: [&str; 9] = [
+    "case-07",
+    "case-08",
+    "case-10",
+    "case-10#range-includes-prereleases",
+    "case-17",
+    "case-18",
+    "case-20",
+    "case-23",
+    "case-27",
+];
 
 #[test]
 fn every_resolver_case_is_covered() {
@@ -62,7 +71,12 @@ struct Run {
 
 impl Run {
     fn bundles(&self) -> Vec<String> {
-        self.json["resolved"].as_array().into_iter().flatten().map(|r| r["bundle"].as_str().unwrap_or_default().to_string()).collect()
+        self.json["resolved"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| r["bundle"].as_str().unwrap_or_default().to_string())
+            .collect()
     }
     fn entry(&self, bundle: &str) -> &Value {
         self.json["resolved"]
@@ -120,7 +134,12 @@ fn run_case(c: &Value, sub_override: &dyn Fn(&mut Value), installed: &[&str]) ->
         "metadata": {"name": s["name"], "namespace": s["namespace"]},
         "spec": {"name": s["package"], "source": s["source"], "sourceNamespace": s["sourceNamespace"]},
     });
-    for (from, to) in [("channel", "channel"), ("startingCSV", "startingCSV"), ("installPlanApproval", "installPlanApproval"), ("versionRange", "versionRange")] {
+    for (from, to) in [
+        ("channel", "channel"),
+        ("startingCSV", "startingCSV"),
+        ("installPlanApproval", "installPlanApproval"),
+        ("versionRange", "versionRange"),
+    ] {
         if let Some(v) = s.get(from) {
             doc["spec"][to] = json!(v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()));
         }
@@ -144,7 +163,8 @@ fn run_case(c: &Value, sub_override: &dyn Fn(&mut Value), installed: &[&str]) ->
     let json: Value = if code == 2 && stdout.is_empty() {
         Value::Null
     } else {
-        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("capstan resolve {args:?} printed no JSON ({e}): {stdout}\n{stderr}"))
+        serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("capstan resolve {args:?} printed no JSON ({e}): {stdout}\n{stderr}"))
     };
     Run { code, json, stderr }
 }
@@ -193,7 +213,9 @@ fn case_08_pinned_upgrades_walk_the_replaces_chain() {
     assert_eq!(r.bundles(), vec!["my-package.v1.0.0"]);
     assert_eq!(r.entry("my-package.v1.0.0")["reason"], "requested");
     // Steps 2 and 3: each new pin moves one edge from what is installed now.
-    for (installed, range, want) in [("my-package.v1.0.0", "1.0.1", "my-package.v1.0.1"), ("my-package.v1.0.1", "1.0.2", "my-package.v1.0.2")] {
+    for (installed, range, want) in
+        [("my-package.v1.0.0", "1.0.1", "my-package.v1.0.1"), ("my-package.v1.0.1", "1.0.2", "my-package.v1.0.2")]
+    {
         let set = |d: &mut Value| d["spec"]["versionRange"] = json!(range);
         let r = run_case(&c, &set, &[installed]);
         assert_eq!(r.code, 0, "{}", r.json);
@@ -213,13 +235,26 @@ fn case_10_installed_pre_release_outside_skip_range() {
     assert_eq!(r.code, 0, "{}", r.json);
     assert_eq!(r.bundles(), vec!["ptp.v4.3.0-201911201000"]);
     let reason = r.entry("ptp.v4.3.0-201911201000")["reason"].as_str().unwrap_or_default().to_string();
-    assert_mentions(&reason, &["no upgrade edge", "ptp.v4.3.0-201911201000", "pre-release", "sorts below 4.3.0", "skipRange >=4.3.0 <4.3.1", "ptp.v4.3.1"]);
+    assert_mentions(
+        &reason,
+        &[
+            "no upgrade edge",
+            "ptp.v4.3.0-201911201000",
+            "pre-release",
+            "sorts below 4.3.0",
+            "skipRange >=4.3.0 <4.3.1",
+            "ptp.v4.3.1",
+        ],
+    );
 }
 
 #[test]
 fn case_10_variant_range_including_pre_releases_upgrades() {
     let mut c = case("case-10");
-    let v = c["variants"].as_array().and_then(|vs| vs.iter().find(|v| v["name"] == "range-includes-prereleases").cloned()).expect("variant");
+    let v = c["variants"]
+        .as_array()
+        .and_then(|vs| vs.iter().find(|v| v["name"] == "range-includes-prereleases").cloned())
+        .expect("variant");
     assert_eq!(v["expected"]["outcome"], "upgrade");
     // The variant's change: skipRange of ptp.v4.3.1 becomes >=4.3.0-0 <4.3.1.
     for blob in c["catalog"].as_array_mut().expect("catalog") {
@@ -246,7 +281,15 @@ fn case_17_missing_channel_lists_the_channels() {
     assert_eq!(r.code, 1, "{}", r.json);
     assert!(r.bundles().is_empty());
     let m = r.error();
-    assert_mentions(&m, &["channel stable-6.9 does not exist in package logstore of catalog olm/cat-a", "stable-6.1 and stable-6.2", "default stable-6.2", "set spec.channel"]);
+    assert_mentions(
+        &m,
+        &[
+            "channel stable-6.9 does not exist in package logstore of catalog olm/cat-a",
+            "stable-6.1 and stable-6.2",
+            "default stable-6.2",
+            "set spec.channel",
+        ],
+    );
     assert!(!m.contains("constraints not satisfiable"), "{m}");
 }
 
@@ -256,8 +299,12 @@ fn case_18_gvk_provider_is_the_newest_entry_that_provides_it() {
     assert_eq!(c["expected"]["outcome"], "resolve");
     let r = run_case(&c, &no_override, &[]);
     assert_eq!(r.code, 0, "{}", r.json);
-    let want: Vec<String> =
-        c["expected"]["resolution"].as_array().expect("resolution").iter().map(|x| x["bundle"].as_str().unwrap_or_default().to_string()).collect();
+    let want: Vec<String> = c["expected"]["resolution"]
+        .as_array()
+        .expect("resolution")
+        .iter()
+        .map(|x| x["bundle"].as_str().unwrap_or_default().to_string())
+        .collect();
     assert_eq!(r.bundles(), want);
     for x in c["expected"]["resolution"].as_array().expect("resolution") {
         let e = r.entry(x["bundle"].as_str().unwrap_or_default());
@@ -279,12 +326,15 @@ fn case_20_shared_crd_owned_by_an_installed_operator() {
     assert_eq!(r.code, 1, "{}", r.json);
     assert!(r.bundles().is_empty(), "nothing may be installed for cache-ctrl: {}", r.json);
     let m = r.error();
-    assert_mentions(&m, &[
-        "installed s3-ctrl.v1.0.0 (s3-ctrl 1.0.0) and cache-ctrl 1.0.0",
-        "both provide API services.example.com/v1alpha1 AdoptedResource",
-        "can have only one operator providing an API",
-        "hint: install cache-ctrl in a namespace of its own (with its own OperatorGroup), or remove s3-ctrl from namespace",
-    ]);
+    assert_mentions(
+        &m,
+        &[
+            "installed s3-ctrl.v1.0.0 (s3-ctrl 1.0.0) and cache-ctrl 1.0.0",
+            "both provide API services.example.com/v1alpha1 AdoptedResource",
+            "can have only one operator providing an API",
+            "hint: install cache-ctrl in a namespace of its own (with its own OperatorGroup), or remove s3-ctrl from namespace",
+        ],
+    );
 }
 
 #[test]
@@ -325,7 +375,13 @@ fn invalid_input_exits_2_naming_the_file() {
     assert!(err.contains("bad.yaml") && err.contains("spec.source is required"), "{err}");
 
     let out = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["resolve", "--catalog", "olm/c=127.0.0.1:9/capstan/absent-catalog:latest", "-f", &sub.display().to_string()])
+        .args([
+            "resolve",
+            "--catalog",
+            "olm/c=127.0.0.1:9/capstan/absent-catalog:latest",
+            "-f",
+            &sub.display().to_string(),
+        ])
         .env("CAPSTAN_CACHE", dir.path())
         .output()
         .expect("run");
@@ -344,6 +400,9 @@ fn case_14_invalid_catalog_is_invalid_input() {
     let c = case("case-14");
     let r = run_case(&c, &no_override, &[]);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert_mentions(&r.stderr, &["catalog olm/cat-a is invalid", "package rstudio / channel v1.0 / bundle rstudio.v1.0.9", "olm.package"]);
+    assert_mentions(
+        &r.stderr,
+        &["catalog olm/cat-a is invalid", "package rstudio / channel v1.0 / bundle rstudio.v1.0.9", "olm.package"],
+    );
     assert!(!r.stderr.contains("is not in catalog"), "{}", r.stderr);
 }

@@ -106,7 +106,12 @@ fn priority_picks_the_provider_and_one_bad_subscription_fails_alone() {
     let errors = json["errors"].as_array().expect("errors");
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0]["subscription"], "ghost");
-    assert!(errors[0]["message"].as_str().unwrap_or_default().contains("package ghost (spec.name) is not in catalog olm/apps"));
+    assert!(
+        errors[0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("package ghost (spec.name) is not in catalog olm/apps")
+    );
 
     // The higher priority wins ...
     let out = capstan(dir.path(), &["--priority", "olm/low=1", "-o", "json"]);
@@ -123,7 +128,11 @@ fn text_and_yaml_outputs_carry_the_same_plan() {
     let dir = setup();
     let text = capstan(dir.path(), &["--priority", "olm/high=5"]);
     let t = String::from_utf8_lossy(&text.stdout);
-    assert!(t.contains("subscription app:") && t.contains("app.v2.0.0 (app 2.0.0) channel stable catalog olm/apps: requested"), "{t}");
+    assert!(
+        t.contains("subscription app:")
+            && t.contains("app.v2.0.0 (app 2.0.0) channel stable catalog olm/apps: requested"),
+        "{t}"
+    );
     assert!(t.contains("db-high.v1.0.0") && t.contains("dependency of app.v2.0.0"), "{t}");
     assert!(t.contains("subscription ghost failed:"), "{t}");
     let yaml = capstan(dir.path(), &["--priority", "olm/high=5", "-o", "yaml"]);
@@ -146,7 +155,13 @@ fn bad_flags_exit_2_and_name_the_argument() {
         assert!(err.contains(fact), "{args:?}: {err}");
     }
     let out = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["resolve", "--catalog", "olm/x=/definitely/not/here", "-f", &dir.path().join("subs.yaml").display().to_string()])
+        .args([
+            "resolve",
+            "--catalog",
+            "olm/x=/definitely/not/here",
+            "-f",
+            &dir.path().join("subs.yaml").display().to_string(),
+        ])
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(2));

@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use capstan::catalog::model::{Channel, ChannelEntry, DeclarativeConfig, Package};
 use capstan::bundle::render::render_bundle_dir;
+use capstan::catalog::model::{Channel, ChannelEntry, DeclarativeConfig, Package};
 use capstan::resolve::{
-    CatalogIndex, CatalogInput, CatalogSourceKey, InstalledBundle, Reason, ResolveInput, ResolveOutput, SubscriptionRequest,
-    resolve,
+    CatalogIndex, CatalogInput, CatalogSourceKey, InstalledBundle, Reason, ResolveInput, ResolveOutput,
+    SubscriptionRequest, resolve,
 };
 use semver::Version;
 
@@ -56,7 +56,8 @@ fn corpus_catalog() -> &'static CatalogIndex {
                 .collect();
             versions.sort();
             for v in versions {
-                let (blob, info) = render_bundle_dir(&v, None).unwrap_or_else(|e| panic!("rendering {}: {e}", v.display()));
+                let (blob, info) =
+                    render_bundle_dir(&v, None).unwrap_or_else(|e| panic!("rendering {}: {e}", v.display()));
                 rendered.push((blob, info));
             }
             let template = dir.join("catalog-templates/v4.20.yaml");
@@ -65,8 +66,12 @@ fn corpus_catalog() -> &'static CatalogIndex {
                 let t: serde_json::Value = serde_norway::from_str(&text).expect("template YAML");
                 for blob in t["entries"].as_array().into_iter().flatten() {
                     match blob["schema"].as_str() {
-                        Some("olm.package") => cfg.packages.push(serde_json::from_value(blob.clone()).expect("package blob")),
-                        Some("olm.channel") => cfg.channels.push(serde_json::from_value(blob.clone()).expect("channel blob")),
+                        Some("olm.package") => {
+                            cfg.packages.push(serde_json::from_value(blob.clone()).expect("package blob"))
+                        }
+                        Some("olm.channel") => {
+                            cfg.channels.push(serde_json::from_value(blob.clone()).expect("channel blob"))
+                        }
                         _ => {}
                     }
                 }
@@ -76,7 +81,8 @@ fn corpus_catalog() -> &'static CatalogIndex {
             // Channel → entries.
             let mut channels: BTreeMap<String, Vec<(Version, ChannelEntry)>> = BTreeMap::new();
             for (_, info) in &rendered {
-                let version = Version::parse(&info.version).unwrap_or_else(|e| panic!("{}: version {}: {e}", info.name, info.version));
+                let version = Version::parse(&info.version)
+                    .unwrap_or_else(|e| panic!("{}: version {}: {e}", info.name, info.version));
                 for ch in &info.channels {
                     channels.entry(ch.clone()).or_default().push((
                         version.clone(),
@@ -112,7 +118,12 @@ fn corpus_catalog() -> &'static CatalogIndex {
                 .map(|(_, i)| i.clone())
                 .expect("package has bundles");
             let default_channel = newest.default_channel.clone().or_else(|| newest.channels.first().cloned());
-            cfg.packages.push(Package { schema: "olm.package".into(), name: pkg.into(), default_channel, ..Default::default() });
+            cfg.packages.push(Package {
+                schema: "olm.package".into(),
+                name: pkg.into(),
+                default_channel,
+                ..Default::default()
+            });
             cfg.bundles.extend(rendered.into_iter().map(|(b, _)| b));
         }
         CatalogIndex::from_config(&cfg)
@@ -122,7 +133,11 @@ fn corpus_catalog() -> &'static CatalogIndex {
 fn run(package: &str, channel: Option<&str>, version_range: Option<&str>, installed: &[&str]) -> ResolveOutput {
     let index = corpus_catalog().clone();
     resolve(&ResolveInput {
-        catalogs: vec![CatalogInput { key: CatalogSourceKey::new("olm", "community"), priority: 0, index: Arc::new(index) }],
+        catalogs: vec![CatalogInput {
+            key: CatalogSourceKey::new("olm", "community"),
+            priority: 0,
+            index: Arc::new(index),
+        }],
         installed: installed
             .iter()
             .map(|n| InstalledBundle { namespace: "operators".into(), name: n.to_string(), ..Default::default() })
@@ -146,7 +161,8 @@ fn version_of(out: &ResolveOutput, package: &str) -> Option<String> {
 
 /// The `olm.package` dependencies of a bundle directory's `metadata/dependencies.yaml`.
 fn dependencies_yaml(package: &str, version: &str) -> Vec<(String, String)> {
-    let path = shared().join(format!("corpus/community-operators-prod/operators/{package}/{version}/metadata/dependencies.yaml"));
+    let path = shared()
+        .join(format!("corpus/community-operators-prod/operators/{package}/{version}/metadata/dependencies.yaml"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let v: serde_json::Value = serde_norway::from_str(&text).expect("dependencies.yaml");
     v["dependencies"]
@@ -154,7 +170,12 @@ fn dependencies_yaml(package: &str, version: &str) -> Vec<(String, String)> {
         .into_iter()
         .flatten()
         .filter(|d| d["type"] == "olm.package")
-        .map(|d| (d["value"]["packageName"].as_str().unwrap_or_default().to_string(), d["value"]["version"].as_str().unwrap_or_default().to_string()))
+        .map(|d| {
+            (
+                d["value"]["packageName"].as_str().unwrap_or_default().to_string(),
+                d["value"]["version"].as_str().unwrap_or_default().to_string(),
+            )
+        })
         .collect()
 }
 
@@ -196,7 +217,8 @@ fn rabbitmq_topology_brings_the_cluster_operator_by_package_and_gvk() {
     let topo = out.resolved.iter().find(|r| r.package == "rabbitmq-messaging-topology-operator").expect("topology");
     let deps = dependencies_yaml("rabbitmq-messaging-topology-operator", &topo.version.to_string());
     assert!(deps.iter().any(|(p, _)| p == "rabbitmq-cluster-operator"), "{deps:?}");
-    let cluster = out.resolved.iter().find(|r| r.package == "rabbitmq-cluster-operator").expect("cluster operator resolved");
+    let cluster =
+        out.resolved.iter().find(|r| r.package == "rabbitmq-cluster-operator").expect("cluster operator resolved");
     let Reason::Dependency { of, requirement, .. } = &cluster.reason else { panic!("{:?}", cluster.reason) };
     assert_eq!(of, &topo.bundle);
     // Both requirements lead to the same bundle.
@@ -210,14 +232,17 @@ fn node_healthcheck_brings_self_node_remediation_by_gvk() {
     let out = run("node-healthcheck-operator", Some("stable"), Some("0.8.0"), &[]);
     assert!(out.errors.is_empty(), "{:?}", out.errors);
     assert_eq!(version_of(&out, "node-healthcheck-operator").as_deref(), Some("0.8.0"));
-    let snr = out.resolved.iter().find(|r| r.package == "self-node-remediation").expect("self-node-remediation resolved");
+    let snr =
+        out.resolved.iter().find(|r| r.package == "self-node-remediation").expect("self-node-remediation resolved");
     let Reason::Dependency { of, requirement, .. } = &snr.reason else { panic!("{:?}", snr.reason) };
     assert_eq!(of, "node-healthcheck-operator.v0.8.0");
     assert!(requirement.contains("self-node-remediation.medik8s.io/v1alpha1 SelfNodeRemediation"), "{requirement}");
     // The newest provider in the default channel.
     let newest = corpus_catalog()
         .package("self-node-remediation")
-        .and_then(|(_, p)| p.bundles.iter().map(|&b| corpus_catalog().bundle(b).version.clone()).max_by(|a, b| a.cmp_precedence(b)))
+        .and_then(|(_, p)| {
+            p.bundles.iter().map(|&b| corpus_catalog().bundle(b).version.clone()).max_by(|a, b| a.cmp_precedence(b))
+        })
         .expect("versions");
     assert_eq!(snr.version, newest);
 }
@@ -237,7 +262,10 @@ fn etcd_upgrades_from_0_9_0_one_edge_at_a_time() {
                 path.push(installed.clone());
             }
             Reason::Installed { note } => {
-                assert!(note.as_deref().unwrap_or_default().contains("head of channel singlenamespace-alpha"), "{note:?}");
+                assert!(
+                    note.as_deref().unwrap_or_default().contains("head of channel singlenamespace-alpha"),
+                    "{note:?}"
+                );
                 break;
             }
             other => panic!("unexpected {other:?}"),

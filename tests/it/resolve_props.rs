@@ -48,10 +48,8 @@ fn catalog_spec() -> impl Strategy<Value = CatalogSpec> {
         (0usize..5, 0u8..3, 1u8..4).prop_map(|(p, lo, hi)| Dep::Pkg(p, lo, hi.max(lo + 1))),
         (0u8..GVK_POOL).prop_map(Dep::Gvk),
     ];
-    let bundle = (prop::collection::vec(0u8..(GVK_POOL + 3), 0..2), prop::collection::vec(dep, 0..3)).prop_map(|(p, deps)| BundleSpec {
-        provides: p.into_iter().filter(|g| *g < GVK_POOL).collect(),
-        deps,
-    });
+    let bundle = (prop::collection::vec(0u8..(GVK_POOL + 3), 0..2), prop::collection::vec(dep, 0..3))
+        .prop_map(|(p, deps)| BundleSpec { provides: p.into_iter().filter(|g| *g < GVK_POOL).collect(), deps });
     prop::collection::vec(prop::collection::vec(bundle, 1..=3), 2..=5)
 }
 
@@ -64,7 +62,12 @@ fn build(spec: &CatalogSpec) -> DeclarativeConfig {
     let mut cfg = DeclarativeConfig::default();
     for (pi, bundles) in spec.iter().enumerate() {
         let pkg = pkg_name(pi);
-        cfg.packages.push(Package { schema: "olm.package".into(), name: pkg.clone(), default_channel: Some("stable".into()), ..Default::default() });
+        cfg.packages.push(Package {
+            schema: "olm.package".into(),
+            name: pkg.clone(),
+            default_channel: Some("stable".into()),
+            ..Default::default()
+        });
         let mut entries = Vec::new();
         for (bi, b) in bundles.iter().enumerate() {
             let name = format!("{pkg}.v{}", version(bi));
@@ -101,7 +104,13 @@ fn build(spec: &CatalogSpec) -> DeclarativeConfig {
                 ..Default::default()
             });
         }
-        cfg.channels.push(Channel { schema: "olm.channel".into(), package: pkg, name: "stable".into(), entries, ..Default::default() });
+        cfg.channels.push(Channel {
+            schema: "olm.channel".into(),
+            package: pkg,
+            name: "stable".into(),
+            entries,
+            ..Default::default()
+        });
     }
     cfg
 }
@@ -143,7 +152,9 @@ fn violations(spec: &CatalogSpec, chosen: &HashMap<usize, usize>) -> Vec<String>
         }
         for d in &bundle.deps {
             let ok = match d {
-                Dep::Pkg(t, lo, hi) => chosen.get(&(t % n)).is_some_and(|&tb| (*lo as usize) <= tb && tb < (*hi as usize)),
+                Dep::Pkg(t, lo, hi) => {
+                    chosen.get(&(t % n)).is_some_and(|&tb| (*lo as usize) <= tb && tb < (*hi as usize))
+                }
                 Dep::Gvk(g) => chosen.iter().any(|(&q, &qb)| spec[q][qb].provides.contains(g)),
             };
             if !ok {
@@ -170,7 +181,8 @@ fn satisfiable(spec: &CatalogSpec, want: usize) -> bool {
     let mut choice = vec![0usize; n]; // 0 = none, k = bundle k-1
     loop {
         if choice[want] > 0 {
-            let chosen: HashMap<usize, usize> = choice.iter().enumerate().filter(|(_, c)| **c > 0).map(|(p, c)| (p, c - 1)).collect();
+            let chosen: HashMap<usize, usize> =
+                choice.iter().enumerate().filter(|(_, c)| **c > 0).map(|(p, c)| (p, c - 1)).collect();
             if violations(spec, &chosen).is_empty() {
                 return true;
             }
@@ -192,7 +204,9 @@ fn satisfiable(spec: &CatalogSpec, want: usize) -> bool {
 }
 
 fn names_a_requirement(message: &str) -> bool {
-    message.contains(" requires ") || message.contains(" each require ") || message.contains(" both provide API")
+    message.contains(" requires ")
+        || message.contains(" each require ")
+        || message.contains(" both provide API")
         || message.contains("they are bundles of one package")
 }
 

@@ -68,15 +68,23 @@ fn no_module_uses_one_the_layering_does_not_allow() {
                     continue;
                 }
                 for (at, _) in line.match_indices("crate::") {
-                    let used: String = line[at + 7..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                    let used: String =
+                        line[at + 7..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
                     if used != *module && modules.contains(&used) && !allowed.contains(&used) {
-                        found.entry(format!("{module} uses {used}")).or_default().push(format!("{}:{}", f.strip_prefix(root()).unwrap_or(&f).display(), i + 1));
+                        found.entry(format!("{module} uses {used}")).or_default().push(format!(
+                            "{}:{}",
+                            f.strip_prefix(root()).unwrap_or(&f).display(),
+                            i + 1
+                        ));
                     }
                 }
             }
         }
     }
-    assert!(found.is_empty(), "imports against docs/architecture.md's layering (move the code, or change the table if the layering itself changes):\n{found:#?}");
+    assert!(
+        found.is_empty(),
+        "imports against docs/architecture.md's layering (move the code, or change the table if the layering itself changes):\n{found:#?}"
+    );
 }
 
 /// `(lines, file:line, name)` of every `fn` in `text` whose body is longer than `max` lines: from
@@ -87,7 +95,18 @@ fn long_functions(name: &str, text: &str, max: usize) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     for (i, l) in lines.iter().enumerate() {
         let t = l.trim_start();
-        let decl = ["fn ", "pub fn ", "pub(crate) fn ", "pub(super) fn ", "async fn ", "pub async fn ", "pub(crate) async fn ", "pub(super) async fn "].iter().any(|p| t.starts_with(p));
+        let decl = [
+            "fn ",
+            "pub fn ",
+            "pub(crate) fn ",
+            "pub(super) fn ",
+            "async fn ",
+            "pub async fn ",
+            "pub(crate) async fn ",
+            "pub(super) async fn ",
+        ]
+        .iter()
+        .any(|p| t.starts_with(p));
         // A declaration, or a body on one line (`fn reset(&mut self) {}`).
         if !decl || t.ends_with(';') || t.ends_with('}') {
             continue;
@@ -115,5 +134,8 @@ fn no_controller_function_is_over_80_lines() {
     assert!(long.is_empty(), "functions in src/controller over 80 lines (issue 12: extract their steps): {long:#?}");
     // The counter itself: a 3-line function is 3 lines.
     assert_eq!(long_functions("x.rs", "fn a() {\n    1\n}\n", 2), vec![(3, "x.rs:1 fn a".to_string())]);
-    assert!(long_functions("x.rs", "fn a() {}\nfn b() {\n    1\n}\n", 2).iter().all(|(_, f)| !f.contains("fn a")), "a one-line body is one line");
+    assert!(
+        long_functions("x.rs", "fn a() {}\nfn b() {\n    1\n}\n", 2).iter().all(|(_, f)| !f.contains("fn a")),
+        "a one-line body is one line"
+    );
 }

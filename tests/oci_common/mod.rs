@@ -21,8 +21,7 @@ impl ExtraRegistry {
     /// Starts a registry; with `Some((user, password))` it requires HTTP basic auth (htpasswd,
     /// bcrypt) for every request.
     pub fn start(credentials: Option<(&str, &str)>) -> ExtraRegistry {
-        let bin = std::env::var("CAPSTAN_DOCKER_REGISTRY")
-            .unwrap_or_else(|_| "/usr/bin/docker-registry".to_string());
+        let bin = std::env::var("CAPSTAN_DOCKER_REGISTRY").unwrap_or_else(|_| "/usr/bin/docker-registry".to_string());
         let dir = tempfile::tempdir().expect("tempdir");
         let port = {
             let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
@@ -37,10 +36,8 @@ impl ExtraRegistry {
             let hash = bcrypt::hash(password, 5).expect("bcrypt");
             let htpasswd = dir.path().join("htpasswd");
             std::fs::write(&htpasswd, format!("{user}:{hash}\n")).expect("write htpasswd");
-            config.push_str(&format!(
-                "auth:\n  htpasswd:\n    realm: capstan-test\n    path: {}\n",
-                htpasswd.display()
-            ));
+            config
+                .push_str(&format!("auth:\n  htpasswd:\n    realm: capstan-test\n    path: {}\n", htpasswd.display()));
         }
         let cfg_path = dir.path().join("config.yml");
         std::fs::write(&cfg_path, config).expect("write config");

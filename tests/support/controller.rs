@@ -20,7 +20,15 @@ use serde_json::{Value, json};
 use super::{TestNamespace, eventually};
 
 /// Whether ServiceAccount `ns/sa` may `verb` `group/resource` (in `in_ns`, or cluster-wide).
-pub async fn allowed(client: &kube::Client, ns: &str, sa: &str, verb: &str, group: &str, resource: &str, in_ns: Option<&str>) -> bool {
+pub async fn allowed(
+    client: &kube::Client,
+    ns: &str,
+    sa: &str,
+    verb: &str,
+    group: &str,
+    resource: &str,
+    in_ns: Option<&str>,
+) -> bool {
     let mut attrs = json!({"verb": verb, "group": group, "resource": resource});
     if let Some(n) = in_ns {
         attrs["namespace"] = json!(n);
@@ -32,7 +40,10 @@ pub async fn allowed(client: &kube::Client, ns: &str, sa: &str, verb: &str, grou
                  "resourceAttributes": attrs}
     }))
     .expect("sar");
-    let r = Api::<SubjectAccessReview>::all(client.clone()).create(&PostParams::default(), &sar).await.expect("SubjectAccessReview");
+    let r = Api::<SubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &sar)
+        .await
+        .expect("SubjectAccessReview");
     r.status.map(|s| s.allowed).unwrap_or(false)
 }
 
@@ -49,7 +60,12 @@ pub const WAIT: Duration = Duration::from_secs(120);
 
 pub fn capstan(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_capstan")).args(args).output().expect("run capstan");
-    assert!(out.status.success(), "capstan {args:?} failed: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "capstan {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -58,7 +74,12 @@ pub fn publish(registry: &str, repo: &str, work: &Path) -> String {
     let catalog_dir = work.join("catalog");
     let root = super::repo_root().join("bundles");
     for pkg in ["nginx-operator", "kaiwudb-operator"] {
-        let mut versions: Vec<_> = std::fs::read_dir(root.join(pkg)).expect("bundles dir").flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+        let mut versions: Vec<_> = std::fs::read_dir(root.join(pkg))
+            .expect("bundles dir")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
         versions.sort();
         for dir in versions {
             let ver = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
@@ -76,7 +97,9 @@ pub async fn apply_crds(client: &kube::Client) {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in capstan::api::crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
-        api.patch(&name, &PatchParams::apply("capstan-test").force(), &Patch::Apply(&crd)).await.unwrap_or_else(|e| panic!("apply CRD {name}: {e}"));
+        api.patch(&name, &PatchParams::apply("capstan-test").force(), &Patch::Apply(&crd))
+            .await
+            .unwrap_or_else(|e| panic!("apply CRD {name}: {e}"));
         eventually(&format!("CRD {name} Established"), Duration::from_secs(30), || async {
             let c = api.get(&name).await.ok()?;
             c.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
@@ -87,10 +110,17 @@ pub async fn apply_crds(client: &kube::Client) {
 
 pub async fn create<K>(client: &kube::Client, ns: &str, v: Value) -> K
 where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
 {
     let obj: K = serde_json::from_value(v).expect("test object");
-    Api::<K>::namespaced(client.clone(), ns).create(&PostParams::default(), &obj).await.unwrap_or_else(|e| panic!("create {}: {e}", K::kind(&())))
+    Api::<K>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("create {}: {e}", K::kind(&())))
 }
 
 pub async fn namespace_with_group(client: &kube::Client, prefix: &str) -> TestNamespace {
@@ -100,7 +130,10 @@ pub async fn namespace_with_group(client: &kube::Client, prefix: &str) -> TestNa
         "metadata": {"name": "og", "namespace": ns.name}, "spec": {"targetNamespaces": [ns.name]}
     }))
     .expect("og");
-    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &ns.name).create(&PostParams::default(), &og).await.expect("create OperatorGroup");
+    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &ns.name)
+        .create(&PostParams::default(), &og)
+        .await
+        .expect("create OperatorGroup");
     ns
 }
 
@@ -108,7 +141,14 @@ pub async fn subscribe(client: &kube::Client, ns: &str, package: &str, catalog_n
     subscribe_channel(client, ns, package, "alpha", catalog_ns, approval).await;
 }
 
-pub async fn subscribe_channel(client: &kube::Client, ns: &str, package: &str, channel: &str, catalog_ns: &str, approval: &str) {
+pub async fn subscribe_channel(
+    client: &kube::Client,
+    ns: &str,
+    package: &str,
+    channel: &str,
+    catalog_ns: &str,
+    approval: &str,
+) {
     create::<Subscription>(client, ns, json!({
         "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
         "metadata": {"name": package, "namespace": ns},
@@ -150,20 +190,27 @@ pub async fn csv_version_succeeded(client: &kube::Client, ns: &str, csv: &str) {
     let list = deps.list(&ListParams::default().labels(&format!("olm.owner={csv}"))).await.expect("list deployments");
     assert!(!list.items.is_empty(), "no Deployment of CSV {csv} (label olm.owner) in {ns}");
     for d in list.items {
-        let ok = d.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
+        let ok = d
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
         assert!(ok, "Deployment {:?} not Available although the CSV Succeeded", d.metadata.name);
     }
 }
 
-
 /// Creates CatalogSource `ns/name` for `image` (sourceType grpc, as users write it for OLM) and
 /// waits until it is READY.
 pub async fn catalog_source(client: &kube::Client, ns: &str, name: &str, image: &str) {
-    create::<CatalogSource>(client, ns, json!({
-        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"sourceType": "grpc", "image": image, "updateStrategy": {"registryPoll": {"interval": "10m"}}}
-    }))
+    create::<CatalogSource>(
+        client,
+        ns,
+        json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"sourceType": "grpc", "image": image, "updateStrategy": {"registryPoll": {"interval": "10m"}}}
+        }),
+    )
     .await;
     let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), ns);
     eventually(&format!("CatalogSource {ns}/{name} READY"), WAIT, || async {
@@ -203,7 +250,14 @@ pub async fn publish_unvalidated(registry: &str, repo: &str, catalog: &str, work
     capstan::bundle::image::push_bundle(&oci, dir, &parsed).await.expect("push bundle image");
     let blob = capstan::bundle::render::render_bundle(&bundle, &reference).expect("render bundle");
     let catalog_dir = work.join(catalog);
-    let input = AddInput { bundle: blob, replaces: info.replaces, skips: info.skips, skip_range: info.skip_range, channels: info.channels, default_channel: info.default_channel };
+    let input = AddInput {
+        bundle: blob,
+        replaces: info.replaces,
+        skips: info.skips,
+        skip_range: info.skip_range,
+        channels: info.channels,
+        default_channel: info.default_channel,
+    };
     add_to_dir(&catalog_dir, input, &AddOptions::default()).expect("add to catalog");
     let catalog_ref = format!("{registry}/{repo}/{catalog}:latest");
     capstan(&["catalog", "push", "-q", catalog_dir.to_str().unwrap_or_default(), &catalog_ref]);
@@ -218,7 +272,10 @@ pub async fn namespace_with_global_group(client: &kube::Client, prefix: &str) ->
         "metadata": {"name": "global", "namespace": ns.name}, "spec": {}
     }))
     .expect("og");
-    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &ns.name).create(&PostParams::default(), &og).await.expect("create OperatorGroup");
+    Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &ns.name)
+        .create(&PostParams::default(), &og)
+        .await
+        .expect("create OperatorGroup");
     ns
 }
 
@@ -240,7 +297,10 @@ pub async fn sa_token(client: &kube::Client, ns: &str, sa: &str) -> String {
     }))
     .expect("token request");
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    let tr = sas.create_token_request(sa, &PostParams::default(), &tr).await.unwrap_or_else(|e| panic!("TokenRequest for {ns}/{sa}: {e}"));
+    let tr = sas
+        .create_token_request(sa, &PostParams::default(), &tr)
+        .await
+        .unwrap_or_else(|e| panic!("TokenRequest for {ns}/{sa}: {e}"));
     tr.status.and_then(|s| s.token).expect("token")
 }
 
@@ -252,7 +312,10 @@ pub async fn can(client: &kube::Client, verb: &str, group: &str, resource: &str,
         "spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": resource, "subresource": sub, "namespace": ns}}
     }))
     .expect("ssar");
-    let r = Api::<SelfSubjectAccessReview>::all(client.clone()).create(&PostParams::default(), &ssar).await.expect("SelfSubjectAccessReview");
+    let r = Api::<SelfSubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &ssar)
+        .await
+        .expect("SelfSubjectAccessReview");
     r.status.map(|s| s.allowed).unwrap_or(false)
 }
 
@@ -263,7 +326,10 @@ pub async fn can(client: &kube::Client, verb: &str, group: &str, resource: &str,
 pub async fn release_group(client: &kube::Client, ns: &str) {
     let groups: Api<capstan::api::OperatorGroup> = Api::namespaced(client.clone(), ns);
     groups.delete("global", &kube::api::DeleteParams::default()).await.expect("delete OperatorGroup");
-    eventually(&format!("OperatorGroup {ns}/global gone"), WAIT, || async { groups.get_opt("global").await.ok()?.is_none().then_some(()) }).await;
+    eventually(&format!("OperatorGroup {ns}/global gone"), WAIT, || async {
+        groups.get_opt("global").await.ok()?.is_none().then_some(())
+    })
+    .await;
 }
 
 /// Copies a corpus bundle directory into `to`, replacing the `oci://` scheme of its
@@ -278,7 +344,11 @@ pub fn copy_bundle(from: &Path, to: &Path) {
         std::fs::create_dir_all(dest.parent().expect("parent")).expect("mkdir");
         let bytes = std::fs::read(&entry).expect("read corpus file");
         let text = String::from_utf8_lossy(&bytes);
-        let fixed = if rel.to_string_lossy().contains("clusterserviceversion") { text.replace("- image: oci://", "- image: ") } else { text.into_owned() };
+        let fixed = if rel.to_string_lossy().contains("clusterserviceversion") {
+            text.replace("- image: oci://", "- image: ")
+        } else {
+            text.into_owned()
+        };
         std::fs::write(&dest, fixed).expect("write");
     }
 }

@@ -42,7 +42,8 @@ pub fn real_node() -> String {
 /// A pod spec fragment that places the pod on the real node.
 pub fn on_real_node(mut spec: Value) -> Value {
     spec["nodeSelector"] = json!({"type": "real"});
-    spec["tolerations"] = json!([{"key": "capstan.dev/node", "operator": "Equal", "value": "real", "effect": "NoSchedule"}]);
+    spec["tolerations"] =
+        json!([{"key": "capstan.dev/node", "operator": "Equal", "value": "real", "effect": "NoSchedule"}]);
     spec
 }
 
@@ -128,7 +129,6 @@ pub fn container_pid(container_id: &str) -> u32 {
         .unwrap_or_else(|| panic!("no running task {id} in containerd:\n{tasks}"))
 }
 
-
 /// Runs `httpd -get` (`args`) in a pod on the real node until one run succeeds, and returns that
 /// run's log. Each run is its own pod (`{name}-1`, `{name}-2`, …, restartPolicy Never), tried
 /// again at once when it fails: a Service's rules reach kube-proxy a moment after the Service
@@ -141,10 +141,15 @@ pub async fn fetch_in_pod(client: &kube::Client, pods: &Api<Pod>, name: &str, ar
     let mut failed = Vec::new();
     for n in 1.. {
         let pod = format!("{name}-{n}");
-        create_pod(pods, &pod, json!({"app": name}), json!({
-            "restartPolicy": "Never",
-            "containers": [{"name": name, "image": image("httpd"), "args": args}],
-        }))
+        create_pod(
+            pods,
+            &pod,
+            json!({"app": name}),
+            json!({
+                "restartPolicy": "Never",
+                "containers": [{"name": name, "image": image("httpd"), "args": args}],
+            }),
+        )
         .await;
         let phase = loop {
             let p = pods.get(&pod).await.expect("get pod");
@@ -164,7 +169,8 @@ pub async fn fetch_in_pod(client: &kube::Client, pods: &Api<Pod>, name: &str, ar
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), pods.namespace().unwrap_or_default());
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(client.clone(), pods.namespace().unwrap_or_default());
     let events: Vec<String> = events
         .list(&Default::default())
         .await
@@ -172,7 +178,14 @@ pub async fn fetch_in_pod(client: &kube::Client, pods: &Api<Pod>, name: &str, ar
         .unwrap_or_default()
         .iter()
         .filter(|e| e.involved_object.name.as_deref().is_some_and(|n| n.starts_with(name)))
-        .map(|e| format!("{}: {}: {}", e.involved_object.name.clone().unwrap_or_default(), e.reason.clone().unwrap_or_default(), e.message.clone().unwrap_or_default()))
+        .map(|e| {
+            format!(
+                "{}: {}: {}",
+                e.involved_object.name.clone().unwrap_or_default(),
+                e.reason.clone().unwrap_or_default(),
+                e.message.clone().unwrap_or_default()
+            )
+        })
         .collect();
     panic!("no run of httpd {args} in a pod succeeded within 120 s:\n{}\nevents: {events:#?}", failed.join("\n"))
 }

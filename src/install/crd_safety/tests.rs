@@ -53,7 +53,11 @@ fn errors(r: Result<(), Vec<CrdUpgradeError>>) -> Vec<CrdUpgradeError> {
 fn removing_a_stored_version_names_crd_version_and_remediation() {
     // case-21: storedVersions [v1alpha1, v2alpha1], the new CRD keeps only v2alpha1.
     let s = schema(base_props(), &[]);
-    let old = crd(&[("v1alpha1", true, false, s.clone()), ("v2alpha1", true, true, s.clone())], &["v1alpha1", "v2alpha1"], None);
+    let old = crd(
+        &[("v1alpha1", true, false, s.clone()), ("v2alpha1", true, true, s.clone())],
+        &["v1alpha1", "v2alpha1"],
+        None,
+    );
     let new = crd(&[("v2alpha1", true, true, s)], &[], None);
     let errs = errors(check_crd_upgrade(Some(&old), &new, &[]));
     assert_eq!(errs.len(), 1, "{errs:?}");
@@ -193,7 +197,8 @@ fn nullable_preserve_unknown_and_int_or_string_follow_kubernetes() {
     });
     let old = one_version(schema(json!({}), &[]), &["v1"]);
     let new = one_version(schema(props, &[]), &["v1"]);
-    let good = widget("ns", "good", json!({"owner": null, "port": "http", "extra": {"any": {"thing": [1]}}, "other": 1}));
+    let good =
+        widget("ns", "good", json!({"owner": null, "port": "http", "extra": {"any": {"thing": [1]}}, "other": 1}));
     let good2 = widget("ns", "good2", json!({"port": 8080}));
     assert!(check_crd_upgrade(Some(&old), &new, &[("v1".into(), good), ("v1".into(), good2)]).is_ok());
     let bad = widget("ns", "bad", json!({"strict": null, "port": true}));
@@ -266,7 +271,10 @@ fn storage_version_count_must_be_exactly_one() {
     let errs = errors(check_crd_upgrade(None, &none, &[]));
     assert_eq!(errs.len(), 1, "{errs:?}");
     let msg = errs[0].to_string();
-    assert!(msg.contains("CRD widgets.example.com: spec.versions must have exactly one version marked as storage version"), "{msg}");
+    assert!(
+        msg.contains("CRD widgets.example.com: spec.versions must have exactly one version marked as storage version"),
+        "{msg}"
+    );
     assert!(msg.contains("none of [v1, v2]"), "{msg}");
     let two = crd(&[("v1", true, true, s.clone()), ("v2", true, true, s)], &[], None);
     let msg = errors(check_crd_upgrade(None, &two, &[]))[0].to_string();
@@ -294,10 +302,18 @@ fn none_conversion_warns_about_fields_the_storage_version_lacks() {
     let outcome = CrdUpgradeCheck::new(None, &new).finish();
     assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
     assert_eq!(outcome.warnings.len(), 1, "{:?}", outcome.warnings);
-    assert!(outcome.warnings[0].contains("served version v2 has field spec.shape that storage version v1 lacks"), "{}", outcome.warnings[0]);
+    assert!(
+        outcome.warnings[0].contains("served version v2 has field spec.shape that storage version v1 lacks"),
+        "{}",
+        outcome.warnings[0]
+    );
 
     // Same fields, or a storage schema that keeps unknown fields: no warning.
-    let same = crd(&[("v1", true, true, schema(base_props(), &[])), ("v2", true, false, schema(base_props(), &[]))], &[], None);
+    let same = crd(
+        &[("v1", true, true, schema(base_props(), &[])), ("v2", true, false, schema(base_props(), &[]))],
+        &[],
+        None,
+    );
     assert!(CrdUpgradeCheck::new(None, &same).finish().warnings.is_empty());
     let open = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
     let open_crd = crd(&[("v1", true, true, open), ("v2", true, false, schema(base_props(), &[]))], &[], None);

@@ -51,7 +51,10 @@ fn steps_are_ordered_by_kind_as_issue_5_says() {
     );
     assert!(steps.iter().all(|s| s.resolving == "nginx-operator.v0.2.0"));
     let crd = &steps[0];
-    assert_eq!((crd.group.as_str(), crd.version.as_str(), crd.namespace.as_deref()), ("apiextensions.k8s.io", "v1", None));
+    assert_eq!(
+        (crd.group.as_str(), crd.version.as_str(), crd.namespace.as_deref()),
+        ("apiextensions.k8s.io", "v1", None)
+    );
     let svc = find(&steps, "Service")[0];
     assert_eq!((svc.group.as_str(), svc.version.as_str(), svc.namespace.as_deref()), ("", "v1", Some("ops")));
     assert_eq!(svc.manifest.pointer("/metadata/namespace"), Some(&json!("ops")));
@@ -69,7 +72,10 @@ fn generated_rbac_names_are_deterministic_bounded_and_bind_the_service_account()
     assert!(role.name.starts_with("nginx-operator.v0.2.0-n"), "{}", role.name);
     assert!(role.name.len() <= 63, "{} is {} chars", role.name, role.name.len());
     assert_eq!(rb.name, role.name);
-    assert_eq!(rb.manifest["roleRef"], json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.name}));
+    assert_eq!(
+        rb.manifest["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.name})
+    );
     assert_eq!(
         rb.manifest["subjects"],
         json!([{"kind": "ServiceAccount", "name": "nginx-operator-controller-manager", "namespace": "ops"}])
@@ -112,7 +118,9 @@ fn owner_labels_and_component_label_on_generated_objects() {
     let mut t = target("ops");
     t.owner = Some(t.csv_owner_reference());
     let s = steps(&nginx(), &t).expect("plan");
-    for st in s.iter().filter(|st| ["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Deployment"].contains(&st.kind.as_str())) {
+    for st in s.iter().filter(|st| {
+        ["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Deployment"].contains(&st.kind.as_str())
+    }) {
         assert_eq!(label(st, "olm.owner"), Some("nginx-operator.v0.2.0"), "{}", st.describe());
         assert_eq!(label(st, "olm.owner.namespace"), Some("ops"), "{}", st.describe());
         assert_eq!(label(st, "olm.owner.kind"), Some("ClusterServiceVersion"), "{}", st.describe());
@@ -139,7 +147,8 @@ fn owner_labels_and_component_label_on_generated_objects() {
     let kaiwu = Bundle::load(&bundle_dir("bundles/kaiwudb-operator/1.0.0")).expect("kaiwudb");
     let kt = InstallTarget { package: "kaiwudb-operator".into(), csv_name: kaiwu.name().into(), ..target("ops") };
     let ks = steps(&kaiwu, &kt).expect("plan");
-    let shipped = ks.iter().find(|s| s.name == "kaiwudb-operator-kaiwucluster-editor-role").expect("shipped ClusterRole");
+    let shipped =
+        ks.iter().find(|s| s.name == "kaiwudb-operator-kaiwucluster-editor-role").expect("shipped ClusterRole");
     assert_eq!(label(shipped, "olm.owner"), None);
     assert_eq!(label(shipped, "rbac.authorization.k8s.io/aggregate-to-edit"), Some("true"));
 }
@@ -164,7 +173,10 @@ fn deployment_carries_olm_labels_annotations_and_defaults() {
     assert_eq!(d.manifest["spec"]["revisionHistoryLimit"], json!(1));
     let env = &d.manifest["spec"]["template"]["spec"]["containers"][0]["env"];
     // The bundle's own env first (examples/nginx-operator's CSV), then OPERATOR_CONDITION_NAME, as OLM.
-    assert_eq!(env, &json!([{"name": "WATCH_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['olm.targetNamespaces']"}}}, {"name": "RELATED_IMAGE_NGINX", "value": HTTPD}, {"name": "OPERATOR_CONDITION_NAME", "value": "nginx-operator.v0.2.0"}]));
+    assert_eq!(
+        env,
+        &json!([{"name": "WATCH_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['olm.targetNamespaces']"}}}, {"name": "RELATED_IMAGE_NGINX", "value": HTTPD}, {"name": "OPERATOR_CONDITION_NAME", "value": "nginx-operator.v0.2.0"}])
+    );
 
     let csv = find(&s, "ClusterServiceVersion")[0];
     assert_eq!(csv.namespace.as_deref(), Some("ops"));
@@ -173,7 +185,8 @@ fn deployment_carries_olm_labels_annotations_and_defaults() {
     assert!(csv.manifest["spec"].get("replaces").is_none(), "nothing replaced on this cluster: spec.replaces cleared");
     let mut t2 = target("ops");
     t2.replaces = Some("nginx-operator.v0.1.0".into());
-    t2.properties = vec![json!({"type": "olm.package", "value": {"packageName": "nginx-operator", "version": "0.2.0"}})];
+    t2.properties =
+        vec![json!({"type": "olm.package", "value": {"packageName": "nginx-operator", "version": "0.2.0"}})];
     let s2 = steps(&nginx(), &t2).expect("plan");
     let csv2 = find(&s2, "ClusterServiceVersion")[0];
     assert_eq!(csv2.manifest["spec"]["replaces"], json!("nginx-operator.v0.1.0"));
@@ -221,7 +234,11 @@ fn multi_namespace_copies_roles_and_all_namespaces_lifts_them() {
     let rbs = find(&s, "RoleBinding");
     assert_eq!(rbs.len(), 3);
     for rb in &rbs {
-        assert_eq!(rb.manifest["subjects"][0]["namespace"], json!("ops"), "the subject is the operator's ServiceAccount");
+        assert_eq!(
+            rb.manifest["subjects"][0]["namespace"],
+            json!("ops"),
+            "the subject is the operator's ServiceAccount"
+        );
     }
     let copied = rbs.iter().find(|r| r.namespace.as_deref() == Some("a")).expect("copy in a");
     assert_eq!(label(copied, "olm.copiedFrom"), Some("ops"));
@@ -234,9 +251,19 @@ fn multi_namespace_copies_roles_and_all_namespaces_lifts_them() {
     assert_eq!(find(&s, "Role").len(), 1);
     let role = find(&s, "Role")[0];
     let namespaces_rule = json!({"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["namespaces"]});
-    let lifted = find(&s, "ClusterRole").into_iter().find(|c| c.manifest["rules"].as_array().and_then(|r| r.last()) == Some(&namespaces_rule)).expect("lifted ClusterRole");
-    assert_eq!(lifted.manifest["rules"].as_array().map(|r| r.len()), role.manifest["rules"].as_array().map(|r| r.len() + 1), "the Role's rules plus namespaces");
-    let crb = find(&s, "ClusterRoleBinding").into_iter().find(|c| c.manifest["roleRef"]["name"] == json!(lifted.name)).expect("lifted binding");
+    let lifted = find(&s, "ClusterRole")
+        .into_iter()
+        .find(|c| c.manifest["rules"].as_array().and_then(|r| r.last()) == Some(&namespaces_rule))
+        .expect("lifted ClusterRole");
+    assert_eq!(
+        lifted.manifest["rules"].as_array().map(|r| r.len()),
+        role.manifest["rules"].as_array().map(|r| r.len() + 1),
+        "the Role's rules plus namespaces"
+    );
+    let crb = find(&s, "ClusterRoleBinding")
+        .into_iter()
+        .find(|c| c.manifest["roleRef"]["name"] == json!(lifted.name))
+        .expect("lifted binding");
     assert_eq!(crb.manifest["roleRef"]["kind"], json!("ClusterRole"));
     // Lifted under the Role's own name, as OLM's ensureSingletonRBAC names them (an OLM
     // install's ClusterRole is adopted, not duplicated).
@@ -270,23 +297,45 @@ fn server_owned_metadata_is_dropped_from_bundle_objects() {
     let s = steps(&Bundle::load(dir.path()).expect("bundle"), &target("ops")).expect("plan");
     let cm = find(&s, "ConfigMap")[0];
     let meta = cm.manifest["metadata"].as_object().expect("metadata");
-    assert!(!meta.contains_key("resourceVersion") && !meta.contains_key("uid") && !meta.contains_key("creationTimestamp"), "{meta:?}");
+    assert!(
+        !meta.contains_key("resourceVersion") && !meta.contains_key("uid") && !meta.contains_key("creationTimestamp"),
+        "{meta:?}"
+    );
     assert_eq!(cm.namespace.as_deref(), Some("ops"), "installed into the target namespace, not the exported one");
     assert_eq!(cm.manifest["data"], json!({"k": "v"}));
     let kinds: Vec<&str> = s.iter().map(|s| s.kind.as_str()).collect();
-    assert_eq!(kinds[kinds.iter().position(|k| *k == "ConfigMap").expect("cm") - 1], "Service", "ConfigMaps after Services");
+    assert_eq!(
+        kinds[kinds.iter().position(|k| *k == "ConfigMap").expect("cm") - 1],
+        "Service",
+        "ConfigMaps after Services"
+    );
 }
 
 #[test]
 fn unsupported_kinds_are_named() {
     let dir = copy_bundle("bundles/nginx-operator/0.2.0");
-    std::fs::write(dir.path().join("manifests/job.yaml"), "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n").expect("write");
-    std::fs::write(dir.path().join("manifests/dep.yaml"), "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: extra\n").expect("write");
-    std::fs::write(dir.path().join("manifests/pdb.yaml"), "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: pdb\n").expect("write");
+    std::fs::write(
+        dir.path().join("manifests/job.yaml"),
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("manifests/dep.yaml"),
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: extra\n",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("manifests/pdb.yaml"),
+        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: pdb\n",
+    )
+    .expect("write");
     let b = Bundle::load(dir.path()).expect("bundle");
     let err = steps(&b, &target("ops")).expect_err("Job is not installable");
     let PlanError::UnsupportedResource { objects, .. } = &err else { panic!("wrong error {err}") };
-    assert_eq!(objects, &vec!["Deployment extra (manifests/dep.yaml)".to_string(), "Job migrate (manifests/job.yaml)".to_string()]);
+    assert_eq!(
+        objects,
+        &vec!["Deployment extra (manifests/dep.yaml)".to_string(), "Job migrate (manifests/job.yaml)".to_string()]
+    );
     assert!(err.to_string().contains("UnsupportedResource"), "{err}");
 
     // A supported §2.5 kind is planned after Secrets and before the CSV, owned in the namespace.
@@ -319,9 +368,19 @@ fn bad_targets_and_strategies_are_errors() {
     let e = steps(&Bundle::load(dir.path()).expect("bundle"), &target("ops")).expect_err("unknown strategy");
     assert!(e.to_string().contains("spec.install.strategy") && e.to_string().contains("helm"), "{e}");
 
-    std::fs::write(&csv_path, text.replace("      permissions:\n        - serviceAccountName: nginx-operator-controller-manager\n", "      permissions:\n        - serviceAccount: x\n")).expect("write");
+    std::fs::write(
+        &csv_path,
+        text.replace(
+            "      permissions:\n        - serviceAccountName: nginx-operator-controller-manager\n",
+            "      permissions:\n        - serviceAccount: x\n",
+        ),
+    )
+    .expect("write");
     let e = steps(&Bundle::load(dir.path()).expect("bundle"), &target("ops")).expect_err("bad permission");
-    assert!(e.to_string().contains("spec.install.spec.permissions[0]") && e.to_string().contains("serviceAccountName"), "{e}");
+    assert!(
+        e.to_string().contains("spec.install.spec.permissions[0]") && e.to_string().contains("serviceAccountName"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -373,7 +432,10 @@ fn rbac_names_are_olms() {
             rule(&["compare.capstan.dev"], &["autothings", "autothings/status"], &["*"]),
         ],
     };
-    let name = generate_name("auto-op.v1.0.0-auto-op-controller-manager", &json!({"name": "auto-op.v1.0.0", "permission": permission_json(&p)}));
+    let name = generate_name(
+        "auto-op.v1.0.0-auto-op-controller-manager",
+        &json!({"name": "auto-op.v1.0.0", "permission": permission_json(&p)}),
+    );
     assert_eq!(name, "auto-op.v1.0.0-auto-op-c-4gplMLyIN8id2fRibphSmRTNmwdAY08IDVbaLQ");
 }
 
@@ -415,7 +477,10 @@ fn reserved_rbac_names_are_refused_with_every_object_named() {
 #[test]
 fn crds_carry_olms_installed_alongside_annotation() {
     // The key OLM v0.38.0 wrote in compare-olm's install-automatic scenario for s-auto/auto-op.v1.0.0.
-    assert_eq!(installed_alongside("s-auto", "auto-op.v1.0.0"), ("operatorframework.io/installed-alongside-2de3f66bbecf289f".to_string(), "s-auto/auto-op.v1.0.0".to_string()));
+    assert_eq!(
+        installed_alongside("s-auto", "auto-op.v1.0.0"),
+        ("operatorframework.io/installed-alongside-2de3f66bbecf289f".to_string(), "s-auto/auto-op.v1.0.0".to_string())
+    );
 }
 
 #[test]
@@ -432,7 +497,10 @@ fn a_crd_reapplied_keeps_the_installed_alongside_annotations_of_other_namespaces
     .into();
     // ns-b's plan (upgrading op.v1 to op.v2 there): ns-a's install is kept for its CSV check,
     // ns-b's older CSV gives way to the plan's own annotation, malformed values are dropped.
-    assert_eq!(installed_alongside_elsewhere(&annotations, "ns-b"), vec![(a_key, "ns-a".to_string(), "op.v1".to_string())]);
+    assert_eq!(
+        installed_alongside_elsewhere(&annotations, "ns-b"),
+        vec![(a_key, "ns-a".to_string(), "op.v1".to_string())]
+    );
     assert!(installed_alongside_elsewhere(&annotations, "ns-a").iter().all(|(_, ns, _)| ns == "ns-b"));
 }
 
@@ -448,10 +516,16 @@ fn a_dependency_subscription_step_is_olms_subscription() {
     // OLM's name: package-channel-catalog-catalogNamespace.
     assert_eq!(dep.name(), "strimzi-kafka-operator-stable-community-olm");
     let s = dep.step("apps", "install-abc");
-    assert_eq!((s.kind.as_str(), s.group.as_str(), s.version.as_str(), s.namespace.as_deref()), ("Subscription", "operators.coreos.com", "v1alpha1", Some("apps")));
+    assert_eq!(
+        (s.kind.as_str(), s.group.as_str(), s.version.as_str(), s.namespace.as_deref()),
+        ("Subscription", "operators.coreos.com", "v1alpha1", Some("apps"))
+    );
     assert_eq!(s.resolving, "strimzi-cluster-operator.v0.28.0");
     let m = &s.manifest;
-    assert_eq!(m["spec"], json!({"name": "strimzi-kafka-operator", "channel": "stable", "source": "community", "sourceNamespace": "olm", "startingCSV": "strimzi-cluster-operator.v0.28.0", "installPlanApproval": "Automatic"}));
+    assert_eq!(
+        m["spec"],
+        json!({"name": "strimzi-kafka-operator", "channel": "stable", "source": "community", "sourceNamespace": "olm", "startingCSV": "strimzi-cluster-operator.v0.28.0", "installPlanApproval": "Automatic"})
+    );
     assert_eq!(m["metadata"]["annotations"]["olm.generated-by"], "install-abc");
     assert_eq!(m["metadata"]["labels"]["olm.managed"], "true");
     assert_eq!(m["metadata"]["labels"]["operators.coreos.com/strimzi-kafka-operator.apps"], "");
@@ -494,7 +568,11 @@ fn aggregated_cluster_roles_beyond_the_bundles_own_groups_are_refused() {
         err.to_string(),
         "bundle nginx-operator.v0.2.0: ClusterRole nginx-secrets (manifests/secrets.yaml): aggregated into admin (every user holding that role gets its rules) with rules on \"\", beyond the bundle's own API groups; fix: keep aggregated ClusterRoles to the API groups of the bundle's own CRDs and APIServices, or drop the aggregate-to label and let the cluster admin bind the role"
     );
-    let errors: Vec<String> = crate::bundle::validate(&bundle).iter().filter(|f| f.severity == crate::bundle::Severity::Error).map(|f| f.to_string()).collect();
+    let errors: Vec<String> = crate::bundle::validate(&bundle)
+        .iter()
+        .filter(|f| f.severity == crate::bundle::Severity::Error)
+        .map(|f| f.to_string())
+        .collect();
     assert_eq!(errors, vec!["error: manifests/secrets.yaml: metadata.labels: ClusterRole nginx-secrets: aggregated into admin (every user holding that role gets its rules) with rules on \"\", beyond the bundle's own API groups (fix: keep aggregated ClusterRoles to the API groups of the bundle's own CRDs and APIServices, or drop the aggregate-to label and let the cluster admin bind the role)".to_string()]);
 }
 
@@ -513,6 +591,10 @@ fn bindings_of_users_or_groups_are_refused() {
         err.to_string(),
         "bundle nginx-operator.v0.2.0: ClusterRoleBinding nginx-everyone (manifests/everyone.yaml): binds Group system:authenticated, User system:anonymous; a bundle may bind only ServiceAccounts; fix: bind the operator's ServiceAccounts only and leave binding users and groups to the cluster admin"
     );
-    let errors: Vec<String> = crate::bundle::validate(&bundle).iter().filter(|f| f.severity == crate::bundle::Severity::Error).map(|f| f.field.clone()).collect();
+    let errors: Vec<String> = crate::bundle::validate(&bundle)
+        .iter()
+        .filter(|f| f.severity == crate::bundle::Severity::Error)
+        .map(|f| f.field.clone())
+        .collect();
     assert_eq!(errors, vec!["subjects".to_string()]);
 }
