@@ -5,7 +5,7 @@
 # 2. starts the control plane, the registry and the real node (tests/cluster/up.sh; reuses a running
 #    one; installs Debian's docker-registry, containerd, runc, containernetworking-plugins, iptables
 #    and iproute2 when missing, and images/build.sh gcc and libc6-dev for the pause image),
-# 3. runs every Rust test (unit, CLI, end-to-end) with cargo,
+# 3. checks the tree with rustfmt and clippy, and runs every Rust test (unit, CLI, end-to-end) with cargo,
 # 4. stops the environment again if this script started it.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -14,6 +14,9 @@ cd "$root"
 dir=${CAPSTAN_CLUSTER_DIR:-$root/.cluster}
 
 command -v cargo >/dev/null || { echo "cargo is required (rustup, Rust 1.89 or newer)" >&2; exit 1; }
+for tool in fmt clippy; do
+  cargo "$tool" --version >/dev/null 2>&1 || { echo "cargo $tool is required (rustup component add rustfmt clippy)" >&2; exit 1; }
+done
 command -v go >/dev/null || { echo "go is required (1.26 or newer) to build the test control plane" >&2; exit 1; }
 if ! command -v sccache >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
   # Optional: a compile cache outside the repo makes repeated runs faster.
@@ -87,12 +90,30 @@ if [ -f "$ctl" ] && pid=$(cat "$ctl") && [ -d "/proc/$pid" ] && grep -qa "contro
   for _ in $(seq 1 50); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
   rm -f "$ctl"
 fi
+# The tree as rustfmt writes it and clean under clippy (CONTRIBUTING.md). Both are checked before the
+# tests and counted with them: a failure here fails the run, after the tests have run.
+echo "== cargo fmt --check"
+lint_failed=0
+if ! cargo fmt --all --check >"$dir/logs/rustfmt.log" 2>&1; then
+  lint_failed=$((lint_failed + 1))
+  echo "FAILED: the tree is not what rustfmt writes (run cargo fmt --all):" >&2
+  head -60 "$dir/logs/rustfmt.log" >&2
+fi
+echo "== cargo clippy --all-targets -- -D warnings"
+# clippy-driver is not run through sccache (it would cache a check that prints no warnings).
+if ! RUSTC_WRAPPER= cargo clippy --locked --all-targets -- -D warnings >"$dir/logs/clippy.log" 2>&1; then
+  lint_failed=$((lint_failed + 1))
+  echo "FAILED: cargo clippy --all-targets -- -D warnings:" >&2
+  grep -E '^(error|warning)|^ *--> ' "$dir/logs/clippy.log" | head -80 >&2
+fi
 echo "== cargo test"
 set +e
 cargo test --locked --no-fail-fast 2>&1 | tee "$dir/logs/cargo-test.log"
 status=${PIPESTATUS[0]}
 set -e
-# One closing line for CI: the totals of every test binary.
-awk '/^test result:/ {p+=$4; f+=$6; i+=$8} END {printf "%d passed, %d failed, %d skipped\n", p, f, i}' "$dir/logs/cargo-test.log"
+# One closing line for CI: the totals of every test binary, and rustfmt and clippy as one check each.
+awk -v lint="$lint_failed" '/^test result:/ {p+=$4; f+=$6; i+=$8}
+  END {printf "%d passed, %d failed, %d skipped\n", p + 2 - lint, f + lint, i}' "$dir/logs/cargo-test.log"
+if [ "$status" = 0 ] && [ "$lint_failed" != 0 ]; then status=1; fi
 echo "== disk after the tests: target/ $(du -sh "$root/target" 2>/dev/null | cut -f1), $(free_gib "$root") GiB free"
 exit "$status"
