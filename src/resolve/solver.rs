@@ -367,7 +367,7 @@ fn non_candidate_reason(idx: &CatalogIndex, b: BundleIdx) -> String {
     for c in &pkg.channels {
         if let Some(entry) = c.entries.iter().find(|x| x.bundle == Some(b)) {
             match &c.order {
-                Err(err) => reasons.push(err.clone()),
+                Err(err) => reasons.push(err.to_string()),
                 Ok(_) => match &entry.skipped_by {
                     Some(by) => reasons.push(format!("it is skipped by {by} in channel {}", c.name)),
                     None => reasons.push(format!("it is not on the replaces chain of channel {}", c.name)),
