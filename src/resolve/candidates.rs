@@ -17,7 +17,20 @@ use crate::catalog::semver_range::VersionRange;
 use super::explain::Explanation;
 use super::index::{BundleIdx, CatalogIndex, ChannelInfo, PackageInfo, join_and};
 use super::namespace::{InstalledInfo, Record, SubPlan};
-use super::{CatalogInput, CatalogSourceKey, ErrorKind, ResolveError, SubscriptionRequest};
+use super::{CatalogInput, CatalogSourceKey, ErrorKind, SubscriptionRequest};
+
+/// Why a Subscription has no candidates: the kind of failure and its explanation (the
+/// resolver adds the Subscription's name and namespace).
+pub(super) struct Refusal {
+    pub(super) kind: ErrorKind,
+    pub(super) explanation: Explanation,
+}
+
+impl Refusal {
+    fn new(kind: ErrorKind, explanation: Explanation) -> Refusal {
+        Refusal { kind, explanation }
+    }
+}
 
 /// Checks one Subscription (at position `input` of the input) against its catalog and selects
 /// its candidates in OLM's order of preference. `installed` are the namespace's installed
@@ -28,7 +41,7 @@ pub(super) fn select(
     installed: &[InstalledInfo],
     sub: &SubscriptionRequest,
     input: usize,
-) -> Result<SubPlan, ResolveError> {
+) -> Result<SubPlan, Refusal> {
     let key = CatalogSourceKey::new(&sub.source_namespace, &sub.source);
     let cat = find_catalog(catalogs, sub, &key)?;
     let idx = &catalogs[cat].index;
@@ -39,7 +52,7 @@ pub(super) fn select(
             "catalog {key}: {e}; until the catalog is fixed, subscription {} cannot resolve from this channel",
             sub.name
         );
-        return Err(ResolveError::of(sub, ErrorKind::BrokenChannel, Explanation::fact(m, "")));
+        return Err(Refusal::new(ErrorKind::BrokenChannel, Explanation::fact(m, "")));
     }
     let range = version_range(sub)?;
     let current = match &sub.installed_csv {
@@ -69,7 +82,7 @@ fn find_catalog(
     catalogs: &[CatalogInput],
     sub: &SubscriptionRequest,
     key: &CatalogSourceKey,
-) -> Result<usize, ResolveError> {
+) -> Result<usize, Refusal> {
     let Some(cat) = catalogs.iter().position(|c| &c.key == key) else {
         let known: Vec<String> = catalogs.iter().map(|c| c.key.to_string()).collect();
         let elsewhere: Vec<String> =
@@ -82,15 +95,13 @@ fn find_catalog(
         if !elsewhere.is_empty() {
             m.push_str(&format!("; package {} is offered by {}", sub.package, join_and(&elsewhere)));
         }
-        return Err(ResolveError::of(
-            sub,
+        return Err(Refusal::new(
             ErrorKind::MissingCatalog,
             Explanation::fact(m, "fix spec.source and spec.sourceNamespace or create the CatalogSource"),
         ));
     };
     if let Some(m) = catalogs[cat].index.invalid() {
-        return Err(ResolveError::of(
-            sub,
+        return Err(Refusal::new(
             ErrorKind::InvalidCatalog,
             Explanation::fact(
                 format!(
@@ -111,7 +122,7 @@ fn find_package<'i>(
     idx: &'i CatalogIndex,
     sub: &SubscriptionRequest,
     key: &CatalogSourceKey,
-) -> Result<&'i PackageInfo, ResolveError> {
+) -> Result<&'i PackageInfo, Refusal> {
     if let Some((_, pkg)) = idx.package(&sub.package) {
         return Ok(pkg);
     }
@@ -133,7 +144,7 @@ fn find_package<'i>(
     } else {
         Explanation::fact(format!("{m}; no visible catalog offers it"), near_names_hint(catalogs, &sub.package))
     };
-    Err(ResolveError::of(sub, ErrorKind::MissingPackage, e))
+    Err(Refusal::new(ErrorKind::MissingPackage, e))
 }
 
 /// The hint for a package no catalog offers: a near name (a typo) is named — within two edits,
@@ -167,7 +178,7 @@ fn channels_to_consider<'i>(
     pkg: &'i PackageInfo,
     sub: &SubscriptionRequest,
     key: &CatalogSourceKey,
-) -> Result<(Vec<&'i ChannelInfo>, String), ResolveError> {
+) -> Result<(Vec<&'i ChannelInfo>, String), Refusal> {
     if let Some(name) = sub.channel.as_deref().filter(|c| !c.is_empty()) {
         let Some(ch) = pkg.channel(name) else {
             let m = format!(
@@ -176,7 +187,7 @@ fn channels_to_consider<'i>(
                 pkg.channel_list()
             );
             let e = Explanation::fact(m, "set spec.channel to one of them");
-            return Err(ResolveError::of(sub, ErrorKind::MissingChannel, e));
+            return Err(Refusal::new(ErrorKind::MissingChannel, e));
         };
         return Ok((vec![ch], format!("channel {name}")));
     }
@@ -187,7 +198,7 @@ fn channels_to_consider<'i>(
             pkg.name, sub.name
         );
         let e = Explanation::fact(m, format!("set spec.channel to one of {}", join_and(&names)));
-        return Err(ResolveError::of(sub, ErrorKind::MissingDefaultChannel, e));
+        return Err(Refusal::new(ErrorKind::MissingDefaultChannel, e));
     };
     let Some(d) = pkg.channel(default) else {
         let m = format!(
@@ -196,7 +207,7 @@ fn channels_to_consider<'i>(
             join_and(&names)
         );
         let e = Explanation::fact(m, "set spec.channel to one of them, or fix defaultChannel in the catalog");
-        return Err(ResolveError::of(sub, ErrorKind::MissingDefaultChannel, e));
+        return Err(Refusal::new(ErrorKind::MissingDefaultChannel, e));
     };
     let mut channels = vec![d];
     channels.extend(pkg.channels.iter().filter(|c| c.name != *default));
@@ -204,11 +215,10 @@ fn channels_to_consider<'i>(
 }
 
 /// `spec.versionRange`, parsed (OLM v1 syntax); `None` when empty.
-fn version_range(sub: &SubscriptionRequest) -> Result<Option<VersionRange>, ResolveError> {
+fn version_range(sub: &SubscriptionRequest) -> Result<Option<VersionRange>, Refusal> {
     let Some(r) = sub.version_range.as_deref().filter(|r| !r.trim().is_empty()) else { return Ok(None) };
     VersionRange::olm_v1(r).map(Some).map_err(|e| {
-        ResolveError::of(
-            sub,
+        Refusal::new(
             ErrorKind::InvalidVersionRange,
             Explanation::fact(
                 format!("spec.versionRange of subscription {}: {e}", sub.name),
@@ -268,7 +278,7 @@ impl<'a> Selection<'a> {
 
     /// Candidates of a first install: every channel's entries head first, filtered by
     /// `startingCSV` and `versionRange`.
-    fn first_install(&mut self) -> Result<(), ResolveError> {
+    fn first_install(&mut self) -> Result<(), Refusal> {
         for ch in &self.channels {
             for (b, _) in ordered(ch) {
                 let e = self.idx.bundle(b);
@@ -302,10 +312,10 @@ impl<'a> Selection<'a> {
     }
 
     /// Why a first install has no candidate: the startingCSV, the versionRange, or the channel.
-    fn no_first_install(&self) -> ResolveError {
+    fn no_first_install(&self) -> Refusal {
         let (sub, key, first, pkg) = (self.sub, &self.key, self.first(), self.pkg);
         if let Some(s) = &sub.starting_csv {
-            return ResolveError::of(sub, ErrorKind::StartingCsvNotInChannel, self.starting_csv_refused(s));
+            return Refusal::new(ErrorKind::StartingCsvNotInChannel, self.starting_csv_refused(s));
         }
         if let Some(r) = &self.range {
             let m = format!(
@@ -315,10 +325,10 @@ impl<'a> Selection<'a> {
                 self.versions_in(first)
             );
             let e = Explanation::fact(m, "widen spec.versionRange or choose another channel");
-            return ResolveError::of(sub, ErrorKind::VersionRangeMatchesNothing, e);
+            return Refusal::new(ErrorKind::VersionRangeMatchesNothing, e);
         }
         let m = format!("channel {} of package {} (catalog {key}) has no installable bundle", first.name, pkg.name);
-        ResolveError::of(sub, ErrorKind::BrokenChannel, Explanation::fact(m, ""))
+        Refusal::new(ErrorKind::BrokenChannel, Explanation::fact(m, ""))
     }
 
     /// Why `startingCSV` `s` gives no candidate: skipped, outside the range, or not in the channel.
@@ -358,7 +368,7 @@ impl<'a> Selection<'a> {
 
     /// Candidates of an upgrade of `cur` (installed bundle `ci`): the entries with an upgrade
     /// edge from it, newest first, then staying put when the range allows it.
-    fn upgrade(&mut self, cur: &InstalledInfo, ci: u32) -> Result<(), ResolveError> {
+    fn upgrade(&mut self, cur: &InstalledInfo, ci: u32) -> Result<(), Refusal> {
         let mut edges_outside_range: Vec<String> = Vec::new();
         for ch in &self.channels {
             for (b, e) in ordered(ch) {
@@ -393,7 +403,7 @@ impl<'a> Selection<'a> {
     }
 
     /// The versionRange excludes the installed bundle and every bundle one edge away.
-    fn unreachable(&self, cur: &InstalledInfo) -> ResolveError {
+    fn unreachable(&self, cur: &InstalledInfo) -> Refusal {
         let (key, first, pkg) = (&self.key, self.first(), self.pkg);
         let r = self.range.as_ref().map(|r| r.to_string()).unwrap_or_default();
         let path = path_to_range(self.idx, first, &cur.name, &cur.version, self.range.as_ref());
@@ -415,7 +425,7 @@ impl<'a> Selection<'a> {
                 String::new()
             }
         };
-        ResolveError::of(self.sub, ErrorKind::Unreachable, Explanation::fact(m, hint))
+        Refusal::new(ErrorKind::Unreachable, Explanation::fact(m, hint))
     }
 }
 

@@ -10,6 +10,7 @@
 //! exactly one head is required, its `replaces` chain gives the order (head first), and entries named
 //! in some entry's `skips` are never candidates. `skipRange` is an upgrade edge, not an ordering edge.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
@@ -353,11 +354,13 @@ impl CatalogIndex {
             return;
         };
         let bi = self.bundles.len() as BundleIdx;
-        if self.bundle_by_key.contains_key(&(pkg, b.name.clone())) {
-            self.problems
-                .push(format!("package {} has two bundles named {}; lookups by name use the first", b.package, b.name));
-        } else {
-            self.bundle_by_key.insert((pkg, b.name.clone()), bi);
+        match self.bundle_by_key.entry((pkg, b.name.clone())) {
+            Entry::Occupied(_) => self
+                .problems
+                .push(format!("package {} has two bundles named {}; lookups by name use the first", b.package, b.name)),
+            Entry::Vacant(v) => {
+                v.insert(bi);
+            }
         }
         self.bundle_by_name.entry(b.name.clone()).or_insert(bi);
         let entry = bundle_entry(b, pkg);

@@ -79,7 +79,7 @@ pub(super) fn resolve_namespace(
     for &i in subs {
         match candidates::select(catalogs, &infos, &all_subs[i], i) {
             Ok(p) => plans.push(p),
-            Err(e) => errors.push((i, e)),
+            Err(r) => errors.push((i, ResolveError::of(&all_subs[i], r.kind, r.explanation))),
         }
     }
     let ctx = Namespace::new(catalogs, ns, infos, plans, all_subs);
