@@ -2,10 +2,10 @@
 //! separate hints (what to do), rendered only when shown — in the style of uv's resolver, whose
 //! `NoSolutionError` keeps the derivation tree and formats it at display time.
 //!
-//! The resolver fills these from its preflight checks and from resolvo's conflict graph
-//! (`solver.rs`); [`Explanation`]'s `Display` is the one-line message the controller puts in a
-//! Subscription's `ResolutionFailed` condition and `capstan resolve` prints: the summary, the causes
-//! joined by `"; "`, then each hint as `"; hint: …"`.
+//! The resolver fills these from its candidate selection (`candidates.rs`) and from resolvo's
+//! conflict graph (`conflict.rs`); [`Explanation`]'s `Display` is the one-line message the
+//! controller puts in a Subscription's `ResolutionFailed` condition and `capstan resolve` prints:
+//! the summary, the causes joined by `"; "`, then each hint as `"; hint: …"`.
 
 use std::fmt;
 
@@ -17,7 +17,7 @@ use super::index::join_and;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Explanation {
     /// The failure in one phrase, e.g. `subscription che cannot be resolved`; `None` when the
-    /// single cause says it all (the preflight checks).
+    /// single cause says it all (the checks of candidate selection).
     pub summary: Option<String>,
     /// The chain of causes, from the Subscription's request down to what cannot be met.
     pub causes: Vec<Cause>,
@@ -143,7 +143,7 @@ pub enum Cause {
         /// The installed bundle, described.
         bundle: String,
     },
-    /// Any other fact, as a sentence (the preflight checks: catalog, package, channel, range).
+    /// Any other fact, as a sentence (candidate selection's checks: catalog, package, channel, range).
     Fact(String),
 }
 

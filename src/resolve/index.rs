@@ -10,6 +10,7 @@
 //! exactly one head is required, its `replaces` chain gives the order (head first), and entries named
 //! in some entry's `skips` are never candidates. `skipRange` is an upgrade edge, not an ordering edge.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
@@ -19,7 +20,7 @@ use semver::Version;
 use crate::catalog::model::DeclarativeConfig;
 use crate::catalog::property::{self, Constraint, Gvk, PackageProperty, PackageRequired};
 
-use crate::catalog::semver_range::{VersionRange, parse_version};
+use crate::catalog::semver_range::{VersionRange, VersionRangeError, parse_version};
 
 /// Index of a package in [`CatalogIndex`].
 pub type PackageIdx = u32;
@@ -214,7 +215,7 @@ pub struct EntryInfo {
     /// `skips`.
     pub skips: Vec<String>,
     /// `skipRange`, parsed (blang); `Err` keeps the parse error for explanations.
-    pub skip_range: Option<Result<VersionRange, String>>,
+    pub skip_range: Option<Result<VersionRange, VersionRangeError>>,
     /// Name of an entry that lists this one in its `skips`.
     pub skipped_by: Option<String>,
 }
@@ -228,7 +229,7 @@ pub struct ChannelInfo {
     pub entries: Vec<EntryInfo>,
     /// Candidate entries (indexes into `entries`), head first; `Err` says why the channel cannot be
     /// ordered (no head, several heads, cycle) in OLM's terms plus where the chain breaks.
-    pub order: Result<Vec<u32>, String>,
+    pub order: Result<Vec<u32>, ChannelOrderError>,
 }
 
 /// A package with its channels (sorted by name).
@@ -300,45 +301,10 @@ impl CatalogIndex {
     pub fn from_config(config: &DeclarativeConfig) -> CatalogIndex {
         let mut idx = CatalogIndex::default();
         for p in &config.packages {
-            if idx.package_by_name.contains_key(&p.name) {
-                idx.problems.push(format!("package {} is declared twice (olm.package)", p.name));
-                continue;
-            }
-            idx.package_by_name.insert(p.name.clone(), idx.packages.len() as PackageIdx);
-            idx.packages.push(PackageInfo {
-                name: p.name.clone(),
-                default_channel: p.default_channel.clone().filter(|c| !c.is_empty()),
-                channels: Vec::new(),
-                bundles: Vec::new(),
-            });
+            idx.add_package(p);
         }
         for b in &config.bundles {
-            let Some(&pkg) = idx.package_by_name.get(&b.package) else {
-                idx.problems.push(format!(
-                    "bundle {} names package {:?}, which has no olm.package blob; it is ignored",
-                    b.name, b.package
-                ));
-                continue;
-            };
-            let bi = idx.bundles.len() as BundleIdx;
-            if idx.bundle_by_key.contains_key(&(pkg, b.name.clone())) {
-                idx.problems.push(format!(
-                    "package {} has two bundles named {}; lookups by name use the first",
-                    b.package, b.name
-                ));
-            } else {
-                idx.bundle_by_key.insert((pkg, b.name.clone()), bi);
-            }
-            idx.bundle_by_name.entry(b.name.clone()).or_insert(bi);
-            let entry = bundle_entry(b, pkg);
-            if let Some(p) = &entry.problem {
-                idx.problems.push(format!("package {} / bundle {}: {p}", b.package, b.name));
-            }
-            for g in &entry.provides {
-                idx.gvk_providers.entry(g.clone()).or_default().push(bi);
-            }
-            idx.packages[pkg as usize].bundles.push(bi);
-            idx.bundles.push(entry);
+            idx.add_bundle(b);
         }
         let mut channels_by_pkg: Vec<Vec<ChannelInfo>> = vec![Vec::new(); idx.packages.len()];
         for c in &config.channels {
@@ -349,29 +315,9 @@ impl CatalogIndex {
                 ));
                 continue;
             };
-            let entries: Vec<EntryInfo> = c
-                .entries
-                .iter()
-                .map(|e| {
-                    let bundle = idx.bundle_by_key.get(&(pkg, e.name.clone())).copied();
-                    EntryInfo {
-                        name: e.name.clone(),
-                        bundle,
-                        replaces: e.replaces.clone().filter(|r| !r.is_empty()),
-                        skips: e.skips.clone(),
-                        skip_range: e
-                            .skip_range
-                            .as_ref()
-                            .filter(|r| !r.trim().is_empty())
-                            .map(|r| VersionRange::blang(r).map_err(|err| err.to_string())),
-                        skipped_by: None,
-                    }
-                })
-                .collect();
-            let mut info = ChannelInfo { name: c.name.clone(), entries, order: Ok(Vec::new()) };
-            info.order = order_channel(&c.package, &mut info);
+            let info = idx.channel_info(pkg, c);
             if let Err(e) = &info.order {
-                idx.problems.push(e.clone());
+                idx.problems.push(e.to_string());
             }
             channels_by_pkg[pkg as usize].push(info);
         }
@@ -381,6 +327,71 @@ impl CatalogIndex {
         }
         idx.assign_ranks();
         idx
+    }
+
+    /// Adds an `olm.package` blob; a second one of the same name is a problem.
+    fn add_package(&mut self, p: &crate::catalog::model::Package) {
+        if self.package_by_name.contains_key(&p.name) {
+            self.problems.push(format!("package {} is declared twice (olm.package)", p.name));
+            return;
+        }
+        self.package_by_name.insert(p.name.clone(), self.packages.len() as PackageIdx);
+        self.packages.push(PackageInfo {
+            name: p.name.clone(),
+            default_channel: p.default_channel.clone().filter(|c| !c.is_empty()),
+            channels: Vec::new(),
+            bundles: Vec::new(),
+        });
+    }
+
+    /// Adds an `olm.bundle` blob of a known package, with its problems.
+    fn add_bundle(&mut self, b: &crate::catalog::model::Bundle) {
+        let Some(&pkg) = self.package_by_name.get(&b.package) else {
+            self.problems.push(format!(
+                "bundle {} names package {:?}, which has no olm.package blob; it is ignored",
+                b.name, b.package
+            ));
+            return;
+        };
+        let bi = self.bundles.len() as BundleIdx;
+        match self.bundle_by_key.entry((pkg, b.name.clone())) {
+            Entry::Occupied(_) => self
+                .problems
+                .push(format!("package {} has two bundles named {}; lookups by name use the first", b.package, b.name)),
+            Entry::Vacant(v) => {
+                v.insert(bi);
+            }
+        }
+        self.bundle_by_name.entry(b.name.clone()).or_insert(bi);
+        let entry = bundle_entry(b, pkg);
+        if let Some(p) = &entry.problem {
+            self.problems.push(format!("package {} / bundle {}: {p}", b.package, b.name));
+        }
+        for g in &entry.provides {
+            self.gvk_providers.entry(g.clone()).or_default().push(bi);
+        }
+        self.packages[pkg as usize].bundles.push(bi);
+        self.bundles.push(entry);
+    }
+
+    /// An `olm.channel` blob of package `pkg` with its entries linked to their bundles and
+    /// ordered.
+    fn channel_info(&self, pkg: PackageIdx, c: &crate::catalog::model::Channel) -> ChannelInfo {
+        let entries: Vec<EntryInfo> = c
+            .entries
+            .iter()
+            .map(|e| EntryInfo {
+                name: e.name.clone(),
+                bundle: self.bundle_by_key.get(&(pkg, e.name.clone())).copied(),
+                replaces: e.replaces.clone().filter(|r| !r.is_empty()),
+                skips: e.skips.clone(),
+                skip_range: e.skip_range.as_ref().filter(|r| !r.trim().is_empty()).map(|r| VersionRange::blang(r)),
+                skipped_by: None,
+            })
+            .collect();
+        let mut info = ChannelInfo { name: c.name.clone(), entries, order: Ok(Vec::new()) };
+        info.order = order_channel(&c.package, &mut info);
+        info
     }
 
     /// Builds the resolver's index from a valid catalog's [`crate::catalog::validated::ValidatedCatalog`]
@@ -606,67 +617,89 @@ pub enum EdgeKind {
     SkipRange,
 }
 
-fn bundle_entry(b: &crate::catalog::model::Bundle, package: PackageIdx) -> BundleEntry {
-    let mut problems: Vec<String> = Vec::new();
-    let mut version = None;
-    let mut provides = Vec::new();
-    let mut dependencies = Vec::new();
-    let mut package_props = 0;
-    for p in &b.properties {
+/// What a bundle's properties say, read one property at a time.
+#[derive(Default)]
+struct BundleProperties {
+    version: Option<Version>,
+    provides: Vec<Gvk>,
+    dependencies: Vec<Dependency>,
+    /// How many `olm.package` properties there are (one is required).
+    package_props: usize,
+    problems: Vec<String>,
+}
+
+impl BundleProperties {
+    fn read(&mut self, p: &crate::catalog::model::Property) {
         match p.type_.as_str() {
             property::PACKAGE => {
-                package_props += 1;
+                self.package_props += 1;
                 match p.decode::<PackageProperty>() {
                     Ok(pp) => match parse_version(&pp.version) {
-                        Ok(v) => version = Some(v),
-                        Err(e) => problems.push(format!("olm.package version {:?} is not semver: {e}", pp.version)),
+                        Ok(v) => self.version = Some(v),
+                        Err(e) => {
+                            self.problems.push(format!("olm.package version {:?} is not semver: {e}", pp.version))
+                        }
                     },
-                    Err(e) => problems.push(format!(
+                    Err(e) => self.problems.push(format!(
                         "{e}; a bundle needs exactly one olm.package property with packageName and version"
                     )),
                 }
             }
             property::GVK => match p.decode::<Gvk>() {
-                Ok(g) => provides.push(g),
-                Err(e) => problems.push(e.to_string()),
+                Ok(g) => self.provides.push(g),
+                Err(e) => self.problems.push(e.to_string()),
             },
             property::PACKAGE_REQUIRED => match p.decode::<PackageRequired>() {
                 Ok(r) => match VersionRange::blang(&r.version_range) {
-                    Ok(range) => dependencies.push(Dependency {
+                    Ok(range) => self.dependencies.push(Dependency {
                         predicate: Predicate::Package { package: r.package_name, range },
                         failure_message: None,
                     }),
-                    Err(e) => problems.push(format!("olm.package.required on {}: {e}", r.package_name)),
+                    Err(e) => self.problems.push(format!("olm.package.required on {}: {e}", r.package_name)),
                 },
-                Err(e) => problems.push(e.to_string()),
+                Err(e) => self.problems.push(e.to_string()),
             },
             property::GVK_REQUIRED => match p.decode::<Gvk>() {
-                Ok(g) => dependencies.push(Dependency { predicate: Predicate::Gvk(g), failure_message: None }),
-                Err(e) => problems.push(e.to_string()),
+                Ok(g) => self.dependencies.push(Dependency { predicate: Predicate::Gvk(g), failure_message: None }),
+                Err(e) => self.problems.push(e.to_string()),
             },
-            property::CONSTRAINT => {
-                let size = serde_json::to_vec(&p.value).map(|v| v.len()).unwrap_or(0);
-                if size > property::MAX_CONSTRAINT_SIZE {
-                    problems.push(format!(
-                        "olm.constraint value is {size} bytes, more than the {} byte limit",
-                        property::MAX_CONSTRAINT_SIZE
-                    ));
-                    continue;
-                }
-                match p.decode::<Constraint>().map_err(|e| e.to_string()).and_then(|c| {
-                    let msg = c.failure_message.clone();
-                    constraint_predicate(&c).map(|pred| Dependency { predicate: pred, failure_message: msg })
-                }) {
-                    Ok(d) => dependencies.push(d),
-                    Err(e) => problems.push(e),
-                }
-            }
-            property::DEPRECATED => {
-                problems.push("the bundle carries the olm.deprecated property, so OLM never installs it".to_string())
-            }
+            property::CONSTRAINT => self.constraint(p),
+            property::DEPRECATED => self
+                .problems
+                .push("the bundle carries the olm.deprecated property, so OLM never installs it".to_string()),
             _ => {}
         }
     }
+
+    /// An `olm.constraint` property: a dependency, or a problem when it is too large, does not
+    /// decode or is not supported.
+    fn constraint(&mut self, p: &crate::catalog::model::Property) {
+        let size = serde_json::to_vec(&p.value).map(|v| v.len()).unwrap_or(0);
+        if size > property::MAX_CONSTRAINT_SIZE {
+            self.problems.push(format!(
+                "olm.constraint value is {size} bytes, more than the {} byte limit",
+                property::MAX_CONSTRAINT_SIZE
+            ));
+            return;
+        }
+        match p.decode::<Constraint>() {
+            Ok(c) => match constraint_predicate(&c) {
+                Ok(predicate) => {
+                    self.dependencies.push(Dependency { predicate, failure_message: c.failure_message.clone() })
+                }
+                Err(e) => self.problems.push(e.to_string()),
+            },
+            Err(e) => self.problems.push(e.to_string()),
+        }
+    }
+}
+
+fn bundle_entry(b: &crate::catalog::model::Bundle, package: PackageIdx) -> BundleEntry {
+    let mut props = BundleProperties::default();
+    for p in &b.properties {
+        props.read(p);
+    }
+    let BundleProperties { version, provides, dependencies, package_props, mut problems } = props;
     if package_props != 1 && problems.is_empty() {
         problems.push(format!(
             "has {package_props} olm.package properties; a bundle needs exactly one olm.package property with packageName and version"
@@ -694,24 +727,40 @@ fn bundle_entry(b: &crate::catalog::model::Bundle, package: PackageIdx) -> Bundl
     }
 }
 
+/// Why an `olm.constraint` cannot become a dependency.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum ConstraintError {
+    /// A `package` constraint whose range does not parse.
+    #[error("olm.constraint package {package}: {error}")]
+    PackageRange { package: String, error: VersionRangeError },
+    /// A `cel` constraint (not supported).
+    #[error(
+        "olm.constraint with a cel rule ({rule:?}) is not supported yet by capstan; the bundle cannot be installed until the catalog offers it without the cel constraint"
+    )]
+    Cel { rule: String },
+    /// None of the forms.
+    #[error("olm.constraint names no constraint (one of gvk, package, cel, all, any, not)")]
+    Empty,
+    /// Several forms (their number).
+    #[error("olm.constraint names {0} constraints; exactly one of gvk, package, cel, all, any, not is allowed")]
+    Several(usize),
+}
+
 /// Translates an `olm.constraint` value into a predicate; `cel` is refused.
-fn constraint_predicate(c: &Constraint) -> Result<Predicate, String> {
+fn constraint_predicate(c: &Constraint) -> Result<Predicate, ConstraintError> {
     let mut found: Vec<Predicate> = Vec::new();
     if let Some(g) = &c.gvk {
         found.push(Predicate::Gvk(g.clone()));
     }
     if let Some(p) = &c.package {
         let range = VersionRange::blang(&p.version_range)
-            .map_err(|e| format!("olm.constraint package {}: {e}", p.package_name))?;
+            .map_err(|error| ConstraintError::PackageRange { package: p.package_name.clone(), error })?;
         found.push(Predicate::Package { package: p.package_name.clone(), range });
     }
     if let Some(cel) = &c.cel {
-        return Err(format!(
-            "olm.constraint with a cel rule ({:?}) is not supported yet by capstan; the bundle cannot be installed until the catalog offers it without the cel constraint",
-            cel.rule
-        ));
+        return Err(ConstraintError::Cel { rule: cel.rule.clone() });
     }
-    let nested = |cc: &crate::catalog::property::CompoundConstraint| -> Result<Vec<Predicate>, String> {
+    let nested = |cc: &crate::catalog::property::CompoundConstraint| -> Result<Vec<Predicate>, ConstraintError> {
         cc.constraints.iter().map(constraint_predicate).collect()
     };
     if let Some(a) = &c.all {
@@ -725,127 +774,250 @@ fn constraint_predicate(c: &Constraint) -> Result<Predicate, String> {
     }
     match found.len() {
         1 => Ok(found.remove(0)),
-        0 => Err("olm.constraint names no constraint (one of gvk, package, cel, all, any, not)".into()),
-        n => Err(format!(
-            "olm.constraint names {n} constraints; exactly one of gvk, package, cel, all, any, not is allowed"
-        )),
+        0 => Err(ConstraintError::Empty),
+        n => Err(ConstraintError::Several(n)),
     }
 }
 
-/// Orders a channel as OLM v0's `sortChannel` does and records `skipped_by` on entries.
-fn order_channel(package: &str, ch: &mut ChannelInfo) -> Result<Vec<u32>, String> {
-    let n = ch.entries.len();
-    if n == 0 {
-        return Err(format!("channel {} of package {package} has no entries", ch.name));
-    }
-    let by_name: HashMap<String, usize> = ch.entries.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
-    let mut replaced_by: Vec<Option<usize>> = vec![None; n];
-    let mut replaces: Vec<Option<usize>> = vec![None; n];
-    let mut skipped_by: Vec<Option<usize>> = vec![None; n];
-    for (i, e) in ch.entries.iter().enumerate() {
-        if let Some(r) = &e.replaces
-            && let Some(&j) = by_name.get(r)
-        {
-            replaced_by[j] = Some(i);
-            replaces[i] = Some(j);
-        }
-        for s in &e.skips {
-            if let Some(&j) = by_name.get(s) {
-                replaced_by[j] = Some(i);
-                skipped_by[j] = Some(i);
+/// Why a channel cannot be ordered as OLM v0's `sortChannel` orders it; the message says where
+/// the chain breaks and what to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChannelOrderError {
+    /// The channel has no entries.
+    NoEntries {
+        /// Channel name.
+        channel: String,
+        /// Package name.
+        package: String,
+    },
+    /// The `replaces` chain loops.
+    Cycle {
+        /// Channel name.
+        channel: String,
+        /// Package name.
+        package: String,
+        /// The entries of the loop in `replaces` order, the first repeated at the end.
+        path: Vec<String>,
+    },
+    /// Every entry is replaced or skipped by another.
+    NoHead {
+        /// Channel name.
+        channel: String,
+        /// Package name.
+        package: String,
+    },
+    /// More than one entry is replaced or skipped by none.
+    SeveralHeads {
+        /// Channel name.
+        channel: String,
+        /// Package name.
+        package: String,
+        /// Each head with its `replaces` chain.
+        heads: Vec<HeadChain>,
+        /// Where a chain ends on a `replaces` naming no entry: (entry, what it replaces).
+        breaks: Vec<BrokenLink>,
+        /// Heads that have a `skipRange` (which orders nothing).
+        with_skip_range: Vec<String>,
+    },
+}
+
+/// A channel head and the last entry of its `replaces` chain (`None` when it replaces nothing
+/// in the channel).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeadChain {
+    /// The head entry.
+    pub head: String,
+    /// The last entry of its chain, when there is more than the head.
+    pub tail: Option<String>,
+}
+
+/// An entry whose `replaces` names no entry of its channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokenLink {
+    /// The entry.
+    pub entry: String,
+    /// What it replaces.
+    pub replaces: String,
+}
+
+impl fmt::Display for ChannelOrderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChannelOrderError::NoEntries { channel, package } => {
+                write!(f, "channel {channel} of package {package} has no entries")
             }
-        }
-    }
-    for (j, s) in skipped_by.iter().enumerate() {
-        if let Some(i) = s {
-            ch.entries[j].skipped_by = Some(ch.entries[*i].name.clone());
-        }
-    }
-    // Cycles in the replaces chain, found with petgraph so the message can show the path.
-    let mut g: DiGraph<usize, ()> = DiGraph::new();
-    let nodes: Vec<NodeIndex> = (0..n).map(|i| g.add_node(i)).collect();
-    for (i, r) in replaces.iter().enumerate() {
-        if let Some(j) = r {
-            g.add_edge(nodes[i], nodes[*j], ());
-        }
-    }
-    for scc in petgraph::algo::tarjan_scc(&g) {
-        let is_cycle = scc.len() > 1 || g.contains_edge(scc[0], scc[0]);
-        if is_cycle {
-            // Walk the cycle from its first member to print it in replaces order.
-            let start = g[scc[0]];
-            let mut path = vec![ch.entries[start].name.clone()];
-            let mut cur = start;
-            while let Some(next) = replaces[cur] {
-                path.push(ch.entries[next].name.clone());
-                if next == start {
-                    break;
-                }
-                cur = next;
-            }
-            return Err(format!(
-                "channel {} of package {package} has a cycle in its replaces chain: {}; remove one replaces so the chain ends",
-                ch.name,
+            ChannelOrderError::Cycle { channel, package, path } => write!(
+                f,
+                "channel {channel} of package {package} has a cycle in its replaces chain: {}; remove one replaces so the chain ends",
                 path.join(" -> ")
-            ));
+            ),
+            ChannelOrderError::NoHead { channel, package } => write!(
+                f,
+                "channel {channel} of package {package} has no head: every entry is replaced or skipped by another"
+            ),
+            ChannelOrderError::SeveralHeads { channel, package, heads, breaks, with_skip_range } => {
+                let parts: Vec<String> = heads
+                    .iter()
+                    .map(|h| match &h.tail {
+                        None => h.head.clone(),
+                        Some(t) => format!("{}...{t}", h.head),
+                    })
+                    .collect();
+                write!(
+                    f,
+                    "channel {channel} of package {package} has {} heads ({}); a channel needs one replaces chain",
+                    heads.len(),
+                    parts.join(", ")
+                )?;
+                if !breaks.is_empty() {
+                    let breaks: Vec<String> = breaks
+                        .iter()
+                        .map(|b| format!("{} replaces {}, which is not an entry of this channel", b.entry, b.replaces))
+                        .collect();
+                    write!(f, "; the chain breaks where {}", breaks.join(" and "))?;
+                }
+                if !with_skip_range.is_empty() {
+                    write!(
+                        f,
+                        "; skipRange (on {}) does not create an ordering edge, add replaces or skips to link the entries",
+                        with_skip_range.join(", ")
+                    )?;
+                }
+                Ok(())
+            }
         }
     }
-    let heads: Vec<usize> = (0..n).filter(|&i| replaced_by[i].is_none()).collect();
-    let chain_of = |head: usize| -> Vec<usize> {
+}
+
+impl std::error::Error for ChannelOrderError {}
+
+/// The `replaces` and `skips` links between a channel's entries (indexes into its entries).
+struct Links {
+    by_name: HashMap<String, usize>,
+    /// The entry each entry replaces.
+    replaces: Vec<Option<usize>>,
+    /// An entry that replaces or skips each entry.
+    replaced_by: Vec<Option<usize>>,
+    /// An entry that skips each entry.
+    skipped_by: Vec<Option<usize>>,
+}
+
+impl Links {
+    fn of(ch: &ChannelInfo) -> Links {
+        let n = ch.entries.len();
+        let by_name: HashMap<String, usize> = ch.entries.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
+        let mut links =
+            Links { by_name, replaces: vec![None; n], replaced_by: vec![None; n], skipped_by: vec![None; n] };
+        for (i, e) in ch.entries.iter().enumerate() {
+            if let Some(r) = &e.replaces
+                && let Some(&j) = links.by_name.get(r)
+            {
+                links.replaced_by[j] = Some(i);
+                links.replaces[i] = Some(j);
+            }
+            for s in &e.skips {
+                if let Some(&j) = links.by_name.get(s) {
+                    links.replaced_by[j] = Some(i);
+                    links.skipped_by[j] = Some(i);
+                }
+            }
+        }
+        links
+    }
+
+    /// The `replaces` chain from `head`.
+    fn chain_of(&self, head: usize) -> Vec<usize> {
         let mut chain = vec![head];
         let mut cur = head;
-        while let Some(next) = replaces[cur] {
+        while let Some(next) = self.replaces[cur] {
             chain.push(next);
             cur = next;
         }
         chain
-    };
-    if heads.is_empty() {
-        return Err(format!(
-            "channel {} of package {package} has no head: every entry is replaced or skipped by another",
-            ch.name
-        ));
     }
-    if heads.len() > 1 {
-        let mut parts = Vec::new();
+
+    /// A cycle in the `replaces` chain (found with petgraph), as the entries' names in
+    /// `replaces` order with the first repeated at the end.
+    fn cycle(&self, ch: &ChannelInfo) -> Option<Vec<String>> {
+        let mut g: DiGraph<usize, ()> = DiGraph::new();
+        let nodes: Vec<NodeIndex> = (0..ch.entries.len()).map(|i| g.add_node(i)).collect();
+        for (i, r) in self.replaces.iter().enumerate() {
+            if let Some(j) = r {
+                g.add_edge(nodes[i], nodes[*j], ());
+            }
+        }
+        let scc =
+            petgraph::algo::tarjan_scc(&g).into_iter().find(|scc| scc.len() > 1 || g.contains_edge(scc[0], scc[0]))?;
+        // Walk the cycle from its first member to print it in replaces order.
+        let start = g[scc[0]];
+        let mut path = vec![ch.entries[start].name.clone()];
+        let mut cur = start;
+        while let Some(next) = self.replaces[cur] {
+            path.push(ch.entries[next].name.clone());
+            if next == start {
+                break;
+            }
+            cur = next;
+        }
+        Some(path)
+    }
+
+    /// The error for several heads: each head's chain, where the chains break, and the heads
+    /// that have a skipRange.
+    fn several_heads(&self, package: &str, ch: &ChannelInfo, heads: &[usize]) -> ChannelOrderError {
+        let mut chains = Vec::new();
         let mut breaks = Vec::new();
-        for &h in &heads {
-            let chain = chain_of(h);
+        for &h in heads {
+            let chain = self.chain_of(h);
             let tail = *chain.last().unwrap_or(&h);
-            if chain.len() == 1 {
-                parts.push(ch.entries[h].name.clone());
-            } else {
-                parts.push(format!("{}...{}", ch.entries[h].name, ch.entries[tail].name));
-            }
+            chains.push(HeadChain {
+                head: ch.entries[h].name.clone(),
+                tail: (chain.len() > 1).then(|| ch.entries[tail].name.clone()),
+            });
             if let Some(r) = &ch.entries[tail].replaces
-                && !by_name.contains_key(r)
+                && !self.by_name.contains_key(r)
             {
-                breaks.push(format!("{} replaces {r}, which is not an entry of this channel", ch.entries[tail].name));
+                breaks.push(BrokenLink { entry: ch.entries[tail].name.clone(), replaces: r.clone() });
             }
         }
-        let mut msg = format!(
-            "channel {} of package {package} has {} heads ({}); a channel needs one replaces chain",
-            ch.name,
-            heads.len(),
-            parts.join(", ")
-        );
-        if !breaks.is_empty() {
-            msg.push_str(&format!("; the chain breaks where {}", breaks.join(" and ")));
-        }
-        let skip_range_only: Vec<&str> = heads
+        let with_skip_range = heads
             .iter()
             .filter(|&&h| ch.entries[h].skip_range.is_some())
-            .map(|&h| ch.entries[h].name.as_str())
+            .map(|&h| ch.entries[h].name.clone())
             .collect();
-        if !skip_range_only.is_empty() {
-            msg.push_str(&format!(
-                "; skipRange (on {}) does not create an ordering edge, add replaces or skips to link the entries",
-                skip_range_only.join(", ")
-            ));
+        ChannelOrderError::SeveralHeads {
+            channel: ch.name.clone(),
+            package: package.to_string(),
+            heads: chains,
+            breaks,
+            with_skip_range,
         }
-        return Err(msg);
     }
-    Ok(chain_of(heads[0]).into_iter().filter(|&i| skipped_by[i].is_none()).map(|i| i as u32).collect())
+}
+
+/// Orders a channel as OLM v0's `sortChannel` does and records `skipped_by` on entries.
+fn order_channel(package: &str, ch: &mut ChannelInfo) -> Result<Vec<u32>, ChannelOrderError> {
+    let (channel, package) = (ch.name.clone(), package.to_string());
+    if ch.entries.is_empty() {
+        return Err(ChannelOrderError::NoEntries { channel, package });
+    }
+    let links = Links::of(ch);
+    for (j, s) in links.skipped_by.iter().enumerate() {
+        if let Some(i) = s {
+            ch.entries[j].skipped_by = Some(ch.entries[*i].name.clone());
+        }
+    }
+    if let Some(path) = links.cycle(ch) {
+        return Err(ChannelOrderError::Cycle { channel, package, path });
+    }
+    let heads: Vec<usize> = (0..ch.entries.len()).filter(|&i| links.replaced_by[i].is_none()).collect();
+    if heads.is_empty() {
+        return Err(ChannelOrderError::NoHead { channel, package });
+    }
+    if heads.len() > 1 {
+        return Err(links.several_heads(&package, ch, &heads));
+    }
+    Ok(links.chain_of(heads[0]).into_iter().filter(|&i| links.skipped_by[i].is_none()).map(|i| i as u32).collect())
 }
 
 #[cfg(test)]
@@ -903,7 +1075,10 @@ mod tests {
 
     fn order(idx: &CatalogIndex) -> Result<Vec<String>, String> {
         let c = &idx.packages()[0].channels[0];
-        c.order.clone().map(|o| o.iter().map(|&e| c.entries[e as usize].name.clone()).collect())
+        c.order
+            .clone()
+            .map(|o| o.iter().map(|&e| c.entries[e as usize].name.clone()).collect())
+            .map_err(|e| e.to_string())
     }
 
     #[test]

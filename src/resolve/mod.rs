@@ -28,9 +28,19 @@
 //! graph is turned into the explanations. All Subscriptions of a namespace are solved together; if
 //! that fails, each Subscription is added in turn so that one that cannot be satisfied fails alone
 //! with its own reason while the others still resolve.
+//!
+//! The files, as uv's resolver is split (provider, availability, report): `index.rs` the catalog
+//! index; `namespace.rs` one namespace's records and the questions asked of them; `candidates.rs`
+//! candidate selection per Subscription; `provider.rs` the resolvo provider; `conflict.rs` the
+//! explanation of a conflict; `explain.rs` explanations as data; `solver.rs` solving a namespace
+//! and building the plan. None of them imports a file that imports it.
 
+mod candidates;
+mod conflict;
 pub mod explain;
 pub mod index;
+mod namespace;
+mod provider;
 mod solver;
 
 use std::collections::BTreeMap;
@@ -283,6 +293,11 @@ pub struct ResolveError {
 }
 
 impl ResolveError {
+    /// The failure of Subscription `sub`.
+    fn of(sub: &SubscriptionRequest, kind: ErrorKind, explanation: Explanation) -> ResolveError {
+        ResolveError { subscription: sub.name.clone(), namespace: sub.namespace.clone(), kind, explanation }
+    }
+
     /// The explanation rendered as one line (the `ResolutionFailed` condition's message).
     pub fn message(&self) -> String {
         self.explanation.to_string()
@@ -316,8 +331,8 @@ pub fn resolve(input: &ResolveInput) -> ResolveOutput {
     for (ns, subs) in by_ns {
         let installed: Vec<&InstalledBundle> = input.installed.iter().filter(|b| b.namespace == ns).collect();
         let out = solver::resolve_namespace(&input.catalogs, ns, &installed, &subs, &input.subscriptions);
-        resolved.extend(out.0);
-        errors.extend(out.1);
+        resolved.extend(out.resolved);
+        errors.extend(out.errors);
     }
     resolved.sort_by_key(|(i, _)| *i);
     errors.sort_by_key(|(i, _)| *i);

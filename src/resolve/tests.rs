@@ -458,7 +458,7 @@ fn an_invalid_catalog_serves_nothing() {
 #[test]
 fn an_installed_dependency_whose_name_is_not_its_package_keeps_the_namespace_resolvable() {
     // strimzi's bundles are named strimzi-cluster-operator.v… in package strimzi-kafka-operator.
-    let mut y = format!("- {{schema: olm.package, name: strimzi-kafka-operator, defaultChannel: stable}}\n");
+    let mut y = "- {schema: olm.package, name: strimzi-kafka-operator, defaultChannel: stable}\n".to_string();
     y.push_str("- {schema: olm.channel, package: strimzi-kafka-operator, name: stable, entries: [{name: strimzi-cluster-operator.v0.45.0}]}\n");
     y.push_str("- {schema: olm.bundle, name: strimzi-cluster-operator.v0.45.0, package: strimzi-kafka-operator, image: reg/strimzi:0.45.0, properties: [{type: olm.package, value: {packageName: strimzi-kafka-operator, version: 0.45.0}}, {type: olm.gvk, value: {group: kafka.strimzi.io, kind: Kafka, version: v1beta2}}]}\n");
     y.push_str(&chain("other", &["1.0.0"], &none));
