@@ -642,26 +642,10 @@ where
     Ok(())
 }
 
-/// Deletes the operator: what makes the cluster call it first (its webhook configurations and
-/// APIServices, its CRDs' conversion, the auth bindings it shares: `install::webhook::remove`,
-/// only when the CSV is not `replaced` by an upgrade, which took them over), then its
-/// Deployments, namespaced objects and cluster-scoped RBAC. Returns what was deleted now and the
-/// cluster-scoped RBAC still present.
-async fn remove_operator(
-    ctx: &Context,
-    csv: &ClusterServiceVersion,
-    replaced: bool,
-) -> Result<(Vec<String>, Vec<String>), Error> {
-    let ns = csv.namespace().unwrap_or_default();
-    let name = csv.name_any();
-    let sel = owner_selector(&ns, &name);
-    let lp = ListParams::default().labels(&sel);
-    let mut deleted = Vec::new();
-    // No webhook may be left pointing at a Service without pods: with `failurePolicy: Fail` it
-    // blocks every write of what it covers. So they go before the Deployments.
-    if !replaced {
-        deleted.extend(remove_webhooks(ctx, csv).await?);
-    }
+/// Deletes the webhook configurations labelled `sel` (the CSV's owner labels), mutating then
+/// validating; none there, or no access to them, is nothing to delete.
+async fn delete_labelled_webhook_configurations(ctx: &Context, sel: &str) -> Result<(), Error> {
+    let lp = ListParams::default().labels(sel);
     for res in [
         Api::<MutatingWebhookConfiguration>::all(ctx.client.clone())
             .delete_collection(&DeleteParams::default(), &lp)
@@ -682,6 +666,30 @@ async fn remove_operator(
             Err(e) => return Err(kube_err(format!("deleting webhook configurations labelled {sel}"))(e)),
         }
     }
+    Ok(())
+}
+
+/// Deletes the operator: what makes the cluster call it first (its webhook configurations and
+/// APIServices, its CRDs' conversion, the auth bindings it shares: `install::webhook::remove`,
+/// only when the CSV is not `replaced` by an upgrade, which took them over), then its
+/// Deployments, namespaced objects and cluster-scoped RBAC. Returns what was deleted now and the
+/// cluster-scoped RBAC still present.
+async fn remove_operator(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    replaced: bool,
+) -> Result<(Vec<String>, Vec<String>), Error> {
+    let ns = csv.namespace().unwrap_or_default();
+    let name = csv.name_any();
+    let sel = owner_selector(&ns, &name);
+    let lp = ListParams::default().labels(&sel);
+    let mut deleted = Vec::new();
+    // No webhook may be left pointing at a Service without pods: with `failurePolicy: Fail` it
+    // blocks every write of what it covers. So they go before the Deployments.
+    if !replaced {
+        deleted.extend(remove_webhooks(ctx, csv).await?);
+    }
+    delete_labelled_webhook_configurations(ctx, &sel).await?;
     // Then the workload, so that nothing acts with the permissions being removed.
     delete_labelled::<Deployment>(ctx, &sel, &mut deleted).await?;
     let crbs: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
