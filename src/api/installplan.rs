@@ -207,6 +207,40 @@ pub struct StepResource {
     pub manifest: Option<String>,
 }
 
+/// `kind` of a [`BundleObjectRef`].
+pub const BUNDLE_OBJECT_REF_KIND: &str = "BundleObject";
+
+/// `status.plan[].resource.manifest` of a step whose object is not written into the plan (it is
+/// larger than the controller's `INLINE_MANIFEST_MAX`, or the plan's `INLINE_PLAN_BUDGET` is spent): the
+/// bundle image by digest that the step is planned from, and the digest of the object as
+/// planned. Like OLM v0's reference to an unpacked bundle ConfigMap
+/// (`catalog/operator.go` `UnpackedBundleReference`), it keeps an InstallPlan small for any
+/// bundle size — argocd-operator 0.18.0 ships 4 MB of manifests, far past etcd's 1.5 MiB per
+/// object. At apply the steps are planned again from that image (pulled by digest, its blobs
+/// from the cache), so what is applied is what was listed. The object's group, version, kind
+/// and name are the step resource's own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BundleObjectRef {
+    /// Always [`BUNDLE_OBJECT_REF_KIND`].
+    pub kind: String,
+    /// The bundle image, `repository@sha256:…`.
+    pub image: String,
+    /// `sha256:<hex>` of the object's compact JSON as planned.
+    pub digest: String,
+    /// Size of that JSON in bytes.
+    pub size: usize,
+}
+
+impl BundleObjectRef {
+    /// The reference in a step's `manifest`, if it holds one.
+    pub fn parse(manifest: &str) -> Option<BundleObjectRef> {
+        serde_json::from_str::<BundleObjectRef>(manifest)
+            .ok()
+            .filter(|r| r.kind == BUNDLE_OBJECT_REF_KIND && r.image.contains('@'))
+    }
+}
+
 open_enum! {
     /// `status.plan[].status` (OLM `StepStatus`).
     pub enum StepStatus {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
-use super::installplan::ANNOTATION_BUNDLE_LOOKUPS;
+use super::handoff::ANNOTATION_BUNDLE_LOOKUPS;
 use super::testing::{ApiServer, Reply, Seen, events_path, list, olm_path};
 use super::{ANNOTATION_UNINSTALL_OPERANDS, CSV_FINALIZER, CatalogState, LoadedIndex, SUBSCRIPTION_FINALIZER};
 use crate::api::{CatalogSource, ClusterServiceVersion, InstallPlan, OperatorGroup, Subscription};
@@ -581,8 +581,7 @@ async fn two_operator_groups_are_both_invalid() {
         &olm_path("v1", NS, "operatorgroups", "a/status"),
         Reply::WithStatus(a.clone()),
     );
-    let action =
-        super::csv::reconcile_operator_group(typed::<OperatorGroup>(&a), ctx.clone()).await.expect("reconcile");
+    let action = super::operatorgroup::reconcile(typed::<OperatorGroup>(&a), ctx.clone()).await.expect("reconcile");
     assert_eq!(action, Action::requeue(Duration::from_secs(30)));
     let seen = server.finish();
     assert_eq!(seen[1].content_type, "application/merge-patch+json");
@@ -594,7 +593,7 @@ async fn two_operator_groups_are_both_invalid() {
 
     let a = operator_group("a", Some(status));
     server.expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![a.clone(), b]));
-    super::csv::reconcile_operator_group(typed::<OperatorGroup>(&a), ctx).await.expect("second reconcile");
+    super::operatorgroup::reconcile(typed::<OperatorGroup>(&a), ctx).await.expect("second reconcile");
     server.finish();
 }
 

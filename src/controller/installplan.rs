@@ -16,48 +16,27 @@ use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::catalogsource::registry_for;
-use super::csv::{GroupTargets, InstallModeError, check_install_mode, operator_group_targets};
 use super::events::EventType;
+use super::handoff::{
+    ANNOTATION_BUNDLE_LOOKUPS, ANNOTATION_SUPERSEDED_BY, INSTALL_RETRYING, PlannedLookups, SUPERSEDED,
+};
+use super::operator_groups::{api_ownership, operator_group_targets};
+use super::registries::registry_for;
 use super::{Context, Error, apply_typed_status, fresh, kube_err, now_time, scoped};
 use crate::api::common::ConditionStatus;
 use crate::api::installplan::{
-    BundleLookup, BundleLookupCondition, BundleLookupConditionType, InstallPlanPhase, InstallPlanStatus,
-    Step as ApiStep, StepResource, StepStatus as ApiStepStatus,
+    BUNDLE_OBJECT_REF_KIND, BundleLookup, BundleLookupCondition, BundleLookupConditionType, BundleObjectRef,
+    InstallPlanPhase, InstallPlanStatus, Step as ApiStep, StepResource, StepStatus as ApiStepStatus,
 };
 use crate::api::{CatalogSource, InstallPlan, Subscription};
 use crate::bundle::Bundle;
 use crate::bundle::image::BundleImageError;
 use crate::install::crd_safety::{check_plan_crds, describe_all};
-use crate::install::plan::DependencySubscription;
+use crate::install::operator_group::{GroupTargets, InstallModeError, check_install_mode};
 use crate::install::preflight;
 use crate::install::{InstallTarget, Step, StepError, StepStatus, SubscriptionConfig, apply, plan};
 use crate::oci::cache::scratch_dir;
 use crate::oci::parse_reference;
-
-/// The InstallPlan name for `subscription` installing `bundles` (`(CSV name, bundle image)`
-/// pairs) with the Subscription's `spec.config` as JSON (`config`, `""` when unset): `install-`
-/// and the first 10 hex digits of a SHA-256 over all of them, so that the same resolution always
-/// maps to the same plan (a restart never creates a second one), and a changed input — a bundle
-/// re-published under another digest, a corrected `spec.config` — gets a new plan instead of
-/// being blocked by the plan that failed before it (issue 11).
-pub fn install_plan_name(subscription: &str, bundles: &[(String, String)], config: &str) -> String {
-    let mut bundles = bundles.to_vec();
-    bundles.sort();
-    let mut h = Sha256::new();
-    h.update(subscription.as_bytes());
-    for (csv, image) in &bundles {
-        h.update([0]);
-        h.update(csv.as_bytes());
-        h.update([1]);
-        h.update(image.as_bytes());
-    }
-    if !config.is_empty() {
-        h.update([2]);
-        h.update(config.as_bytes());
-    }
-    format!("install-{}", &hex::encode(h.finalize())[..10])
-}
 
 /// Condition reason of a plan refused by the CRD upgrade check ([`check_plan_crds`]); such a plan
 /// is checked again every [`CRD_RECHECK`] and applied once the check passes.
@@ -68,10 +47,6 @@ pub const INSTALLER_BLOCKED: &str = "InstallerPermissionsMissing";
 /// Condition reason of a plan whose bundle image cannot be pulled for a reason a person fixes
 /// (not found, unauthorized, a pull secret missing); checked again like [`CRD_UPGRADE_BLOCKED`].
 pub const BUNDLE_UNAVAILABLE: &str = "BundleUnavailable";
-/// Condition reason (with phase unchanged) of a plan that hit an error that goes away by itself
-/// (a registry or the API server unreachable or failing): tried again after a backoff, doubling
-/// from [`RETRY_FIRST`] up to [`RETRY_MAX`].
-pub const INSTALL_RETRYING: &str = "InstallRetrying";
 /// First wait before a plan that hit a transient error is tried again.
 pub const RETRY_FIRST: Duration = Duration::from_secs(2);
 /// Longest wait between tries of a plan that keeps hitting transient errors.
@@ -160,35 +135,6 @@ pub(crate) fn install_mode_hold(err: &InstallModeError, message: String) -> Hold
 /// doubled per earlier try, at most [`RETRY_MAX`].
 pub(crate) fn retry_backoff(attempt: u32) -> Duration {
     RETRY_FIRST.saturating_mul(1u32 << attempt.saturating_sub(1).min(16)).min(RETRY_MAX)
-}
-
-/// Annotation on an InstallPlan, set by the Subscription reconciler when it creates the plan:
-/// [`PlannedLookups`] as JSON — where each bundle comes from. The InstallPlan reconciler copies
-/// them into `status.bundleLookups` (only it writes InstallPlan status).
-pub const ANNOTATION_BUNDLE_LOOKUPS: &str = "operators.capstan.dev/bundle-lookups";
-
-/// Annotation on an InstallPlan waiting for approval, set by the Subscription reconciler when a
-/// newer resolution supersedes it (written on the version it read, so a plan approved meanwhile
-/// is not marked): why. The InstallPlan reconciler then fails the plan with reason `Superseded`,
-/// so that approving it later installs nothing.
-pub const ANNOTATION_SUPERSEDED_BY: &str = "operators.capstan.dev/superseded";
-
-/// Condition reason of a plan superseded by a newer one ([`ANNOTATION_SUPERSEDED_BY`]).
-pub const SUPERSEDED: &str = "Superseded";
-
-/// The content of [`ANNOTATION_BUNDLE_LOOKUPS`]: `status.catalogSources` and
-/// `status.bundleLookups` of a new plan.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PlannedLookups {
-    /// Names of the CatalogSources the bundles come from.
-    pub catalog_sources: Vec<String>,
-    /// One per bundle to install.
-    pub bundle_lookups: Vec<BundleLookup>,
-    /// The Subscriptions the plan creates for its dependencies (no Subscription of the namespace
-    /// asks for their package, channel and catalog): a step each, after every other step.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub subscriptions: Vec<DependencySubscription>,
 }
 
 /// How a plan stops short of being applied: held ([`Hold`], written to its status) or an API
@@ -375,40 +321,6 @@ pub const INLINE_MANIFEST_MAX: usize = 64 * 1024;
 /// [`BundleObjectRef`]s. Deployments are inlined first (the CSV reconciler creates a deleted
 /// Deployment again from its step), then the other steps in order.
 pub const INLINE_PLAN_BUDGET: usize = 512 * 1024;
-
-/// `kind` of a [`BundleObjectRef`].
-pub const BUNDLE_OBJECT_REF_KIND: &str = "BundleObject";
-
-/// `status.plan[].resource.manifest` of a step whose object is not written into the plan (it is
-/// larger than [`INLINE_MANIFEST_MAX`], or the plan's [`INLINE_PLAN_BUDGET`] is spent): the
-/// bundle image by digest that the step is planned from, and the digest of the object as
-/// planned. Like OLM v0's reference to an unpacked bundle ConfigMap
-/// (`catalog/operator.go` `UnpackedBundleReference`), it keeps an InstallPlan small for any
-/// bundle size — argocd-operator 0.18.0 ships 4 MB of manifests, far past etcd's 1.5 MiB per
-/// object. At apply the steps are planned again from that image (pulled by digest, its blobs
-/// from the cache), so what is applied is what was listed. The object's group, version, kind
-/// and name are the step resource's own.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BundleObjectRef {
-    /// Always [`BUNDLE_OBJECT_REF_KIND`].
-    pub kind: String,
-    /// The bundle image, `repository@sha256:…`.
-    pub image: String,
-    /// `sha256:<hex>` of the object's compact JSON as planned.
-    pub digest: String,
-    /// Size of that JSON in bytes.
-    pub size: usize,
-}
-
-impl BundleObjectRef {
-    /// The reference in a step's `manifest`, if it holds one.
-    pub fn parse(manifest: &str) -> Option<BundleObjectRef> {
-        serde_json::from_str::<BundleObjectRef>(manifest)
-            .ok()
-            .filter(|r| r.kind == BUNDLE_OBJECT_REF_KIND && r.image.contains('@'))
-    }
-}
 
 /// One planned step: the object, its catalog `(namespace, name)`, and the bundle image by digest
 /// it was planned from (`None` for steps not planned from a bundle: dependency Subscriptions).
@@ -1020,7 +932,7 @@ pub(crate) const HELD_FOR_APIS: [&str; 5] = [
 ];
 
 /// Which steps of `planned` are held because their CSV may not own the APIs it provides
-/// ([`super::csv::api_ownership`]: another OperatorGroup whose targets intersect provides them):
+/// ([`api_ownership`]: another OperatorGroup whose targets intersect provides them):
 /// that CSV's [`HELD_FOR_APIS`] steps. The CSV itself is still created, and its reconciler fails
 /// it with OLM's reason; when the conflict ends it applies the held Deployments and webhooks
 /// from this plan. Each held CSV is an Event `HeldForConflict` on the plan.
@@ -1032,16 +944,9 @@ async fn held_for_apis(ctx: &Context, ip: &InstallPlan, ns: &str, planned: &Plan
         ) else {
             continue;
         };
-        let (ownership, _) = super::csv::api_ownership(
-            &ctx.client,
-            ns,
-            &planned.operator_group,
-            &planned.targets,
-            &csv_step.name,
-            &spec,
-            false,
-        )
-        .await?;
+        let (ownership, _) =
+            api_ownership(&ctx.client, ns, &planned.operator_group, &planned.targets, &csv_step.name, &spec, false)
+                .await?;
         let crate::install::aggregation::ApiOwnership::Refused { message, .. } = ownership else { continue };
         let mut names = Vec::new();
         for (i, p) in planned.steps.iter().enumerate() {
@@ -1088,30 +993,6 @@ pub(crate) fn merge_held(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn b(csv: &str, image: &str) -> (String, String) {
-        (csv.into(), image.into())
-    }
-
-    #[test]
-    fn plan_name_is_deterministic_and_order_independent() {
-        let a = install_plan_name("sub", &[b("b.v1", "r/b@sha256:1"), b("a.v1", "r/a@sha256:1")], "");
-        assert_eq!(a, install_plan_name("sub", &[b("a.v1", "r/a@sha256:1"), b("b.v1", "r/b@sha256:1")], ""));
-        assert_ne!(a, install_plan_name("other", &[b("a.v1", "r/a@sha256:1"), b("b.v1", "r/b@sha256:1")], ""));
-        assert_ne!(a, install_plan_name("sub", &[b("a.v1", "r/a@sha256:1")], ""));
-        assert!(a.starts_with("install-") && a.len() == "install-".len() + 10);
-    }
-
-    #[test]
-    fn changed_inputs_get_a_new_plan_name() {
-        let base = install_plan_name("sub", &[b("a.v1", "r/a@sha256:1")], "");
-        assert_ne!(base, install_plan_name("sub", &[b("a.v1", "r/a@sha256:2")], ""), "a re-published bundle");
-        assert_ne!(
-            base,
-            install_plan_name("sub", &[b("a.v1", "r/a@sha256:1")], r#"{"env":[]}"#),
-            "a changed spec.config"
-        );
-    }
 
     fn ip(status: Option<serde_json::Value>, annotations: serde_json::Value, approved: bool) -> InstallPlan {
         let mut v = json!({

@@ -12,9 +12,9 @@
 //! points at, [`plan_progress`] for the plan of this resolution). The status is written once, at
 //! the end of the gate that stops, and only when it changed ([`SubscriptionStatus::same_as`]).
 //! InstallPlan status is written only by the InstallPlan reconciler: this one creates the plan
-//! with its bundle lookups in an annotation ([`super::installplan::ANNOTATION_BUNDLE_LOOKUPS`])
+//! with its bundle lookups in an annotation ([`super::handoff::ANNOTATION_BUNDLE_LOOKUPS`])
 //! and marks a superseded plan with an annotation
-//! ([`super::installplan::ANNOTATION_SUPERSEDED_BY`]).
+//! ([`super::handoff::ANNOTATION_SUPERSEDED_BY`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -28,7 +28,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::events::EventType;
-use super::installplan::{
+use super::handoff::{
     ANNOTATION_BUNDLE_LOOKUPS, ANNOTATION_SUPERSEDED_BY, INSTALL_RETRYING, PlannedLookups, install_plan_name,
 };
 use super::{CatalogState, Context, Error, apply_typed_status, fresh, kube_err, now_time};
@@ -801,26 +801,9 @@ async fn install(
     let bundles: Vec<(String, String)> = to_install.iter().map(|b| (b.bundle.clone(), b.image.clone())).collect();
     let config = sub.spec.config.as_ref().and_then(|c| serde_json::to_string(c).ok()).unwrap_or_default();
     let plan_name = install_plan_name(&name, &bundles, &config);
-    let existing =
-        plans.get_opt(&plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))?;
-    // Before a plan is created or a Complete one replaced: read by name (from etcd) whether a CSV
-    // of this resolution exists already; the resolution saw the namespace's CSVs in the watch
-    // cache, which can lag ([`from_watch_cache`]). When one does, this resolution is not acted
-    // on: no plan is created, replaced or superseded.
-    let present =
-        if existing.as_ref().is_none_or(is_complete) { existing_csv(ctx, &ns, &csv_names).await? } else { None };
-    let existing = match (existing, present) {
-        (None, Some(c)) => {
-            // A dependency's plan, named after a different set of bundles, installed it: resolve
-            // again on a list that shows it.
-            tracing::debug!(subscription = %format!("{ns}/{name}"), csv = %c, "the CSV list lagged; not creating an InstallPlan");
-            return Ok(Action::requeue(Duration::from_secs(1)));
-        }
-        (Some(done), Some(c)) => {
-            tracing::debug!(subscription = %format!("{ns}/{name}"), plan = %plan_name, csv = %c, "the CSV list lagged the Complete plan; not reinstalling");
-            Some(done)
-        }
-        (existing, None) => drop_completed(ctx, sub, &plans, existing, &csv_names).await?,
+    let existing = match this_plan(ctx, sub, &plans, &plan_name, &csv_names).await? {
+        Ok(existing) => existing,
+        Err(action) => return Ok(action),
     };
     let prior_name = status.install_plan_ref.as_ref().and_then(|r| r.name.clone());
     let prior = match prior_name.as_deref().filter(|p| *p != plan_name) {
@@ -871,6 +854,39 @@ async fn install(
     let requeue = plan_progress(&mut status, &plan, superseded.as_deref(), now);
     write(ctx, sub, &status).await?;
     Ok(Action::requeue(requeue))
+}
+
+/// This resolution's InstallPlan `plan_name` as it stands: `None` when it is to be created (a
+/// Complete plan whose CSVs are gone is dropped, [`drop_completed`]), or the `Action` to take
+/// instead when the namespace's CSV list lagged behind a CSV of the resolution.
+async fn this_plan(
+    ctx: &Context,
+    sub: &Subscription,
+    plans: &Api<InstallPlan>,
+    plan_name: &str,
+    csv_names: &[String],
+) -> Result<Result<Option<InstallPlan>, Action>, Error> {
+    let (ns, name) = (sub.namespace().unwrap_or_default(), sub.name_any());
+    let existing = plans.get_opt(plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))?;
+    // Before a plan is created or a Complete one replaced: read by name (from etcd) whether a CSV
+    // of this resolution exists already; the resolution saw the namespace's CSVs in the watch
+    // cache, which can lag ([`from_watch_cache`]). When one does, this resolution is not acted
+    // on: no plan is created, replaced or superseded.
+    let present =
+        if existing.as_ref().is_none_or(is_complete) { existing_csv(ctx, &ns, csv_names).await? } else { None };
+    Ok(Ok(match (existing, present) {
+        (None, Some(c)) => {
+            // A dependency's plan, named after a different set of bundles, installed it: resolve
+            // again on a list that shows it.
+            tracing::debug!(subscription = %format!("{ns}/{name}"), csv = %c, "the CSV list lagged; not creating an InstallPlan");
+            return Ok(Err(Action::requeue(Duration::from_secs(1))));
+        }
+        (Some(done), Some(c)) => {
+            tracing::debug!(subscription = %format!("{ns}/{name}"), plan = %plan_name, csv = %c, "the CSV list lagged the Complete plan; not reinstalling");
+            Some(done)
+        }
+        (existing, None) => drop_completed(ctx, sub, plans, existing, csv_names).await?,
+    }))
 }
 
 /// The same resolution's plan completed, yet its CSVs are not installed: they were deleted. As
