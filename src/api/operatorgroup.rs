@@ -202,3 +202,23 @@ pub mod v1alpha2 {
         pub last_updated: Time,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_patch_sends_namespaces_and_removes_what_is_gone() {
+        let st = OperatorGroupStatus {
+            namespaces: Vec::new(),
+            service_account_ref: None,
+            last_updated: Time("2026-01-01T00:00:00Z".parse().unwrap()),
+            conditions: Vec::new(),
+        };
+        assert_eq!(
+            serde_json::to_value(st.merge_patch()).unwrap(),
+            serde_json::json!({"status": {"namespaces": [], "serviceAccountRef": null,
+                "lastUpdated": "2026-01-01T00:00:00Z", "conditions": null}})
+        );
+    }
+}

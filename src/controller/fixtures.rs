@@ -16,7 +16,7 @@ use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
 use super::handoff::ANNOTATION_BUNDLE_LOOKUPS;
-use super::testing::{ApiServer, Reply, Seen, events_path, list, olm_path};
+use super::testing::{ApiServer, Reply, Seen, events_path, list, merge_patch, olm_path};
 use super::{ANNOTATION_UNINSTALL_OPERANDS, CSV_FINALIZER, CatalogState, LoadedIndex, SUBSCRIPTION_FINALIZER};
 use crate::api::{CatalogSource, ClusterServiceVersion, InstallPlan, OperatorGroup, Subscription};
 use crate::install::ANNOTATION_PROPERTIES;
@@ -467,7 +467,10 @@ async fn an_install_plan_without_operator_group_is_blocked_once() {
     assert_eq!((&seen[3].body["type"], &seen[3].body["reason"]), (&json!("Warning"), &json!("NoOperatorGroup")));
 
     // The recheck: the Subscription still points at the plan, there is still no OperatorGroup.
-    let ip = install_plan(Some(failed.clone()));
+    // The plan as stored: the merge patch's `null`s remove what they name.
+    let mut stored = Value::Null;
+    merge_patch(&mut stored, failed);
+    let ip = install_plan(Some(stored));
     let sub = subscription(Some(
         json!({"lastUpdated": "2026-01-01T00:00:00Z", "installPlanRef": {"name": "install-abc", "namespace": NS}}),
     ));
