@@ -1,5 +1,5 @@
 //! The controller (`capstan controller`): kube-rs [`Controller`]s for CatalogSource, Subscription,
-//! InstallPlan and ClusterServiceVersion in one process, sharing one [`Context`].
+//! InstallPlan, ClusterServiceVersion and OperatorGroup in one process, sharing one [`Context`].
 //!
 //! Flow (`reference/olm-v0.md` §1.2–1.5, §5): a CatalogSource's `spec.image` is pulled by digest and
 //! its index kept in memory; a Subscription is resolved against the catalogs its namespace can see
@@ -9,8 +9,9 @@
 //! Installing → Succeeded once its Deployments are Available, or Failed when the OperatorGroup does
 //! not fit.
 //!
-//! Every status is written with server-side apply on the status subresource with field manager
-//! [`crate::install::FIELD_MANAGER`] (`capstan`).
+//! Every status is written once per reconcile on the status subresource with field manager
+//! [`crate::install::FIELD_MANAGER`] (`capstan`): server-side apply of the typed status, or, for
+//! InstallPlans and OperatorGroups, a merge patch of the whole typed status (see their reconcilers).
 
 mod catalogs;
 mod catalogsource;

@@ -283,4 +283,39 @@ mod tests {
             "{e}"
         );
     }
+
+    fn group(name: &str, spec: serde_json::Value) -> OperatorGroup {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+            "metadata": {"name": name, "namespace": "ns"}, "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_namespaces_one_group_and_where_its_targets_come_from() {
+        let unfit = |l: GroupLookup| match l {
+            GroupLookup::Decided(GroupTargets::Unfit { reason, .. }) => reason,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(unfit(group_targets("ns", &[])), "NoOperatorGroup");
+        let two = [group("a", serde_json::json!({})), group("b", serde_json::json!({}))];
+        assert_eq!(unfit(group_targets("ns", &two)), "TooManyOperatorGroups");
+        let found = |targets: &[&str]| {
+            GroupLookup::Decided(GroupTargets::Found {
+                name: "og".into(),
+                targets: targets.iter().map(|t| t.to_string()).collect(),
+            })
+        };
+        assert_eq!(group_targets("ns", &[group("og", serde_json::json!({}))]), found(&[""]));
+        let named = serde_json::json!({"targetNamespaces": ["a"], "selector": {"matchLabels": {"x": "y"}}});
+        assert_eq!(group_targets("ns", &[group("og", named)]), found(&["a"]), "targetNamespaces win");
+        let selected = serde_json::json!({"selector": {"matchLabels": {"x": "y"}}});
+        assert_eq!(
+            group_targets("ns", &[group("og", selected)]),
+            GroupLookup::Select { name: "og".into(), selector: "x=y".into() }
+        );
+        let bad = serde_json::json!({"selector": {"matchExpressions": [{"key": "x", "operator": "Near"}]}});
+        assert_eq!(unfit(group_targets("ns", &[group("og", bad)])), "InvalidOperatorGroup");
+    }
 }
