@@ -128,7 +128,7 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
     let interval_error = interval_error.map(|e| e.to_string());
     let loaded = match unsupported(&cs) {
         Some(message) => Err(message),
-        // A running registry (`opm serve`): read it through OLM's gRPC API (issue 13).
+        // A running registry (`opm serve`): read it through OLM's gRPC API.
         None if registry_address(&cs).is_some() => {
             load_address(&ctx, &key, &cs, registry_address(&cs).unwrap_or_default()).await
         }

@@ -449,7 +449,7 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     let Some(csv) = fresh(&ctx.client, csv.as_ref()).await? else {
         return Ok(Action::await_change());
     };
-    // Finalizer and removal of a deleted CSV (issue 6, `removal.rs`).
+    // Finalizer and removal of a deleted CSV (`removal.rs`).
     if let Some(action) = super::removal::reconcile_csv(&csv, &ctx).await? {
         return Ok(action);
     }

@@ -705,7 +705,7 @@ async fn a_deleted_csv_removes_its_operator_in_order_then_its_finalizer() {
         .expect("GET", &format!("{rbac}/clusterroles"), list("ClusterRoleList", "rbac.authorization.k8s.io/v1", vec![]))
         .expect("POST", &events_path(NS), Reply::Echo)
         .expect("PATCH", &csv_path, Reply::Ok(csv.clone()))
-        // Its APIs leave the group's olm.providedAPIs at once (issue 14); no group here.
+        // Its APIs leave the group's olm.providedAPIs at once; no group here.
         .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![]));
     let action = super::csv::reconcile(typed::<ClusterServiceVersion>(&csv), ctx).await.expect("reconcile");
     assert_eq!(action, Action::await_change());
@@ -732,8 +732,8 @@ async fn a_deleted_csv_removes_its_operator_in_order_then_its_finalizer() {
 }
 
 /// A new CSV whose requirements are met and whose Deployment is Available goes None → Pending →
-/// InstallReady → Succeeded in one reconcile with **one** status write (issue 13: each phase
-/// write was a round trip on the install's path): the phase written is Succeeded, and
+/// InstallReady → Succeeded in one reconcile with **one** status write (each phase write would be
+/// a round trip on the install's path): the phase written is Succeeded, and
 /// `status.conditions` keeps each phase it passed, in order, as OLM's CSVs do. An Event is
 /// recorded for each phase, in order. The OperatorCondition (with its Role and RoleBinding) is
 /// created beside the steps, its requests at no fixed place among theirs.

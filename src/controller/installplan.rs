@@ -265,7 +265,7 @@ impl<'a> PlanPass<'a> {
         }
     }
 
-    /// `plan/namespace/name` for log lines.
+    /// `namespace/name` of the plan, for log lines.
     fn key(&self) -> String {
         format!("{}/{}", self.ns, self.name)
     }
@@ -712,8 +712,8 @@ pub(crate) fn decide_start(ip: &InstallPlan) -> Start {
         };
     };
     // A plan refused by a check before its first step is looked at again: once the cause is fixed
-    // (the objects, the OperatorGroup, the installer's permissions, the image) it proceeds
-    // (case-21: recovering needs no uninstall).
+    // (the objects, the OperatorGroup, the installer's permissions, the image) it proceeds:
+    // recovering needs no uninstall.
     if is_blocked(current) {
         return Start::Recheck;
     }
@@ -841,13 +841,13 @@ async fn claim(pass: &mut PlanPass<'_>, planned: &Planned) -> Result<bool, Error
     pass.write(Scope::Whole, true).await
 }
 
-/// The checks before the first step: an OperatorCondition holding the upgrade, the CRD upgrade check (issue 6, case-21: every existing
-/// object must fit the new schema and no stored version may disappear) and, for a scoped install
-/// (issue 7, case-25), the OperatorGroup's ServiceAccount holding everything the plan needs.
+/// The checks before the first step: an OperatorCondition holding the upgrade, the CRD upgrade
+/// check (every existing object must fit the new schema and no stored version may disappear)
+/// and, for a scoped install, the OperatorGroup's ServiceAccount holding everything the plan needs.
 /// Returns who applies the plan, or the blocking hold.
 async fn preflight(ctx: &Context, ns: &str, og: &str, plain: &[Step]) -> Result<scoped::Installer, Stop> {
     // An OperatorCondition Upgradeable=False on the CSV being replaced holds the upgrade (OLM
-    // `isOperatorUpgradeable`); checked again like the other blocks until it clears (issue 13).
+    // `isOperatorUpgradeable`); checked again like the other blocks until it clears.
     for (csv_ns, replaced) in crate::install::operator_condition::replaced_csvs(plain) {
         let may = crate::install::operator_condition::may_replace(&ctx.client, &csv_ns, &replaced)
             .await

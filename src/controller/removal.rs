@@ -1,4 +1,4 @@
-//! Removal that never hangs (issue 6, `reference/olm-v0.md` §5.7, `cases/olm-cases.yaml` case-29).
+//! Removal that never hangs (`reference/olm-v0.md` §5.7).
 //!
 //! **CSV deletion.** Every ClusterServiceVersion capstan reconciles gets the finalizer
 //! [`CSV_FINALIZER`] (`operators.coreos.com/csv-cleanup`, the name OLM uses since
@@ -959,7 +959,7 @@ async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Opti
     Ok(None)
 }
 
-/// Deletes the custom resources before the operator (§5.7, case-29), while it runs to complete
+/// Deletes the custom resources before the operator (§5.7), while it runs to complete
 /// their finalizers, up to the timeout. `Some(wait)` while they are not all gone (the operator is
 /// removed anyway once they are reported stuck); `None` when none are left.
 async fn remove_operands_first(
@@ -1038,7 +1038,7 @@ async fn delete_crds(csv: &ClusterServiceVersion, ctx: &Context, owned: &[OwnedC
     Ok(notes)
 }
 
-/// What stays after an uninstall that keeps the CRDs (case-29: "status says CRs remain").
+/// What stays after an uninstall that keeps the CRDs (the status says which custom resources remain).
 async fn kept_notes(ctx: &Context, cleanup: &Cleanup) -> Result<Vec<String>, Error> {
     let owned = &cleanup.owned;
     let everywhere = vec![None; owned.len()];

@@ -141,7 +141,7 @@ pub(crate) fn decide_catalogs(
 }
 
 /// The Subscription's own catalog cannot be loaded (`why`): resolution is deferred until it can;
-/// what is installed stays as it is (case-27). With an installed CSV `kept` nothing is
+/// what is installed stays as it is. With an installed CSV `kept` nothing is
 /// unresolved — the catalog is — so the catalog condition says so; without one,
 /// `ResolutionFailed` does. Pure.
 pub(crate) fn defer_for_source(
@@ -222,7 +222,7 @@ pub(crate) fn decide_resolution(
             && is_installed(from)
         {
             // An upgrade is pending (waiting for approval or an OperatorCondition): as in OLM,
-            // installedCSV names what is installed meanwhile, currentCSV the upgrade (issue 13).
+            // installedCSV names what is installed meanwhile, currentCSV the upgrade.
             status.installed_csv = Some(from.clone());
         }
     }
@@ -282,8 +282,8 @@ fn phase_name(phase: &InstallPlanPhase) -> String {
 }
 
 /// What to do about `prior` (the plan `status.installPlanRef` names, when it exists and is not
-/// `plan_name`) for Subscription `name` whose resolution now installs `csv_names` (§5, issue 6
-/// "approval flows"). Pure.
+/// `plan_name`) for Subscription `name` whose resolution now installs `csv_names` (§5, the
+/// approval flows). Pure.
 pub(crate) fn decide_prior(prior: &InstallPlan, plan_name: &str, csv_names: &[String], name: &str) -> Prior {
     let phase = prior.status.as_ref().map(|s| s.phase.clone()).unwrap_or(InstallPlanPhase::Planning);
     let waiting_for_approval = phase == InstallPlanPhase::RequiresApproval && !prior.spec.approved;
@@ -727,7 +727,7 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
     let Some(sub) = fresh(&ctx.client, sub.as_ref()).await? else {
         return Ok(Action::await_change());
     };
-    // Uninstall on deletion, when the Subscription asks for it (issue 6, `removal.rs`).
+    // Uninstall on deletion, when the Subscription asks for it (`removal.rs`).
     if let Some(action) = super::removal::reconcile_subscription(&sub, &ctx).await? {
         return Ok(action);
     }
@@ -958,8 +958,8 @@ async fn mark_superseded(
 
 /// The note of the Subscription's `InstallPlanCreated` Event: the plan, what it installs, its
 /// approval, and, when the Subscription's own bundle is not the channel's first choice, which
-/// preferred bundles were passed over and why (issue 15: a user sees why eclipse-che 7.41.2 and
-/// not 7.121.0 is installed; `resolve::ResolvedBundle::passed_over`).
+/// preferred bundles were passed over and why (so that a user sees why, say, eclipse-che 7.41.2
+/// and not 7.121.0 is installed; `resolve::ResolvedBundle::passed_over`).
 pub(crate) fn plan_created_note(
     sub: &Subscription,
     plan_name: &str,
