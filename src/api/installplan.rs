@@ -207,6 +207,40 @@ pub struct StepResource {
     pub manifest: Option<String>,
 }
 
+/// `kind` of a [`BundleObjectRef`].
+pub const BUNDLE_OBJECT_REF_KIND: &str = "BundleObject";
+
+/// `status.plan[].resource.manifest` of a step whose object is not written into the plan (it is
+/// larger than the controller's `INLINE_MANIFEST_MAX`, or the plan's `INLINE_PLAN_BUDGET` is spent): the
+/// bundle image by digest that the step is planned from, and the digest of the object as
+/// planned. Like OLM v0's reference to an unpacked bundle ConfigMap
+/// (`catalog/operator.go` `UnpackedBundleReference`), it keeps an InstallPlan small for any
+/// bundle size — argocd-operator 0.18.0 ships 4 MB of manifests, far past etcd's 1.5 MiB per
+/// object. At apply the steps are planned again from that image (pulled by digest, its blobs
+/// from the cache), so what is applied is what was listed. The object's group, version, kind
+/// and name are the step resource's own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BundleObjectRef {
+    /// Always [`BUNDLE_OBJECT_REF_KIND`].
+    pub kind: String,
+    /// The bundle image, `repository@sha256:…`.
+    pub image: String,
+    /// `sha256:<hex>` of the object's compact JSON as planned.
+    pub digest: String,
+    /// Size of that JSON in bytes.
+    pub size: usize,
+}
+
+impl BundleObjectRef {
+    /// The reference in a step's `manifest`, if it holds one.
+    pub fn parse(manifest: &str) -> Option<BundleObjectRef> {
+        serde_json::from_str::<BundleObjectRef>(manifest)
+            .ok()
+            .filter(|r| r.kind == BUNDLE_OBJECT_REF_KIND && r.image.contains('@'))
+    }
+}
+
 open_enum! {
     /// `status.plan[].status` (OLM `StepStatus`).
     pub enum StepStatus {
@@ -356,6 +390,90 @@ impl InstallPlanStatus {
     }
 }
 
+impl InstallPlanStatus {
+    /// This whole status as one JSON merge patch (RFC 7386) of the status subresource that
+    /// leaves nothing of an older status behind ([`InstallPlanStatusMerge::Whole`]), with
+    /// `resource_version` (the plan's as read) as precondition when given.
+    pub fn merge_patch<'a>(&'a self, resource_version: Option<&'a str>) -> InstallPlanStatusPatch<'a> {
+        InstallPlanStatusPatch {
+            metadata: resource_version.map(|resource_version| Precondition { resource_version }),
+            status: InstallPlanStatusMerge::Whole {
+                phase: &self.phase,
+                conditions: (!self.conditions.is_empty()).then_some(self.conditions.as_slice()),
+                catalog_sources: &self.catalog_sources,
+                plan: (!self.plan.is_empty()).then_some(self.plan.as_slice()),
+                bundle_lookups: (!self.bundle_lookups.is_empty()).then_some(self.bundle_lookups.as_slice()),
+                attenuated_service_account_ref: self.attenuated_service_account_ref.as_ref(),
+                start_time: self.start_time.as_ref(),
+                message: self.message.as_deref(),
+            },
+        }
+    }
+
+    /// This status's `bundleLookups` alone as a JSON merge patch, with `resource_version` as
+    /// precondition when given ([`InstallPlanStatusMerge::BundleLookups`]).
+    pub fn bundle_lookups_patch<'a>(&'a self, resource_version: Option<&'a str>) -> InstallPlanStatusPatch<'a> {
+        InstallPlanStatusPatch {
+            metadata: resource_version.map(|resource_version| Precondition { resource_version }),
+            status: InstallPlanStatusMerge::BundleLookups { bundle_lookups: &self.bundle_lookups },
+        }
+    }
+}
+
+/// An InstallPlan status write as a JSON merge patch: `{"metadata": {"resourceVersion": …},
+/// "status": {…}}`. With `metadata` the API server refuses the write (409 Conflict) when the plan
+/// changed since that resourceVersion.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InstallPlanStatusPatch<'a> {
+    /// The precondition, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Precondition<'a>>,
+    /// What is written.
+    pub status: InstallPlanStatusMerge<'a>,
+}
+
+/// `metadata.resourceVersion` of a patch: the write applies only to that version.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Precondition<'a> {
+    /// The resourceVersion the write was decided on.
+    pub resource_version: &'a str,
+}
+
+/// The `status` of an [`InstallPlanStatusPatch`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum InstallPlanStatusMerge<'a> {
+    /// Every field of [`InstallPlanStatus`]; a merge patch keeps what it does not name, so a
+    /// field the status does not have (an empty list, no value) is sent as `null`, which removes
+    /// it.
+    #[serde(rename_all = "camelCase")]
+    Whole {
+        /// [`InstallPlanStatus::phase`].
+        phase: &'a InstallPlanPhase,
+        /// [`InstallPlanStatus::conditions`]; `null` when none.
+        conditions: Option<&'a [InstallPlanCondition]>,
+        /// [`InstallPlanStatus::catalog_sources`], also when empty (OLM's schema requires it).
+        catalog_sources: &'a [String],
+        /// [`InstallPlanStatus::plan`]; `null` when none.
+        plan: Option<&'a [Step]>,
+        /// [`InstallPlanStatus::bundle_lookups`]; `null` when none.
+        bundle_lookups: Option<&'a [BundleLookup]>,
+        /// [`InstallPlanStatus::attenuated_service_account_ref`].
+        attenuated_service_account_ref: Option<&'a ObjectReference>,
+        /// [`InstallPlanStatus::start_time`].
+        start_time: Option<&'a Time>,
+        /// [`InstallPlanStatus::message`].
+        message: Option<&'a str>,
+    },
+    /// `bundleLookups` alone (the rest of the status as it is on the server).
+    #[serde(rename_all = "camelCase")]
+    BundleLookups {
+        /// [`InstallPlanStatus::bundle_lookups`].
+        bundle_lookups: &'a [BundleLookup],
+    },
+}
+
 impl InstallPlan {
     /// The phase, `None` before the controller wrote a status.
     pub fn phase(&self) -> Option<&InstallPlanPhase> {
@@ -366,6 +484,21 @@ impl InstallPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_whole_status_patch_names_every_field_and_removes_what_is_gone() {
+        let mut st = InstallPlanStatus::new(InstallPlanPhase::Installing);
+        st.catalog_sources = vec!["community".into()];
+        let v = serde_json::to_value(st.merge_patch(Some("7"))).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"metadata": {"resourceVersion": "7"}, "status": {
+                "phase": "Installing", "conditions": null, "catalogSources": ["community"], "plan": null,
+                "bundleLookups": null, "attenuatedServiceAccountRef": null, "startTime": null, "message": null}})
+        );
+        let v = serde_json::to_value(st.bundle_lookups_patch(None)).unwrap();
+        assert_eq!(v, serde_json::json!({"status": {"bundleLookups": []}}));
+    }
 
     #[test]
     fn steps_and_phases_use_olm_strings() {

@@ -107,6 +107,45 @@ impl OperatorGroup {
     }
 }
 
+impl OperatorGroupStatus {
+    /// This status as the body of one JSON merge patch (RFC 7386) of the status subresource
+    /// that leaves nothing of an older status behind ([`OperatorGroupStatusPatch`]).
+    pub fn merge_patch(&self) -> OperatorGroupStatusPatch<'_> {
+        OperatorGroupStatusPatch {
+            status: OperatorGroupStatusMerge {
+                namespaces: &self.namespaces,
+                service_account_ref: self.service_account_ref.as_ref(),
+                last_updated: &self.last_updated,
+                conditions: (!self.conditions.is_empty()).then_some(self.conditions.as_slice()),
+            },
+        }
+    }
+}
+
+/// A whole [`OperatorGroupStatus`] as a JSON merge patch: `{"status": {...}}`. A merge patch
+/// keeps what it does not name, so every field is named: `namespaces` always (an emptied list
+/// replaces the old one), `serviceAccountRef` and `conditions` as `null` when there are none
+/// (removed; OLM writes no empty `conditions` list).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OperatorGroupStatusPatch<'a> {
+    /// The status subresource's content.
+    pub status: OperatorGroupStatusMerge<'a>,
+}
+
+/// The `status` of an [`OperatorGroupStatusPatch`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorGroupStatusMerge<'a> {
+    /// [`OperatorGroupStatus::namespaces`], also when empty.
+    pub namespaces: &'a [String],
+    /// [`OperatorGroupStatus::service_account_ref`]; `null` removes it.
+    pub service_account_ref: Option<&'a ObjectReference>,
+    /// [`OperatorGroupStatus::last_updated`].
+    pub last_updated: &'a Time,
+    /// [`OperatorGroupStatus::conditions`]; `null` (none) removes them.
+    pub conditions: Option<&'a [Condition]>,
+}
+
 /// `operators.coreos.com/v1alpha2` OperatorGroup: served for manifests written against the older
 /// version, not stored (OLM's CRD does the same; `reference/olm-v0.md` §1.1). Read and write
 /// OperatorGroups as [`super::OperatorGroup`] (`v1`).
@@ -161,5 +200,25 @@ pub mod v1alpha2 {
         pub service_account_ref: Option<ObjectReference>,
         /// When the status was last updated.
         pub last_updated: Time,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_patch_sends_namespaces_and_removes_what_is_gone() {
+        let st = OperatorGroupStatus {
+            namespaces: Vec::new(),
+            service_account_ref: None,
+            last_updated: Time("2026-01-01T00:00:00Z".parse().unwrap()),
+            conditions: Vec::new(),
+        };
+        assert_eq!(
+            serde_json::to_value(st.merge_patch()).unwrap(),
+            serde_json::json!({"status": {"namespaces": [], "serviceAccountRef": null,
+                "lastUpdated": "2026-01-01T00:00:00Z", "conditions": null}})
+        );
     }
 }

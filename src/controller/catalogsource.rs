@@ -9,54 +9,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 
+use super::registries::registry_for;
 use super::{CatalogChange, Context, Error, LoadedIndex, apply_typed_status, now_time};
 use crate::api::CatalogSource;
 use crate::api::catalogsource::{CatalogSourceStatus, GrpcConnectionState, SourceType};
 use crate::catalog::image::{CatalogCache, load_catalog_image};
-use crate::oci::{BlobCache, ClientConfig, DockerConfig, Registry, parse_reference};
+use crate::oci::parse_reference;
 use crate::resolve::CatalogIndex;
-
-/// Builds a registry client for `namespace` with the credentials of the named pull secrets
-/// (plain HTTP is automatic for loopback registries).
-pub(crate) async fn registry_for(ctx: &Context, namespace: &str, secrets: &[String]) -> Result<Registry, String> {
-    let mut auth: Option<DockerConfig> = None;
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
-    for name in secrets {
-        let source = format!("secret {namespace}/{name}");
-        let secret = match api.get_opt(name).await {
-            Ok(Some(s)) => s,
-            Ok(None) => {
-                return Err(format!(
-                    "pull {source} (spec.secrets) does not exist; create it or remove it from spec.secrets"
-                ));
-            }
-            Err(e) => return Err(format!("reading pull {source}: {e}")),
-        };
-        let data = secret.data.unwrap_or_default();
-        let cfg = DockerConfig::from_pull_secret(
-            secret.type_.as_deref().unwrap_or(""),
-            |k| data.get(k).map(|b| b.0.as_slice()),
-            &source,
-        )
-        .map_err(|e| e.to_string())?;
-        match &mut auth {
-            Some(a) => a.merge(cfg),
-            None => auth = Some(cfg),
-        }
-    }
-    Ok(Registry::new(ClientConfig {
-        auth,
-        cache: Some(BlobCache::new(BlobCache::default_root())),
-        quiet: true,
-        insecure_registries: ctx.options.insecure_registries.clone(),
-        ..Default::default()
-    }))
-}
 
 /// What the CatalogSource reconciler writes and does after a load ([`decide`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -165,7 +128,7 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
     let interval_error = interval_error.map(|e| e.to_string());
     let loaded = match unsupported(&cs) {
         Some(message) => Err(message),
-        // A running registry (`opm serve`): read it through OLM's gRPC API (issue 13).
+        // A running registry (`opm serve`): read it through OLM's gRPC API.
         None if registry_address(&cs).is_some() => {
             load_address(&ctx, &key, &cs, registry_address(&cs).unwrap_or_default()).await
         }

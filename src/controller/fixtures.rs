@@ -15,8 +15,8 @@ use std::time::Duration;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
-use super::installplan::ANNOTATION_BUNDLE_LOOKUPS;
-use super::testing::{ApiServer, Reply, Seen, events_path, list, olm_path};
+use super::handoff::ANNOTATION_BUNDLE_LOOKUPS;
+use super::testing::{ApiServer, Reply, Seen, events_path, list, merge_patch, olm_path};
 use super::{ANNOTATION_UNINSTALL_OPERANDS, CSV_FINALIZER, CatalogState, LoadedIndex, SUBSCRIPTION_FINALIZER};
 use crate::api::{CatalogSource, ClusterServiceVersion, InstallPlan, OperatorGroup, Subscription};
 use crate::install::ANNOTATION_PROPERTIES;
@@ -467,7 +467,10 @@ async fn an_install_plan_without_operator_group_is_blocked_once() {
     assert_eq!((&seen[3].body["type"], &seen[3].body["reason"]), (&json!("Warning"), &json!("NoOperatorGroup")));
 
     // The recheck: the Subscription still points at the plan, there is still no OperatorGroup.
-    let ip = install_plan(Some(failed.clone()));
+    // The plan as stored: the merge patch's `null`s remove what they name.
+    let mut stored = Value::Null;
+    merge_patch(&mut stored, failed);
+    let ip = install_plan(Some(stored));
     let sub = subscription(Some(
         json!({"lastUpdated": "2026-01-01T00:00:00Z", "installPlanRef": {"name": "install-abc", "namespace": NS}}),
     ));
@@ -581,8 +584,7 @@ async fn two_operator_groups_are_both_invalid() {
         &olm_path("v1", NS, "operatorgroups", "a/status"),
         Reply::WithStatus(a.clone()),
     );
-    let action =
-        super::csv::reconcile_operator_group(typed::<OperatorGroup>(&a), ctx.clone()).await.expect("reconcile");
+    let action = super::operatorgroup::reconcile(typed::<OperatorGroup>(&a), ctx.clone()).await.expect("reconcile");
     assert_eq!(action, Action::requeue(Duration::from_secs(30)));
     let seen = server.finish();
     assert_eq!(seen[1].content_type, "application/merge-patch+json");
@@ -594,7 +596,7 @@ async fn two_operator_groups_are_both_invalid() {
 
     let a = operator_group("a", Some(status));
     server.expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![a.clone(), b]));
-    super::csv::reconcile_operator_group(typed::<OperatorGroup>(&a), ctx).await.expect("second reconcile");
+    super::operatorgroup::reconcile(typed::<OperatorGroup>(&a), ctx).await.expect("second reconcile");
     server.finish();
 }
 
@@ -703,7 +705,7 @@ async fn a_deleted_csv_removes_its_operator_in_order_then_its_finalizer() {
         .expect("GET", &format!("{rbac}/clusterroles"), list("ClusterRoleList", "rbac.authorization.k8s.io/v1", vec![]))
         .expect("POST", &events_path(NS), Reply::Echo)
         .expect("PATCH", &csv_path, Reply::Ok(csv.clone()))
-        // Its APIs leave the group's olm.providedAPIs at once (issue 14); no group here.
+        // Its APIs leave the group's olm.providedAPIs at once; no group here.
         .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![]));
     let action = super::csv::reconcile(typed::<ClusterServiceVersion>(&csv), ctx).await.expect("reconcile");
     assert_eq!(action, Action::await_change());
@@ -730,8 +732,8 @@ async fn a_deleted_csv_removes_its_operator_in_order_then_its_finalizer() {
 }
 
 /// A new CSV whose requirements are met and whose Deployment is Available goes None → Pending →
-/// InstallReady → Succeeded in one reconcile with **one** status write (issue 13: each phase
-/// write was a round trip on the install's path): the phase written is Succeeded, and
+/// InstallReady → Succeeded in one reconcile with **one** status write (each phase write would be
+/// a round trip on the install's path): the phase written is Succeeded, and
 /// `status.conditions` keeps each phase it passed, in order, as OLM's CSVs do. An Event is
 /// recorded for each phase, in order. The OperatorCondition (with its Role and RoleBinding) is
 /// created beside the steps, its requests at no fixed place among theirs.

@@ -13,51 +13,29 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::catalogsource::registry_for;
-use super::csv::{GroupTargets, InstallModeError, check_install_mode, operator_group_targets};
 use super::events::EventType;
-use super::{Context, Error, apply_typed_status, fresh, kube_err, now_time, scoped};
+use super::handoff::{
+    ANNOTATION_BUNDLE_LOOKUPS, ANNOTATION_SUPERSEDED_BY, INSTALL_RETRYING, PlannedLookups, SUPERSEDED,
+};
+use super::operator_groups::{api_ownership, operator_group_targets};
+use super::registries::registry_for;
+use super::{Context, Error, fresh, kube_err, now_time, scoped};
 use crate::api::common::ConditionStatus;
 use crate::api::installplan::{
-    BundleLookup, BundleLookupCondition, BundleLookupConditionType, InstallPlanPhase, InstallPlanStatus,
-    Step as ApiStep, StepResource, StepStatus as ApiStepStatus,
+    BUNDLE_OBJECT_REF_KIND, BundleLookup, BundleLookupCondition, BundleLookupConditionType, BundleObjectRef,
+    InstallPlanPhase, InstallPlanStatus, Step as ApiStep, StepResource, StepStatus as ApiStepStatus,
 };
 use crate::api::{CatalogSource, InstallPlan, Subscription};
 use crate::bundle::Bundle;
 use crate::bundle::image::BundleImageError;
 use crate::install::crd_safety::{check_plan_crds, describe_all};
-use crate::install::plan::DependencySubscription;
+use crate::install::operator_group::{GroupTargets, InstallModeError, check_install_mode};
 use crate::install::preflight;
 use crate::install::{InstallTarget, Step, StepError, StepStatus, SubscriptionConfig, apply, plan};
 use crate::oci::cache::scratch_dir;
 use crate::oci::parse_reference;
-
-/// The InstallPlan name for `subscription` installing `bundles` (`(CSV name, bundle image)`
-/// pairs) with the Subscription's `spec.config` as JSON (`config`, `""` when unset): `install-`
-/// and the first 10 hex digits of a SHA-256 over all of them, so that the same resolution always
-/// maps to the same plan (a restart never creates a second one), and a changed input — a bundle
-/// re-published under another digest, a corrected `spec.config` — gets a new plan instead of
-/// being blocked by the plan that failed before it (issue 11).
-pub fn install_plan_name(subscription: &str, bundles: &[(String, String)], config: &str) -> String {
-    let mut bundles = bundles.to_vec();
-    bundles.sort();
-    let mut h = Sha256::new();
-    h.update(subscription.as_bytes());
-    for (csv, image) in &bundles {
-        h.update([0]);
-        h.update(csv.as_bytes());
-        h.update([1]);
-        h.update(image.as_bytes());
-    }
-    if !config.is_empty() {
-        h.update([2]);
-        h.update(config.as_bytes());
-    }
-    format!("install-{}", &hex::encode(h.finalize())[..10])
-}
 
 /// Condition reason of a plan refused by the CRD upgrade check ([`check_plan_crds`]); such a plan
 /// is checked again every [`CRD_RECHECK`] and applied once the check passes.
@@ -68,10 +46,6 @@ pub const INSTALLER_BLOCKED: &str = "InstallerPermissionsMissing";
 /// Condition reason of a plan whose bundle image cannot be pulled for a reason a person fixes
 /// (not found, unauthorized, a pull secret missing); checked again like [`CRD_UPGRADE_BLOCKED`].
 pub const BUNDLE_UNAVAILABLE: &str = "BundleUnavailable";
-/// Condition reason (with phase unchanged) of a plan that hit an error that goes away by itself
-/// (a registry or the API server unreachable or failing): tried again after a backoff, doubling
-/// from [`RETRY_FIRST`] up to [`RETRY_MAX`].
-pub const INSTALL_RETRYING: &str = "InstallRetrying";
 /// First wait before a plan that hit a transient error is tried again.
 pub const RETRY_FIRST: Duration = Duration::from_secs(2);
 /// Longest wait between tries of a plan that keeps hitting transient errors.
@@ -162,40 +136,13 @@ pub(crate) fn retry_backoff(attempt: u32) -> Duration {
     RETRY_FIRST.saturating_mul(1u32 << attempt.saturating_sub(1).min(16)).min(RETRY_MAX)
 }
 
-/// Annotation on an InstallPlan, set by the Subscription reconciler when it creates the plan:
-/// [`PlannedLookups`] as JSON — where each bundle comes from. The InstallPlan reconciler copies
-/// them into `status.bundleLookups` (only it writes InstallPlan status).
-pub const ANNOTATION_BUNDLE_LOOKUPS: &str = "operators.capstan.dev/bundle-lookups";
-
-/// Annotation on an InstallPlan waiting for approval, set by the Subscription reconciler when a
-/// newer resolution supersedes it (written on the version it read, so a plan approved meanwhile
-/// is not marked): why. The InstallPlan reconciler then fails the plan with reason `Superseded`,
-/// so that approving it later installs nothing.
-pub const ANNOTATION_SUPERSEDED_BY: &str = "operators.capstan.dev/superseded";
-
-/// Condition reason of a plan superseded by a newer one ([`ANNOTATION_SUPERSEDED_BY`]).
-pub const SUPERSEDED: &str = "Superseded";
-
-/// The content of [`ANNOTATION_BUNDLE_LOOKUPS`]: `status.catalogSources` and
-/// `status.bundleLookups` of a new plan.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PlannedLookups {
-    /// Names of the CatalogSources the bundles come from.
-    pub catalog_sources: Vec<String>,
-    /// One per bundle to install.
-    pub bundle_lookups: Vec<BundleLookup>,
-    /// The Subscriptions the plan creates for its dependencies (no Subscription of the namespace
-    /// asks for their package, channel and catalog): a step each, after every other step.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub subscriptions: Vec<DependencySubscription>,
-}
-
 /// How a plan stops short of being applied: held ([`Hold`], written to its status) or an API
 /// failure (the reconcile fails and is retried).
 #[derive(Debug)]
 enum Stop {
+    /// Held.
     Held(Hold),
+    /// An API failure.
     Api(Error),
 }
 
@@ -211,83 +158,173 @@ impl From<Hold> for Stop {
     }
 }
 
-/// Marks the plan Failed with `reason` and `message` (unless it already says exactly that),
-/// nothing applied, and requeues it for another check.
-#[allow(clippy::too_many_arguments)]
-async fn block(
-    ctx: &Context,
-    api: &Api<InstallPlan>,
-    ip: &InstallPlan,
-    mut status: InstallPlanStatus,
-    steps: Vec<ApiStep>,
-    reason: &str,
-    message: String,
+/// One reconcile of an InstallPlan: the plan as read and the status as decided so far, carried
+/// through the reconcile's steps (start, pull and plan, the checks before the first step, claim,
+/// apply) and written once at the end ([`PlanPass::finish`]). Two writes on the way are part of
+/// the protocol, not of the decision, and go through the same writer ([`PlanPass::write`]) with
+/// the plan's resourceVersion as precondition: the `Pulling` marker before a pull
+/// ([`mark_pulling`]) and the claim before the first step ([`claim`]).
+struct PlanPass<'a> {
+    ctx: &'a Context,
+    api: Api<InstallPlan>,
+    ip: &'a InstallPlan,
+    /// The plan's namespace.
+    ns: String,
+    /// The plan's name.
+    name: String,
+    /// The status as decided so far.
+    status: InstallPlanStatus,
+    /// The plan's resourceVersion as read, then as the last write of this reconcile left it.
+    rv: Option<String>,
+    /// The plan was refused by a check before its first step ([`Start::Recheck`]).
     blocked: bool,
-) -> Result<Action, Error> {
-    let message = format!("{message} (capstan checks again every {} s)", CRD_RECHECK.as_secs());
-    if status.message.as_deref() != Some(message.as_str()) || !blocked {
-        tracing::warn!(plan = %format!("{}/{}", ip.namespace().unwrap_or_default(), ip.name_any()), %message, "InstallPlan refused before any step");
-        status.fail(reason, &message, &now_time());
-        status.plan = steps;
-        apply_typed_status(api, ip, &status).await?;
-        ctx.events.publish_for(ip, EventType::Warning, reason, &message).await;
-    }
-    Ok(Action::requeue(CRD_RECHECK))
 }
 
-/// Keeps the plan's phase and says in condition `Installed=False` ([`INSTALL_RETRYING`]) what
-/// failed and when capstan tries again; requeues after [`retry_backoff`].
-async fn retry_later(
-    ctx: &Context,
-    api: &Api<InstallPlan>,
-    ip: &InstallPlan,
-    mut status: InstallPlanStatus,
-    message: String,
-) -> Result<Action, Error> {
-    let key = (ip.namespace().unwrap_or_default(), ip.name_any());
-    let attempt = {
-        let mut retries = ctx.plan_retries.lock().unwrap_or_else(|e| e.into_inner());
-        let n = retries.entry(key).or_insert(0);
-        *n += 1;
-        *n
-    };
-    let wait = retry_backoff(attempt);
-    let message =
-        format!("{message}; this can pass by itself: capstan tries again in {} s (attempt {attempt})", wait.as_secs());
-    tracing::warn!(plan = %format!("{}/{}", ip.namespace().unwrap_or_default(), ip.name_any()), %message, "InstallPlan held by a transient error");
-    status.set_installed(ConditionStatus::False, Some(INSTALL_RETRYING), Some(&message), &now_time());
-    apply_typed_status(api, ip, &status).await?;
-    if attempt == 1 {
-        ctx.events.publish_for(ip, EventType::Warning, INSTALL_RETRYING, &message).await;
-    }
-    Ok(Action::requeue(wait))
+/// How a reconcile of a plan ends ([`PlanPass::finish`]).
+#[derive(Debug)]
+enum Ending {
+    /// Nothing written; look again as `Action` says.
+    Quiet(Action),
+    /// The status as decided is written, then `note` is recorded as an Event.
+    Write {
+        /// Write only if the plan is still at the resourceVersion as read (a conflict writes
+        /// nothing and looks again shortly).
+        precondition: bool,
+        /// The Event: its type, reason and message.
+        note: Option<(EventType, String, String)>,
+        /// When to look again.
+        action: Action,
+    },
 }
 
-/// Writes a plan's [`Hold`]: [`retry_later`], [`block`], or Failed for good.
-#[allow(clippy::too_many_arguments)]
-async fn hold(
-    ctx: &Context,
-    api: &Api<InstallPlan>,
-    ip: &InstallPlan,
-    mut status: InstallPlanStatus,
-    steps: Vec<ApiStep>,
-    hold: Hold,
-    blocked: bool,
-) -> Result<Action, Error> {
-    match hold {
-        Hold::Again => Ok(Action::requeue(Duration::from_millis(200))),
-        Hold::Retry(message) => retry_later(ctx, api, ip, status, message).await,
-        Hold::Blocked(reason, message) => block(ctx, api, ip, status, steps, reason, message, blocked).await,
-        Hold::Fail(reason, message) => {
-            tracing::warn!(plan = %format!("{}/{}", ip.namespace().unwrap_or_default(), ip.name_any()), %message, "InstallPlan failed");
-            status.fail(reason, &message, &now_time());
-            if !steps.is_empty() {
-                status.plan = steps;
-            }
-            apply_typed_status(api, ip, &status).await?;
-            ctx.events.publish_for(ip, EventType::Warning, "InstallFailed", &message).await;
-            Ok(Action::await_change())
+/// What one [`PlanPass::write`] writes of the status.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Scope {
+    /// The whole status ([`InstallPlanStatus::merge_patch`]).
+    Whole,
+    /// `status.bundleLookups` alone (`status.plan` may be large).
+    BundleLookups,
+}
+
+/// The wait before a plan whose write met a conflict (it changed since it was read) is decided
+/// again.
+const AGAIN: Duration = Duration::from_millis(200);
+
+impl<'a> PlanPass<'a> {
+    fn new(ctx: &'a Context, ip: &'a InstallPlan, status: InstallPlanStatus, blocked: bool) -> PlanPass<'a> {
+        let (ns, name) = (ip.namespace().unwrap_or_default(), ip.name_any());
+        PlanPass {
+            api: Api::namespaced(ctx.client.clone(), &ns),
+            ctx,
+            ip,
+            ns,
+            name,
+            status,
+            rv: ip.resource_version(),
+            blocked,
         }
+    }
+
+    /// The one writer of InstallPlan status: the typed status as a JSON merge patch (`scope`), on
+    /// the resourceVersion as last seen when `precondition`. A merge patch, not server-side apply:
+    /// a claim must remove the message and conditions of the hold before it, which earlier
+    /// writes by other means (and older capstan versions' merge patches) may co-own, and which an
+    /// apply that leaves them out removes only when it alone owns them; the whole typed status
+    /// with `null` for what it lacks removes them always. `Ok(false)`: the plan changed since
+    /// (409 Conflict), nothing was written.
+    async fn write(&mut self, scope: Scope, precondition: bool) -> Result<bool, Error> {
+        let rv = self.rv.as_deref().filter(|_| precondition);
+        let patch = match scope {
+            Scope::Whole => self.status.merge_patch(rv),
+            Scope::BundleLookups => self.status.bundle_lookups_patch(rv),
+        };
+        let params = PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() };
+        match self.api.patch_status(&self.name, &params, &Patch::Merge(&patch)).await {
+            Ok(updated) => {
+                self.rv = updated.resource_version();
+                Ok(true)
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 && precondition => Ok(false),
+            Err(e) => Err(kube_err(format!("writing status of InstallPlan {}/{}", self.ns, self.name))(e)),
+        }
+    }
+
+    /// Ends the reconcile: writes the status as decided (once), records the Event.
+    async fn finish(mut self, ending: Ending) -> Result<Action, Error> {
+        match ending {
+            Ending::Quiet(action) => Ok(action),
+            Ending::Write { precondition, note, action } => {
+                if !self.write(Scope::Whole, precondition).await? {
+                    return Ok(Action::requeue(AGAIN));
+                }
+                if let Some((type_, reason, message)) = note {
+                    self.ctx.events.publish_for(self.ip, type_, &reason, &message).await;
+                }
+                Ok(action)
+            }
+        }
+    }
+
+    /// `namespace/name` of the plan, for log lines.
+    fn key(&self) -> String {
+        format!("{}/{}", self.ns, self.name)
+    }
+
+    /// How a [`Hold`] ends the reconcile: [`PlanPass::retry_later`], [`PlanPass::block`], or
+    /// Failed for good (`steps`, when any, as `status.plan`).
+    fn hold(&mut self, hold: Hold, steps: Vec<ApiStep>) -> Ending {
+        match hold {
+            Hold::Again => Ending::Quiet(Action::requeue(AGAIN)),
+            Hold::Retry(message) => self.retry_later(message),
+            Hold::Blocked(reason, message) => self.block(steps, reason, message),
+            Hold::Fail(reason, message) => {
+                tracing::warn!(plan = %self.key(), %message, "InstallPlan failed");
+                self.status.fail(reason, &message, &now_time());
+                if !steps.is_empty() {
+                    self.status.plan = steps;
+                }
+                Ending::Write {
+                    precondition: false,
+                    note: Some((EventType::Warning, "InstallFailed".into(), message)),
+                    action: Action::await_change(),
+                }
+            }
+        }
+    }
+
+    /// Marks the plan Failed with `reason` and `message` (unless it already says exactly that),
+    /// `steps` listed and nothing applied, and requeues it for another check.
+    fn block(&mut self, steps: Vec<ApiStep>, reason: &str, message: String) -> Ending {
+        let message = format!("{message} (capstan checks again every {} s)", CRD_RECHECK.as_secs());
+        let action = Action::requeue(CRD_RECHECK);
+        if self.status.message.as_deref() == Some(message.as_str()) && self.blocked {
+            return Ending::Quiet(action);
+        }
+        tracing::warn!(plan = %self.key(), %message, "InstallPlan refused before any step");
+        self.status.fail(reason, &message, &now_time());
+        self.status.plan = steps;
+        Ending::Write { precondition: false, note: Some((EventType::Warning, reason.into(), message)), action }
+    }
+
+    /// Keeps the plan's phase and says in condition `Installed=False` ([`INSTALL_RETRYING`]) what
+    /// failed and when capstan tries again; requeues after [`retry_backoff`]. The Event is
+    /// recorded at the first try only.
+    fn retry_later(&mut self, message: String) -> Ending {
+        let attempt = {
+            let mut retries = self.ctx.plan_retries.lock().unwrap_or_else(|e| e.into_inner());
+            let n = retries.entry((self.ns.clone(), self.name.clone())).or_insert(0);
+            *n += 1;
+            *n
+        };
+        let wait = retry_backoff(attempt);
+        let message = format!(
+            "{message}; this can pass by itself: capstan tries again in {} s (attempt {attempt})",
+            wait.as_secs()
+        );
+        tracing::warn!(plan = %self.key(), %message, "InstallPlan held by a transient error");
+        self.status.set_installed(ConditionStatus::False, Some(INSTALL_RETRYING), Some(&message), &now_time());
+        let note = (attempt == 1).then(|| (EventType::Warning, INSTALL_RETRYING.to_string(), message));
+        Ending::Write { precondition: false, note, action: Action::requeue(wait) }
     }
 }
 
@@ -376,40 +413,6 @@ pub const INLINE_MANIFEST_MAX: usize = 64 * 1024;
 /// Deployment again from its step), then the other steps in order.
 pub const INLINE_PLAN_BUDGET: usize = 512 * 1024;
 
-/// `kind` of a [`BundleObjectRef`].
-pub const BUNDLE_OBJECT_REF_KIND: &str = "BundleObject";
-
-/// `status.plan[].resource.manifest` of a step whose object is not written into the plan (it is
-/// larger than [`INLINE_MANIFEST_MAX`], or the plan's [`INLINE_PLAN_BUDGET`] is spent): the
-/// bundle image by digest that the step is planned from, and the digest of the object as
-/// planned. Like OLM v0's reference to an unpacked bundle ConfigMap
-/// (`catalog/operator.go` `UnpackedBundleReference`), it keeps an InstallPlan small for any
-/// bundle size — argocd-operator 0.18.0 ships 4 MB of manifests, far past etcd's 1.5 MiB per
-/// object. At apply the steps are planned again from that image (pulled by digest, its blobs
-/// from the cache), so what is applied is what was listed. The object's group, version, kind
-/// and name are the step resource's own.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BundleObjectRef {
-    /// Always [`BUNDLE_OBJECT_REF_KIND`].
-    pub kind: String,
-    /// The bundle image, `repository@sha256:…`.
-    pub image: String,
-    /// `sha256:<hex>` of the object's compact JSON as planned.
-    pub digest: String,
-    /// Size of that JSON in bytes.
-    pub size: usize,
-}
-
-impl BundleObjectRef {
-    /// The reference in a step's `manifest`, if it holds one.
-    pub fn parse(manifest: &str) -> Option<BundleObjectRef> {
-        serde_json::from_str::<BundleObjectRef>(manifest)
-            .ok()
-            .filter(|r| r.kind == BUNDLE_OBJECT_REF_KIND && r.image.contains('@'))
-    }
-}
-
 /// One planned step: the object, its catalog `(namespace, name)`, and the bundle image by digest
 /// it was planned from (`None` for steps not planned from a bundle: dependency Subscriptions).
 #[derive(Debug, Clone)]
@@ -495,16 +498,10 @@ fn pinned_image(plan: &[ApiStep], csv: &str) -> Option<String> {
 }
 
 /// Pulls every bundle of the plan and plans its steps. Stops with how the plan is held, with a
-/// message naming the bundle. `rv` is the plan's resourceVersion as read, updated when this
-/// writes the plan's status.
-async fn plan_steps(
-    ctx: &Context,
-    api: &Api<InstallPlan>,
-    ip: &InstallPlan,
-    ns: &str,
-    status: &mut InstallPlanStatus,
-    rv: &mut Option<String>,
-) -> Result<Planned, Stop> {
+/// message naming the bundle.
+async fn plan_steps(pass: &mut PlanPass<'_>) -> Result<Planned, Stop> {
+    let (ctx, ip, ns) = (pass.ctx, pass.ip, pass.ns.clone());
+    let ns = ns.as_str();
     let (og, targets) = match operator_group_targets(&ctx.client, ns).await? {
         GroupTargets::Found { name, targets } => (name, targets),
         GroupTargets::Unfit { reason, message } => {
@@ -517,9 +514,9 @@ async fn plan_steps(
         None => None,
     };
     let mut steps = Vec::new();
-    let lookups = status.bundle_lookups.clone();
+    let lookups = pass.status.bundle_lookups.clone();
     for (i, lookup) in lookups.iter().enumerate() {
-        let (bundle, image) = pull(ctx, api, ip, status, rv, i, lookup).await?;
+        let (bundle, image) = pull(pass, i, lookup).await?;
         let at = |what: String| format!("bundle {} ({}): {what}", lookup.identifier, lookup.path);
         let modes: Vec<(String, bool)> =
             bundle.csv().install_modes().into_iter().map(|m| (m.type_.as_str().to_string(), m.supported)).collect();
@@ -572,15 +569,8 @@ async fn plan_steps(
 /// Pulls the bundle of lookup `i` (pull secrets of its CatalogSource) — by the digest the plan's
 /// listed steps were planned from ([`pinned_image`]), else `path` — marking the pull in the
 /// plan's status while it runs ([`mark_pulling`]). Returns the bundle and its image by digest.
-async fn pull(
-    ctx: &Context,
-    api: &Api<InstallPlan>,
-    ip: &InstallPlan,
-    status: &mut InstallPlanStatus,
-    rv: &mut Option<String>,
-    i: usize,
-    lookup: &BundleLookup,
-) -> Result<(Bundle, String), Stop> {
+async fn pull(pass: &mut PlanPass<'_>, i: usize, lookup: &BundleLookup) -> Result<(Bundle, String), Stop> {
+    let ctx = pass.ctx;
     let at = |what: String| format!("bundle {} ({}): {what}", lookup.identifier, lookup.path);
     let cns = lookup.catalog_source_ref.namespace.clone().unwrap_or_default();
     let cname = lookup.catalog_source_ref.name.clone().unwrap_or_default();
@@ -593,16 +583,16 @@ async fn pull(
         .map_err(|e| Hold::Fail("InstallCheckFailed", at(format!("the image reference is invalid: {e}"))))?;
     // The pin is taken only for the lookup's own repository (status is not where a bundle's
     // origin is decided).
-    let reference = pinned_image(&status.plan, &lookup.identifier)
+    let reference = pinned_image(&pass.status.plan, &lookup.identifier)
         .and_then(|p| parse_reference(&p).ok())
         .filter(|p| p.registry() == listed.registry() && p.repository() == listed.repository() && p.digest().is_some())
         .unwrap_or(listed);
     let dir = scratch_dir("capstan-bundle").map_err(|e| Hold::Retry(at(e.to_string())))?;
-    if let Some(hold) = mark_pulling(ctx, api, ip, status, rv, i, &lookup.path).await? {
+    if let Some(hold) = mark_pulling(pass, i, &lookup.path).await? {
         return Err(hold.into());
     }
     let pulled = crate::bundle::image::pull_bundle(&registry, &reference, dir.path()).await;
-    clear_pulling(status, i);
+    clear_pulling(&mut pass.status, i);
     let pulled = pulled.map_err(|e| pull_hold(&e, at(format!("pulling the bundle image failed: {e}"))))?;
     let bundle = Bundle::load(dir.path())
         .map_err(|e| Hold::Fail("InstallCheckFailed", at(format!("the bundle is invalid: {e}"))))?;
@@ -634,20 +624,11 @@ fn stops_left(lookup: &BundleLookup) -> Option<u32> {
 /// pulling — killed for its memory by a hostile image, say — leaves the culprit in the status.
 /// A marker left by an earlier process counts as one such stop; after [`PULL_CRASH_LIMIT`] the
 /// plan is failed with a message naming the image rather than pulled again. Returns that hold, or
-/// [`Hold::Again`] when the plan changed since `rv` (the write's precondition; `rv` is updated).
-#[allow(clippy::too_many_arguments)]
-async fn mark_pulling(
-    ctx: &Context,
-    api: &Api<InstallPlan>,
-    ip: &InstallPlan,
-    status: &mut InstallPlanStatus,
-    rv: &mut Option<String>,
-    i: usize,
-    image: &str,
-) -> Result<Option<Hold>, Error> {
-    let key = (ip.namespace().unwrap_or_default(), ip.name_any(), i);
-    let mine = ctx.pulls_started.lock().unwrap_or_else(|e| e.into_inner()).contains(&key);
-    let Some(lookup) = status.bundle_lookups.get_mut(i) else { return Ok(None) };
+/// [`Hold::Again`] when the plan changed since it was read (the write's precondition).
+async fn mark_pulling(pass: &mut PlanPass<'_>, i: usize, image: &str) -> Result<Option<Hold>, Error> {
+    let key = (pass.ns.clone(), pass.name.clone(), i);
+    let mine = pass.ctx.pulls_started.lock().unwrap_or_else(|e| e.into_inner()).contains(&key);
+    let Some(lookup) = pass.status.bundle_lookups.get_mut(i) else { return Ok(None) };
     let stops = match stops_left(lookup) {
         Some(n) if !mine => n + 1,
         Some(_) => return Ok(None),
@@ -664,18 +645,12 @@ async fn mark_pulling(
     lookup.conditions = vec![pulling_marker(image, stops, now_time())];
     // On a plan whose lookups are not on the server yet (seen for the first time) this write
     // also initializes it: the whole status; else the lookups alone (`status.plan` may be large).
-    let initializes = ip.status.as_ref().is_none_or(|s| s.bundle_lookups.is_empty());
-    let patch = match initializes {
-        true => json!({"metadata": {"resourceVersion": rv}, "status": status}),
-        false => json!({"metadata": {"resourceVersion": rv}, "status": {"bundleLookups": status.bundle_lookups}}),
-    };
-    let params = PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() };
-    match api.patch_status(&ip.name_any(), &params, &Patch::Merge(&patch)).await {
-        Ok(updated) => *rv = updated.resource_version(),
-        Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Some(Hold::Again)),
-        Err(e) => return Err(kube_err(format!("writing status of InstallPlan {}/{}", key.0, key.1))(e)),
+    let initializes = pass.ip.status.as_ref().is_none_or(|s| s.bundle_lookups.is_empty());
+    let scope = if initializes { Scope::Whole } else { Scope::BundleLookups };
+    if !pass.write(scope, true).await? {
+        return Ok(Some(Hold::Again));
     }
-    ctx.pulls_started.lock().unwrap_or_else(|e| e.into_inner()).insert(key);
+    pass.ctx.pulls_started.lock().unwrap_or_else(|e| e.into_inner()).insert(key);
     Ok(None)
 }
 
@@ -737,8 +712,8 @@ pub(crate) fn decide_start(ip: &InstallPlan) -> Start {
         };
     };
     // A plan refused by a check before its first step is looked at again: once the cause is fixed
-    // (the objects, the OperatorGroup, the installer's permissions, the image) it proceeds
-    // (case-21: recovering needs no uninstall).
+    // (the objects, the OperatorGroup, the installer's permissions, the image) it proceeds:
+    // recovering needs no uninstall.
     if is_blocked(current) {
         return Start::Recheck;
     }
@@ -757,149 +732,122 @@ fn is_blocked(status: &InstallPlanStatus) -> bool {
         && status.conditions.iter().any(|c| c.reason.as_ref().is_some_and(|r| RECHECKED_REASONS.contains(&r.as_str())))
 }
 
+/// The InstallPlan reconciler: [`decide_start`] on the plan as read, then [`proceed`] over one
+/// [`PlanPass`], whose status is written once at the end ([`PlanPass::finish`]).
 pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let ns = ip.namespace().unwrap_or_default();
-    let name = ip.name_any();
-    let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &ns);
     let Some(ip) = fresh(&ctx.client, ip.as_ref()).await? else {
         return Ok(Action::await_change());
     };
+    let ns = ip.namespace().unwrap_or_default();
+    let current = || ip.status.clone().unwrap_or_else(|| InstallPlanStatus::new(InstallPlanPhase::Planning));
     // A plan seen for the first time gets its bundle lookups from the annotation. They are not
     // written on their own: the first write of this reconcile carries them — the Pulling marker of
     // the first bundle ([`mark_pulling`], right before its pull), or a hold — on the plan's
-    // resourceVersion as read, which stays the precondition of the claim below.
-    let mut initialized = None;
-    let blocked = match decide_start(&ip) {
+    // resourceVersion as read, which stays the precondition of the claim.
+    let mut pass = match decide_start(&ip) {
         Start::Idle => return Ok(Action::await_change()),
         Start::Later(wait) => return Ok(Action::requeue(wait)),
-        Start::Supersede(message) => return supersede(&ctx, &api, &ip, &message).await,
+        Start::Supersede(message) => {
+            let mut pass = PlanPass::new(&ctx, &ip, current(), false);
+            let ending = pass.supersede(message);
+            return pass.finish(ending).await;
+        }
         Start::Initialize(lookups) => {
-            let mut status = ip.status.clone().unwrap_or_else(|| InstallPlanStatus::new(InstallPlanPhase::Planning));
+            let mut status = current();
             status.phase = InstallPlanPhase::Planning;
             status.catalog_sources = lookups.catalog_sources;
             status.bundle_lookups = lookups.bundle_lookups;
             status.plan = Vec::new();
-            initialized = Some(status);
-            false
+            PlanPass::new(&ctx, &ip, status, false)
         }
         Start::Recheck if !still_current(&ctx, &ip, &ns).await? => return Ok(Action::await_change()),
-        Start::Recheck => true,
-        Start::Go => false,
+        Start::Recheck => PlanPass::new(&ctx, &ip, current(), true),
+        Start::Go => PlanPass::new(&ctx, &ip, current(), false),
     };
-    let mut status = initialized
-        .unwrap_or_else(|| ip.status.clone().unwrap_or_else(|| InstallPlanStatus::new(InstallPlanPhase::Planning)));
-    let mut rv = ip.resource_version();
-    let planned = match plan_steps(&ctx, &api, &ip, &ns, &mut status, &mut rv).await {
+    let ending = proceed(&mut pass).await?;
+    pass.finish(ending).await
+}
+
+/// Pulls and plans the bundles, lists the steps (waiting for approval when the plan is not
+/// approved), runs the checks before the first step, claims the plan and applies it: how the
+/// reconcile ends, its status decided on `pass`.
+async fn proceed(pass: &mut PlanPass<'_>) -> Result<Ending, Error> {
+    let planned = match plan_steps(pass).await {
         Ok(p) => p,
-        Err(Stop::Held(h)) => return hold(&ctx, &api, &ip, status, Vec::new(), h, blocked).await,
+        Err(Stop::Held(h)) => return Ok(pass.hold(h, Vec::new())),
         Err(Stop::Api(e)) => return Err(e),
     };
     // Large objects are listed as references (`plan_entries`); should the plan still be past what
     // etcd stores in one object, the status write would fail on every try with "request is too
     // large" and the plan would stall without a word. Say so once instead.
     if let Some(h) = oversized(&planned.listed(ApiStepStatus::Unknown)) {
-        return hold(&ctx, &api, &ip, status, Vec::new(), h, blocked).await;
+        return Ok(pass.hold(h, Vec::new()));
     }
-    if !ip.spec.approved {
-        status.phase = InstallPlanPhase::RequiresApproval;
-        status.plan = planned.listed(ApiStepStatus::Unknown);
-        status.conditions = Vec::new();
-        status.message = None;
-        apply_typed_status(&api, &ip, &status).await?;
+    if !pass.ip.spec.approved {
+        pass.status.phase = InstallPlanPhase::RequiresApproval;
+        pass.status.plan = planned.listed(ApiStepStatus::Unknown);
+        pass.status.conditions = Vec::new();
+        pass.status.message = None;
         let note = format!(
-            "{} steps wait for approval: `capstan approve {name} -n {ns}` or set spec.approved=true",
-            planned.steps.len()
+            "{} steps wait for approval: `capstan approve {} -n {}` or set spec.approved=true",
+            planned.steps.len(),
+            pass.name,
+            pass.ns
         );
-        ctx.events.publish_for(&ip, EventType::Normal, "RequiresApproval", &note).await;
-        return Ok(Action::await_change());
+        let note = Some((EventType::Normal, "RequiresApproval".to_string(), note));
+        return Ok(Ending::Write { precondition: false, note, action: Action::await_change() });
     }
-    let installer = match preflight(&ctx, &ns, &planned.operator_group, &planned.plain()).await {
+    let installer = match preflight(pass.ctx, &pass.ns, &planned.operator_group, &planned.plain()).await {
         Ok(i) => i,
         Err(Stop::Held(Hold::Blocked(reason, message))) => {
-            return block(&ctx, &api, &ip, status, planned.listed(ApiStepStatus::NotCreated), reason, message, blocked)
-                .await;
+            return Ok(pass.block(planned.listed(ApiStepStatus::NotCreated), reason, message));
         }
-        Err(Stop::Held(h)) => return hold(&ctx, &api, &ip, status, Vec::new(), h, blocked).await,
+        Err(Stop::Held(h)) => return Ok(pass.hold(h, Vec::new())),
         Err(Stop::Api(e)) => return Err(e),
     };
-    if !claim(&api, &ip, &mut status, &planned, blocked, rv).await? {
-        return Ok(Action::requeue(Duration::from_millis(200)));
+    if !claim(pass, &planned).await? {
+        return Ok(Ending::Quiet(Action::requeue(AGAIN)));
     }
-    execute(&ctx, &api, &ip, status, &planned, &installer).await
+    execute(pass, &planned, &installer).await
 }
 
-/// Fails a plan the Subscription reconciler marked superseded ([`ANNOTATION_SUPERSEDED_BY`]).
-async fn supersede(ctx: &Context, api: &Api<InstallPlan>, ip: &InstallPlan, message: &str) -> Result<Action, Error> {
-    let mut status = ip.status.clone().unwrap_or_else(|| InstallPlanStatus::new(InstallPlanPhase::Planning));
-    status.fail(SUPERSEDED, message, &now_time());
-    // On the version read: approved meanwhile or not, a superseded plan is never applied, and a
-    // plan being claimed at the same time (see [`claim`]) loses one of the two writes.
-    let patch = json!({"metadata": {"resourceVersion": ip.resource_version()}, "status": status});
-    let params = PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() };
-    match api.patch_status(&ip.name_any(), &params, &Patch::Merge(&patch)).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue(Duration::from_millis(200))),
-        Err(e) => {
-            return Err(kube_err(format!(
-                "writing status of InstallPlan {}/{}",
-                ip.namespace().unwrap_or_default(),
-                ip.name_any()
-            ))(e));
-        }
-    }
-    ctx.events.publish_for(ip, EventType::Warning, SUPERSEDED, message).await;
-    Ok(Action::await_change())
-}
-
-/// Claims the plan: `Installing` is written only if nobody changed the plan since it was read
-/// (`rv` is a precondition), so a plan is never applied twice at once. `false` when it changed.
-async fn claim(
-    api: &Api<InstallPlan>,
-    ip: &InstallPlan,
-    status: &mut InstallPlanStatus,
-    planned: &Planned,
-    blocked: bool,
-    rv: Option<String>,
-) -> Result<bool, Error> {
-    let (ns, name) = (ip.namespace().unwrap_or_default(), ip.name_any());
-    let retrying = status.installed_reason() == Some(INSTALL_RETRYING);
-    if blocked || retrying {
-        tracing::info!(plan = %format!("{ns}/{name}"), "the checks before the first step pass now; applying the plan");
-        status.message = None;
-        status.conditions = Vec::new();
-    }
-    status.phase = InstallPlanPhase::Installing;
-    if status.start_time.is_none() {
-        status.start_time = Some(now_time());
-    }
-    status.plan = planned.listed(ApiStepStatus::Unknown);
-    let mut claim = json!({"metadata": {"resourceVersion": rv}, "status": status});
-    if blocked || retrying {
-        // A merge patch keeps what it does not name: clear the hold's message and conditions.
-        claim["status"]["message"] = Value::Null;
-        claim["status"]["conditions"] = Value::Null;
-    }
-    match api
-        .patch_status(
-            &name,
-            &PatchParams { field_manager: Some(crate::install::FIELD_MANAGER.into()), ..Default::default() },
-            &Patch::Merge(&claim),
-        )
-        .await
-    {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-        Err(e) => Err(kube_err(format!("writing status of InstallPlan {ns}/{name}"))(e)),
+impl PlanPass<'_> {
+    /// Fails a plan the Subscription reconciler marked superseded ([`ANNOTATION_SUPERSEDED_BY`]).
+    /// On the version read: approved meanwhile or not, a superseded plan is never applied, and a
+    /// plan being claimed at the same time (see [`claim`]) loses one of the two writes.
+    fn supersede(&mut self, message: String) -> Ending {
+        self.status.fail(SUPERSEDED, &message, &now_time());
+        let note = Some((EventType::Warning, SUPERSEDED.to_string(), message));
+        Ending::Write { precondition: true, note, action: Action::await_change() }
     }
 }
 
-/// The checks before the first step: an OperatorCondition holding the upgrade, the CRD upgrade check (issue 6, case-21: every existing
-/// object must fit the new schema and no stored version may disappear) and, for a scoped install
-/// (issue 7, case-25), the OperatorGroup's ServiceAccount holding everything the plan needs.
+/// Claims the plan: `Installing`, with its steps listed, is written only if nobody changed the
+/// plan since it was read (the resourceVersion is a precondition), so a plan is never applied
+/// twice at once; the message and conditions of a hold before it are removed. `false` when it
+/// changed.
+async fn claim(pass: &mut PlanPass<'_>, planned: &Planned) -> Result<bool, Error> {
+    let retrying = pass.status.installed_reason() == Some(INSTALL_RETRYING);
+    if pass.blocked || retrying {
+        tracing::info!(plan = %pass.key(), "the checks before the first step pass now; applying the plan");
+        pass.status.message = None;
+        pass.status.conditions = Vec::new();
+    }
+    pass.status.phase = InstallPlanPhase::Installing;
+    if pass.status.start_time.is_none() {
+        pass.status.start_time = Some(now_time());
+    }
+    pass.status.plan = planned.listed(ApiStepStatus::Unknown);
+    pass.write(Scope::Whole, true).await
+}
+
+/// The checks before the first step: an OperatorCondition holding the upgrade, the CRD upgrade
+/// check (every existing object must fit the new schema and no stored version may disappear)
+/// and, for a scoped install, the OperatorGroup's ServiceAccount holding everything the plan needs.
 /// Returns who applies the plan, or the blocking hold.
 async fn preflight(ctx: &Context, ns: &str, og: &str, plain: &[Step]) -> Result<scoped::Installer, Stop> {
     // An OperatorCondition Upgradeable=False on the CSV being replaced holds the upgrade (OLM
-    // `isOperatorUpgradeable`); checked again like the other blocks until it clears (issue 13).
+    // `isOperatorUpgradeable`); checked again like the other blocks until it clears.
     for (csv_ns, replaced) in crate::install::operator_condition::replaced_csvs(plain) {
         let may = crate::install::operator_condition::may_replace(&ctx.client, &csv_ns, &replaced)
             .await
@@ -959,19 +907,12 @@ pub(crate) fn applied(planned: &[PlannedStep], results: &[crate::install::StepRe
     (entries, failed)
 }
 
-/// Applies a claimed plan and writes the outcome: `Complete`, or the [`Hold`] of its first failed
+/// Applies a claimed plan: how the reconcile ends, `Complete` or the [`Hold`] of its first failed
 /// step ([`step_hold`]).
-async fn execute(
-    ctx: &Context,
-    api: &Api<InstallPlan>,
-    ip: &InstallPlan,
-    mut status: InstallPlanStatus,
-    planned: &Planned,
-    installer: &scoped::Installer,
-) -> Result<Action, Error> {
-    let (ns, name) = (ip.namespace().unwrap_or_default(), ip.name_any());
+async fn execute(pass: &mut PlanPass<'_>, planned: &Planned, installer: &scoped::Installer) -> Result<Ending, Error> {
+    let (ctx, ip) = (pass.ctx, pass.ip);
     let plain = planned.plain();
-    tracing::info!(plan = %format!("{ns}/{name}"), steps = plain.len(), "applying InstallPlan");
+    tracing::info!(plan = %pass.key(), steps = plain.len(), "applying InstallPlan");
     ctx.events
         .publish_for(
             ip,
@@ -983,12 +924,12 @@ async fn execute(
     let started = std::time::Instant::now();
     let apply_client = match installer {
         scoped::Installer::ServiceAccount { client, reference, .. } => {
-            status.attenuated_service_account_ref = Some(reference.clone());
+            pass.status.attenuated_service_account_ref = Some(reference.clone());
             client.clone()
         }
         scoped::Installer::Controller => ctx.client.clone(),
     };
-    let held = held_for_apis(ctx, ip, &ns, planned).await?;
+    let held = held_for_apis(ctx, ip, &pass.ns, planned).await?;
     let results = if held.iter().any(|h| *h) {
         let kept: Vec<Step> = plain.iter().zip(&held).filter(|(_, h)| !**h).map(|(s, _)| s.clone()).collect();
         merge_held(&plain, &held, apply(&apply_client, &kept, &ctx.apply_options()).await)
@@ -998,14 +939,15 @@ async fn execute(
     let (entries, failed) = applied(&planned.steps, &results);
     ctx.metrics.observe_install(started.elapsed(), if failed.is_some() { "failed" } else { "succeeded" });
     if let Some(h) = failed {
-        return hold(ctx, api, ip, status, entries, h, false).await;
+        // Held after the claim: not a recheck of an earlier block.
+        pass.blocked = false;
+        return Ok(pass.hold(h, entries));
     }
-    ctx.plan_retries.lock().unwrap_or_else(|e| e.into_inner()).remove(&(ns.clone(), name.clone()));
-    status.plan = entries;
-    status.complete(&now_time());
-    apply_typed_status(api, ip, &status).await?;
-    ctx.events.publish_for(ip, EventType::Normal, "Complete", &format!("applied {} steps", plain.len())).await;
-    Ok(Action::await_change())
+    ctx.plan_retries.lock().unwrap_or_else(|e| e.into_inner()).remove(&(pass.ns.clone(), pass.name.clone()));
+    pass.status.plan = entries;
+    pass.status.complete(&now_time());
+    let note = Some((EventType::Normal, "Complete".to_string(), format!("applied {} steps", plain.len())));
+    Ok(Ending::Write { precondition: false, note, action: Action::await_change() })
 }
 
 /// The step kinds of a CSV refused for its provided APIs that the plan does not apply: what
@@ -1020,7 +962,7 @@ pub(crate) const HELD_FOR_APIS: [&str; 5] = [
 ];
 
 /// Which steps of `planned` are held because their CSV may not own the APIs it provides
-/// ([`super::csv::api_ownership`]: another OperatorGroup whose targets intersect provides them):
+/// ([`api_ownership`]: another OperatorGroup whose targets intersect provides them):
 /// that CSV's [`HELD_FOR_APIS`] steps. The CSV itself is still created, and its reconciler fails
 /// it with OLM's reason; when the conflict ends it applies the held Deployments and webhooks
 /// from this plan. Each held CSV is an Event `HeldForConflict` on the plan.
@@ -1032,16 +974,9 @@ async fn held_for_apis(ctx: &Context, ip: &InstallPlan, ns: &str, planned: &Plan
         ) else {
             continue;
         };
-        let (ownership, _) = super::csv::api_ownership(
-            &ctx.client,
-            ns,
-            &planned.operator_group,
-            &planned.targets,
-            &csv_step.name,
-            &spec,
-            false,
-        )
-        .await?;
+        let (ownership, _) =
+            api_ownership(&ctx.client, ns, &planned.operator_group, &planned.targets, &csv_step.name, &spec, false)
+                .await?;
         let crate::install::aggregation::ApiOwnership::Refused { message, .. } = ownership else { continue };
         let mut names = Vec::new();
         for (i, p) in planned.steps.iter().enumerate() {
@@ -1088,30 +1023,7 @@ pub(crate) fn merge_held(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn b(csv: &str, image: &str) -> (String, String) {
-        (csv.into(), image.into())
-    }
-
-    #[test]
-    fn plan_name_is_deterministic_and_order_independent() {
-        let a = install_plan_name("sub", &[b("b.v1", "r/b@sha256:1"), b("a.v1", "r/a@sha256:1")], "");
-        assert_eq!(a, install_plan_name("sub", &[b("a.v1", "r/a@sha256:1"), b("b.v1", "r/b@sha256:1")], ""));
-        assert_ne!(a, install_plan_name("other", &[b("a.v1", "r/a@sha256:1"), b("b.v1", "r/b@sha256:1")], ""));
-        assert_ne!(a, install_plan_name("sub", &[b("a.v1", "r/a@sha256:1")], ""));
-        assert!(a.starts_with("install-") && a.len() == "install-".len() + 10);
-    }
-
-    #[test]
-    fn changed_inputs_get_a_new_plan_name() {
-        let base = install_plan_name("sub", &[b("a.v1", "r/a@sha256:1")], "");
-        assert_ne!(base, install_plan_name("sub", &[b("a.v1", "r/a@sha256:2")], ""), "a re-published bundle");
-        assert_ne!(
-            base,
-            install_plan_name("sub", &[b("a.v1", "r/a@sha256:1")], r#"{"env":[]}"#),
-            "a changed spec.config"
-        );
-    }
+    use serde_json::json;
 
     fn ip(status: Option<serde_json::Value>, annotations: serde_json::Value, approved: bool) -> InstallPlan {
         let mut v = json!({

@@ -1,5 +1,5 @@
 //! The controller (`capstan controller`): kube-rs [`Controller`]s for CatalogSource, Subscription,
-//! InstallPlan and ClusterServiceVersion in one process, sharing one [`Context`].
+//! InstallPlan, ClusterServiceVersion and OperatorGroup in one process, sharing one [`Context`].
 //!
 //! Flow (`reference/olm-v0.md` §1.2–1.5, §5): a CatalogSource's `spec.image` is pulled by digest and
 //! its index kept in memory; a Subscription is resolved against the catalogs its namespace can see
@@ -9,8 +9,9 @@
 //! Installing → Succeeded once its Deployments are Available, or Failed when the OperatorGroup does
 //! not fit.
 //!
-//! Every status is written with server-side apply on the status subresource with field manager
-//! [`crate::install::FIELD_MANAGER`] (`capstan`).
+//! Every status is written once per reconcile on the status subresource with field manager
+//! [`crate::install::FIELD_MANAGER`] (`capstan`): server-side apply of the typed status, or, for
+//! InstallPlans and OperatorGroups, a merge patch of the whole typed status (see their reconcilers).
 
 mod catalogs;
 mod catalogsource;
@@ -18,10 +19,14 @@ mod csv;
 pub mod events;
 #[cfg(test)]
 mod fixtures;
+mod handoff;
 mod installplan;
 pub mod leader;
 mod operator;
+mod operator_groups;
+mod operatorgroup;
 mod rbac;
+mod registries;
 mod removal;
 mod scoped;
 mod serving;
@@ -56,8 +61,8 @@ pub use catalogsource::mirror_once;
 pub use events::Events;
 pub use serving::serve_discovery;
 
-pub use csv::{InstallModeError, check_install_mode};
-pub use installplan::install_plan_name;
+pub use crate::install::operator_group::{InstallModeError, check_install_mode};
+pub use handoff::install_plan_name;
 pub use removal::{
     ANNOTATION_UNINSTALL_CRDS, ANNOTATION_UNINSTALL_OPERANDS, ANNOTATION_UNINSTALL_TIMEOUT, CSV_FINALIZER,
     DEFAULT_UNINSTALL_TIMEOUT, SUBSCRIPTION_FINALIZER,
@@ -746,7 +751,7 @@ impl Context {
 
 /// Reflector stores of the objects the cluster calls an installed operator through, labelled
 /// `olm.owner.kind=ClusterServiceVersion` (`install::webhook` labels them): the CSV reconciler reads
-/// them instead of one GET each when it checks what to restore (`csv::restore_webhooks`), and
+/// them instead of one GET each when it checks what to restore (`csv::workload::restore_webhooks`), and
 /// their watches wake the owning CSV when one is deleted or changed.
 pub(crate) struct WebhookStores {
     /// ValidatingWebhookConfigurations.
@@ -801,14 +806,41 @@ async fn run_inner(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = ctx.client.clone();
-    let cfg = watcher::Config::default;
     let catalogs = filtered(Api::<CatalogSource>::all(client.clone()));
     let _ = ctx.catalog_sources.set(catalogs.store());
     let catalogs = catalogs.run(catalogsource::reconcile, error_policy, ctx.clone()).for_each(|_| async {});
+    let subscriptions = run_subscriptions(ctx.clone(), rx);
+    let plans = run_install_plans(ctx.clone());
+    let csvs = run_csvs(ctx.clone());
+    let groups = filtered(Api::<OperatorGroup>::all(client.clone()))
+        .run(operatorgroup::reconcile, error_policy, ctx.clone())
+        .for_each(|_| async {});
+    let (operator_tx, operator_rx) = mpsc::unbounded();
+    *ctx.operator_syncs.lock().unwrap_or_else(|e| e.into_inner()) = Some(operator_tx);
+    let operators = operator::run(ctx.clone(), operator_rx);
+    let subscription_deletions = removal::watch_subscription_deletions(ctx.clone());
+    let group_deletions = crate::install::aggregation::watch_operator_group_deletions(client.clone());
+    let all = futures::future::join4(
+        futures::future::join5(catalogs, subscriptions, plans, csvs, groups),
+        subscription_deletions,
+        group_deletions,
+        operators,
+    );
+    tokio::select! {
+        _ = all => {}
+        _ = shutdown => {}
+    }
+}
+
+/// The Subscription controller: woken by its InstallPlans, by the CSVs of its namespace, and by
+/// a catalog that changed (`rx`, [`Context::resync_subscriptions`]).
+fn run_subscriptions(ctx: Arc<Context>, rx: mpsc::UnboundedReceiver<()>) -> impl std::future::Future<Output = ()> {
+    let client = ctx.client.clone();
+    let cfg = watcher::Config::default;
     let subscriptions =
         filtered_by(Api::<Subscription>::all(client.clone()), spec_or_metadata_but_components::<Subscription>);
     let sub_store = subscriptions.store();
-    let subscriptions = subscriptions
+    subscriptions
         .owns_stream(changed_objects(
             watcher(Api::<InstallPlan>::all(client.clone()), cfg()).backoff(watch_backoff()),
             plan_trigger_key,
@@ -829,22 +861,33 @@ async fn run_inner(
             },
         )
         .reconcile_all_on(rx)
-        .run(subscription::reconcile, error_policy, ctx.clone())
-        .for_each(|_| async {});
-    let plans = filtered_by(Api::<InstallPlan>::all(client.clone()), |ip: &InstallPlan| {
-        // Also when the Subscription reconciler has written status.bundleLookups (right after
-        // creating the plan): the plan can be worked on from then on.
+        .run(subscription::reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+}
+
+/// The InstallPlan controller: woken also when the Subscription reconciler has written
+/// `status.bundleLookups` (right after creating the plan): the plan can be worked on from then on.
+fn run_install_plans(ctx: Arc<Context>) -> impl std::future::Future<Output = ()> {
+    filtered_by(Api::<InstallPlan>::all(ctx.client.clone()), |ip: &InstallPlan| {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         spec_or_metadata(ip).hash(&mut h);
         ip.status.as_ref().map(|s| s.bundle_lookups.len()).hash(&mut h);
         Some(h.finish())
     })
-    .run(installplan::reconcile, error_policy, ctx.clone())
-    .for_each(|_| async {});
-    let owned = || cfg().labels(&format!("{}=ClusterServiceVersion", crate::install::LABEL_OWNER_KIND));
-    // A deleted or changed webhook configuration, APIService or conversion CRD wakes its CSV, which
-    // applies it again (`csv::restore_webhooks`) at once rather than at its next 30 s look.
+    .run(installplan::reconcile, error_policy, ctx)
+    .for_each(|_| async {})
+}
+
+/// The CSV controller: woken by its Deployments, its webhook configurations and APIServices (by
+/// their `olm.owner*` labels; kept in [`Context::webhook_stores`]) and the CRDs its conversion
+/// webhooks list. A deleted or changed webhook configuration, APIService or conversion CRD wakes
+/// its CSV, which applies it again (`csv::workload::restore_webhooks`) at once rather than at its
+/// next 30 s look.
+fn run_csvs(ctx: Arc<Context>) -> impl std::future::Future<Output = ()> {
+    let client = ctx.client.clone();
+    let owned =
+        || watcher::Config::default().labels(&format!("{}=ClusterServiceVersion", crate::install::LABEL_OWNER_KIND));
     let (validating, validating_writer) = reflector::store();
     let (mutating, mutating_writer) = reflector::store();
     let (apiservices, apiservices_writer) = reflector::store();
@@ -861,57 +904,39 @@ async fn run_inner(
         .backoff(watch_backoff())
         .reflect(apiservices_writer)
         .touched_objects();
-    let crds = watcher(Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()), cfg())
-        .backoff(watch_backoff())
-        .touched_objects();
+    let crds =
+        watcher(Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()), watcher::Config::default())
+            .backoff(watch_backoff())
+            .touched_objects();
     let csvs = csv_controller(Api::<ClusterServiceVersion>::all(client.clone()), ctx.clone());
     let csv_store = csvs.store();
     let _ = ctx.csv_store.set(csv_store.clone());
-    let csvs = csvs
-        .owns_stream(
-            watcher(Api::<PartialObjectMeta<Deployment>>::all(client.clone()), owned())
-                .backoff(watch_backoff())
-                .touched_objects(),
-        )
-        .watches_stream(validating, |o| owning_csv(&o.metadata))
-        .watches_stream(mutating, |o| owning_csv(&o.metadata))
-        .watches_stream(apiservices, |o| owning_csv(&o.metadata))
-        .watches_stream(crds, move |crd| {
-            // CRDs carry no owner labels: the CSVs whose conversion webhooks list it.
-            let name = crd.metadata.name.clone().unwrap_or_default();
-            csv_store
-                .state()
-                .into_iter()
-                .filter(|c| {
-                    c.spec
-                        .webhookdefinitions
-                        .iter()
-                        .flatten()
-                        .any(|w| w.conversion_crds.iter().flatten().any(|n| *n == name))
-                })
-                .map(|c| ObjectRef::from_obj(c.as_ref()))
-                .collect::<Vec<_>>()
-        })
-        .run(csv::reconcile, error_policy, ctx.clone())
-        .for_each(|_| async {});
-    let groups = filtered(Api::<OperatorGroup>::all(client.clone()))
-        .run(csv::reconcile_operator_group, error_policy, ctx.clone())
-        .for_each(|_| async {});
-    let (operator_tx, operator_rx) = mpsc::unbounded();
-    *ctx.operator_syncs.lock().unwrap_or_else(|e| e.into_inner()) = Some(operator_tx);
-    let operators = operator::run(ctx.clone(), operator_rx);
-    let subscription_deletions = removal::watch_subscription_deletions(ctx.clone());
-    let group_deletions = crate::install::aggregation::watch_operator_group_deletions(client.clone());
-    let all = futures::future::join4(
-        futures::future::join5(catalogs, subscriptions, plans, csvs, groups),
-        subscription_deletions,
-        group_deletions,
-        operators,
-    );
-    tokio::select! {
-        _ = all => {}
-        _ = shutdown => {}
-    }
+    csvs.owns_stream(
+        watcher(Api::<PartialObjectMeta<Deployment>>::all(client.clone()), owned())
+            .backoff(watch_backoff())
+            .touched_objects(),
+    )
+    .watches_stream(validating, |o| owning_csv(&o.metadata))
+    .watches_stream(mutating, |o| owning_csv(&o.metadata))
+    .watches_stream(apiservices, |o| owning_csv(&o.metadata))
+    .watches_stream(crds, move |crd| {
+        // CRDs carry no owner labels: the CSVs whose conversion webhooks list it.
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        csv_store
+            .state()
+            .into_iter()
+            .filter(|c| {
+                c.spec
+                    .webhookdefinitions
+                    .iter()
+                    .flatten()
+                    .any(|w| w.conversion_crds.iter().flatten().any(|n| *n == name))
+            })
+            .map(|c| ObjectRef::from_obj(c.as_ref()))
+            .collect::<Vec<_>>()
+    })
+    .run(csv::reconcile, error_policy, ctx)
+    .for_each(|_| async {})
 }
 
 #[cfg(test)]

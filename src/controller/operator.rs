@@ -254,40 +254,9 @@ pub(super) async fn run(ctx: Arc<Context>, mut rx: mpsc::UnboundedReceiver<(Stri
 /// Subscription or CSV of the package is left.
 async fn sync(ctx: &Context, package: &str, namespace: &str) -> Result<(), Error> {
     let name = operator_name(package, namespace);
-    let operators: Api<Operator> = Api::all(ctx.client.clone());
-    let subs = Api::<Subscription>::namespaced(ctx.client.clone(), namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(kube_err(format!("listing Subscriptions in {namespace}")))?;
-    let sub = subs.items.into_iter().find(|s| s.spec.package == package && s.metadata.deletion_timestamp.is_none());
-    let csv_name =
-        sub.as_ref().and_then(|s| s.status.as_ref()).and_then(|st| st.installed_csv.clone().or(st.current_csv.clone()));
-    let csvs: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), namespace);
-    let csv = match &csv_name {
-        Some(c) => csvs.get_opt(c).await.map_err(kube_err(format!("reading ClusterServiceVersion {namespace}/{c}")))?,
-        // Without a Subscription (deleted; the CSV keeps running, as in OLM): the package's CSV.
-        None => csvs
-            .list(&ListParams::default())
-            .await
-            .map_err(kube_err(format!("listing ClusterServiceVersions in {namespace}")))?
-            .items
-            .into_iter()
-            .find(|c| {
-                c.metadata.deletion_timestamp.is_none()
-                    && !c.labels().contains_key(crate::install::LABEL_COPIED_FROM)
-                    && package_of(c).as_deref() == Some(package)
-            }),
-    };
-    let csv_name = csv_name.or_else(|| csv.as_ref().map(|c| c.name_any()));
+    let (sub, csv, csv_name) = package_objects(ctx, package, namespace).await?;
     if sub.is_none() && csv.is_none() {
-        match operators.delete(&name, &DeleteParams::background()).await {
-            Ok(_) => {
-                tracing::info!(operator = %name, "no Subscription or CSV of the package is left: Operator deleted")
-            }
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(kube_err(format!("deleting Operator {name}"))(e)),
-        }
-        return Ok(());
+        return delete_operator(ctx, &name).await;
     }
     let mut refs = Vec::new();
     if let Some(s) = &sub {
@@ -341,19 +310,68 @@ async fn sync(ctx: &Context, package: &str, namespace: &str) -> Result<(), Error
     if let (Some(p), Some(c)) = (&plan, &csv_name) {
         refs.extend(installed_components(ctx, namespace, p, c).await?);
     }
-    let status = components(&name, refs);
+    write_operator(ctx, &name, &components(&name, refs)).await
+}
+
+/// The package's live Subscription in `namespace`, its CSV (the installed or current one; without
+/// a Subscription, the package's CSV that is not a copy), and that CSV's name.
+async fn package_objects(
+    ctx: &Context,
+    package: &str,
+    namespace: &str,
+) -> Result<(Option<Subscription>, Option<ClusterServiceVersion>, Option<String>), Error> {
+    let subs = Api::<Subscription>::namespaced(ctx.client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err(format!("listing Subscriptions in {namespace}")))?;
+    let sub = subs.items.into_iter().find(|s| s.spec.package == package && s.metadata.deletion_timestamp.is_none());
+    let csv_name =
+        sub.as_ref().and_then(|s| s.status.as_ref()).and_then(|st| st.installed_csv.clone().or(st.current_csv.clone()));
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), namespace);
+    let csv = match &csv_name {
+        Some(c) => csvs.get_opt(c).await.map_err(kube_err(format!("reading ClusterServiceVersion {namespace}/{c}")))?,
+        // Without a Subscription (deleted; the CSV keeps running, as in OLM): the package's CSV.
+        None => csvs
+            .list(&ListParams::default())
+            .await
+            .map_err(kube_err(format!("listing ClusterServiceVersions in {namespace}")))?
+            .items
+            .into_iter()
+            .find(|c| {
+                c.metadata.deletion_timestamp.is_none()
+                    && !c.labels().contains_key(crate::install::LABEL_COPIED_FROM)
+                    && package_of(c).as_deref() == Some(package)
+            }),
+    };
+    let csv_name = csv_name.or_else(|| csv.as_ref().map(|c| c.name_any()));
+    Ok((sub, csv, csv_name))
+}
+
+/// Deletes Operator `name`: no Subscription or CSV of its package is left.
+async fn delete_operator(ctx: &Context, name: &str) -> Result<(), Error> {
+    match Api::<Operator>::all(ctx.client.clone()).delete(name, &DeleteParams::background()).await {
+        Ok(_) => tracing::info!(operator = %name, "no Subscription or CSV of the package is left: Operator deleted"),
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => return Err(kube_err(format!("deleting Operator {name}"))(e)),
+    }
+    Ok(())
+}
+
+/// Applies `status` to Operator `name`, creating the Operator first when it does not exist.
+async fn write_operator(ctx: &Context, name: &str, status: &OperatorStatus) -> Result<(), Error> {
+    let operators: Api<Operator> = Api::all(ctx.client.clone());
     let pp = PatchParams::apply(crate::install::FIELD_MANAGER).force();
     let body = json!({"apiVersion": Operator::api_version(&()), "kind": Operator::kind(&()), "metadata": {"name": name}, "status": status});
     // The status first: one request when the Operator exists (every sync but the first).
-    match operators.patch_status(&name, &pp, &Patch::Apply(&body)).await {
+    match operators.patch_status(name, &pp, &Patch::Apply(&body)).await {
         Ok(_) => return Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => {}
         Err(e) => return Err(kube_err(format!("writing status of Operator {name}"))(e)),
     }
     let object = json!({"apiVersion": Operator::api_version(&()), "kind": Operator::kind(&()), "metadata": {"name": name}, "spec": {}});
-    operators.patch(&name, &pp, &Patch::Apply(&object)).await.map_err(kube_err(format!("creating Operator {name}")))?;
+    operators.patch(name, &pp, &Patch::Apply(&object)).await.map_err(kube_err(format!("creating Operator {name}")))?;
     operators
-        .patch_status(&name, &pp, &Patch::Apply(&body))
+        .patch_status(name, &pp, &Patch::Apply(&body))
         .await
         .map_err(kube_err(format!("writing status of Operator {name}")))?;
     Ok(())

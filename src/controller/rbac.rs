@@ -1,8 +1,8 @@
 //! What a ServiceAccount may do, evaluated from the cluster's RBAC objects as the API server's RBAC
 //! authorizer does (Kubernetes `plugin/pkg/auth/authorizer/rbac/rbac.go` and
 //! `pkg/apis/rbac/v1/evaluation_helpers.go`), so that the CSV requirement check
-//! (`csv::service_account_requirements`) needs a handful of reads instead of one
-//! SubjectAccessReview per group × resource × verb (77 for nginx-operator, issue 13). OLM does the
+//! (`csv::requirements::service_account_requirements`) needs a handful of reads instead of one
+//! SubjectAccessReview per group × resource × verb (77 for nginx-operator). OLM does the
 //! same: its `requirementAndPermissionStatus` asks an in-process RBAC authorizer over its informer
 //! caches.
 //!

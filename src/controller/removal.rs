@@ -1,4 +1,4 @@
-//! Removal that never hangs (issue 6, `reference/olm-v0.md` §5.7, `cases/olm-cases.yaml` case-29).
+//! Removal that never hangs (`reference/olm-v0.md` §5.7).
 //!
 //! **CSV deletion.** Every ClusterServiceVersion capstan reconciles gets the finalizer
 //! [`CSV_FINALIZER`] (`operators.coreos.com/csv-cleanup`, the name OLM uses since
@@ -642,26 +642,10 @@ where
     Ok(())
 }
 
-/// Deletes the operator: what makes the cluster call it first (its webhook configurations and
-/// APIServices, its CRDs' conversion, the auth bindings it shares: `install::webhook::remove`,
-/// only when the CSV is not `replaced` by an upgrade, which took them over), then its
-/// Deployments, namespaced objects and cluster-scoped RBAC. Returns what was deleted now and the
-/// cluster-scoped RBAC still present.
-async fn remove_operator(
-    ctx: &Context,
-    csv: &ClusterServiceVersion,
-    replaced: bool,
-) -> Result<(Vec<String>, Vec<String>), Error> {
-    let ns = csv.namespace().unwrap_or_default();
-    let name = csv.name_any();
-    let sel = owner_selector(&ns, &name);
-    let lp = ListParams::default().labels(&sel);
-    let mut deleted = Vec::new();
-    // No webhook may be left pointing at a Service without pods: with `failurePolicy: Fail` it
-    // blocks every write of what it covers. So they go before the Deployments.
-    if !replaced {
-        deleted.extend(remove_webhooks(ctx, csv).await?);
-    }
+/// Deletes the webhook configurations labelled `sel` (the CSV's owner labels), mutating then
+/// validating; none there, or no access to them, is nothing to delete.
+async fn delete_labelled_webhook_configurations(ctx: &Context, sel: &str) -> Result<(), Error> {
+    let lp = ListParams::default().labels(sel);
     for res in [
         Api::<MutatingWebhookConfiguration>::all(ctx.client.clone())
             .delete_collection(&DeleteParams::default(), &lp)
@@ -682,6 +666,30 @@ async fn remove_operator(
             Err(e) => return Err(kube_err(format!("deleting webhook configurations labelled {sel}"))(e)),
         }
     }
+    Ok(())
+}
+
+/// Deletes the operator: what makes the cluster call it first (its webhook configurations and
+/// APIServices, its CRDs' conversion, the auth bindings it shares: `install::webhook::remove`,
+/// only when the CSV is not `replaced` by an upgrade, which took them over), then its
+/// Deployments, namespaced objects and cluster-scoped RBAC. Returns what was deleted now and the
+/// cluster-scoped RBAC still present.
+async fn remove_operator(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    replaced: bool,
+) -> Result<(Vec<String>, Vec<String>), Error> {
+    let ns = csv.namespace().unwrap_or_default();
+    let name = csv.name_any();
+    let sel = owner_selector(&ns, &name);
+    let lp = ListParams::default().labels(&sel);
+    let mut deleted = Vec::new();
+    // No webhook may be left pointing at a Service without pods: with `failurePolicy: Fail` it
+    // blocks every write of what it covers. So they go before the Deployments.
+    if !replaced {
+        deleted.extend(remove_webhooks(ctx, csv).await?);
+    }
+    delete_labelled_webhook_configurations(ctx, &sel).await?;
     // Then the workload, so that nothing acts with the permissions being removed.
     delete_labelled::<Deployment>(ctx, &sel, &mut deleted).await?;
     let crbs: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
@@ -951,7 +959,7 @@ async fn finalize_csv(csv: &ClusterServiceVersion, ctx: &Context) -> Result<Opti
     Ok(None)
 }
 
-/// Deletes the custom resources before the operator (§5.7, case-29), while it runs to complete
+/// Deletes the custom resources before the operator (§5.7), while it runs to complete
 /// their finalizers, up to the timeout. `Some(wait)` while they are not all gone (the operator is
 /// removed anyway once they are reported stuck); `None` when none are left.
 async fn remove_operands_first(
@@ -1030,7 +1038,7 @@ async fn delete_crds(csv: &ClusterServiceVersion, ctx: &Context, owned: &[OwnedC
     Ok(notes)
 }
 
-/// What stays after an uninstall that keeps the CRDs (case-29: "status says CRs remain").
+/// What stays after an uninstall that keeps the CRDs (the status says which custom resources remain).
 async fn kept_notes(ctx: &Context, cleanup: &Cleanup) -> Result<Vec<String>, Error> {
     let owned = &cleanup.owned;
     let everywhere = vec![None; owned.len()];

@@ -1,7 +1,7 @@
-//! Scoped installs (issue 7; OLM's OperatorGroup `spec.serviceAccountName`, `reference/olm-v0.md`
-//! §1.6; case-25 of `olm-cases.yaml`): a plan of such a group is applied impersonating that
-//! ServiceAccount. Who that is, and whether it can be impersonated, is decided here; what it
-//! must hold before the first step is the RBAC pre-check [`crate::install::preflight`] with
+//! Scoped installs (OLM's OperatorGroup `spec.serviceAccountName`, `reference/olm-v0.md` §1.6): a
+//! plan of such a group is applied impersonating that ServiceAccount. Who that is, and whether it
+//! can be impersonated, is decided here; what it must hold before the first step is the RBAC
+//! pre-check [`crate::install::preflight`] with
 //! [`crate::install::preflight::Subject::ServiceAccount`] (asked by the InstallPlan reconciler).
 
 use k8s_openapi::api::core::v1::ServiceAccount;

@@ -12,9 +12,9 @@
 //! points at, [`plan_progress`] for the plan of this resolution). The status is written once, at
 //! the end of the gate that stops, and only when it changed ([`SubscriptionStatus::same_as`]).
 //! InstallPlan status is written only by the InstallPlan reconciler: this one creates the plan
-//! with its bundle lookups in an annotation ([`super::installplan::ANNOTATION_BUNDLE_LOOKUPS`])
+//! with its bundle lookups in an annotation ([`super::handoff::ANNOTATION_BUNDLE_LOOKUPS`])
 //! and marks a superseded plan with an annotation
-//! ([`super::installplan::ANNOTATION_SUPERSEDED_BY`]).
+//! ([`super::handoff::ANNOTATION_SUPERSEDED_BY`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -28,7 +28,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::events::EventType;
-use super::installplan::{
+use super::handoff::{
     ANNOTATION_BUNDLE_LOOKUPS, ANNOTATION_SUPERSEDED_BY, INSTALL_RETRYING, PlannedLookups, install_plan_name,
 };
 use super::{CatalogState, Context, Error, apply_typed_status, fresh, kube_err, now_time};
@@ -141,7 +141,7 @@ pub(crate) fn decide_catalogs(
 }
 
 /// The Subscription's own catalog cannot be loaded (`why`): resolution is deferred until it can;
-/// what is installed stays as it is (case-27). With an installed CSV `kept` nothing is
+/// what is installed stays as it is. With an installed CSV `kept` nothing is
 /// unresolved — the catalog is — so the catalog condition says so; without one,
 /// `ResolutionFailed` does. Pure.
 pub(crate) fn defer_for_source(
@@ -222,7 +222,7 @@ pub(crate) fn decide_resolution(
             && is_installed(from)
         {
             // An upgrade is pending (waiting for approval or an OperatorCondition): as in OLM,
-            // installedCSV names what is installed meanwhile, currentCSV the upgrade (issue 13).
+            // installedCSV names what is installed meanwhile, currentCSV the upgrade.
             status.installed_csv = Some(from.clone());
         }
     }
@@ -282,8 +282,8 @@ fn phase_name(phase: &InstallPlanPhase) -> String {
 }
 
 /// What to do about `prior` (the plan `status.installPlanRef` names, when it exists and is not
-/// `plan_name`) for Subscription `name` whose resolution now installs `csv_names` (§5, issue 6
-/// "approval flows"). Pure.
+/// `plan_name`) for Subscription `name` whose resolution now installs `csv_names` (§5, the
+/// approval flows). Pure.
 pub(crate) fn decide_prior(prior: &InstallPlan, plan_name: &str, csv_names: &[String], name: &str) -> Prior {
     let phase = prior.status.as_ref().map(|s| s.phase.clone()).unwrap_or(InstallPlanPhase::Planning);
     let waiting_for_approval = phase == InstallPlanPhase::RequiresApproval && !prior.spec.approved;
@@ -727,7 +727,7 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
     let Some(sub) = fresh(&ctx.client, sub.as_ref()).await? else {
         return Ok(Action::await_change());
     };
-    // Uninstall on deletion, when the Subscription asks for it (issue 6, `removal.rs`).
+    // Uninstall on deletion, when the Subscription asks for it (`removal.rs`).
     if let Some(action) = super::removal::reconcile_subscription(&sub, &ctx).await? {
         return Ok(action);
     }
@@ -801,26 +801,9 @@ async fn install(
     let bundles: Vec<(String, String)> = to_install.iter().map(|b| (b.bundle.clone(), b.image.clone())).collect();
     let config = sub.spec.config.as_ref().and_then(|c| serde_json::to_string(c).ok()).unwrap_or_default();
     let plan_name = install_plan_name(&name, &bundles, &config);
-    let existing =
-        plans.get_opt(&plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))?;
-    // Before a plan is created or a Complete one replaced: read by name (from etcd) whether a CSV
-    // of this resolution exists already; the resolution saw the namespace's CSVs in the watch
-    // cache, which can lag ([`from_watch_cache`]). When one does, this resolution is not acted
-    // on: no plan is created, replaced or superseded.
-    let present =
-        if existing.as_ref().is_none_or(is_complete) { existing_csv(ctx, &ns, &csv_names).await? } else { None };
-    let existing = match (existing, present) {
-        (None, Some(c)) => {
-            // A dependency's plan, named after a different set of bundles, installed it: resolve
-            // again on a list that shows it.
-            tracing::debug!(subscription = %format!("{ns}/{name}"), csv = %c, "the CSV list lagged; not creating an InstallPlan");
-            return Ok(Action::requeue(Duration::from_secs(1)));
-        }
-        (Some(done), Some(c)) => {
-            tracing::debug!(subscription = %format!("{ns}/{name}"), plan = %plan_name, csv = %c, "the CSV list lagged the Complete plan; not reinstalling");
-            Some(done)
-        }
-        (existing, None) => drop_completed(ctx, sub, &plans, existing, &csv_names).await?,
+    let existing = match this_plan(ctx, sub, &plans, &plan_name, &csv_names).await? {
+        Ok(existing) => existing,
+        Err(action) => return Ok(action),
     };
     let prior_name = status.install_plan_ref.as_ref().and_then(|r| r.name.clone());
     let prior = match prior_name.as_deref().filter(|p| *p != plan_name) {
@@ -871,6 +854,39 @@ async fn install(
     let requeue = plan_progress(&mut status, &plan, superseded.as_deref(), now);
     write(ctx, sub, &status).await?;
     Ok(Action::requeue(requeue))
+}
+
+/// This resolution's InstallPlan `plan_name` as it stands: `None` when it is to be created (a
+/// Complete plan whose CSVs are gone is dropped, [`drop_completed`]), or the `Action` to take
+/// instead when the namespace's CSV list lagged behind a CSV of the resolution.
+async fn this_plan(
+    ctx: &Context,
+    sub: &Subscription,
+    plans: &Api<InstallPlan>,
+    plan_name: &str,
+    csv_names: &[String],
+) -> Result<Result<Option<InstallPlan>, Action>, Error> {
+    let (ns, name) = (sub.namespace().unwrap_or_default(), sub.name_any());
+    let existing = plans.get_opt(plan_name).await.map_err(kube_err(format!("reading InstallPlan {ns}/{plan_name}")))?;
+    // Before a plan is created or a Complete one replaced: read by name (from etcd) whether a CSV
+    // of this resolution exists already; the resolution saw the namespace's CSVs in the watch
+    // cache, which can lag ([`from_watch_cache`]). When one does, this resolution is not acted
+    // on: no plan is created, replaced or superseded.
+    let present =
+        if existing.as_ref().is_none_or(is_complete) { existing_csv(ctx, &ns, csv_names).await? } else { None };
+    Ok(Ok(match (existing, present) {
+        (None, Some(c)) => {
+            // A dependency's plan, named after a different set of bundles, installed it: resolve
+            // again on a list that shows it.
+            tracing::debug!(subscription = %format!("{ns}/{name}"), csv = %c, "the CSV list lagged; not creating an InstallPlan");
+            return Ok(Err(Action::requeue(Duration::from_secs(1))));
+        }
+        (Some(done), Some(c)) => {
+            tracing::debug!(subscription = %format!("{ns}/{name}"), plan = %plan_name, csv = %c, "the CSV list lagged the Complete plan; not reinstalling");
+            Some(done)
+        }
+        (existing, None) => drop_completed(ctx, sub, plans, existing, csv_names).await?,
+    }))
 }
 
 /// The same resolution's plan completed, yet its CSVs are not installed: they were deleted. As
@@ -942,8 +958,8 @@ async fn mark_superseded(
 
 /// The note of the Subscription's `InstallPlanCreated` Event: the plan, what it installs, its
 /// approval, and, when the Subscription's own bundle is not the channel's first choice, which
-/// preferred bundles were passed over and why (issue 15: a user sees why eclipse-che 7.41.2 and
-/// not 7.121.0 is installed; `resolve::ResolvedBundle::passed_over`).
+/// preferred bundles were passed over and why (so that a user sees why, say, eclipse-che 7.41.2
+/// and not 7.121.0 is installed; `resolve::ResolvedBundle::passed_over`).
 pub(crate) fn plan_created_note(
     sub: &Subscription,
     plan_name: &str,

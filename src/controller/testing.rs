@@ -35,8 +35,9 @@ pub(crate) enum Reply {
     /// The request's own body, with `metadata.uid` and `metadata.resourceVersion` filled in
     /// when absent (a create).
     Echo,
-    /// This object with its `status` replaced by the request body's `status` (a status write:
-    /// the server returns the object as written).
+    /// This object with the request body's `status` written onto it (a status write: the server
+    /// returns the object as written): replaced by a server-side apply, merged into it by a merge
+    /// patch (RFC 7386, `null` removes).
     WithStatus(Value),
 }
 
@@ -221,8 +222,34 @@ fn reply(r: &Reply, seen: &Seen) -> (u16, Value) {
         }
         Reply::WithStatus(obj) => {
             let mut v = obj.clone();
-            v["status"] = seen.body.get("status").cloned().unwrap_or(Value::Null);
+            let status = seen.body.get("status").cloned().unwrap_or(Value::Null);
+            if seen.content_type == "application/merge-patch+json" {
+                // As the API server: `null` removes what it names.
+                merge_patch(&mut v["status"], &status);
+            } else {
+                v["status"] = status;
+            }
             (200, v)
+        }
+    }
+}
+
+/// Applies JSON merge patch `patch` to `target` (RFC 7386): objects merge key by key, `null`
+/// removes the key, anything else replaces.
+pub(crate) fn merge_patch(target: &mut Value, patch: &Value) {
+    let Some(fields) = patch.as_object() else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Default::default());
+    }
+    let Some(map) = target.as_object_mut() else { return };
+    for (k, v) in fields {
+        if v.is_null() {
+            map.remove(k);
+        } else {
+            merge_patch(map.entry(k.clone()).or_insert(Value::Null), v);
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod certs;
 pub mod config;
 pub mod crd_safety;
 pub mod operator_condition;
+pub mod operator_group;
 pub mod plan;
 pub mod preflight;
 pub mod webhook;
