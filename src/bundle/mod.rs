@@ -10,6 +10,7 @@
 mod crd;
 mod csv;
 mod decode;
+mod finding;
 pub mod gofields;
 pub(crate) mod gojson;
 pub mod image;
@@ -20,7 +21,8 @@ pub mod webhooks;
 
 pub use crd::{CrdVersion, CrdView};
 pub use csv::{CrdDescription, CsvView, INSTALL_MODE_TYPES, InstallMode, PROPERTIES_ANNOTATION, SKIP_RANGE_ANNOTATION};
-pub use validate::{ALLOWED_KINDS, Finding, MAX_OBJECT_SIZE, Severity, validate};
+pub use finding::{Finding, Severity};
+pub use validate::{ALLOWED_KINDS, MAX_OBJECT_SIZE, render_validated, validate};
 
 use std::path::{Path, PathBuf};
 

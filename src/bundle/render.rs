@@ -45,8 +45,9 @@ use std::path::Path;
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
+use super::finding::Finding;
 use super::gojson::{self, KeyOrder};
-use super::{Bundle, BundleError, Finding, Severity};
+use super::{Bundle, BundleError};
 use crate::catalog::model::{self, Property, RelatedImage};
 use crate::catalog::placeholder::placeholder_image;
 use crate::catalog::property;
@@ -120,29 +121,6 @@ fn count_errors(n: usize) -> String {
 
 fn list_findings(findings: &[Finding]) -> String {
     findings.iter().map(|f| format!("\n  {f}")).collect()
-}
-
-/// [`render_bundle_with`] after [`crate::bundle::validate()`], the one bundle validation that
-/// `bundle validate`, `catalog render` and `catalog add` share: a bundle with errors is not
-/// rendered. Returns the blob and the warnings.
-///
-/// # Errors
-/// [`RenderError::Invalid`] with every error finding, else as [`render_bundle_with`].
-pub fn render_validated(
-    bundle: &Bundle,
-    image: &str,
-    migration: Migration,
-) -> Result<(model::Bundle, Vec<Finding>), RenderError> {
-    let (errors, warnings): (Vec<Finding>, Vec<Finding>) =
-        crate::bundle::validate(bundle).into_iter().partition(|f| f.severity == Severity::Error);
-    if !errors.is_empty() {
-        return Err(RenderError::Invalid {
-            bundle: bundle.name().to_string(),
-            dir: bundle.dir.display().to_string(),
-            errors,
-        });
-    }
-    Ok((render_bundle_with(bundle, image, migration)?, warnings))
 }
 
 /// Renders a loaded bundle as `opm render` renders the bundle image `image` (opm's default

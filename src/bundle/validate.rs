@@ -9,57 +9,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
 use serde_json::Value;
 
 use super::csv::INSTALL_MODE_TYPES;
 use super::decode::type_name;
+use super::finding::{Finding, Severity};
+use super::render::{Migration, RenderError, render_bundle, render_bundle_with};
 use super::{ANNOTATION_MANIFESTS, ANNOTATION_MEDIATYPE, ANNOTATION_METADATA, Bundle, Manifest, str_at};
+use crate::catalog::model;
 use crate::catalog::property;
 use crate::catalog::validate::is_dns1123_label;
-
-/// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// The bundle will not render, publish or install correctly.
-    Error,
-    /// Works, but is probably not what the author meant or goes against convention.
-    Warning,
-}
-
-/// One problem found in a bundle.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    /// Error or warning.
-    pub severity: Severity,
-    /// File relative to the bundle directory (e.g. `manifests/x.clusterserviceversion.yaml`).
-    pub file: String,
-    /// Field inside the file, e.g. `spec.version`, `annotations.<key>`; "" for the whole file.
-    pub field: String,
-    /// What is wrong.
-    pub message: String,
-    /// What to do about it.
-    pub fix: String,
-}
-
-impl std::fmt::Display for Finding {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let sev = match self.severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-        };
-        write!(f, "{sev}: {}", self.file)?;
-        if !self.field.is_empty() {
-            write!(f, ": {}", self.field)?;
-        }
-        write!(f, ": {}", self.message)?;
-        if !self.fix.is_empty() {
-            write!(f, " (fix: {})", self.fix)?;
-        }
-        Ok(())
-    }
-}
 
 /// Kinds a bundle may contain besides the CSV and CRDs: OLM turns them into InstallPlan steps;
 /// any other kind makes the step `UnsupportedResource` and the plan fail (`olm-v0.md` §2.5;
@@ -160,8 +119,8 @@ pub fn validate(bundle: &Bundle) -> Vec<Finding> {
     check_entries(bundle, &mut out, false);
     // Whatever else keeps opm from rendering the bundle, or `catalog add` / `opm validate` from
     // accepting the rendered blob (and is not reported above).
-    match super::render::render_bundle(bundle, "") {
-        Err(super::render::RenderError::Field { file, field, message, .. }) => {
+    match render_bundle(bundle, "") {
+        Err(RenderError::Field { file, field, message, .. }) => {
             if !out.findings.iter().any(|f| f.severity == Severity::Error && f.file == file) {
                 out.error(
                     file,
@@ -179,10 +138,33 @@ pub fn validate(bundle: &Bundle) -> Vec<Finding> {
     findings
 }
 
+/// [`render_bundle_with`] after [`validate()`], the one bundle validation that
+/// `bundle validate`, `catalog render` and `catalog add` share: a bundle with errors is not
+/// rendered. Returns the blob and the warnings.
+///
+/// # Errors
+/// [`RenderError::Invalid`] with every error finding, else as [`render_bundle_with`].
+pub fn render_validated(
+    bundle: &Bundle,
+    image: &str,
+    migration: Migration,
+) -> Result<(model::Bundle, Vec<Finding>), RenderError> {
+    let (errors, warnings): (Vec<Finding>, Vec<Finding>) =
+        validate(bundle).into_iter().partition(|f| f.severity == Severity::Error);
+    if !errors.is_empty() {
+        return Err(RenderError::Invalid {
+            bundle: bundle.name().to_string(),
+            dir: bundle.dir.display().to_string(),
+            errors,
+        });
+    }
+    Ok((render_bundle_with(bundle, image, migration)?, warnings))
+}
+
 /// The catalog's per-bundle rules ([`crate::catalog::validate::check_bundle_blob`]) on the
 /// rendered blob, for what the checks above do not already report: image references are
 /// checked above field by field, and a version, name or property error is not repeated.
-fn check_blob(b: &Bundle, blob: &crate::catalog::model::Bundle, out: &mut Out) {
+fn check_blob(b: &Bundle, blob: &model::Bundle, out: &mut Out) {
     use crate::catalog::validate::ErrorKind;
     let csv_file = b.csv().path().display().to_string();
     let has_error = |out: &Out, pred: &dyn Fn(&Finding) -> bool| {

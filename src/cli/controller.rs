@@ -246,7 +246,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         let discovery = args.packages_api.is_some() || args.catalog_content.is_some();
         let options = capstan::controller::Options {
             global_catalog_namespace: args.global_catalog_namespace,
-            catalog_cache: Some(capstan::oci::config::default_cache_root()),
+            catalog_cache: Some(capstan::oci::BlobCache::default_root()),
             insecure_registries: args.insecure_registries,
             discovery,
             // `$CAPSTAN_CERT_VALIDITY` or two years (ApplyOptions' default).
