@@ -173,24 +173,36 @@ impl MetaFilter {
     /// From a URL query string.
     ///
     /// # Errors
-    /// A message naming the parameter when one is unknown, or when none is given.
-    pub fn parse(query: Option<&str>) -> Result<MetaFilter, String> {
+    /// [`MetaQueryError`]: a parameter is unknown, or none is given.
+    pub fn parse(query: Option<&str>) -> Result<MetaFilter, MetaQueryError> {
         let mut f = MetaFilter::default();
         for (k, v) in form_pairs(query.unwrap_or("")) {
             match k.as_str() {
                 "schema" => f.schema = Some(v),
                 "package" => f.package = Some(v),
                 "name" => f.name = Some(v),
-                _ => return Err(format!("unknown query parameter {k:?}: metas takes schema, package and name")),
+                _ => return Err(MetaQueryError::Unknown { parameter: k }),
             }
         }
         if f == MetaFilter::default() {
-            return Err(
-                "metas needs at least one of the query parameters schema, package, name (or use /api/v1/all)".into()
-            );
+            return Err(MetaQueryError::Empty);
         }
         Ok(f)
     }
+}
+
+/// Why a `metas` query is refused ([`MetaFilter::parse`]; a 400 with this message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetaQueryError {
+    /// A parameter other than `schema`, `package` and `name`.
+    #[error("unknown query parameter {parameter:?}: metas takes schema, package and name")]
+    Unknown {
+        /// The parameter as given (percent-decoded).
+        parameter: String,
+    },
+    /// None of the parameters.
+    #[error("metas needs at least one of the query parameters schema, package, name (or use /api/v1/all)")]
+    Empty,
 }
 
 /// Percent-decoded `k=v` pairs of a query string (`+` is a space).
@@ -358,7 +370,9 @@ fn route<B>(
     };
     let filter = match *what {
         "all" => None,
-        "metas" => Some(MetaFilter::parse(req.uri().query()).map_err(|e| text(StatusCode::BAD_REQUEST, e))?),
+        "metas" => {
+            Some(MetaFilter::parse(req.uri().query()).map_err(|e| text(StatusCode::BAD_REQUEST, e.to_string()))?)
+        }
         _ => {
             return Err(text(
                 StatusCode::NOT_FOUND,
