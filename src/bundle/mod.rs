@@ -20,7 +20,10 @@ mod validate;
 pub mod webhooks;
 
 pub use crd::{CrdVersion, CrdView};
-pub use csv::{CrdDescription, CsvView, INSTALL_MODE_TYPES, InstallMode, PROPERTIES_ANNOTATION, SKIP_RANGE_ANNOTATION};
+pub use csv::{
+    CrdDescription, CsvView, INSTALL_MODE_TYPES, InstallMode, PROPERTIES_ANNOTATION, PropertiesAnnotationError,
+    SKIP_RANGE_ANNOTATION,
+};
 pub use finding::{Finding, Severity};
 pub use validate::{ALLOWED_KINDS, MAX_OBJECT_SIZE, render_validated, validate};
 

@@ -244,9 +244,11 @@ impl Render<'_> {
         }
         let mut derived: Vec<GoProp> = Vec::new();
         if let Some(Ok(list)) = self.csv.annotation_properties() {
-            for (i, (t, v)) in list.into_iter().enumerate() {
-                derived
-                    .push(GoProp::raw_json(&t, v).from(csv_path, format!("metadata.annotations[olm.properties][{i}]")));
+            for (i, p) in list.into_iter().enumerate() {
+                derived.push(
+                    GoProp::raw_json(&p.type_, p.value)
+                        .from(csv_path, format!("metadata.annotations[olm.properties][{i}]")),
+                );
             }
         }
         if !bundle.annotations.package.is_empty() {
