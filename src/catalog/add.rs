@@ -49,15 +49,20 @@ pub enum UpdateMode {
 }
 
 impl std::str::FromStr for UpdateMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<UpdateMode, String> {
+    type Err = UnknownUpdateMode;
+    fn from_str(s: &str) -> Result<UpdateMode, UnknownUpdateMode> {
         match s {
             "replaces" | "replaces-mode" => Ok(UpdateMode::Replaces),
             "semver" | "semver-mode" => Ok(UpdateMode::Semver),
-            other => Err(format!("unknown update mode {other:?}: use replaces or semver")),
+            other => Err(UnknownUpdateMode(other.to_string())),
         }
     }
 }
+
+/// An update mode other than `replaces` / `replaces-mode` and `semver` / `semver-mode`, as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown update mode {0:?}: use replaces or semver")]
+pub struct UnknownUpdateMode(pub String);
 
 /// What `add` needs from a rendered bundle: the `olm.bundle` blob and the CSV's upgrade edges
 /// and channel annotations.

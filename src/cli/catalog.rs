@@ -95,7 +95,7 @@ pub struct AddArgs {
     registry: RegistryArgs,
 }
 
-fn parse_mode(s: &str) -> Result<UpdateMode, String> {
+fn parse_mode(s: &str) -> Result<UpdateMode, capstan::catalog::add::UnknownUpdateMode> {
     s.parse()
 }
 
