@@ -214,7 +214,7 @@ impl Generator {
         }
         if let Some(d) = pkg.dep {
             let dep_pkg = format!("pkg-{d:04}");
-            if pkg.index % 2 == 0 {
+            if pkg.index.is_multiple_of(2) {
                 properties.push(Property::new(
                     property::PACKAGE_REQUIRED,
                     &PackageRequired { package_name: dep_pkg, version_range: ">=1.0.0".into() },

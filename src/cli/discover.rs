@@ -151,7 +151,7 @@ fn load_served(spec: &str, with_packages: bool) -> Result<ServedCatalog, String>
         .map_err(|errors| format!("--catalog {spec}: catalog {key} is invalid: {errors}"))?;
     let mut content = CatalogContent::new(&config, digest.as_deref().unwrap_or(""), std::time::SystemTime::now());
     if digest.is_none() {
-        let d = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&content.all())));
+        let d = format!("sha256:{}", hex::encode(sha2::Sha256::digest(content.all())));
         content = CatalogContent::new(&config, &d, std::time::SystemTime::now());
     }
     let summaries = if with_packages {

@@ -311,7 +311,7 @@ pub fn handle<B>(catalogs: &ContentCatalogs, req: &Request<B>) -> Response<Body>
     }
     let (content, filter) = match route(catalogs, req) {
         Ok(found) => found,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let etag = match &filter {
         None => format!("\"{}\"", content.digest),
@@ -342,42 +342,42 @@ pub fn handle<B>(catalogs: &ContentCatalogs, req: &Request<B>) -> Response<Body>
         .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "response".into()))
 }
 
+/// A routed request: the catalog its path names and its `metas` filter (`None` for `all`).
+type Route = (Arc<CatalogContent>, Option<MetaFilter>);
+
 /// The catalog a request's path names and its `metas` filter (`None` for `all`).
 ///
 /// # Errors
 /// The response to send instead: 404 for an unknown path or catalog, 400 for a bad query.
-fn route<B>(
-    catalogs: &ContentCatalogs,
-    req: &Request<B>,
-) -> Result<(Arc<CatalogContent>, Option<MetaFilter>), Response<Body>> {
+fn route<B>(catalogs: &ContentCatalogs, req: &Request<B>) -> Result<Route, Box<Response<Body>>> {
     let path = req.uri().path();
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     let ["catalogs", ns, name, "api", "v1", what] = parts.as_slice() else {
-        return Err(text(
+        return Err(Box::new(text(
             StatusCode::NOT_FOUND,
             format!(
                 "{path}: not found; use /catalogs/NAMESPACE/NAME/api/v1/all or /catalogs/NAMESPACE/NAME/api/v1/metas?schema=&package=&name="
             ),
-        ));
+        )));
     };
     let Some(content) = catalogs.get(ns, name) else {
-        return Err(text(
+        return Err(Box::new(text(
             StatusCode::NOT_FOUND,
             format!(
                 "catalog source {ns}/{name} is not loaded (no such CatalogSource, or its image has not been pulled yet)"
             ),
-        ));
+        )));
     };
     let filter = match *what {
         "all" => None,
-        "metas" => {
-            Some(MetaFilter::parse(req.uri().query()).map_err(|e| text(StatusCode::BAD_REQUEST, e.to_string()))?)
-        }
+        "metas" => Some(
+            MetaFilter::parse(req.uri().query()).map_err(|e| Box::new(text(StatusCode::BAD_REQUEST, e.to_string())))?,
+        ),
         _ => {
-            return Err(text(
+            return Err(Box::new(text(
                 StatusCode::NOT_FOUND,
                 format!("{path}: not found; the catalog's paths are api/v1/all and api/v1/metas"),
-            ));
+            )));
         }
     };
     Ok((content, filter))
