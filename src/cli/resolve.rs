@@ -458,7 +458,7 @@ pub(crate) fn split_key_value(spec: &str, flag: &str, form: &str) -> Result<(Cat
 /// A catalog that fails `opm validate` rules is invalid input (exit 2): the message names the
 /// `--catalog` argument and lists every error by package / channel / bundle. (A cluster keeps
 /// resolving from other catalog sources and reports the invalid one on each Subscription it
-/// would serve, case-14; a what-if run has no use for a catalog that serves nothing.)
+/// would serve; a what-if run has no use for a catalog that serves nothing.)
 fn index_of(config: &DeclarativeConfig, spec: &str, key: &CatalogSourceKey) -> Result<CatalogIndex, String> {
     match capstan::catalog::validate::validate(config) {
         Ok(()) => Ok(CatalogIndex::from_config(config)),

@@ -1,8 +1,8 @@
 //! Client configuration: which registries are spoken to over plain HTTP, where credentials come
 //! from, where the blob cache lives, and whether progress bars are drawn.
 //!
-//! Protocol rule (issue 3, "TLS by default; plain HTTP only for loopback addresses or when asked
-//! explicitly"): a registry is reached over HTTPS unless its host is a loopback address
+//! Protocol rule (TLS by default; plain HTTP only for loopback addresses or when asked
+//! explicitly): a registry is reached over HTTPS unless its host is a loopback address
 //! (`127.0.0.0/8`, `localhost`, `[::1]`), or `plain_http` is set, or the registry is listed in
 //! `insecure_registries`. This matches what containerd and podman do for `localhost` registries.
 

@@ -1,6 +1,6 @@
 //! Size limits on what capstan reads from a registry and writes while unpacking an image.
 //!
-//! Images come from registries capstan's users do not control (issue 11, "No size limits"), so
+//! Images come from registries capstan's users do not control, so
 //! every pull is bounded: the manifest, the config, each layer (compressed) and the whole image
 //! (compressed, config + layers) are refused before they are downloaded when their declared size
 //! is over the limit, and a download stops as soon as more bytes arrive than the descriptor
