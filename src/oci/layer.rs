@@ -241,10 +241,36 @@ enum Whiteout {
     Hide(String),
 }
 
+/// Why a tar entry's path is refused; [`unpack_layers`] words it into [`OciError::Unpack`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum EntryRefusal {
+    /// A path component that is not UTF-8 (the path as shown).
+    #[error("entry {0} has a non-UTF-8 name")]
+    NonUtf8(String),
+    /// An absolute path.
+    #[error("entry {0} has an absolute path; refusing to unpack it")]
+    Absolute(String),
+    /// A path with `..`.
+    #[error("entry {0} contains `..` (path traversal); refusing to unpack it")]
+    Traversal(String),
+    /// A path below a symlink already in the destination (the symlink's path).
+    #[error("an entry would be written through symlink {0}; refusing")]
+    ThroughSymlink(String),
+    /// A `.wh.` name that does not name a file.
+    #[error(
+        "whiteout {name:?} does not name a file (OCI image-spec layer.md: a whiteout is `.wh.` followed by the name of a file or directory of a lower layer, or the opaque marker {}); refusing the image",
+        OPAQUE
+    )]
+    BadWhiteout {
+        /// The entry's last path component.
+        name: String,
+    },
+}
+
 /// The whiteout a last path component stands for, if any (OCI image-spec `layer.md`,
 /// "Whiteouts"). A `.wh.` name that does not name a file — empty, `.`, `..`, containing `/`, or
 /// `.wh..wh.`-prefixed other than the opaque marker — is an error.
-fn whiteout_of(name: &str) -> std::result::Result<Option<Whiteout>, String> {
+fn whiteout_of(name: &str) -> std::result::Result<Option<Whiteout>, EntryRefusal> {
     if name == OPAQUE {
         return Ok(Some(Whiteout::Opaque));
     }
@@ -252,9 +278,7 @@ fn whiteout_of(name: &str) -> std::result::Result<Option<Whiteout>, String> {
         return Ok(None);
     };
     if hidden.is_empty() || hidden == "." || hidden == ".." || hidden.contains('/') || hidden.starts_with(".wh.") {
-        return Err(format!(
-            "whiteout {name:?} does not name a file (OCI image-spec layer.md: a whiteout is `.wh.` followed by the name of a file or directory of a lower layer, or the opaque marker {OPAQUE}); refusing the image"
-        ));
+        return Err(EntryRefusal::BadWhiteout { name: name.to_string() });
     }
     Ok(Some(Whiteout::Hide(hidden.to_string())))
 }
@@ -416,7 +440,7 @@ impl Unpack<'_> {
                 self.limits,
             ));
         }
-        let Some(rel) = clean_path(&raw_path).map_err(|r| self.err(layer, r))? else {
+        let Some(rel) = clean_path(&raw_path).map_err(|r| self.err(layer, r.to_string()))? else {
             return Ok(()); // the root directory itself
         };
         let name = rel.last().map(String::as_str).unwrap_or("");
@@ -538,7 +562,7 @@ impl Unpack<'_> {
             )
         };
         let subdir = &self.subdir;
-        let link_rel = clean_path(&link).map_err(|r| refuse(&r))?.unwrap_or_default();
+        let link_rel = clean_path(&link).map_err(|r| refuse(&r.to_string()))?.unwrap_or_default();
         let link_rel = if link_rel.len() > subdir.len() && link_rel[..subdir.len()] == subdir[..] {
             link_rel[subdir.len()..].to_vec()
         } else {
@@ -547,7 +571,7 @@ impl Unpack<'_> {
         if link_rel == rel {
             return Err(refuse("the link points to itself"));
         }
-        check_no_symlink_ancestors(self.dest, &link_rel[..link_rel.len() - 1]).map_err(|r| refuse(&r))?;
+        check_no_symlink_ancestors(self.dest, &link_rel[..link_rel.len() - 1]).map_err(|r| refuse(&r.to_string()))?;
         let source = join(self.dest, &link_rel);
         let len = match source.symlink_metadata() {
             Ok(m) if m.is_file() => m.len(),
@@ -635,19 +659,19 @@ fn remove_lower_children(dir: &Path, rel: &mut Vec<String>, own: &HashSet<Vec<St
 }
 
 /// Splits a tar path into normal components, dropping `./`; errors on absolute paths and `..`.
-fn clean_path(p: &Path) -> std::result::Result<Option<Vec<String>>, String> {
+fn clean_path(p: &Path) -> std::result::Result<Option<Vec<String>>, EntryRefusal> {
     let mut out = Vec::new();
     for c in p.components() {
         match c {
             Component::CurDir => {}
             Component::Normal(s) => {
-                out.push(s.to_str().ok_or_else(|| format!("entry {} has a non-UTF-8 name", p.display()))?.to_string())
+                out.push(s.to_str().ok_or_else(|| EntryRefusal::NonUtf8(p.display().to_string()))?.to_string())
             }
             Component::RootDir | Component::Prefix(_) => {
-                return Err(format!("entry {} has an absolute path; refusing to unpack it", p.display()));
+                return Err(EntryRefusal::Absolute(p.display().to_string()));
             }
             Component::ParentDir => {
-                return Err(format!("entry {} contains `..` (path traversal); refusing to unpack it", p.display()));
+                return Err(EntryRefusal::Traversal(p.display().to_string()));
             }
         }
     }
@@ -662,12 +686,12 @@ fn join(dest: &Path, rel: &[String]) -> PathBuf {
     p
 }
 
-fn check_no_symlink_ancestors(dest: &Path, rel: &[String]) -> std::result::Result<(), String> {
+fn check_no_symlink_ancestors(dest: &Path, rel: &[String]) -> std::result::Result<(), EntryRefusal> {
     let mut p = dest.to_path_buf();
     for c in rel {
         p.push(c);
         if p.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(format!("an entry would be written through symlink {}; refusing", p.display()));
+            return Err(EntryRefusal::ThroughSymlink(p.display().to_string()));
         }
     }
     Ok(())
