@@ -9,6 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::{ApiKey, Manifest, str_at};
+use crate::catalog::model::Property;
 
 /// The install mode types OLM knows (`olm-v0.md` §1.5).
 pub const INSTALL_MODE_TYPES: [&str; 4] = ["OwnNamespace", "SingleNamespace", "MultiNamespace", "AllNamespaces"];
@@ -17,6 +18,21 @@ pub const INSTALL_MODE_TYPES: [&str; 4] = ["OwnNamespace", "SingleNamespace", "M
 pub const SKIP_RANGE_ANNOTATION: &str = "olm.skipRange";
 /// CSV metadata annotation holding extra bundle properties as a JSON list (`olm-v0.md` §2.2).
 pub const PROPERTIES_ANNOTATION: &str = "olm.properties";
+
+/// Why the CSV's `olm.properties` annotation is not a JSON list of `{type, value}`
+/// ([`CsvView::annotation_properties`]).
+#[derive(Debug, thiserror::Error)]
+pub enum PropertiesAnnotationError {
+    /// Not JSON, or not a list: the parser's message.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// Entry `index` (0-based) lacks a string `type` or a `value`.
+    #[error("entry {index} needs a string type and a value")]
+    Entry {
+        /// Position of the entry in the list.
+        index: usize,
+    },
+}
 
 /// A borrowed, never-failing view of the bundle's ClusterServiceVersion manifest as written (the
 /// API object is [`crate::api::ClusterServiceVersion`]; this view reads a manifest that may not
@@ -120,18 +136,18 @@ impl<'a> CsvView<'a> {
     }
 
     /// The `olm.properties` annotation decoded as `[{type, value}]`; `None` when absent,
-    /// `Some(Err)` with the parser message when it is not such a list.
-    pub fn annotation_properties(&self) -> Option<Result<Vec<(String, Value)>, String>> {
+    /// `Some(Err)` when it is not such a list.
+    pub fn annotation_properties(&self) -> Option<Result<Vec<Property>, PropertiesAnnotationError>> {
         let raw = self.annotation(PROPERTIES_ANNOTATION)?;
         let parsed: Result<Vec<Value>, _> = serde_json::from_str(raw);
         Some(match parsed {
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(PropertiesAnnotationError::Json(e)),
             Ok(items) => items
                 .into_iter()
                 .enumerate()
                 .map(|(i, item)| match (item.get("type").and_then(Value::as_str), item.get("value")) {
-                    (Some(t), Some(v)) => Ok((t.to_string(), v.clone())),
-                    _ => Err(format!("entry {i} needs a string type and a value")),
+                    (Some(t), Some(v)) => Ok(Property { type_: t.to_string(), value: v.clone() }),
+                    _ => Err(PropertiesAnnotationError::Entry { index: i }),
                 })
                 .collect(),
         })

@@ -18,16 +18,28 @@ use super::{
 pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
     let manifests_dir = dir.join("manifests");
     let metadata_dir = dir.join("metadata");
-    let missing = |name| {
-        // Some repositories keep the bundle one level down (community-operators' `<version>/bundle/`).
-        let nested = dir.join("bundle");
-        let hint = if nested.join("manifests").is_dir() && nested.join("metadata").is_dir() {
-            format!("; did you mean {}?", nested.display())
-        } else {
-            String::new()
-        };
-        BundleError::MissingDirectory { dir: dir.to_path_buf(), name, hint }
-    };
+    check_layout(dir, &manifests_dir, &metadata_dir)?;
+    let manifests = read_manifests(dir, &manifests_dir)?;
+    check_csv_name(&manifests.objects[manifests.csv_index])?;
+    let metadata = read_metadata(dir, &metadata_dir)?;
+    Ok(Bundle {
+        dir: dir.to_path_buf(),
+        annotations: metadata.annotations,
+        dependencies: metadata.dependencies,
+        dependencies_file: metadata.dependencies_file,
+        properties: metadata.properties,
+        properties_file: metadata.properties_file,
+        objects: manifests.objects,
+        csv_index: manifests.csv_index,
+        csv_as_written: manifests.csv_as_written,
+        noncanonical_keys: manifests.noncanonical_keys,
+        ignored: manifests.ignored,
+    })
+}
+
+/// `dir` exists, is a directory and holds `manifests/` and `metadata/` directories (not
+/// symlinks).
+fn check_layout(dir: &Path, manifests_dir: &Path, metadata_dir: &Path) -> Result<(), BundleError> {
     match fs::metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(BundleError::NotFound { dir: dir.to_path_buf() });
@@ -35,20 +47,55 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
         Ok(m) if m.is_file() => return Err(BundleError::NotADirectory { path: dir.to_path_buf() }),
         _ => {}
     }
-    for (path, name) in [(&manifests_dir, "manifests"), (&metadata_dir, "metadata")] {
+    for (path, name) in [(manifests_dir, "manifests"), (metadata_dir, "metadata")] {
         // Not following links: a `manifests -> /etc` symlink is refused, not read.
         match fs::symlink_metadata(path) {
             Ok(m) if m.is_dir() => {}
             Ok(m) => {
                 crate::oci::layer::check_plain_file_type(m.file_type())
-                    .map_err(|source| BundleError::Io { path: path.clone(), source })?;
-                return Err(missing(name));
+                    .map_err(|source| BundleError::Io { path: path.to_path_buf(), source })?;
+                return Err(missing_directory(dir, name));
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(name)),
-            Err(source) => return Err(BundleError::Io { path: path.clone(), source }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing_directory(dir, name)),
+            Err(source) => return Err(BundleError::Io { path: path.to_path_buf(), source }),
         }
     }
+    Ok(())
+}
 
+/// [`BundleError::MissingDirectory`] for `dir/name`, with a hint when the bundle is one level
+/// down (community-operators' `<version>/bundle/`).
+fn missing_directory(dir: &Path, name: &'static str) -> BundleError {
+    let nested = dir.join("bundle");
+    let hint = if nested.join("manifests").is_dir() && nested.join("metadata").is_dir() {
+        format!("; did you mean {}?", nested.display())
+    } else {
+        String::new()
+    };
+    BundleError::MissingDirectory { dir: dir.to_path_buf(), name, hint }
+}
+
+/// What `manifests/` holds, as [`Bundle`] keeps it.
+struct Manifests {
+    /// The first document of each file, in file name order.
+    objects: Vec<Manifest>,
+    /// Documents opm ignores: later documents of a file, CSVs after the first.
+    ignored: Vec<Manifest>,
+    /// Position of the first CSV in `objects`.
+    csv_index: usize,
+    /// The CSV as written, when its keys were not spelled as Go spells them.
+    csv_as_written: Option<Value>,
+    /// The CSV keys Go matched case-insensitively.
+    noncanonical_keys: Vec<super::gofields::NonCanonicalKey>,
+}
+
+/// Reads `manifests/`: the first document of each file, the first CSV (its keys spelled as Go
+/// matches them).
+///
+/// # Errors
+/// An unreadable file or document, an object that is not one, and [`BundleError::NoCsv`]
+/// (with a misspelt `kind` key and the empty files, to say why).
+fn read_manifests(dir: &Path, manifests_dir: &Path) -> Result<Manifests, BundleError> {
     let mut objects = Vec::new();
     let mut ignored = Vec::new();
     let mut csv_index = None;
@@ -56,30 +103,21 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
     let mut noncanonical_keys = Vec::new();
     let mut spelled_kind = None;
     let mut empty = Vec::new();
-    for (name, full) in list_files(&manifests_dir)? {
+    for (name, full) in list_files(manifests_dir)? {
         let rel = PathBuf::from("manifests").join(&name);
         let docs = read_documents(&full, &rel)?;
         if docs.is_empty() {
             empty.push(rel.clone());
         }
-        for (i, doc) in docs.into_iter().enumerate() {
-            let document = i;
+        for (document, doc) in docs.into_iter().enumerate() {
             let mut manifest = Manifest { path: rel.clone(), document, value: doc };
             check_object(&manifest)?;
-            if i > 0 {
+            if document > 0 {
                 ignored.push(manifest);
                 continue;
             }
-            if manifest.kind().is_empty()
-                && spelled_kind.is_none()
-                && let Some(map) = manifest.value.as_object()
-                && let Some((key, _)) = map.iter().find(|(k, v)| {
-                    k.as_str() != "kind"
-                        && k.eq_ignore_ascii_case("kind")
-                        && v.as_str() == Some("ClusterServiceVersion")
-                })
-            {
-                spelled_kind = Some((rel.clone(), key.clone()));
+            if manifest.kind().is_empty() && spelled_kind.is_none() {
+                spelled_kind = misspelt_csv_kind(&manifest).map(|key| (rel.clone(), key));
             }
             if manifest.kind() == "ClusterServiceVersion" {
                 if csv_index.is_some() {
@@ -100,32 +138,59 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
     let Some(csv_index) = csv_index else {
         return Err(BundleError::NoCsv { dir: dir.to_path_buf(), spelled_kind, empty });
     };
-    let csv = &objects[csv_index];
-    match csv.value.pointer("/metadata/name") {
-        Some(Value::String(s)) if !s.is_empty() => {}
-        Some(Value::String(_)) | None => {
-            return Err(BundleError::Field {
-                path: csv.path.clone(),
-                field: "metadata.name".into(),
-                message: "missing; set the CSV name, e.g. <package>.v<version>".into(),
-            });
-        }
-        Some(other) => {
-            return Err(BundleError::Field {
-                path: csv.path.clone(),
-                field: "metadata.name".into(),
-                message: format!("must be a string, found {}", type_name(other)),
-            });
-        }
-    }
+    Ok(Manifests { objects, ignored, csv_index, csv_as_written, noncanonical_keys })
+}
 
+/// The key of a `kind: ClusterServiceVersion` spelt with another case (`Kind:`), which leaves
+/// the object without a kind.
+fn misspelt_csv_kind(manifest: &Manifest) -> Option<String> {
+    let map = manifest.value.as_object()?;
+    let (key, _) = map.iter().find(|(k, v)| {
+        k.as_str() != "kind" && k.eq_ignore_ascii_case("kind") && v.as_str() == Some("ClusterServiceVersion")
+    })?;
+    Some(key.clone())
+}
+
+/// The CSV's `metadata.name` is a non-empty string.
+fn check_csv_name(csv: &Manifest) -> Result<(), BundleError> {
+    match csv.value.pointer("/metadata/name") {
+        Some(Value::String(s)) if !s.is_empty() => Ok(()),
+        Some(Value::String(_)) | None => Err(BundleError::Field {
+            path: csv.path.clone(),
+            field: "metadata.name".into(),
+            message: "missing; set the CSV name, e.g. <package>.v<version>".into(),
+        }),
+        Some(other) => Err(BundleError::Field {
+            path: csv.path.clone(),
+            field: "metadata.name".into(),
+            message: format!("must be a string, found {}", type_name(other)),
+        }),
+    }
+}
+
+/// What `metadata/` holds, as [`Bundle`] keeps it.
+struct Metadata {
+    annotations: Annotations,
+    dependencies: Vec<Dependency>,
+    dependencies_file: Option<PathBuf>,
+    properties: Vec<Property>,
+    properties_file: Option<PathBuf>,
+}
+
+/// Reads `metadata/`: the first file (by name) that decodes as annotations, as dependencies and
+/// as properties, each from its first document.
+///
+/// # Errors
+/// An unreadable file or document, an entry list that does not decode, and no annotations file
+/// ([`BundleError::BadAnnotations`] naming the first file that looks meant as one).
+fn read_metadata(dir: &Path, metadata_dir: &Path) -> Result<Metadata, BundleError> {
     let mut annotations = None;
     // The first metadata file that looks meant as the annotations file but does not decode as
     // one, and why: reported when no file does.
     let mut bad_annotations: Option<(PathBuf, String)> = None;
     let mut dependencies: Option<(PathBuf, Vec<Dependency>)> = None;
     let mut properties: Option<(PathBuf, Vec<Property>)> = None;
-    for (name, full) in list_files_any(&metadata_dir)? {
+    for (name, full) in list_files_any(metadata_dir)? {
         let rel = PathBuf::from("metadata").join(&name);
         let docs = read_documents(&full, &rel)?;
         let Some(first) = docs.into_iter().next() else {
@@ -159,27 +224,9 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
             None => BundleError::NoAnnotations { dir: dir.to_path_buf() },
         });
     };
-    let (dependencies_file, dependencies) = match dependencies {
-        Some((f, d)) => (Some(f), d),
-        None => (None, Vec::new()),
-    };
-    let (properties_file, properties) = match properties {
-        Some((f, d)) => (Some(f), d),
-        None => (None, Vec::new()),
-    };
-    Ok(Bundle {
-        dir: dir.to_path_buf(),
-        annotations,
-        dependencies,
-        dependencies_file,
-        properties,
-        properties_file,
-        objects,
-        csv_index,
-        csv_as_written,
-        noncanonical_keys,
-        ignored,
-    })
+    let (dependencies_file, dependencies) = dependencies.map_or((None, Vec::new()), |(f, d)| (Some(f), d));
+    let (properties_file, properties) = properties.map_or((None, Vec::new()), |(f, d)| (Some(f), d));
+    Ok(Metadata { annotations, dependencies, dependencies_file, properties, properties_file })
 }
 
 /// Regular files of `dir` whose names do not start with `.`, sorted by name (bytes), as opm's

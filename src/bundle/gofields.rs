@@ -216,21 +216,8 @@ fn csv_schema() -> CsvSchema {
     });
     descriptors(apiservice.as_object_mut().expect("object literal"));
     let owned_required = |d: Value| object(json!({"owned": list(d.clone()), "required": list(d)}));
-    let permissions = list(object(json!({"serviceAccountName": s, "rules": list(policy_rule)})));
-    let install = object(json!({
-        "strategy": s,
-        "spec": object(json!({
-            "deployments": list(object(json!({"name": s, "spec": deployment_spec, "label": string_map}))),
-            "permissions": permissions,
-            "clusterPermissions": permissions,
-        })),
-    }));
-    let webhook = object(json!({
-        "generateName": s, "type": s, "deploymentName": s, "containerPort": {"type": "integer"},
-        "targetPort": {}, "rules": list(webhook_rule), "failurePolicy": s, "matchPolicy": s,
-        "objectSelector": label_selector, "sideEffects": s, "timeoutSeconds": {"type": "integer"},
-        "admissionReviewVersions": strings, "reinvocationPolicy": s, "webhookPath": s, "conversionCRDs": strings,
-    }));
+    let install = install_schema(deployment_spec, policy_rule);
+    let webhook = webhook_schema(webhook_rule, label_selector.clone());
     let app_link = object(json!({"name": s, "url": s}));
     let spec = object(json!({
         "install": install,
@@ -261,6 +248,34 @@ fn csv_schema() -> CsvSchema {
     // metav1.TypeMeta is embedded first (kind, then apiVersion), then metadata, spec, status.
     let root = object(json!({"kind": s, "apiVersion": s, "metadata": object_meta, "spec": spec, "status": {}}));
     CsvSchema { root, defs }
+}
+
+/// `spec.install` (`NamedInstallStrategy`): the strategy name and its deployments and
+/// permissions.
+fn install_schema(deployment_spec: Value, policy_rule: Value) -> Value {
+    let s = json!({"type": "string"});
+    let string_map = json!({"type": "object", "additionalProperties": {"type": "string"}});
+    let permissions = list(object(json!({"serviceAccountName": s, "rules": list(policy_rule)})));
+    object(json!({
+        "strategy": s,
+        "spec": object(json!({
+            "deployments": list(object(json!({"name": s, "spec": deployment_spec, "label": string_map}))),
+            "permissions": permissions,
+            "clusterPermissions": permissions,
+        })),
+    }))
+}
+
+/// One of `spec.webhookdefinitions` (`WebhookDescription`).
+fn webhook_schema(webhook_rule: Value, label_selector: Value) -> Value {
+    let s = json!({"type": "string"});
+    let strings = list(s.clone());
+    object(json!({
+        "generateName": s, "type": s, "deploymentName": s, "containerPort": {"type": "integer"},
+        "targetPort": {}, "rules": list(webhook_rule), "failurePolicy": s, "matchPolicy": s,
+        "objectSelector": label_selector, "sideEffects": s, "timeoutSeconds": {"type": "integer"},
+        "admissionReviewVersions": strings, "reinvocationPolicy": s, "webhookPath": s, "conversionCRDs": strings,
+    }))
 }
 
 #[cfg(test)]

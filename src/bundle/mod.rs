@@ -10,6 +10,7 @@
 mod crd;
 mod csv;
 mod decode;
+mod finding;
 pub mod gofields;
 pub(crate) mod gojson;
 pub mod image;
@@ -19,8 +20,12 @@ mod validate;
 pub mod webhooks;
 
 pub use crd::{CrdVersion, CrdView};
-pub use csv::{CrdDescription, CsvView, INSTALL_MODE_TYPES, InstallMode, PROPERTIES_ANNOTATION, SKIP_RANGE_ANNOTATION};
-pub use validate::{ALLOWED_KINDS, Finding, MAX_OBJECT_SIZE, Severity, validate};
+pub use csv::{
+    CrdDescription, CsvView, INSTALL_MODE_TYPES, InstallMode, PROPERTIES_ANNOTATION, PropertiesAnnotationError,
+    SKIP_RANGE_ANNOTATION,
+};
+pub use finding::{Finding, Severity};
+pub use validate::{ALLOWED_KINDS, MAX_OBJECT_SIZE, render_validated, validate};
 
 use std::path::{Path, PathBuf};
 

@@ -45,8 +45,9 @@ use std::path::Path;
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
+use super::finding::Finding;
 use super::gojson::{self, KeyOrder};
-use super::{Bundle, BundleError, Finding, Severity};
+use super::{Bundle, BundleError, CsvView};
 use crate::catalog::model::{self, Property, RelatedImage};
 use crate::catalog::placeholder::placeholder_image;
 use crate::catalog::property;
@@ -122,29 +123,6 @@ fn list_findings(findings: &[Finding]) -> String {
     findings.iter().map(|f| format!("\n  {f}")).collect()
 }
 
-/// [`render_bundle_with`] after [`crate::bundle::validate()`], the one bundle validation that
-/// `bundle validate`, `catalog render` and `catalog add` share: a bundle with errors is not
-/// rendered. Returns the blob and the warnings.
-///
-/// # Errors
-/// [`RenderError::Invalid`] with every error finding, else as [`render_bundle_with`].
-pub fn render_validated(
-    bundle: &Bundle,
-    image: &str,
-    migration: Migration,
-) -> Result<(model::Bundle, Vec<Finding>), RenderError> {
-    let (errors, warnings): (Vec<Finding>, Vec<Finding>) =
-        crate::bundle::validate(bundle).into_iter().partition(|f| f.severity == Severity::Error);
-    if !errors.is_empty() {
-        return Err(RenderError::Invalid {
-            bundle: bundle.name().to_string(),
-            dir: bundle.dir.display().to_string(),
-            errors,
-        });
-    }
-    Ok((render_bundle_with(bundle, image, migration)?, warnings))
-}
-
 /// Renders a loaded bundle as `opm render` renders the bundle image `image` (opm's default
 /// migration level). `image = ""` gives what opm gives for a bundle directory.
 ///
@@ -163,204 +141,302 @@ pub fn render_bundle(bundle: &Bundle, image: &str) -> Result<model::Bundle, Rend
 /// fit operator-framework/api's ClusterServiceVersion (opm's migration decodes it typed).
 pub fn render_bundle_with(bundle: &Bundle, image: &str, migration: Migration) -> Result<model::Bundle, RenderError> {
     let csv = bundle.csv();
-    let name = csv.name().to_string();
-    let field_err = |file: &Path, field: &str, message: String| RenderError::Field {
-        bundle: name.clone(),
-        file: file.display().to_string(),
-        field: field.to_string(),
-        message,
-    };
-    let csv_path = csv.path();
-
-    let version = match csv.value().pointer("/spec/version") {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => {
-            return Err(field_err(
-                csv_path,
-                "spec.version",
-                format!("must be a string, found {other}; quote the version, e.g. \"1.0.0\""),
-            ));
-        }
-    };
-    let release = match csv.value().pointer("/spec/release") {
-        None | Some(Value::Null) | Some(Value::String(_)) | Some(Value::Number(_)) => csv.release().unwrap_or_default(),
-        Some(other) => {
-            return Err(field_err(csv_path, "spec.release", format!("must be a string or number, found {other}")));
-        }
-    };
-
-    // 1. bundle.Properties as pkg/registry/parse.go builds them.
-    let mut registry_props: Vec<GoProp> = Vec::new();
-    let props_file = bundle.properties_file.as_deref().unwrap_or(Path::new("metadata/properties.yaml"));
-    for (i, p) in bundle.properties.iter().enumerate() {
-        registry_props.push(GoProp::raw_yaml(&p.type_, p.value.clone()).from(props_file, format!("properties[{i}]")));
-    }
-    let mut derived: Vec<GoProp> = Vec::new();
-    if let Some(Ok(list)) = csv.annotation_properties() {
-        for (i, (t, v)) in list.into_iter().enumerate() {
-            derived.push(GoProp::raw_json(&t, v).from(csv_path, format!("metadata.annotations[olm.properties][{i}]")));
-        }
-    }
-    if !bundle.annotations.package.is_empty() {
-        derived.insert(0, package_prop(&bundle.annotations.package, &version, &release));
-    }
-    for api in bundle.provided_apis() {
-        derived.push(GoProp::built(property::GVK, gvk_value(&api.group, &api.kind, &api.version)));
-    }
-    registry_props.extend(dedup(derived));
-    let registry_props = dedup(registry_props);
-
-    // 2. ObjectsAndPropertiesFromBundle.
-    let mut provided: BTreeSet<(String, String, String)> = BTreeSet::new();
-    let mut required: BTreeSet<(String, String, String)> = BTreeSet::new();
-    let mut package_prop_final: Option<GoProp> = None;
-    let mut others: Vec<GoProp> = Vec::new();
-    for p in registry_props {
-        let (file, field) = match &p.origin {
-            Some((f, field)) => (f.as_path(), format!("{field}.value")),
-            None => (csv_path, String::from("(derived property)")),
-        };
-        match p.type_.as_str() {
-            property::GVK => {
-                let (g, v, k) = decode_gvk(&p.value).ok_or_else(|| field_err(file, &field, expect_gvk(&p.value)))?;
-                provided.insert((g, k, v));
-            }
-            property::PACKAGE => {
-                let (n, v, r) = decode_package(&p.value).ok_or_else(|| {
-                    field_err(
-                        file,
-                        &field,
-                        format!("olm.package value must be {{packageName, version}} strings, found {}", p.value),
-                    )
-                })?;
-                package_prop_final = Some(package_prop(&n, &v, &r));
-            }
-            _ => others.push(p),
-        }
-    }
-    let deps_file = bundle.dependencies_file.as_deref().unwrap_or(Path::new("metadata/dependencies.yaml"));
-    let mut package_required: Vec<GoProp> = Vec::new();
-    for (i, d) in bundle.dependencies.iter().enumerate() {
-        match d.type_.as_str() {
-            property::GVK => {
-                let (g, v, k) = decode_gvk(&d.value)
-                    .ok_or_else(|| field_err(deps_file, &format!("dependencies[{i}].value"), expect_gvk(&d.value)))?;
-                required.insert((g, k, v));
-            }
-            property::PACKAGE => {
-                let (n, v, _) = decode_package(&d.value).ok_or_else(|| {
-                    field_err(
-                        deps_file,
-                        &format!("dependencies[{i}].value"),
-                        format!(
-                            "olm.package value must be {{packageName, version}} with version a semver range, found {}",
-                            d.value
-                        ),
-                    )
-                })?;
-                package_required
-                    .push(GoProp::built(property::PACKAGE_REQUIRED, json!({"packageName": n, "versionRange": v})));
-            }
-            _ => others.push(GoProp::raw_yaml(&d.type_, d.value.clone())),
-        }
-    }
-    for api in bundle.provided_apis() {
-        provided.insert((api.group, api.kind, api.version));
-    }
-    for (i, d) in csv.required_crds().iter().enumerate() {
-        if d.api_key().is_none() {
-            return Err(field_err(
-                csv_path,
-                &format!("spec.customresourcedefinitions.required[{i}].name"),
-                format!("couldn't parse plural.group from crd name: {:?}; use <plural>.<group>", d.name),
-            ));
-        }
-    }
-    for api in bundle.required_apis() {
-        required.insert((api.group, api.kind, api.version));
-    }
-
-    let mut props: Vec<GoProp> = Vec::new();
-    for obj in bundle.objects_as_written() {
-        let data = gojson::to_string(obj, KeyOrder::Sorted, true);
-        let b64 = base64::engine::general_purpose::STANDARD.encode(data.as_bytes());
-        props.push(GoProp::built(property::BUNDLE_OBJECT, json!({ "data": b64 })));
-    }
-    props.push(package_prop_final.unwrap_or_else(|| package_prop(&bundle.annotations.package, &version, &release)));
-    for (g, k, v) in provided {
-        props.push(GoProp::built(property::GVK, gvk_value(&g, &k, &v)));
-    }
-    for (g, k, v) in required {
-        props.push(GoProp::built(property::GVK_REQUIRED, gvk_value(&g, &k, &v)));
-    }
-    props.extend(package_required);
-    props.extend(others);
-    props.sort_by(|a, b| a.type_.cmp(&b.type_).then_with(|| a.bytes.as_bytes().cmp(b.bytes.as_bytes())));
-    let (mut properties, tail): (Vec<GoProp>, Vec<GoProp>) =
-        props.into_iter().partition(|p| p.type_ != property::BUNDLE_OBJECT && p.type_ != property::CSV_METADATA);
-    let has_csv_metadata = tail.iter().any(|p| p.type_ == property::CSV_METADATA);
-    if migration == Migration::CsvMetadata && !image.is_empty() && !has_csv_metadata {
-        let meta = csv_metadata(csv.value()).map_err(|(field, message)| field_err(csv_path, &field, message))?;
-        properties.extend(tail.into_iter().filter(|p| p.type_ != property::BUNDLE_OBJECT));
-        properties.push(GoProp::built(property::CSV_METADATA, meta));
-    } else {
-        properties.extend(tail);
-    }
-
-    // 3. relatedImages (getRelatedImages + the sort in Render.Run).
-    let mut related: Vec<RelatedImage> = Vec::new();
-    match csv.value().pointer("/spec/relatedImages") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(items)) => {
-            for (i, item) in items.iter().enumerate() {
-                let get = |k: &str| match item.get(k) {
-                    None | Some(Value::Null) => Ok(String::new()),
-                    Some(Value::String(s)) => Ok(s.clone()),
-                    Some(other) => Err(field_err(
-                        csv_path,
-                        &format!("spec.relatedImages[{i}].{k}"),
-                        format!("must be a string, found {other}"),
-                    )),
-                };
-                if !item.is_object() {
-                    return Err(field_err(
-                        csv_path,
-                        &format!("spec.relatedImages[{i}]"),
-                        "must be a mapping {name, image}".into(),
-                    ));
-                }
-                related.push(RelatedImage { name: get("name")?, image: get("image")? });
-            }
-        }
-        Some(other) => {
-            return Err(field_err(
-                csv_path,
-                "spec.relatedImages",
-                format!("must be a list of {{name, image}}, found {other}"),
-            ));
-        }
-    }
-    let mut seen: BTreeSet<String> = related.iter().map(|r| r.image.clone()).collect();
-    if !image.is_empty() && !seen.contains(image) {
-        related.push(RelatedImage { name: String::new(), image: image.to_string() });
-    }
-    for img in csv.operator_images() {
-        if seen.insert(img.to_string()) {
-            related.push(RelatedImage { name: String::new(), image: img.to_string() });
-        }
-    }
-    related.sort_by(|a, b| a.image.cmp(&b.image));
-
+    let r = Render { bundle, name: csv.name().to_string(), csv };
+    let version = r.package_version()?;
+    let mut collected = Collected::default();
+    r.collect_properties(r.registry_props(&version), &mut collected)?;
+    r.collect_dependencies(&mut collected)?;
+    r.collect_apis(&mut collected)?;
+    let properties = r.properties(collected, &version, image, migration)?;
+    let related = r.related_images(image)?;
     Ok(model::Bundle {
         schema: model::SCHEMA_BUNDLE.to_string(),
         package: bundle.annotations.package.clone(),
-        name,
+        name: r.name,
         image: image.to_string(),
         related_images: related,
         properties: properties.into_iter().map(|p| Property { type_: p.type_, value: p.value }).collect(),
         extra: Default::default(),
     })
+}
+
+/// One render of a loaded bundle ([`render_bundle_with`]): the bundle, its CSV and the CSV's
+/// name, which every error names.
+struct Render<'a> {
+    bundle: &'a Bundle,
+    csv: CsvView<'a>,
+    name: String,
+}
+
+/// The CSV's `spec.version` and `spec.release` as the `olm.package` property writes them
+/// (empty when absent).
+struct PackageVersion {
+    version: String,
+    release: String,
+}
+
+/// `(group, kind, version)` of an API, in the order opm sorts `olm.gvk` properties by.
+type GroupKindVersion = (String, String, String);
+
+/// What step 2 of a render (`ObjectsAndPropertiesFromBundle`) gathers before the properties are
+/// assembled.
+#[derive(Default)]
+struct Collected {
+    /// APIs provided (`olm.gvk`).
+    provided: BTreeSet<GroupKindVersion>,
+    /// APIs required (`olm.gvk.required`).
+    required: BTreeSet<GroupKindVersion>,
+    /// The last `olm.package` property, when one was given.
+    package: Option<GoProp>,
+    /// `olm.package.required`, from `dependencies.yaml`.
+    package_required: Vec<GoProp>,
+    /// Every other property, as written.
+    others: Vec<GoProp>,
+}
+
+impl Render<'_> {
+    fn field_err(&self, file: &Path, field: &str, message: String) -> RenderError {
+        RenderError::Field {
+            bundle: self.name.clone(),
+            file: file.display().to_string(),
+            field: field.to_string(),
+            message,
+        }
+    }
+
+    /// `spec.version` (a string) and `spec.release` (a string or a number).
+    fn package_version(&self) -> Result<PackageVersion, RenderError> {
+        let (csv, csv_path) = (&self.csv, self.csv.path());
+        let version = match csv.value().pointer("/spec/version") {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => {
+                return Err(self.field_err(
+                    csv_path,
+                    "spec.version",
+                    format!("must be a string, found {other}; quote the version, e.g. \"1.0.0\""),
+                ));
+            }
+        };
+        let release = match csv.value().pointer("/spec/release") {
+            None | Some(Value::Null) | Some(Value::String(_)) | Some(Value::Number(_)) => {
+                csv.release().unwrap_or_default()
+            }
+            Some(other) => {
+                return Err(self.field_err(
+                    csv_path,
+                    "spec.release",
+                    format!("must be a string or number, found {other}"),
+                ));
+            }
+        };
+        Ok(PackageVersion { version, release })
+    }
+
+    /// Step 1: `bundle.Properties` as `pkg/registry/parse.go` builds them.
+    fn registry_props(&self, version: &PackageVersion) -> Vec<GoProp> {
+        let (bundle, csv_path) = (self.bundle, self.csv.path());
+        let mut registry_props: Vec<GoProp> = Vec::new();
+        let props_file = bundle.properties_file.as_deref().unwrap_or(Path::new("metadata/properties.yaml"));
+        for (i, p) in bundle.properties.iter().enumerate() {
+            registry_props
+                .push(GoProp::raw_yaml(&p.type_, p.value.clone()).from(props_file, format!("properties[{i}]")));
+        }
+        let mut derived: Vec<GoProp> = Vec::new();
+        if let Some(Ok(list)) = self.csv.annotation_properties() {
+            for (i, p) in list.into_iter().enumerate() {
+                derived.push(
+                    GoProp::raw_json(&p.type_, p.value)
+                        .from(csv_path, format!("metadata.annotations[olm.properties][{i}]")),
+                );
+            }
+        }
+        if !bundle.annotations.package.is_empty() {
+            derived.insert(0, package_prop(&bundle.annotations.package, &version.version, &version.release));
+        }
+        for api in bundle.provided_apis() {
+            derived.push(GoProp::built(property::GVK, gvk_value(&api.group, &api.kind, &api.version)));
+        }
+        registry_props.extend(dedup(derived));
+        dedup(registry_props)
+    }
+
+    /// Step 2, the registry properties: `olm.gvk` provided, the last `olm.package`, the others.
+    fn collect_properties(&self, registry_props: Vec<GoProp>, out: &mut Collected) -> Result<(), RenderError> {
+        for p in registry_props {
+            let (file, field) = match &p.origin {
+                Some((f, field)) => (f.as_path(), format!("{field}.value")),
+                None => (self.csv.path(), String::from("(derived property)")),
+            };
+            match p.type_.as_str() {
+                property::GVK => {
+                    let (g, v, k) =
+                        decode_gvk(&p.value).ok_or_else(|| self.field_err(file, &field, expect_gvk(&p.value)))?;
+                    out.provided.insert((g, k, v));
+                }
+                property::PACKAGE => {
+                    let (n, v, r) = decode_package(&p.value).ok_or_else(|| {
+                        self.field_err(
+                            file,
+                            &field,
+                            format!("olm.package value must be {{packageName, version}} strings, found {}", p.value),
+                        )
+                    })?;
+                    out.package = Some(package_prop(&n, &v, &r));
+                }
+                _ => out.others.push(p),
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 2, `dependencies.yaml`: `olm.gvk` required, `olm.package` as `olm.package.required`,
+    /// the others as written.
+    fn collect_dependencies(&self, out: &mut Collected) -> Result<(), RenderError> {
+        let bundle = self.bundle;
+        let deps_file = bundle.dependencies_file.as_deref().unwrap_or(Path::new("metadata/dependencies.yaml"));
+        for (i, d) in bundle.dependencies.iter().enumerate() {
+            match d.type_.as_str() {
+                property::GVK => {
+                    let (g, v, k) = decode_gvk(&d.value).ok_or_else(|| {
+                        self.field_err(deps_file, &format!("dependencies[{i}].value"), expect_gvk(&d.value))
+                    })?;
+                    out.required.insert((g, k, v));
+                }
+                property::PACKAGE => {
+                    let (n, v, _) = decode_package(&d.value).ok_or_else(|| {
+                        self.field_err(
+                            deps_file,
+                            &format!("dependencies[{i}].value"),
+                            format!(
+                                "olm.package value must be {{packageName, version}} with version a semver range, found {}",
+                                d.value
+                            ),
+                        )
+                    })?;
+                    out.package_required
+                        .push(GoProp::built(property::PACKAGE_REQUIRED, json!({"packageName": n, "versionRange": v})));
+                }
+                _ => out.others.push(GoProp::raw_yaml(&d.type_, d.value.clone())),
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 2, the bundle's own APIs: provided by its CRDs and CSV, required by its CSV (a
+    /// required CRD name must be `<plural>.<group>`).
+    fn collect_apis(&self, out: &mut Collected) -> Result<(), RenderError> {
+        for api in self.bundle.provided_apis() {
+            out.provided.insert((api.group, api.kind, api.version));
+        }
+        for (i, d) in self.csv.required_crds().iter().enumerate() {
+            if d.api_key().is_none() {
+                return Err(self.field_err(
+                    self.csv.path(),
+                    &format!("spec.customresourcedefinitions.required[{i}].name"),
+                    format!("couldn't parse plural.group from crd name: {:?}; use <plural>.<group>", d.name),
+                ));
+            }
+        }
+        for api in self.bundle.required_apis() {
+            out.required.insert((api.group, api.kind, api.version));
+        }
+        Ok(())
+    }
+
+    /// The blob's properties: one `olm.bundle.object` per manifest, the package, the APIs and
+    /// the rest, sorted as opm sorts them, the objects last; with [`Migration::CsvMetadata`] and
+    /// an image, `olm.csv.metadata` instead of the objects.
+    fn properties(
+        &self,
+        collected: Collected,
+        version: &PackageVersion,
+        image: &str,
+        migration: Migration,
+    ) -> Result<Vec<GoProp>, RenderError> {
+        let bundle = self.bundle;
+        let mut props: Vec<GoProp> = Vec::new();
+        for obj in bundle.objects_as_written() {
+            let data = gojson::to_string(obj, KeyOrder::Sorted, true);
+            let b64 = base64::engine::general_purpose::STANDARD.encode(data.as_bytes());
+            props.push(GoProp::built(property::BUNDLE_OBJECT, json!({ "data": b64 })));
+        }
+        props.push(
+            collected
+                .package
+                .unwrap_or_else(|| package_prop(&bundle.annotations.package, &version.version, &version.release)),
+        );
+        for (g, k, v) in collected.provided {
+            props.push(GoProp::built(property::GVK, gvk_value(&g, &k, &v)));
+        }
+        for (g, k, v) in collected.required {
+            props.push(GoProp::built(property::GVK_REQUIRED, gvk_value(&g, &k, &v)));
+        }
+        props.extend(collected.package_required);
+        props.extend(collected.others);
+        props.sort_by(|a, b| a.type_.cmp(&b.type_).then_with(|| a.bytes.as_bytes().cmp(b.bytes.as_bytes())));
+        let (mut properties, tail): (Vec<GoProp>, Vec<GoProp>) =
+            props.into_iter().partition(|p| p.type_ != property::BUNDLE_OBJECT && p.type_ != property::CSV_METADATA);
+        let has_csv_metadata = tail.iter().any(|p| p.type_ == property::CSV_METADATA);
+        if migration == Migration::CsvMetadata && !image.is_empty() && !has_csv_metadata {
+            let meta = csv_metadata(self.csv.value())
+                .map_err(|FieldError { field, message }| self.field_err(self.csv.path(), &field, message))?;
+            properties.extend(tail.into_iter().filter(|p| p.type_ != property::BUNDLE_OBJECT));
+            properties.push(GoProp::built(property::CSV_METADATA, meta));
+        } else {
+            properties.extend(tail);
+        }
+        Ok(properties)
+    }
+
+    /// Step 3: relatedImages (`getRelatedImages` and the sort in `Render.Run`): the CSV's, the
+    /// bundle image, the operator images, sorted by image.
+    fn related_images(&self, image: &str) -> Result<Vec<RelatedImage>, RenderError> {
+        let csv_path = self.csv.path();
+        let mut related: Vec<RelatedImage> = Vec::new();
+        match self.csv.value().pointer("/spec/relatedImages") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => {
+                for (i, item) in items.iter().enumerate() {
+                    let get = |k: &str| match item.get(k) {
+                        None | Some(Value::Null) => Ok(String::new()),
+                        Some(Value::String(s)) => Ok(s.clone()),
+                        Some(other) => Err(self.field_err(
+                            csv_path,
+                            &format!("spec.relatedImages[{i}].{k}"),
+                            format!("must be a string, found {other}"),
+                        )),
+                    };
+                    if !item.is_object() {
+                        return Err(self.field_err(
+                            csv_path,
+                            &format!("spec.relatedImages[{i}]"),
+                            "must be a mapping {name, image}".into(),
+                        ));
+                    }
+                    related.push(RelatedImage { name: get("name")?, image: get("image")? });
+                }
+            }
+            Some(other) => {
+                return Err(self.field_err(
+                    csv_path,
+                    "spec.relatedImages",
+                    format!("must be a list of {{name, image}}, found {other}"),
+                ));
+            }
+        }
+        let mut seen: BTreeSet<String> = related.iter().map(|r| r.image.clone()).collect();
+        if !image.is_empty() && !seen.contains(image) {
+            related.push(RelatedImage { name: String::new(), image: image.to_string() });
+        }
+        for img in self.csv.operator_images() {
+            if seen.insert(img.to_string()) {
+                related.push(RelatedImage { name: String::new(), image: img.to_string() });
+            }
+        }
+        related.sort_by(|a, b| a.image.cmp(&b.image));
+        Ok(related)
+    }
 }
 
 /// Loads the bundle in `dir` and renders it (opm's default migration level). With `image = None`
@@ -472,7 +548,14 @@ fn decode_package(v: &Value) -> Option<(String, String, String)> {
     Some((s("packageName")?, s("version")?, s("release")?))
 }
 
-type FieldResult<T> = Result<T, (String, String)>;
+/// A CSV field whose type does not fit operator-framework/api's ClusterServiceVersion: the
+/// field's path (e.g. `spec.installModes[0].supported`) and what is wrong with it.
+struct FieldError {
+    field: String,
+    message: String,
+}
+
+type FieldResult<T> = Result<T, FieldError>;
 
 /// The `olm.csv.metadata` value (operator-registry `property.MustBuildCSVMetadata`) with
 /// operator-framework/api's JSON shapes: `omitempty` fields dropped when empty, structs
@@ -493,23 +576,8 @@ fn csv_metadata(csv: &Value) -> FieldResult<Value> {
     );
     put_str(&mut out, "description", spec.get("description"), "spec.description")?;
     put_str(&mut out, "displayName", spec.get("displayName"), "spec.displayName")?;
-    if let Some(list) = list(spec.get("installModes"), "spec.installModes")? {
-        let mut modes = Vec::new();
-        for (i, m) in list.iter().enumerate() {
-            let f = format!("spec.installModes[{i}]");
-            let mut o = Map::new();
-            o.insert("type".into(), Value::String(req_str(m.get("type"), &format!("{f}.type"))?));
-            let supported = match m.get("supported") {
-                None | Some(Value::Null) => false,
-                Some(Value::Bool(b)) => *b,
-                Some(other) => return Err((format!("{f}.supported"), format!("must be true or false, found {other}"))),
-            };
-            o.insert("supported".into(), Value::Bool(supported));
-            modes.push(Value::Object(o));
-        }
-        if !modes.is_empty() {
-            out.insert("installModes".into(), Value::Array(modes));
-        }
+    if let Some(modes) = install_modes(spec.get("installModes"))? {
+        out.insert("installModes".into(), modes);
     }
     if let Some(list) = list(spec.get("keywords"), "spec.keywords")? {
         let kws = list
@@ -546,29 +614,59 @@ fn csv_metadata(csv: &Value) -> FieldResult<Value> {
     }
     put_str(&mut out, "maturity", spec.get("maturity"), "spec.maturity")?;
     put_str(&mut out, "minKubeVersion", spec.get("minKubeVersion"), "spec.minKubeVersion")?;
-    if let Some(list) = list(spec.get("nativeAPIs"), "spec.nativeAPIs")? {
-        let mut apis = Vec::new();
-        for (i, a) in list.iter().enumerate() {
-            let f = format!("spec.nativeAPIs[{i}]");
-            let mut o = Map::new();
-            for k in ["group", "version", "kind"] {
-                o.insert(k.into(), Value::String(opt_str(a.get(k), &format!("{f}.{k}"))?.unwrap_or_default()));
-            }
-            apis.push(Value::Object(o));
-        }
-        if !apis.is_empty() {
-            out.insert("nativeAPIs".into(), Value::Array(apis));
-        }
+    if let Some(apis) = native_apis(spec.get("nativeAPIs"))? {
+        out.insert("nativeAPIs".into(), apis);
     }
     out.insert("provider".into(), app_link(spec.get("provider"), "spec.provider", &["name", "url"])?);
     Ok(Value::Object(out))
+}
+
+/// `spec.installModes` as `[{type, supported}]`; `None` when absent or empty.
+fn install_modes(v: Option<&Value>) -> FieldResult<Option<Value>> {
+    let Some(list) = list(v, "spec.installModes")? else { return Ok(None) };
+    let mut modes = Vec::new();
+    for (i, m) in list.iter().enumerate() {
+        let f = format!("spec.installModes[{i}]");
+        let mut o = Map::new();
+        o.insert("type".into(), Value::String(req_str(m.get("type"), &format!("{f}.type"))?));
+        let supported = match m.get("supported") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                return Err(FieldError {
+                    field: format!("{f}.supported"),
+                    message: format!("must be true or false, found {other}"),
+                });
+            }
+        };
+        o.insert("supported".into(), Value::Bool(supported));
+        modes.push(Value::Object(o));
+    }
+    Ok((!modes.is_empty()).then_some(Value::Array(modes)))
+}
+
+/// `spec.nativeAPIs` as `[{group, version, kind}]`; `None` when absent or empty.
+fn native_apis(v: Option<&Value>) -> FieldResult<Option<Value>> {
+    let Some(list) = list(v, "spec.nativeAPIs")? else { return Ok(None) };
+    let mut apis = Vec::new();
+    for (i, a) in list.iter().enumerate() {
+        let f = format!("spec.nativeAPIs[{i}]");
+        let mut o = Map::new();
+        for k in ["group", "version", "kind"] {
+            o.insert(k.into(), Value::String(opt_str(a.get(k), &format!("{f}.{k}"))?.unwrap_or_default()));
+        }
+        apis.push(Value::Object(o));
+    }
+    Ok((!apis.is_empty()).then_some(Value::Array(apis)))
 }
 
 fn opt_str(v: Option<&Value>, field: &str) -> FieldResult<Option<String>> {
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err((field.to_string(), format!("must be a string, found {other}"))),
+        Some(other) => {
+            Err(FieldError { field: field.to_string(), message: format!("must be a string, found {other}") })
+        }
     }
 }
 
@@ -589,7 +687,7 @@ fn list<'a>(v: Option<&'a Value>, field: &str) -> FieldResult<Option<&'a Vec<Val
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Array(a)) => Ok(Some(a)),
-        Some(other) => Err((field.to_string(), format!("must be a list, found {other}"))),
+        Some(other) => Err(FieldError { field: field.to_string(), message: format!("must be a list, found {other}") }),
     }
 }
 
@@ -606,7 +704,10 @@ fn string_map(v: Option<&Value>, field: &str) -> FieldResult<Option<Value>> {
             }
             Ok(if out.is_empty() { None } else { Some(Value::Object(out)) })
         }
-        Some(other) => Err((field.to_string(), format!("must be a mapping of strings, found {other}"))),
+        Some(other) => Err(FieldError {
+            field: field.to_string(),
+            message: format!("must be a mapping of strings, found {other}"),
+        }),
     }
 }
 
@@ -624,7 +725,9 @@ fn app_link(v: Option<&Value>, field: &str, keys: &[&str]) -> FieldResult<Value>
                 }
             }
         }
-        Some(other) => return Err((field.to_string(), format!("must be a mapping, found {other}"))),
+        Some(other) => {
+            return Err(FieldError { field: field.to_string(), message: format!("must be a mapping, found {other}") });
+        }
     }
     Ok(Value::Object(o))
 }
@@ -634,7 +737,10 @@ fn definitions(v: Option<&Value>, field: &str, apiservice: bool) -> FieldResult<
     let mut out = Map::new();
     let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(Value::Object(out)) };
     if !v.is_object() {
-        return Err((field.to_string(), format!("must be a mapping with owned and required, found {v}")));
+        return Err(FieldError {
+            field: field.to_string(),
+            message: format!("must be a mapping with owned and required, found {v}"),
+        });
     }
     for key in ["owned", "required"] {
         if let Some(items) = list(v.get(key), &format!("{field}.{key}"))? {
@@ -653,7 +759,7 @@ fn definitions(v: Option<&Value>, field: &str, apiservice: bool) -> FieldResult<
 
 fn description(d: &Value, field: &str, apiservice: bool) -> FieldResult<Value> {
     if !d.is_object() {
-        return Err((field.to_string(), format!("must be a mapping, found {d}")));
+        return Err(FieldError { field: field.to_string(), message: format!("must be a mapping, found {d}") });
     }
     let mut o = Map::new();
     let always: &[&str] = if apiservice { &["name", "group", "version", "kind"] } else { &["name", "version", "kind"] };
@@ -670,7 +776,10 @@ fn description(d: &Value, field: &str, apiservice: bool) -> FieldResult<Value> {
                 }
             }
             Some(other) => {
-                return Err((format!("{field}.containerPort"), format!("must be a 32-bit integer, found {other}")));
+                return Err(FieldError {
+                    field: format!("{field}.containerPort"),
+                    message: format!("must be a 32-bit integer, found {other}"),
+                });
             }
         }
     }

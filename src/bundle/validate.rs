@@ -9,57 +9,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
 use serde_json::Value;
 
 use super::csv::INSTALL_MODE_TYPES;
 use super::decode::type_name;
-use super::{ANNOTATION_MANIFESTS, ANNOTATION_MEDIATYPE, ANNOTATION_METADATA, Bundle, Manifest, str_at};
+use super::finding::{Finding, Severity};
+use super::render::{Migration, RenderError, render_bundle, render_bundle_with};
+use super::{ANNOTATION_MANIFESTS, ANNOTATION_MEDIATYPE, ANNOTATION_METADATA, Bundle, CsvView, Manifest, str_at};
+use crate::catalog::model;
 use crate::catalog::property;
 use crate::catalog::validate::is_dns1123_label;
-
-/// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// The bundle will not render, publish or install correctly.
-    Error,
-    /// Works, but is probably not what the author meant or goes against convention.
-    Warning,
-}
-
-/// One problem found in a bundle.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    /// Error or warning.
-    pub severity: Severity,
-    /// File relative to the bundle directory (e.g. `manifests/x.clusterserviceversion.yaml`).
-    pub file: String,
-    /// Field inside the file, e.g. `spec.version`, `annotations.<key>`; "" for the whole file.
-    pub field: String,
-    /// What is wrong.
-    pub message: String,
-    /// What to do about it.
-    pub fix: String,
-}
-
-impl std::fmt::Display for Finding {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let sev = match self.severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-        };
-        write!(f, "{sev}: {}", self.file)?;
-        if !self.field.is_empty() {
-            write!(f, ": {}", self.field)?;
-        }
-        write!(f, ": {}", self.message)?;
-        if !self.fix.is_empty() {
-            write!(f, " (fix: {})", self.fix)?;
-        }
-        Ok(())
-    }
-}
 
 /// Kinds a bundle may contain besides the CSV and CRDs: OLM turns them into InstallPlan steps;
 /// any other kind makes the step `UnsupportedResource` and the plan fail (`olm-v0.md` §2.5;
@@ -160,8 +119,8 @@ pub fn validate(bundle: &Bundle) -> Vec<Finding> {
     check_entries(bundle, &mut out, false);
     // Whatever else keeps opm from rendering the bundle, or `catalog add` / `opm validate` from
     // accepting the rendered blob (and is not reported above).
-    match super::render::render_bundle(bundle, "") {
-        Err(super::render::RenderError::Field { file, field, message, .. }) => {
+    match render_bundle(bundle, "") {
+        Err(RenderError::Field { file, field, message, .. }) => {
             if !out.findings.iter().any(|f| f.severity == Severity::Error && f.file == file) {
                 out.error(
                     file,
@@ -179,10 +138,33 @@ pub fn validate(bundle: &Bundle) -> Vec<Finding> {
     findings
 }
 
+/// [`render_bundle_with`] after [`validate()`], the one bundle validation that
+/// `bundle validate`, `catalog render` and `catalog add` share: a bundle with errors is not
+/// rendered. Returns the blob and the warnings.
+///
+/// # Errors
+/// [`RenderError::Invalid`] with every error finding, else as [`render_bundle_with`].
+pub fn render_validated(
+    bundle: &Bundle,
+    image: &str,
+    migration: Migration,
+) -> Result<(model::Bundle, Vec<Finding>), RenderError> {
+    let (errors, warnings): (Vec<Finding>, Vec<Finding>) =
+        validate(bundle).into_iter().partition(|f| f.severity == Severity::Error);
+    if !errors.is_empty() {
+        return Err(RenderError::Invalid {
+            bundle: bundle.name().to_string(),
+            dir: bundle.dir.display().to_string(),
+            errors,
+        });
+    }
+    Ok((render_bundle_with(bundle, image, migration)?, warnings))
+}
+
 /// The catalog's per-bundle rules ([`crate::catalog::validate::check_bundle_blob`]) on the
 /// rendered blob, for what the checks above do not already report: image references are
 /// checked above field by field, and a version, name or property error is not repeated.
-fn check_blob(b: &Bundle, blob: &crate::catalog::model::Bundle, out: &mut Out) {
+fn check_blob(b: &Bundle, blob: &model::Bundle, out: &mut Out) {
     use crate::catalog::validate::ErrorKind;
     let csv_file = b.csv().path().display().to_string();
     let has_error = |out: &Out, pred: &dyn Fn(&Finding) -> bool| {
@@ -216,6 +198,13 @@ fn check_blob(b: &Bundle, blob: &crate::catalog::model::Bundle, out: &mut Out) {
 fn check_annotations(b: &Bundle, out: &mut Out) {
     let a = &b.annotations;
     let file = a.file.display().to_string();
+    check_annotation_keys(a, &file, out);
+    check_package_and_channels(a, &file, out);
+    check_default_channel_and_layout(a, &file, out);
+}
+
+/// Annotation keys opm and OLM do not read but that look meant as bundle annotations.
+fn check_annotation_keys(a: &super::Annotations, file: &str, out: &mut Out) {
     let key = |k: &str| format!("annotations.{k}");
     // A misspelt bundle annotation (`…bundle.chanels.v1`) is ignored by opm and OLM: the value
     // it meant to give is missing (reported below) or silently the default.
@@ -239,18 +228,23 @@ fn check_annotations(b: &Bundle, out: &mut Out) {
             Some(n) => (format!("; did you mean {n}?"), format!("rename it to {n}")),
             None => (String::new(), format!("remove it, or use one of {}", KNOWN.join(", "))),
         };
-        out.warn(&file, key(k), format!("not a bundle annotation opm or OLM reads, so it has no effect{hint}"), fix);
+        out.warn(file, key(k), format!("not a bundle annotation opm or OLM reads, so it has no effect{hint}"), fix);
     }
+}
+
+/// The package annotation is a DNS-1123 label, the channels a list of names.
+fn check_package_and_channels(a: &super::Annotations, file: &str, out: &mut Out) {
+    let key = |k: &str| format!("annotations.{k}");
     if a.package.is_empty() {
         out.error(
-            &file,
+            file,
             key(super::ANNOTATION_PACKAGE),
             "package name is missing",
             "set it to the operator's package name",
         );
     } else if !is_dns1123_label(&a.package) {
         out.error(
-            &file,
+            file,
             key(super::ANNOTATION_PACKAGE),
             format!("package name {:?} is not a DNS-1123 label", a.package),
             "use lowercase letters, digits and '-', at most 63 characters",
@@ -258,7 +252,7 @@ fn check_annotations(b: &Bundle, out: &mut Out) {
     }
     if a.channels.is_empty() {
         out.error(
-            &file,
+            file,
             key(super::ANNOTATION_CHANNELS),
             "channels are missing",
             "list the channels this bundle is published in, comma-separated, e.g. \"stable\"",
@@ -267,19 +261,25 @@ fn check_annotations(b: &Bundle, out: &mut Out) {
     for c in &a.channels {
         if c.is_empty() || c.trim() != c {
             out.error(
-                &file,
+                file,
                 key(super::ANNOTATION_CHANNELS),
                 format!("channel {c:?} is empty or has surrounding spaces; opm splits at ',' without trimming"),
                 "write the list without spaces, e.g. \"alpha,stable\"",
             );
         }
     }
+}
+
+/// The default channel is among the bundle's channels; the media type and the content
+/// directories are registry+v1's.
+fn check_default_channel_and_layout(a: &super::Annotations, file: &str, out: &mut Out) {
+    let key = |k: &str| format!("annotations.{k}");
     match &a.default_channel {
         // A warning, not an error: the default channel is a package setting, and opm accepts a
         // bundle whose default channel is another bundle's channel (the corpus' etcd
         // 0.9.x-clusterwide bundles do that on purpose).
         Some(d) if !a.channels.iter().any(|c| c == d) => out.warn(
-            &file,
+            file,
             key(super::ANNOTATION_DEFAULT_CHANNEL),
             format!(
                 "default channel {d:?} is not among this bundle's channels {:?}; the package gets no {d:?} channel unless another bundle is in it",
@@ -288,7 +288,7 @@ fn check_annotations(b: &Bundle, out: &mut Out) {
             "add it to the channels annotation, or make sure another bundle of the package is in that channel",
         ),
         None if a.channels.len() > 1 => out.warn(
-            &file,
+            file,
             key(super::ANNOTATION_DEFAULT_CHANNEL),
             "no default channel while the bundle is in several channels",
             "set the default channel annotation so the catalog's package gets a defaultChannel",
@@ -297,9 +297,9 @@ fn check_annotations(b: &Bundle, out: &mut Out) {
     }
     match a.all.get(ANNOTATION_MEDIATYPE).map(String::as_str) {
         Some("registry+v1") => {}
-        None => out.warn(&file, key(ANNOTATION_MEDIATYPE), "media type is missing", "set it to \"registry+v1\""),
+        None => out.warn(file, key(ANNOTATION_MEDIATYPE), "media type is missing", "set it to \"registry+v1\""),
         Some(other) => out.error(
-            &file,
+            file,
             key(ANNOTATION_MEDIATYPE),
             format!("media type {other:?} is not registry+v1; capstan and OLM v0 install registry+v1 bundles only"),
             "set it to \"registry+v1\"",
@@ -310,7 +310,7 @@ fn check_annotations(b: &Bundle, out: &mut Out) {
             && v.trim_end_matches('/') != want.trim_end_matches('/')
         {
             out.warn(
-                &file,
+                file,
                 key(k),
                 format!("is {v:?}, but the bundle image keeps this content in {want}"),
                 format!("set it to \"{want}\""),
@@ -348,6 +348,8 @@ fn check_csv_spec_fields(csv: &Value, file: &str, out: &mut Out) {
     }
 }
 
+/// The CSV's own fields: name, version, upgrade edges, ranges, annotations, install modes and
+/// strategy, related images and required CRDs.
 fn check_csv(b: &Bundle, out: &mut Out) {
     let csv = b.csv();
     let file = csv.path().display().to_string();
@@ -362,15 +364,29 @@ fn check_csv(b: &Bundle, out: &mut Out) {
         );
     }
     check_csv_spec_fields(v, &file, out);
-    // spec.version
+    check_csv_version(b, &file, out);
+    check_csv_replaces(v, name, &file, out);
+    check_csv_skips(v, name, &file, out);
+    check_csv_ranges(v, &file, out);
+    check_csv_annotations(&csv, &file, out);
+    check_install_modes(v, &file, out);
+    check_install_strategy(v, &file, out);
+    check_related_images(v, &file, out);
+    check_required_crds(&csv, &file, out);
+}
+
+/// `spec.version`: a semver string, carried by a conventional CSV name (a warning).
+fn check_csv_version(b: &Bundle, file: &str, out: &mut Out) {
+    let csv = b.csv();
+    let (v, name) = (csv.value(), csv.name());
     match v.pointer("/spec/version") {
         None | Some(Value::Null) => {
-            out.error(&file, "spec.version", "missing", "set the operator version, a semver such as \"1.2.3\"")
+            out.error(file, "spec.version", "missing", "set the operator version, a semver such as \"1.2.3\"")
         }
         Some(Value::String(s)) => {
             if let Err(e) = semver::Version::parse(s) {
                 out.error(
-                    &file,
+                    file,
                     "spec.version",
                     format!("{s:?} is not semver: {e}"),
                     "use MAJOR.MINOR.PATCH[-PRERELEASE][+BUILD] without a leading 'v'",
@@ -379,7 +395,7 @@ fn check_csv(b: &Bundle, out: &mut Out) {
                 let conventional = format!("{}.v{s}", b.annotations.package);
                 if name != conventional && !name.ends_with(&format!("v{s}")) && !name.ends_with(s.as_str()) {
                     out.warn(
-                        &file,
+                        file,
                         "metadata.name",
                         format!("{name:?} does not carry the version {s}; catalogs and users expect {conventional:?}"),
                         format!("rename the CSV to {conventional}"),
@@ -388,33 +404,40 @@ fn check_csv(b: &Bundle, out: &mut Out) {
             }
         }
         Some(other) => out.error(
-            &file,
+            file,
             "spec.version",
             format!("must be a string, found {}", type_name(other)),
             "quote the version, e.g. \"1.2.3\"",
         ),
     }
-    // replaces / skips
+}
+
+/// `spec.replaces`: a CSV name, not the CSV's own.
+fn check_csv_replaces(v: &Value, name: &str, file: &str, out: &mut Out) {
     match v.pointer("/spec/replaces") {
         None | Some(Value::Null) => {}
         Some(Value::String(r)) if r.is_empty() => {}
         Some(Value::String(r)) => {
             if let Err(why) = csv_name_format(r) {
                 out.error(
-                    &file,
+                    file,
                     "spec.replaces",
                     format!("{r:?} is invalid: {why}"),
                     "name the CSV this one replaces, e.g. etcd.v0.9.2",
                 );
             }
             if r == name {
-                out.error(&file, "spec.replaces", "the CSV replaces itself", "name the previous version's CSV");
+                out.error(file, "spec.replaces", "the CSV replaces itself", "name the previous version's CSV");
             }
         }
         Some(other) => {
-            out.error(&file, "spec.replaces", format!("must be a string, found {}", type_name(other)), "name one CSV")
+            out.error(file, "spec.replaces", format!("must be a string, found {}", type_name(other)), "name one CSV")
         }
     }
+}
+
+/// `spec.skips`: a list of CSV names, none empty or the CSV's own.
+fn check_csv_skips(v: &Value, name: &str, file: &str, out: &mut Out) {
     match v.pointer("/spec/skips") {
         None | Some(Value::Null) => {}
         Some(Value::Array(items)) => {
@@ -422,16 +445,16 @@ fn check_csv(b: &Bundle, out: &mut Out) {
                 let field = format!("spec.skips[{i}]");
                 match s.as_str() {
                     None => {
-                        out.error(&file, field, format!("must be a string, found {}", type_name(s)), "list CSV names")
+                        out.error(file, field, format!("must be a string, found {}", type_name(s)), "list CSV names")
                     }
                     Some("") => {
-                        out.error(&file, field, "empty name (opm validate rejects empty skips)", "remove the entry")
+                        out.error(file, field, "empty name (opm validate rejects empty skips)", "remove the entry")
                     }
-                    Some(s) if s == name => out.error(&file, field, "the CSV skips itself", "remove the entry"),
+                    Some(s) if s == name => out.error(file, field, "the CSV skips itself", "remove the entry"),
                     Some(s) => {
                         if let Err(why) = csv_name_format(s) {
                             out.error(
-                                &file,
+                                file,
                                 field,
                                 format!("{s:?} is invalid: {why}"),
                                 "list CSV names such as etcd.v0.9.2",
@@ -442,18 +465,22 @@ fn check_csv(b: &Bundle, out: &mut Out) {
             }
         }
         Some(other) => out.error(
-            &file,
+            file,
             "spec.skips",
             format!("must be a list of CSV names, found {}", type_name(other)),
             "write skips as a list",
         ),
     }
+}
+
+/// The `olm.skipRange` annotation and `spec.minKubeVersion` parse.
+fn check_csv_ranges(v: &Value, file: &str, out: &mut Out) {
     match v.pointer("/metadata/annotations/olm.skipRange") {
         None => {}
         Some(Value::String(r)) => {
             if let Err(e) = check_range(r) {
                 out.error(
-                    &file,
+                    file,
                     "metadata.annotations[olm.skipRange]",
                     format!("{r:?} is not a semver range: {e}"),
                     "use blang/semver range syntax, e.g. \">=1.0.0 <1.2.0\"",
@@ -461,7 +488,7 @@ fn check_csv(b: &Bundle, out: &mut Out) {
             }
         }
         Some(other) => out.error(
-            &file,
+            file,
             "metadata.annotations[olm.skipRange]",
             format!("must be a string, found {}", type_name(other)),
             "quote the range",
@@ -473,7 +500,7 @@ fn check_csv(b: &Bundle, out: &mut Out) {
         Some(Value::String(s)) => {
             if semver::Version::parse(s.trim()).is_err() {
                 out.error(
-                    &file,
+                    file,
                     "spec.minKubeVersion",
                     format!("{s:?} is not semver"),
                     "use a full version such as \"1.25.0\"",
@@ -481,15 +508,19 @@ fn check_csv(b: &Bundle, out: &mut Out) {
             }
         }
         Some(other) => out.error(
-            &file,
+            file,
             "spec.minKubeVersion",
             format!("must be a string, found {}", type_name(other)),
             "quote the version",
         ),
     }
+}
+
+/// The `olm.properties` and `alm-examples` annotations parse as JSON lists.
+fn check_csv_annotations(csv: &CsvView<'_>, file: &str, out: &mut Out) {
     if let Some(Err(e)) = csv.annotation_properties() {
         out.error(
-            &file,
+            file,
             "metadata.annotations[olm.properties]",
             format!("is not a JSON list of {{type, value}}: {e}; opm ignores it and the properties are lost"),
             "write a JSON list such as [{\"type\":\"olm.maxOpenShiftVersion\",\"value\":\"4.16\"}]",
@@ -499,7 +530,7 @@ fn check_csv(b: &Bundle, out: &mut Out) {
     // an empty value is no example at all (`validateJSON` accepts it), which is a warning there.
     if csv.annotation("alm-examples") == Some("") {
         out.warn(
-            &file,
+            file,
             "metadata.annotations[alm-examples]",
             "is empty: consoles offer no example for the APIs the operator provides",
             "write a JSON array of example custom resources, or remove the annotation",
@@ -508,14 +539,16 @@ fn check_csv(b: &Bundle, out: &mut Out) {
         && let Err(e) = alm_examples(examples)
     {
         out.error(
-            &file,
+            file,
             "metadata.annotations[alm-examples]",
             format!("is not a JSON list of example objects: {e}"),
             "write a JSON array of example custom resources, each with apiVersion, kind and metadata",
         );
     }
-    check_install_modes(v, &file, out);
-    check_install_strategy(v, &file, out);
+}
+
+/// `spec.relatedImages`: a list whose images are valid references.
+fn check_related_images(v: &Value, file: &str, out: &mut Out) {
     match v.pointer("/spec/relatedImages") {
         None | Some(Value::Null) => {}
         Some(Value::Array(items)) => {
@@ -523,27 +556,30 @@ fn check_csv(b: &Bundle, out: &mut Out) {
                 let field = format!("spec.relatedImages[{i}].image");
                 match str_at(r, "/image") {
                     "" => out.error(
-                        &file,
+                        file,
                         field,
                         "missing or not a string",
                         "give the image reference, preferably by digest",
                     ),
-                    image => check_image(image, &file, field, out),
+                    image => check_image(image, file, field, out),
                 }
             }
         }
         Some(other) => out.error(
-            &file,
+            file,
             "spec.relatedImages",
             format!("must be a list of {{name, image}}, found {}", type_name(other)),
             "write a list",
         ),
     }
-    // required CRDs
+}
+
+/// `spec.customresourcedefinitions.required`: CRD names with version and kind.
+fn check_required_crds(csv: &CsvView<'_>, file: &str, out: &mut Out) {
     for (i, d) in csv.required_crds().iter().enumerate() {
         if d.api_key().is_none() {
             out.error(
-                &file,
+                file,
                 format!("spec.customresourcedefinitions.required[{i}].name"),
                 format!("{:?} is not <plural>.<group>", d.name),
                 "use the CRD's metadata.name, e.g. etcdclusters.etcd.database.coreos.com",
@@ -551,7 +587,7 @@ fn check_csv(b: &Bundle, out: &mut Out) {
         }
         if d.version.is_empty() || d.kind.is_empty() {
             out.error(
-                &file,
+                file,
                 format!("spec.customresourcedefinitions.required[{i}]"),
                 "version and kind are required",
                 "give the required API's version and kind",
@@ -591,37 +627,8 @@ fn check_install_modes(v: &Value, file: &str, out: &mut Out) {
         );
         return;
     }
-    let mut seen = BTreeSet::new();
-    let mut any = false;
-    let mut supported = BTreeSet::new();
-    for (i, m) in modes.iter().enumerate() {
-        let field = format!("spec.installModes[{i}]");
-        let t = str_at(m, "/type");
-        if !INSTALL_MODE_TYPES.contains(&t) {
-            out.error(
-                file,
-                format!("{field}.type"),
-                format!("{t:?} is not an install mode type"),
-                format!("use one of {}", INSTALL_MODE_TYPES.join(", ")),
-            );
-        } else if !seen.insert(t) {
-            out.error(file, format!("{field}.type"), format!("{t} is listed twice"), "keep one entry per type");
-        }
-        match m.get("supported") {
-            Some(Value::Bool(true)) => {
-                any = true;
-                supported.insert(t);
-            }
-            Some(Value::Bool(false)) | None => {}
-            Some(other) => out.error(
-                file,
-                format!("{field}.supported"),
-                format!("must be true or false, found {}", type_name(other)),
-                "write true or false",
-            ),
-        }
-    }
-    if !any {
+    let supported = install_mode_entries(modes, file, out);
+    if supported.is_empty() {
         out.error(
             file,
             "spec.installModes",
@@ -769,6 +776,40 @@ fn check_container_ports(deployment: &Value, at: &str, file: &str, out: &mut Out
     }
 }
 
+/// Each install mode entry: a known type, listed once, `supported` a boolean. Returns the types
+/// marked supported.
+fn install_mode_entries<'a>(modes: &'a [Value], file: &str, out: &mut Out) -> BTreeSet<&'a str> {
+    let mut seen = BTreeSet::new();
+    let mut supported = BTreeSet::new();
+    for (i, m) in modes.iter().enumerate() {
+        let field = format!("spec.installModes[{i}]");
+        let t = str_at(m, "/type");
+        if !INSTALL_MODE_TYPES.contains(&t) {
+            out.error(
+                file,
+                format!("{field}.type"),
+                format!("{t:?} is not an install mode type"),
+                format!("use one of {}", INSTALL_MODE_TYPES.join(", ")),
+            );
+        } else if !seen.insert(t) {
+            out.error(file, format!("{field}.type"), format!("{t} is listed twice"), "keep one entry per type");
+        }
+        match m.get("supported") {
+            Some(Value::Bool(true)) => {
+                supported.insert(t);
+            }
+            Some(Value::Bool(false)) | None => {}
+            Some(other) => out.error(
+                file,
+                format!("{field}.supported"),
+                format!("must be true or false, found {}", type_name(other)),
+                "write true or false",
+            ),
+        }
+    }
+    supported
+}
+
 fn check_install_strategy(v: &Value, file: &str, out: &mut Out) {
     let strategy = str_at(v, "/spec/install/strategy");
     if strategy != "deployment" {
@@ -815,27 +856,45 @@ fn check_install_strategy(v: &Value, file: &str, out: &mut Out) {
             );
         }
         check_container_ports(d, &format!("spec.install.spec.deployments[{i}]"), file, out);
-        // The catalog lists these images as relatedImages, so they must be references too.
-        for list in ["containers", "initContainers"] {
-            for (j, c) in d
-                .pointer(&format!("/spec/template/spec/{list}"))
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
-                let image = str_at(c, "/image");
-                if !image.is_empty() {
-                    check_image(
-                        image,
-                        file,
-                        format!("spec.install.spec.deployments[{i}].spec.template.spec.{list}[{j}].image"),
-                        out,
-                    );
-                }
+        check_deployment_images(i, d, file, out);
+    }
+    check_service_accounts(v, file, out);
+}
+
+/// `spec.install.spec` as OLM decodes it (operator-framework/api `StrategyDetailsDeployment`:
+/// `deployments[]` of `{name, spec: apps/v1 DeploymentSpec, label}`, `permissions[]` and
+/// `clusterPermissions[]` of `{serviceAccountName, rules: []rbac/v1 PolicyRule}`), each entry
+/// checked against the Kubernetes types of k8s-openapi, so that a wrongly typed field
+/// (`rules: everything`, `replicas: "2"`) is an error here rather than a failed install. Absent
+/// and `null` fields pass, as Go decodes them to zero values. Reports each entry's first type
+/// error with its field path; false when any was found (then the shape checks that follow are
+/// skipped).
+/// The images of deployment `i`'s containers and init containers: the catalog lists them as
+/// relatedImages, so they must be references too.
+fn check_deployment_images(i: usize, d: &Value, file: &str, out: &mut Out) {
+    for list in ["containers", "initContainers"] {
+        for (j, c) in d
+            .pointer(&format!("/spec/template/spec/{list}"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let image = str_at(c, "/image");
+            if !image.is_empty() {
+                check_image(
+                    image,
+                    file,
+                    format!("spec.install.spec.deployments[{i}].spec.template.spec.{list}[{j}].image"),
+                    out,
+                );
             }
         }
     }
+}
+
+/// Every permission and cluster permission names its ServiceAccount.
+fn check_service_accounts(v: &Value, file: &str, out: &mut Out) {
     for key in ["permissions", "clusterPermissions"] {
         if let Some(perms) = v.pointer(&format!("/spec/install/spec/{key}")).and_then(Value::as_array) {
             for (i, p) in perms.iter().enumerate() {
@@ -852,14 +911,6 @@ fn check_install_strategy(v: &Value, file: &str, out: &mut Out) {
     }
 }
 
-/// `spec.install.spec` as OLM decodes it (operator-framework/api `StrategyDetailsDeployment`:
-/// `deployments[]` of `{name, spec: apps/v1 DeploymentSpec, label}`, `permissions[]` and
-/// `clusterPermissions[]` of `{serviceAccountName, rules: []rbac/v1 PolicyRule}`), each entry
-/// checked against the Kubernetes types of k8s-openapi, so that a wrongly typed field
-/// (`rules: everything`, `replicas: "2"`) is an error here rather than a failed install. Absent
-/// and `null` fields pass, as Go decodes them to zero values. Reports each entry's first type
-/// error with its field path; false when any was found (then the shape checks that follow are
-/// skipped).
 fn check_strategy_types(v: &Value, file: &str, out: &mut Out) -> bool {
     use k8s_openapi::api::apps::v1::DeploymentSpec;
     use k8s_openapi::api::rbac::v1::PolicyRule;
@@ -881,37 +932,7 @@ fn check_strategy_types(v: &Value, file: &str, out: &mut Out) -> bool {
             return false;
         }
     };
-    let entries = |key: &str, out: &mut Out| -> Vec<(String, &serde_json::Map<String, Value>)> {
-        match spec.get(key) {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => {
-                let mut ok = Vec::new();
-                for (i, item) in items.iter().enumerate() {
-                    let field = format!("{base}.{key}[{i}]");
-                    match item {
-                        Value::Object(m) => ok.push((field, m)),
-                        Value::Null => {}
-                        other => out.error(
-                            file,
-                            field,
-                            format!("must be a mapping, found {}", type_name(other)),
-                            "write each entry as a mapping",
-                        ),
-                    }
-                }
-                ok
-            }
-            Some(other) => {
-                out.error(
-                    file,
-                    format!("{base}.{key}"),
-                    format!("must be a list, found {}", type_name(other)),
-                    format!("write {key} as a list of entries"),
-                );
-                Vec::new()
-            }
-        }
-    };
+    let entries = |key: &str, out: &mut Out| strategy_entries(spec, key, file, out);
     for key in ["permissions", "clusterPermissions"] {
         for (field, p) in entries(key, out) {
             expect_string(p.get("serviceAccountName"), file, &format!("{field}.serviceAccountName"), out);
@@ -972,78 +993,96 @@ fn typed<T: serde::de::DeserializeOwned>(v: &Value, file: &str, field: &str, exp
     }
 }
 
+/// Every CRD of the bundle is well formed and defined once; the CSV's owned CRDs are in the
+/// bundle with the owned version and kind, and every CRD of the bundle is owned.
 fn check_crds(b: &Bundle, out: &mut Out) {
-    let csv = b.csv();
-    let csv_file = csv.path().display().to_string();
-    // CRDs by name.
     let mut by_name: BTreeMap<&str, &Manifest> = BTreeMap::new();
     for crd in b.crds() {
-        let file = crd.location();
-        let v = &crd.value;
-        let name = crd.name();
-        let group = str_at(v, "/spec/group");
-        let plural = str_at(v, "/spec/names/plural");
-        let kind = str_at(v, "/spec/names/kind");
-        let api = crd.api_version();
-        if api != "apiextensions.k8s.io/v1" && api != "apiextensions.k8s.io/v1beta1" {
-            out.error(&file, "apiVersion", format!("{api:?} is not a CRD API version"), "use apiextensions.k8s.io/v1");
-            continue;
-        }
-        if api.ends_with("v1beta1") {
-            out.warn(
-                &file,
-                "apiVersion",
-                "apiextensions.k8s.io/v1beta1 CRDs are gone since Kubernetes 1.22",
-                "convert the CRD to apiextensions.k8s.io/v1",
-            );
-        }
-        if group.is_empty() || plural.is_empty() || kind.is_empty() {
-            out.error(&file, "spec", "spec.group, spec.names.plural and spec.names.kind are required", "fill them in");
-            continue;
-        }
-        if name != format!("{plural}.{group}") {
-            out.error(
-                &file,
-                "metadata.name",
-                format!("{name:?} must be <spec.names.plural>.<spec.group> = {plural}.{group}"),
-                format!("rename it to {plural}.{group}"),
-            );
-        }
-        if let Some(prev) = by_name.insert(name, crd) {
-            out.error(
-                &file,
-                "metadata.name",
-                format!("CRD {name} is also defined in {}", prev.location()),
-                "keep one file per CRD",
-            );
-        }
-        let versions = v.pointer("/spec/versions").and_then(Value::as_array);
-        match versions {
-            Some(vs) if !vs.is_empty() => {
-                let storage = vs.iter().filter(|x| x.get("storage").and_then(Value::as_bool) == Some(true)).count();
-                if storage != 1 && !(api.ends_with("v1beta1") && vs.len() == 1) {
-                    out.error(
-                        &file,
-                        "spec.versions",
-                        format!("{storage} versions are marked storage: true; exactly one must be"),
-                        "mark exactly one version storage: true",
-                    );
-                }
-                for (i, x) in vs.iter().enumerate() {
-                    if str_at(x, "/name").is_empty() {
-                        out.error(&file, format!("spec.versions[{i}].name"), "missing", "name the version, e.g. v1");
-                    }
+        check_crd(crd, &mut by_name, out);
+    }
+    check_owned_crds(b, &by_name, out);
+}
+
+/// One CRD: its API version, names and versions; recorded in `by_name` (CRDs by name) once its
+/// names are there.
+fn check_crd<'a>(crd: &'a Manifest, by_name: &mut BTreeMap<&'a str, &'a Manifest>, out: &mut Out) {
+    let file = crd.location();
+    let v = &crd.value;
+    let name = crd.name();
+    let group = str_at(v, "/spec/group");
+    let plural = str_at(v, "/spec/names/plural");
+    let kind = str_at(v, "/spec/names/kind");
+    let api = crd.api_version();
+    if api != "apiextensions.k8s.io/v1" && api != "apiextensions.k8s.io/v1beta1" {
+        out.error(&file, "apiVersion", format!("{api:?} is not a CRD API version"), "use apiextensions.k8s.io/v1");
+        return;
+    }
+    if api.ends_with("v1beta1") {
+        out.warn(
+            &file,
+            "apiVersion",
+            "apiextensions.k8s.io/v1beta1 CRDs are gone since Kubernetes 1.22",
+            "convert the CRD to apiextensions.k8s.io/v1",
+        );
+    }
+    if group.is_empty() || plural.is_empty() || kind.is_empty() {
+        out.error(&file, "spec", "spec.group, spec.names.plural and spec.names.kind are required", "fill them in");
+        return;
+    }
+    if name != format!("{plural}.{group}") {
+        out.error(
+            &file,
+            "metadata.name",
+            format!("{name:?} must be <spec.names.plural>.<spec.group> = {plural}.{group}"),
+            format!("rename it to {plural}.{group}"),
+        );
+    }
+    if let Some(prev) = by_name.insert(name, crd) {
+        out.error(
+            &file,
+            "metadata.name",
+            format!("CRD {name} is also defined in {}", prev.location()),
+            "keep one file per CRD",
+        );
+    }
+    check_crd_versions(v, api, &file, out);
+}
+
+/// `spec.versions`: at least one, each named, exactly one stored (a v1beta1 CRD may give
+/// `spec.version` instead).
+fn check_crd_versions(v: &Value, api: &str, file: &str, out: &mut Out) {
+    let versions = v.pointer("/spec/versions").and_then(Value::as_array);
+    match versions {
+        Some(vs) if !vs.is_empty() => {
+            let storage = vs.iter().filter(|x| x.get("storage").and_then(Value::as_bool) == Some(true)).count();
+            if storage != 1 && !(api.ends_with("v1beta1") && vs.len() == 1) {
+                out.error(
+                    file,
+                    "spec.versions",
+                    format!("{storage} versions are marked storage: true; exactly one must be"),
+                    "mark exactly one version storage: true",
+                );
+            }
+            for (i, x) in vs.iter().enumerate() {
+                if str_at(x, "/name").is_empty() {
+                    out.error(file, format!("spec.versions[{i}].name"), "missing", "name the version, e.g. v1");
                 }
             }
-            _ if api.ends_with("v1beta1") && !str_at(v, "/spec/version").is_empty() => {}
-            _ => out.error(
-                &file,
-                "spec.versions",
-                "no versions",
-                "list at least one version with served: true and storage: true",
-            ),
         }
+        _ if api.ends_with("v1beta1") && !str_at(v, "/spec/version").is_empty() => {}
+        _ => out.error(
+            file,
+            "spec.versions",
+            "no versions",
+            "list at least one version with served: true and storage: true",
+        ),
     }
+}
+
+/// The CSV's owned CRDs (`by_name`: the bundle's CRDs by name).
+fn check_owned_crds(b: &Bundle, by_name: &BTreeMap<&str, &Manifest>, out: &mut Out) {
+    let csv = b.csv();
+    let csv_file = csv.path().display().to_string();
     // Owned CRDs must be in the bundle with the owned version and kind.
     let provided: BTreeSet<_> = b.provided_apis().into_iter().collect();
     for (i, d) in csv.owned_crds().iter().enumerate() {
@@ -1085,7 +1124,7 @@ fn check_crds(b: &Bundle, out: &mut Out) {
         }
     }
     let owned: BTreeSet<String> = csv.owned_crds().into_iter().map(|d| d.name).collect();
-    for (name, crd) in &by_name {
+    for (name, crd) in by_name {
         if !owned.contains(*name) {
             out.warn(
                 crd.location(),
@@ -1093,6 +1132,46 @@ fn check_crds(b: &Bundle, out: &mut Out) {
                 format!("CRD {name} is not listed in the CSV's spec.customresourcedefinitions.owned"),
                 format!("add it to owned in {csv_file} so OLM and the catalog know the bundle provides it"),
             );
+        }
+    }
+}
+
+/// The entries of list `key` of `spec.install.spec` that are mappings, each with its field
+/// path; an entry or list of another type is an error.
+fn strategy_entries<'a>(
+    spec: &'a serde_json::Map<String, Value>,
+    key: &str,
+    file: &str,
+    out: &mut Out,
+) -> Vec<(String, &'a serde_json::Map<String, Value>)> {
+    let base = "spec.install.spec";
+    match spec.get(key) {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => {
+            let mut ok = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let field = format!("{base}.{key}[{i}]");
+                match item {
+                    Value::Object(m) => ok.push((field, m)),
+                    Value::Null => {}
+                    other => out.error(
+                        file,
+                        field,
+                        format!("must be a mapping, found {}", type_name(other)),
+                        "write each entry as a mapping",
+                    ),
+                }
+            }
+            ok
+        }
+        Some(other) => {
+            out.error(
+                file,
+                format!("{base}.{key}"),
+                format!("must be a list, found {}", type_name(other)),
+                format!("write {key} as a list of entries"),
+            );
+            Vec::new()
         }
     }
 }
@@ -1114,41 +1193,8 @@ fn check_objects(b: &Bundle, out: &mut Out) {
     }
     for m in &b.objects {
         let file = m.location();
-        if !check_type_meta(m, &file, out) {
-            continue;
-        }
-        let kind = m.kind();
-        if kind == "Deployment" {
-            out.error(
-                &file,
-                "kind",
-                "a bundle cannot carry a Deployment; OLM creates Deployments only from the CSV",
-                "move it into the CSV's spec.install.spec.deployments",
-            );
-        } else if !ALLOWED_KINDS.contains(&kind) {
-            out.error(
-                &file,
-                "kind",
-                format!(
-                    "{kind} is not a kind OLM installs from a bundle (the InstallPlan fails with UnsupportedResource)"
-                ),
-                format!("remove it or use one of {}", ALLOWED_KINDS.join(", ")),
-            );
-        }
-        if m.name().is_empty() {
-            out.error(&file, "metadata.name", "missing", "name the object");
-        }
-        let size = serde_json::to_vec(&m.value).map(|v| v.len()).unwrap_or(0);
-        if size > MAX_OBJECT_SIZE {
-            let biggest = biggest_field(&m.value);
-            out.error(
-                &file,
-                biggest.clone(),
-                format!(
-                    "the object is {size} bytes of JSON; the API server stores no object over {MAX_OBJECT_SIZE} bytes"
-                ),
-                format!("shrink it, starting with {biggest}"),
-            );
+        if check_type_meta(m, &file, out) {
+            check_object(m, &file, out);
         }
     }
     // RBAC that reaches beyond the operator: refused by the install plan, so an error here.
@@ -1160,6 +1206,45 @@ fn check_objects(b: &Bundle, out: &mut Out) {
             f.fix(),
         );
     }
+    check_ignored(b, out);
+}
+
+/// One object of the bundle: a kind OLM installs from a bundle, a name, a size the API server
+/// stores.
+fn check_object(m: &Manifest, file: &str, out: &mut Out) {
+    let kind = m.kind();
+    if kind == "Deployment" {
+        out.error(
+            file,
+            "kind",
+            "a bundle cannot carry a Deployment; OLM creates Deployments only from the CSV",
+            "move it into the CSV's spec.install.spec.deployments",
+        );
+    } else if !ALLOWED_KINDS.contains(&kind) {
+        out.error(
+            file,
+            "kind",
+            format!("{kind} is not a kind OLM installs from a bundle (the InstallPlan fails with UnsupportedResource)"),
+            format!("remove it or use one of {}", ALLOWED_KINDS.join(", ")),
+        );
+    }
+    if m.name().is_empty() {
+        out.error(file, "metadata.name", "missing", "name the object");
+    }
+    let size = serde_json::to_vec(&m.value).map(|v| v.len()).unwrap_or(0);
+    if size > MAX_OBJECT_SIZE {
+        let biggest = biggest_field(&m.value);
+        out.error(
+            file,
+            biggest.clone(),
+            format!("the object is {size} bytes of JSON; the API server stores no object over {MAX_OBJECT_SIZE} bytes"),
+            format!("shrink it, starting with {biggest}"),
+        );
+    }
+}
+
+/// Documents opm ignores: a second CSV is an error, anything else a warning.
+fn check_ignored(b: &Bundle, out: &mut Out) {
     for m in &b.ignored {
         if m.kind() == "ClusterServiceVersion" {
             out.error(

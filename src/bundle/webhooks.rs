@@ -121,6 +121,20 @@ pub fn check(
     crds_in_bundle: &BTreeMap<String, Value>,
 ) -> Vec<(String, String)> {
     let mut out = Vec::new();
+    check_webhooks(defs, owned_crds, crds_in_bundle, &mut out);
+    check_apiservices(defs, &mut out);
+    check_service_ports(defs, &mut out);
+    out
+}
+
+/// The webhook definitions: unique names, rules OLM accepts, a deployment, and conversion CRDs
+/// that the CSV owns and the bundle ships with `preserveUnknownFields` off.
+fn check_webhooks(
+    defs: &Definitions,
+    owned_crds: &[String],
+    crds_in_bundle: &BTreeMap<String, Value>,
+    out: &mut Vec<(String, String)>,
+) {
     let mut seen: Vec<&str> = Vec::new();
     for (i, w) in defs.webhooks.iter().enumerate() {
         let field = format!("spec.webhookdefinitions[{i}]");
@@ -167,6 +181,10 @@ pub fn check(
             }
         }
     }
+}
+
+/// The owned APIService definitions name a deployment.
+fn check_apiservices(defs: &Definitions, out: &mut Vec<(String, String)>) {
     for (i, a) in defs.apiservices.iter().enumerate() {
         let field = format!("spec.apiservicedefinitions.owned[{i}].deploymentName");
         match a.deployment_name.as_deref() {
@@ -176,8 +194,11 @@ pub fn check(
             _ => {}
         }
     }
-    // One Service per Deployment: a port may lead to one target only (the API server refuses
-    // a Service with the port twice; OLM's install fails the same way, later).
+}
+
+/// One Service per Deployment: a port may lead to one target only (the API server refuses a
+/// Service with the port twice; OLM's install fails the same way, later).
+fn check_service_ports(defs: &Definitions, out: &mut Vec<(String, String)>) {
     for d in defs.deployments() {
         let ports = defs.service_ports(&d);
         for (k, (_, port, target)) in ports.iter().enumerate() {
@@ -198,7 +219,6 @@ pub fn check(
             }
         }
     }
-    out
 }
 
 /// Rules OLM refuses (\[OLM\] `ValidWebhookRules`): all groups, the OLM group, or webhook

@@ -49,15 +49,20 @@ pub enum UpdateMode {
 }
 
 impl std::str::FromStr for UpdateMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<UpdateMode, String> {
+    type Err = UnknownUpdateMode;
+    fn from_str(s: &str) -> Result<UpdateMode, UnknownUpdateMode> {
         match s {
             "replaces" | "replaces-mode" => Ok(UpdateMode::Replaces),
             "semver" | "semver-mode" => Ok(UpdateMode::Semver),
-            other => Err(format!("unknown update mode {other:?}: use replaces or semver")),
+            other => Err(UnknownUpdateMode(other.to_string())),
         }
     }
 }
+
+/// An update mode other than `replaces` / `replaces-mode` and `semver` / `semver-mode`, as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown update mode {0:?}: use replaces or semver")]
+pub struct UnknownUpdateMode(pub String);
 
 /// What `add` needs from a rendered bundle: the `olm.bundle` blob and the CSV's upgrade edges
 /// and channel annotations.
@@ -268,19 +273,7 @@ pub fn add_bundle(cfg: &mut DeclarativeConfig, input: AddInput, opts: &AddOption
                     .into(),
         });
     }
-
-    // Re-add.
-    let mut replaced_existing = false;
-    if let Some(pos) = cfg.bundles.iter().position(|b| b.package == package && b.name == name) {
-        if !opts.force {
-            return Err(AddError::Exists { package, bundle: name });
-        }
-        cfg.bundles.remove(pos);
-        for ch in cfg.channels.iter_mut().filter(|c| c.package == package) {
-            ch.entries.retain(|e| e.name != name);
-        }
-        replaced_existing = true;
-    }
+    let replaced_existing = remove_existing(cfg, &package, &name, opts.force)?;
 
     // Package blob and default channel (settled after the channels exist, below).
     let versions = versions_in_package(cfg, &package);
@@ -296,93 +289,21 @@ pub fn add_bundle(cfg: &mut DeclarativeConfig, input: AddInput, opts: &AddOption
         previous_default.clone()
     };
 
-    // Channel entries.
+    let insertion = Insertion {
+        package: &package,
+        name: &name,
+        version: &version,
+        versions: &versions,
+        replaces: replaces.filter(|r| !r.is_empty()),
+        skips,
+        skip_range: skip_range.filter(|s| !s.is_empty()),
+        mode: opts.mode,
+    };
     let mut changes = Vec::new();
     for ch_name in &channels {
-        let created = !cfg.channels.iter().any(|c| c.package == package && &c.name == ch_name);
-        if created {
-            cfg.channels.push(Channel {
-                schema: SCHEMA_CHANNEL.into(),
-                package: package.clone(),
-                name: ch_name.clone(),
-                ..Default::default()
-            });
-        }
-        let Some(ch) = cfg.channels.iter_mut().find(|c| c.package == package && &c.name == ch_name) else { continue };
-        let mut entry = ChannelEntry {
-            name: name.clone(),
-            skips: skips.clone(),
-            skip_range: skip_range.clone().filter(|s| !s.is_empty()),
-            ..Default::default()
-        };
-        let mut replaced_by = None;
-        match opts.mode {
-            UpdateMode::Replaces => entry.replaces = replaces.clone().filter(|r| !r.is_empty()),
-            UpdateMode::Semver => {
-                let mut behind: Option<(&str, &Version)> = None;
-                let mut ahead: Option<(&str, &Version)> = None;
-                for e in &ch.entries {
-                    let Some(v) = versions.get(&e.name) else { continue };
-                    match v.cmp_precedence(&version) {
-                        std::cmp::Ordering::Equal => {
-                            return Err(AddError::VersionExists {
-                                package: package.clone(),
-                                channel: ch_name.clone(),
-                                version: version.to_string(),
-                                existing: e.name.clone(),
-                            });
-                        }
-                        std::cmp::Ordering::Less => {
-                            if behind.is_none_or(|(_, b)| v.cmp_precedence(b).is_gt()) {
-                                behind = Some((&e.name, v));
-                            }
-                        }
-                        std::cmp::Ordering::Greater => {
-                            if ahead.is_none_or(|(_, a)| v.cmp_precedence(a).is_lt()) {
-                                ahead = Some((&e.name, v));
-                            }
-                        }
-                    }
-                }
-                entry.replaces = behind.map(|(n, _)| n.to_string());
-                if let Some((a, _)) = ahead {
-                    let a = a.to_string();
-                    if let Some(e) = ch.entries.iter_mut().find(|e| e.name == a) {
-                        e.replaces = Some(name.clone());
-                    }
-                    replaced_by = Some(a);
-                }
-            }
-        }
-        changes.push(ChannelChange {
-            channel: ch_name.clone(),
-            created,
-            replaces: entry.replaces.clone(),
-            replaced_by,
-            head: String::new(),
-        });
-        ch.entries.push(entry);
+        changes.extend(insertion.add_to_channel(cfg, ch_name)?);
     }
-
-    // The default channel must name a channel of the package: an annotation naming a channel
-    // that does not exist (yet) keeps the previous default, else the bundle's first channel.
-    let mut notes = Vec::new();
-    let exists = |c: &str| cfg.channels.iter().any(|ch| ch.package == package && ch.name == c);
-    let new_default = match wanted_default {
-        Some(d) if exists(&d) => d,
-        other => {
-            let fallback = previous_default.filter(|p| exists(p)).unwrap_or_else(|| channels[0].clone());
-            if let Some(d) = other {
-                notes.push(format!(
-                    "the default channel annotation {d:?} of {name} names no channel of package {package}; the default channel stays {fallback}"
-                ));
-            }
-            fallback
-        }
-    };
-    if let Some(p) = cfg.packages.iter_mut().find(|p| p.name == package) {
-        p.default_channel = Some(new_default);
-    }
+    let notes = insertion.settle_default_channel(cfg, wanted_default, previous_default, &channels[0]);
 
     if bundle.schema.is_empty() {
         bundle.schema = super::model::SCHEMA_BUNDLE.into();
@@ -392,19 +313,7 @@ pub fn add_bundle(cfg: &mut DeclarativeConfig, input: AddInput, opts: &AddOption
     if let Err(errors) = validate(cfg) {
         return Err(AddError::Invalid { bundle: name, errors, earlier: 0 });
     }
-    // Heads after the change (valid, so exactly one per channel).
-    for change in &mut changes {
-        if let Some(ch) = cfg.channels.iter().find(|c| c.package == package && c.name == change.channel) {
-            let incoming: std::collections::HashSet<&str> = ch
-                .entries
-                .iter()
-                .flat_map(|e| e.replaces.iter().map(String::as_str).chain(e.skips.iter().map(String::as_str)))
-                .collect();
-            if let Some(h) = ch.entries.iter().find(|e| !incoming.contains(e.name.as_str())) {
-                change.head = h.name.clone();
-            }
-        }
-    }
+    set_heads(cfg, &package, &mut changes);
     let default_channel =
         cfg.packages.iter().find(|p| p.name == package).and_then(|p| p.default_channel.clone()).unwrap_or_default();
     Ok(AddReport {
@@ -418,6 +327,177 @@ pub fn add_bundle(cfg: &mut DeclarativeConfig, input: AddInput, opts: &AddOption
         notes,
         files: Vec::new(),
     })
+}
+
+/// A re-add: the bundle `name` already in `package` is removed with its channel entries when
+/// `force` is set. Returns whether it was there.
+///
+/// # Errors
+/// [`AddError::Exists`] when it is there and `force` is not set.
+fn remove_existing(cfg: &mut DeclarativeConfig, package: &str, name: &str, force: bool) -> Result<bool, AddError> {
+    let Some(pos) = cfg.bundles.iter().position(|b| b.package == package && b.name == name) else {
+        return Ok(false);
+    };
+    if !force {
+        return Err(AddError::Exists { package: package.to_string(), bundle: name.to_string() });
+    }
+    cfg.bundles.remove(pos);
+    for ch in cfg.channels.iter_mut().filter(|c| c.package == package) {
+        ch.entries.retain(|e| e.name != name);
+    }
+    Ok(true)
+}
+
+/// The bundle being inserted ([`add_bundle`]): its package, name and version, the versions of
+/// the package's other bundles, and the edges its CSV gives (empty ones dropped).
+struct Insertion<'a> {
+    package: &'a str,
+    name: &'a str,
+    version: &'a Version,
+    /// Bundle name → version, for the package's bundles before the insertion.
+    versions: &'a std::collections::HashMap<String, Version>,
+    replaces: Option<String>,
+    skips: Vec<String>,
+    skip_range: Option<String>,
+    mode: UpdateMode,
+}
+
+/// In semver mode, the entries of a channel around the new bundle's version.
+struct Neighbours {
+    /// The entry with the highest version below the new one: the new entry replaces it.
+    behind: Option<String>,
+    /// The entry with the lowest version above the new one: it now replaces the new entry.
+    ahead: Option<String>,
+}
+
+impl Insertion<'_> {
+    /// Adds the new entry to channel `ch_name` (created when missing), with its edges by
+    /// [`UpdateMode`]; `None` when the channel cannot be found after all.
+    fn add_to_channel(&self, cfg: &mut DeclarativeConfig, ch_name: &str) -> Result<Option<ChannelChange>, AddError> {
+        let package = self.package;
+        let created = !cfg.channels.iter().any(|c| c.package == package && c.name == ch_name);
+        if created {
+            cfg.channels.push(Channel {
+                schema: SCHEMA_CHANNEL.into(),
+                package: package.to_string(),
+                name: ch_name.to_string(),
+                ..Default::default()
+            });
+        }
+        let Some(ch) = cfg.channels.iter_mut().find(|c| c.package == package && c.name == ch_name) else {
+            return Ok(None);
+        };
+        let mut entry = ChannelEntry {
+            name: self.name.to_string(),
+            skips: self.skips.clone(),
+            skip_range: self.skip_range.clone(),
+            ..Default::default()
+        };
+        let mut replaced_by = None;
+        match self.mode {
+            UpdateMode::Replaces => entry.replaces = self.replaces.clone(),
+            UpdateMode::Semver => {
+                let Neighbours { behind, ahead } = self.neighbours(ch)?;
+                entry.replaces = behind;
+                if let Some(a) = ahead {
+                    if let Some(e) = ch.entries.iter_mut().find(|e| e.name == a) {
+                        e.replaces = Some(self.name.to_string());
+                    }
+                    replaced_by = Some(a);
+                }
+            }
+        }
+        let change = ChannelChange {
+            channel: ch_name.to_string(),
+            created,
+            replaces: entry.replaces.clone(),
+            replaced_by,
+            head: String::new(),
+        };
+        ch.entries.push(entry);
+        Ok(Some(change))
+    }
+
+    /// The entries of `ch` just below and just above the new bundle's version.
+    ///
+    /// # Errors
+    /// [`AddError::VersionExists`] when an entry has the same version.
+    fn neighbours(&self, ch: &Channel) -> Result<Neighbours, AddError> {
+        let mut behind: Option<(&str, &Version)> = None;
+        let mut ahead: Option<(&str, &Version)> = None;
+        for e in &ch.entries {
+            let Some(v) = self.versions.get(&e.name) else { continue };
+            match v.cmp_precedence(self.version) {
+                std::cmp::Ordering::Equal => {
+                    return Err(AddError::VersionExists {
+                        package: self.package.to_string(),
+                        channel: ch.name.clone(),
+                        version: self.version.to_string(),
+                        existing: e.name.clone(),
+                    });
+                }
+                std::cmp::Ordering::Less => {
+                    if behind.is_none_or(|(_, b)| v.cmp_precedence(b).is_gt()) {
+                        behind = Some((&e.name, v));
+                    }
+                }
+                std::cmp::Ordering::Greater => {
+                    if ahead.is_none_or(|(_, a)| v.cmp_precedence(a).is_lt()) {
+                        ahead = Some((&e.name, v));
+                    }
+                }
+            }
+        }
+        Ok(Neighbours { behind: behind.map(|(n, _)| n.to_string()), ahead: ahead.map(|(n, _)| n.to_string()) })
+    }
+
+    /// Sets the package's default channel. It must name a channel of the package: an annotation
+    /// naming a channel that does not exist (yet) keeps the previous default, else the bundle's
+    /// first channel, with a note. Returns the notes.
+    fn settle_default_channel(
+        &self,
+        cfg: &mut DeclarativeConfig,
+        wanted: Option<String>,
+        previous: Option<String>,
+        first_channel: &str,
+    ) -> Vec<String> {
+        let (package, name) = (self.package, self.name);
+        let mut notes = Vec::new();
+        let exists = |c: &str| cfg.channels.iter().any(|ch| ch.package == package && ch.name == c);
+        let new_default = match wanted {
+            Some(d) if exists(&d) => d,
+            other => {
+                let fallback = previous.filter(|p| exists(p)).unwrap_or_else(|| first_channel.to_string());
+                if let Some(d) = other {
+                    notes.push(format!(
+                        "the default channel annotation {d:?} of {name} names no channel of package {package}; the default channel stays {fallback}"
+                    ));
+                }
+                fallback
+            }
+        };
+        if let Some(p) = cfg.packages.iter_mut().find(|p| p.name == package) {
+            p.default_channel = Some(new_default);
+        }
+        notes
+    }
+}
+
+/// Each change's channel head after the insertion (the catalog is valid, so exactly one per
+/// channel).
+fn set_heads(cfg: &DeclarativeConfig, package: &str, changes: &mut [ChannelChange]) {
+    for change in changes {
+        if let Some(ch) = cfg.channels.iter().find(|c| c.package == package && c.name == change.channel) {
+            let incoming: std::collections::HashSet<&str> = ch
+                .entries
+                .iter()
+                .flat_map(|e| e.replaces.iter().map(String::as_str).chain(e.skips.iter().map(String::as_str)))
+                .collect();
+            if let Some(h) = ch.entries.iter().find(|e| !incoming.contains(e.name.as_str())) {
+                change.head = h.name.clone();
+            }
+        }
+    }
 }
 
 fn file_format(path: &Path, bytes: &[u8]) -> Format {

@@ -84,114 +84,160 @@ pub fn generate(
     max_dependency_depth: usize,
     seed: u64,
 ) -> DeclarativeConfig {
-    let mut rng = SplitMix64(seed);
-    let n = bundles_per_package.max(1);
-    let mut cfg = DeclarativeConfig::default();
-    // depth[i] = length of the dependency chain starting at package i.
-    let mut depth: Vec<usize> = Vec::with_capacity(packages);
-    let mut kinds_of: Vec<usize> = Vec::with_capacity(packages);
+    let mut g = Generator {
+        rng: SplitMix64(seed),
+        bundles: bundles_per_package.max(1),
+        max_dependency_depth,
+        depth: Vec::with_capacity(packages),
+        kinds_of: Vec::with_capacity(packages),
+        cfg: DeclarativeConfig::default(),
+    };
     for i in 0..packages {
-        let pkg = format!("pkg-{i:04}");
-        let kinds = 1 + rng.below(3) as usize;
-        kinds_of.push(kinds);
-        let dep = if i > 0 && max_dependency_depth > 0 && depth[i - 1] < max_dependency_depth && rng.chance(70) {
+        g.package(i);
+    }
+    g.cfg
+}
+
+/// The state of one [`generate`]: the generator (drawn from in a fixed order, so that a seed
+/// gives one catalog), the sizes, and what earlier packages drew.
+struct Generator {
+    rng: SplitMix64,
+    /// Bundles per package (at least 1).
+    bundles: usize,
+    max_dependency_depth: usize,
+    /// `depth[i]`: length of the dependency chain starting at package `i`.
+    depth: Vec<usize>,
+    /// `kinds_of[i]`: number of kinds package `i` provides.
+    kinds_of: Vec<usize>,
+    cfg: DeclarativeConfig,
+}
+
+/// One package being generated: its name and index, its number of kinds and the package it
+/// depends on.
+struct GenPackage {
+    name: String,
+    index: usize,
+    kinds: usize,
+    dep: Option<usize>,
+}
+
+impl Generator {
+    /// Package `i` with its bundles and its `stable` and `fast` channels.
+    fn package(&mut self, i: usize) {
+        let name = format!("pkg-{i:04}");
+        let kinds = 1 + self.rng.below(3) as usize;
+        self.kinds_of.push(kinds);
+        let depth = &self.depth;
+        let dep = if i > 0
+            && self.max_dependency_depth > 0
+            && depth[i - 1] < self.max_dependency_depth
+            && self.rng.chance(70)
+        {
             Some(i - 1)
         } else {
             None
         };
-        depth.push(dep.map_or(0, |d| depth[d] + 1));
-        cfg.packages.push(Package {
+        self.depth.push(dep.map_or(0, |d| self.depth[d] + 1));
+        self.cfg.packages.push(Package {
             schema: super::model::SCHEMA_PACKAGE.into(),
-            name: pkg.clone(),
+            name: name.clone(),
             default_channel: Some("stable".into()),
-            description: Some(format!("{pkg}: {}", words(&mut rng, 30))),
+            description: Some(format!("{name}: {}", words(&mut self.rng, 30))),
             ..Default::default()
         });
-
+        let pkg = GenPackage { name, index: i, kinds, dep };
+        let n = self.bundles;
         let mut entries = Vec::with_capacity(n);
         let mut prev_was_skip = false;
         for j in 0..n {
-            let name = format!("{pkg}.v{}", version_of(j));
-            let mut e = ChannelEntry { name: name.clone(), ..Default::default() };
-            if j >= 2 && !prev_was_skip && rng.chance(15) {
-                e.replaces = Some(format!("{pkg}.v{}", version_of(j - 2)));
-                e.skips = vec![format!("{pkg}.v{}", version_of(j - 1))];
-                prev_was_skip = true;
-            } else {
-                if j >= 1 {
-                    e.replaces = Some(format!("{pkg}.v{}", version_of(j - 1)));
-                }
-                prev_was_skip = false;
-            }
-            if j >= 1 && rng.chance(30) {
-                e.skip_range = Some(format!(">={} <{}", version_of(j - 1), version_of(j)));
-            }
-            entries.push(e);
-
-            let mut properties = vec![Property::new(
-                property::PACKAGE,
-                &PackageProperty { package_name: pkg.clone(), version: version_of(j), release: None },
-            )];
-            for k in 0..kinds {
-                properties.push(Property::new(
-                    property::GVK,
-                    &Gvk { group: format!("{pkg}.example.com"), version: "v1".into(), kind: format!("Kind{k}") },
-                ));
-            }
-            if let Some(d) = dep {
-                let dep_pkg = format!("pkg-{d:04}");
-                if i % 2 == 0 {
-                    properties.push(Property::new(
-                        property::PACKAGE_REQUIRED,
-                        &PackageRequired { package_name: dep_pkg, version_range: ">=1.0.0".into() },
-                    ));
-                } else {
-                    let k = rng.below(kinds_of[d] as u64);
-                    properties.push(Property::new(
-                        property::GVK_REQUIRED,
-                        &Gvk {
-                            group: format!("{dep_pkg}.example.com"),
-                            version: "v1".into(),
-                            kind: format!("Kind{k}"),
-                        },
-                    ));
-                }
-            }
-            properties.push(Property {
-                type_: property::CSV_METADATA.into(),
-                value: serde_json::json!({
-                    "displayName": format!("{pkg} operator"),
-                    "description": words(&mut rng, 12),
-                    "provider": {"name": "Example"},
-                    "installModes": [{"type": "AllNamespaces", "supported": true}],
-                }),
-            });
-            cfg.bundles.push(Bundle {
+            entries.push(self.entry(&pkg.name, j, &mut prev_was_skip));
+            let properties = self.properties(&pkg, j);
+            self.cfg.bundles.push(Bundle {
                 schema: super::model::SCHEMA_BUNDLE.into(),
-                package: pkg.clone(),
-                name,
-                image: format!("registry.example.com/{pkg}-bundle:v{}", version_of(j)),
+                package: pkg.name.clone(),
+                name: format!("{}.v{}", pkg.name, version_of(j)),
+                image: format!("registry.example.com/{}-bundle:v{}", pkg.name, version_of(j)),
                 properties,
                 ..Default::default()
             });
         }
         let fast: Vec<ChannelEntry> = entries[n / 2..].to_vec();
-        cfg.channels.push(Channel {
+        self.cfg.channels.push(Channel {
             schema: super::model::SCHEMA_CHANNEL.into(),
-            package: pkg.clone(),
+            package: pkg.name.clone(),
             name: "fast".into(),
             entries: fast_entries(fast),
             ..Default::default()
         });
-        cfg.channels.push(Channel {
+        self.cfg.channels.push(Channel {
             schema: super::model::SCHEMA_CHANNEL.into(),
-            package: pkg,
+            package: pkg.name,
             name: "stable".into(),
             entries,
             ..Default::default()
         });
     }
-    cfg
+
+    /// The `stable` entry of bundle `j`: it replaces the previous one, or (about 15%, never two
+    /// in a row) the one before while skipping the previous; about 30% carry a skipRange.
+    fn entry(&mut self, pkg: &str, j: usize, prev_was_skip: &mut bool) -> ChannelEntry {
+        let mut e = ChannelEntry { name: format!("{pkg}.v{}", version_of(j)), ..Default::default() };
+        if j >= 2 && !*prev_was_skip && self.rng.chance(15) {
+            e.replaces = Some(format!("{pkg}.v{}", version_of(j - 2)));
+            e.skips = vec![format!("{pkg}.v{}", version_of(j - 1))];
+            *prev_was_skip = true;
+        } else {
+            if j >= 1 {
+                e.replaces = Some(format!("{pkg}.v{}", version_of(j - 1)));
+            }
+            *prev_was_skip = false;
+        }
+        if j >= 1 && self.rng.chance(30) {
+            e.skip_range = Some(format!(">={} <{}", version_of(j - 1), version_of(j)));
+        }
+        e
+    }
+
+    /// The properties of bundle `j`: `olm.package`, the package's `olm.gvk`s, its dependency
+    /// (by package or by GVK, alternately by package index) and a small `olm.csv.metadata`.
+    fn properties(&mut self, pkg: &GenPackage, j: usize) -> Vec<Property> {
+        let name = &pkg.name;
+        let mut properties = vec![Property::new(
+            property::PACKAGE,
+            &PackageProperty { package_name: name.clone(), version: version_of(j), release: None },
+        )];
+        for k in 0..pkg.kinds {
+            properties.push(Property::new(
+                property::GVK,
+                &Gvk { group: format!("{name}.example.com"), version: "v1".into(), kind: format!("Kind{k}") },
+            ));
+        }
+        if let Some(d) = pkg.dep {
+            let dep_pkg = format!("pkg-{d:04}");
+            if pkg.index.is_multiple_of(2) {
+                properties.push(Property::new(
+                    property::PACKAGE_REQUIRED,
+                    &PackageRequired { package_name: dep_pkg, version_range: ">=1.0.0".into() },
+                ));
+            } else {
+                let k = self.rng.below(self.kinds_of[d] as u64);
+                properties.push(Property::new(
+                    property::GVK_REQUIRED,
+                    &Gvk { group: format!("{dep_pkg}.example.com"), version: "v1".into(), kind: format!("Kind{k}") },
+                ));
+            }
+        }
+        properties.push(Property {
+            type_: property::CSV_METADATA.into(),
+            value: serde_json::json!({
+                "displayName": format!("{name} operator"),
+                "description": words(&mut self.rng, 12),
+                "provider": {"name": "Example"},
+                "installModes": [{"type": "AllNamespaces", "supported": true}],
+            }),
+        });
+        properties
+    }
 }
 
 /// The `fast` channel keeps the newer half's edges; an entry skipping a bundle outside the

@@ -41,36 +41,61 @@ pub const TEMPLATE_PLACEHOLDERS: &str = "{package}, {name}, {version} (or {{.Pac
 /// Fills an image reference template with a bundle's package, CSV name and version.
 ///
 /// # Errors
-/// A message naming the first placeholder that is not one of [`TEMPLATE_PLACEHOLDERS`] (spaces
-/// inside `{{ … }}` are allowed, as in Go templates), or an unclosed `{`.
-pub fn expand_image_template(template: &str, package: &str, name: &str, version: &str) -> Result<String, String> {
+/// [`TemplateError`]: the first placeholder that is not one of [`TEMPLATE_PLACEHOLDERS`]
+/// (spaces inside `{{ … }}` are allowed, as in Go templates), or an unclosed `{`.
+pub fn expand_image_template(
+    template: &str,
+    package: &str,
+    name: &str,
+    version: &str,
+) -> Result<String, TemplateError> {
     let mut out = String::with_capacity(template.len() + 32);
     let mut rest = template;
     while let Some(open) = rest.find('{') {
         out.push_str(&rest[..open]);
         let after = &rest[open..];
         let (inner, len, go) = if let Some(body) = after.strip_prefix("{{") {
-            let close = body.find("}}").ok_or_else(|| {
-                format!("{{{{ at {:?} is not closed with }}}}; use {TEMPLATE_PLACEHOLDERS}", truncate(after))
-            })?;
+            let close = body.find("}}").ok_or_else(|| TemplateError::UnclosedGo { at: truncate(after).to_string() })?;
             (body[..close].trim(), close + 4, true)
         } else {
-            let close = after.find('}').ok_or_else(|| {
-                format!("{{ at {:?} is not closed with }}; use {TEMPLATE_PLACEHOLDERS}", truncate(after))
-            })?;
+            let close = after.find('}').ok_or_else(|| TemplateError::Unclosed { at: truncate(after).to_string() })?;
             (&after[1..close], close + 1, false)
         };
         let value = match (go, inner) {
             (true, ".Package") | (false, "package") => package,
             (true, ".Name") | (false, "name") => name,
             (true, ".Version") | (false, "version") => version,
-            _ => return Err(format!("unknown placeholder {}; use {TEMPLATE_PLACEHOLDERS}", &after[..len])),
+            _ => return Err(TemplateError::Unknown { placeholder: after[..len].to_string() }),
         };
         out.push_str(value);
         rest = &after[len..];
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// Why an image reference template cannot be filled ([`expand_image_template`]); each message
+/// ends with the placeholders there are.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    /// A `{{` without its `}}`; `at` is the template from the `{{` on (at most 20 characters).
+    #[error("{{{{ at {at:?} is not closed with }}}}; use {}", TEMPLATE_PLACEHOLDERS)]
+    UnclosedGo {
+        /// The template from the `{{` on, cut at 20 characters.
+        at: String,
+    },
+    /// A `{` without its `}`.
+    #[error("{{ at {at:?} is not closed with }}; use {}", TEMPLATE_PLACEHOLDERS)]
+    Unclosed {
+        /// The template from the `{` on, cut at 20 characters.
+        at: String,
+    },
+    /// A placeholder that is not one of [`TEMPLATE_PLACEHOLDERS`], braces included.
+    #[error("unknown placeholder {placeholder}; use {}", TEMPLATE_PLACEHOLDERS)]
+    Unknown {
+        /// The placeholder as written, e.g. `{pkg}` or `{{.Tag}}`.
+        placeholder: String,
+    },
 }
 
 fn truncate(s: &str) -> &str {
@@ -86,7 +111,7 @@ mod tests {
 
     #[test]
     fn image_templates_fill_known_placeholders_and_refuse_others() {
-        let fill = |t: &str| expand_image_template(t, "etcd", "etcd.v0.9.4", "0.9.4");
+        let fill = |t: &str| expand_image_template(t, "etcd", "etcd.v0.9.4", "0.9.4").map_err(|e| e.to_string());
         assert_eq!(fill("quay.io/o/{package}-bundle:v{version}").unwrap(), "quay.io/o/etcd-bundle:v0.9.4");
         assert_eq!(
             fill("quay.io/o/{{.Package}}:{{ .Version }}-{{.Name}}").unwrap(),

@@ -39,7 +39,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::error::CatalogError;
-use super::model::{Bundle, Channel, ChannelEntry, DeclarativeConfig, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
+use super::model::{
+    Bundle, Channel, ChannelEntry, DeclarativeConfig, Deprecation, Property, SCHEMA_BUNDLE, SCHEMA_CHANNEL,
+    SCHEMA_PACKAGE,
+};
 use super::parse::{load_path_map, merge};
 use super::property::{self, Constraint, Gvk, PackageProperty, PackageRequired};
 use super::semver_range;
@@ -435,8 +438,69 @@ impl BundleChecks {
 /// [`ValidationErrors`] with the errors of `checks` and of the catalog-wide rules.
 pub fn validate_checked(cfg: &DeclarativeConfig, checks: BundleChecks) -> Result<(), ValidationErrors> {
     let mut c = Collector { errors: Vec::new() };
+    let packages = index_packages(cfg, &mut c);
+    let channels_of = index_channels(cfg, &packages, &mut c);
+    let bundles = index_bundles(cfg, &packages, &mut c);
+    let blobs = Blobs { packages, channels_of, bundles };
+    let first_channel = blobs.first_channels();
+    check_in_channel(cfg, &blobs, &first_channel, &mut c);
+    let BundleChecks { versions, errors: bundle_errors } = checks;
+    let checks = BundleChecks { versions, errors: Vec::new() };
+    for mut e in bundle_errors {
+        if e.channel.is_none()
+            && let Some(b) = &e.bundle
+        {
+            e.channel = first_channel.get(&(e.package.as_str(), b.as_str())).map(|c| c.to_string());
+        }
+        c.errors.push(e);
+    }
 
-    // Packages.
+    // Package-level checks and channel graphs.
+    let mut pkg_names: Vec<&str> = blobs.packages.keys().copied().collect();
+    pkg_names.sort_unstable();
+    for pkg in pkg_names {
+        check_package(cfg, &blobs, pkg, &checks, &mut c);
+    }
+
+    check_deprecations(cfg, &blobs, &mut c);
+
+    if c.errors.is_empty() {
+        return Ok(());
+    }
+    c.errors.sort_by(|a, b| a.package.cmp(&b.package));
+    Err(ValidationErrors { errors: c.errors })
+}
+
+/// The blobs of a catalog indexed for the catalog-wide rules.
+struct Blobs<'a> {
+    /// Each package with a name, first of its name → its index in `cfg.packages`.
+    packages: FxMap<&'a str, usize>,
+    /// The channels of each known package, by name (the first blob of a name).
+    channels_of: FxMap<&'a str, IndexMap<&'a str, &'a Channel, FxBuild>>,
+    /// The first bundle blob of each (package, name), for known packages.
+    bundles: FxMap<(&'a str, &'a str), &'a Bundle>,
+}
+
+impl<'a> Blobs<'a> {
+    /// (package, bundle) → the first channel (by name) that lists the bundle: the channel of
+    /// each bundle error's path.
+    fn first_channels(&self) -> FxMap<(&'a str, &'a str), &'a str> {
+        let mut first_channel: FxMap<(&str, &str), &str> = FxMap::default();
+        for (pkg, chans) in &self.channels_of {
+            let mut names: Vec<&&str> = chans.keys().collect();
+            names.sort();
+            for ch in names {
+                for e in &chans[*ch].entries {
+                    first_channel.entry((pkg, e.name.as_str())).or_insert(ch);
+                }
+            }
+        }
+        first_channel
+    }
+}
+
+/// Packages: named, unique, DNS-1123 labels. Returns each package → its index in `cfg.packages`.
+fn index_packages<'a>(cfg: &'a DeclarativeConfig, c: &mut Collector) -> FxMap<&'a str, usize> {
     let mut packages: FxMap<&str, usize> = FxMap::default();
     for (i, p) in cfg.packages.iter().enumerate() {
         if p.name.is_empty() {
@@ -458,8 +522,15 @@ pub fn validate_checked(cfg: &DeclarativeConfig, checks: BundleChecks) -> Result
             ));
         }
     }
+    packages
+}
 
-    // Channels, by package.
+/// Channels, by package: of a known package, named, unique.
+fn index_channels<'a>(
+    cfg: &'a DeclarativeConfig,
+    packages: &FxMap<&'a str, usize>,
+    c: &mut Collector,
+) -> FxMap<&'a str, IndexMap<&'a str, &'a Channel, FxBuild>> {
     let mut channels_of: FxMap<&str, IndexMap<&str, &Channel, FxBuild>> = FxMap::default();
     for ch in &cfg.channels {
         if !packages.contains_key(ch.package.as_str()) {
@@ -489,8 +560,16 @@ pub fn validate_checked(cfg: &DeclarativeConfig, checks: BundleChecks) -> Result
         }
         chans.insert(&ch.name, ch);
     }
+    channels_of
+}
 
-    // Bundles, by (package, name).
+/// Bundles, by (package, name): of a known package, unique (duplicates are reported once per
+/// name with the image of every blob).
+fn index_bundles<'a>(
+    cfg: &'a DeclarativeConfig,
+    packages: &FxMap<&'a str, usize>,
+    c: &mut Collector,
+) -> FxMap<(&'a str, &'a str), &'a Bundle> {
     let mut bundles: FxMap<(&str, &str), &Bundle> = FxMap::default();
     // (package, name) of duplicated bundles → the image of every blob with that name.
     let mut duplicates: IndexMap<(&str, &str), Vec<&str>, FxBuild> = IndexMap::default();
@@ -529,22 +608,20 @@ pub fn validate_checked(cfg: &DeclarativeConfig, checks: BundleChecks) -> Result
             ),
         );
     }
+    bundles
+}
 
-    // Bundles listed in no channel; the channel of each bundle error's path.
-    let mut first_channel: FxMap<(&str, &str), &str> = FxMap::default();
-    for (pkg, chans) in &channels_of {
-        let mut names: Vec<&&str> = chans.keys().collect();
-        names.sort();
-        for ch in names {
-            for e in &chans[*ch].entries {
-                first_channel.entry((pkg, e.name.as_str())).or_insert(ch);
-            }
-        }
-    }
+/// Bundles of known packages that no channel lists.
+fn check_in_channel(
+    cfg: &DeclarativeConfig,
+    blobs: &Blobs<'_>,
+    first_channel: &FxMap<(&str, &str), &str>,
+    c: &mut Collector,
+) {
     let mut seen_bundles: FxSet<(&str, &str)> = FxSet::default();
     for b in &cfg.bundles {
         let key = (b.package.as_str(), b.name.as_str());
-        if !packages.contains_key(key.0) || !seen_bundles.insert(key) {
+        if !blobs.packages.contains_key(key.0) || !seen_bundles.insert(key) {
             continue;
         }
         if !first_channel.contains_key(&key) {
@@ -554,143 +631,179 @@ pub fn validate_checked(cfg: &DeclarativeConfig, checks: BundleChecks) -> Result
             ));
         }
     }
-    let BundleChecks { versions, errors: bundle_errors } = checks;
-    let checks = BundleChecks { versions, errors: Vec::new() };
-    for mut e in bundle_errors {
-        if e.channel.is_none()
-            && let Some(b) = &e.bundle
-        {
-            e.channel = first_channel.get(&(e.package.as_str(), b.as_str())).map(|c| c.to_string());
-        }
-        c.errors.push(e);
-    }
+}
 
-    // Package-level checks and channel graphs.
-    let mut pkg_names: Vec<&str> = packages.keys().copied().collect();
-    pkg_names.sort_unstable();
+/// The rules of one package: it has channels and a default channel among them, each channel's
+/// entries and graph, and no version twice.
+fn check_package<'a>(
+    cfg: &DeclarativeConfig,
+    blobs: &Blobs<'a>,
+    pkg: &'a str,
+    checks: &BundleChecks,
+    c: &mut Collector,
+) {
+    let p = &cfg.packages[blobs.packages[pkg]];
     let empty: IndexMap<&str, &Channel, FxBuild> = IndexMap::default();
-    for pkg in pkg_names {
-        let p = &cfg.packages[packages[pkg]];
-        let chans = channels_of.get(pkg).unwrap_or(&empty);
-        let mut chan_names: Vec<&str> = chans.keys().copied().collect();
-        chan_names.sort_unstable();
-        if chans.is_empty() {
-            c.push(
-                pkg,
-                None,
-                None,
-                ErrorKind::Empty,
-                format!("package {pkg} has no channels; add an olm.channel blob with package: {pkg}"),
-            );
+    let chans = blobs.channels_of.get(pkg).unwrap_or(&empty);
+    let mut chan_names: Vec<&str> = chans.keys().copied().collect();
+    chan_names.sort_unstable();
+    if chans.is_empty() {
+        c.push(
+            pkg,
+            None,
+            None,
+            ErrorKind::Empty,
+            format!("package {pkg} has no channels; add an olm.channel blob with package: {pkg}"),
+        );
+    }
+    check_default_channel(pkg, p.default_channel.as_deref(), &chan_names, c);
+    for ch_name in &chan_names {
+        check_channel(pkg, chans[ch_name], &blobs.bundles, checks, c);
+    }
+    check_unique_versions(pkg, chans, &blobs.bundles, checks, c);
+}
+
+/// `defaultChannel` is set and names one of `chan_names` (sorted).
+fn check_default_channel(pkg: &str, default_channel: Option<&str>, chan_names: &[&str], c: &mut Collector) {
+    match default_channel {
+        None | Some("") => {
+            let hint = match chan_names {
+                [] => String::new(),
+                [one] => format!(" (its only channel is {one})"),
+                many => format!("; the existing channels are {}", list(many)),
+            };
+            c.push(pkg, None, None, ErrorKind::DefaultChannel, format!(
+                "package {pkg} has no defaultChannel: set defaultChannel in its olm.package blob to the channel Subscriptions without a channel should use{hint}"
+            ));
         }
-        match p.default_channel.as_deref() {
-            None | Some("") => {
-                let hint = match chan_names.as_slice() {
-                    [] => String::new(),
-                    [one] => format!(" (its only channel is {one})"),
-                    many => format!("; the existing channels are {}", list(many)),
-                };
-                c.push(pkg, None, None, ErrorKind::DefaultChannel, format!(
-                    "package {pkg} has no defaultChannel: set defaultChannel in its olm.package blob to the channel Subscriptions without a channel should use{hint}"
-                ));
-            }
-            Some(d) if !chans.contains_key(d) => {
-                let near: Vec<&str> = chan_names.iter().copied().filter(|n| strsim::levenshtein(n, d) <= 2).collect();
-                let hint = if near.len() == 1 { format!(" (did you mean {}?)", near[0]) } else { String::new() };
-                c.push(pkg, None, None, ErrorKind::DefaultChannel, format!(
-                    "defaultChannel {d:?} of package {pkg} does not name any channel{hint}; the existing channels are ({}); fix defaultChannel in the olm.package blob or add the channel",
-                    list(&chan_names)
-                ));
-            }
-            Some(_) => {}
+        Some(d) if !chan_names.contains(&d) => {
+            let near: Vec<&str> = chan_names.iter().copied().filter(|n| strsim::levenshtein(n, d) <= 2).collect();
+            let hint = if near.len() == 1 { format!(" (did you mean {}?)", near[0]) } else { String::new() };
+            c.push(pkg, None, None, ErrorKind::DefaultChannel, format!(
+                "defaultChannel {d:?} of package {pkg} does not name any channel{hint}; the existing channels are ({}); fix defaultChannel in the olm.package blob or add the channel",
+                list(chan_names)
+            ));
         }
-        for ch_name in &chan_names {
-            check_channel(pkg, chans[ch_name], &bundles, &checks, &mut c);
-        }
-        // Duplicate versions among bundles that are in channels (opm validateUniqueBundleVersions).
-        let mut by_version: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        let mut listed: FxSet<&str> = FxSet::default();
-        for ch in chans.values() {
-            for e in &ch.entries {
-                if listed.insert(&e.name)
-                    && let Some((_, vs)) = checks.version(pkg, &e.name)
-                {
-                    by_version.entry(vs).or_default().push(&e.name);
-                }
-            }
-        }
-        for (v, mut names) in by_version {
-            if names.len() > 1 {
-                names.sort_unstable();
-                let images: Vec<String> = names
-                    .iter()
-                    .map(|n| {
-                        format!("{n}: {}", bundles.get(&(pkg, *n)).map_or("(no blob)", |b| image_or_none(&b.image)))
-                    })
-                    .collect();
-                c.push(pkg, None, None, ErrorKind::Version, format!(
-                    "package {pkg} has duplicate version {v}: bundles {} all have version {v} in their olm.package property (images: {}); every bundle of a package needs its own version (bump the version of the respin or use the release field)",
-                    names.join(" and "),
-                    images.join(", ")
-                ));
+        Some(_) => {}
+    }
+}
+
+/// Duplicate versions among bundles that are in channels (opm validateUniqueBundleVersions).
+fn check_unique_versions(
+    pkg: &str,
+    chans: &IndexMap<&str, &Channel, FxBuild>,
+    bundles: &FxMap<(&str, &str), &Bundle>,
+    checks: &BundleChecks,
+    c: &mut Collector,
+) {
+    let mut by_version: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut listed: FxSet<&str> = FxSet::default();
+    for ch in chans.values() {
+        for e in &ch.entries {
+            if listed.insert(&e.name)
+                && let Some((_, vs)) = checks.version(pkg, &e.name)
+            {
+                by_version.entry(vs).or_default().push(&e.name);
             }
         }
     }
-
-    check_deprecations(cfg, &packages, &channels_of, &bundles, &mut c);
-
-    if c.errors.is_empty() {
-        return Ok(());
+    for (v, mut names) in by_version {
+        if names.len() > 1 {
+            names.sort_unstable();
+            let images: Vec<String> = names
+                .iter()
+                .map(|n| format!("{n}: {}", bundles.get(&(pkg, *n)).map_or("(no blob)", |b| image_or_none(&b.image))))
+                .collect();
+            c.push(pkg, None, None, ErrorKind::Version, format!(
+                "package {pkg} has duplicate version {v}: bundles {} all have version {v} in their olm.package property (images: {}); every bundle of a package needs its own version (bump the version of the respin or use the release field)",
+                names.join(" and "),
+                images.join(", ")
+            ));
+        }
     }
-    c.errors.sort_by(|a, b| a.package.cmp(&b.package));
-    Err(ValidationErrors { errors: c.errors })
 }
 
 /// Checks one bundle's image and properties; returns its parsed version and version string
 /// (`<version>[-<release>]`, as opm's `VersionString`) when the single `olm.package` is valid.
 fn check_bundle(b: &Bundle, channel: Option<&str>, c: &mut Collector) -> Option<(Version, String)> {
-    let pkg = b.package.as_str();
-    let at = |c: &mut Collector, kind, msg: String| c.push(pkg, channel, Some(&b.name), kind, msg);
-    if b.name.is_empty() {
-        at(c, ErrorKind::Name, "an olm.bundle blob has no name; set name to the CSV's metadata.name".into());
-    }
-    let has_objects = b.properties.iter().any(|p| p.type_ == property::BUNDLE_OBJECT);
-    if b.image.is_empty() {
-        if !has_objects {
-            at(c, ErrorKind::Image, "bundle image must be set: set image to the bundle image reference (for example quay.io/org/op-bundle:v1.0.0)".into());
-        }
-    } else if let Err(e) = check_reference(&b.image) {
-        at(
-            c,
-            ErrorKind::Image,
-            format!(
-                "invalid image pull spec {:?}: {e}; use a reference such as registry.example.com/org/bundle:tag or @sha256:<digest>",
-                b.image
-            ),
-        );
-    }
-    for (i, r) in b.related_images.iter().enumerate() {
-        if !r.image.is_empty()
-            && let Err(e) = check_reference(&r.image)
-        {
-            at(c, ErrorKind::Image, format!("relatedImages[{i}].image: invalid image pull spec {:?}: {e}", r.image));
-        }
-    }
-    let mut package_props = 0usize;
-    let mut version = None;
+    let mut check = BundleCheck { b, channel, c, package_props: 0, version: None };
+    check.name_and_images();
     for (i, p) in b.properties.iter().enumerate() {
-        let here = format!("properties[{i}]");
+        check.property(&format!("properties[{i}]"), p);
+    }
+    if check.package_props != 1 {
+        let found = check.package_props;
+        check.at(
+            ErrorKind::Property,
+            format!("a bundle needs exactly one olm.package property with packageName and version; found {found}"),
+        );
+        return None;
+    }
+    check.version
+}
+
+/// One bundle blob being checked ([`check_bundle`]): the blob, the channel of its errors' path,
+/// where errors go, and what its properties said so far.
+struct BundleCheck<'a> {
+    b: &'a Bundle,
+    channel: Option<&'a str>,
+    c: &'a mut Collector,
+    /// `olm.package` properties seen.
+    package_props: usize,
+    /// Version and version string of the last valid `olm.package` property.
+    version: Option<(Version, String)>,
+}
+
+impl BundleCheck<'_> {
+    fn at(&mut self, kind: ErrorKind, msg: String) {
+        self.c.push(&self.b.package, self.channel, Some(&self.b.name), kind, msg);
+    }
+
+    /// The name, the image (or `olm.bundle.object` properties when there is none) and the
+    /// related images.
+    fn name_and_images(&mut self) {
+        let b = self.b;
+        if b.name.is_empty() {
+            self.at(ErrorKind::Name, "an olm.bundle blob has no name; set name to the CSV's metadata.name".into());
+        }
+        let has_objects = b.properties.iter().any(|p| p.type_ == property::BUNDLE_OBJECT);
+        if b.image.is_empty() {
+            if !has_objects {
+                self.at(ErrorKind::Image, "bundle image must be set: set image to the bundle image reference (for example quay.io/org/op-bundle:v1.0.0)".into());
+            }
+        } else if let Err(e) = check_reference(&b.image) {
+            self.at(
+                ErrorKind::Image,
+                format!(
+                    "invalid image pull spec {:?}: {e}; use a reference such as registry.example.com/org/bundle:tag or @sha256:<digest>",
+                    b.image
+                ),
+            );
+        }
+        for (i, r) in b.related_images.iter().enumerate() {
+            if !r.image.is_empty()
+                && let Err(e) = check_reference(&r.image)
+            {
+                self.at(
+                    ErrorKind::Image,
+                    format!("relatedImages[{i}].image: invalid image pull spec {:?}: {e}", r.image),
+                );
+            }
+        }
+    }
+
+    /// One property (`here`: `properties[i]`), by its type.
+    fn property(&mut self, here: &str, p: &Property) {
         if p.type_.is_empty() {
-            at(c, ErrorKind::Property, format!("{here}: property type must be set"));
-            continue;
+            self.at(ErrorKind::Property, format!("{here}: property type must be set"));
+            return;
         }
         let t = p.type_.as_str();
         if p.value.is_null() {
             if t == property::PACKAGE {
-                package_props += 1;
+                self.package_props += 1;
             }
-            at(
-                c,
+            self.at(
                 ErrorKind::Property,
                 format!(
                     "{here} ({t}): property value must be set{}",
@@ -701,48 +814,13 @@ fn check_bundle(b: &Bundle, channel: Option<&str>, c: &mut Collector) -> Option<
                     }
                 ),
             );
-            continue;
+            return;
         }
         match t {
-            property::PACKAGE => {
-                package_props += 1;
-                match p.decode::<PackageProperty>() {
-                    Err(e) => at(
-                        c,
-                        ErrorKind::Property,
-                        format!(
-                            "{here}: {e}; a bundle needs exactly one olm.package property with packageName and version"
-                        ),
-                    ),
-                    Ok(pp) => {
-                        if pp.package_name != b.package {
-                            at(
-                                c,
-                                ErrorKind::Property,
-                                format!(
-                                    "{here}: olm.package packageName {:?} does not match the bundle's package {:?}; set packageName to {:?}",
-                                    pp.package_name, b.package, b.package
-                                ),
-                            );
-                        }
-                        match Version::parse(&pp.version) {
-                            Err(e) => at(
-                                c,
-                                ErrorKind::Version,
-                                format!(
-                                    "{here}: olm.package version {:?} is not a semver version ({e}); use MAJOR.MINOR.PATCH such as 1.2.3",
-                                    pp.version
-                                ),
-                            ),
-                            Ok(v) => version = check_release(b, &pp, v, &here, c, channel),
-                        }
-                    }
-                }
-            }
+            property::PACKAGE => self.package(here, p),
             property::GVK | property::GVK_REQUIRED => match p.decode::<Gvk>() {
-                Err(e) => at(c, ErrorKind::Property, format!("{here}: {e}; expected {{group, version, kind}}")),
-                Ok(g) if g.version.is_empty() || g.kind.is_empty() => at(
-                    c,
+                Err(e) => self.at(ErrorKind::Property, format!("{here}: {e}; expected {{group, version, kind}}")),
+                Ok(g) if g.version.is_empty() || g.kind.is_empty() => self.at(
                     ErrorKind::Property,
                     format!(
                         "{here}: {t} needs version and kind (got group {:?}, version {:?}, kind {:?})",
@@ -752,76 +830,106 @@ fn check_bundle(b: &Bundle, channel: Option<&str>, c: &mut Collector) -> Option<
                 Ok(_) => {}
             },
             property::PACKAGE_REQUIRED => match p.decode::<PackageRequired>() {
-                Err(e) => at(c, ErrorKind::Property, format!("{here}: {e}; expected {{packageName, versionRange}}")),
+                Err(e) => self.at(ErrorKind::Property, format!("{here}: {e}; expected {{packageName, versionRange}}")),
                 Ok(r) => {
                     if r.package_name.is_empty() {
-                        at(c, ErrorKind::Property, format!("{here}: olm.package.required needs packageName"));
+                        self.at(ErrorKind::Property, format!("{here}: olm.package.required needs packageName"));
                     }
                     if let Err(e) = semver_range::parse(&r.version_range) {
-                        at(c, ErrorKind::Property, format!("{here}: olm.package.required on {}: {e}", r.package_name));
+                        self.at(
+                            ErrorKind::Property,
+                            format!("{here}: olm.package.required on {}: {e}", r.package_name),
+                        );
                     }
                 }
             },
-            property::CONSTRAINT => {
-                let size = serde_json::to_vec(&p.value).map_or(0, |v| v.len());
-                if size > property::MAX_CONSTRAINT_SIZE {
-                    at(
-                        c,
-                        ErrorKind::Property,
-                        format!(
-                            "{here}: olm.constraint value is {size} bytes, greater than max constraint size {} bytes; split or simplify the constraint",
-                            property::MAX_CONSTRAINT_SIZE
-                        ),
-                    );
-                } else {
-                    match p.decode::<Constraint>() {
-                        Err(e) => at(
-                            c,
-                            ErrorKind::Property,
-                            format!(
-                                "{here}: {e}; an olm.constraint value is {{failureMessage?, one of gvk | package | cel | all | any | not}}"
-                            ),
-                        ),
-                        Ok(con) => {
-                            if let Err(m) = check_constraint(&con, "") {
-                                at(c, ErrorKind::Property, format!("{here}: olm.constraint{m}"));
-                            }
-                        }
-                    }
-                }
-            }
+            property::CONSTRAINT => self.constraint(here, p),
             property::BUNDLE_OBJECT => {
                 let data = p.value.get("data").and_then(Value::as_str);
                 use base64::Engine as _;
                 match data {
-                    None => at(
-                        c,
+                    None => self.at(
                         ErrorKind::Property,
                         format!("{here}: olm.bundle.object needs data (a base64-encoded manifest)"),
                     ),
                     Some(d) if base64::engine::general_purpose::STANDARD.decode(d).is_err() => {
-                        at(c, ErrorKind::Property, format!("{here}: olm.bundle.object data is not valid base64"));
+                        self.at(ErrorKind::Property, format!("{here}: olm.bundle.object data is not valid base64"));
                     }
                     Some(_) => {}
                 }
             }
             property::CSV_METADATA if !p.value.is_object() => {
-                at(c, ErrorKind::Property, format!("{here}: olm.csv.metadata value must be an object"));
+                self.at(ErrorKind::Property, format!("{here}: olm.csv.metadata value must be an object"));
             }
             _ => {}
         }
     }
-    if package_props != 1 {
-        at(
-            c,
-            ErrorKind::Property,
-            format!(
-                "a bundle needs exactly one olm.package property with packageName and version; found {package_props}"
+
+    /// An `olm.package` property: its package is the blob's, its version parses (with its
+    /// release, [`check_release`]).
+    fn package(&mut self, here: &str, p: &Property) {
+        self.package_props += 1;
+        let pp = match p.decode::<PackageProperty>() {
+            Err(e) => {
+                self.at(
+                    ErrorKind::Property,
+                    format!(
+                        "{here}: {e}; a bundle needs exactly one olm.package property with packageName and version"
+                    ),
+                );
+                return;
+            }
+            Ok(pp) => pp,
+        };
+        let b = self.b;
+        if pp.package_name != b.package {
+            self.at(
+                ErrorKind::Property,
+                format!(
+                    "{here}: olm.package packageName {:?} does not match the bundle's package {:?}; set packageName to {:?}",
+                    pp.package_name, b.package, b.package
+                ),
+            );
+        }
+        match Version::parse(&pp.version) {
+            Err(e) => self.at(
+                ErrorKind::Version,
+                format!(
+                    "{here}: olm.package version {:?} is not a semver version ({e}); use MAJOR.MINOR.PATCH such as 1.2.3",
+                    pp.version
+                ),
             ),
-        );
-        return None;
+            Ok(v) => self.version = check_release(b, &pp, v, here, self.c, self.channel),
+        }
     }
-    version
+
+    /// An `olm.constraint` property: within the size limit, of the shape OLM's resolver parses.
+    fn constraint(&mut self, here: &str, p: &Property) {
+        let size = serde_json::to_vec(&p.value).map_or(0, |v| v.len());
+        if size > property::MAX_CONSTRAINT_SIZE {
+            self.at(
+                ErrorKind::Property,
+                format!(
+                    "{here}: olm.constraint value is {size} bytes, greater than max constraint size {} bytes; split or simplify the constraint",
+                    property::MAX_CONSTRAINT_SIZE
+                ),
+            );
+            return;
+        }
+        match p.decode::<Constraint>() {
+            Err(e) => self.at(
+                ErrorKind::Property,
+                format!(
+                    "{here}: {e}; an olm.constraint value is {{failureMessage?, one of gvk | package | cel | all | any | not}}"
+                ),
+            ),
+            Ok(con) => {
+                if let Err(m) = check_constraint(&con, "") {
+                    self.at(ErrorKind::Property, format!("{here}: olm.constraint{m}"));
+                }
+            }
+        }
+    }
 }
 
 /// Checks an image pull spec as opm does (`reference.ParseNormalizedNamed`, via the
@@ -1066,69 +1174,19 @@ fn check_graph<'a>(
     versions: &'a BundleChecks,
     c: &mut Collector,
 ) {
-    let mut incoming: FxSet<&str> = FxSet::default();
-    let mut skipped: FxSet<&str> = FxSet::default();
-    for e in entries.values() {
-        if let Some(r) = &e.replaces {
-            incoming.insert(r);
-        }
-        for s in &e.skips {
-            incoming.insert(s);
-            skipped.insert(s);
-        }
-    }
-    let heads: Vec<&str> = entries.keys().copied().filter(|n| !incoming.contains(n)).collect();
-
-    // The replaces target of an entry that the validation walk follows: an entry of this channel
-    // that no entry skips (opm stops at a skipped replaces target).
-    let next = |name: &str| -> Option<&str> {
-        let r = entries.get(name)?.replaces.as_deref()?;
-        (entries.contains_key(r) && !skipped.contains(r)).then_some(r)
-    };
-
-    // Cycles in the replaces graph (each entry has at most one replaces edge).
-    let mut state: FxMap<&str, u8> = FxMap::with_capacity_and_hasher(entries.len(), FxBuild::default()); // 1 = on path, 2 = done
-    let mut cycles: Vec<Vec<&str>> = Vec::new();
-    for start in entries.keys().copied() {
-        if state.contains_key(start) {
-            continue;
-        }
-        let mut path = Vec::new();
-        let mut cur = Some(start);
-        while let Some(n) = cur {
-            match state.get(n) {
-                Some(1) => {
-                    let pos = path.iter().position(|p| *p == n).unwrap_or(0);
-                    let mut cyc: Vec<&str> = path[pos..].to_vec();
-                    cyc.push(n);
-                    cycles.push(cyc);
-                    break;
-                }
-                Some(_) => break,
-                None => {
-                    state.insert(n, 1);
-                    path.push(n);
-                    cur = next(n);
-                }
-            }
-        }
-        for n in path {
-            state.insert(n, 2);
-        }
-    }
+    let graph = Graph::new(pkg, cn, entries);
+    let cycles = graph.cycles();
     let in_cycle: HashSet<&str> = cycles.iter().flatten().copied().collect();
     for cyc in &cycles {
         let closing = cyc[cyc.len() - 2];
         c.push(pkg, Some(cn), None, ErrorKind::Cycle, format!(
             "detected a cycle in the replaces chain of channel {cn}, package {pkg}: {}{}; remove the replaces edge that closes it ({closing} replaces {})",
             cyc.join(" -> "),
-            if heads.is_empty() { " (so no entry is left as the channel head)" } else { "" },
+            if graph.heads.is_empty() { " (so no entry is left as the channel head)" } else { "" },
             cyc[cyc.len() - 1]
         ));
     }
-
-    let version = |n: &str| versions.version(pkg, n).map(|(v, _)| v);
-    match heads.len() {
+    match graph.heads.len() {
         0 => {
             if cycles.is_empty() {
                 c.push(pkg, Some(cn), None, ErrorKind::NoHead, format!(
@@ -1136,65 +1194,149 @@ fn check_graph<'a>(
                 ));
             }
         }
-        1 => {
-            let head = heads[0];
-            let mut chain: FxSet<&str> = FxSet::from_iter([head]);
-            let mut cur = head;
-            while let Some(n) = next(cur) {
-                if !chain.insert(n) {
-                    break;
+        1 => graph.check_stranded(&in_cycle, c),
+        _ => c.push(pkg, Some(cn), None, ErrorKind::MultipleHeads, graph.multiple_heads(bundles, versions)),
+    }
+}
+
+/// The replaces/skips graph of one channel's entries.
+struct Graph<'a, 'g> {
+    pkg: &'a str,
+    /// Channel name.
+    cn: &'g str,
+    entries: &'g IndexMap<&'a str, &'a ChannelEntry, FxBuild>,
+    /// Entries some entry skips.
+    skipped: FxSet<&'a str>,
+    /// Entries no entry replaces or skips, in entry order.
+    heads: Vec<&'a str>,
+}
+
+impl<'a, 'g> Graph<'a, 'g> {
+    fn new(pkg: &'a str, cn: &'g str, entries: &'g IndexMap<&'a str, &'a ChannelEntry, FxBuild>) -> Self {
+        let mut incoming: FxSet<&str> = FxSet::default();
+        let mut skipped: FxSet<&str> = FxSet::default();
+        for e in entries.values() {
+            if let Some(r) = &e.replaces {
+                incoming.insert(r);
+            }
+            for s in &e.skips {
+                incoming.insert(s);
+                skipped.insert(s);
+            }
+        }
+        let heads: Vec<&str> = entries.keys().copied().filter(|n| !incoming.contains(n)).collect();
+        Graph { pkg, cn, entries, skipped, heads }
+    }
+
+    /// The replaces target of an entry that the validation walk follows: an entry of this
+    /// channel that no entry skips (opm stops at a skipped replaces target).
+    fn next(&self, name: &str) -> Option<&'a str> {
+        let r = self.entries.get(name)?.replaces.as_deref()?;
+        (self.entries.contains_key(r) && !self.skipped.contains(r)).then_some(r)
+    }
+
+    /// Cycles in the replaces graph (each entry has at most one replaces edge), each as the path
+    /// around it with its first entry repeated at the end.
+    fn cycles(&self) -> Vec<Vec<&'a str>> {
+        // 1 = on path, 2 = done
+        let mut state: FxMap<&str, u8> = FxMap::with_capacity_and_hasher(self.entries.len(), FxBuild::default());
+        let mut cycles: Vec<Vec<&str>> = Vec::new();
+        for start in self.entries.keys().copied() {
+            if state.contains_key(start) {
+                continue;
+            }
+            let mut path = Vec::new();
+            let mut cur = Some(start);
+            while let Some(n) = cur {
+                match state.get(n) {
+                    Some(1) => {
+                        let pos = path.iter().position(|p| *p == n).unwrap_or(0);
+                        let mut cyc: Vec<&str> = path[pos..].to_vec();
+                        cyc.push(n);
+                        cycles.push(cyc);
+                        break;
+                    }
+                    Some(_) => break,
+                    None => {
+                        state.insert(n, 1);
+                        path.push(n);
+                        cur = self.next(n);
+                    }
                 }
-                cur = n;
             }
-            let mut stranded: Vec<&str> = entries
-                .keys()
-                .copied()
-                .filter(|n| !chain.contains(n) && !skipped.contains(n) && !in_cycle.contains(n))
-                .collect();
-            if !stranded.is_empty() {
-                stranded.sort_unstable();
-                let (noun, they, them) =
-                    if stranded.len() == 1 { ("bundle", "it is", "it") } else { ("bundles", "they are", "them") };
-                c.push(pkg, Some(cn), None, ErrorKind::Stranded, format!(
-                    "channel {cn} of package {pkg} contains stranded {noun} {}: {they} not on the replaces chain from the head {head} and no entry skips {them}, so no upgrade reaches {them}. The chain {}. Link each one: name it in the replaces (or skips) of the entry that should upgrade from it, or remove it from the channel",
-                    list(&stranded),
-                    describe_chain(head, entries, &skipped, cn)
-                ));
+            for n in path {
+                state.insert(n, 2);
             }
         }
-        _ => {
-            let mut heads = heads;
-            // Newest first (unknown versions last), then by name.
-            heads.sort_by(|a, b| match (version(a), version(b)) {
-                (Some(x), Some(y)) => y.cmp_precedence(x).then_with(|| a.cmp(b)),
-                (Some(_), None) => std::cmp::Ordering::Less,
-                (None, Some(_)) => std::cmp::Ordering::Greater,
-                (None, None) => a.cmp(b),
-            });
-            let chains: Vec<String> = heads.iter().map(|h| describe_chain(h, entries, &skipped, cn)).collect();
-            let mut msg = format!(
-                "channel {cn} of package {pkg} has {} heads, {}: a channel needs exactly one head (an entry that no other entry replaces or skips), so the upgrade graph is split into separate chains. Chains: {}. To fix it, link the chains: let an entry of the newer chain replace (or skip) the head of the older one",
-                count_word(heads.len()),
-                heads.join(" and "),
-                chains.join("; ")
-            );
-            let with_range: Vec<String> = heads
-                .iter()
-                .filter_map(|h| entries[h].skip_range.as_deref().map(|r| format!("{h} has skipRange {r:?}")))
-                .collect();
-            if !with_range.is_empty() || entries.values().any(|e| e.skip_range.is_some()) {
-                msg.push_str(&format!(
-                    ". Note: {}skipRange does not create an ordering edge; add replaces or skips to link the entries",
-                    if with_range.is_empty() { String::new() } else { format!("{}, but ", with_range.join(", ")) }
-                ));
+        cycles
+    }
+
+    /// With one head: entries neither on the replaces chain from it, nor skipped, nor in a cycle.
+    fn check_stranded(&self, in_cycle: &HashSet<&str>, c: &mut Collector) {
+        let (pkg, cn, head) = (self.pkg, self.cn, self.heads[0]);
+        let mut chain: FxSet<&str> = FxSet::from_iter([head]);
+        let mut cur = head;
+        while let Some(n) = self.next(cur) {
+            if !chain.insert(n) {
+                break;
             }
-            let images: Vec<String> = heads
-                .iter()
-                .map(|h| format!("{h}: {}", bundles.get(&(pkg, *h)).map_or("(no blob)", |b| image_or_none(&b.image))))
-                .collect();
-            msg.push_str(&format!(". The heads' images: {}", images.join(", ")));
-            c.push(pkg, Some(cn), None, ErrorKind::MultipleHeads, msg);
+            cur = n;
         }
+        let mut stranded: Vec<&str> = self
+            .entries
+            .keys()
+            .copied()
+            .filter(|n| !chain.contains(n) && !self.skipped.contains(n) && !in_cycle.contains(n))
+            .collect();
+        if stranded.is_empty() {
+            return;
+        }
+        stranded.sort_unstable();
+        let (noun, they, them) =
+            if stranded.len() == 1 { ("bundle", "it is", "it") } else { ("bundles", "they are", "them") };
+        c.push(pkg, Some(cn), None, ErrorKind::Stranded, format!(
+            "channel {cn} of package {pkg} contains stranded {noun} {}: {they} not on the replaces chain from the head {head} and no entry skips {them}, so no upgrade reaches {them}. The chain {}. Link each one: name it in the replaces (or skips) of the entry that should upgrade from it, or remove it from the channel",
+            list(&stranded),
+            describe_chain(head, self.entries, &self.skipped, cn)
+        ));
+    }
+
+    /// The message for a channel with several heads: each head's chain, newest first, a note on
+    /// skipRange, and the heads' images.
+    fn multiple_heads(&self, bundles: &FxMap<(&'a str, &'a str), &'a Bundle>, versions: &BundleChecks) -> String {
+        let (pkg, cn, entries) = (self.pkg, self.cn, self.entries);
+        let version = |n: &str| versions.version(pkg, n).map(|(v, _)| v);
+        let mut heads = self.heads.clone();
+        // Newest first (unknown versions last), then by name.
+        heads.sort_by(|a, b| match (version(a), version(b)) {
+            (Some(x), Some(y)) => y.cmp_precedence(x).then_with(|| a.cmp(b)),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => a.cmp(b),
+        });
+        let chains: Vec<String> = heads.iter().map(|h| describe_chain(h, entries, &self.skipped, cn)).collect();
+        let mut msg = format!(
+            "channel {cn} of package {pkg} has {} heads, {}: a channel needs exactly one head (an entry that no other entry replaces or skips), so the upgrade graph is split into separate chains. Chains: {}. To fix it, link the chains: let an entry of the newer chain replace (or skip) the head of the older one",
+            count_word(heads.len()),
+            heads.join(" and "),
+            chains.join("; ")
+        );
+        let with_range: Vec<String> = heads
+            .iter()
+            .filter_map(|h| entries[h].skip_range.as_deref().map(|r| format!("{h} has skipRange {r:?}")))
+            .collect();
+        if !with_range.is_empty() || entries.values().any(|e| e.skip_range.is_some()) {
+            msg.push_str(&format!(
+                ". Note: {}skipRange does not create an ordering edge; add replaces or skips to link the entries",
+                if with_range.is_empty() { String::new() } else { format!("{}, but ", with_range.join(", ")) }
+            ));
+        }
+        let images: Vec<String> = heads
+            .iter()
+            .map(|h| format!("{h}: {}", bundles.get(&(pkg, *h)).map_or("(no blob)", |b| image_or_none(&b.image))))
+            .collect();
+        msg.push_str(&format!(". The heads' images: {}", images.join(", ")));
+        msg
     }
 }
 
@@ -1229,13 +1371,9 @@ fn describe_chain(
     if len == 1 { format!("{head} alone ({reason})") } else { format!("{head}...{tail} ({reason})") }
 }
 
-fn check_deprecations(
-    cfg: &DeclarativeConfig,
-    packages: &FxMap<&str, usize>,
-    channels_of: &FxMap<&str, IndexMap<&str, &Channel, FxBuild>>,
-    bundles: &FxMap<(&str, &str), &Bundle>,
-    c: &mut Collector,
-) {
+/// `olm.deprecations` blobs: one per known package, each entry referring to an existing package,
+/// channel or bundle of it, with a message.
+fn check_deprecations(cfg: &DeclarativeConfig, blobs: &Blobs<'_>, c: &mut Collector) {
     let mut seen: FxSet<&str> = FxSet::default();
     for (i, d) in cfg.deprecations.iter().enumerate() {
         let pkg = d.package.as_str();
@@ -1249,7 +1387,7 @@ fn check_deprecations(
             );
             continue;
         }
-        if !packages.contains_key(pkg) {
+        if !blobs.packages.contains_key(pkg) {
             c.push(pkg, None, None, ErrorKind::Deprecation, format!(
                 "cannot apply deprecations to unknown package {pkg:?}; add its olm.package blob or fix the package field"
             ));
@@ -1265,59 +1403,64 @@ fn check_deprecations(
             );
             continue;
         }
-        let mut refs: FxSet<(&str, &str)> = FxSet::default();
-        for (j, e) in d.entries.iter().enumerate() {
-            let r = &e.reference;
-            let here = format!("olm.deprecations entries[{j}]");
-            if r.schema.is_empty() {
-                c.push(
-                    pkg,
-                    None,
-                    None,
-                    ErrorKind::Deprecation,
-                    format!("{here}: reference.schema must be set (olm.package, olm.channel or olm.bundle)"),
-                );
-                continue;
-            }
-            if !refs.insert((&r.schema, &r.name)) {
-                c.push(
-                    pkg,
-                    None,
-                    None,
-                    ErrorKind::Deprecation,
-                    format!("{here}: duplicate deprecation entry for {} {:?}", r.schema, r.name),
-                );
-                continue;
-            }
-            if e.message.is_empty() {
-                c.push(
-                    pkg,
-                    None,
-                    None,
-                    ErrorKind::Deprecation,
-                    format!("{here}: message must be set; tell users why and what to use instead"),
-                );
-            }
-            match r.schema.as_str() {
-                SCHEMA_BUNDLE => {
-                    if !bundles.contains_key(&(pkg, r.name.as_str())) {
-                        c.push(pkg, None, Some(&r.name), ErrorKind::Deprecation, format!("{here}: cannot deprecate bundle {:?}: bundle not found in package {pkg}", r.name));
-                    }
+        check_deprecation_entries(pkg, d, blobs, c);
+    }
+}
+
+/// The entries of the one `olm.deprecations` blob of package `pkg`.
+fn check_deprecation_entries(pkg: &str, d: &Deprecation, blobs: &Blobs<'_>, c: &mut Collector) {
+    let mut refs: FxSet<(&str, &str)> = FxSet::default();
+    for (j, e) in d.entries.iter().enumerate() {
+        let r = &e.reference;
+        let here = format!("olm.deprecations entries[{j}]");
+        if r.schema.is_empty() {
+            c.push(
+                pkg,
+                None,
+                None,
+                ErrorKind::Deprecation,
+                format!("{here}: reference.schema must be set (olm.package, olm.channel or olm.bundle)"),
+            );
+            continue;
+        }
+        if !refs.insert((&r.schema, &r.name)) {
+            c.push(
+                pkg,
+                None,
+                None,
+                ErrorKind::Deprecation,
+                format!("{here}: duplicate deprecation entry for {} {:?}", r.schema, r.name),
+            );
+            continue;
+        }
+        if e.message.is_empty() {
+            c.push(
+                pkg,
+                None,
+                None,
+                ErrorKind::Deprecation,
+                format!("{here}: message must be set; tell users why and what to use instead"),
+            );
+        }
+        match r.schema.as_str() {
+            SCHEMA_BUNDLE => {
+                if !blobs.bundles.contains_key(&(pkg, r.name.as_str())) {
+                    c.push(pkg, None, Some(&r.name), ErrorKind::Deprecation, format!("{here}: cannot deprecate bundle {:?}: bundle not found in package {pkg}", r.name));
                 }
-                SCHEMA_CHANNEL => {
-                    if !channels_of.get(pkg).is_some_and(|m| m.contains_key(r.name.as_str())) {
-                        c.push(pkg, Some(&r.name), None, ErrorKind::Deprecation, format!("{here}: cannot deprecate channel {:?}: channel not found in package {pkg}", r.name));
-                    }
-                }
-                SCHEMA_PACKAGE => {
-                    if !r.name.is_empty() {
-                        c.push(pkg, None, None, ErrorKind::Deprecation, format!("{here}: reference.name must be empty for a deprecated package (got {:?})", r.name));
-                    }
-                }
-                other => c.push(pkg, None, None, ErrorKind::Deprecation, format!(
-                    "{here}: cannot deprecate an object of schema {other:?}; reference.schema must be olm.package, olm.channel or olm.bundle"
-                )),
             }
+            SCHEMA_CHANNEL => {
+                if !blobs.channels_of.get(pkg).is_some_and(|m| m.contains_key(r.name.as_str())) {
+                    c.push(pkg, Some(&r.name), None, ErrorKind::Deprecation, format!("{here}: cannot deprecate channel {:?}: channel not found in package {pkg}", r.name));
+                }
+            }
+            SCHEMA_PACKAGE => {
+                if !r.name.is_empty() {
+                    c.push(pkg, None, None, ErrorKind::Deprecation, format!("{here}: reference.name must be empty for a deprecated package (got {:?})", r.name));
+                }
+            }
+            other => c.push(pkg, None, None, ErrorKind::Deprecation, format!(
+                "{here}: cannot deprecate an object of schema {other:?}; reference.schema must be olm.package, olm.channel or olm.bundle"
+            )),
         }
     }
 }

@@ -297,168 +297,217 @@ fn intern(gvks: &mut Vec<Gvk>, ids: &mut HashMap<Gvk, GvkId>, g: Gvk) -> GvkId {
 fn build(cfg: DeclarativeConfig, opts: IndexOptions) -> ValidatedCatalog {
     let DeclarativeConfig { packages, channels, bundles, deprecations, others } = cfg;
     let mut idx = ValidatedCatalog { others, ..Default::default() };
+    idx.add_packages(packages);
+    idx.add_bundles(bundles, opts);
+    idx.add_channels(channels);
+    idx.add_deprecations(deprecations);
+    idx
+}
 
-    let mut packages = packages;
-    packages.sort_by(|a, b| a.name.cmp(&b.name));
-    packages.dedup_by(|a, b| a.name == b.name);
-    idx.packages = packages
-        .into_iter()
-        .map(|p| IndexedPackage {
-            name: p.name,
-            default_channel: p.default_channel.unwrap_or_default(),
-            description: p.description,
-            icon: p.icon,
-            properties: p.properties,
-            channels: Vec::new(),
-            bundles: Vec::new(),
-            deprecation: None,
-        })
-        .collect();
+/// What the index keeps of a bundle's properties ([`ValidatedCatalog::read_properties`]).
+struct BundleProperties {
+    version: Version,
+    release: Option<String>,
+    provided: Vec<GvkId>,
+    required: Vec<GvkId>,
+    required_packages: Vec<PackageRequirement>,
+    constraints: Vec<Constraint>,
+    legacy_deprecated: bool,
+}
 
-    // Bundles, sorted by (package, name), so ids group by package.
-    let mut bundles: Vec<_> = bundles.into_iter().filter_map(|b| idx.package_id(&b.package).map(|p| (p, b))).collect();
-    bundles.sort_by(|(pa, a), (pb, b)| pa.cmp(pb).then_with(|| a.name.cmp(&b.name)));
-    bundles.dedup_by(|(pa, a), (pb, b)| pa == pb && a.name == b.name);
-    for (pkg, b) in bundles {
-        let mut version = Version::new(0, 0, 0);
-        let mut release = None;
-        let mut provided = Vec::new();
-        let mut required = Vec::new();
-        let mut required_packages = Vec::new();
-        let mut constraints = Vec::new();
-        let mut legacy_deprecated = false;
-        let mut props = b.properties;
-        if !opts.keep_bundle_objects {
-            props.retain(|p| p.type_ != property::BUNDLE_OBJECT);
+impl ValidatedCatalog {
+    /// The packages, sorted by name, the first of each name.
+    fn add_packages(&mut self, mut packages: Vec<super::model::Package>) {
+        packages.sort_by(|a, b| a.name.cmp(&b.name));
+        packages.dedup_by(|a, b| a.name == b.name);
+        self.packages = packages
+            .into_iter()
+            .map(|p| IndexedPackage {
+                name: p.name,
+                default_channel: p.default_channel.unwrap_or_default(),
+                description: p.description,
+                icon: p.icon,
+                properties: p.properties,
+                channels: Vec::new(),
+                bundles: Vec::new(),
+                deprecation: None,
+            })
+            .collect();
+    }
+
+    /// The bundles of known packages, sorted by (package, name) so that ids group by package,
+    /// then the providers of each GVK.
+    fn add_bundles(&mut self, bundles: Vec<super::model::Bundle>, opts: IndexOptions) {
+        let mut bundles: Vec<_> =
+            bundles.into_iter().filter_map(|b| self.package_id(&b.package).map(|p| (p, b))).collect();
+        bundles.sort_by(|(pa, a), (pb, b)| pa.cmp(pb).then_with(|| a.name.cmp(&b.name)));
+        bundles.dedup_by(|(pa, a), (pb, b)| pa == pb && a.name == b.name);
+        for (pkg, b) in bundles {
+            let mut props = b.properties;
+            if !opts.keep_bundle_objects {
+                props.retain(|p| p.type_ != property::BUNDLE_OBJECT);
+            }
+            props.shrink_to_fit();
+            let BundleProperties {
+                version,
+                release,
+                mut provided,
+                required,
+                required_packages,
+                constraints,
+                legacy_deprecated,
+            } = self.read_properties(&props);
+            provided.sort_unstable();
+            provided.dedup();
+            let id = self.bundles.len() as BundleId;
+            self.packages[pkg as usize].bundles.push(id);
+            self.bundles.push(IndexedBundle {
+                name: b.name,
+                package: pkg,
+                image: b.image,
+                version,
+                release,
+                properties: props,
+                related_images: b.related_images,
+                provided_gvks: provided,
+                required_gvks: required,
+                required_packages,
+                constraints,
+                channels: Vec::new(),
+                deprecation: None,
+                legacy_deprecated,
+            });
         }
-        props.shrink_to_fit();
-        for p in &props {
+        self.providers = vec![Vec::new(); self.gvks.len()];
+        for (id, b) in self.bundles.iter().enumerate() {
+            for g in &b.provided_gvks {
+                self.providers[*g as usize].push(id as BundleId);
+            }
+        }
+    }
+
+    /// Reads a bundle's properties, interning its GVKs; what does not decode is skipped.
+    fn read_properties(&mut self, props: &[super::model::Property]) -> BundleProperties {
+        let mut out = BundleProperties {
+            version: Version::new(0, 0, 0),
+            release: None,
+            provided: Vec::new(),
+            required: Vec::new(),
+            required_packages: Vec::new(),
+            constraints: Vec::new(),
+            legacy_deprecated: false,
+        };
+        for p in props {
             match p.type_.as_str() {
                 property::PACKAGE => {
                     if let Ok(pp) = p.decode::<PackageProperty>() {
                         if let Ok(v) = Version::parse(&pp.version) {
-                            version = v;
+                            out.version = v;
                         }
-                        release = pp.release.filter(|r| !r.is_empty());
+                        out.release = pp.release.filter(|r| !r.is_empty());
                     }
                 }
                 property::GVK => {
                     if let Ok(g) = p.decode::<Gvk>() {
-                        provided.push(intern(&mut idx.gvks, &mut idx.gvk_ids, g));
+                        out.provided.push(intern(&mut self.gvks, &mut self.gvk_ids, g));
                     }
                 }
                 property::GVK_REQUIRED => {
                     if let Ok(g) = p.decode::<Gvk>() {
-                        required.push(intern(&mut idx.gvks, &mut idx.gvk_ids, g));
+                        out.required.push(intern(&mut self.gvks, &mut self.gvk_ids, g));
                     }
                 }
                 property::PACKAGE_REQUIRED => {
                     if let Ok(r) = p.decode::<PackageRequired>()
                         && let Ok(range) = semver_range::parse(&r.version_range)
                     {
-                        required_packages.push(PackageRequirement { package_name: r.package_name, range });
+                        out.required_packages.push(PackageRequirement { package_name: r.package_name, range });
                     }
                 }
                 property::CONSTRAINT => {
                     if let Ok(c) = p.decode::<Constraint>() {
-                        constraints.push(c);
+                        out.constraints.push(c);
                     }
                 }
-                property::DEPRECATED => legacy_deprecated = true,
+                property::DEPRECATED => out.legacy_deprecated = true,
                 _ => {}
             }
         }
-        provided.sort_unstable();
-        provided.dedup();
-        let id = idx.bundles.len() as BundleId;
-        idx.packages[pkg as usize].bundles.push(id);
-        idx.bundles.push(IndexedBundle {
-            name: b.name,
-            package: pkg,
-            image: b.image,
-            version,
-            release,
-            properties: props,
-            related_images: b.related_images,
-            provided_gvks: provided,
-            required_gvks: required,
-            required_packages,
-            constraints,
-            channels: Vec::new(),
-            deprecation: None,
-            legacy_deprecated,
-        });
+        out
     }
-    idx.providers = vec![Vec::new(); idx.gvks.len()];
-    for (id, b) in idx.bundles.iter().enumerate() {
-        for g in &b.provided_gvks {
-            idx.providers[*g as usize].push(id as BundleId);
+
+    /// The channels of known packages, sorted by name, the first of each name; a channel
+    /// without a head (or whose entries name no bundle) is left out.
+    fn add_channels(&mut self, channels: Vec<super::model::Channel>) {
+        let mut by_pkg: Vec<Vec<super::model::Channel>> = (0..self.packages.len()).map(|_| Vec::new()).collect();
+        for ch in channels {
+            if let Some(p) = self.package_id(&ch.package) {
+                by_pkg[p as usize].push(ch);
+            }
+        }
+        for (p, mut chans) in by_pkg.into_iter().enumerate() {
+            chans.sort_by(|a, b| a.name.cmp(&b.name));
+            chans.dedup_by(|a, b| a.name == b.name);
+            let pkg_name = self.packages[p].name.clone();
+            let mut out = Vec::with_capacity(chans.len());
+            for ch in chans {
+                let ci = out.len() as u32;
+                out.extend(self.index_channel(&pkg_name, ci, ch));
+            }
+            self.packages[p].channels = out;
         }
     }
 
-    // Channels.
-    let mut by_pkg: Vec<Vec<super::model::Channel>> = (0..idx.packages.len()).map(|_| Vec::new()).collect();
-    for ch in channels {
-        if let Some(p) = idx.package_id(&ch.package) {
-            by_pkg[p as usize].push(ch);
+    /// One channel of package `pkg_name`, to be the package's channel number `ci`.
+    fn index_channel(&mut self, pkg_name: &str, ci: u32, ch: super::model::Channel) -> Option<IndexedChannel> {
+        let mut entries = Vec::with_capacity(ch.entries.len());
+        let mut incoming: std::collections::HashSet<String> = std::collections::HashSet::new();
+        for e in &ch.entries {
+            incoming.extend(e.replaces.iter().cloned());
+            incoming.extend(e.skips.iter().cloned());
         }
-    }
-    for (p, mut chans) in by_pkg.into_iter().enumerate() {
-        chans.sort_by(|a, b| a.name.cmp(&b.name));
-        chans.dedup_by(|a, b| a.name == b.name);
-        let pkg_name = idx.packages[p].name.clone();
-        let mut out = Vec::with_capacity(chans.len());
-        for ch in chans {
-            let ci = out.len() as u32;
-            let mut entries = Vec::with_capacity(ch.entries.len());
-            let mut incoming: std::collections::HashSet<String> = std::collections::HashSet::new();
-            for e in &ch.entries {
-                incoming.extend(e.replaces.iter().cloned());
-                incoming.extend(e.skips.iter().cloned());
+        let mut head = None;
+        for ChannelEntry { name, replaces, skips, skip_range, .. } in ch.entries {
+            let Some(bundle) = self.bundle_id(pkg_name, &name) else { continue };
+            if !incoming.contains(&name) {
+                head = Some(bundle);
             }
-            let mut head = None;
-            for ChannelEntry { name, replaces, skips, skip_range, .. } in ch.entries {
-                let Some(bundle) = idx.bundle_id(&pkg_name, &name) else { continue };
-                if !incoming.contains(&name) {
-                    head = Some(bundle);
-                }
-                idx.bundles[bundle as usize].channels.push(ci);
-                entries.push(IndexedEntry {
-                    bundle,
-                    replaces,
-                    skips,
-                    skip_range: skip_range.and_then(|r| semver_range::parse(&r).ok()),
-                });
-            }
-            let Some(head) = head else { continue };
-            out.push(IndexedChannel { name: ch.name, entries, head, properties: ch.properties, deprecation: None });
+            self.bundles[bundle as usize].channels.push(ci);
+            entries.push(IndexedEntry {
+                bundle,
+                replaces,
+                skips,
+                skip_range: skip_range.and_then(|r| semver_range::parse(&r).ok()),
+            });
         }
-        idx.packages[p].channels = out;
+        let head = head?;
+        Some(IndexedChannel { name: ch.name, entries, head, properties: ch.properties, deprecation: None })
     }
 
-    // Deprecations.
-    for d in deprecations {
-        let Some(p) = idx.package_id(&d.package) else { continue };
-        for e in d.entries {
-            match e.reference.schema.as_str() {
-                SCHEMA_PACKAGE => idx.packages[p as usize].deprecation = Some(e.message),
-                SCHEMA_CHANNEL => {
-                    let pkg = &mut idx.packages[p as usize];
-                    if let Ok(i) = pkg.channels.binary_search_by(|c| c.name.as_str().cmp(&e.reference.name)) {
-                        pkg.channels[i].deprecation = Some(e.message);
+    /// The deprecation messages, on the package, channel or bundle each names.
+    fn add_deprecations(&mut self, deprecations: Vec<super::model::Deprecation>) {
+        for d in deprecations {
+            let Some(p) = self.package_id(&d.package) else { continue };
+            for e in d.entries {
+                match e.reference.schema.as_str() {
+                    SCHEMA_PACKAGE => self.packages[p as usize].deprecation = Some(e.message),
+                    SCHEMA_CHANNEL => {
+                        let pkg = &mut self.packages[p as usize];
+                        if let Ok(i) = pkg.channels.binary_search_by(|c| c.name.as_str().cmp(&e.reference.name)) {
+                            pkg.channels[i].deprecation = Some(e.message);
+                        }
                     }
-                }
-                SCHEMA_BUNDLE => {
-                    let name = idx.packages[p as usize].name.clone();
-                    if let Some(b) = idx.bundle_id(&name, &e.reference.name) {
-                        idx.bundles[b as usize].deprecation = Some(e.message);
+                    SCHEMA_BUNDLE => {
+                        let name = self.packages[p as usize].name.clone();
+                        if let Some(b) = self.bundle_id(&name, &e.reference.name) {
+                            self.bundles[b as usize].deprecation = Some(e.message);
+                        }
                     }
+                    _ => {}
                 }
-                _ => {}
             }
         }
     }
-    idx
 }
 
 #[cfg(test)]

@@ -95,7 +95,7 @@ pub struct AddArgs {
     registry: RegistryArgs,
 }
 
-fn parse_mode(s: &str) -> Result<UpdateMode, String> {
+fn parse_mode(s: &str) -> Result<UpdateMode, capstan::catalog::add::UnknownUpdateMode> {
     s.parse()
 }
 
@@ -227,7 +227,7 @@ fn render_input(a: &AddArgs, scratch: &Path) -> Result<AddInput, (String, u8)> {
         ));
     };
     let bundle =
-        capstan::bundle::Bundle::load(&dir).map_err(|e| super::render::bundle_load_failure(&a.bundle, &dir, &e))?;
+        capstan::bundle::Bundle::load(&dir).map_err(|e| super::load::bundle_load_failure(&a.bundle, &dir, &e))?;
     let info = render_info(&bundle);
     let image = image.unwrap_or_else(|| {
         let placeholder = capstan::catalog::placeholder::placeholder_image(&info.package, &info.version);

@@ -23,6 +23,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -176,42 +178,16 @@ async fn shutdown_signal() {
     tracing::info!("shutting down: stopping the controllers");
 }
 
+/// Runs the command; see the module docs for exit codes.
 pub fn run(args: ControllerArgs) -> ExitCode {
     init_logging(args.log_format);
-    let metrics_addr: Option<SocketAddr> = match args.metrics_addr.trim() {
-        "0" | "" => None,
-        a => match a.parse() {
-            Ok(addr) => Some(addr),
-            Err(_) => {
-                eprintln!("error: --metrics-addr {a:?} is not HOST:PORT (e.g. 0.0.0.0:8080) or 0 to disable");
-                return ExitCode::from(2);
-            }
-        },
-    };
-    // The pull limits are read once per process (`Limits::default`, used by the controller's
-    // registry clients); a value that does not parse stops the controller here instead of being
-    // ignored.
-    match capstan::oci::Limits::from_env() {
-        Ok(limits) => tracing::info!(?limits, "image pull limits (CAPSTAN_MAX_*)"),
+    let startup = match Startup::check(&args) {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
-    }
-    let leader_config = capstan::controller::leader::LeaderElectionConfig {
-        namespace: args.lease_namespace.clone(),
-        name: args.lease_name.clone(),
-        identity: capstan::controller::leader::default_identity(),
-        lease_duration: args.lease_duration,
-        renew_deadline: args.renew_deadline,
-        retry_period: args.retry_period,
     };
-    if args.leader_elect
-        && let Err(e) = leader_config.validate()
-    {
-        eprintln!("error: {e}");
-        return ExitCode::from(2);
-    }
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -219,74 +195,172 @@ pub fn run(args: ControllerArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    rt.block_on(async move {
-        let kube_config = match config(args.kubeconfig.as_ref()).await {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
+    rt.block_on(run_async(args, startup))
+}
+
+/// What the flags give once checked, before anything is started.
+struct Startup {
+    /// `--metrics-addr`; `None` when disabled.
+    metrics_addr: Option<SocketAddr>,
+    /// The Lease settings (checked only with `--leader-elect`).
+    leader_config: capstan::controller::leader::LeaderElectionConfig,
+}
+
+impl Startup {
+    /// Checks `--metrics-addr`, the `CAPSTAN_MAX_*` pull limits and, with `--leader-elect`, the
+    /// Lease settings.
+    ///
+    /// # Errors
+    /// The message of the first that is wrong (exit 2).
+    fn check(args: &ControllerArgs) -> Result<Startup, String> {
+        let metrics_addr: Option<SocketAddr> =
+            match args.metrics_addr.trim() {
+                "0" | "" => None,
+                a => Some(a.parse().map_err(|_| {
+                    format!("--metrics-addr {a:?} is not HOST:PORT (e.g. 0.0.0.0:8080) or 0 to disable")
+                })?),
+            };
+        // The pull limits are read once per process (`Limits::default`, used by the controller's
+        // registry clients); a value that does not parse stops the controller here instead of
+        // being ignored.
+        let limits = capstan::oci::Limits::from_env().map_err(|e| e.to_string())?;
+        tracing::info!(?limits, "image pull limits (CAPSTAN_MAX_*)");
+        let leader_config = capstan::controller::leader::LeaderElectionConfig {
+            namespace: args.lease_namespace.clone(),
+            name: args.lease_name.clone(),
+            identity: capstan::controller::leader::default_identity(),
+            lease_duration: args.lease_duration,
+            renew_deadline: args.renew_deadline,
+            retry_period: args.retry_period,
         };
-        let client = match kube::Client::try_from(kube_config.clone()) {
-            Ok(c) => c,
+        if args.leader_elect {
+            leader_config.validate().map_err(|e| e.to_string())?;
+        }
+        Ok(Startup { metrics_addr, leader_config })
+    }
+}
+
+async fn run_async(args: ControllerArgs, startup: Startup) -> ExitCode {
+    let (kube_config, client) = match connect(args.kubeconfig.as_ref()).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let metrics = capstan::metrics::global();
+    if let Some(addr) = startup.metrics_addr {
+        // A taken port must not stop reconciliation (a second controller on a workstation);
+        // in a Pod the probes then fail, which shows the problem.
+        match capstan::metrics::serve(addr, metrics.clone()).await {
+            Ok(bound) => tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz"),
             Err(e) => {
-                eprintln!("error: cannot build a client: {e}");
-                return ExitCode::from(2);
-            }
-        };
-        let metrics = capstan::metrics::global();
-        if let Some(addr) = metrics_addr {
-            // A taken port must not stop reconciliation (a second controller on a workstation);
-            // in a Pod the probes then fail, which shows the problem.
-            match capstan::metrics::serve(addr, metrics.clone()).await {
-                Ok(bound) => tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz"),
-                Err(e) => tracing::error!(error = %e, "running without /metrics, /healthz and /readyz; pass another --metrics-addr, or 0 to disable"),
+                tracing::error!(error = %e, "running without /metrics, /healthz and /readyz; pass another --metrics-addr, or 0 to disable")
             }
         }
-        let discovery = args.packages_api.is_some() || args.catalog_content.is_some();
-        let options = capstan::controller::Options {
-            global_catalog_namespace: args.global_catalog_namespace,
-            catalog_cache: Some(capstan::oci::config::default_cache_root()),
-            insecure_registries: args.insecure_registries,
+    }
+    let discovery = args.packages_api.is_some() || args.catalog_content.is_some();
+    let running = Running {
+        options: capstan::controller::Options {
+            global_catalog_namespace: args.global_catalog_namespace.clone(),
+            catalog_cache: Some(capstan::oci::BlobCache::default_root()),
+            insecure_registries: args.insecure_registries.clone(),
             discovery,
             // `$CAPSTAN_CERT_VALIDITY` or two years (ApplyOptions' default).
             cert_validity: None,
+        },
+        kube_config,
+        client,
+        metrics,
+        // The catalogs outlive leadership: discovery serves them on every replica (a standby
+        // loads the leader's digests) and a new leader starts with them loaded.
+        store: Arc::new(capstan::controller::CatalogStore::default()),
+        leading: Arc::new(AtomicBool::new(!args.leader_elect)),
+    };
+    if discovery && let Err(e) = running.start_discovery(&args) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    // Freed heap pages go back to the system (glibc keeps them resident otherwise).
+    tokio::spawn(capstan::memory::return_freed_memory_periodically());
+    tracing::info!(global_catalog_namespace = %running.options.global_catalog_namespace, leader_elect = args.leader_elect, "capstan controller starting");
+    if !args.leader_elect {
+        running.run_alone().await;
+        return ExitCode::SUCCESS;
+    }
+    running.run_as_leader(startup.leader_config).await
+}
+
+/// The cluster configuration from `--kubeconfig` or the default one, and a client of it.
+async fn connect(kubeconfig: Option<&PathBuf>) -> Result<(kube::Config, kube::Client), String> {
+    let kube_config = config(kubeconfig).await?;
+    let client = kube::Client::try_from(kube_config.clone()).map_err(|e| format!("cannot build a client: {e}"))?;
+    Ok((kube_config, client))
+}
+
+/// The controllers about to run: the cluster, their options, metrics, the catalogs (which
+/// outlive leadership) and whether this replica leads.
+struct Running {
+    kube_config: kube::Config,
+    client: kube::Client,
+    options: capstan::controller::Options,
+    metrics: Arc<capstan::metrics::Metrics>,
+    store: Arc<capstan::controller::CatalogStore>,
+    leading: Arc<AtomicBool>,
+}
+
+impl Running {
+    /// Starts serving discovery (`--packages-api`, `--catalog-content`) in the background.
+    ///
+    /// # Errors
+    /// `--packages-service` not NAMESPACE/NAME.
+    fn start_discovery(&self, args: &ControllerArgs) -> Result<(), String> {
+        let Some((service_namespace, service_name)) =
+            args.packages_service.split_once('/').filter(|(n, s)| !n.is_empty() && !s.is_empty())
+        else {
+            return Err(format!("--packages-service {:?} is not NAMESPACE/NAME", args.packages_service));
         };
-        // The catalogs outlive leadership: discovery serves them on every replica (a standby loads
-        // the leader's digests) and a new leader starts with them loaded.
-        let store = std::sync::Arc::new(capstan::controller::CatalogStore::default());
-        let leading = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(!args.leader_elect));
-        if discovery {
-            let Some((service_namespace, service_name)) = args.packages_service.split_once('/').filter(|(n, s)| !n.is_empty() && !s.is_empty()) else {
-                eprintln!("error: --packages-service {:?} is not NAMESPACE/NAME", args.packages_service);
-                return ExitCode::from(2);
-            };
-            let opts = capstan::discovery::served::DiscoveryOptions {
-                packages_api: args.packages_api,
-                catalog_content: args.catalog_content,
-                service_namespace: service_namespace.to_string(),
-                service_name: service_name.to_string(),
-                api_service: Some(args.packages_apiservice.clone()).filter(|a| a != "-" && !a.is_empty()),
-                global_namespace: options.global_catalog_namespace.clone(),
-            };
-            let (ctx, _) = capstan::controller::Context::with_store(client.clone(), Some(kube_config.clone()), options.clone(), metrics.clone(), store.clone());
-            let leading = leading.clone();
-            tokio::spawn(async move {
-                if let Err(e) = capstan::controller::serve_discovery(ctx, opts, leading).await {
-                    tracing::error!(error = %e, "not serving discovery (packages API, catalog content)");
-                }
-            });
-        }
-        // Freed heap pages go back to the system (glibc keeps them resident otherwise).
-        tokio::spawn(capstan::memory::return_freed_memory_periodically());
-        tracing::info!(global_catalog_namespace = %options.global_catalog_namespace, leader_elect = args.leader_elect, "capstan controller starting");
-        if !args.leader_elect {
-            metrics.set_leader(true);
-            tokio::spawn(mark_ready_when_api_answers(client.clone()));
-            capstan::controller::run_with_store(kube_config, options, metrics, store, shutdown_signal()).await;
-            return ExitCode::SUCCESS;
-        }
-        let config = leader_config;
+        let opts = capstan::discovery::served::DiscoveryOptions {
+            packages_api: args.packages_api,
+            catalog_content: args.catalog_content,
+            service_namespace: service_namespace.to_string(),
+            service_name: service_name.to_string(),
+            api_service: Some(args.packages_apiservice.clone()).filter(|a| a != "-" && !a.is_empty()),
+            global_namespace: self.options.global_catalog_namespace.clone(),
+        };
+        let (ctx, _) = capstan::controller::Context::with_store(
+            self.client.clone(),
+            Some(self.kube_config.clone()),
+            self.options.clone(),
+            self.metrics.clone(),
+            self.store.clone(),
+        );
+        let leading = self.leading.clone();
+        tokio::spawn(async move {
+            if let Err(e) = capstan::controller::serve_discovery(ctx, opts, leading).await {
+                tracing::error!(error = %e, "not serving discovery (packages API, catalog content)");
+            }
+        });
+        Ok(())
+    }
+
+    /// Without leader election: the controllers run until Ctrl-C / SIGTERM.
+    async fn run_alone(self) {
+        self.metrics.set_leader(true);
+        tokio::spawn(mark_ready_when_api_answers(self.client.clone()));
+        capstan::controller::run_with_store(
+            self.kube_config,
+            self.options,
+            self.metrics,
+            self.store,
+            shutdown_signal(),
+        )
+        .await;
+    }
+
+    /// With leader election: the controllers run while this process holds the Lease.
+    async fn run_as_leader(self, config: capstan::controller::leader::LeaderElectionConfig) -> ExitCode {
+        let Running { kube_config, client, options, metrics, store, leading } = self;
         tracing::info!(lease = %format!("{}/{}", config.namespace, config.name), identity = %config.identity, "leader election: waiting for the lease");
         // A standby replica is ready: it serves its purpose by waiting.
         metrics.set_ready(true);
@@ -296,7 +370,8 @@ pub fn run(args: ControllerArgs) -> ExitCode {
             work_metrics.set_ready(false);
             leading.store(true, std::sync::atomic::Ordering::Relaxed);
             let ready = tokio::spawn(mark_ready_when_api_answers(work_client.clone()));
-            capstan::controller::run_with_store(kube_config, options, work_metrics, store, std::future::pending()).await;
+            capstan::controller::run_with_store(kube_config, options, work_metrics, store, std::future::pending())
+                .await;
             ready.abort();
         };
         match capstan::controller::leader::run(client, config, shutdown_signal(), work).await {
@@ -313,7 +388,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
                 ExitCode::SUCCESS
             }
         }
-    })
+    }
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ use serde_json::Value;
 use capstan::catalog::model::DeclarativeConfig;
 use capstan::catalog::property;
 use capstan::catalog::validated::{IndexOptions, ValidatedCatalog};
-use capstan::discovery::packagemanifest::{self, CatalogSourceInfo, PackageManifest, packages_of};
+use capstan::discovery::packagemanifest::{self, CatalogSourceInfo, PackageManifest, PackageSummary, packages_of};
 
 use super::resolve::OutputFormat;
 
@@ -99,33 +99,11 @@ pub struct ServeArgs {
 /// sha256 of its JSON lines; an image's is its manifest digest. Exit 2 on a catalog that cannot
 /// be read or is invalid, or an address that cannot be bound.
 pub fn run_serve(args: ServeArgs) -> ExitCode {
-    use capstan::discovery::content::{CatalogContent, ContentCatalogs};
-    use sha2::Digest;
-    let store = ContentCatalogs::default();
+    let store = capstan::discovery::content::ContentCatalogs::default();
     let mut packages = Vec::new();
     for spec in &args.catalogs {
-        let loaded =
-            super::resolve::split_key_value(spec, "--catalog", "NAMESPACE/NAME=PATH").and_then(|(key, target)| {
-                let (config, digest) = load_with_digest(spec, &target)?;
-                capstan::catalog::validate::validate(&config)
-                    .map_err(|errors| format!("--catalog {spec}: catalog {key} is invalid: {errors}"))?;
-                let mut content =
-                    CatalogContent::new(&config, digest.as_deref().unwrap_or(""), std::time::SystemTime::now());
-                if digest.is_none() {
-                    let d = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&content.all())));
-                    content = CatalogContent::new(&config, &d, std::time::SystemTime::now());
-                }
-                let summaries = if args.packages_api.is_some() {
-                    let index = ValidatedCatalog::with_options(config, IndexOptions { keep_bundle_objects: true })
-                        .map_err(|e| format!("--catalog {spec}: {e}"))?;
-                    packages_of(&index).0
-                } else {
-                    Vec::new()
-                };
-                Ok((key, content, summaries))
-            });
-        match loaded {
-            Ok((key, content, summaries)) => {
+        match load_served(spec, args.packages_api.is_some()) {
+            Ok(ServedCatalog { key, content, summaries }) => {
                 let source = CatalogSourceInfo {
                     name: key.name.clone(),
                     namespace: key.namespace.clone(),
@@ -148,43 +126,85 @@ pub fn run_serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    rt.block_on(async {
-        if let Some(addr) = args.packages_api {
-            let served = capstan::discovery::apiserver::PackageCatalogs::default();
-            served.set(packages);
-            let started = async {
-                let client = super::controller::client(args.kubeconfig.as_ref()).await?;
-                let mut names = args.cert_names.clone();
-                names.push(addr.ip().to_string());
-                capstan::discovery::apiserver::serve(
-                    addr,
-                    capstan::discovery::apiserver::ServingIdentity::SelfSigned(names),
-                    client,
-                    served,
-                    args.global_namespace.clone(),
-                )
-                .await
-            };
-            match started.await {
-                Ok(bound) => eprintln!("packages API on https://{bound}"),
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::from(2);
-                }
-            }
-        }
-        match capstan::discovery::content::serve(args.listen, store).await {
-            Ok(addr) => {
-                outln!("serving {} on http://{addr}", super::count(args.catalogs.len(), "catalog", "catalogs"));
-                let _ = tokio::signal::ctrl_c().await;
-                ExitCode::SUCCESS
-            }
+    rt.block_on(serve(&args, store, packages))
+}
+
+/// A catalog of `capstan catalog serve`, loaded and checked.
+struct ServedCatalog {
+    key: capstan::resolve::CatalogSourceKey,
+    content: capstan::discovery::content::CatalogContent,
+    /// Its packages for the packages API (empty without `--packages-api`).
+    summaries: Vec<PackageSummary>,
+}
+
+/// Loads and validates the catalog of one `--catalog NAMESPACE/NAME=PATH|REF`, with its package
+/// summaries when `with_packages`.
+///
+/// # Errors
+/// A malformed argument, a catalog that cannot be read or is invalid.
+fn load_served(spec: &str, with_packages: bool) -> Result<ServedCatalog, String> {
+    use capstan::discovery::content::CatalogContent;
+    use sha2::Digest;
+    let (key, target) = super::resolve::split_key_value(spec, "--catalog", "NAMESPACE/NAME=PATH")?;
+    let (config, digest) = load_with_digest(spec, &target)?;
+    capstan::catalog::validate::validate(&config)
+        .map_err(|errors| format!("--catalog {spec}: catalog {key} is invalid: {errors}"))?;
+    let mut content = CatalogContent::new(&config, digest.as_deref().unwrap_or(""), std::time::SystemTime::now());
+    if digest.is_none() {
+        let d = format!("sha256:{}", hex::encode(sha2::Sha256::digest(content.all())));
+        content = CatalogContent::new(&config, &d, std::time::SystemTime::now());
+    }
+    let summaries = if with_packages {
+        let index = ValidatedCatalog::with_options(config, IndexOptions { keep_bundle_objects: true })
+            .map_err(|e| format!("--catalog {spec}: {e}"))?;
+        packages_of(&index).0
+    } else {
+        Vec::new()
+    };
+    Ok(ServedCatalog { key, content, summaries })
+}
+
+/// Serves the packages API (with `--packages-api`) and the catalog content until Ctrl-C.
+async fn serve(
+    args: &ServeArgs,
+    store: capstan::discovery::content::ContentCatalogs,
+    packages: Vec<capstan::discovery::query::CatalogPackages>,
+) -> ExitCode {
+    if let Some(addr) = args.packages_api {
+        let served = capstan::discovery::apiserver::PackageCatalogs::default();
+        served.set(packages);
+        let started = async {
+            let client = super::controller::client(args.kubeconfig.as_ref()).await?;
+            let mut names = args.cert_names.clone();
+            names.push(addr.ip().to_string());
+            capstan::discovery::apiserver::serve(
+                addr,
+                capstan::discovery::apiserver::ServingIdentity::SelfSigned(names),
+                client,
+                served,
+                args.global_namespace.clone(),
+            )
+            .await
+        };
+        match started.await {
+            Ok(bound) => eprintln!("packages API on https://{bound}"),
             Err(e) => {
                 eprintln!("error: {e}");
-                ExitCode::from(2)
+                return ExitCode::from(2);
             }
         }
-    })
+    }
+    match capstan::discovery::content::serve(args.listen, store).await {
+        Ok(addr) => {
+            outln!("serving {} on http://{addr}", super::count(args.catalogs.len(), "catalog", "catalogs"));
+            let _ = tokio::signal::ctrl_c().await;
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// A package with its dependencies per channel head.

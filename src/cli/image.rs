@@ -171,7 +171,7 @@ pub fn run_bundle(cmd: BundleImageCommand) -> ExitCode {
                     }
                 }
                 Err(e) => {
-                    let (message, code) = super::render::bundle_load_failure(&a.dir.display().to_string(), &a.dir, &e);
+                    let (message, code) = super::load::bundle_load_failure(&a.dir.display().to_string(), &a.dir, &e);
                     return fail(format!("{message}; not pushing it"), code);
                 }
             }

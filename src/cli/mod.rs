@@ -17,6 +17,7 @@ mod controller;
 mod crds;
 mod discover;
 mod image;
+mod load;
 mod render;
 mod resolve;
 

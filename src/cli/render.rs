@@ -11,9 +11,10 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use capstan::bundle::Bundle;
 use capstan::bundle::image::{BundleImageError, pull_bundle};
-use capstan::bundle::render::{Migration, RenderError, render_info, render_validated};
-use capstan::bundle::{Bundle, BundleError};
+use capstan::bundle::render::{Migration, RenderError, render_info};
+use capstan::bundle::render_validated;
 use capstan::catalog::image::load_catalog_image_blocking;
 use capstan::catalog::model::DeclarativeConfig;
 use capstan::catalog::parse::{self, Format, to_stream};
@@ -21,6 +22,7 @@ use capstan::catalog::placeholder::placeholder_image;
 use clap::{Args, ValueEnum};
 
 use super::image::{RegistryArgs, Target};
+use super::load::bundle_load_code;
 
 /// Output format of FBC blobs.
 #[derive(Clone, Copy, Debug, Default, ValueEnum)]
@@ -193,28 +195,6 @@ pub(crate) fn check_image_flag(flag: &str, given: &str, image: &str) -> Result<(
         let filled = if given == image { String::new() } else { format!(" (gives {image:?})") };
         (format!("{flag} {given:?}{filled} is not an image reference: {e}; write a pull spec such as quay.io/org/bundle:v1.0.0 or quay.io/org/bundle@sha256:<digest>"), 2)
     })
-}
-
-/// Exit code of a bundle directory that does not load: 2 when it cannot be read (an I/O error, no
-/// such directory, a file where the directory belongs, no `manifests/` or `metadata/`), 1 when it
-/// was read and its content is wrong.
-pub(crate) fn bundle_load_code(e: &BundleError) -> u8 {
-    match e {
-        BundleError::Io { .. }
-        | BundleError::NotFound { .. }
-        | BundleError::NotADirectory { .. }
-        | BundleError::MissingDirectory { .. } => 2,
-        _ => 1,
-    }
-}
-
-/// The message and exit code of a bundle directory `dir` that does not load, naming the bundle
-/// once as the user gave it (`shown`; a pulled image is read from a scratch directory).
-pub(crate) fn bundle_load_failure(shown: &str, dir: &Path, e: &BundleError) -> (String, u8) {
-    let message = e.to_string();
-    let message =
-        if message.starts_with(&dir.display().to_string()) { message } else { format!("bundle {shown}: {message}") };
-    (message, bundle_load_code(e))
 }
 
 /// opm's `isBundle`: a directory with `manifests/` and `metadata/` sub-directories.

@@ -173,24 +173,36 @@ impl MetaFilter {
     /// From a URL query string.
     ///
     /// # Errors
-    /// A message naming the parameter when one is unknown, or when none is given.
-    pub fn parse(query: Option<&str>) -> Result<MetaFilter, String> {
+    /// [`MetaQueryError`]: a parameter is unknown, or none is given.
+    pub fn parse(query: Option<&str>) -> Result<MetaFilter, MetaQueryError> {
         let mut f = MetaFilter::default();
         for (k, v) in form_pairs(query.unwrap_or("")) {
             match k.as_str() {
                 "schema" => f.schema = Some(v),
                 "package" => f.package = Some(v),
                 "name" => f.name = Some(v),
-                _ => return Err(format!("unknown query parameter {k:?}: metas takes schema, package and name")),
+                _ => return Err(MetaQueryError::Unknown { parameter: k }),
             }
         }
         if f == MetaFilter::default() {
-            return Err(
-                "metas needs at least one of the query parameters schema, package, name (or use /api/v1/all)".into()
-            );
+            return Err(MetaQueryError::Empty);
         }
         Ok(f)
     }
+}
+
+/// Why a `metas` query is refused ([`MetaFilter::parse`]; a 400 with this message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetaQueryError {
+    /// A parameter other than `schema`, `package` and `name`.
+    #[error("unknown query parameter {parameter:?}: metas takes schema, package and name")]
+    Unknown {
+        /// The parameter as given (percent-decoded).
+        parameter: String,
+    },
+    /// None of the parameters.
+    #[error("metas needs at least one of the query parameters schema, package, name (or use /api/v1/all)")]
+    Empty,
 }
 
 /// Percent-decoded `k=v` pairs of a query string (`+` is a space).
@@ -297,62 +309,21 @@ pub fn handle<B>(catalogs: &ContentCatalogs, req: &Request<B>) -> Response<Body>
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD".into());
     }
-    let path = req.uri().path();
-    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let (ns, name, what) = match parts.as_slice() {
-        ["catalogs", ns, name, "api", "v1", what] => (*ns, *name, *what),
-        _ => {
-            return text(
-                StatusCode::NOT_FOUND,
-                format!(
-                    "{path}: not found; use /catalogs/NAMESPACE/NAME/api/v1/all or /catalogs/NAMESPACE/NAME/api/v1/metas?schema=&package=&name="
-                ),
-            );
-        }
-    };
-    let Some(content) = catalogs.get(ns, name) else {
-        return text(
-            StatusCode::NOT_FOUND,
-            format!(
-                "catalog source {ns}/{name} is not loaded (no such CatalogSource, or its image has not been pulled yet)"
-            ),
-        );
-    };
-    let filter = match what {
-        "all" => None,
-        "metas" => match MetaFilter::parse(req.uri().query()) {
-            Ok(f) => Some(f),
-            Err(e) => return text(StatusCode::BAD_REQUEST, e),
-        },
-        _ => {
-            return text(
-                StatusCode::NOT_FOUND,
-                format!("{path}: not found; the catalog's paths are api/v1/all and api/v1/metas"),
-            );
-        }
+    let (content, filter) = match route(catalogs, req) {
+        Ok(found) => found,
+        Err(response) => return *response,
     };
     let etag = match &filter {
         None => format!("\"{}\"", content.digest),
         Some(_) => format!("\"{}?{}\"", content.digest, req.uri().query().unwrap_or("")),
     };
     let last_modified = http_date(content.loaded);
-    let not_modified = match req.headers().get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) {
-        Some(inm) => inm.split(',').any(|t| t.trim() == etag || t.trim() == "*"),
-        None => req
-            .headers()
-            .get(header::IF_MODIFIED_SINCE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(parse_http_date)
-            .is_some_and(|since| {
-                content.loaded.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0) <= since
-            }),
-    };
     let mut builder = Response::builder()
         .header(header::ETAG, etag.as_str())
         .header(header::LAST_MODIFIED, last_modified.as_str())
         .header(header::VARY, "Accept-Encoding")
         .header(header::CACHE_CONTROL, "no-cache");
-    if not_modified {
+    if not_modified(req, &etag, &content) {
         return builder
             .status(StatusCode::NOT_MODIFIED)
             .body(Full::new(Bytes::new()).boxed())
@@ -364,6 +335,79 @@ pub fn handle<B>(catalogs: &ContentCatalogs, req: &Request<B>) -> Response<Body>
         builder = builder.header(header::CONTENT_ENCODING, "gzip");
     }
     let head = req.method() == Method::HEAD;
+    let (builder, body) = content_body(builder, &content, filter, gzip, head);
+    builder
+        .status(StatusCode::OK)
+        .body(body)
+        .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "response".into()))
+}
+
+/// A routed request: the catalog its path names and its `metas` filter (`None` for `all`).
+type Route = (Arc<CatalogContent>, Option<MetaFilter>);
+
+/// The catalog a request's path names and its `metas` filter (`None` for `all`).
+///
+/// # Errors
+/// The response to send instead: 404 for an unknown path or catalog, 400 for a bad query.
+fn route<B>(catalogs: &ContentCatalogs, req: &Request<B>) -> Result<Route, Box<Response<Body>>> {
+    let path = req.uri().path();
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let ["catalogs", ns, name, "api", "v1", what] = parts.as_slice() else {
+        return Err(Box::new(text(
+            StatusCode::NOT_FOUND,
+            format!(
+                "{path}: not found; use /catalogs/NAMESPACE/NAME/api/v1/all or /catalogs/NAMESPACE/NAME/api/v1/metas?schema=&package=&name="
+            ),
+        )));
+    };
+    let Some(content) = catalogs.get(ns, name) else {
+        return Err(Box::new(text(
+            StatusCode::NOT_FOUND,
+            format!(
+                "catalog source {ns}/{name} is not loaded (no such CatalogSource, or its image has not been pulled yet)"
+            ),
+        )));
+    };
+    let filter = match *what {
+        "all" => None,
+        "metas" => Some(
+            MetaFilter::parse(req.uri().query()).map_err(|e| Box::new(text(StatusCode::BAD_REQUEST, e.to_string())))?,
+        ),
+        _ => {
+            return Err(Box::new(text(
+                StatusCode::NOT_FOUND,
+                format!("{path}: not found; the catalog's paths are api/v1/all and api/v1/metas"),
+            )));
+        }
+    };
+    Ok((content, filter))
+}
+
+/// Whether the client's copy is current: `If-None-Match` names `etag` (or `*`), else
+/// `If-Modified-Since` is not before the catalog was loaded.
+fn not_modified<B>(req: &Request<B>, etag: &str, content: &CatalogContent) -> bool {
+    match req.headers().get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) {
+        Some(inm) => inm.split(',').any(|t| t.trim() == etag || t.trim() == "*"),
+        None => req
+            .headers()
+            .get(header::IF_MODIFIED_SINCE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_http_date)
+            .is_some_and(|since| {
+                content.loaded.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0) <= since
+            }),
+    }
+}
+
+/// The body of a 200: the whole catalog (with its length) or the filtered blobs (streamed),
+/// gzip-compressed when `gzip`, empty for `head`.
+fn content_body(
+    mut builder: hyper::http::response::Builder,
+    content: &CatalogContent,
+    filter: Option<MetaFilter>,
+    gzip: bool,
+    head: bool,
+) -> (hyper::http::response::Builder, Body) {
     let body: Body = match (filter, gzip) {
         (None, false) => {
             builder = builder.header(header::CONTENT_LENGTH, content.data.len());
@@ -385,10 +429,7 @@ pub fn handle<B>(catalogs: &ContentCatalogs, req: &Request<B>) -> Response<Body>
         }
         (Some(f), true) => StreamBody::new(gzip_stream(content.metas(&f)).map(|b| Ok(Frame::data(b)))).into_body(),
     };
-    builder
-        .status(StatusCode::OK)
-        .body(body)
-        .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "response".into()))
+    (builder, body)
 }
 
 /// Boxes a streamed body (`BodyExt::boxed`, named here because `StreamExt` has a `boxed` too).

@@ -43,7 +43,7 @@ pub enum SelectorError {
         /// The selector as given.
         selector: String,
         /// What is wrong.
-        reason: String,
+        reason: BadSelectorTerm,
     },
     /// A field selector on another field than `metadata.name`.
     #[error("field label not supported: {0}")]
@@ -83,8 +83,8 @@ impl ListOptions {
 /// `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`.
 ///
 /// # Errors
-/// A message naming the term that is not one of these.
-pub fn parse_label_selector(s: &str) -> Result<Selector, String> {
+/// [`BadSelectorTerm`], naming the first term that is not one of these.
+pub fn parse_label_selector(s: &str) -> Result<Selector, BadSelectorTerm> {
     let mut exprs = Vec::new();
     let mut rest = s.trim();
     while !rest.is_empty() {
@@ -109,9 +109,16 @@ pub fn parse_label_selector(s: &str) -> Result<Selector, String> {
     Ok(exprs.into_iter().collect())
 }
 
-fn parse_term(term: &str) -> Result<Expression, String> {
-    let bad =
-        || format!("{term:?} is not a selector term (key=value, key!=value, key in (a,b), key notin (a,b), key, !key)");
+/// A term of a label selector that is not one of the forms [`parse_label_selector`] takes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{term:?} is not a selector term (key=value, key!=value, key in (a,b), key notin (a,b), key, !key)")]
+pub struct BadSelectorTerm {
+    /// The term as written, trimmed.
+    pub term: String,
+}
+
+fn parse_term(term: &str) -> Result<Expression, BadSelectorTerm> {
+    let bad = || BadSelectorTerm { term: term.to_string() };
     let key_ok = |k: &str| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
     if let Some(k) = term.strip_prefix('!') {
         let k = k.trim();

@@ -127,7 +127,7 @@ impl DockerConfig {
         for (registry, helper) in file.cred_helpers.iter().flatten() {
             if let Some(helper) = helper.as_str() {
                 cfg.helpers.push(Helper {
-                    registry: Some(normalize_key(registry).0),
+                    registry: Some(normalize_key(registry).host),
                     helper: helper.to_string(),
                     source: source.to_string(),
                 });
@@ -314,7 +314,7 @@ impl DockerConfig {
             } else {
                 Credential::Empty
             };
-            let (host, path) = normalize_key(key);
+            let AuthKey { host, path } = normalize_key(key);
             self.entries.push(Entry { host, path, credential, source: source.to_string() });
         }
         Ok(())
@@ -330,8 +330,15 @@ fn canonical_host(host: &str) -> String {
     }
 }
 
-/// `https://host:port/v1/` → (`host:port`, ``); `host/org/` → (`host`, `org`).
-fn normalize_key(key: &str) -> (String, String) {
+/// An `auths` key of a docker config, normalized: the registry host (Docker Hub's names as
+/// `docker.io`) and the repository path prefix it is limited to (empty for the whole registry).
+struct AuthKey {
+    host: String,
+    path: String,
+}
+
+/// `https://host:port/v1/` → `host:port` and ``; `host/org/` → `host` and `org`.
+fn normalize_key(key: &str) -> AuthKey {
     let k = key.trim().trim_start_matches("https://").trim_start_matches("http://");
     let (host, path) = k.split_once('/').unwrap_or((k, ""));
     let path = path.trim_end_matches('/');
@@ -339,7 +346,7 @@ fn normalize_key(key: &str) -> (String, String) {
         "v1" | "v2" => "",
         p => p,
     };
-    (canonical_host(host), path.to_string())
+    AuthKey { host: canonical_host(host), path: path.to_string() }
 }
 
 #[cfg(test)]

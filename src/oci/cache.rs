@@ -24,7 +24,22 @@ impl BlobCache {
 
     /// `$CAPSTAN_CACHE`, else `$XDG_CACHE_HOME/capstan`, else `~/.cache/capstan`.
     pub fn default_root() -> PathBuf {
-        super::config::default_cache_root()
+        default_cache_root()
+    }
+
+    /// The cache in [`Self::default_root`], after checking that the directory can be created and
+    /// written, so that a command fails at once rather than after a download.
+    ///
+    /// # Errors
+    /// [`OciError::CacheUnusable`], naming the directory and where its path came from.
+    pub fn open_default() -> Result<Self> {
+        let root = default_cache_root();
+        check_cache_dir(&root).map_err(|source| OciError::CacheUnusable {
+            path: root.clone(),
+            origin: cache_root_origin(),
+            source,
+        })?;
+        Ok(BlobCache::new(root))
     }
 
     /// The cache's root directory.
@@ -129,9 +144,64 @@ pub fn sha256_hex(digest: &str) -> Option<&str> {
     (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))).then_some(hex)
 }
 
+/// Creates `dir` if needed and checks that a file can be created in it (the probe file is removed).
+///
+/// # Errors
+/// The I/O error: `dir` is a file or lies below one, or it is not writable.
+pub fn check_cache_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(std::io::Error::new(std::io::ErrorKind::NotADirectory, "it exists and is not a directory"));
+    }
+    std::fs::create_dir_all(dir)?;
+    let probe = dir.join(format!(".capstan-probe-{}", std::process::id()));
+    std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&probe)?;
+    std::fs::remove_file(&probe)
+}
+
+/// Which setting [`default_cache_root`] took its directory from, for messages.
+fn cache_root_origin() -> &'static str {
+    let set = |v: &str| std::env::var_os(v).is_some_and(|d| !d.is_empty());
+    if set("CAPSTAN_CACHE") {
+        "from $CAPSTAN_CACHE"
+    } else if set("XDG_CACHE_HOME") {
+        "from $XDG_CACHE_HOME, as CAPSTAN_CACHE is not set"
+    } else if set("HOME") {
+        "the default, as CAPSTAN_CACHE is not set"
+    } else {
+        "in the temp directory, as CAPSTAN_CACHE and HOME are not set"
+    }
+}
+
+/// Default cache root: `$CAPSTAN_CACHE`, else `$XDG_CACHE_HOME/capstan`, else `~/.cache/capstan`.
+pub fn default_cache_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CAPSTAN_CACHE").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("capstan");
+    }
+    match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        Some(home) => PathBuf::from(home).join(".cache").join("capstan"),
+        None => std::env::temp_dir().join("capstan-cache"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cache_dir_check_creates_the_directory_and_rejects_a_file() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("a/b");
+        check_cache_dir(&dir).unwrap();
+        assert!(dir.is_dir());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "the probe file is removed");
+        let file = t.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        assert!(check_cache_dir(&file).is_err());
+        assert!(check_cache_dir(&file.join("below")).is_err());
+    }
 
     #[test]
     fn put_get_verifies() {

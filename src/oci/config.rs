@@ -1,13 +1,12 @@
 //! Client configuration: which registries are spoken to over plain HTTP, where credentials come
 //! from, where the blob cache lives, and whether progress bars are drawn.
 //!
-//! Protocol rule (issue 3, "TLS by default; plain HTTP only for loopback addresses or when asked
-//! explicitly"): a registry is reached over HTTPS unless its host is a loopback address
+//! Protocol rule (TLS by default; plain HTTP only for loopback addresses or when asked
+//! explicitly): a registry is reached over HTTPS unless its host is a loopback address
 //! (`127.0.0.0/8`, `localhost`, `[::1]`), or `plain_http` is set, or the registry is listed in
 //! `insecure_registries`. This matches what containerd and podman do for `localhost` registries.
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
 
 use super::auth::DockerConfig;
 use super::cache::BlobCache;
@@ -45,17 +44,12 @@ impl ClientConfig {
     /// `CAPSTAN_MAX_*` limit that does not parse ([`super::OciError::InvalidLimit`]).
     pub fn from_env(plain_http: bool, quiet: bool) -> super::Result<Self> {
         let limits = Limits::from_env().map_err(super::OciError::InvalidLimit)?;
-        let root = BlobCache::default_root();
-        check_cache_dir(&root).map_err(|source| super::OciError::CacheUnusable {
-            path: root.clone(),
-            origin: cache_root_origin(),
-            source,
-        })?;
+        let cache = BlobCache::open_default()?;
         Ok(ClientConfig {
             plain_http,
             insecure_registries: Vec::new(),
             auth: DockerConfig::load_default()?,
-            cache: Some(BlobCache::new(root)),
+            cache: Some(cache),
             quiet,
             read_timeout: None,
             limits,
@@ -92,64 +86,9 @@ pub fn is_loopback_registry(registry: &str) -> bool {
     host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Creates `dir` if needed and checks that a file can be created in it (the probe file is removed).
-///
-/// # Errors
-/// The I/O error: `dir` is a file or lies below one, or it is not writable.
-pub fn check_cache_dir(dir: &Path) -> std::io::Result<()> {
-    if dir.exists() && !dir.is_dir() {
-        return Err(std::io::Error::new(std::io::ErrorKind::NotADirectory, "it exists and is not a directory"));
-    }
-    std::fs::create_dir_all(dir)?;
-    let probe = dir.join(format!(".capstan-probe-{}", std::process::id()));
-    std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&probe)?;
-    std::fs::remove_file(&probe)
-}
-
-/// Which setting [`default_cache_root`] took its directory from, for messages.
-fn cache_root_origin() -> &'static str {
-    let set = |v: &str| std::env::var_os(v).is_some_and(|d| !d.is_empty());
-    if set("CAPSTAN_CACHE") {
-        "from $CAPSTAN_CACHE"
-    } else if set("XDG_CACHE_HOME") {
-        "from $XDG_CACHE_HOME, as CAPSTAN_CACHE is not set"
-    } else if set("HOME") {
-        "the default, as CAPSTAN_CACHE is not set"
-    } else {
-        "in the temp directory, as CAPSTAN_CACHE and HOME are not set"
-    }
-}
-
-/// Default cache root: `$CAPSTAN_CACHE`, else `$XDG_CACHE_HOME/capstan`, else `~/.cache/capstan`.
-pub fn default_cache_root() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CAPSTAN_CACHE").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir).join("capstan");
-    }
-    match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
-        Some(home) => PathBuf::from(home).join(".cache").join("capstan"),
-        None => std::env::temp_dir().join("capstan-cache"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cache_dir_check_creates_the_directory_and_rejects_a_file() {
-        let t = tempfile::tempdir().unwrap();
-        let dir = t.path().join("a/b");
-        check_cache_dir(&dir).unwrap();
-        assert!(dir.is_dir());
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "the probe file is removed");
-        let file = t.path().join("f");
-        std::fs::write(&file, "x").unwrap();
-        assert!(check_cache_dir(&file).is_err());
-        assert!(check_cache_dir(&file.join("below")).is_err());
-    }
 
     #[test]
     fn loopback_hosts_are_plain_http() {

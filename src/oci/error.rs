@@ -146,7 +146,7 @@ pub enum OciError {
 
     /// A `CAPSTAN_MAX_*` variable does not parse (see [`super::Limits::from_env`]).
     #[error("{0}")]
-    InvalidLimit(String),
+    InvalidLimit(super::limits::InvalidLimit),
 
     /// A docker config file or pull secret could not be read or parsed.
     #[error("auth config {source_name}: {reason}")]

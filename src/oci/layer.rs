@@ -241,10 +241,36 @@ enum Whiteout {
     Hide(String),
 }
 
+/// Why a tar entry's path is refused; [`unpack_layers`] words it into [`OciError::Unpack`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum EntryRefusal {
+    /// A path component that is not UTF-8 (the path as shown).
+    #[error("entry {0} has a non-UTF-8 name")]
+    NonUtf8(String),
+    /// An absolute path.
+    #[error("entry {0} has an absolute path; refusing to unpack it")]
+    Absolute(String),
+    /// A path with `..`.
+    #[error("entry {0} contains `..` (path traversal); refusing to unpack it")]
+    Traversal(String),
+    /// A path below a symlink already in the destination (the symlink's path).
+    #[error("an entry would be written through symlink {0}; refusing")]
+    ThroughSymlink(String),
+    /// A `.wh.` name that does not name a file.
+    #[error(
+        "whiteout {name:?} does not name a file (OCI image-spec layer.md: a whiteout is `.wh.` followed by the name of a file or directory of a lower layer, or the opaque marker {}); refusing the image",
+        OPAQUE
+    )]
+    BadWhiteout {
+        /// The entry's last path component.
+        name: String,
+    },
+}
+
 /// The whiteout a last path component stands for, if any (OCI image-spec `layer.md`,
 /// "Whiteouts"). A `.wh.` name that does not name a file — empty, `.`, `..`, containing `/`, or
 /// `.wh..wh.`-prefixed other than the opaque marker — is an error.
-fn whiteout_of(name: &str) -> std::result::Result<Option<Whiteout>, String> {
+fn whiteout_of(name: &str) -> std::result::Result<Option<Whiteout>, EntryRefusal> {
     if name == OPAQUE {
         return Ok(Some(Whiteout::Opaque));
     }
@@ -252,9 +278,7 @@ fn whiteout_of(name: &str) -> std::result::Result<Option<Whiteout>, String> {
         return Ok(None);
     };
     if hidden.is_empty() || hidden == "." || hidden == ".." || hidden.contains('/') || hidden.starts_with(".wh.") {
-        return Err(format!(
-            "whiteout {name:?} does not name a file (OCI image-spec layer.md: a whiteout is `.wh.` followed by the name of a file or directory of a lower layer, or the opaque marker {OPAQUE}); refusing the image"
-        ));
+        return Err(EntryRefusal::BadWhiteout { name: name.to_string() });
     }
     Ok(Some(Whiteout::Hide(hidden.to_string())))
 }
@@ -302,213 +326,296 @@ pub fn unpack_layers(reference: &str, layers: &[Blob], dest: &Path, opts: &Unpac
         .as_deref()
         .map(|s| s.split('/').filter(|c| !c.is_empty() && *c != ".").map(str::to_string).collect())
         .unwrap_or_default();
-    let limits = &opts.limits;
-    let total = Rc::new(Cell::new(0u64));
-    let mut entries_seen: u64 = 0;
-    let mut summary = UnpackSummary::default();
+    let mut unpack = Unpack {
+        reference,
+        dest,
+        subdir,
+        limits: &opts.limits,
+        total: Rc::new(Cell::new(0u64)),
+        entries_seen: 0,
+        summary: UnpackSummary::default(),
+    };
     for layer in layers {
-        let digest = layer.descriptor.digest.clone();
-        let err = |reason: String| OciError::Unpack { reference: reference.to_string(), layer: digest.clone(), reason };
-        // A read error after the counter passed the limit is the limit, not corruption.
-        let read_err = |what: &str, e: std::io::Error| {
-            if total.get() > limits.unpacked_bytes {
-                OciError::too_large(
-                    reference,
-                    format!("the uncompressed content of its layers (reading {what} of layer {digest})"),
-                    format!("more than {} bytes", limits.unpacked_bytes),
-                    Limit::Unpacked,
-                    limits,
-                )
-            } else {
-                err(format!("{what}: {e}"))
-            }
-        };
-        let decoded: Box<dyn Read> = match layer.descriptor.media_type.as_str() {
-            MEDIA_TYPE_LAYER_GZIP | MEDIA_TYPE_DOCKER_LAYER_GZIP => Box::new(GzDecoder::new(layer.data.as_slice())),
-            MEDIA_TYPE_LAYER_TAR | MEDIA_TYPE_DOCKER_LAYER_TAR => Box::new(layer.data.as_slice()),
+        unpack.layer(layer)?;
+    }
+    Ok(unpack.summary)
+}
+
+/// One [`unpack_layers`] across all layers: the image, the destination, the part of the image
+/// unpacked, the limits and what was counted and written so far.
+struct Unpack<'a> {
+    /// The image, for errors.
+    reference: &'a str,
+    dest: &'a Path,
+    /// [`UnpackOptions::subdir`] as path components; empty for the whole image.
+    subdir: Vec<String>,
+    limits: &'a Limits,
+    /// Uncompressed bytes read from all layers so far, shared with the [`Counted`] reader.
+    total: Rc<Cell<u64>>,
+    /// Tar entries read from all layers so far.
+    entries_seen: u64,
+    summary: UnpackSummary,
+}
+
+/// The layer being applied: its digest (for errors) and the paths it wrote, which its own
+/// whiteouts never remove.
+struct Layer {
+    digest: String,
+    own: HashSet<Vec<String>>,
+}
+
+/// Where a tar entry goes: the path as the archive wrote it (for errors), its components below
+/// the destination, its parent directory and its own path on disk.
+struct Placed {
+    shown: String,
+    rel: Vec<String>,
+    parent: PathBuf,
+    target: PathBuf,
+}
+
+impl Unpack<'_> {
+    fn err(&self, layer: &Layer, reason: String) -> OciError {
+        OciError::Unpack { reference: self.reference.to_string(), layer: layer.digest.clone(), reason }
+    }
+
+    /// A read error; after the counter passed the limit it is the limit, not corruption.
+    fn read_err(&self, layer: &Layer, what: &str, e: std::io::Error) -> OciError {
+        if self.total.get() > self.limits.unpacked_bytes {
+            OciError::too_large(
+                self.reference,
+                format!("the uncompressed content of its layers (reading {what} of layer {})", layer.digest),
+                format!("more than {} bytes", self.limits.unpacked_bytes),
+                Limit::Unpacked,
+                self.limits,
+            )
+        } else {
+            self.err(layer, format!("{what}: {e}"))
+        }
+    }
+
+    /// The tar stream of `blob`, decompressed by its media type.
+    fn decoder<'b>(&self, layer: &Layer, blob: &'b Blob) -> Result<Box<dyn Read + 'b>> {
+        Ok(match blob.descriptor.media_type.as_str() {
+            MEDIA_TYPE_LAYER_GZIP | MEDIA_TYPE_DOCKER_LAYER_GZIP => Box::new(GzDecoder::new(blob.data.as_slice())),
+            MEDIA_TYPE_LAYER_TAR | MEDIA_TYPE_DOCKER_LAYER_TAR => Box::new(blob.data.as_slice()),
             other => {
                 // Some tools label gzip layers loosely; trust the gzip magic number.
-                if layer.data.starts_with(&[0x1f, 0x8b]) && !other.contains("zstd") {
-                    Box::new(GzDecoder::new(layer.data.as_slice()))
+                if blob.data.starts_with(&[0x1f, 0x8b]) && !other.contains("zstd") {
+                    Box::new(GzDecoder::new(blob.data.as_slice()))
                 } else {
-                    return Err(err(format!(
+                    return Err(self.err(layer, format!(
                         "layer media type {other:?} is not supported (only tar and tar+gzip layers are); rebuild the image with gzip compression"
                     )));
                 }
             }
-        };
-        let counted = Counted { inner: decoded, total: total.clone(), limit: limits.unpacked_bytes };
+        })
+    }
+
+    /// Applies one layer's entries in order.
+    fn layer(&mut self, blob: &Blob) -> Result<()> {
+        let mut layer = Layer { digest: blob.descriptor.digest.clone(), own: HashSet::new() };
+        let decoded = self.decoder(&layer, blob)?;
+        let counted = Counted { inner: decoded, total: self.total.clone(), limit: self.limits.unpacked_bytes };
         let mut archive = tar::Archive::new(counted);
-        let entries = archive.entries().map_err(|e| read_err("the tar archive", e))?;
-        // Paths this layer wrote: its whiteouts never remove them.
-        let mut own: HashSet<Vec<String>> = HashSet::new();
+        let entries = archive.entries().map_err(|e| self.read_err(&layer, "the tar archive", e))?;
         for entry in entries {
-            let mut entry = entry.map_err(|e| read_err("the next tar entry", e))?;
-            entries_seen += 1;
-            let raw_path = entry.path().map_err(|e| err(format!("entry path: {e}")))?.into_owned();
-            let shown = raw_path.display().to_string();
-            if entries_seen > limits.entries {
-                return Err(OciError::too_large(
-                    reference,
-                    format!("layer {digest} (at entry {shown})"),
-                    format!("more than {} tar entries", limits.entries),
-                    Limit::Entries,
-                    limits,
-                ));
+            let mut entry = entry.map_err(|e| self.read_err(&layer, "the next tar entry", e))?;
+            self.entry(&mut layer, &mut entry)?;
+        }
+        Ok(())
+    }
+
+    /// One tar entry: counted, its path checked and re-rooted, then applied as a whiteout or
+    /// written.
+    fn entry<R: Read>(&mut self, layer: &mut Layer, entry: &mut tar::Entry<'_, R>) -> Result<()> {
+        self.entries_seen += 1;
+        let raw_path = entry.path().map_err(|e| self.err(layer, format!("entry path: {e}")))?.into_owned();
+        let shown = raw_path.display().to_string();
+        if self.entries_seen > self.limits.entries {
+            return Err(OciError::too_large(
+                self.reference,
+                format!("layer {} (at entry {shown})", layer.digest),
+                format!("more than {} tar entries", self.limits.entries),
+                Limit::Entries,
+                self.limits,
+            ));
+        }
+        let Some(rel) = clean_path(&raw_path).map_err(|r| self.err(layer, r.to_string()))? else {
+            return Ok(()); // the root directory itself
+        };
+        let name = rel.last().map(String::as_str).unwrap_or("");
+        let whiteout = whiteout_of(name).map_err(|r| self.err(layer, format!("entry {shown}: {r}")))?;
+        let Some(rel) = self.select(layer, rel, whiteout.as_ref())? else {
+            return Ok(());
+        };
+        let parent_rel = &rel[..rel.len() - 1];
+        let parent = join(self.dest, parent_rel);
+        check_no_symlink_ancestors(self.dest, parent_rel)
+            .map_err(|r| self.err(layer, format!("entry {shown}: {r}")))?;
+        match whiteout {
+            Some(Whiteout::Opaque) => remove_lower_children(&parent, &mut parent_rel.to_vec(), &layer.own),
+            Some(Whiteout::Hide(hidden)) => {
+                let mut victim = parent_rel.to_vec();
+                victim.push(hidden.clone());
+                remove_lower(&parent.join(&hidden), &mut victim, &layer.own)
             }
-            let Some(rel) = clean_path(&raw_path).map_err(&err)? else {
-                continue; // the root directory itself
-            };
-            let name = rel.last().map(String::as_str).unwrap_or("");
-            let whiteout = whiteout_of(name).map_err(|r| err(format!("entry {shown}: {r}")))?;
-            // Select and re-root under the wanted subdirectory.
-            let rel: Vec<String> = if subdir.is_empty() {
-                rel
-            } else if rel.len() <= subdir.len() {
-                // A whiteout of the subdirectory or of one of its ancestors, or an opaque marker in
-                // one of them, hides everything lower layers put in the subdirectory.
-                let parent = &rel[..rel.len() - 1];
-                let hides_subdir = subdir.starts_with(parent)
-                    && match &whiteout {
-                        Some(Whiteout::Opaque) => true,
-                        Some(Whiteout::Hide(hidden)) => subdir[parent.len()] == *hidden,
-                        None => false,
-                    };
-                if hides_subdir {
-                    remove_lower_children(dest, &mut Vec::new(), &own)?;
-                }
-                continue;
-            } else if rel[..subdir.len()] == subdir[..] {
-                rel[subdir.len()..].to_vec()
-            } else {
-                continue;
-            };
-            let parent_rel = &rel[..rel.len() - 1];
-            let parent = join(dest, parent_rel);
-            check_no_symlink_ancestors(dest, parent_rel).map_err(|r| err(format!("entry {shown}: {r}")))?;
-            match whiteout {
-                Some(Whiteout::Opaque) => {
-                    remove_lower_children(&parent, &mut parent_rel.to_vec(), &own)?;
-                    continue;
-                }
-                Some(Whiteout::Hide(hidden)) => {
-                    let mut victim = parent_rel.to_vec();
-                    victim.push(hidden.clone());
-                    remove_lower(&parent.join(&hidden), &mut victim, &own)?;
-                    continue;
-                }
-                None => {}
-            }
-            let target = join(dest, &rel);
-            let kind = entry.header().entry_type();
-            match kind {
-                tar::EntryType::Directory => {
-                    if target.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
-                        remove_any(&target)?;
-                    }
-                    std::fs::create_dir_all(&target).map_err(|e| OciError::io(&target, e))?;
-                    own.insert(rel);
-                }
-                tar::EntryType::Regular | tar::EntryType::Continuous => {
-                    // The tar reader yields exactly the header's size for an entry.
-                    let size = entry.size();
-                    if size > limits.file_bytes {
-                        return Err(OciError::too_large(
-                            reference,
-                            format!("file {shown} in layer {digest}"),
-                            format!("{size} bytes"),
-                            Limit::File,
-                            limits,
-                        ));
-                    }
-                    std::fs::create_dir_all(&parent).map_err(|e| OciError::io(&parent, e))?;
-                    remove_any(&target)?;
-                    let mut file = std::fs::OpenOptions::new()
-                        .write(true)
-                        .create_new(true)
-                        .open(&target)
-                        .map_err(|e| OciError::io(&target, e))?;
-                    let written = std::io::copy(&mut (&mut entry).take(limits.file_bytes), &mut file)
-                        .map_err(|e| read_err(&format!("entry {shown}"), e))?;
-                    drop(file);
-                    set_mode(&target, entry.header().mode().unwrap_or(0o644));
-                    own.insert(rel);
-                    summary.files += 1;
-                    summary.bytes += written;
-                }
-                tar::EntryType::Link => {
-                    let link = entry
-                        .link_name()
-                        .map_err(|e| err(format!("link name: {e}")))?
-                        .ok_or_else(|| err(format!("hard link {shown} has no target")))?
-                        .into_owned();
-                    let refuse = |why: &str| {
-                        err(format!(
-                            "hard link {shown} -> {}: {why}; hard links may only point to a regular file unpacked before them",
-                            link.display()
-                        ))
-                    };
-                    let link_rel = clean_path(&link).map_err(|r| refuse(&r))?.unwrap_or_default();
-                    let link_rel = if link_rel.len() > subdir.len() && link_rel[..subdir.len()] == subdir[..] {
-                        link_rel[subdir.len()..].to_vec()
-                    } else {
-                        return Err(refuse("the target is outside the unpacked part of the image"));
-                    };
-                    if link_rel == rel {
-                        return Err(refuse("the link points to itself"));
-                    }
-                    check_no_symlink_ancestors(dest, &link_rel[..link_rel.len() - 1]).map_err(|r| refuse(&r))?;
-                    let source = join(dest, &link_rel);
-                    let len = match source.symlink_metadata() {
-                        Ok(m) if m.is_file() => m.len(),
-                        Ok(_) => return Err(refuse("the target is not a regular file")),
-                        Err(_) => return Err(refuse("no such file was unpacked before it")),
-                    };
-                    if len > limits.file_bytes {
-                        return Err(OciError::too_large(
-                            reference,
-                            format!("file {shown} (a hard link) in layer {digest}"),
-                            format!("{len} bytes"),
-                            Limit::File,
-                            limits,
-                        ));
-                    }
-                    total.set(total.get().saturating_add(len));
-                    if total.get() > limits.unpacked_bytes {
-                        return Err(read_err(&format!("hard link {shown}"), std::io::Error::other("limit")));
-                    }
-                    std::fs::create_dir_all(&parent).map_err(|e| OciError::io(&parent, e))?;
-                    remove_any(&target)?;
-                    std::fs::copy(&source, &target).map_err(|e| OciError::io(&source, e))?;
-                    own.insert(rel);
-                    summary.files += 1;
-                    summary.bytes += len;
-                }
-                tar::EntryType::Symlink => {
-                    let link = entry.link_name().ok().flatten().map(|l| l.display().to_string()).unwrap_or_default();
-                    return Err(err(format!("entry {shown} is a symlink (to {link:?}); {PLAIN_FILES_RULE}")));
-                }
-                // Extended headers: already applied to the entries they describe by the tar reader.
-                tar::EntryType::XGlobalHeader
-                | tar::EntryType::XHeader
-                | tar::EntryType::GNULongName
-                | tar::EntryType::GNULongLink => {}
-                tar::EntryType::Char | tar::EntryType::Block => {
-                    return Err(err(format!("entry {shown} is a device file; {PLAIN_FILES_RULE}")));
-                }
-                tar::EntryType::Fifo => {
-                    return Err(err(format!("entry {shown} is a FIFO; {PLAIN_FILES_RULE}")));
-                }
-                other => {
-                    return Err(err(format!(
-                        "entry {shown} has tar entry type {:?} ({other:?}), which capstan does not unpack; {PLAIN_FILES_RULE}",
-                        char::from(other.as_byte())
-                    )));
-                }
+            None => {
+                let placed = Placed { shown, target: join(self.dest, &rel), parent, rel };
+                self.write(layer, entry, placed)
             }
         }
     }
-    Ok(summary)
+
+    /// `rel` re-rooted under the wanted subdirectory; `None` for an entry outside it (read past).
+    /// A whiteout of the subdirectory or of one of its ancestors, or an opaque marker in one of
+    /// them, hides everything lower layers put in the subdirectory.
+    fn select(&self, layer: &Layer, rel: Vec<String>, whiteout: Option<&Whiteout>) -> Result<Option<Vec<String>>> {
+        let subdir = &self.subdir;
+        if subdir.is_empty() {
+            return Ok(Some(rel));
+        }
+        if rel.len() <= subdir.len() {
+            let parent = &rel[..rel.len() - 1];
+            let hides_subdir = subdir.starts_with(parent)
+                && match whiteout {
+                    Some(Whiteout::Opaque) => true,
+                    Some(Whiteout::Hide(hidden)) => subdir[parent.len()] == *hidden,
+                    None => false,
+                };
+            if hides_subdir {
+                remove_lower_children(self.dest, &mut Vec::new(), &layer.own)?;
+            }
+            return Ok(None);
+        }
+        Ok((rel[..subdir.len()] == subdir[..]).then(|| rel[subdir.len()..].to_vec()))
+    }
+
+    /// Writes an entry that is not a whiteout, by its tar entry type.
+    fn write<R: Read>(&mut self, layer: &mut Layer, entry: &mut tar::Entry<'_, R>, placed: Placed) -> Result<()> {
+        match entry.header().entry_type() {
+            tar::EntryType::Directory => {
+                if placed.target.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
+                    remove_any(&placed.target)?;
+                }
+                std::fs::create_dir_all(&placed.target).map_err(|e| OciError::io(&placed.target, e))?;
+                layer.own.insert(placed.rel);
+                Ok(())
+            }
+            tar::EntryType::Regular | tar::EntryType::Continuous => self.regular(layer, entry, placed),
+            tar::EntryType::Link => self.hard_link(layer, entry, placed),
+            // Extended headers: already applied to the entries they describe by the tar reader.
+            tar::EntryType::XGlobalHeader
+            | tar::EntryType::XHeader
+            | tar::EntryType::GNULongName
+            | tar::EntryType::GNULongLink => Ok(()),
+            other => Err(self.err(layer, refusal(&placed.shown, other, entry))),
+        }
+    }
+
+    /// A regular file, streamed to disk within [`Limits::file_bytes`].
+    fn regular<R: Read>(&mut self, layer: &mut Layer, entry: &mut tar::Entry<'_, R>, placed: Placed) -> Result<()> {
+        let Placed { shown, rel, parent, target } = placed;
+        // The tar reader yields exactly the header's size for an entry.
+        let size = entry.size();
+        if size > self.limits.file_bytes {
+            return Err(OciError::too_large(
+                self.reference,
+                format!("file {shown} in layer {}", layer.digest),
+                format!("{size} bytes"),
+                Limit::File,
+                self.limits,
+            ));
+        }
+        std::fs::create_dir_all(&parent).map_err(|e| OciError::io(&parent, e))?;
+        remove_any(&target)?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&target)
+            .map_err(|e| OciError::io(&target, e))?;
+        let written = std::io::copy(&mut (&mut *entry).take(self.limits.file_bytes), &mut file)
+            .map_err(|e| self.read_err(layer, &format!("entry {shown}"), e))?;
+        drop(file);
+        set_mode(&target, entry.header().mode().unwrap_or(0o644));
+        layer.own.insert(rel);
+        self.summary.files += 1;
+        self.summary.bytes += written;
+        Ok(())
+    }
+
+    /// A hard link, unpacked as a copy of the regular file it points to, which this unpack must
+    /// have written before it inside the destination (counted in the limits).
+    fn hard_link<R: Read>(&mut self, layer: &mut Layer, entry: &tar::Entry<'_, R>, placed: Placed) -> Result<()> {
+        let Placed { shown, rel, parent, target } = placed;
+        let link = entry
+            .link_name()
+            .map_err(|e| self.err(layer, format!("link name: {e}")))?
+            .ok_or_else(|| self.err(layer, format!("hard link {shown} has no target")))?
+            .into_owned();
+        let refuse = |why: &str| {
+            self.err(
+                layer,
+                format!(
+                    "hard link {shown} -> {}: {why}; hard links may only point to a regular file unpacked before them",
+                    link.display()
+                ),
+            )
+        };
+        let subdir = &self.subdir;
+        let link_rel = clean_path(&link).map_err(|r| refuse(&r.to_string()))?.unwrap_or_default();
+        let link_rel = if link_rel.len() > subdir.len() && link_rel[..subdir.len()] == subdir[..] {
+            link_rel[subdir.len()..].to_vec()
+        } else {
+            return Err(refuse("the target is outside the unpacked part of the image"));
+        };
+        if link_rel == rel {
+            return Err(refuse("the link points to itself"));
+        }
+        check_no_symlink_ancestors(self.dest, &link_rel[..link_rel.len() - 1]).map_err(|r| refuse(&r.to_string()))?;
+        let source = join(self.dest, &link_rel);
+        let len = match source.symlink_metadata() {
+            Ok(m) if m.is_file() => m.len(),
+            Ok(_) => return Err(refuse("the target is not a regular file")),
+            Err(_) => return Err(refuse("no such file was unpacked before it")),
+        };
+        if len > self.limits.file_bytes {
+            return Err(OciError::too_large(
+                self.reference,
+                format!("file {shown} (a hard link) in layer {}", layer.digest),
+                format!("{len} bytes"),
+                Limit::File,
+                self.limits,
+            ));
+        }
+        self.total.set(self.total.get().saturating_add(len));
+        if self.total.get() > self.limits.unpacked_bytes {
+            return Err(self.read_err(layer, &format!("hard link {shown}"), std::io::Error::other("limit")));
+        }
+        std::fs::create_dir_all(&parent).map_err(|e| OciError::io(&parent, e))?;
+        remove_any(&target)?;
+        std::fs::copy(&source, &target).map_err(|e| OciError::io(&source, e))?;
+        layer.own.insert(rel);
+        self.summary.files += 1;
+        self.summary.bytes += len;
+        Ok(())
+    }
+}
+
+/// Why an entry of a type capstan does not unpack (a symlink, a device file, a FIFO, anything
+/// else but a directory, a file or a hard link) is refused.
+fn refusal<R: Read>(shown: &str, kind: tar::EntryType, entry: &tar::Entry<'_, R>) -> String {
+    match kind {
+        tar::EntryType::Symlink => {
+            let link = entry.link_name().ok().flatten().map(|l| l.display().to_string()).unwrap_or_default();
+            format!("entry {shown} is a symlink (to {link:?}); {PLAIN_FILES_RULE}")
+        }
+        tar::EntryType::Char | tar::EntryType::Block => format!("entry {shown} is a device file; {PLAIN_FILES_RULE}"),
+        tar::EntryType::Fifo => format!("entry {shown} is a FIFO; {PLAIN_FILES_RULE}"),
+        other => format!(
+            "entry {shown} has tar entry type {:?} ({other:?}), which capstan does not unpack; {PLAIN_FILES_RULE}",
+            char::from(other.as_byte())
+        ),
+    }
 }
 
 /// Removes what lower layers put at `path` (`rel` below the destination): a file or symlink not
@@ -552,19 +659,19 @@ fn remove_lower_children(dir: &Path, rel: &mut Vec<String>, own: &HashSet<Vec<St
 }
 
 /// Splits a tar path into normal components, dropping `./`; errors on absolute paths and `..`.
-fn clean_path(p: &Path) -> std::result::Result<Option<Vec<String>>, String> {
+fn clean_path(p: &Path) -> std::result::Result<Option<Vec<String>>, EntryRefusal> {
     let mut out = Vec::new();
     for c in p.components() {
         match c {
             Component::CurDir => {}
             Component::Normal(s) => {
-                out.push(s.to_str().ok_or_else(|| format!("entry {} has a non-UTF-8 name", p.display()))?.to_string())
+                out.push(s.to_str().ok_or_else(|| EntryRefusal::NonUtf8(p.display().to_string()))?.to_string())
             }
             Component::RootDir | Component::Prefix(_) => {
-                return Err(format!("entry {} has an absolute path; refusing to unpack it", p.display()));
+                return Err(EntryRefusal::Absolute(p.display().to_string()));
             }
             Component::ParentDir => {
-                return Err(format!("entry {} contains `..` (path traversal); refusing to unpack it", p.display()));
+                return Err(EntryRefusal::Traversal(p.display().to_string()));
             }
         }
     }
@@ -579,12 +686,12 @@ fn join(dest: &Path, rel: &[String]) -> PathBuf {
     p
 }
 
-fn check_no_symlink_ancestors(dest: &Path, rel: &[String]) -> std::result::Result<(), String> {
+fn check_no_symlink_ancestors(dest: &Path, rel: &[String]) -> std::result::Result<(), EntryRefusal> {
     let mut p = dest.to_path_buf();
     for c in rel {
         p.push(c);
         if p.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(format!("an entry would be written through symlink {}; refusing", p.display()));
+            return Err(EntryRefusal::ThroughSymlink(p.display().to_string()));
         }
     }
     Ok(())

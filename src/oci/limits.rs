@@ -1,6 +1,6 @@
 //! Size limits on what capstan reads from a registry and writes while unpacking an image.
 //!
-//! Images come from registries capstan's users do not control (issue 11, "No size limits"), so
+//! Images come from registries capstan's users do not control, so
 //! every pull is bounded: the manifest, the config, each layer (compressed) and the whole image
 //! (compressed, config + layers) are refused before they are downloaded when their declared size
 //! is over the limit, and a download stops as soon as more bytes arrive than the descriptor
@@ -133,32 +133,44 @@ impl Limits {
     /// The limits from the `CAPSTAN_MAX_*` environment variables, each unset or empty one at its
     /// default.
     ///
-    /// Errors: a variable that is not a positive byte count (message names the variable, the
-    /// value and the accepted forms).
-    pub fn from_env() -> Result<Self, String> {
+    /// Errors: [`InvalidLimit`], a variable that is not a positive byte count.
+    pub fn from_env() -> Result<Self, InvalidLimit> {
         Self::from_lookup(|k| std::env::var(k).ok())
     }
 
     /// As [`Self::from_env`] with variables looked up through `get` (for tests).
     ///
     /// Errors: as [`Self::from_env`].
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, InvalidLimit> {
         let mut values = [0u64; 7];
         for (slot, spec) in values.iter_mut().zip(SPECS.iter()) {
             *slot = match get(spec.env).filter(|v| !v.trim().is_empty()) {
                 None => spec.default,
-                Some(text) => parse_size(&text).filter(|n| *n > 0).ok_or_else(|| {
-                    format!(
-                        "{}={text:?} is not a positive number; write a count (of bytes, for the sizes) with an optional suffix Ki, Mi, Gi, Ti (powers of 1024) or k, M, G, T (powers of 1000), e.g. {}={}",
-                        spec.env,
-                        spec.env,
-                        human(spec.default)
-                    )
+                Some(text) => parse_size(&text).filter(|n| *n > 0).ok_or_else(|| InvalidLimit {
+                    env: spec.env,
+                    value: text.clone(),
+                    default: spec.default,
                 })?,
             };
         }
         Ok(Self::from_values(values))
     }
+}
+
+/// A `CAPSTAN_MAX_*` variable that is not a positive count ([`Limits::from_env`]); the message
+/// names the variable and the value, and shows the accepted forms with the default.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{env}={value:?} is not a positive number; write a count (of bytes, for the sizes) with an optional suffix Ki, Mi, Gi, Ti (powers of 1024) or k, M, G, T (powers of 1000), e.g. {env}={}",
+    human(*default)
+)]
+pub struct InvalidLimit {
+    /// The variable, e.g. `CAPSTAN_MAX_LAYER_BYTES`.
+    pub env: &'static str,
+    /// Its value as set.
+    pub value: String,
+    /// The limit's default.
+    pub default: u64,
 }
 
 /// Parses `123`, `64Mi`, `1.5Gi`, `10M`, `512Ki` (optional `B` after the suffix) into bytes.
@@ -236,7 +248,8 @@ mod tests {
         assert_eq!(l.manifest_bytes, Limits::builtin().manifest_bytes);
         assert_eq!(l.get(Limit::Layer), 1 << 20);
         assert_eq!(Limit::Entries.spec().env, "CAPSTAN_MAX_ENTRIES");
-        let err = Limits::from_lookup(|k| (k == "CAPSTAN_MAX_ENTRIES").then(|| "lots".to_string())).unwrap_err();
+        let err =
+            Limits::from_lookup(|k| (k == "CAPSTAN_MAX_ENTRIES").then(|| "lots".to_string())).unwrap_err().to_string();
         assert!(err.contains("CAPSTAN_MAX_ENTRIES=\"lots\"") && err.contains("Mi"), "{err}");
         assert!(Limits::from_lookup(|k| (k == "CAPSTAN_MAX_FILE_BYTES").then(|| "0".to_string())).is_err());
     }

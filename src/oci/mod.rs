@@ -25,7 +25,7 @@ pub use auth::DockerConfig;
 pub use cache::BlobCache;
 pub use config::ClientConfig;
 pub use error::{OciError, Result};
-pub use limits::Limits;
+pub use limits::{InvalidLimit, Limits};
 pub use oci_client::Reference;
 pub use oci_client::manifest::{OciDescriptor, OciImageManifest};
 pub use registry::{Blob, ImageToPush, PulledImage, PushedImage, Registry, parse_reference};

@@ -727,30 +727,7 @@ impl Registry {
                 unauthorized()
             }
             OciDistributionError::RequestError(err) if err.status().is_some_and(|s| s.as_u16() == 404) => not_found(),
-            OciDistributionError::RequestError(err) => {
-                let message = error_chain(&err);
-                let lower = message.to_ascii_lowercase();
-                let scheme = self.scheme(&registry);
-                let hint = if scheme == "https"
-                    && ["tls", "certificate", "corrupt", "invalidcontenttype", "handshake", "ssl"]
-                        .iter()
-                        .any(|w| lower.contains(w))
-                {
-                    format!("; if {registry} serves plain HTTP, pass --insecure-registry {registry} (or --plain-http)")
-                } else if scheme == "http"
-                    && !self.config.plain_http
-                    && !crate::oci::config::is_loopback_registry(&registry)
-                {
-                    format!(
-                        "; {registry} is reached over plain HTTP because of --insecure-registry: check that it does not serve HTTPS"
-                    )
-                } else if lower.contains("connection refused") || lower.contains("dns") {
-                    format!("; check that the registry at {registry} is running and the address is right")
-                } else {
-                    String::new()
-                };
-                OciError::Connect { reference: whole, registry, scheme, message, hint }
-            }
+            OciDistributionError::RequestError(err) => self.connect_error(&err, whole, registry),
             OciDistributionError::DigestError(d) => OciError::DigestMismatch {
                 reference: whole,
                 registry,
@@ -760,6 +737,30 @@ impl Registry {
             },
             other => OciError::Registry { reference: whole, registry, message: other.to_string() },
         }
+    }
+
+    /// A request that got no answer from the registry, with a hint at the likely cause: TLS
+    /// spoken to a plain-HTTP registry or the reverse, or a registry that is not there.
+    fn connect_error(&self, err: &dyn std::error::Error, whole: String, registry: String) -> OciError {
+        let message = error_chain(err);
+        let lower = message.to_ascii_lowercase();
+        let scheme = self.scheme(&registry);
+        let hint = if scheme == "https"
+            && ["tls", "certificate", "corrupt", "invalidcontenttype", "handshake", "ssl"]
+                .iter()
+                .any(|w| lower.contains(w))
+        {
+            format!("; if {registry} serves plain HTTP, pass --insecure-registry {registry} (or --plain-http)")
+        } else if scheme == "http" && !self.config.plain_http && !super::config::is_loopback_registry(&registry) {
+            format!(
+                "; {registry} is reached over plain HTTP because of --insecure-registry: check that it does not serve HTTPS"
+            )
+        } else if lower.contains("connection refused") || lower.contains("dns") {
+            format!("; check that the registry at {registry} is running and the address is right")
+        } else {
+            String::new()
+        };
+        OciError::Connect { reference: whole, registry, scheme, message, hint }
     }
 }
 
