@@ -483,6 +483,50 @@ async fn an_install_plan_without_operator_group_is_blocked_once() {
     server.finish();
 }
 
+/// A plan that already lists its steps and is then refused before they are planned again (its
+/// OperatorGroup is gone) keeps them: they name the bundle digest it was planned from, which the
+/// next check pulls instead of the lookup's tag.
+#[tokio::test]
+async fn a_plan_refused_before_planning_keeps_the_steps_it_lists() {
+    let (server, ctx) = ApiServer::context();
+    let ip = install_plan(None);
+    let status_path = olm_path("v1alpha1", NS, "installplans", "install-abc/status");
+    server
+        .expect("GET", &olm_path("v1alpha1", NS, "installplans", "install-abc"), Reply::Ok(ip.clone()))
+        .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![]))
+        .expect("PATCH", &status_path, Reply::WithStatus(ip.clone()))
+        .expect("POST", &events_path(NS), Reply::Echo);
+    super::installplan::reconcile(typed::<InstallPlan>(&ip), ctx).await.expect("reconcile");
+    let seen = server.finish();
+    let mut stored = Value::Null;
+    merge_patch(&mut stored, &status_writes(&seen)[0].body["status"]);
+    let listed = json!([{
+        "resolving": "etcdoperator.v0.9.4",
+        "resource": {"sourceName": "community", "sourceNamespace": NS, "group": "", "version": "v1",
+                     "kind": "ServiceAccount", "name": "etcd-operator", "manifest": "{}"},
+        "status": "NotCreated"
+    }]);
+    stored["plan"] = listed.clone();
+    stored["message"] = json!("an earlier refusal");
+    let ip = install_plan(Some(stored));
+    // A new controller process (its Event recorder has not seen the first refusal).
+    let (server, ctx) = ApiServer::context();
+    let sub = subscription(Some(
+        json!({"lastUpdated": "2026-01-01T00:00:00Z", "installPlanRef": {"name": "install-abc", "namespace": NS}}),
+    ));
+    server
+        .expect("GET", &olm_path("v1alpha1", NS, "installplans", "install-abc"), Reply::Ok(ip.clone()))
+        .expect("GET", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(sub))
+        .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![]))
+        .expect("PATCH", &status_path, Reply::WithStatus(ip.clone()))
+        .expect("POST", &events_path(NS), Reply::Echo);
+    super::installplan::reconcile(typed::<InstallPlan>(&ip), ctx).await.expect("recheck");
+    let seen = server.finish();
+    let writes = status_writes(&seen);
+    assert_eq!(writes.len(), 1, "{:#?}", lines(&seen));
+    assert_eq!(writes[0].body["status"]["plan"], listed, "the listed steps stay: {}", writes[0].body);
+}
+
 /// The first pull of a catalog whose pull secret does not exist: `CONNECTING` is written before
 /// the pull, then `TRANSIENT_FAILURE` with reason `ImagePullFailed` and a message naming the
 /// secret and what to do; the store holds the failure for the Subscriptions, and the next try

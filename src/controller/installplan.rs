@@ -293,7 +293,9 @@ impl<'a> PlanPass<'a> {
     }
 
     /// Marks the plan Failed with `reason` and `message` (unless it already says exactly that),
-    /// `steps` listed and nothing applied, and requeues it for another check.
+    /// `steps` listed and nothing applied, and requeues it for another check. With no `steps`
+    /// (refused before they were planned) the steps the plan already lists stay: they name the
+    /// bundle digest the plan was planned from ([`pinned_image`]), which the next check pulls.
     fn block(&mut self, steps: Vec<ApiStep>, reason: &str, message: String) -> Ending {
         let message = format!("{message} (capstan checks again every {} s)", CRD_RECHECK.as_secs());
         let action = Action::requeue(CRD_RECHECK);
@@ -302,7 +304,9 @@ impl<'a> PlanPass<'a> {
         }
         tracing::warn!(plan = %self.key(), %message, "InstallPlan refused before any step");
         self.status.fail(reason, &message, &now_time());
-        self.status.plan = steps;
+        if !steps.is_empty() {
+            self.status.plan = steps;
+        }
         Ending::Write { precondition: false, note: Some((EventType::Warning, reason.into(), message)), action }
     }
 
