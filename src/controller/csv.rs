@@ -865,14 +865,14 @@ async fn deployments_waiting(ctx: &Context, csv: &ClusterServiceVersion, ns: &st
 
 /// For a CSV with webhook or APIService definitions: which of them cannot be served while
 /// Deployments `waiting` are not available, and its serving certificates' times after
-/// rotating those that are due (`install::webhook::rotate_due`, each rotation an Event).
+/// rotating those that are due (`install::rotation::rotate_due`, each rotation an Event).
 async fn webhooks_and_certificates(
     ctx: &Context,
     csv: &ClusterServiceVersion,
     ns: &str,
     waiting: &[String],
 ) -> Result<(Option<String>, Option<(Time, Time)>), Error> {
-    use crate::install::webhook;
+    use crate::install::{rotation, webhook};
     // Most CSVs declare neither: no JSON copy of the CSV on every reconcile for them.
     if !csv.serves_webhooks_or_apiservices() {
         return Ok(Default::default());
@@ -927,10 +927,10 @@ async fn webhooks_and_certificates(
         .filter(|(k, _)| k.starts_with(crate::install::COMPONENT_LABEL_PREFIX))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let missing = webhook::MissingSecret { labels, owner: Some(&owner) };
-    let times = webhook::rotate_due(&ctx.client, &name, ns, &defs, &missing, &opts, time::OffsetDateTime::now_utc())
+    let missing = rotation::MissingSecret { labels, owner: Some(&owner) };
+    let times = rotation::rotate_due(&ctx.client, &name, ns, &defs, &missing, &opts, time::OffsetDateTime::now_utc())
         .await
-        .map_err(|message| Error::Certificates { csv: format!("{ns}/{name}"), message })?;
+        .map_err(|e| Error::Certificates { csv: format!("{ns}/{name}"), message: e.to_string() })?;
     for (secret, reason) in &times.rotated {
         let message = format!(
             "serving certificate in Secret {secret} issued again ({reason}); webhook configurations, CRD conversion, APIServices and Deployment now use the new CA"

@@ -763,11 +763,11 @@ pub(super) async fn remove_webhooks_of(
         return Ok(Vec::new());
     }
     let removed = if keep_bindings {
-        crate::install::webhook::remove_callers(&ctx.client, &name, &ns, &defs).await
+        crate::install::webhook_removal::remove_callers(&ctx.client, &name, &ns, &defs).await
     } else {
-        crate::install::webhook::remove(&ctx.client, &name, &ns, &defs).await
+        crate::install::webhook_removal::remove(&ctx.client, &name, &ns, &defs).await
     };
-    removed.map_err(|message| Error::Removal { csv: format!("{ns}/{name}"), message })
+    removed.map_err(|e| Error::Removal { csv: format!("{ns}/{name}"), message: e.to_string() })
 }
 
 /// Other live CSVs (any namespace) that own or require CRD `crd`, as `namespace/name`.

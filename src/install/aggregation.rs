@@ -188,7 +188,7 @@ const NAME_LIMIT: usize = 253;
 /// SHA-224 of `<namespace>/<og>/<suffix>`, the group name cut so the whole fits 253 characters
 /// (OLM `getClusterRoleName`).
 pub fn operator_group_cluster_role_name(namespace: &str, og: &str, suffix: &str) -> String {
-    let hash = super::plan::base62(&Sha224::digest(format!("{namespace}/{og}/{suffix}").as_bytes()));
+    let hash = super::hash::base62(&Sha224::digest(format!("{namespace}/{og}/{suffix}").as_bytes()));
     // "olm.og.%s.%s-%s" without the three %s is "olm.og..-" (9 characters).
     let limit = NAME_LIMIT - "olm.og..-".len() - suffix.len() - hash.len();
     let og = if og.len() < limit { og } else { og.get(..limit).unwrap_or(og) };

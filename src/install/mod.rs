@@ -15,10 +15,13 @@ pub mod apply;
 pub mod certs;
 pub mod config;
 pub mod crd_safety;
+pub mod hash;
 pub mod operator_condition;
 pub mod plan;
 pub mod preflight;
+pub mod rotation;
 pub mod webhook;
+pub mod webhook_removal;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::GroupVersionKind;
