@@ -318,6 +318,10 @@ fn results_of(steps: &[Step], status: impl Fn(usize) -> StepStatus) -> Vec<StepR
         .collect()
 }
 
+/// The outcome of one step's PATCH ([`Applier::send_together`]): its status, the object's UID
+/// and whether an owner is still pending, or the step's error.
+type Sent = Result<(StepStatus, Option<String>, bool), StepError>;
+
 /// Where [`Applier::apply_waves`] is in the plan.
 struct Progress {
     /// One per step, in step order.
@@ -332,7 +336,7 @@ struct Progress {
 
 impl Progress {
     /// Records the outcomes of a wave's sent steps ([`Applier::send_together`]).
-    fn record(&mut self, steps: &[Step], sent: Vec<(usize, Result<(StepStatus, Option<String>, bool), StepError>)>) {
+    fn record(&mut self, steps: &[Step], sent: Vec<(usize, Sent)>) {
         for (i, outcome) in sent {
             let step = &steps[i];
             match outcome {
@@ -745,11 +749,7 @@ impl Applier<'_> {
     /// Sends the PATCHes of the prepared steps `ready` (step index, prepared) together, then
     /// records each in step order ([`Applier::finish`]): per step its status, uid and whether an
     /// owner is still pending, or its error.
-    async fn send_together(
-        &mut self,
-        steps: &[Step],
-        ready: Vec<(usize, Prepared)>,
-    ) -> Vec<(usize, Result<(StepStatus, Option<String>, bool), StepError>)> {
+    async fn send_together(&mut self, steps: &[Step], ready: Vec<(usize, Prepared)>) -> Vec<(usize, Sent)> {
         let sent = futures::future::join_all(ready.iter().map(|(i, p)| self.send(&steps[*i], p))).await;
         let mut out = Vec::with_capacity(ready.len());
         for ((i, prepared), sent) in ready.into_iter().zip(sent) {
@@ -873,12 +873,7 @@ impl Applier<'_> {
     }
 
     /// Records a sent step: its uid (for the owner references of later steps) and its status.
-    async fn finish(
-        &mut self,
-        step: &Step,
-        prepared: Prepared,
-        sent: Attempt<DynamicObject>,
-    ) -> Result<(StepStatus, Option<String>, bool), StepError> {
+    async fn finish(&mut self, step: &Step, prepared: Prepared, sent: Attempt<DynamicObject>) -> Sent {
         let applied = match sent {
             Attempt::Done(o) => o,
             Attempt::Failed(e, attempts, elapsed) => {

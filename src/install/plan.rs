@@ -45,7 +45,7 @@ pub struct KindInfo {
     pub plural: &'static str,
 }
 
-/// Every kind a plan may hold, in apply order: the order of issue 5 (CRDs, ServiceAccounts,
+/// Every kind a plan may hold, in apply order: first the kinds others depend on (CRDs, ServiceAccounts,
 /// Roles, RoleBindings, ClusterRoles, ClusterRoleBindings, Services, ConfigMaps, Secrets), then
 /// the other kinds OLM supports in bundles (§2.5, \[OLM\] `catalog/supportedresources.go`), then the
 /// CSV, then the Deployments of the CSV's install strategy (which OLM's olm-operator creates once
@@ -517,6 +517,9 @@ impl Strategy {
     }
 }
 
+/// Steps with their rank in the plan's order of kinds (sorted by rank at the end of [`steps`]).
+type Ranked = Vec<(u8, Step)>;
+
 struct Ctx<'a> {
     target: &'a InstallTarget,
     csv: &'a str,
@@ -526,11 +529,7 @@ impl Ctx<'_> {
     /// The steps of the bundle's own objects (the CSV as [`Ctx::csv_manifest`] makes it, CRDs
     /// with the installed-alongside annotation and their conversion webhook's `spec.conversion`)
     /// with their ranks, and the names of the ServiceAccounts the bundle ships.
-    fn bundle_steps(
-        &self,
-        bundle: &Bundle,
-        defs: &webhook::Definitions,
-    ) -> Result<(Vec<(u8, Step)>, Vec<String>), PlanError> {
+    fn bundle_steps(&self, bundle: &Bundle, defs: &webhook::Definitions) -> Result<(Ranked, Vec<String>), PlanError> {
         // CRD name → spec.conversion of the conversion webhook that converts it.
         let conversions: BTreeMap<&str, Value> = defs
             .webhooks
@@ -540,7 +539,7 @@ impl Ctx<'_> {
                 w.conversion_crds.iter().flatten().map(move |c| (c.as_str(), webhook::conversion(w, self.target)))
             })
             .collect();
-        let mut out: Vec<(u8, Step)> = Vec::new();
+        let mut out: Ranked = Vec::new();
         let mut shipped_sas: Vec<String> = Vec::new();
         for (i, m) in bundle.objects.iter().enumerate() {
             let Some(info) = kind_info(m.kind()) else { continue };
@@ -576,7 +575,7 @@ impl Ctx<'_> {
 
     /// A ServiceAccount step for every `serviceAccountName` of the permissions and the
     /// deployments' pod templates, once each, unless it is `default` or the bundle ships it.
-    fn service_accounts(&self, strategy: &Strategy, shipped_sas: &[String]) -> Vec<(u8, Step)> {
+    fn service_accounts(&self, strategy: &Strategy, shipped_sas: &[String]) -> Ranked {
         let mut sa_names: Vec<String> = Vec::new();
         for p in strategy.permissions.iter().chain(&strategy.cluster_permissions) {
             sa_names.push(p.service_account_name.clone());
@@ -611,7 +610,7 @@ impl Ctx<'_> {
         defs: &webhook::Definitions,
         strategy: &Strategy,
         csv_annotations: &Value,
-    ) -> Result<Vec<(u8, Step)>, PlanError> {
+    ) -> Result<Ranked, PlanError> {
         let mut out = Vec::new();
         let cert_deployments = defs.deployments();
         for d in &strategy.deployments {

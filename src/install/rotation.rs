@@ -102,7 +102,7 @@ pub enum RotationError {
         /// `namespace/name` of the CSV.
         csv: String,
         /// The failed step's error.
-        source: StepError,
+        source: Box<StepError>,
     },
 }
 
@@ -247,7 +247,7 @@ pub async fn rotate_due(
     steps.extend(shell.callers(defs).await?);
     for r in apply(client, &steps, opts).await {
         if let StepStatus::Failed(source) = r.status {
-            return Err(RotationError::Apply { csv: format!("{namespace}/{csv}"), source });
+            return Err(RotationError::Apply { csv: format!("{namespace}/{csv}"), source: Box::new(source) });
         }
     }
     for Due { secret, reason, .. } in due {
