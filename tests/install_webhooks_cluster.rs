@@ -4,7 +4,7 @@
 //! the API server accepts every object capstan plans for webhooks (Service, TLS Secret, webhook
 //! configuration, CRD `spec.conversion`, the auth bindings), that the `caBundle` everywhere is
 //! the CA of the Secret, that a re-apply keeps the certificate and a due one is replaced, and
-//! that a webhook that cannot be served blocks writes until `webhook::remove` — which runs
+//! that a webhook that cannot be served blocks writes until `webhook_removal::remove` — which runs
 //! before the Deployment is deleted — unblocks them. The real TLS calls are in
 //! `tests/node_webhook_e2e.rs` (real node).
 
@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use capstan::bundle::Bundle;
 use capstan::install::certs::{self, ANNOTATION_CA_HASH};
-use capstan::install::webhook::{self, Definitions};
+use capstan::install::webhook::Definitions;
+use capstan::install::webhook_removal;
 use capstan::install::{self, ApplyOptions, InstallTarget};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -118,7 +119,7 @@ async fn webhook_objects_on_the_api_server() {
         .await
         .expect_err("blocked by a webhook nobody serves");
         assert!(err.to_string().contains("vwidgets.webhook.capstan.dev"), "{err}");
-        let removed = webhook::remove(&client, &csv, &ns, &defs).await.unwrap();
+        let removed = webhook_removal::remove(&client, &csv, &ns, &defs).await.unwrap();
         assert!(removed.iter().any(|r| r.starts_with("ValidatingWebhookConfiguration vwidgets.webhook.capstan.dev-")), "{removed:?}");
         assert!(removed.contains(&format!("CustomResourceDefinition {CRD} spec.conversion")), "{removed:?}");
         assert!(removed.contains(&"ClusterRoleBinding webhook-operator-service-system:auth-delegator".to_string()), "{removed:?}");
@@ -126,10 +127,10 @@ async fn webhook_objects_on_the_api_server() {
         let crd = Api::<CustomResourceDefinition>::all(client.clone()).get(CRD).await.unwrap();
         assert_eq!(crd.spec.conversion.map(|c| c.strategy).as_deref(), Some("None"));
         widgets.create(&PostParams::default(), &w).await.expect("writes work once the webhook is removed, with the Deployment still there");
-        assert!(webhook::remove(&client, &csv, &ns, &defs).await.unwrap().is_empty(), "idempotent");
+        assert!(webhook_removal::remove(&client, &csv, &ns, &defs).await.unwrap().is_empty(), "idempotent");
     }))
     .await;
-    let _ = webhook::remove(&client, &csv, &ns, &defs).await;
+    let _ = webhook_removal::remove(&client, &csv, &ns, &defs).await;
     let _ = Api::<CustomResourceDefinition>::all(client.clone()).delete(CRD, &DeleteParams::default()).await;
     let _ = Api::<Namespace>::all(client.clone()).delete(&ns, &DeleteParams::default()).await;
     if let Err(p) = result {

@@ -195,7 +195,7 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
-    /// Rotating the serving certificates of an installed CSV failed (`install::webhook::rotate_due`);
+    /// Rotating the serving certificates of an installed CSV failed (`install::rotation::rotate_due`);
     /// the message names the object and the API error. Retried by the requeue.
     #[error("certificates of ClusterServiceVersion {csv}: {message}")]
     Certificates {
@@ -205,7 +205,7 @@ pub enum Error {
         message: String,
     },
     /// Removing what an uninstalled CSV made the cluster call (its webhook configurations,
-    /// APIServices, CRD conversion, shared auth bindings: `install::webhook::remove`) failed;
+    /// APIServices, CRD conversion, shared auth bindings: `install::webhook_removal::remove`) failed;
     /// the message names the object and the API error. Retried by the requeue.
     #[error("uninstall of ClusterServiceVersion {csv}: {message}")]
     Removal {

@@ -670,7 +670,7 @@ async fn delete_labelled_webhook_configurations(ctx: &Context, sel: &str) -> Res
 }
 
 /// Deletes the operator: what makes the cluster call it first (its webhook configurations and
-/// APIServices, its CRDs' conversion, the auth bindings it shares: `install::webhook::remove`,
+/// APIServices, its CRDs' conversion, the auth bindings it shares: `install::webhook_removal::remove`,
 /// only when the CSV is not `replaced` by an upgrade, which took them over), then its
 /// Deployments, namespaced objects and cluster-scoped RBAC. Returns what was deleted now and the
 /// cluster-scoped RBAC still present.
@@ -737,7 +737,7 @@ async fn remove_operator(
     Ok((deleted, left))
 }
 
-/// `install::webhook::remove` for a CSV that is uninstalled: its webhook configurations and
+/// `install::webhook_removal::remove` for a CSV that is uninstalled: its webhook configurations and
 /// APIServices, its conversion CRDs reset, its subjects of the shared auth bindings. A CSV whose
 /// definitions cannot be read (it never installed any) has nothing to remove.
 async fn remove_webhooks(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Vec<String>, Error> {
@@ -745,7 +745,7 @@ async fn remove_webhooks(ctx: &Context, csv: &ClusterServiceVersion) -> Result<V
 }
 
 /// [`remove_webhooks`], or with `keep_bindings` only what calls the operator
-/// (`install::webhook::remove_callers`): for a CSV refused for an OperatorGroup owner conflict,
+/// (`install::webhook_removal::remove_callers`): for a CSV refused for an OperatorGroup owner conflict,
 /// which keeps its auth-binding subjects for when it may install again.
 pub(super) async fn remove_webhooks_of(
     ctx: &Context,
@@ -771,11 +771,11 @@ pub(super) async fn remove_webhooks_of(
         return Ok(Vec::new());
     }
     let removed = if keep_bindings {
-        crate::install::webhook::remove_callers(&ctx.client, &name, &ns, &defs).await
+        crate::install::webhook_removal::remove_callers(&ctx.client, &name, &ns, &defs).await
     } else {
-        crate::install::webhook::remove(&ctx.client, &name, &ns, &defs).await
+        crate::install::webhook_removal::remove(&ctx.client, &name, &ns, &defs).await
     };
-    removed.map_err(|message| Error::Removal { csv: format!("{ns}/{name}"), message })
+    removed.map_err(|e| Error::Removal { csv: format!("{ns}/{name}"), message: e.to_string() })
 }
 
 /// Other live CSVs (any namespace) that own or require CRD `crd`, as `namespace/name`.

@@ -119,7 +119,7 @@ pub async fn ensure_serving_cert(
     let name = format!("{service}-cert");
     let hosts = certs::hostnames_for_service(service, namespace);
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let valid_for = certs::validity_from_env()?;
+    let valid_for = certs::validity_from_env().map_err(|e| e.to_string())?;
     for _ in 0..5 {
         let existing = api.get_opt(&name).await.map_err(|e| format!("reading Secret {namespace}/{name}: {e}"))?;
         let data: BTreeMap<String, Vec<u8>> = existing

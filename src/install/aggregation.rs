@@ -188,7 +188,7 @@ const NAME_LIMIT: usize = 253;
 /// SHA-224 of `<namespace>/<og>/<suffix>`, the group name cut so the whole fits 253 characters
 /// (OLM `getClusterRoleName`).
 pub fn operator_group_cluster_role_name(namespace: &str, og: &str, suffix: &str) -> String {
-    let hash = super::plan::base62(&Sha224::digest(format!("{namespace}/{og}/{suffix}").as_bytes()));
+    let hash = super::hash::base62(&Sha224::digest(format!("{namespace}/{og}/{suffix}").as_bytes()));
     // "olm.og.%s.%s-%s" without the three %s is "olm.og..-" (9 characters).
     let limit = NAME_LIMIT - "olm.og..-".len() - suffix.len() - hash.len();
     let og = if og.len() < limit { og } else { og.get(..limit).unwrap_or(og) };
@@ -888,7 +888,7 @@ mod tests {
         let global = group("ns-b", "og-b", &[""], "");
         // The newcomer in the AllNamespaces group: refused, naming the other group, the API and what to do.
         let ApiOwnership::Refused { reason, message, release } =
-            decide_api_ownership("ns-b/op.v1", false, &add, &global, &[a.clone()], false)
+            decide_api_ownership("ns-b/op.v1", false, &add, &global, std::slice::from_ref(&a), false)
         else {
             panic!()
         };
@@ -906,25 +906,28 @@ mod tests {
         // The holder keeps installing; a group that lacks them claims them (AddAPIs).
         let holder = group("ns-a", "og-a", &["ns-a"], "Gadget.v1.example.com,Widget.v1.webhook.capstan.dev");
         assert_eq!(
-            decide_api_ownership("ns-a/op.v1", false, &add, &holder, &[global.clone()], false),
+            decide_api_ownership("ns-a/op.v1", false, &add, &holder, std::slice::from_ref(&global), false),
             ApiOwnership::Free
         );
         assert_eq!(
-            decide_api_ownership("ns-a/op.v1", false, &add, &a, &[global.clone()], false),
+            decide_api_ownership("ns-a/op.v1", false, &add, &a, std::slice::from_ref(&global), false),
             ApiOwnership::Claim("Gadget.v1.example.com,Widget.v1.webhook.capstan.dev".into())
         );
         // Both groups list them: this one releases them and is refused.
         let both = group("ns-b", "og-b", &[""], "Gadget.v1.example.com,Other.v1.x.io,Widget.v1.webhook.capstan.dev");
         let ApiOwnership::Refused { reason, release, .. } =
-            decide_api_ownership("ns-b/op.v1", false, &add, &both, &[a.clone()], false)
+            decide_api_ownership("ns-b/op.v1", false, &add, &both, std::slice::from_ref(&a), false)
         else {
             panic!()
         };
         assert_eq!((reason, release.as_deref()), (INTER_OPERATOR_GROUP_OWNER_CONFLICT, Some("Other.v1.x.io")));
         // Copied CSVs and CSVs without APIs are not checked.
-        assert_eq!(decide_api_ownership("ns-b/op.v1", true, &add, &global, &[a.clone()], false), ApiOwnership::Free);
         assert_eq!(
-            decide_api_ownership("ns-b/op.v1", false, &BTreeSet::new(), &global, &[a.clone()], false),
+            decide_api_ownership("ns-b/op.v1", true, &add, &global, std::slice::from_ref(&a), false),
+            ApiOwnership::Free
+        );
+        assert_eq!(
+            decide_api_ownership("ns-b/op.v1", false, &BTreeSet::new(), &global, std::slice::from_ref(&a), false),
             ApiOwnership::Free
         );
         // A static group: adding (or removing) is refused; what it lists already is fine; a conflict stays a conflict.

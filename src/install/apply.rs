@@ -276,22 +276,9 @@ pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<
             }
             Err((at, e)) => {
                 tracing::warn!(step = %steps[at].describe(), error = %e, "install step failed");
-                return steps
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| StepResult {
-                        index: i,
-                        kind: s.kind.clone(),
-                        name: s.name.clone(),
-                        namespace: s.namespace.clone(),
-                        status: if i == at {
-                            StepStatus::Failed(e.clone())
-                        } else {
-                            StepStatus::NotApplied { blocked_by: at }
-                        },
-                        uid: None,
-                    })
-                    .collect();
+                return results_of(steps, |i| {
+                    if i == at { StepStatus::Failed(e.clone()) } else { StepStatus::NotApplied { blocked_by: at } }
+                });
             }
         }
     } else {
@@ -312,7 +299,12 @@ pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<
     if let Some(refused) = ap.check_ownership(steps).await {
         return refused;
     }
-    let mut results: Vec<StepResult> = steps
+    ap.apply_waves(steps).await
+}
+
+/// One [`StepResult`] per step, not applied yet, with the status `status` gives its index.
+fn results_of(steps: &[Step], status: impl Fn(usize) -> StepStatus) -> Vec<StepResult> {
+    steps
         .iter()
         .enumerate()
         .map(|(i, step)| StepResult {
@@ -320,74 +312,52 @@ pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<
             kind: step.kind.clone(),
             name: step.name.clone(),
             namespace: step.namespace.clone(),
-            status: StepStatus::NotApplied { blocked_by: 0 },
+            status: status(i),
             uid: None,
         })
-        .collect();
-    let mut pending_crds: Vec<usize> = Vec::new();
-    let mut deferred: Vec<usize> = Vec::new();
-    let mut failed: Option<usize> = None;
+        .collect()
+}
 
-    for wave in waves(steps) {
-        if failed.is_none()
-            && !pending_crds.is_empty()
-            && wave.iter().any(|&i| steps[i].kind != "CustomResourceDefinition")
-        {
-            failed = ap.wait_crds(steps, &mut pending_crds, &mut results).await;
-        }
-        // Prepared in step order; a step that cannot be prepared stops the wave there, as a
-        // failed step stops the plan (the steps after it are not sent).
-        let mut ready = Vec::with_capacity(wave.len());
-        for &i in &wave {
-            if let Some(f) = failed {
-                results[i].status = StepStatus::NotApplied { blocked_by: f };
-                continue;
-            }
-            match ap.prepare(i, &steps[i], false).await {
-                Ok(p) => ready.push((i, p)),
-                Err(e) => {
-                    tracing::warn!(step = %steps[i].describe(), error = %e, "install step failed");
-                    results[i].status = StepStatus::Failed(e);
-                    failed = Some(i);
-                }
-            }
-        }
-        for (i, outcome) in ap.send_together(steps, ready).await {
+/// The outcome of one step's PATCH ([`Applier::send_together`]): its status, the object's UID
+/// and whether an owner is still pending, or the step's error.
+type Sent = Result<(StepStatus, Option<String>, bool), StepError>;
+
+/// Where [`Applier::apply_waves`] is in the plan.
+struct Progress {
+    /// One per step, in step order.
+    results: Vec<StepResult>,
+    /// CRD steps applied and not yet waited for.
+    pending_crds: Vec<usize>,
+    /// Steps applied without an ownerReference whose owner did not exist yet.
+    deferred: Vec<usize>,
+    /// The first step that failed.
+    failed: Option<usize>,
+}
+
+impl Progress {
+    /// Records the outcomes of a wave's sent steps ([`Applier::send_together`]).
+    fn record(&mut self, steps: &[Step], sent: Vec<(usize, Sent)>) {
+        for (i, outcome) in sent {
             let step = &steps[i];
             match outcome {
                 Ok((status, uid, owner_pending)) => {
-                    results[i].status = status;
-                    results[i].uid = uid;
+                    self.results[i].status = status;
+                    self.results[i].uid = uid;
                     if step.kind == "CustomResourceDefinition" {
-                        pending_crds.push(i);
+                        self.pending_crds.push(i);
                     }
                     if owner_pending {
-                        deferred.push(i);
+                        self.deferred.push(i);
                     }
                 }
                 Err(e) => {
                     tracing::warn!(step = %step.describe(), error = %e, "install step failed");
-                    results[i].status = StepStatus::Failed(e);
-                    failed = Some(failed.map_or(i, |f| f.min(i)));
-                }
-            }
-        }
-        // A step of this wave left unsent names the first failed step, which may be one sent.
-        if let Some(f) = failed {
-            for &i in &wave {
-                if let StepStatus::NotApplied { blocked_by } = &mut results[i].status {
-                    *blocked_by = f;
+                    self.results[i].status = StepStatus::Failed(e);
+                    self.failed = Some(self.failed.map_or(i, |f| f.min(i)));
                 }
             }
         }
     }
-    if failed.is_none() && !pending_crds.is_empty() {
-        failed = ap.wait_crds(steps, &mut pending_crds, &mut results).await;
-    }
-    if failed.is_none() {
-        ap.apply_deferred(steps, &deferred, &mut results).await;
-    }
-    results
 }
 
 /// The kinds whose first-pass applies go out together when they follow each other in a plan
@@ -504,6 +474,24 @@ struct Applier<'a> {
     alongside: HashMap<usize, Vec<(String, String, String)>>,
 }
 
+/// The installed-alongside annotations of the CRD `found` (the object of CRD step `step` on the
+/// cluster) that name CSVs of other namespaces than the plan's (the namespace of the step's own
+/// installed-alongside annotation); empty for other steps. Pure.
+fn alongside_elsewhere(step: &Step, found: &DynamicObject) -> Vec<(String, String, String)> {
+    if step.kind != "CustomResourceDefinition" || step.namespace.is_some() {
+        return Vec::new();
+    }
+    let Some(annotations) = found.metadata.annotations.as_ref() else { return Vec::new() };
+    let own = step.manifest.pointer("/metadata/annotations").and_then(Value::as_object).into_iter().flatten().find_map(
+        |(k, v)| {
+            k.starts_with(super::plan::ANNOTATION_INSTALLED_ALONGSIDE)
+                .then(|| v.as_str()?.split_once('/').map(|(ns, _)| ns.to_string()))
+                .flatten()
+        },
+    );
+    super::plan::installed_alongside_elsewhere(annotations, own.as_deref().unwrap_or_default())
+}
+
 /// A step ready for its PATCH ([`Applier::prepare`]).
 struct Prepared {
     ar: ApiResource,
@@ -563,24 +551,8 @@ impl Applier<'_> {
             {
                 conflicts.push((i, StepError::Conflict { object: step.describe(), owner, label }));
             }
-            if step.kind == "CustomResourceDefinition"
-                && step.namespace.is_none()
-                && let Some(annotations) = found.as_ref().and_then(|o| o.metadata.annotations.as_ref())
-            {
-                // The plan's namespace: that of the CRD's own installed-alongside annotation.
-                let own = step
-                    .manifest
-                    .pointer("/metadata/annotations")
-                    .and_then(Value::as_object)
-                    .into_iter()
-                    .flatten()
-                    .find_map(|(k, v)| {
-                        k.starts_with(super::plan::ANNOTATION_INSTALLED_ALONGSIDE)
-                            .then(|| v.as_str()?.split_once('/').map(|(ns, _)| ns.to_string()))
-                            .flatten()
-                    });
-                let elsewhere =
-                    super::plan::installed_alongside_elsewhere(annotations, own.as_deref().unwrap_or_default());
+            if let Some(obj) = &found {
+                let elsewhere = alongside_elsewhere(step, obj);
                 if !elsewhere.is_empty() {
                     self.alongside.insert(i, elsewhere);
                 }
@@ -588,24 +560,11 @@ impl Applier<'_> {
             self.existing.insert(i, found.and_then(|o| o.metadata.resource_version));
         }
         let first = conflicts.first()?.0;
-        let mut conflicts: HashMap<usize, StepError> = conflicts.into_iter().collect();
-        Some(
-            steps
-                .iter()
-                .enumerate()
-                .map(|(i, step)| StepResult {
-                    index: i,
-                    kind: step.kind.clone(),
-                    name: step.name.clone(),
-                    namespace: step.namespace.clone(),
-                    status: match conflicts.remove(&i) {
-                        Some(e) => StepStatus::Failed(e),
-                        None => StepStatus::NotApplied { blocked_by: first },
-                    },
-                    uid: None,
-                })
-                .collect(),
-        )
+        let conflicts: HashMap<usize, StepError> = conflicts.into_iter().collect();
+        Some(results_of(steps, |i| match conflicts.get(&i) {
+            Some(e) => StepStatus::Failed(e.clone()),
+            None => StepStatus::NotApplied { blocked_by: first },
+        }))
     }
 
     /// Reads `step`'s object for [`Applier::check_ownership`]: `None` when the step names no
@@ -623,6 +582,64 @@ impl Applier<'_> {
         let api = self.api(&ar, step.namespace.as_deref());
         let found = self.retry(|| api.get_opt(&step.name)).await;
         Some((ar, found))
+    }
+
+    /// The waves of [`apply`] after the ownership check: each wave prepared and sent, CRDs waited
+    /// for before the first wave that is not only CRDs, the deferred owners resolved at the end.
+    async fn apply_waves(&mut self, steps: &[Step]) -> Vec<StepResult> {
+        let mut p = Progress {
+            results: results_of(steps, |_| StepStatus::NotApplied { blocked_by: 0 }),
+            pending_crds: Vec::new(),
+            deferred: Vec::new(),
+            failed: None,
+        };
+        for wave in waves(steps) {
+            if p.failed.is_none()
+                && !p.pending_crds.is_empty()
+                && wave.iter().any(|&i| steps[i].kind != "CustomResourceDefinition")
+            {
+                p.failed = self.wait_crds(steps, &mut p.pending_crds, &mut p.results).await;
+            }
+            let ready = self.prepare_wave(steps, &wave, &mut p).await;
+            let sent = self.send_together(steps, ready).await;
+            p.record(steps, sent);
+            // A step of this wave left unsent names the first failed step, which may be one sent.
+            if let Some(f) = p.failed {
+                for &i in &wave {
+                    if let StepStatus::NotApplied { blocked_by } = &mut p.results[i].status {
+                        *blocked_by = f;
+                    }
+                }
+            }
+        }
+        if p.failed.is_none() && !p.pending_crds.is_empty() {
+            p.failed = self.wait_crds(steps, &mut p.pending_crds, &mut p.results).await;
+        }
+        if p.failed.is_none() {
+            self.apply_deferred(steps, &p.deferred, &mut p.results).await;
+        }
+        p.results
+    }
+
+    /// The steps of `wave` prepared in step order; a step that cannot be prepared stops the wave
+    /// there, as a failed step stops the plan (the steps after it are not sent).
+    async fn prepare_wave(&mut self, steps: &[Step], wave: &[usize], p: &mut Progress) -> Vec<(usize, Prepared)> {
+        let mut ready = Vec::with_capacity(wave.len());
+        for &i in wave {
+            if let Some(f) = p.failed {
+                p.results[i].status = StepStatus::NotApplied { blocked_by: f };
+                continue;
+            }
+            match self.prepare(i, &steps[i], false).await {
+                Ok(prepared) => ready.push((i, prepared)),
+                Err(e) => {
+                    tracing::warn!(step = %steps[i].describe(), error = %e, "install step failed");
+                    p.results[i].status = StepStatus::Failed(e);
+                    p.failed = Some(i);
+                }
+            }
+        }
+        ready
     }
 
     /// Waits for every pending CRD; on failure marks its result failed and returns its index.
@@ -732,11 +749,7 @@ impl Applier<'_> {
     /// Sends the PATCHes of the prepared steps `ready` (step index, prepared) together, then
     /// records each in step order ([`Applier::finish`]): per step its status, uid and whether an
     /// owner is still pending, or its error.
-    async fn send_together(
-        &mut self,
-        steps: &[Step],
-        ready: Vec<(usize, Prepared)>,
-    ) -> Vec<(usize, Result<(StepStatus, Option<String>, bool), StepError>)> {
+    async fn send_together(&mut self, steps: &[Step], ready: Vec<(usize, Prepared)>) -> Vec<(usize, Sent)> {
         let sent = futures::future::join_all(ready.iter().map(|(i, p)| self.send(&steps[*i], p))).await;
         let mut out = Vec::with_capacity(ready.len());
         for ((i, prepared), sent) in ready.into_iter().zip(sent) {
@@ -860,12 +873,7 @@ impl Applier<'_> {
     }
 
     /// Records a sent step: its uid (for the owner references of later steps) and its status.
-    async fn finish(
-        &mut self,
-        step: &Step,
-        prepared: Prepared,
-        sent: Attempt<DynamicObject>,
-    ) -> Result<(StepStatus, Option<String>, bool), StepError> {
+    async fn finish(&mut self, step: &Step, prepared: Prepared, sent: Attempt<DynamicObject>) -> Sent {
         let applied = match sent {
             Attempt::Done(o) => o,
             Attempt::Failed(e, attempts, elapsed) => {

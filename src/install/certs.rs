@@ -265,15 +265,23 @@ pub fn validity(data: &BTreeMap<String, Vec<u8>>) -> Option<(OffsetDateTime, Off
 /// [`DEFAULT_CERT_VALID_FOR`].
 ///
 /// # Errors
-/// A message naming the variable and its value when it cannot be read or is under 60 s.
-pub fn validity_from_env() -> Result<Duration, String> {
+/// [`ValidityError`], naming the variable and its value, when it cannot be read or is under 60 s.
+pub fn validity_from_env() -> Result<Duration, ValidityError> {
     match std::env::var(CERT_VALIDITY_ENV) {
         Err(_) => Ok(DEFAULT_CERT_VALID_FOR),
         Ok(v) if v.trim().is_empty() => Ok(DEFAULT_CERT_VALID_FOR),
-        Ok(v) => parse_validity(&v).ok_or_else(|| {
-            format!("{CERT_VALIDITY_ENV}={v:?} is not a duration of at least 60 s; write seconds or a number with s, m, h or d (e.g. 10m)")
-        }),
+        Ok(v) => parse_validity(&v).ok_or(ValidityError { value: v }),
     }
+}
+
+/// [`CERT_VALIDITY_ENV`] is set to something that is not a duration of at least 60 s.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{CERT_VALIDITY_ENV}={value:?} is not a duration of at least 60 s; write seconds or a number with s, m, h or d (e.g. 10m)"
+)]
+pub struct ValidityError {
+    /// The variable's value.
+    pub value: String,
 }
 
 fn parse_validity(v: &str) -> Option<Duration> {

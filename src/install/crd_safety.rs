@@ -347,7 +347,7 @@ impl CrdUpgradeCheck {
                             outcome.warnings.extend(warnings);
                             Some(v)
                         }
-                        Err(message) => {
+                        Err(SchemaError { message, .. }) => {
                             outcome.errors.push(CrdUpgradeError::InvalidSchema {
                                 crd: crd.clone(),
                                 version: version.clone(),
@@ -549,39 +549,50 @@ fn check_new_versions(crd: &str, new: &CustomResourceDefinition, out: &mut CrdCh
                  client can read directly (Kubernetes allows this, but it is usually a mistake in the bundle)."
             ));
         }
-        let none_conversion = new.spec.conversion.as_ref().is_none_or(|c| c.strategy == "None");
-        let served: Vec<_> = versions.iter().filter(|v| v.served).collect();
-        if none_conversion && served.len() > 1 {
-            let fields_of = |name: &str| -> Option<BTreeSet<String>> {
-                let schema = versions.iter().find(|v| v.name == name)?.schema.as_ref()?.open_api_v3_schema.as_ref()?;
-                let value = serde_json::to_value(schema).ok()?;
-                let mut set = BTreeSet::new();
-                field_paths(&value, "", &mut set);
-                Some(set)
-            };
-            if let Some(stored_fields) = fields_of(storage_version) {
-                for v in served.iter().filter(|v| v.name != *storage_version) {
-                    let Some(fields) = fields_of(&v.name) else { continue };
-                    let pruned: Vec<&String> = fields
-                        .iter()
-                        .filter(|f| !stored_fields.contains(*f) && !covered_by_open_field(f, &stored_fields))
-                        .collect();
-                    if !pruned.is_empty() {
-                        let shown: Vec<&str> = pruned.iter().take(MAX_LISTED_OBJECTS).map(|s| s.as_str()).collect();
-                        out.warnings.push(format!(
-                            "CRD {crd}: conversion strategy None serves several versions, but the schema of served version \
-                             {} has field{} {}{} that storage version {storage_version} lacks; with strategy None objects are \
-                             stored unchanged at {storage_version}, so the API server prunes these fields when it stores an \
-                             object written at {}. Give the versions the same fields or use a conversion webhook.",
-                            v.name,
-                            plural_s(pruned.len()),
-                            shown.join(", "),
-                            if pruned.len() > shown.len() { format!(" and {} more", pruned.len() - shown.len()) } else { String::new() },
-                            v.name
-                        ));
-                    }
-                }
-            }
+        warn_pruned_fields(crd, new, storage_version, out);
+    }
+}
+
+/// The warning of check 3 for conversion strategy `None` with several served versions: the
+/// fields of a served version that the storage version's schema lacks (pruned when stored).
+fn warn_pruned_fields(crd: &str, new: &CustomResourceDefinition, storage_version: &str, out: &mut CrdCheckOutcome) {
+    let versions = &new.spec.versions;
+    let none_conversion = new.spec.conversion.as_ref().is_none_or(|c| c.strategy == "None");
+    let served: Vec<_> = versions.iter().filter(|v| v.served).collect();
+    if !none_conversion || served.len() <= 1 {
+        return;
+    }
+    let fields_of = |name: &str| -> Option<BTreeSet<String>> {
+        let schema = versions.iter().find(|v| v.name == name)?.schema.as_ref()?.open_api_v3_schema.as_ref()?;
+        let value = serde_json::to_value(schema).ok()?;
+        let mut set = BTreeSet::new();
+        field_paths(&value, "", &mut set);
+        Some(set)
+    };
+    let Some(stored_fields) = fields_of(storage_version) else { return };
+    for v in served.iter().filter(|v| v.name != storage_version) {
+        let Some(fields) = fields_of(&v.name) else { continue };
+        let pruned: Vec<&String> = fields
+            .iter()
+            .filter(|f| !stored_fields.contains(*f) && !covered_by_open_field(f, &stored_fields))
+            .collect();
+        if !pruned.is_empty() {
+            let shown: Vec<&str> = pruned.iter().take(MAX_LISTED_OBJECTS).map(|s| s.as_str()).collect();
+            out.warnings.push(format!(
+                "CRD {crd}: conversion strategy None serves several versions, but the schema of served version \
+                 {} has field{} {}{} that storage version {storage_version} lacks; with strategy None objects are \
+                 stored unchanged at {storage_version}, so the API server prunes these fields when it stores an \
+                 object written at {}. Give the versions the same fields or use a conversion webhook.",
+                v.name,
+                plural_s(pruned.len()),
+                shown.join(", "),
+                if pruned.len() > shown.len() {
+                    format!(" and {} more", pruned.len() - shown.len())
+                } else {
+                    String::new()
+                },
+                v.name
+            ));
         }
     }
 }
@@ -645,7 +656,7 @@ impl<'i> jsonschema::Keyword<'i> for GoPattern {
 /// Compiles a CRD version's schema (after [`to_json_schema`]) with JSON Schema draft 4 semantics,
 /// `pattern` as Go RE2 and no format checks. Patterns the `regex` crate cannot compile are left
 /// unchecked and returned as warnings.
-fn compile(crd: &str, version: &str, openapi: &Value) -> Result<(jsonschema::Validator, Vec<String>), String> {
+fn compile(crd: &str, version: &str, openapi: &Value) -> Result<(jsonschema::Validator, Vec<String>), SchemaError> {
     let mut unsupported = Vec::new();
     let schema = translate(openapi, "", &mut unsupported);
     let validator = jsonschema::draft4::options()
@@ -657,7 +668,7 @@ fn compile(crd: &str, version: &str, openapi: &Value) -> Result<(jsonschema::Val
             Ok(Box::new(GoPattern { regex }))
         })
         .build(&schema)
-        .map_err(|e| cut(e.to_string()))?;
+        .map_err(|e| SchemaError { crd: crd.to_string(), version: version.to_string(), message: cut(e.to_string()) })?;
     let warnings = unsupported
         .into_iter()
         .map(|(path, pattern, err)| {
@@ -669,15 +680,30 @@ fn compile(crd: &str, version: &str, openapi: &Value) -> Result<(jsonschema::Val
     Ok((validator, warnings))
 }
 
+/// A CRD version's schema that does not compile (after [`to_json_schema`]); shown as the
+/// validator's message, cut to [`MAX_REASON_LEN`] bytes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SchemaError {
+    /// The CRD's name.
+    pub crd: String,
+    /// The version whose schema does not compile.
+    pub version: String,
+    /// The validator's message.
+    pub message: String,
+}
+
 /// A CRD version's `openAPIV3Schema`, compiled once, to find the field errors of objects as the
 /// API server's schema validation finds them (types, enums, required fields, patterns; unknown
 /// fields are not errors: see [`crate::api::unknown_fields`]).
 pub struct SchemaCheck(jsonschema::Validator);
 
 impl SchemaCheck {
-    /// Compiles `openapi`; `crd` and `version` name the schema in errors. Errors: the schema
-    /// does not compile.
-    pub fn new(crd: &str, version: &str, openapi: &Value) -> Result<SchemaCheck, String> {
+    /// Compiles `openapi`; `crd` and `version` name the schema in errors.
+    ///
+    /// # Errors
+    /// [`SchemaError`]: the schema does not compile.
+    pub fn new(crd: &str, version: &str, openapi: &Value) -> Result<SchemaCheck, SchemaError> {
         Ok(SchemaCheck(compile(crd, version, openapi)?.0))
     }
 
@@ -770,6 +796,14 @@ fn translate(openapi: &Value, path: &str, unsupported: &mut Vec<(String, String,
             }
         }
     }
+    int_or_string_and_nullable(obj, &mut out);
+    Value::Object(out)
+}
+
+/// The type a schema `obj` means with Kubernetes' `x-kubernetes-int-or-string` (no `type`:
+/// integer or string) and `nullable: true` (`null` added to `type` and `enum`), written into its
+/// translation `out`.
+fn int_or_string_and_nullable(obj: &Map<String, Value>, out: &mut Map<String, Value>) {
     if obj.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true) && !out.contains_key("type") {
         out.insert("type".into(), serde_json::json!(["integer", "string"]));
     }
@@ -788,7 +822,6 @@ fn translate(openapi: &Value, path: &str, unsupported: &mut Vec<(String, String,
             options.push(Value::Null);
         }
     }
-    Value::Object(out)
 }
 
 /// A validation error → field path in Kubernetes' notation and reason.

@@ -1,7 +1,9 @@
 //! From a resolved bundle to objects on a cluster: [`plan::steps`] turns a registry+v1 bundle
 //! into ordered InstallPlan steps (pure), [`preflight::check`] asks whether a subject (the client,
 //! or a ServiceAccount) may apply them (all missing RBAC in one answer), and [`apply::apply`] applies them with server-side
-//! apply (I/O).
+//! apply (I/O). The objects of a CSV's webhooks and APIServices are planned without I/O by
+//! [`webhook`]; [`rotation::rotate_due`] renews their serving certificates and
+//! [`webhook_removal::remove`] takes them away, the I/O shells over those rules.
 //!
 //! The semantics are OLM v0's (`reference/olm-v0.md` §1.4 InstallPlan steps, §1.5 the CSV's
 //! deployment install strategy, §2.5 the kinds a bundle may contain, §5 install mechanics); the
@@ -15,11 +17,14 @@ pub mod apply;
 pub mod certs;
 pub mod config;
 pub mod crd_safety;
+pub mod hash;
 pub mod operator_condition;
 pub mod operator_group;
 pub mod plan;
 pub mod preflight;
+pub mod rotation;
 pub mod webhook;
+pub mod webhook_removal;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::GroupVersionKind;
@@ -40,7 +45,7 @@ pub use preflight::{Finding, PreflightError};
 /// no recent writes only learns that revision from an etcd progress notification, which the API
 /// server requests at most every 100 ms (`k8s.io/apiserver` `pkg/storage/cacher/progress`,
 /// `progressRequestPeriod`). Every such list on an install's path cost 60–100 ms of waiting
-/// (docs/benchmarks.md, session 11 trace): five of them were most of nginx-operator's 0.6 s.
+/// (docs/benchmarks.md, the trace of an nginx-operator install): five of them were most of nginx-operator's 0.6 s.
 ///
 /// The cache is the one that feeds every watch, so a list from it is as fresh as an informer's
 /// store, which is what OLM v0 decides from everywhere (its listers). A decision that must not

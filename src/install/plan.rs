@@ -11,8 +11,9 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha224, Sha256};
+use sha2::{Digest, Sha224};
 
+use super::hash::{base62, deep_hash_object, short_hash};
 use super::webhook;
 use super::{
     ANNOTATION_OPERATOR_GROUP, ANNOTATION_OPERATOR_NAMESPACE, ANNOTATION_PROPERTIES, ANNOTATION_TARGET_NAMESPACES,
@@ -44,7 +45,7 @@ pub struct KindInfo {
     pub plural: &'static str,
 }
 
-/// Every kind a plan may hold, in apply order: the order of issue 5 (CRDs, ServiceAccounts,
+/// Every kind a plan may hold, in apply order: first the kinds others depend on (CRDs, ServiceAccounts,
 /// Roles, RoleBindings, ClusterRoles, ClusterRoleBindings, Services, ConfigMaps, Secrets), then
 /// the other kinds OLM supports in bundles (§2.5, \[OLM\] `catalog/supportedresources.go`), then the
 /// CSV, then the Deployments of the CSV's install strategy (which OLM's olm-operator creates once
@@ -377,6 +378,51 @@ fn rbac_escapes(bundle: &Bundle, csv_name: &str) -> Result<(), PlanError> {
 /// other than `deployment` or with malformed entries, webhook or APIService definitions OLM
 /// refuses ([`webhook::check`], all named).
 pub fn steps(bundle: &Bundle, target: &InstallTarget) -> Result<Vec<Step>, PlanError> {
+    let csv_name = check_input(bundle, target)?;
+    let csv_value = &bundle.objects[bundle.csv_index].value;
+    let defs = webhook::Definitions::read(csv_value).map_err(|(field, message)| {
+        PlanError::InvalidWebhookDescription { csv: csv_name.clone(), problems: vec![(field, message)] }
+    })?;
+    let ctx = Ctx { target, csv: &csv_name };
+    let (mut out, shipped_sas) = ctx.bundle_steps(bundle, &defs)?;
+
+    let strategy = Strategy::read(&csv_name, csv_value)?;
+    let owned_crds: Vec<String> = bundle.csv().owned_crds().into_iter().map(|c| c.name).collect();
+    let crds_in_bundle: BTreeMap<String, Value> =
+        bundle.crds().map(|m| (m.name().to_string(), m.value.clone())).collect();
+    let problems = webhook::check(&defs, &owned_crds, &crds_in_bundle);
+    if !problems.is_empty() {
+        return Err(PlanError::InvalidWebhookDescription { csv: csv_name, problems });
+    }
+    out.extend(ctx.service_accounts(&strategy, &shipped_sas));
+    for p in &strategy.permissions {
+        for (rank, v) in ctx.permission_objects(p) {
+            out.push((rank, ctx.step(v)));
+        }
+    }
+    for p in &strategy.cluster_permissions {
+        for (rank, v) in ctx.cluster_permission_objects(p) {
+            out.push((rank, ctx.step(v)));
+        }
+    }
+    // Pod templates get the CSV's annotations as the CSV is applied (with olm.targetNamespaces).
+    let csv_annotations = ctx.csv_manifest(csv_value).pointer("/metadata/annotations").cloned().unwrap_or(json!({}));
+    out.extend(ctx.deployments(&defs, &strategy, &csv_annotations)?);
+
+    for p in defs.webhooks.iter().filter_map(|w| webhook::configuration(w, target)) {
+        out.push((p.rank, ctx.planned(p)));
+    }
+    for a in &defs.apiservices {
+        out.push((12, ctx.planned(webhook::apiservice(a, target))));
+    }
+
+    out.sort_by_key(|(rank, _)| *rank); // stable: bundle order, then generated order
+    Ok(out.into_iter().map(|(_, s)| s).collect())
+}
+
+/// The checks of [`steps`] before any object is made: a namespace, the CSV name, the target
+/// namespaces, the kinds of the bundle's objects, reserved RBAC names. The CSV's name.
+fn check_input(bundle: &Bundle, target: &InstallTarget) -> Result<String, PlanError> {
     if target.namespace.is_empty() {
         return Err(PlanError::NoNamespace);
     }
@@ -399,124 +445,7 @@ pub fn steps(bundle: &Bundle, target: &InstallTarget) -> Result<Vec<Step>, PlanE
         return Err(PlanError::UnsupportedResource { bundle: csv_name, objects: unsupported });
     }
     rbac_escapes(bundle, &csv_name)?;
-
-    let csv_value = &bundle.objects[bundle.csv_index].value;
-    let defs = webhook::Definitions::read(csv_value).map_err(|(field, message)| {
-        PlanError::InvalidWebhookDescription { csv: csv_name.clone(), problems: vec![(field, message)] }
-    })?;
-    // CRD name → spec.conversion of the conversion webhook that converts it.
-    let conversions: BTreeMap<&str, Value> = defs
-        .webhooks
-        .iter()
-        .filter(|w| w.type_ == WebhookAdmissionType::ConversionWebhook)
-        .flat_map(|w| w.conversion_crds.iter().flatten().map(move |c| (c.as_str(), webhook::conversion(w, target))))
-        .collect();
-    let ctx = Ctx { target, csv: &csv_name };
-    let mut out: Vec<(u8, Step)> = Vec::new();
-    let mut shipped_sas: Vec<String> = Vec::new();
-    for (i, m) in bundle.objects.iter().enumerate() {
-        let Some(info) = kind_info(m.kind()) else { continue };
-        for (field, ok) in [("apiVersion", !m.api_version().is_empty()), ("metadata.name", !m.name().is_empty())] {
-            if !ok {
-                return Err(PlanError::InvalidObject {
-                    bundle: csv_name.clone(),
-                    location: m.location(),
-                    kind: m.kind().to_string(),
-                    field,
-                });
-            }
-        }
-        if info.kind == "ServiceAccount" {
-            shipped_sas.push(m.name().to_string());
-        }
-        let mut manifest = if i == bundle.csv_index { ctx.csv_manifest(&m.value) } else { ctx.bundle_object(m, info) };
-        if info.kind == "CustomResourceDefinition" {
-            let (key, value) = installed_alongside(&ctx.target.namespace, &csv_name);
-            annotations_mut(&mut manifest).insert(key, json!(value));
-        }
-        if info.kind == "CustomResourceDefinition"
-            && let Some(conversion) = conversions.get(m.name())
-            && let Some(spec) = manifest.get_mut("spec").and_then(Value::as_object_mut)
-        {
-            spec.insert("conversion".into(), conversion.clone());
-        }
-        out.push((info.rank, ctx.step(manifest)));
-    }
-
-    let strategy = Strategy::read(&csv_name, csv_value)?;
-    let owned_crds: Vec<String> = bundle.csv().owned_crds().into_iter().map(|c| c.name).collect();
-    let crds_in_bundle: BTreeMap<String, Value> =
-        bundle.crds().map(|m| (m.name().to_string(), m.value.clone())).collect();
-    let problems = webhook::check(&defs, &owned_crds, &crds_in_bundle);
-    if !problems.is_empty() {
-        return Err(PlanError::InvalidWebhookDescription { csv: csv_name, problems });
-    }
-    // Pod templates get the CSV's annotations as the CSV is applied (with olm.targetNamespaces).
-    let csv_annotations = ctx.csv_manifest(csv_value).pointer("/metadata/annotations").cloned().unwrap_or(json!({}));
-
-    let mut sa_names: Vec<String> = Vec::new();
-    for p in strategy.permissions.iter().chain(&strategy.cluster_permissions) {
-        sa_names.push(p.service_account_name.clone());
-    }
-    for d in &strategy.deployments {
-        if let Some(sa) = d.spec.template.spec.as_ref().and_then(|s| s.service_account_name.clone()) {
-            sa_names.push(sa);
-        }
-    }
-    let mut seen = Vec::new();
-    for sa in sa_names {
-        if sa.is_empty() || sa == "default" || shipped_sas.contains(&sa) || seen.contains(&sa) {
-            continue;
-        }
-        seen.push(sa.clone());
-        let mut v = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": target.namespace}});
-        // As OLM (`rbac.go`: `AddNonBlockingOwner`, no owner labels): the CSV's ownerReference
-        // and the component label; removal finds it by both (`removal::delete_owned`).
-        ctx.common_labels(&mut v);
-        ctx.add_owner(&mut v);
-        out.push((1, ctx.step(v)));
-    }
-
-    for p in &strategy.permissions {
-        for (rank, v) in ctx.permission_objects(p) {
-            out.push((rank, ctx.step(v)));
-        }
-    }
-    for p in &strategy.cluster_permissions {
-        for (rank, v) in ctx.cluster_permission_objects(p) {
-            out.push((rank, ctx.step(v)));
-        }
-    }
-    let cert_deployments = defs.deployments();
-    for d in &strategy.deployments {
-        let mut with_certs;
-        let d = if cert_deployments.contains(&d.name) {
-            with_certs = DeploymentEntry { name: d.name.clone(), spec: d.spec.clone(), label: d.label.clone() };
-            webhook::mutate_deployment(&mut with_certs.spec, &d.name);
-            for p in webhook::deployment_objects(&defs, target, &d.name, &with_certs.spec) {
-                out.push((p.rank, ctx.planned(p)));
-            }
-            &with_certs
-        } else {
-            d
-        };
-        let dep = deployment(&ctx, d, &csv_annotations).map_err(|message| PlanError::InvalidInstallStrategy {
-            csv: csv_name.clone(),
-            field: format!("spec.install.spec.deployments[{}]", d.name),
-            message,
-        })?;
-        out.push((11, ctx.step(dep)));
-    }
-
-    for p in defs.webhooks.iter().filter_map(|w| webhook::configuration(w, target)) {
-        out.push((p.rank, ctx.planned(p)));
-    }
-    for a in &defs.apiservices {
-        out.push((12, ctx.planned(webhook::apiservice(a, target))));
-    }
-
-    out.sort_by_key(|(rank, _)| *rank); // stable: bundle order, then generated order
-    Ok(out.into_iter().map(|(_, s)| s).collect())
+    Ok(csv_name)
 }
 
 struct Strategy {
@@ -588,12 +517,124 @@ impl Strategy {
     }
 }
 
+/// Steps with their rank in the plan's order of kinds (sorted by rank at the end of [`steps`]).
+type Ranked = Vec<(u8, Step)>;
+
 struct Ctx<'a> {
     target: &'a InstallTarget,
     csv: &'a str,
 }
 
 impl Ctx<'_> {
+    /// The steps of the bundle's own objects (the CSV as [`Ctx::csv_manifest`] makes it, CRDs
+    /// with the installed-alongside annotation and their conversion webhook's `spec.conversion`)
+    /// with their ranks, and the names of the ServiceAccounts the bundle ships.
+    fn bundle_steps(&self, bundle: &Bundle, defs: &webhook::Definitions) -> Result<(Ranked, Vec<String>), PlanError> {
+        // CRD name → spec.conversion of the conversion webhook that converts it.
+        let conversions: BTreeMap<&str, Value> = defs
+            .webhooks
+            .iter()
+            .filter(|w| w.type_ == WebhookAdmissionType::ConversionWebhook)
+            .flat_map(|w| {
+                w.conversion_crds.iter().flatten().map(move |c| (c.as_str(), webhook::conversion(w, self.target)))
+            })
+            .collect();
+        let mut out: Ranked = Vec::new();
+        let mut shipped_sas: Vec<String> = Vec::new();
+        for (i, m) in bundle.objects.iter().enumerate() {
+            let Some(info) = kind_info(m.kind()) else { continue };
+            for (field, ok) in [("apiVersion", !m.api_version().is_empty()), ("metadata.name", !m.name().is_empty())] {
+                if !ok {
+                    return Err(PlanError::InvalidObject {
+                        bundle: self.csv.to_string(),
+                        location: m.location(),
+                        kind: m.kind().to_string(),
+                        field,
+                    });
+                }
+            }
+            if info.kind == "ServiceAccount" {
+                shipped_sas.push(m.name().to_string());
+            }
+            let mut manifest =
+                if i == bundle.csv_index { self.csv_manifest(&m.value) } else { self.bundle_object(m, info) };
+            if info.kind == "CustomResourceDefinition" {
+                let (key, value) = installed_alongside(&self.target.namespace, self.csv);
+                annotations_mut(&mut manifest).insert(key, json!(value));
+            }
+            if info.kind == "CustomResourceDefinition"
+                && let Some(conversion) = conversions.get(m.name())
+                && let Some(spec) = manifest.get_mut("spec").and_then(Value::as_object_mut)
+            {
+                spec.insert("conversion".into(), conversion.clone());
+            }
+            out.push((info.rank, self.step(manifest)));
+        }
+        Ok((out, shipped_sas))
+    }
+
+    /// A ServiceAccount step for every `serviceAccountName` of the permissions and the
+    /// deployments' pod templates, once each, unless it is `default` or the bundle ships it.
+    fn service_accounts(&self, strategy: &Strategy, shipped_sas: &[String]) -> Ranked {
+        let mut sa_names: Vec<String> = Vec::new();
+        for p in strategy.permissions.iter().chain(&strategy.cluster_permissions) {
+            sa_names.push(p.service_account_name.clone());
+        }
+        for d in &strategy.deployments {
+            if let Some(sa) = d.spec.template.spec.as_ref().and_then(|s| s.service_account_name.clone()) {
+                sa_names.push(sa);
+            }
+        }
+        let mut out = Vec::new();
+        let mut seen = Vec::new();
+        for sa in sa_names {
+            if sa.is_empty() || sa == "default" || shipped_sas.contains(&sa) || seen.contains(&sa) {
+                continue;
+            }
+            seen.push(sa.clone());
+            let mut v = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": self.target.namespace}});
+            // As OLM (`rbac.go`: `AddNonBlockingOwner`, no owner labels): the CSV's ownerReference
+            // and the component label; removal finds it by both (`removal::delete_owned`).
+            self.common_labels(&mut v);
+            self.add_owner(&mut v);
+            out.push((1, self.step(v)));
+        }
+        out
+    }
+
+    /// The Deployment steps of the install strategy, and for a Deployment that serves webhooks
+    /// or APIServices its certificate volumes and the objects of [`webhook::deployment_objects`]
+    /// before it.
+    fn deployments(
+        &self,
+        defs: &webhook::Definitions,
+        strategy: &Strategy,
+        csv_annotations: &Value,
+    ) -> Result<Ranked, PlanError> {
+        let mut out = Vec::new();
+        let cert_deployments = defs.deployments();
+        for d in &strategy.deployments {
+            let mut with_certs;
+            let d = if cert_deployments.contains(&d.name) {
+                with_certs = DeploymentEntry { name: d.name.clone(), spec: d.spec.clone(), label: d.label.clone() };
+                webhook::mutate_deployment(&mut with_certs.spec, &d.name);
+                for p in webhook::deployment_objects(defs, self.target, &d.name, &with_certs.spec) {
+                    out.push((p.rank, self.planned(p)));
+                }
+                &with_certs
+            } else {
+                d
+            };
+            let dep = deployment(self, d, csv_annotations).map_err(|e| PlanError::InvalidInstallStrategy {
+                csv: self.csv.to_string(),
+                field: format!("spec.install.spec.deployments[{}]", d.name),
+                message: e.to_string(),
+            })?;
+            out.push((11, self.step(dep)));
+        }
+        Ok(out)
+    }
+
     fn step(&self, manifest: Value) -> Step {
         let api_version = manifest.get("apiVersion").and_then(Value::as_str).unwrap_or("");
         let (group, version) = match api_version.rsplit_once('/') {
@@ -872,7 +913,7 @@ fn go_csv_defaults(csv: &mut Value) {
 /// config applied ([`super::SubscriptionConfig::apply_to`]); env `OPERATOR_CONDITION_NAME=<csv>`
 /// in every container; `revisionHistoryLimit: 1`; label `olm.deployment-spec-hash`; the owner
 /// reference.
-fn deployment(ctx: &Ctx<'_>, d: &DeploymentEntry, csv_annotations: &Value) -> Result<Value, String> {
+fn deployment(ctx: &Ctx<'_>, d: &DeploymentEntry, csv_annotations: &Value) -> Result<Value, serde_json::Error> {
     let mut dep = Deployment { spec: Some(d.spec.clone()), ..Default::default() };
     dep.metadata.name = Some(d.name.clone());
     dep.metadata.namespace = Some(ctx.target.namespace.clone());
@@ -907,12 +948,12 @@ fn deployment(ctx: &Ctx<'_>, d: &DeploymentEntry, csv_annotations: &Value) -> Re
         }],
     );
     spec.revision_history_limit = Some(1);
-    let spec_json = serde_json::to_value(&dep.spec).map_err(|e| e.to_string())?;
+    let spec_json = serde_json::to_value(&dep.spec)?;
     let hash = short_hash(&spec_json);
     if let Some(l) = dep.metadata.labels.as_mut() {
         l.insert(LABEL_DEPLOYMENT_SPEC_HASH.into(), hash);
     }
-    let mut v = serde_json::to_value(&dep).map_err(|e| e.to_string())?;
+    let mut v = serde_json::to_value(&dep)?;
     ctx.add_owner(&mut v);
     Ok(v)
 }
@@ -1053,52 +1094,6 @@ fn binding_hash(role_ref: &Value, subjects: &Value) -> String {
         })
         .unwrap_or_default();
     base62(&Sha224::digest(marshal_raw(&json!({"RoleRef": rr, "Subjects": subs})).as_bytes()))
-}
-
-/// Big-endian bytes as a base-62 number with Go's `big.Int.Text(62)` digits (0-9, a-z, A-Z).
-pub(crate) fn base62(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 62] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
-    let mut num: Vec<u8> = bytes.iter().copied().skip_while(|b| *b == 0).collect();
-    let mut out = Vec::new();
-    while !num.is_empty() {
-        let mut rem: u32 = 0;
-        let mut next = Vec::with_capacity(num.len());
-        for &b in &num {
-            let cur = (rem << 8) | u32::from(b);
-            let q = cur / 62;
-            rem = cur % 62;
-            if !(next.is_empty() && q == 0) {
-                next.push(q as u8);
-            }
-        }
-        out.push(DIGITS[rem as usize]);
-        num = next;
-    }
-    if out.is_empty() {
-        out.push(b'0');
-    }
-    out.reverse();
-    String::from_utf8(out).unwrap_or_default()
-}
-
-/// A short, name-safe hash of a JSON value: the first 4 bytes of SHA-256 of its compact JSON as
-/// a decimal number, each digit mapped through Kubernetes' `rand.SafeEncodeString` alphabet
-/// (`bcdfghjklmnpqrstvwxz2456789`), the same shape as OLM's `DeepHashObject` names (e.g.
-/// `6f7b8c9d5`).
-pub fn short_hash(v: &Value) -> String {
-    const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let digest = Sha256::digest(marshal_raw(v).as_bytes());
-    let n = u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]);
-    n.to_string().bytes().map(|b| ALPHANUMS[usize::from(b) % ALPHANUMS.len()] as char).collect()
-}
-
-/// OLM's `DeepHashObject` (v0.38.0 `pkg/lib/kubernetes/pkg/util/hash/hash.go`): base62 of SHA-224
-/// over what Go's `json.Encoder` writes for `obj` (compact JSON, HTML characters escaped, a
-/// trailing newline). `obj`'s keys must be in the Go struct's field order.
-pub fn deep_hash_object(obj: &Value) -> String {
-    let mut text = marshal_raw(obj);
-    text.push('\n');
-    base62(&Sha224::digest(text.as_bytes()))
 }
 
 /// `<base>-<hash>`, the name OLM gives generated RBAC (\[OLM\] `pkg/controller/registry/resolver/rbac.go`

@@ -1,8 +1,7 @@
 //! The RBAC pre-check: may a **subject** — the client itself, or a ServiceAccount such as an
 //! OperatorGroup's `spec.serviceAccountName` — apply these steps? Asked before anything is
 //! applied, so that an installer that lacks permissions gets **every** missing one in one answer
-//! instead of a plan that stops half-way at the first `Forbidden` (`cases/olm-cases.yaml`
-//! case-25; OLM's scoped installs, `reference/olm-v0.md` §1.6; operator-controller's
+//! instead of a plan that stops half-way at the first `Forbidden` (OLM's scoped installs, `reference/olm-v0.md` §1.6; operator-controller's
 //! "permission validation pre-flight check").
 //!
 //! What a plan needs of its installer (the API server's rules):

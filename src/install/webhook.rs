@@ -46,7 +46,7 @@
 //! Where capstan differs from OLM (each because capstan applies fixed objects with server-side
 //! apply instead of creating with `generateName`):
 //! - a webhook configuration is named `<generateName>-<suffix>` where the suffix is
-//!   [`super::plan::short_hash`]'s alphabet over the namespace and package (OLM: a random
+//!   [`super::hash::short_hash`]'s alphabet over the namespace and package (OLM: a random
 //!   suffix), so that the next CSV version of the package applies the same object and takes it
 //!   over without a moment where no webhook is configured;
 //! - `olm.webhook-description-hash` is capstan's hash of the description (OLM's is Go's
@@ -104,7 +104,7 @@ pub fn webhook_service_name(desc: &WebhookDescription) -> String {
     service_name(&desc.deployment_name.clone().unwrap_or_default().replace('.', "-"))
 }
 
-/// A planned object and where it goes: `rank` in [`super::plan::KINDS`] order, whether it gets
+/// A planned object and where it goes: `rank` in the plan's order of kinds, whether it gets
 /// the CSV ownerReference (`owned`) and whether it gets the owner labels.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Planned {
@@ -338,7 +338,7 @@ pub fn mutate_deployment(spec: &mut DeploymentSpec, deployment: &str) {
 /// suffix a hash of the install namespace and package (see the module documentation), the
 /// whole cut to 253 characters.
 pub fn configuration_name(desc: &WebhookDescription, target: &InstallTarget) -> String {
-    let suffix = super::plan::short_hash(&json!([target.namespace, target.package]));
+    let suffix = super::hash::short_hash(&json!([target.namespace, target.package]));
     let mut base = desc.generate_name.clone();
     base.truncate(253 - suffix.len() - 1);
     format!("{base}-{suffix}")
@@ -394,7 +394,7 @@ pub fn configuration(desc: &WebhookDescription, target: &InstallTarget) -> Optio
     {
         hook.insert("reinvocationPolicy".into(), json!(r));
     }
-    let hash = super::plan::short_hash(&serde_json::to_value(desc).unwrap_or_default());
+    let hash = super::hash::short_hash(&serde_json::to_value(desc).unwrap_or_default());
     Some(Planned {
         rank: 12,
         owned: false,
@@ -552,83 +552,108 @@ pub fn fill_certificates(
     now: time::OffsetDateTime,
     valid_for: std::time::Duration,
 ) -> Result<Vec<CertOutcome>, certs::CertError> {
-    let b64 = base64::engine::general_purpose::STANDARD;
     let mut outcomes = Vec::new();
-    // (namespace, service) → (ca pem, ca hash)
-    let mut cas: BTreeMap<(String, String), (String, String)> = BTreeMap::new();
+    let mut cas = Cas::new();
     for step in steps.iter_mut().filter(|s| is_planned_serving_secret(s)) {
-        let ns = step.namespace.clone().unwrap_or_default();
-        let Some(service) = step.name.strip_suffix("-cert").map(str::to_string) else { continue };
-        let hosts = certs::hostnames_for_service(&service, &ns);
-        let key = (ns.clone(), step.name.clone());
-        let (data, issued) = match existing.get(&key) {
-            Some(d) => match certs::rotation_reason(d, &hosts, now) {
-                None => (d.clone(), None),
-                Some(reason) => (certs::issue(&hosts, now, valid_for)?.secret_data(), Some(reason)),
-            },
-            None => (certs::issue(&hosts, now, valid_for)?.secret_data(), Some("no certificate yet".into())),
-        };
-        let ca_pem =
-            String::from_utf8_lossy(data.get(certs::SECRET_CA_KEY).map(Vec::as_slice).unwrap_or_default()).into_owned();
-        let hash = certs::ca_hash(&ca_pem);
-        let encoded: serde_json::Map<String, Value> =
-            data.iter().map(|(k, v)| (k.clone(), json!(b64.encode(v)))).collect();
-        step.manifest["data"] = Value::Object(encoded);
-        step.manifest["metadata"]["annotations"][ANNOTATION_CA_HASH] = json!(hash);
-        outcomes.push(CertOutcome { namespace: ns.clone(), secret: step.name.clone(), issued, ca_hash: hash.clone() });
-        cas.insert((ns, service), (ca_pem, hash));
+        let Some((outcome, service, pem)) = fill_secret(step, existing, now, valid_for)? else { continue };
+        cas.insert((outcome.namespace.clone(), service), Ca { pem, hash: outcome.ca_hash.clone() });
+        outcomes.push(outcome);
     }
     if cas.is_empty() {
         return Ok(outcomes);
     }
-    let ca_for = |svc: &Value| -> Option<&(String, String)> {
+    for step in steps.iter_mut() {
+        fill_ca(step, &cas);
+    }
+    Ok(outcomes)
+}
+
+/// A serving Secret's CA: its PEM and its hash (`olmcahash`).
+struct Ca {
+    pem: String,
+    hash: String,
+}
+
+/// The CA of each serving Secret filled, by `(namespace, service)`.
+type Cas = BTreeMap<(String, String), Ca>;
+
+/// Fills one planned serving Secret `step`: the certificates of `existing` kept or new ones
+/// issued ([`fill_certificates`]). The outcome, the Service and the CA's PEM; `None` when the
+/// Secret is not named `<service>-cert`.
+fn fill_secret(
+    step: &mut Step,
+    existing: &BTreeMap<(String, String), BTreeMap<String, Vec<u8>>>,
+    now: time::OffsetDateTime,
+    valid_for: std::time::Duration,
+) -> Result<Option<(CertOutcome, String, String)>, certs::CertError> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let ns = step.namespace.clone().unwrap_or_default();
+    let Some(service) = step.name.strip_suffix("-cert").map(str::to_string) else { return Ok(None) };
+    let hosts = certs::hostnames_for_service(&service, &ns);
+    let key = (ns.clone(), step.name.clone());
+    let (data, issued) = match existing.get(&key) {
+        Some(d) => match certs::rotation_reason(d, &hosts, now) {
+            None => (d.clone(), None),
+            Some(reason) => (certs::issue(&hosts, now, valid_for)?.secret_data(), Some(reason)),
+        },
+        None => (certs::issue(&hosts, now, valid_for)?.secret_data(), Some("no certificate yet".into())),
+    };
+    let ca_pem =
+        String::from_utf8_lossy(data.get(certs::SECRET_CA_KEY).map(Vec::as_slice).unwrap_or_default()).into_owned();
+    let hash = certs::ca_hash(&ca_pem);
+    let encoded: serde_json::Map<String, Value> = data.iter().map(|(k, v)| (k.clone(), json!(b64.encode(v)))).collect();
+    step.manifest["data"] = Value::Object(encoded);
+    step.manifest["metadata"]["annotations"][ANNOTATION_CA_HASH] = json!(hash);
+    let outcome = CertOutcome { namespace: ns, secret: step.name.clone(), issued, ca_hash: hash };
+    Ok(Some((outcome, service, ca_pem)))
+}
+
+/// Writes the CA of `cas` into `step` where it points at a Service whose Secret was filled
+/// ([`fill_certificates`]): the `caBundle` of webhook configurations, conversion CRDs and
+/// APIServices, the `olmcahash` of a Deployment mounting the Secret.
+fn fill_ca(step: &mut Step, cas: &Cas) {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let ca_for = |svc: &Value| -> Option<&Ca> {
         let ns = svc.get("namespace").and_then(Value::as_str)?;
         let name = svc.get("name").and_then(Value::as_str)?;
         cas.get(&(ns.to_string(), name.to_string()))
     };
-    for step in steps.iter_mut() {
-        match step.kind.as_str() {
-            "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
-                for hook in step.manifest.get_mut("webhooks").and_then(Value::as_array_mut).into_iter().flatten() {
-                    if let Some((pem, _)) = hook.pointer("/clientConfig/service").and_then(ca_for) {
-                        hook["clientConfig"]["caBundle"] = json!(b64.encode(pem));
-                    }
+    match step.kind.as_str() {
+        "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
+            for hook in step.manifest.get_mut("webhooks").and_then(Value::as_array_mut).into_iter().flatten() {
+                if let Some(ca) = hook.pointer("/clientConfig/service").and_then(ca_for) {
+                    hook["clientConfig"]["caBundle"] = json!(b64.encode(&ca.pem));
                 }
             }
-            "CustomResourceDefinition" => {
-                if let Some((pem, _)) =
-                    step.manifest.pointer("/spec/conversion/webhook/clientConfig/service").and_then(ca_for)
-                {
-                    step.manifest["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] = json!(b64.encode(pem));
-                }
-            }
-            "APIService" => {
-                if let Some((pem, _)) = step.manifest.pointer("/spec/service").and_then(ca_for) {
-                    step.manifest["spec"]["caBundle"] = json!(b64.encode(pem));
-                }
-            }
-            "Deployment" => {
-                let ns = step.namespace.clone().unwrap_or_default();
-                let secret = step
-                    .manifest
-                    .pointer("/spec/template/spec/volumes")
-                    .and_then(Value::as_array)
-                    .and_then(|vs| {
-                        vs.iter().find(|v| v.get("name").and_then(Value::as_str) == Some(VOLUME_WEBHOOK_CERT))
-                    })
-                    .and_then(|v| v.pointer("/secret/secretName"))
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-                if let Some(service) = secret.as_deref().and_then(|s| s.strip_suffix("-cert"))
-                    && let Some((_, hash)) = cas.get(&(ns, service.to_string()))
-                {
-                    step.manifest["spec"]["template"]["metadata"]["annotations"][ANNOTATION_CA_HASH] = json!(hash);
-                }
-            }
-            _ => {}
         }
+        "CustomResourceDefinition" => {
+            if let Some(ca) = step.manifest.pointer("/spec/conversion/webhook/clientConfig/service").and_then(ca_for) {
+                step.manifest["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] = json!(b64.encode(&ca.pem));
+            }
+        }
+        "APIService" => {
+            if let Some(ca) = step.manifest.pointer("/spec/service").and_then(ca_for) {
+                step.manifest["spec"]["caBundle"] = json!(b64.encode(&ca.pem));
+            }
+        }
+        "Deployment" => {
+            let ns = step.namespace.clone().unwrap_or_default();
+            let secret = step
+                .manifest
+                .pointer("/spec/template/spec/volumes")
+                .and_then(Value::as_array)
+                .and_then(|vs| vs.iter().find(|v| v.get("name").and_then(Value::as_str) == Some(VOLUME_WEBHOOK_CERT)))
+                .and_then(|v| v.pointer("/secret/secretName"))
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            if let Some(service) = secret.as_deref().and_then(|s| s.strip_suffix("-cert"))
+                && let Some(ca) = cas.get(&(ns, service.to_string()))
+            {
+                step.manifest["spec"]["template"]["metadata"]["annotations"][ANNOTATION_CA_HASH] = json!(ca.hash);
+            }
+        }
+        _ => {}
     }
-    Ok(outcomes)
 }
 
 /// Why the webhooks and APIServices of a CSV cannot be served yet, naming each one: a webhook or
@@ -656,384 +681,6 @@ pub fn unavailable(defs: &Definitions, deployment_available: impl Fn(&str) -> Op
         }
     }
     (!waiting.is_empty()).then(|| waiting.join("; "))
-}
-
-/// The first part of [`remove`]: the webhook configurations and APIServices labelled for the CSV
-/// and the conversion of its CRDs that points at its own Service; the shared auth bindings are
-/// kept. For a CSV that stays installed but must not be called (refused for an OperatorGroup
-/// owner conflict; it may own its APIs again later and then needs its bindings).
-///
-/// # Errors
-/// The first API error other than NotFound, naming the object.
-pub async fn remove_callers(
-    client: &kube::Client,
-    csv: &str,
-    namespace: &str,
-    defs: &Definitions,
-) -> Result<Vec<String>, String> {
-    use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-
-    let selector = ListParams::default().labels(&format!(
-        "{}={csv},{}={namespace}",
-        super::LABEL_OWNER,
-        super::LABEL_OWNER_NAMESPACE
-    ));
-    let mut removed = Vec::new();
-    let gone = |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 404);
-    macro_rules! delete_labelled {
-        ($api:expr, $kind:expr) => {{
-            let api = $api;
-            let list = api.list(&selector).await.map_err(|e| format!("list {}: {e}", $kind))?;
-            for o in list.items {
-                let name = o.metadata.name.clone().unwrap_or_default();
-                match api.delete(&name, &DeleteParams::background()).await {
-                    Ok(_) => removed.push(format!("{} {name}", $kind)),
-                    Err(e) if gone(&e) => {}
-                    Err(e) => return Err(format!("{} {name}: delete failed: {e}", $kind)),
-                }
-            }
-        }};
-    }
-    delete_labelled!(Api::<ValidatingWebhookConfiguration>::all(client.clone()), "ValidatingWebhookConfiguration");
-    delete_labelled!(Api::<MutatingWebhookConfiguration>::all(client.clone()), "MutatingWebhookConfiguration");
-    let apiservice = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
-        "apiservices",
-    );
-    if !defs.apiservices.is_empty() {
-        delete_labelled!(Api::<DynamicObject>::all_with(client.clone(), &apiservice), "APIService");
-    }
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for w in defs.webhooks.iter().filter(|w| w.type_ == WebhookAdmissionType::ConversionWebhook) {
-        for c in w.conversion_crds.iter().flatten() {
-            let Some(crd) =
-                crds.get_opt(c).await.map_err(|e| format!("CustomResourceDefinition {c}: get failed: {e}"))?
-            else {
-                continue;
-            };
-            let points_here = crd
-                .spec
-                .conversion
-                .as_ref()
-                .and_then(|cv| cv.webhook.as_ref())
-                .and_then(|wh| wh.client_config.as_ref())
-                .and_then(|cc| cc.service.as_ref())
-                .is_some_and(|s| s.namespace == namespace && s.name == webhook_service_name(w));
-            if !points_here {
-                continue;
-            }
-            // A JSON merge patch: `webhook: null` removes the field whoever owns it.
-            let patch = json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
-            crds.patch(c, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(|e| format!("CustomResourceDefinition {c}: resetting spec.conversion failed: {e}"))?;
-            removed.push(format!("CustomResourceDefinition {c} spec.conversion"));
-        }
-    }
-    Ok(removed)
-}
-
-/// Removes what makes the cluster call a CSV's webhooks and APIServices, before its Deployments
-/// go (so no write is left failing on a webhook that points at nothing): the
-/// Validating/MutatingWebhookConfigurations and APIServices labelled `olm.owner=<csv>`,
-/// `olm.owner.namespace=<namespace>`, and the `spec.conversion` of each conversion webhook's
-/// CRDs set back to `None` (\[OLM\] `handleClusterServiceVersionDeletion`, which does the last
-/// two; OLM leaves webhook configurations to label-based garbage collection). Also the
-/// auth-reader RoleBinding in `kube-system` and auth-delegator ClusterRoleBinding, which no
-/// ownerReference can collect: shared by the installs of one package in several namespaces
-/// ([`is_shared_binding`]), they lose this namespace's subject and go with the last one. Call it only when the CSV is removed, not replaced: a replacing
-/// CSV applies the same objects (see the module documentation). Returns the objects removed,
-/// as `Kind name`.
-///
-/// # Errors
-/// The first API error other than NotFound, naming the object.
-pub async fn remove(
-    client: &kube::Client,
-    csv: &str,
-    namespace: &str,
-    defs: &Definitions,
-) -> Result<Vec<String>, String> {
-    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
-    use kube::api::Api;
-    let mut removed = remove_callers(client, csv, namespace, defs).await?;
-    // The shared auth bindings: this namespace's subject goes, the binding with its last one.
-    let delegators: Api<ClusterRoleBinding> = Api::all(client.clone());
-    let readers: Api<RoleBinding> = Api::namespaced(client.clone(), KUBE_SYSTEM);
-    for d in defs.deployments() {
-        let svc = service_name(&d);
-        let name = auth_delegator_name(&svc);
-        let found =
-            delegators.get_opt(&name).await.map_err(|e| format!("ClusterRoleBinding {name}: get failed: {e}"))?;
-        if let Some(done) =
-            release_shared_binding(&delegators, found, namespace, &format!("ClusterRoleBinding {name}")).await?
-        {
-            removed.push(done);
-        }
-        let name = auth_reader_name(&svc);
-        let found =
-            readers.get_opt(&name).await.map_err(|e| format!("RoleBinding {KUBE_SYSTEM}/{name}: get failed: {e}"))?;
-        if let Some(done) =
-            release_shared_binding(&readers, found, namespace, &format!("RoleBinding {KUBE_SYSTEM}/{name}")).await?
-        {
-            removed.push(done);
-        }
-    }
-    Ok(removed)
-}
-
-/// What [`rotate_due`] gives a serving Secret it has to make again because it is missing: the
-/// CSV's component labels and an ownerReference to the CSV (as the plan's Secret has).
-#[derive(Debug, Clone, Default)]
-pub struct MissingSecret<'a> {
-    /// Labels, e.g. `operators.coreos.com/<package>.<namespace>`.
-    pub labels: BTreeMap<String, String>,
-    /// The CSV as owner, with its uid.
-    pub owner: Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
-}
-
-/// The certificate times of a CSV's serving Secrets after [`rotate_due`]: for its
-/// `status.certsLastUpdated` (the latest `notBefore`) and `status.certsRotateAt` (the earliest
-/// [`certs::rotate_at`]), and the Secrets whose certificates were replaced now (`ns/name`).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CertTimes {
-    /// The latest `notBefore` of the serving certificates.
-    pub last_updated: Option<time::OffsetDateTime>,
-    /// The earliest rotation time of the serving certificates.
-    pub rotate_at: Option<time::OffsetDateTime>,
-    /// Secrets whose certificates were issued again by this call, with the reason.
-    pub rotated: Vec<(String, String)>,
-}
-
-/// Rotates the serving certificates of an installed CSV (`csv` in `namespace`) that are due
-/// ([`certs::rotation_reason`]: past [`certs::rotate_at`], missing, malformed, or not for the
-/// Service), as OLM's CSV controller does at `certsRotateAt`: the Secret, the `caBundle` of the
-/// webhook configurations, conversion CRDs and APIServices that point at its Service and the
-/// `olmcahash` of the Deployment are re-applied from what is on the cluster, through
-/// [`super::apply::apply`] and [`fill_certificates`] (the same code as an install), so the pods
-/// restart with the new certificate. Returns the certificate times afterwards.
-///
-/// # Errors
-/// The object that could not be read or applied, and why.
-pub async fn rotate_due(
-    client: &kube::Client,
-    csv: &str,
-    namespace: &str,
-    defs: &Definitions,
-    missing: &MissingSecret<'_>,
-    opts: &super::apply::ApplyOptions,
-    now: time::OffsetDateTime,
-) -> Result<CertTimes, String> {
-    use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
-    use k8s_openapi::api::apps::v1::Deployment;
-    use k8s_openapi::api::core::v1::Secret;
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{Api, ListParams};
-
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let mut times = CertTimes::default();
-    let mut due = Vec::new();
-    for d in defs.deployments() {
-        let svc = service_name(&d);
-        let name = secret_name(&svc);
-        let Some(secret) =
-            secrets.get_opt(&name).await.map_err(|e| format!("Secret {namespace}/{name}: get failed: {e}"))?
-        else {
-            // Deleted by hand (or never applied): made again, as a planned serving Secret.
-            let mut labels = missing.labels.clone();
-            labels.insert(super::LABEL_MANAGED.into(), "true".into());
-            let secret = Secret {
-                metadata: kube::api::ObjectMeta {
-                    name: Some(name.clone()),
-                    namespace: Some(namespace.into()),
-                    labels: Some(labels),
-                    annotations: Some([(ANNOTATION_CA_HASH.to_string(), String::new())].into()),
-                    owner_references: missing.owner.cloned().map(|o| vec![o]),
-                    ..Default::default()
-                },
-                type_: Some("kubernetes.io/tls".into()),
-                ..Default::default()
-            };
-            due.push((d, secret, format!("Secret {namespace}/{name} is missing")));
-            continue;
-        };
-        let data: BTreeMap<String, Vec<u8>> =
-            secret.data.clone().unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
-        match certs::rotation_reason(&data, &certs::hostnames_for_service(&svc, namespace), now) {
-            Some(reason) => due.push((d, secret, reason)),
-            None => note_times(&mut times, &data),
-        }
-    }
-    if due.is_empty() {
-        return Ok(times);
-    }
-    let selector = ListParams::default().labels(&format!(
-        "{}={csv},{}={namespace}",
-        super::LABEL_OWNER,
-        super::LABEL_OWNER_NAMESPACE
-    ));
-    let mut steps = Vec::new();
-    let step_of = |value: Value, group: &str, version: &str| -> Step {
-        let meta = &value["metadata"];
-        Step {
-            resolving: csv.to_string(),
-            group: group.into(),
-            version: version.into(),
-            kind: value["kind"].as_str().unwrap_or_default().into(),
-            name: meta["name"].as_str().unwrap_or_default().into(),
-            namespace: meta["namespace"].as_str().map(String::from),
-            manifest: as_applied(value),
-        }
-    };
-    let to_value = |what: &str, v: Result<Value, serde_json::Error>| v.map_err(|e| format!("{what}: {e}"));
-    for (d, secret, _) in &due {
-        // The Secret as planned (no data, the annotation present): fill_certificates issues anew.
-        let mut planned = step_of(to_value("Secret", serde_json::to_value(secret))?, "", "v1");
-        if let Some(o) = planned.manifest.as_object_mut() {
-            o.remove("data");
-        }
-        planned.manifest["metadata"]["annotations"][ANNOTATION_CA_HASH] = json!("");
-        steps.push(planned);
-        if let Some(dep) = Api::<Deployment>::namespaced(client.clone(), namespace)
-            .get_opt(d)
-            .await
-            .map_err(|e| format!("Deployment {namespace}/{d}: get failed: {e}"))?
-        {
-            steps.push(step_of(to_value("Deployment", serde_json::to_value(&dep))?, "apps", "v1"));
-        }
-    }
-    for v in Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .list(&selector)
-        .await
-        .map_err(|e| format!("list ValidatingWebhookConfiguration: {e}"))?
-        .items
-    {
-        steps.push(step_of(
-            to_value("ValidatingWebhookConfiguration", serde_json::to_value(&v))?,
-            "admissionregistration.k8s.io",
-            "v1",
-        ));
-    }
-    for m in Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .list(&selector)
-        .await
-        .map_err(|e| format!("list MutatingWebhookConfiguration: {e}"))?
-        .items
-    {
-        steps.push(step_of(
-            to_value("MutatingWebhookConfiguration", serde_json::to_value(&m))?,
-            "admissionregistration.k8s.io",
-            "v1",
-        ));
-    }
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for c in defs
-        .webhooks
-        .iter()
-        .filter(|w| w.type_ == WebhookAdmissionType::ConversionWebhook)
-        .flat_map(|w| w.conversion_crds.iter().flatten())
-    {
-        if let Some(crd) =
-            crds.get_opt(c).await.map_err(|e| format!("CustomResourceDefinition {c}: get failed: {e}"))?
-        {
-            steps.push(step_of(
-                to_value("CustomResourceDefinition", serde_json::to_value(&crd))?,
-                "apiextensions.k8s.io",
-                "v1",
-            ));
-        }
-    }
-    if !defs.apiservices.is_empty() {
-        use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-        let ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
-            "apiservices",
-        );
-        for a in Api::<DynamicObject>::all_with(client.clone(), &ar)
-            .list(&selector)
-            .await
-            .map_err(|e| format!("list APIService: {e}"))?
-            .items
-        {
-            let mut v = to_value("APIService", serde_json::to_value(&a))?;
-            v["kind"] = json!("APIService");
-            steps.push(step_of(v, "apiregistration.k8s.io", "v1"));
-        }
-    }
-    for r in super::apply::apply(client, &steps, opts).await {
-        if let super::apply::StepStatus::Failed(e) = &r.status {
-            return Err(format!("rotating the serving certificates of CSV {namespace}/{csv}: {e}"));
-        }
-    }
-    for (_, secret, reason) in due {
-        let name = secret.metadata.name.clone().unwrap_or_default();
-        if let Some(fresh) =
-            secrets.get_opt(&name).await.map_err(|e| format!("Secret {namespace}/{name}: get failed: {e}"))?
-        {
-            note_times(&mut times, &fresh.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect());
-        }
-        times.rotated.push((format!("{namespace}/{name}"), reason));
-    }
-    Ok(times)
-}
-
-/// Adds one Secret's certificate times to `times`.
-fn note_times(times: &mut CertTimes, data: &BTreeMap<String, Vec<u8>>) {
-    if let Some((nb, na)) = certs::validity(data) {
-        let at = certs::rotate_at(nb, na);
-        times.last_updated = Some(times.last_updated.map_or(nb, |t| t.max(nb)));
-        times.rotate_at = Some(times.rotate_at.map_or(at, |t| t.min(at)));
-    }
-}
-
-/// An object read from the cluster as an apply configuration: without `status` and the fields
-/// the API server owns (uid, resourceVersion, generation, creationTimestamp, managedFields).
-fn as_applied(mut value: Value) -> Value {
-    if let Some(o) = value.as_object_mut() {
-        o.remove("status");
-    }
-    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
-        for k in ["uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink"] {
-            meta.remove(k);
-        }
-    }
-    value
-}
-
-/// Takes the subjects of `namespace` out of a shared binding ([`without_subjects_of`]): deletes
-/// it when none is left, else applies what is left (capstan's field manager). Returns what was
-/// done, as `what` with ` deleted` / ` without namespace <ns>`; `None` when the binding is
-/// absent or has no subject of `namespace`.
-async fn release_shared_binding<K>(
-    api: &kube::Api<K>,
-    found: Option<K>,
-    namespace: &str,
-    what: &str,
-) -> Result<Option<String>, String>
-where
-    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    use kube::api::{DeleteParams, Patch, PatchParams};
-    let Some(obj) = found else { return Ok(None) };
-    let name = obj.meta().name.clone().unwrap_or_default();
-    let value = serde_json::to_value(&obj).map_err(|e| format!("{what}: {e}"))?;
-    match without_subjects_of(&value, namespace) {
-        None => Ok(None),
-        Some(None) => match api.delete(&name, &DeleteParams::background()).await {
-            Ok(_) => Ok(Some(what.to_string())),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
-            Err(e) => Err(format!("{what}: delete failed: {e}")),
-        },
-        Some(Some(left)) => {
-            let pp = PatchParams::apply(super::FIELD_MANAGER).force();
-            api.patch(&name, &pp, &Patch::Apply(&left))
-                .await
-                .map_err(|e| format!("{what}: removing the subjects of namespace {namespace} failed: {e}"))?;
-            Ok(Some(format!("{what} subjects of namespace {namespace}")))
-        }
-    }
 }
 
 #[cfg(test)]

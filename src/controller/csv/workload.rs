@@ -74,7 +74,7 @@ pub(super) async fn deployments_waiting(
 
 /// For a CSV with webhook or APIService definitions: which of them cannot be served while
 /// Deployments `waiting` are not available, and its serving certificates' times after
-/// rotating those that are due (`install::webhook::rotate_due`, each rotation an Event).
+/// rotating those that are due (`install::rotation::rotate_due`, each rotation an Event).
 pub(super) async fn webhooks_and_certificates(
     ctx: &Context,
     csv: &ClusterServiceVersion,
@@ -127,7 +127,7 @@ pub(super) async fn webhooks_and_certificates(
 }
 
 /// Rotates the serving certificates of `csv` (webhook and APIService definitions `defs`) that
-/// are due (`install::webhook::rotate_due`; a missing Secret is created with the CSV's component
+/// are due (`install::rotation::rotate_due`; a missing Secret is created with the CSV's component
 /// labels and owner), each rotation an Event `CertsRotated`. Returns `(certsLastUpdated,
 /// certsRotateAt)` when the CSV has certificates.
 async fn rotate_certificates(
@@ -136,7 +136,7 @@ async fn rotate_certificates(
     ns: &str,
     defs: &crate::bundle::webhooks::Definitions,
 ) -> Result<Option<(Time, Time)>, Error> {
-    use crate::install::webhook;
+    use crate::install::rotation;
     let name = csv.name_any();
     let opts = ctx.apply_options();
     let owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
@@ -153,10 +153,10 @@ async fn rotate_certificates(
         .filter(|(k, _)| k.starts_with(crate::install::COMPONENT_LABEL_PREFIX))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let missing = webhook::MissingSecret { labels, owner: Some(&owner) };
-    let times = webhook::rotate_due(&ctx.client, &name, ns, defs, &missing, &opts, time::OffsetDateTime::now_utc())
+    let missing = rotation::MissingSecret { labels, owner: Some(&owner) };
+    let times = rotation::rotate_due(&ctx.client, &name, ns, defs, &missing, &opts, time::OffsetDateTime::now_utc())
         .await
-        .map_err(|message| Error::Certificates { csv: format!("{ns}/{name}"), message })?;
+        .map_err(|e| Error::Certificates { csv: format!("{ns}/{name}"), message: e.to_string() })?;
     for (secret, reason) in &times.rotated {
         let message = format!(
             "serving certificate in Secret {secret} issued again ({reason}); webhook configurations, CRD conversion, APIServices and Deployment now use the new CA"

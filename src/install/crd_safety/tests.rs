@@ -51,7 +51,7 @@ fn errors(r: Result<(), Vec<CrdUpgradeError>>) -> Vec<CrdUpgradeError> {
 
 #[test]
 fn removing_a_stored_version_names_crd_version_and_remediation() {
-    // case-21: storedVersions [v1alpha1, v2alpha1], the new CRD keeps only v2alpha1.
+    // storedVersions [v1alpha1, v2alpha1], the new CRD keeps only v2alpha1.
     let s = schema(base_props(), &[]);
     let old = crd(
         &[("v1alpha1", true, false, s.clone()), ("v2alpha1", true, true, s.clone())],
