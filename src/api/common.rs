@@ -81,6 +81,20 @@ pub(crate) fn keep_null<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>
     Value::deserialize(d).map(Some)
 }
 
+/// Parses a Go duration string (`500ms`, `45s`, `1m30s`, `1.5h`), as Go's `time.ParseDuration`
+/// does (via [`kube::core::Duration`]), refusing negative values.
+///
+/// # Errors
+/// A message quoting `text` when it does not parse or is negative.
+pub fn parse_go_duration(text: &str) -> Result<std::time::Duration, String> {
+    let d: kube::core::Duration =
+        text.trim().parse().map_err(|e| format!("{text:?} is not a duration ({e}); write e.g. 500ms, 45s or 1m30s"))?;
+    if d.is_negative() {
+        return Err(format!("{text:?} is negative; a duration must be zero or more"));
+    }
+    Ok(d.into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,18 +126,4 @@ mod tests {
         assert!(serde_json::from_value::<Approval>("manual".into()).is_err());
         assert_eq!(Approval::default(), Approval::Automatic);
     }
-}
-
-/// Parses a Go duration string (`500ms`, `45s`, `1m30s`, `1.5h`), as Go's `time.ParseDuration`
-/// does (via [`kube::core::Duration`]), refusing negative values.
-///
-/// # Errors
-/// A message quoting `text` when it does not parse or is negative.
-pub fn parse_go_duration(text: &str) -> Result<std::time::Duration, String> {
-    let d: kube::core::Duration =
-        text.trim().parse().map_err(|e| format!("{text:?} is not a duration ({e}); write e.g. 500ms, 45s or 1m30s"))?;
-    if d.is_negative() {
-        return Err(format!("{text:?} is negative; a duration must be zero or more"));
-    }
-    Ok(d.into())
 }

@@ -250,10 +250,10 @@ async fn load(
 
 /// What a standby replica loads to serve discovery ([`mirror_once`]): the CatalogSources whose
 /// `status.resolvedDigest` (written by the leader) is not the digest `have` holds for them. Pure.
-pub(crate) fn to_mirror<'a>(
-    sources: &'a [Arc<CatalogSource>],
+pub(crate) fn to_mirror(
+    sources: &[Arc<CatalogSource>],
     have: impl Fn(&(String, String)) -> Option<String>,
-) -> Vec<&'a Arc<CatalogSource>> {
+) -> Vec<&Arc<CatalogSource>> {
     sources
         .iter()
         .filter(|cs| {

@@ -52,8 +52,12 @@ pub struct Events {
     recorder: Recorder,
     /// The queue of the background task, started by the first [`Events::publish`] (inside the
     /// runtime); `None`: recorded before `publish` returns.
-    queue: Option<std::sync::Arc<std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<(ObjectReference, Event)>>>>,
+    queue: Option<EventQueue>,
 }
+
+/// The sending end of [`Events`]' background task, set once the task runs: each Event with the
+/// object it is about.
+type EventQueue = std::sync::Arc<std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<(ObjectReference, Event)>>>;
 
 impl std::fmt::Debug for Events {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -167,8 +167,11 @@ pub struct Context {
     /// One lock per OperatorGroup (namespace, name): its aggregation ([`Context::ensure_group_aggregation`])
     /// runs once at a time, so the CSV reconcile and the group's own reconcile, woken together by
     /// the `olm.providedAPIs` write, do not both apply the group's ClusterRoles.
-    group_locks: Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>,
+    group_locks: Mutex<HashMap<(String, String), GroupLock>>,
 }
+
+/// The lock of one OperatorGroup's aggregation ([`Context::ensure_group_aggregation`]).
+type GroupLock = Arc<tokio::sync::Mutex<()>>;
 
 /// Errors of a reconcile; the object is retried after a backoff (see [`error_policy`]). Each
 /// variant names what failed; what a person must fix in an object (a bad `spec.config`, a

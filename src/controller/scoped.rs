@@ -13,6 +13,9 @@ use crate::api::OperatorGroup;
 use crate::install::preflight;
 
 /// The identity plans of namespace `ns` are applied with.
+// One value per InstallPlan reconcile, never stored in bulk: boxing the client would only add an
+// allocation.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Installer {
     /// The controller's own identity (no `spec.serviceAccountName`).
     Controller,
@@ -29,6 +32,8 @@ pub(crate) enum Installer {
 }
 
 /// Whether plans of an OperatorGroup can be applied, and by whom.
+// One value per InstallPlan reconcile (see `Installer`).
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum InstallerCheck {
     /// They can, by this identity.
     Ready(Installer),
