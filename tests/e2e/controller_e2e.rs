@@ -1,13 +1,15 @@
-//! `capstan controller` end to end on the real local control plane and registry (issue 5):
-//! example bundles and a catalog published by capstan, a CatalogSource + OperatorGroup +
-//! Subscription written for OLM, and the controller running in-process.
+//! `capstan controller` end to end on the real local control plane and registry: example
+//! bundles and a catalog published by capstan, a CatalogSource + OperatorGroup + Subscription
+//! written for OLM, and the controller running in-process.
 //!
-//! One test function runs the cases one after another: the controller watches every namespace,
-//! so two controllers in one process would fight over the same objects.
+//! One scenario per test, each in namespaces of its own, over one controller the tests share
+//! ([`fixture`]); it watches every namespace, so no other group's tests run meanwhile
+//! ([`crate::support::group`]).
 
 use std::time::Duration;
 
 use crate::support::controller::*;
+use crate::support::group::PerGroup;
 use crate::support::{TestNamespace, eventually};
 use capstan::api::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -16,38 +18,58 @@ use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 
-#[test]
-fn controller_installs_subscriptions_end_to_end() {
-    crate::support::run("controller_e2e", 4, async {
-        // The controller's log goes to the test's output (shown when the test fails).
-        let _ = tracing_subscriber::fmt()
-            .with_test_writer()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into()),
-            )
-            .try_init();
-        let client = crate::support::cluster().await;
-        let registry = crate::support::registry();
-        let work = tempfile::tempdir().expect("tempdir");
-        let repo = format!("ctl-e2e-{}", std::process::id());
-        let catalog_ref = publish(&registry, &repo, work.path());
-        apply_crds(&client).await;
+const GROUP: &str = "controller_e2e";
 
-        let catalog_ns = TestNamespace::new(&client, "ctl-catalog").await;
-        let options = capstan::controller::Options {
-            global_catalog_namespace: catalog_ns.name.clone(),
-            catalog_cache: None,
-            ..Default::default()
-        };
-        let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
+static FIXTURE: PerGroup<ControllerFixture> = PerGroup::new(GROUP);
 
-        // CatalogSource: READY with the digest and package count.
-        create::<CatalogSource>(&client, &catalog_ns.name, json!({
+/// The controller of these tests, with the example catalog as CatalogSource `examples` and a
+/// catalog image that does not exist as `missing` in its global catalog namespace, both settled
+/// (READY and TRANSIENT_FAILURE) as they were before the first install when these scenarios were
+/// one test: the installs below see both.
+async fn fixture() -> std::sync::Arc<ControllerFixture> {
+    FIXTURE
+        .get_or_init(|| async {
+            let client = crate::support::cluster().await;
+            let repo = format!("ctl-e2e-{}", std::process::id());
+            let options = capstan::controller::Options { catalog_cache: None, ..Default::default() };
+            let f = ControllerFixture::start(&client, &repo, "ctl-catalog", options).await;
+            let (catalog_ns, catalog_ref, registry) = (&f.catalog_ns, &f.catalog_ref, &f.registry);
+            create::<CatalogSource>(&client, &catalog_ns.name, json!({
         "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
         "metadata": {"name": "examples", "namespace": catalog_ns.name},
         "spec": {"sourceType": "grpc", "image": catalog_ref, "updateStrategy": {"registryPoll": {"interval": "10m"}}}
     }))
     .await;
+            create::<CatalogSource>(
+                &client,
+                &catalog_ns.name,
+                json!({
+                    "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+                    "metadata": {"name": "missing", "namespace": catalog_ns.name},
+                    "spec": {"sourceType": "image", "image": format!("{registry}/{repo}/no-such-catalog:latest")}
+                }),
+            )
+            .await;
+            let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), &catalog_ns.name);
+            for (name, state) in [("examples", "READY"), ("missing", "TRANSIENT_FAILURE")] {
+                eventually(&format!("CatalogSource {name} {state}"), WAIT, || async {
+                    let st = serde_json::to_value(catalogs.get(name).await.ok()?.status?).ok()?;
+                    (st["connectionState"]["lastObservedState"] == state).then_some(())
+                })
+                .await;
+            }
+            f
+        })
+        .await
+}
+
+/// CatalogSource: READY with the digest and package count.
+#[test]
+fn catalog_source_is_ready_with_its_digest_and_package_count() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let catalog_ns = &f.catalog_ns;
         let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), &catalog_ns.name);
         let st = eventually("CatalogSource READY", WAIT, || async {
             let st = serde_json::to_value(catalogs.get("examples").await.ok()?.status?).ok()?;
@@ -56,27 +78,36 @@ fn controller_installs_subscriptions_end_to_end() {
         .await;
         assert!(st["resolvedDigest"].as_str().is_some_and(|d| d.starts_with("sha256:")), "{st}");
         assert_eq!(st["packageCount"], 2, "{st}");
+    })
+}
 
-        // A catalog image that does not exist: TRANSIENT_FAILURE with a message naming it.
-        create::<CatalogSource>(
-            &client,
-            &catalog_ns.name,
-            json!({
-                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-                "metadata": {"name": "missing", "namespace": catalog_ns.name},
-                "spec": {"sourceType": "image", "image": format!("{registry}/{repo}/no-such-catalog:latest")}
-            }),
-        )
-        .await;
+/// A catalog image that does not exist: TRANSIENT_FAILURE with a message naming it.
+#[test]
+fn missing_catalog_image_is_a_transient_failure_naming_it() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let catalog_ns = &f.catalog_ns;
+        let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), &catalog_ns.name);
         let st = eventually("CatalogSource TRANSIENT_FAILURE", WAIT, || async {
             let st = serde_json::to_value(catalogs.get("missing").await.ok()?.status?).ok()?;
             (st["connectionState"]["lastObservedState"] == "TRANSIENT_FAILURE").then_some(st)
         })
         .await;
         assert!(st["message"].as_str().is_some_and(|m| m.contains("no-such-catalog")), "{st}");
+    })
+}
 
-        // Automatic: InstallPlan Complete → CSV Succeeded → Deployment Available, CRD Established.
-        let auto = namespace_with_group(&client, "ctl-auto").await;
+/// Automatic: InstallPlan Complete → CSV Succeeded → Deployment Available, CRD Established, the
+/// Events and metrics of the install, the operator's RBAC; then a new Subscription for the
+/// installed operator adopts it without a second InstallPlan.
+#[test]
+fn automatic_install_completes_and_a_new_subscription_adopts_it() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let catalog_ns = &f.catalog_ns;
+        let auto = f.hold(namespace_with_group(&client, "ctl-auto").await);
         subscribe(&client, &auto.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
         let plan = plan_in_phase(&client, &auto.name, "nginx-operator", "Complete").await;
         assert_eq!(plan.spec.cluster_service_version_names, vec!["nginx-operator.v0.2.0".to_string()]);
@@ -179,23 +210,6 @@ fn controller_installs_subscriptions_end_to_end() {
         })
         .await;
         assert_eq!(og_ns, vec![json!(auto.name)]);
-        // An OperatorGroup written as v1alpha2 (still served) gets its status too.
-        let old_ns = TestNamespace::new(&client, "ctl-og-v1alpha2").await;
-        let ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("operators.coreos.com", "v1alpha2", "OperatorGroup"),
-            "operatorgroups",
-        );
-        let old_og: DynamicObject = serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha2", "kind": "OperatorGroup", "metadata": {"name": "old"}, "spec": {"targetNamespaces": [old_ns.name]}})).expect("og");
-        Api::<DynamicObject>::namespaced_with(client.clone(), &old_ns.name, &ar)
-            .create(&PostParams::default(), &old_og)
-            .await
-            .expect("create v1alpha2 OperatorGroup");
-        let olds: Api<capstan::api::OperatorGroup> = Api::namespaced(client.clone(), &old_ns.name);
-        eventually("v1alpha2 OperatorGroup status.namespaces", WAIT, || async {
-            let st = serde_json::to_value(olds.get("old").await.ok()?.status?).ok()?;
-            (st["namespaces"] == json!([old_ns.name])).then_some(())
-        })
-        .await;
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         let crd = crds.get("nginxes.example.com").await.expect("Nginx CRD");
         assert!(
@@ -265,9 +279,42 @@ fn controller_installs_subscriptions_end_to_end() {
             .filter_map(|p| p.metadata.name.clone())
             .collect();
         assert!(names.len() <= 1, "no new InstallPlan for an adopted operator: {names:?}");
+    })
+}
 
-        // Manual: RequiresApproval and nothing applied; `capstan approve` completes it.
-        let manual = namespace_with_group(&client, "ctl-manual").await;
+/// An OperatorGroup written as v1alpha2 (still served) gets its status too.
+#[test]
+fn operator_group_written_as_v1alpha2_gets_its_status() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let old_ns = f.hold(TestNamespace::new(&client, "ctl-og-v1alpha2").await);
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("operators.coreos.com", "v1alpha2", "OperatorGroup"),
+            "operatorgroups",
+        );
+        let old_og: DynamicObject = serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha2", "kind": "OperatorGroup", "metadata": {"name": "old"}, "spec": {"targetNamespaces": [old_ns.name]}})).expect("og");
+        Api::<DynamicObject>::namespaced_with(client.clone(), &old_ns.name, &ar)
+            .create(&PostParams::default(), &old_og)
+            .await
+            .expect("create v1alpha2 OperatorGroup");
+        let olds: Api<capstan::api::OperatorGroup> = Api::namespaced(client.clone(), &old_ns.name);
+        eventually("v1alpha2 OperatorGroup status.namespaces", WAIT, || async {
+            let st = serde_json::to_value(olds.get("old").await.ok()?.status?).ok()?;
+            (st["namespaces"] == json!([old_ns.name])).then_some(())
+        })
+        .await;
+    })
+}
+
+/// Manual: RequiresApproval and nothing applied; `capstan approve` completes it.
+#[test]
+fn manual_plan_waits_for_capstan_approve() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let catalog_ns = &f.catalog_ns;
+        let manual = f.hold(namespace_with_group(&client, "ctl-manual").await);
         subscribe(&client, &manual.name, "nginx-operator", &catalog_ns.name, "Manual").await;
         let plan = plan_in_phase(&client, &manual.name, "nginx-operator", "RequiresApproval").await;
         assert!(!plan.spec.approved);
@@ -301,9 +348,17 @@ fn controller_installs_subscriptions_end_to_end() {
         );
         plan_in_phase(&client, &manual.name, "nginx-operator", "Complete").await;
         csv_succeeded_and_deployment_available(&client, &manual.name).await;
+    })
+}
 
-        // A package that does not exist: ResolutionFailed naming it, and no InstallPlan.
-        let bad = namespace_with_group(&client, "ctl-bad").await;
+/// A package that does not exist: ResolutionFailed naming it, and no InstallPlan.
+#[test]
+fn unknown_package_fails_resolution_without_a_plan() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let catalog_ns = &f.catalog_ns;
+        let bad = f.hold(namespace_with_group(&client, "ctl-bad").await);
         subscribe(&client, &bad.name, "no-such-operator", &catalog_ns.name, "Automatic").await;
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &bad.name);
         let cond = eventually("ResolutionFailed", WAIT, || async {
@@ -318,9 +373,17 @@ fn controller_installs_subscriptions_end_to_end() {
         assert!(cond["message"].as_str().is_some_and(|m| m.contains("no-such-operator")), "{cond}");
         let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &bad.name);
         assert!(plans.list(&Default::default()).await.expect("plans").items.is_empty());
+    })
+}
 
-        // Manual approved with a plain patch of spec.approved (as `kubectl patch` does).
-        let patched = namespace_with_group(&client, "ctl-patch").await;
+/// Manual approved with a plain patch of spec.approved (as `kubectl patch` does).
+#[test]
+fn manual_plan_approved_by_kubectl_patch_completes() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let catalog_ns = &f.catalog_ns;
+        let patched = f.hold(namespace_with_group(&client, "ctl-patch").await);
         subscribe(&client, &patched.name, "nginx-operator", &catalog_ns.name, "Manual").await;
         let plan = plan_in_phase(&client, &patched.name, "nginx-operator", "RequiresApproval").await;
         let name = plan.metadata.name.clone().expect("plan name");
@@ -344,10 +407,18 @@ fn controller_installs_subscriptions_end_to_end() {
         assert!(out.status.success(), "kubectl patch: {}", String::from_utf8_lossy(&out.stderr));
         plan_in_phase(&client, &patched.name, "nginx-operator", "Complete").await;
         csv_succeeded_and_deployment_available(&client, &patched.name).await;
+    })
+}
 
-        // An install mode the OperatorGroup cannot give (kaiwudb-operator supports only AllNamespaces):
-        // the plan fails before anything is applied, and the Subscription says why.
-        let modes = namespace_with_group(&client, "ctl-modes").await;
+/// An install mode the OperatorGroup cannot give (kaiwudb-operator supports only AllNamespaces):
+/// the plan fails before anything is applied, and the Subscription says why.
+#[test]
+fn unsupported_install_mode_fails_the_plan_before_applying() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let catalog_ns = &f.catalog_ns;
+        let modes = f.hold(namespace_with_group(&client, "ctl-modes").await);
         subscribe_channel(&client, &modes.name, "kaiwudb-operator", "stable", &catalog_ns.name, "Automatic").await;
         let plan = plan_in_phase(&client, &modes.name, "kaiwudb-operator", "Failed").await;
         let message = plan.status.and_then(|s| s.message).unwrap_or_default();
@@ -365,9 +436,17 @@ fn controller_installs_subscriptions_end_to_end() {
         })
         .await;
         assert!(cond["message"].as_str().is_some_and(|m| m.contains("AllNamespaces")), "{cond}");
+    })
+}
 
-        // Two OperatorGroups in one namespace: the plan fails naming both.
-        let two = namespace_with_group(&client, "ctl-two-og").await;
+/// Two OperatorGroups in one namespace: the plan fails naming both.
+#[test]
+fn two_operator_groups_fail_the_plan_naming_both() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let catalog_ns = &f.catalog_ns;
+        let two = f.hold(namespace_with_group(&client, "ctl-two-og").await);
         let og2: capstan::api::OperatorGroup = serde_json::from_value(json!({
         "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "og2", "namespace": two.name}, "spec": {}
     }))
@@ -380,10 +459,18 @@ fn controller_installs_subscriptions_end_to_end() {
         let plan = plan_in_phase(&client, &two.name, "nginx-operator", "Failed").await;
         let message = plan.status.and_then(|s| s.message).unwrap_or_default();
         assert!(message.contains("TooManyOperatorGroups") && message.contains("og2"), "{message}");
+    })
+}
 
-        // Registry poll: a new digest behind the catalog tag re-resolves the Subscription, which
-        // upgrades along the channel (0.1.0 → 0.2.0), and the replaced CSV is deleted.
-        let upgrade = namespace_with_group(&client, "ctl-upgrade").await;
+/// Registry poll: a new digest behind the catalog tag re-resolves the Subscription, which
+/// upgrades along the channel (0.1.0 → 0.2.0), and the replaced CSV is deleted.
+#[test]
+fn new_catalog_digest_upgrades_along_the_channel() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let (registry, repo, work) = (&f.registry, &f.repo, &f.work);
+        let upgrade = f.hold(namespace_with_group(&client, "ctl-upgrade").await);
         let upg_dir = work.path().join("upgrade-catalog");
         let upg_ref = format!("{registry}/{repo}/upgrade-catalog:latest");
         let bundle_ref = |v: &str| format!("{registry}/{repo}/nginx-operator-bundle:v{v}");
@@ -432,12 +519,5 @@ fn controller_installs_subscriptions_end_to_end() {
             2,
             "one InstallPlan per resolution"
         );
-
-        controller.abort();
-        cleanup_cluster_rbac(
-            &client,
-            &[&auto.name, &manual.name, &patched.name, &modes.name, &two.name, &upgrade.name],
-        )
-        .await;
     })
 }
