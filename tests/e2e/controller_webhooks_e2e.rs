@@ -1,6 +1,6 @@
 //! A webhook operator installed by the controller from a catalog (issue 14), on the local
 //! control plane with kwok (the pod is faked, so the webhook is not called here; the TLS calls
-//! are `tests/node_webhook_e2e.rs`): the InstallPlan holds the Service, the serving Secret
+//! are `tests/node/node_webhook_e2e.rs`): the InstallPlan holds the Service, the serving Secret
 //! (without any key material: the certificate is issued when the plan is applied), the webhook
 //! configuration and the CRD's conversion; once applied the API server has them with the CA of
 //! the Secret as `caBundle`, and the Deployment mounts the certificate. Then, by the controller:

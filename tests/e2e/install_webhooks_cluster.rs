@@ -6,7 +6,7 @@
 //! the CA of the Secret, that a re-apply keeps the certificate and a due one is replaced, and
 //! that a webhook that cannot be served blocks writes until `webhook::remove` — which runs
 //! before the Deployment is deleted — unblocks them. The real TLS calls are in
-//! `tests/node_webhook_e2e.rs` (real node).
+//! `tests/node/node_webhook_e2e.rs` (real node).
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! case-21 of `../shared/cases/olm-cases.yaml`, read from the file: the CRDs of its bundles and
 //! the cluster's `status.storedVersions` go through `install::crd_safety::check_crd_upgrade`, and
 //! the refusal mentions everything the case's `error_must_mention` lists. (The same upgrade on
-//! the real control plane is in `tests/install_crd_safety.rs`.)
+//! the real control plane is in `tests/e2e/install_crd_safety.rs`.)
 
 use crate::support::shared_dir;
 use capstan::install::crd_safety::{CrdUpgradeError, check_crd_upgrade};
