@@ -9,7 +9,9 @@
 //!
 //! libtest starts tests in the order of their names, and a test's name begins with its module
 //! (the former binary), so a group's tests are started one after another and a test waits only
-//! at the boundary between two groups. [`run`] holds the group while the test's tokio runtime
+//! at the boundary between two groups. Which waiting group goes first is not fixed (the next
+//! group in name order may overtake the one before it); a group may even run in two stretches,
+//! and its [`PerGroup`] value is then built again for the second. [`run`] holds the group while the test's tokio runtime
 //! exists: the runtime, and every task a test spawned on it (a controller), is shut down before
 //! the next group may start. Tests that need no cluster (the `it` binary) take no group.
 //!
