@@ -57,14 +57,14 @@ if ! python3 -c 'import yaml' 2>/dev/null && command -v apt-get >/dev/null 2>&1;
   echo "installing Debian's python3-yaml (the OLM differential harness reads YAML)"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-yaml >/dev/null
 fi
-echo "== building OLM v0 for the differential tests (tests/compare_olm.rs; cached after the first run)"
+echo "== building OLM v0 for the differential tests (tests/e2e/compare_olm.rs; cached after the first run)"
 bash "$here/peers/build-olm.sh" >/dev/null
 echo "== building the helm-operator of the example nginx-operator image (cached after the first run)"
 bash "$root/images/helm-operator.sh" >/dev/null
 echo "== starting the control plane, the OCI registry and the real node"
 bash "$here/cluster/up.sh" all
 # capstan deployed by `make demo` (namespace capstan-system) watches every namespace and would fight
-# the tests' own controllers, and tests/node_cluster.rs deploys capstan there itself: remove it
+# the tests' own controllers, and tests/node/node_cluster.rs deploys capstan there itself: remove it
 # (the demo's other objects stay; `make demo` deploys it again).
 k() { "$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig" "$@"; }
 if k get namespace capstan-system >/dev/null 2>&1 || k get namespace demo >/dev/null 2>&1; then

@@ -2,26 +2,18 @@
 //! match the blobs of the published v4.20 catalogs for the packages present in both.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use crate::support::shared_dir;
 use capstan::bundle::render::{Migration, render_bundle, render_bundle_with};
 use capstan::bundle::{Bundle, Severity, validate};
 use capstan::catalog::model;
 use serde::Deserialize;
 use serde_json::Value;
 
-/// `$CAPSTAN_SHARED`, else `<repo>/../shared`, else `/work/shared`.
-fn shared() -> PathBuf {
-    if let Ok(p) = std::env::var("CAPSTAN_SHARED") {
-        return PathBuf::from(p);
-    }
-    let sibling = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if sibling.is_dir() { sibling } else { PathBuf::from("/work/shared") }
-}
-
 /// Bundle directories under operators/: `<pkg>/<ver>/` or `<pkg>/<ver>/bundle/`.
 fn corpus_bundles() -> Vec<PathBuf> {
-    let root = shared().join("corpus/community-operators-prod/operators");
+    let root = shared_dir().join("corpus/community-operators-prod/operators");
     let mut out = Vec::new();
     for pkg in std::fs::read_dir(&root).expect("corpus operators/ directory") {
         let pkg = pkg.unwrap().path();
@@ -111,7 +103,8 @@ fn every_corpus_bundle_loads_validates_and_renders() {
 /// A version directory whose bundle is one level down gets a hint.
 #[test]
 fn nested_bundle_directory_hint() {
-    let ver = shared().join("corpus/community-operators-prod/operators/rabbitmq-messaging-topology-operator/1.19.0");
+    let ver =
+        shared_dir().join("corpus/community-operators-prod/operators/rabbitmq-messaging-topology-operator/1.19.0");
     let err = Bundle::load(&ver).unwrap_err().to_string();
     assert!(err.ends_with(&format!("did you mean {}?", ver.join("bundle").display())), "{err}");
 }
@@ -119,7 +112,7 @@ fn nested_bundle_directory_hint() {
 /// The corpus dependencies are rendered into the required properties.
 #[test]
 fn dependencies_render_as_required_properties() {
-    let dir = shared().join("corpus/community-operators-prod/operators/kuadrant-operator");
+    let dir = shared_dir().join("corpus/community-operators-prod/operators/kuadrant-operator");
     let mut checked = 0;
     for ver in std::fs::read_dir(&dir).unwrap() {
         let ver = ver.unwrap().path();
@@ -156,7 +149,7 @@ struct Blob {
 /// same properties in the same order, same relatedImages.
 #[test]
 fn renders_match_the_published_catalog() {
-    let root = shared().join("corpus/community-operators-prod");
+    let root = shared_dir().join("corpus/community-operators-prod");
     let mut compared = 0;
     for pkg in ["rabbitmq-cluster-operator", "rabbitmq-messaging-topology-operator"] {
         let text = std::fs::read_to_string(root.join(format!("catalogs/v4.20/{pkg}/catalog.yaml"))).unwrap();

@@ -15,20 +15,12 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crate::support::shared_dir;
 use capstan::bundle::render::render_bundle_dir;
 use capstan::catalog::add::{AddError, AddInput, AddOptions, UpdateMode, add_bundle};
 use capstan::catalog::model::DeclarativeConfig;
 use capstan::catalog::property::PackageProperty;
 use capstan::catalog::{parse, validate};
-
-/// `$CAPSTAN_SHARED`, else `<repo>/../shared`, else `/work/shared`.
-fn shared() -> PathBuf {
-    if let Some(p) = std::env::var_os("CAPSTAN_SHARED") {
-        return PathBuf::from(p);
-    }
-    let sibling = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if sibling.exists() { sibling } else { PathBuf::from("/work/shared") }
-}
 
 fn mode_of(ci_yaml: &str) -> UpdateMode {
     let has = |line: &str| ci_yaml.lines().any(|l| l.trim_end() == line);
@@ -85,7 +77,7 @@ fn version(cfg: &DeclarativeConfig, package: &str, bundle: &str) -> semver::Vers
 
 #[test]
 fn catalog_add_builds_a_valid_catalog_from_the_13_corpus_packages() {
-    let ops = shared().join("corpus/community-operators-prod/operators");
+    let ops = shared_dir().join("corpus/community-operators-prod/operators");
     let mut packages: Vec<PathBuf> =
         std::fs::read_dir(&ops).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     packages.sort();
@@ -158,7 +150,7 @@ fn catalog_add_builds_a_valid_catalog_from_the_13_corpus_packages() {
     // The template-published packages end where their published v4.20 catalogs end.
     for p in ["rabbitmq-cluster-operator", "rabbitmq-messaging-topology-operator"] {
         let published =
-            parse::load_path(&shared().join("corpus/community-operators-prod/catalogs/v4.20").join(p)).unwrap();
+            parse::load_path(&shared_dir().join("corpus/community-operators-prod/catalogs/v4.20").join(p)).unwrap();
         for ((pp, ch), head) in heads(&published) {
             assert_eq!(got.get(&(pp.clone(), ch.clone())), Some(&head), "{pp}/{ch}");
         }

@@ -7,23 +7,14 @@
 //! appear in the error text; (2) per case, the key phrases of each fact (below) must appear.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
+use crate::support::shared_dir;
 use capstan::catalog::model::DeclarativeConfig;
 use capstan::catalog::{parse, validate};
 use serde_json::Value;
 
-/// `$CAPSTAN_SHARED`, else `<repo>/../shared`, else `/work/shared`.
-fn shared() -> PathBuf {
-    if let Some(p) = std::env::var_os("CAPSTAN_SHARED") {
-        return PathBuf::from(p);
-    }
-    let sibling = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if sibling.exists() { sibling } else { PathBuf::from("/work/shared") }
-}
-
 fn cases() -> Vec<Value> {
-    let path = shared().join("cases/olm-cases.yaml");
+    let path = shared_dir().join("cases/olm-cases.yaml");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_norway::from_str::<Vec<Value>>(&text).unwrap()
 }

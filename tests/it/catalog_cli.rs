@@ -5,16 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::shared_dir;
 use capstan::catalog::parse;
-
-/// `$CAPSTAN_SHARED`, else `<repo>/../shared`, else `/work/shared`.
-fn shared() -> PathBuf {
-    if let Some(p) = std::env::var_os("CAPSTAN_SHARED") {
-        return PathBuf::from(p);
-    }
-    let sibling = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if sibling.exists() { sibling } else { PathBuf::from("/work/shared") }
-}
 
 fn capstan(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_capstan")).args(args).output().unwrap();
@@ -35,7 +27,7 @@ const TWO_BROKEN: &str = r#"{"schema":"olm.package","name":"a","defaultChannel":
 
 #[test]
 fn validate_exit_codes_and_outputs() {
-    let corpus = shared().join("corpus/community-operators-prod/catalogs/v4.20");
+    let corpus = shared_dir().join("corpus/community-operators-prod/catalogs/v4.20");
     let (code, out, _) = capstan(&["catalog", "validate", corpus.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("valid (37 packages"), "{out}");
@@ -66,7 +58,7 @@ fn validate_exit_codes_and_outputs() {
 
 /// Adds every bundle of a corpus package in version order; returns the catalog directory.
 fn add_all(package: &str, mode: &str, catalog: &Path) {
-    let root = shared().join("corpus/community-operators-prod/operators").join(package);
+    let root = shared_dir().join("corpus/community-operators-prod/operators").join(package);
     let mut versions: Vec<(semver::Version, PathBuf)> = std::fs::read_dir(&root)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -148,7 +140,7 @@ fn add_corpus_packages_in_both_modes() {
         .clone();
     assert!(dns_heads.iter().any(|(_, h)| *h == max), "{dns_heads:?} vs {max}");
     // Re-adding a published bundle is refused, naming it; --force replaces it.
-    let etcd094 = shared().join("corpus/community-operators-prod/operators/etcd/0.9.4");
+    let etcd094 = shared_dir().join("corpus/community-operators-prod/operators/etcd/0.9.4");
     let (code, _, err) =
         capstan(&["catalog", "add", dir.path().to_str().unwrap(), etcd094.to_str().unwrap(), "--image", "q.io/e:1"]);
     assert_eq!(code, 1);

@@ -3,23 +3,15 @@
 
 use std::path::PathBuf;
 
+use crate::support::shared_dir;
 use capstan::catalog::{parse, validate};
-
-/// `$CAPSTAN_SHARED`, else `<repo>/../shared`, else `/work/shared`.
-fn shared() -> PathBuf {
-    if let Some(p) = std::env::var_os("CAPSTAN_SHARED") {
-        return PathBuf::from(p);
-    }
-    let sibling = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if sibling.exists() { sibling } else { PathBuf::from("/work/shared") }
-}
 
 /// Catalogs of the corpus that opm also rejects, with the reason both give. Empty: every
 /// catalog in the corpus is valid for opm and for capstan.
 const REJECTED_BY_OPM_TOO: &[(&str, &str)] = &[];
 
 fn catalog_dirs() -> Vec<PathBuf> {
-    let root = shared().join("corpus/community-operators-prod/catalogs/v4.20");
+    let root = shared_dir().join("corpus/community-operators-prod/catalogs/v4.20");
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
         .map(|e| e.unwrap().path())

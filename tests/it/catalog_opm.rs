@@ -2,47 +2,16 @@
 //! capstan writes (JSON and YAML layouts, `catalog add` output, the generated benchmark catalog),
 //! and capstan and opm agree on accepting or rejecting every catalog of the olm-cases file.
 //!
-//! opm is found at `$CAPSTAN_OPM`, else `~/.cache/capstan/peers/bin/opm`, else on `PATH`. When
-//! it is absent the tests print a note and return, unless `CAPSTAN_REQUIRE_PEERS=1` (CI), where
-//! a missing opm is a failure.
+//! opm is found by `support::opm` (`$CAPSTAN_OPM`, else `~/.cache/capstan/peers/bin/opm`, else on
+//! `PATH`); when it is absent the tests fail, saying how to build it (`tests/peers/build.sh`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::{opm, shared_dir};
 use capstan::catalog::add::{AddInput, AddOptions, UpdateMode, add_to_dir};
 use capstan::catalog::{generate, parse, validate};
 use serde_json::Value;
-
-/// `$CAPSTAN_SHARED`, else `<repo>/../shared`, else `/work/shared`.
-fn shared() -> PathBuf {
-    if let Some(p) = std::env::var_os("CAPSTAN_SHARED") {
-        return PathBuf::from(p);
-    }
-    let sibling = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if sibling.exists() { sibling } else { PathBuf::from("/work/shared") }
-}
-
-fn opm() -> Option<PathBuf> {
-    let found = std::env::var_os("CAPSTAN_OPM")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/capstan/peers/bin/opm"))
-                .filter(|p| p.is_file())
-        })
-        .or_else(|| {
-            std::env::var_os("PATH")
-                .and_then(|ps| std::env::split_paths(&ps).map(|d| d.join("opm")).find(|p| p.is_file()))
-        });
-    if found.is_none() {
-        assert!(
-            std::env::var("CAPSTAN_REQUIRE_PEERS").as_deref() != Ok("1"),
-            "opm not found and CAPSTAN_REQUIRE_PEERS=1"
-        );
-        eprintln!("note: opm not found; side-by-side checks skipped");
-    }
-    found
-}
 
 /// Runs `opm validate DIR`: Ok(()) when it accepts, Err(output) when it rejects.
 fn opm_validate(opm: &Path, dir: &Path) -> Result<(), String> {
@@ -56,7 +25,7 @@ fn opm_validate(opm: &Path, dir: &Path) -> Result<(), String> {
 
 #[test]
 fn opm_accepts_catalogs_capstan_writes() {
-    let Some(opm) = opm() else { return };
+    let opm = opm();
     // Generated benchmark catalog, JSON and YAML layouts.
     let cfg = generate::generate(40, 12, 4, 3);
     validate::validate(&cfg).unwrap();
@@ -66,7 +35,7 @@ fn opm_accepts_catalogs_capstan_writes() {
         opm_validate(&opm, dir.path()).unwrap_or_else(|e| panic!("{format:?}: {e}"));
     }
     // A corpus catalog read and written again.
-    let corpus = shared().join("corpus/community-operators-prod/catalogs/v4.20");
+    let corpus = shared_dir().join("corpus/community-operators-prod/catalogs/v4.20");
     let dir = tempfile::tempdir().unwrap();
     parse::write_dir(&parse::load_path(&corpus).unwrap(), dir.path()).unwrap();
     opm_validate(&opm, dir.path()).unwrap();
@@ -74,8 +43,8 @@ fn opm_accepts_catalogs_capstan_writes() {
 
 #[test]
 fn opm_accepts_catalog_add_output() {
-    let Some(opm) = opm() else { return };
-    let ops = shared().join("corpus/community-operators-prod/operators");
+    let opm = opm();
+    let ops = shared_dir().join("corpus/community-operators-prod/operators");
     let dir = tempfile::tempdir().unwrap();
     for (package, mode) in [("etcd", UpdateMode::Replaces), ("self-node-remediation", UpdateMode::Semver)] {
         let mut bundles: Vec<(semver::Version, PathBuf)> = std::fs::read_dir(ops.join(package))
@@ -105,8 +74,8 @@ fn opm_accepts_catalog_add_output() {
 
 #[test]
 fn capstan_and_opm_agree_on_every_case_catalog() {
-    let Some(opm) = opm() else { return };
-    let text = std::fs::read_to_string(shared().join("cases/olm-cases.yaml")).unwrap();
+    let opm = opm();
+    let text = std::fs::read_to_string(shared_dir().join("cases/olm-cases.yaml")).unwrap();
     let cases: Vec<Value> = serde_norway::from_str(&text).unwrap();
     let mut checked = 0;
     for case in cases {
@@ -142,7 +111,7 @@ fn capstan_and_opm_agree_on_every_case_catalog() {
 /// `tests/fixtures/community-operators-prod/`.
 #[test]
 fn go_yaml_and_json_bundles_render_byte_identical_to_opm() {
-    let Some(opm) = opm() else { return };
+    let opm = opm();
     let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/community-operators-prod");
     let capstan = PathBuf::from(env!("CARGO_BIN_EXE_capstan"));
     // (program, its render command, its image template flag and template)
@@ -205,8 +174,8 @@ fn go_yaml_and_json_bundles_render_byte_identical_to_opm() {
 /// (`catalog::validate::check_reference`) that `catalog validate` applies to the same blob.
 #[test]
 fn an_oci_scheme_related_image_renders_in_opm_and_fails_opm_validate_as_in_capstan() {
-    let Some(opm) = opm() else { return };
-    let bundle_dir = shared().join("corpus/community-operators-prod/operators/kuadrant-operator/0.2.0");
+    let opm = opm();
+    let bundle_dir = shared_dir().join("corpus/community-operators-prod/operators/kuadrant-operator/0.2.0");
     let image = "oci://quay.io/kuadrant/wasm-shim:v0.1.0";
 
     let out = Command::new(&opm).args(["render", "-o", "json"]).arg(&bundle_dir).output().unwrap();

@@ -1,25 +1,15 @@
 //! case-21 of `../shared/cases/olm-cases.yaml`, read from the file: the CRDs of its bundles and
 //! the cluster's `status.storedVersions` go through `install::crd_safety::check_crd_upgrade`, and
 //! the refusal mentions everything the case's `error_must_mention` lists. (The same upgrade on
-//! the real control plane is in `tests/install_crd_safety.rs`.)
+//! the real control plane is in `tests/e2e/install_crd_safety.rs`.)
 
-use std::path::{Path, PathBuf};
-
+use crate::support::shared_dir;
 use capstan::install::crd_safety::{CrdUpgradeError, check_crd_upgrade};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{Value, json};
 
-/// `$CAPSTAN_SHARED`, else `<repo>/../shared`, else `/work/shared`.
-fn shared() -> PathBuf {
-    if let Ok(p) = std::env::var("CAPSTAN_SHARED") {
-        return PathBuf::from(p);
-    }
-    let sibling = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if sibling.is_dir() { sibling } else { PathBuf::from("/work/shared") }
-}
-
 fn case(id: &str) -> Value {
-    let text = std::fs::read_to_string(shared().join("cases/olm-cases.yaml")).expect("olm-cases.yaml");
+    let text = std::fs::read_to_string(shared_dir().join("cases/olm-cases.yaml")).expect("olm-cases.yaml");
     let cases: Vec<Value> = serde_norway::from_str(&text).expect("olm-cases.yaml parses");
     cases.into_iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("{id} not in olm-cases.yaml"))
 }

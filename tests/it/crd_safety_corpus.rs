@@ -5,24 +5,16 @@
 //! do not validate, upgrades OLM would refuse) are printed, not hidden.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
 
+use crate::support::shared_dir;
 use capstan::bundle::Bundle;
 use capstan::install::crd_safety::{CrdUpgradeCheck, CrdUpgradeError};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionStatus,
 };
 use serde_json::Value;
-
-/// `$CAPSTAN_SHARED`, else `<repo>/../shared`, else `/work/shared`.
-fn shared() -> PathBuf {
-    if let Ok(p) = std::env::var("CAPSTAN_SHARED") {
-        return PathBuf::from(p);
-    }
-    let sibling = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if sibling.is_dir() { sibling } else { PathBuf::from("/work/shared") }
-}
 
 /// Bundles per package directory, in CSV `spec.version` order (loaded once per test binary).
 fn corpus_packages() -> &'static BTreeMap<String, Vec<Bundle>> {
@@ -31,7 +23,7 @@ fn corpus_packages() -> &'static BTreeMap<String, Vec<Bundle>> {
 }
 
 fn load_packages() -> BTreeMap<String, Vec<Bundle>> {
-    let root = shared().join("corpus/community-operators-prod/operators");
+    let root = shared_dir().join("corpus/community-operators-prod/operators");
     let mut out = BTreeMap::new();
     for pkg in std::fs::read_dir(&root).expect("corpus operators/ directory").flatten() {
         let mut bundles = Vec::new();

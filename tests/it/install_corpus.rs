@@ -2,25 +2,17 @@
 //! plan (or fail only as OLM would, with UnsupportedResource), in OLM's order, with one step per
 //! object and per install-strategy Deployment, and generated names Kubernetes accepts.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use crate::support::shared_dir;
 use capstan::bundle::Bundle;
 use capstan::install::plan::{PlanError, kind_info};
 use capstan::install::{self, InstallTarget};
 use serde_json::Value;
 
-/// `$CAPSTAN_SHARED`, else `<repo>/../shared`, else `/work/shared`.
-fn shared() -> PathBuf {
-    if let Ok(p) = std::env::var("CAPSTAN_SHARED") {
-        return PathBuf::from(p);
-    }
-    let sibling = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if sibling.is_dir() { sibling } else { PathBuf::from("/work/shared") }
-}
-
 /// Bundle directories under operators/: `<pkg>/<ver>/` or `<pkg>/<ver>/bundle/`.
 fn corpus_bundles() -> Vec<PathBuf> {
-    let root = shared().join("corpus/community-operators-prod/operators");
+    let root = shared_dir().join("corpus/community-operators-prod/operators");
     let mut out = Vec::new();
     for pkg in std::fs::read_dir(&root).expect("corpus operators/ directory").flatten() {
         let pkg = pkg.path();

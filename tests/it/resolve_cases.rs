@@ -4,22 +4,13 @@
 //! and the facts the error must mention.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::shared_dir;
 use serde_json::{Value, json};
 
-/// `$CAPSTAN_SHARED`, else `<repo>/../shared`, else `/work/shared`.
-fn shared() -> PathBuf {
-    if let Ok(p) = std::env::var("CAPSTAN_SHARED") {
-        return PathBuf::from(p);
-    }
-    let sibling = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if sibling.exists() { sibling } else { PathBuf::from("/work/shared") }
-}
-
 fn cases() -> Vec<Value> {
-    let path = shared().join("cases/olm-cases.yaml");
+    let path = shared_dir().join("cases/olm-cases.yaml");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     serde_norway::from_str(&text).expect("olm-cases.yaml parses")
 }

@@ -7,9 +7,10 @@
 //! `olm.package` and `olm.channel` blobs — and the resolver core runs on the result.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+use crate::support::shared_dir;
 use capstan::bundle::render::render_bundle_dir;
 use capstan::catalog::model::{Channel, ChannelEntry, DeclarativeConfig, Package};
 use capstan::resolve::{
@@ -17,14 +18,6 @@ use capstan::resolve::{
     SubscriptionRequest, resolve,
 };
 use semver::Version;
-
-fn shared() -> PathBuf {
-    if let Ok(p) = std::env::var("CAPSTAN_SHARED") {
-        return PathBuf::from(p);
-    }
-    let sibling = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if sibling.exists() { sibling } else { PathBuf::from("/work/shared") }
-}
 
 const PACKAGES: [&str; 9] = [
     "kuadrant-operator",
@@ -42,7 +35,7 @@ const PACKAGES: [&str; 9] = [
 fn corpus_catalog() -> &'static CatalogIndex {
     static INDEX: OnceLock<CatalogIndex> = OnceLock::new();
     INDEX.get_or_init(|| {
-        let root = shared().join("corpus/community-operators-prod/operators");
+        let root = shared_dir().join("corpus/community-operators-prod/operators");
         let mut cfg = DeclarativeConfig::default();
         for pkg in PACKAGES {
             let dir = root.join(pkg);
@@ -161,7 +154,7 @@ fn version_of(out: &ResolveOutput, package: &str) -> Option<String> {
 
 /// The `olm.package` dependencies of a bundle directory's `metadata/dependencies.yaml`.
 fn dependencies_yaml(package: &str, version: &str) -> Vec<(String, String)> {
-    let path = shared()
+    let path = shared_dir()
         .join(format!("corpus/community-operators-prod/operators/{package}/{version}/metadata/dependencies.yaml"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let v: serde_json::Value = serde_norway::from_str(&text).expect("dependencies.yaml");

@@ -1,10 +1,12 @@
-//! Helpers of the controller end-to-end tests (issue 5): publishing bundles and catalogs with the
-//! `capstan` binary, the `operators.coreos.com` CRDs, OperatorGroups, Subscriptions, and waiting
-//! for InstallPlan / CSV phases. Each test binary runs at most one controller (it watches every
-//! namespace), so each binary puts its controller cases in one test function.
+//! Helpers of the controller end-to-end tests: publishing bundles and catalogs with the `capstan`
+//! binary, the `operators.coreos.com` CRDs, OperatorGroups, Subscriptions, waiting for
+//! InstallPlan / CSV phases, and [`ControllerFixture`], the controller the scenario tests of one
+//! group share. A controller watches every namespace, so at most one runs at a time: the tests of
+//! a group share theirs and groups never overlap ([`super::group`]).
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use capstan::api::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
@@ -18,6 +20,104 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use super::{TestNamespace, eventually};
+
+/// A controller running in-process for the scenario tests of one group, with the example bundles
+/// and their catalog published, the CRDs applied and a catalog namespace: kept in a
+/// [`super::group::PerGroup`] and dropped when the group ends.
+///
+/// The controller runs on a runtime of its own (the tests' runtimes end with each test). Dropping
+/// the fixture stops it first, then deletes the cluster-scoped RBAC of the namespaces the tests
+/// [`hold`](ControllerFixture::hold), then those namespaces and the catalog namespace.
+pub struct ControllerFixture {
+    /// Address `127.0.0.1:PORT` of the local registry.
+    pub registry: String,
+    /// The repository prefix the images were pushed under (`<registry>/<repo>/...`).
+    pub repo: String,
+    /// Scratch space; the published catalog directory is `work/catalog`.
+    pub work: tempfile::TempDir,
+    /// The reference of the published catalog image of the example bundles.
+    pub catalog_ref: String,
+    /// The controller's global catalog namespace.
+    pub catalog_ns: TestNamespace,
+    runtime: Option<tokio::runtime::Runtime>,
+    held: Mutex<Vec<TestNamespace>>,
+}
+
+/// The name of a namespace a [`ControllerFixture`] holds until the group ends.
+pub struct HeldNamespace {
+    /// The namespace name.
+    pub name: String,
+}
+
+impl ControllerFixture {
+    /// Publishes the example bundles and a catalog of them under repository `repo`, applies the
+    /// CRDs, creates the catalog namespace (`catalog_prefix-...`) and starts the controller with
+    /// `options` (its `global_catalog_namespace` set to that namespace).
+    pub async fn start(
+        client: &kube::Client,
+        repo: &str,
+        catalog_prefix: &str,
+        options: capstan::controller::Options,
+    ) -> ControllerFixture {
+        // The controller's log goes to the test's output (shown when the test fails).
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into()),
+            )
+            .try_init();
+        let registry = super::registry();
+        let work = tempfile::tempdir().expect("tempdir");
+        let catalog_ref = publish(&registry, repo, work.path());
+        apply_crds(client).await;
+        let catalog_ns = TestNamespace::new(client, catalog_prefix).await;
+        let options = capstan::controller::Options { global_catalog_namespace: catalog_ns.name.clone(), ..options };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_all()
+            .build()
+            .expect("controller runtime");
+        runtime.spawn(async move {
+            // A client of this runtime: a kube client lives on the runtime that made it.
+            let client = super::cluster().await;
+            capstan::controller::run(client, options, std::future::pending()).await
+        });
+        ControllerFixture {
+            registry,
+            repo: repo.to_string(),
+            work,
+            catalog_ref,
+            catalog_ns,
+            runtime: Some(runtime),
+            held: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Keeps `ns` until the group ends: it is deleted, and its cluster-scoped RBAC too, after
+    /// the controller has stopped (as when the scenarios were one test function).
+    pub fn hold(&self, ns: TestNamespace) -> HeldNamespace {
+        let name = ns.name.clone();
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).push(ns);
+        HeldNamespace { name }
+    }
+}
+
+impl Drop for ControllerFixture {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_timeout(Duration::from_secs(30));
+        }
+        let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(|e| e.into_inner()));
+        let names: Vec<String> = held.iter().map(|ns| ns.name.clone()).collect();
+        if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            rt.block_on(async {
+                let client = super::cluster().await;
+                cleanup_cluster_rbac(&client, &names.iter().map(String::as_str).collect::<Vec<_>>()).await;
+            });
+        }
+        drop(held);
+    }
+}
 
 /// Whether ServiceAccount `ns/sa` may `verb` `group/resource` (in `in_ns`, or cluster-wide).
 pub async fn allowed(

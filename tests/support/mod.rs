@@ -1,12 +1,17 @@
-//! Test support for capstan's tests against the real local environment (issue 2).
+//! The one support module of the integration tests (`tests/it`, `tests/e2e`, `tests/node` and
+//! the discovery tests), against the real local environment where they need one.
 //!
+//! - [`shared_dir`] finds the read-only `shared/` material (the corpus and the OLM cases) and
+//!   [`opm`] the peer tool opm; every test uses these two, nothing else.
 //! - [`registry`] gives the address (`127.0.0.1:PORT`) of the OCI registry, starting it with
 //!   `tests/cluster/up.sh registry` when it is not running.
 //! - [`cluster`] starts the whole control plane once per test binary (`tests/cluster/up.sh`),
 //!   or reuses a running one, and returns an admin [`kube::Client`].
 //! - [`TestNamespace`] gives each test its own namespace and deletes it when dropped.
 //! - [`kubectl`] is the pinned kubectl built by `tests/cluster/build.sh` (never the machine's).
-//! - [`shared_dir`] finds the read-only `shared/` material (`../shared` next to the repository).
+//! - [`group()`] and [`run`] keep the tests of one former test binary apart from the others
+//!   ([`group`](mod@group) says why and how).
+//! - [`controller`], [`node`] and [`oci`]: helpers of the controller, real-node and OCI tests.
 //!
 //! The state directory is `$CAPSTAN_CLUSTER_DIR`, default `<repo>/.cluster`. An environment a
 //! test binary started is left running for the next binary; `make cluster-down` stops it (the
@@ -14,7 +19,12 @@
 #![allow(dead_code)]
 
 pub mod controller;
+pub mod group;
 pub mod node;
+pub mod oci;
+
+#[allow(unused_imports)] // not every test binary runs async tests in a group
+pub use group::{group, run};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -45,6 +55,31 @@ pub fn shared_dir() -> PathBuf {
         return beside;
     }
     PathBuf::from("/work/shared")
+}
+
+/// The opm binary of the side-by-side tests: `$CAPSTAN_OPM`, else `~/.cache/capstan/peers/bin/opm`
+/// (where `tests/peers/build.sh` puts it), else `opm` on `PATH`.
+///
+/// # Panics
+/// When none is found, saying how to build it: a missing peer fails the test, it is not skipped.
+pub fn opm() -> PathBuf {
+    std::env::var_os("CAPSTAN_OPM")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".cache/capstan/peers/bin/opm"))
+                .filter(|p| p.is_file())
+        })
+        .or_else(|| {
+            std::env::var_os("PATH")
+                .and_then(|ps| std::env::split_paths(&ps).map(|d| d.join("opm")).find(|p| p.is_file()))
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "opm not found ($CAPSTAN_OPM, ~/.cache/capstan/peers/bin/opm, PATH): build it with \
+                 `export CAPSTAN_OPM=$(bash tests/peers/build.sh)` (make test does)"
+            )
+        })
 }
 
 static UP_LOCK: Mutex<()> = Mutex::new(());

@@ -1,0 +1,498 @@
+//! What OLM v0 creates around an install, created by capstan too (issue 13, "must be shown" 2 and
+//! 3), on the real local control plane with its real RBAC authorizer:
+//!
+//! 1. RBAC aggregation: a user bound to `edit` in the target namespace cannot create the
+//!    operator's custom resources before the install and can after it (the per-CRD ClusterRoles
+//!    labelled `rbac.authorization.k8s.io/aggregate-to-edit`); the OperatorGroup gets
+//!    `olm.providedAPIs` and its `olm.og.<og>.<suffix>-<hash>` ClusterRoles; deleting the
+//!    OperatorGroup deletes those, deleting the CRD (uninstall with `uninstall-crds`) the per-CRD
+//!    ones.
+//! 2. OperatorCondition: one per CSV, controlled by it, with OLM's spec; the operator's
+//!    ServiceAccount may update it; `Upgradeable=False` in `spec.conditions` holds the upgrade
+//!    with a condition that says so; clearing it lets the upgrade proceed.
+//!
+//! One test function (one controller per binary, see tests/support/controller.rs).
+
+use std::time::Duration;
+
+use crate::support::controller::*;
+use crate::support::{TestNamespace, eventually};
+use capstan::api::{ClusterServiceVersion, InstallPlan, OperatorCondition, OperatorGroup, Subscription};
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+
+/// Whether user `user` may `verb` `nginxes.example.com` in `ns`, by the API server's authorizer.
+async fn user_may(client: &kube::Client, user: &str, verb: &str, ns: &str) -> bool {
+    let sar: SubjectAccessReview = serde_json::from_value(json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": user, "groups": ["system:authenticated"],
+                 "resourceAttributes": {"verb": verb, "group": "example.com", "resource": "nginxes", "namespace": ns}}
+    }))
+    .expect("sar");
+    let r = Api::<SubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &sar)
+        .await
+        .expect("SubjectAccessReview");
+    r.status.is_some_and(|s| s.allowed)
+}
+
+/// A client acting as `user` (impersonated by the admin, so the real authorizer decides).
+async fn client_as(user: &str) -> kube::Client {
+    let mut cfg = crate::support::admin_config().await;
+    cfg.auth_info.impersonate = Some(user.into());
+    cfg.auth_info.impersonate_groups = Some(vec!["system:authenticated".into()]);
+    kube::Client::try_from(cfg).expect("impersonating client")
+}
+
+fn nginx_api(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1alpha1", "Nginx"), "nginxes");
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+async fn set_upgradeable(client: &kube::Client, ns: &str, csv: &str, status: &str) {
+    let ocs: Api<OperatorCondition> = Api::namespaced(client.clone(), ns);
+    // As operator-lib's conditions package does: the operator writes spec.conditions.
+    let patch = json!({"spec": {"conditions": [{"type": "Upgradeable", "status": status, "reason": "Migrating", "message": format!("test set {status}"), "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    ocs.patch(csv, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("patch OperatorCondition");
+}
+
+#[test]
+fn capstan_creates_what_olm_creates_around_an_install() {
+    crate::support::run("controller_parity_e2e", 4, async {
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into()),
+            )
+            .try_init();
+        let client = crate::support::cluster().await;
+        let registry = crate::support::registry();
+        let work = tempfile::tempdir().expect("tempdir");
+        let repo = format!("parity-e2e-{}", std::process::id());
+        let catalog_ref = publish(&registry, &repo, work.path());
+        apply_crds(&client).await;
+        let catalog_ns = TestNamespace::new(&client, "parity-catalog").await;
+        let options = capstan::controller::Options {
+            global_catalog_namespace: catalog_ns.name.clone(),
+            catalog_cache: None,
+            ..Default::default()
+        };
+        let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
+        catalog_source(&client, &catalog_ns.name, "examples", &catalog_ref).await;
+
+        // 1. RBAC aggregation. alice has `edit` in the target namespace only.
+        let ns = namespace_with_group(&client, "parity-rbac").await;
+        let alice = format!("alice-{}", std::process::id());
+        let rb: RoleBinding = serde_json::from_value(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "alice-edit", "namespace": ns.name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": alice}]
+        }))
+        .expect("rolebinding");
+        Api::<RoleBinding>::namespaced(client.clone(), &ns.name)
+            .create(&PostParams::default(), &rb)
+            .await
+            .expect("bind alice to edit");
+        // The CRD may exist from another test of this cluster; delete it so that "before" is before.
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        if crds.get_opt("nginxes.example.com").await.expect("read CRD").is_some() {
+            let _ = crds.delete("nginxes.example.com", &DeleteParams::default()).await;
+            eventually("old nginxes CRD gone", WAIT, || async {
+                crds.get_opt("nginxes.example.com").await.ok()?.is_none().then_some(())
+            })
+            .await;
+            let roles: Api<ClusterRole> = Api::all(client.clone());
+            eventually("old per-CRD ClusterRoles collected", WAIT, || async {
+                roles.get_opt("nginxes.example.com-v1alpha1-edit").await.ok()?.is_none().then_some(())
+            })
+            .await;
+        }
+        // The aggregation controller rewrites `edit` a moment after old per-CRD roles go.
+        eventually("before the install, edit does not cover nginxes", WAIT, || async {
+            (!user_may(&client, &alice, "create", &ns.name).await).then_some(())
+        })
+        .await;
+
+        subscribe(&client, &ns.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
+        csv_succeeded_and_deployment_available(&client, &ns.name).await;
+        eventually("edit covers nginxes after the install", WAIT, || async {
+            user_may(&client, &alice, "create", &ns.name).await.then_some(())
+        })
+        .await;
+        // 3. requirementStatus as OLM: minKubeVersion (1.27.0) checked against the server (v1.36.3)
+        //    first, each CRD once.
+        let csv = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns.name)
+            .get("nginx-operator.v0.2.0")
+            .await
+            .expect("CSV");
+        let reqs = serde_json::to_value(&csv.status.as_ref().expect("status").requirement_status).expect("json");
+        assert_eq!(reqs[0]["kind"], "ClusterServiceVersion", "{reqs}");
+        assert_eq!(reqs[0]["message"], "CSV minKubeVersion (1.27.0) less than server version (v1.36.3)", "{reqs}");
+        let crd_entries: Vec<&Value> =
+            reqs.as_array().unwrap().iter().filter(|r| r["kind"] == "CustomResourceDefinition").collect();
+        assert_eq!(crd_entries.len(), 1, "{reqs}");
+        assert!(crd_entries[0]["uuid"].as_str().is_some_and(|u| !u.is_empty()), "{reqs}");
+        let cr: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v1alpha1", "kind": "Nginx", "metadata": {"name": "by-alice", "namespace": ns.name}, "spec": {}})).expect("cr");
+        nginx_api(&client_as(&alice).await, &ns.name)
+            .create(&PostParams::default(), &cr)
+            .await
+            .expect("alice creates an Nginx in her namespace");
+        let other = TestNamespace::new(&client, "parity-other").await;
+        assert!(
+            !user_may(&client, &alice, "create", &other.name).await,
+            "nothing outside the namespace where alice has edit"
+        );
+
+        // The per-CRD roles as OLM names and labels them.
+        let roles: Api<ClusterRole> = Api::all(client.clone());
+        for (suffix, agg) in [("admin", "admin"), ("edit", "edit"), ("view", "view"), ("crdview", "view")] {
+            let name = format!("nginxes.example.com-v1alpha1-{suffix}");
+            let r = roles.get(&name).await.unwrap_or_else(|e| panic!("ClusterRole {name}: {e}"));
+            let labels = r.metadata.labels.clone().unwrap_or_default();
+            assert_eq!(
+                labels.get(&format!("rbac.authorization.k8s.io/aggregate-to-{agg}")).map(String::as_str),
+                Some("true"),
+                "{name}: {labels:?}"
+            );
+            assert!(
+                labels.keys().any(|k| k.starts_with("olm.opgroup.permissions/aggregate-to-")),
+                "{name}: {labels:?}"
+            );
+            assert_eq!(
+                r.metadata.owner_references.as_ref().and_then(|o| o.first()).map(|o| o.kind.as_str()),
+                Some("CustomResourceDefinition")
+            );
+        }
+        // The OperatorGroup: olm.providedAPIs and its three aggregating ClusterRoles.
+        let ogs: Api<OperatorGroup> = Api::namespaced(client.clone(), &ns.name);
+        eventually("olm.providedAPIs", WAIT, || async {
+            let og = ogs.get("og").await.ok()?;
+            (og.metadata.annotations?.get("olm.providedAPIs")? == "Nginx.v1alpha1.example.com").then_some(())
+        })
+        .await;
+        let og_roles = |ns: String| {
+            let roles = roles.clone();
+            async move {
+                roles
+                    .list(
+                        &ListParams::default()
+                            .labels(&format!("olm.owner=og,olm.owner.namespace={ns},olm.owner.kind=OperatorGroup")),
+                    )
+                    .await
+                    .expect("list")
+                    .items
+            }
+        };
+        let list = eventually("OperatorGroup ClusterRoles", WAIT, || async {
+            let l = og_roles(ns.name.clone()).await;
+            (l.len() == 3 && l.iter().all(|r| r.aggregation_rule.is_some())).then_some(l)
+        })
+        .await;
+        let mut names: Vec<String> = list.iter().filter_map(|r| r.metadata.name.clone()).collect();
+        names.sort();
+        assert!(
+            names[0].starts_with("olm.og.og.admin-")
+                && names[1].starts_with("olm.og.og.edit-")
+                && names[2].starts_with("olm.og.og.view-"),
+            "{names:?}"
+        );
+
+        // 2a. The OperatorCondition of the CSV, and the operator's right to update it.
+        let ocs: Api<OperatorCondition> = Api::namespaced(client.clone(), &ns.name);
+        let oc =
+            eventually("OperatorCondition", WAIT, || async { ocs.get_opt("nginx-operator.v0.2.0").await.ok()? }).await;
+        assert_eq!(oc.spec.deployments, ["nginx-operator-controller-manager"]);
+        assert!(
+            oc.spec.service_accounts.iter().all(|s| s == "nginx-operator-controller-manager"),
+            "{:?}",
+            oc.spec.service_accounts
+        );
+        let owner = oc.metadata.owner_references.clone().unwrap_or_default();
+        assert!(
+            owner.iter().any(|o| o.kind == "ClusterServiceVersion"
+                && o.name == "nginx-operator.v0.2.0"
+                && o.controller == Some(true)),
+            "{owner:?}"
+        );
+        assert!(
+            allowed(
+                &client,
+                &ns.name,
+                "nginx-operator-controller-manager",
+                "patch",
+                "operators.coreos.com",
+                "operatorconditions",
+                Some(&ns.name)
+            )
+            .await
+                == false,
+            "the SA may patch only its own OperatorCondition (the SAR without a name is denied)"
+        );
+        let sar: SubjectAccessReview = serde_json::from_value(json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": format!("system:serviceaccount:{}:nginx-operator-controller-manager", ns.name), "groups": ["system:serviceaccounts"],
+                 "resourceAttributes": {"verb": "update", "group": "operators.coreos.com", "resource": "operatorconditions", "name": "nginx-operator.v0.2.0", "namespace": ns.name}}
+    }))
+    .expect("sar");
+        let r =
+            Api::<SubjectAccessReview>::all(client.clone()).create(&PostParams::default(), &sar).await.expect("SAR");
+        assert!(r.status.is_some_and(|s| s.allowed), "the operator's ServiceAccount may update its OperatorCondition");
+
+        // 3b. A CSV whose minKubeVersion is above the server's stays Pending and says why; a native
+        //     API the server lacks is listed as NotPresent.
+        create::<ClusterServiceVersion>(&client, &other.name, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": "future.v1.0.0", "namespace": other.name},
+        "spec": {"displayName": "future", "minKubeVersion": "1.99.0", "installModes": [{"type": "AllNamespaces", "supported": true}, {"type": "OwnNamespace", "supported": true}],
+                 "nativeAPIs": [{"group": "apps", "version": "v1", "kind": "Deployment"}, {"group": "nowhere.example.com", "version": "v1", "kind": "Ghost"}],
+                 "install": {"strategy": "deployment", "spec": {"deployments": []}}}
+    }))
+    .await;
+        let og: OperatorGroup = serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "og", "namespace": other.name}, "spec": {"targetNamespaces": [other.name]}})).expect("og");
+        Api::<OperatorGroup>::namespaced(client.clone(), &other.name)
+            .create(&PostParams::default(), &og)
+            .await
+            .expect("create OperatorGroup");
+        let st = eventually("future CSV RequirementsNotMet", WAIT, || async {
+            let c = Api::<ClusterServiceVersion>::namespaced(client.clone(), &other.name)
+                .get("future.v1.0.0")
+                .await
+                .ok()?;
+            let st = serde_json::to_value(c.status?).ok()?;
+            (st["reason"] == "RequirementsNotMet").then_some(st)
+        })
+        .await;
+        assert_eq!(st["phase"], "Pending", "{st}");
+        let msg = st["message"].as_str().unwrap_or_default();
+        assert!(msg.contains("minKubeVersion (1.99.0) > server version (1.36.3)") && msg.contains("Ghost"), "{msg}");
+        let reqs = &st["requirementStatus"];
+        assert_eq!(reqs[0]["status"], "PresentNotSatisfied", "{reqs}");
+        let native: Vec<(&str, &str)> = reqs
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["kind"] == "Deployment" || r["kind"] == "Ghost")
+            .map(|r| (r["kind"].as_str().unwrap(), r["status"].as_str().unwrap()))
+            .collect();
+        assert_eq!(native, [("Deployment", "Present"), ("Ghost", "NotPresent")], "{reqs}");
+
+        // 1b. Removal: the OperatorGroup's roles go with it; the per-CRD roles with the CRD.
+        // uninstall-crds keeps a CRD another CSV still owns: wait until CSVs of earlier tests in this
+        // cluster (in namespaces being deleted, finalized by this controller) are gone.
+        eventually("no other CSV owns nginxes.example.com", WAIT, || async {
+            let all = Api::<ClusterServiceVersion>::all(client.clone()).list(&ListParams::default()).await.ok()?;
+            all.items
+                .iter()
+                .all(|c| {
+                    c.metadata.namespace.as_deref() == Some(ns.name.as_str())
+                        || !c.owned_crd_names().any(|n| n == "nginxes.example.com")
+                })
+                .then_some(())
+        })
+        .await;
+        // The Subscription goes first (as `kubectl operator uninstall` does): while it exists, a
+        // deleted CSV is installed again, CRD included, as OLM does.
+        Api::<Subscription>::namespaced(client.clone(), &ns.name)
+            .delete("nginx-operator", &DeleteParams::default())
+            .await
+            .expect("delete Subscription");
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns.name);
+        csvs.patch(
+            "nginx-operator.v0.2.0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"operators.capstan.dev/uninstall-crds": "true"}}})),
+        )
+        .await
+        .expect("annotate CSV");
+        csvs.delete("nginx-operator.v0.2.0", &DeleteParams::default()).await.expect("delete CSV");
+        eventually("CRD removed by uninstall-crds", WAIT, || async {
+            crds.get_opt("nginxes.example.com").await.ok()?.is_none().then_some(())
+        })
+        .await;
+        eventually("per-CRD ClusterRoles collected with the CRD", WAIT, || async {
+            for s in ["admin", "edit", "view", "crdview"] {
+                if roles.get_opt(&format!("nginxes.example.com-v1alpha1-{s}")).await.ok()?.is_some() {
+                    return None;
+                }
+            }
+            Some(())
+        })
+        .await;
+        // The cluster's aggregation controller rewrites `edit` a moment after the roles go.
+        eventually("after removal edit no longer covers nginxes", WAIT, || async {
+            (!user_may(&client, &alice, "create", &ns.name).await).then_some(())
+        })
+        .await;
+        ogs.delete("og", &DeleteParams::default()).await.expect("delete OperatorGroup");
+        eventually("OperatorGroup ClusterRoles deleted with it", WAIT, || async {
+            og_roles(ns.name.clone()).await.is_empty().then_some(())
+        })
+        .await;
+
+        // 2b. Upgradeable=False holds an upgrade; clearing it lets it proceed.
+        let up = namespace_with_group(&client, "parity-upgrade").await;
+        create::<Subscription>(&client, &up.name, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": "nginx-operator", "namespace": up.name},
+        "spec": {"name": "nginx-operator", "channel": "alpha", "source": "examples", "sourceNamespace": catalog_ns.name,
+                 "installPlanApproval": "Manual", "startingCSV": "nginx-operator.v0.1.0"}
+    }))
+    .await;
+        let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &up.name);
+        let pending = |csv: &'static str| {
+            let plans = plans.clone();
+            async move {
+                eventually(&format!("plan for {csv} waiting for approval"), WAIT, || async {
+                    plans
+                        .list(&ListParams::default())
+                        .await
+                        .ok()?
+                        .items
+                        .into_iter()
+                        .find(|p| p.spec.cluster_service_version_names.iter().any(|n| n == csv) && !p.spec.approved)
+                })
+                .await
+            }
+        };
+        let approve = |name: String| {
+            let plans = plans.clone();
+            async move {
+                plans
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"approved": true}})))
+                    .await
+                    .expect("approve")
+            }
+        };
+        let first = pending("nginx-operator.v0.1.0").await;
+        approve(first.metadata.name.clone().unwrap_or_default()).await;
+        csv_version_succeeded(&client, &up.name, "nginx-operator.v0.1.0").await;
+        let up_ocs: Api<OperatorCondition> = Api::namespaced(client.clone(), &up.name);
+        eventually("OperatorCondition of v0.1.0", WAIT, || async {
+            up_ocs.get_opt("nginx-operator.v0.1.0").await.ok()?
+        })
+        .await;
+        set_upgradeable(&client, &up.name, "nginx-operator.v0.1.0", "False").await;
+        let second = pending("nginx-operator.v0.2.0").await;
+        let second_name = second.metadata.name.clone().unwrap_or_default();
+        // While the upgrade waits for approval the Subscription names both (installedCSV was empty
+        // here before issue 13).
+        let st = eventually("installedCSV and currentCSV while the upgrade waits", WAIT, || async {
+            let st = serde_json::to_value(
+                Api::<Subscription>::namespaced(client.clone(), &up.name).get("nginx-operator").await.ok()?.status?,
+            )
+            .ok()?;
+            (st["currentCSV"] == "nginx-operator.v0.2.0").then_some(st)
+        })
+        .await;
+        assert_eq!(st["installedCSV"], "nginx-operator.v0.1.0", "{st}");
+        approve(second_name.clone()).await;
+        let held = eventually("upgrade held by Upgradeable=False", WAIT, || async {
+            let p = plans.get(&second_name).await.ok()?;
+            let st = serde_json::to_value(p.status?).ok()?;
+            st["conditions"].as_array()?.iter().any(|c| c["reason"] == "OperatorConditionNotUpgradeable").then_some(st)
+        })
+        .await;
+        assert!(held.to_string().contains("test set False"), "the condition names the operator's message: {held}");
+        // The check copied spec.conditions to status.conditions with the generation, as OLM's controller does.
+        eventually("status.conditions copied from spec", WAIT, || async {
+            let oc = up_ocs.get("nginx-operator.v0.1.0").await.ok()?;
+            let c = oc.status?.conditions.into_iter().find(|c| c.type_ == "Upgradeable")?;
+            (c.status == "False" && c.observed_generation == oc.metadata.generation).then_some(())
+        })
+        .await;
+        let sub_cond = subscription_condition(&client, &up.name, "nginx-operator", "InstallPlanFailed", "True").await;
+        assert!(
+            sub_cond.to_string().contains("OperatorConditionNotUpgradeable")
+                || sub_cond.to_string().contains("not upgradeable"),
+            "{sub_cond}"
+        );
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let csv_names: Vec<String> = Api::<ClusterServiceVersion>::namespaced(client.clone(), &up.name)
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .into_iter()
+            .filter_map(|c| c.metadata.name)
+            .collect();
+        assert_eq!(csv_names, ["nginx-operator.v0.1.0"], "nothing of v0.2.0 applied while held");
+        set_upgradeable(&client, &up.name, "nginx-operator.v0.1.0", "True").await;
+        csv_version_succeeded(&client, &up.name, "nginx-operator.v0.2.0").await;
+
+        // 4. A CatalogSource with spec.address at an `opm serve` on loopback resolves and installs
+        //    like one with spec.image (OLM's gRPC registry API).
+        let opm = crate::support::opm();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("free port").local_addr().expect("addr").port();
+        let mut serve = std::process::Command::new(&opm)
+            .args([
+                "serve",
+                work.path().join("catalog").to_str().unwrap_or_default(),
+                "-p",
+                &port.to_string(),
+                "--pprof-addr",
+                "",
+                "--termination-log",
+                "/dev/null",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start opm serve");
+        let address = format!("127.0.0.1:{port}");
+        eventually("opm serve listening", WAIT, || async { std::net::TcpStream::connect(&address).ok().map(|_| ()) })
+            .await;
+        create::<capstan::api::CatalogSource>(
+            &client,
+            &catalog_ns.name,
+            json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+                "metadata": {"name": "served", "namespace": catalog_ns.name},
+                "spec": {"sourceType": "grpc", "address": address}
+            }),
+        )
+        .await;
+        let catalogs: Api<capstan::api::CatalogSource> = Api::namespaced(client.clone(), &catalog_ns.name);
+        let st = eventually("CatalogSource with spec.address READY", WAIT, || async {
+            let st = serde_json::to_value(catalogs.get("served").await.ok()?.status?).ok()?;
+            (st["connectionState"]["lastObservedState"] == "READY").then_some(st)
+        })
+        .await;
+        assert_eq!(st["packageCount"], 2, "{st}");
+        let served = namespace_with_group(&client, "parity-address").await;
+        create::<Subscription>(&client, &served.name, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": "nginx-operator", "namespace": served.name},
+        "spec": {"name": "nginx-operator", "channel": "alpha", "source": "served", "sourceNamespace": catalog_ns.name, "installPlanApproval": "Automatic"}
+    }))
+    .await;
+        csv_succeeded_and_deployment_available(&client, &served.name).await;
+        let plan = plan_in_phase(&client, &served.name, "nginx-operator", "Complete").await;
+        let lookups = serde_json::to_value(&plan.status.as_ref().expect("status").bundle_lookups).expect("json");
+        assert!(
+            lookups[0]["catalogSourceRef"]["name"] == "served"
+                && lookups[0]["path"].as_str().is_some_and(|p| p.contains("nginx-operator-bundle")),
+            "{lookups}"
+        );
+        let _ = serve.kill();
+        let _ = serve.wait();
+        // The registry gone: TRANSIENT_FAILURE naming the address (checked on the next poll, forced by a spec change).
+        catalogs
+            .patch("served", &PatchParams::default(), &Patch::Merge(json!({"spec": {"priority": 1}})))
+            .await
+            .expect("touch CatalogSource");
+        let st = eventually("CatalogSource with a dead address TRANSIENT_FAILURE", WAIT, || async {
+            let st = serde_json::to_value(catalogs.get("served").await.ok()?.status?).ok()?;
+            (st["connectionState"]["lastObservedState"] == "TRANSIENT_FAILURE").then_some(st)
+        })
+        .await;
+        assert!(st["message"].as_str().is_some_and(|m| m.contains(&address)), "{st}");
+
+        controller.abort();
+        cleanup_cluster_rbac(&client, &[&ns.name, &up.name]).await;
+    })
+}

@@ -1,0 +1,616 @@
+//! Webhooks on the real node (issue 14), through the controller: capstan's test operator
+//! (`images/webhook-operator`, bundle `tests/fixtures/webhook-operator`) is published in a
+//! catalog and installed by a Subscription (its pod pinned to the real node by `spec.config`);
+//! the CSV is Succeeded only once the webhook's pod serves. The API server calls it over TLS
+//! with the certificate capstan issued: a Widget the validating webhook rejects is rejected with
+//! its message, a valid one is stored, one written as `v1alpha1` is read back as `v1` through the
+//! conversion webhook. Then rotation by the controller (`CAPSTAN_CERT_VALIDITY` 60 s: due after
+//! 45 s; a new CA in the Secret, the webhook configuration and the Deployment, writes keep
+//! working), removal by deleting the Subscription and CSV (the webhook configuration is deleted
+//! before the Deployment, seen by a watch, so writes never fail on a webhook that points at
+//! nothing), and the failure case (a Deployment that never becomes ready: writes blocked, the CSV
+//! not Succeeded and naming both webhooks, removal unblocks writes), and an upgrade to the next
+//! version while Widgets are written (Manual approval): every write is validated and none fails
+//! during the handover; the webhook configuration and the certificate are taken over.
+//!
+//! Needs a running environment WITH the real node (`tests/cluster/up.sh all` as the node's
+//! owner); it never starts or stops one: `CAPSTAN_CLUSTER_DIR` names it (default `.cluster`).
+//! It uses its own namespaces and removes everything it created.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::eventually;
+use capstan::api::{CatalogSource, ClusterServiceVersion, OperatorGroup, Subscription};
+use capstan::install::certs::ANNOTATION_CA_HASH;
+use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+
+const PLACEHOLDER_IMAGE: &str = "capstan.invalid/capstan/webhook-operator:v1";
+const CRD: &str = "widgets.webhook.capstan.dev";
+const CSV: &str = "webhook-operator.v0.1.0";
+
+fn state() -> PathBuf {
+    crate::support::state_dir()
+}
+
+/// An admin client of the running environment, or a panic saying what is missing (no up.sh:
+/// the environment may be another worktree's).
+async fn client() -> kube::Client {
+    let dir = state();
+    let node = dir.join("node-name");
+    assert!(
+        node.is_file(),
+        "{} has no real node ({} is missing); start the environment that owns it",
+        dir.display(),
+        node.display()
+    );
+    let kc =
+        kube::config::Kubeconfig::read_from(dir.join("kubeconfig")).expect("kubeconfig of the running environment");
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("kubeconfig");
+    kube::Client::try_from(cfg).expect("client")
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn capstan(args: &[&str]) -> String {
+    run(Command::new(env!("CARGO_BIN_EXE_capstan")).args(args))
+}
+
+/// Builds and pushes the test operator image; its reference with digest.
+fn operator_image(registry: &str, work: &Path) -> String {
+    let out = run(Command::new("bash")
+        .arg(crate::support::repo_root().join("images/build.sh"))
+        .args(["--push", registry, "webhook-operator"])
+        .env("CAPSTAN_CLUSTER_DIR", work));
+    out.lines().find_map(|l| l.strip_prefix("webhook-operator ")).expect("image line").trim().to_string()
+}
+
+/// The fixture bundle with the image (and extra container args) set, published as bundle
+/// images in a catalog of its own, one per version: `0.1.0` is the fixture; a later version is the same
+/// operator with its CSV renamed and `replaces` the one before (the next version of a package
+/// that changes nothing of its webhooks), so the catalog's channel upgrades along them.
+fn publish_versions(registry: &str, repo: &str, image: &str, args: &[&str], versions: &[&str], work: &Path) -> String {
+    let src = crate::support::repo_root().join("tests/fixtures/webhook-operator/0.1.0");
+    let catalog = work.join(format!("{repo}-catalog"));
+    let mut previous: Option<&str> = None;
+    for version in versions {
+        let dir = work.join(format!("{repo}-bundle-{version}"));
+        for sub in ["manifests", "metadata"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+            for e in std::fs::read_dir(src.join(sub)).unwrap().flatten() {
+                let mut text = std::fs::read_to_string(e.path()).unwrap().replace(PLACEHOLDER_IMAGE, image);
+                if !args.is_empty() {
+                    text = text.replace(
+                        "                image: ",
+                        &format!("                args: {args:?}\n                image: "),
+                    );
+                }
+                if let Some(prev) = previous {
+                    text = text
+                        .replace("  name: webhook-operator.v0.1.0", &format!("  name: webhook-operator.v{version}"))
+                        .replace(
+                            "  version: 0.1.0",
+                            &format!("  version: {version}\n  replaces: webhook-operator.v{prev}"),
+                        );
+                }
+                std::fs::write(dir.join(sub).join(e.file_name()), text).unwrap();
+            }
+        }
+        let bundle_ref = format!("{registry}/{repo}/webhook-operator-bundle:v{version}");
+        capstan(&["bundle", "push", "-q", dir.to_str().unwrap(), &bundle_ref]);
+        capstan(&["catalog", "add", "--mode", "replaces", catalog.to_str().unwrap(), &bundle_ref]);
+        previous = Some(version);
+    }
+    let catalog_ref = format!("{registry}/{repo}/catalog:latest");
+    capstan(&["catalog", "push", "-q", catalog.to_str().unwrap(), &catalog_ref]);
+    catalog_ref
+}
+
+/// Creates `value` in `ns` (a namespaced capstan API object).
+async fn create<K>(client: &kube::Client, ns: &str, value: Value)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(value).expect("object");
+    Api::<K>::namespaced(client.clone(), ns).create(&PostParams::default(), &obj).await.expect("create");
+}
+
+/// Namespace `ns` with an all-namespaces OperatorGroup (conversion webhooks need it) and a
+/// Subscription to webhook-operator from `source`, its pod on the real node.
+async fn subscribe(client: &kube::Client, ns: &str, source: &str, catalog_ns: &str) {
+    subscribe_with(client, ns, source, catalog_ns, json!({"installPlanApproval": "Automatic"})).await;
+}
+
+/// [`subscribe`] with more `spec` fields (`installPlanApproval`, `startingCSV`).
+async fn subscribe_with(client: &kube::Client, ns: &str, source: &str, catalog_ns: &str, extra: Value) {
+    namespace(client, ns).await;
+    create::<OperatorGroup>(client, ns, json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "global", "namespace": ns}, "spec": {}})).await;
+    let mut sub = json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": "webhook-operator", "namespace": ns},
+        "spec": {"name": "webhook-operator", "channel": "alpha", "source": source, "sourceNamespace": catalog_ns,
+                 "config": {"nodeSelector": {"type": "real"}, "tolerations": [{"key": "capstan.dev/node", "operator": "Equal", "value": "real", "effect": "NoSchedule"}]}}
+    });
+    if let (Some(spec), Some(more)) = (sub["spec"].as_object_mut(), extra.as_object()) {
+        spec.extend(more.clone());
+    }
+    create::<Subscription>(client, ns, sub).await;
+}
+
+/// Approves the Subscription's InstallPlan that installs `csv`, once it waits for approval.
+async fn approve(client: &kube::Client, ns: &str, csv: &str) {
+    let plans: Api<capstan::api::InstallPlan> = Api::namespaced(client.clone(), ns);
+    let name = eventually(&format!("InstallPlan for {csv} waiting for approval"), Duration::from_secs(120), || async {
+        let list = plans.list(&ListParams::default()).await.ok()?;
+        list.items
+            .into_iter()
+            .find(|p| p.spec.cluster_service_version_names.iter().any(|n| n == csv) && !p.spec.approved)
+            .map(|p| p.metadata.name.unwrap_or_default())
+    })
+    .await;
+    plans
+        .patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(json!({"spec": {"approved": true}})))
+        .await
+        .expect("approve");
+}
+
+/// The CSV of `ns` once its status satisfies `f`.
+async fn csv_when(client: &kube::Client, ns: &str, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+    csv_named_when(client, ns, CSV, what, f).await
+}
+
+/// CSV `csv` of `ns` once its status satisfies `f`.
+async fn csv_named_when(client: &kube::Client, ns: &str, csv: &str, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
+    eventually(what, Duration::from_secs(180), || async {
+        let st = serde_json::to_value(csvs.get_opt(csv).await.ok()??.status?).ok()?;
+        f(&st).then_some(st)
+    })
+    .await
+}
+
+/// Deletes the Subscription, then the CSV (as `kubectl operator uninstall`); waits until the
+/// CSV is gone.
+async fn uninstall(client: &kube::Client, ns: &str) {
+    let _ =
+        Api::<Subscription>::namespaced(client.clone(), ns).delete("webhook-operator", &DeleteParams::default()).await;
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
+    let _ = csvs.delete(CSV, &DeleteParams::default()).await;
+    eventually(&format!("CSV {ns}/{CSV} removed"), Duration::from_secs(120), || async {
+        csvs.get_opt(CSV).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+async fn available(client: &kube::Client, ns: &str, name: &str) -> bool {
+    let d = Api::<Deployment>::namespaced(client.clone(), ns).get_opt(name).await.ok().flatten();
+    d.and_then(|d| d.status)
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .iter()
+        .any(|c| c.type_ == "Available" && c.status == "True")
+        && Api::<Deployment>::namespaced(client.clone(), ns)
+            .get(name)
+            .await
+            .ok()
+            .and_then(|d| d.status)
+            .is_some_and(|s| s.updated_replicas == s.replicas && s.unavailable_replicas.unwrap_or(0) == 0)
+}
+
+fn widgets(client: &kube::Client, ns: &str, version: &str) -> Api<DynamicObject> {
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("webhook.capstan.dev", version, "Widget"), "widgets");
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+async fn create_widget(
+    client: &kube::Client,
+    ns: &str,
+    version: &str,
+    name: &str,
+    spec: Value,
+) -> Result<DynamicObject, kube::Error> {
+    let obj: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("webhook.capstan.dev/{version}"), "kind": "Widget", "metadata": {"name": name}, "spec": spec})).unwrap();
+    widgets(client, ns, version).create(&PostParams::default(), &obj).await
+}
+
+async fn namespace(client: &kube::Client, name: &str) {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+}
+
+/// Everything the install made, its namespace included, deleted (by the controller's removal
+/// while it runs, then whatever a failed test left).
+async fn cleanup(client: &kube::Client, ns: &str) {
+    uninstall(client, ns).await;
+    let _ = Api::<CustomResourceDefinition>::all(client.clone()).delete(CRD, &DeleteParams::default()).await;
+    let _ = Api::<Namespace>::all(client.clone()).delete(ns, &DeleteParams::default()).await;
+    let sel = ListParams::default().labels(&format!("olm.owner.namespace={ns}"));
+    let _ = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .delete_collection(&DeleteParams::default(), &sel)
+        .await;
+    let _ = Api::<ClusterRoleBinding>::all(client.clone()).delete_collection(&DeleteParams::default(), &sel).await;
+    let _ = Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(client.clone())
+        .delete_collection(&DeleteParams::default(), &sel)
+        .await;
+    eventually(&format!("CRD {CRD} gone"), Duration::from_secs(60), || async {
+        Api::<CustomResourceDefinition>::all(client.clone()).get_opt(CRD).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+#[test]
+fn webhook_operator_on_the_real_node() {
+    crate::support::run("node_webhook_e2e", 2, async {
+        let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("capstan=info").try_init();
+        let client = client().await;
+        let registry = std::fs::read_to_string(state().join("registry")).expect("registry").trim().to_string();
+        let work = tempfile::tempdir().unwrap();
+        let image = operator_image(&registry, work.path());
+        let suffix = std::process::id();
+        let catalog_ns = format!("wh-e2e-catalog-{suffix}");
+        let ns = format!("wh-e2e-{suffix}");
+        let ns2 = format!("wh-e2e-fail-{suffix}");
+
+        crate::support::controller::apply_crds(&client).await;
+        namespace(&client, &catalog_ns).await;
+        // Certificates valid for 60 s (rotation due after 45 s) until the upgrade phase, which runs
+        // under a second controller with the default validity.
+        let options = capstan::controller::Options {
+            global_catalog_namespace: catalog_ns.clone(),
+            catalog_cache: None,
+            cert_validity: Some(Duration::from_secs(60)),
+            ..Default::default()
+        };
+        let controller =
+            tokio::spawn(capstan::controller::run(client.clone(), options.clone(), std::future::pending()));
+        for (name, args, versions) in [
+            ("webhooks", &[][..], &["0.1.0"][..]),
+            ("never-ready", &["-never-ready"][..], &["0.1.0"][..]),
+            ("upgrade", &[][..], &["0.1.0", "0.2.0"][..]),
+        ] {
+            let catalog_ref =
+                publish_versions(&registry, &format!("wh-e2e-{name}-{suffix}"), &image, args, versions, work.path());
+            create::<CatalogSource>(&client, &catalog_ns, json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource", "metadata": {"name": name, "namespace": catalog_ns},
+            "spec": {"sourceType": "grpc", "image": catalog_ref}
+        }))
+        .await;
+        }
+
+        // ---- install from the catalog by a Subscription
+        subscribe(&client, &ns, "webhooks", &catalog_ns).await;
+        let result = std::panic::AssertUnwindSafe(async {
+            csv_when(&client, &ns, "CSV Succeeded with its webhook served on the real node", |st| {
+                st["phase"] == "Succeeded"
+            })
+            .await;
+            assert!(available(&client, &ns, "webhook-operator").await);
+            let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), &ns)
+                .list(&ListParams::default().labels("app=webhook-operator"))
+                .await
+                .unwrap();
+            assert!(
+                pods.items.iter().all(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some("capstan-node")),
+                "the pod runs on the real node"
+            );
+
+            // ---- the API server calls the webhooks over TLS with capstan's certificate
+            eventually("a valid Widget stored", Duration::from_secs(120), || async {
+                create_widget(&client, &ns, "v1", "small", json!({"replicas": 3}))
+                    .await
+                    .map_err(|e| eprintln!("create Widget small: {e}"))
+                    .ok()
+            })
+            .await;
+            let err = create_widget(&client, &ns, "v1", "too-big", json!({"replicas": 11}))
+                .await
+                .expect_err("rejected by the validating webhook");
+            assert!(err.to_string().contains("widget too-big: replicas 11 is over the limit of 10"), "{err}");
+            let old =
+                create_widget(&client, &ns, "v1alpha1", "old", json!({"size": 4})).await.expect("a v1alpha1 Widget");
+            assert_eq!(old.data["spec"], json!({"size": 4}));
+            let as_v1 = widgets(&client, &ns, "v1").get("old").await.expect("read as v1");
+            assert_eq!(as_v1.data["spec"], json!({"replicas": 4}), "converted by the webhook");
+            let as_old = widgets(&client, &ns, "v1alpha1").get("small").await.expect("read as v1alpha1");
+            assert_eq!(as_old.data["spec"], json!({"size": 3}));
+            let err = create_widget(&client, &ns, "v1alpha1", "old-too-big", json!({"size": 12}))
+                .await
+                .expect_err("v1alpha1 validated too");
+            assert!(err.to_string().contains("replicas 12 is over the limit"), "{err}");
+
+            // ---- rotation by the controller at certsRotateAt (60 s validity: after 45 s)
+            let secret_hash = |s: Secret| {
+                s.metadata.annotations.unwrap_or_default().get(ANNOTATION_CA_HASH).cloned().unwrap_or_default()
+            };
+            let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+            let first = secret_hash(secrets.get("webhook-operator-service-cert").await.unwrap());
+            let st =
+                csv_when(&client, &ns, "certsRotateAt in the CSV status", |st| st["certsRotateAt"].is_string()).await;
+            let first_rotate_at = st["certsRotateAt"].clone();
+            let second = eventually("a new CA after the rotation time", Duration::from_secs(120), || async {
+                let h = secret_hash(secrets.get("webhook-operator-service-cert").await.ok()?);
+                (h != first).then_some(h)
+            })
+            .await;
+            eventually(
+                "the new CA in the Deployment and the webhook configuration",
+                Duration::from_secs(60),
+                || async {
+                    let dep = Api::<Deployment>::namespaced(client.clone(), &ns).get("webhook-operator").await.ok()?;
+                    let dep_hash = dep.spec?.template.metadata?.annotations?.get(ANNOTATION_CA_HASH)?.clone();
+                    let vwc = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+                        .list(&ListParams::default().labels(&format!("olm.owner={CSV},olm.owner.namespace={ns}")))
+                        .await
+                        .ok()?;
+                    let ca = vwc.items.first()?.webhooks.as_ref()?.first()?.client_config.ca_bundle.clone()?;
+                    (dep_hash == second && capstan::install::certs::ca_hash(std::str::from_utf8(&ca.0).ok()?) == second)
+                        .then_some(())
+                },
+            )
+            .await;
+            csv_when(&client, &ns, "certsRotateAt moved on", |st| {
+                st["certsRotateAt"].is_string() && st["certsRotateAt"] != first_rotate_at
+            })
+            .await;
+            eventually("rolled out with the new certificate", Duration::from_secs(120), || async {
+                available(&client, &ns, "webhook-operator").await.then_some(())
+            })
+            .await;
+            eventually("writes work with the rotated certificate", Duration::from_secs(60), || async {
+                create_widget(&client, &ns, "v1alpha1", "after-rotation", json!({"size": 5})).await.ok()
+            })
+            .await;
+            let err = create_widget(&client, &ns, "v1", "too-big-2", json!({"replicas": 20}))
+                .await
+                .expect_err("still validated");
+            assert!(err.to_string().contains("over the limit"), "{err}");
+
+            // ---- removal: the webhook configuration goes before the Deployment (a watch sees the order)
+            let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+            let watch = |kind: &'static str| {
+                let order = order.clone();
+                let client = client.clone();
+                let ns = ns.clone();
+                tokio::spawn(async move {
+                    use kube::runtime::watcher::{self, Event};
+                    let cfg = watcher::Config::default().labels(&format!("olm.owner={CSV},olm.owner.namespace={ns}"));
+                    let note = |e: Event<DynamicObject>| {
+                        if let Event::Delete(_) = e {
+                            order.lock().unwrap().push(kind.to_string());
+                        }
+                    };
+                    let ar = match kind {
+                        "ValidatingWebhookConfiguration" => ApiResource::from_gvk_with_plural(
+                            &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+                            "validatingwebhookconfigurations",
+                        ),
+                        _ => {
+                            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apps", "v1", kind), "deployments")
+                        }
+                    };
+                    let api: Api<DynamicObject> = if kind == "Deployment" {
+                        Api::namespaced_with(client, &ns, &ar)
+                    } else {
+                        Api::all_with(client, &ar)
+                    };
+                    let mut s = std::pin::pin!(watcher::watcher(api, cfg));
+                    while let Some(Ok(e)) = s.next().await {
+                        note(e);
+                    }
+                })
+            };
+            let watchers = [watch("ValidatingWebhookConfiguration"), watch("Deployment")];
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            uninstall(&client, &ns).await;
+            eventually("both deletions seen", Duration::from_secs(60), || async {
+                (order.lock().unwrap().len() >= 2).then_some(())
+            })
+            .await;
+            for w in watchers {
+                w.abort();
+            }
+            assert_eq!(
+                *order.lock().unwrap(),
+                ["ValidatingWebhookConfiguration", "Deployment"],
+                "the webhook goes before the Deployment"
+            );
+            let crd = Api::<CustomResourceDefinition>::all(client.clone()).get(CRD).await.unwrap();
+            assert_eq!(crd.spec.conversion.map(|c| c.strategy), Some("None".into()), "conversion reset");
+            create_widget(&client, &ns, "v1", "no-webhook-left", json!({"replicas": 50}))
+                .await
+                .expect("writes do not hit a webhook that points at nothing");
+            widgets(&client, &ns, "v1")
+                .list(&ListParams::default())
+                .await
+                .expect("reads work without the conversion webhook");
+        })
+        .catch_unwind_result()
+        .await;
+        cleanup(&client, &ns).await;
+        if let Err(p) = result {
+            controller.abort();
+            std::panic::resume_unwind(p);
+        }
+
+        // ---- failure: the Deployment never becomes ready
+        subscribe(&client, &ns2, "never-ready", &catalog_ns).await;
+        let result = std::panic::AssertUnwindSafe(async {
+        eventually("the never-ready pod running", Duration::from_secs(120), || async {
+            let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), &ns2).list(&ListParams::default().labels("app=webhook-operator")).await.ok()?;
+            pods.items.iter().any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")).then_some(())
+        })
+        .await;
+        let st = csv_when(&client, &ns2, "the CSV naming the webhooks that cannot be served", |st| {
+            let m = st["message"].as_str().unwrap_or_default();
+            m.contains("webhook vwidgets.webhook.capstan.dev (ValidatingAdmissionWebhook) is served by Deployment webhook-operator, which is not available")
+                && m.contains("webhook cwidgets.webhook.capstan.dev (ConversionWebhook)")
+        })
+        .await;
+        assert_ne!(st["phase"], "Succeeded", "{st}");
+        let err = create_widget(&client, &ns2, "v1", "blocked", json!({"replicas": 1})).await.expect_err("writes fail while the webhook cannot be served");
+        assert!(err.to_string().contains("failed calling webhook") || err.to_string().contains("vwidgets.webhook.capstan.dev"), "{err}");
+        uninstall(&client, &ns2).await;
+        create_widget(&client, &ns2, "v1", "unblocked", json!({"replicas": 1})).await.expect("removal unblocks writes");
+    })
+    .catch_unwind_result()
+    .await;
+        cleanup(&client, &ns2).await;
+        if let Err(p) = result {
+            controller.abort();
+            std::panic::resume_unwind(p);
+        }
+
+        // ---- upgrade 0.1.0 → 0.2.0 while Widgets are written: the next CSV takes over the same
+        //      webhook configuration, Service and certificate, so no write fails during the handover
+        controller.abort();
+        let controller = tokio::spawn(capstan::controller::run(
+            client.clone(),
+            capstan::controller::Options { cert_validity: None, ..options },
+            std::future::pending(),
+        ));
+        let ns3 = format!("wh-e2e-upgrade-{suffix}");
+        subscribe_with(
+            &client,
+            &ns3,
+            "upgrade",
+            &catalog_ns,
+            json!({"installPlanApproval": "Manual", "startingCSV": CSV}),
+        )
+        .await;
+        let result = std::panic::AssertUnwindSafe(async {
+            approve(&client, &ns3, CSV).await;
+            csv_when(&client, &ns3, "0.1.0 Succeeded", |st| st["phase"] == "Succeeded").await;
+            eventually("the webhook serves", Duration::from_secs(120), || async {
+                create_widget(&client, &ns3, "v1", "first", json!({"replicas": 1})).await.ok()
+            })
+            .await;
+            let ca_before = Api::<Secret>::namespaced(client.clone(), &ns3)
+                .get("webhook-operator-service-cert")
+                .await
+                .unwrap()
+                .metadata
+                .annotations
+                .unwrap_or_default()[ANNOTATION_CA_HASH]
+                .clone();
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let writer = {
+                let (client, ns3, stop) = (client.clone(), ns3.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let (mut ok, mut failed) = (0u32, Vec::new());
+                    let mut i = 0;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        i += 1;
+                        match create_widget(&client, &ns3, "v1", &format!("w{i}"), json!({"replicas": 2})).await {
+                            Ok(_) => ok += 1,
+                            Err(e) => failed.push(e.to_string()),
+                        }
+                        let too_big =
+                            create_widget(&client, &ns3, "v1", &format!("big{i}"), json!({"replicas": 99})).await;
+                        if too_big.is_ok() {
+                            failed.push(format!("big{i} was stored: no webhook validated it"));
+                        }
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    (ok, failed)
+                })
+            };
+            approve(&client, &ns3, "webhook-operator.v0.2.0").await;
+            csv_named_when(&client, &ns3, "webhook-operator.v0.2.0", "0.2.0 Succeeded", |st| {
+                st["phase"] == "Succeeded"
+            })
+            .await;
+            let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns3);
+            eventually("0.1.0 deleted after the upgrade", Duration::from_secs(120), || async {
+                csvs.get_opt(CSV).await.ok()?.is_none().then_some(())
+            })
+            .await;
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            let (ok, failed) = writer.await.unwrap();
+            assert!(
+                ok >= 5 && failed.is_empty(),
+                "{ok} writes stored; failed or unvalidated during the upgrade: {failed:?}"
+            );
+            let vwcs = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+                .list(&ListParams::default().labels(&format!("olm.owner.namespace={ns3}")))
+                .await
+                .unwrap();
+            assert_eq!(vwcs.items.len(), 1, "one webhook configuration, taken over");
+            assert_eq!(vwcs.items[0].metadata.labels.as_ref().unwrap()["olm.owner"], "webhook-operator.v0.2.0");
+            let ca_after = Api::<Secret>::namespaced(client.clone(), &ns3)
+                .get("webhook-operator-service-cert")
+                .await
+                .unwrap()
+                .metadata
+                .annotations
+                .unwrap_or_default()[ANNOTATION_CA_HASH]
+                .clone();
+            assert_eq!(ca_before, ca_after, "the certificate is kept across the upgrade");
+            let _ = Api::<Subscription>::namespaced(client.clone(), &ns3)
+                .delete("webhook-operator", &DeleteParams::default())
+                .await;
+            let _ = csvs.delete("webhook-operator.v0.2.0", &DeleteParams::default()).await;
+            eventually("0.2.0 removed", Duration::from_secs(120), || async {
+                csvs.get_opt("webhook-operator.v0.2.0").await.ok()?.is_none().then_some(())
+            })
+            .await;
+        })
+        .catch_unwind_result()
+        .await;
+        cleanup(&client, &ns3).await;
+        controller.abort();
+        let _ = Api::<Namespace>::all(client.clone()).delete(&catalog_ns, &DeleteParams::default()).await;
+        // Nothing of either install is left outside its namespaces.
+        for n in [&ns, &ns2, &ns3] {
+            let sel = ListParams::default().labels(&format!("olm.owner.namespace={n}"));
+            assert!(
+                Api::<ValidatingWebhookConfiguration>::all(client.clone()).list(&sel).await.unwrap().items.is_empty()
+            );
+            assert!(Api::<ClusterRoleBinding>::all(client.clone()).list(&sel).await.unwrap().items.is_empty());
+            let rb = Api::<RoleBinding>::namespaced(client.clone(), "kube-system")
+                .get_opt("webhook-operator-service-auth-reader")
+                .await
+                .unwrap();
+            assert!(rb.is_none_or(|rb| {
+                !rb.subjects.unwrap_or_default().iter().any(|s| s.namespace.as_deref() == Some(n.as_str()))
+            }));
+        }
+        if let Err(p) = result {
+            std::panic::resume_unwind(p);
+        }
+    })
+}
+
+/// `catch_unwind` for a future, so that cleanup runs when an assertion fails.
+trait CatchUnwind: std::future::Future + Sized {
+    fn catch_unwind_result(self) -> futures::future::CatchUnwind<Self>
+    where
+        Self: std::panic::UnwindSafe,
+    {
+        futures::FutureExt::catch_unwind(self)
+    }
+}
+impl<F: std::future::Future> CatchUnwind for F {}
