@@ -159,7 +159,7 @@ fn controller_upgrades_and_approval_flows() {
                 text
             }
         });
-        let base = vec![(nginx.clone(), "v0.2.0"), (k("1.0.0"), "v1.0.0")];
+        let base = [(nginx.clone(), "v0.2.0"), (k("1.0.0"), "v1.0.0")];
         let with = |extra: &[(PathBuf, &'static str)]| -> Vec<(PathBuf, &'static str)> {
             base.iter().cloned().chain(extra.iter().cloned()).collect()
         };

@@ -53,21 +53,23 @@ fn an_api_outage_is_quiet_and_work_resumes_within_seconds() {
         apply_crds(&client).await;
         let catalog_ns = TestNamespace::new(&client, "outage-catalog").await;
 
-        let mut child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-            .args(["controller", "--metrics-addr", "0", "--global-catalog-namespace", &catalog_ns.name])
-            .arg("--kubeconfig")
-            .arg(crate::support::kubeconfig_path())
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start capstan controller");
-        let pid = child.id();
+        let mut child = KilledOnDrop(
+            Command::new(env!("CARGO_BIN_EXE_capstan"))
+                .args(["controller", "--metrics-addr", "0", "--global-catalog-namespace", &catalog_ns.name])
+                .arg("--kubeconfig")
+                .arg(crate::support::kubeconfig_path())
+                .env_remove("RUST_LOG")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start capstan controller"),
+        );
+        let pid = child.0.id();
         let lines = Arc::new(AtomicU64::new(0));
         let tail = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
         for out in [
-            Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stderr.take().expect("stderr")),
+            Box::new(child.0.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+            Box::new(child.0.stderr.take().expect("stderr")),
         ] {
             let (lines, tail) = (lines.clone(), tail.clone());
             std::thread::spawn(move || {
@@ -137,8 +139,18 @@ fn an_api_outage_is_quiet_and_work_resumes_within_seconds() {
         csv_succeeded_and_deployment_available(&client, &after.name).await;
         println!("Subscription created after recovery: CSV Succeeded after {:?}", start.elapsed());
 
-        let _ = child.kill();
-        let _ = child.wait();
+        drop(child);
         cleanup_cluster_rbac(&client, &[&before.name, &after.name]).await;
     })
+}
+
+/// The controller process of the test, killed when the test ends, also when an assertion fails:
+/// left running, it would act on the objects of the tests that follow.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

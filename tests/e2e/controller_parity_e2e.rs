@@ -220,7 +220,7 @@ fn capstan_creates_what_olm_creates_around_an_install() {
             "{owner:?}"
         );
         assert!(
-            allowed(
+            !allowed(
                 &client,
                 &ns.name,
                 "nginx-operator-controller-manager",
@@ -229,8 +229,7 @@ fn capstan_creates_what_olm_creates_around_an_install() {
                 "operatorconditions",
                 Some(&ns.name)
             )
-            .await
-                == false,
+            .await,
             "the SA may patch only its own OperatorCondition (the SAR without a name is denied)"
         );
         let sar: SubjectAccessReview = serde_json::from_value(json!({
