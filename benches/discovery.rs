@@ -1,4 +1,4 @@
-//! Benchmark of discovery (issue 16): the catalog content endpoint's throughput and the memory of
+//! Benchmark of discovery: the catalog content endpoint's throughput and the memory of
 //! a capstan process holding catalogs.
 //!
 //! Workloads: every catalog of `../shared/corpus/community-operators-prod/catalogs/v4.20`, each as

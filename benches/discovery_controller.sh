@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark of discovery served by `capstan controller` (issue 16, "What must be shown" 3): the
+# Benchmark of discovery served by `capstan controller`: the
 # controller's resident memory with every catalog of ../shared/corpus (community-operators-prod
 # v4.20, one CatalogSource each) loaded, without and with discovery (--packages-api,
 # --catalog-content), the catalog content endpoint's throughput and the packages API's list latency

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds one File-Based Catalog from every bundle of community-operators-prod with `capstan catalog add`
-# (the workload of issue 15), cached outside the repository.
+# (the workload of benches/resolve_full.rs), cached outside the repository.
 #
 #   benches/full_catalog.sh [SOURCE]     prints the catalog directory on stdout
 #

@@ -1,4 +1,4 @@
-//! Benchmark (issue 5 item 6): time from creating a Subscription to its CSV Succeeded, on the
+//! Benchmark: time from creating a Subscription to its CSV Succeeded, on the
 //! local control plane and registry (`tests/cluster`), and the controller's memory with the
 //! corpus catalog (`../shared/corpus/community-operators-prod/catalogs/v4.20`, all packages)
 //! loaded next to the example catalog.

@@ -7,9 +7,10 @@
 //! - corpus: `../shared/corpus/community-operators-prod/catalogs/v4.20` (37 packages, real FBC).
 //!
 //! Measured: p50/p99 time to resolve one Subscription with its transitive dependencies; time to
-//! resolve 1,000 Subscriptions across 100 namespaces; heap held by the loaded index vs the catalog's
-//! JSON size (counting allocator). Targets (issue 4): p50 ≤ 5 ms, 1,000 Subscriptions ≤ 1 s,
-//! index ≤ 3× JSON. OLM v0's resolver cannot be run outside a cluster, so no peer is measured here.
+//! resolve 1,000 Subscriptions across 100 namespaces; heap held by the loaded index vs the
+//! catalog's JSON size (counting allocator). Targets of the resolver benchmark: p50 ≤ 5 ms, 1,000
+//! Subscriptions ≤ 1 s, index ≤ 3× JSON. OLM v0's resolver cannot be run outside a cluster, so no
+//! peer is measured here.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};

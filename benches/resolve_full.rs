@@ -1,4 +1,4 @@
-//! Full-catalog resolution benchmark (`cargo bench --bench resolve_full`; issue 15): one catalog
+//! Full-catalog resolution benchmark (`cargo bench --bench resolve_full`): one catalog
 //! built with `capstan catalog add` from every bundle of community-operators-prod
 //! (`benches/full_catalog.sh`), and one Subscription per package — 331 — in one namespace,
 //! resolved together. Prints a markdown table: median, min and max of the runs
@@ -241,7 +241,7 @@ fn main() {
         outcome.2
     );
     println!();
-    println!("| target (issue 15) | measured | |");
+    println!("| target | measured | |");
     println!("|---|---:|---|");
     println!("| time, median ≤ 1 s | {} | {} |", ms(median), met(median <= Duration::from_secs(1)));
     let rss_ok = resolve_peak_kib.is_some_and(|k| k <= 100 * 1024);

@@ -7,7 +7,7 @@
 //! parse freed in a thread's arena is never given back: a thread arena is only shrunk when its
 //! free top exceeds the trim threshold (64 MiB, the whole arena), and `malloc_trim` does not trim
 //! thread arenas' tops. The full community catalog left about 90 MiB resident in the two parse
-//! workers' arenas while the live heap was 12 MiB (`benches/resolve_full.rs`, issue 15).
+//! workers' arenas while the live heap was 12 MiB (`benches/resolve_full.rs`).
 
 /// Fixes glibc's mmap and trim thresholds at their defaults (128 KiB), which turns the dynamic
 /// adjustment off (mallopt(3): setting `M_TRIM_THRESHOLD` or `M_MMAP_THRESHOLD` disables it), so
@@ -28,8 +28,8 @@ pub fn keep_freed_memory_returned() {
 /// top). Called after a catalog load has dropped its parse (the FBC blobs and their strings,
 /// freed in small chunks that [`keep_freed_memory_returned`] cannot return one by one), so that
 /// what stays resident is the catalog's index, not the parse's garbage (docs/benchmarks.md,
-/// session 11: 99.7 → 54.4 MiB with the corpus catalog loaded). Takes milliseconds; call it on
-/// the blocking pool. A no-op on other C libraries (the Dockerfile's static musl build).
+/// the run of 2026-12-03: 99.7 → 54.4 MiB with the corpus catalog loaded). Takes milliseconds;
+/// call it on the blocking pool. A no-op on other C libraries (the Dockerfile's static musl build).
 pub fn return_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free heap pages; it is thread-safe (it locks each arena).

@@ -1,4 +1,4 @@
-// webhook-operator: the test operator of capstan's webhook support (issue 14). It serves, over
+// webhook-operator: the test operator of capstan's webhook support. It serves, over
 // TLS with the certificate OLM (here capstan) mounts at /tmp/k8s-webhook-server/serving-certs:
 //
 //	/validate  a validating admission webhook (AdmissionReview v1) for Widgets: a Widget whose

@@ -1497,7 +1497,7 @@ mod tests {
         validate(&cfg(&y)).unwrap();
     }
 
-    /// Issue 15: errors that involve several bundle blobs name each by its image, so that the
+    /// Errors that involve several bundle blobs name each by its image, so that the
     /// author can tell which one is wrong.
     #[test]
     fn errors_about_several_blobs_name_their_images() {

@@ -1,4 +1,4 @@
-//! The generated CRDs on a real kube-apiserver (issue 5, first bullet): they apply server-side
+//! The generated CRDs on a real kube-apiserver: they apply server-side
 //! and become Established; OLM-style objects are accepted as users write them for OLM; the
 //! status subresource keeps OLM's and capstan's status fields; uninterpreted CSV fields are not
 //! pruned; `kubectl get` shows OLM's printer columns.

@@ -1,4 +1,4 @@
-//! The CI subset of the OLM v0 differential harness (issue 13; `make compare-olm` runs all
+//! The CI subset of the OLM v0 differential harness (`make compare-olm` runs all
 //! scenarios): `tests/olm/compare.py` runs three scenarios — an Automatic install, an upgrade
 //! along `replaces`, and a webhook operator — once under OLM v0 v0.38.0 (built from the Go module
 //! proxy by tests/peers/build-olm.sh) and once under this build's `capstan controller`, each on a

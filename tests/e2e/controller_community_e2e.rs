@@ -1,11 +1,11 @@
-//! The 20-package community install of issue 15 ("What must be shown" 1): real bundles of
+//! The 20-package community install: real bundles of
 //! `redhat-openshift-ecosystem/community-operators-prod`, read in the repository's own layout
 //! (`operators/<package>/<version>/{manifests,metadata}`) from the shared corpus
 //! (`$CAPSTAN_SHARED/corpus/community-operators-prod/operators`, 13 packages) and from
-//! `tests/fixtures/community-operators-prod/` (the bundles copied for issue 15), published to the
-//! local registry as one catalog and installed by `capstan controller` on the kwok-only cluster
-//! (`CAPSTAN_REAL_NODE=0 bash tests/cluster/up.sh all`; pods are placed on kwok's fake node, which
-//! reports them Ready without running them).
+//! `tests/fixtures/community-operators-prod/` (more bundles copied from the same repository),
+//! published to the local registry as one catalog and installed by `capstan controller` on the
+//! kwok-only cluster (`CAPSTAN_REAL_NODE=0 bash tests/cluster/up.sh all`; pods are placed on kwok's
+//! fake node, which reports them Ready without running them).
 //!
 //! 20 packages end with their CSV Succeeded, each in a namespace of its own with the
 //! OperatorGroup its install modes allow:

@@ -1,4 +1,4 @@
-//! `capstan controller` end to end, part two (issue 5 items 3–5): dependencies from real corpus
+//! `capstan controller` end to end, part two: dependencies from real corpus
 //! data (kuadrant-operator), an operator with cluster-scoped RBAC (kaiwudb-operator, which also
 //! depends on nginx-operator) with Subscription `spec.config`, and bad input that must end in a
 //! condition saying what is wrong without disturbing what else runs in the namespace.
@@ -278,7 +278,7 @@ fn controller_dependencies_cluster_rbac_config_and_bad_input() {
         // kaiwu's AllNamespaces group still providing Nginx that is an InterOperatorGroupOwnerConflict.
         release_group(&client, &kaiwu.name).await;
 
-        // Issue 7 item 7 / case-25: a scoped install (OperatorGroup spec.serviceAccountName) whose
+        // case-25: a scoped install (OperatorGroup spec.serviceAccountName) whose
         // ServiceAccount lacks three permissions fails before any step and lists all three; once
         // they are granted the same plan goes through, applied as that ServiceAccount.
         let scoped = TestNamespace::new(&client, "ctl-scoped").await;

@@ -144,7 +144,7 @@ fn automatic_install_completes_and_a_new_subscription_adopts_it() {
             .unwrap_or_else(|| panic!("{req}"));
         let deps = sa_entry["dependents"].as_array().cloned().unwrap_or_default();
         assert!(!deps.is_empty() && deps.iter().all(|d| d["status"] == "Satisfied"), "{sa_entry}");
-        // Events (issue 7 item 5): every transition a person wants to see, in order.
+        // Events: every transition a person wants to see, in order.
         let order = eventually("install Events", WAIT, || async {
             let evs = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), &auto.name)
                 .list(&Default::default())

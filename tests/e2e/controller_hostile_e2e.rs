@@ -1,4 +1,4 @@
-//! Issue 11, against the real control plane and registry: bundles that try to take over objects
+//! Against the real control plane and registry: bundles that try to take over objects
 //! capstan does not own are refused with the conflict named and the cluster's object unchanged;
 //! a registry that is down during a pull, an OperatorGroup that is missing, a deleted
 //! Deployment and a deleted CSV all recover without a hand; a scoped install whose installer may
@@ -453,7 +453,7 @@ fn hostile_bundles_are_refused_and_failed_installs_recover() {
         let _ = std::fs::remove_file(&canary);
 
         // 9. A bundle whose steps are larger than the API server stores in one InstallPlan: the plan
-        //    lists the large object as a reference to the bundle (issue 15), so its status is
+        //    lists the large object as a reference to the bundle, so its status is
         //    written; the object itself (a 1.4 MB ConfigMap, over the 1 MiB a ConfigMap may hold)
         //    is refused by the API server, and the plan fails at once with its message, instead of
         //    failing to write its status on every try.

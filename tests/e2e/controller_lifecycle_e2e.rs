@@ -1,5 +1,5 @@
-//! `capstan controller` lifecycle end to end (issue 6 items 1–2 and cases 08, 23, 27 of
-//! `olm-cases.yaml` on the real control plane): upgrades driven by a new catalog digest
+//! `capstan controller` lifecycle end to end (cases 08, 23, 27 of `olm-cases.yaml`
+//! on the real control plane): upgrades driven by a new catalog digest
 //! (registry poll), one edge per InstallPlan, pinned upgrades by `versionRange`, a catalog outage
 //! after the install, and Manual approval flows (a superseded pending plan, a deleted pending
 //! plan, switching Manual → Automatic).
@@ -418,7 +418,7 @@ fn controller_upgrades_and_approval_flows() {
         })
         .await;
 
-        // Issue 6 items 3–4: CRD upgrade safety through the controller. A copy of kaiwudb-operator
+        // CRD upgrade safety through the controller. A copy of kaiwudb-operator
         // whose CRD lives in a group of its own (so that no other test's objects are involved):
         // 2.0.0 makes spec.image required while an existing KaiwuCluster lacks it; 3.0.0 drops the
         // stored version v1.

@@ -1,4 +1,4 @@
-//! Issue 11: an API server outage of 90 s costs `capstan controller` at most a few hundred log
+//! An API server outage of 90 s costs `capstan controller` at most a few hundred log
 //! lines and little CPU, and a Subscription created after recovery installs within seconds.
 //!
 //! The controller runs as the `capstan` binary (its own process, so that its log lines and CPU

@@ -1,5 +1,5 @@
-//! What OLM v0 creates around an install, created by capstan too (issue 13, "must be shown" 2 and
-//! 3), on the real local control plane with its real RBAC authorizer:
+//! What OLM v0 creates around an install, created by capstan too, on the real
+//! local control plane with its real RBAC authorizer:
 //!
 //! 1. RBAC aggregation: a user bound to `edit` in the target namespace cannot create the
 //!    operator's custom resources before the install and can after it (the per-CRD ClusterRoles
@@ -378,8 +378,8 @@ fn capstan_creates_what_olm_creates_around_an_install() {
         set_upgradeable(&client, &up.name, "nginx-operator.v0.1.0", "False").await;
         let second = pending("nginx-operator.v0.2.0").await;
         let second_name = second.metadata.name.clone().unwrap_or_default();
-        // While the upgrade waits for approval the Subscription names both (installedCSV was empty
-        // here before issue 13).
+        // While the upgrade waits for approval the Subscription names both (installedCSV used to
+        // be empty here).
         let st = eventually("installedCSV and currentCSV while the upgrade waits", WAIT, || async {
             let st = serde_json::to_value(
                 Api::<Subscription>::namespaced(client.clone(), &up.name).get("nginx-operator").await.ok()?.status?,

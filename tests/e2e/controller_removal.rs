@@ -1,4 +1,4 @@
-//! Removal that never hangs (issue 6, points 5 and 6; `cases/olm-cases.yaml` case-29) on the real
+//! Removal that never hangs (`cases/olm-cases.yaml` case-29) on the real
 //! local control plane, with the controller running in-process.
 //!
 //! One test function runs every case in turn: the controller watches every namespace, so two
@@ -425,7 +425,7 @@ fn removal_never_hangs() {
         .await;
         create_nginx(&client, &gone.name, "stuck", &[CLEANUP]).await;
         // A Deployment deleted under a live CSV is created again from the InstallPlan that installed
-        // it (issue 11, as OLM does); with the namespace's plans deleted first there is nothing to
+        // it (as OLM does); with the namespace's plans deleted first there is nothing to
         // create it from, so the operator stays gone.
         let plans: Api<capstan::api::InstallPlan> = Api::namespaced(client.clone(), &gone.name);
         plans.delete_collection(&DeleteParams::default(), &Default::default()).await.expect("delete the InstallPlans");

@@ -1,4 +1,4 @@
-//! Restarts end to end (issue 7 items 4 and 6): the `capstan controller` process killed
+//! Restarts end to end: the `capstan controller` process killed
 //! (SIGKILL) at random points of an install, 20 times with a fixed seed, and the API server
 //! killed and restarted during an install. Each must converge to CSV Succeeded with exactly one
 //! InstallPlan and the same objects as an undisturbed install (nothing orphaned, nothing twice).

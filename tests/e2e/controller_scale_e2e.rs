@@ -1,5 +1,5 @@
 //! `capstan controller` end to end with real community-operators-prod bundles that broke it at
-//! full scale (issue 15), copied unchanged into `tests/fixtures/community-operators-prod/`:
+//! full scale, copied unchanged into `tests/fixtures/community-operators-prod/`:
 //!
 //! - mercury-operator 1.0.2 brings strimzi-kafka-operator 0.28.0 and camel-k 1.9.0 (CSVs named
 //!   `strimzi-cluster-operator.v…` and `camel-k-operator.v…`, not after their packages); each
@@ -37,7 +37,8 @@ fn subscription(ns: &str, name: &str, package: &str, channel: &str, catalog_ns: 
 }
 
 /// Subscription `ns/name` once it is AtLatestKnown with `installedCSV` = `csv`; panics on a
-/// ResolutionFailed condition (the "already inconsistent" of issue 15).
+/// ResolutionFailed condition (such as the resolver's "the bundles installed in namespace … are
+/// already inconsistent").
 async fn at_latest(client: &kube::Client, ns: &str, name: &str, csv: &str) -> Subscription {
     let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
     eventually(&format!("Subscription {ns}/{name} AtLatestKnown with {csv}"), WAIT, || async {

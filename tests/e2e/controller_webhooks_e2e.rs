@@ -1,4 +1,4 @@
-//! A webhook operator installed by the controller from a catalog (issue 14), on the local
+//! A webhook operator installed by the controller from a catalog, on the local
 //! control plane with kwok (the pod is faked, so the webhook is not called here; the TLS calls
 //! are `tests/node/node_webhook_e2e.rs`): the InstallPlan holds the Service, the serving Secret
 //! (without any key material: the certificate is issued when the plan is applied), the webhook

@@ -1,4 +1,4 @@
-//! Running capstan in a cluster (issue 7) on the real local control plane:
+//! Running capstan in a cluster on the real local control plane:
 //!
 //! - `kubectl apply -k manifests/` (the pinned kubectl) creates everything and the Deployment
 //!   becomes Available on the kwok node; the built `capstan controller` then runs with the
@@ -802,8 +802,8 @@ fn bad_controller_flags_exit_2_naming_the_flag() {
 }
 
 /// The leader is SIGKILLed while it installs nginx-operator; the standby takes over and the
-/// install converges: CSV Succeeded, exactly one InstallPlan, Complete, one CSV (issue 7, item 3;
-/// the standby applies the plan's steps again, which are idempotent).
+/// install converges: CSV Succeeded, exactly one InstallPlan, Complete, one CSV (the
+/// standby applies the plan's steps again, which are idempotent).
 #[test]
 fn handover_during_an_install_converges_with_one_install_plan() {
     crate::support::run("deploy_cluster", 2, async {

@@ -1,4 +1,4 @@
-//! Issue 2: the local control plane is a real Kubernetes — scheduling onto a kwok node,
+//! The local control plane is a real Kubernetes — scheduling onto a kwok node,
 //! RBAC enforcement with ServiceAccount tokens, garbage collection, CRD validation.
 
 use std::time::Duration;

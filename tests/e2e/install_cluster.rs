@@ -1,4 +1,4 @@
-//! `install::plan` + `install::apply` against the real local control plane (issue 5): bundles
+//! `install::plan` + `install::apply` against the real local control plane: bundles
 //! from `bundles/` become CRDs, RBAC, a CSV and Deployments that work.
 
 use std::time::Duration;

@@ -1,5 +1,5 @@
-//! `install::crd_safety::check_plan_crds` against the real local control plane (issue 6, items 3
-//! and 4; case-21 of `shared/cases/olm-cases.yaml`): an upgrade whose CRD makes a field required
+//! `install::crd_safety::check_plan_crds` against the real local control plane (case-21 of
+//! `shared/cases/olm-cases.yaml`): an upgrade whose CRD makes a field required
 //! that an existing object lacks is refused naming the object and the field, and goes through once
 //! the object is gone; a CRD that drops a version still in `status.storedVersions` is refused naming
 //! the version, and goes through once the admin has migrated and pruned `storedVersions`.

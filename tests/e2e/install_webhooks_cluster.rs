@@ -1,4 +1,4 @@
-//! Webhook objects on the real API server (issue 14), without a real node: capstan's test
+//! Webhook objects on the real API server, without a real node: capstan's test
 //! operator (`tests/fixtures/webhook-operator`) planned and applied by `capstan::install` on the
 //! local control plane (kwok runs the pod, so nothing answers on the webhook port). Shows that
 //! the API server accepts every object capstan plans for webhooks (Service, TLS Secret, webhook

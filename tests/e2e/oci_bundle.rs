@@ -1,5 +1,5 @@
 //! Bundle image push → pull round trips against a real `docker-registry` on loopback
-//! (issue 3: `capstan bundle push DIR REF`, `capstan bundle pull REF DIR`).
+//! (`capstan bundle push DIR REF`, `capstan bundle pull REF DIR`).
 
 use std::collections::BTreeMap;
 

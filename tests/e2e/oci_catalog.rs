@@ -1,5 +1,5 @@
 //! Catalog image push → pull / load round trips against a real `docker-registry` on loopback
-//! (issue 3: `capstan catalog push DIR REF`, `capstan catalog pull REF DIR`, loading a catalog
+//! (`capstan catalog push DIR REF`, `capstan catalog pull REF DIR`, loading a catalog
 //! image into memory by digest with a disk cache keyed by digest).
 
 use std::collections::BTreeMap;

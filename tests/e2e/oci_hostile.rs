@@ -1,4 +1,4 @@
-//! Hostile images through the CLI (issue 11, "What must be shown" 1): each image is built by the
+//! Hostile images through the CLI: each image is built by the
 //! test, pushed to the local registry (or served by a fake registry on loopback that lies about
 //! sizes and digests), and pulled by `capstan bundle pull`, `capstan catalog validate IMAGE` and
 //! `capstan catalog render IMAGE`. Every one must be refused with exit 2 and a message naming the
@@ -604,7 +604,7 @@ fn a_blob_longer_than_declared_is_cut_off() {
     assert_refused(Kind::Bundle, &reference, &[&reference, &layer_digest, "more than the 100 bytes"], &[]);
     assert!(started.elapsed() < std::time::Duration::from_secs(30), "{:?}", started.elapsed());
     // Bytes in flight (socket buffers) aside, the client stopped at once: far less than the 1.66 GB
-    // issue 11 saw.
+    // an unbounded pull once received.
     assert!(reg.sent() < 64 << 20, "the fake registry sent {} bytes", reg.sent());
 }
 

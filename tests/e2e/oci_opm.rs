@@ -1,4 +1,4 @@
-//! Side by side with opm (issue 3, "What must be shown" 3), against `docker-registry` on loopback:
+//! Side by side with opm, against `docker-registry` on loopback:
 //! - `opm render` of a bundle image pushed by `capstan bundle push` gives the same blob as
 //!   `capstan catalog render` of the directory;
 //! - `opm render` of a catalog image pushed by `capstan catalog push` gives the same blobs as

@@ -1,7 +1,7 @@
-//! Registry round trips against a real `docker-registry` on loopback (issue 2 acceptance item 5,
-//! issue 3 registry parts): push an OCI image with a config and one layer over plain HTTP and
-//! pull it back by digest byte for byte; the blob cache serves a second pull without the
-//! registry; credentials from a docker config file and from a pull secret.
+//! Registry round trips against a real `docker-registry` on loopback: push an OCI image with a
+//! config and one layer over plain HTTP and pull it back by digest byte for byte; the blob cache
+//! serves a second pull without the registry; credentials from a docker config file and from a pull
+//! secret.
 
 use std::collections::BTreeMap;
 

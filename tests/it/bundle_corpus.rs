@@ -50,8 +50,8 @@ fn every_corpus_bundle_loads_validates_and_renders() {
         };
         for f in validate(&bundle) {
             match f.severity {
-                // Expected since issue 15 (one validation for `bundle validate`, `catalog render`
-                // and `catalog add`): every kuadrant-operator CSV lists the related image
+                // Expected since there is one validation for `bundle validate`, `catalog render`
+                // and `catalog add`: every kuadrant-operator CSV lists the related image
                 // `oci://quay.io/kuadrant/wasm-shim:…`, which `catalog add` and opm (since
                 // operator-registry v1.64.0) reject; this test used to accept it.
                 Severity::Error

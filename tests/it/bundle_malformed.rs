@@ -454,7 +454,7 @@ fn what_keeps_opm_from_rendering_is_a_validation_error() {
     assert!(errs[0].contains(field) && errs[0].contains("olm.gvk value must be {group, version, kind}"), "{errs:?}");
 }
 
-/// Issue 15: `bundle validate` checks related images as `catalog add` and `opm validate` do
+/// `bundle validate` checks related images as `catalog add` and `opm validate` do
 /// (kuadrant-operator's `oci://…` and a `name@` with no digest were accepted here and rejected
 /// there).
 #[test]
@@ -480,7 +480,7 @@ fn related_image_references_are_checked_as_the_catalog_checks_them() {
     assert!(catalog.iter().all(|m| m.contains("invalid image pull spec")), "{catalog:?}");
 }
 
-/// Issue 15: `catalog render` and `catalog add` run the one bundle validation `bundle validate`
+/// `catalog render` and `catalog add` run the one bundle validation `bundle validate`
 /// runs: a bundle it rejects is neither rendered nor added (exit 1, nothing written), as the
 /// README promises. (A Job is a kind OLM does not install from a bundle; opm renders it.)
 #[test]
@@ -515,7 +515,7 @@ fn catalog_render_and_add_refuse_what_bundle_validate_rejects() {
     assert_eq!(fs::read_dir(catalog.path()).unwrap().count(), 0, "nothing written");
 }
 
-/// Issue 15: a manifest without apiVersion is invalid content (exit 1, a finding naming file and
+/// A manifest without apiVersion is invalid content (exit 1, a finding naming file and
 /// field), not unreadable input (exit 2); an empty `alm-examples` annotation is a warning, as in
 /// opm and operator-sdk (operator-framework/api `validateExamplesAnnotations`).
 #[test]
@@ -549,7 +549,7 @@ fn missing_api_version_is_invalid_content_and_empty_alm_examples_a_warning() {
     assert_eq!(bad.status.code(), Some(1));
 }
 
-/// Issue 11: wrongly typed install-strategy fields, which OLM's decoding into the Kubernetes types
+/// Wrongly typed install-strategy fields, which OLM's decoding into the Kubernetes types
 /// rejects only at install time, are validation errors naming file, field path and the type.
 #[test]
 fn wrongly_typed_install_strategy_fields_are_errors_naming_the_field_and_type() {

@@ -1,4 +1,4 @@
-//! issue 3, "What must be shown" 1: the catalog that `catalog add` builds from the 13 corpus
+//! The catalog that `catalog add` builds from the 13 corpus
 //! packages validates, and each package's channel heads are what its `ci.yaml` update mode
 //! implies.
 //!

@@ -1,5 +1,5 @@
 //! The cases of `../shared/cases/olm-cases.yaml` whose expected outcome is `reject_catalog` or
-//! `load` (issue 3, "What must be shown" 4): each case's catalog goes through
+//! `load`: each case's catalog goes through
 //! `parse_bytes` + `validate`, and the error text must mention what the case says.
 //!
 //! `error_must_mention` lists facts, not strings. They are checked two ways: (1) every name in a

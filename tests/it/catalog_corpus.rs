@@ -1,5 +1,5 @@
 //! Every File-Based Catalog of the community-operators corpus (`catalogs/v4.20`) loads and
-//! validates (issue 3, "What must be shown" 2), and survives a write/read round trip.
+//! validates, and survives a write/read round trip.
 
 use std::path::PathBuf;
 

@@ -1,5 +1,5 @@
-//! Malformed FBC input gives an error that names the file, never a panic (issue 3, "What must be
-//! shown" 6): truncated YAML, a blob with no schema, a 50 MB description, non-UTF-8 bytes; plus a
+//! Malformed FBC input gives an error that names the file, never a panic:
+//! truncated YAML, a blob with no schema, a 50 MB description, non-UTF-8 bytes; plus a
 //! property test feeding arbitrary bytes to `parse_bytes` (the cargo-fuzz target in `fuzz/` does
 //! the same with coverage guidance).
 

@@ -1,4 +1,4 @@
-//! Side by side with `opm validate` (issue 3, "What must be shown" 3): opm accepts the catalogs
+//! Side by side with `opm validate`: opm accepts the catalogs
 //! capstan writes (JSON and YAML layouts, `catalog add` output, the generated benchmark catalog),
 //! and capstan and opm agree on accepting or rejecting every catalog of the olm-cases file.
 //!
@@ -102,7 +102,7 @@ fn capstan_and_opm_agree_on_every_case_catalog() {
     assert!(checked >= 15, "{checked}");
 }
 
-/// Issue 15, "What must be shown" 2: bundles that need Go's YAML and JSON rules — YAML merge keys
+/// Bundles that need Go's YAML and JSON rules — YAML merge keys
 /// (clickhouse), `Kind:` for `kind:` in the CSV (project-quay), `MinKubeVersion:` (strimzi),
 /// `ApiVersion:` (automotive-infra) — render byte-identical to `opm render` (`-o json`, opm's
 /// default output), at opm's default migration level and with `olm.csv.metadata` (where the CSV

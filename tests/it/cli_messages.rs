@@ -1,7 +1,7 @@
 //! What a user sees from the `capstan` binary when something is wrong: one `error:` prefix per
 //! line, natural plurals, a closed pipe that ends the output but keeps the exit code, one location
 //! per YAML error, exit codes as documented (0 ok, 1 invalid content, 2 unreadable input), one
-//! judgement of bundles, catalogs, paths and image references for every command (issue 15), and
+//! judgement of bundles, catalogs, paths and image references for every command, and
 //! messages that say what to do.
 
 use crate::support::shared_dir;
@@ -407,7 +407,7 @@ fn messages_do_not_cite_internal_reference_files() {
     assert!(!err.contains("olm-v0.md") && !err.contains('§'), "{err}");
 }
 
-// ---- issue 15 ("Formats"): `bundle validate`, `catalog validate`, `catalog render`, `catalog add`
+// ---- Formats: `bundle validate`, `catalog validate`, `catalog render`, `catalog add`
 // and `resolve` judge their input alike: one bundle validation, one catalog validation, one
 // path-or-image rule, one image-reference rule, and the same exit codes (1 invalid content, 2
 // unreadable or unparseable input and bad flags).

@@ -1,6 +1,6 @@
 //! Whole resolver messages, as snapshots (insta), on catalogs built with `catalog add`'s library
-//! from real community-operators-prod bundles in `tests/fixtures/community-operators-prod/`
-//! (issue 15, "Resolution"): a channel head that cannot be installed says which newer bundles were
+//! from real community-operators-prod bundles in `tests/fixtures/community-operators-prod/`:
+//! a channel head that cannot be installed says which newer bundles were
 //! passed over and why; conflicts read one sentence per conflict naming both operators, the API
 //! and what to do. `cargo insta review` (or `INSTA_UPDATE=always`) accepts a changed message.
 

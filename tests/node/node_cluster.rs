@@ -1,8 +1,8 @@
-//! Issue 17, "What must be shown" 1: the local environment has a real node beside kwok's fake one.
+//! The local environment has a real node beside kwok's fake one.
 //! A pod with an image built here (images/build.sh: the httpd test image) runs on it, its log shows
 //! its output, and another pod reaches it through a Service by ClusterIP; pods reach the API server
-//! as `kubernetes.default` does (KUBERNETES_SERVICE_HOST, kube-proxy). Also issue 13: the API server
-//! reports the pinned version.
+//! as `kubernetes.default` does (KUBERNETES_SERVICE_HOST, kube-proxy). The API server reports the
+//! pinned version.
 //!
 //! Pods choose the real node with `crate::support::node::on_real_node`: the node selector `type=real` and a
 //! toleration of its taint `capstan.dev/node=real:NoSchedule` (every other pod keeps landing on kwok).
@@ -150,7 +150,7 @@ fn a_pod_built_here_serves_another_pod_through_a_service() {
     })
 }
 
-/// Issue 17, "What must be shown" 2 (the part on this machine): `kubectl apply -k` of manifests/
+/// `kubectl apply -k` of manifests/
 /// with the image `images/build.sh capstan` built (here from the binary cargo built for the tests)
 /// runs capstan as two real pods on the real node, as user 65532 with a read-only root filesystem;
 /// one holds the Lease, and killing it hands the Lease to another replica.

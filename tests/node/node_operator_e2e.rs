@@ -1,4 +1,4 @@
-//! Issue 17, "What must be shown" 3 and 4, on the real node: capstan installs the example
+//! On the real node, capstan installs the example
 //! nginx-operator (operator-sdk's helm-operator with `examples/nginx-operator/`, the image
 //! `images/build.sh nginx-operator` builds) from the catalog `examples/publish.sh` publishes to the
 //! local registry; the operator's pod runs on the real node under the ServiceAccount and RBAC capstan

@@ -1,4 +1,4 @@
-//! Webhooks on the real node (issue 14), through the controller: capstan's test operator
+//! Webhooks on the real node, through the controller: capstan's test operator
 //! (`images/webhook-operator`, bundle `tests/fixtures/webhook-operator`) is published in a
 //! catalog and installed by a Subscription (its pod pinned to the real node by `spec.config`);
 //! the CSV is Succeeded only once the webhook's pod serves. The API server calls it over TLS

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""OLM v0 and capstan side by side (issue 13): `make bench-olm`. Prints a markdown table.
+"""OLM v0 and capstan side by side: `make bench-olm`. Prints a markdown table.
 
 Each system gets its own fresh cluster of tests/cluster/, the same two catalogs (the example bundles,
 and the whole community-operators v4.20 corpus catalog), and the same work, one system after the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The OLM v0 differential harness (issue 13): `make compare-olm`.
+"""The OLM v0 differential harness: `make compare-olm`.
 
 Every scenario runs once under OLM v0 (tests/peers/olm.sh: v0.38.0's `olm` and `catalog` with `opm
 serve` catalogs) and once under capstan (`capstan controller`), each system on its own fresh cluster
@@ -52,7 +52,7 @@ def shared_dir():
 CORPUS = os.path.join(shared_dir(), "corpus", "community-operators-prod")
 WAIT = float(os.environ.get("COMPARE_OLM_WAIT", "180"))
 
-# The kinds each system may create or change (issue 13), fully qualified for `kubectl get`.
+# The kinds each system may create or change, fully qualified for `kubectl get`.
 KINDS = [
     "deployments.apps", "services", "secrets", "serviceaccounts", "configmaps",
     "roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Trace of one capstan install (issue 13): where the time between a Subscription's create and its
+"""Trace of one capstan install: where the time between a Subscription's create and its
 CSV Succeeded goes. A fresh cluster of tests/cluster/ (kwok node), `capstan controller` with
 RUST_LOG=info,capstan=debug,kube_client::client::builder=debug (kube's client logs one "requesting"
 line per API request, inside a span with the method and URL), the example catalog, one warm-up

@@ -1,4 +1,4 @@
-//! Helpers of the tests on the real node `capstan-node` (issue 17; README "The real node"): the
+//! Helpers of the tests on the real node `capstan-node` (README "The real node"): the
 //! images `images/build.sh` pushed, placing pods on the real node, waiting for pods and their logs,
 //! the pinned kubectl, and a container's process on this machine.
 
