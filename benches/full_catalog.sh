@@ -52,7 +52,7 @@ add_package() {  # $1 package dir
     local pkg_dir=$1 pkg mode v dir log
     pkg=$(basename "$pkg_dir")
     mode=replaces
-    # As tests/catalog_add_corpus.rs: semver-mode, or an FBC-template package (fbc:) not marked replaces-mode.
+    # As tests/it/catalog_add_corpus.rs: semver-mode, or an FBC-template package (fbc:) not marked replaces-mode.
     if grep -qs "^updateGraph: *semver-mode" "$pkg_dir/ci.yaml" || { grep -qs "^fbc:" "$pkg_dir/ci.yaml" && ! grep -qs "^updateGraph: *replaces-mode" "$pkg_dir/ci.yaml"; }; then mode=semver; fi
     log="$out/parts/$pkg.rejected"
     : >"$log"

@@ -11,7 +11,7 @@
 //! script that was not used up. A reconcile that makes one request more or fewer than before is
 //! a failing fixture, which is the point: the requests are the reconciler's behaviour.
 //!
-//! Built on `tower::service_fn` (already a dev-dependency, see `tests/install_retry.rs`) rather
+//! Built on `tower::service_fn` (already a dev-dependency, see `tests/it/install_retry.rs`) rather
 //! than `tower-test`'s `mock::pair`: the script is checked inside the service, so no verifier
 //! task has to be spawned and joined.
 

@@ -518,7 +518,7 @@ impl Applier<'_> {
         // together (two round trips on the critical path, not one per step) and are then taken
         // in step order, as one after the other would. The first read goes alone so that an API
         // server that fails it is not asked for every step, each retried (the later steps are
-        // not applied then, so they need no read: `tests/install_retry.rs`).
+        // not applied then, so they need no read: `tests/it/install_retry.rs`).
         let mut reads = Vec::with_capacity(steps.len());
         for step in steps {
             let read = self.read_existing(step).await;

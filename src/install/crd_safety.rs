@@ -40,7 +40,7 @@
 //! `format` (Kubernetes' formats, such as Go durations, differ from JSON Schema's, and a wrong
 //! format check would refuse good objects). A `null` in a field without `nullable: true` is refused,
 //! as by OLM's validator (the API server prunes such nulls on write, so stored objects rarely hold
-//! one). `tests/install_crd_safety.rs` compares these verdicts with the API server's.
+//! one). `tests/e2e/install_crd_safety.rs` compares these verdicts with the API server's.
 //!
 //! [`check_crd_upgrade`] is the pure core; [`CrdUpgradeCheck`] is the same check fed one object at
 //! a time; [`check_plan_crds`] reads the cluster for a plan's CRD steps.

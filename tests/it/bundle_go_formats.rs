@@ -1,7 +1,7 @@
 //! Bundles read as operator-registry and OLM read them — Go's YAML library (`sigs.k8s.io/yaml`,
 //! goyaml v2) and `encoding/json` — built from the real community bundles that showed each
 //! difference (fixtures and provenance in `tests/fixtures/community-operators-prod/`). The
-//! side-by-side render with opm is in `tests/catalog_opm.rs`.
+//! side-by-side render with opm is in `tests/it/catalog_opm.rs`.
 
 use std::path::{Path, PathBuf};
 

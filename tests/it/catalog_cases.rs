@@ -151,7 +151,7 @@ fn reject_catalog_and_load_cases() {
         let id = case["id"].as_str().unwrap_or_default().to_string();
         let blobs = blobs_of(&case);
         let outcome = case["expected"]["outcome"].as_str().unwrap_or_default();
-        // case-30 (`load`) has no blobs but a generator spec; tests/catalog_large.rs builds it.
+        // case-30 (`load`) has no blobs but a generator spec; tests/it/catalog_large.rs builds it.
         if matches!(outcome, "reject_catalog" | "load") && id != "case-30" {
             checked += 1;
             if let Err(e) = check(&id, "", outcome, &case["expected"], &blobs) {

@@ -435,7 +435,7 @@ pub async fn release_group(client: &kube::Client, ns: &str) {
 /// Copies a corpus bundle directory into `to`, replacing the `oci://` scheme of its
 /// `spec.relatedImages` entries: kuadrant-operator lists `oci://quay.io/kuadrant/wasm-shim:…`
 /// there, which is not an image pull spec — opm v1.73.0 and capstan both refuse such a catalog
-/// (tests/catalog_add_corpus.rs) — so the test publishes it the way a catalog maintainer would
+/// (tests/it/catalog_add_corpus.rs) — so the test publishes it the way a catalog maintainer would
 /// after fixing that entry. Nothing else changes.
 pub fn copy_bundle(from: &Path, to: &Path) {
     for entry in walk(from) {
