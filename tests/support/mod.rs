@@ -14,6 +14,7 @@
 #![allow(dead_code)]
 
 pub mod controller;
+pub mod discovery;
 pub mod node;
 
 use std::path::{Path, PathBuf};
