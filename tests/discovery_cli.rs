@@ -2,8 +2,9 @@
 //! the catalog content endpoint of `capstan catalog serve` checked against `opm render` for the
 //! example catalog and every corpus catalog.
 //!
-//! opm is found at `$CAPSTAN_OPM`, else `~/.cache/capstan/peers/bin/opm`; without it the opm
-//! comparison prints a note and returns, unless `CAPSTAN_REQUIRE_PEERS=1`.
+//! opm is found (or built) by `support::opm`; without it the comparison fails.
+
+mod support;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -20,25 +21,7 @@ fn repo() -> PathBuf {
 }
 
 fn corpus() -> PathBuf {
-    let shared = std::env::var_os("CAPSTAN_SHARED").map(PathBuf::from).unwrap_or_else(|| {
-        let sibling = repo().join("../shared");
-        if sibling.exists() { sibling } else { PathBuf::from("/work/shared") }
-    });
-    shared.join("corpus/community-operators-prod/catalogs/v4.20")
-}
-
-fn opm() -> Option<PathBuf> {
-    let found = std::env::var_os("CAPSTAN_OPM").map(PathBuf::from).or_else(|| {
-        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/capstan/peers/bin/opm")).filter(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var("CAPSTAN_REQUIRE_PEERS").as_deref() != Ok("1"),
-            "opm not found and CAPSTAN_REQUIRE_PEERS=1"
-        );
-        eprintln!("note: opm not found; side-by-side checks skipped");
-    }
-    found
+    support::shared_dir().join("corpus/community-operators-prod/catalogs/v4.20")
 }
 
 fn run(args: &[&str]) -> (i32, String, String) {
@@ -163,7 +146,7 @@ fn opm_render(opm: &Path, dir: &Path) -> Vec<Value> {
 
 #[test]
 fn content_endpoint_returns_exactly_what_opm_renders() {
-    let Some(opm) = opm() else { return };
+    let opm = support::opm();
     let mut dirs: Vec<PathBuf> =
         std::fs::read_dir(corpus()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     dirs.sort();

@@ -19,6 +19,7 @@
 #![allow(dead_code)]
 
 pub mod controller;
+pub mod discovery;
 pub mod group;
 pub mod node;
 pub mod oci;
@@ -58,28 +59,41 @@ pub fn shared_dir() -> PathBuf {
 }
 
 /// The opm binary of the side-by-side tests: `$CAPSTAN_OPM`, else `~/.cache/capstan/peers/bin/opm`
-/// (where `tests/peers/build.sh` puts it), else `opm` on `PATH`.
+/// (where `tests/peers/build.sh` puts it), else `opm` on `PATH`, else what `tests/peers/build.sh`
+/// builds (once, cached outside the repository; it needs Go and the module proxy).
 ///
 /// # Panics
-/// When none is found, saying how to build it: a missing peer fails the test, it is not skipped.
+/// When none is found and the build fails, with the build's error: a missing peer fails the
+/// test, it is not skipped.
 pub fn opm() -> PathBuf {
-    std::env::var_os("CAPSTAN_OPM")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/capstan/peers/bin/opm"))
-                .filter(|p| p.is_file())
-        })
-        .or_else(|| {
-            std::env::var_os("PATH")
-                .and_then(|ps| std::env::split_paths(&ps).map(|d| d.join("opm")).find(|p| p.is_file()))
-        })
-        .unwrap_or_else(|| {
-            panic!(
-                "opm not found ($CAPSTAN_OPM, ~/.cache/capstan/peers/bin/opm, PATH): build it with \
-                 `export CAPSTAN_OPM=$(bash tests/peers/build.sh)` (make test does)"
-            )
-        })
+    static OPM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    OPM.get_or_init(|| {
+        std::env::var_os("CAPSTAN_OPM")
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .map(|h| PathBuf::from(h).join(".cache/capstan/peers/bin/opm"))
+                    .filter(|p| p.is_file())
+            })
+            .or_else(|| {
+                std::env::var_os("PATH")
+                    .and_then(|ps| std::env::split_paths(&ps).map(|d| d.join("opm")).find(|p| p.is_file()))
+            })
+            .unwrap_or_else(|| {
+                let out = Command::new("bash")
+                    .arg(repo_root().join("tests/peers/build.sh"))
+                    .output()
+                    .expect("run tests/peers/build.sh");
+                assert!(
+                    out.status.success(),
+                    "opm not found ($CAPSTAN_OPM, ~/.cache/capstan/peers/bin/opm, PATH) and tests/peers/build.sh \
+                     failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+            })
+    })
+    .clone()
 }
 
 static UP_LOCK: Mutex<()> = Mutex::new(());
