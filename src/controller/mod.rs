@@ -607,7 +607,18 @@ pub async fn run(
     options: Options,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let (ctx, rx) = Context::new(client, None, options, crate::metrics::global());
+    run_recording(client, options, crate::metrics::global(), shutdown).await
+}
+
+/// [`run`] recording metrics into `metrics` instead of the process's [`crate::metrics::global`]
+/// (a test that reads what one controller recorded while others ran before it in the process).
+pub async fn run_recording(
+    client: Client,
+    options: Options,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let (ctx, rx) = Context::new(client, None, options, metrics);
     run_inner(ctx, rx, shutdown).await
 }
 

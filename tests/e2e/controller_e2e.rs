@@ -184,8 +184,8 @@ fn automatic_install_completes_and_a_new_subscription_adopts_it() {
                 && pos("InstallPlan/Installing") < pos("InstallPlan/Complete"),
             "Events out of order: {order:?}"
         );
-        // The metrics of the install are recorded.
-        let text = capstan::metrics::global().encode();
+        // The metrics of the install are recorded (by this group's controller: its own registry).
+        let text = f.metrics.encode();
         let value = |prefix: &str| -> f64 {
             text.lines()
                 .find(|l| l.starts_with(prefix))

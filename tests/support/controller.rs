@@ -39,6 +39,9 @@ pub struct ControllerFixture {
     pub catalog_ref: String,
     /// The controller's global catalog namespace.
     pub catalog_ns: TestNamespace,
+    /// What this fixture's controller alone recorded (not the process's global metrics, which
+    /// every controller that ran before it in the test binary also recorded into).
+    pub metrics: std::sync::Arc<capstan::metrics::Metrics>,
     runtime: Option<tokio::runtime::Runtime>,
     held: Mutex<Vec<TestNamespace>>,
 }
@@ -77,10 +80,12 @@ impl ControllerFixture {
             .enable_all()
             .build()
             .expect("controller runtime");
+        let metrics = std::sync::Arc::new(capstan::metrics::Metrics::new());
+        let recorded = metrics.clone();
         runtime.spawn(async move {
             // A client of this runtime: a kube client lives on the runtime that made it.
             let client = super::cluster().await;
-            capstan::controller::run(client, options, std::future::pending()).await
+            capstan::controller::run_recording(client, options, recorded, std::future::pending()).await
         });
         ControllerFixture {
             registry,
@@ -88,6 +93,7 @@ impl ControllerFixture {
             work,
             catalog_ref,
             catalog_ns,
+            metrics,
             runtime: Some(runtime),
             held: Mutex::new(Vec::new()),
         }
@@ -104,18 +110,28 @@ impl ControllerFixture {
 
 impl Drop for ControllerFixture {
     fn drop(&mut self) {
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_timeout(Duration::from_secs(30));
-        }
+        let runtime = self.runtime.take();
         let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(|e| e.into_inner()));
-        let names: Vec<String> = held.iter().map(|ns| ns.name.clone()).collect();
-        if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
-            rt.block_on(async {
-                let client = super::cluster().await;
-                cleanup_cluster_rbac(&client, &names.iter().map(String::as_str).collect::<Vec<_>>()).await;
-            });
+        // On a thread of its own: the fixture can be dropped inside a test's runtime (also while a
+        // failed setup unwinds), where a runtime can be neither shut down nor started, and a
+        // second panic there would abort the whole test binary.
+        let cleaned = std::thread::spawn(move || {
+            if let Some(runtime) = runtime {
+                runtime.shutdown_timeout(Duration::from_secs(30));
+            }
+            let names: Vec<String> = held.iter().map(|ns| ns.name.clone()).collect();
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                rt.block_on(async {
+                    let client = super::cluster().await;
+                    cleanup_cluster_rbac(&client, &names.iter().map(String::as_str).collect::<Vec<_>>()).await;
+                });
+            }
+            drop(held);
+        })
+        .join();
+        if cleaned.is_err() && !std::thread::panicking() {
+            panic!("cleaning up after the controller fixture failed (see the panic above)");
         }
-        drop(held);
     }
 }
 
