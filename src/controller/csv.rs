@@ -637,7 +637,7 @@ mod tests {
     }
 
     #[test]
-    fn csv_transitions() {
+    fn an_unfit_csv_fails_once_with_the_operator_group_reason() {
         // Unfit: Failed with the OperatorGroup reason, written once.
         let d = decide(
             &st(Some("Succeeded"), None, None),
@@ -654,6 +654,10 @@ mod tests {
             &now(),
         );
         assert!(d.status.is_none());
+    }
+
+    #[test]
+    fn a_new_or_fixed_csv_is_pending_with_olms_message() {
         // None and a fixed Failed → Pending/RequirementsUnknown, with OLM's message for what was fixed.
         for (from, message) in [
             (st(None, None, None), "requirements not yet checked"),
@@ -671,6 +675,10 @@ mod tests {
             assert_eq!(written(&d), ("Pending".into(), "RequirementsUnknown".into(), message.into()));
             assert_eq!(d.requeue, NEXT_STEP_AT_ONCE);
         }
+    }
+
+    #[test]
+    fn a_csv_refused_for_its_apis_fails_and_creates_nothing() {
         // Refused for its APIs: Failed with the reason, once; nothing to watch until it changes but the 30 s look.
         let d = decide(
             &st(Some("Installing"), None, None),
@@ -684,6 +692,10 @@ mod tests {
                 && !refused_for_apis(&"NoOperatorGroup".into())
         );
         assert_eq!(need(d.status.as_ref().unwrap()), Need::Nothing, "no Deployment is created again while refused");
+    }
+
+    #[test]
+    fn a_pending_csv_is_install_ready_when_its_requirements_are_met() {
         // Pending: InstallReady when all is met, else RequirementsNotMet (written when it changes).
         let pending = st(Some("Pending"), Some("RequirementsUnknown"), None);
         let d = decide(
@@ -709,6 +721,10 @@ mod tests {
         let again =
             decide(d.status.as_ref().unwrap(), CsvView::Requirements(vec![], vec!["CRD x: missing".into()]), &now());
         assert!(again.status.is_none());
+    }
+
+    #[test]
+    fn deployments_take_a_csv_through_installing_succeeded_and_unhealthy() {
         // Deployments: Installing → Succeeded (deletes the replaced CSV) → ComponentUnhealthy → Succeeded.
         let d = decide(
             &st(Some("InstallReady"), None, None),

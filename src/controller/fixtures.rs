@@ -201,30 +201,7 @@ async fn subscription_creates_one_plan_and_writes_its_status_once() {
     let seen = server.finish();
     // OLM's adoption: the component label, once, by merge patch of the metadata.
     assert_eq!(seen[1].body, json!({"metadata": {"labels": {COMPONENT: ""}}}));
-    let created = &seen[9].body;
-    assert_eq!(created["metadata"]["name"], plan.as_str());
-    assert_eq!(
-        created["metadata"]["labels"],
-        json!({COMPONENT: ""}),
-        "the plan carries its operator's component label"
-    );
-    assert_eq!(created["spec"]["generation"], 1, "the namespace's first plan");
-    assert_eq!(created["metadata"]["ownerReferences"][0]["uid"], "uid-sub");
-    assert_eq!((&created["spec"]["approval"], &created["spec"]["approved"]), (&json!("Automatic"), &json!(true)));
-    assert_eq!(created["spec"]["clusterServiceVersionNames"], json!(["etcd.v0.9.4"]));
-    assert!(created.get("status").is_none_or(Value::is_null), "a new plan carries no status: {created}");
-    let lookups: Value = serde_json::from_str(
-        created["metadata"]["annotations"][ANNOTATION_BUNDLE_LOOKUPS].as_str().expect("lookups annotation"),
-    )
-    .expect("lookups JSON");
-    assert_eq!(lookups["bundleLookups"][0]["path"], BUNDLE_IMAGE);
-    assert_eq!(
-        (
-            &lookups["bundleLookups"][0]["catalogSourceRef"]["namespace"],
-            &lookups["bundleLookups"][0]["catalogSourceRef"]["name"]
-        ),
-        (&json!("olm"), &json!("community"))
-    );
+    assert_created_plan(&seen[9].body, &plan);
     assert_eq!(
         (&seen[10].body["reason"], &seen[10].body["regarding"]["name"]),
         (&json!("InstallPlanCreated"), &json!("etcd"))
@@ -265,6 +242,35 @@ async fn subscription_creates_one_plan_and_writes_its_status_once() {
     super::subscription::reconcile(typed::<Subscription>(&sub), ctx).await.expect("second reconcile");
     let seen = server.finish();
     assert!(status_writes(&seen).is_empty() && !seen.iter().any(|s| s.method == "POST"), "{:?}", lines(&seen));
+}
+
+/// What the Subscription reconciler's create of plan `plan` carries: its name, the operator's
+/// component label, the namespace's first generation, its owner, Automatic approval, the CSV and
+/// the resolver's bundle in the lookups annotation, and no status.
+fn assert_created_plan(created: &Value, plan: &str) {
+    assert_eq!(created["metadata"]["name"], plan);
+    assert_eq!(
+        created["metadata"]["labels"],
+        json!({COMPONENT: ""}),
+        "the plan carries its operator's component label"
+    );
+    assert_eq!(created["spec"]["generation"], 1, "the namespace's first plan");
+    assert_eq!(created["metadata"]["ownerReferences"][0]["uid"], "uid-sub");
+    assert_eq!((&created["spec"]["approval"], &created["spec"]["approved"]), (&json!("Automatic"), &json!(true)));
+    assert_eq!(created["spec"]["clusterServiceVersionNames"], json!(["etcd.v0.9.4"]));
+    assert!(created.get("status").is_none_or(Value::is_null), "a new plan carries no status: {created}");
+    let lookups: Value = serde_json::from_str(
+        created["metadata"]["annotations"][ANNOTATION_BUNDLE_LOOKUPS].as_str().expect("lookups annotation"),
+    )
+    .expect("lookups JSON");
+    assert_eq!(lookups["bundleLookups"][0]["path"], BUNDLE_IMAGE);
+    assert_eq!(
+        (
+            &lookups["bundleLookups"][0]["catalogSourceRef"]["namespace"],
+            &lookups["bundleLookups"][0]["catalogSourceRef"]["name"]
+        ),
+        (&json!("olm"), &json!("community"))
+    );
 }
 
 /// A Subscription whose operator is installed and current: `AtLatestKnown` with `installedCSV`,
@@ -683,6 +689,16 @@ async fn a_subscription_deleted_for_uninstall_hands_its_annotations_to_the_csv()
     assert!(status_writes(&seen).is_empty());
 }
 
+/// An object of `kind` labelled as owned by CSV `etcd.v0.9.4` of namespace `NS` (OLM's
+/// `olm.owner` labels), in namespace `ns` when given.
+fn owned_by_csv(kind: &str, api_version: &str, ns: Option<&str>, name: &str) -> Value {
+    let mut v = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "labels": {"olm.owner": "etcd.v0.9.4", "olm.owner.namespace": NS}}});
+    if let Some(ns) = ns {
+        v["metadata"]["namespace"] = json!(ns);
+    }
+    v
+}
+
 /// A deleted CSV without uninstall annotations and without webhooks or owned CRDs: the operator
 /// goes in OLM's order — webhook configurations first (nothing may call a Service without pods),
 /// then the Deployment, then its RBAC and the other labelled objects in every namespace — and only
@@ -693,15 +709,8 @@ async fn a_deleted_csv_removes_its_operator_in_order_then_its_finalizer() {
     let (server, ctx) = ApiServer::context();
     let mut csv = installed_csv(Some(json!({"phase": "Succeeded", "reason": "InstallSucceeded", "message": "ok"})));
     csv["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:05:00Z");
-    let owned = |kind: &str, api_version: &str, ns: Option<&str>, name: &str| {
-        let mut v = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "labels": {"olm.owner": "etcd.v0.9.4", "olm.owner.namespace": NS}}});
-        if let Some(ns) = ns {
-            v["metadata"]["namespace"] = json!(ns);
-        }
-        v
-    };
-    let deployment = owned("Deployment", "apps/v1", Some(NS), "etcd-operator");
-    let binding = owned("ClusterRoleBinding", "rbac.authorization.k8s.io/v1", None, "etcd-operator-view");
+    let deployment = owned_by_csv("Deployment", "apps/v1", Some(NS), "etcd-operator");
+    let binding = owned_by_csv("ClusterRoleBinding", "rbac.authorization.k8s.io/v1", None, "etcd-operator-view");
     let rbac = "/apis/rbac.authorization.k8s.io/v1";
     let csv_path = olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4");
     server
