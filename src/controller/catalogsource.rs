@@ -2,7 +2,8 @@
 //! secrets from `spec.secrets` in the CatalogSource's namespace), keeps the loaded index in the
 //! [`Context`], and writes `status.connectionState.lastObservedState` (CONNECTING while the first
 //! pull runs, then READY or TRANSIENT_FAILURE) with `message`, `resolvedImage`, `resolvedDigest`,
-//! `packageCount`. Requeued every
+//! `packageCount`, once per reconcile (the first contact writes CONNECTING and requeues at once;
+//! the next pass pulls). Requeued every
 //! `spec.updateStrategy.registryPoll.interval` (15m by default); a new digest re-reconciles every
 //! Subscription.
 
@@ -13,12 +14,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 
-use super::registries::registry_for;
+use super::registries::{PullSecretError, registry_for};
 use super::{CatalogChange, Context, Error, LoadedIndex, apply_typed_status, now_time};
 use crate::api::CatalogSource;
 use crate::api::catalogsource::{CatalogSourceStatus, GrpcConnectionState, SourceType};
-use crate::catalog::image::{CatalogCache, load_catalog_image};
-use crate::oci::parse_reference;
+use crate::catalog::grpc::GrpcCatalogError;
+use crate::catalog::image::{CatalogCache, CatalogImageError, load_catalog_image};
+use crate::oci::{OciError, parse_reference};
 use crate::resolve::CatalogIndex;
 
 /// What the CatalogSource reconciler writes and does after a load ([`decide`]).
@@ -28,6 +30,32 @@ pub(crate) struct CatalogDecision {
     pub status: CatalogSourceStatus,
     /// When to look again.
     pub requeue: Duration,
+}
+
+/// Why a CatalogSource's catalog was not loaded; the status message (after `catalog source
+/// NS/NAME: `) and the store's error are its text.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CatalogLoadError {
+    /// The spec names nothing capstan can load ([`unsupported`]'s sentence says what to set).
+    #[error("{0}")]
+    Unsupported(String),
+    /// `spec.image` is not an image reference.
+    #[error("spec.image {image:?}: {source}")]
+    Reference {
+        /// The reference as written.
+        image: String,
+        /// Why it does not parse.
+        source: OciError,
+    },
+    /// The pull secrets of `spec.secrets` give no credentials.
+    #[error(transparent)]
+    PullSecret(#[from] PullSecretError),
+    /// The catalog image could not be pulled or read.
+    #[error(transparent)]
+    Image(#[from] CatalogImageError),
+    /// The running registry at `spec.address` could not be read.
+    #[error(transparent)]
+    Registry(#[from] GrpcCatalogError),
 }
 
 /// Why a CatalogSource's spec cannot be loaded at all (nothing to pull), as the status message.
@@ -80,7 +108,7 @@ pub(crate) fn connecting(image: &str, now: &Time) -> CatalogSourceStatus {
 pub(crate) fn decide(
     ns: &str,
     name: &str,
-    loaded: &Result<LoadedIndex, String>,
+    loaded: &Result<LoadedIndex, CatalogLoadError>,
     interval: Duration,
     interval_error: Option<&str>,
     now: &Time,
@@ -106,9 +134,9 @@ pub(crate) fn decide(
             };
             CatalogDecision { status, requeue: interval }
         }
-        Err(message) => {
+        Err(error) => {
             let status = CatalogSourceStatus {
-                message: Some(format!("catalog source {ns}/{name}: {message}")),
+                message: Some(format!("catalog source {ns}/{name}: {error}")),
                 reason: Some("ImagePullFailed".into()),
                 connection_state: connection("TRANSIENT_FAILURE", now, false),
                 latest_image_registry_poll: Some(now.clone()),
@@ -119,46 +147,58 @@ pub(crate) fn decide(
     }
 }
 
+/// Whether this pass only says `CONNECTING`: the first contact with an image source (no status
+/// yet, nothing known in the store), so that a slow first pull is visible (§1.2). The next pass,
+/// requeued at once, pulls. Pure.
+fn first_contact(cs: &CatalogSource, known: bool) -> Option<&str> {
+    let image = cs.spec.image.as_deref().filter(|i| !i.trim().is_empty())?;
+    let connected = cs.status.as_ref().and_then(|s| s.connection_state.as_ref()).is_some();
+    (!connected && !known && unsupported(cs).is_none() && registry_address(cs).is_none()).then_some(image)
+}
+
+/// Loads the catalog, records it in the store (telling the Subscriptions when it changed) and
+/// writes the status once: `CONNECTING` on first contact ([`first_contact`]), else the result.
 pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = cs.metadata.namespace.clone().unwrap_or_default();
     let name = cs.metadata.name.clone().unwrap_or_default();
     let key = (ns.clone(), name.clone());
     let api: Api<CatalogSource> = Api::namespaced(ctx.client.clone(), &ns);
+    if let Some(image) = first_contact(&cs, ctx.catalogs.get(&key).is_some()) {
+        apply_typed_status(&api, &cs, &connecting(image, &now_time())).await?;
+        ctx.catalogs.loading(&key);
+        return Ok(Action::requeue(Duration::ZERO));
+    }
     let (interval, interval_error) = cs.poll_period();
     let interval_error = interval_error.map(|e| e.to_string());
-    let loaded = match unsupported(&cs) {
-        Some(message) => Err(message),
+    let loaded = match (unsupported(&cs), registry_address(&cs)) {
+        (Some(message), _) => Err(CatalogLoadError::Unsupported(message)),
         // A running registry (`opm serve`): read it through OLM's gRPC API.
-        None if registry_address(&cs).is_some() => {
-            load_address(&ctx, &key, &cs, registry_address(&cs).unwrap_or_default()).await
-        }
-        None => {
-            let image = cs.spec.image.clone().unwrap_or_default();
-            // First contact: say CONNECTING while the image is pulled (§1.2), so a slow pull is visible.
-            if cs.status.as_ref().and_then(|s| s.connection_state.as_ref()).is_none() {
-                ctx.catalogs.loading(&key);
-                apply_typed_status(&api, &cs, &connecting(&image, &now_time())).await?;
-            }
-            load(&ctx, &key, &cs, &ns, &image).await
-        }
+        (None, Some(address)) => load_address(&ctx, &key, &cs, address).await,
+        (None, None) => load(&ctx, &key, &cs, &ns, cs.spec.image.as_deref().unwrap_or_default()).await,
     };
-    let change = match &loaded {
-        Ok(l) => ctx.catalogs.ready(&key, l.clone()),
-        Err(message) => {
-            tracing::warn!(catalog = %format!("{ns}/{name}"), %message, "catalog not loaded");
-            ctx.catalogs.failed(&key, message.clone())
-        }
-    };
-    if let (Ok(l), CatalogChange::NewContent) = (&loaded, change) {
-        tracing::info!(catalog = %format!("{ns}/{name}"), digest = %l.digest, packages = l.index.packages().len(), "catalog loaded");
-    }
-    // Subscriptions report catalog health and resolve against the content: tell them.
-    if change != CatalogChange::None {
-        ctx.resync_subscriptions();
-    }
+    record(&ctx, &key, &loaded);
     let decision = decide(&ns, &name, &loaded, interval, interval_error.as_deref(), &now_time());
     apply_typed_status(&api, &cs, &decision.status).await?;
     Ok(Action::requeue(decision.requeue))
+}
+
+/// Records a load of `key` in the store, and re-reconciles the Subscriptions when what they show
+/// or resolve against changed.
+fn record(ctx: &Context, key: &(String, String), loaded: &Result<LoadedIndex, CatalogLoadError>) {
+    let catalog = format!("{}/{}", key.0, key.1);
+    let change = match loaded {
+        Ok(l) => ctx.catalogs.ready(key, l.clone()),
+        Err(error) => {
+            tracing::warn!(%catalog, message = %error, "catalog not loaded");
+            ctx.catalogs.failed(key, error.to_string())
+        }
+    };
+    if let (Ok(l), CatalogChange::NewContent) = (loaded, change) {
+        tracing::info!(%catalog, digest = %l.digest, packages = l.index.packages().len(), "catalog loaded");
+    }
+    if change != CatalogChange::None {
+        ctx.resync_subscriptions();
+    }
 }
 
 fn image_repository(image: &str) -> String {
@@ -172,8 +212,8 @@ async fn load_address(
     key: &(String, String),
     cs: &CatalogSource,
     address: &str,
-) -> Result<LoadedIndex, String> {
-    let loaded = crate::catalog::grpc::load_registry(address).await.map_err(|e| e.to_string())?;
+) -> Result<LoadedIndex, CatalogLoadError> {
+    let loaded = crate::catalog::grpc::load_registry(address).await?;
     let index = CatalogIndex::from_config(&loaded.config);
     let index = match crate::catalog::validate::validate(&loaded.config) {
         Ok(()) => index,
@@ -221,12 +261,13 @@ async fn load(
     cs: &CatalogSource,
     ns: &str,
     image: &str,
-) -> Result<LoadedIndex, String> {
-    let reference = parse_reference(image).map_err(|e| format!("spec.image {image:?}: {e}"))?;
+) -> Result<LoadedIndex, CatalogLoadError> {
+    let reference =
+        parse_reference(image).map_err(|source| CatalogLoadError::Reference { image: image.to_string(), source })?;
     let registry = registry_for(ctx, ns, cs.spec.secrets.as_deref().unwrap_or(&[])).await?;
     let cache = ctx.options.catalog_cache.as_ref().map(CatalogCache::new);
     let started = std::time::Instant::now();
-    let loaded = load_catalog_image(&registry, &reference, cache.as_ref()).await.map_err(|e| e.to_string())?;
+    let loaded = load_catalog_image(&registry, &reference, cache.as_ref()).await?;
     ctx.metrics.observe_catalog_pull(
         &format!("{ns}/{}", cs.metadata.name.as_deref().unwrap_or("")),
         started.elapsed(),
@@ -341,6 +382,23 @@ mod tests {
     }
 
     #[test]
+    fn only_the_first_contact_with_an_image_says_connecting() {
+        let mut c = cs();
+        c.spec.source_type = SourceType::Grpc;
+        c.spec.image = Some("r/c:1".into());
+        assert_eq!(first_contact(&c, false), Some("r/c:1"));
+        assert_eq!(first_contact(&c, true), None, "the store knows it: this pass pulls");
+        let mut seen = c.clone();
+        seen.status = Some(connecting("r/c:1", &Time("2026-01-01T00:00:00Z".parse().unwrap())));
+        assert_eq!(first_contact(&seen, false), None, "a restarted controller pulls at once");
+        let mut address = cs();
+        address.spec.source_type = SourceType::Grpc;
+        address.spec.address = Some("127.0.0.1:50051".into());
+        assert_eq!(first_contact(&address, false), None, "a running registry is read, not pulled");
+        assert_eq!(first_contact(&cs(), false), None, "nothing to pull: the status says why at once");
+    }
+
+    #[test]
     fn resolved_image_drops_tag() {
         assert_eq!(image_repository("127.0.0.1:5000/x/catalog:latest"), "127.0.0.1:5000/x/catalog");
     }
@@ -365,7 +423,8 @@ mod tests {
             Some("0 packages from 127.0.0.1:5000/c:latest@sha256:ab; bad interval")
         );
         assert!(d.status.reason.is_none());
-        let d = decide("ns", "c", &Err("unauthorized".into()), Duration::from_secs(600), None, &now);
+        let unauthorized = || Err(CatalogLoadError::Unsupported("unauthorized".into()));
+        let d = decide("ns", "c", &unauthorized(), Duration::from_secs(600), None, &now);
         assert_eq!(d.requeue, Duration::from_secs(30), "a failing image is retried sooner");
         assert_eq!(
             d.status.connection_state.as_ref().map(|c| c.last_observed_state.as_str()),
@@ -377,7 +436,7 @@ mod tests {
         );
         assert!(d.status.resolved_digest.is_none(), "a failed load writes no digest (apply removes the old one)");
         assert_eq!(
-            decide("ns", "c", &Err("x".into()), Duration::from_secs(10), None, &now).requeue,
+            decide("ns", "c", &unauthorized(), Duration::from_secs(10), None, &now).requeue,
             Duration::from_secs(10)
         );
         let c = connecting("r/c:1", &now);

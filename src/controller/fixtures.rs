@@ -533,28 +533,37 @@ async fn a_plan_refused_before_planning_keeps_the_steps_it_lists() {
     assert_eq!(writes[0].body["status"]["plan"], listed, "the listed steps stay: {}", writes[0].body);
 }
 
-/// The first pull of a catalog whose pull secret does not exist: `CONNECTING` is written before
-/// the pull, then `TRANSIENT_FAILURE` with reason `ImagePullFailed` and a message naming the
-/// secret and what to do; the store holds the failure for the Subscriptions, and the next try
-/// comes within 30 s.
+/// The first pull of a catalog whose pull secret does not exist: the first pass writes only
+/// `CONNECTING` and comes back at once; the second pulls and writes `TRANSIENT_FAILURE` with
+/// reason `ImagePullFailed` and a message naming the secret and what to do; the store holds the
+/// failure for the Subscriptions, and the next try comes within 30 s. One status write per pass.
 #[tokio::test]
 async fn a_catalog_source_with_a_missing_pull_secret_fails_with_the_reason() {
     let (server, ctx) = ApiServer::context();
     let cs = catalog_source(None);
     let status_path = olm_path("v1alpha1", "olm", "catalogsources", "community/status");
-    server
-        .expect("PATCH", &status_path, Reply::WithStatus(cs.clone()))
-        .expect("GET", "/api/v1/namespaces/olm/secrets/pull-secret", Reply::Status(404, "NotFound"))
-        .expect("PATCH", &status_path, Reply::WithStatus(cs.clone()));
-    let action = super::catalogsource::reconcile(typed::<CatalogSource>(&cs), ctx.clone()).await.expect("reconcile");
-    assert_eq!(action, Action::requeue(Duration::from_secs(30)));
+    server.expect("PATCH", &status_path, Reply::WithStatus(cs.clone()));
+    let action = super::catalogsource::reconcile(typed::<CatalogSource>(&cs), ctx.clone()).await.expect("connect");
+    assert_eq!(action, Action::requeue(Duration::ZERO), "the pull comes in the next pass");
     let seen = server.finish();
     let writes = status_writes(&seen);
+    assert_eq!(writes.len(), 1, "{:#?}", lines(&seen));
     assert_eq!(
         (&writes[0].body["status"]["connectionState"]["lastObservedState"], &writes[0].body["status"]["message"]),
         (&json!("CONNECTING"), &json!("pulling quay.io/example/catalog:latest"))
     );
-    let failed = &writes[1].body["status"];
+    assert!(matches!(ctx.catalogs.get(&("olm".into(), "community".into())), Some(CatalogState::Loading)));
+    server.expect("GET", "/api/v1/namespaces/olm/secrets/pull-secret", Reply::Status(404, "NotFound")).expect(
+        "PATCH",
+        &status_path,
+        Reply::WithStatus(cs.clone()),
+    );
+    let action = super::catalogsource::reconcile(typed::<CatalogSource>(&cs), ctx.clone()).await.expect("reconcile");
+    assert_eq!(action, Action::requeue(Duration::from_secs(30)));
+    let seen = server.finish();
+    let writes = status_writes(&seen);
+    assert_eq!(writes.len(), 1, "{:#?}", lines(&seen));
+    let failed = &writes[0].body["status"];
     let why = "pull secret olm/pull-secret (spec.secrets) does not exist; create it or remove it from spec.secrets";
     assert_eq!(
         (&failed["connectionState"]["lastObservedState"], &failed["reason"]),

@@ -582,7 +582,8 @@ async fn pull(pass: &mut PlanPass<'_>, i: usize, lookup: &BundleLookup) -> Resul
         Ok(Some(cs)) => cs.spec.secrets.unwrap_or_default(),
         _ => Vec::new(),
     };
-    let registry = registry_for(ctx, &cns, &secrets).await.map_err(|e| Hold::Blocked(BUNDLE_UNAVAILABLE, at(e)))?;
+    let registry =
+        registry_for(ctx, &cns, &secrets).await.map_err(|e| Hold::Blocked(BUNDLE_UNAVAILABLE, at(e.to_string())))?;
     let listed = parse_reference(&lookup.path)
         .map_err(|e| Hold::Fail("InstallCheckFailed", at(format!("the image reference is invalid: {e}"))))?;
     // The pin is taken only for the lookup's own repository (status is not where a bundle's
