@@ -35,8 +35,10 @@ use crate::install::from_watch_cache;
 use crate::install::operator_group::{GroupTargets, check_install_mode};
 
 /// Writes the CSV's status once for the phase steps one reconcile took (`phases`: each status
-/// the steps decided, in order; the last is written). Each phase change is recorded as an Event
-/// (reason and message of that phase; Warning for Failed), in order. Returns the CSV as written.
+/// the steps decided, in order; the last is written). Each change of phase or reason is recorded
+/// as an Event (reason and message of that step; Warning for Failed), in order, as OLM's
+/// `SetPhaseWithEventIfChanged` does for the reasons within one phase (Pending:
+/// `RequirementsUnknown` → `RequirementsNotMet`). Returns the CSV as written.
 async fn write_status(
     ctx: &Context,
     api: &Api<ClusterServiceVersion>,
@@ -45,19 +47,8 @@ async fn write_status(
 ) -> Result<ClusterServiceVersion, Error> {
     let Some(status) = phases.last() else { return Ok(csv.clone()) };
     let written = apply_typed_status(api, csv, status).await?;
-    let mut old_phase = csv.status.as_ref().and_then(|s| s.phase.clone());
-    for step in phases {
-        if step.phase == old_phase {
-            continue;
-        }
-        old_phase = step.phase.clone();
-        let phase = step.phase.as_ref().map(|p| p.as_str().to_string()).unwrap_or_default();
-        let reason = step.reason.as_ref().map(|r| r.as_str().to_string()).unwrap_or_default();
-        let message = step.message.clone().unwrap_or_default();
-        let type_ = if step.phase == Some(CsvPhase::Failed) { EventType::Warning } else { EventType::Normal };
-        ctx.events
-            .publish_for(csv, type_, if reason.is_empty() { &phase } else { &reason }, &format!("{phase}: {message}"))
-            .await;
+    for (type_, reason, message) in phase_events(csv.status.as_ref(), phases) {
+        ctx.events.publish_for(csv, type_, &reason, &message).await;
     }
     // The Operator object follows the phases a user acts on (`operator.rs`); the
     // `capstan_csvs{phase}` gauge follows the CSV watch (`track_csvs`).
@@ -67,6 +58,29 @@ async fn write_status(
         ctx.sync_operator_of(&written);
     }
     Ok(written)
+}
+
+/// The Events of the phase steps `phases` taken from status `old`: one per change of phase or
+/// reason, in order, as (type, reason, message): Warning for Failed, the reason (the phase when
+/// none), and `PHASE: message`. Pure.
+fn phase_events(
+    old: Option<&ClusterServiceVersionStatus>,
+    phases: &[ClusterServiceVersionStatus],
+) -> Vec<(EventType, String, String)> {
+    let mut last = old.map(|s| (s.phase.clone(), s.reason.clone())).unwrap_or_default();
+    let mut out = Vec::new();
+    for step in phases {
+        if (&step.phase, &step.reason) == (&last.0, &last.1) {
+            continue;
+        }
+        last = (step.phase.clone(), step.reason.clone());
+        let phase = step.phase.as_ref().map(|p| p.as_str().to_string()).unwrap_or_default();
+        let reason = step.reason.as_ref().map(|r| r.as_str().to_string()).unwrap_or_default();
+        let message = step.message.clone().unwrap_or_default();
+        let type_ = if step.phase == Some(CsvPhase::Failed) { EventType::Warning } else { EventType::Normal };
+        out.push((type_, if reason.is_empty() { phase.clone() } else { reason }, format!("{phase}: {message}")));
+    }
+    out
 }
 
 /// Whether `csv` fits its namespace's OperatorGroup (§1.5): `Some((reason, message))` with OLM's
@@ -614,6 +628,32 @@ mod tests {
 
     fn now() -> Time {
         Time("2026-01-01T00:00:00Z".parse().unwrap())
+    }
+
+    #[test]
+    fn an_event_for_each_change_of_phase_or_reason() {
+        let unknown = st(Some("Pending"), Some("RequirementsUnknown"), Some("requirements not yet checked"));
+        let not_met =
+            st(Some("Pending"), Some("RequirementsNotMet"), Some("one or more requirements couldn't be found: x"));
+        let not_met_y =
+            st(Some("Pending"), Some("RequirementsNotMet"), Some("one or more requirements couldn't be found: y"));
+        let met =
+            st(Some("InstallReady"), Some("AllRequirementsMet"), Some("all requirements found, attempting install"));
+        let failed = st(Some("Failed"), Some("ComponentUnhealthy"), Some("down"));
+        let reasons = |old: Option<&ClusterServiceVersionStatus>, phases: &[ClusterServiceVersionStatus]| {
+            phase_events(old, phases).into_iter().map(|(t, r, _)| (t == EventType::Warning, r)).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            reasons(None, &[unknown.clone(), not_met.clone()]),
+            [(false, "RequirementsUnknown".into()), (false, "RequirementsNotMet".into())],
+            "a new reason within Pending is an Event, as in OLM"
+        );
+        assert!(reasons(Some(&not_met), std::slice::from_ref(&not_met_y)).is_empty(), "a new message alone is not");
+        assert_eq!(
+            reasons(Some(&not_met), &[met, failed]),
+            [(false, "AllRequirementsMet".into()), (true, "ComponentUnhealthy".into())]
+        );
+        assert_eq!(phase_events(None, std::slice::from_ref(&unknown))[0].2, "Pending: requirements not yet checked");
     }
 
     fn written(d: &CsvDecision) -> (String, String, String) {
