@@ -78,8 +78,10 @@ pub struct ClusterServiceVersionSpec {
     /// The operator version (semver).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-    /// Optional packaging release (semver pre-release syntax, at most 20 characters).
+    /// Optional packaging release (semver pre-release syntax, at most 20 characters), told apart
+    /// from `version` by OLM ≥ v0.46.0; the API server enforces OLM's rules for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "release_schema")]
     pub release: Option<String>,
     /// Maturity, e.g. `alpha`, `stable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -821,6 +823,28 @@ fn loose_version(s: &str) -> Option<(u64, u64, u64)> {
         return None;
     }
     Some((major, minor, patch))
+}
+
+/// Schema of `spec.release` as in OLM's CRD (operator-framework/api v0.45.0,
+/// `pkg/lib/release/release.go`: `MaxLength=20` and two `XValidation` rules): dot-separated
+/// identifiers of alphanumerics and hyphens, numeric ones without leading zeros.
+fn release_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "Packaging release of this version (semver pre-release syntax, at most 20 characters): builds of one version that differ only in metadata.",
+        "type": "string",
+        "nullable": true,
+        "maxLength": 20,
+        "x-kubernetes-validations": [
+            {
+                "rule": "self.matches('^[0-9A-Za-z-]+(\\\\.[0-9A-Za-z-]+)*$')",
+                "message": "release version must be composed of dot-separated identifiers containing only alphanumerics and hyphens"
+            },
+            {
+                "rule": "!self.split('.').exists(x, x.matches('^0[0-9]+$'))",
+                "message": "numeric identifiers in release version must not have leading zeros"
+            }
+        ]
+    })
 }
 
 #[cfg(test)]

@@ -113,6 +113,53 @@ fn crds_are_established_with_olms_names_and_printer_columns() {
     })
 }
 
+/// `spec.release` is checked by the API server as OLM v0.46.0's CRD checks it: at most 20
+/// characters, dot-separated alphanumeric identifiers, no leading zeros; a valid one is shown in
+/// the `Release` column.
+#[test]
+fn csv_release_is_checked_by_the_api_server_as_olm_does() {
+    crate::support::run("api_cluster", 0, async {
+        let client = crate::support::cluster().await;
+        install_crds(&client).await;
+        let ns = TestNamespace::new(&client, "api-release").await;
+        let api: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns.name);
+        let csv = |name: &str, release: &str| -> ClusterServiceVersion {
+            obj(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+                "metadata": {"name": name},
+                "spec": {"displayName": "Release", "version": "1.0.0", "release": release,
+                         "install": {"strategy": "deployment", "spec": {"deployments": []}}}
+            }))
+        };
+        let good = create(&api, &csv("good.v1.0.0", "2.fix-1")).await;
+        assert_eq!(good.spec.release.as_deref(), Some("2.fix-1"));
+        let (columns, cells) = table_row(
+            &client,
+            &format!("/apis/operators.coreos.com/v1alpha1/namespaces/{}/clusterserviceversions", ns.name),
+            "good.v1.0.0",
+        )
+        .await;
+        let at = columns.iter().position(|c| c == "Release").expect("a Release column");
+        assert_eq!(cells[at], "2.fix-1");
+        for (release, why) in [
+            (
+                "a_b",
+                "release version must be composed of dot-separated identifiers containing only alphanumerics and hyphens",
+            ),
+            ("1.02", "numeric identifiers in release version must not have leading zeros"),
+            ("123456789012345678901", "may not be more than 20 bytes"),
+        ] {
+            match api.create(&PostParams::default(), &csv("bad.v1.0.0", release)).await {
+                Err(kube::Error::Api(s)) => {
+                    assert_eq!(s.code, 422, "{release}: {s:?}");
+                    assert!(s.message.contains(why) && s.message.contains("spec.release"), "{release}: {}", s.message);
+                }
+                other => panic!("release {release:?} was not refused: {other:?}"),
+            }
+        }
+    })
+}
+
 #[test]
 fn operatorhub_style_subscription_is_accepted_and_keeps_its_status() {
     crate::support::run("api_cluster", 0, async {
