@@ -37,6 +37,86 @@ pub(super) fn load(dir: &Path) -> Result<Bundle, BundleError> {
     })
 }
 
+/// A bundle of objects held in memory (a ConfigMap catalog's, a catalog's `olm.bundle.object`s),
+/// each named for messages by its path; `origin` stands for the directory. The first
+/// ClusterServiceVersion is the bundle's (later ones are ignored, as [`load`] ignores them),
+/// its keys spelled as Go reads them.
+pub(super) fn from_objects(
+    origin: &Path,
+    annotations: Annotations,
+    objects: Vec<(PathBuf, Value)>,
+) -> Result<Bundle, BundleError> {
+    let mut manifests = Manifests {
+        objects: Vec::new(),
+        ignored: Vec::new(),
+        csv_index: 0,
+        csv_as_written: None,
+        noncanonical_keys: Vec::new(),
+    };
+    let mut csv_index = None;
+    for (path, value) in objects {
+        let mut manifest = Manifest { path, document: 0, value };
+        check_object(&manifest)?;
+        if manifest.kind() == "ClusterServiceVersion" {
+            if csv_index.is_some() {
+                manifests.ignored.push(manifest);
+                continue;
+            }
+            csv_index = Some(manifests.objects.len());
+            let (canonical, keys) = super::gofields::canonical_csv(&manifest.value);
+            if !keys.is_empty() {
+                manifests.csv_as_written = Some(std::mem::replace(&mut manifest.value, canonical));
+                manifests.noncanonical_keys = keys;
+            }
+        }
+        manifests.objects.push(manifest);
+    }
+    let Some(csv_index) = csv_index else {
+        return Err(BundleError::NoCsv { dir: origin.to_path_buf(), spelled_kind: None, empty: Vec::new() });
+    };
+    manifests.csv_index = csv_index;
+    check_csv_name(&manifests.objects[csv_index])?;
+    Ok(Bundle {
+        dir: origin.to_path_buf(),
+        annotations,
+        dependencies: Vec::new(),
+        dependencies_file: None,
+        properties: Vec::new(),
+        properties_file: None,
+        objects: manifests.objects,
+        csv_index,
+        csv_as_written: manifests.csv_as_written,
+        noncanonical_keys: manifests.noncanonical_keys,
+        ignored: manifests.ignored,
+    })
+}
+
+/// The bundle a catalog's `olm.bundle` blob holds inline, in its `olm.bundle.object`
+/// properties (base64 JSON of each object), as OLM installs a bundle without an image; each
+/// object named `<bundle> olm.bundle.object[i]` in messages.
+pub(super) fn from_blob(blob: &crate::catalog::model::Bundle) -> Result<Bundle, BundleError> {
+    use base64::Engine;
+    let origin = PathBuf::from(format!("catalog bundle {}", blob.name));
+    let mut objects = Vec::new();
+    let props = blob.properties.iter().filter(|p| p.type_ == crate::catalog::property::BUNDLE_OBJECT);
+    for (i, p) in props.enumerate() {
+        let path = PathBuf::from(format!("catalog bundle {} olm.bundle.object[{i}]", blob.name));
+        let field = |message: String| BundleError::Field { path: path.clone(), field: "value.data".into(), message };
+        let data = p.value.get("data").and_then(Value::as_str).ok_or_else(|| field("missing".into()))?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .map_err(|e| field(format!("not base64: {e}")))?;
+        let value = serde_json::from_slice(&bytes).map_err(|e| field(format!("not a JSON object: {e}")))?;
+        objects.push((path, value));
+    }
+    let annotations = Annotations {
+        package: blob.package.clone(),
+        all: IndexMap::from([(ANNOTATION_PACKAGE.to_string(), blob.package.clone())]),
+        ..Default::default()
+    };
+    from_objects(&origin, annotations, objects)
+}
+
 /// `dir` exists, is a directory and holds `manifests/` and `metadata/` directories (not
 /// symlinks).
 fn check_layout(dir: &Path, manifests_dir: &Path, metadata_dir: &Path) -> Result<(), BundleError> {

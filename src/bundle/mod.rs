@@ -7,6 +7,7 @@
 //! instead of skipping it; [`validate()`] checks it and [`crate::bundle::render`] turns it into an
 //! `olm.bundle` blob.
 
+pub mod configmap;
 mod crd;
 mod csv;
 mod decode;
@@ -291,6 +292,32 @@ impl Bundle {
     /// manifest, capstan refuses it so that no object is lost silently.
     pub fn load(dir: &Path) -> Result<Bundle, BundleError> {
         decode::load(dir)
+    }
+
+    /// A bundle of objects held in memory rather than in a directory: a ConfigMap catalog's CSV
+    /// and CRDs ([`configmap`]), or the `olm.bundle.object`s of a catalog bundle without an image
+    /// ([`Bundle::from_blob`]). Each object is named by its path in messages; `origin` stands for
+    /// the bundle directory; the annotations give the package and channels.
+    ///
+    /// # Errors
+    /// [`BundleError::NotAnObject`], [`BundleError::NoCsv`], or a CSV without a string
+    /// `metadata.name`, as [`Bundle::load`].
+    pub fn from_objects(
+        origin: &Path,
+        annotations: Annotations,
+        objects: Vec<(PathBuf, Value)>,
+    ) -> Result<Bundle, BundleError> {
+        decode::from_objects(origin, annotations, objects)
+    }
+
+    /// The bundle a catalog's `olm.bundle` blob without an image holds in its
+    /// `olm.bundle.object` properties (OLM installs such a bundle from the catalog alone).
+    ///
+    /// # Errors
+    /// [`BundleError::Field`] for an object whose data is not base64 JSON, and those of
+    /// [`Bundle::from_objects`] (no CSV among the objects, …).
+    pub fn from_blob(blob: &crate::catalog::model::Bundle) -> Result<Bundle, BundleError> {
+        decode::from_blob(blob)
     }
 
     /// Every object of [`Bundle::objects`] as written in its file (the CSV from
