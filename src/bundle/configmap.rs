@@ -434,7 +434,8 @@ mod tests {
         assert_eq!(cfg.packages.len(), 1);
         assert_eq!(cfg.packages[0].default_channel.as_deref(), Some("stable"));
         let stable = cfg.channels.iter().find(|c| c.name == "stable").expect("stable");
-        let entries: Vec<(&str, Option<&str>, Vec<&str>, Option<&str>)> = stable
+        type Entry<'a> = (&'a str, Option<&'a str>, Vec<&'a str>, Option<&'a str>);
+        let entries: Vec<Entry> = stable
             .entries
             .iter()
             .map(|e| {

@@ -22,6 +22,27 @@ pub struct LoadedIndex {
     /// The catalog's PackageManifests and content for discovery (`kubectl get packagemanifests`,
     /// the catalog content endpoint), built with the load when [`super::Options::discovery`] is on.
     pub served: Option<Arc<crate::discovery::served::ServedCatalog>>,
+    /// The catalog's bundles that have no image, by name, with their `olm.bundle.object`
+    /// properties: installed from the catalog alone, as OLM installs them ([`inline_bundles`]).
+    pub inline: Arc<BTreeMap<String, crate::catalog::model::Bundle>>,
+    /// The ConfigMap a `configmap` / `internal` source was read from, as
+    /// `status.configMapReference` shows it; `None` for the other sources.
+    pub config_map: Option<crate::api::catalogsource::ConfigMapResourceReference>,
+}
+
+/// The bundles of `config` without an image that hold their objects (`olm.bundle.object`), by
+/// name: what [`LoadedIndex::inline`] keeps (the resolver's index drops the objects).
+pub fn inline_bundles(
+    config: &crate::catalog::model::DeclarativeConfig,
+) -> BTreeMap<String, crate::catalog::model::Bundle> {
+    config
+        .bundles
+        .iter()
+        .filter(|b| {
+            b.image.is_empty() && b.properties.iter().any(|p| p.type_ == crate::catalog::property::BUNDLE_OBJECT)
+        })
+        .map(|b| (b.name.clone(), b.clone()))
+        .collect()
 }
 
 /// The state of one CatalogSource's catalog.
@@ -147,6 +168,8 @@ mod tests {
             priority: 0,
             index: Arc::new(CatalogIndex::default()),
             served: None,
+            inline: Default::default(),
+            config_map: None,
         }
     }
 

@@ -14,10 +14,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 
+use super::catalogs::inline_bundles;
+use super::configmap_catalogs::{ConfigMapLoadError, config_map_name};
 use super::registries::{PullSecretError, registry_for};
 use super::{CatalogChange, Context, Error, LoadedIndex, apply_typed_status, now_time};
 use crate::api::CatalogSource;
-use crate::api::catalogsource::{CatalogSourceStatus, GrpcConnectionState, SourceType};
+use crate::api::catalogsource::{CatalogSourceStatus, GrpcConnectionState, SourceType, reason};
 use crate::catalog::grpc::GrpcCatalogError;
 use crate::catalog::image::{CatalogCache, CatalogImageError, load_catalog_image};
 use crate::oci::{OciError, parse_reference};
@@ -36,7 +38,7 @@ pub(crate) struct CatalogDecision {
 /// NS/NAME: `) and the store's error are its text.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CatalogLoadError {
-    /// The spec names nothing capstan can load ([`unsupported`]'s sentence says what to set).
+    /// The spec names nothing capstan can load (the sentence says what to set).
     #[error("{0}")]
     Unsupported(String),
     /// `spec.image` is not an image reference.
@@ -56,23 +58,59 @@ pub(crate) enum CatalogLoadError {
     /// The running registry at `spec.address` could not be read.
     #[error(transparent)]
     Registry(#[from] GrpcCatalogError),
+    /// The ConfigMap of a `configmap` / `internal` source could not be read as a catalog.
+    #[error(transparent)]
+    ConfigMap(#[from] ConfigMapLoadError),
 }
 
-/// Why a CatalogSource's spec cannot be loaded at all (nothing to pull), as the status message.
-fn unsupported(cs: &CatalogSource) -> Option<String> {
-    if !matches!(cs.spec.source_type, SourceType::Grpc | SourceType::Image) {
-        return Some(format!(
-            "spec.sourceType {:?} is not supported by capstan; use grpc or image with spec.image",
-            serde_json::to_value(&cs.spec.source_type)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default()
-        ));
+impl CatalogLoadError {
+    /// `status.reason` for this failure (OLM's `CatalogSource*Error` names, §1.2; capstan's
+    /// `ImagePullFailed` for an image or registry that could not be read).
+    fn reason(&self) -> &'static str {
+        match self {
+            CatalogLoadError::Unsupported(_) => reason::SPEC_INVALID_ERROR,
+            CatalogLoadError::ConfigMap(_) => reason::CONFIG_MAP_ERROR,
+            _ => "ImagePullFailed",
+        }
     }
-    if cs.spec.image.as_deref().unwrap_or("").trim().is_empty() && registry_address(cs).is_none() {
-        return Some("spec.image is empty; set it to the catalog image reference, or (sourceType grpc) spec.address to a running registry's host:port".into());
+}
+
+/// Where a CatalogSource's catalog comes from, by its spec.
+#[derive(Debug, PartialEq)]
+enum Source<'a> {
+    /// Nothing capstan can load; the sentence says what to set.
+    Unsupported(String),
+    /// A running registry (`opm serve`) at `spec.address`.
+    Address(&'a str),
+    /// The ConfigMap `spec.configMap` in the CatalogSource's namespace.
+    ConfigMap(&'a str),
+    /// The catalog image `spec.image`.
+    Image(&'a str),
+}
+
+/// Where `cs`'s catalog comes from (§1.2): a `configmap` / `internal` source from its ConfigMap;
+/// a `grpc` / `image` source from `spec.image`, else (grpc) `spec.address`. Pure.
+fn source(cs: &CatalogSource) -> Source<'_> {
+    let image = cs.spec.image.as_deref().map(str::trim).filter(|i| !i.is_empty());
+    match &cs.spec.source_type {
+        SourceType::ConfigMap | SourceType::Internal => match config_map_name(cs) {
+            Some(name) => Source::ConfigMap(name),
+            None => Source::Unsupported(
+                "spec.configMap is empty; set it to the name of the ConfigMap holding the catalog, in the CatalogSource's namespace".into(),
+            ),
+        },
+        SourceType::Grpc | SourceType::Image => match (image, registry_address(cs)) {
+            (Some(image), _) => Source::Image(image),
+            (None, Some(address)) => Source::Address(address),
+            (None, None) => Source::Unsupported(
+                "spec.image is empty; set it to the catalog image reference, or (sourceType grpc) spec.address to a running registry's host:port".into(),
+            ),
+        },
+        other => Source::Unsupported(format!(
+            "spec.sourceType {:?} is not supported by capstan; use grpc or image with spec.image, or configmap with spec.configMap",
+            serde_json::to_value(other).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+        )),
     }
-    None
 }
 
 /// The running registry a CatalogSource points at: `spec.address` of a `grpc` source without
@@ -127,7 +165,8 @@ pub(crate) fn decide(
                 message: Some(message),
                 connection_state: connection("READY", now, true),
                 latest_image_registry_poll: Some(now.clone()),
-                resolved_image: Some(format!("{}@{}", image_repository(&l.image), l.digest)),
+                resolved_image: l.config_map.is_none().then(|| format!("{}@{}", image_repository(&l.image), l.digest)),
+                config_map_reference: l.config_map.clone(),
                 resolved_digest: Some(l.digest.clone()),
                 package_count: Some(count as i64),
                 ..Default::default()
@@ -137,7 +176,7 @@ pub(crate) fn decide(
         Err(error) => {
             let status = CatalogSourceStatus {
                 message: Some(format!("catalog source {ns}/{name}: {error}")),
-                reason: Some("ImagePullFailed".into()),
+                reason: Some(error.reason().into()),
                 connection_state: connection("TRANSIENT_FAILURE", now, false),
                 latest_image_registry_poll: Some(now.clone()),
                 ..Default::default()
@@ -151,9 +190,9 @@ pub(crate) fn decide(
 /// yet, nothing known in the store), so that a slow first pull is visible (§1.2). The next pass,
 /// requeued at once, pulls. Pure.
 fn first_contact(cs: &CatalogSource, known: bool) -> Option<&str> {
-    let image = cs.spec.image.as_deref().filter(|i| !i.trim().is_empty())?;
+    let Source::Image(image) = source(cs) else { return None };
     let connected = cs.status.as_ref().and_then(|s| s.connection_state.as_ref()).is_some();
-    (!connected && !known && unsupported(cs).is_none() && registry_address(cs).is_none()).then_some(image)
+    (!connected && !known).then_some(image)
 }
 
 /// Loads the catalog, records it in the store (telling the Subscriptions when it changed) and
@@ -170,11 +209,12 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
     }
     let (interval, interval_error) = cs.poll_period();
     let interval_error = interval_error.map(|e| e.to_string());
-    let loaded = match (unsupported(&cs), registry_address(&cs)) {
-        (Some(message), _) => Err(CatalogLoadError::Unsupported(message)),
+    let loaded = match source(&cs) {
+        Source::Unsupported(message) => Err(CatalogLoadError::Unsupported(message)),
         // A running registry (`opm serve`): read it through OLM's gRPC API.
-        (None, Some(address)) => load_address(&ctx, &key, &cs, address).await,
-        (None, None) => load(&ctx, &key, &cs, &ns, cs.spec.image.as_deref().unwrap_or_default()).await,
+        Source::Address(address) => load_address(&ctx, &key, &cs, address).await,
+        Source::ConfigMap(name) => load_config_map(&ctx, &key, &cs, name).await,
+        Source::Image(image) => load(&ctx, &key, &cs, &ns, image).await,
     };
     record(&ctx, &key, &loaded);
     let decision = decide(&ns, &name, &loaded, interval, interval_error.as_deref(), &now_time());
@@ -214,20 +254,59 @@ async fn load_address(
     address: &str,
 ) -> Result<LoadedIndex, CatalogLoadError> {
     let loaded = crate::catalog::grpc::load_registry(address).await?;
-    let index = CatalogIndex::from_config(&loaded.config);
-    let index = match crate::catalog::validate::validate(&loaded.config) {
+    let read = Read { image: format!("grpc://{address}"), digest: loaded.digest, config_map: None };
+    Ok(loaded_index(ctx, key, cs, read, loaded.config).await)
+}
+
+/// Loads a ConfigMap catalog (`configmap` / `internal` source) from ConfigMap `name` in the
+/// CatalogSource's namespace ([`super::configmap_catalogs::read`]); the "image" shown is
+/// `configmap://<namespace>/<name>` and the digest is that of its data.
+async fn load_config_map(
+    ctx: &Context,
+    key: &(String, String),
+    cs: &CatalogSource,
+    name: &str,
+) -> Result<LoadedIndex, CatalogLoadError> {
+    let read = super::configmap_catalogs::read(&ctx.client, &key.0, name, now_time()).await?;
+    let config_map = Some(read.reference);
+    let read_as = Read { image: format!("configmap://{}/{name}", key.0), digest: read.digest, config_map };
+    Ok(loaded_index(ctx, key, cs, read_as, read.config).await)
+}
+
+/// Where a catalog was read from: the image shown, the content digest, the ConfigMap.
+struct Read {
+    image: String,
+    digest: String,
+    config_map: Option<crate::api::catalogsource::ConfigMapResourceReference>,
+}
+
+/// The [`LoadedIndex`] of a catalog `config` read as `read` for CatalogSource `cs` (key `key`):
+/// its resolver index (marked invalid with the validation errors, if any), its image-less
+/// bundles, its discovery view; freed memory is returned afterwards.
+async fn loaded_index(
+    ctx: &Context,
+    key: &(String, String),
+    cs: &CatalogSource,
+    read: Read,
+    config: crate::catalog::model::DeclarativeConfig,
+) -> LoadedIndex {
+    let index = CatalogIndex::from_config(&config);
+    let index = match crate::catalog::validate::validate(&config) {
         Ok(()) => index,
-        Err(errors) => index.with_invalid(format!("{address}: {errors}")),
+        Err(errors) => index.with_invalid(format!("{}@{}: {errors}", read.image, read.digest)),
     };
-    let served = served(ctx, key, &loaded.digest, loaded.config);
+    let inline = Arc::new(inline_bundles(&config));
+    let served = served(ctx, key, &read.digest, config);
     let _ = tokio::task::spawn_blocking(crate::memory::return_freed_memory).await;
-    Ok(LoadedIndex {
-        image: format!("grpc://{address}"),
-        digest: loaded.digest,
+    LoadedIndex {
+        image: read.image,
+        digest: read.digest,
         priority: cs.spec.priority.unwrap_or(0).clamp(i32::MIN as i64, i32::MAX as i64) as i32,
         index: Arc::new(index),
         served,
-    })
+        inline,
+        config_map: read.config_map,
+    }
 }
 
 /// The discovery view of a loaded catalog (when [`super::Options::discovery`] is on): the one
@@ -273,20 +352,8 @@ async fn load(
         started.elapsed(),
         loaded.size_bytes,
     );
-    let index = CatalogIndex::from_config(&loaded.config);
-    let index = match crate::catalog::validate::validate(&loaded.config) {
-        Ok(()) => index,
-        Err(errors) => index.with_invalid(format!("{image}@{}: {errors}", loaded.digest)),
-    };
-    let served = served(ctx, key, &loaded.digest, loaded.config);
-    let _ = tokio::task::spawn_blocking(crate::memory::return_freed_memory).await;
-    Ok(LoadedIndex {
-        image: image.to_string(),
-        digest: loaded.digest,
-        priority: cs.spec.priority.unwrap_or(0).clamp(i32::MIN as i64, i32::MAX as i64) as i32,
-        index: Arc::new(index),
-        served,
-    })
+    let read = Read { image: image.to_string(), digest: loaded.digest, config_map: None };
+    Ok(loaded_index(ctx, key, cs, read, loaded.config).await)
 }
 
 /// What a standby replica loads to serve discovery ([`mirror_once`]): the CatalogSources whose
@@ -314,9 +381,10 @@ pub async fn mirror_once(ctx: &Context, sources: &[Arc<CatalogSource>]) {
     for cs in to_mirror(sources, |k| ctx.catalogs.get(k).and_then(|s| s.index().map(|l| l.digest.clone()))) {
         let key = (cs.metadata.namespace.clone().unwrap_or_default(), cs.metadata.name.clone().unwrap_or_default());
         let status = cs.status.clone().unwrap_or_default();
-        let loaded = match registry_address(cs) {
-            Some(address) => load_address(ctx, &key, cs, address).await,
-            None => {
+        let loaded = match source(cs) {
+            Source::Address(address) => load_address(ctx, &key, cs, address).await,
+            Source::ConfigMap(name) => load_config_map(ctx, &key, cs, name).await,
+            _ => {
                 let image = status.resolved_image.clone().unwrap_or_default();
                 load(ctx, &key, cs, &key.0, &image).await
             }
@@ -348,12 +416,12 @@ mod tests {
         c.spec.source_type = SourceType::Grpc;
         c.spec.address = Some(" 127.0.0.1:50051 ".into());
         assert_eq!(registry_address(&c), Some("127.0.0.1:50051"));
-        assert!(unsupported(&c).is_none());
+        assert_eq!(source(&c), Source::Address("127.0.0.1:50051"));
         c.spec.image = Some("quay.io/x/catalog:latest".into());
         assert_eq!(registry_address(&c), None, "OLM ignores the address when an image is set");
         c.spec.image = None;
         c.spec.address = Some("".into());
-        assert!(unsupported(&c).is_some_and(|m| m.contains("spec.address")));
+        assert!(matches!(source(&c), Source::Unsupported(m) if m.contains("spec.address")));
     }
 
     #[test]
@@ -412,7 +480,25 @@ mod tests {
             priority: 0,
             index: Arc::new(CatalogIndex::default()),
             served: None,
+            inline: Default::default(),
+            config_map: None,
         };
+        let from_config_map = LoadedIndex {
+            image: "configmap://ns/cat".into(),
+            config_map: Some(crate::api::catalogsource::ConfigMapResourceReference {
+                name: "cat".into(),
+                namespace: "ns".into(),
+                resource_version: Some("7".into()),
+                ..Default::default()
+            }),
+            ..l.clone()
+        };
+        let d = decide("ns", "c", &Ok(from_config_map), Duration::from_secs(600), None, &now);
+        assert_eq!(d.status.resolved_image, None, "a ConfigMap is no image");
+        assert_eq!(
+            d.status.config_map_reference.as_ref().map(|r| (r.name.as_str(), r.resource_version.as_deref())),
+            Some(("cat", Some("7")))
+        );
         let d = decide("ns", "c", &Ok(l), Duration::from_secs(600), Some("bad interval"), &now);
         assert_eq!(d.requeue, Duration::from_secs(600));
         assert_eq!(d.status.connection_state.as_ref().map(|c| c.last_observed_state.as_str()), Some("READY"));
@@ -423,8 +509,8 @@ mod tests {
             Some("0 packages from 127.0.0.1:5000/c:latest@sha256:ab; bad interval")
         );
         assert!(d.status.reason.is_none());
-        let unauthorized = || Err(CatalogLoadError::Unsupported("unauthorized".into()));
-        let d = decide("ns", "c", &unauthorized(), Duration::from_secs(600), None, &now);
+        let unauthorized: Result<LoadedIndex, _> = Err(CatalogLoadError::Unsupported("unauthorized".into()));
+        let d = decide("ns", "c", &unauthorized, Duration::from_secs(600), None, &now);
         assert_eq!(d.requeue, Duration::from_secs(30), "a failing image is retried sooner");
         assert_eq!(
             d.status.connection_state.as_ref().map(|c| c.last_observed_state.as_str()),
@@ -432,11 +518,11 @@ mod tests {
         );
         assert_eq!(
             (d.status.reason.as_deref(), d.status.message.as_deref()),
-            (Some("ImagePullFailed"), Some("catalog source ns/c: unauthorized"))
+            (Some("SpecInvalidError"), Some("catalog source ns/c: unauthorized"))
         );
         assert!(d.status.resolved_digest.is_none(), "a failed load writes no digest (apply removes the old one)");
         assert_eq!(
-            decide("ns", "c", &unauthorized(), Duration::from_secs(10), None, &now).requeue,
+            decide("ns", "c", &unauthorized, Duration::from_secs(10), None, &now).requeue,
             Duration::from_secs(10)
         );
         let c = connecting("r/c:1", &now);
@@ -449,7 +535,14 @@ mod tests {
             "c",
             CatalogSourceSpec { source_type: SourceType::from("configmap"), ..Default::default() },
         );
-        assert!(unsupported(&bad).is_some_and(|m| m.contains("not supported")));
-        assert!(unsupported(&cs()).is_some_and(|m| m.contains("spec.image is empty")));
+        assert!(matches!(source(&bad), Source::Unsupported(m) if m.contains("spec.configMap is empty")));
+        let unknown =
+            CatalogSource::new("c", CatalogSourceSpec { source_type: SourceType::from("ftp"), ..Default::default() });
+        assert!(matches!(source(&unknown), Source::Unsupported(m) if m.contains("not supported")));
+        assert!(matches!(source(&cs()), Source::Unsupported(m) if m.contains("spec.image is empty")));
+        let mut cm = bad.clone();
+        cm.spec.config_map = Some("catalog".into());
+        assert_eq!(source(&cm), Source::ConfigMap("catalog"));
+        assert_eq!(first_contact(&cm, false), None, "a ConfigMap is read at once, not pulled");
     }
 }

@@ -94,6 +94,8 @@ fn load_catalog(ctx: &super::Context) {
         priority: 0,
         index: Arc::new(index),
         served: None,
+        inline: Default::default(),
+        config_map: None,
     };
     ctx.catalogs.ready(&("olm".into(), "community".into()), loaded);
 }

@@ -549,7 +549,7 @@ async fn plan_steps(pass: &mut PlanPass<'_>) -> Result<Planned, Stop> {
             Ok(planned) => steps.extend(planned.into_iter().map(|step| PlannedStep {
                 step,
                 catalog: catalog.clone(),
-                image: Some(image.clone()),
+                image: image.clone(),
             })),
             Err(e) => return Err(Hold::Fail("InstallCheckFailed", at(e.to_string())).into()),
         }
@@ -573,11 +573,14 @@ async fn plan_steps(pass: &mut PlanPass<'_>) -> Result<Planned, Stop> {
 /// Pulls the bundle of lookup `i` (pull secrets of its CatalogSource) — by the digest the plan's
 /// listed steps were planned from ([`pinned_image`]), else `path` — marking the pull in the
 /// plan's status while it runs ([`mark_pulling`]). Returns the bundle and its image by digest.
-async fn pull(pass: &mut PlanPass<'_>, i: usize, lookup: &BundleLookup) -> Result<(Bundle, String), Stop> {
+async fn pull(pass: &mut PlanPass<'_>, i: usize, lookup: &BundleLookup) -> Result<(Bundle, Option<String>), Stop> {
     let ctx = pass.ctx;
     let at = |what: String| format!("bundle {} ({}): {what}", lookup.identifier, lookup.path);
     let cns = lookup.catalog_source_ref.namespace.clone().unwrap_or_default();
     let cname = lookup.catalog_source_ref.name.clone().unwrap_or_default();
+    if lookup.path.is_empty() {
+        return inline_bundle(ctx, (cns, cname), &lookup.identifier, at).map(|b| (b, None)).map_err(Stop::from);
+    }
     let secrets = match Api::<CatalogSource>::namespaced(ctx.client.clone(), &cns).get_opt(&cname).await {
         Ok(Some(cs)) => cs.spec.secrets.unwrap_or_default(),
         _ => Vec::new(),
@@ -601,7 +604,32 @@ async fn pull(pass: &mut PlanPass<'_>, i: usize, lookup: &BundleLookup) -> Resul
     let pulled = pulled.map_err(|e| pull_hold(&e, at(format!("pulling the bundle image failed: {e}"))))?;
     let bundle = Bundle::load(dir.path())
         .map_err(|e| Hold::Fail("InstallCheckFailed", at(format!("the bundle is invalid: {e}"))))?;
-    Ok((bundle, reference.clone_with_digest(pulled.digest).whole()))
+    Ok((bundle, Some(reference.clone_with_digest(pulled.digest).whole())))
+}
+
+/// The bundle `name` of catalog `catalog` that has no image, made from its `olm.bundle.object`s
+/// as the catalog holds them ([`super::LoadedIndex::inline`]), as OLM installs a bundle of a
+/// ConfigMap catalog: tried again while the catalog is not loaded; the plan fails when the
+/// catalog no longer has it or it is invalid (`at` names the bundle in the message).
+fn inline_bundle(
+    ctx: &Context,
+    catalog: (String, String),
+    name: &str,
+    at: impl Fn(String) -> String,
+) -> Result<Bundle, Hold> {
+    let Some(loaded) = ctx.catalogs.get(&catalog).and_then(|s| s.index().cloned()) else {
+        return Err(Hold::Retry(at(format!("catalog source {}/{} is not loaded yet", catalog.0, catalog.1))));
+    };
+    let Some(blob) = loaded.inline.get(name) else {
+        return Err(Hold::Fail(
+            "InstallCheckFailed",
+            at(format!(
+                "catalog source {}/{} holds no bundle {name} without an image; it changed since the plan was made",
+                catalog.0, catalog.1
+            )),
+        ));
+    };
+    Bundle::from_blob(blob).map_err(|e| Hold::Fail("InstallCheckFailed", at(format!("the bundle is invalid: {e}"))))
 }
 
 /// How many times the controller may stop (crash, out of memory) while pulling one bundle before

@@ -15,6 +15,7 @@
 
 mod catalogs;
 mod catalogsource;
+mod configmap_catalogs;
 mod csv;
 pub mod events;
 #[cfg(test)]
@@ -42,6 +43,7 @@ use futures::StreamExt;
 use futures::channel::mpsc;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::{Api, Patch, PatchParams};
@@ -821,8 +823,19 @@ async fn run_inner(
 ) {
     let client = ctx.client.clone();
     let catalogs = filtered(Api::<CatalogSource>::all(client.clone()));
-    let _ = ctx.catalog_sources.set(catalogs.store());
-    let catalogs = catalogs.run(catalogsource::reconcile, error_policy, ctx.clone()).for_each(|_| async {});
+    let catalog_store = catalogs.store();
+    let _ = ctx.catalog_sources.set(catalog_store.clone());
+    // An edit of a ConfigMap catalog reloads the CatalogSources that name it (metadata only).
+    let config_maps = watcher(Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()), watcher::Config::default())
+        .backoff(watch_backoff())
+        .touched_objects();
+    let catalogs = catalogs
+        .watches_stream(config_maps, move |cm| {
+            let (ns, name) = (cm.metadata.namespace.unwrap_or_default(), cm.metadata.name.unwrap_or_default());
+            configmap_catalogs::sources_naming(&catalog_store, &ns, &name)
+        })
+        .run(catalogsource::reconcile, error_policy, ctx.clone())
+        .for_each(|_| async {});
     let subscriptions = run_subscriptions(ctx.clone(), rx);
     let plans = run_install_plans(ctx.clone());
     let csvs = run_csvs(ctx.clone());

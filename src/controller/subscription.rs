@@ -1157,6 +1157,8 @@ mod tests {
             priority: 0,
             index: Arc::new(crate::resolve::CatalogIndex::default()),
             served: None,
+            inline: Default::default(),
+            config_map: None,
         }
     }
 

@@ -15,6 +15,7 @@ mod support;
 mod api_cluster;
 mod compare_olm;
 mod controller_community_e2e;
+mod controller_configmap_e2e;
 mod controller_deps_e2e;
 mod controller_e2e;
 mod controller_hostile_e2e;

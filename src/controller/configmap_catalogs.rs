@@ -1,0 +1,148 @@
+//! ConfigMap catalogs (CatalogSource `sourceType: configmap` or `internal`, `spec.configMap`):
+//! the ConfigMap is read straight from the API server, no registry pod, and converted to a
+//! file-based catalog ([`crate::bundle::configmap`]); an edit of the ConfigMap re-reconciles the
+//! CatalogSources that name it ([`sources_naming`], fed by a metadata-only watch of ConfigMaps).
+//! OLM runs operator-registry's `configmap-server` in a pod per such source instead
+//! (`pkg/controller/registry/reconciler/configmap.go`).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::Api;
+use kube::runtime::reflector::{ObjectRef, Store};
+use sha2::{Digest, Sha256};
+
+use crate::api::CatalogSource;
+use crate::api::catalogsource::{ConfigMapResourceReference, SourceType};
+use crate::bundle::configmap::{ConfigMapErrors, from_config_map};
+use crate::catalog::model::DeclarativeConfig;
+
+/// Why a ConfigMap catalog was not read; each names the ConfigMap and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigMapLoadError {
+    /// The ConfigMap does not exist.
+    #[error(
+        "ConfigMap {namespace}/{name} (spec.configMap) does not exist; create it with the catalog's customResourceDefinitions, clusterServiceVersions and packages"
+    )]
+    Missing {
+        /// The CatalogSource's namespace.
+        namespace: String,
+        /// The ConfigMap's name.
+        name: String,
+    },
+    /// The API server did not return it.
+    #[error("reading ConfigMap {namespace}/{name}: {source}")]
+    Read {
+        /// The CatalogSource's namespace.
+        namespace: String,
+        /// The ConfigMap's name.
+        name: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// Its content is not a catalog.
+    #[error("ConfigMap {namespace}/{name} is not a valid catalog: {errors}")]
+    Invalid {
+        /// The CatalogSource's namespace.
+        namespace: String,
+        /// The ConfigMap's name.
+        name: String,
+        /// Every problem found.
+        errors: ConfigMapErrors,
+    },
+}
+
+/// A ConfigMap catalog as read: its catalog, the digest of its data (`sha256:<hex>` of the data
+/// as JSON, so an edit that changes nothing is no new content) and the reference the status shows.
+#[derive(Debug)]
+pub struct ReadConfigMap {
+    /// The catalog.
+    pub config: DeclarativeConfig,
+    /// `sha256:<hex>` of the ConfigMap's data.
+    pub digest: String,
+    /// `status.configMapReference`.
+    pub reference: ConfigMapResourceReference,
+}
+
+/// The ConfigMap `name` a `configmap` / `internal` CatalogSource names (trimmed, not empty).
+pub fn config_map_name(cs: &CatalogSource) -> Option<&str> {
+    matches!(cs.spec.source_type, SourceType::ConfigMap | SourceType::Internal)
+        .then(|| cs.spec.config_map.as_deref().map(str::trim).filter(|n| !n.is_empty()))
+        .flatten()
+}
+
+/// Reads ConfigMap `namespace/name` into a catalog ([`ReadConfigMap`]), at `now`.
+///
+/// # Errors
+/// [`ConfigMapLoadError`]: the ConfigMap is missing, unreadable, or not a catalog.
+pub async fn read(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    now: Time,
+) -> Result<ReadConfigMap, ConfigMapLoadError> {
+    let (namespace, name) = (namespace.to_string(), name.to_string());
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+    let cm = match api.get_opt(&name).await {
+        Ok(Some(cm)) => cm,
+        Ok(None) => return Err(ConfigMapLoadError::Missing { namespace, name }),
+        Err(source) => return Err(ConfigMapLoadError::Read { namespace, name, source }),
+    };
+    let data: BTreeMap<String, String> = cm.data.unwrap_or_default();
+    let config = match from_config_map(&data) {
+        Ok(c) => c,
+        Err(errors) => return Err(ConfigMapLoadError::Invalid { namespace, name, errors }),
+    };
+    let digest = format!("sha256:{}", hex::encode(Sha256::digest(serde_json::to_vec(&data).unwrap_or_default())));
+    let reference = ConfigMapResourceReference {
+        name,
+        namespace,
+        uid: cm.metadata.uid,
+        resource_version: cm.metadata.resource_version,
+        last_update_time: Some(now),
+    };
+    Ok(ReadConfigMap { config, digest, reference })
+}
+
+/// The CatalogSources in `sources` that name ConfigMap `namespace/name`: what an edit of it
+/// re-reconciles. Pure over the store's content.
+pub fn sources_naming(sources: &Store<CatalogSource>, namespace: &str, name: &str) -> Vec<ObjectRef<CatalogSource>> {
+    sources
+        .state()
+        .iter()
+        .filter(|cs| cs.metadata.namespace.as_deref() == Some(namespace) && config_map_name(cs) == Some(name))
+        .map(|cs| ObjectRef::from_obj(cs.as_ref()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::CatalogSourceSpec;
+
+    #[test]
+    fn only_configmap_and_internal_sources_name_a_config_map() {
+        let with = |t: &str, cm: Option<&str>| {
+            let mut cs = CatalogSource::new("c", CatalogSourceSpec::default());
+            cs.spec.source_type = SourceType::from(t);
+            cs.spec.config_map = cm.map(String::from);
+            cs
+        };
+        assert_eq!(config_map_name(&with("configmap", Some(" cat "))), Some("cat"));
+        assert_eq!(config_map_name(&with("internal", Some("cat"))), Some("cat"));
+        assert_eq!(config_map_name(&with("grpc", Some("cat"))), None, "OLM ignores it for grpc");
+        assert_eq!(config_map_name(&with("configmap", Some(" "))), None);
+        let (reader, mut writer) = kube::runtime::reflector::store::<CatalogSource>();
+        for (n, ns, t, cm) in
+            [("a", "x", "configmap", "cat"), ("b", "y", "configmap", "cat"), ("c", "x", "grpc", "cat")]
+        {
+            let mut cs = with(t, Some(cm));
+            cs.metadata.name = Some(n.into());
+            cs.metadata.namespace = Some(ns.into());
+            writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(cs));
+        }
+        let names: Vec<String> = sources_naming(&reader, "x", "cat").into_iter().map(|r| r.name).collect();
+        assert_eq!(names, ["a"]);
+    }
+}
