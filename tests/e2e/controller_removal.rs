@@ -1,15 +1,26 @@
-//! Removal that never hangs (`cases/olm-cases.yaml` case-29) on the real
-//! local control plane, with the controller running in-process.
+//! Removal that never hangs, on the real local control plane with the controller running
+//! in-process: deleting a Subscription leaves its operator installed; deleting its CSV (or a
+//! Subscription annotated to uninstall) removes every object the CSV created, the custom resources
+//! first while the operator still runs, the CRDs last and only when nothing else uses them; an
+//! object whose finalizer never completes is reported with the command that unblocks it, and the
+//! controller being down only delays the cleanup (`cases/olm-cases.yaml` case-29, uninstall with
+//! finalizers on the operator's custom resources).
 //!
-//! One test function runs every case in turn: the controller watches every namespace, so two
-//! controllers on one cluster would fight. The "controller down" case stops the controller task
-//! and starts a new one.
+//! One scenario per test, each in namespaces of its own. The scenarios whose checks stay in their
+//! namespaces share one controller ([`fixture`]; group `controller_removal`). Three run alone, each
+//! in a group of its own with a controller it starts itself ([`alone`]): two stop and restart
+//! their controller (one of them also deletes the CRD the other scenarios use), and one counts
+//! every Nginx object in the cluster. A controller watches every namespace, so groups never
+//! overlap ([`crate::support::group`]).
 
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::controller::{WAIT, apply_crds, capstan, create, namespace_with_group, publish_dirs};
+use crate::support::controller::{
+    ControllerFixture, HeldNamespace, WAIT, apply_crds, capstan, create, namespace_with_group, publish_dirs,
+};
+use crate::support::group::PerGroup;
 use crate::support::{TestNamespace, eventually};
 use capstan::api::{CatalogSource, ClusterServiceVersion, Subscription};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -22,9 +33,115 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
+const GROUP: &str = "controller_removal";
+/// The group of [`deleting_the_subscription_keeps_the_operator_and_deleting_the_csv_removes_it`]:
+/// the Uninstalled note counts every Nginx object in the cluster.
+const KEEP_GROUP: &str = "controller_removal_keep";
+/// The group of [`csv_deleted_while_the_controller_is_down_is_cleaned_up_after_it_restarts`].
+const DOWN_GROUP: &str = "controller_removal_down";
+/// The group of [`crds_go_last_even_with_the_controller_down_and_only_with_the_last_installation`]:
+/// it stops its controller and deletes the CRD.
+const CRDS_GROUP: &str = "controller_removal_crds";
+
 const CSV: &str = "nginx-operator.v0.2.0";
 const DEPLOYMENT: &str = "nginx-operator-controller-manager";
 const CLEANUP: &str = "example.com/cleanup";
+
+static FIXTURE: PerGroup<ControllerFixture> = PerGroup::new(GROUP);
+
+/// The controller of the scenarios of group `controller_removal`, with the example catalog as
+/// CatalogSource `examples` in its global catalog namespace.
+async fn fixture() -> std::sync::Arc<ControllerFixture> {
+    FIXTURE
+        .get_or_init(|| async {
+            let client = crate::support::cluster().await;
+            clear_leftovers(&client).await;
+            let repo = format!("ctl-removal-{}", std::process::id());
+            let options = capstan::controller::Options { catalog_cache: None, ..Default::default() };
+            let f = ControllerFixture::start(&client, &repo, "rm-catalog", options).await;
+            examples_source(&client, &f.catalog_ns.name, &f.catalog_ref).await;
+            f
+        })
+        .await
+}
+
+/// For a test that runs alone (a group of its own) and starts its controller itself
+/// ([`start_controller`]): publishes the nginx-operator bundles and a catalog of them under a
+/// repository named after `tag`, applies the CRDs, clears what a failed earlier run left, and
+/// returns the controller's catalog namespace with CatalogSource `examples` in it.
+async fn alone(client: &kube::Client, tag: &str) -> TestNamespace {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into()),
+        )
+        .try_init();
+    let registry = crate::support::registry();
+    let work = tempfile::tempdir().expect("tempdir");
+    let repo = format!("ctl-removal-{tag}-{}", std::process::id());
+    let nginx = crate::support::repo_root().join("bundles/nginx-operator");
+    let (v1, v2) = (nginx.join("0.1.0"), nginx.join("0.2.0"));
+    let catalog_ref = publish_dirs(
+        &registry,
+        &repo,
+        "catalog",
+        work.path(),
+        &[(&v1, "0.1.0", "replaces"), (&v2, "0.2.0", "replaces")],
+    );
+    apply_crds(client).await;
+    clear_leftovers(client).await;
+    let catalog_ns = TestNamespace::new(client, "rm-catalog").await;
+    examples_source(client, &catalog_ns.name, &catalog_ref).await;
+    catalog_ns
+}
+
+/// A run that failed half-way may have left objects with the test's finalizer in namespaces being
+/// deleted: play the operator for them, so that this run starts clean.
+async fn clear_leftovers(client: &kube::Client) {
+    for ns in Api::<Namespace>::all(client.clone()).list(&ListParams::default()).await.expect("list namespaces").items {
+        let name = ns.name_any();
+        if !name.starts_with("rm-") || ns.metadata.deletion_timestamp.is_none() {
+            continue;
+        }
+        let leftovers = Api::<DynamicObject>::namespaced_with(client.clone(), &name, &nginx_resource())
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        for o in leftovers.iter().filter(|o| o.finalizers().iter().any(|f| f == CLEANUP)) {
+            clear_finalizers(client, &name, &o.name_any()).await;
+        }
+    }
+}
+
+/// CatalogSource `examples` in `catalog_ns` for the catalog image `catalog_ref`.
+async fn examples_source(client: &kube::Client, catalog_ns: &str, catalog_ref: &str) {
+    create::<CatalogSource>(
+        client,
+        catalog_ns,
+        json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": "examples", "namespace": catalog_ns},
+            "spec": {"sourceType": "grpc", "image": catalog_ref}
+        }),
+    )
+    .await;
+}
+
+fn start_controller(client: &kube::Client, catalog_ns: &str) -> tokio::task::JoinHandle<()> {
+    let options = capstan::controller::Options {
+        global_catalog_namespace: catalog_ns.to_string(),
+        catalog_cache: None,
+        ..Default::default()
+    };
+    tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()))
+}
+
+/// Stops the controller task and waits until it has ended.
+async fn stop_controller(controller: &mut tokio::task::JoinHandle<()>) {
+    controller.abort();
+    let _ = controller.await;
+}
 
 /// A namespace with an OwnNamespace OperatorGroup and a Subscription to nginx-operator (with
 /// `annotations`), once its CSV has Succeeded.
@@ -151,74 +268,32 @@ async fn event_note(client: &kube::Client, ns: &str, reason: &str) -> String {
     .await
 }
 
-fn start_controller(client: &kube::Client, catalog_ns: &str) -> tokio::task::JoinHandle<()> {
-    let options = capstan::controller::Options {
-        global_catalog_namespace: catalog_ns.to_string(),
-        catalog_cache: None,
-        ..Default::default()
-    };
-    tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()))
+/// Waits until the Subscription `ns/nginx-operator` carries capstan's finalizer (it asks to
+/// uninstall on deletion).
+async fn subscription_finalizer(client: &kube::Client, ns: &str) {
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
+    eventually("Subscription finalizer", WAIT, || async {
+        subs.get("nginx-operator")
+            .await
+            .ok()?
+            .finalizers()
+            .iter()
+            .any(|f| f == capstan::controller::SUBSCRIPTION_FINALIZER)
+            .then_some(())
+    })
+    .await;
 }
 
+/// Deleting the Subscription leaves the operator installed, as in OLM, and says so; deleting the
+/// CSV then removes every object it created, cluster-scoped RBAC included. CRDs and the user's
+/// custom resources stay, and the Uninstalled event says what was kept.
 #[test]
-fn removal_never_hangs() {
-    crate::support::run("controller_removal", 4, async {
-        let _ = tracing_subscriber::fmt()
-            .with_test_writer()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into()),
-            )
-            .try_init();
+fn deleting_the_subscription_keeps_the_operator_and_deleting_the_csv_removes_it() {
+    crate::support::run(KEEP_GROUP, 4, async {
         let client = crate::support::cluster().await;
-        let registry = crate::support::registry();
-        let work = tempfile::tempdir().expect("tempdir");
-        let repo = format!("ctl-removal-{}", std::process::id());
-        let nginx = crate::support::repo_root().join("bundles/nginx-operator");
-        let (v1, v2) = (nginx.join("0.1.0"), nginx.join("0.2.0"));
-        let catalog_ref = publish_dirs(
-            &registry,
-            &repo,
-            "catalog",
-            work.path(),
-            &[(&v1, "0.1.0", "replaces"), (&v2, "0.2.0", "replaces")],
-        );
-        apply_crds(&client).await;
-        // A run that failed half-way may have left objects with the test's finalizer in namespaces
-        // being deleted: play the operator for them, so that this run starts clean.
-        for ns in
-            Api::<Namespace>::all(client.clone()).list(&ListParams::default()).await.expect("list namespaces").items
-        {
-            let name = ns.name_any();
-            if !name.starts_with("rm-") || ns.metadata.deletion_timestamp.is_none() {
-                continue;
-            }
-            let leftovers = Api::<DynamicObject>::namespaced_with(client.clone(), &name, &nginx_resource())
-                .list(&ListParams::default())
-                .await
-                .map(|l| l.items)
-                .unwrap_or_default();
-            for o in leftovers.iter().filter(|o| o.finalizers().iter().any(|f| f == CLEANUP)) {
-                clear_finalizers(&client, &name, &o.name_any()).await;
-            }
-        }
-        let catalog_ns = TestNamespace::new(&client, "rm-catalog").await;
-        let mut controller = start_controller(&client, &catalog_ns.name);
-        create::<CatalogSource>(
-            &client,
-            &catalog_ns.name,
-            json!({
-                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-                "metadata": {"name": "examples", "namespace": catalog_ns.name},
-                "spec": {"sourceType": "grpc", "image": catalog_ref}
-            }),
-        )
-        .await;
+        let catalog_ns = alone(&client, "keep").await;
+        let controller = start_controller(&client, &catalog_ns.name);
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let kubeconfig = crate::support::kubeconfig_path();
-
-        // (5) Deleting the Subscription leaves the operator installed, as in OLM, and says so; deleting
-        // the CSV then removes every object it created, cluster-scoped RBAC included. CRDs and the
-        // user's custom resources stay.
         let plain = install(&client, "rm-plain", &catalog_ns.name, json!({})).await;
         create_nginx(&client, &plain.name, "users-own", &[]).await;
         let before = owned(&client, &plain.name).await;
@@ -252,9 +327,18 @@ fn removal_never_hangs() {
         );
         let note = event_note(&client, &plain.name, "Uninstalled").await;
         assert!(note.contains("kept CRD nginxes.example.com and its 1 custom resource"), "{note}");
+        controller.abort();
+    })
+}
 
-        // (5) The same with the controller stopped while the CSV is deleted: the finalizer keeps the
-        // CSV, nothing is cleaned up meanwhile, and the cleanup happens once the controller runs again.
+/// The CSV is deleted while the controller is stopped: the finalizer keeps the CSV, nothing is
+/// cleaned up meanwhile, and the cleanup happens once the controller runs again.
+#[test]
+fn csv_deleted_while_the_controller_is_down_is_cleaned_up_after_it_restarts() {
+    crate::support::run(DOWN_GROUP, 4, async {
+        let client = crate::support::cluster().await;
+        let catalog_ns = alone(&client, "down").await;
+        let mut controller = start_controller(&client, &catalog_ns.name);
         let down = install(&client, "rm-down", &catalog_ns.name, json!({})).await;
         let before = owned(&client, &down.name).await;
         println!("objects of CSV {}/{CSV} before the uninstall: {before:?}", down.name);
@@ -265,8 +349,7 @@ fn removal_never_hangs() {
             .delete("nginx-operator", &DeleteParams::default())
             .await
             .expect("delete Subscription");
-        controller.abort();
-        let _ = (&mut controller).await;
+        stop_controller(&mut controller).await;
         let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &down.name);
         csvs.delete(CSV, &DeleteParams::default()).await.expect("delete CSV");
         tokio::time::sleep(Duration::from_secs(3)).await;
@@ -278,15 +361,24 @@ fn removal_never_hangs() {
         assert!(held.meta().deletion_timestamp.is_some());
         let meanwhile = owned(&client, &down.name).await;
         assert_eq!(meanwhile["ClusterRole"], before["ClusterRole"], "nothing cleans up while the controller is down");
-        controller = start_controller(&client, &catalog_ns.name);
+        let controller = start_controller(&client, &catalog_ns.name);
         csv_gone(&client, &down.name).await;
         let after = all_gone(&client, &down.name).await;
         println!("objects of CSV {}/{CSV} after the restart: {after:?}", down.name);
+        controller.abort();
+    })
+}
 
-        // (6) Operand removal asked on the CSV: the Nginx object with a finalizer is deleted while the
-        // operator still runs; the test plays the operator and completes the finalizer; then the
-        // operator goes. The CRD stays (only operands were asked for).
-        let operands = install(&client, "rm-operands", &catalog_ns.name, json!({})).await;
+/// Operand removal asked on the CSV: the Nginx object with a finalizer is deleted while the
+/// operator still runs, and the CSV says it waits for it; the test plays the operator and
+/// completes the finalizer; then the operator goes. The CRD stays (only operands were asked for).
+#[test]
+fn operands_asked_on_the_csv_are_deleted_while_the_operator_still_runs() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let operands = f.hold(install(&client, "rm-operands", &f.catalog_ns.name, json!({})).await);
         create_nginx(&client, &operands.name, "web", &[CLEANUP]).await;
         Api::<Subscription>::namespaced(client.clone(), &operands.name)
             .delete("nginx-operator", &DeleteParams::default())
@@ -334,31 +426,25 @@ fn removal_never_hangs() {
             crds.get_opt("nginxes.example.com").await.expect("get CRD").is_some(),
             "CRDs are kept unless asked for"
         );
+    })
+}
 
-        // An upgrade deletes the replaced CSV: only the objects still labelled for it go, and custom
-        // resources stay even though the Subscription asks for operand removal on uninstall.
-        let upgrade = namespace_with_group(&client, "rm-upgrade").await;
+/// An upgrade deletes the replaced CSV: only the objects still labelled for it go, and custom
+/// resources stay even though the Subscription asks for operand removal on uninstall; deleting
+/// the Subscription then uninstalls, operands included.
+#[test]
+fn upgrade_removes_only_the_replaced_csvs_objects_and_keeps_custom_resources() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let (registry, repo, work) = (&f.registry, &f.repo, &f.work);
+        let upgrade = f.hold(namespace_with_group(&client, "rm-upgrade").await);
         let upg_dir = work.path().join("upgrade-catalog");
         let upg_ref = format!("{registry}/{repo}/upgrade-catalog:latest");
         let bundle_ref = |v: &str| format!("{registry}/{repo}/nginx-operator-bundle:v{v}");
         capstan(&["catalog", "add", upg_dir.to_str().unwrap_or_default(), &bundle_ref("0.1.0")]);
         capstan(&["catalog", "push", "-q", upg_dir.to_str().unwrap_or_default(), &upg_ref]);
-        create::<CatalogSource>(
-            &client,
-            &upgrade.name,
-            json!({
-                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-                "metadata": {"name": "upg", "namespace": upgrade.name},
-                "spec": {"sourceType": "grpc", "image": upg_ref, "updateStrategy": {"registryPoll": {"interval": "2s"}}}
-            }),
-        )
-        .await;
-        create::<Subscription>(&client, &upgrade.name, json!({
-        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
-        "metadata": {"name": "nginx-operator", "namespace": upgrade.name, "annotations": {capstan::controller::ANNOTATION_UNINSTALL_OPERANDS: "true"}},
-        "spec": {"name": "nginx-operator", "channel": "alpha", "source": "upg", "sourceNamespace": upgrade.name}
-    }))
-    .await;
+        upgrade_subscription(&client, &upgrade.name, &upg_ref).await;
         let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &upgrade.name);
         let succeeded = |csv: &'static str| {
             let csvs = csvs.clone();
@@ -401,40 +487,44 @@ fn removal_never_hangs() {
         csv_gone(&client, &upgrade.name).await;
         all_gone(&client, &upgrade.name).await;
         assert!(keep.get_opt("keep").await.expect("get Nginx").is_none(), "operands removed on uninstall");
+    })
+}
 
-        // (6) The operator is gone first: the stuck object is reported in status with its finalizer
-        // and the command that unblocks it, never patched by capstan; following the message lets the
-        // namespace be deleted. Asked on the Subscription, whose deletion uninstalls.
-        let gone = install(
-            &client,
-            "rm-gone",
-            &catalog_ns.name,
-            json!({capstan::controller::ANNOTATION_UNINSTALL_OPERANDS: "true"}),
-        )
-        .await;
-        let subs: Api<Subscription> = Api::namespaced(client.clone(), &gone.name);
-        eventually("Subscription finalizer", WAIT, || async {
-            subs.get("nginx-operator")
-                .await
-                .ok()?
-                .finalizers()
-                .iter()
-                .any(|f| f == capstan::controller::SUBSCRIPTION_FINALIZER)
-                .then_some(())
-        })
-        .await;
+/// CatalogSource `upg` in `ns` for `upg_ref` (polled every 2 s) and a Subscription to its
+/// nginx-operator that asks for operand removal on uninstall.
+async fn upgrade_subscription(client: &kube::Client, ns: &str, upg_ref: &str) {
+    create::<CatalogSource>(
+        client,
+        ns,
+        json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": "upg", "namespace": ns},
+            "spec": {"sourceType": "grpc", "image": upg_ref, "updateStrategy": {"registryPoll": {"interval": "2s"}}}
+        }),
+    )
+    .await;
+    create::<Subscription>(client, ns, json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": "nginx-operator", "namespace": ns, "annotations": {capstan::controller::ANNOTATION_UNINSTALL_OPERANDS: "true"}},
+        "spec": {"name": "nginx-operator", "channel": "alpha", "source": "upg", "sourceNamespace": ns}
+    }))
+    .await;
+}
+
+/// The operator is gone first: the stuck object is reported in status with its finalizer and the
+/// command that unblocks it, never patched by capstan; following the message lets the namespace
+/// be deleted. Asked on the Subscription, whose deletion uninstalls.
+#[test]
+fn stuck_object_of_a_gone_operator_is_reported_with_the_command_that_unblocks_it() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let annotations = json!({capstan::controller::ANNOTATION_UNINSTALL_OPERANDS: "true"});
+        let gone = f.hold(install(&client, "rm-gone", &f.catalog_ns.name, annotations).await);
+        subscription_finalizer(&client, &gone.name).await;
         create_nginx(&client, &gone.name, "stuck", &[CLEANUP]).await;
-        // A Deployment deleted under a live CSV is created again from the InstallPlan that installed
-        // it (as OLM does); with the namespace's plans deleted first there is nothing to
-        // create it from, so the operator stays gone.
-        let plans: Api<capstan::api::InstallPlan> = Api::namespaced(client.clone(), &gone.name);
-        plans.delete_collection(&DeleteParams::default(), &Default::default()).await.expect("delete the InstallPlans");
-        let deps: Api<Deployment> = Api::namespaced(client.clone(), &gone.name);
-        deps.delete(DEPLOYMENT, &DeleteParams::default()).await.expect("delete the operator Deployment");
-        eventually("operator Deployment gone", WAIT, || async {
-            deps.get_opt(DEPLOYMENT).await.ok()?.is_none().then_some(())
-        })
-        .await;
+        remove_the_operator(&client, &gone.name).await;
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &gone.name);
         subs.delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
         let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &gone.name);
         let command = format!(
@@ -469,37 +559,56 @@ fn removal_never_hangs() {
             csvs.get_opt(CSV).await.expect("get CSV").is_some(),
             "the CSV keeps the report until the object is gone"
         );
-        // Follow the message: run the exact command it gives, then delete the namespace.
-        let out = Command::new("sh")
-            .arg("-c")
-            .arg(format!("{command} --kubeconfig {}", kubeconfig.display()))
-            .output()
-            .expect("run kubectl");
-        assert!(out.status.success(), "{command}: {}", String::from_utf8_lossy(&out.stderr));
-        csv_gone(&client, &gone.name).await;
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        namespaces.delete(&gone.name, &DeleteParams::default()).await.expect("delete namespace");
-        eventually("namespace deleted", WAIT, || async {
-            namespaces.get_opt(&gone.name).await.ok()?.is_none().then_some(())
-        })
-        .await;
+        follow_the_message(&client, &gone, &command).await;
+    })
+}
 
-        // (6) The operator runs but does not complete a finalizer within the timeout: the object is
-        // reported with its finalizer and the unblocking command, the operator is removed, and the CSV
-        // waits (with the report) until the object is gone.
-        let slow = install(&client, "rm-timeout", &catalog_ns.name, json!({
-        capstan::controller::ANNOTATION_UNINSTALL_OPERANDS: "true", capstan::controller::ANNOTATION_UNINSTALL_TIMEOUT: "5s"})).await;
+/// Deletes the operator's Deployment under its live CSV and waits until it is gone. A Deployment
+/// deleted under a live CSV is created again from the InstallPlan that installed it (as OLM does);
+/// with the namespace's plans deleted first there is nothing to create it from, so the operator
+/// stays gone.
+async fn remove_the_operator(client: &kube::Client, ns: &str) {
+    let plans: Api<capstan::api::InstallPlan> = Api::namespaced(client.clone(), ns);
+    plans.delete_collection(&DeleteParams::default(), &Default::default()).await.expect("delete the InstallPlans");
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    deps.delete(DEPLOYMENT, &DeleteParams::default()).await.expect("delete the operator Deployment");
+    eventually("operator Deployment gone", WAIT, || async {
+        deps.get_opt(DEPLOYMENT).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+/// Follows the message: runs the exact `command` it gives (with the test's kubeconfig), then the
+/// CSV goes and namespace `ns` can be deleted.
+async fn follow_the_message(client: &kube::Client, ns: &HeldNamespace, command: &str) {
+    let kubeconfig = crate::support::kubeconfig_path();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{command} --kubeconfig {}", kubeconfig.display()))
+        .output()
+        .expect("run kubectl");
+    assert!(out.status.success(), "{command}: {}", String::from_utf8_lossy(&out.stderr));
+    csv_gone(client, &ns.name).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces.delete(&ns.name, &DeleteParams::default()).await.expect("delete namespace");
+    eventually("namespace deleted", WAIT, || async {
+        namespaces.get_opt(&ns.name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+/// The operator runs but does not complete a finalizer within the timeout: the object is reported
+/// with its finalizer and the unblocking command, the operator is removed, and the CSV waits
+/// (with the report) until the object is gone.
+#[test]
+fn operand_finalizer_past_the_timeout_is_reported_and_the_operator_removed() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let slow = f.hold(install(&client, "rm-timeout", &f.catalog_ns.name, json!({
+        capstan::controller::ANNOTATION_UNINSTALL_OPERANDS: "true", capstan::controller::ANNOTATION_UNINSTALL_TIMEOUT: "5s"})).await);
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &slow.name);
-        eventually("Subscription finalizer", WAIT, || async {
-            subs.get("nginx-operator")
-                .await
-                .ok()?
-                .finalizers()
-                .iter()
-                .any(|f| f == capstan::controller::SUBSCRIPTION_FINALIZER)
-                .then_some(())
-        })
-        .await;
+        subscription_finalizer(&client, &slow.name).await;
         create_nginx(&client, &slow.name, "slow", &[CLEANUP]).await;
         subs.delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
         let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &slow.name);
@@ -533,35 +642,29 @@ fn removal_never_hangs() {
         );
         clear_finalizers(&client, &slow.name, "slow").await;
         csv_gone(&client, &slow.name).await;
+    })
+}
 
-        // case-29: deleting a Subscription annotated to uninstall including CRDs deletes the custom
-        // resources first while the operator runs, then the operator and its RBAC, then the CRD —
-        // even when the controller is down as the Subscription is deleted. Another installation of
-        // the same operator keeps the CRD and its own objects.
+/// Deleting a Subscription annotated to uninstall including CRDs deletes the custom resources
+/// first while the operator runs, then the operator and its RBAC, then the CRD — even when the
+/// controller is down as the Subscription is deleted. Another installation of the same operator
+/// keeps the CRD and its own objects; uninstalling that last one with its CRDs (asked on the CSV)
+/// then deletes the CRD.
+#[test]
+fn crds_go_last_even_with_the_controller_down_and_only_with_the_last_installation() {
+    crate::support::run(CRDS_GROUP, 4, async {
+        let client = crate::support::cluster().await;
+        let catalog_ns = alone(&client, "crds").await;
+        let mut controller = start_controller(&client, &catalog_ns.name);
         let other = install(&client, "rm-other", &catalog_ns.name, json!({})).await;
         create_nginx(&client, &other.name, "theirs", &[]).await;
-        let full = install(
-            &client,
-            "rm-full",
-            &catalog_ns.name,
-            json!({capstan::controller::ANNOTATION_UNINSTALL_CRDS: "true"}),
-        )
-        .await;
+        let annotations = json!({capstan::controller::ANNOTATION_UNINSTALL_CRDS: "true"});
+        let full = install(&client, "rm-full", &catalog_ns.name, annotations).await;
         create_nginx(&client, &full.name, "w1", &[CLEANUP]).await;
         create_nginx(&client, &full.name, "w2", &[CLEANUP]).await;
+        subscription_finalizer(&client, &full.name).await;
+        stop_controller(&mut controller).await;
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &full.name);
-        eventually("Subscription finalizer", WAIT, || async {
-            subs.get("nginx-operator")
-                .await
-                .ok()?
-                .finalizers()
-                .iter()
-                .any(|f| f == capstan::controller::SUBSCRIPTION_FINALIZER)
-                .then_some(())
-        })
-        .await;
-        controller.abort();
-        let _ = (&mut controller).await;
         subs.delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
         tokio::time::sleep(Duration::from_secs(2)).await;
         let nginxes: Api<DynamicObject> = Api::namespaced_with(client.clone(), &full.name, &nginx_resource());
@@ -570,96 +673,108 @@ fn removal_never_hangs() {
             "the finalizer keeps the Subscription while the controller is down"
         );
         assert!(nginxes.get("w1").await.expect("get w1").metadata.deletion_timestamp.is_none());
-        controller = start_controller(&client, &catalog_ns.name);
-        let deps: Api<Deployment> = Api::namespaced(client.clone(), &full.name);
-        for name in ["w1", "w2"] {
-            eventually(&format!("Nginx {name} being deleted"), WAIT, || async {
-                nginxes.get(name).await.ok()?.metadata.deletion_timestamp.map(|_| ())
-            })
-            .await;
-        }
-        assert!(
-            deps.get_opt(DEPLOYMENT)
-                .await
-                .expect("get Deployment")
-                .is_some_and(|d| d.metadata.deletion_timestamp.is_none()),
-            "the operator still runs"
-        );
-        assert!(
-            crds.get_opt("nginxes.example.com")
-                .await
-                .expect("get CRD")
-                .is_some_and(|c| c.metadata.deletion_timestamp.is_none()),
-            "the CRD waits for its objects"
-        );
-        for name in ["w1", "w2"] {
-            clear_finalizers(&client, &full.name, name).await;
-        }
+        let controller = start_controller(&client, &catalog_ns.name);
+        custom_resources_go_first(&client, &full.name).await;
         csv_gone(&client, &full.name).await;
         all_gone(&client, &full.name).await;
-        let note = event_note(&client, &full.name, "Uninstalled").await;
-        // Other installations of the operator in the cluster (e.g. `make demo`'s in `operators`) are
-        // named too; this test's own is among them.
-        assert!(
-            note.contains("kept CRD nginxes.example.com because CSV")
-                && note.contains(&format!("{}/{CSV}", other.name)),
-            "{note}"
-        );
-        assert!(
-            crds.get_opt("nginxes.example.com")
-                .await
-                .expect("get CRD")
-                .is_some_and(|c| c.metadata.deletion_timestamp.is_none()),
-            "a CRD in use elsewhere is kept"
-        );
-        let theirs: Api<DynamicObject> = Api::namespaced_with(client.clone(), &other.name, &nginx_resource());
-        assert!(
-            theirs.get("theirs").await.expect("the other installation's object").metadata.deletion_timestamp.is_none(),
-            "objects of another installation are not touched"
-        );
-
-        // The last installation, uninstalled with its CRDs (asked on the CSV): now the CRD goes.
-        Api::<Subscription>::namespaced(client.clone(), &other.name)
-            .delete("nginx-operator", &DeleteParams::default())
-            .await
-            .expect("delete Subscription");
-        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &other.name);
-        csvs.patch(
-            CSV,
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"annotations": {capstan::controller::ANNOTATION_UNINSTALL_CRDS: "true"}}}),
-            ),
-        )
-        .await
-        .expect("annotate CSV");
-        csvs.delete(CSV, &DeleteParams::default()).await.expect("delete CSV");
-        csv_gone(&client, &other.name).await;
-        all_gone(&client, &other.name).await;
-        // Installations outside this test (a demo on the same cluster) keep the CRD, and are named.
-        let foreign: Vec<String> = Api::<ClusterServiceVersion>::all(client.clone())
-            .list(&Default::default())
-            .await
-            .expect("list CSVs")
-            .items
-            .into_iter()
-            .filter(|c| c.metadata.deletion_timestamp.is_none() && c.metadata.name.as_deref() == Some(CSV))
-            .map(|c| format!("{}/{CSV}", c.metadata.namespace.unwrap_or_default()))
-            .collect();
-        if foreign.is_empty() {
-            eventually("CRD nginxes.example.com deleted", WAIT, || async {
-                crds.get_opt("nginxes.example.com").await.ok()?.is_none().then_some(())
-            })
-            .await;
-        } else {
-            let note = event_note(&client, &other.name, "Uninstalled").await;
-            assert!(foreign.iter().all(|f| note.contains(f.as_str())), "the CRD is kept for {foreign:?}: {note}");
-            assert!(
-                crds.get_opt("nginxes.example.com").await.expect("get CRD").is_some(),
-                "kept while {foreign:?} use it"
-            );
-        }
-
+        crd_kept_for_the_other_installation(&client, &full.name, &other.name).await;
+        last_installation_takes_the_crd(&client, &other.name).await;
         controller.abort();
     })
+}
+
+/// The custom resources w1 and w2 of `ns` are deleted while the operator still runs and before
+/// the CRD; the test then plays the operator and completes their finalizers.
+async fn custom_resources_go_first(client: &kube::Client, ns: &str) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let nginxes: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &nginx_resource());
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    for name in ["w1", "w2"] {
+        eventually(&format!("Nginx {name} being deleted"), WAIT, || async {
+            nginxes.get(name).await.ok()?.metadata.deletion_timestamp.map(|_| ())
+        })
+        .await;
+    }
+    assert!(
+        deps.get_opt(DEPLOYMENT)
+            .await
+            .expect("get Deployment")
+            .is_some_and(|d| d.metadata.deletion_timestamp.is_none()),
+        "the operator still runs"
+    );
+    assert!(
+        crds.get_opt("nginxes.example.com")
+            .await
+            .expect("get CRD")
+            .is_some_and(|c| c.metadata.deletion_timestamp.is_none()),
+        "the CRD waits for its objects"
+    );
+    for name in ["w1", "w2"] {
+        clear_finalizers(client, ns, name).await;
+    }
+}
+
+/// After the uninstall with CRDs of `ns`, the CRD is kept for the installation in `other`, whose
+/// objects are untouched, and the Uninstalled event names it.
+async fn crd_kept_for_the_other_installation(client: &kube::Client, ns: &str, other: &str) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let note = event_note(client, ns, "Uninstalled").await;
+    // Other installations of the operator in the cluster (e.g. `make demo`'s in `operators`) are
+    // named too; this test's own is among them.
+    assert!(
+        note.contains("kept CRD nginxes.example.com because CSV") && note.contains(&format!("{other}/{CSV}")),
+        "{note}"
+    );
+    assert!(
+        crds.get_opt("nginxes.example.com")
+            .await
+            .expect("get CRD")
+            .is_some_and(|c| c.metadata.deletion_timestamp.is_none()),
+        "a CRD in use elsewhere is kept"
+    );
+    let theirs: Api<DynamicObject> = Api::namespaced_with(client.clone(), other, &nginx_resource());
+    assert!(
+        theirs.get("theirs").await.expect("the other installation's object").metadata.deletion_timestamp.is_none(),
+        "objects of another installation are not touched"
+    );
+}
+
+/// The last installation, in `ns`, uninstalled with its CRDs (asked on the CSV): now the CRD goes,
+/// unless installations outside this test (a demo on the same cluster) use it, which are named.
+async fn last_installation_takes_the_crd(client: &kube::Client, ns: &str) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    Api::<Subscription>::namespaced(client.clone(), ns)
+        .delete("nginx-operator", &DeleteParams::default())
+        .await
+        .expect("delete Subscription");
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
+    csvs.patch(
+        CSV,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {capstan::controller::ANNOTATION_UNINSTALL_CRDS: "true"}}})),
+    )
+    .await
+    .expect("annotate CSV");
+    csvs.delete(CSV, &DeleteParams::default()).await.expect("delete CSV");
+    csv_gone(client, ns).await;
+    all_gone(client, ns).await;
+    let foreign: Vec<String> = Api::<ClusterServiceVersion>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .expect("list CSVs")
+        .items
+        .into_iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none() && c.metadata.name.as_deref() == Some(CSV))
+        .map(|c| format!("{}/{CSV}", c.metadata.namespace.unwrap_or_default()))
+        .collect();
+    if foreign.is_empty() {
+        eventually("CRD nginxes.example.com deleted", WAIT, || async {
+            crds.get_opt("nginxes.example.com").await.ok()?.is_none().then_some(())
+        })
+        .await;
+    } else {
+        let note = event_note(client, ns, "Uninstalled").await;
+        assert!(foreign.iter().all(|f| note.contains(f.as_str())), "the CRD is kept for {foreign:?}: {note}");
+        assert!(crds.get_opt("nginxes.example.com").await.expect("get CRD").is_some(), "kept while {foreign:?} use it");
+    }
 }

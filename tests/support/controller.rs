@@ -55,7 +55,8 @@ pub struct HeldNamespace {
 impl ControllerFixture {
     /// Publishes the example bundles and a catalog of them under repository `repo`, applies the
     /// CRDs, creates the catalog namespace (`catalog_prefix-...`) and starts the controller with
-    /// `options` (its `global_catalog_namespace` set to that namespace).
+    /// `options` (its `global_catalog_namespace` set to that namespace) and the admin
+    /// configuration, so that scoped installs work.
     pub async fn start(
         client: &kube::Client,
         repo: &str,
@@ -83,9 +84,11 @@ impl ControllerFixture {
         let metrics = std::sync::Arc::new(capstan::metrics::Metrics::new());
         let recorded = metrics.clone();
         runtime.spawn(async move {
-            // A client of this runtime: a kube client lives on the runtime that made it.
-            let client = super::cluster().await;
-            capstan::controller::run_recording(client, options, recorded, std::future::pending()).await
+            // The admin configuration, as `capstan controller` has one: scoped installs (an
+            // OperatorGroup's spec.serviceAccountName) impersonate through it. Its client is made
+            // on this runtime: a kube client lives on the runtime that made it.
+            let config = super::admin_config().await;
+            capstan::controller::run_with_metrics(config, options, recorded, std::future::pending()).await
         });
         ControllerFixture {
             registry,
