@@ -1,8 +1,9 @@
-//! `capstan controller` lifecycle end to end (cases 08, 23, 27 of `olm-cases.yaml`
-//! on the real control plane): upgrades driven by a new catalog digest
-//! (registry poll), one edge per InstallPlan, pinned upgrades by `versionRange`, a catalog outage
-//! after the install, and Manual approval flows (a superseded pending plan, a deleted pending
-//! plan, switching Manual → Automatic).
+//! `capstan controller` lifecycle end to end on the real control plane: upgrades driven by a new
+//! catalog digest (registry poll), one edge per InstallPlan, a catalog outage after the install
+//! (case-27 of `olm-cases.yaml`: the install stays reported healthy), upgrades pinned by
+//! `versionRange` one after another (case-08: status follows each hop), Manual approval flows (a
+//! pending plan superseded by a newer bundle, as in case-23; a deleted pending plan; switching
+//! Manual → Automatic) and CRD upgrade safety through the controller.
 //!
 //! Upgrade semantics (`reference/olm-v0.md` §4.4): each resolution moves one edge from the
 //! installed CSV — to the newest entry that replaces, skips or skip-ranges it. kaiwudb-operator
@@ -10,16 +11,80 @@
 //! cluster on 1.0.0 goes straight to 1.2.0, as OLM does; the multi-hop case uses a copy of 1.2.0
 //! without that annotation (1.2.0 replaces 1.1.0 only), which must go 1.0.0 → 1.1.0 → 1.2.0.
 //!
-//! One test function (one controller per test binary: it watches every namespace).
+//! One scenario per test, each in a namespace of its own with a polled catalog of its own, over
+//! one controller the tests share ([`fixture`]); it watches every namespace, so no other group's
+//! tests run meanwhile ([`crate::support::group`]). Every scenario installs kaiwudb-operator (and
+//! with 1.2.0 its dependency nginx-operator) in an AllNamespaces OperatorGroup, and two such groups
+//! providing the same APIs at once are an InterOperatorGroupOwnerConflict (as in OLM): the
+//! scenarios take turns, each deleting its group at the end of its turn ([`GroupTurn`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::controller::*;
-use crate::support::{TestNamespace, eventually};
+use crate::support::eventually;
+use crate::support::group::PerGroup;
 use capstan::api::{ClusterServiceVersion, InstallPlan, Subscription};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
+
+const GROUP: &str = "controller_lifecycle_e2e";
+
+static FIXTURE: PerGroup<ControllerFixture> = PerGroup::new(GROUP);
+
+/// The controller of these tests, its global catalog namespace empty: each scenario publishes the
+/// catalog it needs and creates its CatalogSource in its own namespace.
+async fn fixture() -> Arc<ControllerFixture> {
+    FIXTURE
+        .get_or_init(|| async {
+            let client = crate::support::cluster().await;
+            let repo = format!("ctl-life-{}", std::process::id());
+            let options = capstan::controller::Options { catalog_cache: None, ..Default::default() };
+            ControllerFixture::start(&client, &repo, "ctl-life-global", options).await
+        })
+        .await
+}
+
+/// What one scenario works with: the group's controller, a client, its namespace (with an
+/// AllNamespaces OperatorGroup `global`), a work directory of its own and its turn.
+struct Scenario {
+    f: Arc<ControllerFixture>,
+    client: kube::Client,
+    ns: String,
+    dir: PathBuf,
+    turn: GroupTurn,
+}
+
+impl Scenario {
+    /// A namespace `prefix-…` with an AllNamespaces OperatorGroup, once it is this scenario's turn.
+    async fn start(prefix: &str) -> Scenario {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let ns = f.hold(namespace_with_global_group(&client, prefix).await).name;
+        let dir = f.work.path().join(prefix);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let turn = GroupTurn::take(&ns, "global").await;
+        Scenario { f, client, ns, dir, turn }
+    }
+
+    /// [`push_catalog`] into this scenario's directory.
+    fn push(&self, name: &str, bundles: &[(PathBuf, &str)]) -> String {
+        push_catalog(&self.f.registry, &self.f.repo, &self.dir, name, bundles)
+    }
+
+    /// Pushes catalog `name` with `bundles` and creates its CatalogSource (polled every 2 s) here.
+    async fn catalog(&self, name: &str, bundles: &[(PathBuf, &str)]) {
+        let image = self.push(name, bundles);
+        polled_catalog(&self.client, &self.ns, name, &image).await;
+    }
+
+    /// Ends the scenario's turn: its OperatorGroup goes, so that the next scenario's does not
+    /// intersect it.
+    async fn finish(self) {
+        self.turn.release(&self.client).await;
+    }
+}
 
 fn copy_dir(from: &Path, to: &Path, edit: &dyn Fn(&Path, String) -> String) {
     for e in std::fs::read_dir(from).expect("read dir").flatten() {
@@ -33,6 +98,37 @@ fn copy_dir(from: &Path, to: &Path, edit: &dyn Fn(&Path, String) -> String) {
             std::fs::write(&dest, edit(&p, text)).expect("write");
         }
     }
+}
+
+/// The directory of example bundle `package` `version`.
+fn bundle(package: &str, version: &str) -> PathBuf {
+    crate::support::repo_root().join("bundles").join(package).join(version)
+}
+
+/// The directory of kaiwudb-operator `version`.
+fn k(version: &str) -> PathBuf {
+    bundle("kaiwudb-operator", version)
+}
+
+/// nginx-operator 0.2.0 and kaiwudb-operator 1.0.0, then `extra`: the catalogs of these scenarios.
+fn with(extra: &[(PathBuf, &'static str)]) -> Vec<(PathBuf, &'static str)> {
+    let base = [(bundle("nginx-operator", "0.2.0"), "v0.2.0"), (k("1.0.0"), "v1.0.0")];
+    base.into_iter().chain(extra.iter().cloned()).collect()
+}
+
+/// A copy of kaiwudb-operator 1.2.0 under `dir` without its `olm.skipRange` (so it replaces 1.1.0
+/// only), pushed with tag `v1.2.0-noskip`.
+fn noskip(dir: &Path) -> (PathBuf, &'static str) {
+    let noskip = dir.join("kaiwudb-operator-noskip").join("1.2.0");
+    std::fs::create_dir_all(&noskip).expect("mkdir");
+    copy_dir(&k("1.2.0"), &noskip, &|p, text| {
+        if p.to_string_lossy().contains("clusterserviceversion") {
+            text.lines().filter(|l| !l.contains("olm.skipRange")).collect::<Vec<_>>().join("\n") + "\n"
+        } else {
+            text
+        }
+    });
+    (noskip, "v1.2.0-noskip")
 }
 
 /// Pushes the bundles and (re)pushes catalog `name` from scratch with exactly `bundles`
@@ -89,7 +185,12 @@ async fn kaiwudb_csvs(client: &kube::Client, ns: &str) -> Vec<String> {
     names
 }
 
-/// Every InstallPlan of `ns` as (name, CSV names, phase).
+/// Waits until the only kaiwudb CSV of `ns` is `csv` (the ones it replaced are deleted).
+async fn only_kaiwudb_csv(client: &kube::Client, ns: &str, what: &str, csv: &str) {
+    eventually(what, WAIT, || async { (kaiwudb_csvs(client, ns).await == [csv]).then_some(()) }).await;
+}
+
+/// Every InstallPlan of `ns` as (name, CSV names, phase, approved).
 async fn plans(client: &kube::Client, ns: &str) -> Vec<(String, Vec<String>, String, bool)> {
     let api: Api<InstallPlan> = Api::namespaced(client.clone(), ns);
     api.list(&Default::default())
@@ -132,139 +233,111 @@ async fn subscription_status(client: &kube::Client, ns: &str) -> Value {
     serde_json::to_value(subs.get("kaiwudb-operator").await.expect("sub").status).unwrap_or_default()
 }
 
+/// Automatic, one edge per plan: 1.0.0 → 1.1.0 → 1.2.0 (1.2.0 without skipRange); the replaced
+/// CSVs and their cluster RBAC go, the operator's Deployment is updated in place, and the
+/// Subscription ends AtLatestKnown on 1.2.0.
 #[test]
-fn controller_upgrades_and_approval_flows() {
-    crate::support::run("controller_lifecycle_e2e", 4, async {
-        let _ = tracing_subscriber::fmt()
-            .with_test_writer()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "capstan=info".into()),
-            )
-            .try_init();
-        let client = crate::support::cluster().await;
-        let registry = crate::support::registry();
-        let work = tempfile::tempdir().expect("tempdir");
-        let repo = format!("ctl-life-{}", std::process::id());
-        apply_crds(&client).await;
-
-        let root = crate::support::repo_root().join("bundles");
-        let k = |v: &str| root.join("kaiwudb-operator").join(v);
-        let nginx = root.join("nginx-operator").join("0.2.0");
-        let noskip = work.path().join("kaiwudb-operator-noskip").join("1.2.0");
-        std::fs::create_dir_all(&noskip).expect("mkdir");
-        copy_dir(&k("1.2.0"), &noskip, &|p, text| {
-            if p.to_string_lossy().contains("clusterserviceversion") {
-                text.lines().filter(|l| !l.contains("olm.skipRange")).collect::<Vec<_>>().join("\n") + "\n"
-            } else {
-                text
-            }
-        });
-        let base = [(nginx.clone(), "v0.2.0"), (k("1.0.0"), "v1.0.0")];
-        let with = |extra: &[(PathBuf, &'static str)]| -> Vec<(PathBuf, &'static str)> {
-            base.iter().cloned().chain(extra.iter().cloned()).collect()
-        };
-
-        let global = TestNamespace::new(&client, "ctl-life-global").await;
-        let options = capstan::controller::Options {
-            global_catalog_namespace: global.name.clone(),
-            catalog_cache: None,
-            ..Default::default()
-        };
-        let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
-
-        // 1. Automatic, one edge per plan: 1.0.0 → 1.1.0 → 1.2.0 (1.2.0 without skipRange).
-        let auto = namespace_with_global_group(&client, "ctl-life-auto").await;
-        let image = push_catalog(&registry, &repo, work.path(), "hops", &with(&[]));
-        polled_catalog(&client, &auto.name, "hops", &image).await;
-        subscription(&client, &auto.name, "hops", "Automatic").await;
-        csv_version_succeeded(&client, &auto.name, "kaiwudb-operator.v1.0.0").await;
-        push_catalog(
-            &registry,
-            &repo,
-            work.path(),
-            "hops",
-            &with(&[(k("1.1.0"), "v1.1.0"), (noskip.clone(), "v1.2.0-noskip")]),
-        );
-        csv_version_succeeded(&client, &auto.name, "kaiwudb-operator.v1.2.0").await;
-        eventually("only the last kaiwudb CSV left", WAIT, || async {
-            (kaiwudb_csvs(&client, &auto.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(())
-        })
-        .await;
-        // RBAC of the last version only: the replaced CSVs' generated cluster RBAC went with them.
-        for (csv, want) in
-            [("kaiwudb-operator.v1.0.0", false), ("kaiwudb-operator.v1.1.0", false), ("kaiwudb-operator.v1.2.0", true)]
-        {
-            let sel =
-                kube::api::ListParams::default().labels(&format!("olm.owner={csv},olm.owner.namespace={}", auto.name));
-            eventually(&format!("cluster RBAC of {csv} present={want}"), WAIT, || async {
-                let crs = Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(client.clone())
-                    .list(&sel)
-                    .await
-                    .ok()?
-                    .items
-                    .len();
-                let crbs = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
-                    .list(&sel)
-                    .await
-                    .ok()?
-                    .items
-                    .len();
-                ((crs > 0 && crbs > 0) == want && (crs == 0 && crbs == 0) != want).then_some((crs, crbs))
-            })
-            .await;
-        }
+fn automatic_upgrades_move_one_edge_per_install_plan() {
+    crate::support::run(GROUP, 4, async {
+        let s = Scenario::start("ctl-life-auto").await;
+        let (client, ns) = (&s.client, s.ns.as_str());
+        s.catalog("hops", &with(&[])).await;
+        subscription(client, ns, "hops", "Automatic").await;
+        csv_version_succeeded(client, ns, "kaiwudb-operator.v1.0.0").await;
+        s.push("hops", &with(&[(k("1.1.0"), "v1.1.0"), noskip(&s.dir)]));
+        csv_version_succeeded(client, ns, "kaiwudb-operator.v1.2.0").await;
+        only_kaiwudb_csv(client, ns, "only the last kaiwudb CSV left", "kaiwudb-operator.v1.2.0").await;
+        cluster_rbac_of_the_last_version_only(client, ns).await;
         // The operator's Deployment was updated in place (a rolling update), not removed with the
         // replaced CSVs: it is still there and Available.
         tokio::time::sleep(Duration::from_secs(2)).await;
-        csv_version_succeeded(&client, &auto.name, "kaiwudb-operator.v1.2.0").await;
-        let ps = eventually("every plan terminal", WAIT, || async {
-            let ps = plans(&client, &auto.name).await;
-            ps.iter().all(|(_, _, ph, _)| ph == "Complete" || ph == "Failed").then_some(ps)
-        })
-        .await;
-        let has = |csv: &str| ps.iter().filter(|(_, c, ph, _)| c.iter().any(|n| n == csv) && ph == "Complete").count();
-        assert_eq!(
-            (has("kaiwudb-operator.v1.0.0"), has("kaiwudb-operator.v1.1.0"), has("kaiwudb-operator.v1.2.0")),
-            (1, 1, 1),
-            "one plan per edge: {ps:?}"
-        );
-        assert!(
-            ps.iter().all(|(_, c, _, _)| c.iter().filter(|n| n.starts_with("kaiwudb")).count() == 1),
-            "never two kaiwudb versions in one plan: {ps:?}"
-        );
-        let csv = Api::<ClusterServiceVersion>::namespaced(client.clone(), &auto.name)
+        csv_version_succeeded(client, ns, "kaiwudb-operator.v1.2.0").await;
+        one_complete_plan_per_edge(client, ns).await;
+        let csv = Api::<ClusterServiceVersion>::namespaced(client.clone(), ns)
             .get("kaiwudb-operator.v1.2.0")
             .await
             .expect("csv");
         assert_eq!(csv.spec.replaces.as_deref(), Some("kaiwudb-operator.v1.1.0"));
         eventually("Subscription AtLatestKnown on 1.2.0", WAIT, || async {
-            let st = subscription_status(&client, &auto.name).await;
+            let st = subscription_status(client, ns).await;
             (st["state"] == "AtLatestKnown"
                 && st["installedCSV"] == "kaiwudb-operator.v1.2.0"
                 && st["currentCSV"] == "kaiwudb-operator.v1.2.0")
                 .then_some(())
         })
         .await;
+        s.finish().await;
+    })
+}
 
-        // case-27: the catalog becomes unreachable after the install. The install stays reported as
-        // installed and healthy; one condition says the catalog cannot be loaded and resolution waits.
-        let catalogs: Api<capstan::api::CatalogSource> = Api::namespaced(client.clone(), &auto.name);
-        let good_image = catalogs.get("hops").await.expect("catalog").spec.image.clone().unwrap_or_default();
+/// RBAC of the last version only: the replaced CSVs' generated cluster RBAC went with them.
+async fn cluster_rbac_of_the_last_version_only(client: &kube::Client, ns: &str) {
+    for (csv, want) in
+        [("kaiwudb-operator.v1.0.0", false), ("kaiwudb-operator.v1.1.0", false), ("kaiwudb-operator.v1.2.0", true)]
+    {
+        let sel = kube::api::ListParams::default().labels(&format!("olm.owner={csv},olm.owner.namespace={ns}"));
+        eventually(&format!("cluster RBAC of {csv} present={want}"), WAIT, || async {
+            let crs =
+                Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(client.clone()).list(&sel).await.ok()?.items.len();
+            let crbs = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
+                .list(&sel)
+                .await
+                .ok()?
+                .items
+                .len();
+            ((crs > 0 && crbs > 0) == want && (crs == 0 && crbs == 0) != want).then_some((crs, crbs))
+        })
+        .await;
+    }
+}
+
+/// Once every plan of `ns` is terminal: one Complete plan per edge, never two kaiwudb versions in
+/// one plan.
+async fn one_complete_plan_per_edge(client: &kube::Client, ns: &str) {
+    let ps = eventually("every plan terminal", WAIT, || async {
+        let ps = plans(client, ns).await;
+        ps.iter().all(|(_, _, ph, _)| ph == "Complete" || ph == "Failed").then_some(ps)
+    })
+    .await;
+    let has = |csv: &str| ps.iter().filter(|(_, c, ph, _)| c.iter().any(|n| n == csv) && ph == "Complete").count();
+    assert_eq!(
+        (has("kaiwudb-operator.v1.0.0"), has("kaiwudb-operator.v1.1.0"), has("kaiwudb-operator.v1.2.0")),
+        (1, 1, 1),
+        "one plan per edge: {ps:?}"
+    );
+    assert!(
+        ps.iter().all(|(_, c, _, _)| c.iter().filter(|n| n.starts_with("kaiwudb")).count() == 1),
+        "never two kaiwudb versions in one plan: {ps:?}"
+    );
+}
+
+/// The catalog becomes unreachable after the install: the install stays reported as installed
+/// and healthy, one condition says the catalog cannot be loaded and resolution waits; once the
+/// catalog is back nothing is re-applied.
+#[test]
+fn unreachable_catalog_after_the_install_keeps_it_reported_healthy() {
+    crate::support::run(GROUP, 4, async {
+        let s = Scenario::start("ctl-life-outage").await;
+        let (client, ns) = (&s.client, s.ns.as_str());
+        s.catalog("outage", &with(&[(k("1.1.0"), "v1.1.0"), noskip(&s.dir)])).await;
+        subscription(client, ns, "outage", "Automatic").await;
+        csv_version_succeeded(client, ns, "kaiwudb-operator.v1.2.0").await;
+        let catalogs: Api<capstan::api::CatalogSource> = Api::namespaced(client.clone(), ns);
+        let good_image = catalogs.get("outage").await.expect("catalog").spec.image.clone().unwrap_or_default();
         let set_image = |img: String| {
             let catalogs = catalogs.clone();
             async move {
                 catalogs
-                    .patch("hops", &PatchParams::default(), &Patch::Merge(json!({"spec": {"image": img}})))
+                    .patch("outage", &PatchParams::default(), &Patch::Merge(json!({"spec": {"image": img}})))
                     .await
                     .expect("patch CatalogSource")
             }
         };
-        set_image(format!("{registry}/{repo}/unreachable:latest")).await;
-        let c =
-            subscription_condition(&client, &auto.name, "kaiwudb-operator", "CatalogSourcesUnhealthy", "True").await;
+        set_image(format!("{}/{}/unreachable:latest", s.f.registry, s.f.repo)).await;
+        let c = subscription_condition(client, ns, "kaiwudb-operator", "CatalogSourcesUnhealthy", "True").await;
         let m = c["message"].as_str().unwrap_or_default().to_string();
         assert!(m.contains("unreachable") && m.contains("kaiwudb-operator.v1.2.0") && m.contains("kept"), "{m}");
-        let st = subscription_status(&client, &auto.name).await;
+        let st = subscription_status(client, ns).await;
         assert_eq!(st["installedCSV"], "kaiwudb-operator.v1.2.0", "{st}");
         assert_eq!(st["state"], "AtLatestKnown", "{st}");
         assert!(
@@ -275,42 +348,35 @@ fn controller_upgrades_and_approval_flows() {
                 .any(|c| c["type"] == "ResolutionFailed" && c["status"] == "True"),
             "not reported as unresolved: {st}"
         );
-        let phase = serde_json::to_value(
-            Api::<ClusterServiceVersion>::namespaced(client.clone(), &auto.name)
-                .get("kaiwudb-operator.v1.2.0")
-                .await
-                .expect("csv")
-                .status,
-        )
-        .expect("st")["phase"]
-            .clone();
+        let csv = Api::<ClusterServiceVersion>::namespaced(client.clone(), ns)
+            .get("kaiwudb-operator.v1.2.0")
+            .await
+            .expect("csv");
+        let phase = serde_json::to_value(csv.status).expect("st")["phase"].clone();
         assert_eq!(phase, "Succeeded");
-        let before = plans(&client, &auto.name).await.len();
+        let before = plans(client, ns).await.len();
         set_image(good_image).await;
-        subscription_condition(&client, &auto.name, "kaiwudb-operator", "CatalogSourcesUnhealthy", "False").await;
-        assert_eq!(plans(&client, &auto.name).await.len(), before, "nothing re-applied because of the outage");
-        // Each part installs kaiwudb-operator with an AllNamespaces group: two such groups providing
-        // the same APIs at once are an InterOperatorGroupOwnerConflict (as in OLM), so each part's
-        // group goes before the next part starts.
-        release_group(&client, &auto.name).await;
+        subscription_condition(client, ns, "kaiwudb-operator", "CatalogSourcesUnhealthy", "False").await;
+        assert_eq!(plans(client, ns).await.len(), before, "nothing re-applied because of the outage");
+        s.finish().await;
+    })
+}
 
-        // case-08: pinned upgrades by versionRange, one after another; status follows each hop.
-        let pin = namespace_with_global_group(&client, "ctl-life-pin").await;
-        let image = push_catalog(
-            &registry,
-            &repo,
-            work.path(),
-            "pin",
-            &with(&[(k("1.1.0"), "v1.1.0"), (noskip.clone(), "v1.2.0-noskip")]),
-        );
-        polled_catalog(&client, &pin.name, "pin", &image).await;
-        create::<Subscription>(&client, &pin.name, json!({
-        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
-        "metadata": {"name": "kaiwudb-operator", "namespace": pin.name},
-        "spec": {"name": "kaiwudb-operator", "channel": "stable", "source": "pin", "sourceNamespace": pin.name, "versionRange": "1.0.0"}
-    }))
-    .await;
-        let subs: Api<Subscription> = Api::namespaced(client.clone(), &pin.name);
+/// Upgrades pinned by `versionRange`, one after another: the status follows each hop
+/// (1.0.0 → 1.1.0 → 1.2.0), and only 1.2.0 is left.
+#[test]
+fn version_range_pins_each_upgrade_and_status_follows() {
+    crate::support::run(GROUP, 4, async {
+        let s = Scenario::start("ctl-life-pin").await;
+        let (client, ns) = (&s.client, s.ns.as_str());
+        s.catalog("pin", &with(&[(k("1.1.0"), "v1.1.0"), noskip(&s.dir)])).await;
+        create::<Subscription>(client, ns, json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "kaiwudb-operator", "namespace": ns},
+            "spec": {"name": "kaiwudb-operator", "channel": "stable", "source": "pin", "sourceNamespace": ns, "versionRange": "1.0.0"}
+        }))
+        .await;
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
         for v in ["1.0.0", "1.1.0", "1.2.0"] {
             if v != "1.0.0" {
                 subs.patch(
@@ -322,80 +388,113 @@ fn controller_upgrades_and_approval_flows() {
                 .expect("set versionRange");
             }
             let csv = format!("kaiwudb-operator.v{v}");
-            csv_version_succeeded(&client, &pin.name, &csv).await;
+            csv_version_succeeded(client, ns, &csv).await;
             eventually(&format!("installedCSV {csv}"), WAIT, || async {
-                let st = subscription_status(&client, &pin.name).await;
+                let st = subscription_status(client, ns).await;
                 (st["installedCSV"] == csv.as_str() && st["state"] == "AtLatestKnown").then_some(())
             })
             .await;
         }
-        eventually("only 1.2.0 left", WAIT, || async {
-            (kaiwudb_csvs(&client, &pin.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(())
-        })
-        .await;
-        release_group(&client, &pin.name).await;
+        only_kaiwudb_csv(client, ns, "only 1.2.0 left", "kaiwudb-operator.v1.2.0").await;
+        s.finish().await;
+    })
+}
 
-        // The same catalog with the real 1.2.0 (skipRange >=1.0.0 <1.2.0): one hop, as OLM does.
-        let jump = namespace_with_global_group(&client, "ctl-life-jump").await;
-        let image = push_catalog(&registry, &repo, work.path(), "jump", &with(&[]));
-        polled_catalog(&client, &jump.name, "jump", &image).await;
-        subscription(&client, &jump.name, "jump", "Automatic").await;
-        csv_version_succeeded(&client, &jump.name, "kaiwudb-operator.v1.0.0").await;
-        push_catalog(&registry, &repo, work.path(), "jump", &with(&[(k("1.1.0"), "v1.1.0"), (k("1.2.0"), "v1.2.0")]));
-        csv_version_succeeded(&client, &jump.name, "kaiwudb-operator.v1.2.0").await;
-        eventually("1.0.0 replaced", WAIT, || async {
-            (kaiwudb_csvs(&client, &jump.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(())
-        })
-        .await;
-        let ps = plans(&client, &jump.name).await;
+/// The catalog with the real 1.2.0 (skipRange >=1.0.0 <1.2.0): one hop from 1.0.0, as OLM does;
+/// 1.1.0 is skipped.
+#[test]
+fn skip_range_upgrades_in_one_hop() {
+    crate::support::run(GROUP, 4, async {
+        let s = Scenario::start("ctl-life-jump").await;
+        let (client, ns) = (&s.client, s.ns.as_str());
+        s.catalog("jump", &with(&[])).await;
+        subscription(client, ns, "jump", "Automatic").await;
+        csv_version_succeeded(client, ns, "kaiwudb-operator.v1.0.0").await;
+        s.push("jump", &with(&[(k("1.1.0"), "v1.1.0"), (k("1.2.0"), "v1.2.0")]));
+        csv_version_succeeded(client, ns, "kaiwudb-operator.v1.2.0").await;
+        only_kaiwudb_csv(client, ns, "1.0.0 replaced", "kaiwudb-operator.v1.2.0").await;
+        let ps = plans(client, ns).await;
         assert!(
             !ps.iter().any(|(_, c, _, _)| c.iter().any(|n| n == "kaiwudb-operator.v1.1.0")),
             "1.1.0 is skipped: {ps:?}"
         );
-        release_group(&client, &jump.name).await;
+        s.finish().await;
+    })
+}
 
-        // 2. Manual: nothing applied before approval; a pending plan superseded by a newer bundle is
-        //    marked and cannot be approved into an install; a deleted pending plan comes back;
-        //    switching to Automatic approves the pending plan.
-        let manual = namespace_with_global_group(&client, "ctl-life-manual").await;
-        let image = push_catalog(&registry, &repo, work.path(), "manual", &with(&[]));
-        polled_catalog(&client, &manual.name, "manual", &image).await;
-        subscription(&client, &manual.name, "manual", "Manual").await;
-        let first = pending_plan_for(&client, &manual.name, "kaiwudb-operator.v1.0.0").await;
-        assert!(kaiwudb_csvs(&client, &manual.name).await.is_empty(), "nothing applied before approval");
-        approve(&client, &manual.name, &first).await;
-        csv_version_succeeded(&client, &manual.name, "kaiwudb-operator.v1.0.0").await;
-        // 1.1.0 published: a plan for it waits for approval, nothing applied.
-        push_catalog(&registry, &repo, work.path(), "manual", &with(&[(k("1.1.0"), "v1.1.0")]));
-        let p11 = pending_plan_for(&client, &manual.name, "kaiwudb-operator.v1.1.0").await;
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        assert_eq!(
-            kaiwudb_csvs(&client, &manual.name).await,
-            ["kaiwudb-operator.v1.0.0"],
-            "nothing applied before approval"
-        );
-        // 1.2.0 (skipRange covers 1.0.0) published: the 1.1.0 plan is superseded.
-        push_catalog(&registry, &repo, work.path(), "manual", &with(&[(k("1.1.0"), "v1.1.0"), (k("1.2.0"), "v1.2.0")]));
-        let p12 = pending_plan_for(&client, &manual.name, "kaiwudb-operator.v1.2.0").await;
+/// Manual, from catalog `source`: the first plan waits for approval with nothing applied, and
+/// once approved installs 1.0.0.
+async fn manual_install_of_the_first_version(s: &Scenario, source: &str) {
+    let (client, ns) = (&s.client, s.ns.as_str());
+    s.catalog(source, &with(&[])).await;
+    subscription(client, ns, source, "Manual").await;
+    let first = pending_plan_for(client, ns, "kaiwudb-operator.v1.0.0").await;
+    assert!(kaiwudb_csvs(client, ns).await.is_empty(), "nothing applied before approval");
+    approve(client, ns, &first).await;
+    csv_version_succeeded(client, ns, "kaiwudb-operator.v1.0.0").await;
+}
+
+/// 1.1.0 published in catalog `source` of a Manual Subscription on 1.0.0: a plan for it waits for
+/// approval and nothing is applied; returns that plan's name.
+async fn manual_upgrade_waits(s: &Scenario, source: &str) -> String {
+    let (client, ns) = (&s.client, s.ns.as_str());
+    s.push(source, &with(&[(k("1.1.0"), "v1.1.0")]));
+    let p11 = pending_plan_for(client, ns, "kaiwudb-operator.v1.1.0").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(kaiwudb_csvs(client, ns).await, ["kaiwudb-operator.v1.0.0"], "nothing applied before approval");
+    p11
+}
+
+/// Manual: nothing is applied before approval, neither the install nor an upgrade.
+#[test]
+fn manual_plans_apply_nothing_before_approval() {
+    crate::support::run(GROUP, 4, async {
+        let s = Scenario::start("ctl-life-manual").await;
+        manual_install_of_the_first_version(&s, "manual").await;
+        manual_upgrade_waits(&s, "manual").await;
+        s.finish().await;
+    })
+}
+
+/// Manual: a pending plan superseded by a newer bundle (1.2.0, whose skipRange covers 1.0.0) is
+/// marked, the Subscription points at the new plan, and approving the old one installs nothing.
+#[test]
+fn superseded_pending_plan_is_marked_and_never_applied() {
+    crate::support::run(GROUP, 4, async {
+        let s = Scenario::start("ctl-life-supersede").await;
+        let (client, ns) = (&s.client, s.ns.as_str());
+        manual_install_of_the_first_version(&s, "supersede").await;
+        let p11 = manual_upgrade_waits(&s, "supersede").await;
+        s.push("supersede", &with(&[(k("1.1.0"), "v1.1.0"), (k("1.2.0"), "v1.2.0")]));
+        let p12 = pending_plan_for(client, ns, "kaiwudb-operator.v1.2.0").await;
         let old = eventually("superseded plan marked", WAIT, || async {
-            let p = Api::<InstallPlan>::namespaced(client.clone(), &manual.name).get(&p11).await.ok()?;
+            let p = Api::<InstallPlan>::namespaced(client.clone(), ns).get(&p11).await.ok()?;
             let st = serde_json::to_value(p.status?).ok()?;
             (st["phase"] == "Failed").then_some(st)
         })
         .await;
         assert!(old["message"].as_str().is_some_and(|m| m.contains("superseded") && m.contains(&p12)), "{old}");
-        let st = subscription_status(&client, &manual.name).await;
+        let st = subscription_status(client, ns).await;
         assert_eq!(st["installPlanRef"]["name"], p12.as_str(), "the Subscription points at the new plan: {st}");
         // Approving the superseded plan later installs nothing.
-        approve(&client, &manual.name, &p11).await;
+        approve(client, ns, &p11).await;
         tokio::time::sleep(Duration::from_secs(3)).await;
-        assert_eq!(
-            kaiwudb_csvs(&client, &manual.name).await,
-            ["kaiwudb-operator.v1.0.0"],
-            "a superseded plan is never applied"
-        );
-        // Deleting the pending plan recreates it.
-        let plans_api: Api<InstallPlan> = Api::namespaced(client.clone(), &manual.name);
+        assert_eq!(kaiwudb_csvs(client, ns).await, ["kaiwudb-operator.v1.0.0"], "a superseded plan is never applied");
+        s.finish().await;
+    })
+}
+
+/// Manual: a deleted pending upgrade plan (1.0.0 → 1.2.0) comes back; switching the
+/// Subscription to Automatic approves it and the cluster moves to 1.2.0.
+#[test]
+fn deleted_pending_plan_returns_and_automatic_approves_it() {
+    crate::support::run(GROUP, 4, async {
+        let s = Scenario::start("ctl-life-recreate").await;
+        let (client, ns) = (&s.client, s.ns.as_str());
+        manual_install_of_the_first_version(&s, "recreate").await;
+        s.push("recreate", &with(&[(k("1.1.0"), "v1.1.0"), (k("1.2.0"), "v1.2.0")]));
+        let p12 = pending_plan_for(client, ns, "kaiwudb-operator.v1.2.0").await;
+        let plans_api: Api<InstallPlan> = Api::namespaced(client.clone(), ns);
         let uid = plans_api.get(&p12).await.expect("plan").metadata.uid;
         plans_api.delete(&p12, &DeleteParams::default()).await.expect("delete pending plan");
         eventually("pending plan recreated", WAIT, || async {
@@ -403,8 +502,7 @@ fn controller_upgrades_and_approval_flows() {
             (p.metadata.uid != uid && p.metadata.deletion_timestamp.is_none()).then_some(())
         })
         .await;
-        // Manual → Automatic approves it; the cluster moves to 1.2.0.
-        Api::<Subscription>::namespaced(client.clone(), &manual.name)
+        Api::<Subscription>::namespaced(client.clone(), ns)
             .patch(
                 "kaiwudb-operator",
                 &PatchParams::default(),
@@ -412,100 +510,111 @@ fn controller_upgrades_and_approval_flows() {
             )
             .await
             .expect("switch to Automatic");
-        csv_version_succeeded(&client, &manual.name, "kaiwudb-operator.v1.2.0").await;
-        eventually("1.0.0 replaced", WAIT, || async {
-            (kaiwudb_csvs(&client, &manual.name).await == ["kaiwudb-operator.v1.2.0"]).then_some(())
-        })
-        .await;
+        csv_version_succeeded(client, ns, "kaiwudb-operator.v1.2.0").await;
+        only_kaiwudb_csv(client, ns, "1.0.0 replaced", "kaiwudb-operator.v1.2.0").await;
+        s.finish().await;
+    })
+}
 
-        // CRD upgrade safety through the controller. A copy of kaiwudb-operator
-        // whose CRD lives in a group of its own (so that no other test's objects are involved):
-        // 2.0.0 makes spec.image required while an existing KaiwuCluster lacks it; 3.0.0 drops the
-        // stored version v1.
-        let group = format!("kaiwu-{}.example.com", std::process::id());
-        let regroup = |text: String| text.replace("kaiwu.inspur.com", &group);
-        let safe_dir = work.path().join("safe-bundles").join("kaiwudb-operator");
-        let v12 = safe_dir.join("1.2.0");
-        std::fs::create_dir_all(&v12).expect("mkdir");
-        copy_dir(&k("1.2.0"), &v12, &|_, t| regroup(t));
-        let v20 = safe_dir.join("2.0.0");
-        std::fs::create_dir_all(&v20).expect("mkdir");
-        copy_dir(&k("1.2.0"), &v20, &|p, t| {
-            let t = regroup(t);
-            if p.to_string_lossy().contains("clusterserviceversion") {
-                t.replace("name: kaiwudb-operator.v1.2.0", "name: kaiwudb-operator.v2.0.0")
-                    .replace("version: 1.2.0", "version: 2.0.0")
-                    .replace("replaces: kaiwudb-operator.v1.1.0", "replaces: kaiwudb-operator.v1.2.0")
-                    .lines()
-                    .filter(|l| !l.contains("olm.skipRange"))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-                    + "\n"
-            } else if p.to_string_lossy().contains("kaiwuclusters") {
-                t.replace("required: [replicas, version]", "required: [replicas, version, image]")
-            } else {
-                t
+/// Copies of kaiwudb-operator for the CRD upgrade checks, under `dir`, whose CRD lives in API
+/// group `group` of its own (so that no other test's objects are involved): 1.2.0; 2.0.0, which
+/// makes spec.image required; 3.0.0, which drops the stored version v1.
+fn crd_bundles(dir: &Path, group: &str) -> [PathBuf; 3] {
+    let regroup = |text: String| text.replace("kaiwu.inspur.com", group);
+    let safe_dir = dir.join("safe-bundles").join("kaiwudb-operator");
+    let v12 = safe_dir.join("1.2.0");
+    std::fs::create_dir_all(&v12).expect("mkdir");
+    copy_dir(&k("1.2.0"), &v12, &|_, t| regroup(t));
+    let v20 = safe_dir.join("2.0.0");
+    std::fs::create_dir_all(&v20).expect("mkdir");
+    copy_dir(&k("1.2.0"), &v20, &|p, t| {
+        let t = regroup(t);
+        if p.to_string_lossy().contains("clusterserviceversion") {
+            t.replace("name: kaiwudb-operator.v1.2.0", "name: kaiwudb-operator.v2.0.0")
+                .replace("version: 1.2.0", "version: 2.0.0")
+                .replace("replaces: kaiwudb-operator.v1.1.0", "replaces: kaiwudb-operator.v1.2.0")
+                .lines()
+                .filter(|l| !l.contains("olm.skipRange"))
+                .collect::<Vec<_>>()
+                .join("\n")
+                + "\n"
+        } else if p.to_string_lossy().contains("kaiwuclusters") {
+            t.replace("required: [replicas, version]", "required: [replicas, version, image]")
+        } else {
+            t
+        }
+    });
+    let v30 = safe_dir.join("3.0.0");
+    std::fs::create_dir_all(&v30).expect("mkdir");
+    copy_dir(&v20, &v30, &|p, t| {
+        if p.to_string_lossy().contains("clusterserviceversion") {
+            let t = t
+                .replace("name: kaiwudb-operator.v2.0.0", "name: kaiwudb-operator.v3.0.0")
+                .replace("version: 2.0.0", "version: 3.0.0")
+                .replace("replaces: kaiwudb-operator.v1.2.0", "replaces: kaiwudb-operator.v2.0.0");
+            let mut csv: Value = serde_norway::from_str(&t).expect("CSV yaml");
+            if let Some(owned) = csv["spec"]["customresourcedefinitions"]["owned"].as_array_mut() {
+                owned.retain(|o| o["version"] != "v1");
             }
-        });
-        let v30 = safe_dir.join("3.0.0");
-        std::fs::create_dir_all(&v30).expect("mkdir");
-        copy_dir(&v20, &v30, &|p, t| {
-            if p.to_string_lossy().contains("clusterserviceversion") {
-                let t = t
-                    .replace("name: kaiwudb-operator.v2.0.0", "name: kaiwudb-operator.v3.0.0")
-                    .replace("version: 2.0.0", "version: 3.0.0")
-                    .replace("replaces: kaiwudb-operator.v1.2.0", "replaces: kaiwudb-operator.v2.0.0");
-                let mut csv: Value = serde_norway::from_str(&t).expect("CSV yaml");
-                if let Some(owned) = csv["spec"]["customresourcedefinitions"]["owned"].as_array_mut() {
-                    owned.retain(|o| o["version"] != "v1");
-                }
-                serde_json::to_string_pretty(&csv).expect("json")
-            } else if p.to_string_lossy().contains("kaiwuclusters") {
-                // Only v2alpha1 is left, now the storage version: v1 (in status.storedVersions) is gone.
-                let mut crd: Value = serde_norway::from_str(&t).expect("CRD yaml");
-                let versions = crd["spec"]["versions"].as_array_mut().expect("versions");
-                versions.retain(|v| v["name"] != "v1");
-                versions[0]["storage"] = json!(true);
-                serde_json::to_string_pretty(&crd).expect("json")
-            } else {
-                t
-            }
-        });
-        let safe = namespace_with_global_group(&client, "ctl-life-crd").await;
-        let image = push_catalog(
-            &registry,
-            &repo,
-            work.path(),
-            "safe",
-            &[(nginx.clone(), "v0.2.0"), (v12.clone(), "safe-v1.2.0")],
-        );
-        polled_catalog(&client, &safe.name, "safe", &image).await;
-        subscription(&client, &safe.name, "safe", "Automatic").await;
-        csv_version_succeeded(&client, &safe.name, "kaiwudb-operator.v1.2.0").await;
+            serde_json::to_string_pretty(&csv).expect("json")
+        } else if p.to_string_lossy().contains("kaiwuclusters") {
+            // Only v2alpha1 is left, now the storage version: v1 (in status.storedVersions) is gone.
+            let mut crd: Value = serde_norway::from_str(&t).expect("CRD yaml");
+            let versions = crd["spec"]["versions"].as_array_mut().expect("versions");
+            versions.retain(|v| v["name"] != "v1");
+            versions[0]["storage"] = json!(true);
+            serde_json::to_string_pretty(&crd).expect("json")
+        } else {
+            t
+        }
+    });
+    [v12, v20, v30]
+}
+
+/// The failed InstallPlan of `ns` for `csv`, refused by the CRD check, as its status.
+async fn refused_plan(client: &kube::Client, ns: &str, csv: &str) -> Value {
+    eventually(&format!("{csv} plan refused by the CRD check"), WAIT, || async {
+        let api: Api<InstallPlan> = Api::namespaced(client.clone(), ns);
+        api.list(&Default::default()).await.ok()?.items.into_iter().find_map(|p| {
+            let st = serde_json::to_value(p.status.as_ref()?).ok()?;
+            (p.spec.cluster_service_version_names.iter().any(|n| n == csv) && st["phase"] == "Failed").then_some(st)
+        })
+    })
+    .await
+}
+
+/// Deletes the CRD of a [`crd_bundles`] group.
+async fn delete_kaiwuclusters(client: &kube::Client, group: &str) {
+    let _ = Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(
+        client.clone(),
+    )
+    .delete(&format!("kaiwuclusters.{group}"), &DeleteParams::default())
+    .await;
+}
+
+/// CRD upgrade safety: 2.0.0 makes spec.image required while an existing KaiwuCluster lacks it,
+/// so its plan is refused before any step and 1.2.0 keeps running; once the object is gone 2.0.0
+/// replaces 1.2.0.
+#[test]
+fn crd_upgrade_is_refused_while_an_object_lacks_a_new_required_field() {
+    crate::support::run(GROUP, 4, async {
+        let s = Scenario::start("ctl-life-crd").await;
+        let (client, ns) = (&s.client, s.ns.as_str());
+        let group = format!("kaiwu-required-{}.example.com", std::process::id());
+        let [v12, v20, _] = crd_bundles(&s.dir, &group);
+        let nginx = (bundle("nginx-operator", "0.2.0"), "v0.2.0");
+        s.catalog("required", &[nginx.clone(), (v12.clone(), "required-v1.2.0")]).await;
+        subscription(client, ns, "required", "Automatic").await;
+        csv_version_succeeded(client, ns, "kaiwudb-operator.v1.2.0").await;
         let ar = kube::core::ApiResource::from_gvk_with_plural(
             &kube::core::GroupVersionKind::gvk(&group, "v1", "KaiwuCluster"),
             "kaiwuclusters",
         );
-        let kcs: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), &safe.name, &ar);
+        let kcs: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
         let legacy: kube::api::DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "KaiwuCluster", "metadata": {"name": "legacy"}, "spec": {"replicas": 1, "version": "2.2.0"}})).expect("kc");
         kcs.create(&kube::api::PostParams::default(), &legacy).await.expect("create KaiwuCluster without spec.image");
-        push_catalog(
-            &registry,
-            &repo,
-            work.path(),
-            "safe",
-            &[(nginx.clone(), "v0.2.0"), (v12.clone(), "safe-v1.2.0"), (v20.clone(), "safe-v2.0.0")],
-        );
-        let refused = eventually("2.0.0 plan refused by the CRD check", WAIT, || async {
-            let api: Api<InstallPlan> = Api::namespaced(client.clone(), &safe.name);
-            api.list(&Default::default()).await.ok()?.items.into_iter().find_map(|p| {
-                let st = serde_json::to_value(p.status.as_ref()?).ok()?;
-                (p.spec.cluster_service_version_names.iter().any(|n| n == "kaiwudb-operator.v2.0.0")
-                    && st["phase"] == "Failed")
-                    .then_some(st)
-            })
-        })
-        .await;
+        s.push("required", &[nginx, (v12, "required-v1.2.0"), (v20, "required-v2.0.0")]);
+        let refused = refused_plan(client, ns, "kaiwudb-operator.v2.0.0").await;
         let m = refused["message"].as_str().unwrap_or_default();
         assert!(
             m.contains(&format!("kaiwuclusters.{group}")) && m.contains("legacy") && m.contains("spec.image"),
@@ -516,53 +625,40 @@ fn controller_upgrades_and_approval_flows() {
             "nothing applied: {refused}"
         );
         assert_eq!(
-            kaiwudb_csvs(&client, &safe.name).await,
+            kaiwudb_csvs(client, ns).await,
             ["kaiwudb-operator.v1.2.0"],
             "1.2.0 keeps running, 2.0.0 not created"
         );
-        let sub_cond =
-            subscription_condition(&client, &safe.name, "kaiwudb-operator", "InstallPlanFailed", "True").await;
+        let sub_cond = subscription_condition(client, ns, "kaiwudb-operator", "InstallPlanFailed", "True").await;
         assert!(sub_cond["message"].as_str().is_some_and(|m| m.contains("legacy")), "{sub_cond}");
         kcs.delete("legacy", &DeleteParams::default()).await.expect("delete the object");
-        csv_version_succeeded(&client, &safe.name, "kaiwudb-operator.v2.0.0").await;
-        eventually("1.2.0 replaced by 2.0.0", WAIT, || async {
-            (kaiwudb_csvs(&client, &safe.name).await == ["kaiwudb-operator.v2.0.0"]).then_some(())
-        })
-        .await;
-        // 3.0.0 drops v1, which is in status.storedVersions: refused, naming the version.
-        push_catalog(
-            &registry,
-            &repo,
-            work.path(),
-            "safe",
-            &[
-                (nginx.clone(), "v0.2.0"),
-                (v12.clone(), "safe-v1.2.0"),
-                (v20.clone(), "safe-v2.0.0"),
-                (v30.clone(), "safe-v3.0.0"),
-            ],
-        );
-        let refused = eventually("3.0.0 plan refused by the CRD check", WAIT, || async {
-            let api: Api<InstallPlan> = Api::namespaced(client.clone(), &safe.name);
-            api.list(&Default::default()).await.ok()?.items.into_iter().find_map(|p| {
-                let st = serde_json::to_value(p.status.as_ref()?).ok()?;
-                (p.spec.cluster_service_version_names.iter().any(|n| n == "kaiwudb-operator.v3.0.0")
-                    && st["phase"] == "Failed")
-                    .then_some(st)
-            })
-        })
-        .await;
+        csv_version_succeeded(client, ns, "kaiwudb-operator.v2.0.0").await;
+        only_kaiwudb_csv(client, ns, "1.2.0 replaced by 2.0.0", "kaiwudb-operator.v2.0.0").await;
+        delete_kaiwuclusters(client, &group).await;
+        s.finish().await;
+    })
+}
+
+/// CRD upgrade safety: 3.0.0 drops v1, which is in the CRD's status.storedVersions: its plan is
+/// refused, naming the version, and 2.0.0 keeps running.
+#[test]
+fn crd_upgrade_is_refused_when_it_drops_a_stored_version() {
+    crate::support::run(GROUP, 4, async {
+        let s = Scenario::start("ctl-life-stored").await;
+        let (client, ns) = (&s.client, s.ns.as_str());
+        let group = format!("kaiwu-stored-{}.example.com", std::process::id());
+        let [v12, v20, v30] = crd_bundles(&s.dir, &group);
+        let nginx = (bundle("nginx-operator", "0.2.0"), "v0.2.0");
+        let installed = [nginx, (v12, "stored-v1.2.0"), (v20, "stored-v2.0.0")];
+        s.catalog("stored", &installed).await;
+        subscription(client, ns, "stored", "Automatic").await;
+        csv_version_succeeded(client, ns, "kaiwudb-operator.v2.0.0").await;
+        s.push("stored", &[installed.as_slice(), &[(v30, "stored-v3.0.0")]].concat());
+        let refused = refused_plan(client, ns, "kaiwudb-operator.v3.0.0").await;
         let m = refused["message"].as_str().unwrap_or_default();
         assert!(m.contains("version v1 would be removed") && m.contains("storedVersions"), "{m}");
-        assert_eq!(kaiwudb_csvs(&client, &safe.name).await, ["kaiwudb-operator.v2.0.0"], "3.0.0 not applied");
-
-        controller.abort();
-        let _ =
-            Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(
-                client.clone(),
-            )
-            .delete(&format!("kaiwuclusters.{group}"), &DeleteParams::default())
-            .await;
-        cleanup_cluster_rbac(&client, &[&auto.name, &jump.name, &manual.name, &pin.name, &safe.name]).await;
+        assert_eq!(kaiwudb_csvs(client, ns).await, ["kaiwudb-operator.v2.0.0"], "3.0.0 not applied");
+        delete_kaiwuclusters(client, &group).await;
+        s.finish().await;
     })
 }

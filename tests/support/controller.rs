@@ -438,17 +438,65 @@ pub async fn can(client: &kube::Client, verb: &str, group: &str, resource: &str,
     r.status.map(|s| s.allowed).unwrap_or(false)
 }
 
-/// Deletes the AllNamespaces OperatorGroup `global` of `ns` ([`namespace_with_global_group`]) and
-/// waits until it is gone, so that a later AllNamespaces install of the same operator elsewhere
-/// does not intersect it (two such groups providing one API are an InterOperatorGroupOwnerConflict,
-/// as in OLM). What it installed stays (its CSVs are Failed `NoOperatorGroup`).
-pub async fn release_group(client: &kube::Client, ns: &str) {
+/// Deletes OperatorGroup `ns/group` and waits until it is gone, so that a later install of the same
+/// operator elsewhere does not intersect it (two intersecting groups providing one API are an
+/// InterOperatorGroupOwnerConflict, as in OLM). What it installed stays (its CSVs are Failed
+/// `NoOperatorGroup`).
+pub async fn release_group(client: &kube::Client, ns: &str, group: &str) {
     let groups: Api<capstan::api::OperatorGroup> = Api::namespaced(client.clone(), ns);
-    groups.delete("global", &kube::api::DeleteParams::default()).await.expect("delete OperatorGroup");
-    eventually(&format!("OperatorGroup {ns}/global gone"), WAIT, || async {
-        groups.get_opt("global").await.ok()?.is_none().then_some(())
+    groups.delete(group, &kube::api::DeleteParams::default()).await.expect("delete OperatorGroup");
+    eventually(&format!("OperatorGroup {ns}/{group} gone"), WAIT, || async {
+        groups.get_opt(group).await.ok()?.is_none().then_some(())
     })
     .await;
+}
+
+/// The turns of [`GroupTurn`]: the tests of one group at a time use them ([`super::group`]).
+static TURNS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A scenario's turn at installing an operator that other scenarios of its group install too, in
+/// OperatorGroups that intersect (kaiwudb-operator, and nginx-operator with it, in AllNamespaces
+/// groups): two such groups providing the same APIs at once are an InterOperatorGroupOwnerConflict,
+/// as in OLM, so those scenarios take turns. [`GroupTurn::release`] ends a turn by deleting the
+/// scenario's OperatorGroup ([`release_group`]); a scenario that fails before it has its group
+/// deleted when the turn is dropped, so that its failure does not fail the next one for a conflict.
+pub struct GroupTurn {
+    ns: String,
+    group: String,
+    released: bool,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl GroupTurn {
+    /// Waits until no other scenario has a turn; the scenario's OperatorGroup is `ns/group`.
+    pub async fn take(ns: &str, group: &str) -> GroupTurn {
+        let turn = TURNS.lock().await;
+        GroupTurn { ns: ns.to_string(), group: group.to_string(), released: false, _turn: turn }
+    }
+
+    /// Deletes the scenario's OperatorGroup and waits until it is gone; then the next scenario goes.
+    pub async fn release(mut self, client: &kube::Client) {
+        release_group(client, &self.ns, &self.group).await;
+        self.released = true;
+    }
+}
+
+impl Drop for GroupTurn {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        let (ns, group) = (self.ns.clone(), self.group.clone());
+        // Drop cannot await, and the test's runtime may be unwinding: on a short-lived runtime of
+        // its own, on another thread (as TestNamespace deletes its namespace). The turn passes on
+        // once the group is gone.
+        let _ = std::thread::spawn(move || {
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                rt.block_on(async { release_group(&super::cluster().await, &ns, &group).await });
+            }
+        })
+        .join();
+    }
 }
 
 /// Copies a corpus bundle directory into `to`, replacing the `oci://` scheme of its
