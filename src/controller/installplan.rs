@@ -37,6 +37,8 @@ use crate::install::{InstallTarget, Step, StepError, StepStatus, SubscriptionCon
 use crate::oci::cache::scratch_dir;
 use crate::oci::parse_reference;
 
+mod listed;
+
 /// Condition reason of a plan refused by the CRD upgrade check ([`check_plan_crds`]); such a plan
 /// is checked again every [`CRD_RECHECK`] and applied once the check passes.
 pub const CRD_UPGRADE_BLOCKED: &str = "CRDUpgradeBlocked";
@@ -723,6 +725,8 @@ pub(crate) enum Start {
     Recheck,
     /// Pull, plan, and (when approved) apply.
     Go,
+    /// Apply the steps listed by hand in a plan without bundle lookups ([`listed`]).
+    Listed,
 }
 
 /// The first decision on plan `ip` (§1.4). Pure.
@@ -741,6 +745,9 @@ pub(crate) fn decide_start(ip: &InstallPlan) -> Start {
         {
             Some(l) if !l.bundle_lookups.is_empty() && !phase.is_some_and(|p| p.is_terminal()) => Start::Initialize(l),
             _ if phase.is_some_and(|p| p.is_terminal()) => Start::Idle,
+            None if listed::is_listed(ip) => Start::Listed,
+            // Steps listed by hand, not approved yet: nothing to do until the plan changes.
+            None if ip.status.as_ref().is_some_and(|s| !s.plan.is_empty()) => Start::Idle,
             _ => Start::Later(Duration::from_millis(500)),
         };
     };
@@ -796,6 +803,11 @@ pub(super) async fn reconcile(ip: Arc<InstallPlan>, ctx: Arc<Context>) -> Result
         Start::Recheck if !still_current(&ctx, &ip, &ns).await? => return Ok(Action::await_change()),
         Start::Recheck => PlanPass::new(&ctx, &ip, current(), true),
         Start::Go => PlanPass::new(&ctx, &ip, current(), false),
+        Start::Listed => {
+            let mut pass = PlanPass::new(&ctx, &ip, current(), false);
+            let ending = listed::execute_listed(&mut pass).await?;
+            return pass.finish(ending).await;
+        }
     };
     let ending = proceed(&mut pass).await?;
     pass.finish(ending).await

@@ -20,6 +20,7 @@ mod controller_deps_e2e;
 mod controller_e2e;
 mod controller_hostile_e2e;
 mod controller_lifecycle_e2e;
+mod controller_listed_plan_e2e;
 mod controller_outage_e2e;
 mod controller_parity_e2e;
 mod controller_removal;

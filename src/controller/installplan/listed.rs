@@ -1,0 +1,197 @@
+//! InstallPlans whose steps someone wrote by hand: no bundle lookups (nothing to pull), the
+//! objects listed in `status.plan` with their manifests, approved. OLM's catalog operator applies
+//! such a plan's steps as they are (`pkg/controller/operators/catalog/operator.go` `ExecutePlan`);
+//! OLM's own e2e suite and tools that prepare plans elsewhere write them. capstan applies them
+//! through the same checks and applier as its own plans ([`super::execute`]), as the
+//! namespace's OperatorGroup's ServiceAccount when it names one.
+
+use serde_json::Value;
+
+use super::{
+    Ending, Error, Hold, PlanPass, Planned, PlannedStep, Stop, claim, execute, operator_group_targets, preflight,
+};
+use crate::api::InstallPlan;
+use crate::api::installplan::{BundleObjectRef, Step as ApiStep};
+use crate::install::Step;
+use crate::install::operator_group::GroupTargets;
+
+/// Whether `ip` is a plan written by hand that is to be applied now: no bundle lookups, no
+/// lookups annotation (checked by the caller), steps listed, not terminal, approved. Pure.
+pub(super) fn is_listed(ip: &InstallPlan) -> bool {
+    ip.status.as_ref().is_some_and(|s| {
+        s.bundle_lookups.is_empty() && !s.plan.is_empty() && !s.phase.is_terminal() && ip.spec.approved
+    })
+}
+
+/// Applies the hand-written steps of the plan in `pass`: each manifest as listed, in order.
+pub(super) async fn execute_listed(pass: &mut PlanPass<'_>) -> Result<Ending, Error> {
+    let steps = match steps_of(pass.ctx, &pass.ns, &pass.status.plan).await {
+        Ok(steps) => steps,
+        Err(hold) => return Ok(pass.hold(hold, Vec::new())),
+    };
+    let (operator_group, targets) = match operator_group_targets(&pass.ctx.client, &pass.ns).await? {
+        GroupTargets::Found { name, targets } => (name, targets),
+        // Without an OperatorGroup OLM applies with its own permissions; so does capstan.
+        GroupTargets::Unfit { .. } => (String::new(), Vec::new()),
+    };
+    let planned = Planned { operator_group, targets, steps };
+    let installer = match preflight(pass.ctx, &pass.ns, &planned.operator_group, &planned.plain()).await {
+        Ok(i) => i,
+        Err(Stop::Held(h)) => return Ok(pass.hold(h, Vec::new())),
+        Err(Stop::Api(e)) => return Err(e),
+    };
+    tracing::info!(plan = %pass.key(), steps = planned.steps.len(), "applying the steps listed by hand");
+    if !claim(pass, &planned).await? {
+        return Ok(Ending::Quiet(kube::runtime::controller::Action::requeue(super::AGAIN)));
+    }
+    execute(pass, &planned, &installer).await
+}
+
+/// The steps of `plan` (listed by hand in a plan of namespace `ns`) as install steps: the
+/// manifest of each parsed (JSON or YAML), its scope found by discovery, a namespaced object put
+/// in `ns` unless its manifest names a namespace.
+///
+/// # Errors
+/// `InstallCheckFailed`, naming `status.plan[i]`: no manifest, a manifest that does not parse or
+/// is a reference to a bundle image, a kind the cluster does not serve. A discovery error is
+/// tried again.
+async fn steps_of(ctx: &super::Context, ns: &str, plan: &[ApiStep]) -> Result<Vec<PlannedStep>, Hold> {
+    let mut out = Vec::new();
+    for (i, s) in plan.iter().enumerate() {
+        let r = &s.resource;
+        let at = |what: &str| format!("status.plan[{i}] ({} {}): {what}", r.kind, r.name);
+        let manifest = parse_manifest(r.manifest.as_deref()).map_err(|e| Hold::Fail("InstallCheckFailed", at(&e)))?;
+        let gvk = kube::core::GroupVersionKind::gvk(&r.group, &r.version, &r.kind);
+        let namespaced = match kube::discovery::pinned_kind(&ctx.client, &gvk).await {
+            Ok((_, caps)) => caps.scope == kube::discovery::Scope::Namespaced,
+            Err(kube::Error::Discovery(e)) => {
+                return Err(Hold::Fail(
+                    "InstallCheckFailed",
+                    at(&format!("the cluster does not serve this kind: {e}")),
+                ));
+            }
+            Err(e) => return Err(Hold::Retry(at(&format!("discovery failed: {e}")))),
+        };
+        let step = step_of(s, manifest, namespaced.then_some(ns));
+        let catalog = (r.source_namespace.clone(), r.source_name.clone());
+        out.push(PlannedStep { step, catalog, image: None });
+    }
+    Ok(out)
+}
+
+/// A listed step's manifest: JSON or YAML text of one object, not a [`BundleObjectRef`]. Pure.
+fn parse_manifest(text: Option<&str>) -> Result<Value, String> {
+    let text = text.map(str::trim).filter(|t| !t.is_empty()).ok_or("the step has no manifest; list the object")?;
+    if BundleObjectRef::parse(text).is_some() {
+        return Err("the manifest refers to a bundle image; a plan without bundle lookups lists its objects".into());
+    }
+    let value: Value = crate::yaml::from_str(text).map_err(|e| format!("the manifest does not parse: {e}"))?;
+    if !value.is_object() {
+        return Err("the manifest is not an object".into());
+    }
+    Ok(value)
+}
+
+/// The install step of listed step `s` with `manifest`, in `namespace` (namespaced kinds): the
+/// object's `apiVersion`, `kind` and `metadata.name` from the step, its namespace kept when
+/// written. Pure.
+fn step_of(s: &ApiStep, mut manifest: Value, namespace: Option<&str>) -> Step {
+    let r = &s.resource;
+    let api_version = if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) };
+    let name = manifest.pointer("/metadata/name").and_then(Value::as_str).unwrap_or(&r.name).to_string();
+    let namespace = namespace.map(|ns| {
+        manifest
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .unwrap_or(ns)
+            .to_string()
+    });
+    if let Some(obj) = manifest.as_object_mut() {
+        obj.insert("apiVersion".into(), Value::String(api_version));
+        obj.insert("kind".into(), Value::String(r.kind.clone()));
+        let meta = obj.entry("metadata").or_insert_with(|| Value::Object(Default::default()));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert("name".into(), Value::String(name.clone()));
+            match &namespace {
+                Some(ns) => meta.insert("namespace".into(), Value::String(ns.clone())),
+                None => meta.remove("namespace"),
+            };
+        }
+    }
+    Step {
+        resolving: s.resolving.clone(),
+        group: r.group.clone(),
+        version: r.version.clone(),
+        kind: r.kind.clone(),
+        name,
+        namespace,
+        manifest,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::installplan::{StepResource, StepStatus};
+    use serde_json::json;
+
+    fn listed(kind: &str, group: &str, manifest: Option<&str>) -> ApiStep {
+        ApiStep {
+            resolving: "csv-a".into(),
+            resource: StepResource {
+                group: group.into(),
+                version: "v1".into(),
+                kind: kind.into(),
+                name: "thing".into(),
+                manifest: manifest.map(String::from),
+                ..Default::default()
+            },
+            optional: false,
+            status: StepStatus::Unknown,
+        }
+    }
+
+    #[test]
+    fn a_listed_step_is_applied_as_written_in_the_plans_namespace() {
+        let s = listed("ConfigMap", "", Some(r#"{"metadata": {"name": "thing"}, "data": {"a": "1"}}"#));
+        let m = parse_manifest(s.resource.manifest.as_deref()).expect("JSON");
+        let step = step_of(&s, m, Some("ns"));
+        assert_eq!((step.namespace.as_deref(), step.api_version().as_str()), (Some("ns"), "v1"));
+        assert_eq!(
+            step.manifest,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "thing", "namespace": "ns"}, "data": {"a": "1"}})
+        );
+        let s = listed("ClusterRole", "rbac.authorization.k8s.io", Some("metadata:\n  name: thing\n  namespace: x\n"));
+        let step = step_of(&s, parse_manifest(s.resource.manifest.as_deref()).expect("YAML"), None);
+        assert_eq!(step.manifest["apiVersion"], "rbac.authorization.k8s.io/v1");
+        assert!(step.namespace.is_none() && step.manifest["metadata"].get("namespace").is_none());
+    }
+
+    #[test]
+    fn a_step_without_an_object_is_refused_with_what_to_do() {
+        assert!(parse_manifest(None).is_err_and(|e| e.contains("no manifest")));
+        let reference = r#"{"kind":"BundleObject","image":"r/b@sha256:00","digest":"sha256:11","size":3}"#;
+        assert!(parse_manifest(Some(reference)).is_err_and(|e| e.contains("refers to a bundle image")));
+        assert!(parse_manifest(Some("[1]")).is_err_and(|e| e.contains("not an object")));
+    }
+
+    #[test]
+    fn only_an_approved_plan_with_listed_steps_and_no_lookups_is_applied() {
+        let mut ip: InstallPlan = serde_json::from_value(json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"approval": "Automatic", "approved": true, "clusterServiceVersionNames": []},
+            "status": {"phase": "Installing", "catalogSources": [], "plan": [
+                {"resolving": "csv-a", "status": "Unknown",
+                 "resource": {"sourceName": "", "sourceNamespace": "", "group": "", "version": "v1", "kind": "ConfigMap", "name": "thing", "manifest": "{}"}}]}
+        }))
+        .expect("plan");
+        assert!(is_listed(&ip));
+        ip.spec.approved = false;
+        assert!(!is_listed(&ip), "waits for approval");
+        ip.spec.approved = true;
+        ip.status.as_mut().expect("status").phase = crate::api::installplan::InstallPlanPhase::Complete;
+        assert!(!is_listed(&ip), "done");
+    }
+}
