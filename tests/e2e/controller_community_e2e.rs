@@ -23,14 +23,16 @@
 //! And one the catalog cannot meet: eclipse-che needs devworkspace-operator, which no catalog of
 //! the cluster offers; its Subscription says so in `ResolutionFailed`.
 //!
-//! One test function (one controller per test binary: it watches every namespace). Prints a
-//! table of the outcomes and how long each took.
+//! One table-driven test, kept whole: the Subscriptions are created together and installed by one
+//! controller at the same time (which is what it checks at scale), and it prints a table of the
+//! outcomes and how long each took; its steps are the helpers above it. The controller watches
+//! every namespace, so no other group's tests run meanwhile ([`crate::support::group`]).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::support::controller::*;
-use crate::support::eventually;
+use crate::support::{TestNamespace, eventually};
 use capstan::api::{InstallPlan, Subscription};
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use kube::api::{Api, DeleteParams, ListParams};
@@ -249,6 +251,145 @@ async fn installed(client: &kube::Client, ns: &str, case: &Case) {
     .await;
 }
 
+/// Copies every bundle of [`BUNDLES`] as a catalog maintainer publishes them (kuadrant-operator's
+/// `oci://` relatedImages scheme fixed by `copy_bundle`, which opm and capstan refuse; nothing
+/// else changed), pushes them and a catalog of them; returns the catalog reference.
+fn publish_community(registry: &str, repo: &str, work: &std::path::Path) -> String {
+    let started = Instant::now();
+    let dirs: Vec<(PathBuf, &str)> = BUNDLES
+        .iter()
+        .map(|(p, v)| {
+            let to = work.join("bundles").join(p).join(v);
+            copy_bundle(&bundle_dir(p, v), &to);
+            (to, *v)
+        })
+        .collect();
+    let list: Vec<(&std::path::Path, &str, &str)> = dirs.iter().map(|(d, v)| (d.as_path(), *v, "replaces")).collect();
+    let catalog_ref = publish_dirs(registry, repo, "community-catalog", work, &list);
+    eprintln!("published {} bundles and the catalog in {:.1?}", BUNDLES.len(), started.elapsed());
+    catalog_ref
+}
+
+/// A namespace for `case` with the OperatorGroup it asks for, and its Subscription in it.
+async fn subscribe_case(client: &kube::Client, case: &Case, catalog_ns: &str) -> TestNamespace {
+    let ns = if case.global {
+        namespace_with_global_group(client, case.prefix).await
+    } else {
+        namespace_with_group(client, case.prefix).await
+    };
+    create::<Subscription>(client, &ns.name, subscription(&ns.name, case.package, case.channel, catalog_ns)).await;
+    ns
+}
+
+/// The case of `package`.
+fn case(package: &str) -> &'static Case {
+    CASES.iter().find(|c| c.package == package).expect("case")
+}
+
+/// What the test prints: (Subscription, outcome, time until it was reached).
+type Results = Vec<(String, String, Duration)>;
+
+/// automotive-infra in mercury-operator's namespace `ns`, after mercury and its dependencies: the
+/// installed dependencies keep the namespace resolvable, and mercury's plan stays the only other
+/// one.
+async fn automotive_installs_beside_mercury(client: &kube::Client, ns: &str, catalog_ns: &str, results: &mut Results) {
+    let automotive = case("automotive-infra");
+    let t = Instant::now();
+    create::<Subscription>(client, ns, subscription(ns, automotive.package, automotive.channel, catalog_ns)).await;
+    installed(client, ns, automotive).await;
+    results.push((
+        format!("{} (after mercury-operator, same namespace)", automotive.package),
+        format!("Succeeded: {}", automotive.csvs.join(", ")),
+        t.elapsed(),
+    ));
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), ns);
+    assert_eq!(
+        plans.list(&Default::default()).await.expect("plans").items.len(),
+        2,
+        "one plan for mercury-operator, one for automotive-infra"
+    );
+    installed(client, ns, case("mercury-operator")).await;
+}
+
+/// jaeger, last (see the header): installed in a namespace of its own, which is returned.
+async fn jaeger_installs_last(client: &kube::Client, catalog_ns: &str, results: &mut Results) -> TestNamespace {
+    let jaeger = case("jaeger");
+    let jaeger_ns = namespace_with_global_group(client, jaeger.prefix).await;
+    let t = Instant::now();
+    create::<Subscription>(
+        client,
+        &jaeger_ns.name,
+        subscription(&jaeger_ns.name, jaeger.package, jaeger.channel, catalog_ns),
+    )
+    .await;
+    installed(client, &jaeger_ns.name, jaeger).await;
+    results.push((jaeger.package.to_string(), format!("Succeeded: {}", jaeger.csvs.join(", ")), t.elapsed()));
+    jaeger_ns
+}
+
+/// eclipse-che's Subscription in `ns`: the dependency no catalog offers, named in its status with
+/// the catalog that was searched; no InstallPlan. Returns the message.
+async fn che_is_unresolvable_naming_the_missing_package(client: &kube::Client, ns: &str, catalog_ns: &str) -> String {
+    let c = subscription_condition(client, ns, "eclipse-che", "ResolutionFailed", "True").await;
+    let message = c["message"].as_str().unwrap_or_default().to_string();
+    assert!(
+        message.contains("devworkspace-operator")
+            && message.contains("eclipse-che")
+            && message.contains(&format!("{catalog_ns}/community")),
+        "the message names the missing package, the Subscription's package and the catalog: {message}"
+    );
+    assert!(message.len() < 1200, "one readable message, not a dump ({} bytes): {message}", message.len());
+    let che_plans: Api<InstallPlan> = Api::namespaced(client.clone(), ns);
+    assert!(
+        che_plans.list(&Default::default()).await.expect("plans").items.is_empty(),
+        "no InstallPlan for an unresolvable Subscription"
+    );
+    message
+}
+
+/// Prints the table of outcomes and checks that 20 packages Succeeded.
+fn report(results: &Results, started: Instant) {
+    let succeeded: usize = CASES.iter().map(|c| c.csvs.len()).sum();
+    eprintln!("\n| Subscription (package) | outcome | after |\n|---|---|---:|");
+    for (p, o, d) in results {
+        eprintln!("| {p} | {o} | {:.1} s |", d.as_secs_f64());
+    }
+    eprintln!(
+        "\n{succeeded} packages Succeeded, 1 (eclipse-che) unresolvable as its status says; whole test {:.1?}",
+        started.elapsed()
+    );
+    assert_eq!(succeeded, 20, "20 community packages installed");
+}
+
+/// Removes what the installs in `namespaces` left outside them, once the controller stopped.
+async fn clean_up(client: &kube::Client, namespaces: &[&str]) {
+    cleanup_cluster_rbac(client, namespaces).await;
+    // The webhook configurations point at Services of the fake node: remove them, or every later
+    // write they match (jaeger's: every Deployment) waits for their timeout.
+    for ns in namespaces {
+        let sel = ListParams::default().labels(&format!("olm.owner.namespace={ns}"));
+        let _ = Api::<MutatingWebhookConfiguration>::all(client.clone())
+            .delete_collection(&DeleteParams::default(), &sel)
+            .await;
+        let _ = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .delete_collection(&DeleteParams::default(), &sel)
+            .await;
+    }
+    // The OperatorGroups go now, not with their namespaces' slow termination: a later test that
+    // installs one of these operators again (kuadrant in controller_deps_e2e) would otherwise
+    // meet a group that provides its APIs everywhere (InterOperatorGroupOwnerConflict, as in OLM).
+    for ns in namespaces {
+        let groups: Api<capstan::api::OperatorGroup> = Api::namespaced(client.clone(), ns);
+        let _ = groups.delete_collection(&DeleteParams::default(), &ListParams::default()).await;
+        eventually(&format!("the OperatorGroups of {ns} gone"), WAIT, || async {
+            groups.list(&ListParams::default()).await.ok()?.items.is_empty().then_some(())
+        })
+        .await;
+    }
+}
+
+/// The whole table at once: every Subscription but automotive-infra (after mercury-operator) and
+/// jaeger (last) is created together, then each is waited for; eclipse-che is unresolvable.
 #[test]
 fn twenty_community_packages_install_or_say_why_not() {
     crate::support::run("controller_community_e2e", 4, async {
@@ -265,22 +406,8 @@ fn twenty_community_packages_install_or_say_why_not() {
         apply_crds(&client).await;
 
         let started = Instant::now();
-        // Copied as a catalog maintainer publishes them: kuadrant-operator's `oci://` relatedImages
-        // scheme fixed (`copy_bundle`; opm and capstan refuse it), nothing else changed.
-        let dirs: Vec<(PathBuf, &str)> = BUNDLES
-            .iter()
-            .map(|(p, v)| {
-                let to = work.path().join("bundles").join(p).join(v);
-                copy_bundle(&bundle_dir(p, v), &to);
-                (to, *v)
-            })
-            .collect();
-        let list: Vec<(&std::path::Path, &str, &str)> =
-            dirs.iter().map(|(d, v)| (d.as_path(), *v, "replaces")).collect();
-        let catalog_ref = publish_dirs(&registry, &repo, "community-catalog", work.path(), &list);
-        eprintln!("published {} bundles and the catalog in {:.1?}", BUNDLES.len(), started.elapsed());
-
-        let catalog_ns = crate::support::TestNamespace::new(&client, "cc-catalog").await;
+        let catalog_ref = publish_community(&registry, &repo, work.path());
+        let catalog_ns = TestNamespace::new(&client, "cc-catalog").await;
         let options = capstan::controller::Options {
             global_catalog_namespace: catalog_ns.name.clone(),
             catalog_cache: None,
@@ -289,133 +416,34 @@ fn twenty_community_packages_install_or_say_why_not() {
         let controller = tokio::spawn(capstan::controller::run(client.clone(), options, std::future::pending()));
         catalog_source(&client, &catalog_ns.name, "community", &catalog_ref).await;
 
-        // Every Subscription but automotive-infra (after mercury-operator) and jaeger (last) at once.
-        let mut namespaces: Vec<(&str, crate::support::TestNamespace)> = Vec::new();
-        let mut results: Vec<(String, String, Duration)> = Vec::new();
-        for case in CASES.iter().filter(|c| c.package != "automotive-infra" && c.package != "jaeger") {
-            let ns = if case.global {
-                namespace_with_global_group(&client, case.prefix).await
-            } else {
-                namespace_with_group(&client, case.prefix).await
-            };
-            create::<Subscription>(
-                &client,
-                &ns.name,
-                subscription(&ns.name, case.package, case.channel, &catalog_ns.name),
-            )
-            .await;
-            namespaces.push((case.prefix, ns));
+        let at_once = || CASES.iter().filter(|c| c.package != "automotive-infra" && c.package != "jaeger");
+        let mut namespaces: Vec<(&str, TestNamespace)> = Vec::new();
+        for case in at_once() {
+            namespaces.push((case.prefix, subscribe_case(&client, case, &catalog_ns.name).await));
         }
         let che = namespace_with_global_group(&client, "cc-che").await;
         create::<Subscription>(&client, &che.name, subscription(&che.name, "eclipse-che", "stable", &catalog_ns.name))
             .await;
         let created = Instant::now();
-        let ns_name = |prefix: &str, namespaces: &[(&str, crate::support::TestNamespace)]| {
+        let ns_name = |prefix: &str| {
             namespaces.iter().find(|(p, _)| *p == prefix).map(|(_, n)| n.name.clone()).expect("namespace")
         };
 
-        for case in CASES.iter().filter(|c| c.package != "automotive-infra" && c.package != "jaeger") {
-            let ns = ns_name(case.prefix, &namespaces);
-            installed(&client, &ns, case).await;
+        let mut results: Results = Vec::new();
+        for case in at_once() {
+            installed(&client, &ns_name(case.prefix), case).await;
             results.push((case.package.to_string(), format!("Succeeded: {}", case.csvs.join(", ")), created.elapsed()));
         }
-
-        // automotive-infra in mercury-operator's namespace, after mercury and its dependencies: the
-        // installed dependencies keep the namespace resolvable, and mercury's plan stays the only
-        // other one.
-        let mercury_ns = ns_name("cc-mercury", &namespaces);
-        let automotive = CASES.iter().find(|c| c.package == "automotive-infra").expect("case");
-        let t = Instant::now();
-        create::<Subscription>(
-            &client,
-            &mercury_ns,
-            subscription(&mercury_ns, automotive.package, automotive.channel, &catalog_ns.name),
-        )
-        .await;
-        installed(&client, &mercury_ns, automotive).await;
-        results.push((
-            format!("{} (after mercury-operator, same namespace)", automotive.package),
-            format!("Succeeded: {}", automotive.csvs.join(", ")),
-            t.elapsed(),
-        ));
-        let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &mercury_ns);
-        assert_eq!(
-            plans.list(&Default::default()).await.expect("plans").items.len(),
-            2,
-            "one plan for mercury-operator, one for automotive-infra"
-        );
-        let mercury = CASES.iter().find(|c| c.package == "mercury-operator").expect("case");
-        installed(&client, &mercury_ns, mercury).await;
-
-        // jaeger last.
-        let jaeger = CASES.iter().find(|c| c.package == "jaeger").expect("case");
-        let jaeger_ns = namespace_with_global_group(&client, jaeger.prefix).await;
-        let t = Instant::now();
-        create::<Subscription>(
-            &client,
-            &jaeger_ns.name,
-            subscription(&jaeger_ns.name, jaeger.package, jaeger.channel, &catalog_ns.name),
-        )
-        .await;
-        installed(&client, &jaeger_ns.name, jaeger).await;
-        results.push((jaeger.package.to_string(), format!("Succeeded: {}", jaeger.csvs.join(", ")), t.elapsed()));
-
-        // eclipse-che: the dependency no catalog offers, named in the Subscription's status with the
-        // catalog that was searched; no InstallPlan.
-        let c = subscription_condition(&client, &che.name, "eclipse-che", "ResolutionFailed", "True").await;
-        let message = c["message"].as_str().unwrap_or_default().to_string();
-        assert!(
-            message.contains("devworkspace-operator")
-                && message.contains("eclipse-che")
-                && message.contains(&format!("{}/community", catalog_ns.name)),
-            "the message names the missing package, the Subscription's package and the catalog: {message}"
-        );
-        assert!(message.len() < 1200, "one readable message, not a dump ({} bytes): {message}", message.len());
-        let che_plans: Api<InstallPlan> = Api::namespaced(client.clone(), &che.name);
-        assert!(
-            che_plans.list(&Default::default()).await.expect("plans").items.is_empty(),
-            "no InstallPlan for an unresolvable Subscription"
-        );
+        automotive_installs_beside_mercury(&client, &ns_name("cc-mercury"), &catalog_ns.name, &mut results).await;
+        let jaeger_ns = jaeger_installs_last(&client, &catalog_ns.name, &mut results).await;
+        let message = che_is_unresolvable_naming_the_missing_package(&client, &che.name, &catalog_ns.name).await;
         results.push(("eclipse-che".into(), format!("ResolutionFailed: {message}"), created.elapsed()));
-
-        let succeeded: usize = CASES.iter().map(|c| c.csvs.len()).sum();
-        eprintln!("\n| Subscription (package) | outcome | after |\n|---|---|---:|");
-        for (p, o, d) in &results {
-            eprintln!("| {p} | {o} | {:.1} s |", d.as_secs_f64());
-        }
-        eprintln!(
-            "\n{succeeded} packages Succeeded, 1 (eclipse-che) unresolvable as its status says; whole test {:.1?}",
-            started.elapsed()
-        );
-        assert_eq!(succeeded, 20, "20 community packages installed");
+        report(&results, started);
 
         controller.abort();
         let mut all: Vec<String> = namespaces.iter().map(|(_, n)| n.name.clone()).collect();
         all.push(jaeger_ns.name.clone());
         all.push(che.name.clone());
-        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
-        cleanup_cluster_rbac(&client, &refs).await;
-        // The webhook configurations point at Services of the fake node: remove them, or every later
-        // write they match (jaeger's: every Deployment) waits for their timeout.
-        for ns in &refs {
-            let sel = ListParams::default().labels(&format!("olm.owner.namespace={ns}"));
-            let _ = Api::<MutatingWebhookConfiguration>::all(client.clone())
-                .delete_collection(&DeleteParams::default(), &sel)
-                .await;
-            let _ = Api::<ValidatingWebhookConfiguration>::all(client.clone())
-                .delete_collection(&DeleteParams::default(), &sel)
-                .await;
-        }
-        // The OperatorGroups go now, not with their namespaces' slow termination: a later test that
-        // installs one of these operators again (kuadrant in controller_deps_e2e) would otherwise
-        // meet a group that provides its APIs everywhere (InterOperatorGroupOwnerConflict, as in OLM).
-        for ns in &refs {
-            let groups: Api<capstan::api::OperatorGroup> = Api::namespaced(client.clone(), ns);
-            let _ = groups.delete_collection(&DeleteParams::default(), &ListParams::default()).await;
-            eventually(&format!("the OperatorGroups of {ns} gone"), WAIT, || async {
-                groups.list(&ListParams::default()).await.ok()?.items.is_empty().then_some(())
-            })
-            .await;
-        }
+        clean_up(&client, &all.iter().map(String::as_str).collect::<Vec<_>>()).await;
     })
 }

@@ -1,20 +1,22 @@
-//! Running capstan in a cluster on the real local control plane:
+//! Running capstan in a cluster on the real local control plane, one scenario per test:
 //!
 //! - `kubectl apply -k manifests/` (the pinned kubectl) creates everything and the Deployment
-//!   becomes Available on the kwok node; the built `capstan controller` then runs with the
-//!   identity of the manifests' ServiceAccount (a TokenRequest token, not the admin's), installs
-//!   nginx-operator and kaiwudb-operator, and serves /metrics, /healthz, /readyz;
-//!   SubjectAccessReviews show what the ClusterRole grants (and what it does not).
+//!   becomes Available on the kwok node; the ServiceAccount it creates may do what capstan does
+//!   and no more (SubjectAccessReviews with its own token); the built `capstan controller` runs
+//!   with that identity (a TokenRequest token, not the admin's), installs nginx-operator and
+//!   kaiwudb-operator, and serves /metrics, /healthz, /readyz. Each of these three tests applies
+//!   the manifests itself and deletes them again ([`Manifests`]).
 //! - Two `capstan controller --leader-elect` processes: exactly one holds the Lease; SIGKILL the
 //!   holder and the other takes over after the lease expired and within its bound; SIGTERM
-//!   releases the Lease; a leader whose Lease is taken exits with code 1. Killing the leader
-//!   during an install: the standby finishes it with exactly one InstallPlan.
+//!   releases the Lease, which the next controller takes at once; a leader whose Lease is taken
+//!   exits with code 1. Killing the leader during an install: the standby finishes it with
+//!   exactly one InstallPlan.
 //! - `controller::events::publish` records an Event on a Subscription, folding repeats.
 //! - The manifests' ClusterRole without `escalate`/`bind` is not enough: the InstallPlan of
 //!   nginx-operator fails naming the identity and the refused grant.
 //!
-//! The tests hold [`SERIAL`]: each controller watches every namespace, and the manifests test
-//! deletes the CRDs it created.
+//! The tests on the cluster hold [`SERIAL`] as well as their group: each controller watches every
+//! namespace, and the manifests tests delete the CRDs they created.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -32,6 +34,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Resource;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
+
+const GROUP: &str = "deploy_cluster";
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -155,13 +159,18 @@ async fn token_kubeconfig(token: &str, path: &Path) {
     std::fs::write(path, serde_json::to_string_pretty(&kc).expect("json")).expect("write kubeconfig");
 }
 
-#[test]
-fn manifests_deploy_and_capstan_runs_as_its_service_account() {
-    crate::support::run("deploy_cluster", 2, async {
-        let _serial = SERIAL.lock().await;
-        let admin = crate::support::cluster().await;
-        let work = tempfile::tempdir().expect("tempdir");
+/// What `kubectl apply -k manifests/` created, for one test: deleted again when dropped
+/// ([`DeleteManifests`]), the CRDs only when they did not exist before.
+struct Manifests {
+    /// What kubectl printed.
+    applied: String,
+    _cleanup: DeleteManifests,
+}
 
+impl Manifests {
+    /// One `kubectl apply -k manifests/` (the pinned kubectl), once a capstan-system left by an
+    /// earlier test or run is gone.
+    async fn apply(admin: &kube::Client) -> Manifests {
         // What exists before, so that only what this test created is deleted afterwards.
         let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
         let crd_names: Vec<String> = capstan::api::crds().iter().filter_map(|c| c.metadata.name.clone()).collect();
@@ -179,15 +188,39 @@ fn manifests_deploy_and_capstan_runs_as_its_service_account() {
             || async { namespaces.get_opt("capstan-system").await.ok()?.is_none().then_some(()) },
         )
         .await;
-
         // Whatever happens below, delete what the test created.
-        let root = crate::support::repo_root();
-        let _cleanup = DeleteManifests {
+        let cleanup = DeleteManifests {
             created_crds: crd_names.iter().filter(|n| !preexisting_crds.contains(n)).cloned().collect(),
         };
-
-        // (a) one kubectl apply -k creates everything; the Deployment becomes Available on the kwok node.
+        let root = crate::support::repo_root();
         let applied = kubectl(&["apply", "-k", root.join("manifests").to_str().expect("path")]);
+        Manifests { applied, _cleanup: cleanup }
+    }
+}
+
+/// The Deployment capstan-system/capstan once it is Available with its 2 replicas ready (on the
+/// kwok node).
+async fn deployment_available(admin: &kube::Client) -> Deployment {
+    let deploys: Api<Deployment> = Api::namespaced(admin.clone(), "capstan-system");
+    eventually("Deployment capstan-system/capstan Available", Duration::from_secs(120), || async {
+        let d = deploys.get("capstan").await.ok()?;
+        let st = d.status.as_ref()?;
+        let available = st.conditions.as_ref()?.iter().any(|c| c.type_ == "Available" && c.status == "True");
+        (available && st.ready_replicas == Some(2)).then_some(d)
+    })
+    .await
+}
+
+/// `kubectl apply -k manifests/` creates everything in one go; the Deployment becomes Available
+/// on the kwok node, hardened (read-only root, no privilege escalation, non-root, probes,
+/// resources, leader election), and the namespace's restricted Pod Security Standard admits its
+/// Pods.
+#[test]
+fn manifests_apply_creates_everything_and_the_deployment_becomes_available() {
+    crate::support::run(GROUP, 2, async {
+        let _serial = SERIAL.lock().await;
+        let admin = crate::support::cluster().await;
+        let manifests = Manifests::apply(&admin).await;
         for what in [
             "namespace/capstan-system",
             "customresourcedefinition.apiextensions.k8s.io/subscriptions.operators.coreos.com",
@@ -199,16 +232,9 @@ fn manifests_deploy_and_capstan_runs_as_its_service_account() {
             "service/capstan-metrics",
             "deployment.apps/capstan",
         ] {
-            assert!(applied.contains(what), "kubectl apply -k did not create {what}:\n{applied}");
+            assert!(manifests.applied.contains(what), "kubectl apply -k did not create {what}:\n{}", manifests.applied);
         }
-        let deploys: Api<Deployment> = Api::namespaced(admin.clone(), "capstan-system");
-        let d = eventually("Deployment capstan-system/capstan Available", Duration::from_secs(120), || async {
-            let d = deploys.get("capstan").await.ok()?;
-            let st = d.status.as_ref()?;
-            let available = st.conditions.as_ref()?.iter().any(|c| c.type_ == "Available" && c.status == "True");
-            (available && st.ready_replicas == Some(2)).then_some(d)
-        })
-        .await;
+        let d = deployment_available(&admin).await;
         let pod = d.spec.expect("spec").template.spec.expect("pod spec");
         let c = &pod.containers[0];
         let sc = c.security_context.as_ref().expect("container securityContext");
@@ -221,100 +247,172 @@ fn manifests_deploy_and_capstan_runs_as_its_service_account() {
         // The namespace enforces the restricted Pod Security Standard and admitted the Pods.
         let pods = kubectl(&["get", "pods", "-n", "capstan-system", "-o", "name"]);
         assert_eq!(pods.lines().count(), 2, "{pods}");
+    })
+}
 
-        // (d) the ServiceAccount's own token: who am I, and what may I do.
+/// What capstan does, as (verb, group, resource, namespace): the ClusterRole of manifests/ must
+/// grant each of them (the `operators.coreos.com` resources are checked apart).
+const NEEDED: &[(&str, &str, &str, Option<&str>)] = &[
+    ("create", "apiextensions.k8s.io", "customresourcedefinitions", None),
+    ("update", "apiextensions.k8s.io", "customresourcedefinitions", None),
+    ("create", "rbac.authorization.k8s.io", "clusterroles", None),
+    ("escalate", "rbac.authorization.k8s.io", "clusterroles", None),
+    ("bind", "rbac.authorization.k8s.io", "clusterroles", None),
+    ("create", "rbac.authorization.k8s.io", "clusterrolebindings", None),
+    ("create", "rbac.authorization.k8s.io", "roles", Some("default")),
+    ("escalate", "rbac.authorization.k8s.io", "roles", Some("default")),
+    ("bind", "rbac.authorization.k8s.io", "roles", Some("default")),
+    ("create", "rbac.authorization.k8s.io", "rolebindings", Some("default")),
+    ("create", "apps", "deployments", Some("default")),
+    ("delete", "apps", "deployments", Some("default")),
+    ("create", "", "serviceaccounts", Some("default")),
+    ("create", "", "services", Some("default")),
+    ("create", "", "configmaps", Some("default")),
+    ("create", "", "secrets", Some("default")),
+    ("list", "", "namespaces", None),
+    ("impersonate", "", "serviceaccounts", Some("default")),
+    ("get", "coordination.k8s.io", "leases", Some("capstan-system")),
+    ("create", "coordination.k8s.io", "leases", Some("capstan-system")),
+    ("update", "coordination.k8s.io", "leases", Some("capstan-system")),
+    ("create", "events.k8s.io", "events", Some("default")),
+    ("patch", "events.k8s.io", "events", Some("default")),
+    ("create", "authorization.k8s.io", "subjectaccessreviews", None),
+    ("create", "monitoring.coreos.com", "servicemonitors", Some("default")),
+    ("create", "policy", "poddisruptionbudgets", Some("default")),
+    ("create", "networking.k8s.io", "networkpolicies", Some("default")),
+    // Webhooks and owned APIServices of CSVs (docs/deploy.md "Webhooks and APIServices").
+    ("create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", None),
+    ("delete", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", None),
+    ("patch", "apiregistration.k8s.io", "apiservices", None),
+    ("delete", "apiregistration.k8s.io", "apiservices", None),
+    ("create", "rbac.authorization.k8s.io", "rolebindings", Some("kube-system")),
+];
+
+/// What capstan never does: the ClusterRole must grant none of it (least privilege: no
+/// wildcards, nothing capstan does not do).
+const DENIED: &[(&str, &str, &str, Option<&str>)] = &[
+    ("delete", "apiextensions.k8s.io", "customresourcedefinitions", None),
+    ("create", "coordination.k8s.io", "leases", Some("default")),
+    ("create", "", "pods", Some("default")),
+    ("create", "", "pods/exec", Some("default")),
+    ("create", "", "serviceaccounts/token", Some("default")),
+    ("impersonate", "", "users", None),
+    ("create", "", "nodes", None),
+    ("delete", "", "namespaces", None),
+    ("create", "", "persistentvolumeclaims", Some("default")),
+];
+
+/// What of [`NEEDED`] and of every verb on the `operators.coreos.com` resources (and their
+/// status) the client may not do.
+async fn missing_grants(sa: &kube::Client) -> Vec<String> {
+    let mut missing = Vec::new();
+    for (verb, group, resource, ns) in NEEDED {
+        if !can(sa, verb, group, resource, *ns).await {
+            missing.push(format!("{verb} {group}/{resource} in {ns:?}"));
+        }
+    }
+    for r in [
+        "catalogsources",
+        "subscriptions",
+        "installplans",
+        "clusterserviceversions",
+        "operatorgroups",
+        "operatorconditions",
+        "operators",
+    ] {
+        for verb in ["get", "list", "watch", "create", "update", "patch", "delete"] {
+            if !can(sa, verb, "operators.coreos.com", r, Some("default")).await {
+                missing.push(format!("{verb} operators.coreos.com/{r}"));
+            }
+        }
+        for verb in ["update", "patch"] {
+            if !can(sa, verb, "operators.coreos.com", &format!("{r}/status"), Some("default")).await {
+                missing.push(format!("{verb} operators.coreos.com/{r}/status"));
+            }
+        }
+    }
+    missing
+}
+
+/// The manifests' ServiceAccount, with its own token (`kubectl auth whoami` names it), may do
+/// what capstan does and nothing more.
+#[test]
+fn the_manifests_service_account_may_do_what_capstan_needs_and_no_more() {
+    crate::support::run(GROUP, 2, async {
+        let _serial = SERIAL.lock().await;
+        let admin = crate::support::cluster().await;
+        let work = tempfile::tempdir().expect("tempdir");
+        let _manifests = Manifests::apply(&admin).await;
+        // Settled as in the apply test (the Deployment Available) before anything uses them.
+        deployment_available(&admin).await;
         let token = sa_token(&admin, "capstan-system", "capstan").await;
         let sa = crate::support::client_with_token(&token).await;
         let kubeconfig = work.path().join("sa-kubeconfig");
         token_kubeconfig(&token, &kubeconfig).await;
         let me = kubectl_as(&kubeconfig, &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]);
         assert_eq!(me.trim(), "system:serviceaccount:capstan-system:capstan");
-        let needed: &[(&str, &str, &str, Option<&str>)] = &[
-            ("create", "apiextensions.k8s.io", "customresourcedefinitions", None),
-            ("update", "apiextensions.k8s.io", "customresourcedefinitions", None),
-            ("create", "rbac.authorization.k8s.io", "clusterroles", None),
-            ("escalate", "rbac.authorization.k8s.io", "clusterroles", None),
-            ("bind", "rbac.authorization.k8s.io", "clusterroles", None),
-            ("create", "rbac.authorization.k8s.io", "clusterrolebindings", None),
-            ("create", "rbac.authorization.k8s.io", "roles", Some("default")),
-            ("escalate", "rbac.authorization.k8s.io", "roles", Some("default")),
-            ("bind", "rbac.authorization.k8s.io", "roles", Some("default")),
-            ("create", "rbac.authorization.k8s.io", "rolebindings", Some("default")),
-            ("create", "apps", "deployments", Some("default")),
-            ("delete", "apps", "deployments", Some("default")),
-            ("create", "", "serviceaccounts", Some("default")),
-            ("create", "", "services", Some("default")),
-            ("create", "", "configmaps", Some("default")),
-            ("create", "", "secrets", Some("default")),
-            ("list", "", "namespaces", None),
-            ("impersonate", "", "serviceaccounts", Some("default")),
-            ("get", "coordination.k8s.io", "leases", Some("capstan-system")),
-            ("create", "coordination.k8s.io", "leases", Some("capstan-system")),
-            ("update", "coordination.k8s.io", "leases", Some("capstan-system")),
-            ("create", "events.k8s.io", "events", Some("default")),
-            ("patch", "events.k8s.io", "events", Some("default")),
-            ("create", "authorization.k8s.io", "subjectaccessreviews", None),
-            ("create", "monitoring.coreos.com", "servicemonitors", Some("default")),
-            ("create", "policy", "poddisruptionbudgets", Some("default")),
-            ("create", "networking.k8s.io", "networkpolicies", Some("default")),
-            // Webhooks and owned APIServices of CSVs (docs/deploy.md "Webhooks and APIServices").
-            ("create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", None),
-            ("delete", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", None),
-            ("patch", "apiregistration.k8s.io", "apiservices", None),
-            ("delete", "apiregistration.k8s.io", "apiservices", None),
-            ("create", "rbac.authorization.k8s.io", "rolebindings", Some("kube-system")),
-        ];
-        let mut missing = Vec::new();
-        for (verb, group, resource, ns) in needed {
-            if !can(&sa, verb, group, resource, *ns).await {
-                missing.push(format!("{verb} {group}/{resource} in {ns:?}"));
-            }
-        }
-        for r in [
-            "catalogsources",
-            "subscriptions",
-            "installplans",
-            "clusterserviceversions",
-            "operatorgroups",
-            "operatorconditions",
-            "operators",
-        ] {
-            for verb in ["get", "list", "watch", "create", "update", "patch", "delete"] {
-                if !can(&sa, verb, "operators.coreos.com", r, Some("default")).await {
-                    missing.push(format!("{verb} operators.coreos.com/{r}"));
-                }
-            }
-            for verb in ["update", "patch"] {
-                if !can(&sa, verb, "operators.coreos.com", &format!("{r}/status"), Some("default")).await {
-                    missing.push(format!("{verb} operators.coreos.com/{r}/status"));
-                }
-            }
-        }
+        let missing = missing_grants(&sa).await;
         assert!(missing.is_empty(), "the ClusterRole of manifests/ does not grant: {missing:#?}");
-        // Least privilege: no wildcards, nothing capstan does not do.
-        let denied: &[(&str, &str, &str, Option<&str>)] = &[
-            ("delete", "apiextensions.k8s.io", "customresourcedefinitions", None),
-            ("create", "coordination.k8s.io", "leases", Some("default")),
-            ("create", "", "pods", Some("default")),
-            ("create", "", "pods/exec", Some("default")),
-            ("create", "", "serviceaccounts/token", Some("default")),
-            ("impersonate", "", "users", None),
-            ("create", "", "nodes", None),
-            ("delete", "", "namespaces", None),
-            ("create", "", "persistentvolumeclaims", Some("default")),
-        ];
-        for (verb, group, resource, ns) in denied {
+        for (verb, group, resource, ns) in DENIED {
             assert!(
                 !can(&sa, verb, group, resource, *ns).await,
                 "the ClusterRole grants more than capstan needs: {verb} {group}/{resource} in {ns:?}"
             );
         }
+    })
+}
 
-        // The controller (the built binary) with that token: leads, installs both example operators
-        // with their RBAC, and serves its endpoints.
+/// /healthz, and every named series on /metrics of a controller that installed something as leader.
+fn endpoints_serve_health_and_metrics(ctl: &Controller) {
+    assert_eq!(ctl.get("/healthz").map(|r| r.0), Some(200));
+    let (status, metrics) = ctl.get("/metrics").expect("GET /metrics");
+    assert_eq!(status, 200);
+    // (The catalog and error families appear once a catalog pull / failed reconcile is recorded;
+    // the unit tests of capstan::metrics cover their encoding.)
+    for series in [
+        "# TYPE capstan_resolution_duration_seconds histogram",
+        "# TYPE capstan_install_duration_seconds histogram",
+        "capstan_install_duration_seconds_count{outcome=\"succeeded\"}",
+        "# TYPE capstan_csvs gauge",
+        "capstan_csvs{phase=\"Succeeded\"}",
+        "capstan_leader 1",
+    ] {
+        assert!(metrics.contains(series), "/metrics lacks {series:?}:\n{metrics}");
+    }
+}
+
+/// The controller's log shows no RBAC denial: not the API server refusing new objects (an Event,
+/// say) in a namespace that another test is deleting, whose 403 says "... because it is being
+/// terminated".
+fn no_rbac_denial_logged(ctl: &Controller) {
+    let log = ctl.log();
+    let denials: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            (l.contains("Forbidden") || l.contains("forbidden")) && !l.contains("because it is being terminated")
+        })
+        .collect();
+    assert!(denials.is_empty(), "the ServiceAccount's controller was denied something:\n{}", denials.join("\n"));
+}
+
+/// The controller (the built binary) with the manifests' ServiceAccount token (a TokenRequest
+/// token, not the admin's): leads, installs nginx-operator and kaiwudb-operator with their RBAC
+/// without being denied anything, serves /healthz, /readyz and /metrics, and on SIGTERM exits 0
+/// and releases the Lease.
+#[test]
+fn capstan_as_the_manifests_service_account_leads_installs_and_serves_its_endpoints() {
+    crate::support::run(GROUP, 2, async {
+        let _serial = SERIAL.lock().await;
+        let admin = crate::support::cluster().await;
+        let work = tempfile::tempdir().expect("tempdir");
+        let _manifests = Manifests::apply(&admin).await;
+        // Settled as in the apply test (the Deployment Available) before anything uses them.
+        deployment_available(&admin).await;
+        let token = sa_token(&admin, "capstan-system", "capstan").await;
+        let kubeconfig = work.path().join("sa-kubeconfig");
+        token_kubeconfig(&token, &kubeconfig).await;
         let registry = crate::support::registry();
-        let repo = format!("deploy-e2e-{}", std::process::id());
-        let catalog_ref = publish(&registry, &repo, work.path());
+        let catalog_ref = publish(&registry, &format!("deploy-e2e-{}", std::process::id()), work.path());
         let catalog_ns = TestNamespace::new(&admin, "deploy-catalog").await;
         let mut ctl = Controller::start(
             "capstan-sa",
@@ -323,18 +421,10 @@ fn manifests_deploy_and_capstan_runs_as_its_service_account() {
             &["--leader-elect", "--lease-namespace", "capstan-system", "--global-catalog-namespace", &catalog_ns.name],
         );
         let leases: Api<Lease> = Api::namespaced(admin.clone(), "capstan-system");
-        eventually(
-            "the ServiceAccount's controller holds Lease capstan-system/capstan",
-            Duration::from_secs(60),
-            || async {
-                let l = leases.get_opt("capstan").await.ok()??;
-                (l.spec?.holder_identity.as_deref() == Some("capstan-sa")).then_some(())
-            },
-        )
-        .await;
+        let what = "the ServiceAccount's controller holds Lease capstan-system/capstan";
+        lease_held_by(&leases, "capstan-sa", what, Duration::from_secs(60)).await;
         eventually("/readyz 200", Duration::from_secs(60), || async { (ctl.get("/readyz")?.0 == 200).then_some(()) })
             .await;
-
         catalog_source(&admin, &catalog_ns.name, "examples", &catalog_ref).await;
         let ns = namespace_with_global_group(&admin, "deploy-ops").await;
         subscribe(&admin, &ns.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
@@ -346,48 +436,20 @@ fn manifests_deploy_and_capstan_runs_as_its_service_account() {
         })
         .await;
         csv_version_succeeded(&admin, &ns.name, &kaiwudb).await;
-
-        // (c) the endpoints: /healthz, /readyz and every named series on /metrics.
-        assert_eq!(ctl.get("/healthz").map(|r| r.0), Some(200));
-        let (status, metrics) = ctl.get("/metrics").expect("GET /metrics");
-        assert_eq!(status, 200);
-        // (The catalog and error families appear once a catalog pull / failed reconcile is recorded;
-        // the unit tests of capstan::metrics cover their encoding.)
-        for series in [
-            "# TYPE capstan_resolution_duration_seconds histogram",
-            "# TYPE capstan_install_duration_seconds histogram",
-            "capstan_install_duration_seconds_count{outcome=\"succeeded\"}",
-            "# TYPE capstan_csvs gauge",
-            "capstan_csvs{phase=\"Succeeded\"}",
-            "capstan_leader 1",
-        ] {
-            assert!(metrics.contains(series), "/metrics lacks {series:?}:\n{metrics}");
-        }
-        // An RBAC denial, not the API server refusing new objects (an Event, say) in a namespace that
-        // another test is deleting: that 403 says "... because it is being terminated".
-        let log = ctl.log();
-        let denials: Vec<&str> = log
-            .lines()
-            .filter(|l| {
-                (l.contains("Forbidden") || l.contains("forbidden")) && !l.contains("because it is being terminated")
-            })
-            .collect();
-        assert!(denials.is_empty(), "the ServiceAccount's controller was denied something:\n{}", denials.join("\n"));
-
+        endpoints_serve_health_and_metrics(&ctl);
+        no_rbac_denial_logged(&ctl);
         // Graceful stop: exit 0 and the Lease released.
         ctl.signal(libc::SIGTERM);
-        assert_eq!(
-            ctl.wait_exit(Duration::from_secs(30)),
-            Some(0),
-            "controller did not stop on SIGTERM:\n{}",
-            ctl.log()
-        );
+        let code = ctl.wait_exit(Duration::from_secs(30));
+        assert_eq!(code, Some(0), "controller did not stop on SIGTERM:\n{}", ctl.log());
         let spec = leases.get("capstan").await.expect("lease").spec.expect("spec");
         assert_eq!(spec.holder_identity.as_deref(), Some(""), "{spec:?}");
         drop(ctl);
-
-        // The cluster-scoped RBAC of the installs; the manifests' objects go with `_cleanup`.
+        // The cluster-scoped RBAC of the installs; the manifests' objects go with `_manifests`.
         cleanup_cluster_rbac(&admin, &[ns.name.as_str()]).await;
+        // The AllNamespaces group goes now, not with its namespace: nginx-operator installed for
+        // all namespaces by the next test (the handover) would otherwise wait until it is gone.
+        release_group(&admin, &ns.name).await;
     })
 }
 
@@ -433,100 +495,140 @@ impl Drop for DeleteManifests {
     }
 }
 
+/// The lease duration the leader-election tests give (`--lease-duration 4s`).
+const LEASE: Duration = Duration::from_secs(4);
+/// Their retry period (`--retry-period 500ms`).
+const RETRY: Duration = Duration::from_millis(500);
+
+/// Flags of a controller that elects its leader with Lease `ns/capstan`, [`LEASE`] and [`RETRY`].
+fn lease_flags(ns: &str) -> Vec<&str> {
+    vec![
+        "--leader-elect",
+        "--lease-namespace",
+        ns,
+        "--lease-name",
+        "capstan",
+        "--lease-duration",
+        "4s",
+        "--renew-deadline",
+        "3s",
+        "--retry-period",
+        "500ms",
+    ]
+}
+
+/// Lease `capstan` of `leases` once `holder` holds it, waiting up to `timeout` (`what` says for what).
+async fn lease_held_by(leases: &Api<Lease>, holder: &str, what: &str, timeout: Duration) -> Lease {
+    eventually(what, timeout, || async {
+        let l = leases.get_opt("capstan").await.ok()??;
+        (l.spec.as_ref()?.holder_identity.as_deref() == Some(holder)).then_some(l)
+    })
+    .await
+}
+
+/// Exactly one leads: `b` stays standby (ready, capstan_leader 0) through several renewals of `a`.
+async fn only_a_leads_while_it_lives(a: &Controller, b: &Controller, leases: &Api<Lease>) {
+    eventually("capstan-b /readyz", Duration::from_secs(30), || async { (b.get("/readyz")?.0 == 200).then_some(()) })
+        .await;
+    tokio::time::sleep(LEASE * 2).await;
+    let lease = leases.get("capstan").await.expect("lease").spec.expect("spec");
+    assert_eq!(
+        lease.holder_identity.as_deref(),
+        Some("capstan-a"),
+        "a lost the Lease while alive: {lease:?}\n{}",
+        b.log()
+    );
+    assert_eq!(lease.lease_duration_seconds, Some(4));
+    assert!(b.get("/metrics").expect("b metrics").1.lines().any(|l| l == "capstan_leader 0"));
+    assert!(a.get("/metrics").expect("a metrics").1.lines().any(|l| l == "capstan_leader 1"));
+    assert!(b.log().contains("waiting for leadership"), "{}", b.log());
+    assert!(!b.log().contains("became leader"), "{}", b.log());
+}
+
+/// SIGKILL the holder `a`: `b` takes over once the Lease expired, within lease duration + 2
+/// retries (+1 s API slack), and reports itself leader.
+async fn sigkill_hands_over_to_b(a: &mut Controller, b: &Controller, leases: &Api<Lease>) {
+    let before = leases.get("capstan").await.expect("lease").spec.expect("spec");
+    a.child.kill().expect("SIGKILL a");
+    let killed = Instant::now();
+    let after = lease_held_by(leases, "capstan-b", "capstan-b takes the Lease", Duration::from_secs(30)).await;
+    let after = after.spec.expect("spec");
+    let handover = killed.elapsed();
+    let bound = LEASE + RETRY * 2 + Duration::from_secs(1);
+    assert!(handover <= bound, "handover took {handover:?}, more than {bound:?}\n{}", b.log());
+    // Not before the Lease a last renewed had expired (same clock on this machine).
+    let last_renew = before.renew_time.expect("renewTime").0;
+    let acquired = after.acquire_time.expect("acquireTime").0;
+    let waited = acquired.duration_since(last_renew);
+    assert!(
+        waited.as_secs_f64() >= LEASE.as_secs_f64() - 0.05,
+        "b took the Lease {waited:?} after a's last renewal, before it expired"
+    );
+    assert_eq!(after.lease_transitions, before.lease_transitions.map(|t| t + 1));
+    eprintln!("handover after SIGKILL: {handover:?} (bound {bound:?}); acquired {waited:?} after the last renewal");
+    eventually("capstan-b reports capstan_leader 1", Duration::from_secs(10), || async {
+        b.get("/metrics")?.1.lines().any(|l| l == "capstan_leader 1").then_some(())
+    })
+    .await;
+}
+
+/// SIGTERM the leader `ctl`: it stops its controllers and releases the Lease (empty holder, 1 s),
+/// exit 0.
+async fn sigterm_releases_the_lease(ctl: &mut Controller, leases: &Api<Lease>) {
+    ctl.signal(libc::SIGTERM);
+    assert_eq!(ctl.wait_exit(Duration::from_secs(20)), Some(0), "it did not stop on SIGTERM:\n{}", ctl.log());
+    let released = leases.get("capstan").await.expect("lease").spec.expect("spec");
+    assert_eq!(released.holder_identity.as_deref(), Some(""), "{released:?}");
+    assert_eq!(released.lease_duration_seconds, Some(1));
+}
+
+/// Two `capstan controller --leader-elect` processes: exactly one holds the Lease; SIGKILL the
+/// holder and the other takes over after the lease expired and within its bound; SIGTERM then
+/// releases the Lease.
 #[test]
-fn leader_election_hands_over_after_sigkill() {
-    crate::support::run("deploy_cluster", 2, async {
+fn leader_election_hands_over_after_sigkill_and_releases_on_sigterm() {
+    crate::support::run(GROUP, 2, async {
         let _serial = SERIAL.lock().await;
         let admin = crate::support::cluster().await;
         apply_crds(&admin).await;
         let ns = TestNamespace::new(&admin, "lease").await;
         let work = tempfile::tempdir().expect("tempdir");
         let kubeconfig = crate::support::kubeconfig_path();
-        const LEASE: Duration = Duration::from_secs(4);
-        const RETRY: Duration = Duration::from_millis(500);
-        let flags = [
-            "--leader-elect",
-            "--lease-namespace",
-            &ns.name,
-            "--lease-name",
-            "capstan",
-            "--lease-duration",
-            "4s",
-            "--renew-deadline",
-            "3s",
-            "--retry-period",
-            "500ms",
-        ];
+        let flags = lease_flags(&ns.name);
         let mut a = Controller::start("capstan-a", &kubeconfig, work.path(), &flags);
         let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns.name);
-        eventually("capstan-a holds the Lease", Duration::from_secs(30), || async {
-            (leases.get_opt("capstan").await.ok()??.spec?.holder_identity.as_deref() == Some("capstan-a")).then_some(())
-        })
-        .await;
+        lease_held_by(&leases, "capstan-a", "capstan-a holds the Lease", Duration::from_secs(30)).await;
         let mut b = Controller::start("capstan-b", &kubeconfig, work.path(), &flags);
+        only_a_leads_while_it_lives(&a, &b, &leases).await;
+        sigkill_hands_over_to_b(&mut a, &b, &leases).await;
+        sigterm_releases_the_lease(&mut b, &leases).await;
+        drop((a, b, ns));
+    })
+}
 
-        // Exactly one leads: b stays standby (ready, capstan_leader 0) through several renewals of a.
-        eventually("capstan-b /readyz", Duration::from_secs(30), || async {
-            (b.get("/readyz")?.0 == 200).then_some(())
-        })
-        .await;
-        tokio::time::sleep(LEASE * 2).await;
-        let lease = leases.get("capstan").await.expect("lease").spec.expect("spec");
-        assert_eq!(
-            lease.holder_identity.as_deref(),
-            Some("capstan-a"),
-            "a lost the Lease while alive: {lease:?}\n{}",
-            b.log()
-        );
-        assert_eq!(lease.lease_duration_seconds, Some(4));
-        assert!(b.get("/metrics").expect("b metrics").1.lines().any(|l| l == "capstan_leader 0"));
-        assert!(a.get("/metrics").expect("a metrics").1.lines().any(|l| l == "capstan_leader 1"));
-        assert!(b.log().contains("waiting for leadership"), "{}", b.log());
-        assert!(!b.log().contains("became leader"), "{}", b.log());
+/// A Lease released on SIGTERM is taken at once by the next controller; a leader whose Lease
+/// someone else took exits with code 1, and says why on a JSON log line (`--log-format json`: one
+/// object per line, the message and fields at the top level).
+#[test]
+fn a_released_lease_is_taken_at_once_and_a_leader_that_loses_it_exits_1() {
+    crate::support::run(GROUP, 2, async {
+        let _serial = SERIAL.lock().await;
+        let admin = crate::support::cluster().await;
+        apply_crds(&admin).await;
+        let ns = TestNamespace::new(&admin, "lease-lost").await;
+        let work = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = crate::support::kubeconfig_path();
+        let flags = lease_flags(&ns.name);
+        let leases: Api<Lease> = Api::namespaced(admin.clone(), &ns.name);
+        let mut a = Controller::start("capstan-a", &kubeconfig, work.path(), &flags);
+        lease_held_by(&leases, "capstan-a", "capstan-a holds the Lease", Duration::from_secs(30)).await;
+        sigterm_releases_the_lease(&mut a, &leases).await;
 
-        // SIGKILL the holder: b takes over once the Lease expired, within lease duration + 2 retries (+1 s API slack).
-        let before = leases.get("capstan").await.expect("lease").spec.expect("spec");
-        a.child.kill().expect("SIGKILL a");
-        let killed = Instant::now();
-        let after = eventually("capstan-b takes the Lease", Duration::from_secs(30), || async {
-            let s = leases.get_opt("capstan").await.ok()??.spec?;
-            (s.holder_identity.as_deref() == Some("capstan-b")).then_some(s)
-        })
-        .await;
-        let handover = killed.elapsed();
-        let bound = LEASE + RETRY * 2 + Duration::from_secs(1);
-        assert!(handover <= bound, "handover took {handover:?}, more than {bound:?}\n{}", b.log());
-        // Not before the Lease a last renewed had expired (same clock on this machine).
-        let last_renew = before.renew_time.expect("renewTime").0;
-        let acquired = after.acquire_time.expect("acquireTime").0;
-        let waited = acquired.duration_since(last_renew);
-        assert!(
-            waited.as_secs_f64() >= LEASE.as_secs_f64() - 0.05,
-            "b took the Lease {waited:?} after a's last renewal, before it expired"
-        );
-        assert_eq!(after.lease_transitions, before.lease_transitions.map(|t| t + 1));
-        eprintln!("handover after SIGKILL: {handover:?} (bound {bound:?}); acquired {waited:?} after the last renewal");
-        eventually("capstan-b reports capstan_leader 1", Duration::from_secs(10), || async {
-            b.get("/metrics")?.1.lines().any(|l| l == "capstan_leader 1").then_some(())
-        })
-        .await;
-
-        // SIGTERM: b stops its controllers and releases the Lease (empty holder, 1 s), exit 0.
-        b.signal(libc::SIGTERM);
-        assert_eq!(b.wait_exit(Duration::from_secs(20)), Some(0), "b did not stop on SIGTERM:\n{}", b.log());
-        let released = leases.get("capstan").await.expect("lease").spec.expect("spec");
-        assert_eq!(released.holder_identity.as_deref(), Some(""), "{released:?}");
-        assert_eq!(released.lease_duration_seconds, Some(1));
-
-        // A released Lease is taken at once; a leader whose Lease someone else took exits with 1.
         let json_flags: Vec<&str> = flags.iter().copied().chain(["--log-format", "json"]).collect();
         let mut c = Controller::start("capstan-c", &kubeconfig, work.path(), &json_flags);
         let started = Instant::now();
-        let mut lease = eventually("capstan-c holds the released Lease", Duration::from_secs(30), || async {
-            let l = leases.get_opt("capstan").await.ok()??;
-            (l.spec.as_ref()?.holder_identity.as_deref() == Some("capstan-c")).then_some(l)
-        })
-        .await;
+        let what = "capstan-c holds the released Lease";
+        let mut lease = lease_held_by(&leases, "capstan-c", what, Duration::from_secs(30)).await;
         assert!(started.elapsed() < LEASE, "taking a released Lease waited {:?}", started.elapsed());
         let spec = lease.spec.as_mut().expect("spec");
         spec.holder_identity = Some("intruder".into());
@@ -536,7 +638,6 @@ fn leader_election_hands_over_after_sigkill() {
         leases.replace("capstan", &PostParams::default(), &lease).await.expect("take the Lease from c");
         let code = c.wait_exit(Duration::from_secs(10));
         assert_eq!(code, Some(1), "a leader that lost its Lease must exit 1:\n{}", c.log());
-        // --log-format json: one JSON object per line, the message and fields at the top level.
         let lines: Vec<serde_json::Value> = c
             .log()
             .lines()
@@ -549,13 +650,13 @@ fn leader_election_hands_over_after_sigkill() {
             .unwrap_or_else(|| panic!("no leadership-lost line: {lines:#?}"));
         assert_eq!(lost["level"], "ERROR");
         assert!(lost["reason"].as_str().is_some_and(|r| r.contains("intruder")), "{lost}");
-        drop((a, b, c, ns));
+        drop((a, c, ns));
     })
 }
 
 #[test]
 fn events_are_recorded_on_objects_and_repeats_fold() {
-    crate::support::run("deploy_cluster", 0, async {
+    crate::support::run(GROUP, 0, async {
         // Not concurrently with the manifests test, which may delete the CRDs it created.
         let _serial = SERIAL.lock().await;
         let admin = crate::support::cluster().await;
@@ -643,7 +744,7 @@ impl Drop for DeleteClusterRbac {
 /// message names what was refused.
 #[test]
 fn a_cluster_role_without_escalate_and_bind_is_not_enough() {
-    crate::support::run("deploy_cluster", 2, async {
+    crate::support::run(GROUP, 2, async {
         use serde::Deserialize;
         let _serial = SERIAL.lock().await;
         let admin = crate::support::cluster().await;
@@ -739,7 +840,7 @@ fn a_cluster_role_without_escalate_and_bind_is_not_enough() {
 /// that `kubectl apply -k manifests/` installs all of it after `make crds` adds a CRD.
 #[test]
 fn kustomization_lists_every_manifest() {
-    let _group = crate::support::group("deploy_cluster");
+    let _group = crate::support::group(GROUP);
     use serde::Deserialize;
     let dir = crate::support::repo_root().join("manifests");
     let k: serde_json::Value = serde_json::Value::deserialize(serde_norway::Deserializer::from_str(
@@ -773,7 +874,7 @@ fn kustomization_lists_every_manifest() {
 /// naming the flags.
 #[test]
 fn bad_controller_flags_exit_2_naming_the_flag() {
-    let _group = crate::support::group("deploy_cluster");
+    let _group = crate::support::group(GROUP);
     let run = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_capstan"))
             .arg("controller")
@@ -806,7 +907,7 @@ fn bad_controller_flags_exit_2_naming_the_flag() {
 /// standby applies the plan's steps again, which are idempotent).
 #[test]
 fn handover_during_an_install_converges_with_one_install_plan() {
-    crate::support::run("deploy_cluster", 2, async {
+    crate::support::run(GROUP, 2, async {
         let _serial = SERIAL.lock().await;
         let admin = crate::support::cluster().await;
         apply_crds(&admin).await;

@@ -4,8 +4,11 @@
 //! the object is gone; a CRD that drops a version still in `status.storedVersions` is refused naming
 //! the version, and goes through once the admin has migrated and pruned `storedVersions`.
 //!
-//! Every test uses CRDs of its own group (`<random>.capstan.test`), deleted at the end, because
-//! the control plane is shared by all tests of the worktree.
+//! And `check_crd_upgrade`'s schema verdicts agree with the API server's on a table of values
+//! (one test over the whole table: it lists every disagreement at once).
+//!
+//! One scenario per test. Every test uses CRDs of its own group (`<random>.capstan.test`),
+//! deleted at the end, because the control plane is shared by all tests of the worktree.
 
 use std::time::Duration;
 
@@ -403,10 +406,112 @@ fn new_crds_are_checked_for_their_own_versions_only() {
     })
 }
 
-/// capstan's schema validation agrees with the API server's own: each value below is sent to the
-/// server (dry-run create) and to `check_crd_upgrade`, and both must accept or refuse it alike.
-/// Covers the keywords of the brief: types, enum, bounds, pattern (Go syntax), lengths, items,
-/// nullable, int-or-string, nested required, maps, multipleOf, anyOf.
+/// The CRD `probes.<group>` of the oracle test: one property of its spec per schema keyword of
+/// the brief (types, enum, bounds, pattern in Go syntax, lengths, items, nullable, int-or-string,
+/// nested required, maps, multipleOf, anyOf).
+fn probe_crd(name: &str, group: &str) -> Value {
+    let props = json!({
+        "int": {"type": "integer", "minimum": 1, "maximum": 9},
+        "num": {"type": "number", "minimum": 0, "exclusiveMinimum": true},
+        "str": {"type": "string", "minLength": 2, "maxLength": 4, "pattern": "^[a-z]+$"},
+        "color": {"type": "string", "enum": ["red", "blue"]},
+        "ios": {"x-kubernetes-int-or-string": true},
+        "nul": {"type": "string", "nullable": true},
+        "list": {"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "string"}},
+        "ci": {"type": "string", "pattern": "^((?i)jan|feb)$"},
+        "posix": {"type": "string", "pattern": "^[[:digit:]]+$"},
+        "obj": {"type": "object", "required": ["a"], "properties": {"a": {"type": "string"}}},
+        "map": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "mult": {"type": "integer", "multipleOf": 5},
+        "far": {"type": "integer", "anyOf": [{"minimum": 5}, {"maximum": -5}]},
+        "flag": {"type": "boolean"}
+    });
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": name},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": "probes", "singular": "probe", "kind": "Probe", "listKind": "ProbeList"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "properties": {"spec": {"type": "object", "properties": props}}}}}]}
+    })
+}
+
+/// The values of the oracle test: (field of the Probe's spec, value), accepted and refused ones
+/// for every property of [`probe_crd`].
+fn probe_values() -> Vec<(&'static str, Value)> {
+    vec![
+        ("int", json!(0)),
+        ("int", json!(1)),
+        ("int", json!(9)),
+        ("int", json!(10)),
+        ("int", json!("3")),
+        ("int", json!(2.5)),
+        ("num", json!(0)),
+        ("num", json!(0.5)),
+        ("num", json!("x")),
+        ("str", json!("a")),
+        ("str", json!("ab")),
+        ("str", json!("abcde")),
+        ("str", json!("AB")),
+        ("str", json!(12)),
+        ("color", json!("red")),
+        ("color", json!("green")),
+        ("ios", json!(5)),
+        ("ios", json!("5")),
+        ("ios", json!(true)),
+        ("nul", json!(null)),
+        ("nul", json!("x")),
+        ("nul", json!(3)),
+        ("list", json!([])),
+        ("list", json!(["a"])),
+        ("list", json!(["a", "b", "c"])),
+        ("list", json!([1])),
+        ("ci", json!("JAN")),
+        ("ci", json!("feb")),
+        ("ci", json!("mar")),
+        ("posix", json!("123")),
+        ("posix", json!("12a")),
+        ("obj", json!({})),
+        ("obj", json!({"a": "x"})),
+        ("obj", json!({"a": 1})),
+        ("map", json!({"k": 1})),
+        ("map", json!({"k": "v"})),
+        ("mult", json!(10)),
+        ("mult", json!(7)),
+        ("far", json!(0)),
+        ("far", json!(6)),
+        ("far", json!(-6)),
+        ("flag", json!(true)),
+        ("flag", json!("true")),
+        // Known difference: the API server prunes a null of a non-nullable field on write, so no
+        // stored object holds one; capstan's validator, like OLM's, refuses it (checked below).
+        ("int", json!(null)),
+    ]
+}
+
+/// The API server's verdict on creating `object` (a dry run): accepted, or refused (422) with its
+/// message; other errors are retried (the new API may not be served yet).
+async fn server_verdict(api: &Api<DynamicObject>, object: &Value) -> Result<(), String> {
+    let typed: DynamicObject = serde_json::from_value(object.clone()).expect("object");
+    let dry_run = PostParams { dry_run: true, ..Default::default() };
+    eventually("a dry-run verdict", Duration::from_secs(30), || {
+        let api = api.clone();
+        let typed = typed.clone();
+        let dry_run = dry_run.clone();
+        async move {
+            match api.create(&dry_run, &typed).await {
+                Ok(_) => Some(Ok(())),
+                Err(kube::Error::Api(s)) if s.code == 422 => Some(Err(s.message)),
+                Err(_) => None, // the new API may not be served yet
+            }
+        }
+    })
+    .await
+}
+
+/// capstan's schema validation agrees with the API server's own: each value of [`probe_values`]
+/// is sent to the server (dry-run create) and to `check_crd_upgrade`, and both must accept or
+/// refuse it alike. One table: every disagreement is listed at once.
 #[test]
 fn schema_verdicts_agree_with_the_api_server() {
     crate::support::run("install_crd_safety", 0, async {
@@ -415,101 +520,17 @@ fn schema_verdicts_agree_with_the_api_server() {
         let group = unique_group("oracle");
         let name = format!("probes.{group}");
         let _guard = CrdGuard(name.clone());
-        let props = json!({
-            "int": {"type": "integer", "minimum": 1, "maximum": 9},
-            "num": {"type": "number", "minimum": 0, "exclusiveMinimum": true},
-            "str": {"type": "string", "minLength": 2, "maxLength": 4, "pattern": "^[a-z]+$"},
-            "color": {"type": "string", "enum": ["red", "blue"]},
-            "ios": {"x-kubernetes-int-or-string": true},
-            "nul": {"type": "string", "nullable": true},
-            "list": {"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "string"}},
-            "ci": {"type": "string", "pattern": "^((?i)jan|feb)$"},
-            "posix": {"type": "string", "pattern": "^[[:digit:]]+$"},
-            "obj": {"type": "object", "required": ["a"], "properties": {"a": {"type": "string"}}},
-            "map": {"type": "object", "additionalProperties": {"type": "integer"}},
-            "mult": {"type": "integer", "multipleOf": 5},
-            "far": {"type": "integer", "anyOf": [{"minimum": 5}, {"maximum": -5}]},
-            "flag": {"type": "boolean"}
-        });
-        let crd = json!({
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": name},
-            "spec": {"group": group, "scope": "Namespaced",
-                "names": {"plural": "probes", "singular": "probe", "kind": "Probe", "listKind": "ProbeList"},
-                "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
-                    "type": "object", "properties": {"spec": {"type": "object", "properties": props}}}}}]}
-        });
+        let crd = probe_crd(&name, &group);
         let installed = put_crd(&client, &crd).await;
         let res = resource(&crd, "v1");
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &res);
-        let cases: Vec<(&str, Value)> = vec![
-            ("int", json!(0)),
-            ("int", json!(1)),
-            ("int", json!(9)),
-            ("int", json!(10)),
-            ("int", json!("3")),
-            ("int", json!(2.5)),
-            ("num", json!(0)),
-            ("num", json!(0.5)),
-            ("num", json!("x")),
-            ("str", json!("a")),
-            ("str", json!("ab")),
-            ("str", json!("abcde")),
-            ("str", json!("AB")),
-            ("str", json!(12)),
-            ("color", json!("red")),
-            ("color", json!("green")),
-            ("ios", json!(5)),
-            ("ios", json!("5")),
-            ("ios", json!(true)),
-            ("nul", json!(null)),
-            ("nul", json!("x")),
-            ("nul", json!(3)),
-            ("list", json!([])),
-            ("list", json!(["a"])),
-            ("list", json!(["a", "b", "c"])),
-            ("list", json!([1])),
-            ("ci", json!("JAN")),
-            ("ci", json!("feb")),
-            ("ci", json!("mar")),
-            ("posix", json!("123")),
-            ("posix", json!("12a")),
-            ("obj", json!({})),
-            ("obj", json!({"a": "x"})),
-            ("obj", json!({"a": 1})),
-            ("map", json!({"k": 1})),
-            ("map", json!({"k": "v"})),
-            ("mult", json!(10)),
-            ("mult", json!(7)),
-            ("far", json!(0)),
-            ("far", json!(6)),
-            ("far", json!(-6)),
-            ("flag", json!(true)),
-            ("flag", json!("true")),
-            // Known difference: the API server prunes a null of a non-nullable field on write, so no
-            // stored object holds one; capstan's validator, like OLM's, refuses it (checked below).
-            ("int", json!(null)),
-        ];
-        let dry_run = PostParams { dry_run: true, ..Default::default() };
+        let cases = probe_values();
         let mut disagreements = Vec::new();
         let mut refused = 0;
         for (i, (field, value)) in cases.iter().enumerate() {
             let object = json!({"apiVersion": res.api_version, "kind": "Probe",
             "metadata": {"name": format!("p-{i}"), "namespace": ns.name}, "spec": {*field: value}});
-            let typed: DynamicObject = serde_json::from_value(object.clone()).expect("object");
-            let server = eventually("a dry-run verdict", Duration::from_secs(30), || {
-                let api = api.clone();
-                let typed = typed.clone();
-                let dry_run = dry_run.clone();
-                async move {
-                    match api.create(&dry_run, &typed).await {
-                        Ok(_) => Some(Ok(())),
-                        Err(kube::Error::Api(s)) if s.code == 422 => Some(Err(s.message)),
-                        Err(_) => None, // the new API may not be served yet
-                    }
-                }
-            })
-            .await;
+            let server = server_verdict(&api, &object).await;
             refused += usize::from(server.is_err());
             let ours = check_plan_crds_outcome_for(&installed, &crd, &object);
             let expected_difference = *field == "int" && value.is_null();

@@ -658,99 +658,129 @@ fn resolve_installed_names_no_catalog_has_are_an_error_or_a_warning_saying_what_
     assert!(text(&out.stdout).contains("a.v1.1.0"), "{}", text(&out.stdout));
 }
 
-#[test]
-fn resolve_installed_names_two_packages_share_or_in_no_subscriptions_namespace_are_refused() {
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path();
-    // Package b also has a bundle named a.v1.0.0 (opm allows it), which b.v1.1.0 replaces.
-    let b = r#"{"schema":"olm.package","name":"b","defaultChannel":"stable"}
+/// Package b of a catalog beside [`catalog_dir`]'s package a also has a bundle named a.v1.0.0
+/// (opm allows it), which b.v1.1.0 replaces.
+const SHARED_NAME: &str = r#"{"schema":"olm.package","name":"b","defaultChannel":"stable"}
 {"schema":"olm.channel","package":"b","name":"stable","entries":[{"name":"a.v1.0.0"},{"name":"b.v1.1.0","replaces":"a.v1.0.0"}]}
 {"schema":"olm.bundle","package":"b","name":"a.v1.0.0","image":"r.local/b:1.0.0","properties":[{"type":"olm.package","value":{"packageName":"b","version":"1.0.0"}}]}
 {"schema":"olm.bundle","package":"b","name":"b.v1.1.0","image":"r.local/b:1.1.0","properties":[{"type":"olm.package","value":{"packageName":"b","version":"1.1.0"}}]}
 "#;
-    let cat = named_catalog(h, "catalog", b);
-    let catalog_arg = format!("olm/c={}", cat.display());
-    let sub = |name: &str, package: &str| {
-        format!(
-            "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {{name: {name}, namespace: ns}}\nspec: {{name: {package}, source: c, sourceNamespace: olm, channel: stable}}\n"
-        )
-    };
-    let only_b = h.join("b.yaml");
-    std::fs::write(&only_b, sub("b", "b")).unwrap();
-    let both = h.join("both.yaml");
-    std::fs::write(&both, format!("{}---\n{}", sub("a", "a"), sub("b", "b"))).unwrap();
 
-    // The one subscribed package of the namespace that has the name: b's bundle, upgraded.
-    let out = capstan(
-        h,
-        &[
-            "resolve",
-            "--catalog",
-            &catalog_arg,
-            "-f",
-            only_b.to_str().unwrap(),
-            "--installed",
-            "a.v1.0.0",
-            "-o",
-            "json",
-        ],
-    );
+/// A home with catalog `olm/c` (packages a and b of [`SHARED_NAME`]) and two Subscription files
+/// of namespace ns: `b.yaml` (package b) and `both.yaml` (packages a and b).
+struct SharedName {
+    home: tempfile::TempDir,
+    catalog_arg: String,
+}
+
+impl SharedName {
+    fn new() -> SharedName {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let cat = named_catalog(h, "catalog", SHARED_NAME);
+        let catalog_arg = format!("olm/c={}", cat.display());
+        let sub = |name: &str, package: &str| {
+            format!(
+                "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {{name: {name}, namespace: ns}}\nspec: {{name: {package}, source: c, sourceNamespace: olm, channel: stable}}\n"
+            )
+        };
+        std::fs::write(h.join("b.yaml"), sub("b", "b")).unwrap();
+        std::fs::write(h.join("both.yaml"), format!("{}---\n{}", sub("a", "a"), sub("b", "b"))).unwrap();
+        SharedName { home, catalog_arg }
+    }
+
+    /// `capstan resolve` of the Subscriptions in `file` (`b.yaml` or `both.yaml`) with one
+    /// `--installed` per entry of `installed`, then `extra` arguments.
+    fn resolve(&self, file: &str, installed: &[&str], extra: &[&str]) -> Output {
+        let h = self.home.path();
+        let file = h.join(file);
+        let mut args = vec!["resolve", "--catalog", &self.catalog_arg, "-f", file.to_str().unwrap()];
+        for i in installed {
+            args.extend(["--installed", i]);
+        }
+        args.extend(extra);
+        capstan(h, &args)
+    }
+
+    /// [`SharedName::resolve`] of `both.yaml`: its exit code and stderr.
+    fn both(&self, installed: &[&str]) -> (Option<i32>, String) {
+        let out = self.resolve("both.yaml", installed, &[]);
+        (out.status.code(), text(&out.stderr))
+    }
+}
+
+/// `--installed a.v1.0.0` with only package b subscribed in the namespace: the name is b's
+/// bundle, and the plan is its upgrade.
+#[test]
+fn resolve_installed_name_of_the_one_subscribed_package_that_has_it_is_its_bundle() {
+    let s = SharedName::new();
+    let out = s.resolve("b.yaml", &["a.v1.0.0"], &["-o", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["resolved"][0]["bundle"], "b.v1.1.0", "{json}");
     assert_eq!(json["resolved"][0]["reason"], "upgrade from a.v1.0.0", "{json}");
+}
 
-    // Both packages subscribed: the name does not say which is installed.
-    let out =
-        capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", both.to_str().unwrap(), "--installed", "a.v1.0.0"]);
+/// Both packages subscribed: the name does not say which is installed, and `@PACKAGE` does.
+#[test]
+fn resolve_installed_name_two_subscribed_packages_share_is_refused_without_at_package() {
+    let s = SharedName::new();
+    let out = s.resolve("both.yaml", &["a.v1.0.0"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
     assert_eq!(
         text(&out.stderr),
         "error: --installed a.v1.0.0: packages a, b each have a bundle named a.v1.0.0, and the Subscriptions of namespace ns do not tell which is installed; write a.v1.0.0@PACKAGE (for example a.v1.0.0@a)\n"
     );
-    // ... which @PACKAGE says.
-    let out =
-        capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", both.to_str().unwrap(), "--installed", "a.v1.0.0@b"]);
+    let out = s.resolve("both.yaml", &["a.v1.0.0@b"], &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let out =
-        capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", both.to_str().unwrap(), "--installed", "b.v1.1.0@a"]);
+}
+
+/// `@PACKAGE` naming a package that has no bundle of that name: refused, naming the package that has it.
+#[test]
+fn resolve_installed_at_a_package_without_that_bundle_names_the_package_that_has_it() {
+    let s = SharedName::new();
+    let out = s.resolve("both.yaml", &["b.v1.1.0@a"], &[]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
         "error: --installed b.v1.1.0@a: package a has no bundle named b.v1.1.0; it is a bundle of b\n"
     );
+}
 
-    // A namespace none of the Subscriptions is in: the installed CSV would change nothing.
-    let out = capstan(
-        h,
-        &["resolve", "--catalog", &catalog_arg, "-f", only_b.to_str().unwrap(), "--installed", "nss/a.v1.0.0"],
-    );
+/// A namespace none of the Subscriptions is in: the installed CSV would change nothing.
+#[test]
+fn resolve_installed_in_a_namespace_without_subscriptions_is_refused() {
+    let s = SharedName::new();
+    let out = s.resolve("b.yaml", &["nss/a.v1.0.0"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
     assert_eq!(
         text(&out.stderr),
         "error: --installed nss/a.v1.0.0: none of the Subscriptions is in namespace nss (they are in ns); an installed CSV only counts in its Subscriptions' namespace: write ns/a.v1.0.0\n"
     );
-    let run = |installed: &[&str]| {
-        let mut args = vec!["resolve", "--catalog", &catalog_arg, "-f", both.to_str().unwrap()];
-        for i in installed {
-            args.extend(["--installed", i]);
-        }
-        let out = capstan(h, &args);
-        (out.status.code(), text(&out.stderr))
-    };
     assert_eq!(
-        run(&["nss/a.v1.0.0@b"]).1,
+        s.both(&["nss/a.v1.0.0@b"]).1,
         "error: --installed nss/a.v1.0.0@b: none of the Subscriptions is in namespace nss (they are in ns); an installed CSV only counts in its Subscriptions' namespace: write ns/a.v1.0.0@b\n"
     );
-    // Names that cannot be a namespace or a CSV, and a CSV given twice.
-    assert_eq!(run(&["/a.v1.0.0"]), (Some(2), "error: --installed /a.v1.0.0: \"\" is not a namespace name (lowercase letters, digits and '-'); write [NAMESPACE/]CSV_NAME[@PACKAGE]\n".to_string()));
+}
+
+/// Names that cannot be a namespace or a CSV.
+#[test]
+fn resolve_installed_names_that_are_no_namespace_or_csv_name_are_refused() {
+    let s = SharedName::new();
+    assert_eq!(s.both(&["/a.v1.0.0"]), (Some(2), "error: --installed /a.v1.0.0: \"\" is not a namespace name (lowercase letters, digits and '-'); write [NAMESPACE/]CSV_NAME[@PACKAGE]\n".to_string()));
     for bad in ["ns//a.v1.0.0", "ns/a/b", "ns/Ü.v1.0.0"] {
-        let (code, err) = run(&[bad]);
+        let (code, err) = s.both(&[bad]);
         assert_eq!(code, Some(2), "{bad}: {err}");
         assert!(err.contains("is not a CSV name (a Kubernetes object name"), "{bad}: {err}");
     }
+}
+
+/// One CSV given twice (once without its namespace): refused, a namespace holds one CSV of a name.
+#[test]
+fn resolve_installed_csv_given_twice_is_refused() {
+    let s = SharedName::new();
     assert_eq!(
-        run(&["a.v1.0.0@a", "ns/a.v1.0.0@b"]),
+        s.both(&["a.v1.0.0@a", "ns/a.v1.0.0@b"]),
         (
             Some(2),
             "error: --installed ns/a.v1.0.0@b: CSV ns/a.v1.0.0 is given twice; a namespace holds one CSV of a name\n"
@@ -761,19 +791,45 @@ fn resolve_installed_names_two_packages_share_or_in_no_subscriptions_namespace_a
 
 // ---- 5. Subscription input ---------------------------------------------------------------------
 
-#[test]
-fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_stdin() {
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path();
-    let cat = named_catalog(h, "catalog", "");
-    let catalog_arg = format!("olm/c={}", cat.display());
-    let run = |yaml: &str| {
-        let sub = h.join("sub.yaml");
-        std::fs::write(&sub, yaml).unwrap();
-        capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", sub.to_str().unwrap()])
-    };
+/// A home with [`catalog_dir`]'s catalog as `olm/c`, for `capstan resolve -f sub.yaml`.
+struct SubFile {
+    home: tempfile::TempDir,
+    catalog_arg: String,
+}
 
-    let out = run(
+impl SubFile {
+    fn new() -> SubFile {
+        let home = tempfile::tempdir().unwrap();
+        let cat = named_catalog(home.path(), "catalog", "");
+        let catalog_arg = format!("olm/c={}", cat.display());
+        SubFile { home, catalog_arg }
+    }
+
+    /// The path of `sub.yaml`, as the messages show it.
+    fn file(&self) -> String {
+        self.home.path().join("sub.yaml").display().to_string()
+    }
+
+    /// `capstan resolve --catalog olm/c=… ARGS`.
+    fn resolve(&self, args: &[&str]) -> Output {
+        let mut all = vec!["resolve", "--catalog", &self.catalog_arg];
+        all.extend(args);
+        capstan(self.home.path(), &all)
+    }
+
+    /// Writes `yaml` to `sub.yaml` and resolves it.
+    fn run(&self, yaml: &str) -> Output {
+        let sub = self.home.path().join("sub.yaml");
+        std::fs::write(&sub, yaml).unwrap();
+        self.resolve(&["-f", sub.to_str().unwrap()])
+    }
+}
+
+/// A misspelt field is refused with the field it is nearest to.
+#[test]
+fn resolve_refuses_an_unknown_subscription_field_naming_the_nearest_one() {
+    let s = SubFile::new();
+    let out = s.run(
         "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, chanel: stable}\n",
     );
     assert_eq!(out.status.code(), Some(2));
@@ -782,19 +838,29 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
         err,
         format!(
             "error: {}, Subscription \"a\": unknown field \"spec.chanel\"; a Subscription has no such field (kubectl apply --validate=strict refuses it too); did you mean spec.channel?\n",
-            h.join("sub.yaml").display()
+            s.file()
         )
     );
-    // Nothing near: the fields the parent has.
-    let out = run(
+}
+
+/// An unknown field nothing is near: the message lists the fields its parent has.
+#[test]
+fn resolve_refuses_an_unknown_subscription_field_listing_the_fields_there() {
+    let s = SubFile::new();
+    let out = s.run(
         "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, approval: Manual}\n",
     );
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("unknown field \"spec.approval\"; a Subscription has no such field (kubectl apply --validate=strict refuses it too); spec has channel, config, "), "{err}");
     assert!(err.contains("installPlanApproval"), "{err}");
+}
 
-    let out = run(
+/// Several unknown fields: the first is named with a count of the others, and a suggestion.
+#[test]
+fn resolve_refuses_several_unknown_subscription_fields_in_one_message() {
+    let s = SubFile::new();
+    let out = s.run(
         "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns, lables: {x: y}}\nspec: {name: a, source: c, sourceNamespace: olm, config: {nodeSelector: {k: v}, envv: []}}\n",
     );
     let err = text(&out.stderr);
@@ -804,9 +870,13 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
             && err.ends_with("; did you mean metadata.labels?\n"),
         "{err}"
     );
+}
 
-    // A value of the wrong type: the error names the field.
-    let out = run(
+/// A value of the wrong type: the error names the field.
+#[test]
+fn resolve_refuses_a_subscription_value_of_the_wrong_type_naming_the_field() {
+    let s = SubFile::new();
+    let out = s.run(
         "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, channel: 5}\n",
     );
     assert_eq!(out.status.code(), Some(2));
@@ -814,23 +884,32 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
         text(&out.stderr),
         format!(
             "error: {}, Subscription \"a\": spec.channel: 5 is not of types \"null\", \"string\"; a string is wanted: quote the value as written (YAML reads an unquoted 2.10 as the number 2.1); kubectl apply refuses it too (the Subscription CRD's schema)\n",
-            h.join("sub.yaml").display()
+            s.file()
         )
     );
-    // A document that is not an object is named as such (not "expected struct …").
-    let out = run("just a string\n");
+}
+
+/// A document that is not an object is named as such (not "expected struct …").
+#[test]
+fn resolve_names_a_document_that_is_not_an_object() {
+    let s = SubFile::new();
+    let out = s.run("just a string\n");
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
         format!(
             "error: {}, document 1: a string, not an object; a Subscription is a mapping with apiVersion, kind, metadata and spec\n",
-            h.join("sub.yaml").display()
+            s.file()
         )
     );
+}
 
-    // A list where the schema has an object (serde would read it as an empty config): refused
-    // with the field, as the API server refuses it.
-    let out = run(
+/// A list where the schema has an object (serde would read it as an empty config): refused with
+/// the field, as the API server refuses it.
+#[test]
+fn resolve_refuses_a_list_where_the_schema_has_an_object() {
+    let s = SubFile::new();
+    let out = s.run(
         "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, config: [{env: []}]}\n",
     );
     assert_eq!(out.status.code(), Some(2));
@@ -838,15 +917,25 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
         text(&out.stderr),
         format!(
             "error: {}, Subscription \"a\": spec.config: [{{\"env\":[]}}] is not of types \"null\", \"object\"; kubectl apply refuses it too (the Subscription CRD's schema)\n",
-            h.join("sub.yaml").display()
+            s.file()
         )
     );
+}
 
-    // Status fields are not checked (a Subscription copied from `kubectl get -o yaml`), and its
-    // status.installedCSV is taken as installed: the plan is the upgrade from it, and says so.
-    let out = run(
-        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns, uid: x, resourceVersion: '1'}\nspec: {name: a, source: c, sourceNamespace: olm}\nstatus: {installedCSV: a.v1.0.0, somethingNewer: {x: 1}}\n",
-    );
+/// A Subscription copied from `kubectl get -o yaml`: metadata the server set, a status with
+/// installedCSV a.v1.0.0 and a field capstan does not know.
+const WITH_STATUS: &str = "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns, uid: x, resourceVersion: '1'}\nspec: {name: a, source: c, sourceNamespace: olm}\nstatus: {installedCSV: a.v1.0.0, somethingNewer: {x: 1}}\n";
+
+/// The same Subscription with no status: a fresh install.
+const FRESH: &str = "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n";
+
+/// Status fields are not checked (a Subscription copied from `kubectl get -o yaml`), and its
+/// status.installedCSV is taken as installed: the plan is the upgrade from it, and says so; a
+/// fresh install is planned differently.
+#[test]
+fn resolve_takes_status_installed_csv_as_installed_and_says_so() {
+    let s = SubFile::new();
+    let out = s.run(WITH_STATUS);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stderr),
@@ -854,21 +943,38 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
     );
     let plan = text(&out.stdout);
     assert!(plan.contains("a.v1.1.0") && plan.contains("a.v1.0.0"), "the upgrade from the installed CSV: {plan}");
-    // --installed contradicting the pasted status: one CSV of a package per namespace.
-    let sub = h.join("sub.yaml");
-    let out =
-        capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", sub.to_str().unwrap(), "--installed", "a.v1.1.0"]);
+    let fresh = s.run(FRESH);
+    assert_ne!(text(&fresh.stdout), plan, "a fresh install is planned differently");
+}
+
+/// --installed contradicting the pasted status: one CSV of a package per namespace.
+#[test]
+fn resolve_refuses_installed_that_contradicts_status_installed_csv() {
+    let s = SubFile::new();
+    s.run(WITH_STATUS);
+    let out = s.resolve(&["-f", &s.file(), "--installed", "a.v1.1.0"]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
         "error: status.installedCSV of Subscription ns/a: --installed a.v1.1.0 already gives a CSV of package a in namespace ns; a namespace has one CSV of a package installed: give only the installed one (while an upgrade runs, the one whose phase is not Replacing)\n"
     );
-    // The same CSV by --installed and the status: one entry.
-    let out =
-        capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", sub.to_str().unwrap(), "--installed", "a.v1.0.0"]);
+}
+
+/// The same CSV by --installed and the status: one entry, the same plan.
+#[test]
+fn resolve_counts_installed_and_status_installed_csv_naming_one_csv_once() {
+    let s = SubFile::new();
+    let plan = text(&s.run(WITH_STATUS).stdout);
+    let out = s.resolve(&["-f", &s.file(), "--installed", "a.v1.0.0"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), plan);
-    let out = run(
+}
+
+/// A status.installedCSV that is not a CSV name: refused, saying to correct or remove status.
+#[test]
+fn resolve_refuses_a_status_installed_csv_that_is_not_a_csv_name() {
+    let s = SubFile::new();
+    let out = s.run(
         "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\nstatus: {installedCSV: A.v1}\n",
     );
     assert_eq!(out.status.code(), Some(2));
@@ -876,91 +982,145 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
         text(&out.stderr),
         "error: status.installedCSV of Subscription ns/a: \"A.v1\" is not a CSV name (a Kubernetes object name: lowercase letters, digits, '-' and '.'); correct it or remove status\n"
     );
-    let fresh = run(
-        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n",
-    );
-    assert_ne!(text(&fresh.stdout), plan, "a fresh install is planned differently");
+}
 
-    // `kubectl get -o yaml` of several objects writes a List: its items are read; errors name the item.
-    let item = |name: &str, ns: &str| {
-        format!(
-            "- apiVersion: operators.coreos.com/v1alpha1\n  kind: Subscription\n  metadata: {{name: {name}, namespace: {ns}}}\n  spec: {{name: a, source: c, sourceNamespace: olm}}\n"
-        )
-    };
-    let out = run(&format!("apiVersion: v1\nkind: List\nitems:\n{}{}", item("a", "ns1"), item("b", "ns2")));
+/// An item of a `kubectl get -o yaml` List of Subscriptions in namespace `ns`.
+fn list_item(name: &str, ns: &str) -> String {
+    format!(
+        "- apiVersion: operators.coreos.com/v1alpha1\n  kind: Subscription\n  metadata: {{name: {name}, namespace: {ns}}}\n  spec: {{name: a, source: c, sourceNamespace: olm}}\n"
+    )
+}
+
+/// `kubectl get -o yaml` of several objects writes a List (or a SubscriptionList): its items are read.
+#[test]
+fn resolve_reads_the_items_of_a_list_and_of_a_subscription_list() {
+    let s = SubFile::new();
+    let out = s.run(&format!("apiVersion: v1\nkind: List\nitems:\n{}{}", list_item("a", "ns1"), list_item("b", "ns2")));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let plan = text(&out.stdout);
     assert!(plan.contains("ns1/a") && plan.contains("ns2/b"), "{plan}");
-    let out = run(&format!(
+    let out = s.run(&format!(
         "apiVersion: operators.coreos.com/v1alpha1\nkind: SubscriptionList\nitems:\n{}{}",
-        item("a", "ns1"),
-        item("b", "ns2")
+        list_item("a", "ns1"),
+        list_item("b", "ns2")
     ));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let plan = text(&out.stdout);
     assert!(plan.contains("ns1/a") && plan.contains("ns2/b"), "{plan}");
-    let out = run(&format!("apiVersion: v1\nkind: List\nitems:\n{}- 7\n", item("a", "ns1")));
+}
+
+/// An item of a List that is not an object: the error names the item.
+#[test]
+fn resolve_names_the_list_item_that_is_not_an_object() {
+    let s = SubFile::new();
+    let out = s.run(&format!("apiVersion: v1\nkind: List\nitems:\n{}- 7\n", list_item("a", "ns1")));
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
         format!(
             "error: {}, document 1, items[1]: a number, not an object; a Subscription is a mapping with apiVersion, kind, metadata and spec\n",
-            h.join("sub.yaml").display()
+            s.file()
         )
     );
+}
 
-    // A missing or misspelt kind would drop a Subscription silently: refused, as kubectl does.
-    let body = "apiVersion: operators.coreos.com/v1alpha1\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n";
-    let f = h.join("sub.yaml").display().to_string();
-    let out = run(body);
+/// A Subscription without its `kind:` line.
+const NO_KIND: &str = "apiVersion: operators.coreos.com/v1alpha1\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n";
+
+/// A missing kind would drop a Subscription silently: refused, as kubectl does.
+#[test]
+fn resolve_refuses_a_document_without_kind() {
+    let s = SubFile::new();
+    let out = s.run(NO_KIND);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
         format!(
-            "error: {f}, document 1: kind is missing; kubectl apply refuses an object without one: write kind: Subscription\n"
+            "error: {}, document 1: kind is missing; kubectl apply refuses an object without one: write kind: Subscription\n",
+            s.file()
         )
     );
-    let out = run(&format!("kind: subscription\n{body}"));
+}
+
+/// Kinds are matched exactly: `subscription` is refused.
+#[test]
+fn resolve_refuses_a_kind_in_the_wrong_case() {
+    let s = SubFile::new();
+    let out = s.run(&format!("kind: subscription\n{NO_KIND}"));
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
         format!(
-            "error: {f}, document 1: kind is \"subscription\"; kinds are matched exactly: write kind: Subscription\n"
+            "error: {}, document 1: kind is \"subscription\"; kinds are matched exactly: write kind: Subscription\n",
+            s.file()
         )
     );
-    let out = run(&format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: ns}}\n---\nkind: Subscriptoin\n{body}"));
+}
+
+/// A misspelt kind no API serves: refused, naming the document and the kind it is near.
+#[test]
+fn resolve_refuses_a_misspelt_kind_suggesting_subscription() {
+    let s = SubFile::new();
+    let out =
+        s.run(&format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: ns}}\n---\nkind: Subscriptoin\n{NO_KIND}"));
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
         format!(
-            "error: {f}, document 2: kind is \"Subscriptoin\", which no API serves (kubectl apply refuses it: no matches for kind); did you mean kind: Subscription?\n"
+            "error: {}, document 2: kind is \"Subscriptoin\", which no API serves (kubectl apply refuses it: no matches for kind); did you mean kind: Subscription?\n",
+            s.file()
         )
     );
-    // Other kinds are skipped.
-    let out = run(&format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: ns}}\n---\nkind: Subscription\n{body}"));
+}
+
+/// Objects of other kinds beside the Subscriptions are skipped.
+#[test]
+fn resolve_skips_objects_of_other_kinds() {
+    let s = SubFile::new();
+    let out =
+        s.run(&format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: ns}}\n---\nkind: Subscription\n{NO_KIND}"));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    // Names the API server refuses; a number where a string belongs is to be quoted.
-    let out = run(
+}
+
+/// A metadata.name the API server refuses: refused, saying what a name may hold.
+#[test]
+fn resolve_refuses_an_invalid_subscription_name() {
+    let s = SubFile::new();
+    let out = s.run(
         "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: Bad_Name, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n",
     );
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
         format!(
-            "error: {f}, Subscription \"Bad_Name\": metadata.name \"Bad_Name\" is not a valid object name; use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit\n"
+            "error: {}, Subscription \"Bad_Name\": metadata.name \"Bad_Name\" is not a valid object name; use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit\n",
+            s.file()
         )
     );
-    let out = run(
+}
+
+/// A metadata.namespace the API server refuses: refused, saying what a namespace name may hold.
+#[test]
+fn resolve_refuses_an_invalid_subscription_namespace() {
+    let s = SubFile::new();
+    let out = s.run(
         "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: NS 1}\nspec: {name: a, source: c, sourceNamespace: olm}\n",
     );
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
         format!(
-            "error: {f}, Subscription \"a\": metadata.namespace \"NS 1\" is not a namespace name; use lowercase letters, digits and '-' (at most 63)\n"
+            "error: {}, Subscription \"a\": metadata.namespace \"NS 1\" is not a namespace name; use lowercase letters, digits and '-' (at most 63)\n",
+            s.file()
         )
     );
-    let out = run(
+}
+
+/// A number where a string belongs (channel 2.10, read as 2.1): the message says to quote it.
+#[test]
+fn resolve_says_to_quote_a_channel_yaml_reads_as_a_number() {
+    let s = SubFile::new();
+    let out = s.run(
         "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm, channel: 2.10}\n",
     );
     assert_eq!(out.status.code(), Some(2));
@@ -971,47 +1131,69 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
         "{}",
         text(&out.stderr)
     );
-    // A field given twice (the YAML parser keeps the last): refused, as kubectl's strict decoding does.
-    let out = run(
+}
+
+/// A field given twice (the YAML parser keeps the last): refused, as kubectl's strict decoding does.
+#[test]
+fn resolve_refuses_a_field_given_twice() {
+    let s = SubFile::new();
+    let out = s.run(
         "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec:\n  name: a\n  channel: alpha\n  channel: beta\n  source: c\n  sourceNamespace: olm\n",
     );
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
         format!(
-            "error: {f}: spec: duplicate entry with key \"channel\" at line 5 column 3; a field given twice keeps only its last value: kubectl apply refuses it too, give it once\n"
+            "error: {}: spec: duplicate entry with key \"channel\" at line 5 column 3; a field given twice keeps only its last value: kubectl apply refuses it too, give it once\n",
+            s.file()
         )
     );
-    // The same file twice.
-    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", &f, "-f", &f]);
+}
+
+/// The same file given twice to `-f`, by one path or by two: refused, naming both spellings.
+#[test]
+fn resolve_refuses_the_same_file_given_twice() {
+    let s = SubFile::new();
+    s.run(FRESH);
+    let f = s.file();
+    let out = s.resolve(&["-f", &f, "-f", &f]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(text(&out.stderr), format!("error: -f {f}: the file is given twice; give each file once\n"));
-    let other = h.join(".").join("sub.yaml").display().to_string();
-    let out = capstan(h, &["resolve", "--catalog", &catalog_arg, "-f", &f, "-f", &other]);
+    let other = s.home.path().join(".").join("sub.yaml").display().to_string();
+    let out = s.resolve(&["-f", &f, "-f", &other]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
         format!("error: -f {f}: the file is given twice (as {other}); give each file once\n")
     );
+}
 
-    // Two Subscriptions of one namespace and name: kubectl apply would keep one; refused, naming both.
+/// Two Subscriptions of one namespace and name: kubectl apply would keep one; refused, naming both.
+#[test]
+fn resolve_refuses_two_subscriptions_of_one_namespace_and_name() {
+    let s = SubFile::new();
     let doc = |ch: &str| {
         format!(
             "---\napiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {{name: a, namespace: ns}}\nspec: {{name: a, source: c, sourceNamespace: olm, channel: {ch}}}\n"
         )
     };
-    let out = run(&format!("{}{}", doc("stable"), doc("beta")));
+    let out = s.run(&format!("{}{}", doc("stable"), doc("beta")));
     assert_eq!(out.status.code(), Some(2));
-    let f = h.join("sub.yaml").display().to_string();
+    let f = s.file();
     assert_eq!(
         text(&out.stderr),
         format!(
             "error: {f}, document 2: Subscription ns/a is also given by {f}, document 1; a namespace holds one Subscription of a name (kubectl apply would keep only the last): rename one or drop it\n"
         )
     );
+}
 
+/// Any apiVersion but operators.coreos.com/v1alpha1 (v1, the v1 of the group, none): refused.
+#[test]
+fn resolve_refuses_other_api_versions_of_a_subscription() {
+    let s = SubFile::new();
     for version in ["v1", "operators.coreos.com/v1", ""] {
-        let out = run(&format!(
+        let out = s.run(&format!(
             "apiVersion: {version:?}\nkind: Subscription\nmetadata: {{name: a, namespace: ns}}\nspec: {{name: a, source: c, sourceNamespace: olm}}\n"
         ));
         assert_eq!(out.status.code(), Some(2));
@@ -1019,27 +1201,36 @@ fn resolve_refuses_unknown_subscription_fields_and_other_api_versions_and_reads_
             text(&out.stderr),
             format!(
                 "error: {}, Subscription \"a\": apiVersion is {version:?}; a Subscription's apiVersion is operators.coreos.com/v1alpha1\n",
-                h.join("sub.yaml").display()
+                s.file()
             )
         );
     }
+}
 
-    // `-f -` reads stdin.
-    let mut child = offline(h, &["resolve", "--catalog", &catalog_arg, "-f", "-"])
+/// `-f -` reads the Subscriptions from stdin.
+#[test]
+fn resolve_reads_stdin_for_f_dash() {
+    let s = SubFile::new();
+    let mut child = offline(s.home.path(), &["resolve", "--catalog", &s.catalog_arg, "-f", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("run capstan");
-    std::io::Write::write_all(
-        &mut child.stdin.take().unwrap(),
-        b"apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: a, namespace: ns}\nspec: {name: a, source: c, sourceNamespace: olm}\n",
-    )
-    .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), FRESH.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("a.v1.1.0"), "{}", text(&out.stdout));
-    let out = offline(h, &["resolve", "--catalog", &catalog_arg, "-f", "-"]).stdin(Stdio::null()).output().unwrap();
+}
+
+/// `-f -` with nothing on stdin: no Subscription found, exit 2.
+#[test]
+fn resolve_of_an_empty_stdin_says_no_subscription_was_found() {
+    let s = SubFile::new();
+    let out = offline(s.home.path(), &["resolve", "--catalog", &s.catalog_arg, "-f", "-"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("no Subscription found in the -f files"), "{}", text(&out.stderr));
 }
