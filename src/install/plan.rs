@@ -684,11 +684,14 @@ impl Ctx<'_> {
         ]
     }
 
-    /// olm.managed + component label (every object).
+    /// olm.managed + component label (every object; none for a CSV of no package, one applied by
+    /// hand, whose key would not be a valid label).
     fn common_labels(&self, v: &mut Value) {
         let labels = labels_mut(v);
         labels.insert(LABEL_MANAGED.into(), json!("true"));
-        labels.insert(self.target.component_label(), json!(""));
+        if !self.target.package.is_empty() {
+            labels.insert(self.target.component_label(), json!(""));
+        }
     }
 
     /// Common labels, owner labels, and (when `owned` and an owner is given) the ownerReference.
@@ -933,7 +936,9 @@ fn deployment(ctx: &Ctx<'_>, d: &DeploymentEntry, csv_annotations: &Value) -> Re
     for (k, v) in ctx.owner_labels() {
         labels.insert(k.into(), v);
     }
-    labels.insert(ctx.target.component_label(), String::new());
+    if !ctx.target.package.is_empty() {
+        labels.insert(ctx.target.component_label(), String::new());
+    }
     dep.metadata.labels = Some(labels);
 
     ctx.target.config.apply_to(&mut dep);

@@ -449,7 +449,7 @@ fn capstan_as_the_manifests_service_account_leads_installs_and_serves_its_endpoi
         cleanup_cluster_rbac(&admin, &[ns.name.as_str()]).await;
         // The AllNamespaces group goes now, not with its namespace: nginx-operator installed for
         // all namespaces by the next test (the handover) would otherwise wait until it is gone.
-        release_group(&admin, &ns.name).await;
+        release_group(&admin, &ns.name, "global").await;
     })
 }
 

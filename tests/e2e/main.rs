@@ -14,13 +14,13 @@ mod support;
 
 mod api_cluster;
 mod compare_olm;
+mod controller_by_hand_e2e;
 mod controller_community_e2e;
 mod controller_configmap_e2e;
 mod controller_deps_e2e;
 mod controller_e2e;
 mod controller_hostile_e2e;
 mod controller_lifecycle_e2e;
-mod controller_listed_plan_e2e;
 mod controller_outage_e2e;
 mod controller_parity_e2e;
 mod controller_removal;

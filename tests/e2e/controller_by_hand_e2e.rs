@@ -1,16 +1,19 @@
-//! InstallPlans whose steps are written by hand (no bundle lookups), as OLM's own e2e suite and
-//! tools that prepare plans elsewhere write them: applied as listed, as OLM's catalog operator
-//! applies them.
+//! What OLM users write by hand rather than through a Subscription, as OLM's own e2e suite,
+//! GitOps repositories and tools that prepare plans elsewhere do: an InstallPlan whose steps are
+//! listed in its status (no bundle lookups), applied as listed, as OLM's catalog operator applies
+//! it; a ClusterServiceVersion applied to a namespace with an OperatorGroup, installed from its own
+//! install strategy, as OLM's olm-operator installs any CSV.
 
 use crate::support::controller::*;
 use crate::support::eventually;
 use crate::support::group::PerGroup;
-use capstan::api::InstallPlan;
+use capstan::api::{ClusterServiceVersion, InstallPlan};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-const GROUP: &str = "controller_listed_plan_e2e";
+const GROUP: &str = "controller_by_hand_e2e";
 
 static FIXTURE: PerGroup<ControllerFixture> = PerGroup::new(GROUP);
 
@@ -18,9 +21,9 @@ async fn fixture() -> std::sync::Arc<ControllerFixture> {
     FIXTURE
         .get_or_init(|| async {
             let client = crate::support::cluster().await;
-            let repo = format!("ctl-listed-{}", std::process::id());
+            let repo = format!("ctl-by-hand-{}", std::process::id());
             let options = capstan::controller::Options { catalog_cache: None, ..Default::default() };
-            ControllerFixture::start(&client, &repo, "ctl-listed-catalog", options).await
+            ControllerFixture::start(&client, &repo, "ctl-by-hand-catalog", options).await
         })
         .await
 }
@@ -68,5 +71,49 @@ fn steps_listed_by_hand_are_applied_once_approved() {
         let waiting = serde_json::to_value(plans.get("by-hand-waiting").await.expect("plan").status).expect("status");
         assert_eq!(waiting["phase"], "Installing", "an unapproved plan is left as written: {waiting}");
         assert!(cms.get_opt("by-hand-waiting").await.expect("get").is_none(), "nothing applied before approval");
+    })
+}
+
+/// A CSV applied by hand (no Subscription, no InstallPlan) to a namespace with an OperatorGroup
+/// is installed from its own install strategy: its Deployment is created, labelled and owned as
+/// an InstallPlan would have made it, and the CSV reaches Succeeded.
+#[test]
+fn csv_applied_by_hand_is_installed_from_its_install_strategy() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let ns = f.hold(namespace_with_group(&client, "csv-by-hand").await);
+        let labels = json!({"app": "by-hand"});
+        create::<ClusterServiceVersion>(&client, &ns.name, json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+            "metadata": {"name": "by-hand.v1.0.0", "namespace": ns.name},
+            "spec": {
+                "displayName": "By hand", "version": "1.0.0",
+                "installModes": [{"type": "OwnNamespace", "supported": true}, {"type": "SingleNamespace", "supported": true},
+                                 {"type": "MultiNamespace", "supported": false}, {"type": "AllNamespaces", "supported": false}],
+                "install": {"strategy": "deployment", "spec": {"deployments": [{
+                    "name": "by-hand",
+                    "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                             "template": {"metadata": {"labels": labels},
+                                          "spec": {"containers": [{"name": "c", "image": "registry.example/by-hand:1"}]}}}
+                }]}}
+            }
+        }))
+        .await;
+        csv_version_succeeded(&client, &ns.name, "by-hand.v1.0.0").await;
+        let d = Api::<Deployment>::namespaced(client.clone(), &ns.name).get("by-hand").await.expect("the Deployment");
+        let csv = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns.name)
+            .get("by-hand.v1.0.0")
+            .await
+            .expect("the CSV");
+        let owners = d.metadata.owner_references.clone().unwrap_or_default();
+        assert!(
+            owners.iter().any(|o| o.kind == "ClusterServiceVersion" && Some(&o.uid) == csv.metadata.uid.as_ref()),
+            "the Deployment is owned by the CSV: {owners:?}"
+        );
+        let labels = d.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels.get("olm.owner").map(String::as_str), Some("by-hand.v1.0.0"), "{labels:?}");
+        let annotations = d.spec.and_then(|s| s.template.metadata).and_then(|m| m.annotations).unwrap_or_default();
+        assert_eq!(annotations.get("olm.targetNamespaces"), Some(&ns.name), "{annotations:?}");
     })
 }
