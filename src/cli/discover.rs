@@ -185,6 +185,7 @@ async fn serve(
                 args.global_namespace.clone(),
             )
             .await
+            .map_err(|e| e.to_string())
         };
         match started.await {
             Ok(bound) => eprintln!("packages API on https://{bound}"),

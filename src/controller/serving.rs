@@ -14,6 +14,7 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 
 use super::{CatalogStore, Context};
 use crate::api::CatalogSource;
+use crate::discovery::ServeError;
 use crate::discovery::apiserver::{self, PackageCatalogs, ServingIdentity};
 use crate::discovery::content::ContentCatalogs;
 use crate::discovery::served::{self, DiscoveryOptions};
@@ -41,12 +42,12 @@ fn fingerprint(sources: &[Arc<CatalogSource>], store: &CatalogStore) -> Vec<(Str
 /// ([`super::mirror_once`]). `ctx` is a context over the store the controllers fill.
 ///
 /// # Errors
-/// A message when the certificate cannot be had or a listener cannot start; nothing is served then.
+/// [`ServeError`] when the certificate cannot be had or a listener cannot start; nothing is served then.
 pub async fn serve_discovery(
     ctx: Arc<Context>,
     opts: DiscoveryOptions,
     leading: Arc<AtomicBool>,
-) -> Result<(), String> {
+) -> Result<(), ServeError> {
     let client = ctx.client.clone();
     let packages = PackageCatalogs::default();
     let content = ContentCatalogs::default();
@@ -66,7 +67,7 @@ pub async fn serve_discovery(
         tracing::info!(addr = %bound, service = %format!("{}/{}", opts.service_namespace, opts.service_name), "serving packages.operators.coreos.com/v1");
     }
     if let Some(addr) = opts.catalog_content {
-        let bound = crate::discovery::content::serve(addr, content.clone()).await.map_err(|e| e.to_string())?;
+        let bound = crate::discovery::content::serve(addr, content.clone()).await.map_err(ServeError::Content)?;
         tracing::info!(addr = %bound, "serving catalog content (/catalogs/NAMESPACE/NAME/api/v1/all, …/metas)");
     }
     let (reader, writer) = reflector::store();

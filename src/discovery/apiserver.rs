@@ -17,6 +17,7 @@
 //!   405 MethodNotSupported, as packageserver (`kubectl get` does not watch; `kubectl get -w`
 //!   fails against packageserver too).
 
+use super::ServeError;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -73,18 +74,17 @@ impl RequestHeader {
     /// # Errors
     /// A message naming the ConfigMap and key when it is missing (the API server then runs without
     /// `--requestheader-client-ca-file`: aggregated APIs cannot authenticate anyone).
-    pub async fn from_cluster(client: &kube::Client) -> Result<RequestHeader, String> {
+    pub async fn from_cluster(client: &kube::Client) -> Result<RequestHeader, ServeError> {
         let api: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), "kube-system");
-        let cm = api
-            .get("extension-apiserver-authentication")
-            .await
-            .map_err(|e| format!("reading ConfigMap kube-system/extension-apiserver-authentication: {e}"))?;
+        let cm = api.get("extension-apiserver-authentication").await.map_err(ServeError::RequestHeaderConfig)?;
         let data = cm.data.unwrap_or_default();
         let list =
             |k: &str| -> Vec<String> { data.get(k).and_then(|v| serde_json::from_str(v).ok()).unwrap_or_default() };
-        let ca = data.get("requestheader-client-ca-file").cloned().filter(|s| !s.trim().is_empty()).ok_or_else(|| {
-            "ConfigMap kube-system/extension-apiserver-authentication has no requestheader-client-ca-file: start kube-apiserver with --requestheader-client-ca-file (and --proxy-client-cert-file/--proxy-client-key-file) so that it can proxy to aggregated APIs".to_string()
-        })?;
+        let ca = data
+            .get("requestheader-client-ca-file")
+            .cloned()
+            .filter(|s| !s.trim().is_empty())
+            .ok_or(ServeError::NoRequestHeaderCa)?;
         Ok(RequestHeader {
             client_ca_pem: ca,
             allowed_names: list("requestheader-allowed-names"),
@@ -319,40 +319,41 @@ impl std::fmt::Debug for ServingIdentity {
 ///
 /// # Errors
 /// A message when the CA cannot be read or the certificate cannot be made or read.
-pub fn tls_config(rh: &RequestHeader, identity: &ServingIdentity) -> Result<rustls::ServerConfig, String> {
+pub fn tls_config(rh: &RequestHeader, identity: &ServingIdentity) -> Result<rustls::ServerConfig, ServeError> {
+    let tls = |what: &'static str| move |e: &dyn std::fmt::Display| ServeError::Tls { what, message: e.to_string() };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let (certs, pkey) = match identity {
         ServingIdentity::SelfSigned(names) => {
             let key = rcgen::generate_simple_self_signed(names.clone())
-                .map_err(|e| format!("making the serving certificate: {e}"))?;
+                .map_err(|e| tls("making the serving certificate")(&e))?;
             let pkey = rustls::pki_types::PrivateKeyDer::try_from(key.signing_key.serialize_der())
-                .map_err(|e| format!("serving key: {e}"))?;
+                .map_err(|e| tls("serving key")(&e))?;
             (vec![key.cert.der().clone()], pkey)
         }
         ServingIdentity::Pem { cert_pem, key_pem } => {
             let certs = rustls::pki_types::CertificateDer::pem_slice_iter(cert_pem.as_bytes())
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("serving certificate: {e}"))?;
+                .map_err(|e| tls("serving certificate")(&e))?;
             let pkey = rustls::pki_types::PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
-                .map_err(|e| format!("serving key: {e}"))?;
+                .map_err(|e| tls("serving key")(&e))?;
             (certs, pkey)
         }
     };
     let mut roots = rustls::RootCertStore::empty();
     for c in rustls::pki_types::CertificateDer::pem_slice_iter(rh.client_ca_pem.as_bytes()) {
-        let c = c.map_err(|e| format!("requestheader-client-ca-file: {e}"))?;
-        roots.add(c).map_err(|e| format!("requestheader-client-ca-file: {e}"))?;
+        let c = c.map_err(|e| tls("requestheader-client-ca-file")(&e))?;
+        roots.add(c).map_err(|e| tls("requestheader-client-ca-file")(&e))?;
     }
     let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .allow_unauthenticated()
         .build()
-        .map_err(|e| format!("client verifier: {e}"))?;
+        .map_err(|e| tls("client verifier")(&e))?;
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .map_err(|e| tls("TLS versions")(&e))?
         .with_client_cert_verifier(verifier)
         .with_single_cert(certs, pkey)
-        .map_err(|e| format!("serving certificate: {e}"))?;
+        .map_err(|e| tls("serving certificate")(&e))?;
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(cfg)
 }
@@ -367,13 +368,12 @@ pub async fn serve(
     client: kube::Client,
     catalogs: PackageCatalogs,
     global_namespace: String,
-) -> Result<SocketAddr, String> {
+) -> Result<SocketAddr, ServeError> {
     let rh = Arc::new(RequestHeader::from_cluster(&client).await?);
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_config(&rh, &identity)?));
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr} (packages API): {e}"))?;
-    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let listen = |source| ServeError::Listen { addr, what: "packages API", source };
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(listen)?;
+    let bound = listener.local_addr().map_err(listen)?;
     let global = Arc::new(global_namespace);
     tokio::spawn(async move {
         loop {

@@ -10,6 +10,9 @@
 
 pub mod apiserver;
 pub mod content;
+mod error;
 pub mod packagemanifest;
 pub mod query;
 pub mod served;
+
+pub use error::ServeError;

@@ -17,6 +17,7 @@
 //!   as [`crate::install::certs`]), and [`set_ca_bundle`] writes the CA into the APIService's
 //!   `spec.caBundle`.
 
+use super::ServeError;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -115,13 +116,15 @@ pub async fn ensure_serving_cert(
     client: &kube::Client,
     namespace: &str,
     service: &str,
-) -> Result<certs::ServingCert, String> {
+) -> Result<certs::ServingCert, ServeError> {
     let name = format!("{service}-cert");
+    let secret_err =
+        |message: String| ServeError::ServingSecret { namespace: namespace.to_string(), name: name.clone(), message };
     let hosts = certs::hostnames_for_service(service, namespace);
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let valid_for = certs::validity_from_env().map_err(|e| e.to_string())?;
+    let valid_for = certs::validity_from_env().map_err(|e| secret_err(e.to_string()))?;
     for _ in 0..5 {
-        let existing = api.get_opt(&name).await.map_err(|e| format!("reading Secret {namespace}/{name}: {e}"))?;
+        let existing = api.get_opt(&name).await.map_err(|e| secret_err(format!("reading it: {e}")))?;
         let data: BTreeMap<String, Vec<u8>> = existing
             .as_ref()
             .and_then(|s| s.data.clone())
@@ -131,9 +134,9 @@ pub async fn ensure_serving_cert(
             .collect();
         let now = time::OffsetDateTime::now_utc();
         if existing.is_some() && certs::rotation_reason(&data, &hosts, now).is_none() {
-            return serving_cert_of(&data).ok_or_else(|| format!("Secret {namespace}/{name} is not UTF-8 PEM"));
+            return serving_cert_of(&data).ok_or_else(|| secret_err("not UTF-8 PEM".into()));
         }
-        let issued = certs::issue(&hosts, now, valid_for).map_err(|e| e.to_string())?;
+        let issued = certs::issue(&hosts, now, valid_for).map_err(|e| secret_err(e.to_string()))?;
         let mut secret = Secret {
             metadata: kube::api::ObjectMeta {
                 name: Some(name.clone()),
@@ -160,12 +163,10 @@ pub async fn ensure_serving_cert(
             Ok(_) => return Ok(issued),
             // Another replica wrote it first: use theirs.
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
-            Err(e) => return Err(format!("writing Secret {namespace}/{name}: {e}")),
+            Err(e) => return Err(secret_err(format!("writing it: {e}"))),
         }
     }
-    Err(format!(
-        "Secret {namespace}/{name} kept changing while the serving certificate was written; restart to try again"
-    ))
+    Err(secret_err("kept changing while the serving certificate was written; restart to try again".into()))
 }
 
 fn serving_cert_of(data: &BTreeMap<String, Vec<u8>>) -> Option<certs::ServingCert> {
@@ -187,7 +188,8 @@ fn serving_cert_of(data: &BTreeMap<String, Vec<u8>>) -> Option<certs::ServingCer
 ///
 /// # Errors
 /// A message naming the APIService when it does not exist or cannot be patched.
-pub async fn set_ca_bundle(client: &kube::Client, name: &str, ca_pem: &str) -> Result<(), String> {
+pub async fn set_ca_bundle(client: &kube::Client, name: &str, ca_pem: &str) -> Result<(), ServeError> {
+    let err = |message: String| ServeError::ApiService { name: name.to_string(), message };
     use base64::Engine;
     let api: Api<kube::api::DynamicObject> = Api::all_with(
         client.clone(),
@@ -200,11 +202,9 @@ pub async fn set_ca_bundle(client: &kube::Client, name: &str, ca_pem: &str) -> R
         },
     );
     let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
-    let current = api.get_opt(name).await.map_err(|e| format!("reading APIService {name}: {e}"))?;
+    let current = api.get_opt(name).await.map_err(|e| err(format!("reading it: {e}")))?;
     let Some(current) = current else {
-        return Err(format!(
-            "APIService {name} does not exist; apply manifests/packages-api.yaml (kubectl apply -k manifests/) so that the API server routes packages.operators.coreos.com here"
-        ));
+        return Err(err("does not exist; apply manifests/packages-api.yaml (kubectl apply -k manifests/) so that the API server routes packages.operators.coreos.com here".into()));
     };
     if current.data["spec"]["caBundle"].as_str() == Some(bundle.as_str()) {
         return Ok(());
@@ -212,7 +212,7 @@ pub async fn set_ca_bundle(client: &kube::Client, name: &str, ca_pem: &str) -> R
     let patch = serde_json::json!({"spec": {"caBundle": bundle, "insecureSkipTLSVerify": false}});
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|e| format!("setting spec.caBundle of APIService {name}: {e}"))?;
+        .map_err(|e| err(format!("setting spec.caBundle: {e}")))?;
     Ok(())
 }
 
