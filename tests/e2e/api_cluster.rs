@@ -392,8 +392,7 @@ fn corpus_csvs_are_stored_without_losing_uninterpreted_fields() {
         }
 
         // The uninterpreted fields the brief names, checked explicitly on etcd's CSV.
-        let etcd = files.iter().find(|f| f.to_string_lossy().contains("/etcd/")).expect("etcd CSV");
-        let original: Value = serde_norway::from_str(&std::fs::read_to_string(etcd).expect("read")).expect("YAML");
+        let original = etcd_csv(&files);
         let name = original["metadata"]["name"].as_str().expect("name");
         let stored: DynamicObject = Api::<DynamicObject>::namespaced_with(
             client.clone(),
@@ -419,8 +418,30 @@ fn corpus_csvs_are_stored_without_losing_uninterpreted_fields() {
             original["spec"]["install"]["spec"]["deployments"][0]["spec"],
             "the Deployment spec inside the install strategy is kept"
         );
+    })
+}
 
-        // Status as olm-operator writes it.
+/// The corpus CSV of etcd among `files`, as its YAML says.
+fn etcd_csv(files: &[PathBuf]) -> Value {
+    let etcd = files.iter().find(|f| f.to_string_lossy().contains("/etcd/")).expect("etcd CSV");
+    serde_norway::from_str(&std::fs::read_to_string(etcd).expect("read")).expect("YAML")
+}
+
+/// A CSV's status as olm-operator writes it (failed requirements, with the ServiceAccount's
+/// unsatisfied rule) is kept by the status subresource, and `kubectl get` shows the CSV's
+/// display name, version and phase.
+#[test]
+fn csv_status_as_olm_writes_it_is_kept_and_shown() {
+    crate::support::run("api_cluster", 0, async {
+        let client = crate::support::cluster().await;
+        install_crds(&client).await;
+        let ns = TestNamespace::new(&client, "api-csv-status").await;
+        let api: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns.name);
+        let original = etcd_csv(&one_csv_per_package());
+        let mut csv: ClusterServiceVersion = serde_json::from_value(original.clone()).expect("etcd CSV");
+        csv.metadata.namespace = None;
+        create(&api, &csv).await;
+        let name = original["metadata"]["name"].as_str().expect("name");
         let status = json!({"status": {
             "phase": "Failed", "reason": "RequirementsNotMet", "message": "one or more requirements couldn't be found",
             "lastUpdateTime": "2026-11-29T10:00:00Z", "lastTransitionTime": "2026-11-29T10:00:00Z",

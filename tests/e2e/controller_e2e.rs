@@ -109,177 +109,213 @@ fn automatic_install_completes_and_a_new_subscription_adopts_it() {
         let catalog_ns = &f.catalog_ns;
         let auto = f.hold(namespace_with_group(&client, "ctl-auto").await);
         subscribe(&client, &auto.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
-        let plan = plan_in_phase(&client, &auto.name, "nginx-operator", "Complete").await;
-        assert_eq!(plan.spec.cluster_service_version_names, vec!["nginx-operator.v0.2.0".to_string()]);
-        assert!(plan.spec.approved);
-        let pst = plan.status.clone().expect("plan status");
-        assert_eq!(pst.bundle_lookups.len(), 1);
-        assert!(pst.bundle_lookups[0].path.contains("nginx-operator-bundle"), "{:?}", pst.bundle_lookups);
-        let kinds: Vec<&str> = pst.plan.iter().map(|s| s.resource.kind.as_str()).collect();
-        assert!(kinds.contains(&"CustomResourceDefinition") && kinds.contains(&"ClusterServiceVersion"), "{kinds:?}");
-        let statuses: Vec<String> = pst
-            .plan
-            .iter()
-            .map(|s| serde_json::to_value(&s.status).unwrap_or_default().as_str().unwrap_or_default().to_string())
-            .collect();
-        assert!(statuses.iter().all(|s| s == "Created" || s == "Present"), "{statuses:?}");
+        assert_plan_complete_with_every_step_applied(&client, &auto.name).await;
         csv_succeeded_and_deployment_available(&client, &auto.name).await;
-        // requirementStatus: the owned CRD is present, the ServiceAccount's rules are all satisfied.
-        let csv = Api::<ClusterServiceVersion>::namespaced(client.clone(), &auto.name)
-            .get("nginx-operator.v0.2.0")
-            .await
-            .expect("CSV");
-        let req = serde_json::to_value(csv.status.as_ref().expect("CSV status")).expect("status")["requirementStatus"]
-            .clone();
-        let entries = req.as_array().cloned().unwrap_or_default();
-        assert!(
-            entries.iter().any(|e| e["kind"] == "CustomResourceDefinition"
-                && e["name"] == "nginxes.example.com"
-                && e["status"] == "Present"),
-            "{req}"
-        );
-        let sa_entry = entries
-            .iter()
-            .find(|e| e["kind"] == "ServiceAccount" && e["name"] == "nginx-operator-controller-manager")
-            .unwrap_or_else(|| panic!("{req}"));
-        let deps = sa_entry["dependents"].as_array().cloned().unwrap_or_default();
-        assert!(!deps.is_empty() && deps.iter().all(|d| d["status"] == "Satisfied"), "{sa_entry}");
-        // Events: every transition a person wants to see, in order.
-        let order = eventually("install Events", WAIT, || async {
-            let evs = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), &auto.name)
-                .list(&Default::default())
-                .await
-                .ok()?;
-            let mut seen: Vec<(String, String, String)> = evs
-                .items
-                .iter()
-                .map(|e| {
-                    let t = e.event_time.as_ref().map(|t| t.0.to_string()).unwrap_or_default();
-                    (
-                        t,
-                        e.regarding.as_ref().and_then(|r| r.kind.clone()).unwrap_or_default(),
-                        e.reason.clone().unwrap_or_default(),
-                    )
-                })
-                .collect();
-            seen.sort();
-            let reasons: Vec<String> = seen.iter().map(|(_, k, r)| format!("{k}/{r}")).collect();
-            let want = [
-                "Subscription/InstallPlanCreated",
-                "InstallPlan/Installing",
-                "ClusterServiceVersion/RequirementsUnknown",
-                "ClusterServiceVersion/AllRequirementsMet",
-                "ClusterServiceVersion/InstallSucceeded",
-            ];
-            (want.iter().all(|w| reasons.iter().any(|r| r == w)) && reasons.iter().any(|r| r == "InstallPlan/Complete"))
-                .then_some(reasons)
-        })
-        .await;
-        let pos = |w: &str| order.iter().position(|r| r == w).unwrap_or(usize::MAX);
-        assert!(
-            pos("Subscription/InstallPlanCreated") < pos("InstallPlan/Installing")
-                && pos("InstallPlan/Installing") < pos("ClusterServiceVersion/RequirementsUnknown")
-                && pos("ClusterServiceVersion/RequirementsUnknown") < pos("ClusterServiceVersion/AllRequirementsMet")
-                && pos("ClusterServiceVersion/AllRequirementsMet") < pos("ClusterServiceVersion/InstallSucceeded")
-                && pos("InstallPlan/Installing") < pos("InstallPlan/Complete"),
-            "Events out of order: {order:?}"
-        );
-        // The metrics of the install are recorded (by this group's controller: its own registry).
-        let text = f.metrics.encode();
-        let value = |prefix: &str| -> f64 {
-            text.lines()
-                .find(|l| l.starts_with(prefix))
-                .and_then(|l| l.rsplit(' ').next())
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0.0)
-        };
-        for series in [
-            "capstan_resolution_duration_seconds_count",
-            "capstan_install_duration_seconds_count{outcome=\"succeeded\"}",
-            "capstan_catalog_pull_duration_seconds_count",
-            "capstan_catalog_size_bytes",
-            "capstan_csvs{phase=\"Succeeded\"}",
-        ] {
-            assert!(value(series) >= 1.0, "{series} not recorded in /metrics:\n{text}");
-        }
-        // The OperatorGroup reports its target namespaces.
-        let ogs: Api<capstan::api::OperatorGroup> = Api::namespaced(client.clone(), &auto.name);
-        let og_ns = eventually("OperatorGroup status.namespaces", WAIT, || async {
-            let st = serde_json::to_value(ogs.get("og").await.ok()?.status?).ok()?;
-            st["namespaces"].as_array().filter(|a| !a.is_empty()).cloned()
-        })
-        .await;
-        assert_eq!(og_ns, vec![json!(auto.name)]);
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let crd = crds.get("nginxes.example.com").await.expect("Nginx CRD");
-        assert!(
-            crd.status
-                .and_then(|s| s.conditions)
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True"))
-        );
-        let nginx =
-            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1alpha1", "Nginx"), "nginxes");
-        let obj: DynamicObject = serde_json::from_value(
-            json!({"apiVersion": "example.com/v1alpha1", "kind": "Nginx", "metadata": {"name": "sample"}, "spec": {}}),
-        )
-        .expect("nginx");
-        Api::<DynamicObject>::namespaced_with(client.clone(), &auto.name, &nginx)
-            .create(&PostParams::default(), &obj)
-            .await
-            .expect("an Nginx object is accepted");
-        let subs: Api<Subscription> = Api::namespaced(client.clone(), &auto.name);
-        let st = eventually("Subscription AtLatestKnown", WAIT, || async {
-            let st = serde_json::to_value(subs.get("nginx-operator").await.ok()?.status?).ok()?;
-            (st["state"] == "AtLatestKnown").then_some(st)
-        })
-        .await;
-        assert_eq!(st["installedCSV"], "nginx-operator.v0.2.0", "{st}");
-        assert_eq!(st["currentCSV"], "nginx-operator.v0.2.0", "{st}");
-        // The visible catalog source that cannot be pulled is reported, without stopping the install.
-        let unhealthy = st["conditions"]
-            .as_array()
-            .and_then(|c| c.iter().find(|c| c["type"] == "CatalogSourcesUnhealthy").cloned())
-            .unwrap_or_default();
-        assert_eq!(unhealthy["status"], "True", "{st}");
-        assert!(unhealthy["message"].as_str().is_some_and(|m| m.contains("/missing")), "{unhealthy}");
+        assert_requirement_status_satisfied(&client, &auto.name).await;
+        assert_install_events_in_order(&client, &auto.name).await;
+        assert_install_metrics_recorded(&f);
+        assert_operator_group_reports_its_namespace(&client, &auto.name).await;
+        assert_nginx_crd_established_and_served(&client, &auto.name).await;
+        assert_subscription_at_latest_known_reports_the_missing_catalog(&client, &auto.name).await;
         // Still exactly one InstallPlan after the install settled.
         let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &auto.name);
         assert_eq!(plans.list(&Default::default()).await.expect("plans").items.len(), 1);
-        // The operator's ServiceAccount may do what the CSV asks, and not more.
-        let sa = "nginx-operator-controller-manager";
-        assert!(
-            allowed(&client, &auto.name, sa, "create", "apps", "deployments", Some(&auto.name)).await,
-            "CSV permissions granted"
-        );
-        assert!(!allowed(&client, &auto.name, sa, "delete", "", "nodes", None).await, "nothing beyond the CSV");
-        assert!(
-            !allowed(&client, &auto.name, sa, "create", "rbac.authorization.k8s.io", "clusterroles", None).await,
-            "nothing beyond the CSV"
-        );
+        assert_operator_rbac_is_the_csvs(&client, &auto.name).await;
+        assert_a_new_subscription_adopts_the_install(&client, &auto.name, &catalog_ns.name).await;
+    })
+}
 
-        // A new Subscription for the operator that is installed already adopts it: no second plan.
-        subs.delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
-        eventually("Subscription gone", WAIT, || async {
-            subs.get_opt("nginx-operator").await.ok()?.is_none().then_some(())
-        })
-        .await;
-        subscribe(&client, &auto.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
-        let st = eventually("re-created Subscription AtLatestKnown", WAIT, || async {
-            let st = serde_json::to_value(subs.get("nginx-operator").await.ok()?.status?).ok()?;
-            (st["state"] == "AtLatestKnown").then_some(st)
-        })
-        .await;
-        assert_eq!(st["installedCSV"], "nginx-operator.v0.2.0", "{st}");
-        let names: Vec<String> = plans
+/// The Subscription's InstallPlan is Complete: approved, one bundle lookup, the CRD and the CSV
+/// among its steps, every step Created or Present.
+async fn assert_plan_complete_with_every_step_applied(client: &kube::Client, ns: &str) {
+    let plan = plan_in_phase(client, ns, "nginx-operator", "Complete").await;
+    assert_eq!(plan.spec.cluster_service_version_names, vec!["nginx-operator.v0.2.0".to_string()]);
+    assert!(plan.spec.approved);
+    let pst = plan.status.clone().expect("plan status");
+    assert_eq!(pst.bundle_lookups.len(), 1);
+    assert!(pst.bundle_lookups[0].path.contains("nginx-operator-bundle"), "{:?}", pst.bundle_lookups);
+    let kinds: Vec<&str> = pst.plan.iter().map(|s| s.resource.kind.as_str()).collect();
+    assert!(kinds.contains(&"CustomResourceDefinition") && kinds.contains(&"ClusterServiceVersion"), "{kinds:?}");
+    let statuses: Vec<String> = pst
+        .plan
+        .iter()
+        .map(|s| serde_json::to_value(&s.status).unwrap_or_default().as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(statuses.iter().all(|s| s == "Created" || s == "Present"), "{statuses:?}");
+}
+
+/// requirementStatus: the owned CRD is present, the ServiceAccount's rules are all satisfied.
+async fn assert_requirement_status_satisfied(client: &kube::Client, ns: &str) {
+    let csv =
+        Api::<ClusterServiceVersion>::namespaced(client.clone(), ns).get("nginx-operator.v0.2.0").await.expect("CSV");
+    let req =
+        serde_json::to_value(csv.status.as_ref().expect("CSV status")).expect("status")["requirementStatus"].clone();
+    let entries = req.as_array().cloned().unwrap_or_default();
+    assert!(
+        entries.iter().any(|e| e["kind"] == "CustomResourceDefinition"
+            && e["name"] == "nginxes.example.com"
+            && e["status"] == "Present"),
+        "{req}"
+    );
+    let sa_entry = entries
+        .iter()
+        .find(|e| e["kind"] == "ServiceAccount" && e["name"] == "nginx-operator-controller-manager")
+        .unwrap_or_else(|| panic!("{req}"));
+    let deps = sa_entry["dependents"].as_array().cloned().unwrap_or_default();
+    assert!(!deps.is_empty() && deps.iter().all(|d| d["status"] == "Satisfied"), "{sa_entry}");
+}
+
+/// Events: every transition a person wants to see, in order.
+async fn assert_install_events_in_order(client: &kube::Client, ns: &str) {
+    let order = eventually("install Events", WAIT, || async {
+        let evs = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), ns)
             .list(&Default::default())
             .await
-            .expect("plans")
+            .ok()?;
+        let mut seen: Vec<(String, String, String)> = evs
             .items
             .iter()
-            .filter_map(|p| p.metadata.name.clone())
+            .map(|e| {
+                let t = e.event_time.as_ref().map(|t| t.0.to_string()).unwrap_or_default();
+                (
+                    t,
+                    e.regarding.as_ref().and_then(|r| r.kind.clone()).unwrap_or_default(),
+                    e.reason.clone().unwrap_or_default(),
+                )
+            })
             .collect();
-        assert!(names.len() <= 1, "no new InstallPlan for an adopted operator: {names:?}");
+        seen.sort();
+        let reasons: Vec<String> = seen.iter().map(|(_, k, r)| format!("{k}/{r}")).collect();
+        let want = [
+            "Subscription/InstallPlanCreated",
+            "InstallPlan/Installing",
+            "ClusterServiceVersion/RequirementsUnknown",
+            "ClusterServiceVersion/AllRequirementsMet",
+            "ClusterServiceVersion/InstallSucceeded",
+        ];
+        (want.iter().all(|w| reasons.iter().any(|r| r == w)) && reasons.iter().any(|r| r == "InstallPlan/Complete"))
+            .then_some(reasons)
     })
+    .await;
+    let pos = |w: &str| order.iter().position(|r| r == w).unwrap_or(usize::MAX);
+    assert!(
+        pos("Subscription/InstallPlanCreated") < pos("InstallPlan/Installing")
+            && pos("InstallPlan/Installing") < pos("ClusterServiceVersion/RequirementsUnknown")
+            && pos("ClusterServiceVersion/RequirementsUnknown") < pos("ClusterServiceVersion/AllRequirementsMet")
+            && pos("ClusterServiceVersion/AllRequirementsMet") < pos("ClusterServiceVersion/InstallSucceeded")
+            && pos("InstallPlan/Installing") < pos("InstallPlan/Complete"),
+        "Events out of order: {order:?}"
+    );
+}
+
+/// The metrics of the install are recorded (by this group's controller: its own registry).
+fn assert_install_metrics_recorded(f: &ControllerFixture) {
+    let text = f.metrics.encode();
+    let value = |prefix: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    for series in [
+        "capstan_resolution_duration_seconds_count",
+        "capstan_install_duration_seconds_count{outcome=\"succeeded\"}",
+        "capstan_catalog_pull_duration_seconds_count",
+        "capstan_catalog_size_bytes",
+        "capstan_csvs{phase=\"Succeeded\"}",
+    ] {
+        assert!(value(series) >= 1.0, "{series} not recorded in /metrics:\n{text}");
+    }
+}
+
+/// The OperatorGroup reports its target namespaces.
+async fn assert_operator_group_reports_its_namespace(client: &kube::Client, ns: &str) {
+    let ogs: Api<capstan::api::OperatorGroup> = Api::namespaced(client.clone(), ns);
+    let og_ns = eventually("OperatorGroup status.namespaces", WAIT, || async {
+        let st = serde_json::to_value(ogs.get("og").await.ok()?.status?).ok()?;
+        st["namespaces"].as_array().filter(|a| !a.is_empty()).cloned()
+    })
+    .await;
+    assert_eq!(og_ns, vec![json!(ns)]);
+}
+
+/// The Nginx CRD is Established and an Nginx object is accepted.
+async fn assert_nginx_crd_established_and_served(client: &kube::Client, ns: &str) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = crds.get("nginxes.example.com").await.expect("Nginx CRD");
+    assert!(
+        crd.status
+            .and_then(|s| s.conditions)
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True"))
+    );
+    let nginx =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1alpha1", "Nginx"), "nginxes");
+    let obj: DynamicObject = serde_json::from_value(
+        json!({"apiVersion": "example.com/v1alpha1", "kind": "Nginx", "metadata": {"name": "sample"}, "spec": {}}),
+    )
+    .expect("nginx");
+    Api::<DynamicObject>::namespaced_with(client.clone(), ns, &nginx)
+        .create(&PostParams::default(), &obj)
+        .await
+        .expect("an Nginx object is accepted");
+}
+
+/// The Subscription is AtLatestKnown on the installed CSV; the visible catalog source that cannot
+/// be pulled is reported, without stopping the install.
+async fn assert_subscription_at_latest_known_reports_the_missing_catalog(client: &kube::Client, ns: &str) {
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
+    let st = eventually("Subscription AtLatestKnown", WAIT, || async {
+        let st = serde_json::to_value(subs.get("nginx-operator").await.ok()?.status?).ok()?;
+        (st["state"] == "AtLatestKnown").then_some(st)
+    })
+    .await;
+    assert_eq!(st["installedCSV"], "nginx-operator.v0.2.0", "{st}");
+    assert_eq!(st["currentCSV"], "nginx-operator.v0.2.0", "{st}");
+    let unhealthy = st["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "CatalogSourcesUnhealthy").cloned())
+        .unwrap_or_default();
+    assert_eq!(unhealthy["status"], "True", "{st}");
+    assert!(unhealthy["message"].as_str().is_some_and(|m| m.contains("/missing")), "{unhealthy}");
+}
+
+/// The operator's ServiceAccount may do what the CSV asks, and not more.
+async fn assert_operator_rbac_is_the_csvs(client: &kube::Client, ns: &str) {
+    let sa = "nginx-operator-controller-manager";
+    assert!(allowed(client, ns, sa, "create", "apps", "deployments", Some(ns)).await, "CSV permissions granted");
+    assert!(!allowed(client, ns, sa, "delete", "", "nodes", None).await, "nothing beyond the CSV");
+    assert!(
+        !allowed(client, ns, sa, "create", "rbac.authorization.k8s.io", "clusterroles", None).await,
+        "nothing beyond the CSV"
+    );
+}
+
+/// A new Subscription for the operator that is installed already adopts it: no second plan.
+async fn assert_a_new_subscription_adopts_the_install(client: &kube::Client, ns: &str, catalog_ns: &str) {
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
+    subs.delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
+    eventually("Subscription gone", WAIT, || async {
+        subs.get_opt("nginx-operator").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    subscribe(client, ns, "nginx-operator", catalog_ns, "Automatic").await;
+    let st = eventually("re-created Subscription AtLatestKnown", WAIT, || async {
+        let st = serde_json::to_value(subs.get("nginx-operator").await.ok()?.status?).ok()?;
+        (st["state"] == "AtLatestKnown").then_some(st)
+    })
+    .await;
+    assert_eq!(st["installedCSV"], "nginx-operator.v0.2.0", "{st}");
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), ns);
+    let names: Vec<String> = plans
+        .list(&Default::default())
+        .await
+        .expect("plans")
+        .items
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    assert!(names.len() <= 1, "no new InstallPlan for an adopted operator: {names:?}");
 }
 
 /// An OperatorGroup written as v1alpha2 (still served) gets its status too.

@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
+use crate::support::controller::{allowed, sa_token};
 use crate::support::{TestNamespace, eventually};
 use capstan::bundle::Bundle;
+use capstan::install::plan::{ANNOTATION_INSTALLED_ALONGSIDE, installed_alongside};
 use capstan::install::preflight::Subject;
 use capstan::install::{self, ApplyOptions, InstallTarget, Step, StepError, StepStatus, SubscriptionConfig};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::authentication::v1::TokenRequest;
-use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -75,32 +75,6 @@ async fn ensure_csv_crd(client: &kube::Client) {
     .await;
 }
 
-async fn allowed(
-    client: &kube::Client,
-    ns: &str,
-    sa: &str,
-    verb: &str,
-    group: &str,
-    resource: &str,
-    in_ns: Option<&str>,
-) -> bool {
-    let mut attrs = json!({"verb": verb, "group": group, "resource": resource});
-    if let Some(n) = in_ns {
-        attrs["namespace"] = json!(n);
-    }
-    let sar: SubjectAccessReview = obj(json!({
-        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-        "spec": {"user": format!("system:serviceaccount:{ns}:{sa}"),
-                 "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}"), "system:authenticated"],
-                 "resourceAttributes": attrs}
-    }));
-    let r = Api::<SubjectAccessReview>::all(client.clone())
-        .create(&PostParams::default(), &sar)
-        .await
-        .expect("SubjectAccessReview");
-    r.status.map(|s| s.allowed).unwrap_or(false)
-}
-
 /// Deletes the cluster-scoped objects a test created (generated RBAC of its namespace, plus the
 /// named ones).
 async fn cleanup_cluster_scoped(client: &kube::Client, ns: &str, named_cluster_roles: &[&str]) {
@@ -112,6 +86,28 @@ async fn cleanup_cluster_scoped(client: &kube::Client, ns: &str, named_cluster_r
     for n in named_cluster_roles {
         let _ = crs.delete(n, &DeleteParams::default()).await;
     }
+}
+
+/// A client acting as ServiceAccount `installer` of namespace `n` (created here), bound to a Role
+/// `role` with `rules` in that namespace.
+async fn installer_client(client: &kube::Client, n: &str, role: &str, rules: Value) -> kube::Client {
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), n);
+    sas.create(&PostParams::default(), &obj(json!({"metadata": {"name": "installer"}}))).await.expect("sa");
+    Api::<Role>::namespaced(client.clone(), n)
+        .create(&PostParams::default(), &obj(json!({"metadata": {"name": role}, "rules": rules})))
+        .await
+        .expect("role");
+    Api::<RoleBinding>::namespaced(client.clone(), n)
+        .create(
+            &PostParams::default(),
+            &obj(json!({"metadata": {"name": role},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": n}]})),
+        )
+        .await
+        .expect("binding");
+    let token = sa_token(client, n, "installer").await;
+    crate::support::client_with_token(&token).await
 }
 
 fn assert_all_applied(results: &[install::StepResult]) {
@@ -137,88 +133,11 @@ fn nginx_operator_installs_works_and_reapplies_idempotently() {
                 assert_eq!(r.status, StepStatus::Created, "{r}: new namespace, so every namespaced object is new");
             }
         }
-
-        // CRD Established; an Nginx accepted by the schema and a bad one rejected.
-        let crd = Api::<CustomResourceDefinition>::all(client.clone()).get("nginxes.example.com").await.expect("CRD");
-        let conds = crd.status.and_then(|s| s.conditions).unwrap_or_default();
-        assert!(conds.iter().any(|c| c.type_ == "Established" && c.status == "True"), "{conds:?}");
-        let ar =
-            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1alpha1", "Nginx"), "nginxes");
-        let nginxes: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
-        let good: DynamicObject = obj(json!({"apiVersion": "example.com/v1alpha1", "kind": "Nginx",
-        "metadata": {"name": "web"}, "spec": {"replicaCount": 2, "image": {}, "service": {"type": "ClusterIP", "port": 80}}}));
-        let created = eventually("a valid Nginx is accepted", Duration::from_secs(20), || async {
-            nginxes.create(&PostParams::default(), &good).await.ok()
-        })
-        .await;
-        assert_eq!(created.data.pointer("/spec/image/tag"), Some(&json!("v1")), "schema defaults applied");
-        let bad: DynamicObject = obj(json!({"apiVersion": "example.com/v1alpha1", "kind": "Nginx",
-        "metadata": {"name": "bad"}, "spec": {"replicaCount": -1, "service": {"type": "Bogus"}}}));
-        match nginxes.create(&PostParams::default(), &bad).await {
-            Err(kube::Error::Api(s)) => {
-                assert_eq!(s.code, 422, "{s:?}");
-                assert!(
-                    s.message.contains("spec.replicaCount") && s.message.contains("spec.service.type"),
-                    "{}",
-                    s.message
-                );
-            }
-            other => panic!("an Nginx with replicaCount -1 must be rejected, got {other:?}"),
-        }
-
-        // The Deployment becomes Available on the kwok node, owned by the CSV, with OLM's markers.
-        let deps: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
-        let dep = eventually("Deployment Available", Duration::from_secs(90), || async {
-            let d = deps.get("nginx-operator-controller-manager").await.ok()?;
-            let ok =
-                d.status.as_ref()?.conditions.as_ref()?.iter().any(|c| c.type_ == "Available" && c.status == "True");
-            ok.then_some(d)
-        })
-        .await;
+        assert_nginx_crd_established_with_its_schema(&client, &ns.name).await;
         let csv_uid =
             results.iter().find(|r| r.kind == "ClusterServiceVersion").and_then(|r| r.uid.clone()).expect("CSV uid");
-        let owners = dep.metadata.owner_references.clone().unwrap_or_default();
-        assert_eq!(owners.len(), 1);
-        assert_eq!((owners[0].kind.as_str(), owners[0].uid.as_str()), ("ClusterServiceVersion", csv_uid.as_str()));
-        let labels = dep.metadata.labels.clone().unwrap_or_default();
-        assert_eq!(labels.get("olm.owner").map(String::as_str), Some("nginx-operator.v0.2.0"));
-        assert_eq!(
-            labels.get(&format!("operators.coreos.com/nginx-operator.{}", ns.name)).map(String::as_str),
-            Some("")
-        );
-        let pod_ann = dep.spec.and_then(|s| s.template.metadata).and_then(|m| m.annotations).unwrap_or_default();
-        assert_eq!(pod_ann.get("olm.targetNamespaces"), Some(&ns.name));
-        // The Service applied before the CSV existed got its ownerReference in the second pass.
-        let svc = Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), &ns.name)
-            .get("nginx-operator-controller-manager-metrics-service")
-            .await
-            .expect("service");
-        assert_eq!(
-            svc.metadata.owner_references.unwrap_or_default().first().map(|o| o.uid.clone()),
-            Some(csv_uid.clone())
-        );
-
-        // The operator's ServiceAccount can do what the CSV asks, and no more.
-        let sa = "nginx-operator-controller-manager";
-        let n = ns.name.as_str();
-        assert!(
-            allowed(&client, n, sa, "create", "example.com", "nginxes", Some(n)).await,
-            "permissions: nginxes create"
-        );
-        assert!(
-            allowed(&client, n, sa, "watch", "apps", "deployments", Some(n)).await,
-            "permissions: deployments watch"
-        );
-        assert!(
-            allowed(&client, n, sa, "create", "authentication.k8s.io", "tokenreviews", None).await,
-            "clusterPermissions: tokenreviews"
-        );
-        assert!(!allowed(&client, n, sa, "delete", "", "pods", Some(n)).await, "pods are get/list/watch only");
-        assert!(
-            !allowed(&client, n, sa, "create", "example.com", "nginxes", Some("default")).await,
-            "no rights outside the target namespace"
-        );
-        assert!(!allowed(&client, n, sa, "list", "", "nodes", None).await, "no cluster-wide reads beyond the CSV's");
+        assert_deployment_available_and_owned_by_the_csv(&client, &ns.name, &csv_uid).await;
+        assert_nginx_operator_may_do_what_its_csv_asks(&client, &ns.name).await;
 
         // Apply again: every step Present and unchanged.
         let again = install::apply(&client, &steps, &ApplyOptions::default()).await;
@@ -226,6 +145,81 @@ fn nginx_operator_installs_works_and_reapplies_idempotently() {
             assert_eq!(r.status, StepStatus::Present { changed: false }, "{r}");
         }
     })
+}
+
+/// The nginx CRD is Established; an Nginx accepted by the schema (and defaulted), a bad one
+/// rejected naming both bad fields.
+async fn assert_nginx_crd_established_with_its_schema(client: &kube::Client, ns: &str) {
+    let crd = Api::<CustomResourceDefinition>::all(client.clone()).get("nginxes.example.com").await.expect("CRD");
+    let conds = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+    assert!(conds.iter().any(|c| c.type_ == "Established" && c.status == "True"), "{conds:?}");
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1alpha1", "Nginx"), "nginxes");
+    let nginxes: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    let good: DynamicObject = obj(json!({"apiVersion": "example.com/v1alpha1", "kind": "Nginx",
+    "metadata": {"name": "web"}, "spec": {"replicaCount": 2, "image": {}, "service": {"type": "ClusterIP", "port": 80}}}));
+    let created = eventually("a valid Nginx is accepted", Duration::from_secs(20), || async {
+        nginxes.create(&PostParams::default(), &good).await.ok()
+    })
+    .await;
+    assert_eq!(created.data.pointer("/spec/image/tag"), Some(&json!("v1")), "schema defaults applied");
+    let bad: DynamicObject = obj(json!({"apiVersion": "example.com/v1alpha1", "kind": "Nginx",
+    "metadata": {"name": "bad"}, "spec": {"replicaCount": -1, "service": {"type": "Bogus"}}}));
+    match nginxes.create(&PostParams::default(), &bad).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 422, "{s:?}");
+            assert!(
+                s.message.contains("spec.replicaCount") && s.message.contains("spec.service.type"),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("an Nginx with replicaCount -1 must be rejected, got {other:?}"),
+    }
+}
+
+/// The Deployment becomes Available on the kwok node, owned by the CSV (uid `csv_uid`), with OLM's
+/// markers; the Service applied before the CSV existed got its ownerReference in the second pass.
+async fn assert_deployment_available_and_owned_by_the_csv(client: &kube::Client, ns: &str, csv_uid: &str) {
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let dep = eventually("Deployment Available", Duration::from_secs(90), || async {
+        let d = deps.get("nginx-operator-controller-manager").await.ok()?;
+        let ok = d.status.as_ref()?.conditions.as_ref()?.iter().any(|c| c.type_ == "Available" && c.status == "True");
+        ok.then_some(d)
+    })
+    .await;
+    let owners = dep.metadata.owner_references.clone().unwrap_or_default();
+    assert_eq!(owners.len(), 1);
+    assert_eq!((owners[0].kind.as_str(), owners[0].uid.as_str()), ("ClusterServiceVersion", csv_uid));
+    let labels = dep.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("olm.owner").map(String::as_str), Some("nginx-operator.v0.2.0"));
+    assert_eq!(labels.get(&format!("operators.coreos.com/nginx-operator.{ns}")).map(String::as_str), Some(""));
+    let pod_ann = dep.spec.and_then(|s| s.template.metadata).and_then(|m| m.annotations).unwrap_or_default();
+    assert_eq!(pod_ann.get("olm.targetNamespaces").map(String::as_str), Some(ns));
+    let svc = Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), ns)
+        .get("nginx-operator-controller-manager-metrics-service")
+        .await
+        .expect("service");
+    assert_eq!(
+        svc.metadata.owner_references.unwrap_or_default().first().map(|o| o.uid.clone()),
+        Some(csv_uid.to_string())
+    );
+}
+
+/// The operator's ServiceAccount can do what the CSV asks, and no more.
+async fn assert_nginx_operator_may_do_what_its_csv_asks(client: &kube::Client, n: &str) {
+    let sa = "nginx-operator-controller-manager";
+    assert!(allowed(client, n, sa, "create", "example.com", "nginxes", Some(n)).await, "permissions: nginxes create");
+    assert!(allowed(client, n, sa, "watch", "apps", "deployments", Some(n)).await, "permissions: deployments watch");
+    assert!(
+        allowed(client, n, sa, "create", "authentication.k8s.io", "tokenreviews", None).await,
+        "clusterPermissions: tokenreviews"
+    );
+    assert!(!allowed(client, n, sa, "delete", "", "pods", Some(n)).await, "pods are get/list/watch only");
+    assert!(
+        !allowed(client, n, sa, "create", "example.com", "nginxes", Some("default")).await,
+        "no rights outside the target namespace"
+    );
+    assert!(!allowed(client, n, sa, "list", "", "nodes", None).await, "no cluster-wide reads beyond the CSV's");
 }
 
 #[test]
@@ -310,32 +304,14 @@ fn forbidden_names_verb_resource_and_identity_and_stops_the_plan() {
         ensure_csv_crd(&client).await;
         // An installer that may manage ServiceAccounts and read CSVs (to resolve the ServiceAccount's
         // owner) in its namespace, and nothing else.
-        let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &n);
-        sas.create(&PostParams::default(), &obj(json!({"metadata": {"name": "installer"}}))).await.expect("sa");
-        Api::<Role>::namespaced(client.clone(), &n)
-        .create(&PostParams::default(), &obj(json!({"metadata": {"name": "sa-only"},
-            "rules": [{"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get", "create", "patch"]},
-                      {"apiGroups": ["operators.coreos.com"], "resources": ["clusterserviceversions"], "verbs": ["get"]}]})))
-        .await
-        .expect("role");
-        Api::<RoleBinding>::namespaced(client.clone(), &n)
-            .create(
-                &PostParams::default(),
-                &obj(json!({"metadata": {"name": "sa-only"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "sa-only"},
-            "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": n}]})),
-            )
-            .await
-            .expect("binding");
-        let tr: TokenRequest = obj(json!({"spec": {"expirationSeconds": 600}}));
-        let token = sas
-            .create_token_request("installer", &PostParams::default(), &tr)
-            .await
-            .expect("token")
-            .status
-            .and_then(|s| s.token)
-            .expect("token in status");
-        let installer = crate::support::client_with_token(&token).await;
+        let installer = installer_client(
+            &client,
+            &n,
+            "sa-only",
+            json!([{"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get", "create", "patch"]},
+                   {"apiGroups": ["operators.coreos.com"], "resources": ["clusterserviceversions"], "verbs": ["get"]}]),
+        )
+        .await;
 
         let bundle = load("bundles/nginx-operator/0.2.0");
         let all = install::steps(&bundle, &target(&bundle, &n)).expect("plan");
@@ -422,7 +398,6 @@ fn crd_whose_names_are_taken_fails_and_blocks_later_steps() {
 #[test]
 fn a_crd_applied_from_two_namespaces_names_both_installs() {
     crate::support::run("install_cluster", 0, async {
-        use capstan::install::plan::{ANNOTATION_INSTALLED_ALONGSIDE, installed_alongside};
         let client = crate::support::cluster().await;
         ensure_csv_crd(&client).await;
         let (a, b) =
@@ -433,43 +408,9 @@ fn a_crd_applied_from_two_namespaces_names_both_installs() {
         let name = format!("alongs.{group}");
         let base = install::steps(&bundle, &target(&bundle, &a.name)).expect("plan").remove(0);
         assert_eq!(base.kind, "CustomResourceDefinition");
-        let crd_for = |ns: &str, csv: &str| {
-            let mut step = base.clone();
-            step.name = name.clone();
-            step.group = "apiextensions.k8s.io".into();
-            let m = &mut step.manifest;
-            m["metadata"]["name"] = json!(name);
-            m["spec"]["group"] = json!(group);
-            m["spec"]["names"] =
-                json!({"kind": "Along", "listKind": "AlongList", "plural": "alongs", "singular": "along"});
-            let annotations = m["metadata"]["annotations"].as_object_mut().expect("the plan's CRD is annotated");
-            annotations.retain(|k, _| !k.starts_with(ANNOTATION_INSTALLED_ALONGSIDE));
-            let (k, v) = installed_alongside(ns, csv);
-            annotations.insert(k, json!(v));
-            step
-        };
+        let crd_for = |ns: &str, csv: &str| along_crd(&base, &group, &name, ns, csv);
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        // Deleted when the test ends, pass or fail (a client of its own: the test's runtime is
-        // blocked in the drop).
-        struct Gone(String);
-        impl Drop for Gone {
-            fn drop(&mut self) {
-                let name = self.0.clone();
-                let _ = std::thread::spawn(move || {
-                    if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                        rt.block_on(async move {
-                            if let Ok(client) = kube::Client::try_from(crate::support::admin_config().await) {
-                                let _ = Api::<CustomResourceDefinition>::all(client)
-                                    .delete(&name, &DeleteParams::default())
-                                    .await;
-                            }
-                        });
-                    }
-                })
-                .join();
-            }
-        }
-        let _gone = Gone(name.clone());
+        let _gone = CrdDeletedOnDrop(name.clone());
         let csv_ar = ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk("operators.coreos.com", "v1alpha1", "ClusterServiceVersion"),
             "clusterserviceversions",
@@ -482,56 +423,105 @@ fn a_crd_applied_from_two_namespaces_names_both_installs() {
         for ns in [&a.name, &b.name] {
             csv(ns).create(&PostParams::default(), &csv_obj).await.expect("CSV");
         }
-        let alongside = || async {
-            let mut v: Vec<String> = crds
-                .get(&name)
-                .await
-                .expect("CRD")
-                .metadata
-                .annotations
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|(k, _)| k.starts_with(ANNOTATION_INSTALLED_ALONGSIDE))
-                .map(|(k, v)| {
-                    assert_eq!(
-                        installed_alongside(v.split_once('/').expect("ns/csv").0, v.split_once('/').expect("ns/csv").1)
-                            .0,
-                        k,
-                        "key of {v}"
-                    );
-                    v
-                })
-                .collect();
-            v.sort();
-            v
-        };
-        let apply = |step: Step| {
-            let client = client.clone();
-            async move {
-                let r = install::apply(&client, &[step], &ApplyOptions::default()).await;
-                assert_all_applied(&r);
-            }
-        };
-        apply(crd_for(&a.name, "op.v1")).await;
-        assert_eq!(alongside().await, [format!("{}/op.v1", a.name)]);
-        apply(crd_for(&b.name, "op.v1")).await;
+        apply_one(&client, crd_for(&a.name, "op.v1")).await;
+        assert_eq!(alongside(&crds, &name).await, [format!("{}/op.v1", a.name)]);
+        apply_one(&client, crd_for(&b.name, "op.v1")).await;
         assert_eq!(
-            alongside().await,
+            alongside(&crds, &name).await,
             [format!("{}/op.v1", a.name), format!("{}/op.v1", b.name)],
             "both installs named"
         );
         // b upgrades to op.v2: its op.v1 gives way, a's stays.
-        apply(crd_for(&b.name, "op.v2")).await;
-        assert_eq!(alongside().await, [format!("{}/op.v1", a.name), format!("{}/op.v2", b.name)]);
+        apply_one(&client, crd_for(&b.name, "op.v2")).await;
+        assert_eq!(alongside(&crds, &name).await, [format!("{}/op.v1", a.name), format!("{}/op.v2", b.name)]);
         // a's CSV is deleted: the next apply drops it.
         csv(&a.name).delete("op.v1", &DeleteParams::default()).await.expect("delete CSV");
         eventually("CSV gone", Duration::from_secs(20), || async {
             csv(&a.name).get_opt("op.v1").await.ok()?.is_none().then_some(())
         })
         .await;
-        apply(crd_for(&b.name, "op.v2")).await;
-        assert_eq!(alongside().await, [format!("{}/op.v2", b.name)]);
+        apply_one(&client, crd_for(&b.name, "op.v2")).await;
+        assert_eq!(alongside(&crds, &name).await, [format!("{}/op.v2", b.name)]);
     })
+}
+
+/// The plan's CRD step `base` renamed to `name` in `group` (kind Along), annotated as installed
+/// alongside CSV `csv` of namespace `ns` only.
+fn along_crd(base: &Step, group: &str, name: &str, ns: &str, csv: &str) -> Step {
+    let mut step = base.clone();
+    step.name = name.to_string();
+    step.group = "apiextensions.k8s.io".into();
+    let m = &mut step.manifest;
+    m["metadata"]["name"] = json!(name);
+    m["spec"]["group"] = json!(group);
+    m["spec"]["names"] = json!({"kind": "Along", "listKind": "AlongList", "plural": "alongs", "singular": "along"});
+    let annotations = m["metadata"]["annotations"].as_object_mut().expect("the plan's CRD is annotated");
+    annotations.retain(|k, _| !k.starts_with(ANNOTATION_INSTALLED_ALONGSIDE));
+    let (k, v) = installed_alongside(ns, csv);
+    annotations.insert(k, json!(v));
+    step
+}
+
+/// The `namespace/csv` values of CRD `name`'s installed-alongside annotations, sorted; each under
+/// the key OLM derives from it.
+async fn alongside(crds: &Api<CustomResourceDefinition>, name: &str) -> Vec<String> {
+    let mut v: Vec<String> = crds
+        .get(name)
+        .await
+        .expect("CRD")
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| k.starts_with(ANNOTATION_INSTALLED_ALONGSIDE))
+        .map(|(k, v)| {
+            assert_eq!(
+                installed_alongside(v.split_once('/').expect("ns/csv").0, v.split_once('/').expect("ns/csv").1).0,
+                k,
+                "key of {v}"
+            );
+            v
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Applies one step, which must be applied.
+async fn apply_one(client: &kube::Client, step: Step) {
+    let r = install::apply(client, &[step], &ApplyOptions::default()).await;
+    assert_all_applied(&r);
+}
+
+/// Runs `f` with an admin client on a runtime of its own, on another thread: `Drop` cannot await,
+/// and the test's runtime is blocked in the drop.
+fn with_admin_client<F, Fut>(f: F)
+where
+    F: FnOnce(kube::Client) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    let _ = std::thread::spawn(move || {
+        if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            rt.block_on(async move {
+                if let Ok(client) = kube::Client::try_from(crate::support::admin_config().await) {
+                    f(client).await;
+                }
+            });
+        }
+    })
+    .join();
+}
+
+/// Deletes the named CRD when dropped (end of test, pass or fail).
+struct CrdDeletedOnDrop(String);
+
+impl Drop for CrdDeletedOnDrop {
+    fn drop(&mut self) {
+        let name = self.0.clone();
+        with_admin_client(move |client| async move {
+            let _ = Api::<CustomResourceDefinition>::all(client).delete(&name, &DeleteParams::default()).await;
+        });
+    }
 }
 
 /// Removes the cluster-scoped objects of a test namespace when dropped (end of test, pass or fail).
@@ -540,17 +530,7 @@ struct ClusterCleanup(String, Vec<&'static str>);
 impl Drop for ClusterCleanup {
     fn drop(&mut self) {
         let (ns, named) = (self.0.clone(), self.1.clone());
-        // Drop cannot await and the test's runtime is blocked here: use a runtime on another thread.
-        let _ = std::thread::spawn(move || {
-            if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                rt.block_on(async move {
-                    if let Ok(client) = kube::Client::try_from(crate::support::admin_config().await) {
-                        cleanup_cluster_scoped(&client, &ns, &named).await;
-                    }
-                });
-            }
-        })
-        .join();
+        with_admin_client(move |client| async move { cleanup_cluster_scoped(&client, &ns, &named).await });
     }
 }
 
@@ -568,36 +548,14 @@ fn preflight_lists_every_missing_permission_before_anything_is_applied() {
 
         // An installer that may manage RBAC objects and ServiceAccounts in its namespace, but holds
         // none of the operator's permissions and nothing cluster-wide.
-        let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &n);
-        sas.create(&PostParams::default(), &obj(json!({"metadata": {"name": "installer"}}))).await.expect("sa");
-        Api::<Role>::namespaced(client.clone(), &n)
-        .create(&PostParams::default(), &obj(json!({"metadata": {"name": "installer"},
-            "rules": [{"apiGroups": [""], "resources": ["serviceaccounts", "services"], "verbs": ["get", "create", "patch"]},
-                      {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["get", "create", "patch"]}]})))
-        .await
-        .expect("role");
-        Api::<RoleBinding>::namespaced(client.clone(), &n)
-            .create(
-                &PostParams::default(),
-                &obj(json!({"metadata": {"name": "installer"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "installer"},
-            "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": n}]})),
-            )
-            .await
-            .expect("binding");
-        let tr: TokenRequest = obj(json!({"spec": {"expirationSeconds": 600}}));
-        let token = sas
-            .create_token_request("installer", &PostParams::default(), &tr)
-            .await
-            .expect("token")
-            .status
-            .and_then(|s| s.token)
-            .expect("token in status");
-        let installer = crate::support::client_with_token(&token).await;
-
-        let lacks = |f: &install::Finding, verb: &str, resource: &str| {
-            f.missing.iter().any(|q| q.verb() == verb && q.target().starts_with(&format!("{resource} ")))
-        };
+        let installer = installer_client(
+            &client,
+            &n,
+            "installer",
+            json!([{"apiGroups": [""], "resources": ["serviceaccounts", "services"], "verbs": ["get", "create", "patch"]},
+                   {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["get", "create", "patch"]}]),
+        )
+        .await;
         let err = eventually("the installer's Role is in effect", Duration::from_secs(20), || async {
             match install::preflight::check(&installer, &Subject::Client, &steps).await {
                 Err(install::PreflightError::Missing { who, findings })
@@ -610,28 +568,7 @@ fn preflight_lists_every_missing_permission_before_anything_is_applied() {
         })
         .await;
         let (who, findings) = err;
-        assert!(who.contains(&format!("system:serviceaccount:{n}:installer")), "{who}");
-        let shown: Vec<String> = findings.iter().flat_map(|f| f.missing.iter().map(ToString::to_string)).collect();
-        for expected in [
-            "create on customresourcedefinitions.apiextensions.k8s.io cluster-wide".to_string(),
-            "create on clusterroles.rbac.authorization.k8s.io cluster-wide".to_string(),
-            format!("delete on nginxes.example.com in namespace {n}"),
-            format!("watch on leases.coordination.k8s.io in namespace {n}"),
-            "create on tokenreviews.authentication.k8s.io cluster-wide".to_string(),
-            format!("create on deployments.apps in namespace {n}"),
-        ] {
-            assert!(shown.contains(&expected), "missing list lacks {expected:?}:\n{}", shown.join("\n"));
-        }
-        assert!(!shown.iter().any(|s| s.starts_with("create on roles.")), "the installer may create Roles: {shown:?}");
-        // The operator's Role asks for what the installer does not hold and it may not escalate:
-        // the finding is that Role's rule, saying so.
-        let grant =
-            findings.iter().find(|f| lacks(f, "delete", "nginxes.example.com")).expect("a finding for delete nginxes");
-        assert!(
-            grant.step.starts_with("Role ") && grant.need == install::preflight::Need::Grant { roles: "roles" },
-            "{grant:?}"
-        );
-        assert!(grant.to_string().contains("it must hold it, or have escalate on roles"), "{grant}");
+        assert_findings_name_every_missing_permission(&who, &findings, &n);
         // The same check for the same ServiceAccount as a subject the admin asks about
         // (SubjectAccessReview, as the controller does for an OperatorGroup's serviceAccountName)
         // finds the same.
@@ -662,4 +599,36 @@ fn preflight_lists_every_missing_permission_before_anything_is_applied() {
                 == 1
         );
     })
+}
+
+/// Whether finding `f` lacks `verb` on `resource`.
+fn lacks(f: &install::Finding, verb: &str, resource: &str) -> bool {
+    f.missing.iter().any(|q| q.verb() == verb && q.target().starts_with(&format!("{resource} ")))
+}
+
+/// The pre-check's findings for the installer of namespace `n` (`who`): every permission of the
+/// plan it lacks, none it holds, and the operator's Role as a grant it may not make.
+fn assert_findings_name_every_missing_permission(who: &str, findings: &[install::Finding], n: &str) {
+    assert!(who.contains(&format!("system:serviceaccount:{n}:installer")), "{who}");
+    let shown: Vec<String> = findings.iter().flat_map(|f| f.missing.iter().map(ToString::to_string)).collect();
+    for expected in [
+        "create on customresourcedefinitions.apiextensions.k8s.io cluster-wide".to_string(),
+        "create on clusterroles.rbac.authorization.k8s.io cluster-wide".to_string(),
+        format!("delete on nginxes.example.com in namespace {n}"),
+        format!("watch on leases.coordination.k8s.io in namespace {n}"),
+        "create on tokenreviews.authentication.k8s.io cluster-wide".to_string(),
+        format!("create on deployments.apps in namespace {n}"),
+    ] {
+        assert!(shown.contains(&expected), "missing list lacks {expected:?}:\n{}", shown.join("\n"));
+    }
+    assert!(!shown.iter().any(|s| s.starts_with("create on roles.")), "the installer may create Roles: {shown:?}");
+    // The operator's Role asks for what the installer does not hold and it may not escalate:
+    // the finding is that Role's rule, saying so.
+    let grant =
+        findings.iter().find(|f| lacks(f, "delete", "nginxes.example.com")).expect("a finding for delete nginxes");
+    assert!(
+        grant.step.starts_with("Role ") && grant.need == install::preflight::Need::Grant { roles: "roles" },
+        "{grant:?}"
+    );
+    assert!(grant.to_string().contains("it must hold it, or have escalate on roles"), "{grant}");
 }

@@ -7,12 +7,12 @@
 //! `olm.package` and `olm.channel` blobs — and the resolver core runs on the result.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use crate::support::shared_dir;
-use capstan::bundle::render::render_bundle_dir;
-use capstan::catalog::model::{Channel, ChannelEntry, DeclarativeConfig, Package};
+use capstan::bundle::render::{RenderInfo, render_bundle_dir};
+use capstan::catalog::model::{Bundle as CatalogBundle, Channel, ChannelEntry, DeclarativeConfig, Package};
 use capstan::resolve::{
     CatalogIndex, CatalogInput, CatalogSourceKey, InstalledBundle, Reason, ResolveInput, ResolveOutput,
     SubscriptionRequest, resolve,
@@ -39,88 +39,98 @@ fn corpus_catalog() -> &'static CatalogIndex {
         let mut cfg = DeclarativeConfig::default();
         for pkg in PACKAGES {
             let dir = root.join(pkg);
-            let ci = std::fs::read_to_string(dir.join("ci.yaml")).unwrap_or_default();
-            let semver_mode = ci.lines().any(|l| l.trim() == "updateGraph: semver-mode");
-            let mut rendered = Vec::new();
-            let mut versions: Vec<PathBuf> = std::fs::read_dir(&dir)
-                .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.join("manifests").is_dir())
-                .collect();
-            versions.sort();
-            for v in versions {
-                let (blob, info) =
-                    render_bundle_dir(&v, None).unwrap_or_else(|e| panic!("rendering {}: {e}", v.display()));
-                rendered.push((blob, info));
-            }
+            let rendered = render_package(&dir);
             let template = dir.join("catalog-templates/v4.20.yaml");
             if template.exists() {
-                let text = std::fs::read_to_string(&template).expect("template");
-                let t: serde_json::Value = serde_norway::from_str(&text).expect("template YAML");
-                for blob in t["entries"].as_array().into_iter().flatten() {
-                    match blob["schema"].as_str() {
-                        Some("olm.package") => {
-                            cfg.packages.push(serde_json::from_value(blob.clone()).expect("package blob"))
-                        }
-                        Some("olm.channel") => {
-                            cfg.channels.push(serde_json::from_value(blob.clone()).expect("channel blob"))
-                        }
-                        _ => {}
-                    }
-                }
-                cfg.bundles.extend(rendered.into_iter().map(|(b, _)| b));
-                continue;
+                add_template_package(&mut cfg, &template);
+            } else {
+                let ci = std::fs::read_to_string(dir.join("ci.yaml")).unwrap_or_default();
+                let semver_mode = ci.lines().any(|l| l.trim() == "updateGraph: semver-mode");
+                cfg.channels.extend(channels_of(pkg, &rendered, semver_mode));
+                cfg.packages.push(package_of(pkg, &rendered));
             }
-            // Channel → entries.
-            let mut channels: BTreeMap<String, Vec<(Version, ChannelEntry)>> = BTreeMap::new();
-            for (_, info) in &rendered {
-                let version = Version::parse(&info.version)
-                    .unwrap_or_else(|e| panic!("{}: version {}: {e}", info.name, info.version));
-                for ch in &info.channels {
-                    channels.entry(ch.clone()).or_default().push((
-                        version.clone(),
-                        ChannelEntry {
-                            name: info.name.clone(),
-                            replaces: if semver_mode { None } else { info.replaces.clone() },
-                            skips: info.skips.clone(),
-                            skip_range: info.skip_range.clone(),
-                            ..Default::default()
-                        },
-                    ));
-                }
-            }
-            for (name, mut entries) in channels {
-                if semver_mode {
-                    entries.sort_by(|a, b| a.0.cmp_precedence(&b.0));
-                    for i in 1..entries.len() {
-                        let prev = entries[i - 1].1.name.clone();
-                        entries[i].1.replaces = Some(prev);
-                    }
-                }
-                cfg.channels.push(Channel {
-                    schema: "olm.channel".into(),
-                    package: pkg.into(),
-                    name,
-                    entries: entries.into_iter().map(|(_, e)| e).collect(),
-                    ..Default::default()
-                });
-            }
-            let newest = rendered
-                .iter()
-                .max_by(|a, b| Version::parse(&a.1.version).ok().cmp(&Version::parse(&b.1.version).ok()))
-                .map(|(_, i)| i.clone())
-                .expect("package has bundles");
-            let default_channel = newest.default_channel.clone().or_else(|| newest.channels.first().cloned());
-            cfg.packages.push(Package {
-                schema: "olm.package".into(),
-                name: pkg.into(),
-                default_channel,
-                ..Default::default()
-            });
             cfg.bundles.extend(rendered.into_iter().map(|(b, _)| b));
         }
         CatalogIndex::from_config(&cfg)
     })
+}
+
+/// Every bundle directory of package directory `dir`, rendered, in name order.
+fn render_package(dir: &Path) -> Vec<(CatalogBundle, RenderInfo)> {
+    let mut versions: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("manifests").is_dir())
+        .collect();
+    versions.sort();
+    versions
+        .iter()
+        .map(|v| render_bundle_dir(v, None).unwrap_or_else(|e| panic!("rendering {}: {e}", v.display())))
+        .collect()
+}
+
+/// The `olm.package` and `olm.channel` blobs of an FBC template.
+fn add_template_package(cfg: &mut DeclarativeConfig, template: &Path) {
+    let text = std::fs::read_to_string(template).expect("template");
+    let t: serde_json::Value = serde_norway::from_str(&text).expect("template YAML");
+    for blob in t["entries"].as_array().into_iter().flatten() {
+        match blob["schema"].as_str() {
+            Some("olm.package") => cfg.packages.push(serde_json::from_value(blob.clone()).expect("package blob")),
+            Some("olm.channel") => cfg.channels.push(serde_json::from_value(blob.clone()).expect("channel blob")),
+            _ => {}
+        }
+    }
+}
+
+/// The channels of package `pkg` from its bundles' channel annotations: ordered by version in
+/// `semver_mode` (each entry replacing the one before), else with the CSVs' own `replaces`.
+fn channels_of(pkg: &str, rendered: &[(CatalogBundle, RenderInfo)], semver_mode: bool) -> Vec<Channel> {
+    let mut channels: BTreeMap<String, Vec<(Version, ChannelEntry)>> = BTreeMap::new();
+    for (_, info) in rendered {
+        let version =
+            Version::parse(&info.version).unwrap_or_else(|e| panic!("{}: version {}: {e}", info.name, info.version));
+        for ch in &info.channels {
+            channels.entry(ch.clone()).or_default().push((
+                version.clone(),
+                ChannelEntry {
+                    name: info.name.clone(),
+                    replaces: if semver_mode { None } else { info.replaces.clone() },
+                    skips: info.skips.clone(),
+                    skip_range: info.skip_range.clone(),
+                    ..Default::default()
+                },
+            ));
+        }
+    }
+    let mut out = Vec::new();
+    for (name, mut entries) in channels {
+        if semver_mode {
+            entries.sort_by(|a, b| a.0.cmp_precedence(&b.0));
+            for i in 1..entries.len() {
+                let prev = entries[i - 1].1.name.clone();
+                entries[i].1.replaces = Some(prev);
+            }
+        }
+        out.push(Channel {
+            schema: "olm.channel".into(),
+            package: pkg.into(),
+            name,
+            entries: entries.into_iter().map(|(_, e)| e).collect(),
+            ..Default::default()
+        });
+    }
+    out
+}
+
+/// The `olm.package` of package `pkg`: the default channel of its newest bundle.
+fn package_of(pkg: &str, rendered: &[(CatalogBundle, RenderInfo)]) -> Package {
+    let newest = rendered
+        .iter()
+        .max_by(|a, b| Version::parse(&a.1.version).ok().cmp(&Version::parse(&b.1.version).ok()))
+        .map(|(_, i)| i.clone())
+        .expect("package has bundles");
+    let default_channel = newest.default_channel.clone().or_else(|| newest.channels.first().cloned());
+    Package { schema: "olm.package".into(), name: pkg.into(), default_channel, ..Default::default() }
 }
 
 fn run(package: &str, channel: Option<&str>, version_range: Option<&str>, installed: &[&str]) -> ResolveOutput {

@@ -13,8 +13,10 @@ use crate::support::node::{
     REAL_NODE, container_pid, create_pod, fetch_in_pod, image, logs_containing, real_node, run_kubectl, wait_pod,
 };
 use crate::support::{TestNamespace, eventually};
-use k8s_openapi::api::core::v1::{Node, Pod, Service};
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
 /// The pinned Kubernetes release (`k8s.io/kubernetes` in tests/cluster/go.mod).
@@ -157,11 +159,6 @@ fn a_pod_built_here_serves_another_pod_through_a_service() {
 #[test]
 fn capstan_runs_from_its_image_on_the_real_node() {
     crate::support::run("node_cluster", 0, async {
-        use k8s_openapi::api::apps::v1::Deployment;
-        use k8s_openapi::api::coordination::v1::Lease;
-        use k8s_openapi::api::core::v1::Namespace;
-        use kube::api::{DeleteParams, ListParams};
-
         let client = crate::support::cluster().await;
         real_node();
         let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -169,34 +166,10 @@ fn capstan_runs_from_its_image_on_the_real_node() {
             namespaces.get_opt("capstan-system").await.ok()?.is_none().then_some(())
         })
         .await;
-        let root = crate::support::repo_root();
-        let out = std::process::Command::new("bash")
-            .arg(root.join("images/build.sh"))
-            .args(["--push", &crate::support::registry(), "capstan"])
-            .env("CAPSTAN_BIN", env!("CARGO_BIN_EXE_capstan"))
-            .env("CAPSTAN_CLUSTER_DIR", crate::support::state_dir())
-            .output()
-            .expect("run images/build.sh");
-        assert!(out.status.success(), "images/build.sh capstan failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        let reference = image("capstan");
-        let digest = reference.rsplit_once('@').map(|(_, d)| d.to_string()).expect("digest");
+        let digest = build_and_push_the_capstan_image();
         let overlay = crate::support::state_dir().join("capstan-on-real-node");
         let overlay = overlay.to_str().expect("path").to_string();
-
-        // Whatever happens below, delete what the test created (the CRDs are manifests/' own).
-        struct Delete(String);
-        impl Drop for Delete {
-            fn drop(&mut self) {
-                let _ = std::process::Command::new(crate::support::kubectl())
-                    .arg("--kubeconfig")
-                    .arg(crate::support::kubeconfig_path())
-                    // Waits (at most 2 min) until the pods are gone: a controller left running would act
-                    // on the next tests' objects.
-                    .args(["delete", "--ignore-not-found", "--timeout=120s", "-k", &self.0])
-                    .output();
-            }
-        }
-        let _cleanup = Delete(overlay.clone());
+        let _cleanup = DeletedOnDrop(overlay.clone());
         let applied = run_kubectl(&["apply", "-k", &overlay]);
         assert!(applied.contains("deployment.apps/capstan created"), "{applied}");
 
@@ -214,48 +187,85 @@ fn capstan_runs_from_its_image_on_the_real_node() {
         let pods: Api<Pod> = Api::namespaced(client.clone(), "capstan-system");
         let list = pods.list(&ListParams::default().labels("app.kubernetes.io/name=capstan")).await.expect("pods");
         assert_eq!(list.items.len(), 2);
-        let mut names = Vec::new();
-        for p in &list.items {
-            let name = p.metadata.name.clone().expect("name");
-            assert_eq!(p.spec.as_ref().and_then(|s| s.node_name.as_deref()), Some(REAL_NODE), "{name}");
-            let cs = &p.status.as_ref().and_then(|s| s.container_statuses.clone()).expect("container statuses")[0];
-            assert!(cs.ready, "{name}: {cs:?}");
-            assert!(cs.image_id.ends_with(&digest), "{name} runs the image built here: {} vs {digest}", cs.image_id);
-            // The process really runs as 65532, on a read-only root filesystem.
-            let pid = container_pid(cs.container_id.as_deref().expect("container id"));
-            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-            let uid = status.lines().find(|l| l.starts_with("Uid:")).expect("Uid line");
-            assert_eq!(uid.split_whitespace().skip(1).collect::<Vec<_>>(), ["65532"; 4], "{name}: {uid}");
-            let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).expect("mountinfo");
-            let root_mount = mounts.lines().find(|l| l.split_whitespace().nth(4) == Some("/")).expect("root mount");
-            assert!(
-                root_mount.split_whitespace().nth(5).is_some_and(|o| o.split(',').any(|x| x == "ro")),
-                "{name}: {root_mount}"
-            );
-            names.push(name);
-        }
-
-        // One of them leads; kill it (no grace) and the other takes the Lease.
-        let leases: Api<Lease> = Api::namespaced(client.clone(), "capstan-system");
-        let holder = |leases: Api<Lease>| async move {
-            leases.get("capstan").await.ok()?.spec?.holder_identity.filter(|h| !h.is_empty())
-        };
-        let leader = eventually("a leader among the two pods", Duration::from_secs(60), || {
-            let (leases, names) = (leases.clone(), names.clone());
-            async move { holder(leases).await.filter(|h| names.contains(h)) }
-        })
-        .await;
-        logs_containing(&pods, &leader, "became leader").await;
-        pods.delete(&leader, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() })
-            .await
-            .expect("kill the leader");
-        let new_leader = eventually("the standby to take the Lease", Duration::from_secs(90), || {
-            let (leases, leader) = (leases.clone(), leader.clone());
-            async move { holder(leases).await.filter(|h| *h != leader) }
-        })
-        .await;
-        // The standby, or the ReplicaSet's replacement pod if it asked first: either way another replica.
-        assert!(new_leader.starts_with("capstan-"), "{new_leader}");
-        logs_containing(&pods, &new_leader, "became leader").await;
+        let names: Vec<String> = list.items.iter().map(|p| assert_runs_the_image_confined(p, &digest)).collect();
+        assert_killing_the_leader_hands_over_the_lease(&client, &pods, names).await;
     })
+}
+
+/// Builds the capstan image with `images/build.sh` from the binary cargo built for the tests and
+/// pushes it to the environment's registry: its digest.
+fn build_and_push_the_capstan_image() -> String {
+    let root = crate::support::repo_root();
+    let out = std::process::Command::new("bash")
+        .arg(root.join("images/build.sh"))
+        .args(["--push", &crate::support::registry(), "capstan"])
+        .env("CAPSTAN_BIN", env!("CARGO_BIN_EXE_capstan"))
+        .env("CAPSTAN_CLUSTER_DIR", crate::support::state_dir())
+        .output()
+        .expect("run images/build.sh");
+    assert!(out.status.success(), "images/build.sh capstan failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let reference = image("capstan");
+    reference.rsplit_once('@').map(|(_, d)| d.to_string()).expect("digest")
+}
+
+/// Deletes what `kubectl apply -k` of the overlay created, when dropped (whatever happens in the
+/// test; the CRDs are manifests/' own).
+struct DeletedOnDrop(String);
+
+impl Drop for DeletedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(crate::support::kubectl())
+            .arg("--kubeconfig")
+            .arg(crate::support::kubeconfig_path())
+            // Waits (at most 2 min) until the pods are gone: a controller left running would act
+            // on the next tests' objects.
+            .args(["delete", "--ignore-not-found", "--timeout=120s", "-k", &self.0])
+            .output();
+    }
+}
+
+/// Pod `p` runs on the real node, ready, from the image of `digest`; its process really runs as
+/// 65532, on a read-only root filesystem. Its name.
+fn assert_runs_the_image_confined(p: &Pod, digest: &str) -> String {
+    let name = p.metadata.name.clone().expect("name");
+    assert_eq!(p.spec.as_ref().and_then(|s| s.node_name.as_deref()), Some(REAL_NODE), "{name}");
+    let cs = &p.status.as_ref().and_then(|s| s.container_statuses.clone()).expect("container statuses")[0];
+    assert!(cs.ready, "{name}: {cs:?}");
+    assert!(cs.image_id.ends_with(digest), "{name} runs the image built here: {} vs {digest}", cs.image_id);
+    let pid = container_pid(cs.container_id.as_deref().expect("container id"));
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let uid = status.lines().find(|l| l.starts_with("Uid:")).expect("Uid line");
+    assert_eq!(uid.split_whitespace().skip(1).collect::<Vec<_>>(), ["65532"; 4], "{name}: {uid}");
+    let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).expect("mountinfo");
+    let root_mount = mounts.lines().find(|l| l.split_whitespace().nth(4) == Some("/")).expect("root mount");
+    assert!(
+        root_mount.split_whitespace().nth(5).is_some_and(|o| o.split(',').any(|x| x == "ro")),
+        "{name}: {root_mount}"
+    );
+    name
+}
+
+/// One of the pods `names` leads; kill it (no grace) and another replica takes the Lease.
+async fn assert_killing_the_leader_hands_over_the_lease(client: &kube::Client, pods: &Api<Pod>, names: Vec<String>) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "capstan-system");
+    let holder = |leases: Api<Lease>| async move {
+        leases.get("capstan").await.ok()?.spec?.holder_identity.filter(|h| !h.is_empty())
+    };
+    let leader = eventually("a leader among the two pods", Duration::from_secs(60), || {
+        let (leases, names) = (leases.clone(), names.clone());
+        async move { holder(leases).await.filter(|h| names.contains(h)) }
+    })
+    .await;
+    logs_containing(pods, &leader, "became leader").await;
+    pods.delete(&leader, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() })
+        .await
+        .expect("kill the leader");
+    let new_leader = eventually("the standby to take the Lease", Duration::from_secs(90), || {
+        let (leases, leader) = (leases.clone(), leader.clone());
+        async move { holder(leases).await.filter(|h| *h != leader) }
+    })
+    .await;
+    // The standby, or the ReplicaSet's replacement pod if it asked first: either way another replica.
+    assert!(new_leader.starts_with("capstan-"), "{new_leader}");
+    logs_containing(pods, &new_leader, "became leader").await;
 }
