@@ -238,6 +238,16 @@ fn csv_above_the_servers_version_stays_pending_and_lists_missing_native_apis() {
             .map(|r| (r["kind"].as_str().unwrap(), r["status"].as_str().unwrap()))
             .collect();
         assert_eq!(native, [("Deployment", "Present"), ("Ghost", "NotPresent")], "{reqs}");
+        // The reason's change within Pending is an Event, as OLM records it (clients watch for it
+        // through the core Events API, by the CSV's kind).
+        let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &other.name);
+        let lp = kube::api::ListParams::default()
+            .fields("involvedObject.kind=ClusterServiceVersion,involvedObject.name=future.v1.0.0");
+        eventually("Event RequirementsNotMet of future.v1.0.0", WAIT, || async {
+            let list = events.list(&lp).await.ok()?;
+            list.items.iter().any(|e| e.reason.as_deref() == Some("RequirementsNotMet")).then_some(())
+        })
+        .await;
     })
 }
 
