@@ -633,7 +633,13 @@ mod tests {
         base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&csv).unwrap())
     }
 
+    /// The catalog the tests read: three packages and the deprecations of one.
     fn catalog() -> String {
+        [etcd_package(), meta_package(), empty_package(), etcd_deprecations()].concat()
+    }
+
+    /// Package etcd: two channels, two bundles carrying their CSV (and a CRD) as bundle objects.
+    fn etcd_package() -> String {
         let crd = base64::engine::general_purpose::STANDARD.encode(
             r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"x"}}"#,
         );
@@ -675,7 +681,19 @@ image: quay.io/x/etcd:0.9.2
 properties:
 - {{type: olm.package, value: {{packageName: etcd, version: 0.9.2}}}}
 - {{type: olm.bundle.object, value: {{data: {b}}}}}
----
+---"#,
+            a = csv_object("etcd.v0.9.0", "0.9.0", json!({})),
+            b = csv_object(
+                "etcd.v0.9.2",
+                "v0.9.2",
+                json!({"Provider": {"name": "Red Hat", "url": "https://redhat.com"}})
+            ),
+        )
+    }
+
+    /// Package meta: a bundle described by olm.csv.metadata, and a channel whose bundle has no CSV.
+    fn meta_package() -> String {
+        r#"
 schema: olm.package
 name: meta
 defaultChannel: beta
@@ -696,18 +714,24 @@ schema: olm.bundle
 package: meta
 name: meta.v1.0.0
 image: quay.io/x/meta:1.0.0
-relatedImages: [{{name: r, image: quay.io/x/related:1}}]
+relatedImages: [{name: r, image: quay.io/x/related:1}]
 properties:
-- {{type: olm.package, value: {{packageName: meta, version: 1.0.0}}}}
-- {{type: olm.csv.metadata, value: {{displayName: Meta, provider: {{name: Acme}}, installModes: [{{type: AllNamespaces, supported: true}}], labels: {{operatorframework.io/os.linux: supported}}, crdDescriptions: {{owned: [{{name: ms.x.io, version: v1, kind: M, specDescriptors: []}}]}}, APIServiceDefinitions: {{required: [{{name: as, group: g.io, version: v1, kind: A}}]}}}}}}
+- {type: olm.package, value: {packageName: meta, version: 1.0.0}}
+- {type: olm.csv.metadata, value: {displayName: Meta, provider: {name: Acme}, installModes: [{type: AllNamespaces, supported: true}], labels: {operatorframework.io/os.linux: supported}, crdDescriptions: {owned: [{name: ms.x.io, version: v1, kind: M, specDescriptors: []}]}, APIServiceDefinitions: {required: [{name: as, group: g.io, version: v1, kind: A}]}}}
 ---
 schema: olm.bundle
 package: meta
 name: meta.v0.1.0
 image: quay.io/x/meta:0.1.0
 properties:
-- {{type: olm.package, value: {{packageName: meta, version: 0.1.0}}}}
----
+- {type: olm.package, value: {packageName: meta, version: 0.1.0}}
+---"#
+            .to_string()
+    }
+
+    /// Package empty: one bundle with no CSV at all.
+    fn empty_package() -> String {
+        r#"
 schema: olm.package
 name: empty
 defaultChannel: only
@@ -723,25 +747,25 @@ package: empty
 name: empty.v1.0.0
 image: quay.io/x/empty:1.0.0
 properties:
-- {{type: olm.package, value: {{packageName: empty, version: 1.0.0}}}}
----
+- {type: olm.package, value: {packageName: empty, version: 1.0.0}}
+---"#
+            .to_string()
+    }
+
+    /// Deprecations of etcd: the package, channel alpha and bundle etcd.v0.9.0.
+    fn etcd_deprecations() -> String {
+        r#"
 schema: olm.deprecations
 package: etcd
 entries:
-- reference: {{schema: olm.package}}
+- reference: {schema: olm.package}
   message: etcd is retired
-- reference: {{schema: olm.channel, name: alpha}}
+- reference: {schema: olm.channel, name: alpha}
   message: use stable
-- reference: {{schema: olm.bundle, name: etcd.v0.9.0}}
+- reference: {schema: olm.bundle, name: etcd.v0.9.0}
   message: use 0.9.2
-"#,
-            a = csv_object("etcd.v0.9.0", "0.9.0", json!({})),
-            b = csv_object(
-                "etcd.v0.9.2",
-                "v0.9.2",
-                json!({"Provider": {"name": "Red Hat", "url": "https://redhat.com"}})
-            ),
-        )
+"#
+        .to_string()
     }
 
     fn summaries() -> (Vec<PackageSummary>, Vec<ElidedPackage>) {

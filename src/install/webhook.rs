@@ -721,8 +721,10 @@ mod tests {
         assert_eq!(check(&Definitions::read(&fixed).unwrap(), &[], &BTreeMap::new()), Vec::<(String, String)>::new());
     }
 
+    /// A webhook configuration is applied again when deleted, without a caBundle (where the plan has a
+    /// certificate for its Service), pointing at another Service, or missing its webhook.
     #[test]
-    fn what_makes_a_webhook_object_be_applied_again() {
+    fn a_webhook_configuration_is_applied_again_when_deleted_or_changed() {
         let svc = json!({"namespace": "ops", "name": "op-service", "path": "/validate", "port": 443});
         let vwc = step(
             "ValidatingWebhookConfiguration",
@@ -754,7 +756,12 @@ mod tests {
             restore_reason(&vwc, Some(&json!({"webhooks": []})), |_| true).as_deref(),
             Some("lost its webhook v.example.com")
         );
+    }
 
+    /// A CRD's conversion webhook is put back when its spec.conversion was reset, but a deleted CRD, one
+    /// converted by another Service, or one with no conversion webhook planned is left alone.
+    #[test]
+    fn a_crd_is_applied_again_only_when_its_conversion_webhook_was_reset() {
         let conversion = json!({"strategy": "Webhook", "webhook": {"clientConfig": {"service": {"namespace": "ops", "name": "op-service", "path": "/convert", "port": 443}}, "conversionReviewVersions": ["v1"]}});
         let crd =
             step("CustomResourceDefinition", "gadgets.example.com", None, json!({"spec": {"conversion": conversion}}));
@@ -779,7 +786,11 @@ mod tests {
             None,
             "no conversion webhook planned"
         );
+    }
 
+    /// An APIService is applied again when deleted or without a caBundle; other kinds never are.
+    #[test]
+    fn an_apiservice_is_applied_again_when_deleted_or_without_a_ca_bundle() {
         let api = step(
             "APIService",
             "v1.example.com",

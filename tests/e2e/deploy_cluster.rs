@@ -739,13 +739,74 @@ impl Drop for DeleteClusterRbac {
     }
 }
 
+/// The ClusterRole of `manifests/rbac.yaml` with its `escalate` and `bind` verbs removed (each is
+/// there once), named `name`.
+fn narrow_cluster_role(name: &str) -> k8s_openapi::api::rbac::v1::ClusterRole {
+    use serde::Deserialize;
+    let text = std::fs::read_to_string(crate::support::repo_root().join("manifests/rbac.yaml"))
+        .expect("read manifests/rbac.yaml");
+    let mut role = serde_norway::Deserializer::from_str(&text)
+        .map(|d| serde_json::Value::deserialize(d).expect("YAML document"))
+        .find(|v| v["kind"] == "ClusterRole")
+        .expect("a ClusterRole in manifests/rbac.yaml");
+    let mut removed = 0;
+    for rule in role["rules"].as_array_mut().expect("rules") {
+        if let Some(verbs) = rule["verbs"].as_array_mut() {
+            let before = verbs.len();
+            verbs.retain(|v| v != "escalate" && v != "bind");
+            removed += before - verbs.len();
+        }
+    }
+    assert_eq!(removed, 2, "expected escalate and bind once each in {role}");
+    role["metadata"] = json!({"name": name});
+    serde_json::from_value(role).expect("ClusterRole")
+}
+
+/// Creates the narrow ClusterRole `name`, bound to ServiceAccount `capstan` of `home`, and writes a
+/// kubeconfig with that ServiceAccount's token to `kubeconfig`.
+async fn narrow_service_account(admin: &kube::Client, home: &str, name: &str, kubeconfig: &Path) {
+    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &narrow_cluster_role(name))
+        .await
+        .expect("create narrow ClusterRole");
+    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "capstan", "namespace": home}]
+    }))
+    .expect("binding");
+    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("create binding");
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "capstan"}}))
+            .expect("sa");
+    Api::<ServiceAccount>::namespaced(admin.clone(), home)
+        .create(&PostParams::default(), &sa)
+        .await
+        .expect("create ServiceAccount");
+    let token = sa_token(admin, home, "capstan").await;
+    token_kubeconfig(&token, kubeconfig).await;
+}
+
+/// The message of the nginx-operator InstallPlan in `ns` once it is Failed.
+async fn failed_plan_message(admin: &kube::Client, ns: &str) -> String {
+    let plan = plan_in_phase(admin, ns, "nginx-operator", "Failed").await;
+    let message = serde_json::to_value(plan.status.as_ref().expect("status")).expect("json")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    eprintln!("InstallPlan {ns}/{} failed as expected: {message}", plan.metadata.name.as_deref().unwrap_or(""));
+    message
+}
+
 /// The ClusterRole of `manifests/rbac.yaml` without `escalate` and `bind` cannot install an
 /// operator whose CSV asks for permissions capstan does not hold: the InstallPlan fails and its
 /// message names what was refused.
 #[test]
 fn a_cluster_role_without_escalate_and_bind_is_not_enough() {
     crate::support::run(GROUP, 2, async {
-        use serde::Deserialize;
         let _serial = SERIAL.lock().await;
         let admin = crate::support::cluster().await;
         apply_crds(&admin).await;
@@ -753,50 +814,10 @@ fn a_cluster_role_without_escalate_and_bind_is_not_enough() {
         let home = TestNamespace::new(&admin, "narrow").await;
 
         // The manifests' ClusterRole, minus escalate and bind.
-        let text = std::fs::read_to_string(crate::support::repo_root().join("manifests/rbac.yaml"))
-            .expect("read manifests/rbac.yaml");
-        let mut role = serde_norway::Deserializer::from_str(&text)
-            .map(|d| serde_json::Value::deserialize(d).expect("YAML document"))
-            .find(|v| v["kind"] == "ClusterRole")
-            .expect("a ClusterRole in manifests/rbac.yaml");
-        let mut removed = 0;
-        for rule in role["rules"].as_array_mut().expect("rules") {
-            if let Some(verbs) = rule["verbs"].as_array_mut() {
-                let before = verbs.len();
-                verbs.retain(|v| v != "escalate" && v != "bind");
-                removed += before - verbs.len();
-            }
-        }
-        assert_eq!(removed, 2, "expected escalate and bind once each in {role}");
         let name = format!("capstan-narrow-{}", home.name);
         let _rbac = DeleteClusterRbac(name.clone());
-        role["metadata"] = json!({"name": name});
-        let role: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(role).expect("ClusterRole");
-        Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(admin.clone())
-            .create(&PostParams::default(), &role)
-            .await
-            .expect("create narrow ClusterRole");
-        let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": "capstan", "namespace": home.name}]
-        }))
-        .expect("binding");
-        Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(admin.clone())
-            .create(&PostParams::default(), &binding)
-            .await
-            .expect("create binding");
-        let sa: ServiceAccount = serde_json::from_value(
-            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "capstan"}}),
-        )
-        .expect("sa");
-        Api::<ServiceAccount>::namespaced(admin.clone(), &home.name)
-            .create(&PostParams::default(), &sa)
-            .await
-            .expect("create ServiceAccount");
-        let token = sa_token(&admin, &home.name, "capstan").await;
         let kubeconfig = work.path().join("narrow-kubeconfig");
-        token_kubeconfig(&token, &kubeconfig).await;
+        narrow_service_account(&admin, &home.name, &name, &kubeconfig).await;
 
         let registry = crate::support::registry();
         let catalog_ref = publish(&registry, &format!("deploy-narrow-{}", std::process::id()), work.path());
@@ -814,16 +835,7 @@ fn a_cluster_role_without_escalate_and_bind_is_not_enough() {
         catalog_source(&admin, &catalog_ns.name, "examples", &catalog_ref).await;
         let ns = namespace_with_global_group(&admin, "narrow-ops").await;
         subscribe(&admin, &ns.name, "nginx-operator", &catalog_ns.name, "Automatic").await;
-        let plan = plan_in_phase(&admin, &ns.name, "nginx-operator", "Failed").await;
-        let message = serde_json::to_value(plan.status.as_ref().expect("status")).expect("json")["message"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        eprintln!(
-            "InstallPlan {}/{} failed as expected: {message}",
-            ns.name,
-            plan.metadata.name.as_deref().unwrap_or("")
-        );
+        let message = failed_plan_message(&admin, &ns.name).await;
         let who = format!("system:serviceaccount:{}:capstan", home.name);
         assert!(message.contains(&who), "the message names the identity: {message}\n{}", ctl.log());
         assert!(
@@ -902,6 +914,44 @@ fn bad_controller_flags_exit_2_naming_the_flag() {
     assert!(err.contains("/nonexistent/kubeconfig"), "{err}");
 }
 
+/// Waits until `who` holds the Lease `capstan`.
+async fn leads(leases: &Api<Lease>, who: &str) {
+    eventually(&format!("{who} leads"), Duration::from_secs(30), || async {
+        (leases.get_opt("capstan").await.ok()??.spec?.holder_identity.as_deref() == Some(who)).then_some(())
+    })
+    .await;
+}
+
+/// The names of the InstallPlans of `plans`' namespace.
+async fn plan_names(plans: &Api<capstan::api::InstallPlan>) -> Vec<String> {
+    let list = plans.list(&ListParams::default()).await.expect("list InstallPlans");
+    list.items.iter().filter_map(|p| p.metadata.name.clone()).collect()
+}
+
+/// InstallPlan `name` once Complete; fails at once if it turns Failed (with both controllers' logs).
+async fn complete_after_handover(
+    plans: &Api<capstan::api::InstallPlan>,
+    name: &str,
+    a: &Controller,
+    b: &Controller,
+) -> capstan::api::InstallPlan {
+    eventually("the InstallPlan Complete after the handover", WAIT, || async {
+        use capstan::api::installplan::InstallPlanPhase;
+        let p = plans.get(name).await.ok()?;
+        let st = p.status.as_ref()?;
+        assert_ne!(
+            st.phase,
+            InstallPlanPhase::Failed,
+            "the plan failed after the handover: {:?}\na:\n{}\nb:\n{}",
+            st.message,
+            a.log(),
+            b.log()
+        );
+        (st.phase == InstallPlanPhase::Complete).then_some(p)
+    })
+    .await
+}
+
 /// The leader is SIGKILLed while it installs nginx-operator; the standby takes over and the
 /// install converges: CSV Succeeded, exactly one InstallPlan, Complete, one CSV (the
 /// standby applies the plan's steps again, which are idempotent).
@@ -932,10 +982,7 @@ fn handover_during_an_install_converges_with_one_install_plan() {
         ];
         let a = Controller::start("capstan-a", &kubeconfig, work.path(), &flags);
         let leases: Api<Lease> = Api::namespaced(admin.clone(), &lease_ns.name);
-        eventually("capstan-a leads", Duration::from_secs(30), || async {
-            (leases.get_opt("capstan").await.ok()??.spec?.holder_identity.as_deref() == Some("capstan-a")).then_some(())
-        })
-        .await;
+        leads(&leases, "capstan-a").await;
         let b = Controller::start("capstan-b", &kubeconfig, work.path(), &flags);
         catalog_source(&admin, &catalog_ns.name, "examples", &catalog_ref).await;
         let ns = namespace_with_global_group(&admin, "handover-ops").await;
@@ -948,42 +995,16 @@ fn handover_during_an_install_converges_with_one_install_plan() {
         .await;
         let mut a = a;
         a.child.kill().expect("SIGKILL a");
-        eventually("capstan-b leads", Duration::from_secs(30), || async {
-            (leases.get_opt("capstan").await.ok()??.spec?.holder_identity.as_deref() == Some("capstan-b")).then_some(())
-        })
-        .await;
+        leads(&leases, "capstan-b").await;
         csv_succeeded_and_deployment_available(&admin, &ns.name).await;
         let plans: Api<capstan::api::InstallPlan> = Api::namespaced(admin.clone(), &ns.name);
-        let list = plans.list(&ListParams::default()).await.expect("list InstallPlans");
-        let names: Vec<String> = list.items.iter().filter_map(|p| p.metadata.name.clone()).collect();
+        let names = plan_names(&plans).await;
         assert_eq!(names.len(), 1, "one InstallPlan per bundle, got {names:?}\na:\n{}\nb:\n{}", a.log(), b.log());
         // The plan a was applying when it died is applied again by b (`decide_start`: an `Installing`
         // plan is taken again) and completes; the CSV a created can reach Succeeded before that.
-        let plan = eventually("the InstallPlan Complete after the handover", WAIT, || async {
-            use capstan::api::installplan::InstallPlanPhase;
-            let p = plans.get(names[0].as_str()).await.ok()?;
-            let st = p.status.as_ref()?;
-            assert_ne!(
-                st.phase,
-                InstallPlanPhase::Failed,
-                "the plan failed after the handover: {:?}\na:\n{}\nb:\n{}",
-                st.message,
-                a.log(),
-                b.log()
-            );
-            (st.phase == InstallPlanPhase::Complete).then_some(p)
-        })
-        .await;
-        let plan = &plan;
+        let plan = &complete_after_handover(&plans, &names[0], &a, &b).await;
         // Still one after the wait (b made no second plan while it finished a's).
-        let after: Vec<String> = plans
-            .list(&ListParams::default())
-            .await
-            .expect("list InstallPlans")
-            .items
-            .iter()
-            .filter_map(|p| p.metadata.name.clone())
-            .collect();
+        let after = plan_names(&plans).await;
         assert_eq!(after, names, "one InstallPlan per bundle after the handover\na:\n{}\nb:\n{}", a.log(), b.log());
         let sub_plan =
             subs.get("nginx-operator").await.expect("sub").status.and_then(|s| s.install_plan_ref).and_then(|r| r.name);

@@ -141,6 +141,76 @@ fn crd_manifest(steps: &mut [Step]) -> &mut Value {
     &mut steps.iter_mut().find(|s| s.kind == "CustomResourceDefinition").expect("CRD step").manifest
 }
 
+/// Creates KaiwuClusters `kc-no-image` (no spec.image) and `kc-with-image` in `ns`.
+async fn create_with_and_without_image(client: &kube::Client, ns: &str, res: &ApiResource) {
+    create(
+        client,
+        ns,
+        res,
+        json!({
+            "apiVersion": res.api_version, "kind": "KaiwuCluster",
+            "metadata": {"name": "kc-no-image", "namespace": ns},
+            "spec": {"replicas": 3, "version": "2.2.0"}
+        }),
+    )
+    .await;
+    create(
+        client,
+        ns,
+        res,
+        json!({
+            "apiVersion": res.api_version, "kind": "KaiwuCluster",
+            "metadata": {"name": "kc-with-image", "namespace": ns},
+            "spec": {"replicas": 1, "version": "2.2.0", "image": "kaiwudb/kaiwudb:2.2.0"}
+        }),
+    )
+    .await;
+}
+
+/// `check_plan_crds` refuses `upgrade` with one InvalidObjects error naming `kc-no-image` and its
+/// missing spec.image, and not `kc-with-image`.
+async fn assert_refused_naming_only_kc_no_image(client: &kube::Client, upgrade: &[Step], ns: &str, group: &str) {
+    let errors = check_plan_crds(client, upgrade).await.expect_err("the upgrade must be refused");
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    let CrdUpgradeError::InvalidObjects { crd, version, objects, total, .. } = &errors[0] else {
+        panic!("expected InvalidObjects, got {errors:#?}")
+    };
+    assert_eq!((crd.as_str(), version.as_str(), *total), (format!("kaiwuclusters.{group}").as_str(), "v1", 1));
+    assert_eq!(objects[0].key(), format!("{ns}/kc-no-image"));
+    let message = errors[0].to_string();
+    eprintln!("refusal message: {message}");
+    assert!(message.contains(&format!("{ns}/kc-no-image (spec.image: Required value)")), "{message}");
+    assert!(!message.contains("kc-with-image"), "{message}");
+}
+
+/// The KaiwuCluster CRD of `group` on the cluster does not require spec.image.
+async fn assert_installed_crd_does_not_require_image(client: &kube::Client, group: &str) {
+    let on_cluster =
+        Api::<CustomResourceDefinition>::all(client.clone()).get(&format!("kaiwuclusters.{group}")).await.expect("CRD");
+    let spec_required = on_cluster.spec.versions[0]
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .and_then(|s| s.properties.as_ref())
+        .and_then(|p| p.get("spec"))
+        .and_then(|s| s.required.clone())
+        .unwrap_or_default();
+    assert!(!spec_required.contains(&"image".to_string()), "{spec_required:?}");
+}
+
+/// Deletes object `name` of `res` in `ns` and waits until it is gone.
+async fn delete_and_wait_gone(client: &kube::Client, ns: &str, res: &ApiResource, name: &str) {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, res);
+    api.delete(name, &DeleteParams::default()).await.expect("delete object");
+    eventually(&format!("{name} gone"), Duration::from_secs(30), || {
+        let api = api.clone();
+        async move { api.get_opt(name).await.ok().and_then(|o| o.is_none().then_some(())) }
+    })
+    .await;
+}
+
+/// An upgrade whose CRD makes spec.image required is refused naming the one object without it
+/// (the check changes nothing on the cluster), and goes through once that object is deleted.
 #[test]
 fn a_new_required_field_that_an_existing_object_lacks_refuses_the_plan_until_the_object_is_gone() {
     crate::support::run("install_crd_safety", 0, async {
@@ -154,28 +224,7 @@ fn a_new_required_field_that_an_existing_object_lacks_refuses_the_plan_until_the
         let _guard = CrdGuard(installed_crd["metadata"]["name"].as_str().expect("name").into());
         put_crd(&client, &installed_crd).await;
         let res = resource(&installed_crd, "v1");
-        create(
-            &client,
-            &ns.name,
-            &res,
-            json!({
-                "apiVersion": res.api_version, "kind": "KaiwuCluster",
-                "metadata": {"name": "kc-no-image", "namespace": ns.name},
-                "spec": {"replicas": 3, "version": "2.2.0"}
-            }),
-        )
-        .await;
-        create(
-            &client,
-            &ns.name,
-            &res,
-            json!({
-                "apiVersion": res.api_version, "kind": "KaiwuCluster",
-                "metadata": {"name": "kc-with-image", "namespace": ns.name},
-                "spec": {"replicas": 1, "version": "2.2.0", "image": "kaiwudb/kaiwudb:2.2.0"}
-            }),
-        )
-        .await;
+        create_with_and_without_image(&client, &ns.name, &res).await;
 
         // The plan as it stands (same CRD) passes.
         assert_eq!(check_plan_crds(&client, &installed).await, Ok(()));
@@ -186,41 +235,13 @@ fn a_new_required_field_that_an_existing_object_lacks_refuses_the_plan_until_the
             ["spec"]["required"];
         required.as_array_mut().expect("spec.required").push(json!("image"));
 
-        let errors = check_plan_crds(&client, &upgrade).await.expect_err("the upgrade must be refused");
-        assert_eq!(errors.len(), 1, "{errors:#?}");
-        let CrdUpgradeError::InvalidObjects { crd, version, objects, total, .. } = &errors[0] else {
-            panic!("expected InvalidObjects, got {errors:#?}")
-        };
-        assert_eq!((crd.as_str(), version.as_str(), *total), (format!("kaiwuclusters.{group}").as_str(), "v1", 1));
-        assert_eq!(objects[0].key(), format!("{}/kc-no-image", ns.name));
-        let message = errors[0].to_string();
-        eprintln!("refusal message: {message}");
-        assert!(message.contains(&format!("{}/kc-no-image (spec.image: Required value)", ns.name)), "{message}");
-        assert!(!message.contains("kc-with-image"), "{message}");
+        assert_refused_naming_only_kc_no_image(&client, &upgrade, &ns.name, &group).await;
 
         // The check reads only: the CRD on the cluster is unchanged.
-        let on_cluster = Api::<CustomResourceDefinition>::all(client.clone())
-            .get(&format!("kaiwuclusters.{group}"))
-            .await
-            .expect("CRD");
-        let spec_required = on_cluster.spec.versions[0]
-            .schema
-            .as_ref()
-            .and_then(|s| s.open_api_v3_schema.as_ref())
-            .and_then(|s| s.properties.as_ref())
-            .and_then(|p| p.get("spec"))
-            .and_then(|s| s.required.clone())
-            .unwrap_or_default();
-        assert!(!spec_required.contains(&"image".to_string()), "{spec_required:?}");
+        assert_installed_crd_does_not_require_image(&client, &group).await;
 
         // Removing the object lets the upgrade through.
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &res);
-        api.delete("kc-no-image", &DeleteParams::default()).await.expect("delete object");
-        eventually("kc-no-image gone", Duration::from_secs(30), || {
-            let api = api.clone();
-            async move { api.get_opt("kc-no-image").await.ok().and_then(|o| o.is_none().then_some(())) }
-        })
-        .await;
+        delete_and_wait_gone(&client, &ns.name, &res, "kc-no-image").await;
         assert_eq!(check_plan_crds(&client, &upgrade).await, Ok(()));
     })
 }
