@@ -163,7 +163,7 @@ pub(crate) fn defer_for_source(
         }
         None => {
             let message = format!(
-                "catalog source {sns}/{src} (spec.source) cannot be loaded, so Subscription {name} is not resolved: {why}; fix spec.image or spec.secrets of CatalogSource {sns}/{src}; capstan retries every 30 s and keeps what is installed"
+                "catalog source {sns}/{src} (spec.source) cannot be loaded, so Subscription {name} is not resolved: {why}; fix what it names in CatalogSource {sns}/{src} (spec.image, spec.secrets or its ConfigMap); capstan retries every 30 s and keeps what is installed"
             );
             status.fail(C::ResolutionFailed, reason::ERROR_PREVENTED_RESOLUTION, &message, now);
         }
@@ -1268,7 +1268,7 @@ mod tests {
         let (v, r, m) = cond(&st, C::ResolutionFailed);
         assert_eq!((v, r), ("True", reason::ERROR_PREVENTED_RESOLUTION));
         assert!(
-            m.contains("Subscription s is not resolved: down") && m.contains("fix spec.image or spec.secrets"),
+            m.contains("Subscription s is not resolved: down") && m.contains("fix what it names in CatalogSource"),
             "{m}"
         );
     }

@@ -296,8 +296,13 @@ pub use crate::bundle::rbac::is_reserved_rbac_name;
 
 /// The bundle's RBAC objects that reach beyond its operator ([`crate::bundle::rbac::check`]):
 /// reserved names first, then aggregated ClusterRoles beyond the bundle's own API groups, then
-/// bindings of users or groups; each error names every object of its kind of problem.
-fn rbac_escapes(bundle: &Bundle, csv_name: &str) -> Result<(), PlanError> {
+/// bindings of users or groups; each error names every object of its kind of problem. Checked
+/// for every bundle by [`steps`] and for the steps of an InstallPlan written by hand.
+///
+/// # Errors
+/// [`PlanError::ReservedName`], [`PlanError::AggregatedBeyondOwnApis`],
+/// [`PlanError::BindsUsersOrGroups`].
+pub fn check_rbac(bundle: &Bundle, csv_name: &str) -> Result<(), PlanError> {
     use crate::bundle::rbac::{Problem, check};
     let findings = check(bundle);
     let of = |pick: fn(&Problem) -> bool, with_message: bool| -> Vec<String> {
@@ -444,7 +449,7 @@ fn check_input(bundle: &Bundle, target: &InstallTarget) -> Result<String, PlanEr
     if !unsupported.is_empty() {
         return Err(PlanError::UnsupportedResource { bundle: csv_name, objects: unsupported });
     }
-    rbac_escapes(bundle, &csv_name)?;
+    check_rbac(bundle, &csv_name)?;
     Ok(csv_name)
 }
 

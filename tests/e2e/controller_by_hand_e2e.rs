@@ -47,7 +47,9 @@ fn steps_listed_by_hand_are_applied_once_approved() {
             }))
             .expect("plan");
             let mut plan = plans.create(&PostParams::default(), &plan).await.expect("create the plan");
-            let manifest = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"from": "a plan"}});
+            // The manifest names another namespace: the object still goes into the plan's, as in OLM.
+            let manifest = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"},
+                                  "data": {"from": "a plan"}});
             plan.status = Some(
                 serde_json::from_value(json!({
                     "phase": "Installing", "catalogSources": [],
@@ -68,6 +70,8 @@ fn steps_listed_by_hand_are_applied_once_approved() {
         let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
         let cm = cms.get("by-hand").await.expect("the ConfigMap the plan lists");
         assert_eq!(cm.data.unwrap_or_default().get("from").map(String::as_str), Some("a plan"));
+        let elsewhere = Api::<ConfigMap>::namespaced(client.clone(), "default").get_opt("by-hand").await.expect("get");
+        assert!(elsewhere.is_none(), "a plan writes only into its own namespace");
         let waiting = serde_json::to_value(plans.get("by-hand-waiting").await.expect("plan").status).expect("status");
         assert_eq!(waiting["phase"], "Installing", "an unapproved plan is left as written: {waiting}");
         assert!(cms.get_opt("by-hand-waiting").await.expect("get").is_none(), "nothing applied before approval");

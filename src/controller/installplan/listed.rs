@@ -49,7 +49,7 @@ pub(super) async fn execute_listed(pass: &mut PlanPass<'_>) -> Result<Ending, Er
 
 /// The steps of `plan` (listed by hand in a plan of namespace `ns`) as install steps: the
 /// manifest of each parsed (JSON or YAML), its scope found by discovery, a namespaced object put
-/// in `ns` unless its manifest names a namespace.
+/// in `ns`; then the RBAC checks bundles get ([`check_rbac`]).
 ///
 /// # Errors
 /// `InstallCheckFailed`, naming `status.plan[i]`: no manifest, a manifest that does not parse or
@@ -70,13 +70,40 @@ async fn steps_of(ctx: &super::Context, ns: &str, plan: &[ApiStep]) -> Result<Ve
                     at(&format!("the cluster does not serve this kind: {e}")),
                 ));
             }
+            // An unknown group/version answers 404 before discovery can say the kind is missing.
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                let why = format!("the cluster does not serve {}: create its CRD or fix the step", gvk.api_version());
+                return Err(Hold::Fail("InstallCheckFailed", at(&why)));
+            }
             Err(e) => return Err(Hold::Retry(at(&format!("discovery failed: {e}")))),
         };
         let step = step_of(s, manifest, namespaced.then_some(ns));
         let catalog = (r.source_namespace.clone(), r.source_name.clone());
         out.push(PlannedStep { step, catalog, image: None });
     }
+    check_rbac(&out)?;
     Ok(out)
+}
+
+/// The RBAC checks every bundle gets ([`crate::install::plan::check_rbac`]: no reserved names,
+/// no ClusterRole aggregated beyond the operator's own APIs, no binding of users or groups), on
+/// the listed objects, so that a plan written by hand cannot grant what a bundle may not.
+fn check_rbac(steps: &[PlannedStep]) -> Result<(), Hold> {
+    let mut objects: Vec<(std::path::PathBuf, Value)> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (std::path::PathBuf::from(format!("status.plan[{i}]")), p.step.manifest.clone()))
+        .collect();
+    if !steps.iter().any(|p| p.step.kind == "ClusterServiceVersion") {
+        // The checks read the CSV's owned APIs; a plan without a CSV owns none.
+        let stand_in = serde_json::json!({"kind": "ClusterServiceVersion", "metadata": {"name": "listed-steps"}});
+        objects.push((std::path::PathBuf::from("(no CSV)"), stand_in));
+    }
+    let origin = std::path::Path::new("status.plan");
+    let bundle = crate::bundle::Bundle::from_objects(origin, Default::default(), objects)
+        .map_err(|e| Hold::Fail("InstallCheckFailed", format!("status.plan: {e}")))?;
+    let name = bundle.name().to_string();
+    crate::install::plan::check_rbac(&bundle, &name).map_err(|e| Hold::Fail("InstallCheckFailed", e.to_string()))
 }
 
 /// A listed step's manifest: JSON or YAML text of one object, not a [`BundleObjectRef`]. Pure.
@@ -92,21 +119,15 @@ fn parse_manifest(text: Option<&str>) -> Result<Value, String> {
     Ok(value)
 }
 
-/// The install step of listed step `s` with `manifest`, in `namespace` (namespaced kinds): the
-/// object's `apiVersion`, `kind` and `metadata.name` from the step, its namespace kept when
-/// written. Pure.
+/// The install step of listed step `s` with `manifest`, in `namespace` (namespaced kinds, the
+/// plan's namespace): the object's `apiVersion`, `kind` and `metadata.name` from the step. Pure.
 fn step_of(s: &ApiStep, mut manifest: Value, namespace: Option<&str>) -> Step {
     let r = &s.resource;
     let api_version = if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) };
     let name = manifest.pointer("/metadata/name").and_then(Value::as_str).unwrap_or(&r.name).to_string();
-    let namespace = namespace.map(|ns| {
-        manifest
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .filter(|n| !n.is_empty())
-            .unwrap_or(ns)
-            .to_string()
-    });
+    // A namespaced object goes into the plan's namespace whatever its manifest says, as OLM's
+    // `ExecutePlan` puts it there: a plan never writes into another namespace.
+    let namespace = namespace.map(str::to_string);
     if let Some(obj) = manifest.as_object_mut() {
         obj.insert("apiVersion".into(), Value::String(api_version));
         obj.insert("kind".into(), Value::String(r.kind.clone()));
@@ -154,7 +175,11 @@ mod tests {
 
     #[test]
     fn a_listed_step_is_applied_as_written_in_the_plans_namespace() {
-        let s = listed("ConfigMap", "", Some(r#"{"metadata": {"name": "thing"}, "data": {"a": "1"}}"#));
+        let s = listed(
+            "ConfigMap",
+            "",
+            Some(r#"{"metadata": {"name": "thing", "namespace": "kube-system"}, "data": {"a": "1"}}"#),
+        );
         let m = parse_manifest(s.resource.manifest.as_deref()).expect("JSON");
         let step = step_of(&s, m, Some("ns"));
         assert_eq!((step.namespace.as_deref(), step.api_version().as_str()), (Some("ns"), "v1"));
@@ -166,6 +191,24 @@ mod tests {
         let step = step_of(&s, parse_manifest(s.resource.manifest.as_deref()).expect("YAML"), None);
         assert_eq!(step.manifest["apiVersion"], "rbac.authorization.k8s.io/v1");
         assert!(step.namespace.is_none() && step.manifest["metadata"].get("namespace").is_none());
+    }
+
+    #[test]
+    fn listed_steps_get_the_rbac_checks_of_a_bundle() {
+        let planned = |kind: &str, manifest: Value| PlannedStep {
+            step: step_of(&listed(kind, "rbac.authorization.k8s.io", None), manifest, None),
+            catalog: Default::default(),
+            image: None,
+        };
+        let role = json!({"metadata": {"name": "reader"}, "rules": []});
+        assert!(check_rbac(&[planned("ClusterRole", role)]).is_ok());
+        let admin = json!({"metadata": {"name": "evil-admin"},
+                           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                           "subjects": [{"kind": "User", "name": "mallory", "apiGroup": "rbac.authorization.k8s.io"}]});
+        match check_rbac(&[planned("ClusterRoleBinding", admin)]) {
+            Err(Hold::Fail("InstallCheckFailed", m)) => assert!(m.contains("mallory"), "{m}"),
+            other => panic!("a binding of a user is refused: {other:?}"),
+        }
     }
 
     #[test]
