@@ -201,11 +201,14 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
             .and_then(|st| as_install_step(st, csv))
             .map(|step| step.manifest);
         let has_plan = installed_steps(&plans.items, &csv_name).next().is_some();
+        // A CSV an InstallPlan installed from a catalog carries the catalog's properties; its
+        // Deployments come back only from that plan (with the Subscription's spec.config).
+        let from_catalog = csv.annotations().contains_key(crate::install::ANNOTATION_PROPERTIES);
         let manifest = match manifest {
             Some(m) => Some(m),
             // No InstallPlan installed this CSV (applied by hand, by GitOps): OLM installs any
             // CSV in a namespace with an OperatorGroup, so its install strategy is the source.
-            None if !has_plan => deployment_from_csv(ctx, csv, name).await?,
+            None if !has_plan && !from_catalog => deployment_from_csv(ctx, csv, name).await?,
             None => None,
         };
         let Some(mut manifest) = manifest else {
