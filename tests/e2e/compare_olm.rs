@@ -1,6 +1,6 @@
 //! The CI subset of the OLM v0 differential harness (`make compare-olm` runs all
 //! scenarios): `tests/olm/compare.py` runs three scenarios — an Automatic install, an upgrade
-//! along `replaces`, and a webhook operator — once under OLM v0 v0.38.0 (built from the Go module
+//! along `replaces`, and a webhook operator — once under OLM v0 v0.46.0 (built from the Go module
 //! proxy by tests/peers/build-olm.sh) and once under this build's `capstan controller`, each on a
 //! fresh cluster of tests/cluster/ (kwok node), and compares every object either created or changed.
 //! The test passes when the harness's last line reports 0 unexplained differences (an explained one

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The OLM v0 differential harness: `make compare-olm`.
 
-Every scenario runs once under OLM v0 (tests/peers/olm.sh: v0.38.0's `olm` and `catalog` with `opm
-serve` catalogs) and once under capstan (`capstan controller`), each system on its own fresh cluster
-of tests/cluster/ (CAPSTAN_REAL_NODE=0, kwok node), never both on one cluster. Both clusters get the
+Every scenario runs once under OLM v0 (tests/peers/olm.sh: v0.46.0's `olm` and `catalog` with `opm
+serve` catalogs; the version is tests/peers/build-olm.sh's pin, `OLM_VERSION` below) and once under
+capstan (`capstan controller`), each system on its own fresh cluster of tests/cluster/
+(CAPSTAN_REAL_NODE=0, kwok node), never both on one cluster. Both clusters get the
 same environment first (namespaces `olm` and `operators`, OperatorGroup `global-operators`, the
 same catalogs: the example bundles, the synthetic scenario bundles of tests/olm/bundles.py and
 cert-manager from the corpus), then the scenarios run in the same order with the same namespace
@@ -49,6 +50,15 @@ def shared_dir():
     return beside if os.path.isdir(beside) else "/work/shared"
 
 
+def peer_pin(script, var):
+    """The version tests/peers/<script> pins on its `VAR=version` line: each peer's one pin."""
+    for line in open(os.path.join(ROOT, "tests", "peers", script)):
+        if line.startswith(var + "="):
+            return line.split("=", 1)[1].strip()
+    raise RuntimeError(f"tests/peers/{script} has no {var}= line")
+
+
+OLM_VERSION = peer_pin("build-olm.sh", "OLM_VERSION")
 CORPUS = os.path.join(shared_dir(), "corpus", "community-operators-prod")
 WAIT = float(os.environ.get("COMPARE_OLM_WAIT", "180"))
 

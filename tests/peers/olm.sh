@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts or stops OLM v0 (built by tests/peers/build-olm.sh) against a cluster of tests/cluster/,
-# outside the cluster, the way its upstream manifests (deploy/chart of v0.38.0) run it:
+# outside the cluster, the way its upstream manifests (deploy/chart of the version build-olm.sh pins)
+# run it:
 #
 #   olm.sh start [CATALOG_NAME=FBC_DIR ...]   CRDs from deploy/chart/crds, namespaces `olm` and
 #                    `operators`, OperatorGroups `global-operators` (operators, all namespaces) and
@@ -27,6 +28,8 @@ cdir=$(cd "$cdir" && pwd)
 kubeconfig="$cdir/kubeconfig"
 state="$cdir/olm"
 cache=${CAPSTAN_CACHE:-$HOME/.cache/capstan}
+# The one pin of OLM's version is build-olm.sh's; its CRDs and util image follow it.
+olm_version=$(sed -n 's/^OLM_VERSION=//p' "$here/build-olm.sh")
 kubectl() { "$cdir/bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 log() { printf '[olm] %s\n' "$*" >&2; }
 
@@ -108,7 +111,7 @@ EOF
 start() {
   mapfile -t bins < <(bash "$here/build-olm.sh")
   local olm=${bins[0]} catalog=${bins[1]} pkgserver=${bins[2]}
-  local crds="$cache/peers/olm-v0.38.0/crds"
+  local crds="$cache/peers/olm-$olm_version/crds"
   mkdir -p "$state/pids" "$state/logs"
   : > "$state/catalogs.env"
   kubectl apply --server-side --force-conflicts -f "$crds" >/dev/null
@@ -139,7 +142,7 @@ EOF
   # --set-workload-user-id; olm --namespace $(OPERATOR_NAMESPACE) with OPERATOR_NAME.
   run catalog "$catalog" --kubeconfig "$kubeconfig" --namespace olm \
     --configmapServerImage=quay.io/operator-framework/configmap-operator-registry:latest \
-    --util-image quay.io/operator-framework/olm:v0.38.0 --set-workload-user-id=true
+    --util-image "quay.io/operator-framework/olm:$olm_version" --set-workload-user-id=true
   KUBECONFIG="$kubeconfig" OPERATOR_NAMESPACE=olm OPERATOR_NAME=olm-operator \
     run olm "$olm" --namespace olm
   if [ "${OLM_PACKAGESERVER:-0}" = 1 ]; then
