@@ -617,9 +617,9 @@ async fn write(ctx: &Context, sub: &Subscription, status: &SubscriptionStatus) -
 
 /// The catalogs namespace `ns` can see: the CatalogSources that exist in it and in the global
 /// catalog namespace, and what the [`super::CatalogStore`] knows of them. The CatalogSources come
-/// from the CatalogSource controller's reflector store (a deleted one is gone from it before the
-/// CatalogSource reconcile that wakes the Subscriptions), not from the [`super::CatalogStore`],
-/// which keeps a catalog until its reconcile drops it; without that store, they are listed.
+/// from the CatalogSource controller's reflector store (a deleted one is gone from it before its
+/// deletion wakes the Subscriptions), not from the [`super::CatalogStore`], which keeps what it
+/// loaded of a deleted CatalogSource; without that store, they are listed.
 async fn observe_catalogs(ctx: &Context, ns: &str) -> Result<CatalogView, Error> {
     let mut existing = BTreeSet::new();
     let namespaces = [ns.to_string(), ctx.options.global_catalog_namespace.clone()];
