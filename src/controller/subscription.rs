@@ -122,7 +122,14 @@ pub(crate) fn decide_catalogs(
         );
         return CatalogGate::Loading;
     }
-    if unhealthy.is_empty() {
+    // The Subscription's own CatalogSource missing (deleted, or never created) makes the catalogs
+    // unhealthy, with OLM's message (`UpdateHealth` in
+    // pkg/controller/operators/catalog/subscription/state.go).
+    let missing =
+        (!view.existing.contains(source)).then(|| format!("targeted catalogsource {}/{} missing", source.0, source.1));
+    let problems: Vec<String> =
+        missing.into_iter().chain(unhealthy.iter().map(|((n, c), e)| format!("catalog source {n}/{c}: {e}"))).collect();
+    if problems.is_empty() {
         status.set_condition(
             C::CatalogSourcesUnhealthy,
             ConditionStatus::False,
@@ -131,8 +138,7 @@ pub(crate) fn decide_catalogs(
             now,
         );
     } else {
-        let list: Vec<String> = unhealthy.iter().map(|((n, c), e)| format!("catalog source {n}/{c}: {e}")).collect();
-        status.fail(C::CatalogSourcesUnhealthy, reason::UNHEALTHY_CATALOG_SOURCE_FOUND, &list.join("; "), now);
+        status.fail(C::CatalogSourcesUnhealthy, reason::UNHEALTHY_CATALOG_SOURCE_FOUND, &problems.join("; "), now);
     }
     match source_error {
         Some(why) => CatalogGate::SourceFailed(why),
@@ -1240,10 +1246,15 @@ mod tests {
             cond(&st, C::CatalogSourcesUnhealthy),
             ("False", reason::ALL_CATALOG_SOURCES_HEALTHY, "all available catalogsources are healthy")
         );
-        // A CatalogSource that no longer exists does not count, even when the store knows it.
+        // A CatalogSource that no longer exists does not count, even when the store knows it; when
+        // it is the Subscription's own, the catalogs are unhealthy (OLM's message).
         let mut st = SubscriptionStatus::new(now());
         let v = CatalogView { existing: BTreeSet::new(), states: vec![(src.clone(), CatalogState::Ready(loaded()))] };
         assert!(matches!(decide_catalogs(&mut st, &src, &v, &now()), CatalogGate::Resolve(c) if c.is_empty()));
+        assert_eq!(
+            cond(&st, C::CatalogSourcesUnhealthy),
+            ("True", reason::UNHEALTHY_CATALOG_SOURCE_FOUND, "targeted catalogsource ns/c missing")
+        );
         // The source failed, with an earlier catalog: deferred, not resolved against the old one.
         let mut st = SubscriptionStatus::new(now());
         let v =
