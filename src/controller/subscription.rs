@@ -176,12 +176,18 @@ pub(crate) fn defer_for_source(
     }
 }
 
-/// The `ResolutionFailed` reason of a resolver failure: `ConstraintsNotSatisfiable` when
-/// dependencies or uniqueness rules cannot be met, `ErrorPreventedResolution` for everything else
-/// (a missing catalog, package or channel, a bad range; OLM's reasons, §1.3).
+/// The `ResolutionFailed` reason of a resolver failure, OLM's (§4.7): `ConstraintsNotSatisfiable`
+/// when dependencies or uniqueness rules cannot be met and when the Subscription's catalog, package,
+/// channel or starting CSV is not found (OLM makes each of those an unsatisfiable subscription
+/// variable: `getSubscriptionVariables` in pkg/controller/registry/resolver/resolver.go),
+/// `ErrorPreventedResolution` for everything else (a broken channel, a bad range).
 pub(crate) fn resolution_reason(kind: ErrorKind) -> &'static str {
     match kind {
-        ErrorKind::Unsatisfiable => reason::CONSTRAINTS_NOT_SATISFIABLE,
+        ErrorKind::Unsatisfiable
+        | ErrorKind::MissingCatalog
+        | ErrorKind::MissingPackage
+        | ErrorKind::MissingChannel
+        | ErrorKind::StartingCsvNotInChannel => reason::CONSTRAINTS_NOT_SATISFIABLE,
         _ => reason::ERROR_PREVENTED_RESOLUTION,
     }
 }
@@ -1286,15 +1292,14 @@ mod tests {
 
     #[test]
     fn resolution_reasons_come_from_the_error_kind() {
-        assert_eq!(resolution_reason(K::Unsatisfiable), reason::CONSTRAINTS_NOT_SATISFIABLE);
+        for k in [K::Unsatisfiable, K::MissingCatalog, K::MissingPackage, K::MissingChannel, K::StartingCsvNotInChannel]
+        {
+            assert_eq!(resolution_reason(k), reason::CONSTRAINTS_NOT_SATISFIABLE, "{k:?}");
+        }
         for k in [
-            K::MissingCatalog,
             K::InvalidCatalog,
-            K::MissingPackage,
-            K::MissingChannel,
             K::MissingDefaultChannel,
             K::BrokenChannel,
-            K::StartingCsvNotInChannel,
             K::InvalidVersionRange,
             K::VersionRangeMatchesNothing,
             K::Unreachable,
