@@ -620,8 +620,10 @@ async fn write(ctx: &Context, sub: &Subscription, status: &SubscriptionStatus) -
     let ns = sub.namespace().unwrap_or_default();
     let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &ns);
     apply_typed_status(&api, sub, status).await?;
-    // The Operator object lists the Subscription with its state (`operator.rs`).
-    if sub.status.as_ref().and_then(|s| s.state.clone()) != status.state {
+    // The Operator object lists the Subscription with its state and conditions (`operator.rs`):
+    // a condition that changes without the state (the catalog deleted, resolution failing) is
+    // shown there too.
+    if sub.status.as_ref().map(|s| (&s.state, &s.conditions)) != Some((&status.state, &status.conditions)) {
         ctx.sync_operator(&sub.spec.package, &ns);
     }
     Ok(())
