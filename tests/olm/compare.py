@@ -329,16 +329,23 @@ class Ctx:
         and two dumps 1.5 s apart agree (after normalising), then records what changed. Under load
         OLM's catalog operator marks a plan Complete seconds after its CSV succeeded: without the
         first condition a checkpoint could catch one system mid-install (the CI run at d5dadec did)."""
-        prev, now, start = None, None, time.time()
+        prev, now, start, waiting, waited = None, None, time.time(), [], {}
         while time.time() - start < WAIT:
             now = self.c.dump()
             norm = canonical(changed(self.baseline, now))
-            if norm == prev and settled(now, self.subs):
+            waiting = unsettled(now, self.subs)
+            if norm == prev and not waiting:
                 break
+            if norm == prev:
+                # what alone kept two equal dumps from being a checkpoint, for the log
+                waited.update(dict.fromkeys(waiting))
             prev = norm
             time.sleep(1.5)
         else:
-            log(f"  {self.scenario}: {label}: the cluster did not settle in {WAIT:.0f} s")
+            log(f"  {self.scenario}: {label}: the cluster did not settle in {WAIT:.0f} s; still waiting for: "
+                + ("; ".join(waiting) if waiting else "two equal dumps"))
+        if waited:
+            log(f"  {self.scenario}: {label}: two equal dumps were not settled yet ({time.time() - start:.1f} s): " + "; ".join(waited))
         self.record(self.scenario, label, {"changed": sorted("|".join(k) for k in changed(self.baseline, now)),
                                            "now": {"|".join(k): v for k, v in now.items()}})
 
@@ -346,26 +353,116 @@ class Ctx:
 TERMINAL_PLAN_PHASES = {"Complete", "RequiresApproval", "Failed"}
 
 
-def settled(objs, subs):
-    """No InstallPlan is still Planning or Installing (a plan awaiting approval is a settled
-    state), and no Subscription the scenario created waits on an installing plan
-    (`InstallPlanPending` other than `RequiresApproval`). Not the Subscriptions a system created
-    for dependencies: OLM leaves `InstallPlanPending` on them after their plan completed (E16)."""
+def unsettled(objs, subs):
+    """What keeps the cluster from being settled, one phrase each (empty when settled):
+    - an InstallPlan still Planning or Installing (a plan awaiting approval is a settled state);
+    - a Subscription the scenario created that waits on an installing plan (`InstallPlanPending`
+      other than `RequiresApproval`). Not the Subscriptions a system created for dependencies: OLM
+      leaves `InstallPlanPending` on them after their plan completed (E16);
+    - such a Subscription with a state whose Operator is not there yet;
+    - an Operator whose component list still shows an earlier state of one of its components: its
+      `status.components.refs[].conditions` are copies of each component's conditions (of a CSV's
+      phase, reason and message), written after the component changed — by OLM's operator
+      controller in another process, from its own watches (`pkg/controller/operators/
+      operator_controller.go`, `decorators/operator.go`), by capstan up to 2 s later (E14). Two
+      dumps 1.5 s apart can both fall between the component's change and its copy: OLM's Operator
+      then still showed `InstallPlanPending` after the Subscription had dropped it;
+    - a component not labelled yet (`unadopted`): OLM's adoption controller, also in another
+      process, labels an install's objects after they exist (capstan labels them as it creates
+      them); a checkpoint caught OLM's CRD of an installed CSV without its label;
+    - an install for other namespaces whose Role or RoleBinding is not in each of them yet
+      (`untenanted`): OLM copies them there after its copy of the CSV (`ensureTenantRBAC`,
+      pkg/controller/operators/olm/operatorgroup.go), capstan in the InstallPlan (E17)."""
+    out = []
     for (kind, ns, name), o in objs.items():
         status = (o or {}).get("status") or {}
         if kind == "InstallPlan" and status.get("phase") not in TERMINAL_PLAN_PHASES:
-            return False
+            out.append(f"InstallPlan {ns}/{name} {status.get('phase') or 'without a phase'}")
         if kind == "Subscription" and (ns, name) in subs:
             for c in status.get("conditions") or []:
                 if c.get("type") == "InstallPlanPending" and c.get("status") == "True" and c.get("reason") != "RequiresApproval":
-                    return False
+                    out.append(f"Subscription {ns}/{name} InstallPlanPending {c.get('reason')}")
             # Both systems make an Operator `<package>.<namespace>` for a Subscription with a
-            # state; capstan writes it up to 2 s after the change (E14), which two dumps 1.5 s
-            # apart could miss.
+            # state; capstan writes it up to 2 s after the change (E14).
             package = ((o or {}).get("spec") or {}).get("name")
             if status.get("state") and package and ("Operator", "", f"{package}.{ns}") not in objs:
-                return False
-    return True
+                out.append(f"Operator {package}.{ns}")
+        out += unadopted(kind, ns, name, o, objs) + untenanted(kind, ns, o, objs)
+        if kind == "Operator":
+            for ref in (status.get("components") or {}).get("refs") or []:
+                component = objs.get((ref.get("kind"), ref.get("namespace") or "", ref.get("name")))
+                if component is not None and condition_set(ref.get("conditions")) != condition_set(component_conditions(component)):
+                    out.append(f"Operator {name}: its copy of {ref.get('kind')} {ref.get('namespace') or ''}/{ref.get('name')}'s conditions")
+    return out
+
+
+# The kinds an Operator lists as components (OLM's `componentLists`, pkg/controller/operators/components.go).
+COMPONENT_KINDS = {"Deployment", "Service", "Namespace", "APIService", "CustomResourceDefinition", "Subscription",
+                   "InstallPlan", "ClusterServiceVersion", "OperatorCondition", "Secret", "ConfigMap", "ServiceAccount",
+                   "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+COMPONENT_LABEL = "operators.coreos.com/"
+
+
+def unadopted(kind, ns, name, o, objs):
+    """The components of install `o` (a Subscription or a CSV) that do not carry its component label
+    `operators.coreos.com/<package>.<namespace>` yet, by OLM's adoption rules
+    (pkg/controller/operators/adoption_controller.go): a Subscription labels itself, its installed
+    CSV and its latest InstallPlan with its label; a CSV that is not a copy gives its labels to every
+    object of a component kind with an owner reference to it and to the CRDs it owns."""
+    if not o:
+        return []
+    md, spec, status = o["metadata"], o.get("spec") or {}, o.get("status") or {}
+    if kind == "Subscription" and spec.get("name"):
+        label = f"{COMPONENT_LABEL}{spec['name']}.{ns}"
+        parts = [("Subscription", ns, name), ("ClusterServiceVersion", ns, status.get("installedCSV")),
+                 ("InstallPlan", ns, (status.get("installPlanRef") or {}).get("name"))]
+        labels = [label]
+    elif kind == "ClusterServiceVersion" and "olm.copiedFrom" not in (md.get("labels") or {}) and status.get("reason") != "Copied":
+        labels = [k for k in md.get("labels") or {} if k.startswith(COMPONENT_LABEL)]
+        if not labels:
+            return []
+        crds = {c.get("name") for c in (spec.get("customresourcedefinitions") or {}).get("owned") or []}
+        parts = [k for k, c in objs.items() if c and k[0] in COMPONENT_KINDS and (
+            any(r.get("uid") == md.get("uid") for r in c["metadata"].get("ownerReferences") or []) or
+            (k[0] == "CustomResourceDefinition" and k[2] in crds))]
+    else:
+        return []
+    out = []
+    for part in parts:
+        c = objs.get(part)
+        missing = [l for l in labels if c and l not in (c["metadata"].get("labels") or {})]
+        if missing:
+            out.append(f"{part[0]} {part[1]}/{part[2]} without the component label {', '.join(missing)}")
+    return out
+
+
+def untenanted(kind, ns, o, objs):
+    """The Roles and RoleBindings of CSV `o` (owner reference) missing in a namespace its
+    `olm.targetNamespaces` annotation names besides its own (with all namespaces, empty, OLM makes
+    ClusterRoles instead). Copies of the CSV are not installs."""
+    if kind != "ClusterServiceVersion" or not o or "olm.copiedFrom" in (o["metadata"].get("labels") or {}):
+        return []
+    md = o["metadata"]
+    targets = [t for t in ((md.get("annotations") or {}).get("olm.targetNamespaces") or "").split(",") if t and t != ns]
+    if not targets:
+        return []
+    rbac = [k for k, c in objs.items() if c and k[0] in ("Role", "RoleBinding") and k[1] == ns and
+            any(r.get("uid") == md.get("uid") for r in c["metadata"].get("ownerReferences") or [])]
+    return [f"{k[0]} {k[2]} in target namespace {t}" for t in targets for k in rbac if (k[0], t, k[2]) not in objs]
+
+
+def component_conditions(o):
+    """The conditions an Operator copies of component `o`: its `status.conditions`, for a CSV one
+    made of its phase, reason and message (OLM's `csvConditionsJQ`)."""
+    status = o.get("status") or {}
+    if o.get("kind") == "ClusterServiceVersion":
+        return [{"type": status.get("phase"), "status": "True", "reason": status.get("reason"), "message": status.get("message")}]
+    return status.get("conditions") or []
+
+
+def condition_set(conditions):
+    """Conditions compared by type, status, reason and message (their times are when each copy was made)."""
+    return sorted((c.get("type") or "", c.get("status") or "", c.get("reason") or "", c.get("message") or "") for c in conditions or [])
 
 
 def s_install_automatic(x):
