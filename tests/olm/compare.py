@@ -164,6 +164,10 @@ class Olm:
         env = {**cluster.env}
         run(["bash", os.path.join(ROOT, "tests/peers/olm.sh"), "start"] + [f"{n}={d}" for n, d in catalogs.items()], env=env)
 
+    def add_catalog(self, cluster, ns, name, d):
+        """CatalogSource `ns/name` serving FBC directory `d` (an `opm serve` beside the others)."""
+        run(["bash", os.path.join(ROOT, "tests/peers/olm.sh"), "catalog", f"{ns}/{name}={d}"], env=cluster.env)
+
     def stop(self, cluster):
         run(["bash", os.path.join(ROOT, "tests/peers/olm.sh"), "stop"], env=cluster.env, check=False)
 
@@ -190,15 +194,19 @@ class Capstan:
             {"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "global-operators", "namespace": "operators"}},
         ]}))
         for name, d in catalogs.items():
-            ref = f"{cluster.registry}/compare/{name}:latest"
-            run([self.binary, "catalog", "push", "-q", d, ref])
-            cluster.apply({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-                           "metadata": {"name": name, "namespace": "olm"},
-                           "spec": {"sourceType": "grpc", "image": ref, "displayName": name}})
+            self.add_catalog(cluster, "olm", name, d)
         logf = open(os.path.join(cluster.dir, "logs", "capstan.log"), "a")
         self.proc = subprocess.Popen([self.binary, "controller", "--kubeconfig", cluster.kubeconfig,
                                       "--global-catalog-namespace", "olm", "--metrics-addr", "0"],
                                      stdout=logf, stderr=logf, env={**os.environ, "CAPSTAN_CACHE": os.path.join(cluster.dir, "capstan-cache")})
+
+    def add_catalog(self, cluster, ns, name, d):
+        """CatalogSource `ns/name` with the image of FBC directory `d`, pushed to the cluster's registry."""
+        ref = f"{cluster.registry}/compare/{name}:latest"
+        run([self.binary, "catalog", "push", "-q", d, ref])
+        cluster.apply({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+                       "metadata": {"name": name, "namespace": ns},
+                       "spec": {"sourceType": "grpc", "image": ref, "displayName": name}})
 
     def stop(self, cluster):
         if self.proc:
@@ -219,8 +227,9 @@ def build_catalogs(binary, registry, work):
     """FBC directories by CatalogSource name, built by capstan from pushed bundle images."""
     cats = {}
     # examples: the repository's bundles (nginx-operator 0.1.0 -> 0.2.0, kaiwudb-operator)
-    # compare: the synthetic bundles; corpus: cert-manager 1.16.5 (webhooks, AllNamespaces)
-    sources = {"examples": [], "compare": [], "corpus": []}
+    # compare: the synthetic bundles; corpus: cert-manager 1.16.5 (webhooks, AllNamespaces);
+    # orphan: the catalog the catalog-removed scenario adds to its namespace and deletes (not global)
+    sources = {"examples": [], "compare": [], "corpus": [], "orphan": []}
     for pkg in ["nginx-operator", "kaiwudb-operator"]:
         root = os.path.join(ROOT, "bundles", pkg)
         for v in sorted(os.listdir(root)):
@@ -229,6 +238,8 @@ def build_catalogs(binary, registry, work):
     synth_dir = os.path.join(work, "bundles")
     for b in synth.scenario_bundles():
         sources["compare"].append((f"{b.package}-bundle:v{b.version}", b.write(synth_dir)))
+    for b in synth.orphan_bundles():
+        sources["orphan"].append((f"{b.package}-bundle:v{b.version}", b.write(synth_dir)))
     cm = os.path.join(CORPUS, "operators", "cert-manager", "1.16.5")
     if not os.path.isdir(cm):
         sys.exit(f"compare-olm: the corpus bundle {cm} is missing: set CAPSTAN_SHARED to the shared/ directory that holds corpus/")
@@ -254,8 +265,9 @@ def default_channel(bdir):
 class Ctx:
     """What a scenario step may do on one system's cluster; `checkpoint` records a comparison point."""
 
-    def __init__(self, cluster, scenario, record):
+    def __init__(self, cluster, scenario, record, system=None, catalogs=None):
         self.c, self.scenario, self.record = cluster, scenario, record
+        self.system, self.catalogs = system, catalogs or {}
         self.baseline = cluster.dump()
         self.subs = set()  # (namespace, name) of the Subscriptions this scenario created
 
@@ -272,8 +284,14 @@ class Ctx:
             spec["selector"] = selector
         self.c.apply({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": name, "namespace": ns}, "spec": spec})
 
-    def sub(self, ns, pkg, catalog="compare", channel="stable", approval="Automatic", starting=None, config=None, name=None):
-        spec = {"name": pkg, "channel": channel, "source": catalog, "sourceNamespace": "olm", "installPlanApproval": approval}
+    def catalog(self, ns, name):
+        """Adds the scenario catalog `name` (built by build_catalogs, not started with the system) as
+        CatalogSource `ns/name`, the way the system under test serves catalogs."""
+        self.system.add_catalog(self.c, ns, name, self.catalogs[name])
+
+    def sub(self, ns, pkg, catalog="compare", channel="stable", approval="Automatic", starting=None, config=None, name=None,
+            source_ns="olm"):
+        spec = {"name": pkg, "channel": channel, "source": catalog, "sourceNamespace": source_ns, "installPlanApproval": approval}
         if starting:
             spec["startingCSV"] = starting
         if config:
@@ -570,6 +588,28 @@ def s_removal(x):
     x.checkpoint("removed")
 
 
+def s_catalog_removed(x):
+    """The operator keeps running when the CatalogSource it came from is deleted: its CSV,
+    Deployment and RBAC stay. Both systems then resolve the Subscription again without the catalog
+    and say so (OLM: the catalog's delete event requeues the Subscriptions that could see it,
+    `notifyOnCatalog` in pkg/controller/operators/catalog/subscription/syncer.go); the checkpoint
+    is taken once the Subscription's catalogHealth has dropped the catalog and its
+    `ResolutionFailed` condition says why it cannot be resolved."""
+    ns = "s-orphan"
+    x.ns(ns); x.og(ns, targets=[ns]); x.catalog(ns, "orphan"); x.sub(ns, "orphan-op", catalog="orphan", source_ns=ns)
+    x.csv_phase(ns, "orphan-op.v1.0.0"); x.checkpoint("installed")
+    x.delete("catalogsources.operators.coreos.com", ns, "orphan")
+    x.gone("catalogsources.operators.coreos.com", ns, "orphan")
+
+    def resolved_without_it():
+        status = (x.c.get("subscriptions.operators.coreos.com", ns, "orphan-op") or {}).get("status") or {}
+        refs = [h.get("catalogSourceRef") or {} for h in status.get("catalogHealth") or []]
+        return not any(r.get("namespace") == ns and r.get("name") == "orphan" for r in refs) and \
+            any(c.get("type") == "ResolutionFailed" for c in status.get("conditions") or [])
+    x.wait(f"Subscription {ns}/orphan-op resolved without the deleted catalog", resolved_without_it)
+    x.checkpoint("catalog deleted")
+
+
 def s_mode_all(x):
     # last but one: an AllNamespaces operator is copied into every namespace, earlier scenarios' too
     x.sub("operators", "modes-all"); x.csv_phase("operators", "modes-all.v1.0.0"); x.checkpoint("installed")
@@ -585,7 +625,8 @@ SCENARIOS = [
     ("upgrade-replaces", s_upgrade_replaces), ("upgrade-skips", s_upgrade_skips), ("upgrade-skiprange", s_upgrade_skiprange),
     ("dependencies", s_dependencies), ("mode-own", s_mode_own), ("mode-single", s_mode_single), ("mode-multi", s_mode_multi),
     ("subscription-config", s_config), ("webhook", s_webhook), ("cluster-permissions", s_cluster_permissions),
-    ("scoped", s_scoped), ("removal", s_removal), ("mode-all", s_mode_all), ("cert-manager", s_cert_manager),
+    ("scoped", s_scoped), ("removal", s_removal), ("catalog-removed", s_catalog_removed),
+    ("mode-all", s_mode_all), ("cert-manager", s_cert_manager),
 ]
 
 
@@ -759,8 +800,13 @@ def explained(rules, scenario, kind, ns, name, path):
 
 # ------------------------------------------------------------------ main
 
+# The catalogs a system serves from the start, in the global catalog namespace `olm`; the others are
+# added by the scenario that uses them (Ctx.catalog).
+GLOBAL_CATALOGS = ("examples", "compare", "corpus")
+
+
 def run_system(system, cluster, catalogs, scenarios, result):
-    system.start(cluster, catalogs)
+    system.start(cluster, {n: d for n, d in catalogs.items() if n in GLOBAL_CATALOGS})
     cluster.refresh_kinds()
     # Both systems start from the same environment; wait until the catalogs are served.
     time.sleep(3)
@@ -768,7 +814,7 @@ def run_system(system, cluster, catalogs, scenarios, result):
         log(f"{system.name}: {name}")
         t0 = time.time()
         try:
-            fn(Ctx(cluster, name, lambda s, label, objs: result.setdefault(f"{s} / {label}", objs)))
+            fn(Ctx(cluster, name, lambda s, label, objs: result.setdefault(f"{s} / {label}", objs), system, catalogs))
         except Exception as e:  # a failed step is reported, the other scenarios still run
             log(f"  {name} failed under {system.name}: {e}")
             result.setdefault(f"{name} / <error>", {"changed": [f"Error||{name}"],
