@@ -1,5 +1,5 @@
 //! Side by side with OLM v0's packageserver: for every corpus catalog (and the example catalog),
-//! capstan's PackageManifest equals, field by field, what packageserver v0.38.0 returns for the
+//! capstan's PackageManifest equals, field by field, what packageserver v0.46.0 returns for the
 //! same catalog served by `opm serve`; and packageserver behind the cluster's aggregator, the path
 //! capstan's own server takes (`tests/discovery_controller.rs`).
 //!

@@ -159,8 +159,8 @@ pub struct Context {
     pub(crate) webhook_stores: std::sync::OnceLock<WebhookStores>,
     /// The CatalogSource controller's reflector store (set by [`run`]'s controllers; unset, the
     /// Subscription reconciler lists CatalogSources instead). It is the store of the watch that
-    /// triggers the CatalogSource reconciles, so a deletion is out of it before the reconcile that
-    /// wakes the Subscriptions runs.
+    /// triggers the CatalogSource reconciles, so a deletion is out of it before it wakes the
+    /// Subscriptions ([`wake_on_catalog_deletion`]).
     pub(crate) catalog_sources: std::sync::OnceLock<reflector::Store<CatalogSource>>,
     /// The CSV controller's reflector store (set by [`run`]'s controllers): the CSVs an
     /// InstallPlan's CRD steps look up for their installed-alongside annotations
@@ -562,6 +562,34 @@ where
     Controller::for_stream(trigger, reader).trigger_backoff(TriggerBackoff)
 }
 
+/// The CatalogSource controller: [`filtered`], with the Subscriptions woken when a CatalogSource is
+/// deleted ([`wake_on_catalog_deletion`]).
+fn catalog_controller(api: Api<CatalogSource>, ctx: Arc<Context>) -> Controller<CatalogSource> {
+    let (reader, writer) = reflector::store();
+    let trigger = watcher(api, watcher::Config::default())
+        .backoff(watch_backoff())
+        .reflect(writer)
+        .inspect(wake_on_catalog_deletion(ctx))
+        .applied_objects()
+        .predicate_filter(spec_or_metadata::<CatalogSource>, PredicateConfig::default());
+    Controller::for_stream(trigger, reader).trigger_backoff(TriggerBackoff)
+}
+
+/// Wakes every Subscription when a CatalogSource is deleted, or after a re-list (the watch
+/// restarted; deletions in the gap come as no event): a deletion never reaches the CatalogSource
+/// reconciler (kube-runtime calls it only for objects in its store), and without this the
+/// Subscriptions that saw the catalog kept listing it as healthy until their next resync (up to
+/// 5 min). Called after `reflect`, so the store [`subscription`] reads the catalogs from no longer
+/// has it. OLM: the catalog informer's delete event notifies the Subscriptions
+/// (`pkg/controller/operators/catalog/subscription/syncer.go`, `notifyOnCatalog`).
+fn wake_on_catalog_deletion(ctx: Arc<Context>) -> impl FnMut(&Result<watcher::Event<CatalogSource>, watcher::Error>) {
+    move |event| {
+        if matches!(event, Ok(watcher::Event::Delete(_) | watcher::Event::InitDone)) {
+            ctx.resync_subscriptions();
+        }
+    }
+}
+
 /// The CSV controller: [`filtered`], with what the CSV watch's events tell `ctx` ([`track_csvs`]).
 fn csv_controller(api: Api<ClusterServiceVersion>, ctx: Arc<Context>) -> Controller<ClusterServiceVersion> {
     let (reader, writer) = reflector::store();
@@ -822,7 +850,7 @@ async fn run_inner(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = ctx.client.clone();
-    let catalogs = filtered(Api::<CatalogSource>::all(client.clone()));
+    let catalogs = catalog_controller(Api::<CatalogSource>::all(client.clone()), ctx.clone());
     let catalog_store = catalogs.store();
     let _ = ctx.catalog_sources.set(catalog_store.clone());
     // An edit of a ConfigMap catalog reloads the CatalogSources that name it (metadata only).
@@ -979,6 +1007,27 @@ mod trigger_tests {
             "status": {"phase": phase},
         }))
         .expect("test CSV")
+    }
+
+    /// A deleted CatalogSource, and a re-list of them (deletions in the watch's gap come as no
+    /// event), wake every Subscription ([`wake_on_catalog_deletion`]); an added or changed one
+    /// does not here (its reconcile does, when what it loads changed).
+    #[tokio::test]
+    async fn a_catalog_deletion_wakes_the_subscriptions() {
+        let (_server, client) = super::testing::ApiServer::new();
+        let (ctx, mut resyncs) = Context::new(client, None, Options::default(), Arc::new(Metrics::new()));
+        let mut wake = wake_on_catalog_deletion(ctx);
+        let cs: CatalogSource = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": "c", "namespace": "ns"}, "spec": {"sourceType": "grpc", "image": "r/c:1"},
+        }))
+        .expect("test CatalogSource");
+        wake(&Ok(watcher::Event::Apply(cs.clone())));
+        assert!(resyncs.try_recv().is_err(), "a change wakes nothing here");
+        wake(&Ok(watcher::Event::Delete(cs)));
+        assert_eq!(resyncs.try_recv().ok(), Some(()), "a deletion wakes the Subscriptions");
+        wake(&Ok(watcher::Event::InitDone));
+        assert_eq!(resyncs.try_recv().ok(), Some(()), "a re-list wakes the Subscriptions");
     }
 
     /// The `capstan_csvs{phase}` gauge and the aggregation marks follow the CSV watch through

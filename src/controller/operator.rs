@@ -8,7 +8,7 @@
 //! what makes up an install without that: the operator's Subscription, its latest InstallPlan and
 //! the steps that plan applied for the installed CSV, the CSV and its OperatorCondition. The
 //! status is computed from those ([`components`], pure) and written once per change, when a CSV
-//! reaches a phase a user acts on or a Subscription's state changes ([`Context::sync_operator`]):
+//! reaches a phase a user acts on or a Subscription's state or conditions change ([`Context::sync_operator`]):
 //! a handful of reads per install, not a cluster-wide watch per kind. Objects someone else labels
 //! by hand are not listed; the conditions are those at the last change. When neither a
 //! Subscription nor a CSV of the package is left in the namespace, the Operator is deleted (OLM

@@ -122,7 +122,14 @@ pub(crate) fn decide_catalogs(
         );
         return CatalogGate::Loading;
     }
-    if unhealthy.is_empty() {
+    // The Subscription's own CatalogSource missing (deleted, or never created) makes the catalogs
+    // unhealthy, with OLM's message (`UpdateHealth` in
+    // pkg/controller/operators/catalog/subscription/state.go).
+    let missing =
+        (!view.existing.contains(source)).then(|| format!("targeted catalogsource {}/{} missing", source.0, source.1));
+    let problems: Vec<String> =
+        missing.into_iter().chain(unhealthy.iter().map(|((n, c), e)| format!("catalog source {n}/{c}: {e}"))).collect();
+    if problems.is_empty() {
         status.set_condition(
             C::CatalogSourcesUnhealthy,
             ConditionStatus::False,
@@ -131,8 +138,7 @@ pub(crate) fn decide_catalogs(
             now,
         );
     } else {
-        let list: Vec<String> = unhealthy.iter().map(|((n, c), e)| format!("catalog source {n}/{c}: {e}")).collect();
-        status.fail(C::CatalogSourcesUnhealthy, reason::UNHEALTHY_CATALOG_SOURCE_FOUND, &list.join("; "), now);
+        status.fail(C::CatalogSourcesUnhealthy, reason::UNHEALTHY_CATALOG_SOURCE_FOUND, &problems.join("; "), now);
     }
     match source_error {
         Some(why) => CatalogGate::SourceFailed(why),
@@ -170,12 +176,18 @@ pub(crate) fn defer_for_source(
     }
 }
 
-/// The `ResolutionFailed` reason of a resolver failure: `ConstraintsNotSatisfiable` when
-/// dependencies or uniqueness rules cannot be met, `ErrorPreventedResolution` for everything else
-/// (a missing catalog, package or channel, a bad range; OLM's reasons, §1.3).
+/// The `ResolutionFailed` reason of a resolver failure, OLM's (§4.7): `ConstraintsNotSatisfiable`
+/// when dependencies or uniqueness rules cannot be met and when the Subscription's catalog, package,
+/// channel or starting CSV is not found (OLM makes each of those an unsatisfiable subscription
+/// variable: `getSubscriptionVariables` in pkg/controller/registry/resolver/resolver.go),
+/// `ErrorPreventedResolution` for everything else (a broken channel, a bad range).
 pub(crate) fn resolution_reason(kind: ErrorKind) -> &'static str {
     match kind {
-        ErrorKind::Unsatisfiable => reason::CONSTRAINTS_NOT_SATISFIABLE,
+        ErrorKind::Unsatisfiable
+        | ErrorKind::MissingCatalog
+        | ErrorKind::MissingPackage
+        | ErrorKind::MissingChannel
+        | ErrorKind::StartingCsvNotInChannel => reason::CONSTRAINTS_NOT_SATISFIABLE,
         _ => reason::ERROR_PREVENTED_RESOLUTION,
     }
 }
@@ -608,8 +620,10 @@ async fn write(ctx: &Context, sub: &Subscription, status: &SubscriptionStatus) -
     let ns = sub.namespace().unwrap_or_default();
     let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &ns);
     apply_typed_status(&api, sub, status).await?;
-    // The Operator object lists the Subscription with its state (`operator.rs`).
-    if sub.status.as_ref().and_then(|s| s.state.clone()) != status.state {
+    // The Operator object lists the Subscription with its state and conditions (`operator.rs`):
+    // a condition that changes without the state (the catalog deleted, resolution failing) is
+    // shown there too.
+    if sub.status.as_ref().map(|s| (&s.state, &s.conditions)) != Some((&status.state, &status.conditions)) {
         ctx.sync_operator(&sub.spec.package, &ns);
     }
     Ok(())
@@ -617,9 +631,9 @@ async fn write(ctx: &Context, sub: &Subscription, status: &SubscriptionStatus) -
 
 /// The catalogs namespace `ns` can see: the CatalogSources that exist in it and in the global
 /// catalog namespace, and what the [`super::CatalogStore`] knows of them. The CatalogSources come
-/// from the CatalogSource controller's reflector store (a deleted one is gone from it before the
-/// CatalogSource reconcile that wakes the Subscriptions), not from the [`super::CatalogStore`],
-/// which keeps a catalog until its reconcile drops it; without that store, they are listed.
+/// from the CatalogSource controller's reflector store (a deleted one is gone from it before its
+/// deletion wakes the Subscriptions), not from the [`super::CatalogStore`], which keeps what it
+/// loaded of a deleted CatalogSource; without that store, they are listed.
 async fn observe_catalogs(ctx: &Context, ns: &str) -> Result<CatalogView, Error> {
     let mut existing = BTreeSet::new();
     let namespaces = [ns.to_string(), ctx.options.global_catalog_namespace.clone()];
@@ -1240,10 +1254,15 @@ mod tests {
             cond(&st, C::CatalogSourcesUnhealthy),
             ("False", reason::ALL_CATALOG_SOURCES_HEALTHY, "all available catalogsources are healthy")
         );
-        // A CatalogSource that no longer exists does not count, even when the store knows it.
+        // A CatalogSource that no longer exists does not count, even when the store knows it; when
+        // it is the Subscription's own, the catalogs are unhealthy (OLM's message).
         let mut st = SubscriptionStatus::new(now());
         let v = CatalogView { existing: BTreeSet::new(), states: vec![(src.clone(), CatalogState::Ready(loaded()))] };
         assert!(matches!(decide_catalogs(&mut st, &src, &v, &now()), CatalogGate::Resolve(c) if c.is_empty()));
+        assert_eq!(
+            cond(&st, C::CatalogSourcesUnhealthy),
+            ("True", reason::UNHEALTHY_CATALOG_SOURCE_FOUND, "targeted catalogsource ns/c missing")
+        );
         // The source failed, with an earlier catalog: deferred, not resolved against the old one.
         let mut st = SubscriptionStatus::new(now());
         let v =
@@ -1275,15 +1294,14 @@ mod tests {
 
     #[test]
     fn resolution_reasons_come_from_the_error_kind() {
-        assert_eq!(resolution_reason(K::Unsatisfiable), reason::CONSTRAINTS_NOT_SATISFIABLE);
+        for k in [K::Unsatisfiable, K::MissingCatalog, K::MissingPackage, K::MissingChannel, K::StartingCsvNotInChannel]
+        {
+            assert_eq!(resolution_reason(k), reason::CONSTRAINTS_NOT_SATISFIABLE, "{k:?}");
+        }
         for k in [
-            K::MissingCatalog,
             K::InvalidCatalog,
-            K::MissingPackage,
-            K::MissingChannel,
             K::MissingDefaultChannel,
             K::BrokenChannel,
-            K::StartingCsvNotInChannel,
             K::InvalidVersionRange,
             K::VersionRangeMatchesNothing,
             K::Unreachable,

@@ -1,8 +1,9 @@
 //! The CI subset of the OLM v0 differential harness (`make compare-olm` runs all
-//! scenarios): `tests/olm/compare.py` runs three scenarios — an Automatic install, an upgrade
-//! along `replaces`, and a webhook operator — once under OLM v0 v0.38.0 (built from the Go module
-//! proxy by tests/peers/build-olm.sh) and once under this build's `capstan controller`, each on a
-//! fresh cluster of tests/cluster/ (kwok node), and compares every object either created or changed.
+//! scenarios): `tests/olm/compare.py` runs four scenarios — an Automatic install, an upgrade
+//! along `replaces`, a webhook operator, and an operator whose CatalogSource is deleted — once
+//! under OLM v0 v0.46.0 (built from the Go module proxy by tests/peers/build-olm.sh) and once under
+//! this build's `capstan controller`, each on a fresh cluster of tests/cluster/ (kwok node), and
+//! compares every object either created or changed.
 //! The test passes when the harness's last line reports 0 unexplained differences (an explained one
 //! is an entry of docs/olm-differences.md). `make test` builds OLM first (tests/peers/build-olm.sh,
 //! cached outside the repository); the harness starts its own two kwok-only clusters
@@ -18,7 +19,7 @@ fn olm_and_capstan_create_the_same_objects() {
         .args([
             &format!("{root}/tests/olm/compare.py"),
             "--scenarios",
-            "install-automatic,upgrade-replaces,webhook",
+            "install-automatic,upgrade-replaces,webhook,catalog-removed",
             "--capstan",
             env!("CARGO_BIN_EXE_capstan"),
         ])

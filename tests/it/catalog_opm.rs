@@ -167,7 +167,7 @@ fn go_yaml_and_json_bundles_render_byte_identical_to_opm() {
 
 /// An `oci://` related image (kuadrant-operator 0.2.0 of the corpus lists
 /// `oci://quay.io/kuadrant/wasm-shim:v0.1.0`): `opm render` copies it into the blob without a
-/// check (operator-registry v1.73.0 `alpha/action/render.go` validates nothing), and
+/// check (operator-registry v1.74.0 `alpha/action/render.go` validates nothing), and
 /// `opm validate` refuses the catalog that holds it (`alpha/declcfg/declcfg_to_model.go`
 /// `validateImagePullSpec`, `reference.ParseNormalizedNamed` on every `relatedImages[].image`).
 /// capstan refuses it in `bundle validate` already, with the one reference rule

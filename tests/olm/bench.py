@@ -359,7 +359,7 @@ def table(r, bursts):
         ratio = a / b if b else float("nan")
         print(f"| {name} | {fmt.format(a)} {unit} | {fmt.format(b)} {unit} | {ratio:.1f}× |")
 
-    print("| metric (kwok node) | OLM v0 v0.38.0 | capstan | OLM / capstan |")
+    print(f"| metric (kwok node) | OLM v0 {compare.OLM_VERSION} | capstan | OLM / capstan |")
     print("|---|---:|---:|---:|")
     row(f"Subscription → CSV Succeeded, median of {len(o['times'])}", statistics.median(o["times"]), statistics.median(c["times"]))
     row(f"Subscription → CSV Succeeded, p90 of {len(o['times'])}", p90(o["times"]), p90(c["times"]))

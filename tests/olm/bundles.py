@@ -156,3 +156,9 @@ def scenario_bundles():
     b.append(Bundle("cluster-op", "1.0.0", owned=[gvk("ClusterThing")],
                     cluster_rules=[{"apiGroups": [""], "resources": ["namespaces", "nodes"], "verbs": ["get", "list", "watch"]}]))
     return b
+
+
+def orphan_bundles():
+    """The bundle of the catalog-removed scenario, published in a catalog of its own that the scenario
+    adds to its namespace and deletes once the operator runs."""
+    return [Bundle("orphan-op", "1.0.0", owned=[gvk("OrphanThing")])]

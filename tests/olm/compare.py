@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The OLM v0 differential harness: `make compare-olm`.
 
-Every scenario runs once under OLM v0 (tests/peers/olm.sh: v0.38.0's `olm` and `catalog` with `opm
-serve` catalogs) and once under capstan (`capstan controller`), each system on its own fresh cluster
-of tests/cluster/ (CAPSTAN_REAL_NODE=0, kwok node), never both on one cluster. Both clusters get the
+Every scenario runs once under OLM v0 (tests/peers/olm.sh: v0.46.0's `olm` and `catalog` with `opm
+serve` catalogs; the version is tests/peers/build-olm.sh's pin, `OLM_VERSION` below) and once under
+capstan (`capstan controller`), each system on its own fresh cluster of tests/cluster/
+(CAPSTAN_REAL_NODE=0, kwok node), never both on one cluster. Both clusters get the
 same environment first (namespaces `olm` and `operators`, OperatorGroup `global-operators`, the
 same catalogs: the example bundles, the synthetic scenario bundles of tests/olm/bundles.py and
 cert-manager from the corpus), then the scenarios run in the same order with the same namespace
@@ -49,6 +50,15 @@ def shared_dir():
     return beside if os.path.isdir(beside) else "/work/shared"
 
 
+def peer_pin(script, var):
+    """The version tests/peers/<script> pins on its `VAR=version` line: each peer's one pin."""
+    for line in open(os.path.join(ROOT, "tests", "peers", script)):
+        if line.startswith(var + "="):
+            return line.split("=", 1)[1].strip()
+    raise RuntimeError(f"tests/peers/{script} has no {var}= line")
+
+
+OLM_VERSION = peer_pin("build-olm.sh", "OLM_VERSION")
 CORPUS = os.path.join(shared_dir(), "corpus", "community-operators-prod")
 WAIT = float(os.environ.get("COMPARE_OLM_WAIT", "180"))
 
@@ -154,6 +164,10 @@ class Olm:
         env = {**cluster.env}
         run(["bash", os.path.join(ROOT, "tests/peers/olm.sh"), "start"] + [f"{n}={d}" for n, d in catalogs.items()], env=env)
 
+    def add_catalog(self, cluster, ns, name, d):
+        """CatalogSource `ns/name` serving FBC directory `d` (an `opm serve` beside the others)."""
+        run(["bash", os.path.join(ROOT, "tests/peers/olm.sh"), "catalog", f"{ns}/{name}={d}"], env=cluster.env)
+
     def stop(self, cluster):
         run(["bash", os.path.join(ROOT, "tests/peers/olm.sh"), "stop"], env=cluster.env, check=False)
 
@@ -180,15 +194,19 @@ class Capstan:
             {"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "global-operators", "namespace": "operators"}},
         ]}))
         for name, d in catalogs.items():
-            ref = f"{cluster.registry}/compare/{name}:latest"
-            run([self.binary, "catalog", "push", "-q", d, ref])
-            cluster.apply({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-                           "metadata": {"name": name, "namespace": "olm"},
-                           "spec": {"sourceType": "grpc", "image": ref, "displayName": name}})
+            self.add_catalog(cluster, "olm", name, d)
         logf = open(os.path.join(cluster.dir, "logs", "capstan.log"), "a")
         self.proc = subprocess.Popen([self.binary, "controller", "--kubeconfig", cluster.kubeconfig,
                                       "--global-catalog-namespace", "olm", "--metrics-addr", "0"],
                                      stdout=logf, stderr=logf, env={**os.environ, "CAPSTAN_CACHE": os.path.join(cluster.dir, "capstan-cache")})
+
+    def add_catalog(self, cluster, ns, name, d):
+        """CatalogSource `ns/name` with the image of FBC directory `d`, pushed to the cluster's registry."""
+        ref = f"{cluster.registry}/compare/{name}:latest"
+        run([self.binary, "catalog", "push", "-q", d, ref])
+        cluster.apply({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+                       "metadata": {"name": name, "namespace": ns},
+                       "spec": {"sourceType": "grpc", "image": ref, "displayName": name}})
 
     def stop(self, cluster):
         if self.proc:
@@ -209,8 +227,9 @@ def build_catalogs(binary, registry, work):
     """FBC directories by CatalogSource name, built by capstan from pushed bundle images."""
     cats = {}
     # examples: the repository's bundles (nginx-operator 0.1.0 -> 0.2.0, kaiwudb-operator)
-    # compare: the synthetic bundles; corpus: cert-manager 1.16.5 (webhooks, AllNamespaces)
-    sources = {"examples": [], "compare": [], "corpus": []}
+    # compare: the synthetic bundles; corpus: cert-manager 1.16.5 (webhooks, AllNamespaces);
+    # orphan: the catalog the catalog-removed scenario adds to its namespace and deletes (not global)
+    sources = {"examples": [], "compare": [], "corpus": [], "orphan": []}
     for pkg in ["nginx-operator", "kaiwudb-operator"]:
         root = os.path.join(ROOT, "bundles", pkg)
         for v in sorted(os.listdir(root)):
@@ -219,6 +238,8 @@ def build_catalogs(binary, registry, work):
     synth_dir = os.path.join(work, "bundles")
     for b in synth.scenario_bundles():
         sources["compare"].append((f"{b.package}-bundle:v{b.version}", b.write(synth_dir)))
+    for b in synth.orphan_bundles():
+        sources["orphan"].append((f"{b.package}-bundle:v{b.version}", b.write(synth_dir)))
     cm = os.path.join(CORPUS, "operators", "cert-manager", "1.16.5")
     if not os.path.isdir(cm):
         sys.exit(f"compare-olm: the corpus bundle {cm} is missing: set CAPSTAN_SHARED to the shared/ directory that holds corpus/")
@@ -244,8 +265,9 @@ def default_channel(bdir):
 class Ctx:
     """What a scenario step may do on one system's cluster; `checkpoint` records a comparison point."""
 
-    def __init__(self, cluster, scenario, record):
+    def __init__(self, cluster, scenario, record, system=None, catalogs=None):
         self.c, self.scenario, self.record = cluster, scenario, record
+        self.system, self.catalogs = system, catalogs or {}
         self.baseline = cluster.dump()
         self.subs = set()  # (namespace, name) of the Subscriptions this scenario created
 
@@ -262,8 +284,14 @@ class Ctx:
             spec["selector"] = selector
         self.c.apply({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": name, "namespace": ns}, "spec": spec})
 
-    def sub(self, ns, pkg, catalog="compare", channel="stable", approval="Automatic", starting=None, config=None, name=None):
-        spec = {"name": pkg, "channel": channel, "source": catalog, "sourceNamespace": "olm", "installPlanApproval": approval}
+    def catalog(self, ns, name):
+        """Adds the scenario catalog `name` (built by build_catalogs, not started with the system) as
+        CatalogSource `ns/name`, the way the system under test serves catalogs."""
+        self.system.add_catalog(self.c, ns, name, self.catalogs[name])
+
+    def sub(self, ns, pkg, catalog="compare", channel="stable", approval="Automatic", starting=None, config=None, name=None,
+            source_ns="olm"):
+        spec = {"name": pkg, "channel": channel, "source": catalog, "sourceNamespace": source_ns, "installPlanApproval": approval}
         if starting:
             spec["startingCSV"] = starting
         if config:
@@ -319,16 +347,23 @@ class Ctx:
         and two dumps 1.5 s apart agree (after normalising), then records what changed. Under load
         OLM's catalog operator marks a plan Complete seconds after its CSV succeeded: without the
         first condition a checkpoint could catch one system mid-install (the CI run at d5dadec did)."""
-        prev, now, start = None, None, time.time()
+        prev, now, start, waiting, waited = None, None, time.time(), [], {}
         while time.time() - start < WAIT:
             now = self.c.dump()
             norm = canonical(changed(self.baseline, now))
-            if norm == prev and settled(now, self.subs):
+            waiting = unsettled(now, self.subs)
+            if norm == prev and not waiting:
                 break
+            if norm == prev:
+                # what alone kept two equal dumps from being a checkpoint, for the log
+                waited.update(dict.fromkeys(waiting))
             prev = norm
             time.sleep(1.5)
         else:
-            log(f"  {self.scenario}: {label}: the cluster did not settle in {WAIT:.0f} s")
+            log(f"  {self.scenario}: {label}: the cluster did not settle in {WAIT:.0f} s; still waiting for: "
+                + ("; ".join(waiting) if waiting else "two equal dumps"))
+        if waited:
+            log(f"  {self.scenario}: {label}: two equal dumps were not settled yet ({time.time() - start:.1f} s): " + "; ".join(waited))
         self.record(self.scenario, label, {"changed": sorted("|".join(k) for k in changed(self.baseline, now)),
                                            "now": {"|".join(k): v for k, v in now.items()}})
 
@@ -336,26 +371,116 @@ class Ctx:
 TERMINAL_PLAN_PHASES = {"Complete", "RequiresApproval", "Failed"}
 
 
-def settled(objs, subs):
-    """No InstallPlan is still Planning or Installing (a plan awaiting approval is a settled
-    state), and no Subscription the scenario created waits on an installing plan
-    (`InstallPlanPending` other than `RequiresApproval`). Not the Subscriptions a system created
-    for dependencies: OLM leaves `InstallPlanPending` on them after their plan completed (E16)."""
+def unsettled(objs, subs):
+    """What keeps the cluster from being settled, one phrase each (empty when settled):
+    - an InstallPlan still Planning or Installing (a plan awaiting approval is a settled state);
+    - a Subscription the scenario created that waits on an installing plan (`InstallPlanPending`
+      other than `RequiresApproval`). Not the Subscriptions a system created for dependencies: OLM
+      leaves `InstallPlanPending` on them after their plan completed (E16);
+    - such a Subscription with a state whose Operator is not there yet;
+    - an Operator whose component list still shows an earlier state of one of its components: its
+      `status.components.refs[].conditions` are copies of each component's conditions (of a CSV's
+      phase, reason and message), written after the component changed — by OLM's operator
+      controller in another process, from its own watches (`pkg/controller/operators/
+      operator_controller.go`, `decorators/operator.go`), by capstan up to 2 s later (E14). Two
+      dumps 1.5 s apart can both fall between the component's change and its copy: OLM's Operator
+      then still showed `InstallPlanPending` after the Subscription had dropped it;
+    - a component not labelled yet (`unadopted`): OLM's adoption controller, also in another
+      process, labels an install's objects after they exist (capstan labels them as it creates
+      them); a checkpoint caught OLM's CRD of an installed CSV without its label;
+    - an install for other namespaces whose Role or RoleBinding is not in each of them yet
+      (`untenanted`): OLM copies them there after its copy of the CSV (`ensureTenantRBAC`,
+      pkg/controller/operators/olm/operatorgroup.go), capstan in the InstallPlan (E17)."""
+    out = []
     for (kind, ns, name), o in objs.items():
         status = (o or {}).get("status") or {}
         if kind == "InstallPlan" and status.get("phase") not in TERMINAL_PLAN_PHASES:
-            return False
+            out.append(f"InstallPlan {ns}/{name} {status.get('phase') or 'without a phase'}")
         if kind == "Subscription" and (ns, name) in subs:
             for c in status.get("conditions") or []:
                 if c.get("type") == "InstallPlanPending" and c.get("status") == "True" and c.get("reason") != "RequiresApproval":
-                    return False
+                    out.append(f"Subscription {ns}/{name} InstallPlanPending {c.get('reason')}")
             # Both systems make an Operator `<package>.<namespace>` for a Subscription with a
-            # state; capstan writes it up to 2 s after the change (E14), which two dumps 1.5 s
-            # apart could miss.
+            # state; capstan writes it up to 2 s after the change (E14).
             package = ((o or {}).get("spec") or {}).get("name")
             if status.get("state") and package and ("Operator", "", f"{package}.{ns}") not in objs:
-                return False
-    return True
+                out.append(f"Operator {package}.{ns}")
+        out += unadopted(kind, ns, name, o, objs) + untenanted(kind, ns, o, objs)
+        if kind == "Operator":
+            for ref in (status.get("components") or {}).get("refs") or []:
+                component = objs.get((ref.get("kind"), ref.get("namespace") or "", ref.get("name")))
+                if component is not None and condition_set(ref.get("conditions")) != condition_set(component_conditions(component)):
+                    out.append(f"Operator {name}: its copy of {ref.get('kind')} {ref.get('namespace') or ''}/{ref.get('name')}'s conditions")
+    return out
+
+
+# The kinds an Operator lists as components (OLM's `componentLists`, pkg/controller/operators/components.go).
+COMPONENT_KINDS = {"Deployment", "Service", "Namespace", "APIService", "CustomResourceDefinition", "Subscription",
+                   "InstallPlan", "ClusterServiceVersion", "OperatorCondition", "Secret", "ConfigMap", "ServiceAccount",
+                   "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+COMPONENT_LABEL = "operators.coreos.com/"
+
+
+def unadopted(kind, ns, name, o, objs):
+    """The components of install `o` (a Subscription or a CSV) that do not carry its component label
+    `operators.coreos.com/<package>.<namespace>` yet, by OLM's adoption rules
+    (pkg/controller/operators/adoption_controller.go): a Subscription labels itself, its installed
+    CSV and its latest InstallPlan with its label; a CSV that is not a copy gives its labels to every
+    object of a component kind with an owner reference to it and to the CRDs it owns."""
+    if not o:
+        return []
+    md, spec, status = o["metadata"], o.get("spec") or {}, o.get("status") or {}
+    if kind == "Subscription" and spec.get("name"):
+        label = f"{COMPONENT_LABEL}{spec['name']}.{ns}"
+        parts = [("Subscription", ns, name), ("ClusterServiceVersion", ns, status.get("installedCSV")),
+                 ("InstallPlan", ns, (status.get("installPlanRef") or {}).get("name"))]
+        labels = [label]
+    elif kind == "ClusterServiceVersion" and "olm.copiedFrom" not in (md.get("labels") or {}) and status.get("reason") != "Copied":
+        labels = [k for k in md.get("labels") or {} if k.startswith(COMPONENT_LABEL)]
+        if not labels:
+            return []
+        crds = {c.get("name") for c in (spec.get("customresourcedefinitions") or {}).get("owned") or []}
+        parts = [k for k, c in objs.items() if c and k[0] in COMPONENT_KINDS and (
+            any(r.get("uid") == md.get("uid") for r in c["metadata"].get("ownerReferences") or []) or
+            (k[0] == "CustomResourceDefinition" and k[2] in crds))]
+    else:
+        return []
+    out = []
+    for part in parts:
+        c = objs.get(part)
+        missing = [l for l in labels if c and l not in (c["metadata"].get("labels") or {})]
+        if missing:
+            out.append(f"{part[0]} {part[1]}/{part[2]} without the component label {', '.join(missing)}")
+    return out
+
+
+def untenanted(kind, ns, o, objs):
+    """The Roles and RoleBindings of CSV `o` (owner reference) missing in a namespace its
+    `olm.targetNamespaces` annotation names besides its own (with all namespaces, empty, OLM makes
+    ClusterRoles instead). Copies of the CSV are not installs."""
+    if kind != "ClusterServiceVersion" or not o or "olm.copiedFrom" in (o["metadata"].get("labels") or {}):
+        return []
+    md = o["metadata"]
+    targets = [t for t in ((md.get("annotations") or {}).get("olm.targetNamespaces") or "").split(",") if t and t != ns]
+    if not targets:
+        return []
+    rbac = [k for k, c in objs.items() if c and k[0] in ("Role", "RoleBinding") and k[1] == ns and
+            any(r.get("uid") == md.get("uid") for r in c["metadata"].get("ownerReferences") or [])]
+    return [f"{k[0]} {k[2]} in target namespace {t}" for t in targets for k in rbac if (k[0], t, k[2]) not in objs]
+
+
+def component_conditions(o):
+    """The conditions an Operator copies of component `o`: its `status.conditions`, for a CSV one
+    made of its phase, reason and message (OLM's `csvConditionsJQ`)."""
+    status = o.get("status") or {}
+    if o.get("kind") == "ClusterServiceVersion":
+        return [{"type": status.get("phase"), "status": "True", "reason": status.get("reason"), "message": status.get("message")}]
+    return status.get("conditions") or []
+
+
+def condition_set(conditions):
+    """Conditions compared by type, status, reason and message (their times are when each copy was made)."""
+    return sorted((c.get("type") or "", c.get("status") or "", c.get("reason") or "", c.get("message") or "") for c in conditions or [])
 
 
 def s_install_automatic(x):
@@ -463,6 +588,28 @@ def s_removal(x):
     x.checkpoint("removed")
 
 
+def s_catalog_removed(x):
+    """The operator keeps running when the CatalogSource it came from is deleted: its CSV,
+    Deployment and RBAC stay. Both systems then resolve the Subscription again without the catalog
+    and say so (OLM: the catalog's delete event requeues the Subscriptions that could see it,
+    `notifyOnCatalog` in pkg/controller/operators/catalog/subscription/syncer.go); the checkpoint
+    is taken once the Subscription's catalogHealth has dropped the catalog and its
+    `ResolutionFailed` condition says why it cannot be resolved."""
+    ns = "s-orphan"
+    x.ns(ns); x.og(ns, targets=[ns]); x.catalog(ns, "orphan"); x.sub(ns, "orphan-op", catalog="orphan", source_ns=ns)
+    x.csv_phase(ns, "orphan-op.v1.0.0"); x.checkpoint("installed")
+    x.delete("catalogsources.operators.coreos.com", ns, "orphan")
+    x.gone("catalogsources.operators.coreos.com", ns, "orphan")
+
+    def resolved_without_it():
+        status = (x.c.get("subscriptions.operators.coreos.com", ns, "orphan-op") or {}).get("status") or {}
+        refs = [h.get("catalogSourceRef") or {} for h in status.get("catalogHealth") or []]
+        return not any(r.get("namespace") == ns and r.get("name") == "orphan" for r in refs) and \
+            any(c.get("type") == "ResolutionFailed" for c in status.get("conditions") or [])
+    x.wait(f"Subscription {ns}/orphan-op resolved without the deleted catalog", resolved_without_it)
+    x.checkpoint("catalog deleted")
+
+
 def s_mode_all(x):
     # last but one: an AllNamespaces operator is copied into every namespace, earlier scenarios' too
     x.sub("operators", "modes-all"); x.csv_phase("operators", "modes-all.v1.0.0"); x.checkpoint("installed")
@@ -478,7 +625,8 @@ SCENARIOS = [
     ("upgrade-replaces", s_upgrade_replaces), ("upgrade-skips", s_upgrade_skips), ("upgrade-skiprange", s_upgrade_skiprange),
     ("dependencies", s_dependencies), ("mode-own", s_mode_own), ("mode-single", s_mode_single), ("mode-multi", s_mode_multi),
     ("subscription-config", s_config), ("webhook", s_webhook), ("cluster-permissions", s_cluster_permissions),
-    ("scoped", s_scoped), ("removal", s_removal), ("mode-all", s_mode_all), ("cert-manager", s_cert_manager),
+    ("scoped", s_scoped), ("removal", s_removal), ("catalog-removed", s_catalog_removed),
+    ("mode-all", s_mode_all), ("cert-manager", s_cert_manager),
 ]
 
 
@@ -652,8 +800,13 @@ def explained(rules, scenario, kind, ns, name, path):
 
 # ------------------------------------------------------------------ main
 
+# The catalogs a system serves from the start, in the global catalog namespace `olm`; the others are
+# added by the scenario that uses them (Ctx.catalog).
+GLOBAL_CATALOGS = ("examples", "compare", "corpus")
+
+
 def run_system(system, cluster, catalogs, scenarios, result):
-    system.start(cluster, catalogs)
+    system.start(cluster, {n: d for n, d in catalogs.items() if n in GLOBAL_CATALOGS})
     cluster.refresh_kinds()
     # Both systems start from the same environment; wait until the catalogs are served.
     time.sleep(3)
@@ -661,7 +814,7 @@ def run_system(system, cluster, catalogs, scenarios, result):
         log(f"{system.name}: {name}")
         t0 = time.time()
         try:
-            fn(Ctx(cluster, name, lambda s, label, objs: result.setdefault(f"{s} / {label}", objs)))
+            fn(Ctx(cluster, name, lambda s, label, objs: result.setdefault(f"{s} / {label}", objs), system, catalogs))
         except Exception as e:  # a failed step is reported, the other scenarios still run
             log(f"  {name} failed under {system.name}: {e}")
             result.setdefault(f"{name} / <error>", {"changed": [f"Error||{name}"],

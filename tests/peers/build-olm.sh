@@ -4,13 +4,14 @@
 # outside the repository, once per version, and links them as $CAPSTAN_CACHE/peers/bin/{olm,catalog,
 # package-server}. Prints the three binary paths, one a line, in that order.
 #
-# The module is built from a writable copy made here, never from this repository: v0.38.0's
-# pkg/package-server/server/server.go sets `authenticationOptions.RemoteKubeConfigFile` a second time
-# where `authorizationOptions.RemoteKubeConfigFile` is meant, so a packageserver run outside a Pod
-# (with --kubeconfig) has no authorization kubeconfig and fails; the copy gets that one line fixed.
+# The module is built from a writable copy made here, never from this repository:
+# pkg/package-server/server/server.go (v0.38.0, still so in v0.46.0) sets
+# `authenticationOptions.RemoteKubeConfigFile` a second time where
+# `authorizationOptions.RemoteKubeConfigFile` is meant, so a packageserver run outside a Pod (with
+# --kubeconfig) has no authorization kubeconfig and fails; the copy gets that one line fixed.
 # Upstream sources: tests/peers/build.sh (same way for opm), OLM's Makefile (tags json1, version ldflags).
 set -euo pipefail
-OLM_VERSION=v0.38.0
+OLM_VERSION=v0.46.0
 cache=${CAPSTAN_CACHE:-$HOME/.cache/capstan}
 dest="$cache/peers/olm-$OLM_VERSION/bin"
 bins=(olm catalog package-server)

@@ -4,7 +4,7 @@
 # outside the repository, once per version, and links it as $CAPSTAN_CACHE/peers/bin/opm where
 # the tests and benchmarks look for it. Prints the path of opm.
 set -euo pipefail
-OPM_VERSION=v1.73.0
+OPM_VERSION=v1.74.0
 cache=${CAPSTAN_CACHE:-$HOME/.cache/capstan}
 dest="$cache/peers/$OPM_VERSION/bin"
 if [ ! -x "$dest/opm" ]; then

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts or stops OLM v0 (built by tests/peers/build-olm.sh) against a cluster of tests/cluster/,
-# outside the cluster, the way its upstream manifests (deploy/chart of v0.38.0) run it:
+# outside the cluster, the way its upstream manifests (deploy/chart of the version build-olm.sh pins)
+# run it:
 #
 #   olm.sh start [CATALOG_NAME=FBC_DIR ...]   CRDs from deploy/chart/crds, namespaces `olm` and
 #                    `operators`, OperatorGroups `global-operators` (operators, all namespaces) and
@@ -11,7 +12,8 @@
 #                    `opm render` write the olm.bundle.object properties it reads instead).
 #                    OLM_PACKAGESERVER=1 also starts package-server (the packages API) — not needed
 #                    for installs.
-#   olm.sh catalog NAME=FBC_DIR ...           adds catalogs to a running OLM.
+#   olm.sh catalog [NAMESPACE/]NAME=FBC_DIR ...  adds catalogs to a running OLM (CatalogSource NAME in
+#                    NAMESPACE, default `olm`).
 #   olm.sh stop      stops exactly the processes this script started (PID files), leaves the cluster.
 #
 # State: $CAPSTAN_CLUSTER_DIR/olm/ (pids/, logs/, catalogs.env). The cluster's kubeconfig is
@@ -27,6 +29,8 @@ cdir=$(cd "$cdir" && pwd)
 kubeconfig="$cdir/kubeconfig"
 state="$cdir/olm"
 cache=${CAPSTAN_CACHE:-$HOME/.cache/capstan}
+# The one pin of OLM's version is build-olm.sh's; its CRDs and util image follow it.
+olm_version=$(sed -n 's/^OLM_VERSION=//p' "$here/build-olm.sh")
 kubectl() { "$cdir/bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 log() { printf '[olm] %s\n' "$*" >&2; }
 
@@ -56,12 +60,15 @@ catalogs() {
   local opm
   opm=$(bash "$here/build.sh")
   for spec in "$@"; do
-    local name=${spec%%=*} dir=${spec#*=}
+    local name=${spec%%=*} dir=${spec#*=} ns=olm
+    if [[ $name == */* ]]; then ns=${name%%/*}; name=${name#*/}; fi
+    # the state of a catalog outside `olm` is kept under NAMESPACE-NAME
+    local id=$name; [ "$ns" = olm ] || id="$ns-$name"
     [ -d "$dir" ] || { echo "olm.sh: catalog $name: $dir is not a directory" >&2; exit 2; }
     # OLM reads a bundle's manifests from the catalog (olm.bundle.object) only when its image is
     # empty (pkg/controller/registry/resolver/source_registry.go: BundlePath == ""), as `opm render`
     # of a bundle directory writes it; otherwise it runs an unpack Job. Serve a copy without images.
-    local served="$state/catalogs/$name"
+    local served="$state/catalogs/$id"
     rm -rf "$served" && mkdir -p "$served"
     python3 - "$dir" "$served/catalog.json" <<'PY'
 import json, os, sys, yaml
@@ -88,27 +95,27 @@ with open(out, "w") as w:
         w.write(json.dumps(d, default=str) + "\n")
 PY
     local port; port=$(free_port)
-    run "opm-$name" "$opm" serve "$served" -p "$port" --pprof-addr "" --termination-log /dev/null
-    echo "$name=127.0.0.1:$port" >> "$state/catalogs.env"
+    run "opm-$id" "$opm" serve "$served" -p "$port" --pprof-addr "" --termination-log /dev/null
+    echo "$id=127.0.0.1:$port" >> "$state/catalogs.env"
     for _ in $(seq 1 300); do
       (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-      [ -d "/proc/$(cat "$state/pids/opm-$name.pid")" ] || { tail -20 "$state/logs/opm-$name.log" >&2; exit 1; }
+      [ -d "/proc/$(cat "$state/pids/opm-$id.pid")" ] || { tail -20 "$state/logs/opm-$id.log" >&2; exit 1; }
       sleep 0.1
     done
     kubectl apply -f - >/dev/null <<EOF
 apiVersion: operators.coreos.com/v1alpha1
 kind: CatalogSource
-metadata: {name: $name, namespace: olm}
+metadata: {name: $name, namespace: $ns}
 spec: {sourceType: grpc, address: "127.0.0.1:$port", displayName: $name}
 EOF
-    log "catalog $name: opm serve $dir on 127.0.0.1:$port"
+    log "catalog $ns/$name: opm serve $dir on 127.0.0.1:$port"
   done
 }
 
 start() {
   mapfile -t bins < <(bash "$here/build-olm.sh")
   local olm=${bins[0]} catalog=${bins[1]} pkgserver=${bins[2]}
-  local crds="$cache/peers/olm-v0.38.0/crds"
+  local crds="$cache/peers/olm-$olm_version/crds"
   mkdir -p "$state/pids" "$state/logs"
   : > "$state/catalogs.env"
   kubectl apply --server-side --force-conflicts -f "$crds" >/dev/null
@@ -139,7 +146,7 @@ EOF
   # --set-workload-user-id; olm --namespace $(OPERATOR_NAMESPACE) with OPERATOR_NAME.
   run catalog "$catalog" --kubeconfig "$kubeconfig" --namespace olm \
     --configmapServerImage=quay.io/operator-framework/configmap-operator-registry:latest \
-    --util-image quay.io/operator-framework/olm:v0.38.0 --set-workload-user-id=true
+    --util-image "quay.io/operator-framework/olm:$olm_version" --set-workload-user-id=true
   KUBECONFIG="$kubeconfig" OPERATOR_NAMESPACE=olm OPERATOR_NAME=olm-operator \
     run olm "$olm" --namespace olm
   if [ "${OLM_PACKAGESERVER:-0}" = 1 ]; then

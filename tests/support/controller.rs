@@ -501,7 +501,7 @@ impl Drop for GroupTurn {
 
 /// Copies a corpus bundle directory into `to`, replacing the `oci://` scheme of its
 /// `spec.relatedImages` entries: kuadrant-operator lists `oci://quay.io/kuadrant/wasm-shim:…`
-/// there, which is not an image pull spec — opm v1.73.0 and capstan both refuse such a catalog
+/// there, which is not an image pull spec — opm v1.74.0 and capstan both refuse such a catalog
 /// (tests/it/catalog_add_corpus.rs) — so the test publishes it the way a catalog maintainer would
 /// after fixing that entry. Nothing else changes.
 pub fn copy_bundle(from: &Path, to: &Path) {
