@@ -301,7 +301,7 @@ async fn loaded_index(
     LoadedIndex {
         image: read.image,
         digest: read.digest,
-        priority: cs.spec.priority.unwrap_or(0).clamp(i32::MIN as i64, i32::MAX as i64) as i32,
+        priority: priority(cs),
         index: Arc::new(index),
         served,
         inline,
@@ -332,6 +332,18 @@ fn served(
     Some(Arc::new(crate::discovery::served::ServedCatalog::build(&name, config, digest, std::time::SystemTime::now())))
 }
 
+/// What `key` holds loaded when it was read from `image` at `digest`: a poll that finds the tag
+/// unchanged (and a retry after a failed status write) reuses it instead of reading and parsing
+/// the catalog again from the cache, which cost a full parse per poll.
+fn held_load(ctx: &Context, key: &(String, String), image: &str, digest: &str) -> Option<LoadedIndex> {
+    ctx.catalogs.get(key)?.index().filter(|l| l.image == image && l.digest == digest).cloned()
+}
+
+/// `spec.priority` as [`LoadedIndex::priority`] (0 when unset, clamped to `i32`).
+fn priority(cs: &CatalogSource) -> i32 {
+    cs.spec.priority.unwrap_or(0).clamp(i32::MIN as i64, i32::MAX as i64) as i32
+}
+
 /// Loads CatalogSource `cs` (key `ns/name`) from `image` into a [`LoadedIndex`]: the reconciler
 /// with `spec.image`, a standby replica with `status.resolvedImage` ([`mirror`]).
 async fn load(
@@ -344,6 +356,11 @@ async fn load(
     let reference =
         parse_reference(image).map_err(|source| CatalogLoadError::Reference { image: image.to_string(), source })?;
     let registry = registry_for(ctx, ns, cs.spec.secrets.as_deref().unwrap_or(&[])).await?;
+    // The tag still at the digest loaded: keep what is held (one HEAD request, no parse).
+    let digest = registry.resolve_digest(&reference).await.map_err(CatalogImageError::from)?;
+    if let Some(held) = held_load(ctx, key, image, &digest) {
+        return Ok(LoadedIndex { priority: priority(cs), ..held });
+    }
     let cache = ctx.options.catalog_cache.as_ref().map(CatalogCache::new);
     let started = std::time::Instant::now();
     let loaded = load_catalog_image(&registry, &reference, cache.as_ref()).await?;

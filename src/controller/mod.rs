@@ -146,6 +146,9 @@ pub struct Context {
     /// Failed reconciles in a row per object (`Kind namespace/name`) and when the last one was,
     /// for [`error_policy`]'s backoff; a failure long after the last one starts a new row.
     pub reconcile_failures: Mutex<HashMap<String, (u32, std::time::Instant)>>,
+    /// Registry clients by namespace and pull-secret content ([`registries::registry_for`]),
+    /// reused across reconciles: building one loads the system's root certificates.
+    pub(crate) registries: Mutex<HashMap<String, crate::oci::Registry>>,
     /// Per kind: when [`error_policy`] last logged a failure, and how many it left unlogged
     /// since (at most one line per kind every [`ERROR_LOG_INTERVAL`]).
     pub error_log: Mutex<HashMap<String, (std::time::Instant, u64)>>,
@@ -748,6 +751,7 @@ impl Context {
             plan_retries: Mutex::new(HashMap::new()),
             pulls_started: Mutex::new(std::collections::HashSet::new()),
             reconcile_failures: Mutex::new(HashMap::new()),
+            registries: Mutex::new(HashMap::new()),
             error_log: Mutex::new(HashMap::new()),
             resync_subscriptions: tx,
             operator_syncs: Mutex::new(None),

@@ -221,7 +221,8 @@ pub(crate) fn operator_name(package: &str, namespace: &str) -> String {
 
 /// Receives Operator names to bring up to date and syncs them, each at most once per 2 s
 /// (changes that come together — a CSV and its Subscription — make one write). A failed sync is
-/// tried again after 10 s.
+/// tried again after 10 s; failures are logged as reconcile failures are (one line per
+/// [`super::ERROR_LOG_INTERVAL`], with the count of those left out).
 pub(super) async fn run(ctx: Arc<Context>, mut rx: mpsc::UnboundedReceiver<(String, String)>) {
     let mut retry: BTreeSet<(String, String)> = BTreeSet::new();
     loop {
@@ -241,7 +242,10 @@ pub(super) async fn run(ctx: Arc<Context>, mut rx: mpsc::UnboundedReceiver<(Stri
         }
         for (package, namespace) in due {
             if let Err(e) = sync(&ctx, &package, &namespace).await {
-                tracing::warn!(operator = %operator_name(&package, &namespace), error = %e, "could not update the Operator; trying again in 10 s");
+                // One line per 10 s for all Operators (an API outage fails every one of them).
+                if let Some(skipped) = super::log_due(&ctx.error_log, "Operator", std::time::Instant::now()) {
+                    tracing::warn!(operator = %operator_name(&package, &namespace), error = %e, unlogged_since_last = skipped, "could not update the Operator; trying again in 10 s");
+                }
                 retry.insert((package, namespace));
             }
         }

@@ -103,6 +103,8 @@ async fn assert_an_outage_is_quiet(controller: &ControllerProcess) {
     let down = Instant::now();
     tokio::time::sleep(OUTAGE).await;
     assert!(down.elapsed() >= OUTAGE);
+    let cpu_down = cpu_time(controller.pid).saturating_sub(cpu_before);
+    let lines_down = controller.lines.load(Ordering::Relaxed) - lines_before;
     let up = Command::new("bash")
         .arg(crate::support::repo_root().join("tests/cluster/up.sh"))
         .arg("all")
@@ -113,12 +115,15 @@ async fn assert_an_outage_is_quiet(controller: &ControllerProcess) {
     let log_lines = controller.lines.load(Ordering::Relaxed) - lines_before;
     let cpu = cpu_time(controller.pid).saturating_sub(cpu_before);
     let last = controller.last_lines();
-    println!("outage of {:?}: {log_lines} log lines, {cpu:?} CPU", down.elapsed());
+    println!(
+        "outage of {:?}: {log_lines} log lines, {cpu:?} CPU; while down ({OUTAGE:?}): {lines_down} lines, {cpu_down:?} CPU",
+        down.elapsed()
+    );
     assert!(
         log_lines <= MAX_LOG_LINES,
         "{log_lines} log lines during the outage (at most {MAX_LOG_LINES}); last ones:\n{last}"
     );
-    assert!(cpu <= MAX_CPU, "{cpu:?} of CPU during the outage (at most {MAX_CPU:?})");
+    assert!(cpu <= MAX_CPU, "{cpu:?} of CPU during the outage (at most {MAX_CPU:?}); last log lines:\n{last}");
 }
 
 /// The controller process of the test (the `capstan` binary, default log filter), with a count of
