@@ -159,7 +159,10 @@ fn a_catalogsource_is_served_behind_its_registry_service() {
         )
         .await;
         let uid = cs.metadata.uid.clone().expect("uid");
+        let step = |what: &str| eprintln!("registry_e2e: {what} after {:.1} s", started.elapsed().as_secs_f64());
+        step("CatalogSource created");
         let cluster_ip = check_objects(&client, &ns, &uid, &host).await;
+        step("Service, EndpointSlice and status checked");
 
         // A client on the host dials the Service: kube-proxy forwards it to capstan.
         let addr = format!("{cluster_ip}:50051");
@@ -167,6 +170,7 @@ fn a_catalogsource_is_served_behind_its_registry_service() {
             eventually(&format!("health check through the ClusterIP {addr}"), WAIT, || async { health(&addr).await })
                 .await;
         assert_eq!(serving, HEALTH_SERVING);
+        step("health check SERVING through the ClusterIP");
         let catalog = Arc::new(published(&f));
         let want: Vec<String> = catalog.packages().iter().map(|p| p.name.clone()).collect();
         assert_eq!(list_packages(&addr).await, want, "ListPackages through the ClusterIP");
@@ -193,6 +197,7 @@ fn a_catalogsource_is_served_behind_its_registry_service() {
         expected.sort();
         assert_eq!(names, expected);
 
+        step("the catalog read through the ClusterIP");
         // Deleting the CatalogSource takes the Service and the EndpointSlice with it.
         Api::<CatalogSource>::namespaced(client.clone(), &ns)
             .delete("examples", &DeleteParams::default())
@@ -206,6 +211,6 @@ fn a_catalogsource_is_served_behind_its_registry_service() {
             gone.then_some(())
         })
         .await;
-        eprintln!("registry_e2e: {:.1} s", started.elapsed().as_secs_f64());
+        step("Service and EndpointSlice garbage-collected");
     })
 }
