@@ -5,7 +5,8 @@
 //! capstan's registry of that catalog (kube-proxy on the host forwards the Service port to the
 //! EndpointSlice capstan wrote: the host's address and the catalog's own listener port).
 //! Deleting the CatalogSource takes the Service and the EndpointSlice with it (garbage
-//! collection through their ownerReference).
+//! collection through their ownerReference). A ConfigMap catalog is served the same way, its
+//! bundles with their objects; a `spec.address` source gets OLM's `{protocol: grpc, createdAt}`.
 //!
 //! Needs the real node's kube-proxy (`tests/cluster/up.sh`, `CAPSTAN_REAL_NODE=1`, the default):
 //! without it a ClusterIP is not routed on the host.
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 use crate::support::controller::*;
 use crate::support::discovery::host_address;
 use crate::support::eventually;
+use crate::support::group::PerGroup;
 use capstan::api::CatalogSource;
 use capstan::catalog::grpc::{
     Bundle, Empty, GetBundleRequest, HEALTH_SERVING, HealthCheckRequest, HealthCheckResponse, PackageName,
@@ -29,6 +31,29 @@ use serde_json::json;
 use tonic::codegen::http::uri::PathAndQuery;
 
 const GROUP: &str = "registry_e2e";
+
+static FIXTURE: PerGroup<ControllerFixture> = PerGroup::new(GROUP);
+
+/// The controller of these tests, serving registries on every address and advertising the
+/// host's (where kube-proxy on the host forwards the Services' ClusterIPs).
+async fn fixture() -> Arc<ControllerFixture> {
+    FIXTURE
+        .get_or_init(|| async {
+            let client = crate::support::cluster().await;
+            let advertise: IpAddr = host_address().parse().expect("host address");
+            let repo = format!("reg-e2e-{}", std::process::id());
+            let options = capstan::controller::Options {
+                catalog_cache: None,
+                registry: Some(capstan::controller::registry_services::RegistryOptions {
+                    listen: "0.0.0.0".parse().expect("ip"),
+                    advertise,
+                }),
+                ..Default::default()
+            };
+            ControllerFixture::start(&client, &repo, "reg-catalog", options).await
+        })
+        .await
+}
 
 async fn grpc(addr: &str) -> Option<tonic::client::Grpc<tonic::transport::Channel>> {
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).ok()?;
@@ -90,26 +115,31 @@ fn published(f: &ControllerFixture) -> ValidatedCatalog {
     ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true }).expect("valid")
 }
 
-/// Waits for the Service, the EndpointSlice and the status, checks each, and returns the
-/// Service's ClusterIP.
-async fn check_objects(client: &kube::Client, ns: &str, uid: &str, host: &str) -> String {
+/// CatalogSource `ns/name`'s status once it is READY with `registryService`.
+async fn ready_with_registry(client: &kube::Client, ns: &str, name: &str) -> serde_json::Value {
     let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), ns);
-    let st = eventually("CatalogSource examples READY with status.registryService", WAIT, || async {
-        let st = serde_json::to_value(catalogs.get("examples").await.ok()?.status?).ok()?;
+    eventually(&format!("CatalogSource {name} READY with status.registryService"), WAIT, || async {
+        let st = serde_json::to_value(catalogs.get(name).await.ok()?.status?).ok()?;
         (st["connectionState"]["lastObservedState"] == "READY" && st["registryService"].is_object()).then_some(st)
     })
-    .await;
+    .await
+}
+
+/// Waits for CatalogSource `ns/name`'s Service, EndpointSlice and status, checks each, and
+/// returns the Service's ClusterIP.
+async fn check_objects(client: &kube::Client, ns: &str, name: &str, uid: &str, host: &str) -> String {
+    let st = ready_with_registry(client, ns, name).await;
     let rs = &st["registryService"];
     assert_eq!(
         (&rs["protocol"], &rs["serviceName"], &rs["serviceNamespace"], &rs["port"]),
-        (&json!("grpc"), &json!("examples"), &json!(ns), &json!("50051")),
+        (&json!("grpc"), &json!(name), &json!(ns), &json!("50051")),
         "{st}"
     );
     assert!(rs["createdAt"].is_string(), "{st}");
-    assert_eq!(st["connectionState"]["address"], json!(format!("examples.{ns}.svc:50051")), "{st}");
+    assert_eq!(st["connectionState"]["address"], json!(format!("{name}.{ns}.svc:50051")), "{st}");
     assert!(st["connectionState"]["lastConnect"].is_string(), "{st}");
 
-    let svc = Api::<Service>::namespaced(client.clone(), ns).get("examples").await.expect("Service examples");
+    let svc = Api::<Service>::namespaced(client.clone(), ns).get(name).await.expect("Service");
     let owners = svc.metadata.owner_references.clone().unwrap_or_default();
     assert!(owners.iter().any(|o| o.kind == "CatalogSource" && o.uid == uid), "{owners:?}");
     let spec = svc.spec.expect("spec");
@@ -117,9 +147,9 @@ async fn check_objects(client: &kube::Client, ns: &str, uid: &str, host: &str) -
     let port = &spec.ports.as_ref().expect("ports")[0];
     assert_eq!((port.name.as_deref(), port.port), (Some("grpc"), 50051));
 
-    let slice = Api::<EndpointSlice>::namespaced(client.clone(), ns).get("examples").await.expect("EndpointSlice");
+    let slice = Api::<EndpointSlice>::namespaced(client.clone(), ns).get(name).await.expect("EndpointSlice");
     let labels = slice.metadata.labels.clone().unwrap_or_default();
-    assert_eq!(labels.get("kubernetes.io/service-name").map(String::as_str), Some("examples"));
+    assert_eq!(labels.get("kubernetes.io/service-name").map(String::as_str), Some(name));
     assert_eq!(labels.get("endpointslice.kubernetes.io/managed-by").map(String::as_str), Some("capstan"));
     let endpoints = slice.endpoints.clone().unwrap_or_default();
     assert_eq!(endpoints.len(), 1);
@@ -132,21 +162,11 @@ async fn check_objects(client: &kube::Client, ns: &str, uid: &str, host: &str) -
 
 #[test]
 fn a_catalogsource_is_served_behind_its_registry_service() {
-    crate::support::run(GROUP, 4, async {
+    crate::support::run(GROUP, 2, async {
         let started = Instant::now();
         let client = crate::support::cluster().await;
         let host = host_address();
-        let advertise: IpAddr = host.parse().expect("host address");
-        let repo = format!("reg-e2e-{}", std::process::id());
-        let options = capstan::controller::Options {
-            catalog_cache: None,
-            registry: Some(capstan::controller::registry_services::RegistryOptions {
-                listen: "0.0.0.0".parse().expect("ip"),
-                advertise,
-            }),
-            ..Default::default()
-        };
-        let f = ControllerFixture::start(&client, &repo, "reg-catalog", options).await;
+        let f = fixture().await;
         let ns = f.catalog_ns.name.clone();
         let cs: CatalogSource = create(
             &client,
@@ -161,7 +181,7 @@ fn a_catalogsource_is_served_behind_its_registry_service() {
         let uid = cs.metadata.uid.clone().expect("uid");
         let step = |what: &str| eprintln!("registry_e2e: {what} after {:.1} s", started.elapsed().as_secs_f64());
         step("CatalogSource created");
-        let cluster_ip = check_objects(&client, &ns, &uid, &host).await;
+        let cluster_ip = check_objects(&client, &ns, "examples", &uid, &host).await;
         step("Service, EndpointSlice and status checked");
 
         // A client on the host dials the Service: kube-proxy forwards it to capstan.
@@ -212,5 +232,82 @@ fn a_catalogsource_is_served_behind_its_registry_service() {
         })
         .await;
         step("Service and EndpointSlice garbage-collected");
+    })
+}
+
+/// A ConfigMap catalog with one CSV `cm-operator.v0.1.0` in channel `alpha` (OLM's format).
+fn config_map_data() -> std::collections::BTreeMap<String, String> {
+    let csv = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": "cm-operator.v0.1.0"},
+        "spec": {"version": "0.1.0", "displayName": "CM", "installModes": [{"type": "AllNamespaces", "supported": true}],
+                 "install": {"strategy": "deployment", "spec": {"deployments": []}}}});
+    let packages = json!([{"packageName": "cm-operator", "defaultChannelName": "alpha",
+                           "channels": [{"name": "alpha", "currentCSV": "cm-operator.v0.1.0"}]}]);
+    std::collections::BTreeMap::from([
+        ("customResourceDefinitions".to_string(), "[]".to_string()),
+        ("clusterServiceVersions".to_string(), json!([csv]).to_string()),
+        ("packages".to_string(), packages.to_string()),
+    ])
+}
+
+#[test]
+fn a_configmap_catalog_is_served_and_an_address_source_gets_olms_status() {
+    crate::support::run(GROUP, 2, async {
+        let client = crate::support::cluster().await;
+        let host = host_address();
+        let f = fixture().await;
+        let ns = f.catalog_ns.name.clone();
+        let cm = k8s_openapi::api::core::v1::ConfigMap {
+            metadata: kube::api::ObjectMeta { name: Some("cm".into()), ..Default::default() },
+            data: Some(config_map_data()),
+            ..Default::default()
+        };
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns)
+            .create(&Default::default(), &cm)
+            .await
+            .expect("ConfigMap");
+        let cs: CatalogSource = create(
+            &client,
+            &ns,
+            json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+                "metadata": {"name": "cm", "namespace": ns},
+                "spec": {"sourceType": "configmap", "configMap": "cm"}
+            }),
+        )
+        .await;
+        let uid = cs.metadata.uid.clone().expect("uid");
+        let addr = format!("{}:50051", check_objects(&client, &ns, "cm", &uid, &host).await);
+        eventually(&format!("health check through the ClusterIP {addr}"), WAIT, || async { health(&addr).await }).await;
+        let b = get_bundle(&addr, "cm-operator", "alpha", "cm-operator.v0.1.0").await;
+        assert!(b.bundle_path.is_empty(), "a ConfigMap bundle has no image: {b:?}");
+        assert!(b.csv_json.contains("cm-operator.v0.1.0") && b.object.contains(&b.csv_json), "{b:?}");
+
+        // A running registry at spec.address: OLM's status for it, no Service.
+        let opm = crate::support::OpmServe::start(&f.work.path().join("catalog"));
+        // Listening before the CatalogSource exists: a first load that fails is retried after 30 s.
+        eventually("opm serve listening", WAIT, || async {
+            tokio::net::TcpStream::connect(&opm.address).await.ok().map(|_| ())
+        })
+        .await;
+        create::<CatalogSource>(
+            &client,
+            &ns,
+            json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+                "metadata": {"name": "addr", "namespace": ns},
+                "spec": {"sourceType": "grpc", "address": opm.address}
+            }),
+        )
+        .await;
+        let st = ready_with_registry(&client, &ns, "addr").await;
+        let rs = st["registryService"].as_object().expect("registryService");
+        let mut keys: Vec<&String> = rs.keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["createdAt", "protocol"], "{st}");
+        assert_eq!(st["registryService"]["protocol"], "grpc");
+        assert_eq!(st["connectionState"]["address"], json!(opm.address));
+        let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+        assert!(services.get_opt("addr").await.expect("get Service").is_none(), "no Service for an address source");
     })
 }
