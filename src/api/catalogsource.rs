@@ -244,7 +244,9 @@ pub struct CatalogSourceStatus {
     /// OLM's ConfigMap source reference (deprecated; kept for compatibility).
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "configMapReference")]
     pub config_map_reference: Option<ConfigMapResourceReference>,
-    /// OLM's registry Service (kept for compatibility; capstan runs no registry Service).
+    /// The registry Service clients dial (`<serviceName>.<serviceNamespace>.svc:<port>`): with
+    /// `capstan controller --registry-listen`, a Service in front of capstan's own gRPC registry
+    /// of the catalog; `{protocol: grpc, createdAt}` for a `spec.address` source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry_service: Option<RegistryServiceStatus>,
     /// Connection to the catalog: for capstan, the state of the last pull of `spec.image`.
@@ -270,7 +272,8 @@ pub struct CatalogSourceStatus {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GrpcConnectionState {
-    /// Address connected to (for capstan, the catalog image reference).
+    /// Address of the catalog's registry: `<name>.<namespace>.svc:50051` when capstan serves it
+    /// (`--registry-listen`), with that flag `spec.address` for an address source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
     /// gRPC connectivity state: `READY`, `CONNECTING`, `TRANSIENT_FAILURE`, `IDLE`, `SHUTDOWN`.

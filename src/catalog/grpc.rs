@@ -8,8 +8,10 @@
 //! answers into the same [`DeclarativeConfig`] an FBC catalog image gives (`olm.package`,
 //! `olm.channel`, `olm.bundle` blobs), so resolution and installs do not care where a catalog came
 //! from. The transport is tonic's client channel (HTTP/2, plaintext as OLM uses for
-//! `spec.address`); the messages are prost derives with the proto's field numbers — only the
-//! fields capstan reads — so no build script or `protoc` is needed.
+//! `spec.address`); the messages are prost derives with the proto's field numbers (v1.74.0), so
+//! no build script or `protoc` is needed. They are the one definition of the API's messages:
+//! capstan's own registry server (`crate::discovery::registry_server`, `capstan controller
+//! --registry-listen`) writes the same types, with every field of `api.Bundle`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -28,6 +30,14 @@ pub struct PackageName {
     pub name: String,
 }
 
+/// `api.Deprecation`: the message of a deprecated package, channel or bundle (`olm.deprecations`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Deprecation {
+    /// Why, for the user.
+    #[prost(string, tag = "1")]
+    pub message: String,
+}
+
 /// `api.Channel` (of a package).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Channel {
@@ -37,6 +47,9 @@ pub struct Channel {
     /// The channel head's CSV name.
     #[prost(string, tag = "2")]
     pub csv_name: String,
+    /// Set when the channel is deprecated.
+    #[prost(message, optional, tag = "3")]
+    pub deprecation: Option<Deprecation>,
 }
 
 /// `api.Package`.
@@ -51,6 +64,38 @@ pub struct Package {
     /// `defaultChannelName`.
     #[prost(string, tag = "3")]
     pub default_channel_name: String,
+    /// Set when the package is deprecated.
+    #[prost(message, optional, tag = "4")]
+    pub deprecation: Option<Deprecation>,
+}
+
+/// `api.GroupVersionKind`: an API a bundle provides or requires (`plural` is left empty by
+/// operator-registry's FBC server).
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub struct GroupVersionKind {
+    /// API group.
+    #[prost(string, tag = "1")]
+    pub group: String,
+    /// API version.
+    #[prost(string, tag = "2")]
+    pub version: String,
+    /// Kind.
+    #[prost(string, tag = "3")]
+    pub kind: String,
+    /// Plural resource name.
+    #[prost(string, tag = "4")]
+    pub plural: String,
+}
+
+/// `api.Dependency`: `type` `olm.gvk` or `olm.package`, `value` JSON text.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Dependency {
+    /// Dependency type.
+    #[prost(string, tag = "1")]
+    pub r#type: String,
+    /// JSON value.
+    #[prost(string, tag = "2")]
+    pub value: String,
 }
 
 /// `api.Property`: `value` is JSON text.
@@ -64,7 +109,8 @@ pub struct Property {
     pub value: String,
 }
 
-/// `api.Bundle`, the fields capstan reads (one per channel entry in `ListBundles`).
+/// `api.Bundle` (one per channel entry in `ListBundles`): what capstan's client reads and what
+/// its registry server ([`crate::catalog`]'s callers in `discovery::registry`) writes.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Bundle {
     /// CSV name (the bundle name).
@@ -76,15 +122,31 @@ pub struct Bundle {
     /// The channel of this entry.
     #[prost(string, tag = "3")]
     pub channel_name: String,
+    /// The CSV as JSON (empty in `ListBundles` when the bundle has an image).
+    #[prost(string, tag = "4")]
+    pub csv_json: String,
+    /// The bundle's objects as JSON (`olm.bundle.object`; empty in `ListBundles` when the bundle
+    /// has an image).
+    #[prost(string, repeated, tag = "5")]
+    pub object: Vec<String>,
     /// The bundle image.
     #[prost(string, tag = "6")]
     pub bundle_path: String,
+    /// APIs the bundle provides (`olm.gvk`).
+    #[prost(message, repeated, tag = "7")]
+    pub provided_apis: Vec<GroupVersionKind>,
+    /// APIs the bundle requires (`olm.gvk.required`).
+    #[prost(message, repeated, tag = "8")]
+    pub required_apis: Vec<GroupVersionKind>,
     /// Version (semver).
     #[prost(string, tag = "9")]
     pub version: String,
     /// `olm.skipRange`.
     #[prost(string, tag = "10")]
     pub skip_range: String,
+    /// Required APIs and packages.
+    #[prost(message, repeated, tag = "11")]
+    pub dependencies: Vec<Dependency>,
     /// Properties of the bundle.
     #[prost(message, repeated, tag = "12")]
     pub properties: Vec<Property>,
@@ -94,7 +156,111 @@ pub struct Bundle {
     /// Entries this one skips.
     #[prost(string, repeated, tag = "14")]
     pub skips: Vec<String>,
+    /// Set when the bundle is deprecated.
+    #[prost(message, optional, tag = "15")]
+    pub deprecation: Option<Deprecation>,
 }
+
+/// `api.ChannelEntry`: bundle `bundle_name` of a channel, and one bundle it replaces (or skips).
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, prost::Message)]
+pub struct ChannelEntry {
+    /// Package name.
+    #[prost(string, tag = "1")]
+    pub package_name: String,
+    /// Channel name.
+    #[prost(string, tag = "2")]
+    pub channel_name: String,
+    /// The bundle.
+    #[prost(string, tag = "3")]
+    pub bundle_name: String,
+    /// What it replaces.
+    #[prost(string, tag = "4")]
+    pub replaces: String,
+}
+
+/// `api.GetBundleRequest`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetBundleRequest {
+    /// Package name.
+    #[prost(string, tag = "1")]
+    pub pkg_name: String,
+    /// Channel name.
+    #[prost(string, tag = "2")]
+    pub channel_name: String,
+    /// Bundle (CSV) name.
+    #[prost(string, tag = "3")]
+    pub csv_name: String,
+}
+
+/// `api.GetBundleInChannelRequest`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetBundleInChannelRequest {
+    /// Package name.
+    #[prost(string, tag = "1")]
+    pub pkg_name: String,
+    /// Channel name.
+    #[prost(string, tag = "2")]
+    pub channel_name: String,
+}
+
+/// `api.GetAllReplacementsRequest`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetAllReplacementsRequest {
+    /// The bundle (CSV) name that is replaced.
+    #[prost(string, tag = "1")]
+    pub csv_name: String,
+}
+
+/// `api.GetReplacementRequest`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetReplacementRequest {
+    /// The bundle (CSV) name that is replaced.
+    #[prost(string, tag = "1")]
+    pub csv_name: String,
+    /// Package name.
+    #[prost(string, tag = "2")]
+    pub pkg_name: String,
+    /// Channel name.
+    #[prost(string, tag = "3")]
+    pub channel_name: String,
+}
+
+/// `api.GetAllProvidersRequest`, `api.GetLatestProvidersRequest` and
+/// `api.GetDefaultProviderRequest`: the same four fields on the wire.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ProvidersRequest {
+    /// API group.
+    #[prost(string, tag = "1")]
+    pub group: String,
+    /// API version.
+    #[prost(string, tag = "2")]
+    pub version: String,
+    /// Kind.
+    #[prost(string, tag = "3")]
+    pub kind: String,
+    /// Plural (ignored, as operator-registry ignores it).
+    #[prost(string, tag = "4")]
+    pub plural: String,
+}
+
+/// `grpc.health.v1.HealthCheckRequest`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct HealthCheckRequest {
+    /// The service asked about (`""` or `Registry`; operator-registry answers every name).
+    #[prost(string, tag = "1")]
+    pub service: String,
+}
+
+/// `grpc.health.v1.HealthCheckResponse`: `status` 1 is `SERVING`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct HealthCheckResponse {
+    /// `ServingStatus`: 0 unknown, 1 serving, 2 not serving, 3 service unknown.
+    #[prost(int32, tag = "1")]
+    pub status: i32,
+}
+
+/// `grpc.health.v1.HealthCheckResponse.ServingStatus.SERVING`.
+pub const HEALTH_SERVING: i32 = 1;
 
 /// `api.ListPackageRequest`, `api.ListBundlesRequest` (empty).
 #[derive(Clone, PartialEq, prost::Message)]
@@ -244,7 +410,7 @@ pub async fn load_registry(address: &str) -> Result<RegistryCatalog, GrpcCatalog
 /// `olm.package` per package (`defaultChannel`), `olm.channel` per channel with one entry per
 /// `ListBundles` answer in it (`replaces`, `skips`, `skipRange`), `olm.bundle` per bundle name
 /// (`image` = `bundlePath`, the properties as served, `olm.package` added when the registry sent
-/// none). Deterministic: the same answers in any order give the same text.
+/// none, and for a bundle without an image its `object`s as `olm.bundle.object`). Deterministic: the same answers in any order give the same text.
 pub fn fbc_stream(packages: &[Package], bundles: &[Bundle]) -> String {
     let mut docs: Vec<Value> = Vec::new();
     let mut pkgs: Vec<&Package> = packages.iter().collect();
@@ -284,6 +450,15 @@ pub fn fbc_stream(packages: &[Package], bundles: &[Bundle]) -> String {
             if !props.iter().any(|p| p["type"] == "olm.package") {
                 props.insert(0, json!({"type": "olm.package", "value": {"packageName": p.name, "version": b.version}}));
             }
+            // A bundle without an image is installed from its objects: put them back as the
+            // `olm.bundle.object` properties they were served from.
+            if b.bundle_path.is_empty() && !props.iter().any(|p| p["type"] == "olm.bundle.object") {
+                use base64::Engine;
+                for o in &b.object {
+                    let data = base64::engine::general_purpose::STANDARD.encode(o);
+                    props.push(json!({"type": "olm.bundle.object", "value": {"data": data}}));
+                }
+            }
             let mut doc = json!({"schema": "olm.bundle", "name": name, "package": p.name, "properties": props});
             if !b.bundle_path.is_empty() {
                 doc["image"] = json!(b.bundle_path);
@@ -311,7 +486,7 @@ mod tests {
                 value: r#"{"group":"example.com","kind":"Nginx","version":"v1alpha1"}"#.into(),
             }],
             replaces: replaces.into(),
-            skips: vec![],
+            ..Default::default()
         }
     }
 
@@ -319,8 +494,13 @@ mod tests {
     fn registry_answers_become_the_fbc_they_came_from() {
         let pkg = Package {
             name: "nginx-operator".into(),
-            channels: vec![Channel { name: "alpha".into(), csv_name: "nginx-operator.v0.2.0".into() }],
+            channels: vec![Channel {
+                name: "alpha".into(),
+                csv_name: "nginx-operator.v0.2.0".into(),
+                deprecation: None,
+            }],
             default_channel_name: "alpha".into(),
+            deprecation: None,
         };
         let bundles = [
             bundle("nginx-operator.v0.2.0", "alpha", "nginx-operator.v0.1.0", "0.2.0"),

@@ -8,7 +8,12 @@
 //!                    [--metrics-addr 0.0.0.0:8080 | 0] [--log-format text|json]
 //!                    [--packages-api 0.0.0.0:8443 [--packages-service NS/NAME] [--packages-apiservice NAME|-]]
 //!                    [--catalog-content 0.0.0.0:8081]
+//!                    [--registry-listen 0.0.0.0 [--registry-advertise IP ($POD_IP)]]
 //! ```
+//! `--registry-listen` serves every catalog capstan loads over operator-registry's gRPC API, one
+//! listener per CatalogSource, behind a Service `<name>:50051` and EndpointSlice per CatalogSource
+//! (written by the leader, pointing at `--registry-advertise`), and writes
+//! `status.registryService` ([`capstan::controller::registry_services`]).
 //! `--packages-api` / `--catalog-content` serve discovery from the loaded catalogs
 //! ([`capstan::controller::serve_discovery`], [`capstan::discovery::served`]) on every replica, leader or standby.
 //! With `--leader-elect` the controllers run only while this process holds the Lease
@@ -82,6 +87,16 @@ pub struct ControllerArgs {
     /// /catalogs/NAMESPACE/NAME/api/v1/all and …/api/v1/metas?schema=&package=&name=. Off when not given.
     #[arg(long = "catalog-content", value_name = "ADDR")]
     catalog_content: Option<SocketAddr>,
+    /// Serve each loaded catalog (image and ConfigMap CatalogSources) over operator-registry's
+    /// gRPC API, as OLM's registry pods do: one listener per CatalogSource on this IP (a port of
+    /// its own), a Service <name>:50051 and an EndpointSlice per CatalogSource, and
+    /// status.registryService. Off when not given.
+    #[arg(long = "registry-listen", value_name = "IP")]
+    registry_listen: Option<std::net::IpAddr>,
+    /// The address written into the registry EndpointSlices (in a Pod: its IP from the downward
+    /// API, $POD_IP). Defaults to --registry-listen when that is a specific address.
+    #[arg(long = "registry-advertise", env = "POD_IP", value_name = "IP")]
+    registry_advertise: Option<std::net::IpAddr>,
 }
 
 /// `--log-format`.
@@ -204,6 +219,8 @@ struct Startup {
     metrics_addr: Option<SocketAddr>,
     /// The Lease settings (checked only with `--leader-elect`).
     leader_config: capstan::controller::leader::LeaderElectionConfig,
+    /// `--registry-listen` / `--registry-advertise`.
+    registry: Option<capstan::controller::registry_services::RegistryOptions>,
 }
 
 impl Startup {
@@ -236,8 +253,31 @@ impl Startup {
         if args.leader_elect {
             leader_config.validate().map_err(|e| e.to_string())?;
         }
-        Ok(Startup { metrics_addr, leader_config })
+        let registry = registry_options(args.registry_listen, args.registry_advertise)?;
+        Ok(Startup { metrics_addr, leader_config, registry })
     }
+}
+
+/// `--registry-listen` and `--registry-advertise` (or `$POD_IP`): the advertised address
+/// defaults to the listen address when that is a specific one.
+///
+/// # Errors
+/// Listening on every address (`0.0.0.0`, `::`) with nothing to advertise.
+fn registry_options(
+    listen: Option<std::net::IpAddr>,
+    advertise: Option<std::net::IpAddr>,
+) -> Result<Option<capstan::controller::registry_services::RegistryOptions>, String> {
+    let Some(listen) = listen else { return Ok(None) };
+    let advertise = match advertise {
+        Some(a) => a,
+        None if !listen.is_unspecified() => listen,
+        None => {
+            return Err(format!(
+                "--registry-listen {listen} needs --registry-advertise IP (or $POD_IP): the address the registry Services' EndpointSlices point at"
+            ));
+        }
+    };
+    Ok(Some(capstan::controller::registry_services::RegistryOptions { listen, advertise }))
 }
 
 async fn run_async(args: ControllerArgs, startup: Startup) -> ExitCode {
@@ -268,6 +308,7 @@ async fn run_async(args: ControllerArgs, startup: Startup) -> ExitCode {
             discovery,
             // `$CAPSTAN_CERT_VALIDITY` or two years (ApplyOptions' default).
             cert_validity: None,
+            registry: startup.registry,
         },
         kube_config,
         client,
@@ -395,6 +436,18 @@ impl Running {
 mod tests {
     use super::parse_duration;
     use std::time::Duration;
+
+    #[test]
+    fn registry_flags() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        assert_eq!(super::registry_options(None, Some(ip("10.0.0.1"))), Ok(None), "off without --registry-listen");
+        let o = super::registry_options(Some(ip("0.0.0.0")), Some(ip("10.0.0.1"))).unwrap().unwrap();
+        assert_eq!((o.listen, o.advertise), (ip("0.0.0.0"), ip("10.0.0.1")));
+        let o = super::registry_options(Some(ip("192.0.2.7")), None).unwrap().unwrap();
+        assert_eq!(o.advertise, ip("192.0.2.7"), "a specific listen address is advertised");
+        let e = super::registry_options(Some(ip("0.0.0.0")), None).unwrap_err();
+        assert!(e.contains("--registry-advertise"), "{e}");
+    }
 
     #[test]
     fn durations() {

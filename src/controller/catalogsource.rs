@@ -17,9 +17,10 @@ use kube::runtime::controller::Action;
 use super::catalogs::inline_bundles;
 use super::configmap_catalogs::{ConfigMapLoadError, config_map_name};
 use super::registries::{PullSecretError, registry_for};
+use super::registry_services;
 use super::{CatalogChange, Context, Error, LoadedIndex, apply_typed_status, now_time};
 use crate::api::CatalogSource;
-use crate::api::catalogsource::{CatalogSourceStatus, GrpcConnectionState, SourceType, reason};
+use crate::api::catalogsource::{CatalogSourceStatus, GrpcConnectionState, RegistryServiceStatus, SourceType, reason};
 use crate::catalog::grpc::GrpcCatalogError;
 use crate::catalog::image::{CatalogCache, CatalogImageError, load_catalog_image};
 use crate::oci::{OciError, parse_reference};
@@ -217,9 +218,81 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
         Source::Image(image) => load(&ctx, &key, &cs, &ns, image).await,
     };
     record(&ctx, &key, &loaded);
+    let registry = registry(&ctx, &cs, &key).await?;
     let decision = decide(&ns, &name, &loaded, interval, interval_error.as_deref(), &now_time());
-    apply_typed_status(&api, &cs, &decision.status).await?;
+    apply_typed_status(&api, &cs, &with_registry(decision.status, registry)).await?;
     Ok(Action::requeue(decision.requeue))
+}
+
+/// What serving a CatalogSource's registry gives its status ([`registry`], [`with_registry`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum RegistryOutcome {
+    /// Not served (`--registry-listen` unset, nothing loaded, an invalid catalog).
+    Off,
+    /// `status.registryService` and `connectionState.address` to write.
+    Served {
+        /// `status.registryService`.
+        status: RegistryServiceStatus,
+        /// `status.connectionState.address`.
+        address: String,
+    },
+    /// Not served, for the reason given (added to `status.message`).
+    Failed(String),
+}
+
+/// Serves `cs`'s loaded catalog (key `key`) over gRPC when [`super::Options::registry`] is on:
+/// its listener, Service and EndpointSlice ([`super::registry_services`]); for a `spec.address`
+/// source only the status OLM writes.
+///
+/// # Errors
+/// An API call failed (the reconcile is retried).
+async fn registry(ctx: &Context, cs: &CatalogSource, key: &(String, String)) -> Result<RegistryOutcome, Error> {
+    let Some(opts) = ctx.options.registry else { return Ok(RegistryOutcome::Off) };
+    let served = match source(cs) {
+        Source::Unsupported(_) => return Ok(RegistryOutcome::Off),
+        Source::Address(address) => {
+            let previous = cs.status.as_ref().and_then(|s| s.registry_service.as_ref());
+            let status = registry_services::address_status(previous, &now_time());
+            return Ok(RegistryOutcome::Served { status, address: address.to_string() });
+        }
+        Source::ConfigMap(_) | Source::Image(_) => {
+            ctx.catalogs.get(key).and_then(|s| s.index().and_then(|l| l.served.as_ref().and_then(|s| s.index.clone())))
+        }
+    };
+    let Some(catalog) = served else { return Ok(RegistryOutcome::Off) };
+    let port = match ctx.registry_servers.ensure(opts.listen, key, catalog).await {
+        Ok(port) => port,
+        Err(e) => return Ok(RegistryOutcome::Failed(format!("cannot serve the registry on {}: {e}", opts.listen))),
+    };
+    match registry_services::apply_objects(&ctx.client, cs, opts.advertise, port).await {
+        Ok(created) => {
+            let (status, address) = registry_services::registry_status(cs, created);
+            Ok(RegistryOutcome::Served { status, address })
+        }
+        Err(registry_services::RegistryServiceError::Api(e)) => Err(e),
+        Err(e) => Ok(RegistryOutcome::Failed(e.to_string())),
+    }
+}
+
+/// `status` with what [`registry`] gave: `registryService` and `connectionState.address`, or
+/// the reason in the message. Pure.
+pub(crate) fn with_registry(mut status: CatalogSourceStatus, registry: RegistryOutcome) -> CatalogSourceStatus {
+    match registry {
+        RegistryOutcome::Off => {}
+        RegistryOutcome::Served { status: service, address } => {
+            status.registry_service = Some(service);
+            if let Some(c) = status.connection_state.as_mut() {
+                c.address = Some(address);
+            }
+        }
+        RegistryOutcome::Failed(reason) => {
+            status.message = Some(match status.message.take() {
+                Some(m) => format!("{m}; registry not served: {reason}"),
+                None => format!("registry not served: {reason}"),
+            });
+        }
+    }
+    status
 }
 
 /// Records a load of `key` in the store, and re-reconciles the Subscriptions when what they show
@@ -317,7 +390,7 @@ fn served(
     digest: &str,
     config: crate::catalog::model::DeclarativeConfig,
 ) -> Option<Arc<crate::discovery::served::ServedCatalog>> {
-    if !ctx.options.discovery {
+    if !ctx.options.discovery && ctx.options.registry.is_none() {
         return None;
     }
     if let Some(held) = ctx
@@ -329,7 +402,14 @@ fn served(
         return Some(held);
     }
     let name = format!("{}/{}", key.0, key.1);
-    Some(Arc::new(crate::discovery::served::ServedCatalog::build(&name, config, digest, std::time::SystemTime::now())))
+    let keep_index = ctx.options.registry.is_some();
+    Some(Arc::new(crate::discovery::served::ServedCatalog::build_keeping(
+        &name,
+        config,
+        digest,
+        std::time::SystemTime::now(),
+        keep_index,
+    )))
 }
 
 /// What `key` holds loaded when it was read from `image` at `digest`: a poll that finds the tag
@@ -481,6 +561,26 @@ mod tests {
         address.spec.address = Some("127.0.0.1:50051".into());
         assert_eq!(first_contact(&address, false), None, "a running registry is read, not pulled");
         assert_eq!(first_contact(&cs(), false), None, "nothing to pull: the status says why at once");
+    }
+
+    #[test]
+    fn the_registry_adds_its_service_and_address_or_says_why_not() {
+        let now = Time("2026-01-01T00:00:00Z".parse().unwrap());
+        let ready = CatalogSourceStatus {
+            message: Some("2 packages".into()),
+            connection_state: connection("READY", &now, true),
+            ..Default::default()
+        };
+        assert_eq!(with_registry(ready.clone(), RegistryOutcome::Off), ready, "off: the status as before");
+        let mut c = cs();
+        c.metadata.namespace = Some("olm".into());
+        let (service, address) = registry_services::registry_status(&c, Some(now.clone()));
+        let served = with_registry(ready.clone(), RegistryOutcome::Served { status: service.clone(), address });
+        assert_eq!(served.registry_service, Some(service));
+        assert_eq!(served.connection_state.and_then(|c| c.address).as_deref(), Some("c.olm.svc:50051"));
+        let failed = with_registry(ready, RegistryOutcome::Failed("Service olm/c exists".into()));
+        assert_eq!(failed.message.as_deref(), Some("2 packages; registry not served: Service olm/c exists"));
+        assert!(failed.registry_service.is_none());
     }
 
     #[test]

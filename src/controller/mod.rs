@@ -28,6 +28,7 @@ mod operator_groups;
 mod operatorgroup;
 mod rbac;
 mod registries;
+pub mod registry_services;
 mod removal;
 mod scoped;
 mod serving;
@@ -90,6 +91,10 @@ pub struct Options {
     /// ([`crate::install::apply::ApplyOptions::cert_validity`]). Rotation is due a day before
     /// expiry, or after three quarters of a validity under four days ([`crate::install::certs::min_fresh`]).
     pub cert_validity: Option<std::time::Duration>,
+    /// Serve each catalog capstan loads over operator-registry's gRPC API, with a Service and
+    /// EndpointSlice per CatalogSource and `status.registryService`
+    /// ([`registry_services`]; `capstan controller --registry-listen`). `None`: off.
+    pub registry: Option<registry_services::RegistryOptions>,
 }
 
 impl Default for Options {
@@ -100,6 +105,7 @@ impl Default for Options {
             insecure_registries: Vec::new(),
             discovery: false,
             cert_validity: None,
+            registry: None,
         }
     }
 }
@@ -173,6 +179,8 @@ pub struct Context {
     /// runs once at a time, so the CSV reconcile and the group's own reconcile, woken together by
     /// the `olm.providedAPIs` write, do not both apply the group's ClusterRoles.
     group_locks: Mutex<HashMap<(String, String), GroupLock>>,
+    /// The gRPC registry listeners of the catalogs this process serves ([`Options::registry`]).
+    pub registry_servers: registry_services::RegistryServers,
 }
 
 /// The lock of one OperatorGroup's aggregation ([`Context::ensure_group_aggregation`]).
@@ -759,6 +767,7 @@ impl Context {
             catalog_sources: std::sync::OnceLock::new(),
             csv_store: std::sync::OnceLock::new(),
             group_locks: Mutex::new(HashMap::new()),
+            registry_servers: registry_services::RegistryServers::default(),
         };
         (Arc::new(ctx), rx)
     }

@@ -6,6 +6,8 @@
 //!   Table kubectl prints.
 //! - [`apiserver`]: the aggregated API server (TLS, front-proxy authentication, SubjectAccessReview).
 //! - [`served`]: what `capstan controller` serves of them from its catalog store (and the serving certificate).
+//! - [`registry`], [`registry_server`]: operator-registry's gRPC API (`api.Registry`, what OLM's
+//!   registry pods serve) answered from a catalog.
 //! - [`content`]: a catalog's blobs as JSON lines, whole or by package / schema, as catalogd serves them.
 
 pub mod apiserver;
@@ -13,6 +15,8 @@ pub mod content;
 mod error;
 pub mod packagemanifest;
 pub mod query;
+pub mod registry;
+pub mod registry_server;
 pub mod served;
 
 pub use error::ServeError;

@@ -42,6 +42,9 @@ pub struct ServedCatalog {
     pub content: Arc<CatalogContent>,
     /// Its packages as PackageManifests are built from them ([`packages_of`]), sorted by name.
     pub packages: Arc<Vec<PackageSummary>>,
+    /// The valid catalog itself, with its bundle objects, when kept for the gRPC registry
+    /// ([`super::registry`]; [`ServedCatalog::build_keeping`]); `None` for an invalid catalog.
+    pub index: Option<Arc<ValidatedCatalog>>,
 }
 
 impl ServedCatalog {
@@ -50,21 +53,34 @@ impl ServedCatalog {
     /// (logged), as the resolver does not use it either; packages packageserver would leave out
     /// are logged.
     pub fn build(name: &str, config: DeclarativeConfig, digest: &str, loaded: SystemTime) -> ServedCatalog {
+        ServedCatalog::build_keeping(name, config, digest, loaded, false)
+    }
+
+    /// [`ServedCatalog::build`], keeping the [`ValidatedCatalog`] in [`ServedCatalog::index`]
+    /// when `keep_index` (the gRPC registry answers from it).
+    pub fn build_keeping(
+        name: &str,
+        config: DeclarativeConfig,
+        digest: &str,
+        loaded: SystemTime,
+        keep_index: bool,
+    ) -> ServedCatalog {
         let content = Arc::new(CatalogContent::new(&config, digest, loaded));
-        let packages = match ValidatedCatalog::with_options(config, IndexOptions { keep_bundle_objects: true }) {
+        let (packages, index) = match ValidatedCatalog::with_options(config, IndexOptions { keep_bundle_objects: true })
+        {
             Ok(index) => {
                 let (packages, elided) = packages_of(&index);
                 for e in elided {
                     tracing::info!(catalog = %name, package = %e.package, reason = %e.reason, "package has no PackageManifest (as packageserver)");
                 }
-                packages
+                (packages, keep_index.then(|| Arc::new(index)))
             }
             Err(e) => {
                 tracing::warn!(catalog = %name, %digest, error = %e, "catalog is invalid: no PackageManifests for it");
-                Vec::new()
+                (Vec::new(), None)
             }
         };
-        ServedCatalog { content, packages: Arc::new(packages) }
+        ServedCatalog { content, packages: Arc::new(packages), index }
     }
 }
 

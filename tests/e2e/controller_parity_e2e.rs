@@ -309,7 +309,7 @@ fn catalog_source_at_an_address_installs_and_fails_once_the_registry_is_gone() {
         let _crd = NGINX_CRD.read().await;
         let client = crate::support::cluster().await;
         let catalog_ns = &f.catalog_ns;
-        let serve = OpmServe::start(&f.work.path().join("catalog"));
+        let serve = crate::support::OpmServe::start(&f.work.path().join("catalog"));
         let address = serve.address.clone();
         eventually("opm serve listening", WAIT, || async { std::net::TcpStream::connect(&address).ok().map(|_| ()) })
             .await;
@@ -358,44 +358,6 @@ fn catalog_source_at_an_address_installs_and_fails_once_the_registry_is_gone() {
         .await;
         assert!(st["message"].as_str().is_some_and(|m| m.contains(&address)), "{st}");
     })
-}
-
-/// An `opm serve` of a catalog directory on a free loopback port; killed and reaped when dropped,
-/// also when the test fails.
-struct OpmServe {
-    child: std::process::Child,
-    /// `127.0.0.1:PORT`.
-    address: String,
-}
-
-impl OpmServe {
-    fn start(catalog: &std::path::Path) -> OpmServe {
-        let opm = crate::support::opm();
-        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("free port").local_addr().expect("addr").port();
-        let child = std::process::Command::new(&opm)
-            .args([
-                "serve",
-                catalog.to_str().unwrap_or_default(),
-                "-p",
-                &port.to_string(),
-                "--pprof-addr",
-                "",
-                "--termination-log",
-                "/dev/null",
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start opm serve");
-        OpmServe { child, address: format!("127.0.0.1:{port}") }
-    }
-}
-
-impl Drop for OpmServe {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Whether user `user` may `verb` `nginxes.example.com` in `ns`, by the API server's authorizer.

@@ -286,6 +286,11 @@ const NEEDED: &[(&str, &str, &str, Option<&str>)] = &[
     ("patch", "apiregistration.k8s.io", "apiservices", None),
     ("delete", "apiregistration.k8s.io", "apiservices", None),
     ("create", "rbac.authorization.k8s.io", "rolebindings", Some("kube-system")),
+    // The gRPC registry of each served CatalogSource (`--registry-listen`): its Service and
+    // EndpointSlice, server-side applied (docs/controller.md "Registry Services").
+    ("patch", "", "services", Some("default")),
+    ("create", "discovery.k8s.io", "endpointslices", Some("default")),
+    ("patch", "discovery.k8s.io", "endpointslices", Some("default")),
 ];
 
 /// What capstan never does: the ClusterRole must grant none of it (least privilege: no
@@ -300,6 +305,8 @@ const DENIED: &[(&str, &str, &str, Option<&str>)] = &[
     ("create", "", "nodes", None),
     ("delete", "", "namespaces", None),
     ("create", "", "persistentvolumeclaims", Some("default")),
+    // EndpointSlices go with their CatalogSource by garbage collection: capstan deletes none.
+    ("delete", "discovery.k8s.io", "endpointslices", Some("default")),
 ];
 
 /// What of [`NEEDED`] and of every verb on the `operators.coreos.com` resources (and their

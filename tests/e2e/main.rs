@@ -38,3 +38,4 @@ mod oci_cli;
 mod oci_hostile;
 mod oci_opm;
 mod oci_roundtrip;
+mod registry_e2e;

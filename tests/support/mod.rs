@@ -96,6 +96,46 @@ pub fn opm() -> PathBuf {
     .clone()
 }
 
+/// An `opm serve` of a catalog directory on a free loopback port (the peer of capstan's gRPC
+/// registry, `operator-registry` `cmd/opm/serve`); killed and reaped when dropped, also when the
+/// test fails.
+pub struct OpmServe {
+    child: std::process::Child,
+    /// `127.0.0.1:PORT`.
+    pub address: String,
+}
+
+impl OpmServe {
+    /// Starts [`opm`] `serve CATALOG` on a free loopback port (no pprof, no termination log).
+    pub fn start(catalog: &Path) -> OpmServe {
+        let opm = opm();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("free port").local_addr().expect("addr").port();
+        let child = Command::new(&opm)
+            .args([
+                "serve",
+                catalog.to_str().unwrap_or_default(),
+                "-p",
+                &port.to_string(),
+                "--pprof-addr",
+                "",
+                "--termination-log",
+                "/dev/null",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start opm serve");
+        OpmServe { child, address: format!("127.0.0.1:{port}") }
+    }
+}
+
+impl Drop for OpmServe {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 static UP_LOCK: Mutex<()> = Mutex::new(());
 
 fn run_up(what: &str) {
