@@ -8,7 +8,7 @@ ifneq ($(SCCACHE),)
 export RUSTC_WRAPPER ?= $(SCCACHE)
 endif
 
-.PHONY: demo test build cluster-build cluster-up cluster-down image bench crds compare-olm bench-olm
+.PHONY: demo test build cluster-build cluster-up cluster-down image bench crds compare-olm bench-olm conformance
 
 ## demo: build capstan, start the local environment with its real node, deploy capstan from its image, publish the
 ## example catalog, install nginx-operator from it and curl the page its Nginx object serves (examples/demo.sh)
@@ -54,3 +54,8 @@ compare-olm: build
 ## bench-olm: OLM v0 and capstan side by side (install time, memory, API requests; docs/benchmarks.md)
 bench-olm: build
 	python3 tests/olm/bench.py
+
+## conformance: OLM v0's own e2e suite (test/e2e, built from the Go module proxy) against capstan on the local
+## environment; one line per spec, then `conformance: P passed, F failed, N specs` (FOCUS=REGEX for a subset)
+conformance: build
+	bash tests/conformance/run.sh
