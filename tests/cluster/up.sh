@@ -91,18 +91,35 @@ wait_for() {
   done
 }
 
-# A port free on every address (the API server may listen on the node's bridge address, not only
-# on loopback; a port free on 127.0.0.1 alone could collide with another environment's).
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("0.0.0.0",0)); print(s.getsockname()[1]); s.close()'
-}
-
 # Ports: chosen once per state directory, reused on restart (a port added later is appended).
+# Each is free on every address (the API server may listen on the node's bridge address, not only
+# on loopback; a port free on 127.0.0.1 alone could collide with another environment's).
+# The missing ones are picked together, every socket held until all are chosen: picked one at a
+# time, a port closed after it was chosen could be handed out again for the next name (ETCD_PORT and
+# API_PORT once got the same port, and the API server could not listen).
 touch "$dir/ports.env"
+missing=()
 for p in ETCD_PORT ETCD_PEER_PORT API_PORT KCM_PORT SCHED_PORT KWOK_PORT REGISTRY_PORT \
          KUBELET_PORT KUBELET_HEALTHZ_PORT PROXY_HEALTHZ_PORT PROXY_METRICS_PORT; do
-  grep -q "^$p=" "$dir/ports.env" || echo "$p=$(free_port)" >> "$dir/ports.env"
+  grep -q "^$p=" "$dir/ports.env" || missing+=("$p")
 done
+if [ "${#missing[@]}" -gt 0 ]; then
+  python3 - "$dir/ports.env" "${missing[@]}" >> "$dir/ports.env" <<'PY'
+import re, socket, sys
+taken = {int(v) for v in re.findall(r"=(\d+)$", open(sys.argv[1]).read(), re.M)}
+held = []
+for name in sys.argv[2:]:
+    while True:
+        s = socket.socket()
+        s.bind(("0.0.0.0", 0))
+        port = s.getsockname()[1]
+        held.append(s)  # kept open until every name has its port, so none is handed out twice
+        if port not in taken:
+            taken.add(port)
+            print(f"{name}={port}")
+            break
+PY
+fi
 # shellcheck disable=SC1091
 . "$dir/ports.env"
 
