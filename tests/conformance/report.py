@@ -2,7 +2,7 @@
 """The conformance report from ginkgo's JSON report (`--ginkgo.json-report`) of OLM's e2e suite.
 
 Prints one line per spec that ran or was skipped (`passed`, `FAILED` with the first line of the
-failure and where, `skipped`), a table per spec file (passed / failed / skipped), and last
+failure and where, `skipped`, `unfinished` when the run was interrupted during it), a table per spec file (passed / failed / skipped), and last
 `conformance: P passed, F failed, N specs` where N counts the specs that ran (passed + failed);
 skipped specs ([FLAKE], out of scope, not focused) are counted apart. Suite-level nodes
 (BeforeSuite, AfterSuite) that fail are reported as failures too: nothing runs without them.
@@ -14,7 +14,9 @@ import json
 import os
 import sys
 
-FAILED = {"failed", "panicked", "timedout", "interrupted", "aborted"}
+FAILED = {"failed", "panicked", "timedout"}
+# A spec stopped from outside (the run interrupted, ginkgo aborting the rest): not a verdict.
+UNFINISHED = {"interrupted", "aborted"}
 
 
 def name(spec):
@@ -39,6 +41,11 @@ def main(path):
             state = spec.get("State", "")
             if kind != "It" and state not in FAILED:
                 continue
+            if state in UNFINISHED:
+                print(f"unfinished {name(spec)}  [{state}]")
+                per_file[where(spec)]["unfinished"] += 1
+                totals["unfinished"] += 1
+                continue
             if state == "passed":
                 verdict = "passed"
                 print(f"passed   {name(spec)}")
@@ -62,7 +69,8 @@ def main(path):
         print(f"| {file} | {c['passed']} | {c['failed']} | {c['skipped']} |")
     ran = totals["passed"] + totals["failed"]
     print(f"\nconformance: {totals['passed']} passed, {totals['failed']} failed, {ran} specs "
-          f"({totals['skipped']} skipped: [FLAKE], out of scope or not focused)")
+          f"({totals['skipped']} skipped: [FLAKE], out of scope or not focused; "
+          f"{totals['unfinished']} unfinished: the run was interrupted)")
 
 
 if __name__ == "__main__":
