@@ -182,6 +182,28 @@ impl Question {
         }
     }
 
+    /// The API server's words for refusing `verb` on this question's target (k8s.io/apiserver
+    /// `forbiddenMessage`, without the user): `cannot VERB resource "R[/SUB]" in API group "G"
+    /// in the namespace "N"` or `… at the cluster scope`, `named "NAME"` after the resource when
+    /// the question is about one object; `cannot VERB path "/P"`.
+    pub fn forbidden(&self, verb: &str) -> String {
+        match self {
+            Question::Resource { group, resource, subresource, name, namespace, .. } => {
+                let r = match subresource {
+                    Some(s) => format!("{resource}/{s}"),
+                    None => resource.clone(),
+                };
+                let named = name.as_ref().map(|n| format!(" named {n:?}")).unwrap_or_default();
+                let scope = match namespace {
+                    Some(ns) => format!("in the namespace {ns:?}"),
+                    None => "at the cluster scope".to_string(),
+                };
+                format!("cannot {verb} resource {r:?}{named} in API group {group:?} {scope}")
+            }
+            Question::NonResource { path, .. } => format!("cannot {verb} path {path:?}"),
+        }
+    }
+
     /// What the verb is on: `resource[/subresource][.group] [name] in namespace N` or
     /// `… cluster-wide`, or `non-resource URL /path`.
     pub fn target(&self) -> String {
@@ -362,18 +384,36 @@ impl fmt::Display for Finding {
     }
 }
 
-/// `verbs on what` per distinct target, in first-seen order, joined by `; `.
+/// The permissions lacked, phrased as the API server phrases a refusal (`cannot create resource
+/// "deployments" in API group "apps" in the namespace "ns"`, `… at the cluster scope`, `cannot get
+/// path "/metrics"`; k8s.io/apiserver `forbiddenMessage`), so that what clients match in OLM's
+/// messages (OLM shows the API server's error of the first create refused) is found in capstan's:
+/// one clause per target in first-seen order, its first verb spelled out and the others after it
+/// (`(nor get, patch)`), clauses joined by `, `. `create` is named first when it is lacked.
 fn group_verbs(questions: &[Question]) -> String {
     let mut order: Vec<String> = Vec::new();
-    let mut verbs: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    let mut verbs: BTreeMap<String, (Vec<&str>, &Question)> = BTreeMap::new();
     for q in questions {
         let target = q.target();
         if !verbs.contains_key(&target) {
             order.push(target.clone());
         }
-        verbs.entry(target).or_default().push(q.verb());
+        verbs.entry(target).or_insert_with(|| (Vec::new(), q)).0.push(q.verb());
     }
-    order.iter().map(|t| format!("{} on {t}", verbs[t].join(", "))).collect::<Vec<_>>().join("; ")
+    order
+        .iter()
+        .map(|t| {
+            let (vs, q) = &verbs[t];
+            let mut vs = vs.clone();
+            if let Some(i) = vs.iter().position(|v| *v == "create") {
+                let v = vs.remove(i);
+                vs.insert(0, v);
+            }
+            let first = q.forbidden(vs[0]);
+            if vs.len() == 1 { first } else { format!("{first} (nor {})", vs[1..].join(", ")) }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The one message for a refused plan, for both callers (the CLI / library caller of [`check`]

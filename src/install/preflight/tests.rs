@@ -133,8 +133,8 @@ fn refused_applies_name_the_verbs_the_resource_and_the_step() {
     assert_eq!(
         shown,
         [
-            "create, patch on deployments.apps in namespace ns (for Deployment ns/op)",
-            "get, create, patch on customresourcedefinitions.apiextensions.k8s.io cluster-wide (for CustomResourceDefinition widgets.example.com)",
+            "cannot create resource \"deployments\" in API group \"apps\" in the namespace \"ns\" (nor patch) (for Deployment ns/op)",
+            "cannot create resource \"customresourcedefinitions\" in API group \"apiextensions.k8s.io\" at the cluster scope (nor get, patch) (for CustomResourceDefinition widgets.example.com)",
         ]
     );
     assert!(findings.iter().all(|f| f.need == Need::Apply));
@@ -159,8 +159,8 @@ fn a_role_without_escalate_lists_each_rule_the_subject_does_not_hold() {
     assert_eq!(
         shown,
         [
-            "get, watch on leases.coordination.k8s.io in namespace ns (to grant this rule of Role ns/op it must hold it, or have escalate on roles)",
-            "get on ingresses.networking.k8s.io in namespace ns (to grant this rule of Role ns/op it must hold it, or have escalate on roles)",
+            "cannot get resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"ns\" (nor watch) (to grant this rule of Role ns/op it must hold it, or have escalate on roles)",
+            "cannot get resource \"ingresses\" in API group \"networking.k8s.io\" in the namespace \"ns\" (to grant this rule of Role ns/op it must hold it, or have escalate on roles)",
         ]
     );
     assert_eq!(findings[0].need, Need::Grant { roles: "roles" });
@@ -192,7 +192,7 @@ fn a_binding_to_a_role_the_plan_creates_with_escalate_needs_bind_or_the_roles_ru
     assert_eq!(
         shown,
         [
-            "get on secrets in namespace ns (to create RoleBinding ns/op, which grants Role op, it must hold every permission of Role op, or have bind on roles op)"
+            "cannot get resource \"secrets\" in API group \"\" in the namespace \"ns\" (to create RoleBinding ns/op, which grants Role op, it must hold every permission of Role op, or have bind on roles op)"
         ]
     );
     assert_eq!(
@@ -224,7 +224,7 @@ fn a_binding_to_a_cluster_role_is_checked_against_the_roles_rules_on_the_cluster
     assert_eq!(
         shown,
         [
-            "list on configmaps cluster-wide (to create ClusterRoleBinding op-view, which grants ClusterRole view, it must hold every permission of ClusterRole view, or have bind on clusterroles view)"
+            "cannot list resource \"configmaps\" in API group \"\" at the cluster scope (to create ClusterRoleBinding op-view, which grants ClusterRole view, it must hold every permission of ClusterRole view, or have bind on clusterroles view)"
         ]
     );
     // A RoleBinding to the same ClusterRole grants it only in its namespace: asked there.
@@ -242,7 +242,7 @@ fn a_binding_to_a_role_nobody_has_or_nobody_may_read_needs_bind() {
     assert_eq!(
         shown,
         [
-            "bind on roles.rbac.authorization.k8s.io gone in namespace ns (for RoleBinding ns/op: Role gone is neither in the plan nor on the cluster, so only bind allows the binding)"
+            "cannot bind resource \"roles\" named \"gone\" in API group \"rbac.authorization.k8s.io\" in the namespace \"ns\" (for RoleBinding ns/op: Role gone is neither in the plan nor on the cluster, so only bind allows the binding)"
         ]
     );
     let (findings, _) = run(&steps, refuse_bind, |_| RoleRead::Unreadable("roles \"gone\" is forbidden".into()));
@@ -265,7 +265,7 @@ fn one_message_for_every_caller() {
     };
     assert_eq!(
         describe("ServiceAccount ns/installer", "ServiceAccount ns/installer", &[f("Deployment ns/a")]),
-        "ServiceAccount ns/installer lacks 1 permission needed by this plan; nothing was applied: (1) create on deployments.apps in namespace ns (for Deployment ns/a); grant them to ServiceAccount ns/installer"
+        "ServiceAccount ns/installer lacks 1 permission needed by this plan; nothing was applied: (1) cannot create resource \"deployments\" in API group \"apps\" in the namespace \"ns\" (for Deployment ns/a); grant them to ServiceAccount ns/installer"
     );
     let err = PreflightError::Missing {
         who: "user \"bob\"".into(),
@@ -273,7 +273,7 @@ fn one_message_for_every_caller() {
     };
     assert_eq!(
         err.to_string(),
-        "user \"bob\" lacks 2 permissions needed by this plan; nothing was applied: (1) create on deployments.apps in namespace ns (for Deployment ns/a); (2) create on deployments.apps in namespace ns (for Deployment ns/b); grant them to user \"bob\""
+        "user \"bob\" lacks 2 permissions needed by this plan; nothing was applied: (1) cannot create resource \"deployments\" in API group \"apps\" in the namespace \"ns\" (for Deployment ns/a); (2) cannot create resource \"deployments\" in API group \"apps\" in the namespace \"ns\" (for Deployment ns/b); grant them to user \"bob\""
     );
 }
 
