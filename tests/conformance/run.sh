@@ -20,7 +20,9 @@
 # log are kept in $CAPSTAN_CLUSTER_DIR/conformance/.
 #
 # Environment: CAPSTAN_CLUSTER_DIR (default .cluster), CAPSTAN (the capstan binary, default
-# target/release/capstan), FOCUS, TIMEOUT (the whole run, default 3h).
+# target/release/capstan), FOCUS, TIMEOUT (the whole run, default 3h), PROCS (ginkgo processes
+# running specs at once, default 1; every spec works in its own namespaces, so a full run with
+# PROCS=4 takes about a quarter of the time: most of a failing spec is waiting).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 here="$root/tests/conformance"
@@ -64,13 +66,15 @@ while IFS= read -r line; do
   spec=${line%%$'\t'*}
   [ -n "$spec" ] && [ "${spec:0:1}" != "#" ] && skip="$skip|$(python3 -c 'import re,sys; print(re.escape(sys.argv[1]))' "$spec")"
 done < "$here/out-of-scope.txt"
-args=(-test.timeout "${TIMEOUT:-3h}" -ginkgo.skip "$skip" -ginkgo.json-report "$state/report.json"
-      -ginkgo.no-color -kubeconfig "$dir/kubeconfig" -namespace=olm-e2e -olmNamespace=olm
-      -catalogNamespace=olm -test-data-dir=./testdata -gather-artifacts-script-path=)
-[ -n "${FOCUS:-}" ] && args+=(-ginkgo.focus "$FOCUS")
-log "running $suite/e2e.test (output in $state/suite.log)"
+suite_args=(-kubeconfig "$dir/kubeconfig" -namespace=olm-e2e -olmNamespace=olm -catalogNamespace=olm
+            -test-data-dir=./testdata -gather-artifacts-script-path=)
+ginkgo_args=(--skip "$skip" --json-report "$state/report.json" --no-color --timeout "${TIMEOUT:-3h}")
+[ -n "${FOCUS:-}" ] && ginkgo_args+=(--focus "$FOCUS")
+rm -f "$state/report.json"
+log "running $suite/e2e.test on ${PROCS:-1} process(es) (output in $state/suite.log)"
 set +e
-(cd "$suite" && ./e2e.test "${args[@]}") >"$state/suite.log" 2>&1
+(cd "$suite" && ./ginkgo run --procs "${PROCS:-1}" "${ginkgo_args[@]}" ./e2e.test -- "${suite_args[@]}") \
+  >"$state/suite.log" 2>&1
 status=$?
 set -e
 python3 "$here/report.py" "$state/report.json"
