@@ -61,6 +61,14 @@ metadata: {name: operatorhubio-catalog, namespace: olm}
 spec: {sourceType: grpc, image: "$catalog_ref", displayName: Community Operators, publisher: OperatorHub.io}
 EOF
 
+# The suite's BeforeSuite makes OperatorGroup `opgroup` in -namespace when it has none, on every
+# ginkgo process: with PROCS>1 they race and all but one fail "already exists". Made here first.
+kubectl apply -f - >/dev/null <<EOF
+apiVersion: operators.coreos.com/v1
+kind: OperatorGroup
+metadata: {name: opgroup, namespace: olm-e2e}
+EOF
+
 skip='\[FLAKE\]'
 while IFS= read -r line; do
   spec=${line%%$'\t'*}
