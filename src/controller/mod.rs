@@ -25,6 +25,7 @@ mod installplan;
 pub mod leader;
 mod operator;
 mod operator_groups;
+mod operator_labels;
 mod operatorgroup;
 mod rbac;
 mod registries;
@@ -885,7 +886,7 @@ async fn run_inner(
         .for_each(|_| async {});
     let (operator_tx, operator_rx) = mpsc::unbounded();
     *ctx.operator_syncs.lock().unwrap_or_else(|e| e.into_inner()) = Some(operator_tx);
-    let operators = operator::run(ctx.clone(), operator_rx);
+    let operators = futures::future::join(operator::run(ctx.clone(), operator_rx), operator_labels::run(ctx.clone()));
     let subscription_deletions = removal::watch_subscription_deletions(ctx.clone());
     let group_deletions = crate::install::aggregation::watch_operator_group_deletions(client.clone());
     let all = futures::future::join4(

@@ -10,7 +10,8 @@
 //! status is computed from those ([`components`], pure) and written once per change, when a CSV
 //! reaches a phase a user acts on or a Subscription's state or conditions change ([`Context::sync_operator`]):
 //! a handful of reads per install, not a cluster-wide watch per kind. Objects someone else labels
-//! by hand are not listed; the conditions are those at the last change. When neither a
+//! by hand are not listed (Operators someone else made are kept from their labels:
+//! [`super::operator_labels`]); the conditions are those at the last change. When neither a
 //! Subscription nor a CSV of the package is left in the namespace, the Operator is deleted (OLM
 //! keeps it, listing what is left, until someone deletes it).
 
@@ -362,7 +363,7 @@ async fn delete_operator(ctx: &Context, name: &str) -> Result<(), Error> {
 }
 
 /// Applies `status` to Operator `name`, creating the Operator first when it does not exist.
-async fn write_operator(ctx: &Context, name: &str, status: &OperatorStatus) -> Result<(), Error> {
+pub(super) async fn write_operator(ctx: &Context, name: &str, status: &OperatorStatus) -> Result<(), Error> {
     let operators: Api<Operator> = Api::all(ctx.client.clone());
     let pp = PatchParams::apply(crate::install::FIELD_MANAGER).force();
     let body = json!({"apiVersion": Operator::api_version(&()), "kind": Operator::kind(&()), "metadata": {"name": name}, "status": status});

@@ -7,7 +7,8 @@ failure and where, `skipped`, `unfinished` when the run was interrupted during i
 skipped specs ([FLAKE], out of scope, not focused) are counted apart. Suite-level nodes
 (BeforeSuite, AfterSuite) that fail are reported as failures too: nothing runs without them.
 
-Usage: report.py REPORT.json   (exit status 0; the numbers are the verdict)
+Usage: report.py [--strict] REPORT.json
+Exit status 0; with --strict (CI's subset), 1 when a spec failed or did not finish, or none ran.
 """
 import collections
 import json
@@ -30,7 +31,7 @@ def where(spec):
     return os.path.basename(loc.get("FileName", "?"))
 
 
-def main(path):
+def main(path, strict=False):
     with open(path) as f:
         suites = json.load(f)
     per_file = collections.defaultdict(collections.Counter)
@@ -71,9 +72,14 @@ def main(path):
     print(f"\nconformance: {totals['passed']} passed, {totals['failed']} failed, {ran} specs "
           f"({totals['skipped']} skipped: [FLAKE], out of scope or not focused; "
           f"{totals['unfinished']} unfinished: the run was interrupted)")
+    if strict and (totals["failed"] or totals["unfinished"] or not ran):
+        sys.exit(1)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    strict = "--strict" in args
+    args = [a for a in args if a != "--strict"]
+    if len(args) != 1:
         sys.exit(__doc__)
-    main(sys.argv[1])
+    main(args[0], strict)

@@ -5,13 +5,14 @@
 //! install strategy, as OLM's olm-operator installs any CSV.
 
 use crate::support::controller::*;
-use crate::support::eventually;
+use crate::support::{TestNamespace, eventually};
 use crate::support::group::PerGroup;
-use capstan::api::{ClusterServiceVersion, InstallPlan};
+use capstan::api::{ClusterServiceVersion, InstallPlan, Operator};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
+use std::time::Duration;
 
 const GROUP: &str = "controller_by_hand_e2e";
 
@@ -119,5 +120,82 @@ fn csv_applied_by_hand_is_installed_from_its_install_strategy() {
         assert_eq!(labels.get("olm.owner").map(String::as_str), Some("by-hand.v1.0.0"), "{labels:?}");
         let annotations = d.spec.and_then(|s| s.template.metadata).and_then(|m| m.annotations).unwrap_or_default();
         assert_eq!(annotations.get("olm.targetNamespaces"), Some(&ns.name), "{annotations:?}");
+    })
+}
+
+/// An Operator created by hand (OLM's e2e "should surface components in its status"): its status
+/// gets the component label selector and lists what bears its label, a label removed drops the
+/// reference, the Operator deleted while a labelled object remains is made again, and deleted
+/// with none left it stays deleted.
+#[test]
+fn operator_created_by_hand_lists_what_bears_its_label() {
+    crate::support::run(GROUP, 4, async {
+        let _f = fixture().await;
+        let client = crate::support::cluster().await;
+        let ns = TestNamespace::new(&client, "operator-by-hand").await;
+        let name = format!("by-hand-{}", std::process::id());
+        let key = format!("operators.coreos.com/{name}");
+        let operators: Api<Operator> = Api::all(client.clone());
+        let o: Operator = serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1", "kind": "Operator",
+                                                      "metadata": {"name": name}, "spec": {}}))
+        .expect("operator");
+        let _ = operators.delete(&name, &Default::default()).await;
+        operators.create(&PostParams::default(), &o).await.expect("create the Operator");
+        let refs = |o: &Operator| -> Vec<(String, String)> {
+            let c = o.status.as_ref().and_then(|s| s.components.as_ref());
+            c.map(|c| {
+                c.refs
+                    .iter()
+                    .map(|r| (r.object.kind.clone().unwrap_or_default(), r.object.name.clone().unwrap_or_default()))
+                    .collect()
+            })
+            .unwrap_or_default()
+        };
+        let wait = |what: &'static str, f: Box<dyn Fn(&Operator) -> bool + Send + Sync>| {
+            let operators = operators.clone();
+            let name = name.clone();
+            async move {
+                eventually(what, Duration::from_secs(60), || async {
+                    operators.get_opt(&name).await.ok().flatten().filter(|o| f(o))
+                })
+                .await
+            }
+        };
+        let selector_key = key.clone();
+        wait(
+            "the label selector in the Operator's status",
+            Box::new(move |o| {
+                let sel = o.status.as_ref().and_then(|s| s.components.as_ref()).and_then(|c| c.label_selector.as_ref());
+                sel.and_then(|s| s.match_expressions.as_ref())
+                    .is_some_and(|e| e.iter().any(|r| r.key == selector_key && r.operator == "Exists"))
+            }),
+        )
+        .await;
+        let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns.name);
+        let sa: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": "labelled", "labels": {key.clone(): ""}}})).expect("sa");
+        sas.create(&PostParams::default(), &sa).await.expect("create the ServiceAccount");
+        let o = wait(
+            "the labelled ServiceAccount listed",
+            Box::new(move |o| refs(o).contains(&("ServiceAccount".into(), "labelled".into()))),
+        )
+        .await;
+        assert_eq!(refs(&o), [("ServiceAccount".to_string(), "labelled".to_string())], "only what bears the label");
+        operators.delete(&name, &Default::default()).await.expect("delete the Operator");
+        wait(
+            "the Operator made again: a component remains",
+            Box::new(move |o| o.metadata.deletion_timestamp.is_none() && !refs(o).is_empty()),
+        )
+        .await;
+        let unlabel = json!({"metadata": {"labels": {key.clone(): null}}});
+        sas.patch("labelled", &PatchParams::default(), &Patch::Merge(&unlabel)).await.expect("remove the label");
+        wait("the ServiceAccount no longer listed", Box::new(move |o| refs(o).is_empty())).await;
+        operators.delete(&name, &Default::default()).await.expect("delete the Operator again");
+        // Longer than capstan's resync of such Operators (15 s): it stays deleted.
+        tokio::time::sleep(Duration::from_secs(25)).await;
+        assert!(
+            operators.get_opt(&name).await.expect("read").is_none(),
+            "nothing bears the label: the Operator stays deleted"
+        );
     })
 }
