@@ -7,7 +7,7 @@
 //!   version (a v1beta1 CRD's `spec.version` counts as its one version); an owned CRD that is not
 //!   in the list is an error;
 //! - every package's channel starts at its `currentCSV` and takes in each CSV reached through
-//!   `replaces` and `spec.skips`; its `defaultChannelName` must be one of its channels;
+//!   `replaces` and `spec.skips`; its `defaultChannel` must be one of its channels;
 //! - a CSV that no channel reaches belongs to no package and is left out (nothing can install it).
 //!
 //! The result is a file-based catalog whose bundles have no image and carry their objects as
@@ -78,8 +78,10 @@ struct PackageManifest {
     package_name: String,
     #[serde(default)]
     channels: Vec<PackageChannel>,
+    /// `defaultChannel`: operator-registry's field is `DefaultChannelName` but its JSON and YAML
+    /// key is `defaultChannel` (`pkg/registry/types.go`), which is what clients write.
     #[serde(default)]
-    default_channel_name: Option<String>,
+    default_channel: Option<String>,
 }
 
 /// One channel of a [`PackageManifest`].
@@ -146,19 +148,19 @@ pub fn from_config_map(data: &BTreeMap<String, String>) -> Result<DeclarativeCon
                 ..Default::default()
             });
         }
-        let default = pkg.default_channel_name.clone().filter(|d| !d.is_empty());
+        let default = pkg.default_channel.clone().filter(|d| !d.is_empty());
         match &default {
             Some(d) if !channel_names.contains(d) => errors.push(entry_err(
                 KEY_PACKAGES,
                 index,
                 &pkg.package_name,
-                format!("defaultChannelName {d:?} is not one of its channels ({})", channel_names.join(", ")),
+                format!("defaultChannel {d:?} is not one of its channels ({})", channel_names.join(", ")),
             )),
             None if channel_names.len() > 1 => errors.push(entry_err(
                 KEY_PACKAGES,
                 index,
                 &pkg.package_name,
-                "defaultChannelName is not set and the package has several channels; set it".into(),
+                "defaultChannel is not set and the package has several channels; set it".into(),
             )),
             _ => {}
         }
@@ -416,7 +418,7 @@ mod tests {
 
     const PACKAGES: &str = r#"
 - packageName: widget
-  defaultChannelName: stable
+  defaultChannel: stable
   channels:
   - {name: stable, currentCSV: widget.v2.0.0}
   - {name: beta, currentCSV: widget.v1.0.0}
@@ -475,7 +477,7 @@ mod tests {
         .concat();
         let packages = r#"
 - packageName: widget
-  defaultChannelName: alpha
+  defaultChannel: alpha
   channels: [{name: stable, currentCSV: widget.v2.0.0}, {name: beta, currentCSV: widget.v3.0.0}]
 - packageName: other
   channels: [{name: stable, currentCSV: other.v1.0.0}]
@@ -486,7 +488,7 @@ mod tests {
             messages,
             [
                 "data.packages[0] (widget): channel \"beta\": currentCSV \"widget.v3.0.0\" is not a CSV of data.clusterServiceVersions; add it or name one that is",
-                "data.packages[0] (widget): defaultChannelName \"alpha\" is not one of its channels (stable)",
+                "data.packages[0] (widget): defaultChannel \"alpha\" is not one of its channels (stable)",
                 "data.clusterServiceVersions[1] (other.v1.0.0): owned CRD gadgets.example.com version v1 is not in data.customResourceDefinitions; add the CRD",
             ]
         );

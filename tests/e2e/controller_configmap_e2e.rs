@@ -40,7 +40,7 @@ fn manifest(version: &str, name: &str) -> Value {
 fn catalog_data(versions: &[&str]) -> BTreeMap<String, String> {
     let csvs: Vec<Value> = versions.iter().map(|v| manifest(v, "nginx-operator.clusterserviceversion.yaml")).collect();
     let head = format!("nginx-operator.v{}", versions.last().expect("a version"));
-    let packages = json!([{"packageName": "nginx-operator", "defaultChannelName": "alpha",
+    let packages = json!([{"packageName": "nginx-operator", "defaultChannel": "alpha",
                            "channels": [{"name": "alpha", "currentCSV": head}]}]);
     BTreeMap::from([
         ("customResourceDefinitions".to_string(), json!([manifest("0.2.0", "example.com_nginxes.yaml")]).to_string()),

@@ -241,7 +241,7 @@ fn config_map_data() -> std::collections::BTreeMap<String, String> {
         "metadata": {"name": "cm-operator.v0.1.0"},
         "spec": {"version": "0.1.0", "displayName": "CM", "installModes": [{"type": "AllNamespaces", "supported": true}],
                  "install": {"strategy": "deployment", "spec": {"deployments": []}}}});
-    let packages = json!([{"packageName": "cm-operator", "defaultChannelName": "alpha",
+    let packages = json!([{"packageName": "cm-operator", "defaultChannel": "alpha",
                            "channels": [{"name": "alpha", "currentCSV": "cm-operator.v0.1.0"}]}]);
     std::collections::BTreeMap::from([
         ("customResourceDefinitions".to_string(), "[]".to_string()),
