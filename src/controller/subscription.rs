@@ -127,8 +127,16 @@ pub(crate) fn decide_catalogs(
     // pkg/controller/operators/catalog/subscription/state.go).
     let missing =
         (!view.existing.contains(source)).then(|| format!("targeted catalogsource {}/{} missing", source.0, source.1));
-    let problems: Vec<String> =
-        missing.into_iter().chain(unhealthy.iter().map(|((n, c), e)| format!("catalog source {n}/{c}: {e}"))).collect();
+    // The Subscription's own catalog unhealthy: OLM's words alone, whatever else is unhealthy
+    // (clients match them; why it cannot be loaded is in ResolutionFailed and in the
+    // CatalogSource's status). Another catalog unhealthy: capstan names it and why.
+    let problems: Vec<String> = match &source_error {
+        Some(_) => vec![format!("targeted catalogsource {}/{} unhealthy", source.0, source.1)],
+        None => missing
+            .into_iter()
+            .chain(unhealthy.iter().map(|((n, c), e)| format!("catalog source {n}/{c}: {e}")))
+            .collect(),
+    };
     if problems.is_empty() {
         status.set_condition(
             C::CatalogSourcesUnhealthy,
