@@ -341,6 +341,15 @@ async fn load_config_map(
     name: &str,
 ) -> Result<LoadedIndex, CatalogLoadError> {
     let read = super::configmap_catalogs::read(&ctx.client, &key.0, name, now_time()).await?;
+    // `lastConnect` (now, when the status is written) must come after the ConfigMap's change in
+    // the status' whole seconds, as clients compare them (OLM's e2e suite waits for
+    // `lastConnect` after `configMapReference.lastUpdateTime`): a change seen within its own
+    // second is loaded at the next one.
+    if let Some(changed) = read.reference.last_update_time.as_ref() {
+        let next = changed.0.as_second() + 1;
+        let wait_ms = (next * 1000 - jiff::Timestamp::now().as_millisecond()).clamp(0, 1000);
+        tokio::time::sleep(std::time::Duration::from_millis(wait_ms as u64)).await;
+    }
     let config_map = Some(read.reference);
     let read_as = Read { image: format!("configmap://{}/{name}", key.0), digest: read.digest, config_map };
     Ok(loaded_index(ctx, key, cs, read_as, read.config).await)

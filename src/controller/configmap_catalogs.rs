@@ -95,14 +95,29 @@ pub async fn read(
         Err(errors) => return Err(ConfigMapLoadError::Invalid { namespace, name, errors }),
     };
     let digest = format!("sha256:{}", hex::encode(Sha256::digest(serde_json::to_vec(&data).unwrap_or_default())));
+    let changed = last_changed(&cm.metadata).unwrap_or(now);
     let reference = ConfigMapResourceReference {
         name,
         namespace,
         uid: cm.metadata.uid,
         resource_version: cm.metadata.resource_version,
-        last_update_time: Some(now),
+        last_update_time: Some(changed),
     };
     Ok(ReadConfigMap { config, digest, reference })
+}
+
+/// When a ConfigMap last changed, as the API server recorded it: the latest time of its managed
+/// fields entries (every create, update and apply), else its creation time; `None` when neither
+/// is known. `status.configMapReference.lastUpdateTime` is this time, so it moves when the
+/// ConfigMap does and not at every poll (OLM writes the time its catalog operator saw the
+/// change, `pkg/controller/registry/reconciler/configmap.go`). Pure.
+pub fn last_changed(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<Time> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|f| f.time.clone())
+        .max_by_key(|t| t.0)
+        .or_else(|| meta.creation_timestamp.clone())
 }
 
 /// The CatalogSources in `sources` that name ConfigMap `namespace/name`: what an edit of it
@@ -120,6 +135,26 @@ pub fn sources_naming(sources: &Store<CatalogSource>, namespace: &str, name: &st
 mod tests {
     use super::*;
     use crate::api::CatalogSourceSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
+
+    #[test]
+    fn a_config_map_changed_when_its_latest_managed_fields_entry_was_written() {
+        let t = |s: &str| Time(s.parse().expect("time"));
+        let entry = |s: &str| ManagedFieldsEntry { time: Some(t(s)), ..Default::default() };
+        let meta = ObjectMeta {
+            creation_timestamp: Some(t("2026-12-05T10:00:00Z")),
+            managed_fields: Some(vec![
+                entry("2026-12-05T10:00:00Z"),
+                entry("2026-12-05T10:05:07Z"),
+                entry("2026-12-05T10:01:00Z"),
+            ]),
+            ..Default::default()
+        };
+        assert_eq!(last_changed(&meta), Some(t("2026-12-05T10:05:07Z")));
+        let created = ObjectMeta { creation_timestamp: Some(t("2026-12-05T10:00:00Z")), ..Default::default() };
+        assert_eq!(last_changed(&created), Some(t("2026-12-05T10:00:00Z")), "no managed fields: its creation");
+        assert_eq!(last_changed(&ObjectMeta::default()), None);
+    }
 
     #[test]
     fn only_configmap_and_internal_sources_name_a_config_map() {
