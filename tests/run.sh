@@ -108,6 +108,15 @@ echo "== cargo test"
 set +e
 cargo test --locked --no-fail-fast 2>&1 | tee "$dir/logs/cargo-test.log"
 status=${PIPESTATUS[0]}
+# OLM v0's own e2e suite, the subset CI runs (tests/conformance/ci-subset.txt; `make conformance`
+# runs all of it): on this environment, with the debug build, before OLM is installed below.
+echo "== conformance: OLM v0's e2e suite, CI subset (tests/conformance/ci-subset.txt)"
+SUBSET=ci PROCS=2 TIMEOUT=20m CAPSTAN="$root/target/debug/capstan" CAPSTAN_CLUSTER_DIR="$dir" \
+  bash "$here/conformance/run.sh" 2>&1 | tee "$dir/logs/conformance.log"
+if [ "${PIPESTATUS[0]}" != 0 ]; then status=1; fi
+# Counted with the Rust tests in the closing line: one "test result" line of the subset's numbers.
+sed -n 's/^conformance: \([0-9]*\) passed, \([0-9]*\) failed.*/test result: conformance. \1 passed; \2 failed; 0 ignored/p' \
+  "$dir/logs/conformance.log" >> "$dir/logs/cargo-test.log"
 # Ignored by `cargo test` because it runs OLM v0 on the cluster (its CRDs replace capstan's, its
 # operators watch every namespace): last, so that nothing runs after it on that cluster.
 echo "== cargo test --test discovery_packageserver -- --ignored (PackageManifests beside OLM's packageserver)"

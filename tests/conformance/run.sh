@@ -4,8 +4,9 @@
 # tests/cluster/up.sh (real node where a pod must serve, kwok elsewhere).
 #
 # What the suite assumes, set up here as OLM's Makefile target `e2e` and its CI set it up:
-#   - namespaces `olm` (-olmNamespace, -catalogNamespace: the global catalog namespace) and
-#     `olm-e2e` (-namespace), capstan's CRDs;
+#   - namespaces `conformance-olm` (-olmNamespace, -catalogNamespace: the global catalog
+#     namespace) and `conformance-e2e` (-namespace), capstan's CRDs (not OLM's `olm`, so that
+#     OLM installed on the same environment afterwards, as `make test` does, finds nothing here);
 #   - the catalog operator and the OLM operator: one `capstan controller` process on the host with
 #     the cluster admin's kubeconfig, the global catalog namespace `olm`, and `--registry-listen`
 #     on the host address, so every CatalogSource gets the registry Service and
@@ -38,27 +39,61 @@ dir=$(cd "$dir" && pwd)
 suite=$(bash "$here/build.sh")
 kubectl() { "$dir/bin/kubectl" --kubeconfig "$dir/kubeconfig" "$@"; }
 state="$dir/conformance"
+olm_ns=conformance-olm
+test_ns=conformance-e2e
 mkdir -p "$state"
 
 log "capstan's CRDs and the suite's namespaces"
 kubectl apply --server-side --force-conflicts -f "$root/manifests/crds" >/dev/null
-for ns in olm olm-e2e; do kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null; done
+for ns in "$olm_ns" "$test_ns"; do kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null; done
 
 log "the global catalog operatorhubio-catalog: catalog/ as an image in the local registry"
 catalog_ref="$(cat "$dir/registry")/conformance/operatorhubio-catalog:latest"
 "$capstan" catalog push "$root/catalog" "$catalog_ref" >/dev/null
 
 host=$(cat "$dir/api-host")
-log "capstan controller (global catalog namespace olm, registries served on $host)"
-"$capstan" controller --kubeconfig "$dir/kubeconfig" --global-catalog-namespace olm \
-  --metrics-addr 0 --registry-listen "$host" >"$state/controller.log" 2>&1 &
+# PackageManifests (packages.operators.coreos.com, which many specs read) as capstan serves them:
+# manifests/packages-api.yaml's APIService, its Service without a selector and an EndpointSlice
+# on the host's port (the API server routes to endpoints, up.sh --enable-aggregator-routing).
+packages_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+kubectl create namespace capstan-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl apply -f "$root/manifests/packages-api.yaml" >/dev/null
+kubectl patch service -n capstan-system capstan-packages --type=json \
+  -p '[{"op":"remove","path":"/spec/selector"}]' >/dev/null 2>&1 || true
+kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Service
+metadata: {name: capstan-packages, namespace: capstan-system}
+spec:
+  ports: [{name: https, port: 443, targetPort: $packages_port, protocol: TCP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: capstan-packages-conformance
+  namespace: capstan-system
+  labels: {kubernetes.io/service-name: capstan-packages, endpointslice.kubernetes.io/managed-by: capstan-conformance}
+addressType: IPv4
+endpoints: [{addresses: [$host], conditions: {ready: true}}]
+ports: [{name: https, port: $packages_port, protocol: TCP}]
+EOF
+log "capstan controller (global catalog namespace $olm_ns, registries served on $host, packages API on $host:$packages_port)"
+"$capstan" controller --kubeconfig "$dir/kubeconfig" --global-catalog-namespace "$olm_ns" \
+  --metrics-addr 0 --registry-listen "$host" --packages-api "$host:$packages_port" \
+  >"$state/controller.log" 2>&1 &
 controller=$!
-trap 'kill "$controller" 2>/dev/null || true' EXIT
+# An aggregated API left registered without its server stalls namespace deletion in the whole
+# cluster: it goes with the controller.
+stop() {
+  kubectl delete apiservice v1.packages.operators.coreos.com --ignore-not-found >/dev/null 2>&1 || true
+  kill "$controller" 2>/dev/null || true
+}
+trap stop EXIT
 
 kubectl apply -f - >/dev/null <<EOF
 apiVersion: operators.coreos.com/v1alpha1
 kind: CatalogSource
-metadata: {name: operatorhubio-catalog, namespace: olm}
+metadata: {name: operatorhubio-catalog, namespace: $olm_ns}
 spec: {sourceType: grpc, image: "$catalog_ref", displayName: Community Operators, publisher: OperatorHub.io}
 EOF
 
@@ -67,7 +102,7 @@ EOF
 kubectl apply -f - >/dev/null <<EOF
 apiVersion: operators.coreos.com/v1
 kind: OperatorGroup
-metadata: {name: opgroup, namespace: olm-e2e}
+metadata: {name: opgroup, namespace: $test_ns}
 EOF
 
 skip='\[FLAKE\]'
@@ -75,7 +110,7 @@ while IFS= read -r line; do
   spec=${line%%$'\t'*}
   [ -n "$spec" ] && [ "${spec:0:1}" != "#" ] && skip="$skip|$(python3 -c 'import re,sys; print(re.escape(sys.argv[1]))' "$spec")"
 done < "$here/out-of-scope.txt"
-suite_args=(-kubeconfig "$dir/kubeconfig" -namespace=olm-e2e -olmNamespace=olm -catalogNamespace=olm
+suite_args=(-kubeconfig "$dir/kubeconfig" -namespace="$test_ns" -olmNamespace="$olm_ns" -catalogNamespace="$olm_ns"
             -test-data-dir=./testdata -gather-artifacts-script-path=)
 ginkgo_args=(--skip "$skip" --json-report "$state/report.json" --no-color --timeout "${TIMEOUT:-3h}")
 if [ -n "${SUBSET:-}" ]; then
@@ -93,5 +128,11 @@ set +e
 status=$?
 set -e
 log "suite exit status $status; controller log: $state/controller.log"
+if [ -n "${SUBSET:-}" ]; then
+  # CI goes on with other tests on this environment: the suite's namespaces go, while capstan
+  # still runs to finalize what is in them.
+  kubectl delete namespace "$olm_ns" "$test_ns" --wait --timeout=180s >/dev/null 2>&1 \
+    || log "WARNING: the suite's namespaces were not deleted within 180 s"
+fi
 # With SUBSET (CI), a failed or unfinished spec fails the run; a full run's numbers are the verdict.
 python3 "$here/report.py" ${SUBSET:+--strict} "$state/report.json"
