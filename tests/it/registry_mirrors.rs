@@ -130,3 +130,51 @@ fn a_blocked_source_without_a_serving_mirror_and_a_bad_file_are_refused() {
     let err = text(&out.stderr);
     assert!(err.contains(conf.to_str().unwrap()) && err.contains("URL scheme"), "{err}");
 }
+
+#[test]
+fn the_mirror_hosts_credentials_are_used() {
+    use base64::Engine as _;
+    let reg = ExtraRegistry::start(Some(("mirror-user", "mirror-pass")));
+    let home = tempfile::tempdir().unwrap();
+    let auth = home.path().join("auth.json");
+    let b64 = base64::engine::general_purpose::STANDARD.encode("mirror-user:mirror-pass");
+    std::fs::write(&auth, format!(r#"{{"auths":{{"{}":{{"auth":"{b64}"}}}}}}"#, reg.addr)).unwrap();
+    let bundle = Path::new(env!("CARGO_MANIFEST_DIR")).join("bundles/nginx-operator/0.1.0");
+    let reference = format!("{}/quay.io/private/x:1", reg.addr);
+    let push = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["bundle", "push", bundle.to_str().unwrap(), &reference, "-q"])
+        .env("CAPSTAN_CACHE", home.path().join("cache"))
+        .env("HOME", home.path())
+        .env("REGISTRY_AUTH_FILE", &auth)
+        .output()
+        .unwrap();
+    assert!(push.status.success(), "{}", text(&push.stderr));
+    let conf = home.path().join("registries.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[[registry]]\nlocation = \"quay.io\"\nblocked = true\n[[registry.mirror]]\nlocation = \"{}/quay.io\"\n",
+            reg.addr
+        ),
+    )
+    .unwrap();
+    let pull = |with_auth: bool, dest: &str| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_capstan"));
+        cmd.args(["bundle", "pull", "quay.io/private/x:1", home.path().join(dest).to_str().unwrap(), "-q"])
+            .env("CAPSTAN_CACHE", home.path().join(format!("cache-{dest}")))
+            .env("HOME", home.path())
+            .env("CAPSTAN_REGISTRIES_CONF", &conf)
+            .env_remove("DOCKER_CONFIG")
+            .env_remove("REGISTRY_AUTH_FILE");
+        if with_auth {
+            cmd.env("REGISTRY_AUTH_FILE", &auth);
+        }
+        cmd.output().unwrap()
+    };
+    let anonymous = pull(false, "anonymous");
+    assert_eq!(anonymous.status.code(), Some(2));
+    let err = text(&anonymous.stderr);
+    assert!(err.contains("not authorized to pull") && err.contains(&reg.addr), "{err}");
+    let out = pull(true, "with-auth");
+    assert!(out.status.success(), "credentials for the mirror's host: {}", text(&out.stderr));
+}
