@@ -71,6 +71,10 @@ pub struct ControllerArgs {
     /// although it is not loopback, as the registry commands' flag. Repeatable.
     #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
     insecure_registries: Vec<String>,
+    /// Registry mirrors for catalog and bundle images: a containers-registries.conf v2 file (and
+    /// its PATH.d/*.conf drop-ins), read at start (docs/controller.md, "Registry mirrors").
+    #[arg(long = "registries-conf", env = "CAPSTAN_REGISTRIES_CONF", value_name = "PATH")]
+    registries_conf: Option<std::path::PathBuf>,
     /// Serve packages.operators.coreos.com/v1 PackageManifests (what `kubectl get packagemanifests`
     /// reads through the API server's aggregator) over HTTPS on this address, from the loaded
     /// catalogs; every replica serves (docs/discovery.md). Off when not given.
@@ -221,11 +225,13 @@ struct Startup {
     leader_config: capstan::controller::leader::LeaderElectionConfig,
     /// `--registry-listen` / `--registry-advertise`.
     registry: Option<capstan::controller::registry_services::RegistryOptions>,
+    /// `--registries-conf`, read.
+    registries_conf: Option<std::sync::Arc<capstan::oci::RegistriesConf>>,
 }
 
 impl Startup {
-    /// Checks `--metrics-addr`, the `CAPSTAN_MAX_*` pull limits and, with `--leader-elect`, the
-    /// Lease settings.
+    /// Checks `--metrics-addr`, the `CAPSTAN_MAX_*` pull limits, `--registries-conf` and, with
+    /// `--leader-elect`, the Lease settings.
     ///
     /// # Errors
     /// The message of the first that is wrong (exit 2).
@@ -254,7 +260,15 @@ impl Startup {
             leader_config.validate().map_err(|e| e.to_string())?;
         }
         let registry = registry_options(args.registry_listen, args.registry_advertise)?;
-        Ok(Startup { metrics_addr, leader_config, registry })
+        let registries_conf = match &args.registries_conf {
+            Some(path) => {
+                let conf = capstan::oci::RegistriesConf::load(path).map_err(|e| e.to_string())?;
+                tracing::info!(files = ?conf.files, tables = conf.registries.len(), "registry mirrors (--registries-conf)");
+                Some(std::sync::Arc::new(conf))
+            }
+            None => None,
+        };
+        Ok(Startup { metrics_addr, leader_config, registry, registries_conf })
     }
 }
 
@@ -305,6 +319,7 @@ async fn run_async(args: ControllerArgs, startup: Startup) -> ExitCode {
             global_catalog_namespace: args.global_catalog_namespace.clone(),
             catalog_cache: Some(capstan::oci::BlobCache::default_root()),
             insecure_registries: args.insecure_registries.clone(),
+            registries_conf: startup.registries_conf,
             discovery,
             // `$CAPSTAN_CERT_VALIDITY` or two years (ApplyOptions' default).
             cert_validity: None,

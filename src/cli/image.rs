@@ -23,6 +23,11 @@ pub struct RegistryArgs {
     /// A registry (host or host:port) to reach over plain HTTP. Repeatable.
     #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
     pub insecure_registries: Vec<String>,
+    /// Registry mirrors: a containers-registries.conf v2 file (and its PATH.d/*.conf drop-ins),
+    /// as podman and CRI-O read it; every pull tries the mirrors of the image's registry first.
+    /// Default: $CAPSTAN_REGISTRIES_CONF, else none.
+    #[arg(long = "registries-conf", value_name = "PATH")]
+    pub registries_conf: Option<PathBuf>,
     /// No progress bars (they are also hidden when stderr is not a terminal).
     #[arg(short, long)]
     pub quiet: bool,
@@ -30,11 +35,15 @@ pub struct RegistryArgs {
 
 impl RegistryArgs {
     /// The client configuration: these flags, credentials from the default docker config file,
-    /// the blob cache in the default cache directory.
+    /// the blob cache in the default cache directory, the mirrors of `--registries-conf` (else
+    /// of `$CAPSTAN_REGISTRIES_CONF`).
     pub fn client_config(&self) -> Result<ClientConfig, OciError> {
         let mut c = ClientConfig::from_env(self.plain_http, self.quiet)?;
         c.insecure_registries = self.insecure_registries.clone();
-        Ok(c)
+        match &self.registries_conf {
+            Some(path) => c.with_registries_conf(path),
+            None => Ok(c),
+        }
     }
 }
 

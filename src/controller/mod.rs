@@ -84,6 +84,9 @@ pub struct Options {
     /// although they are not loopback (`capstan controller --insecure-registry`;
     /// [`crate::oci::ClientConfig::insecure_registries`]). Empty: TLS for every non-loopback registry.
     pub insecure_registries: Vec<String>,
+    /// Registry mirrors for catalog and bundle images (`capstan controller --registries-conf`;
+    /// [`crate::oci::ClientConfig::registries`]). `None`: each image from where it names.
+    pub registries_conf: Option<std::sync::Arc<crate::oci::RegistriesConf>>,
     /// Build each loaded catalog's PackageManifests and content buffer
     /// ([`LoadedIndex::served`]) for the discovery servers ([`crate::discovery::served`]).
     pub discovery: bool,
@@ -104,6 +107,7 @@ impl Default for Options {
             global_catalog_namespace: "olm".into(),
             catalog_cache: None,
             insecure_registries: Vec::new(),
+            registries_conf: None,
             discovery: false,
             cert_validity: None,
             registry: None,

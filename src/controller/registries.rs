@@ -65,6 +65,7 @@ pub(crate) async fn registry_for(
                 cache: Some(BlobCache::new(BlobCache::default_root())),
                 quiet: true,
                 insecure_registries: ctx.options.insecure_registries.clone(),
+                registries: ctx.options.registries_conf.clone(),
                 ..Default::default()
             })
         })

@@ -4,13 +4,16 @@
 //! Protocol rule (TLS by default; plain HTTP only for loopback addresses or when asked
 //! explicitly): a registry is reached over HTTPS unless its host is a loopback address
 //! (`127.0.0.0/8`, `localhost`, `[::1]`), or `plain_http` is set, or the registry is listed in
-//! `insecure_registries`. This matches what containerd and podman do for `localhost` registries.
+//! `insecure_registries`, or a registries.conf location or mirror is `insecure = true`. This matches what containerd and podman do for `localhost` registries.
 
 use std::net::IpAddr;
+use std::path::Path;
+use std::sync::Arc;
 
 use super::auth::DockerConfig;
 use super::cache::BlobCache;
 use super::limits::Limits;
+use super::mirrors::RegistriesConf;
 
 /// How a client reaches registries and authenticates.
 #[derive(Debug, Clone, Default)]
@@ -32,16 +35,21 @@ pub struct ClientConfig {
     /// Size limits on pulls and unpacking; the default reads the `CAPSTAN_MAX_*` environment
     /// variables once per process ([`Limits::default`]).
     pub limits: Limits,
+    /// Registry mirrors (`--registries-conf`, `CAPSTAN_REGISTRIES_CONF`); `None`: every image is
+    /// pulled from where its reference names.
+    pub registries: Option<Arc<RegistriesConf>>,
 }
 
 impl ClientConfig {
     /// A configuration for command-line use: credentials from the default docker config file
-    /// (see [`DockerConfig::load_default`]) and the blob cache in [`BlobCache::default_root`].
+    /// (see [`DockerConfig::load_default`]), the blob cache in [`BlobCache::default_root`], and
+    /// the registry mirrors of the file `CAPSTAN_REGISTRIES_CONF` names, if set.
     ///
     /// Errors: an unreadable or malformed auth file ([`super::OciError::AuthConfig`]); a cache
     /// directory that cannot be created or written ([`super::OciError::CacheUnusable`], naming
     /// `CAPSTAN_CACHE`), so that a command fails at once rather than after a download; a
-    /// `CAPSTAN_MAX_*` limit that does not parse ([`super::OciError::InvalidLimit`]).
+    /// `CAPSTAN_MAX_*` limit that does not parse ([`super::OciError::InvalidLimit`]); an
+    /// unreadable or malformed registries.conf ([`super::OciError::RegistriesConf`]).
     pub fn from_env(plain_http: bool, quiet: bool) -> super::Result<Self> {
         let limits = Limits::from_env().map_err(super::OciError::InvalidLimit)?;
         let cache = BlobCache::open_default()?;
@@ -53,7 +61,16 @@ impl ClientConfig {
             quiet,
             read_timeout: None,
             limits,
+            registries: registries_from_env()?,
         })
+    }
+
+    /// Reads the registry mirrors from `path` and its `.d` directory ([`RegistriesConf::load`]).
+    ///
+    /// Errors: [`super::OciError::RegistriesConf`].
+    pub fn with_registries_conf(mut self, path: &Path) -> super::Result<Self> {
+        self.registries = Some(Arc::new(RegistriesConf::load(path)?));
+        Ok(self)
     }
 
     /// True if `registry` (`host`, `host:port`, `[v6]:port`) is reached over plain HTTP.
@@ -61,8 +78,25 @@ impl ClientConfig {
         if self.plain_http || is_loopback_registry(registry) {
             return true;
         }
+        if self.registries.as_ref().is_some_and(|r| r.is_insecure(registry)) {
+            return true;
+        }
         let host = registry_host(registry);
         self.insecure_registries.iter().any(|r| r.eq_ignore_ascii_case(registry) || r.eq_ignore_ascii_case(host))
+    }
+}
+
+/// The environment variable naming a registries.conf file, for commands without
+/// `--registries-conf`.
+pub const REGISTRIES_CONF_ENV: &str = "CAPSTAN_REGISTRIES_CONF";
+
+/// The registry mirrors of the file [`REGISTRIES_CONF_ENV`] names; `None` when it is unset or empty.
+///
+/// Errors: [`super::OciError::RegistriesConf`].
+pub fn registries_from_env() -> super::Result<Option<Arc<RegistriesConf>>> {
+    match std::env::var_os(REGISTRIES_CONF_ENV) {
+        Some(p) if !p.is_empty() => Ok(Some(Arc::new(RegistriesConf::load(Path::new(&p))?))),
+        _ => Ok(None),
     }
 }
 

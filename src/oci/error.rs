@@ -144,6 +144,40 @@ pub enum OciError {
         declared: u64,
     },
 
+    /// A registries.conf file (`--registries-conf`, `CAPSTAN_REGISTRIES_CONF`) cannot be read or
+    /// is not a containers-registries.conf v2 file.
+    #[error("registries configuration {path}: {reason}")]
+    RegistriesConf {
+        /// The file (or files) concerned.
+        path: String,
+        /// What is wrong and what to do.
+        reason: String,
+    },
+
+    /// The registries.conf table for the reference is `blocked = true` and none of its mirrors
+    /// serves this pull (containers-registries.conf(5)).
+    #[error(
+        "image {reference}: pulls from {prefix} are blocked in {files} and no mirror serves this pull; add a [[registry.mirror]] (pull-from-mirror = \"all\") or remove blocked = true"
+    )]
+    Blocked {
+        /// The image reference.
+        reference: String,
+        /// The prefix of the blocked table.
+        prefix: String,
+        /// The registries.conf files read.
+        files: String,
+    },
+
+    /// Every location of the image (its mirrors, then its source) failed; each is named with
+    /// its error.
+    #[error("image {reference}: no location could serve it: {}", tried.join("; "))]
+    NoLocation {
+        /// The image reference as given.
+        reference: String,
+        /// `mirror|source LOCATION: error` for each location, in the order tried.
+        tried: Vec<String>,
+    },
+
     /// A `CAPSTAN_MAX_*` variable does not parse (see [`super::Limits::from_env`]).
     #[error("{0}")]
     InvalidLimit(super::limits::InvalidLimit),

@@ -5,6 +5,8 @@
 //! - [`ClientConfig`]: TLS by default, plain HTTP for loopback hosts or when asked
 //!   (`--plain-http`, `insecure_registries`); credentials from [`DockerConfig`] (docker config file or
 //!   Kubernetes pull secret); the [`BlobCache`] at `<cache>/oci/blobs/sha256/<hex>`.
+//! - [`RegistriesConf`]: registry mirrors from a containers-registries.conf v2 file; every pull
+//!   tries the mirrors of the longest matching prefix, then the source unless it is blocked.
 //! - [`layer`]: deterministic layer building and safe unpacking (whiteouts, no path traversal, no
 //!   symlinks or devices, bounded sizes).
 //! - [`Limits`]: size limits on manifests, configs, layers, images and unpacked content
@@ -18,6 +20,7 @@ pub mod config;
 pub mod error;
 pub mod layer;
 pub mod limits;
+pub mod mirrors;
 pub mod progress;
 pub mod registry;
 
@@ -26,6 +29,7 @@ pub use cache::BlobCache;
 pub use config::ClientConfig;
 pub use error::{OciError, Result};
 pub use limits::{InvalidLimit, Limits};
+pub use mirrors::RegistriesConf;
 pub use oci_client::Reference;
 pub use oci_client::manifest::{OciDescriptor, OciImageManifest};
 pub use registry::{Blob, ImageToPush, PulledImage, PushedImage, Registry, parse_reference};

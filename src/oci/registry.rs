@@ -272,14 +272,8 @@ impl Registry {
         Ok(client)
     }
 
-    /// Resolves `reference` to its manifest digest: a digest reference is returned as is; a tag
-    /// is looked up with one `HEAD` request (its `Docker-Content-Digest`), or, when the registry
-    /// sends no sha256 digest header, with a `GET` whose body is bounded as in
-    /// [`Self::pull_manifest`] and hashed (and then cached, so that it is not fetched again).
-    ///
-    /// Errors: not found, unauthorized, unreachable ([`OciError`] variants name the reference and
-    /// registry); [`OciError::TooLarge`] for a manifest over the limit.
-    pub async fn resolve_digest(&self, reference: &Reference) -> Result<String> {
+    /// [`Self::resolve_digest`] at one location: `reference` as rewritten for it.
+    async fn resolve_digest_at(&self, reference: &Reference) -> Result<String> {
         if let Some(d) = reference.digest() {
             return Ok(d.to_string());
         }
@@ -302,15 +296,9 @@ impl Registry {
         Ok(digest)
     }
 
-    /// Pulls the image manifest for `reference`, following a multi-platform index to one
-    /// platform's manifest (the running platform, else `linux/amd64`, else the first entry —
-    /// bundle and catalog content does not depend on the platform). Returns
-    /// `(digest, manifest, raw bytes)`. Served from the cache when the digest is known.
-    ///
-    /// Errors: as [`Self::resolve_digest`], plus [`OciError::Format`] for a manifest that is
-    /// neither an OCI/Docker v2 image manifest nor an index.
-    pub async fn pull_manifest(&self, reference: &Reference) -> Result<(String, OciImageManifest, Vec<u8>)> {
-        let digest = self.resolve_digest(reference).await?;
+    /// [`Self::pull_manifest`] at one location.
+    async fn pull_manifest_at(&self, reference: &Reference) -> Result<(String, OciImageManifest, Vec<u8>)> {
+        let digest = self.resolve_digest_at(reference).await?;
         let by_digest = reference.clone_with_digest(digest.clone());
         let bytes = self.manifest_bytes(&by_digest, &digest).await?;
         match parse_manifest(&bytes, reference)? {
@@ -495,15 +483,8 @@ impl Registry {
         Ok(declared)
     }
 
-    /// Pulls one blob by its descriptor, verifying size and sha256; served from (and stored
-    /// into) the cache. `what` is `config` or `layer`: the declared size must be within
-    /// [`super::Limits::config_bytes`] or [`super::Limits::layer_bytes`], checked before anything
-    /// is read, and the download stops as soon as the registry sends more than the declared size.
-    ///
-    /// Errors: [`OciError::TooLarge`], [`OciError::LongerThanDeclared`],
-    /// [`OciError::DigestMismatch`], [`OciError::Format`] for a negative size, plus the registry
-    /// errors.
-    pub async fn pull_blob(
+    /// [`Self::pull_blob`] at one location.
+    async fn pull_blob_at(
         &self,
         reference: &Reference,
         descriptor: &OciDescriptor,
@@ -564,17 +545,9 @@ impl Registry {
         Ok(data)
     }
 
-    /// Pulls the whole image by digest: manifest, config and all layers, each verified. When
-    /// every blob is cached, a digest reference makes no request and a tag reference makes one
-    /// (`HEAD` of the tag).
-    ///
-    /// The declared sizes of config and layers together must be within
-    /// [`super::Limits::image_bytes`] (checked before any blob is pulled): the pulled image is
-    /// held in memory.
-    ///
-    /// Errors: see [`Self::pull_manifest`] and [`Self::pull_blob`]; [`OciError::TooLarge`].
-    pub async fn pull(&self, reference: &Reference) -> Result<PulledImage> {
-        let (digest, manifest, manifest_bytes) = self.pull_manifest(reference).await?;
+    /// [`Self::pull`] at one location.
+    async fn pull_at(&self, reference: &Reference) -> Result<PulledImage> {
+        let (digest, manifest, manifest_bytes) = self.pull_manifest_at(reference).await?;
         let by_digest = reference.clone_with_digest(digest.clone());
         let mut declared: u64 = self.check_declared(&by_digest, &manifest.config, "config")?;
         for layer in &manifest.layers {
@@ -589,16 +562,110 @@ impl Registry {
                 &self.config.limits,
             ));
         }
-        let config = self.pull_blob(&by_digest, &manifest.config, "config").await?;
+        let config = self.pull_blob_at(&by_digest, &manifest.config, "config").await?;
         let layers = try_join_all(manifest.layers.iter().map(|d| {
             let by_digest = &by_digest;
             async move {
-                let data = self.pull_blob(by_digest, d, "layer").await?;
+                let data = self.pull_blob_at(by_digest, d, "layer").await?;
                 Ok::<_, OciError>(Blob { descriptor: d.clone(), data })
             }
         }))
         .await?;
         Ok(PulledImage { reference: reference.whole(), digest, manifest_bytes, manifest, config, layers })
+    }
+
+    /// Resolves `reference` to its manifest digest at the first of its locations that answers
+    /// (its registries.conf mirrors, then its source; see [`Self::each_location`]): a digest
+    /// reference is returned as is; a tag is looked up with one `HEAD` request (its
+    /// `Docker-Content-Digest`), or, when the registry sends no sha256 digest header, with a `GET`
+    /// whose body is bounded as in [`Self::pull_manifest`] and hashed (and then cached, so that
+    /// it is not fetched again).
+    ///
+    /// Errors: not found, unauthorized, unreachable ([`OciError`] variants name the reference and
+    /// registry); [`OciError::TooLarge`] for a manifest over the limit; with mirrors,
+    /// [`OciError::NoLocation`] naming every location tried and its error.
+    pub async fn resolve_digest(&self, reference: &Reference) -> Result<String> {
+        if let Some(d) = reference.digest() {
+            return Ok(d.to_string());
+        }
+        self.each_location(reference, |r| async move { self.resolve_digest_at(&r).await }).await
+    }
+
+    /// Pulls the image manifest for `reference` from the first of its locations that serves it,
+    /// following a multi-platform index to one platform's manifest (the running platform, else
+    /// `linux/amd64`, else the first entry — bundle and catalog content does not depend on the
+    /// platform). Returns `(digest, manifest, raw bytes)`. Served from the cache when the digest
+    /// is known.
+    ///
+    /// Errors: as [`Self::resolve_digest`], plus [`OciError::Format`] for a manifest that is
+    /// neither an OCI/Docker v2 image manifest nor an index.
+    pub async fn pull_manifest(&self, reference: &Reference) -> Result<(String, OciImageManifest, Vec<u8>)> {
+        self.each_location(reference, |r| async move { self.pull_manifest_at(&r).await }).await
+    }
+
+    /// Pulls one blob of `reference` by its descriptor from the first of the reference's
+    /// locations that serves it, verifying size and sha256; served from (and stored into) the
+    /// cache. `what` is `config` or `layer`: the declared size must be within
+    /// [`super::Limits::config_bytes`] or [`super::Limits::layer_bytes`], checked before anything
+    /// is read, and the download stops as soon as the registry sends more than the declared size.
+    ///
+    /// Errors: [`OciError::TooLarge`], [`OciError::LongerThanDeclared`],
+    /// [`OciError::DigestMismatch`], [`OciError::Format`] for a negative size, plus the registry
+    /// errors.
+    pub async fn pull_blob(
+        &self,
+        reference: &Reference,
+        descriptor: &OciDescriptor,
+        what: &'static str,
+    ) -> Result<Vec<u8>> {
+        self.each_location(reference, |r| async move { self.pull_blob_at(&r, descriptor, what).await }).await
+    }
+
+    /// Pulls the whole image by digest from the first of its locations that serves all of it:
+    /// manifest, config and all layers, each verified (so a mirror cannot change the content of
+    /// a digest). When every blob is cached, a digest reference makes no request and a tag
+    /// reference makes one (`HEAD` of the tag).
+    ///
+    /// The declared sizes of config and layers together must be within
+    /// [`super::Limits::image_bytes`] (checked before any blob is pulled): the pulled image is
+    /// held in memory.
+    ///
+    /// Errors: see [`Self::pull_manifest`] and [`Self::pull_blob`]; [`OciError::TooLarge`].
+    pub async fn pull(&self, reference: &Reference) -> Result<PulledImage> {
+        let mut image = self.each_location(reference, |r| async move { self.pull_at(&r).await }).await?;
+        image.reference = reference.whole();
+        Ok(image)
+    }
+
+    /// Runs `attempt` against each location of `reference` in turn — the mirrors of its
+    /// registries.conf table that serve this kind of pull, then its source unless blocked
+    /// ([`super::mirrors::RegistriesConf::pull_sources`]; containers/image tries them so) — and
+    /// returns the first success. With a single location its error is returned as it is.
+    ///
+    /// Errors: [`OciError::Blocked`]; [`OciError::NoLocation`] naming each location and its error.
+    async fn each_location<T, F, Fut>(&self, reference: &Reference, attempt: F) -> Result<T>
+    where
+        F: Fn(Reference) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let sources = match &self.config.registries {
+            Some(conf) => conf.pull_sources(reference)?,
+            None => return attempt(reference.clone()).await,
+        };
+        if let [only] = sources.as_slice() {
+            return attempt(only.reference.clone()).await;
+        }
+        let mut tried = Vec::new();
+        for source in sources {
+            match attempt(source.reference.clone()).await {
+                Ok(value) => return Ok(value),
+                Err(e) => {
+                    tracing::debug!(location = %source.reference.whole(), error = %e, "image location failed; trying the next");
+                    tried.push(format!("{} {}: {e}", source.kind(), source.reference.whole()));
+                }
+            }
+        }
+        Err(OciError::NoLocation { reference: reference.whole(), tried })
     }
 
     /// Pushes the image's layers and config (skipping blobs the repository already has) and then

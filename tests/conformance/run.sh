@@ -14,6 +14,10 @@
 #   - CatalogSource `operatorhubio-catalog` in `olm` (the suite's BeforeSuite waits for it to be
 #     READY with a registry Service): the repository's catalog/ pushed to the local registry as
 #     a catalog image.
+#   - the images the suite names on quay.io (catalogs and bundles), built here by images.sh and
+#     pushed to the local registry under their original names; capstan reaches them through
+#     --registries-conf (quay.io and docker.io mirrored by the local registry, sources blocked),
+#     and the real node's containerd, when this environment has one, through certs.d hosts.toml.
 # Every spec is run except those marked [FLAKE] (upstream's own skip) and those listed in
 # tests/conformance/out-of-scope.txt (OLM internals, each with its reason). FOCUS=REGEX runs only
 # the matching specs (ginkgo's --focus). The report: one line per spec (passed / failed /
@@ -21,8 +25,9 @@
 # log are kept in $CAPSTAN_CLUSTER_DIR/conformance/.
 #
 # Environment: CAPSTAN_CLUSTER_DIR (default .cluster), CAPSTAN (the capstan binary, default
-# target/release/capstan), FOCUS, SUBSET (ci: the specs of tests/conformance/ci-subset.txt, and
-# any failure fails the run), TIMEOUT (the whole run, default 3h), PROCS (ginkgo processes
+# target/release/capstan), REGISTRY_HOST (see below), FOCUS, SUBSET (ci: the specs of
+# tests/conformance/ci-subset.txt, and any failure fails the run), TIMEOUT (the whole run,
+# default 3h), PROCS (ginkgo processes
 # running specs at once, default 1; every spec works in its own namespaces, so a full run with
 # PROCS=4 takes about a quarter of the time: most of a failing spec is waiting).
 set -euo pipefail
@@ -51,7 +56,28 @@ log "the global catalog operatorhubio-catalog: catalog/ as an image in the local
 catalog_ref="$(cat "$dir/registry")/conformance/operatorhubio-catalog:latest"
 "$capstan" catalog push "$root/catalog" "$catalog_ref" >/dev/null
 
-host=$(cat "$dir/api-host")
+log "the suite's quay.io images, built here (tests/conformance/images.sh)"
+CAPSTAN=$capstan bash "$here/images.sh" >&2
+# quay.io and docker.io mirrored by the local registry, under their original names: for capstan a
+# registries.conf (the blocked sources are never contacted), for the real node's containerd (if
+# this environment has one) a hosts.toml per registry in the certs.d directory it reads per pull.
+registry=$(cat "$dir/registry")
+: >"$state/registries.conf"
+for source in quay.io docker.io; do
+  printf '[[registry]]\nlocation = "%s"\nblocked = true\n[[registry.mirror]]\nlocation = "%s/%s"\n\n' \
+    "$source" "$registry" "$source" >>"$state/registries.conf"
+  if [ -d "$dir/node/containerd/certs.d" ]; then
+    mkdir -p "$dir/node/containerd/certs.d/$source"
+    printf 'server = "https://%s"\n[host."http://%s/v2/%s"]\n  capabilities = ["pull", "resolve"]\n  override_path = true\n' \
+      "$source" "$registry" "$source" >"$dir/node/containerd/certs.d/$source/hosts.toml"
+  fi
+done
+
+# The address capstan's registry Services point at: EndpointSlices refuse loopback addresses, so
+# an environment without the real node (api-host 127.0.0.1) needs REGISTRY_HOST, an address of
+# this machine that is not loopback (the real node's bridge address when another environment
+# runs the node; nothing dials it from the host, the suite reads the CatalogSource's status).
+host=${REGISTRY_HOST:-$(cat "$dir/api-host")}
 # PackageManifests (packages.operators.coreos.com, which many specs read) as capstan serves them:
 # manifests/packages-api.yaml's APIService, its Service without a selector and an EndpointSlice
 # on the host's port (the API server routes to endpoints, up.sh --enable-aggregator-routing).
@@ -77,9 +103,10 @@ addressType: IPv4
 endpoints: [{addresses: [$host], conditions: {ready: true}}]
 ports: [{name: https, port: $packages_port, protocol: TCP}]
 EOF
-log "capstan controller (global catalog namespace $olm_ns, registries served on $host, packages API on $host:$packages_port)"
+log "capstan controller (global catalog namespace $olm_ns, registries served on $host, packages API on $host:$packages_port, mirrors $state/registries.conf)"
 "$capstan" controller --kubeconfig "$dir/kubeconfig" --global-catalog-namespace "$olm_ns" \
   --metrics-addr 0 --registry-listen "$host" --packages-api "$host:$packages_port" \
+  --registries-conf "$state/registries.conf" \
   >"$state/controller.log" 2>&1 &
 controller=$!
 # An aggregated API left registered without its server stalls namespace deletion in the whole

@@ -31,6 +31,7 @@ mod crd_safety_corpus;
 mod install_corpus;
 mod install_retry;
 mod install_webhooks;
+mod registry_mirrors;
 mod registry_opm;
 mod resolve_cases;
 mod resolve_cli;
