@@ -331,6 +331,14 @@ fn bundle_of(
 ) -> Result<model::Bundle, ConfigMapError> {
     let name = name_of(csv).to_string();
     let err = |message: String| entry_err(KEY_CSVS, index, &name, message);
+    // Every entry of the list is a CSV, whatever its apiVersion says: operator-registry decodes it
+    // into its CSV type and OLM creates it with a typed client, so clients write what they like
+    // (OLM's e2e suite writes `apiVersion: v1alpha1`, its Go constant `GroupVersion`).
+    let mut csv = csv.clone();
+    if let Some(o) = csv.as_object_mut() {
+        o.insert("apiVersion".into(), Value::from("operators.coreos.com/v1alpha1"));
+        o.insert("kind".into(), Value::from("ClusterServiceVersion"));
+    }
     let mut objects = vec![(PathBuf::from(format!("{KEY_CSVS}[{index}]")), csv.clone())];
     for owned in csv.pointer("/spec/customresourcedefinitions/owned").and_then(Value::as_array).into_iter().flatten() {
         let text = |k: &str| owned.get(k).and_then(Value::as_str).unwrap_or("");
@@ -423,6 +431,26 @@ mod tests {
   - {name: stable, currentCSV: widget.v2.0.0}
   - {name: beta, currentCSV: widget.v1.0.0}
 "#;
+
+    #[test]
+    fn a_csv_is_a_csv_whatever_apiversion_it_was_written_with() {
+        // OLM's e2e suite writes its Go constant `v1alpha1` as the CSVs' apiVersion.
+        let csvs = csv("widget.v1.0.0", "1.0.0", None, &[])
+            .replace("apiVersion: operators.coreos.com/v1alpha1", "apiVersion: v1alpha1");
+        let packages =
+            "- {packageName: widget, defaultChannel: stable, channels: [{name: stable, currentCSV: widget.v1.0.0}]}";
+        let cfg = from_config_map(&data(CRDS, &csvs, packages)).expect("a valid ConfigMap catalog");
+        let csv = cfg.bundles[0]
+            .properties
+            .iter()
+            .filter(|p| p.type_ == "olm.bundle.object")
+            .filter_map(|p| p.value.get("data").and_then(Value::as_str))
+            .filter_map(|d| base64::Engine::decode(&base64::engine::general_purpose::STANDARD, d).ok())
+            .filter_map(|b| serde_json::from_slice::<Value>(&b).ok())
+            .find(|o| o["kind"] == "ClusterServiceVersion")
+            .expect("the CSV among the bundle's objects");
+        assert_eq!(csv["apiVersion"], "operators.coreos.com/v1alpha1");
+    }
 
     #[test]
     fn every_csv_a_channel_reaches_is_an_imageless_bundle_with_its_crds() {
