@@ -160,6 +160,8 @@ if [ -n "${SUBSET:-}" ]; then
   # still runs to finalize what is in them.
   kubectl delete namespace "$olm_ns" "$test_ns" --wait --timeout=180s >/dev/null 2>&1 \
     || log "WARNING: the suite's namespaces were not deleted within 180 s"
+  kubectl delete -f "$root/manifests/packages-api.yaml" --ignore-not-found >/dev/null 2>&1 || true
+  kubectl delete endpointslice -n capstan-system capstan-packages-conformance --ignore-not-found >/dev/null 2>&1 || true
 fi
 # With SUBSET (CI), a failed or unfinished spec fails the run; a full run's numbers are the verdict.
 python3 "$here/report.py" ${SUBSET:+--strict} "$state/report.json"

@@ -5,8 +5,8 @@
 //! install strategy, as OLM's olm-operator installs any CSV.
 
 use crate::support::controller::*;
-use crate::support::{TestNamespace, eventually};
 use crate::support::group::PerGroup;
+use crate::support::{TestNamespace, eventually};
 use capstan::api::{ClusterServiceVersion, InstallPlan, Operator};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
