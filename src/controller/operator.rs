@@ -221,11 +221,14 @@ pub(crate) fn operator_name(package: &str, namespace: &str) -> String {
 }
 
 /// Receives Operator names to bring up to date and syncs them, each at most once per 2 s
-/// (changes that come together — a CSV and its Subscription — make one write). A failed sync is
-/// tried again after 10 s; failures are logged as reconcile failures are (one line per
-/// [`super::ERROR_LOG_INTERVAL`], with the count of those left out).
+/// (changes that come together — a CSV and its Subscription — make one write); an Operator this
+/// process has not written yet is written at once, so that it exists as soon as its
+/// Subscription has a state, as OLM's does (its e2e suite reads it right after the first plan
+/// completes). A failed sync is tried again after 10 s; failures are logged as reconcile
+/// failures are (one line per [`super::ERROR_LOG_INTERVAL`], with the count of those left out).
 pub(super) async fn run(ctx: Arc<Context>, mut rx: mpsc::UnboundedReceiver<(String, String)>) {
     let mut retry: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut written: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
     loop {
         let first = if retry.is_empty() {
             match rx.next().await {
@@ -235,14 +238,20 @@ pub(super) async fn run(ctx: Arc<Context>, mut rx: mpsc::UnboundedReceiver<(Stri
         } else {
             tokio::time::timeout(Duration::from_secs(10), rx.next()).await.ok().flatten()
         };
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        if first.as_ref().is_none_or(|f| written.contains(f)) {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
         let mut due: BTreeSet<(String, String)> = std::mem::take(&mut retry);
         due.extend(first);
         while let Ok(more) = rx.try_recv() {
             due.insert(more);
         }
         for (package, namespace) in due {
-            if let Err(e) = sync(&ctx, &package, &namespace).await {
+            let result = sync(&ctx, &package, &namespace).await;
+            if result.is_ok() {
+                written.insert((package.clone(), namespace.clone()));
+            }
+            if let Err(e) = result {
                 // One line per 10 s for all Operators (an API outage fails every one of them).
                 if let Some(skipped) = super::log_due(&ctx.error_log, "Operator", std::time::Instant::now()) {
                     tracing::warn!(operator = %operator_name(&package, &namespace), error = %e, unlogged_since_last = skipped, "could not update the Operator; trying again in 10 s");
