@@ -61,7 +61,7 @@ async fn steps_of(ctx: &super::Context, ns: &str, plan: &[ApiStep]) -> Result<Ve
         let r = &s.resource;
         let at = |what: &str| format!("status.plan[{i}] ({} {}): {what}", r.kind, r.name);
         let manifest = parse_manifest(r.manifest.as_deref()).map_err(|e| Hold::Fail("InstallCheckFailed", at(&e)))?;
-        let gvk = kube::core::GroupVersionKind::gvk(&r.group, &r.version, &r.kind);
+        let gvk = gvk_of(r, &manifest);
         let namespaced = match kube::discovery::pinned_kind(&ctx.client, &gvk).await {
             Ok((_, caps)) => caps.scope == kube::discovery::Scope::Namespaced,
             Err(kube::Error::Discovery(e)) => {
@@ -119,18 +119,35 @@ fn parse_manifest(text: Option<&str>) -> Result<Value, String> {
     Ok(value)
 }
 
+/// The kind a listed step creates: its manifest's `apiVersion` and `kind` when it has both, as
+/// OLM's `ExecutePlan` decodes the manifest and creates what it says (clients write steps with
+/// only a version, as OLM's e2e suite does: `{version: v1alpha1, kind: ClusterServiceVersion}`);
+/// else the step's `group`, `version` and `kind`. Pure.
+fn gvk_of(r: &crate::api::installplan::StepResource, manifest: &Value) -> kube::core::GroupVersionKind {
+    let text = |k: &str| manifest.get(k).and_then(Value::as_str).filter(|t| !t.is_empty());
+    match (text("apiVersion"), text("kind")) {
+        (Some(api_version), Some(kind)) => {
+            let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+            kube::core::GroupVersionKind::gvk(group, version, kind)
+        }
+        _ => kube::core::GroupVersionKind::gvk(&r.group, &r.version, &r.kind),
+    }
+}
+
 /// The install step of listed step `s` with `manifest`, in `namespace` (namespaced kinds, the
-/// plan's namespace): the object's `apiVersion`, `kind` and `metadata.name` from the step. Pure.
+/// plan's namespace): the object's `apiVersion` and `kind` ([`gvk_of`]) and `metadata.name`
+/// from the step. Pure.
 fn step_of(s: &ApiStep, mut manifest: Value, namespace: Option<&str>) -> Step {
     let r = &s.resource;
-    let api_version = if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) };
+    let gvk = gvk_of(r, &manifest);
+    let api_version = gvk.api_version();
     let name = manifest.pointer("/metadata/name").and_then(Value::as_str).unwrap_or(&r.name).to_string();
     // A namespaced object goes into the plan's namespace whatever its manifest says, as OLM's
     // `ExecutePlan` puts it there: a plan never writes into another namespace.
     let namespace = namespace.map(str::to_string);
     if let Some(obj) = manifest.as_object_mut() {
         obj.insert("apiVersion".into(), Value::String(api_version));
-        obj.insert("kind".into(), Value::String(r.kind.clone()));
+        obj.insert("kind".into(), Value::String(gvk.kind.clone()));
         let meta = obj.entry("metadata").or_insert_with(|| Value::Object(Default::default()));
         if let Some(meta) = meta.as_object_mut() {
             meta.insert("name".into(), Value::String(name.clone()));
@@ -142,9 +159,9 @@ fn step_of(s: &ApiStep, mut manifest: Value, namespace: Option<&str>) -> Step {
     }
     Step {
         resolving: s.resolving.clone(),
-        group: r.group.clone(),
-        version: r.version.clone(),
-        kind: r.kind.clone(),
+        group: gvk.group,
+        version: gvk.version,
+        kind: gvk.kind,
         name,
         namespace,
         manifest,
@@ -191,6 +208,28 @@ mod tests {
         let step = step_of(&s, parse_manifest(s.resource.manifest.as_deref()).expect("YAML"), None);
         assert_eq!(step.manifest["apiVersion"], "rbac.authorization.k8s.io/v1");
         assert!(step.namespace.is_none() && step.manifest["metadata"].get("namespace").is_none());
+    }
+
+    #[test]
+    fn a_listed_step_creates_what_its_manifest_says() {
+        // OLM's e2e suite: `{version: v1alpha1, kind: ClusterServiceVersion}` and no group.
+        let mut s = listed(
+            "ClusterServiceVersion",
+            "",
+            Some(
+                r#"{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion", "metadata": {"name": "thing"}}"#,
+            ),
+        );
+        s.resource.version = "v1alpha1".into();
+        let step = step_of(&s, parse_manifest(s.resource.manifest.as_deref()).expect("JSON"), Some("ns"));
+        assert_eq!(
+            (step.group.as_str(), step.version.as_str(), step.kind.as_str()),
+            ("operators.coreos.com", "v1alpha1", "ClusterServiceVersion")
+        );
+        assert_eq!(step.manifest["apiVersion"], "operators.coreos.com/v1alpha1");
+        // Without apiVersion and kind in the manifest, the step's fields say it.
+        let s = listed("Role", "rbac.authorization.k8s.io", Some(r#"{"metadata": {"name": "thing"}}"#));
+        assert_eq!(gvk_of(&s.resource, &json!({"metadata": {}})).api_version(), "rbac.authorization.k8s.io/v1");
     }
 
     #[test]
