@@ -215,6 +215,23 @@ fn csv_with_a_webhook_applied_by_hand_is_installed_and_its_strategy_edits_roll_o
         tokio::time::sleep(std::time::Duration::from_secs(3)).await;
         let (_, settled) = mode_and_generation(&client, &ns.name, "hooked").await;
         assert_eq!((rolled, settled), (generation + 1, generation + 1), "one rollout for one edit");
+
+        // The webhook's generateName edited: the new configuration made, the old one removed.
+        let mut csv = csvs.get("hooked.v1.0.0").await.expect("the CSV");
+        if let Some(w) = csv.spec.webhookdefinitions.as_mut().and_then(|w| w.first_mut()) {
+            w.generate_name = "vhooked-changed.capstan.dev".into();
+        }
+        csvs.replace("hooked.v1.0.0", &PostParams::default(), &csv).await.expect("edit the webhook definition");
+        let hooks_api =
+            Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(client.clone());
+        let ours = format!("olm.owner=hooked.v1.0.0,olm.owner.namespace={}", ns.name);
+        let names = eventually("the webhook configuration renamed", WAIT, || async {
+            let list = hooks_api.list(&kube::api::ListParams::default().labels(&ours)).await.ok()?;
+            let names: Vec<String> = list.items.iter().filter_map(|h| h.metadata.name.clone()).collect();
+            (names.len() == 1 && names[0].starts_with("vhooked-changed.capstan.dev-")).then_some(names)
+        })
+        .await;
+        assert_eq!(names.len(), 1, "{names:?}");
     })
 }
 
@@ -269,5 +286,63 @@ fn csv_owning_an_apiservice_applied_by_hand_gets_it() {
             apiservices.get_opt(&format!("v1.{name}.capstan.dev")).await.ok()?.is_none().then_some(())
         })
         .await;
+    })
+}
+
+/// The env var names of Deployment `name`'s first container and the Deployment's generation.
+async fn env_and_generation(client: &kube::Client, ns: &str, name: &str) -> (Vec<String>, i64) {
+    let d = Api::<Deployment>::namespaced(client.clone(), ns).get(name).await.expect("the Deployment");
+    let env = d.spec.and_then(|s| s.template.spec).map(|p| p.containers[0].env.clone().unwrap_or_default());
+    (env.unwrap_or_default().into_iter().map(|e| e.name).collect(), d.metadata.generation.unwrap_or_default())
+}
+
+/// A CSV a Subscription with `spec.config` installed: its Deployment is not applied again once
+/// installed (the strategy planned from the CSV on the cluster is the one its plan applied); an
+/// env var added to its `spec.install` (a hotfix) is rolled out once, with the Subscription's
+/// `spec.config` still applied on top.
+#[test]
+fn an_edit_of_a_subscribed_csvs_strategy_rolls_out_with_the_subscriptions_config() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let ns = f.hold(namespace_with_group(&client, "csv-hotfix").await);
+        catalog_source(&client, &ns.name, "examples", &f.catalog_ref).await;
+        create::<capstan::api::Subscription>(
+            &client,
+            &ns.name,
+            json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+                "metadata": {"name": "nginx-operator", "namespace": ns.name},
+                "spec": {"name": "nginx-operator", "channel": "alpha", "source": "examples",
+                         "sourceNamespace": ns.name, "installPlanApproval": "Automatic",
+                         "config": {"env": [{"name": "LOG_LEVEL", "value": "debug"}]}}
+            }),
+        )
+        .await;
+        let (csv_name, dep) = ("nginx-operator.v0.2.0", "nginx-operator-controller-manager");
+        csv_version_succeeded(&client, &ns.name, csv_name).await;
+        let (env, installed) = env_and_generation(&client, &ns.name, dep).await;
+        assert!(env.iter().any(|e| e == "LOG_LEVEL"), "spec.config applied by the plan: {env:?}");
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        assert_eq!(env_and_generation(&client, &ns.name, dep).await.1, installed, "no rollout without an edit");
+
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns.name);
+        let mut csv = serde_json::to_value(csvs.get(csv_name).await.expect("the CSV")).expect("CSV as JSON");
+        let container =
+            &mut csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]["containers"][0];
+        let mut env = container["env"].as_array().cloned().unwrap_or_default();
+        env.push(json!({"name": "HOTFIX", "value": "1"}));
+        container["env"] = json!(env);
+        let csv: ClusterServiceVersion = serde_json::from_value(csv).expect("CSV");
+        csvs.replace(csv_name, &PostParams::default(), &csv).await.expect("edit spec.install");
+        let (env, rolled) = eventually("the hotfix rolled out", WAIT, || async {
+            let (env, generation) = env_and_generation(&client, &ns.name, dep).await;
+            env.iter().any(|e| e == "HOTFIX").then_some((env, generation))
+        })
+        .await;
+        assert!(env.iter().any(|e| e == "LOG_LEVEL"), "the Subscription's spec.config kept on top: {env:?}");
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        let settled = env_and_generation(&client, &ns.name, dep).await.1;
+        assert_eq!((rolled, settled), (installed + 1, installed + 1), "one rollout for one edit");
     })
 }

@@ -78,6 +78,39 @@ pub(crate) fn changed_deployments(planned: &[Step], found: &BTreeMap<String, Opt
         .collect()
 }
 
+/// A webhook configuration or APIService of a CSV as found on the cluster: kind, name and its
+/// `olm.webhook-description-hash` label (none for an APIService).
+pub(crate) type Found = (String, String, Option<String>);
+
+/// Whether the webhook configurations and APIServices among `planned` are on the cluster as
+/// planned (`found`: the CSV's, by its owner labels, and the planned APIServices that exist;
+/// [`Found`]), and which of the CSV's webhook configurations are no longer planned (an edited
+/// `generateName`, a definition removed): `(apply, stale)`. OLM reinstalls a CSV whose webhook
+/// is missing or whose description changed (`areWebhooksAvailable`, `NeedsReinstall`) and
+/// removes the configurations it no longer describes. Pure.
+pub(crate) fn webhooks_due(planned: &[Step], found: &[Found]) -> (bool, Vec<Found>) {
+    const KINDS: [&str; 3] = ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "APIService"];
+    let hash = |s: &Step| {
+        s.manifest
+            .pointer("/metadata/labels")
+            .and_then(|l| l.get(webhook::LABEL_WEBHOOK_HASH))
+            .and_then(Value::as_str)
+            .map(String::from)
+    };
+    let wanted: Vec<Found> = planned
+        .iter()
+        .filter(|s| KINDS.contains(&s.kind.as_str()))
+        .map(|s| (s.kind.clone(), s.name.clone(), hash(s)))
+        .collect();
+    let apply = wanted.iter().any(|w| !found.contains(w));
+    let stale = found
+        .iter()
+        .filter(|f| f.0 != "APIService" && !wanted.iter().any(|w| (&w.0, &w.1) == (&f.0, &f.1)))
+        .cloned()
+        .collect();
+    (apply, stale)
+}
+
 /// What the CSV reconciler applies for a CSV ([`to_apply`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Apply {
@@ -162,7 +195,11 @@ pub(super) async fn install(
         .map(|s| s.name.clone())
         .collect();
     let changed = changed_deployments(&planned, &found);
-    let (steps, what) = match to_apply(origin, installing, &missing, &changed) {
+    let (hooks_due, stale) = match origin {
+        Origin::Csv => webhooks_due(&planned, &webhooks_found(ctx, csv, ns, &planned).await?),
+        Origin::Plan => (false, Vec::new()),
+    };
+    let (steps, what) = match to_apply(origin, installing || hooks_due, &missing, &changed) {
         Apply::Nothing => return Ok(None),
         Apply::Everything => (planned.into_iter().filter(made_by_olm_operator).collect::<Vec<_>>(), None),
         Apply::Deployments(names) => {
@@ -175,6 +212,7 @@ pub(super) async fn install(
     if let Some(failed) = results.iter().find(|r| matches!(r.status, crate::install::apply::StepStatus::Failed(_))) {
         return Ok(Some((CsvReason::InstallComponentFailed, format!("install strategy failed: {failed}"))));
     }
+    remove_stale(ctx, &stale).await?;
     let csv_name = csv.name_any();
     let (reason, message) = match what {
         Some(names) => (
@@ -190,6 +228,68 @@ pub(super) async fn install(
     tracing::info!(csv = %format!("{ns}/{csv_name}"), "{message}");
     ctx.events.publish_for(csv, EventType::Normal, reason, &message).await;
     Ok(None)
+}
+
+/// The webhook configurations of `csv` (by its owner labels) and the APIServices among `planned`
+/// that exist ([`Found`]).
+async fn webhooks_found(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    ns: &str,
+    planned: &[Step],
+) -> Result<Vec<Found>, Error> {
+    use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+    use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+    let selector =
+        format!("{}={},{}={ns}", crate::install::LABEL_OWNER, csv.name_any(), crate::install::LABEL_OWNER_NAMESPACE);
+    let params = ListParams::default().labels(&selector);
+    let hash = |labels: &BTreeMap<String, String>| labels.get(webhook::LABEL_WEBHOOK_HASH).cloned();
+    let mut found: Vec<Found> = Vec::new();
+    if planned.iter().any(|s| s.kind == "ValidatingWebhookConfiguration") || csv.spec.webhookdefinitions.is_some() {
+        let list = Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone())
+            .list(&params)
+            .await
+            .map_err(kube_err("listing ValidatingWebhookConfigurations".to_string()))?;
+        found.extend(
+            list.items.iter().map(|w| ("ValidatingWebhookConfiguration".into(), w.name_any(), hash(w.labels()))),
+        );
+        let list = Api::<MutatingWebhookConfiguration>::all(ctx.client.clone())
+            .list(&params)
+            .await
+            .map_err(kube_err("listing MutatingWebhookConfigurations".to_string()))?;
+        found
+            .extend(list.items.iter().map(|w| ("MutatingWebhookConfiguration".into(), w.name_any(), hash(w.labels()))));
+    }
+    let apiservices = Api::<APIService>::all(ctx.client.clone());
+    for s in planned.iter().filter(|s| s.kind == "APIService") {
+        if apiservices.get_opt(&s.name).await.map_err(kube_err(format!("reading APIService {}", s.name)))?.is_some() {
+            found.push(("APIService".into(), s.name.clone(), None));
+        }
+    }
+    Ok(found)
+}
+
+/// Deletes the webhook configurations `stale` ([`webhooks_due`]); one already gone is fine.
+async fn remove_stale(ctx: &Context, stale: &[Found]) -> Result<(), Error> {
+    use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+    for (kind, name, _) in stale {
+        let deleted = match kind.as_str() {
+            "ValidatingWebhookConfiguration" => Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone())
+                .delete(name, &Default::default())
+                .await
+                .map(|_| ()),
+            _ => Api::<MutatingWebhookConfiguration>::all(ctx.client.clone())
+                .delete(name, &Default::default())
+                .await
+                .map(|_| ()),
+        };
+        match deleted {
+            Ok(()) => tracing::info!(webhook = %name, "removed a webhook configuration its CSV no longer describes"),
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(kube_err(format!("deleting {kind} {name}"))(e)),
+        }
+    }
+    Ok(())
 }
 
 /// Whether an InstallPlan installed `csv` ([`Origin`]).

@@ -180,3 +180,26 @@ fn the_package_is_read_from_the_component_label() {
     let hand: ClusterServiceVersion = serde_json::from_value(csv_value("op:1")).unwrap();
     assert_eq!(package_of(&hand, "ops"), None);
 }
+
+#[test]
+fn webhooks_missing_or_described_anew_are_applied_and_the_ones_no_longer_described_removed() {
+    let steps = plan(csv_value("op:1"), &target());
+    let planned: Vec<Found> = steps
+        .iter()
+        .filter(|s| s.kind.ends_with("WebhookConfiguration") || s.kind == "APIService")
+        .map(|s| {
+            let hash = s.manifest.pointer("/metadata/labels").and_then(|l| l.get(webhook::LABEL_WEBHOOK_HASH));
+            (s.kind.clone(), s.name.clone(), hash.and_then(Value::as_str).map(String::from))
+        })
+        .collect();
+    assert_eq!(planned.len(), 2, "{planned:?}");
+    assert_eq!(webhooks_due(&steps, &planned), (false, vec![]), "all there as planned");
+    assert_eq!(webhooks_due(&steps, &planned[..1]), (true, vec![]), "the APIService deleted");
+    let mut old = planned.clone();
+    old[0].2 = Some("an older description".into());
+    assert_eq!(webhooks_due(&steps, &old), (true, vec![]), "the description changed: applied again");
+    let renamed = ("ValidatingWebhookConfiguration".to_string(), "vold.example.com-1".to_string(), Some("h".into()));
+    let mut found = planned.clone();
+    found.push(renamed.clone());
+    assert_eq!(webhooks_due(&steps, &found), (false, vec![renamed]), "a generateName no longer described");
+}
