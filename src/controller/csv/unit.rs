@@ -302,7 +302,7 @@ async fn origin(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) -> Result<
         .list(&crate::install::from_watch_cache())
         .await
         .map_err(kube_err(format!("listing InstallPlans in {ns}")))?;
-    let listed = plans.items.iter().any(|p| p.spec.cluster_service_version_names.iter().any(|n| *n == name));
+    let listed = plans.items.iter().any(|p| p.spec.cluster_service_version_names.contains(&name));
     Ok(if listed { Origin::Plan } else { Origin::Csv })
 }
 
