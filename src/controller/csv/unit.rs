@@ -111,6 +111,32 @@ pub(crate) fn webhooks_due(planned: &[Step], found: &[Found]) -> (bool, Vec<Foun
     (apply, stale)
 }
 
+/// A CSV as an owner of objects: its namespace and name.
+pub(crate) type CsvRef<'a> = (&'a str, &'a str);
+
+/// Whether an existing APIService with `labels` may be taken over by CSV `target` (OLM
+/// `install.IsAPIServiceAdoptable`): its owner labels name a ClusterServiceVersion, and that is
+/// `target`, the CSV `target` replaces (`replaced`), or its current owner while that owner is
+/// Replacing or Deleting (`owner_leaving`). An APIService without owner labels is not adoptable.
+/// Pure.
+pub(crate) fn apiservice_adoptable(
+    labels: &BTreeMap<String, String>,
+    target: CsvRef<'_>,
+    replaced: Option<&str>,
+    owner_leaving: bool,
+) -> bool {
+    let get = |k: &str| labels.get(k).map(String::as_str).unwrap_or_default();
+    let (kind, ns, name) = (
+        get(crate::install::LABEL_OWNER_KIND),
+        get(crate::install::LABEL_OWNER_NAMESPACE),
+        get(crate::install::LABEL_OWNER),
+    );
+    if kind != "ClusterServiceVersion" || ns.is_empty() || name.is_empty() {
+        return false;
+    }
+    (ns, name) == target || (ns == target.0 && replaced == Some(name)) || owner_leaving
+}
+
 /// What the CSV reconciler applies for a CSV ([`to_apply`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Apply {
@@ -201,6 +227,9 @@ pub(super) async fn install(
     };
     let (steps, what) = match to_apply(origin, installing || hooks_due, &missing, &changed) {
         Apply::Nothing => return Ok(None),
+        Apply::Everything if origin == Origin::Csv && !apiservices_adoptable(ctx, csv, ns, &planned).await? => {
+            return Ok(Some((CsvReason::OwnerConflict, "unable to adopt APIService".into())));
+        }
         Apply::Everything => (planned.into_iter().filter(made_by_olm_operator).collect::<Vec<_>>(), None),
         Apply::Deployments(names) => {
             let keep =
@@ -267,6 +296,52 @@ async fn webhooks_found(
         }
     }
     Ok(found)
+}
+
+/// Whether every existing APIService among `planned` may be taken over by `csv`
+/// ([`apiservice_adoptable`]; OLM `apiServiceOwnerConflicts`, which fails the CSV with
+/// `OwnerConflict` otherwise).
+async fn apiservices_adoptable(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    ns: &str,
+    planned: &[Step],
+) -> Result<bool, Error> {
+    use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+    let apiservices = Api::<APIService>::all(ctx.client.clone());
+    let name = csv.name_any();
+    for s in planned.iter().filter(|s| s.kind == "APIService") {
+        let Some(found) =
+            apiservices.get_opt(&s.name).await.map_err(kube_err(format!("reading APIService {}", s.name)))?
+        else {
+            continue;
+        };
+        let labels = found.labels();
+        let owner = (
+            labels.get(crate::install::LABEL_OWNER_NAMESPACE).cloned().unwrap_or_default(),
+            labels.get(crate::install::LABEL_OWNER).cloned().unwrap_or_default(),
+        );
+        let leaving = if owner.0.is_empty() || owner.1.is_empty() || (owner.0.as_str(), owner.1.as_str()) == (ns, &name)
+        {
+            false
+        } else {
+            let other = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), &owner.0)
+                .get_opt(&owner.1)
+                .await
+                .map_err(kube_err(format!("reading ClusterServiceVersion {}/{}", owner.0, owner.1)))?;
+            other.and_then(|c| c.status).and_then(|s| s.phase).is_some_and(|p| {
+                matches!(
+                    p,
+                    crate::api::clusterserviceversion::CsvPhase::Replacing
+                        | crate::api::clusterserviceversion::CsvPhase::Deleting
+                )
+            })
+        };
+        if !apiservice_adoptable(labels, (ns, &name), csv.spec.replaces.as_deref(), leaving) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Deletes the webhook configurations `stale` ([`webhooks_due`]); one already gone is fine.

@@ -107,8 +107,10 @@ pub(super) async fn webhooks_and_certificates(
         .filter(|a| a.deployment_name.as_deref().is_some_and(|d| !waiting.iter().any(|w| w == d)))
     {
         let name = format!("{}.{}", a.version, a.group);
-        if !super::requirements::apiservice_available(&ctx.client, &name).await?.0 {
-            unavailable.push(format!("APIService {name} is not Available"));
+        // Two owned descriptions (two kinds) of one group and version are one APIService.
+        let message = format!("APIService {name} is not Available");
+        if !unavailable.contains(&message) && !super::requirements::apiservice_available(&ctx.client, &name).await?.0 {
+            unavailable.push(message);
         }
     }
     // Only at the look of an installed CSV (Succeeded or Failed, every 30 s), not on the 1 s

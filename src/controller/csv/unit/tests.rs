@@ -203,3 +203,28 @@ fn webhooks_missing_or_described_anew_are_applied_and_the_ones_no_longer_describ
     found.push(renamed.clone());
     assert_eq!(webhooks_due(&steps, &found), (false, vec![renamed]), "a generateName no longer described");
 }
+
+#[test]
+fn an_apiservice_is_adopted_only_from_the_csv_itself_the_one_it_replaces_or_a_leaving_owner() {
+    let labels = |ns: &str, name: &str| -> BTreeMap<String, String> {
+        [("olm.owner.kind", "ClusterServiceVersion"), ("olm.owner.namespace", ns), ("olm.owner", name)]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into()
+    };
+    let target = ("ops", "widgets.v2");
+    assert!(apiservice_adoptable(&labels("ops", "widgets.v2"), target, None, false), "its own");
+    assert!(
+        apiservice_adoptable(&labels("ops", "widgets.v1"), target, Some("widgets.v1"), false),
+        "the one it replaces"
+    );
+    assert!(
+        !apiservice_adoptable(&labels("other", "widgets.v1"), target, Some("widgets.v1"), false),
+        "same name elsewhere"
+    );
+    assert!(!apiservice_adoptable(&labels("ops", "gadgets.v1"), target, None, false), "another CSV's: OwnerConflict");
+    assert!(
+        apiservice_adoptable(&labels("ops", "gadgets.v1"), target, None, true),
+        "its owner is Replacing or Deleting"
+    );
+    assert!(!apiservice_adoptable(&BTreeMap::new(), target, None, true), "no owner labels: not adoptable, as in OLM");
+}
