@@ -137,6 +137,13 @@ pub(crate) fn apiservice_adoptable(
     (ns, name) == target || (ns == target.0 && replaced == Some(name)) || owner_leaving
 }
 
+/// The Deployments of a CSV (`found`: those labelled as its own) that its strategy no longer
+/// names, among `planned`: removed after its strategy is applied (OLM
+/// `cleanupOrphanedDeployments`, after a Deployment was renamed in `spec.install`). Pure.
+pub(crate) fn orphaned_deployments(planned: &[Step], found: &[String]) -> Vec<String> {
+    found.iter().filter(|f| !planned.iter().any(|s| s.kind == "Deployment" && s.name == **f)).cloned().collect()
+}
+
 /// What the CSV reconciler applies for a CSV ([`to_apply`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Apply {
@@ -225,6 +232,7 @@ pub(super) async fn install(
         Origin::Csv => webhooks_due(&planned, &webhooks_found(ctx, csv, ns, &planned).await?),
         Origin::Plan => (false, Vec::new()),
     };
+    let deployments_planned: Vec<Step> = planned.iter().filter(|s| s.kind == "Deployment").cloned().collect();
     let (steps, what) = match to_apply(origin, installing || hooks_due, &missing, &changed) {
         Apply::Nothing => return Ok(None),
         Apply::Everything if origin == Origin::Csv && !apiservices_adoptable(ctx, csv, ns, &planned).await? => {
@@ -242,6 +250,7 @@ pub(super) async fn install(
         return Ok(Some((CsvReason::InstallComponentFailed, format!("install strategy failed: {failed}"))));
     }
     remove_stale(ctx, &stale).await?;
+    remove_orphaned_deployments(ctx, csv, ns, &deployments_planned).await?;
     let csv_name = csv.name_any();
     let (reason, message) = match what {
         Some(names) => (
@@ -342,6 +351,34 @@ async fn apiservices_adoptable(
         }
     }
     Ok(true)
+}
+
+/// Deletes the Deployments labelled as `csv`'s that `planned` no longer names
+/// ([`orphaned_deployments`]); one already gone is fine.
+async fn remove_orphaned_deployments(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    ns: &str,
+    planned: &[Step],
+) -> Result<(), Error> {
+    let selector =
+        format!("{}={},{}={ns}", crate::install::LABEL_OWNER, csv.name_any(), crate::install::LABEL_OWNER_NAMESPACE);
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), ns);
+    let found = api
+        .list_metadata(&ListParams::default().labels(&selector))
+        .await
+        .map_err(kube_err(format!("listing the Deployments of CSV {ns}/{}", csv.name_any())))?;
+    let names: Vec<String> = found.items.iter().map(|d| d.name_any()).collect();
+    for name in orphaned_deployments(planned, &names) {
+        match api.delete(&name, &Default::default()).await {
+            Ok(_) => {
+                tracing::info!(csv = %format!("{ns}/{}", csv.name_any()), deployment = %name, "removed a Deployment the install strategy no longer names")
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(kube_err(format!("deleting Deployment {ns}/{name}"))(e)),
+        }
+    }
+    Ok(())
 }
 
 /// Deletes the webhook configurations `stale` ([`webhooks_due`]); one already gone is fine.

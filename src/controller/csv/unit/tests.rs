@@ -228,3 +228,11 @@ fn an_apiservice_is_adopted_only_from_the_csv_itself_the_one_it_replaces_or_a_le
     );
     assert!(!apiservice_adoptable(&BTreeMap::new(), target, None, true), "no owner labels: not adoptable, as in OLM");
 }
+
+#[test]
+fn a_deployment_renamed_in_the_strategy_leaves_the_old_one_orphaned() {
+    let steps = plan(csv_value("op:1"), &target());
+    let found = ["widgets".to_string(), "widgets-old".to_string()];
+    assert_eq!(orphaned_deployments(&steps, &found), ["widgets-old"]);
+    assert!(orphaned_deployments(&steps, &found[..1]).is_empty());
+}
