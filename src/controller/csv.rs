@@ -14,6 +14,7 @@
 //! ([`decide`], pure) → act, over one [`Pass`] whose status is written once ([`write_status`]).
 
 mod requirements;
+mod unit;
 mod workload;
 
 use std::sync::Arc;
@@ -223,6 +224,9 @@ pub(crate) struct DeploymentsView {
     pub certs: Option<(Time, Time)>,
     /// This process applied the CSV's RBAC aggregation already ([`Context::aggregated`]).
     pub aggregated: bool,
+    /// Why the objects OLM's olm-operator makes for the CSV could not be made ([`unit::install`]):
+    /// OLM's reason (`InvalidInstallStrategy`, `InstallComponentFailed`) and message.
+    pub failed: Option<(CsvReason, String)>,
 }
 
 impl DeploymentsView {
@@ -370,7 +374,10 @@ fn decide_requirements(
 /// when a Succeeded CSV's Deployment is no longer Available; the certificates' times written when
 /// they change, and a look again when their rotation is due.
 fn decide_deployments(status: &ClusterServiceVersionStatus, view: DeploymentsView, now: &Time) -> CsvDecision {
-    let DeploymentsView { waiting, webhooks, certs, aggregated } = view;
+    let DeploymentsView { waiting, webhooks, certs, aggregated, failed } = view;
+    if let Some((reason, message)) = failed {
+        return decide_install_failed(status, reason, &message, now);
+    }
     let phase = phase_of(status);
     let (p, r, mut m) = if waiting.is_empty() && webhooks.is_some() {
         (CsvPhase::Installing, CsvReason::InstallWaiting, "installing".to_string())
@@ -418,6 +425,24 @@ fn decide_deployments(status: &ClusterServiceVersionStatus, view: DeploymentsVie
         ensure_operator_condition: false,
         ensure_aggregation: aggregation_due(phase, succeeded, aggregated),
     }
+}
+
+/// The CSV's objects could not be made (OLM's `InstallReady` → `Failed` with
+/// `InvalidInstallStrategy` or `InstallComponentFailed`): Failed with `reason` and `message`,
+/// written when it changes; looked at again after 30 s, when a Failed CSV starts over from
+/// Pending as OLM's does. Pure.
+fn decide_install_failed(
+    status: &ClusterServiceVersionStatus,
+    reason: CsvReason,
+    message: &str,
+    now: &Time,
+) -> CsvDecision {
+    if failed_with(status, &reason) && status.message.as_deref() == Some(message) {
+        return CsvDecision::keep(Duration::from_secs(30));
+    }
+    let mut next = status.clone();
+    next.fail(reason, message, now);
+    CsvDecision::write(next, Duration::from_secs(30))
 }
 
 /// Whether the RBAC aggregation (namespace users may use the operator's APIs) is applied now, for
@@ -469,6 +494,8 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     }
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
     let (fit, claim) = operator_group_fit(&ctx.client, &csv, &ns).await?;
+    // OLM fails a CSV whose webhook definitions it refuses before installing anything.
+    let fit = fit.or_else(|| unit::invalid_webhooks(&csv).map(|m| (CsvReason::InvalidWebhookDescription, m)));
     // The phase steps whose next one needs no wait (None → Pending → InstallReady →
     // Installing/Succeeded) are taken in this reconcile, on the status as decided, and written
     // once at the end (`status.conditions` keeps each phase it passed, with its time, as OLM's
@@ -509,6 +536,23 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
         delete_replaced(&api, &csv, &ns).await?;
     }
     Ok(Action::requeue(pass.requeue))
+}
+
+/// What a CSV from InstallReady on has of its workload: the objects OLM's olm-operator makes for
+/// it made first ([`unit::install`]: all of them for a CSV applied by hand, on its way from
+/// InstallReady; the Deployments whose strategy changed for any CSV), then its Deployments,
+/// webhooks and certificates observed ([`workload`]).
+async fn deployments_view(ctx: &Arc<Context>, csv: &ClusterServiceVersion, ns: &str) -> Result<CsvView, Error> {
+    let installing = csv.status.as_ref().and_then(phase_of) == Some(&CsvPhase::InstallReady);
+    let failed = unit::install(ctx, csv, ns, installing).await?;
+    if failed.is_some() {
+        return Ok(CsvView::Deployments(DeploymentsView { failed, ..Default::default() }));
+    }
+    let waiting = deployments_waiting(ctx, csv, ns).await?;
+    let (webhooks, certs) = webhooks_and_certificates(ctx, csv, ns, &waiting).await?;
+    let aggregated =
+        csv.uid().is_some_and(|uid| ctx.aggregated.lock().unwrap_or_else(|e| e.into_inner()).contains(&uid));
+    Ok(CsvView::Deployments(DeploymentsView { waiting, webhooks, certs, aggregated, failed: None }))
 }
 
 /// The state of one CSV reconcile across its phase steps ([`steps`]).
@@ -562,14 +606,7 @@ async fn steps(
                     let (entries, missing) = requirement_status(&ctx.client, csv, ns).await?;
                     CsvView::Requirements(entries, missing)
                 }
-                Need::Deployments => {
-                    let waiting = deployments_waiting(ctx, csv, ns).await?;
-                    let (webhooks, certs) = webhooks_and_certificates(ctx, csv, ns, &waiting).await?;
-                    let aggregated = csv
-                        .uid()
-                        .is_some_and(|uid| ctx.aggregated.lock().unwrap_or_else(|e| e.into_inner()).contains(&uid));
-                    CsvView::Deployments(DeploymentsView { waiting, webhooks, certs, aggregated })
-                }
+                Need::Deployments => deployments_view(ctx, csv, ns).await?,
             },
         };
         let decision = decide(&pass.status, view, &now_time());
@@ -850,6 +887,7 @@ mod tests {
             webhooks: Some(webhook.into()),
             certs: None,
             aggregated: false,
+            failed: None,
         };
         let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(view), &now());
         assert_eq!(
@@ -866,6 +904,7 @@ mod tests {
             webhooks: Some("APIService v1.packages.example.com is not Available".into()),
             certs: None,
             aggregated: false,
+            failed: None,
         };
         let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(view), &now());
         assert_eq!(
@@ -886,6 +925,7 @@ mod tests {
             webhooks: None,
             certs: Some((last.clone(), soon.clone())),
             aggregated: false,
+            failed: None,
         };
         let d = decide(&st(Some("Installing"), None, None), CsvView::Deployments(view.clone()), &now());
         let written_status = d.status.clone().unwrap();
@@ -904,6 +944,7 @@ mod tests {
                 webhooks: None,
                 certs: Some((last, later.clone())),
                 aggregated: false,
+                failed: None,
             }),
             &now(),
         );

@@ -597,6 +597,13 @@ async fn a_succeeded_csv_whose_deployment_fails_is_component_unhealthy_once() {
         server
             .expect("GET", &olm_path("v1alpha1", NS, "clusterserviceversions", "etcd.v0.9.4"), Reply::Ok(csv.clone()))
             .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![operator_group("og", None)]))
+            // The strategy planned from the CSV, compared with the Deployment (`csv::unit`).
+            .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![operator_group("og", None)]))
+            .expect(
+                "GET",
+                &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"),
+                Reply::Ok(deployment.clone()),
+            )
             .expect(
                 "GET",
                 &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"),
@@ -623,7 +630,7 @@ async fn a_succeeded_csv_whose_deployment_fails_is_component_unhealthy_once() {
             &json!("installing: Deployment etcd-operator is not available")
         )
     );
-    assert_eq!((&seen[4].body["type"], &seen[4].body["reason"]), (&json!("Warning"), &json!("ComponentUnhealthy")));
+    assert_eq!((&seen[6].body["type"], &seen[6].body["reason"]), (&json!("Warning"), &json!("ComponentUnhealthy")));
 
     let csv = installed_csv(Some(status));
     run(&csv);
@@ -873,6 +880,13 @@ fn new_csv_world(condition: Reply) -> (ApiServer, Arc<super::Context>, Value, St
         .expect_beside("PATCH", &oc, condition)
         .expect("GET", &csv_path, Reply::Ok(csv.clone()))
         .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![og.clone()]))
+        // The strategy planned from the CSV, compared with the Deployment (`csv::unit`).
+        .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![og.clone()]))
+        .expect(
+            "GET",
+            &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"),
+            Reply::Ok(deployment.clone()),
+        )
         .expect(
             "GET",
             &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"),

@@ -391,7 +391,12 @@ pub fn steps(bundle: &Bundle, target: &InstallTarget) -> Result<Vec<Step>, PlanE
     let ctx = Ctx { target, csv: &csv_name };
     let (mut out, shipped_sas) = ctx.bundle_steps(bundle, &defs)?;
 
-    let strategy = Strategy::read(&csv_name, csv_value)?;
+    // Read from the CSV as it is stored (OLM's CSV CRD defaults, [`go_csv_defaults`]), so that the
+    // Deployments planned from a bundle and from the CSV on the cluster are the same, down to
+    // their `olm.deployment-spec-hash`.
+    let mut stored = csv_value.clone();
+    go_csv_defaults(&mut stored);
+    let strategy = Strategy::read(&csv_name, &stored)?;
     let owned_crds: Vec<String> = bundle.csv().owned_crds().into_iter().map(|c| c.name).collect();
     let crds_in_bundle: BTreeMap<String, Value> =
         bundle.crds().map(|m| (m.name().to_string(), m.value.clone())).collect();

@@ -199,3 +199,228 @@ fn operator_created_by_hand_lists_what_bears_its_label() {
         );
     })
 }
+
+/// A CSV as a user writes it, with Deployment `name` (its container's env `MODE`) serving a
+/// validating webhook, and with an owned APIService served by the same Deployment when `api`.
+fn csv_with_webhook(ns: &str, name: &str, mode: &str, api: bool) -> serde_json::Value {
+    let labels = json!({"app": name});
+    let mut csv = json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": format!("{name}.v1.0.0"), "namespace": ns},
+        "spec": {
+            "displayName": name, "version": "1.0.0",
+            "installModes": [{"type": "OwnNamespace", "supported": true}, {"type": "SingleNamespace", "supported": true},
+                             {"type": "MultiNamespace", "supported": false}, {"type": "AllNamespaces", "supported": false}],
+            "install": {"strategy": "deployment", "spec": {"deployments": [{
+                "name": name,
+                "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                         "template": {"metadata": {"labels": labels},
+                                      "spec": {"containers": [{"name": "c", "image": "registry.example/by-hand:1",
+                                                               "env": [{"name": "MODE", "value": mode}]}]}}}
+            }]}},
+            "webhookdefinitions": [{"generateName": format!("v{name}.capstan.dev"), "type": "ValidatingAdmissionWebhook",
+                "deploymentName": name, "containerPort": 443, "sideEffects": "None", "admissionReviewVersions": ["v1"],
+                "failurePolicy": "Ignore",
+                "rules": [{"operations": ["CREATE"], "apiGroups": ["by-hand.capstan.dev"], "apiVersions": ["v1"], "resources": ["things"]}]}]
+        }
+    });
+    if api {
+        csv["spec"]["apiservicedefinitions"] = json!({"owned": [{"group": format!("{name}.capstan.dev"), "version": "v1",
+            "kind": "Thing", "name": "things", "displayName": "Thing", "deploymentName": name, "containerPort": 5443}]});
+    }
+    csv
+}
+
+/// The env var `MODE` of Deployment `name`'s first container and the Deployment's generation.
+async fn mode_and_generation(client: &kube::Client, ns: &str, name: &str) -> (Option<String>, i64) {
+    let d = Api::<Deployment>::namespaced(client.clone(), ns).get(name).await.expect("the Deployment");
+    let env = d.spec.and_then(|s| s.template.spec).map(|p| p.containers[0].env.clone().unwrap_or_default());
+    let mode = env.unwrap_or_default().into_iter().find(|e| e.name == "MODE").and_then(|e| e.value);
+    (mode, d.metadata.generation.unwrap_or_default())
+}
+
+/// A CSV with a webhook applied by hand gets what OLM's olm-operator makes for it: the
+/// Deployment (with the serving certificate's volume), the Service, the serving Secret, the
+/// webhook configuration with the Secret's CA as `caBundle`; it reaches Succeeded. An edit of an
+/// env var in its `spec.install` rolls the Deployment out, once (one new generation).
+#[test]
+fn csv_with_a_webhook_applied_by_hand_is_installed_and_its_strategy_edits_roll_out() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let ns = f.hold(namespace_with_group(&client, "csv-webhook-by-hand").await);
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns.name);
+        create::<ClusterServiceVersion>(&client, &ns.name, csv_with_webhook(&ns.name, "hooked", "a", false)).await;
+        csv_version_succeeded(&client, &ns.name, "hooked.v1.0.0").await;
+        let secret = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &ns.name)
+            .get("hooked-service-cert")
+            .await
+            .expect("the serving Secret <deployment>-service-cert, as OLM names it");
+        let ca = secret.data.unwrap_or_default().get("olmCAKey").cloned().expect("the CA in the Secret");
+        Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), &ns.name)
+            .get("hooked-service")
+            .await
+            .expect("the webhook's Service");
+        let hooks =
+            Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(client.clone())
+                .list(
+                    &kube::api::ListParams::default()
+                        .labels("olm.webhook-description-generate-name=vhooked.capstan.dev"),
+                )
+                .await
+                .expect("list webhook configurations");
+        let hook = hooks
+            .items
+            .iter()
+            .find(|h| h.metadata.labels.as_ref().and_then(|l| l.get("olm.owner.namespace")) == Some(&ns.name));
+        let hook = hook.expect("the webhook configuration of the CSV");
+        let bundle = hook.webhooks.as_ref().and_then(|w| w[0].client_config.ca_bundle.clone()).expect("caBundle");
+        assert!(!bundle.0.is_empty() && !ca.0.is_empty(), "the webhook's caBundle is filled from the serving Secret");
+        let (mode, generation) = mode_and_generation(&client, &ns.name, "hooked").await;
+        assert_eq!(mode.as_deref(), Some("a"));
+
+        // A hotfix: the env var edited in spec.install.
+        let mut csv = csvs.get("hooked.v1.0.0").await.expect("the CSV");
+        let edited = csv_with_webhook(&ns.name, "hooked", "b", false);
+        csv.spec.install = serde_json::from_value(edited["spec"]["install"].clone()).expect("install strategy");
+        csvs.replace("hooked.v1.0.0", &PostParams::default(), &csv).await.expect("edit spec.install");
+        let rolled = eventually("the Deployment rolled out with MODE=b", WAIT, || async {
+            let (mode, generation) = mode_and_generation(&client, &ns.name, "hooked").await;
+            (mode.as_deref() == Some("b")).then_some(generation)
+        })
+        .await;
+        csv_version_succeeded(&client, &ns.name, "hooked.v1.0.0").await;
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        let (_, settled) = mode_and_generation(&client, &ns.name, "hooked").await;
+        assert_eq!((rolled, settled), (generation + 1, generation + 1), "one rollout for one edit");
+
+        // The webhook's generateName edited: the new configuration made, the old one removed.
+        let mut csv = csvs.get("hooked.v1.0.0").await.expect("the CSV");
+        if let Some(w) = csv.spec.webhookdefinitions.as_mut().and_then(|w| w.first_mut()) {
+            w.generate_name = "vhooked-changed.capstan.dev".into();
+        }
+        csvs.replace("hooked.v1.0.0", &PostParams::default(), &csv).await.expect("edit the webhook definition");
+        let hooks_api =
+            Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(client.clone());
+        let ours = format!("olm.owner=hooked.v1.0.0,olm.owner.namespace={}", ns.name);
+        let names = eventually("the webhook configuration renamed", WAIT, || async {
+            let list = hooks_api.list(&kube::api::ListParams::default().labels(&ours)).await.ok()?;
+            let names: Vec<String> = list.items.iter().filter_map(|h| h.metadata.name.clone()).collect();
+            (names.len() == 1 && names[0].starts_with("vhooked-changed.capstan.dev-")).then_some(names)
+        })
+        .await;
+        assert_eq!(names.len(), 1, "{names:?}");
+    })
+}
+
+/// A CSV applied by hand that owns an APIService gets it, pointing at the Service the CSV's
+/// Deployment serves with the serving Secret's CA, and the auth-delegator binding; kwok's pods
+/// serve nothing, so the CSV waits in Installing naming the APIService (as OLM's
+/// `isAPIServiceAvailable`). Its webhook configuration and Deployment are made too.
+#[test]
+fn csv_owning_an_apiservice_applied_by_hand_gets_it() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let ns = f.hold(namespace_with_group(&client, "csv-api-by-hand").await);
+        create::<ClusterServiceVersion>(
+            &client,
+            &ns.name,
+            csv_with_webhook(&ns.name, &format!("api-{}", ns.name), "a", true),
+        )
+        .await;
+        let name = format!("api-{}", ns.name);
+        let st = eventually("the CSV waiting on its APIService", WAIT, || async {
+            let st = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns.name)
+                .get(&format!("{name}.v1.0.0"))
+                .await
+                .ok()?
+                .status?;
+            st.message.as_deref()?.contains("is not Available").then_some(st)
+        })
+        .await;
+        assert_eq!(st.phase.as_ref().map(|p| p.as_str()), Some("Installing"), "{st:?}");
+        let ar = kube::core::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
+            "apiservices",
+        );
+        let apiservices: Api<kube::core::DynamicObject> = Api::all_with(client.clone(), &ar);
+        let svc = apiservices.get(&format!("v1.{name}.capstan.dev")).await.expect("the owned APIService");
+        assert_eq!(svc.data["spec"]["service"]["namespace"], ns.name.as_str());
+        assert_eq!(svc.data["spec"]["service"]["name"], format!("{name}-service").as_str());
+        assert!(svc.data["spec"]["caBundle"].as_str().is_some_and(|b| !b.is_empty()), "caBundle filled");
+        Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
+            .get(&format!("{name}-service-system:auth-delegator"))
+            .await
+            .expect("the auth-delegator binding");
+        Api::<Deployment>::namespaced(client.clone(), &ns.name).get(&name).await.expect("the Deployment");
+        // The CSV deleted takes its APIService with it (an APIService nothing serves would keep
+        // the namespace from being deleted).
+        Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns.name)
+            .delete(&format!("{name}.v1.0.0"), &Default::default())
+            .await
+            .expect("delete the CSV");
+        eventually("the APIService removed with its CSV", WAIT, || async {
+            apiservices.get_opt(&format!("v1.{name}.capstan.dev")).await.ok()?.is_none().then_some(())
+        })
+        .await;
+    })
+}
+
+/// The env var names of Deployment `name`'s first container and the Deployment's generation.
+async fn env_and_generation(client: &kube::Client, ns: &str, name: &str) -> (Vec<String>, i64) {
+    let d = Api::<Deployment>::namespaced(client.clone(), ns).get(name).await.expect("the Deployment");
+    let env = d.spec.and_then(|s| s.template.spec).map(|p| p.containers[0].env.clone().unwrap_or_default());
+    (env.unwrap_or_default().into_iter().map(|e| e.name).collect(), d.metadata.generation.unwrap_or_default())
+}
+
+/// A CSV a Subscription with `spec.config` installed: its Deployment is not applied again once
+/// installed (the strategy planned from the CSV on the cluster is the one its plan applied); an
+/// env var added to its `spec.install` (a hotfix) is rolled out once, with the Subscription's
+/// `spec.config` still applied on top.
+#[test]
+fn an_edit_of_a_subscribed_csvs_strategy_rolls_out_with_the_subscriptions_config() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let ns = f.hold(namespace_with_group(&client, "csv-hotfix").await);
+        catalog_source(&client, &ns.name, "examples", &f.catalog_ref).await;
+        create::<capstan::api::Subscription>(
+            &client,
+            &ns.name,
+            json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+                "metadata": {"name": "nginx-operator", "namespace": ns.name},
+                "spec": {"name": "nginx-operator", "channel": "alpha", "source": "examples",
+                         "sourceNamespace": ns.name, "installPlanApproval": "Automatic",
+                         "config": {"env": [{"name": "LOG_LEVEL", "value": "debug"}]}}
+            }),
+        )
+        .await;
+        let (csv_name, dep) = ("nginx-operator.v0.2.0", "nginx-operator-controller-manager");
+        csv_version_succeeded(&client, &ns.name, csv_name).await;
+        let (env, installed) = env_and_generation(&client, &ns.name, dep).await;
+        assert!(env.iter().any(|e| e == "LOG_LEVEL"), "spec.config applied by the plan: {env:?}");
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        assert_eq!(env_and_generation(&client, &ns.name, dep).await.1, installed, "no rollout without an edit");
+
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns.name);
+        let mut csv = serde_json::to_value(csvs.get(csv_name).await.expect("the CSV")).expect("CSV as JSON");
+        let container =
+            &mut csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]["containers"][0];
+        let mut env = container["env"].as_array().cloned().unwrap_or_default();
+        env.push(json!({"name": "HOTFIX", "value": "1"}));
+        container["env"] = json!(env);
+        let csv: ClusterServiceVersion = serde_json::from_value(csv).expect("CSV");
+        csvs.replace(csv_name, &PostParams::default(), &csv).await.expect("edit spec.install");
+        let (env, rolled) = eventually("the hotfix rolled out", WAIT, || async {
+            let (env, generation) = env_and_generation(&client, &ns.name, dep).await;
+            env.iter().any(|e| e == "HOTFIX").then_some((env, generation))
+        })
+        .await;
+        assert!(env.iter().any(|e| e == "LOG_LEVEL"), "the Subscription's spec.config kept on top: {env:?}");
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        let settled = env_and_generation(&client, &ns.name, dep).await.1;
+        assert_eq!((rolled, settled), (installed + 1, installed + 1), "one rollout for one edit");
+    })
+}

@@ -107,8 +107,10 @@ pub(super) async fn webhooks_and_certificates(
         .filter(|a| a.deployment_name.as_deref().is_some_and(|d| !waiting.iter().any(|w| w == d)))
     {
         let name = format!("{}.{}", a.version, a.group);
-        if !super::requirements::apiservice_available(&ctx.client, &name).await?.0 {
-            unavailable.push(format!("APIService {name} is not Available"));
+        // Two owned descriptions (two kinds) of one group and version are one APIService.
+        let message = format!("APIService {name} is not Available");
+        if !unavailable.contains(&message) && !super::requirements::apiservice_available(&ctx.client, &name).await?.0 {
+            unavailable.push(message);
         }
     }
     // Only at the look of an installed CSV (Succeeded or Failed, every 30 s), not on the 1 s
@@ -200,19 +202,8 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
             .find(|st| st.resource.kind == "Deployment" && st.resource.name == *name)
             .and_then(|st| as_install_step(st, csv))
             .map(|step| step.manifest);
-        let has_plan = installed_steps(&plans.items, &csv_name).next().is_some();
-        // A CSV an InstallPlan installed from a catalog carries the catalog's properties; its
-        // Deployments come back only from that plan (with the Subscription's spec.config).
-        let from_catalog = csv.annotations().contains_key(crate::install::ANNOTATION_PROPERTIES);
-        let manifest = match manifest {
-            Some(m) => Some(m),
-            // No InstallPlan installed this CSV (applied by hand, by GitOps): OLM installs any
-            // CSV in a namespace with an OperatorGroup, so its install strategy is the source.
-            None if !has_plan && !from_catalog => deployment_from_csv(ctx, csv, name).await?,
-            None => None,
-        };
         let Some(mut manifest) = manifest else {
-            tracing::warn!(csv = %format!("{ns}/{csv_name}"), deployment = %name, "Deployment is gone and neither a Complete InstallPlan of the CSV nor its install strategy gives it; it is not created again");
+            tracing::warn!(csv = %format!("{ns}/{csv_name}"), deployment = %name, "Deployment is gone and no Complete InstallPlan of the CSV gives it; it is not created again");
             continue;
         };
         manifest["apiVersion"] = json!("apps/v1");
@@ -245,45 +236,6 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
         ctx.events.publish_for(csv, EventType::Normal, "DeploymentRecreated", &message).await;
     }
     Ok(())
-}
-
-/// Deployment `name` of `csv` as its install strategy makes it, for a CSV that no InstallPlan
-/// installed: planned from the CSV alone ([`crate::install::plan::steps`]) with the namespace's
-/// OperatorGroup targets, owned by the CSV. `None` (logged) when the CSV does not plan (the
-/// reason is logged; the CSV keeps waiting and names the Deployment).
-async fn deployment_from_csv(ctx: &Context, csv: &ClusterServiceVersion, name: &str) -> Result<Option<Value>, Error> {
-    let ns = csv.namespace().unwrap_or_default();
-    let csv_name = csv.name_any();
-    let targets = match super::operator_group_targets(&ctx.client, &ns).await? {
-        crate::install::operator_group::GroupTargets::Found { targets, .. } => targets,
-        crate::install::operator_group::GroupTargets::Unfit { .. } => return Ok(None),
-    };
-    let mut value = serde_json::to_value(csv).unwrap_or_default();
-    if let Some(obj) = value.as_object_mut() {
-        obj.remove("status");
-    }
-    let origin = std::path::PathBuf::from(format!("ClusterServiceVersion {ns}/{csv_name}"));
-    let planned = crate::bundle::Bundle::from_objects(&origin, Default::default(), vec![(origin.clone(), value)])
-        .map_err(|e| e.to_string())
-        .and_then(|bundle| {
-            let mut target = crate::install::InstallTarget {
-                namespace: ns.clone(),
-                target_namespaces: targets,
-                csv_name: csv_name.clone(),
-                ..Default::default()
-            };
-            let mut owner = target.csv_owner_reference();
-            owner.uid = csv.metadata.uid.clone().unwrap_or_default();
-            target.owner = Some(owner);
-            crate::install::plan::steps(&bundle, &target).map_err(|e| e.to_string())
-        });
-    match planned {
-        Ok(steps) => Ok(steps.into_iter().find(|s| s.kind == "Deployment" && s.name == name).map(|s| s.manifest)),
-        Err(e) => {
-            tracing::warn!(csv = %format!("{ns}/{csv_name}"), deployment = %name, error = %e, "the install strategy of the CSV does not plan");
-            Ok(None)
-        }
-    }
 }
 
 /// The steps of `csv` in the Complete InstallPlans among `plans`: what was applied to install it.
