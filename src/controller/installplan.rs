@@ -845,8 +845,9 @@ async fn proceed(pass: &mut PlanPass<'_>) -> Result<Ending, Error> {
     let installer = match preflight(pass.ctx, &pass.ns, &planned.operator_group, &planned.plain()).await {
         Ok(i) => i,
         Err(Stop::Held(Hold::Blocked(reason, message))) => {
-            // Nothing was attempted: the steps stay `Unknown`, as OLM leaves them while its
-            // installer account is refused (test/e2e/user_defined_sa_test.go).
+            // Nothing was attempted (not upgradeable, a CRD upgrade that would break objects,
+            // the installer's permissions): the steps stay `Unknown`, as OLM leaves them while
+            // its installer account is refused (test/e2e/user_defined_sa_test.go).
             return Ok(pass.block(planned.listed(ApiStepStatus::Unknown), reason, message));
         }
         Err(Stop::Held(h)) => return Ok(pass.hold(h, Vec::new())),

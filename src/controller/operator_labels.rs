@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 
 use super::operator::{COMPONENT_KINDS, components, reference, write_operator};
@@ -44,7 +44,8 @@ pub(super) fn made_by_capstan(op: &Operator) -> bool {
 /// next resync.
 pub(super) async fn run(ctx: Arc<Context>) {
     let operators: Api<Operator> = Api::all(ctx.client.clone());
-    let mut events = watcher(operators, watcher::Config::default()).boxed();
+    // With the controllers' backoff: a watch that fails (an API outage) is not retried in a loop.
+    let mut events = watcher(operators, watcher::Config::default()).backoff(super::watch_backoff()).boxed();
     let mut known: BTreeSet<String> = BTreeSet::new();
     let mut tick = tokio::time::interval(RESYNC);
     loop {

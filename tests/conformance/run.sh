@@ -82,6 +82,7 @@ host=${REGISTRY_HOST:-$(cat "$dir/api-host")}
 # manifests/packages-api.yaml's APIService, its Service without a selector and an EndpointSlice
 # on the host's port (the API server routes to endpoints, up.sh --enable-aggregator-routing).
 packages_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+had_capstan_system=$(kubectl get namespace capstan-system -o name 2>/dev/null || true)
 kubectl create namespace capstan-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl apply -f "$root/manifests/packages-api.yaml" >/dev/null
 kubectl patch service -n capstan-system capstan-packages --type=json \
@@ -162,6 +163,8 @@ if [ -n "${SUBSET:-}" ]; then
     || log "WARNING: the suite's namespaces were not deleted within 180 s"
   kubectl delete -f "$root/manifests/packages-api.yaml" --ignore-not-found >/dev/null 2>&1 || true
   kubectl delete endpointslice -n capstan-system capstan-packages-conformance --ignore-not-found >/dev/null 2>&1 || true
+  # (the namespace too when this run made it: later tests deploy capstan there from nothing)
+  [ -n "$had_capstan_system" ] || kubectl delete namespace capstan-system --wait --timeout=120s >/dev/null 2>&1 || true
 fi
 # With SUBSET (CI), a failed or unfinished spec fails the run; a full run's numbers are the verdict.
 python3 "$here/report.py" ${SUBSET:+--strict} "$state/report.json"

@@ -621,7 +621,7 @@ fn crd_upgrade_is_refused_while_an_object_lacks_a_new_required_field() {
             "{m}"
         );
         assert!(
-            refused["plan"].as_array().into_iter().flatten().all(|s| s["status"] == "NotCreated"),
+            refused["plan"].as_array().into_iter().flatten().all(|s| s["status"] == "Unknown"),
             "nothing applied: {refused}"
         );
         assert_eq!(
