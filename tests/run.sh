@@ -6,6 +6,8 @@
 #    one; installs Debian's docker-registry, containerd, runc, containernetworking-plugins, iptables
 #    and iproute2 when missing, and images/build.sh gcc and libc6-dev for the pause image),
 # 3. checks the tree with rustfmt and clippy, and runs every Rust test (unit, CLI, end-to-end) with cargo,
+#    then a subset of OLM v0's own e2e suite against capstan (tests/conformance/, SUBSET=ci; its
+#    build is cached like the rest),
 # 4. stops the environment again if this script started it.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
