@@ -15,7 +15,6 @@
 //! Subscription nor a CSV of the package is left in the namespace, the Operator is deleted (OLM
 //! keeps it, listing what is left, until someone deletes it).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -220,43 +219,61 @@ pub(crate) fn operator_name(package: &str, namespace: &str) -> String {
         .to_string()
 }
 
-/// Receives Operator names to bring up to date and syncs them, each at most once per 2 s
-/// (changes that come together — a CSV and its Subscription — make one write); an Operator this
-/// process has not written yet is written at once, so that it exists as soon as its
-/// Subscription has a state, as OLM's does (its e2e suite reads it right after the first plan
-/// completes). A failed sync is tried again after 10 s; failures are logged as reconcile
-/// failures are (one line per [`super::ERROR_LOG_INTERVAL`], with the count of those left out).
+/// How long changes of one Operator are gathered into one write ([`run`]).
+const COALESCE: Duration = Duration::from_secs(2);
+/// How long a failed Operator sync waits before it is tried again ([`run`]).
+const RETRY: Duration = Duration::from_secs(10);
+
+/// When an Operator asked for at `now` is to be written ([`run`]): at once the first time this
+/// process writes it (so that it exists as soon as its Subscription has a state, as OLM's does:
+/// its e2e suite reads it right after the first plan completes), else after [`COALESCE`], or
+/// when it was already due (`pending`), then. Pure.
+fn due_at(
+    now: tokio::time::Instant,
+    pending: Option<tokio::time::Instant>,
+    written_before: bool,
+) -> tokio::time::Instant {
+    let wanted = if written_before { now + COALESCE } else { now };
+    pending.map_or(wanted, |p| p.min(wanted))
+}
+
+/// Receives Operator names to bring up to date and syncs each when it is due ([`due_at`]):
+/// changes that come together — a CSV and its Subscription — make one write, and one Operator
+/// waiting does not hold back another. A failed sync is tried again after [`RETRY`]; failures
+/// are logged as reconcile failures are (one line per [`super::ERROR_LOG_INTERVAL`], with the
+/// count of those left out).
 pub(super) async fn run(ctx: Arc<Context>, mut rx: mpsc::UnboundedReceiver<(String, String)>) {
-    let mut retry: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut pending: std::collections::BTreeMap<(String, String), tokio::time::Instant> = Default::default();
     let mut written: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
     loop {
-        let first = if retry.is_empty() {
-            match rx.next().await {
-                Some(f) => Some(f),
+        let next = pending.values().min().copied();
+        let received = match next {
+            None => match rx.next().await {
+                Some(key) => Some(key),
                 None => return,
-            }
-        } else {
-            tokio::time::timeout(Duration::from_secs(10), rx.next()).await.ok().flatten()
+            },
+            Some(at) => tokio::time::timeout_at(at, rx.next()).await.ok().flatten(),
         };
-        if first.as_ref().is_none_or(|f| written.contains(f)) {
-            tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = tokio::time::Instant::now();
+        for key in received.into_iter().chain(std::iter::from_fn(|| rx.try_recv().ok())) {
+            let at = due_at(now, pending.get(&key).copied(), written.contains(&key));
+            pending.insert(key, at);
         }
-        let mut due: BTreeSet<(String, String)> = std::mem::take(&mut retry);
-        due.extend(first);
-        while let Ok(more) = rx.try_recv() {
-            due.insert(more);
-        }
-        for (package, namespace) in due {
-            let result = sync(&ctx, &package, &namespace).await;
-            if result.is_ok() {
-                written.insert((package.clone(), namespace.clone()));
-            }
-            if let Err(e) = result {
-                // One line per 10 s for all Operators (an API outage fails every one of them).
-                if let Some(skipped) = super::log_due(&ctx.error_log, "Operator", std::time::Instant::now()) {
-                    tracing::warn!(operator = %operator_name(&package, &namespace), error = %e, unlogged_since_last = skipped, "could not update the Operator; trying again in 10 s");
+        let due: Vec<(String, String)> = pending.iter().filter(|(_, at)| **at <= now).map(|(k, _)| k.clone()).collect();
+        for key in due {
+            pending.remove(&key);
+            let (package, namespace) = &key;
+            match sync(&ctx, package, namespace).await {
+                Ok(()) => {
+                    written.insert(key);
                 }
-                retry.insert((package, namespace));
+                Err(e) => {
+                    // One line per 10 s for all Operators (an API outage fails every one of them).
+                    if let Some(skipped) = super::log_due(&ctx.error_log, "Operator", std::time::Instant::now()) {
+                        tracing::warn!(operator = %operator_name(package, namespace), error = %e, unlogged_since_last = skipped, "could not update the Operator; trying again in 10 s");
+                    }
+                    pending.insert(key, tokio::time::Instant::now() + RETRY);
+                }
             }
         }
     }
@@ -450,6 +467,16 @@ async fn object_conditions(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_operator_is_written_at_once_the_first_time_then_changes_gather_for_two_seconds() {
+        let now = tokio::time::Instant::now();
+        assert_eq!(due_at(now, None, false), now, "never written by this process: at once");
+        assert_eq!(due_at(now, None, true), now + COALESCE, "written before: changes gather");
+        let earlier = now + Duration::from_millis(500);
+        assert_eq!(due_at(now, Some(earlier), true), earlier, "already due sooner: kept");
+        assert_eq!(due_at(now, Some(now + RETRY), true), now + COALESCE, "a retry waiting: the change comes first");
+    }
     use crate::api::installplan::{InstallPlanPhase, InstallPlanStatus, Step, StepResource, StepStatus};
 
     fn step(csv: &str, kind: &str, name: &str, manifest: Option<Value>) -> Step {
