@@ -467,6 +467,7 @@ async fn object_conditions(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::installplan::{InstallPlanPhase, InstallPlanStatus, Step, StepResource, StepStatus};
 
     #[test]
     fn an_operator_is_written_at_once_the_first_time_then_changes_gather_for_two_seconds() {
@@ -477,7 +478,6 @@ mod tests {
         assert_eq!(due_at(now, Some(earlier), true), earlier, "already due sooner: kept");
         assert_eq!(due_at(now, Some(now + RETRY), true), now + COALESCE, "a retry waiting: the change comes first");
     }
-    use crate::api::installplan::{InstallPlanPhase, InstallPlanStatus, Step, StepResource, StepStatus};
 
     fn step(csv: &str, kind: &str, name: &str, manifest: Option<Value>) -> Step {
         Step {
