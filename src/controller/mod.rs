@@ -147,6 +147,10 @@ pub struct Context {
     /// left InstallReady), so that it is not applied again on its way to Succeeded; removed
     /// when the CSV is gone.
     pub aggregated: Mutex<std::collections::HashSet<String>>,
+    /// The `metadata.generation` of each CSV an InstallPlan installed (by UID) whose install
+    /// strategy this process found in place (`csv::unit::install`): its Deployments are not
+    /// planned and read again until the CSV's spec changes; removed when the CSV is gone.
+    pub strategy_checked: Mutex<HashMap<String, i64>>,
     /// Transient failures in a row per InstallPlan (namespace, name), for its retry backoff
     /// (`installplan::retry_backoff`); removed when the plan completes.
     pub plan_retries: Mutex<HashMap<(String, String), u32>>,
@@ -717,11 +721,12 @@ impl Context {
         }
     }
 
-    /// Forgets a deleted CSV's aggregation mark ([`Context::aggregated`]; from the CSV watch,
+    /// Forgets a deleted CSV's marks ([`Context::aggregated`], [`Context::strategy_checked`]; from the CSV watch,
     /// [`track_csvs`]).
     pub fn forget_csv(&self, csv: &ClusterServiceVersion) {
         if let Some(uid) = kube::ResourceExt::uid(csv) {
             self.aggregated.lock().unwrap_or_else(|e| e.into_inner()).remove(&uid);
+            self.strategy_checked.lock().unwrap_or_else(|e| e.into_inner()).remove(&uid);
         }
     }
 
@@ -731,6 +736,7 @@ impl Context {
         let uids: std::collections::HashSet<String> =
             listed.iter().filter_map(|c| kube::ResourceExt::uid(c.as_ref())).collect();
         self.aggregated.lock().unwrap_or_else(|e| e.into_inner()).retain(|uid| uids.contains(uid));
+        self.strategy_checked.lock().unwrap_or_else(|e| e.into_inner()).retain(|uid, _| uids.contains(uid));
     }
 
     /// A context for one controller process, and the receiving end of its Subscription resync
@@ -761,6 +767,7 @@ impl Context {
             catalogs: store,
             metrics,
             aggregated: Mutex::new(std::collections::HashSet::new()),
+            strategy_checked: Mutex::new(HashMap::new()),
             plan_retries: Mutex::new(HashMap::new()),
             pulls_started: Mutex::new(std::collections::HashSet::new()),
             reconcile_failures: Mutex::new(HashMap::new()),

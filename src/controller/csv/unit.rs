@@ -209,7 +209,21 @@ pub(super) async fn install(
     if csv.metadata.deletion_timestamp.is_some() || !csv.spec.install.spec.iter().any(|s| !s.deployments.is_empty()) {
         return Ok(None);
     }
+    // A CSV an InstallPlan installed is planned and its Deployments read once per spec (the
+    // strategy changes only with it; spec.config changes come with a new InstallPlan), not at
+    // every look of the CSV reconciler.
+    let checked = csv.uid().zip(csv.metadata.generation);
+    if let Some((uid, generation)) = &checked
+        && ctx.strategy_checked.lock().unwrap_or_else(|e| e.into_inner()).get(uid) == Some(generation)
+    {
+        return Ok(None);
+    }
     let origin = origin(ctx, csv, ns).await?;
+    let remember = || {
+        if let (Origin::Plan, Some((uid, generation))) = (origin, &checked) {
+            ctx.strategy_checked.lock().unwrap_or_else(|e| e.into_inner()).insert(uid.clone(), *generation);
+        }
+    };
     let planned = match planned(ctx, csv, ns).await? {
         None => return Ok(None),
         Some(Ok(steps)) => steps,
@@ -218,6 +232,7 @@ pub(super) async fn install(
         }
         Some(Err(message)) => {
             tracing::warn!(csv = %format!("{ns}/{}", csv.name_any()), error = %message, "the install strategy of the CSV does not plan; its Deployments stay as its InstallPlan made them");
+            remember();
             return Ok(None);
         }
     };
@@ -234,7 +249,10 @@ pub(super) async fn install(
     };
     let deployments_planned: Vec<Step> = planned.iter().filter(|s| s.kind == "Deployment").cloned().collect();
     let (steps, what) = match to_apply(origin, installing || hooks_due, &missing, &changed) {
-        Apply::Nothing => return Ok(None),
+        Apply::Nothing => {
+            remember();
+            return Ok(None);
+        }
         Apply::Everything if origin == Origin::Csv && !apiservices_adoptable(ctx, csv, ns, &planned).await? => {
             return Ok(Some((CsvReason::OwnerConflict, "unable to adopt APIService".into())));
         }
@@ -265,6 +283,7 @@ pub(super) async fn install(
     };
     tracing::info!(csv = %format!("{ns}/{csv_name}"), "{message}");
     ctx.events.publish_for(csv, EventType::Normal, reason, &message).await;
+    remember();
     Ok(None)
 }
 
