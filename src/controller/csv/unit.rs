@@ -269,8 +269,23 @@ pub(super) async fn install(
     }
     remove_stale(ctx, &stale).await?;
     remove_orphaned_deployments(ctx, csv, ns, &deployments_planned).await?;
+    announce(ctx, csv, ns, what, &results).await;
+    remember();
+    Ok(None)
+}
+
+/// Says in an Event on `csv` and in the log what [`install`] applied: `DeploymentUpdated` with
+/// the Deployments `updated` when only they were applied again, else `InstallStrategyApplied`
+/// with every object `results` applied.
+async fn announce(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    ns: &str,
+    updated: Option<Vec<String>>,
+    results: &[crate::install::apply::StepResult],
+) {
     let csv_name = csv.name_any();
-    let (reason, message) = match what {
+    let (reason, message) = match updated {
         Some(names) => (
             "DeploymentUpdated",
             format!("the install strategy of {csv_name} changed; Deployment {} applied again", names.join(", ")),
@@ -283,8 +298,6 @@ pub(super) async fn install(
     };
     tracing::info!(csv = %format!("{ns}/{csv_name}"), "{message}");
     ctx.events.publish_for(csv, EventType::Normal, reason, &message).await;
-    remember();
-    Ok(None)
 }
 
 /// The webhook configurations of `csv` (by its owner labels) and the APIServices among `planned`
