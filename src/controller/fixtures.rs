@@ -840,7 +840,16 @@ async fn a_new_csv_whose_deployment_is_available_succeeds_with_one_status_write(
         status["conditions"].as_array().expect("conditions").iter().map(|c| &c["phase"]).collect();
     assert_eq!(passed, [&json!("Pending"), &json!("InstallReady"), &json!("Succeeded")]);
     let events: Vec<&Value> = seen.iter().filter(|s| s.path == events_path(NS)).map(|s| &s.body["reason"]).collect();
-    assert_eq!(events, [&json!("RequirementsUnknown"), &json!("AllRequirementsMet"), &json!("InstallSucceeded")]);
+    assert_eq!(
+        events,
+        [
+            &json!("InstallStrategyApplied"),
+            &json!("RequirementsUnknown"),
+            &json!("AllRequirementsMet"),
+            &json!("InstallSucceeded")
+        ],
+        "the Deployment made on the way from InstallReady, then the phases, in order, once written"
+    );
     assert!(seen.iter().any(|s| s.path == oc), "the OperatorCondition is created");
 }
 
@@ -856,7 +865,8 @@ async fn a_csv_whose_operator_condition_fails_writes_no_phase() {
     let err = result.expect_err("the OperatorCondition's failure is the reconcile's");
     assert!(err.to_string().contains("OperatorCondition"), "{err}");
     assert!(status_writes(&seen).iter().all(|s| !s.path.contains("clusterserviceversions")), "{:#?}", lines(&seen));
-    assert!(seen.iter().all(|s| s.path != events_path(NS)), "no phase, no Event");
+    let events: Vec<&Value> = seen.iter().filter(|s| s.path == events_path(NS)).map(|s| &s.body["reason"]).collect();
+    assert_eq!(events, [&json!("InstallStrategyApplied")], "no phase, no Event of one (the apply is idempotent)");
 }
 
 /// The world of a new etcd CSV whose requirements are met and whose Deployment is Available, up
@@ -887,6 +897,19 @@ fn new_csv_world(condition: Reply) -> (ApiServer, Arc<super::Context>, Value, St
             &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"),
             Reply::Ok(deployment.clone()),
         )
+        // Installing (InstallReady): the Deployment applied, orphans looked for, an Event.
+        .expect(
+            "GET",
+            &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"),
+            Reply::Ok(deployment.clone()),
+        )
+        .expect("PATCH", &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"), Reply::Echo)
+        .expect(
+            "GET",
+            &format!("/apis/apps/v1/namespaces/{NS}/deployments"),
+            list("DeploymentList", "apps/v1", vec![deployment.clone()]),
+        )
+        .expect("POST", &events_path(NS), Reply::Echo)
         .expect(
             "GET",
             &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"),

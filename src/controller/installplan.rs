@@ -415,8 +415,7 @@ pub(crate) fn step_entry(
 pub const INLINE_MANIFEST_MAX: usize = 64 * 1024;
 
 /// Most bytes of objects one plan's `status.plan` holds inline; past it the other steps are
-/// [`BundleObjectRef`]s. Deployments are inlined first (the CSV reconciler creates a deleted
-/// Deployment again from its step), then the other steps in order.
+/// [`BundleObjectRef`]s, in step order.
 pub const INLINE_PLAN_BUDGET: usize = 512 * 1024;
 
 /// One planned step: the object, its catalog `(namespace, name)`, and the bundle image by digest
@@ -430,16 +429,13 @@ pub(crate) struct PlannedStep {
 
 /// The `status.plan` entries of `steps`, entry `i` with `statuses[i]`: each object inline, or as
 /// a [`BundleObjectRef`] when it is larger than [`INLINE_MANIFEST_MAX`] or does not fit in what
-/// is left of [`INLINE_PLAN_BUDGET`] (Deployments first, then the rest in step order). Steps
-/// without a bundle image are always inline (they are small). Pure.
+/// is left of [`INLINE_PLAN_BUDGET`] (in step order). Steps without a bundle image are always
+/// inline (they are small). Pure.
 pub(crate) fn plan_entries(steps: &[PlannedStep], statuses: &[ApiStepStatus]) -> Vec<ApiStep> {
     let json: Vec<String> = steps.iter().map(|p| p.step.manifest.to_string()).collect();
     let mut inline: Vec<bool> = steps.iter().map(|p| p.image.is_none()).collect();
     let mut left = INLINE_PLAN_BUDGET;
-    let deployments_first = (0..steps.len())
-        .filter(|&i| steps[i].step.kind == "Deployment")
-        .chain((0..steps.len()).filter(|&i| steps[i].step.kind != "Deployment"));
-    for i in deployments_first {
+    for i in 0..steps.len() {
         if !inline[i] && json[i].len() <= INLINE_MANIFEST_MAX && json[i].len() <= left {
             inline[i] = true;
             left -= json[i].len();
@@ -548,11 +544,13 @@ async fn plan_steps(pass: &mut PlanPass<'_>) -> Result<Planned, Stop> {
             lookup.catalog_source_ref.name.clone().unwrap_or_default(),
         );
         match plan::steps(&bundle, &target) {
-            Ok(planned) => steps.extend(planned.into_iter().map(|step| PlannedStep {
-                step,
-                catalog: catalog.clone(),
-                image: image.clone(),
-            })),
+            Ok(planned) => {
+                steps.extend(planned.iter().filter(|s| plan::in_install_plan(s, &planned)).map(|step| PlannedStep {
+                    step: step.clone(),
+                    catalog: catalog.clone(),
+                    image: image.clone(),
+                }))
+            }
             Err(e) => return Err(Hold::Fail("InstallCheckFailed", at(e.to_string())).into()),
         }
     }
@@ -999,21 +997,17 @@ async fn execute(pass: &mut PlanPass<'_>, planned: &Planned, installer: &scoped:
 }
 
 /// The step kinds of a CSV refused for its provided APIs that the plan does not apply: what
-/// would run the operator or take over what the other OperatorGroup's operator serves (its CRDs
-/// and their conversion, webhook configurations, APIServices).
-pub(crate) const HELD_FOR_APIS: [&str; 5] = [
-    "Deployment",
-    "ValidatingWebhookConfiguration",
-    "MutatingWebhookConfiguration",
-    "APIService",
-    "CustomResourceDefinition",
-];
+/// would take over what the other OperatorGroup's operator serves (its CRDs and their
+/// conversion, webhook configurations, APIServices). The operator's Deployments are not plan
+/// steps: the CSV reconciler makes them once the CSV may own its APIs.
+pub(crate) const HELD_FOR_APIS: [&str; 4] =
+    ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "APIService", "CustomResourceDefinition"];
 
 /// Which steps of `planned` are held because their CSV may not own the APIs it provides
 /// ([`api_ownership`]: another OperatorGroup whose targets intersect provides them):
 /// that CSV's [`HELD_FOR_APIS`] steps. The CSV itself is still created, and its reconciler fails
-/// it with OLM's reason; when the conflict ends it applies the held Deployments and webhooks
-/// from this plan. Each held CSV is an Event `HeldForConflict` on the plan.
+/// it with OLM's reason; when the conflict ends it makes the Deployments and applies the held
+/// webhooks from this plan. Each held CSV is an Event `HeldForConflict` on the plan.
 async fn held_for_apis(ctx: &Context, ip: &InstallPlan, ns: &str, planned: &Planned) -> Result<Vec<bool>, Error> {
     let mut held = vec![false; planned.steps.len()];
     for csv_step in planned.steps.iter().map(|p| &p.step).filter(|s| s.kind == "ClusterServiceVersion") {
@@ -1438,11 +1432,11 @@ mod tests {
         };
         let image = "reg/a-bundle@sha256:abc";
         let p = |s: Step| PlannedStep { step: s, catalog: ("olm".into(), "c".into()), image: Some(image.into()) };
-        // A 2 MB CRD (argocd's argocds is 1.1 MB as JSON), small objects, a Deployment after
-        // enough mid-sized ones to spend the budget, and a Subscription not from the bundle.
+        // A 2 MB CRD (argocd's argocds is 1.1 MB as JSON), small objects, a CSV after enough
+        // mid-sized ones to spend the budget, and a Subscription not from the bundle.
         let mut steps = vec![p(obj("CustomResourceDefinition", "big", 2_000_000)), p(obj("ServiceAccount", "sa", 100))];
         steps.extend((0..10).map(|i| p(obj("ConfigMap", &format!("cm{i}"), 60_000))));
-        steps.push(p(obj("Deployment", "op", 5_000)));
+        steps.push(p(obj("ClusterServiceVersion", "a.v1", 5_000)));
         steps.push(PlannedStep {
             step: obj("Subscription", "dep", 200),
             catalog: ("olm".into(), "c".into()),
@@ -1466,10 +1460,7 @@ mod tests {
         );
         let inline: serde_json::Value =
             serde_json::from_str(entries[12].resource.manifest.as_deref().unwrap()).unwrap();
-        assert_eq!(
-            inline["metadata"]["name"], "op",
-            "the Deployment is inline even after the budget is spent by earlier steps"
-        );
+        assert_eq!(inline["metadata"]["name"], "a.v1", "a later step that fits what is left of the budget is inline");
         // The whole listing stays small for any bundle size, and the image is found again.
         assert!(oversized(&entries).is_none());
         assert!(serde_json::to_vec(&entries).unwrap().len() < INLINE_PLAN_BUDGET + 64 * 1024);
@@ -1495,7 +1486,7 @@ mod tests {
         let plain = vec![
             step("CustomResourceDefinition", "widgets"),
             step("ServiceAccount", "op"),
-            step("Deployment", "op"),
+            step("ValidatingWebhookConfiguration", "vop"),
             step("ClusterServiceVersion", "op.v1"),
         ];
         let held = vec![true, false, true, false];
@@ -1510,7 +1501,7 @@ mod tests {
         let applied = vec![result(0, &plain[1]), result(1, &plain[3])];
         let merged = merge_held(&plain, &held, applied);
         let got: Vec<(usize, &str, bool)> = merged.iter().map(|r| (r.index, r.name.as_str(), r.applied())).collect();
-        assert_eq!(got, [(0, "widgets", false), (1, "op", true), (2, "op", false), (3, "op.v1", true)]);
+        assert_eq!(got, [(0, "widgets", false), (1, "op", true), (2, "vop", false), (3, "op.v1", true)]);
         assert!(
             HELD_FOR_APIS.contains(&"ValidatingWebhookConfiguration")
                 && !HELD_FOR_APIS.contains(&"ClusterServiceVersion")

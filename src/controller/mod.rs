@@ -149,7 +149,8 @@ pub struct Context {
     pub aggregated: Mutex<std::collections::HashSet<String>>,
     /// The `metadata.generation` of each CSV an InstallPlan installed (by UID) whose install
     /// strategy this process found in place (`csv::unit::install`): its Deployments are not
-    /// planned and read again until the CSV's spec changes; removed when the CSV is gone.
+    /// planned and read again until the CSV's spec or its Subscription's spec changes
+    /// ([`installed_csv_of`]); removed when the CSV is gone.
     pub strategy_checked: Mutex<HashMap<String, i64>>,
     /// Transient failures in a row per InstallPlan (namespace, name), for its retry backoff
     /// (`installplan::retry_backoff`); removed when the plan completes.
@@ -224,6 +225,15 @@ pub enum Error {
     /// the message names the object and the API error. Retried by the requeue.
     #[error("certificates of ClusterServiceVersion {csv}: {message}")]
     Certificates {
+        /// `namespace/name` of the CSV.
+        csv: String,
+        /// What failed, naming the object.
+        message: String,
+    },
+    /// Creating again a Deployment deleted under a CSV failed (`csv::unit::recreate`): the API
+    /// server refused it; the message names the Deployment and the error. Retried by the requeue.
+    #[error("workload of ClusterServiceVersion {csv}: {message}")]
+    Workload {
         /// `namespace/name` of the CSV.
         csv: String,
         /// What failed, naming the object.
@@ -869,6 +879,22 @@ fn owning_csv(
         .flatten()
 }
 
+/// The CSV a Subscription whose spec changed has installed (`status.installedCSV`), with its
+/// [`Context::strategy_checked`] mark forgotten: the CSV reconciler rolls a new `spec.config` out
+/// into its Deployments (`csv::unit::install`), as OLM's olm-operator requeues the installed CSV
+/// of a changed Subscription (\[OLM\] `pkg/controller/operators/olm/operator.go`
+/// `syncSubscription`).
+fn installed_csv_of(ctx: &Context, sub: &Subscription) -> Option<ObjectRef<ClusterServiceVersion>> {
+    let csv = sub.status.as_ref()?.installed_csv.as_deref().filter(|n| !n.is_empty())?;
+    let r = ObjectRef::new(csv).within(sub.metadata.namespace.as_deref()?);
+    if let Some(uid) =
+        ctx.csv_store.get().and_then(|store| store.get(&r)).and_then(|c| kube::ResourceExt::uid(c.as_ref()))
+    {
+        ctx.strategy_checked.lock().unwrap_or_else(|e| e.into_inner()).remove(&uid);
+    }
+    Some(r)
+}
+
 async fn run_inner(
     ctx: Arc<Context>,
     rx: mpsc::UnboundedReceiver<()>,
@@ -960,8 +986,9 @@ fn run_install_plans(ctx: Arc<Context>) -> impl std::future::Future<Output = ()>
 }
 
 /// The CSV controller: woken by its Deployments, its webhook configurations and APIServices (by
-/// their `olm.owner*` labels; kept in [`Context::webhook_stores`]) and the CRDs its conversion
-/// webhooks list. A deleted or changed webhook configuration, APIService or conversion CRD wakes
+/// their `olm.owner*` labels; kept in [`Context::webhook_stores`]), the CRDs its conversion
+/// webhooks list, and the spec changes of the Subscription that installed it
+/// ([`installed_csv_of`]). A deleted or changed webhook configuration, APIService or conversion CRD wakes
 /// its CSV, which applies it again (`csv::workload::restore_webhooks`) at once rather than at its
 /// next 30 s look.
 fn run_csvs(ctx: Arc<Context>) -> impl std::future::Future<Output = ()> {
@@ -999,6 +1026,16 @@ fn run_csvs(ctx: Arc<Context>) -> impl std::future::Future<Output = ()> {
     .watches_stream(validating, |o| owning_csv(&o.metadata))
     .watches_stream(mutating, |o| owning_csv(&o.metadata))
     .watches_stream(apiservices, |o| owning_csv(&o.metadata))
+    .watches_stream(
+        watcher(Api::<Subscription>::all(client.clone()), watcher::Config::default())
+            .backoff(watch_backoff())
+            .touched_objects()
+            .predicate_filter(kube::runtime::predicates::generation, PredicateConfig::default()),
+        {
+            let ctx = ctx.clone();
+            move |sub| installed_csv_of(&ctx, &sub)
+        },
+    )
     .watches_stream(crds, move |crd| {
         // CRDs carry no owner labels: the CSVs whose conversion webhooks list it.
         let name = crd.metadata.name.clone().unwrap_or_default();

@@ -137,7 +137,8 @@ pub(crate) fn csv_conditions(status: Option<&ClusterServiceVersionStatus>) -> Ve
 
 /// The objects `plan` applied (steps `Created` or `Present`) for CSV `csv` that are components (of [`COMPONENT_KINDS`]), as
 /// `(apiVersion, kind, namespace, name)`; the CSV itself is left out (its reference carries its
-/// conditions). A serving Secret (step kind `BundleSecret`) counts as a Secret. The
+/// conditions), and the Deployments of its strategy (not plan steps) are added, from the CSV
+/// step's manifest. A serving Secret (step kind `BundleSecret`) counts as a Secret. The
 /// `kube-system` auth-reader RoleBinding is left out: OLM labels it with nothing but
 /// `olm.managed`, so it is none of OLM's components. Pure.
 pub(crate) fn plan_components(plan: &InstallPlan, csv: &str) -> Vec<(String, String, Option<String>, String)> {
@@ -148,11 +149,39 @@ pub(crate) fn plan_components(plan: &InstallPlan, csv: &str) -> Vec<(String, Str
     };
     let steps = plan.status.iter().flat_map(|s| s.plan.iter()).filter(|s| s.resolving == csv).filter(applied);
     let mut out = Vec::new();
+    // Not plan steps (`install::plan::in_install_plan`), made by the CSV reconciler: the
+    // Deployments of the CSV's strategy and, for an AllNamespaces install, the ClusterRoles and
+    // ClusterRoleBindings its permissions' Roles are lifted to (same names; OLM copies the
+    // Role's labels, component label included, so its Operator lists them).
+    let mut deployments = Vec::new();
+    let mut all_namespaces = false;
+    let mut lifted = Vec::new();
     for st in steps {
         let r = &st.resource;
         let kind = if r.kind == "BundleSecret" { "Secret" } else { r.kind.as_str() };
+        let manifest: Option<Value> = r.manifest.as_deref().and_then(|m| serde_json::from_str(m).ok());
+        let label =
+            |l: &str| manifest.as_ref().and_then(|m| m.pointer("/metadata/labels")).and_then(|x| x.get(l)).is_some();
         if kind == "ClusterServiceVersion" {
+            let m = manifest.as_ref();
+            all_namespaces = m
+                .and_then(|m| m.pointer("/metadata/annotations"))
+                .and_then(|a| a.get(crate::install::ANNOTATION_TARGET_NAMESPACES))
+                .is_some_and(|t| t == "");
+            deployments.extend(
+                m.and_then(|m| m.pointer("/spec/install/spec/deployments"))
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|d| d["name"].as_str().map(String::from)),
+            );
             continue;
+        }
+        if matches!(kind, "Role" | "RoleBinding")
+            && label(crate::install::LABEL_PERMISSIONS_HASH)
+            && !label(crate::install::LABEL_COPIED_FROM)
+        {
+            lifted.push((format!("Cluster{kind}"), r.name.clone()));
         }
         let Some((api_version, _, namespaced)) = COMPONENT_KINDS.iter().find(|(_, k, _)| *k == kind) else { continue };
         let manifest: Option<Value> = r.manifest.as_deref().and_then(|m| serde_json::from_str(m).ok());
@@ -171,6 +200,15 @@ pub(crate) fn plan_components(plan: &InstallPlan, csv: &str) -> Vec<(String, Str
             continue;
         }
         out.push((api_version.to_string(), kind.to_string(), namespace, r.name.clone()));
+    }
+    let rbac = "rbac.authorization.k8s.io/v1".to_string();
+    let lifted = lifted.into_iter().filter(|_| all_namespaces).map(|(kind, name)| (rbac.clone(), kind, None, name));
+    let deployments =
+        deployments.into_iter().map(|name| ("apps/v1".to_string(), "Deployment".to_string(), Some(ns.clone()), name));
+    for entry in lifted.chain(deployments) {
+        if !out.contains(&entry) {
+            out.push(entry);
+        }
     }
     out
 }
@@ -501,6 +539,15 @@ mod tests {
         st.plan = vec![
             step("op.v1", "CustomResourceDefinition", "things.example.com", None),
             step("op.v1", "ServiceAccount", "op", None),
+            step("op.v1", "Role", "op.v1-op-x", Some(json!({"metadata": {"labels": {"olm.permissions.hash": "h"}}}))),
+            step(
+                "op.v1",
+                "Role",
+                "op.v1-op-x",
+                Some(
+                    json!({"metadata": {"namespace": "b", "labels": {"olm.permissions.hash": "h", "olm.copiedFrom": "ops"}}}),
+                ),
+            ),
             step(
                 "op.v1",
                 "RoleBinding",
@@ -508,7 +555,13 @@ mod tests {
                 Some(json!({"metadata": {"namespace": "kube-system"}})),
             ),
             step("op.v1", "BundleSecret", "op-service-cert", None),
-            step("op.v1", "ClusterServiceVersion", "op.v1", None),
+            step(
+                "op.v1",
+                "ClusterServiceVersion",
+                "op.v1",
+                Some(json!({"metadata": {"annotations": {"olm.targetNamespaces": ""}},
+                            "spec": {"install": {"spec": {"deployments": [{"name": "op"}, {"name": "op-webhook"}]}}}})),
+            ),
             step("op.v1", "ValidatingWebhookConfiguration", "vop-abc", None),
             step("dep.v1", "Deployment", "dep", None),
             step("op.v1", "Deployment", "op", None),
@@ -522,10 +575,14 @@ mod tests {
             vec![
                 ("CustomResourceDefinition".into(), None, "things.example.com".into()),
                 ("ServiceAccount".into(), Some("ops".into()), "op".into()),
+                ("Role".into(), Some("ops".into()), "op.v1-op-x".into()),
+                ("Role".into(), Some("b".into()), "op.v1-op-x".into()),
                 ("Secret".into(), Some("ops".into()), "op-service-cert".into()),
                 ("Deployment".into(), Some("ops".into()), "op".into()),
+                ("ClusterRole".into(), None, "op.v1-op-x".into()),
+                ("Deployment".into(), Some("ops".into()), "op-webhook".into()),
             ],
-            "no CSV (listed apart), no kube-system auth-reader, no webhook configuration, nothing of another CSV, nothing not applied yet"
+            "no CSV (listed apart), no kube-system auth-reader, no webhook configuration, nothing of another CSV, nothing not applied yet; what the CSV reconciler makes for an AllNamespaces install (the lifted ClusterRole, the Deployments) once"
         );
     }
 

@@ -93,6 +93,34 @@ pub const KINDS: &[KindInfo] = &[
     KindInfo { kind: "Subscription", rank: 13, namespaced: true, plural: "subscriptions" },
 ];
 
+/// Whether `step`, one of `planned` (the steps [`steps`] gives for one CSV), is an InstallPlan
+/// step. Not what OLM's catalog operator leaves to its olm-operator, which makes it from the CSV
+/// once the CSV's requirements are met, as capstan's CSV reconciler does (`controller::csv::unit`):
+/// - the Deployments of the install strategy (\[OLM\] `pkg/controller/install/deployment.go`);
+/// - the Roles and RoleBindings of `permissions` copied into the other target namespaces
+///   (label [`LABEL_COPIED_FROM`]; OLM `ensureTenantRBAC`);
+/// - the ClusterRoles and ClusterRoleBindings an AllNamespaces install lifts those Roles to,
+///   under the Role's name (OLM `ensureSingletonRBAC`, `pkg/controller/operators/olm/operatorgroup.go`).
+///
+/// Pure.
+pub fn in_install_plan(step: &Step, planned: &[Step]) -> bool {
+    let labelled = |label: &str| step.manifest.pointer("/metadata/labels").and_then(|l| l.get(label)).is_some();
+    match step.kind.as_str() {
+        "Deployment" => false,
+        "Role" | "RoleBinding" => !labelled(LABEL_COPIED_FROM),
+        "ClusterRole" | "ClusterRoleBinding" => {
+            let lifted_from = step.kind.strip_prefix("Cluster").unwrap_or_default();
+            !(labelled(LABEL_PERMISSIONS_HASH)
+                && planned.iter().any(|s| {
+                    s.kind == lifted_from
+                        && s.name == step.name
+                        && s.manifest.pointer("/metadata/labels").and_then(|l| l.get(LABEL_COPIED_FROM)).is_none()
+                }))
+        }
+        _ => true,
+    }
+}
+
 /// Kinds of [`KINDS`] that only capstan generates: a bundle holding one is `UnsupportedResource`.
 const GENERATED_ONLY: [&str; 5] =
     ["Deployment", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "APIService", "Subscription"];

@@ -369,15 +369,23 @@ fn csv_owning_an_apiservice_applied_by_hand_gets_it() {
 
 /// The env var names of Deployment `name`'s first container and the Deployment's generation.
 async fn env_and_generation(client: &kube::Client, ns: &str, name: &str) -> (Vec<String>, i64) {
-    let d = Api::<Deployment>::namespaced(client.clone(), ns).get(name).await.expect("the Deployment");
-    let env = d.spec.and_then(|s| s.template.spec).map(|p| p.containers[0].env.clone().unwrap_or_default());
-    (env.unwrap_or_default().into_iter().map(|e| e.name).collect(), d.metadata.generation.unwrap_or_default())
+    let (env, generation) = env_values_and_generation(client, ns, name).await;
+    (env.into_iter().map(|(name, _)| name).collect(), generation)
 }
 
-/// A CSV a Subscription with `spec.config` installed: its Deployment is not applied again once
-/// installed (the strategy planned from the CSV on the cluster is the one its plan applied); an
-/// env var added to its `spec.install` (a hotfix) is rolled out once, with the Subscription's
-/// `spec.config` still applied on top.
+/// The env of the first container of Deployment `name` (name, value) and its generation.
+async fn env_values_and_generation(client: &kube::Client, ns: &str, name: &str) -> (Vec<(String, String)>, i64) {
+    let d = Api::<Deployment>::namespaced(client.clone(), ns).get(name).await.expect("the Deployment");
+    let env = d.spec.and_then(|s| s.template.spec).map(|p| p.containers[0].env.clone().unwrap_or_default());
+    let env = env.unwrap_or_default().into_iter().map(|e| (e.name, e.value.unwrap_or_default())).collect();
+    (env, d.metadata.generation.unwrap_or_default())
+}
+
+/// A CSV a Subscription with `spec.config` installed: its InstallPlan lists no Deployment (OLM's
+/// plan holds none; the CSV reconciler makes it), which has the config; it is not applied again
+/// once installed; an env var added to its `spec.install` (a hotfix) is rolled out once, with the
+/// Subscription's `spec.config` still applied on top; a new `spec.config` of the Subscription is
+/// rolled out once too (OLM's olm-operator requeues the installed CSV of a changed Subscription).
 #[test]
 fn an_edit_of_a_subscribed_csvs_strategy_rolls_out_with_the_subscriptions_config() {
     crate::support::run(GROUP, 4, async {
@@ -399,8 +407,15 @@ fn an_edit_of_a_subscribed_csvs_strategy_rolls_out_with_the_subscriptions_config
         .await;
         let (csv_name, dep) = ("nginx-operator.v0.2.0", "nginx-operator-controller-manager");
         csv_version_succeeded(&client, &ns.name, csv_name).await;
+        let plan = plan_in_phase(&client, &ns.name, "nginx-operator", "Complete").await;
+        let kinds: Vec<String> =
+            plan.status.iter().flat_map(|s| s.plan.iter()).map(|s| s.resource.kind.clone()).collect();
+        assert!(
+            kinds.iter().any(|k| k == "ClusterServiceVersion") && !kinds.iter().any(|k| k == "Deployment"),
+            "no Deployment step: {kinds:?}"
+        );
         let (env, installed) = env_and_generation(&client, &ns.name, dep).await;
-        assert!(env.iter().any(|e| e == "LOG_LEVEL"), "spec.config applied by the plan: {env:?}");
+        assert!(env.iter().any(|e| e == "LOG_LEVEL"), "spec.config applied at install: {env:?}");
         tokio::time::sleep(std::time::Duration::from_secs(3)).await;
         assert_eq!(env_and_generation(&client, &ns.name, dep).await.1, installed, "no rollout without an edit");
 
@@ -422,5 +437,18 @@ fn an_edit_of_a_subscribed_csvs_strategy_rolls_out_with_the_subscriptions_config
         tokio::time::sleep(std::time::Duration::from_secs(3)).await;
         let settled = env_and_generation(&client, &ns.name, dep).await.1;
         assert_eq!((rolled, settled), (installed + 1, installed + 1), "one rollout for one edit");
+
+        let subs: Api<capstan::api::Subscription> = Api::namespaced(client.clone(), &ns.name);
+        let config = json!({"spec": {"config": {"env": [{"name": "LOG_LEVEL", "value": "info"}]}}});
+        subs.patch("nginx-operator", &PatchParams::default(), &Patch::Merge(&config)).await.expect("new spec.config");
+        let (env, reconfigured) = eventually("the new spec.config rolled out", WAIT, || async {
+            let (env, generation) = env_values_and_generation(&client, &ns.name, dep).await;
+            env.iter().any(|(n, v)| n == "LOG_LEVEL" && v == "info").then_some((env, generation))
+        })
+        .await;
+        assert!(env.iter().any(|(n, _)| n == "HOTFIX"), "the hotfixed strategy kept: {env:?}");
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        let settled = env_and_generation(&client, &ns.name, dep).await.1;
+        assert_eq!((reconfigured, settled), (rolled + 1, rolled + 1), "one rollout for one new config");
     })
 }

@@ -136,6 +136,7 @@ async fn assert_plan_complete_with_every_step_applied(client: &kube::Client, ns:
     assert!(pst.bundle_lookups[0].path.contains("nginx-operator-bundle"), "{:?}", pst.bundle_lookups);
     let kinds: Vec<&str> = pst.plan.iter().map(|s| s.resource.kind.as_str()).collect();
     assert!(kinds.contains(&"CustomResourceDefinition") && kinds.contains(&"ClusterServiceVersion"), "{kinds:?}");
+    assert!(!kinds.contains(&"Deployment"), "the Deployment is the CSV reconciler's, as in OLM: {kinds:?}");
     let statuses: Vec<String> = pst
         .plan
         .iter()

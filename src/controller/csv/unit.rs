@@ -157,15 +157,30 @@ pub(crate) enum Apply {
 
 /// What to apply for a CSV of `origin` whose Deployments `missing` are gone and `changed`
 /// ([`changed_deployments`]) differ from its strategy; `installing`: the CSV is InstallReady,
-/// where OLM runs its install strategy. A CSV an InstallPlan installed gets its changed
-/// Deployments (the missing ones come back from its plan); a CSV applied by hand everything, on
-/// its way from InstallReady and whenever a Deployment is missing or changed (the apply is
-/// idempotent: objects that are as planned are left as they are). Pure.
+/// where OLM runs its install strategy. Everything ([`by_csv_reconciler`]) on the way from
+/// InstallReady and whenever a Deployment is missing; when only Deployments changed, a CSV an
+/// InstallPlan installed gets those Deployments and a CSV applied by hand everything (the apply
+/// is idempotent: objects that are as planned are left as they are). Pure.
 pub(crate) fn to_apply(origin: Origin, installing: bool, missing: &[String], changed: &[String]) -> Apply {
     match origin {
-        Origin::Csv if installing || !missing.is_empty() || !changed.is_empty() => Apply::Everything,
+        _ if installing || !missing.is_empty() => Apply::Everything,
+        Origin::Csv if !changed.is_empty() => Apply::Everything,
         Origin::Plan if !changed.is_empty() => Apply::Deployments(changed.to_vec()),
         _ => Apply::Nothing,
+    }
+}
+
+/// Whether the CSV reconciler applies `step`, one of `planned` (planned from the CSV alone), for
+/// a CSV of `origin` when it applies everything ([`Apply::Everything`]): for a CSV applied by
+/// hand what OLM's olm-operator makes ([`made_by_olm_operator`]) and the RBAC it copies into
+/// target namespaces or lifts to cluster scope; for one an InstallPlan installed what is not a
+/// plan step (`install::plan::in_install_plan`: the Deployments and that RBAC), with the serving
+/// Secrets the Deployments' certificate hash is read from (the plan applied the rest). Pure.
+pub(crate) fn by_csv_reconciler(origin: Origin, step: &Step, planned: &[Step]) -> bool {
+    let after_the_plan = !crate::install::plan::in_install_plan(step, planned);
+    match origin {
+        Origin::Csv => made_by_olm_operator(step) || after_the_plan,
+        Origin::Plan => after_the_plan || webhook::is_planned_serving_secret(step),
     }
 }
 
@@ -197,7 +212,8 @@ pub(crate) fn invalid_webhooks(csv: &ClusterServiceVersion) -> Option<String> {
 
 /// Installs what OLM's olm-operator makes for `csv` ([`to_apply`]; `installing`: the CSV is
 /// InstallReady), through the InstallPlan's applier. Returns why the CSV fails, with OLM's reason
-/// (`InvalidInstallStrategy` when a CSV applied by hand does not plan, `InstallComponentFailed`
+/// (`InvalidInstallStrategy` when a CSV applied by hand, or any CSV on its way from
+/// InstallReady, does not plan, `InstallComponentFailed`
 /// when an object is refused), or `None`. Each apply is in an Event (`InstallStrategyApplied`,
 /// `DeploymentUpdated`).
 pub(super) async fn install(
@@ -206,14 +222,15 @@ pub(super) async fn install(
     ns: &str,
     installing: bool,
 ) -> Result<Option<(CsvReason, String)>, Error> {
-    if csv.metadata.deletion_timestamp.is_some() || !csv.spec.install.spec.iter().any(|s| !s.deployments.is_empty()) {
+    if !installs_workload(csv) {
         return Ok(None);
     }
     // A CSV an InstallPlan installed is planned and its Deployments read once per spec (the
-    // strategy changes only with it; spec.config changes come with a new InstallPlan), not at
-    // every look of the CSV reconciler.
+    // strategy changes only with it; a change of its Subscription's spec forgets the mark, for a
+    // new spec.config), not at every look of the CSV reconciler.
     let checked = csv.uid().zip(csv.metadata.generation);
     if let Some((uid, generation)) = &checked
+        && !installing
         && ctx.strategy_checked.lock().unwrap_or_else(|e| e.into_inner()).get(uid) == Some(generation)
     {
         return Ok(None);
@@ -227,7 +244,8 @@ pub(super) async fn install(
     let planned = match planned(ctx, csv, ns).await? {
         None => return Ok(None),
         Some(Ok(steps)) => steps,
-        Some(Err(message)) if origin == Origin::Csv => {
+        // Installing, the Deployments come from nowhere else: the CSV says why they cannot.
+        Some(Err(message)) if origin == Origin::Csv || installing => {
             return Ok(Some((CsvReason::InvalidInstallStrategy, format!("install strategy invalid: {message}"))));
         }
         Some(Err(message)) => {
@@ -256,7 +274,9 @@ pub(super) async fn install(
         Apply::Everything if origin == Origin::Csv && !apiservices_adoptable(ctx, csv, ns, &planned).await? => {
             return Ok(Some((CsvReason::OwnerConflict, "unable to adopt APIService".into())));
         }
-        Apply::Everything => (planned.into_iter().filter(made_by_olm_operator).collect::<Vec<_>>(), None),
+        Apply::Everything => {
+            (planned.iter().filter(|s| by_csv_reconciler(origin, s, &planned)).cloned().collect::<Vec<_>>(), None)
+        }
         Apply::Deployments(names) => {
             let keep =
                 |s: &Step| webhook::is_planned_serving_secret(s) || (s.kind == "Deployment" && names.contains(&s.name));
@@ -272,6 +292,64 @@ pub(super) async fn install(
     announce(ctx, csv, ns, what, &results).await;
     remember();
     Ok(None)
+}
+
+/// Whether the CSV reconciler makes `csv`'s workload: it has Deployments in its strategy and is
+/// neither being deleted nor on its way out (`Replacing`, `Deleting`: its successor's
+/// Deployments, often of the same names, must not be put back to its strategy). Pure.
+pub(crate) fn installs_workload(csv: &ClusterServiceVersion) -> bool {
+    use crate::api::clusterserviceversion::CsvPhase;
+    let leaving = csv
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_ref())
+        .is_some_and(|p| matches!(p, CsvPhase::Replacing | CsvPhase::Deleting));
+    csv.metadata.deletion_timestamp.is_none()
+        && !leaving
+        && csv.spec.install.spec.iter().any(|s| !s.deployments.is_empty())
+}
+
+/// Applies again the Deployments `names` of `csv` that were deleted under it, planned from the
+/// CSV ([`planned`]; with the serving Secrets, so that their certificate hash is filled in),
+/// each an Event `DeploymentRecreated`, as OLM's CSV controller re-runs the install strategy
+/// when a component is missing. A CSV that does not plan is left (and logged): it stays
+/// `Failed/ComponentUnhealthy` naming the Deployment.
+pub(super) async fn recreate(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    ns: &str,
+    names: &[String],
+) -> Result<(), Error> {
+    let csv_name = csv.name_any();
+    if !installs_workload(csv) {
+        return Ok(());
+    }
+    let planned = match planned(ctx, csv, ns).await? {
+        Some(Ok(steps)) => steps,
+        None => return Ok(()),
+        Some(Err(message)) => {
+            tracing::warn!(csv = %format!("{ns}/{csv_name}"), error = %message, "Deployments are gone and the install strategy of the CSV does not plan; they are not created again");
+            return Ok(());
+        }
+    };
+    let steps: Vec<Step> = planned
+        .into_iter()
+        .filter(|s| webhook::is_planned_serving_secret(s) || (s.kind == "Deployment" && names.contains(&s.name)))
+        .collect();
+    let results = crate::install::apply::apply(&ctx.client, &steps, &ctx.apply_options()).await;
+    if let Some(failed) = results.iter().find(|r| matches!(r.status, crate::install::apply::StepStatus::Failed(_))) {
+        return Err(Error::Workload {
+            csv: format!("{ns}/{csv_name}"),
+            message: format!("creating the Deployments of its install strategy again: {failed}"),
+        });
+    }
+    for name in names.iter().filter(|n| steps.iter().any(|s| s.kind == "Deployment" && s.name == **n)) {
+        let message =
+            format!("Deployment {name} is missing; capstan created it from the install strategy of {csv_name}");
+        tracing::info!(csv = %format!("{ns}/{csv_name}"), deployment = %name, "{message}");
+        ctx.events.publish_for(csv, EventType::Normal, "DeploymentRecreated", &message).await;
+    }
+    Ok(())
 }
 
 /// Says in an Event on `csv` and in the log what [`install`] applied: `DeploymentUpdated` with
@@ -489,7 +567,9 @@ pub(super) async fn planned(
         obj.remove("status");
     }
     let origin = std::path::PathBuf::from(format!("ClusterServiceVersion {ns}/{csv_name}"));
-    let planned = crate::bundle::Bundle::from_objects(&origin, Default::default(), vec![(origin.clone(), value)])
+    let mut objects = vec![(origin.clone(), value)];
+    objects.extend(conversion_crds(ctx, csv).await?);
+    let planned = crate::bundle::Bundle::from_objects(&origin, Default::default(), objects)
         .map_err(|e| e.to_string())
         .and_then(|bundle| {
             let mut target = InstallTarget {
@@ -507,6 +587,34 @@ pub(super) async fn planned(
             crate::install::plan::steps(&bundle, &target).map_err(|e| e.to_string())
         });
     Ok(Some(planned))
+}
+
+/// The CRDs the conversion webhooks of `csv` list (`conversionCRDs`) as they are on the cluster
+/// (name and spec), each named by where it was read: planning needs them beside the CSV (a
+/// conversion webhook's CRDs must be in the bundle), as the bundle had them. One not on the
+/// cluster is left out (planning then says it is missing).
+async fn conversion_crds(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+) -> Result<Vec<(std::path::PathBuf, Value)>, Error> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let names: std::collections::BTreeSet<&String> =
+        csv.spec.webhookdefinitions.iter().flatten().flat_map(|w| w.conversion_crds.iter().flatten()).collect();
+    let api = Api::<CustomResourceDefinition>::all(ctx.client.clone());
+    let mut out = Vec::new();
+    for name in names {
+        let Some(crd) =
+            api.get_opt(name).await.map_err(kube_err(format!("reading CustomResourceDefinition {name}")))?
+        else {
+            continue;
+        };
+        let value = serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": name}, "spec": crd.spec,
+        });
+        out.push((std::path::PathBuf::from(format!("CustomResourceDefinition {name}")), value));
+    }
+    Ok(out)
 }
 
 /// The `spec.config` of the Subscription of `package` in `ns` (none, or one whose names do not

@@ -175,18 +175,11 @@ async fn rotate_certificates(
     Ok(certs)
 }
 
-/// Applies again the Deployments `names` of `csv` as the InstallPlan that installed the CSV planned
-/// them (its `status.plan` step manifests, with the CSV's uid in the ownerReference), with
-/// server-side apply as the plan did. A Deployment no Complete plan of the namespace holds is
-/// left alone (and logged): the CSV stays `Failed/ComponentUnhealthy` naming it.
+/// Creates again the Deployments `names` of `csv` that were deleted under it, from its install
+/// strategy ([`super::unit::recreate`]), unless its namespace is being deleted (which takes its
+/// Deployments with it).
 async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names: &[String]) -> Result<(), Error> {
     let ns = csv.namespace().unwrap_or_default();
-    let csv_name = csv.name_any();
-    let plans = Api::<crate::api::InstallPlan>::namespaced(ctx.client.clone(), &ns)
-        .list(&ListParams::default())
-        .await
-        .map_err(kube_err(format!("listing InstallPlans in {ns}")))?;
-    // A namespace being deleted takes its Deployments with it: nothing to put back.
     let terminating = Api::<Namespace>::all(ctx.client.clone())
         .get_opt(&ns)
         .await
@@ -195,47 +188,7 @@ async fn recreate_deployments(ctx: &Context, csv: &ClusterServiceVersion, names:
     if terminating {
         return Ok(());
     }
-    let dapi: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
-    for name in names {
-        // (A Deployment larger than the plan inlines is listed as a reference to its bundle: None.)
-        let manifest = installed_steps(&plans.items, &csv_name)
-            .find(|st| st.resource.kind == "Deployment" && st.resource.name == *name)
-            .and_then(|st| as_install_step(st, csv))
-            .map(|step| step.manifest);
-        let Some(mut manifest) = manifest else {
-            tracing::warn!(csv = %format!("{ns}/{csv_name}"), deployment = %name, "Deployment is gone and no Complete InstallPlan of the CSV gives it; it is not created again");
-            continue;
-        };
-        manifest["apiVersion"] = json!("apps/v1");
-        manifest["kind"] = json!("Deployment");
-        // The plan holds `olmcahash` empty (filled at apply): take the serving Secret's.
-        if let Some(secret) = serving_secret_of(&manifest) {
-            let found = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(ctx.client.clone(), &ns)
-                .get_opt(&secret)
-                .await
-                .map_err(kube_err(format!("reading Secret {ns}/{secret}")))?;
-            if let Some(hash) = found
-                .and_then(|s| s.metadata.annotations)
-                .and_then(|a| a.get(crate::install::certs::ANNOTATION_CA_HASH).cloned())
-            {
-                manifest["spec"]["template"]["metadata"]["annotations"][crate::install::certs::ANNOTATION_CA_HASH] =
-                    json!(hash);
-            }
-        }
-        dapi.patch(
-            name,
-            &kube::api::PatchParams::apply(crate::install::FIELD_MANAGER).force(),
-            &kube::api::Patch::Apply(&manifest),
-        )
-        .await
-        .map_err(kube_err(format!("creating Deployment {ns}/{name} of CSV {csv_name} again")))?;
-        // Missing: deleted by hand, or held back by the InstallPlan while the CSV was refused for its APIs.
-        let message =
-            format!("Deployment {name} is missing; capstan created it from the install strategy of {csv_name}");
-        tracing::info!(csv = %format!("{ns}/{csv_name}"), deployment = %name, "{message}");
-        ctx.events.publish_for(csv, EventType::Normal, "DeploymentRecreated", &message).await;
-    }
-    Ok(())
+    super::unit::recreate(ctx, csv, &ns, names).await
 }
 
 /// The steps of `csv` in the Complete InstallPlans among `plans`: what was applied to install it.
@@ -418,16 +371,4 @@ async fn unrestorable_conversions(
         }
     }
     Ok(unrestorable)
-}
-
-/// The serving Secret a Deployment manifest mounts as OLM's `webhook-cert` volume, if any.
-fn serving_secret_of(manifest: &Value) -> Option<String> {
-    manifest
-        .pointer("/spec/template/spec/volumes")?
-        .as_array()?
-        .iter()
-        .find(|v| v["name"] == crate::install::webhook::VOLUME_WEBHOOK_CERT)?
-        .pointer("/secret/secretName")?
-        .as_str()
-        .map(String::from)
 }

@@ -90,6 +90,68 @@ fn a_csv_applied_by_hand_gets_what_olms_olm_operator_makes_and_nothing_of_the_pl
 }
 
 #[test]
+fn a_plan_installed_csv_gets_from_its_reconciler_exactly_what_its_plan_leaves_out() {
+    use crate::install::plan::in_install_plan;
+    let steps = plan(csv_value("op:1"), &target());
+    let names = |keep: &dyn Fn(&Step) -> bool| -> Vec<String> {
+        steps.iter().filter(|s| keep(s)).map(|s| format!("{} {}", s.kind, s.name)).collect()
+    };
+    assert_eq!(
+        names(&|s| by_csv_reconciler(Origin::Plan, s, &steps)),
+        ["Secret widgets-service-cert", "Deployment widgets"].map(String::from),
+        "the Deployment, with the serving Secret its certificate hash is read from"
+    );
+    assert_eq!(
+        names(&|s| !in_install_plan(s, &steps)),
+        ["Deployment widgets"].map(String::from),
+        "the InstallPlan lists everything but the Deployment, as OLM's catalog operator"
+    );
+    assert!(
+        steps.iter().all(|s| in_install_plan(s, &steps) || by_csv_reconciler(Origin::Plan, s, &steps)),
+        "nothing is left to nobody"
+    );
+}
+
+#[test]
+fn rbac_lifted_to_cluster_scope_or_copied_to_targets_is_the_csv_reconcilers() {
+    use crate::install::plan::in_install_plan;
+    let mut csv = csv_value("op:1");
+    csv["spec"]["installModes"] = json!([{"type": "OwnNamespace", "supported": true}, {"type": "MultiNamespace", "supported": true}, {"type": "AllNamespaces", "supported": true}]);
+    let left_out = |targets: &[&str]| -> Vec<String> {
+        let mut t = target();
+        t.target_namespaces = targets.iter().map(|n| n.to_string()).collect();
+        let steps = plan(csv.clone(), &t);
+        let left: Vec<String> = steps
+            .iter()
+            .filter(|s| !in_install_plan(s, &steps) && s.kind != "Deployment")
+            .map(|s| {
+                format!("{} {}{}", s.kind, s.namespace.as_deref().map(|n| format!("{n}/")).unwrap_or_default(), s.name)
+            })
+            .collect();
+        assert!(
+            steps.iter().filter(|s| !in_install_plan(s, &steps)).all(|s| by_csv_reconciler(Origin::Plan, s, &steps)),
+            "what the plan leaves out is the CSV reconciler's"
+        );
+        let role = steps
+            .iter()
+            .find(|s| s.kind == "Role" && s.namespace.as_deref() == Some("ops") && in_install_plan(s, &steps));
+        assert!(role.is_some(), "the Role of the permissions in the operator's namespace stays a plan step");
+        left
+    };
+    let lifted = left_out(&[""]);
+    assert_eq!(lifted.len(), 2, "{lifted:?}");
+    assert!(
+        lifted[0].starts_with("ClusterRole widgets.v1-widgets-")
+            && lifted[1].starts_with("ClusterRoleBinding widgets.v1-widgets-"),
+        "{lifted:?}"
+    );
+    let copied = left_out(&["ops", "a", "b"]);
+    assert_eq!(copied.len(), 4, "a Role and a RoleBinding in each other target: {copied:?}");
+    assert!(copied.iter().all(|c| c.contains(" a/") || c.contains(" b/")), "{copied:?}");
+    assert!(left_out(&["ops"]).is_empty(), "OwnNamespace: nothing to lift or copy");
+}
+
+#[test]
 fn the_csv_on_the_cluster_plans_the_deployment_its_plan_applied() {
     // An InstallPlan plans from the bundle's CSV and applies the CSV as it plans it (OLM's CRD
     // defaults, the target's annotations); planned again from that CSV, the Deployment has the
@@ -129,8 +191,8 @@ fn what_is_applied_for_each_origin() {
     assert_eq!(to_apply(Origin::Csv, false, &one, &none), Apply::Everything, "by hand, a Deployment deleted");
     assert_eq!(to_apply(Origin::Csv, false, &none, &one), Apply::Everything, "by hand, strategy edited");
     assert_eq!(to_apply(Origin::Csv, false, &none, &none), Apply::Nothing, "by hand, installed and unchanged");
-    assert_eq!(to_apply(Origin::Plan, true, &none, &none), Apply::Nothing, "the plan applies them");
-    assert_eq!(to_apply(Origin::Plan, false, &one, &none), Apply::Nothing, "the plan's copy comes back");
+    assert_eq!(to_apply(Origin::Plan, true, &none, &none), Apply::Everything, "planned, installing");
+    assert_eq!(to_apply(Origin::Plan, false, &one, &none), Apply::Everything, "planned, a Deployment deleted");
     assert_eq!(to_apply(Origin::Plan, false, &none, &one), Apply::Deployments(one.clone()), "rolled out");
 }
 
