@@ -647,11 +647,12 @@ async fn two_operator_groups_are_both_invalid() {
     let (server, ctx) = ApiServer::context();
     let old = json!({"namespaces": [NS], "lastUpdated": "2026-01-01T00:00:00Z"});
     let (a, b) = (operator_group("a", Some(old)), operator_group("b", None));
-    server.expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![a.clone(), b.clone()])).expect(
-        "PATCH",
-        &olm_path("v1", NS, "operatorgroups", "a/status"),
-        Reply::WithStatus(a.clone()),
-    );
+    // The group's namespace label: none labelled, none to label (the group does not count).
+    let labelled = || list("PartialObjectMetadataList", "meta.k8s.io/v1", vec![]);
+    server
+        .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![a.clone(), b.clone()]))
+        .expect("PATCH", &olm_path("v1", NS, "operatorgroups", "a/status"), Reply::WithStatus(a.clone()))
+        .expect("GET", "/api/v1/namespaces", labelled());
     let action = super::operatorgroup::reconcile(typed::<OperatorGroup>(&a), ctx.clone()).await.expect("reconcile");
     assert_eq!(action, Action::requeue(Duration::from_secs(30)));
     let seen = server.finish();
@@ -663,7 +664,11 @@ async fn two_operator_groups_are_both_invalid() {
     assert!(invalid["message"].as_str().is_some_and(|m| m.contains("(a, b); keep exactly one")), "{invalid}");
 
     let a = operator_group("a", Some(status));
-    server.expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![a.clone(), b]));
+    server.expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![a.clone(), b])).expect(
+        "GET",
+        "/api/v1/namespaces",
+        labelled(),
+    );
     super::operatorgroup::reconcile(typed::<OperatorGroup>(&a), ctx).await.expect("second reconcile");
     server.finish();
 }

@@ -145,6 +145,17 @@ pub(super) async fn reconcile(og: Arc<OperatorGroup>, ctx: Arc<Context>) -> Resu
     if let Some(status) = decide(&name, og.status.as_ref(), &targets, &sa, &now_time()) {
         write_status(&ctx, &og, &status).await?;
     }
+    // Its label on the namespaces it targets (none for all namespaces, or while it does not
+    // count). Refused (capstan's ClusterRole without `patch` on namespaces): logged, nothing else.
+    if let Some(uid) = og.uid() {
+        let labelled = match &targets {
+            GroupTargets::Found { name: found, targets } if *found == name => targets.clone(),
+            _ => Vec::new(),
+        };
+        if let Err(e) = crate::install::aggregation::sync_namespace_labels(&ctx.client, &uid, &labelled).await {
+            tracing::warn!(operator_group = %format!("{ns}/{name}"), error = %e, "the OperatorGroup's namespace labels");
+        }
+    }
     Ok(Action::requeue(Duration::from_secs(30)))
 }
 

@@ -26,6 +26,10 @@
 //! which the garbage collector cannot map to a resource, so OLM's roles outlive their CRD;
 //! capstan writes `CustomResourceDefinition` so that deleting the CRD removes them
 //! (docs/olm-differences.md).
+//!
+//! An OperatorGroup's other mark outside its namespace is here too: the label
+//! `olm.operatorgroup.uid/<uid>` on its target namespaces ([`sync_namespace_labels`]), taken off
+//! with its ClusterRoles when it is deleted ([`watch_operator_group_deletions`]).
 
 use std::collections::BTreeSet;
 use std::hash::Hasher;
@@ -398,10 +402,66 @@ pub async fn watch_operator_group_deletions(client: Client) {
                 if let Err(e) = delete_for_operator_group(&client, &key.0, &key.1).await {
                     tracing::warn!(error = %e, "deleting the ClusterRoles of a deleted OperatorGroup");
                 }
+                if let Some(uid) = og.uid()
+                    && let Err(e) = sync_namespace_labels(&client, &uid, &[]).await
+                {
+                    tracing::warn!(error = %e, "taking the label of a deleted OperatorGroup off its namespaces");
+                }
             }
             Err(_) => {}
         }
     }
+}
+
+/// Prefix of the label OLM puts on each namespace an OperatorGroup lists in its targets:
+/// `olm.operatorgroup.uid/<uid of the group>` with the empty value (\[API\]
+/// `operators/v1/operatorgroup_types.go` `OperatorGroupLabelPrefix`, `OGLabelKeyAndValue`).
+pub const NAMESPACE_LABEL_PREFIX: &str = "olm.operatorgroup.uid/";
+
+/// The namespace label of the OperatorGroup with UID `uid` ([`NAMESPACE_LABEL_PREFIX`]).
+pub fn namespace_label(uid: &str) -> String {
+    format!("{NAMESPACE_LABEL_PREFIX}{uid}")
+}
+
+/// Which namespaces get the group's label and which lose it, given the group's target
+/// namespaces `targets` (`[""]`, all namespaces, labels none, as OLM's `syncNamespace`) and the
+/// namespaces that carry it now (`labelled`): `(add, remove)`, each sorted. Pure.
+pub fn namespace_label_changes(targets: &[String], labelled: &[String]) -> (Vec<String>, Vec<String>) {
+    let want: BTreeSet<&String> = targets.iter().filter(|t| !t.is_empty()).collect();
+    let have: BTreeSet<&String> = labelled.iter().collect();
+    (want.difference(&have).map(|n| n.to_string()).collect(), have.difference(&want).map(|n| n.to_string()).collect())
+}
+
+/// Puts the label of the OperatorGroup with UID `uid` on its target namespaces `targets` and
+/// takes it off the other namespaces that carry it (`[]` after the group is deleted), as OLM's
+/// `syncNamespace` (\[OLM\] `pkg/controller/operators/olm/operator.go`;
+/// [`namespace_label_changes`]). Each namespace is written by server-side
+/// apply under a field manager of the group's own (`capstan-og-<uid>`), so that removing the
+/// label leaves every other label, another group's included, as it is. A target namespace that
+/// does not exist is skipped (it is labelled when the group is looked at after it appears).
+///
+/// # Errors
+/// [`AggregationError`] naming the namespace the API server refused to list or write.
+pub async fn sync_namespace_labels(client: &Client, uid: &str, targets: &[String]) -> Result<(), AggregationError> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let key = namespace_label(uid);
+    let api = Api::<Namespace>::all(client.clone());
+    let labelled = api
+        .list_metadata(&super::from_watch_cache().labels(&key))
+        .await
+        .map_err(err(format!("listing the namespaces labelled {key}")))?;
+    let labelled: Vec<String> = labelled.items.iter().map(|n| n.name_any()).collect();
+    let (add, remove) = namespace_label_changes(targets, &labelled);
+    let params = PatchParams::apply(&format!("capstan-og-{uid}"));
+    for (ns, labels) in add.iter().map(|n| (n, json!({ &key: "" }))).chain(remove.iter().map(|n| (n, json!({})))) {
+        let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}});
+        match api.patch(ns, &params, &Patch::Apply(&body)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(err(format!("labelling namespace {ns} with {key}"))(e)),
+        }
+    }
+    Ok(())
 }
 
 /// Deletes OperatorGroup ClusterRoles (owner labels of kind `OperatorGroup`, `olm.managed`) whose
@@ -697,6 +757,17 @@ pub fn pruned_provided_apis<'a>(current: &str, members: impl IntoIterator<Item =
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn namespace_labels_follow_the_targets_and_none_for_all_namespaces() {
+        let v = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(namespace_label("u-1"), "olm.operatorgroup.uid/u-1");
+        assert_eq!(namespace_label_changes(&v(&["a", "b"]), &v(&[])), (v(&["a", "b"]), v(&[])), "new group");
+        assert_eq!(namespace_label_changes(&v(&["a", "c"]), &v(&["a", "b"])), (v(&["c"]), v(&["b"])), "retargeted");
+        assert_eq!(namespace_label_changes(&v(&[""]), &v(&["a"])), (v(&[]), v(&["a"])), "all namespaces: none");
+        assert_eq!(namespace_label_changes(&v(&[]), &v(&["a", "b"])), (v(&[]), v(&["a", "b"])), "deleted group");
+        assert_eq!(namespace_label_changes(&v(&["a"]), &v(&["a"])), (v(&[]), v(&[])), "nothing to write");
+    }
 
     fn spec(v: Value) -> ClusterServiceVersionSpec {
         serde_json::from_value(v).expect("spec")

@@ -14,7 +14,7 @@ use crate::support::{TestNamespace, eventually};
 use capstan::api::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 
@@ -341,6 +341,61 @@ fn operator_group_written_as_v1alpha2_gets_its_status() {
             (st["namespaces"] == json!([old_ns.name])).then_some(())
         })
         .await;
+    })
+}
+
+/// An OperatorGroup's label `olm.operatorgroup.uid/<uid>` is on exactly the namespaces it targets
+/// (OLM's `syncNamespace`): put on when targeted, taken off when no longer targeted, when the
+/// group targets all namespaces, and when it is deleted; other labels stay.
+#[test]
+fn operator_group_labels_its_target_namespaces() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let a = f.hold(TestNamespace::new(&client, "ctl-og-label-a").await);
+        let b = f.hold(TestNamespace::new(&client, "ctl-og-label-b").await);
+        let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+        namespaces
+            .patch(&b.name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"team": "b"}}})))
+            .await
+            .expect("a label of the user's");
+        let groups: Api<capstan::api::OperatorGroup> = Api::namespaced(client.clone(), &a.name);
+        let og = json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "og"}, "spec": {"targetNamespaces": [a.name, b.name]}});
+        let og = groups.create(&PostParams::default(), &serde_json::from_value(og).expect("og")).await.expect("create");
+        let key = format!("olm.operatorgroup.uid/{}", og.metadata.uid.clone().expect("uid"));
+        let labelled = |want: Vec<String>| {
+            let (namespaces, key) = (namespaces.clone(), key.clone());
+            async move {
+                eventually(&format!("namespaces labelled {key}: {want:?}"), WAIT, || async {
+                    let list = namespaces.list(&ListParams::default().labels(&key)).await.ok()?;
+                    let mut got: Vec<String> = list.items.iter().filter_map(|n| n.metadata.name.clone()).collect();
+                    got.sort();
+                    (got == want).then_some(())
+                })
+                .await
+            }
+        };
+        let mut both = vec![a.name.clone(), b.name.clone()];
+        both.sort();
+        labelled(both).await;
+        let retarget = |targets: Vec<String>| json!({"spec": {"targetNamespaces": targets}});
+        groups
+            .patch("og", &PatchParams::default(), &Patch::Merge(retarget(vec![a.name.clone()])))
+            .await
+            .expect("retarget");
+        labelled(vec![a.name.clone()]).await;
+        let user_label =
+            namespaces.get(&b.name).await.expect("b").metadata.labels.unwrap_or_default().get("team").cloned();
+        assert_eq!(user_label.as_deref(), Some("b"), "the user's label stays");
+        groups
+            .patch("og", &PatchParams::default(), &Patch::Merge(json!({"spec": {"targetNamespaces": null}})))
+            .await
+            .expect("all");
+        labelled(vec![]).await;
+        groups.patch("og", &PatchParams::default(), &Patch::Merge(retarget(vec![a.name.clone()]))).await.expect("back");
+        labelled(vec![a.name.clone()]).await;
+        groups.delete("og", &Default::default()).await.expect("delete");
+        labelled(vec![]).await;
     })
 }
 

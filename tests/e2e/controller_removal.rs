@@ -523,10 +523,10 @@ fn stuck_object_of_a_gone_operator_is_reported_with_the_command_that_unblocks_it
         let gone = f.hold(install(&client, "rm-gone", &f.catalog_ns.name, annotations).await);
         subscription_finalizer(&client, &gone.name).await;
         create_nginx(&client, &gone.name, "stuck", &[CLEANUP]).await;
-        remove_the_operator(&client, &gone.name).await;
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &gone.name);
         subs.delete("nginx-operator", &DeleteParams::default()).await.expect("delete Subscription");
         let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &gone.name);
+        remove_the_operator(&client, &gone.name, &csvs).await;
         let command = format!(
             r#"kubectl patch nginxes.example.com stuck -n {} --type=merge -p '{{"metadata":{{"finalizers":null}}}}'"#,
             gone.name
@@ -563,13 +563,14 @@ fn stuck_object_of_a_gone_operator_is_reported_with_the_command_that_unblocks_it
     })
 }
 
-/// Deletes the operator's Deployment under its live CSV and waits until it is gone. A Deployment
-/// deleted under a live CSV is created again from the InstallPlan that installed it (as OLM does);
-/// with the namespace's plans deleted first there is nothing to create it from, so the operator
-/// stays gone.
-async fn remove_the_operator(client: &kube::Client, ns: &str) {
-    let plans: Api<capstan::api::InstallPlan> = Api::namespaced(client.clone(), ns);
-    plans.delete_collection(&DeleteParams::default(), &Default::default()).await.expect("delete the InstallPlans");
+/// Deletes the operator's Deployment once its CSV is being deleted and waits until it is gone. A
+/// Deployment deleted under a live CSV is created again from the CSV's install strategy (as OLM
+/// does); under a CSV being deleted it is not, so the operator stays gone.
+async fn remove_the_operator(client: &kube::Client, ns: &str, csvs: &Api<ClusterServiceVersion>) {
+    eventually("the CSV being deleted", WAIT, || async {
+        csvs.get(CSV).await.ok()?.metadata.deletion_timestamp.map(|_| ())
+    })
+    .await;
     let deps: Api<Deployment> = Api::namespaced(client.clone(), ns);
     deps.delete(DEPLOYMENT, &DeleteParams::default()).await.expect("delete the operator Deployment");
     eventually("operator Deployment gone", WAIT, || async {

@@ -270,6 +270,8 @@ const NEEDED: &[(&str, &str, &str, Option<&str>)] = &[
     ("create", "", "configmaps", Some("default")),
     ("create", "", "secrets", Some("default")),
     ("list", "", "namespaces", None),
+    // The label olm.operatorgroup.uid/<uid> on an OperatorGroup's target namespaces.
+    ("patch", "", "namespaces", None),
     ("impersonate", "", "serviceaccounts", Some("default")),
     ("get", "coordination.k8s.io", "leases", Some("capstan-system")),
     ("create", "coordination.k8s.io", "leases", Some("capstan-system")),
