@@ -157,7 +157,10 @@ impl RegistryPoll {
     pub fn parse_interval(&self) -> Result<std::time::Duration, IntervalError> {
         let raw = self.interval.as_deref().unwrap_or("");
         let err = |reason: String| IntervalError { interval: raw.to_string(), reason };
-        let d: kube::core::Duration = raw.trim().parse().map_err(|e| err(format!("{e}")))?;
+        let d: kube::core::Duration = raw
+            .trim()
+            .parse()
+            .map_err(|e| err(super::common::go_duration_error(raw).unwrap_or_else(|| format!("{e}"))))?;
         if d.is_negative() || std::time::Duration::from(d).is_zero() {
             return Err(err("the interval must be positive".to_string()));
         }
@@ -174,8 +177,21 @@ impl RegistryPoll {
 pub struct IntervalError {
     /// The interval as written (empty when absent).
     pub interval: String,
-    /// Why it was refused.
+    /// Why it was refused: Go's `time.ParseDuration` error when it does not parse
+    /// ([`super::common::go_duration_error`]).
     pub reason: String,
+}
+
+impl IntervalError {
+    /// The CatalogSource `status.message` OLM writes for it with reason `InvalidIntervalError`,
+    /// word for word (\[API\] `operators/v1alpha1/catalogsource_types.go`
+    /// `UpdateStrategy.UnmarshalJSON`): clients, OLM's e2e suite among them, compare it.
+    pub fn olm_message(&self) -> String {
+        format!(
+            "error parsing spec.updateStrategy.registryPoll.interval. Using the default value of 15m0s instead. Error: {}",
+            self.reason
+        )
+    }
 }
 
 /// `spec.grpcPodConfig` (OLM `GrpcPodConfig`): scheduling of OLM's registry pod.

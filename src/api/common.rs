@@ -95,9 +95,70 @@ pub fn parse_go_duration(text: &str) -> Result<std::time::Duration, String> {
     Ok(d.into())
 }
 
+/// The error Go's `time.ParseDuration` gives for `text`, word for word (`time: unknown unit
+/// "mError" in duration "45mError.code"`, `time: missing unit in duration "45"`, `time: invalid
+/// duration "x"`; Go's `src/time/format.go`), for status messages OLM clients compare; `None`
+/// when Go would parse it (overflow aside). Pure.
+pub fn go_duration_error(text: &str) -> Option<String> {
+    const UNITS: [&str; 8] = ["ns", "us", "\u{b5}s", "\u{3bc}s", "ms", "s", "m", "h"];
+    let invalid = |what: &str| Some(format!("time: {what} {text:?}"));
+    let mut s = text.as_bytes();
+    if let Some(b'-' | b'+') = s.first() {
+        s = &s[1..];
+    }
+    if s == b"0" {
+        return None;
+    }
+    if s.is_empty() {
+        return invalid("invalid duration");
+    }
+    while !s.is_empty() {
+        if !(s[0] == b'.' || s[0].is_ascii_digit()) {
+            return invalid("invalid duration");
+        }
+        let int = s.iter().take_while(|c| c.is_ascii_digit()).count();
+        s = &s[int..];
+        let mut frac = 0;
+        if s.first() == Some(&b'.') {
+            frac = s[1..].iter().take_while(|c| c.is_ascii_digit()).count();
+            s = &s[1 + frac..];
+        }
+        if int == 0 && frac == 0 {
+            return invalid("invalid duration");
+        }
+        let len = s.iter().take_while(|&&c| !(c == b'.' || c.is_ascii_digit())).count();
+        if len == 0 {
+            return invalid("missing unit in duration");
+        }
+        // The unit ends before an ASCII byte, so it is whole UTF-8.
+        let unit = std::str::from_utf8(&s[..len]).unwrap_or_default();
+        if !UNITS.contains(&unit) {
+            return Some(format!("time: unknown unit {unit:?} in duration {text:?}"));
+        }
+        s = &s[len..];
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn go_duration_errors_are_gos_words() {
+        assert_eq!(
+            go_duration_error("45mError.code").as_deref(),
+            Some(r#"time: unknown unit "mError" in duration "45mError.code""#),
+            "OLM's e2e suite compares this one"
+        );
+        assert_eq!(go_duration_error("45").as_deref(), Some(r#"time: missing unit in duration "45""#));
+        assert_eq!(go_duration_error("").as_deref(), Some(r#"time: invalid duration """#));
+        assert_eq!(go_duration_error("x5m").as_deref(), Some(r#"time: invalid duration "x5m""#));
+        assert_eq!(go_duration_error(".m").as_deref(), Some(r#"time: invalid duration ".m""#));
+        for ok in ["0", "45m", "1h30m", "1.5h", ".5s", "-3s", "10\u{b5}s", "2ms"] {
+            assert_eq!(go_duration_error(ok), None, "{ok}");
+        }
+    }
 
     open_enum! {
         /// Test enum.

@@ -142,7 +142,8 @@ pub(crate) fn connecting(image: &str, now: &Time) -> CatalogSourceStatus {
 }
 
 /// The status of CatalogSource `ns/name` after a load that gave `loaded` (a catalog, or the
-/// error), with the poll interval's problem `interval_error`, and when to poll again: every
+/// error), with the poll interval's problem `interval_error` (then the message is it, with
+/// reason `InvalidIntervalError`, as OLM writes them), and when to poll again: every
 /// `interval`, a failing image sooner (at most 30 s) but not in a tight loop. Pure.
 pub(crate) fn decide(
     ns: &str,
@@ -155,10 +156,10 @@ pub(crate) fn decide(
     match loaded {
         Ok(l) => {
             let count = l.index.packages().len();
-            let mut message = format!("{count} packages from {}@{}", l.image, l.digest);
-            if let Some(e) = interval_error {
-                message = format!("{message}; {e}");
-            }
+            let mut message = match interval_error {
+                Some(e) => e.to_string(),
+                None => format!("{count} packages from {}@{}", l.image, l.digest),
+            };
             if let Some(invalid) = l.index.invalid() {
                 message = format!("{message}; the catalog is invalid: {invalid}");
             }
@@ -170,6 +171,7 @@ pub(crate) fn decide(
                 config_map_reference: l.config_map.clone(),
                 resolved_digest: Some(l.digest.clone()),
                 package_count: Some(count as i64),
+                reason: interval_error.map(|_| reason::INVALID_INTERVAL_ERROR.to_string()),
                 ..Default::default()
             };
             CatalogDecision { status, requeue: interval }
@@ -209,7 +211,7 @@ pub(super) async fn reconcile(cs: Arc<CatalogSource>, ctx: Arc<Context>) -> Resu
         return Ok(Action::requeue(Duration::ZERO));
     }
     let (interval, interval_error) = cs.poll_period();
-    let interval_error = interval_error.map(|e| e.to_string());
+    let interval_error = interval_error.map(|e| e.olm_message());
     let loaded = match source(&cs) {
         Source::Unsupported(message) => Err(CatalogLoadError::Unsupported(message)),
         // A running registry (`opm serve`): read it through OLM's gRPC API.
@@ -630,11 +632,8 @@ mod tests {
         assert_eq!(d.status.connection_state.as_ref().map(|c| c.last_observed_state.as_str()), Some("READY"));
         assert_eq!(d.status.resolved_image.as_deref(), Some("127.0.0.1:5000/c@sha256:ab"));
         assert_eq!(d.status.package_count, Some(0));
-        assert_eq!(
-            d.status.message.as_deref(),
-            Some("0 packages from 127.0.0.1:5000/c:latest@sha256:ab; bad interval")
-        );
-        assert!(d.status.reason.is_none());
+        assert_eq!(d.status.message.as_deref(), Some("bad interval"), "OLM's message alone, as OLM writes it");
+        assert_eq!(d.status.reason.as_deref(), Some("InvalidIntervalError"));
         let unauthorized: Result<LoadedIndex, _> = Err(CatalogLoadError::Unsupported("unauthorized".into()));
         let d = decide("ns", "c", &unauthorized, Duration::from_secs(600), None, &now);
         assert_eq!(d.requeue, Duration::from_secs(30), "a failing image is retried sooner");
