@@ -122,7 +122,9 @@ fn parse_manifest(text: Option<&str>) -> Result<Value, String> {
 /// The kind a listed step creates: its manifest's `apiVersion` and `kind` when it has both, as
 /// OLM's `ExecutePlan` decodes the manifest and creates what it says (clients write steps with
 /// only a version, as OLM's e2e suite does: `{version: v1alpha1, kind: ClusterServiceVersion}`);
-/// else the step's `group`, `version` and `kind`. Pure.
+/// else the step's `group`, `version` and `kind` — a `version` written as `group/version` split,
+/// and a kind OLM decodes by the step's kind alone (CRDs, CSVs, Subscriptions, RBAC;
+/// `ExecutePlan` switches on it) in its API group when the step names none. Pure.
 fn gvk_of(r: &crate::api::installplan::StepResource, manifest: &Value) -> kube::core::GroupVersionKind {
     let text = |k: &str| manifest.get(k).and_then(Value::as_str).filter(|t| !t.is_empty());
     match (text("apiVersion"), text("kind")) {
@@ -130,7 +132,20 @@ fn gvk_of(r: &crate::api::installplan::StepResource, manifest: &Value) -> kube::
             let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
             kube::core::GroupVersionKind::gvk(group, version, kind)
         }
-        _ => kube::core::GroupVersionKind::gvk(&r.group, &r.version, &r.kind),
+        _ => {
+            let (group, version) = match r.version.split_once('/') {
+                Some((group, version)) if r.group.is_empty() => (group, version),
+                _ => (r.group.as_str(), r.version.as_str()),
+            };
+            let known = match r.kind.as_str() {
+                "CustomResourceDefinition" => Some("apiextensions.k8s.io"),
+                "ClusterServiceVersion" | "Subscription" => Some("operators.coreos.com"),
+                "Role" | "RoleBinding" | "ClusterRole" | "ClusterRoleBinding" => Some("rbac.authorization.k8s.io"),
+                _ => None,
+            };
+            let group = if group.is_empty() { known.unwrap_or_default() } else { group };
+            kube::core::GroupVersionKind::gvk(group, version, &r.kind)
+        }
     }
 }
 
@@ -230,6 +245,14 @@ mod tests {
         // Without apiVersion and kind in the manifest, the step's fields say it.
         let s = listed("Role", "rbac.authorization.k8s.io", Some(r#"{"metadata": {"name": "thing"}}"#));
         assert_eq!(gvk_of(&s.resource, &json!({"metadata": {}})).api_version(), "rbac.authorization.k8s.io/v1");
+        // OLM's e2e suite: a CRD step `{version: v1}` whose manifest has no apiVersion, and one
+        // whose version is `apiextensions.k8s.io/v1`.
+        let mut s = listed("CustomResourceDefinition", "", None);
+        assert_eq!(gvk_of(&s.resource, &json!({"metadata": {}})).api_version(), "apiextensions.k8s.io/v1");
+        s.resource.version = "apiextensions.k8s.io/v1".into();
+        assert_eq!(gvk_of(&s.resource, &json!({"metadata": {}})).api_version(), "apiextensions.k8s.io/v1");
+        let s = listed("ConfigMap", "", None);
+        assert_eq!(gvk_of(&s.resource, &json!({"metadata": {}})).api_version(), "v1", "the core group stays");
     }
 
     #[test]
