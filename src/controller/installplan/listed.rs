@@ -77,7 +77,8 @@ async fn steps_of(ctx: &super::Context, ns: &str, plan: &[ApiStep]) -> Result<Ve
             }
             Err(e) => return Err(Hold::Retry(at(&format!("discovery failed: {e}")))),
         };
-        let step = step_of(s, manifest, namespaced.then_some(ns));
+        let mut step = step_of(s, manifest, namespaced.then_some(ns));
+        alongside(&mut step, ns, &s.resolving);
         let catalog = (r.source_namespace.clone(), r.source_name.clone());
         out.push(PlannedStep { step, catalog, image: None });
     }
@@ -146,6 +147,17 @@ fn gvk_of(r: &crate::api::installplan::StepResource, manifest: &Value) -> kube::
             let group = if group.is_empty() { known.unwrap_or_default() } else { group };
             kube::core::GroupVersionKind::gvk(group, version, &r.kind)
         }
+    }
+}
+
+/// A CRD step resolving CSV `csv` (listed in a plan of namespace `ns`) gets the annotation that
+/// says which CSV it was installed with, as a CRD planned from a bundle
+/// (`install::plan::installed_alongside`; OLM annotates every CRD step it applies,
+/// `setInstalledAlongsideAnnotation`). A step resolving no CSV is left as written. Pure.
+fn alongside(step: &mut Step, ns: &str, csv: &str) {
+    if step.kind == "CustomResourceDefinition" && !csv.is_empty() {
+        let (key, value) = crate::install::plan::installed_alongside(ns, csv);
+        crate::install::plan::annotations_mut(&mut step.manifest).insert(key, Value::String(value));
     }
 }
 
@@ -253,6 +265,13 @@ mod tests {
         assert_eq!(gvk_of(&s.resource, &json!({"metadata": {}})).api_version(), "apiextensions.k8s.io/v1");
         let s = listed("ConfigMap", "", None);
         assert_eq!(gvk_of(&s.resource, &json!({"metadata": {}})).api_version(), "v1", "the core group stays");
+        // A CRD step of a CSV says which CSV it was installed with, as OLM writes it.
+        let crd = listed("CustomResourceDefinition", "apiextensions.k8s.io", None);
+        let mut step = step_of(&crd, json!({"metadata": {"name": "tests.example.com"}}), None);
+        alongside(&mut step, "ns", "csv-a");
+        let (key, value) = crate::install::plan::installed_alongside("ns", "csv-a");
+        assert_eq!(step.manifest["metadata"]["annotations"][key.as_str()], json!(value));
+        assert_eq!(value, "ns/csv-a");
     }
 
     #[test]
