@@ -128,26 +128,25 @@ fn parse_manifest(text: Option<&str>) -> Result<Value, String> {
 /// `ExecutePlan` switches on it) in its API group when the step names none. Pure.
 fn gvk_of(r: &crate::api::installplan::StepResource, manifest: &Value) -> kube::core::GroupVersionKind {
     let text = |k: &str| manifest.get(k).and_then(Value::as_str).filter(|t| !t.is_empty());
-    match (text("apiVersion"), text("kind")) {
+    let known = |kind: &str| match kind {
+        "CustomResourceDefinition" => "apiextensions.k8s.io",
+        "ClusterServiceVersion" | "Subscription" => "operators.coreos.com",
+        "Role" | "RoleBinding" | "ClusterRole" | "ClusterRoleBinding" => "rbac.authorization.k8s.io",
+        _ => "",
+    };
+    let (group, version, kind) = match (text("apiVersion"), text("kind")) {
         (Some(api_version), Some(kind)) => {
             let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-            kube::core::GroupVersionKind::gvk(group, version, kind)
+            (group, version, kind)
         }
-        _ => {
-            let (group, version) = match r.version.split_once('/') {
-                Some((group, version)) if r.group.is_empty() => (group, version),
-                _ => (r.group.as_str(), r.version.as_str()),
-            };
-            let known = match r.kind.as_str() {
-                "CustomResourceDefinition" => Some("apiextensions.k8s.io"),
-                "ClusterServiceVersion" | "Subscription" => Some("operators.coreos.com"),
-                "Role" | "RoleBinding" | "ClusterRole" | "ClusterRoleBinding" => Some("rbac.authorization.k8s.io"),
-                _ => None,
-            };
-            let group = if group.is_empty() { known.unwrap_or_default() } else { group };
-            kube::core::GroupVersionKind::gvk(group, version, &r.kind)
-        }
-    }
+        _ => match r.version.split_once('/') {
+            Some((group, version)) if r.group.is_empty() => (group, version, r.kind.as_str()),
+            _ => (r.group.as_str(), r.version.as_str(), r.kind.as_str()),
+        },
+    };
+    // OLM's suite writes `apiVersion: v1` on a CRD; OLM decodes it as a CRD all the same.
+    let group = if group.is_empty() { known(kind) } else { group };
+    kube::core::GroupVersionKind::gvk(group, version, kind)
 }
 
 /// A CRD step resolving CSV `csv` (listed in a plan of namespace `ns`) gets the annotation that
@@ -200,6 +199,10 @@ mod tests {
     use super::*;
     use crate::api::installplan::{StepResource, StepStatus};
     use serde_json::json;
+
+    fn crd_step() -> ApiStep {
+        listed("CustomResourceDefinition", "", None)
+    }
 
     fn listed(kind: &str, group: &str, manifest: Option<&str>) -> ApiStep {
         ApiStep {
@@ -265,6 +268,9 @@ mod tests {
         assert_eq!(gvk_of(&s.resource, &json!({"metadata": {}})).api_version(), "apiextensions.k8s.io/v1");
         let s = listed("ConfigMap", "", None);
         assert_eq!(gvk_of(&s.resource, &json!({"metadata": {}})).api_version(), "v1", "the core group stays");
+        // …and a CRD manifest that says `apiVersion: v1` (OLM's suite, scoped-client specs).
+        let wrong = json!({"apiVersion": "v1", "kind": "CustomResourceDefinition", "metadata": {}});
+        assert_eq!(gvk_of(&crd_step().resource, &wrong).api_version(), "apiextensions.k8s.io/v1");
         // A CRD step of a CSV says which CSV it was installed with, as OLM writes it.
         let crd = listed("CustomResourceDefinition", "apiextensions.k8s.io", None);
         let mut step = step_of(&crd, json!({"metadata": {"name": "tests.example.com"}}), None);
