@@ -26,6 +26,12 @@
 #           publishes to and fails when a digest is not the one built here.
 #           `images/build.sh --pin-bundles` (after changing the chart or a pin) builds both and writes
 #           their digests into those CSVs; then rebuild catalog/ (bundles/README.md).
+#   opm     operator-registry's `opm` (pin of tests/peers/build.sh) and `grpc_health_probe`
+#           (images/pins.sh), static (images/opm.sh, cached), in /bin, as quay.io/operator-framework/opm
+#           lays them out: what OLM's registry pods and its e2e suite's magic catalog run
+#           (`opm serve DIR`, probe `grpc_health_probe -addr=:50051`); /tmp for opm's cache; the
+#           user is the pod's (the suite sets runAsUser 1001). Not built by default:
+#           tests/conformance/images.sh pushes it under its original name.
 # Each image is one layer of static binaries, no base image (none can be pulled here), written as
 # an OCI image layout by images/oci.py into $CAPSTAN_CACHE/images/<name>/<hash of its inputs>
 # (built again only when an input changes), then pushed as HOST:PORT/capstan/<name>:v1. Without
@@ -33,6 +39,8 @@
 # `tests/cluster/up.sh registry` when it is not running). For each image one line is printed:
 #   NAME HOST:PORT/capstan/NAME:v1@sha256:...
 # and the same reference is written to $CAPSTAN_CLUSTER_DIR/images/NAME for tests and scripts.
+# IMAGE_REPOSITORY and IMAGE_TAG replace `capstan` and `v1` in that reference (images.sh of the
+# conformance suite pushes opm as quay.io/operator-framework/opm:latest).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -111,10 +119,23 @@ build_nginx_operator() {
     args+=(--file "$f:/opt/helm/${f#"$root/examples/nginx-operator/"}:0644")
   done
   nonroot_etc "$tmp"
-  python3 "$here/oci.py" build "$tmp" "${args[@]}" --dir /tmp:1777 --dir /opt/helm:0755 \
+  # /tmp 0755, as the image has always had it (oci.py gave every --dir 0755 until the opm image
+  # needed a writable /tmp): the committed bundles name this image by digest, and the operator
+  # (user 65532) writes nothing there.
+  python3 "$here/oci.py" build "$tmp" "${args[@]}" --dir /tmp:0755 --dir /opt/helm:0755 \
     --env PATH=/usr/local/bin:/usr/bin:/bin --env HOME=/opt/helm --workdir /opt/helm \
     --entrypoint '["/usr/local/bin/helm-operator", "run", "--watches-file=./watches.yaml"]' --user 65532:65532 \
     --label org.opencontainers.image.source=examples/nginx-operator >/dev/null
+}
+
+build_opm() {
+  local tmp=$1
+  printf 'hosts: files dns\n' > "$tmp/rootfs/nsswitch.conf"
+  python3 "$here/oci.py" build "$tmp" --file "$opm_dir/opm:/bin/opm:0755" \
+    --file "$tmp/rootfs/nsswitch.conf:/etc/nsswitch.conf:0644" \
+    --file "$opm_dir/grpc_health_probe:/bin/grpc_health_probe:0755" --dir /tmp:1777 \
+    --env PATH=/bin --entrypoint '["/bin/opm"]' --cmd '["serve", "/configs"]' --user 1001:1001 \
+    --label org.opencontainers.image.source=images/opm.sh >/dev/null
 }
 
 build_webhook_operator() {
@@ -139,6 +160,8 @@ for name in "${names[@]}"; do
            layout httpd "$here/httpd/main.go" "$here/httpd/go.mod" -- build_httpd ;;
     webhook-operator) command -v go >/dev/null || { echo "images/build.sh: Go is required" >&2; exit 1; }
            layout webhook-operator "$here/webhook-operator/main.go" "$here/webhook-operator/go.mod" -- build_webhook_operator ;;
+    opm)   opm_dir=$(bash "$here/opm.sh")
+           layout opm "$opm_dir/opm" "$opm_dir/grpc_health_probe" -- build_opm ;;
     capstan)
       capstan_bin=${CAPSTAN_BIN:-$root/target/release/capstan}
       if [ -z "${CAPSTAN_BIN:-}" ] && { [ ! -x "$capstan_bin" ] || [ -n "$(find "$root/src" "$root/Cargo.toml" "$root/Cargo.lock" -newer "$capstan_bin" -print -quit)" ]; }; then
@@ -153,9 +176,9 @@ for name in "${names[@]}"; do
       names_file=$(mktemp); printf '%s\n' "${operator_files[@]#"$root/"}" > "$names_file"
       layout nginx-operator "$names_file" "$helm_operator_bin" "${operator_files[@]}" -- build_nginx_operator
       rm -f "$names_file" ;;
-    *) echo "images/build.sh: unknown image $name (pause, httpd, capstan, nginx-operator, webhook-operator)" >&2; exit 2 ;;
+    *) echo "images/build.sh: unknown image $name (pause, httpd, capstan, nginx-operator, webhook-operator, opm)" >&2; exit 2 ;;
   esac
-  ref="$registry/capstan/$name:v1"
+  ref="$registry/${IMAGE_REPOSITORY:-capstan}/$name:${IMAGE_TAG:-v1}"
   digest=$(python3 "$here/oci.py" push "$out" "$ref")
   echo "$ref@$digest" > "$dir/images/$name"
   echo "$name $ref@$digest"

@@ -49,7 +49,7 @@ def layer(files, dirs):
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for spec in dirs:
             dest, _, mode = spec.partition(":")
-            add_dirs(tar, dest + "/x", seen)
+            add_dirs(tar, dest, seen)
             name = dest.strip("/")
             if name in seen:
                 continue

@@ -334,11 +334,20 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Reads the whole catalog served at `address` (`host:port`, plaintext gRPC).
 pub async fn load_registry(address: &str) -> Result<RegistryCatalog, GrpcCatalogError> {
+    load_registry_at(address, address).await
+}
+
+/// [`load_registry`] of `address` (`spec.address`, as errors name it) dialed at `dial`, e.g.
+/// the ClusterIP of the Service `address` names (`controller::registry_services::dial_address`);
+/// errors then show `address (dial)`.
+pub async fn load_registry_at(address: &str, dial: &str) -> Result<RegistryCatalog, GrpcCatalogError> {
+    let shown = if dial == address { address.to_string() } else { format!("{address} ({dial})") };
+    let address = shown.as_str();
     let addr_err = |reason: String| GrpcCatalogError::Address { address: address.into(), reason };
-    if address.contains("://") || !address.contains(':') {
+    if dial.contains("://") || !dial.contains(':') {
         return Err(addr_err("expected host:port without a scheme".into()));
     }
-    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{dial}"))
         .map_err(|e| addr_err(e.to_string()))?
         .connect_timeout(Duration::from_secs(10))
         .timeout(CALL_TIMEOUT);

@@ -123,6 +123,27 @@ pub(crate) fn registry_address(cs: &CatalogSource) -> Option<&str> {
         .flatten()
 }
 
+/// The CatalogSources of `sources` whose `spec.address` names Service `namespace/service`
+/// ([`super::registry_services::service_address`]): reloaded when that Service's endpoints change, so that a registry
+/// pod replaced behind it (OLM's e2e `MagicCatalog.UpdateCatalog`) is read again at once, as
+/// OLM's catalog operator does on its gRPC connection's state change.
+pub fn sources_at_service(
+    sources: &kube::runtime::reflector::Store<CatalogSource>,
+    namespace: &str,
+    service: &str,
+) -> Vec<kube::runtime::reflector::ObjectRef<CatalogSource>> {
+    sources
+        .state()
+        .iter()
+        .filter(|cs| {
+            registry_address(cs)
+                .and_then(super::registry_services::service_address)
+                .is_some_and(|s| s.service == service && s.namespace == namespace)
+        })
+        .map(|cs| kube::runtime::reflector::ObjectRef::from_obj(cs.as_ref()))
+        .collect()
+}
+
 fn connection(state: &str, now: &Time, connected: bool) -> Option<GrpcConnectionState> {
     Some(GrpcConnectionState {
         address: None,
@@ -320,15 +341,18 @@ fn image_repository(image: &str) -> String {
     parse_reference(image).map(|r| format!("{}/{}", r.registry(), r.repository())).unwrap_or_else(|_| image.to_string())
 }
 
-/// Loads a catalog from a running registry at `address` ([`crate::catalog::grpc::load_registry`]);
-/// the "image" shown is `grpc://<address>` and the digest is that of the catalog's content.
+/// Loads a catalog from a running registry at `address` ([`crate::catalog::grpc::load_registry`]),
+/// a Service in the cluster DNS form dialed at its ClusterIP
+/// ([`super::registry_services::dial_address`]); the "image" shown is `grpc://<address>` and the
+/// digest is that of the catalog's content.
 async fn load_address(
     ctx: &Context,
     key: &(String, String),
     cs: &CatalogSource,
     address: &str,
 ) -> Result<LoadedIndex, CatalogLoadError> {
-    let loaded = crate::catalog::grpc::load_registry(address).await?;
+    let dial = super::registry_services::dial_address(&ctx.client, address).await;
+    let loaded = crate::catalog::grpc::load_registry_at(address, &dial).await?;
     let read = Read { image: format!("grpc://{address}"), digest: loaded.digest, config_map: None };
     Ok(loaded_index(ctx, key, cs, read, loaded.config).await)
 }

@@ -46,6 +46,7 @@ use futures::channel::mpsc;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::{Api, Patch, PatchParams};
@@ -908,10 +909,24 @@ async fn run_inner(
     let config_maps = watcher(Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()), watcher::Config::default())
         .backoff(watch_backoff())
         .touched_objects();
+    // A registry pod replaced behind the Service a `spec.address` names reloads its CatalogSources
+    // (the Service's EndpointSlices change; metadata only).
+    let slices = watcher(Api::<PartialObjectMeta<EndpointSlice>>::all(client.clone()), watcher::Config::default())
+        .backoff(watch_backoff())
+        .touched_objects();
+    let sources_of_slices = catalog_store.clone();
     let catalogs = catalogs
         .watches_stream(config_maps, move |cm| {
             let (ns, name) = (cm.metadata.namespace.unwrap_or_default(), cm.metadata.name.unwrap_or_default());
             configmap_catalogs::sources_naming(&catalog_store, &ns, &name)
+        })
+        .watches_stream(slices, move |slice| {
+            let ns = slice.metadata.namespace.clone().unwrap_or_default();
+            let labels = slice.metadata.labels.unwrap_or_default();
+            match labels.get("kubernetes.io/service-name") {
+                Some(service) => catalogsource::sources_at_service(&sources_of_slices, &ns, service),
+                None => Vec::new(),
+            }
         })
         .run(catalogsource::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});

@@ -324,6 +324,54 @@ fn with_kind<T: serde::Serialize>(obj: &T, api_version: &str, kind: &str) -> ser
     v
 }
 
+/// A Service a `spec.address` names in the cluster's DNS form, `<service>.<namespace>.svc:<port>`
+/// or `<service>.<namespace>.svc.<cluster domain>:<port>` (OLM's e2e suite's magic catalog,
+/// `test/e2e/magic_catalog.go`, points its CatalogSource at `<service>.<namespace>.svc:50051`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceAddress<'a> {
+    /// The Service's name.
+    pub service: &'a str,
+    /// Its namespace.
+    pub namespace: &'a str,
+    /// The Service port (as written: a number).
+    pub port: &'a str,
+}
+
+/// The Service `address` names, if it is in the cluster DNS form ([`ServiceAddress`]) with a
+/// numeric port; any other host (an IP, an outside name) gives `None`. Pure.
+pub fn service_address(address: &str) -> Option<ServiceAddress<'_>> {
+    let (host, port) = address.rsplit_once(':')?;
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut labels = host.trim_end_matches('.').splitn(4, '.');
+    let (service, namespace, svc) = (labels.next()?, labels.next()?, labels.next()?);
+    let named = |l: &str| crate::catalog::validate::is_dns1123_label(l);
+    (svc == "svc" && named(service) && named(namespace)).then_some(ServiceAddress { service, namespace, port })
+}
+
+/// The address to dial for `address`: for a Service in the cluster DNS form
+/// ([`service_address`]) its ClusterIP and the port, read from the API server, so that a
+/// controller outside the cluster (`capstan controller` on a workstation, the test environment)
+/// reaches it as a pod would through the cluster's DNS (kube-proxy routes the ClusterIP on the
+/// node). Anything else, a headless Service, or a Service that cannot be read: `address` as it
+/// is (the resolver's DNS then decides).
+pub async fn dial_address(client: &kube::Client, address: &str) -> String {
+    let Some(s) = service_address(address) else { return address.to_string() };
+    match Api::<Service>::namespaced(client.clone(), s.namespace).get_opt(s.service).await {
+        Ok(Some(svc)) => match svc.spec.and_then(|spec| spec.cluster_ip).filter(|ip| !ip.is_empty() && ip != "None") {
+            Some(ip) if ip.contains(':') => format!("[{ip}]:{}", s.port),
+            Some(ip) => format!("{ip}:{}", s.port),
+            None => address.to_string(),
+        },
+        Ok(None) => address.to_string(),
+        Err(e) => {
+            tracing::debug!(%address, error = %e, "cannot read the Service of a registry address; dialing it by name");
+            address.to_string()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -391,5 +439,24 @@ mod tests {
             serde_json::json!({"protocol": "grpc", "createdAt": "2026-01-01T00:00:00Z"})
         );
         assert_eq!(address_status(Some(&a), &later).created_at, Some(t), "createdAt stays");
+    }
+
+    #[test]
+    fn a_service_address_is_the_cluster_dns_form_with_a_numeric_port() {
+        let want = |service, namespace, port| Some(ServiceAddress { service, namespace, port });
+        assert_eq!(service_address("cat.ns-1.svc:50051"), want("cat", "ns-1", "50051"));
+        assert_eq!(service_address("cat.ns.svc.cluster.local:50051"), want("cat", "ns", "50051"));
+        assert_eq!(service_address("cat.ns.svc.cluster.local.:50051"), want("cat", "ns", "50051"));
+        for other in [
+            "10.0.0.1:50051",
+            "registry.example.com:50051",
+            "cat.ns:50051",
+            "cat.ns.svc",
+            "cat.ns.svc:grpc",
+            "Cat.ns.svc:50051",
+            "[fd00::1]:50051",
+        ] {
+            assert_eq!(service_address(other), None, "{other}");
+        }
     }
 }

@@ -36,6 +36,11 @@
 #       singlenamespace-alpha: etcdoperator.v0.9.4 with a PrometheusRule my-prometheusrule and a
 #       ServiceMonitor my-servicemonitor (dynamic_resource_e2e_test.go; both Its skip upstream,
 #       their BeforeEach still needs the catalog)
+#   quay.io/olmtest/example-operator-bundle:{0.1.0,0.2.0,0.3.0}   package test-package (see
+#       example_operator below; subscription_e2e_test.go "unpacking bundle", its magic catalog)
+#   quay.io/operator-framework/opm:latest          opm and grpc_health_probe (images/build.sh opm):
+#       the registry pod of the suite's magic catalog (magic_catalog.go), which must serve: run.sh
+#       places it on the real node
 # Bundle images are pushed as quay.io/olmtest/<package>-bundle:<version>, names chosen here (the
 # catalogs name them so, and capstan pulls them through the same mirror).
 # Not built, each with its reason:
@@ -44,7 +49,6 @@
 #   quay.io/olmtest/example-operator-bundle:0.1.0, quay.io/skopeo/stable   copied by a skopeo pod
 #       into an in-cluster registry (subscription_e2e_test.go unpack retry; catalog_e2e_test.go
 #       image update): suite infrastructure that must run as pods
-#   quay.io/operator-framework/opm                  the magic catalog's registry pod (OLM internal)
 #   quay.io/olmtest/old-opm-catsrc:v1.21.0          the registry pod's securityContext (OLM internal)
 #   docker.io/repo/image:tag                        registry pod config (OLM internal; never pulled)
 #   quay.io/operator-framework/mock-extension-apiserver:master  an APIService backend that must run
@@ -221,9 +225,96 @@ EOF
   catalog dynamic quay.io/olmtest/catsrc_dynamic_resources:e2e-test
 }
 
+# example_operator: quay.io/olmtest/example-operator-bundle:{0.1.0,0.2.0,0.3.0}, package test-package,
+# channel stable, CSV example-operator.v<tag> at the version the suite's FBC gives each
+# (test/e2e/testdata/subscription/example-operator.v*.yaml: olm.package 1.0.0, 1.0.1, 0.3.0, as
+# `opm render` takes it from the CSV), owning CRD testas.example.com (the olm.gvk TestA
+# example.com/v1alpha1 they list), each replacing the one before. The operator Deployment's image
+# is never pulled: its pod lands on kwok's fake node.
+example_operator() {
+  local tag version replaces b
+  for tag in 0.1.0:1.0.0: 0.2.0:1.0.1:example-operator.v0.1.0 0.3.0:0.3.0:example-operator.v0.2.0; do
+    IFS=: read -r tag version replaces <<<"$tag"
+    b="$work/src/example-operator-$tag"
+    rm -rf "$b" && mkdir -p "$b/manifests" "$b/metadata"
+    cat >"$b/metadata/annotations.yaml" <<EOF2
+annotations:
+  operators.operatorframework.io.bundle.mediatype.v1: registry+v1
+  operators.operatorframework.io.bundle.manifests.v1: manifests/
+  operators.operatorframework.io.bundle.metadata.v1: metadata/
+  operators.operatorframework.io.bundle.package.v1: test-package
+  operators.operatorframework.io.bundle.channels.v1: stable
+  operators.operatorframework.io.bundle.channel.default.v1: stable
+EOF2
+    cat >"$b/manifests/testas.crd.yaml" <<'EOF2'
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: testas.example.com
+spec:
+  group: example.com
+  names: {kind: TestA, listKind: TestAList, plural: testas, singular: testa}
+  scope: Namespaced
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+EOF2
+    cat >"$b/manifests/example-operator.clusterserviceversion.yaml" <<EOF2
+apiVersion: operators.coreos.com/v1alpha1
+kind: ClusterServiceVersion
+metadata:
+  name: example-operator.v$tag
+spec:
+  displayName: Example Operator
+  version: $version
+${replaces:+  replaces: $replaces}
+  installModes:
+  - {type: OwnNamespace, supported: true}
+  - {type: SingleNamespace, supported: true}
+  - {type: MultiNamespace, supported: true}
+  - {type: AllNamespaces, supported: true}
+  customresourcedefinitions:
+    owned:
+    - {name: testas.example.com, version: v1alpha1, kind: TestA, displayName: TestA}
+  install:
+    strategy: deployment
+    spec:
+      deployments:
+      - name: example-operator
+        spec:
+          replicas: 1
+          selector: {matchLabels: {app: example-operator}}
+          template:
+            metadata: {labels: {app: example-operator}}
+            spec:
+              serviceAccountName: example-operator
+              containers:
+              - {name: operator, image: "quay.io/olmtest/example-operator:$tag"}
+      permissions:
+      - serviceAccountName: example-operator
+        rules:
+        - {apiGroups: [example.com], resources: [testas], verbs: ["*"]}
+EOF2
+    bundle "$b" "quay.io/olmtest/example-operator-bundle:$tag"
+    log "quay.io/olmtest/example-operator-bundle:$tag"
+  done
+}
+
+# opm: quay.io/operator-framework/opm:latest, the magic catalog's registry pod (images/build.sh opm).
+opm_image() {
+  IMAGE_REPOSITORY=quay.io/operator-framework IMAGE_TAG=latest CAPSTAN_CLUSTER_DIR=$dir \
+    bash "$root/images/build.sh" --push "$reg" opm >/dev/null
+  log "quay.io/operator-framework/opm:latest"
+}
+
 log "building the suite's images from $olm into $reg"
 ci_index
 single_bundle
 busybox_dependencies
 catsrc_update_test
 dynamic_resources
+example_operator
+opm_image

@@ -104,6 +104,50 @@ addressType: IPv4
 endpoints: [{addresses: [$host], conditions: {ready: true}}]
 ports: [{name: https, port: $packages_port, protocol: TCP}]
 EOF
+# The suite's magic catalog (magic_catalog.go) runs `opm serve` in a pod behind a Service and points
+# its CatalogSource at <service>.<namespace>.svc:50051: that pod must really serve, so a
+# MutatingAdmissionPolicy places pods running quay.io/operator-framework/opm on the real node (its
+# selector and toleration; every other pod of the suite keeps landing on kwok's fake node).
+# capstan on the host dials the Service's ClusterIP (kube-proxy routes it on the host).
+if kubectl get node -l type=real -o name 2>/dev/null | grep -q .; then
+  kubectl apply -f - >/dev/null <<'EOF'
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: capstan-conformance-registry-pods}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  matchConditions:
+  - name: runs-opm
+    expression: "object.spec.containers.exists(c, c.image == 'quay.io/operator-framework/opm' || c.image.startsWith('quay.io/operator-framework/opm:') || c.image.startsWith('quay.io/operator-framework/opm@'))"
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: >-
+        [has(object.spec.nodeSelector)
+          ? JSONPatch{op: "add", path: "/spec/nodeSelector/type", value: "real"}
+          : JSONPatch{op: "add", path: "/spec/nodeSelector", value: {"type": "real"}},
+         has(object.spec.tolerations)
+          ? JSONPatch{op: "add", path: "/spec/tolerations/-", value: {"key": "capstan.dev/node", "operator": "Equal", "value": "real", "effect": "NoSchedule"}}
+          : JSONPatch{op: "add", path: "/spec/tolerations", value: [{"key": "capstan.dev/node", "operator": "Equal", "value": "real", "effect": "NoSchedule"}]}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: capstan-conformance-registry-pods}
+spec: {policyName: capstan-conformance-registry-pods}
+EOF
+  # The API server takes the policy in within seconds: wait until a dry-run pod gets the selector.
+  probe='{"apiVersion":"v1","kind":"Pod","metadata":{"name":"opm-placement","namespace":"default"},"spec":{"containers":[{"name":"c","image":"quay.io/operator-framework/opm"}]}}'
+  for _ in $(seq 60); do
+    echo "$probe" | kubectl create --dry-run=server -f - -o jsonpath='{.spec.nodeSelector.type}' 2>/dev/null | grep -q real && break
+    sleep 0.5
+  done
+else
+  log "WARNING: no real node in this environment: the magic catalog's opm pods cannot serve (their specs fail)"
+fi
 log "capstan controller (global catalog namespace $olm_ns, registries served on $host, packages API on $host:$packages_port, mirrors $state/registries.conf)"
 "$capstan" controller --kubeconfig "$dir/kubeconfig" --global-catalog-namespace "$olm_ns" \
   --metrics-addr 0 --registry-listen "$host" --packages-api "$host:$packages_port" \
@@ -114,6 +158,8 @@ controller=$!
 # cluster: it goes with the controller.
 stop() {
   kubectl delete apiservice v1.packages.operators.coreos.com --ignore-not-found >/dev/null 2>&1 || true
+  kubectl delete mutatingadmissionpolicybinding,mutatingadmissionpolicy capstan-conformance-registry-pods \
+    --ignore-not-found >/dev/null 2>&1 || true
   kill "$controller" 2>/dev/null || true
 }
 trap stop EXIT

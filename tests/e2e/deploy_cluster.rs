@@ -293,6 +293,8 @@ const NEEDED: &[(&str, &str, &str, Option<&str>)] = &[
     ("patch", "", "services", Some("default")),
     ("create", "discovery.k8s.io", "endpointslices", Some("default")),
     ("patch", "discovery.k8s.io", "endpointslices", Some("default")),
+    // The endpoints of a Service a CatalogSource's spec.address names (its registry pod replaced).
+    ("watch", "discovery.k8s.io", "endpointslices", None),
 ];
 
 /// What capstan never does: the ClusterRole must grant none of it (least privilege: no
