@@ -33,7 +33,7 @@ use crate::bundle::image::BundleImageError;
 use crate::install::crd_safety::{check_plan_crds, describe_all};
 use crate::install::operator_group::{GroupTargets, InstallModeError, check_install_mode};
 use crate::install::preflight;
-use crate::install::{InstallTarget, Step, StepError, StepStatus, SubscriptionConfig, apply, plan};
+use crate::install::{InstallTarget, Step, StepError, StepStatus, SubscriptionConfig, apply_as, plan};
 use crate::oci::cache::scratch_dir;
 use crate::oci::parse_reference;
 
@@ -889,8 +889,10 @@ async fn claim(pass: &mut PlanPass<'_>, planned: &Planned) -> Result<bool, Error
 
 /// The checks before the first step: an OperatorCondition holding the upgrade, the CRD upgrade
 /// check (every existing object must fit the new schema and no stored version may disappear)
-/// and, for a scoped install, the OperatorGroup's ServiceAccount holding everything the plan needs.
-/// Returns who applies the plan, or the blocking hold.
+/// and, for a scoped install, the OperatorGroup's ServiceAccount holding everything it applies:
+/// every step but the CRDs, which capstan applies with its own identity as OLM v0.46.0's
+/// `ExecutePlan` does (`pkg/controller/operators/catalog/operator.go`;
+/// [`scoped::applied_by_account`]). Returns who applies the plan, or the blocking hold.
 async fn preflight(ctx: &Context, ns: &str, og: &str, plain: &[Step]) -> Result<scoped::Installer, Stop> {
     // An OperatorCondition Upgradeable=False on the CSV being replaced holds the upgrade (OLM
     // `isOperatorUpgradeable`); checked again like the other blocks until it clears.
@@ -911,7 +913,7 @@ async fn preflight(ctx: &Context, ns: &str, og: &str, plain: &[Step]) -> Result<
     };
     if let scoped::Installer::ServiceAccount { account, .. } = &installer {
         let subject = preflight::Subject::ServiceAccount(account.clone());
-        let findings = preflight::findings(&ctx.client, &subject, plain)
+        let findings = preflight::findings(&ctx.client, &subject, &scoped::applied_by_account(plain))
             .await
             .map_err(|e| Error::Kube { context: format!("RBAC pre-check: {}", e.what), source: e.source })?;
         if !findings.is_empty() {
@@ -968,19 +970,16 @@ async fn execute(pass: &mut PlanPass<'_>, planned: &Planned, installer: &scoped:
         )
         .await;
     let started = std::time::Instant::now();
-    let apply_client = match installer {
-        scoped::Installer::ServiceAccount { client, reference, .. } => {
-            pass.status.attenuated_service_account_ref = Some(reference.clone());
-            client.clone()
-        }
-        scoped::Installer::Controller => ctx.client.clone(),
-    };
+    if let scoped::Installer::ServiceAccount { reference, .. } = installer {
+        pass.status.attenuated_service_account_ref = Some(reference.clone());
+    }
+    let appliers = installer.appliers(&ctx.client);
     let held = held_for_apis(ctx, ip, &pass.ns, planned).await?;
     let results = if held.iter().any(|h| *h) {
         let kept: Vec<Step> = plain.iter().zip(&held).filter(|(_, h)| !**h).map(|(s, _)| s.clone()).collect();
-        merge_held(&plain, &held, apply(&apply_client, &kept, &ctx.apply_options()).await)
+        merge_held(&plain, &held, apply_as(appliers, &kept, &ctx.apply_options()).await)
     } else {
-        apply(&apply_client, &plain, &ctx.apply_options()).await
+        apply_as(appliers, &plain, &ctx.apply_options()).await
     };
     let (entries, failed) = applied(&planned.steps, &results);
     ctx.metrics.observe_install(started.elapsed(), if failed.is_some() { "failed" } else { "succeeded" });

@@ -1,8 +1,13 @@
 //! Scoped installs (OLM's OperatorGroup `spec.serviceAccountName`, `reference/olm-v0.md` §1.6): a
-//! plan of such a group is applied impersonating that ServiceAccount. Who that is, and whether it
-//! can be impersonated, is decided here; what it must hold before the first step is the RBAC
-//! pre-check [`crate::install::preflight`] with
-//! [`crate::install::preflight::Subject::ServiceAccount`] (asked by the InstallPlan reconciler).
+//! plan of such a group is applied impersonating that ServiceAccount, except its CRDs, which
+//! capstan applies with its own identity as OLM v0.46.0 does (`ExecutePlan` in
+//! `pkg/controller/operators/catalog/operator.go`: "CRDs should be installed via the default OLM
+//! (cluster-admin) client and not the scoped client"). A CRD is cluster-wide: the ServiceAccount
+//! of one namespace's installs is not meant to hold rights over every namespace's APIs. Who the
+//! installer is, and whether it can be impersonated, is decided here; what it must hold before
+//! the first step is the RBAC pre-check [`crate::install::preflight`] with
+//! [`crate::install::preflight::Subject::ServiceAccount`] over [`applied_by_account`] (asked by
+//! the InstallPlan reconciler).
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::Api;
@@ -10,7 +15,7 @@ use kube::{Client, ResourceExt};
 
 use super::{Context, Error, kube_err};
 use crate::api::OperatorGroup;
-use crate::install::preflight;
+use crate::install::{Appliers, Step, preflight};
 
 /// The identity plans of namespace `ns` are applied with.
 // One value per InstallPlan reconcile, never stored in bulk: boxing the client would only add an
@@ -29,6 +34,27 @@ pub(crate) enum Installer {
         /// `status.attenuatedServiceAccountRef`.
         reference: k8s_openapi::api::core::v1::ObjectReference,
     },
+}
+
+impl Installer {
+    /// Who applies a plan's steps, `own` being capstan's client: every step with `own` for
+    /// [`Installer::Controller`]; for a ServiceAccount, the CRDs with `own` and the rest with the
+    /// impersonating client (OLM v0.46.0 `ExecutePlan`,
+    /// `pkg/controller/operators/catalog/operator.go`, module documentation).
+    pub(crate) fn appliers<'a>(&'a self, own: &'a Client) -> Appliers<'a> {
+        match self {
+            Installer::Controller => Appliers { steps: own, crds: own },
+            Installer::ServiceAccount { client, .. } => Appliers { steps: client, crds: own },
+        }
+    }
+}
+
+/// The steps of a plan a scoped install's ServiceAccount applies, and so must be allowed to:
+/// all but the CRDs ([`Step::is_crd`]), which capstan applies with its own identity
+/// ([`Installer::appliers`]; OLM v0.46.0 `ExecutePlan`,
+/// `pkg/controller/operators/catalog/operator.go`). Pure.
+pub(crate) fn applied_by_account(steps: &[Step]) -> Vec<Step> {
+    steps.iter().filter(|s| !s.is_crd()).cloned().collect()
 }
 
 /// Whether plans of an OperatorGroup can be applied, and by whom.
@@ -87,5 +113,45 @@ pub(crate) async fn installer(ctx: &Context, ns: &str, og: &str) -> Result<Insta
         Err(e) => {
             Ok(InstallerCheck::Blocked(format!("cannot build a client impersonating ServiceAccount {account}: {e}")))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn step(group: &str, kind: &str) -> Step {
+        Step {
+            resolving: "op.v1".into(),
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            name: "x".into(),
+            namespace: None,
+            manifest: json!({}),
+        }
+    }
+
+    #[test]
+    fn the_service_account_is_asked_for_everything_but_the_crds() {
+        let plan = vec![
+            step("apiextensions.k8s.io", "CustomResourceDefinition"),
+            step("", "ServiceAccount"),
+            step("rbac.authorization.k8s.io", "ClusterRole"),
+            step("operators.coreos.com", "ClusterServiceVersion"),
+            // A kind of that name in another group is not a CRD.
+            step("example.com", "CustomResourceDefinition"),
+        ];
+        let kinds: Vec<(String, String)> = applied_by_account(&plan).into_iter().map(|s| (s.group, s.kind)).collect();
+        assert_eq!(
+            kinds,
+            [
+                ("".into(), "ServiceAccount".into()),
+                ("rbac.authorization.k8s.io".into(), "ClusterRole".into()),
+                ("operators.coreos.com".into(), "ClusterServiceVersion".into()),
+                ("example.com".into(), "CustomResourceDefinition".into()),
+            ]
+        );
     }
 }

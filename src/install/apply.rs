@@ -18,6 +18,11 @@
 //! with a failed one (its wave) were sent, and each reports its own outcome (OLM applies every
 //! step of a pass and reports each).
 //!
+//! A scoped install applies with two identities ([`apply_as`], [`Appliers`]): its CRDs with
+//! capstan's own client and everything else as the OperatorGroup's ServiceAccount, as OLM's
+//! `ExecutePlan` does (CRDs are cluster-wide objects the ServiceAccount of one namespace is not
+//! meant to hold rights to).
+//!
 //! An ownerReference with an empty `uid` (see [`super::InstallTarget::csv_owner_reference`]) is
 //! completed with the UID of the object it names in the step's namespace; when that object does
 //! not exist yet (the CSV is applied after the objects it owns), the step is applied without the
@@ -263,8 +268,36 @@ pub enum StepError {
 /// Applies `steps` in order, wave by wave ([`waves`]; see the module documentation), and returns
 /// one [`StepResult`] per step, in the same order. Never panics; a failure is a
 /// [`StepStatus::Failed`] result, the other steps of its wave report their own outcome, and every
-/// step of a later wave is [`StepStatus::NotApplied`] naming the first failed step.
+/// step of a later wave is [`StepStatus::NotApplied`] naming the first failed step. Every step is
+/// applied with `client`; [`apply_as`] applies CRDs with another.
 pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<StepResult> {
+    apply_as(Appliers { steps: client, crds: client }, steps, opts).await
+}
+
+/// Who applies a plan's steps ([`apply_as`]). A scoped install (OperatorGroup
+/// `spec.serviceAccountName`) applies its CRDs with capstan's own client and every other step
+/// with a client impersonating the ServiceAccount, as OLM v0.46.0's `ExecutePlan` does
+/// (`pkg/controller/operators/catalog/operator.go`: CRD steps go to the step builder of
+/// `step.go`, made from the unattenuated client; the other steps to the attenuated one).
+#[derive(Clone, Copy)]
+pub struct Appliers<'a> {
+    /// Applies every step but the CRDs, reads their objects and issues their certificates.
+    pub steps: &'a Client,
+    /// Applies the CRD steps ([`Step::is_crd`]), reads them and waits until they are established.
+    pub crds: &'a Client,
+}
+
+impl<'a> Appliers<'a> {
+    /// The client that applies `step`.
+    pub fn of(&self, step: &Step) -> &'a Client {
+        if step.is_crd() { self.crds } else { self.steps }
+    }
+}
+
+/// [`apply`] with the clients of `appliers`: each step is read and applied by the client
+/// [`Appliers::of`] gives for it, so a `Forbidden` names the identity that was refused.
+pub async fn apply_as(appliers: Appliers<'_>, steps: &[Step], opts: &ApplyOptions) -> Vec<StepResult> {
+    let client = appliers.steps;
     // Serving Secrets of webhooks / APIServices: certificates kept or issued now, and the CA
     // written into the steps that need it; the plan itself never holds key material.
     let filled: Vec<Step>;
@@ -285,11 +318,11 @@ pub async fn apply(client: &Client, steps: &[Step], opts: &ApplyOptions) -> Vec<
         steps
     };
     let mut ap = Applier {
-        client,
+        clients: appliers,
         opts,
         uids: HashMap::new(),
         absent: Default::default(),
-        identity: None,
+        identities: HashMap::new(),
         existing: HashMap::new(),
         unreadable: HashMap::new(),
         alongside: HashMap::new(),
@@ -455,14 +488,15 @@ async fn with_certificates(
 }
 
 struct Applier<'a> {
-    client: &'a Client,
+    clients: Appliers<'a>,
     opts: &'a ApplyOptions,
     /// (apiVersion, kind, namespace, name) → uid of objects applied in this run.
     uids: HashMap<(String, String, String, String), String>,
     /// Owners read and found missing in this run: not read again (the plan's own CSV is applied
     /// after the objects it owns; once applied, its uid is in `uids`).
     absent: std::collections::HashSet<(String, String, String, String)>,
-    identity: Option<String>,
+    /// Whether the client is the CRDs' ([`Appliers::crds`]) → its identity, once asked.
+    identities: HashMap<bool, String>,
     /// Step index → resourceVersion of the object before the apply (`None`: it did not exist),
     /// read by [`Applier::check_ownership`].
     existing: HashMap<usize, Option<String>>,
@@ -577,9 +611,9 @@ impl Applier<'_> {
         let gvk = step.gvk();
         let ar = match kind_info(&step.kind) {
             Some(info) => ApiResource::from_gvk_with_plural(&gvk, info.plural),
-            None => kube::discovery::pinned_kind(self.client, &gvk).await.ok()?.0,
+            None => kube::discovery::pinned_kind(self.clients.of(step), &gvk).await.ok()?.0,
         };
-        let api = self.api(&ar, step.namespace.as_deref());
+        let api = self.api(step, &ar, step.namespace.as_deref());
         let found = self.retry(|| api.get_opt(&step.name)).await;
         Some((ar, found))
     }
@@ -659,7 +693,7 @@ impl Applier<'_> {
     }
 
     async fn wait_established(&self, name: &str) -> Result<(), StepError> {
-        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let api: Api<CustomResourceDefinition> = Api::all(self.clients.crds.clone());
         let start = Instant::now();
         let mut last: String;
         loop {
@@ -712,7 +746,7 @@ impl Applier<'_> {
         if let Some(info) = kind_info(&step.kind) {
             return Ok(ApiResource::from_gvk_with_plural(gvk, info.plural));
         }
-        match self.retry(|| kube::discovery::pinned_kind(self.client, gvk)).await {
+        match self.retry(|| kube::discovery::pinned_kind(self.clients.of(step), gvk)).await {
             Attempt::Done((ar, _caps)) => Ok(ar),
             Attempt::Failed(e, ..) => Err(StepError::BadStep {
                 object: step.describe(),
@@ -721,10 +755,13 @@ impl Applier<'_> {
         }
     }
 
-    fn api(&self, ar: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+    /// The API of `ar` in `namespace` (`None`: cluster-wide), as `step`'s client
+    /// ([`Appliers::of`]) sees it.
+    fn api(&self, step: &Step, ar: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+        let client = self.clients.of(step).clone();
         match namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
-            None => Api::all_with(self.client.clone(), ar),
+            Some(ns) => Api::namespaced_with(client, ns, ar),
+            None => Api::all_with(client, ar),
         }
     }
 
@@ -770,7 +807,7 @@ impl Applier<'_> {
         }
         let gvk = step.gvk();
         let ar = self.api_resource(step, &gvk).await?;
-        let api = self.api(&ar, step.namespace.as_deref());
+        let api = self.api(step, &ar, step.namespace.as_deref());
         let mut manifest = step.manifest.clone();
         if let Some(obj) = manifest.as_object_mut() {
             obj.insert("apiVersion".into(), Value::String(step.api_version()));
@@ -826,7 +863,7 @@ impl Applier<'_> {
     /// status reason `Copied`, or `olm.operatorNamespace` naming another namespace). A CSV that
     /// cannot be read (no access, a transient error) is assumed to exist, as OLM does. From
     /// [`ApplyOptions::known_csvs`] when given (OLM reads its lister too), else by GETs that go
-    /// out together.
+    /// out together, made by the CRDs' client ([`Appliers::crds`], which applies the CRD).
     async fn alongside_kept(&self, elsewhere: Vec<(String, String, String)>) -> Vec<(String, String)> {
         use crate::api::ClusterServiceVersion;
         // Whether the CSV of `ns` counts: it exists and is not a copy.
@@ -848,7 +885,7 @@ impl Applier<'_> {
                     counts(store.get(&kube::runtime::reflector::ObjectRef::new(name).within(ns)).as_deref(), ns)
                 }
                 // A CSV that cannot be read is assumed to exist.
-                None => Api::<ClusterServiceVersion>::namespaced(self.client.clone(), ns)
+                None => Api::<ClusterServiceVersion>::namespaced(self.clients.crds.clone(), ns)
                     .get_opt(name)
                     .await
                     .map_or(true, |c| counts(c.as_ref(), ns)),
@@ -865,7 +902,7 @@ impl Applier<'_> {
 
     /// The server-side apply of a prepared step (retried while transient).
     async fn send(&self, step: &Step, prepared: &Prepared) -> Attempt<DynamicObject> {
-        let api = self.api(&prepared.ar, step.namespace.as_deref());
+        let api = self.api(step, &prepared.ar, step.namespace.as_deref());
         let mut pp = PatchParams::apply(&self.opts.field_manager);
         pp.force = self.opts.force;
         let patch = Patch::Apply(&prepared.manifest);
@@ -968,7 +1005,7 @@ impl Applier<'_> {
             manifest: Value::Null,
         };
         let ar = self.api_resource(&owner_step, &gvk).await?;
-        let api = self.api(&ar, Some(ns));
+        let api = self.api(&owner_step, &ar, Some(ns));
         match self.retry(|| api.get_opt(name)).await {
             Attempt::Done(o) => Ok(o.and_then(|o| o.metadata.uid)),
             // The owner's API not being served yet means the owner does not exist yet.
@@ -1029,7 +1066,7 @@ impl Applier<'_> {
         }
         match e {
             KubeError::Api(s) if s.code == 403 => {
-                let identity = self.identity(&s.message).await;
+                let identity = self.identity(step, &s.message).await;
                 StepError::Forbidden {
                     object,
                     verb: verb.into(),
@@ -1062,20 +1099,22 @@ impl Applier<'_> {
         }
     }
 
-    /// The client's identity from a SelfSubjectReview, else the user the API server named in its
-    /// Forbidden message (`User "x" cannot …`), else "the client".
-    async fn identity(&mut self, message: &str) -> String {
-        if let Some(id) = &self.identity {
+    /// The identity of `step`'s client ([`Appliers::of`]) from a SelfSubjectReview, else the
+    /// user the API server named in its Forbidden message (`User "x" cannot …`), else "the
+    /// client".
+    async fn identity(&mut self, step: &Step, message: &str) -> String {
+        let crds = step.is_crd();
+        if let Some(id) = self.identities.get(&crds) {
             return id.clone();
         }
-        let from_review = whoami(self.client).await;
+        let from_review = whoami(self.clients.of(step)).await;
         let id = from_review
             .or_else(|| {
                 let rest = message.split_once("User \"")?.1;
                 Some(format!("user {:?}", rest.split_once('"')?.0))
             })
             .unwrap_or_else(|| "the client".into());
-        self.identity = Some(id.clone());
+        self.identities.insert(crds, id.clone());
         id
     }
 }

@@ -31,7 +31,7 @@ use kube::core::GroupVersionKind;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use apply::{ApplyOptions, StepError, StepResult, StepStatus, apply};
+pub use apply::{Appliers, ApplyOptions, StepError, StepResult, StepStatus, apply, apply_as};
 pub use config::{ConfigError, SubscriptionConfig};
 pub use plan::{PlanError, steps};
 pub use preflight::{Finding, PreflightError};
@@ -215,6 +215,16 @@ impl Step {
     /// The step's group, version and kind.
     pub fn gvk(&self) -> GroupVersionKind {
         GroupVersionKind::gvk(&self.group, &self.version, &self.kind)
+    }
+
+    /// Whether the step is a CustomResourceDefinition (`apiextensions.k8s.io`). A scoped install
+    /// applies these with capstan's own identity, not the OperatorGroup's ServiceAccount, as OLM
+    /// v0.46.0 does: `ExecutePlan` in `pkg/controller/operators/catalog/operator.go` hands CRD
+    /// steps to a step builder made from its own, unattenuated client ("CRDs should be installed
+    /// via the default OLM (cluster-admin) client and not the scoped client"; the builder is
+    /// `pkg/controller/operators/catalog/step.go`, `builder.create`).
+    pub fn is_crd(&self) -> bool {
+        self.kind == "CustomResourceDefinition" && self.group == "apiextensions.k8s.io"
     }
 
     /// `Kind namespace/name` or `Kind name`, for messages.

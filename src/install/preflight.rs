@@ -4,6 +4,11 @@
 //! instead of a plan that stops half-way at the first `Forbidden` (OLM's scoped installs, `reference/olm-v0.md` §1.6; operator-controller's
 //! "permission validation pre-flight check").
 //!
+//! The steps given are the ones the subject applies. A scoped install's ServiceAccount does not
+//! apply the plan's CRDs (capstan does, with its own identity, as OLM v0.46.0's `ExecutePlan` in
+//! `pkg/controller/operators/catalog/operator.go` does; [`super::apply::Appliers`]), so the
+//! InstallPlan reconciler leaves them out of what it asks that ServiceAccount for.
+//!
 //! What a plan needs of its installer (the API server's rules):
 //! - `get`, `create` and `patch` on every object of the plan, in its namespace or cluster-wide
 //!   (what [`super::apply::apply`]'s read + server-side apply need) — [`Need::Apply`];

@@ -346,7 +346,10 @@ async fn grant(client: &kube::Client, ns: &str, name: &str, rules: serde_json::V
 
 /// A scoped install (OperatorGroup spec.serviceAccountName) whose ServiceAccount lacks three
 /// permissions fails before any step and lists all three; once they are granted the same plan
-/// goes through, applied as that ServiceAccount.
+/// goes through, applied as that ServiceAccount — except the CRD, which capstan applies with its
+/// own identity as OLM v0.46.0's `ExecutePlan` does
+/// (`pkg/controller/operators/catalog/operator.go`): the ServiceAccount holds no rights on CRDs,
+/// is not asked for them, and the CRD is installed all the same.
 #[test]
 fn scoped_install_lists_every_missing_permission_then_goes_through() {
     crate::support::run(GROUP, 4, async {
@@ -362,7 +365,6 @@ fn scoped_install_lists_every_missing_permission_then_goes_through() {
             .expect("create installer SA");
         let all = json!(["get", "list", "watch", "create", "update", "patch", "delete"]);
         grant(&client, ns, &format!("{ns}-installer"), json!([
-            {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": all},
             {"apiGroups": [""], "resources": ["serviceaccounts", "services", "configmaps", "secrets", "events", "pods"], "verbs": all},
             {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": all},
             {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings", "clusterroles", "clusterrolebindings"], "verbs": all},
@@ -380,6 +382,7 @@ fn scoped_install_lists_every_missing_permission_then_goes_through() {
             m.contains("ingresses") && m.contains("leases") && m.contains("subjectaccessreviews"),
             "all three in one message: {m}"
         );
+        assert!(!m.contains("customresourcedefinitions"), "the CRD is capstan's to apply, not the installer's: {m}");
         nothing_applied(&client, ns).await;
         grant(
             &client,
@@ -393,11 +396,44 @@ fn scoped_install_lists_every_missing_permission_then_goes_through() {
         )
         .await;
         csv_version_succeeded(&client, ns, "nginx-operator.v0.2.0").await;
+        crds_applied_by_capstan(&client, ns).await;
         turn.release(&client).await;
         let test_rbac = ListParams::default().labels(&format!("capstan-test={ns}"));
         let _ = Api::<ClusterRoleBinding>::all(client.clone()).delete_collection(&Default::default(), &test_rbac).await;
         let _ = Api::<ClusterRole>::all(client.clone()).delete_collection(&Default::default(), &test_rbac).await;
     })
+}
+
+/// The Complete plan of the scoped install in `ns` was applied as ServiceAccount `installer` and
+/// its CRD step went through although that ServiceAccount may not create CRDs: capstan applied
+/// it with its own identity.
+async fn crds_applied_by_capstan(client: &kube::Client, ns: &str) {
+    use capstan::install::preflight::{self, Question, ServiceAccount, Subject};
+    let installer = Subject::ServiceAccount(ServiceAccount { namespace: ns.into(), name: "installer".into() });
+    let create_crds = Question::resource("create", "apiextensions.k8s.io", "customresourcedefinitions", None);
+    assert!(
+        !preflight::allowed(client, &installer, &create_crds).await.expect("SubjectAccessReview"),
+        "the installer must not hold create on CRDs for this test"
+    );
+    let plan = plan_in_phase(client, ns, "nginx-operator", "Complete").await;
+    let st = serde_json::to_value(plan.status.as_ref().expect("status")).expect("status");
+    assert_eq!(st["attenuatedServiceAccountRef"]["name"], "installer", "{st}");
+    let crds: Vec<&serde_json::Value> = st["plan"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter(|s| s["resource"]["kind"] == "CustomResourceDefinition")
+        .collect();
+    assert!(!crds.is_empty(), "the plan has the operator's CRD: {st}");
+    for step in crds {
+        assert!(step["status"] == "Created" || step["status"] == "Present", "CRD step applied: {step}");
+    }
+    Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(
+        client.clone(),
+    )
+    .get("nginxes.example.com")
+    .await
+    .expect("the operator's CRD is installed");
 }
 
 /// No CSV and not the operator's ServiceAccount in `ns`: nothing was applied.

@@ -1,8 +1,9 @@
 //! `install::apply` against a scripted fake API server: transient errors (503, 429, 500) are
 //! retried with backoff, persistent ones end in `RetriesExhausted` after the retry window,
 //! Forbidden is reported at once with verb, resource and identity, and a kind the server does not
-//! serve is `ApiNotAvailable`. The real control plane cannot be made to fail on cue; the
-//! successful paths are covered by `install_cluster.rs`.
+//! serve is `ApiNotAvailable`; a scoped install's CRDs are applied by the other client of
+//! `install::apply_as`. The real control plane cannot be made to fail on cue; the successful
+//! paths are covered by `install_cluster.rs`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -173,4 +174,54 @@ async fn a_kind_the_server_does_not_serve_is_api_not_available() {
         panic!("expected ApiNotAvailable, got {}", results[0]);
     };
     assert!(e.to_string().contains("monitoring.coreos.com/v1 ServiceMonitor"), "{e}");
+}
+
+/// A scoped install's plan applied with [`install::apply_as`]: the CRD is read, applied and
+/// waited for by capstan's own client, the ConfigMap by the ServiceAccount's, which may not touch
+/// CRDs (OLM v0.46.0 `ExecutePlan`, `pkg/controller/operators/catalog/operator.go`).
+#[tokio::test]
+async fn a_scoped_install_applies_its_crds_with_capstans_own_client() {
+    const CRD_PATH: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com";
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com", "uid": "u-crd", "resourceVersion": "3"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "widgets", "kind": "Widget"}, "versions": []},
+        "status": {"conditions": [{"type": "NamesAccepted", "status": "True"}, {"type": "Established", "status": "True"}]}});
+    let applied = crd.clone();
+    let (own, own_log) = fake(move |method, path, n| match (method, path, n) {
+        ("GET", CRD_PATH, 0) => (404, status(404, "NotFound", "not found", "widgets.example.com")),
+        ("GET", CRD_PATH, _) | ("PATCH", CRD_PATH, _) => (200, applied.clone()),
+        _ => (500, status(500, "InternalError", "unexpected request", "")),
+    });
+    let (account, account_log) = fake(|method, path, _| match (method, path) {
+        ("GET", CM_PATH) => (404, status(404, "NotFound", "configmaps \"cm\" not found", "cm")),
+        ("PATCH", CM_PATH) => (
+            200,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "ns", "uid": "u-1", "resourceVersion": "7"}}),
+        ),
+        _ => (403, status(403, "Forbidden", "the ServiceAccount may not", "")),
+    });
+    let crd_step = Step {
+        resolving: "op.v1".into(),
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        name: "widgets.example.com".into(),
+        namespace: None,
+        manifest: crd,
+    };
+    let appliers = install::Appliers { steps: &account, crds: &own };
+    let results = install::apply_as(appliers, &[crd_step, configmap_step()], &quick()).await;
+    assert_eq!(results[0].status, StepStatus::Created, "{}", results[0]);
+    assert_eq!(results[1].status, StepStatus::Created, "{}", results[1]);
+    let own_log = own_log.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let account_log = account_log.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert!(
+        own_log.iter().all(|l| l.ends_with(CRD_PATH)) && own_log.contains(&format!("PATCH {CRD_PATH}")),
+        "{own_log:?}"
+    );
+    assert!(
+        account_log.iter().all(|l| l.ends_with(CM_PATH)) && account_log.contains(&format!("PATCH {CM_PATH}")),
+        "{account_log:?}"
+    );
 }
