@@ -55,7 +55,8 @@ fn main() {
         let cfg = parse::load_path(d).unwrap();
         let content = CatalogContent::new(&cfg, "sha256:x", SystemTime::now());
         bytes += content.size_bytes();
-        let idx = ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true }).unwrap();
+        let idx = ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true, ..Default::default() })
+            .unwrap();
         pkgs += packages_of(&idx).0.len();
     }
     let build = started.elapsed();

@@ -260,7 +260,8 @@ fn packagemanifests_equal_packageservers() {
     let (mut packages, mut catalogs) = (0, 0);
     for (name, dir, theirs) in &server.catalogs {
         let cfg = capstan::catalog::parse::load_path(dir).unwrap();
-        let idx = ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true }).unwrap();
+        let idx = ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true, ..Default::default() })
+            .unwrap();
         let (ours, _) = packages_of(&idx);
         let source = CatalogSourceInfo {
             name: name.clone(),

@@ -4,8 +4,9 @@
 //! `alpha/model/model.go` (`Package/Channel/Bundle.Validate`, `validateReplacesChain`,
 //! `validateUniqueBundleVersions`), summarised in `../shared/reference/olm-v0.md` §3.4:
 //!
-//! - package: name set, a DNS-1123 label, unique; `defaultChannel` set and naming one of its
-//!   channels; at least one channel;
+//! - package: name set, a DNS-1123 label ([`PackageNames::Dns1123Label`]; any name for a catalog
+//!   OLM serves from SQLite, [`PackageNames::NonEmpty`]), unique; `defaultChannel` set and naming
+//!   one of its channels; at least one channel;
 //! - channel: known package, name set and unique in the package, at least one entry, entries
 //!   unique and naming existing bundles, skips not empty, skipRange parses (blang syntax,
 //!   [`crate::catalog::semver_range`]);
@@ -273,11 +274,39 @@ fn count_word(n: usize) -> String {
 /// [`ValidationErrors`] listing every error found, grouped by package; each names package,
 /// channel and bundle where they apply and says what to change.
 pub fn validate(cfg: &DeclarativeConfig) -> Result<(), ValidationErrors> {
+    validate_with(cfg, PackageNames::Dns1123Label)
+}
+
+/// Which package names a catalog may have: the one rule of [`validate`] that depends on which
+/// operator-registry server OLM runs for the catalog (v1.74.0).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PackageNames {
+    /// DNS-1123 labels, opm's rule for a file-based catalog (`alpha/declcfg/declcfg_to_model.go`
+    /// `ConvertToModel`), applied by `opm validate` (`pkg/lib/config/validate.go`) and by
+    /// `opm serve` (`pkg/cache/cache.go` `processPackage`: the server does not start). For
+    /// authoring (`catalog validate`, `catalog add`, `catalog render`, catalog images built) and
+    /// for a CatalogSource's file-based catalog image.
+    #[default]
+    Dns1123Label,
+    /// Any name that is not empty: what a SQLite-backed registry serves. OLM's `configmap-server`
+    /// loads a ConfigMap catalog's packages as they are (`pkg/sqlite/configmap.go` `Populate`,
+    /// `pkg/sqlite/load.go` `addPackageChannels`), and a `spec.address` registry serves what it
+    /// holds (`alpha/model/model.go` `Package.Validate` asks only for a name). For ConfigMap
+    /// catalogs and `spec.address` catalogs: OLM's own e2e suite serves a package
+    /// `PackageDependent` from a ConfigMap.
+    NonEmpty,
+}
+
+/// [`validate`] with the package-name rule `names`.
+///
+/// # Errors
+/// As [`validate`].
+pub fn validate_with(cfg: &DeclarativeConfig, names: PackageNames) -> Result<(), ValidationErrors> {
     let mut checks = BundleChecks::default();
     for b in &cfg.bundles {
         checks.check(b);
     }
-    validate_checked(cfg, checks)
+    validate_checked_with(cfg, checks, names)
 }
 
 /// The per-bundle rules of [`validate`] (name, image and related image references, properties,
@@ -437,8 +466,17 @@ impl BundleChecks {
 /// # Errors
 /// [`ValidationErrors`] with the errors of `checks` and of the catalog-wide rules.
 pub fn validate_checked(cfg: &DeclarativeConfig, checks: BundleChecks) -> Result<(), ValidationErrors> {
+    validate_checked_with(cfg, checks, PackageNames::Dns1123Label)
+}
+
+/// [`validate_checked`] with the package-name rule `names`.
+fn validate_checked_with(
+    cfg: &DeclarativeConfig,
+    checks: BundleChecks,
+    names: PackageNames,
+) -> Result<(), ValidationErrors> {
     let mut c = Collector { errors: Vec::new() };
-    let packages = index_packages(cfg, &mut c);
+    let packages = index_packages(cfg, names, &mut c);
     let channels_of = index_channels(cfg, &packages, &mut c);
     let bundles = index_bundles(cfg, &packages, &mut c);
     let blobs = Blobs { packages, channels_of, bundles };
@@ -499,8 +537,9 @@ impl<'a> Blobs<'a> {
     }
 }
 
-/// Packages: named, unique, DNS-1123 labels. Returns each package → its index in `cfg.packages`.
-fn index_packages<'a>(cfg: &'a DeclarativeConfig, c: &mut Collector) -> FxMap<&'a str, usize> {
+/// Packages: named, unique, DNS-1123 labels when `names` asks for them. Returns each package →
+/// its index in `cfg.packages`.
+fn index_packages<'a>(cfg: &'a DeclarativeConfig, names: PackageNames, c: &mut Collector) -> FxMap<&'a str, usize> {
     let mut packages: FxMap<&str, usize> = FxMap::default();
     for (i, p) in cfg.packages.iter().enumerate() {
         if p.name.is_empty() {
@@ -515,7 +554,7 @@ fn index_packages<'a>(cfg: &'a DeclarativeConfig, c: &mut Collector) -> FxMap<&'
             continue;
         }
         packages.insert(&p.name, i);
-        if !is_dns1123_label(&p.name) {
+        if names == PackageNames::Dns1123Label && !is_dns1123_label(&p.name) {
             c.push(&p.name, None, None, ErrorKind::Name, format!(
                 "invalid package name {:?}: a package name must be a DNS-1123 label (at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit)",
                 p.name
@@ -1495,6 +1534,33 @@ mod tests {
             bundle("p", "p.v3", "3.0.0")
         );
         validate(&cfg(&y)).unwrap();
+    }
+
+    /// OLM's e2e suite serves a package `PackageDependent` from a ConfigMap catalog: opm's
+    /// file-based rules (`opm validate`, `opm serve`) refuse the name, a SQLite-backed registry
+    /// serves it. Only the name rule differs; an empty name is refused by both.
+    #[test]
+    fn package_names_that_are_not_dns_labels_are_refused_only_by_the_file_based_rules() {
+        let y = format!(
+            "---\nschema: olm.package\nname: PackageDependent\ndefaultChannel: alpha\n---\nschema: olm.channel\npackage: PackageDependent\nname: alpha\nentries:\n- name: csv-right\n{}",
+            bundle("PackageDependent", "csv-right", "0.1.0").replace("/PackageDependent:", "/package-dependent:")
+        );
+        let e = validate(&cfg(&y)).expect_err("opm validate refuses it");
+        assert_eq!(e.len(), 1, "{e}");
+        assert_eq!((e.errors[0].package.as_str(), e.errors[0].kind), ("PackageDependent", ErrorKind::Name));
+        assert_eq!(
+            e.errors[0].message,
+            "invalid package name \"PackageDependent\": a package name must be a DNS-1123 label (at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit)"
+        );
+        assert_eq!(validate_with(&cfg(&y), PackageNames::Dns1123Label), Err(e));
+        validate_with(&cfg(&y), PackageNames::NonEmpty).expect("a SQLite-backed registry serves it");
+        // Every other rule still applies.
+        let broken = y.replace("defaultChannel: alpha", "defaultChannel: beta");
+        let e = validate_with(&cfg(&broken), PackageNames::NonEmpty).expect_err("no such channel");
+        assert_eq!(e.errors.iter().map(|e| e.kind).collect::<Vec<_>>(), [ErrorKind::DefaultChannel], "{e}");
+        let nameless = "---\nschema: olm.package\ndefaultChannel: alpha\n";
+        let e = validate_with(&cfg(nameless), PackageNames::NonEmpty).expect_err("a name is needed");
+        assert_eq!(e.errors[0].kind, ErrorKind::Name, "{e}");
     }
 
     /// Errors that involve several bundle blobs name each by its image, so that the

@@ -32,7 +32,7 @@ use super::model::{
 };
 use super::property::{self, Constraint, Gvk, PackageProperty, PackageRequired};
 use super::semver_range::{self, Range};
-use super::validate::{ValidationErrors, validate};
+use super::validate::{PackageNames, ValidationErrors, validate_with};
 
 /// Index of a bundle in [`ValidatedCatalog::bundle_at`].
 pub type BundleId = u32;
@@ -44,6 +44,9 @@ pub type GvkId = u32;
 pub struct IndexOptions {
     /// Keep `olm.bundle.object` properties in [`IndexedBundle::properties`] (default: dropped).
     pub keep_bundle_objects: bool,
+    /// The package names the catalog may have (default: DNS-1123 labels, as `opm validate`; a
+    /// ConfigMap or `spec.address` catalog takes any non-empty name, as OLM serves it).
+    pub package_names: PackageNames,
 }
 
 /// A package: its metadata, channels (sorted by name) and bundles (sorted by name).
@@ -174,7 +177,8 @@ impl ValidatedCatalog {
     /// Validates and indexes a catalog, consuming it, with default [`IndexOptions`].
     ///
     /// # Errors
-    /// [`ValidationErrors`] when the catalog does not validate (see [`validate`]).
+    /// [`ValidationErrors`] when the catalog does not validate (see
+    /// [`crate::catalog::validate::validate`]).
     pub fn new(cfg: DeclarativeConfig) -> Result<ValidatedCatalog, ValidationErrors> {
         ValidatedCatalog::with_options(cfg, IndexOptions::default())
     }
@@ -184,7 +188,7 @@ impl ValidatedCatalog {
     /// # Errors
     /// [`ValidationErrors`] when the catalog does not validate.
     pub fn with_options(cfg: DeclarativeConfig, opts: IndexOptions) -> Result<ValidatedCatalog, ValidationErrors> {
-        validate(&cfg)?;
+        validate_with(&cfg, opts.package_names)?;
         Ok(build(cfg, opts))
     }
 
@@ -595,7 +599,7 @@ entries:
         assert_eq!(idx.package_of(b), "etcd");
         let keep = ValidatedCatalog::with_options(
             parse_bytes("c.yaml", CAT.as_bytes()).unwrap(),
-            IndexOptions { keep_bundle_objects: true },
+            IndexOptions { keep_bundle_objects: true, ..Default::default() },
         )
         .unwrap();
         assert!(keep.bundle("etcd", "etcd.v0.9.2").unwrap().properties.iter().any(|p| p.type_ == "olm.bundle.object"));

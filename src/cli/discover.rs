@@ -155,8 +155,9 @@ fn load_served(spec: &str, with_packages: bool) -> Result<ServedCatalog, String>
         content = CatalogContent::new(&config, &d, std::time::SystemTime::now());
     }
     let summaries = if with_packages {
-        let index = ValidatedCatalog::with_options(config, IndexOptions { keep_bundle_objects: true })
-            .map_err(|e| format!("--catalog {spec}: {e}"))?;
+        let index =
+            ValidatedCatalog::with_options(config, IndexOptions { keep_bundle_objects: true, ..Default::default() })
+                .map_err(|e| format!("--catalog {spec}: {e}"))?;
         packages_of(&index).0
     } else {
         Vec::new()
@@ -289,8 +290,9 @@ fn packages(src: &SourceArgs) -> Result<Vec<Found>, String> {
                 "--catalog {spec}: catalog {key} is invalid and would serve nothing; `capstan catalog validate` lists the errors: {errors}"
             ));
         }
-        let index = ValidatedCatalog::with_options(config, IndexOptions { keep_bundle_objects: true })
-            .map_err(|e| format!("--catalog {spec}: {e}"))?;
+        let index =
+            ValidatedCatalog::with_options(config, IndexOptions { keep_bundle_objects: true, ..Default::default() })
+                .map_err(|e| format!("--catalog {spec}: {e}"))?;
         let source =
             CatalogSourceInfo { name: key.name.clone(), namespace: key.namespace.clone(), ..Default::default() };
         let (summaries, elided) = packages_of(&index);

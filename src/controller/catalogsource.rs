@@ -23,6 +23,7 @@ use crate::api::CatalogSource;
 use crate::api::catalogsource::{CatalogSourceStatus, GrpcConnectionState, RegistryServiceStatus, SourceType, reason};
 use crate::catalog::grpc::GrpcCatalogError;
 use crate::catalog::image::{CatalogCache, CatalogImageError, load_catalog_image};
+use crate::catalog::validate::PackageNames;
 use crate::oci::{OciError, parse_reference};
 use crate::resolve::CatalogIndex;
 
@@ -353,7 +354,7 @@ async fn load_address(
 ) -> Result<LoadedIndex, CatalogLoadError> {
     let dial = super::registry_services::dial_address(&ctx.client, address).await;
     let loaded = crate::catalog::grpc::load_registry_at(address, &dial).await?;
-    let read = Read { image: format!("grpc://{address}"), digest: loaded.digest, config_map: None };
+    let read = Read::address(address, loaded.digest);
     Ok(loaded_index(ctx, key, cs, read, loaded.config).await)
 }
 
@@ -376,16 +377,54 @@ async fn load_config_map(
         let wait_ms = (next * 1000 - jiff::Timestamp::now().as_millisecond()).clamp(0, 1000);
         tokio::time::sleep(std::time::Duration::from_millis(wait_ms as u64)).await;
     }
-    let config_map = Some(read.reference);
-    let read_as = Read { image: format!("configmap://{}/{name}", key.0), digest: read.digest, config_map };
+    let read_as = Read::config_map(&key.0, name, read.digest, read.reference);
     Ok(loaded_index(ctx, key, cs, read_as, read.config).await)
 }
 
-/// Where a catalog was read from: the image shown, the content digest, the ConfigMap.
+/// Where a catalog was read from: the image shown, the content digest, the ConfigMap, and the
+/// package names the server OLM runs for such a source accepts ([`PackageNames`]).
 struct Read {
     image: String,
     digest: String,
     config_map: Option<crate::api::catalogsource::ConfigMapResourceReference>,
+    package_names: PackageNames,
+}
+
+impl Read {
+    /// A file-based catalog image: opm serve refuses a package name that is not a DNS-1123 label.
+    fn image(image: &str, digest: String) -> Read {
+        Read { image: image.to_string(), digest, config_map: None, package_names: PackageNames::Dns1123Label }
+    }
+
+    /// A `spec.address` registry (shown as `grpc://<address>`): it serves what it holds, a
+    /// SQLite-backed one any package name.
+    fn address(address: &str, digest: String) -> Read {
+        let image = format!("grpc://{address}");
+        Read { image, digest, config_map: None, package_names: PackageNames::NonEmpty }
+    }
+
+    /// ConfigMap `namespace/name` (shown as `configmap://<namespace>/<name>`): OLM's
+    /// configmap-server loads its packages into SQLite whatever their names.
+    fn config_map(
+        namespace: &str,
+        name: &str,
+        digest: String,
+        reference: crate::api::catalogsource::ConfigMapResourceReference,
+    ) -> Read {
+        let image = format!("configmap://{namespace}/{name}");
+        Read { image, digest, config_map: Some(reference), package_names: PackageNames::NonEmpty }
+    }
+}
+
+/// The resolver's index of catalog `config` read as `read`: marked invalid, with every
+/// validation error, when the catalog breaks a rule of the server OLM runs for such a source.
+/// Pure.
+fn resolver_index(config: &crate::catalog::model::DeclarativeConfig, read: &Read) -> CatalogIndex {
+    let index = CatalogIndex::from_config(config);
+    match crate::catalog::validate::validate_with(config, read.package_names) {
+        Ok(()) => index,
+        Err(errors) => index.with_invalid(format!("{}@{}: {errors}", read.image, read.digest)),
+    }
 }
 
 /// The [`LoadedIndex`] of a catalog `config` read as `read` for CatalogSource `cs` (key `key`):
@@ -398,13 +437,9 @@ async fn loaded_index(
     read: Read,
     config: crate::catalog::model::DeclarativeConfig,
 ) -> LoadedIndex {
-    let index = CatalogIndex::from_config(&config);
-    let index = match crate::catalog::validate::validate(&config) {
-        Ok(()) => index,
-        Err(errors) => index.with_invalid(format!("{}@{}: {errors}", read.image, read.digest)),
-    };
+    let index = resolver_index(&config, &read);
     let inline = Arc::new(inline_bundles(&config));
-    let served = served(ctx, key, &read.digest, config);
+    let served = served(ctx, key, &read, config);
     let _ = tokio::task::spawn_blocking(crate::memory::return_freed_memory).await;
     LoadedIndex {
         image: read.image,
@@ -418,13 +453,15 @@ async fn loaded_index(
 }
 
 /// The discovery view of a loaded catalog (when [`super::Options::discovery`] is on): the one
-/// already held when `digest` is what `key` has loaded, else built from `config` (consumed).
+/// already held when the digest `read` is what `key` has loaded, else built from `config`
+/// (consumed) with the package names `read` allows.
 fn served(
     ctx: &Context,
     key: &(String, String),
-    digest: &str,
+    read: &Read,
     config: crate::catalog::model::DeclarativeConfig,
 ) -> Option<Arc<crate::discovery::served::ServedCatalog>> {
+    let digest = read.digest.as_str();
     if !ctx.options.discovery && ctx.options.registry.is_none() {
         return None;
     }
@@ -444,6 +481,7 @@ fn served(
         digest,
         std::time::SystemTime::now(),
         keep_index,
+        read.package_names,
     )))
 }
 
@@ -484,7 +522,7 @@ async fn load(
         started.elapsed(),
         loaded.size_bytes,
     );
-    let read = Read { image: image.to_string(), digest: loaded.digest, config_map: None };
+    let read = Read::image(image, loaded.digest);
     Ok(loaded_index(ctx, key, cs, read, loaded.config).await)
 }
 
@@ -693,5 +731,105 @@ mod tests {
         cm.spec.config_map = Some("catalog".into());
         assert_eq!(source(&cm), Source::ConfigMap("catalog"));
         assert_eq!(first_contact(&cm, false), None, "a ConfigMap is read at once, not pulled");
+    }
+
+    /// The ConfigMap catalog of one package with one CSV (`version` 0.1.0) in channel `channel`:
+    /// the CSV owns CRD `inses.example.com` when `owns`, else requires it (OLM's e2e `newCSV`).
+    fn config_map_catalog(
+        package: &str,
+        csv: &str,
+        channel: &str,
+        owns: bool,
+    ) -> crate::catalog::model::DeclarativeConfig {
+        let crds = "- apiVersion: apiextensions.k8s.io/v1\n  kind: CustomResourceDefinition\n  metadata: {name: inses.example.com}\n  spec:\n    group: example.com\n    names: {kind: Ins, plural: inses, singular: ins, listKind: InsList}\n    scope: Namespaced\n    versions:\n    - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}\n";
+        let crd_ref = "[{name: inses.example.com, version: v1, kind: Ins}]";
+        let (owned, required) = if owns { (crd_ref, "[]") } else { ("[]", crd_ref) };
+        let csvs = format!(
+            "- apiVersion: operators.coreos.com/v1alpha1\n  kind: ClusterServiceVersion\n  metadata: {{name: {csv}}}\n  spec:\n    version: 0.1.0\n    installModes: [{{type: AllNamespaces, supported: true}}]\n    install: {{strategy: deployment, spec: {{deployments: []}}}}\n    customresourcedefinitions: {{owned: {owned}, required: {required}}}\n"
+        );
+        let packages = format!(
+            "- {{packageName: {package}, defaultChannel: {channel}, channels: [{{name: {channel}, currentCSV: {csv}}}]}}"
+        );
+        let data = [
+            (crate::bundle::configmap::KEY_CRDS, if owns { crds } else { "[]" }.to_string()),
+            (crate::bundle::configmap::KEY_CSVS, csvs),
+            (crate::bundle::configmap::KEY_PACKAGES, packages),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        crate::bundle::configmap::from_config_map(&data).expect("a valid ConfigMap catalog")
+    }
+
+    /// OLM's e2e "to an operator with dependencies from different CatalogSources with
+    /// priorities": package names that are not DNS-1123 labels (`PkgMain-…`,
+    /// `PackageDependent`) in ConfigMap catalogs, which OLM's configmap-server serves. The
+    /// dependency comes from the catalog first by name, and gets OLM's Subscription name; the same
+    /// catalog as a file-based image is invalid, as `opm serve` refuses it.
+    #[test]
+    fn config_map_catalogs_serve_package_names_that_are_not_dns_labels() {
+        use crate::resolve::{CatalogInput, CatalogSourceKey, ResolveInput, SubscriptionRequest, resolve};
+        let catalogs = [
+            ("catsrc-main", config_map_catalog("PkgMain-x7k2q", "csv-main", "stable", false)),
+            ("catsrc1", config_map_catalog("PackageDependent", "csv-right", "alpha", true)),
+            ("catsrc2", config_map_catalog("PackageDependent", "csv-wrong", "alpha", true)),
+        ];
+        let reference = crate::api::catalogsource::ConfigMapResourceReference::default();
+        let inputs = catalogs
+            .iter()
+            .map(|(name, cfg)| {
+                let read = Read::config_map("ns", name, "sha256:1".into(), reference.clone());
+                let index = resolver_index(cfg, &read);
+                assert_eq!(index.invalid(), None, "{name}");
+                CatalogInput { key: CatalogSourceKey::new("ns", *name), priority: 0, index: Arc::new(index) }
+            })
+            .collect();
+        let sub = SubscriptionRequest {
+            name: "sub-main".into(),
+            namespace: "ns".into(),
+            package: "PkgMain-x7k2q".into(),
+            channel: Some("stable".into()),
+            source: "catsrc-main".into(),
+            source_namespace: "ns".into(),
+            ..Default::default()
+        };
+        let out = resolve(&ResolveInput { catalogs: inputs, installed: vec![], subscriptions: vec![sub.clone()] });
+        assert!(out.errors.is_empty(), "{:?}", out.errors);
+        let mut got: Vec<(&str, &str)> = out
+            .resolved
+            .iter()
+            .map(|r| (r.bundle.as_str(), r.catalog.as_ref().map_or("", |c| c.name.as_str())))
+            .collect();
+        got.sort();
+        assert_eq!(got, [("csv-main", "catsrc-main"), ("csv-right", "catsrc1")]);
+        let deps = crate::controller::subscription::dependency_subscriptions(&out.resolved, &[sub]);
+        assert_eq!(deps.iter().map(|d| d.name()).collect::<Vec<_>>(), ["PackageDependent-alpha-catsrc1-ns"]);
+        assert_eq!(
+            crate::install::component_label_key("PackageDependent", "ns"),
+            "operators.coreos.com/PackageDependent.ns",
+            "a label key may hold capitals, as OLM's does"
+        );
+
+        // Served as a PackageManifest named after the package, as packageserver does.
+        let read = Read::config_map("ns", "catsrc1", "sha256:1".into(), reference);
+        let served = crate::discovery::served::ServedCatalog::build_keeping(
+            "ns/catsrc1",
+            catalogs[1].1.clone(),
+            "sha256:1",
+            std::time::SystemTime::now(),
+            true,
+            read.package_names,
+        );
+        assert_eq!(served.packages.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["PackageDependent"]);
+        assert!(served.index.is_some());
+
+        // The same catalog in a file-based catalog image: refused, as `opm serve` refuses it.
+        let image = resolver_index(&catalogs[1].1, &Read::image("r/catalog:1", "sha256:2".into()));
+        let why = image.invalid().expect("invalid as an image");
+        assert!(why.starts_with("r/catalog:1@sha256:2: invalid catalog: 1 error in 1 package"), "{why}");
+        assert!(why.contains("invalid package name \"PackageDependent\""), "{why}");
+        // A `spec.address` registry serves what it holds.
+        let address = resolver_index(&catalogs[1].1, &Read::address("10.0.0.1:50051", "sha256:3".into()));
+        assert_eq!(address.invalid(), None);
     }
 }

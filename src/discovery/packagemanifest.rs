@@ -770,7 +770,8 @@ entries:
 
     fn summaries() -> (Vec<PackageSummary>, Vec<ElidedPackage>) {
         let cfg = parse_bytes("c.yaml", catalog().as_bytes()).unwrap();
-        let idx = ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true }).unwrap();
+        let idx = ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true, ..Default::default() })
+            .unwrap();
         packages_of(&idx)
     }
 
@@ -888,7 +889,8 @@ entries:
     fn default_channel_elided_falls_back_to_first() {
         let cat = catalog().replace("name: meta\ndefaultChannel: beta", "name: meta\ndefaultChannel: nocsv");
         let cfg = parse_bytes("c.yaml", cat.as_bytes()).unwrap();
-        let idx = ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true }).unwrap();
+        let idx = ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true, ..Default::default() })
+            .unwrap();
         let (pkgs, _) = packages_of(&idx);
         let meta = pkgs.iter().find(|p| p.name == "meta").unwrap();
         assert_eq!(meta.status.default_channel, "beta");

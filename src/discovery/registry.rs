@@ -730,7 +730,8 @@ entries:
             data = csv_object()
         );
         let cfg = crate::catalog::parse::parse_bytes("c.yaml", text.as_bytes()).expect("parses");
-        ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true }).expect("valid")
+        ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true, ..Default::default() })
+            .expect("valid")
     }
 
     fn entry(channel: &str, bundle: &str, replaces: &str) -> ChannelEntry {

@@ -216,7 +216,8 @@ mod tests {
 
     /// Serves `cfg` on a loopback port; the sender stops the listener.
     async fn serve_on_loopback(cfg: DeclarativeConfig) -> (String, tokio::sync::oneshot::Sender<()>) {
-        let cat = ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true }).expect("valid");
+        let cat = ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true, ..Default::default() })
+            .expect("valid");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

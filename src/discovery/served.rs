@@ -32,6 +32,7 @@ use super::packagemanifest::{CatalogSourceInfo, PackageSummary, packages_of};
 use super::query::CatalogPackages;
 use crate::api::CatalogSource;
 use crate::catalog::model::DeclarativeConfig;
+use crate::catalog::validate::PackageNames;
 use crate::catalog::validated::{IndexOptions, ValidatedCatalog};
 use crate::install::certs;
 
@@ -51,23 +52,25 @@ impl ServedCatalog {
     /// Builds both views of catalog `name` (`namespace/name`, for messages) from `config`, loaded
     /// at `loaded` from `digest`. An invalid catalog gets its content but no PackageManifests
     /// (logged), as the resolver does not use it either; packages packageserver would leave out
-    /// are logged.
+    /// are logged. Package names must be DNS-1123 labels ([`PackageNames::Dns1123Label`]).
     pub fn build(name: &str, config: DeclarativeConfig, digest: &str, loaded: SystemTime) -> ServedCatalog {
-        ServedCatalog::build_keeping(name, config, digest, loaded, false)
+        ServedCatalog::build_keeping(name, config, digest, loaded, false, PackageNames::Dns1123Label)
     }
 
     /// [`ServedCatalog::build`], keeping the [`ValidatedCatalog`] in [`ServedCatalog::index`]
-    /// when `keep_index` (the gRPC registry answers from it).
+    /// when `keep_index` (the gRPC registry answers from it), with the package names the
+    /// catalog's kind of source allows (`package_names`, [`PackageNames`]).
     pub fn build_keeping(
         name: &str,
         config: DeclarativeConfig,
         digest: &str,
         loaded: SystemTime,
         keep_index: bool,
+        package_names: PackageNames,
     ) -> ServedCatalog {
         let content = Arc::new(CatalogContent::new(&config, digest, loaded));
-        let (packages, index) = match ValidatedCatalog::with_options(config, IndexOptions { keep_bundle_objects: true })
-        {
+        let opts = IndexOptions { keep_bundle_objects: true, package_names };
+        let (packages, index) = match ValidatedCatalog::with_options(config, opts) {
             Ok(index) => {
                 let (packages, elided) = packages_of(&index);
                 for e in elided {

@@ -112,7 +112,8 @@ async fn get_bundle(addr: &str, pkg: &str, channel: &str, csv: &str) -> Bundle {
 /// The catalog the fixture published, as capstan's registry answers from it.
 fn published(f: &ControllerFixture) -> ValidatedCatalog {
     let cfg = capstan::catalog::parse::load_path(&f.work.path().join("catalog")).expect("published catalog");
-    ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true }).expect("valid")
+    ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true, ..Default::default() })
+        .expect("valid")
 }
 
 /// CatalogSource `ns/name`'s status once it is READY with `registryService`.

@@ -76,7 +76,8 @@ where
 /// capstan's registry of `dir` on a loopback port, for the life of the test's runtime.
 async fn capstan_serve(dir: &Path) -> String {
     let cfg = capstan::catalog::parse::load_path(dir).expect("catalog");
-    let cat = ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true }).expect("valid catalog");
+    let cat = ValidatedCatalog::with_options(cfg, IndexOptions { keep_bundle_objects: true, ..Default::default() })
+        .expect("valid catalog");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr").to_string();
     let service = capstan::discovery::registry_server::RegistryService::new(Arc::new(cat));
