@@ -22,6 +22,16 @@ pub const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
 pub const PROVIDED_APIS_ANNOTATION: &str = "olm.providedAPIs";
 /// Label prefix put on target namespaces: `olm.operatorgroup.uid/<og-uid>`.
 pub const OPERATOR_GROUP_LABEL_PREFIX: &str = "olm.operatorgroup.uid/";
+
+/// Annotation on an OperatorGroup: how long a bundle of its namespace may take to be pulled
+/// (a Go duration), after which the Subscription reports `BundleUnpackFailed` with
+/// `DeadlineExceeded`. OLM v0 `pkg/controller/bundle/bundle_unpacker.go`
+/// (`BundleUnpackTimeoutAnnotationKey`; default the catalog operator's `--bundle-unpack-timeout`,
+/// 10 minutes, [`DEFAULT_BUNDLE_UNPACK_TIMEOUT`]).
+pub const BUNDLE_UNPACK_TIMEOUT_ANNOTATION: &str = "operatorframework.io/bundle-unpack-timeout";
+
+/// OLM v0's default bundle unpack timeout (`cmd/catalog/start.go`, `--bundle-unpack-timeout`).
+pub const DEFAULT_BUNDLE_UNPACK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 /// OperatorGroup annotation that removes the global catalog namespace from resolution.
 pub const EXCLUDE_GLOBAL_NAMESPACE_RESOLUTION_ANNOTATION: &str =
     "olm.operatorframework.io/exclude-global-namespace-resolution";

@@ -140,14 +140,16 @@ fn og_list(items: Vec<Value>) -> Reply {
 }
 
 /// The reads of one Subscription reconcile up to its resolution: the Subscription (labelled once
-/// with its component label when it is not yet), the CatalogSources of its namespace and of the
-/// global one, the namespace's CSVs (`csvs`) and Subscriptions.
+/// with its component label when it is not yet), the namespace's OperatorGroups (whether it
+/// excludes the global catalogs), the CatalogSources of its namespace and of the global one, the
+/// namespace's CSVs (`csvs`) and Subscriptions.
 fn expect_subscription_observe(server: &ApiServer, sub: &Value, csvs: Vec<Value>) {
     server.expect("GET", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(sub.clone()));
     if sub["metadata"]["labels"][COMPONENT].is_null() {
         server.expect("PATCH", &olm_path("v1alpha1", NS, "subscriptions", "etcd"), Reply::Ok(adopted(sub.clone())));
     }
     server
+        .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![]))
         .expect(
             "GET",
             &olm_path("v1alpha1", NS, "catalogsources", ""),
@@ -203,9 +205,9 @@ async fn subscription_creates_one_plan_and_writes_its_status_once() {
     let seen = server.finish();
     // OLM's adoption: the component label, once, by merge patch of the metadata.
     assert_eq!(seen[1].body, json!({"metadata": {"labels": {COMPONENT: ""}}}));
-    assert_created_plan(&seen[9].body, &plan);
+    assert_created_plan(&seen[10].body, &plan);
     assert_eq!(
-        (&seen[10].body["reason"], &seen[10].body["regarding"]["name"]),
+        (&seen[11].body["reason"], &seen[11].body["regarding"]["name"]),
         (&json!("InstallPlanCreated"), &json!("etcd"))
     );
     let writes = status_writes(&seen);
@@ -235,7 +237,7 @@ async fn subscription_creates_one_plan_and_writes_its_status_once() {
 
     // Again, with the status as written and the plan there (not yet worked on): nothing to write.
     let sub = adopted(subscription(Some(status.clone())));
-    let mut created = seen[9].body.clone();
+    let mut created = seen[10].body.clone();
     // As the server answered the create (`Reply::Echo`).
     created["metadata"]["uid"] = json!("uid-created");
     created["metadata"]["resourceVersion"] = json!("1");

@@ -39,6 +39,12 @@ pub fn install_plan_name(subscription: &str, bundles: &[(String, String)], confi
 /// from `installplan::RETRY_FIRST` up to `installplan::RETRY_MAX`.
 pub const INSTALL_RETRYING: &str = "InstallRetrying";
 
+/// Condition reason of a plan whose bundle image cannot be pulled for a reason a person fixes
+/// (not found, unauthorized, a pull secret missing); checked again like
+/// `installplan::CRD_UPGRADE_BLOCKED`. The Subscription reports it as OLM reports a failed
+/// unpack (`BundleUnpacking`, then `BundleUnpackFailed`).
+pub const BUNDLE_UNAVAILABLE: &str = "BundleUnavailable";
+
 /// Annotation on an InstallPlan, set by the Subscription reconciler when it creates the plan:
 /// [`PlannedLookups`] as JSON — where each bundle comes from. The InstallPlan reconciler copies
 /// them into `status.bundleLookups` (only it writes InstallPlan status).

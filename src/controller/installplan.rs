@@ -45,9 +45,7 @@ pub const CRD_UPGRADE_BLOCKED: &str = "CRDUpgradeBlocked";
 /// Condition reason of a plan whose installer ServiceAccount is missing or lacks permissions;
 /// checked again every [`CRD_RECHECK`] like [`CRD_UPGRADE_BLOCKED`].
 pub const INSTALLER_BLOCKED: &str = "InstallerPermissionsMissing";
-/// Condition reason of a plan whose bundle image cannot be pulled for a reason a person fixes
-/// (not found, unauthorized, a pull secret missing); checked again like [`CRD_UPGRADE_BLOCKED`].
-pub const BUNDLE_UNAVAILABLE: &str = "BundleUnavailable";
+pub use super::handoff::BUNDLE_UNAVAILABLE;
 /// First wait before a plan that hit a transient error is tried again.
 pub const RETRY_FIRST: Duration = Duration::from_secs(2);
 /// Longest wait between tries of a plan that keeps hitting transient errors.

@@ -638,13 +638,21 @@ async fn write(ctx: &Context, sub: &Subscription, status: &SubscriptionStatus) -
 }
 
 /// The catalogs namespace `ns` can see: the CatalogSources that exist in it and in the global
-/// catalog namespace, and what the [`super::CatalogStore`] knows of them. The CatalogSources come
-/// from the CatalogSource controller's reflector store (a deleted one is gone from it before its
-/// deletion wakes the Subscriptions), not from the [`super::CatalogStore`], which keeps what it
-/// loaded of a deleted CatalogSource; without that store, they are listed.
+/// catalog namespace (unless its OperatorGroup excludes global catalogs,
+/// [`excludes_global_catalogs`]), and what the [`super::CatalogStore`] knows of them. The
+/// CatalogSources come from the CatalogSource controller's reflector store (a deleted one is gone
+/// from it before its deletion wakes the Subscriptions), not from the [`super::CatalogStore`],
+/// which keeps what it loaded of a deleted CatalogSource; without that store, they are listed.
 async fn observe_catalogs(ctx: &Context, ns: &str) -> Result<CatalogView, Error> {
     let mut existing = BTreeSet::new();
-    let namespaces = [ns.to_string(), ctx.options.global_catalog_namespace.clone()];
+    let groups = Api::<crate::api::OperatorGroup>::namespaced(ctx.client.clone(), ns)
+        .list(&from_watch_cache())
+        .await
+        .map_err(kube_err(format!("listing OperatorGroups in {ns}")))?;
+    let mut namespaces = vec![ns.to_string()];
+    if !excludes_global_catalogs(&groups.items) {
+        namespaces.push(ctx.options.global_catalog_namespace.clone());
+    }
     if let Some(store) = ctx.catalog_sources.get() {
         existing.extend(
             store
@@ -665,6 +673,15 @@ async fn observe_catalogs(ctx: &Context, ns: &str) -> Result<CatalogView, Error>
     }
     let states = ctx.catalogs.states_of(&existing);
     Ok(CatalogView { existing, states })
+}
+
+/// Whether a namespace whose OperatorGroups are `groups` resolves against its own catalogs only:
+/// its one OperatorGroup has annotation
+/// [`crate::api::operatorgroup::EXCLUDE_GLOBAL_NAMESPACE_RESOLUTION_ANNOTATION`] `"true"` (OLM v0
+/// `pkg/controller/registry/resolver/step_resolver.go`, `exclusionAnnotation`; with no or several
+/// OperatorGroups OLM does not resolve at all, and capstan's plan says why). Pure.
+pub(crate) fn excludes_global_catalogs(groups: &[crate::api::OperatorGroup]) -> bool {
+    matches!(groups, [og] if og.annotations().get(crate::api::operatorgroup::EXCLUDE_GLOBAL_NAMESPACE_RESOLUTION_ANNOTATION).map(String::as_str) == Some("true"))
 }
 
 /// The installed CSV a Subscription whose catalog cannot be loaded keeps: `status.installedCSV`
@@ -873,9 +890,85 @@ async fn install(
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
     ensure_lookups(&plans, &plan, to_install, deps).await?;
-    let requeue = plan_progress(&mut status, &plan, superseded.as_deref(), now);
+    let mut requeue = plan_progress(&mut status, &plan, superseded.as_deref(), now);
+    let timeout = if unpack_failure(&plan).is_some() { unpack_timeout(ctx, &ns).await } else { Duration::ZERO };
+    if let Some(next) = unpack_progress(&mut status, &plan, timeout, now) {
+        requeue = requeue.min(next);
+    }
     write(ctx, sub, &status).await?;
     Ok(Action::requeue(requeue))
+}
+
+/// The message of `plan` when it is held because its bundle image could not be pulled (phase
+/// `Failed`, reason [`super::handoff::BUNDLE_UNAVAILABLE`]: not found, unauthorized,
+/// credentials), else `None`. Pure.
+fn unpack_failure(plan: &InstallPlan) -> Option<String> {
+    let status = plan.status.as_ref().filter(|s| s.phase == InstallPlanPhase::Failed)?;
+    status
+        .conditions
+        .iter()
+        .any(|c| c.reason.as_ref().is_some_and(|r| r.as_str() == super::handoff::BUNDLE_UNAVAILABLE))
+        .then(|| status.message.clone().unwrap_or_default())
+}
+
+/// The bundle unpack timeout of namespace `ns`: its one OperatorGroup's
+/// [`crate::api::operatorgroup::BUNDLE_UNPACK_TIMEOUT_ANNOTATION`], else (none, several, not a
+/// duration: OLM ignores it then too) [`crate::api::operatorgroup::DEFAULT_BUNDLE_UNPACK_TIMEOUT`].
+async fn unpack_timeout(ctx: &Context, ns: &str) -> Duration {
+    use crate::api::operatorgroup::{BUNDLE_UNPACK_TIMEOUT_ANNOTATION, DEFAULT_BUNDLE_UNPACK_TIMEOUT};
+    let groups =
+        Api::<crate::api::OperatorGroup>::namespaced(ctx.client.clone(), ns).list(&ListParams::default()).await;
+    match groups.as_ref().map(|l| l.items.as_slice()) {
+        Ok([og]) => og
+            .annotations()
+            .get(BUNDLE_UNPACK_TIMEOUT_ANNOTATION)
+            .and_then(|t| crate::api::common::parse_go_duration(t).ok())
+            .unwrap_or(DEFAULT_BUNDLE_UNPACK_TIMEOUT),
+        _ => DEFAULT_BUNDLE_UNPACK_TIMEOUT,
+    }
+}
+
+/// OLM's unpack conditions for a Subscription whose plan `plan` cannot pull its bundle
+/// ([`unpack_failure`]): OLM unpacks bundles before it makes the plan, so until the bundle is
+/// pulled `currentCSV` stays what is installed, `BundleUnpacking` says the pull is being retried,
+/// and once `timeout` has passed since the plan was made, `BundleUnpackFailed` (reason
+/// `BundleUnpackFailed`, message "Bundle unpacking failed - DeadlineExceeded: …", OLM's words,
+/// `pkg/controller/operators/catalog/operator.go` `syncResolvingNamespace`) replaces it. Any
+/// other plan: both conditions go. Returns when to look again while the deadline is ahead. Pure.
+pub(crate) fn unpack_progress(
+    status: &mut SubscriptionStatus,
+    plan: &InstallPlan,
+    timeout: Duration,
+    now: &Time,
+) -> Option<Duration> {
+    let Some(why) = unpack_failure(plan) else {
+        status.remove_condition(&C::BundleUnpacking);
+        status.remove_condition(&C::BundleUnpackFailed);
+        return None;
+    };
+    status.current_csv = status.installed_csv.clone();
+    let started = plan.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or(now.0);
+    let elapsed = now.0.duration_since(started).unsigned_abs();
+    let limit = format!(
+        "the unpack timeout {timeout:?} (OperatorGroup annotation {})",
+        crate::api::operatorgroup::BUNDLE_UNPACK_TIMEOUT_ANNOTATION
+    );
+    if elapsed >= timeout {
+        status.remove_condition(&C::BundleUnpacking);
+        let message = format!(
+            "Bundle unpacking failed - DeadlineExceeded: the bundle of InstallPlan {} was not pulled within {limit}: {why}; capstan keeps trying and installs it once the image can be pulled or the catalog names another one",
+            plan.name_any()
+        );
+        status.fail(C::BundleUnpackFailed, reason::BUNDLE_UNPACK_FAILED, &message, now);
+        return None;
+    }
+    status.remove_condition(&C::BundleUnpackFailed);
+    let message = format!(
+        "the bundle of InstallPlan {} cannot be pulled yet: {why}; retried until {limit} passes",
+        plan.name_any()
+    );
+    status.fail(C::BundleUnpacking, reason::UNPACKING_IN_PROGRESS, &message, now);
+    Some(timeout - elapsed)
 }
 
 /// This resolution's InstallPlan `plan_name` as it stands: `None` when it is to be created (a
@@ -1442,6 +1535,89 @@ mod tests {
             v["status"] = json!({"phase": p, "catalogSources": []});
         }
         serde_json::from_value(v).unwrap()
+    }
+
+    /// A plan held because its bundle image cannot be pulled: `currentCSV` stays the installed
+    /// CSV, `BundleUnpacking` until the unpack timeout has passed since the plan was made, then
+    /// `BundleUnpackFailed` in OLM's words; any other plan clears both.
+    #[test]
+    fn a_bundle_that_cannot_be_pulled_is_reported_as_olm_reports_a_failed_unpack() {
+        let mut held = plan("install-x", Some("Failed"), true);
+        held.metadata.creation_timestamp = Some(t("2025-12-31T23:59:50Z"));
+        let st = held.status.as_mut().unwrap();
+        st.message = Some("bundle a.v2.0.0 (quay.io/a:missing): not found".into());
+        st.conditions =
+            serde_json::from_value(json!([{"type": "Installed", "status": "False", "reason": "BundleUnavailable"}]))
+                .unwrap();
+        let fresh = || {
+            let mut st = SubscriptionStatus::new(now());
+            st.current_csv = Some("a.v2.0.0".into());
+            st.installed_csv = Some("a.v1.0.0".into());
+            st
+        };
+
+        let mut status = fresh();
+        assert_eq!(
+            unpack_progress(&mut status, &held, Duration::from_secs(600), &now()),
+            Some(Duration::from_secs(590))
+        );
+        assert_eq!(status.current_csv.as_deref(), Some("a.v1.0.0"));
+        let (v, r, m) = cond(&status, C::BundleUnpacking);
+        assert_eq!((v, r), ("True", "UnpackingInProgress"));
+        assert_eq!(
+            m,
+            "the bundle of InstallPlan install-x cannot be pulled yet: bundle a.v2.0.0 (quay.io/a:missing): not found; retried until the unpack timeout 600s (OperatorGroup annotation operatorframework.io/bundle-unpack-timeout) passes"
+        );
+        assert!(status.condition(&C::BundleUnpackFailed).is_none());
+
+        assert_eq!(unpack_progress(&mut status, &held, Duration::from_secs(1), &now()), None);
+        let (v, r, m) = cond(&status, C::BundleUnpackFailed);
+        assert_eq!((v, r), ("True", "BundleUnpackFailed"));
+        assert_eq!(
+            m,
+            "Bundle unpacking failed - DeadlineExceeded: the bundle of InstallPlan install-x was not pulled within the unpack timeout 1s (OperatorGroup annotation operatorframework.io/bundle-unpack-timeout): bundle a.v2.0.0 (quay.io/a:missing): not found; capstan keeps trying and installs it once the image can be pulled or the catalog names another one"
+        );
+        assert!(status.condition(&C::BundleUnpacking).is_none(), "no contradictory states");
+
+        // The catalog names another image: the new plan is not held; both conditions go.
+        assert_eq!(
+            unpack_progress(&mut status, &plan("install-y", Some("Installing"), true), Duration::from_secs(1), &now()),
+            None
+        );
+        assert!(status.condition(&C::BundleUnpackFailed).is_none() && status.condition(&C::BundleUnpacking).is_none());
+        // A plan failed for another reason is not an unpack failure.
+        let mut failed = plan("install-z", Some("Failed"), true);
+        failed.status.as_mut().unwrap().conditions = serde_json::from_value(
+            json!([{"type": "Installed", "status": "False", "reason": "InstallComponentFailed"}]),
+        )
+        .unwrap();
+        let mut status = fresh();
+        assert_eq!(unpack_progress(&mut status, &failed, Duration::from_secs(1), &now()), None);
+        assert_eq!(status.current_csv.as_deref(), Some("a.v2.0.0"));
+        assert!(status.condition(&C::BundleUnpackFailed).is_none());
+    }
+
+    #[test]
+    fn an_operator_group_can_exclude_the_global_catalogs() {
+        let og = |value: Option<&str>| {
+            let mut og = crate::api::OperatorGroup::new("og", Default::default());
+            if let Some(v) = value {
+                og.metadata.annotations = Some(
+                    [("olm.operatorframework.io/exclude-global-namespace-resolution".to_string(), v.to_string())]
+                        .into(),
+                );
+            }
+            og
+        };
+        assert!(excludes_global_catalogs(&[og(Some("true"))]));
+        assert!(!excludes_global_catalogs(&[og(Some("false"))]));
+        assert!(!excludes_global_catalogs(&[og(Some("True"))]), "OLM compares with \"true\" exactly");
+        assert!(!excludes_global_catalogs(&[og(None)]));
+        assert!(
+            !excludes_global_catalogs(&[og(Some("true")), og(Some("true"))]),
+            "several groups: no resolution anyway"
+        );
+        assert!(!excludes_global_catalogs(&[]));
     }
 
     #[test]
