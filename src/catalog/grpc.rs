@@ -450,7 +450,7 @@ pub fn fbc_stream(packages: &[Package], bundles: &[Bundle]) -> String {
             entries.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
             docs.push(json!({"schema": "olm.channel", "name": name, "package": p.name, "entries": entries}));
         }
-        for (name, b) in by_name {
+        for (&name, &b) in &by_name {
             let mut props: Vec<Value> = b
                 .properties
                 .iter()
@@ -474,8 +474,33 @@ pub fn fbc_stream(packages: &[Package], bundles: &[Bundle]) -> String {
             }
             docs.push(doc);
         }
+        if let Some(d) = deprecations_blob(p, by_name.values().copied()) {
+            docs.push(d);
+        }
     }
     docs.iter().map(|d| format!("{d}\n")).collect()
+}
+
+/// The `olm.deprecations` blob of package `p` that the registry's `deprecation` fields (on the
+/// package, its channels and `bundles`) came from (operator-registry
+/// `alpha/declcfg/declcfg_to_model.go`), or `None` when nothing is deprecated.
+fn deprecations_blob<'a>(p: &Package, bundles: impl Iterator<Item = &'a Bundle>) -> Option<Value> {
+    let mut entries = Vec::new();
+    if let Some(d) = &p.deprecation {
+        entries.push(json!({"reference": {"schema": "olm.package"}, "message": d.message}));
+    }
+    let mut channels: Vec<&Channel> = p.channels.iter().filter(|c| c.deprecation.is_some()).collect();
+    channels.sort_by(|a, b| a.name.cmp(&b.name));
+    for c in channels {
+        let message = c.deprecation.as_ref().map(|d| d.message.as_str()).unwrap_or_default();
+        entries.push(json!({"reference": {"schema": "olm.channel", "name": c.name}, "message": message}));
+    }
+    for b in bundles {
+        if let Some(d) = &b.deprecation {
+            entries.push(json!({"reference": {"schema": "olm.bundle", "name": b.csv_name}, "message": d.message}));
+        }
+    }
+    (!entries.is_empty()).then(|| json!({"schema": "olm.deprecations", "package": p.name, "entries": entries}))
 }
 
 #[cfg(test)]
@@ -497,6 +522,43 @@ mod tests {
             replaces: replaces.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn registry_deprecations_become_the_olm_deprecations_blob() {
+        let dep = |m: &str| Some(Deprecation { message: m.into() });
+        let pkg = Package {
+            name: "nginx-operator".into(),
+            channels: vec![Channel {
+                name: "alpha".into(),
+                csv_name: "nginx-operator.v0.2.0".into(),
+                deprecation: dep("c"),
+            }],
+            default_channel_name: "alpha".into(),
+            deprecation: dep("p"),
+        };
+        let mut old = bundle("nginx-operator.v0.1.0", "alpha", "", "0.1.0");
+        old.deprecation = dep("b");
+        let bundles = [bundle("nginx-operator.v0.2.0", "alpha", "nginx-operator.v0.1.0", "0.2.0"), old];
+        let text = fbc_stream(std::slice::from_ref(&pkg), &bundles);
+        let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        assert_eq!(
+            last,
+            json!({"schema": "olm.deprecations", "package": "nginx-operator", "entries": [
+                {"reference": {"schema": "olm.package"}, "message": "p"},
+                {"reference": {"schema": "olm.channel", "name": "alpha"}, "message": "c"},
+                {"reference": {"schema": "olm.bundle", "name": "nginx-operator.v0.1.0"}, "message": "b"},
+            ]})
+        );
+        let cfg = crate::catalog::parse::parse_bytes("t", text.as_bytes()).unwrap();
+        assert_eq!(cfg.deprecations.len(), 1, "parsed back as the catalog's deprecations");
+        let plain = Package {
+            deprecation: None,
+            channels: vec![Channel { deprecation: None, ..pkg.channels[0].clone() }],
+            ..pkg
+        };
+        let bundles = [bundle("nginx-operator.v0.1.0", "alpha", "", "0.1.0")];
+        assert!(!fbc_stream(&[plain], &bundles).contains("olm.deprecations"), "nothing deprecated: no blob");
     }
 
     #[test]

@@ -622,6 +622,13 @@ async fn disown(plans: &Api<InstallPlan>, prior: &InstallPlan, package: &str) ->
 
 /// Writes `status` onto the Subscription unless it says what its status says already.
 async fn write(ctx: &Context, sub: &Subscription, status: &SubscriptionStatus) -> Result<(), Error> {
+    let mut status = status.clone();
+    let key = (sub.spec.source_namespace.clone(), sub.spec.source.clone());
+    if let Some(loaded) = ctx.catalogs.get(&key).and_then(|s| s.index().cloned()) {
+        let found = deprecated(&loaded.index, sub, &status);
+        deprecation_conditions(&mut status, found, &now_time());
+    }
+    let status = &status;
     if sub.status.as_ref().is_some_and(|old| old.same_as(status)) {
         return Ok(());
     }
@@ -635,6 +642,65 @@ async fn write(ctx: &Context, sub: &Subscription, status: &SubscriptionStatus) -
         ctx.sync_operator(&sub.spec.package, &ns);
     }
     Ok(())
+}
+
+/// What of a Subscription's installed bundle its catalog deprecates (`olm.deprecations`), each
+/// message prefixed as OLM's resolver cache prefixes it (`olm.package/<name>: `,
+/// `olm.channel/<name>: `, `olm.bundle/<name>: `; OLM v0
+/// `pkg/controller/registry/resolver/source_registry.go`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Deprecated {
+    /// The package's message.
+    pub package: Option<String>,
+    /// The subscribed channel's message (none when `spec.channel` is empty, as in OLM).
+    pub channel: Option<String>,
+    /// The installed bundle's message.
+    pub bundle: Option<String>,
+}
+
+/// [`Deprecated`] of `sub`'s installed CSV in its catalog `index`; `None` when the catalog does
+/// not hold that CSV (then OLM leaves the conditions as they are). Pure.
+pub(crate) fn deprecated(
+    index: &crate::resolve::CatalogIndex,
+    sub: &Subscription,
+    status: &SubscriptionStatus,
+) -> Option<Deprecated> {
+    let installed = status.installed_csv.as_deref().filter(|c| !c.is_empty())?;
+    let package = sub.spec.package.as_str();
+    index.bundle_in(Some(package), installed)?;
+    let Some(d) = index.deprecations(package) else { return Some(Deprecated::default()) };
+    let channel = sub.spec.channel.as_deref().filter(|c| !c.is_empty());
+    Some(Deprecated {
+        package: d.package.as_ref().map(|m| format!("olm.package/{package}: {m}")),
+        channel: channel.and_then(|c| d.channels.get(c).map(|m| format!("olm.channel/{c}: {m}"))),
+        bundle: d.bundles.get(installed).map(|m| format!("olm.bundle/{installed}: {m}")),
+    })
+}
+
+/// OLM's deprecation conditions (`pkg/controller/operators/catalog/subscription/reconciler.go`,
+/// `updateDeprecatedStatus`): `PackageDeprecated`, `ChannelDeprecated`, `BundleDeprecated`
+/// (status True, the message, no reason) for each level `found` deprecates, gone for the others,
+/// and the roll-up `Deprecated` with their messages joined by `; `. `found` `None` (the installed
+/// CSV is not in the catalog): unchanged. Pure.
+pub(crate) fn deprecation_conditions(status: &mut SubscriptionStatus, found: Option<Deprecated>, now: &Time) {
+    let Some(d) = found else { return };
+    let mut rollup = Vec::new();
+    for (type_, message) in
+        [(C::PackageDeprecated, d.package), (C::ChannelDeprecated, d.channel), (C::BundleDeprecated, d.bundle)]
+    {
+        match message {
+            Some(m) => {
+                status.set_condition(type_, ConditionStatus::True, "", &m, now);
+                rollup.push(m);
+            }
+            None => status.remove_condition(&type_),
+        }
+    }
+    if rollup.is_empty() {
+        status.remove_condition(&C::Deprecated);
+    } else {
+        status.set_condition(C::Deprecated, ConditionStatus::True, "", &rollup.join("; "), now);
+    }
 }
 
 /// The catalogs namespace `ns` can see: the CatalogSources that exist in it and in the global
@@ -1618,6 +1684,59 @@ mod tests {
             "several groups: no resolution anyway"
         );
         assert!(!excludes_global_catalogs(&[]));
+    }
+
+    /// The installed bundle's deprecations in OLM's words, from the catalog's `olm.deprecations`:
+    /// each level with its prefix, the roll-up joining them; a channel only when the
+    /// Subscription names one; nothing changes while the catalog does not hold the installed CSV.
+    #[test]
+    fn an_installed_bundle_the_catalog_deprecates_gets_olms_deprecation_conditions() {
+        let catalog = |deprecations: &str| {
+            let text = format!(
+                r#"{{"schema":"olm.package","name":"etcd","defaultChannel":"alpha"}}
+{{"schema":"olm.channel","package":"etcd","name":"alpha","entries":[{{"name":"etcd.v1.0.0"}}]}}
+{{"schema":"olm.bundle","package":"etcd","name":"etcd.v1.0.0","image":"quay.io/e:1","properties":[{{"type":"olm.package","value":{{"packageName":"etcd","version":"1.0.0"}}}}]}}
+{deprecations}"#
+            );
+            crate::resolve::CatalogIndex::from_config(
+                &crate::catalog::parse::parse_bytes("t", text.as_bytes()).unwrap(),
+            )
+        };
+        let all = catalog(
+            r#"{"schema":"olm.deprecations","package":"etcd","entries":[{"reference":{"schema":"olm.package"},"message":"p gone"},{"reference":{"schema":"olm.channel","name":"alpha"},"message":"c gone"},{"reference":{"schema":"olm.bundle","name":"etcd.v1.0.0"},"message":"b gone"}]}"#,
+        );
+        let mut s = sub("etcd", "etcd");
+        s.spec.channel = Some("alpha".into());
+        let mut st = SubscriptionStatus::new(now());
+        assert_eq!(deprecated(&all, &s, &st), None, "nothing installed");
+        st.installed_csv = Some("etcd.v1.0.0".into());
+        let found = deprecated(&all, &s, &st);
+        deprecation_conditions(&mut st, found, &now());
+        assert_eq!(cond(&st, C::PackageDeprecated), ("True", "", "olm.package/etcd: p gone"));
+        assert_eq!(cond(&st, C::ChannelDeprecated), ("True", "", "olm.channel/alpha: c gone"));
+        assert_eq!(cond(&st, C::BundleDeprecated), ("True", "", "olm.bundle/etcd.v1.0.0: b gone"));
+        assert_eq!(
+            cond(&st, C::Deprecated),
+            ("True", "", "olm.package/etcd: p gone; olm.channel/alpha: c gone; olm.bundle/etcd.v1.0.0: b gone")
+        );
+        // No channel in the Subscription: no channel condition.
+        s.spec.channel = None;
+        let found = deprecated(&all, &s, &st);
+        deprecation_conditions(&mut st, found, &now());
+        assert!(st.condition(&C::ChannelDeprecated).is_none());
+        assert_eq!(cond(&st, C::Deprecated).2, "olm.package/etcd: p gone; olm.bundle/etcd.v1.0.0: b gone");
+        // A catalog without the installed CSV changes nothing; one that deprecates nothing clears all.
+        let mut other = st.clone();
+        other.installed_csv = Some("etcd.v9.0.0".into());
+        let before = other.conditions.clone();
+        let found = deprecated(&all, &s, &other);
+        deprecation_conditions(&mut other, found, &now());
+        assert_eq!(other.conditions, before);
+        let found = deprecated(&catalog(""), &s, &st);
+        deprecation_conditions(&mut st, found, &now());
+        for c in [C::PackageDeprecated, C::ChannelDeprecated, C::BundleDeprecated, C::Deprecated] {
+            assert!(st.condition(&c).is_none(), "{c:?}");
+        }
     }
 
     #[test]

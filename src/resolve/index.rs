@@ -274,6 +274,19 @@ pub fn join_and<S: AsRef<str>>(items: &[S]) -> String {
     }
 }
 
+/// The `olm.deprecations` messages of one package (`reference/olm-v0.md` §3.2): of the package
+/// itself, of its channels by name, of its bundles by name. Not used by resolution; the
+/// Subscription's deprecation conditions read them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PackageDeprecations {
+    /// The package's message, when the package is deprecated.
+    pub package: Option<String>,
+    /// Messages of deprecated channels, by channel name.
+    pub channels: HashMap<String, String>,
+    /// Messages of deprecated bundles, by bundle name.
+    pub bundles: HashMap<String, String>,
+}
+
 /// The catalog index: the resolver's view of one catalog, the one the controller keeps per
 /// CatalogSource. Never fails to build: broken parts are recorded on the object they belong to.
 /// Build it with [`CatalogIndex::from_config`] (or [`CatalogIndex::from_validated`] from a valid
@@ -292,6 +305,7 @@ pub struct CatalogIndex {
     gvk_providers: HashMap<Gvk, Vec<BundleIdx>>,
     problems: Vec<String>,
     invalid: Option<String>,
+    deprecations: HashMap<String, PackageDeprecations>,
 }
 
 impl CatalogIndex {
@@ -326,7 +340,26 @@ impl CatalogIndex {
             idx.packages[pkg].channels = chans;
         }
         idx.assign_ranks();
+        for d in &config.deprecations {
+            let entry = idx.deprecations.entry(d.package.clone()).or_default();
+            for e in &d.entries {
+                let message = e.message.clone();
+                match e.reference.schema.as_str() {
+                    crate::catalog::model::SCHEMA_PACKAGE => entry.package = Some(message),
+                    crate::catalog::model::SCHEMA_CHANNEL => {
+                        _ = entry.channels.insert(e.reference.name.clone(), message)
+                    }
+                    crate::catalog::model::SCHEMA_BUNDLE => _ = entry.bundles.insert(e.reference.name.clone(), message),
+                    _ => {}
+                }
+            }
+        }
         idx
+    }
+
+    /// The deprecation messages of `package` (`olm.deprecations`), if any.
+    pub fn deprecations(&self, package: &str) -> Option<&PackageDeprecations> {
+        self.deprecations.get(package)
     }
 
     /// Adds an `olm.package` blob; a second one of the same name is a problem.
@@ -423,6 +456,36 @@ impl CatalogIndex {
                             ..Default::default()
                         })
                         .collect(),
+                    ..Default::default()
+                });
+            }
+        }
+        for p in ci.packages() {
+            let mut entries = Vec::new();
+            let mut entry = |schema: &str, name: &str, message: &Option<String>| {
+                if let Some(m) = message {
+                    entries.push(crate::catalog::model::DeprecationEntry {
+                        reference: crate::catalog::model::DeprecationReference {
+                            schema: schema.into(),
+                            name: name.into(),
+                        },
+                        message: m.clone(),
+                    });
+                }
+            };
+            entry(crate::catalog::model::SCHEMA_PACKAGE, "", &p.deprecation);
+            for c in &p.channels {
+                entry(crate::catalog::model::SCHEMA_CHANNEL, &c.name, &c.deprecation);
+            }
+            for &b in &p.bundles {
+                let b = ci.bundle_at(b);
+                entry(crate::catalog::model::SCHEMA_BUNDLE, &b.name, &b.deprecation);
+            }
+            if !entries.is_empty() {
+                cfg.deprecations.push(crate::catalog::model::Deprecation {
+                    schema: crate::catalog::model::SCHEMA_DEPRECATIONS.into(),
+                    package: p.name.clone(),
+                    entries,
                     ..Default::default()
                 });
             }
