@@ -12,16 +12,12 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Annotation OLM sets on member CSVs: the OperatorGroup's name.
-pub const OPERATOR_GROUP_ANNOTATION: &str = "olm.operatorGroup";
-/// Annotation OLM sets on member CSVs: the OperatorGroup's namespace.
-pub const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
-/// Annotation OLM sets on member CSVs and their pod templates: comma-joined sorted target namespaces.
-pub const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
+// The annotations OLM sets on member CSVs (`olm.operatorGroup`, `olm.operatorNamespace`,
+// `olm.targetNamespaces`) are `crate::install::ANNOTATION_*`; the namespace label
+// `olm.operatorgroup.uid/<uid>` is `crate::install::aggregation::NAMESPACE_LABEL_PREFIX`.
+
 /// Annotation on the OperatorGroup: comma list of `Kind.version.group` provided by its members.
 pub const PROVIDED_APIS_ANNOTATION: &str = "olm.providedAPIs";
-/// Label prefix put on target namespaces: `olm.operatorgroup.uid/<og-uid>`.
-pub const OPERATOR_GROUP_LABEL_PREFIX: &str = "olm.operatorgroup.uid/";
 
 /// Annotation on an OperatorGroup: how long a bundle of its namespace may take to be pulled
 /// (a Go duration), after which the Subscription reports `BundleUnpackFailed` with

@@ -4,7 +4,8 @@
 //! (`RequirementsUnknown`) → InstallReady (`AllRequirementsMet`) → Installing (`InstallWaiting`)
 //! → Succeeded (`InstallSucceeded`) once every Deployment of the install strategy is Available;
 //! a Succeeded CSV whose Deployment is no longer Available goes back to Failed
-//! (`ComponentUnhealthy`). A Succeeded CSV deletes the CSV named in its `spec.replaces`.
+//! (`ComponentUnhealthy`), one that lost a CRD it owns or requires to Failed
+//! (`RequirementsNotMet`) and from there to Pending until the CRD is back. A Succeeded CSV deletes the CSV named in its `spec.replaces`.
 //! In Pending the requirements are checked and written to `status.requirementStatus`
 //! ([`requirements::requirement_status`]); the CSV stays Pending (`RequirementsNotMet`) until
 //! all are met. What the CSV's workload needs from InstallReady on — its Deployments, webhooks,
@@ -33,7 +34,7 @@ use super::{Context, Error, apply_typed_status, fresh, kube_err, now_time};
 use crate::api::clusterserviceversion::{ClusterServiceVersionStatus, CsvPhase, CsvReason, RequirementStatus};
 use crate::api::{ClusterServiceVersion, OperatorGroup};
 use crate::install::from_watch_cache;
-use crate::install::operator_group::{GroupTargets, check_install_mode};
+use crate::install::operator_group::{GroupTargets, check_install_mode, member_annotations};
 
 /// Writes the CSV's status once for the phase steps one reconcile took (`phases`: each status
 /// the steps decided, in order; the last is written). Each change of phase or reason is recorded
@@ -99,8 +100,12 @@ async fn operator_group_fit(
 ) -> Result<(Option<(CsvReason, String)>, Option<Beside>), Error> {
     let (og, targets) = match operator_group_targets(client, ns).await? {
         GroupTargets::Unfit { reason, message } => return Ok((Some((CsvReason::from(reason), message)), None)),
-        GroupTargets::Found { name, targets } => (name, targets),
+        GroupTargets::Found { name, targets, .. } => (name, targets),
     };
+    let copied = csv.labels().contains_key(crate::install::LABEL_COPIED_FROM);
+    if !copied && let Some(want) = member_annotations(csv.annotations(), ns, &og, &targets) {
+        annotate_member(client, csv, ns, &want).await?;
+    }
     let modes: Vec<(String, bool)> = csv
         .spec
         .install_modes
@@ -118,7 +123,6 @@ async fn operator_group_fit(
         return Ok((Some((CsvReason::from(e.reason), message)), None));
     }
     use crate::install::aggregation::{self, ApiOwnership};
-    let copied = csv.labels().contains_key(crate::install::LABEL_COPIED_FROM);
     let agg = |e: aggregation::AggregationError| Error::Kube { context: e.what, source: e.source };
     let (ownership, read_at) = api_ownership(client, ns, &og, &targets, &csv.name_any(), &csv.spec, copied).await?;
     match ownership {
@@ -146,6 +150,23 @@ async fn operator_group_fit(
             Ok((Some((reason, message)), None))
         }
     }
+}
+
+/// Writes the OperatorGroup annotations `want` ([`member_annotations`]) on `csv`, a member of
+/// the group made by hand or whose group's targets changed (a merge patch of those three keys).
+async fn annotate_member(
+    client: &Client,
+    csv: &ClusterServiceVersion,
+    ns: &str,
+    want: &std::collections::BTreeMap<String, String>,
+) -> Result<(), Error> {
+    let name = csv.name_any();
+    let patch = serde_json::json!({"metadata": {"annotations": want}});
+    Api::<ClusterServiceVersion>::namespaced(client.clone(), ns)
+        .patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+        .await
+        .map_err(kube_err(format!("writing the OperatorGroup annotations of ClusterServiceVersion {ns}/{name}")))?;
+    Ok(())
 }
 
 /// A write the CSV's phase steps do not wait for — the group's `olm.providedAPIs` claim
@@ -227,6 +248,8 @@ pub(crate) struct DeploymentsView {
     /// Why the objects OLM's olm-operator makes for the CSV could not be made ([`unit::install`]):
     /// OLM's reason (`InvalidInstallStrategy`, `InstallComponentFailed`) and message.
     pub failed: Option<(CsvReason, String)>,
+    /// The CRDs a Succeeded CSV owns or requires that are gone ([`requirements::crds_lost`]).
+    pub lost: Vec<String>,
 }
 
 impl DeploymentsView {
@@ -276,8 +299,10 @@ fn failed_with(status: &ClusterServiceVersionStatus, reason: &CsvReason) -> bool
 pub(crate) fn need(status: &ClusterServiceVersionStatus) -> Need {
     match phase_of(status) {
         None => Need::Nothing,
-        Some(CsvPhase::Failed) if !failed_with(status, &CsvReason::ComponentUnhealthy) => Need::Nothing,
+        // A Succeeded CSV that lost a requirement: Pending until it is back (OLM's Failed case).
         Some(CsvPhase::Pending) => Need::Requirements,
+        Some(CsvPhase::Failed) if failed_with(status, &CsvReason::RequirementsNotMet) => Need::Requirements,
+        Some(CsvPhase::Failed) if !failed_with(status, &CsvReason::ComponentUnhealthy) => Need::Nothing,
         _ => Need::Deployments,
     }
 }
@@ -371,14 +396,21 @@ fn decide_requirements(
 
 /// InstallReady and after: Installing while a Deployment, webhook or APIService is not
 /// available, Succeeded once all are (then the replaced CSV is deleted), Failed/ComponentUnhealthy
-/// when a Succeeded CSV's Deployment is no longer Available; the certificates' times written when
+/// when a Succeeded CSV's Deployment is no longer Available, Failed/RequirementsNotMet when it
+/// lost an owned or required CRD; the certificates' times written when
 /// they change, and a look again when their rotation is due.
 fn decide_deployments(status: &ClusterServiceVersionStatus, view: DeploymentsView, now: &Time) -> CsvDecision {
-    let DeploymentsView { waiting, webhooks, certs, aggregated, failed } = view;
+    let DeploymentsView { waiting, webhooks, certs, aggregated, failed, lost } = view;
     if let Some((reason, message)) = failed {
         return decide_install_failed(status, reason, &message, now);
     }
     let phase = phase_of(status);
+    if phase == Some(&CsvPhase::Succeeded) && !lost.is_empty() {
+        // OLM's words; the Failed CSV goes back to Pending while they are missing (`need`).
+        let mut next = status.clone();
+        next.fail(CsvReason::RequirementsNotMet, "requirements no longer met", now);
+        return CsvDecision::write(next, NEXT_STEP_AT_ONCE);
+    }
     let (p, r, mut m) = if waiting.is_empty() && webhooks.is_some() {
         (CsvPhase::Installing, CsvReason::InstallWaiting, "installing".to_string())
     } else if waiting.is_empty() {
@@ -548,11 +580,13 @@ async fn deployments_view(ctx: &Arc<Context>, csv: &ClusterServiceVersion, ns: &
     if failed.is_some() {
         return Ok(CsvView::Deployments(DeploymentsView { failed, ..Default::default() }));
     }
+    let succeeded = csv.status.as_ref().and_then(phase_of) == Some(&CsvPhase::Succeeded);
+    let lost = if succeeded { requirements::crds_lost(&ctx.client, csv).await? } else { Vec::new() };
     let waiting = deployments_waiting(ctx, csv, ns).await?;
     let (webhooks, certs) = webhooks_and_certificates(ctx, csv, ns, &waiting).await?;
     let aggregated =
         csv.uid().is_some_and(|uid| ctx.aggregated.lock().unwrap_or_else(|e| e.into_inner()).contains(&uid));
-    Ok(CsvView::Deployments(DeploymentsView { waiting, webhooks, certs, aggregated, failed: None }))
+    Ok(CsvView::Deployments(DeploymentsView { waiting, webhooks, certs, aggregated, failed: None, lost }))
 }
 
 /// The state of one CSV reconcile across its phase steps ([`steps`]).
@@ -711,6 +745,29 @@ mod tests {
             assert_eq!(need(&st(Some(p), None, None)), Need::Deployments, "{p}");
         }
         assert_eq!(need(&st(Some("Failed"), Some("ComponentUnhealthy"), None)), Need::Deployments);
+        assert_eq!(need(&st(Some("Failed"), Some("RequirementsNotMet"), None)), Need::Requirements);
+    }
+
+    #[test]
+    fn a_succeeded_csv_that_loses_a_crd_fails_then_waits_in_pending_for_it() {
+        // OLM: Succeeded → Failed "requirements no longer met" → Pending → … → Succeeded again.
+        let succeeded =
+            st(Some("Succeeded"), Some("InstallSucceeded"), Some("install strategy completed with no errors"));
+        let lost = DeploymentsView { lost: vec!["ins.cluster.com".into()], ..DeploymentsView::waiting(vec![]) };
+        let d = decide(&succeeded, CsvView::Deployments(lost.clone()), &now());
+        assert_eq!(written(&d), ("Failed".into(), "RequirementsNotMet".into(), "requirements no longer met".into()));
+        assert_eq!(d.requeue, NEXT_STEP_AT_ONCE);
+        let failed = d.status.unwrap();
+        assert_eq!(need(&failed), Need::Requirements);
+        let entries = vec![];
+        let missing =
+            vec!["CustomResourceDefinition ins.cluster.com (version v1alpha1): CRD is not present".to_string()];
+        let d = decide(&failed, CsvView::Requirements(entries, missing), &now());
+        assert_eq!((written(&d).0, written(&d).1), ("Pending".into(), "RequirementsNotMet".into()));
+        // Only a Succeeded CSV is failed for it: one still installing goes on installing.
+        let installing = st(Some("Installing"), Some("InstallWaiting"), Some("installing"));
+        let d = decide(&installing, CsvView::Deployments(lost), &now());
+        assert_eq!(written(&d).0, "Succeeded");
     }
 
     #[test]
@@ -888,6 +945,7 @@ mod tests {
             certs: None,
             aggregated: false,
             failed: None,
+            lost: vec![],
         };
         let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(view), &now());
         assert_eq!(
@@ -905,6 +963,7 @@ mod tests {
             certs: None,
             aggregated: false,
             failed: None,
+            lost: vec![],
         };
         let d = decide(&st(Some("InstallReady"), None, None), CsvView::Deployments(view), &now());
         assert_eq!(
@@ -926,6 +985,7 @@ mod tests {
             certs: Some((last.clone(), soon.clone())),
             aggregated: false,
             failed: None,
+            lost: vec![],
         };
         let d = decide(&st(Some("Installing"), None, None), CsvView::Deployments(view.clone()), &now());
         let written_status = d.status.clone().unwrap();
@@ -945,6 +1005,7 @@ mod tests {
                 certs: Some((last, later.clone())),
                 aggregated: false,
                 failed: None,
+                lost: vec![],
             }),
             &now(),
         );

@@ -106,7 +106,12 @@ fn installed_csv(status: Option<Value>) -> Value {
         "metadata": {
             "name": "etcd.v0.9.4", "namespace": NS, "uid": "uid-csv", "resourceVersion": "20",
             "finalizers": [CSV_FINALIZER],
-            "annotations": {ANNOTATION_PROPERTIES: r#"{"properties":[{"type":"olm.package","value":{"packageName":"etcd","version":"0.9.4"}}]}"#},
+            // As the InstallPlan applies it in OperatorGroup `og` (which the CSV reconciler
+            // would otherwise write first: `install::operator_group::member_annotations`).
+            "annotations": {
+                ANNOTATION_PROPERTIES: r#"{"properties":[{"type":"olm.package","value":{"packageName":"etcd","version":"0.9.4"}}]}"#,
+                "olm.operatorGroup": "og", "olm.operatorNamespace": NS, "olm.targetNamespaces": NS,
+            },
         },
         "spec": {
             "displayName": "etcd", "version": "0.9.4",

@@ -502,8 +502,8 @@ fn pinned_image(plan: &[ApiStep], csv: &str) -> Option<String> {
 async fn plan_steps(pass: &mut PlanPass<'_>) -> Result<Planned, Stop> {
     let (ctx, ip, ns) = (pass.ctx, pass.ip, pass.ns.clone());
     let ns = ns.as_str();
-    let (og, targets) = match operator_group_targets(&ctx.client, ns).await? {
-        GroupTargets::Found { name, targets } => (name, targets),
+    let (og, targets, webhook_selector) = match operator_group_targets(&ctx.client, ns).await? {
+        GroupTargets::Found { name, targets, webhook_selector } => (name, targets, webhook_selector),
         GroupTargets::Unfit { reason, message } => {
             return Err(Hold::Blocked(reason, format!("{reason}: {message}")).into());
         }
@@ -533,6 +533,7 @@ async fn plan_steps(pass: &mut PlanPass<'_>) -> Result<Planned, Stop> {
             config,
             operator_group: Some(og.clone()),
             properties,
+            webhook_selector: webhook_selector.clone(),
             replaces: Some(lookup.replaces.clone()).filter(|r| !r.is_empty()),
             ..Default::default()
         };

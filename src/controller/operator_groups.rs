@@ -25,13 +25,13 @@ pub(crate) async fn operator_group_targets(client: &Client, namespace: &str) -> 
         .map_err(kube_err(format!("listing OperatorGroups in {namespace}")))?;
     match operator_group::group_targets(namespace, &ogs.items) {
         GroupLookup::Decided(targets) => Ok(targets),
-        GroupLookup::Select { name, selector } => {
+        GroupLookup::Select { name, selector, webhook_selector } => {
             let nss = Api::<Namespace>::all(client.clone()).list(&from_watch_cache().labels(&selector)).await.map_err(
                 kube_err(format!("listing namespaces for the selector of OperatorGroup {namespace}/{name}")),
             )?;
             let mut targets: Vec<String> = nss.items.iter().map(|n| n.name_any()).collect();
             targets.sort();
-            Ok(GroupTargets::Found { name, targets })
+            Ok(GroupTargets::Found { name, targets, webhook_selector })
         }
     }
 }

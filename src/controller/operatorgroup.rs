@@ -61,7 +61,7 @@ pub(crate) fn group_status(
         }),
     }
     match targets {
-        GroupTargets::Found { name, targets } if name == og => status.namespaces = targets.clone(),
+        GroupTargets::Found { name, targets, .. } if name == og => status.namespaces = targets.clone(),
         GroupTargets::Found { .. } => {}
         GroupTargets::Unfit { reason, message } => status.conditions.push(Condition {
             type_: "OperatorGroupInvalid".into(),
@@ -149,7 +149,7 @@ pub(super) async fn reconcile(og: Arc<OperatorGroup>, ctx: Arc<Context>) -> Resu
     // count). Refused (capstan's ClusterRole without `patch` on namespaces): logged, nothing else.
     if let Some(uid) = og.uid() {
         let labelled = match &targets {
-            GroupTargets::Found { name: found, targets } if *found == name => targets.clone(),
+            GroupTargets::Found { name: found, targets, .. } if *found == name => targets.clone(),
             _ => Vec::new(),
         };
         if let Err(e) = crate::install::aggregation::sync_namespace_labels(&ctx.client, &uid, &labelled).await {
@@ -183,7 +183,7 @@ mod tests {
 
     #[test]
     fn operator_group_status_from_its_targets() {
-        let found = GroupTargets::Found { name: "og".into(), targets: vec![String::new()] };
+        let found = GroupTargets::Found { name: "og".into(), targets: vec![String::new()], webhook_selector: None };
         assert_eq!(group_status("og", &found, &GroupServiceAccount::Unset, &now()).namespaces, [""]);
         assert!(
             group_status("other", &found, &GroupServiceAccount::Unset, &now()).namespaces.is_empty(),

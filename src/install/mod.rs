@@ -137,6 +137,9 @@ pub struct InstallTarget {
     /// The bundle's properties from the catalog (`{"type":…,"value":…}` each), written as the
     /// CSV annotation `operatorframework.io/properties` when not empty.
     pub properties: Vec<Value>,
+    /// The namespace selector of the admission webhooks, from the OperatorGroup
+    /// ([`operator_group::webhook_selector`], OLM's): `None` selects every namespace.
+    pub webhook_selector: Option<Value>,
 }
 
 impl InstallTarget {

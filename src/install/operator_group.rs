@@ -77,6 +77,8 @@ pub enum GroupTargets {
         name: String,
         /// Its target namespaces.
         targets: Vec<String>,
+        /// The namespace selector of its members' admission webhooks ([`webhook_selector`]).
+        webhook_selector: Option<serde_json::Value>,
     },
     /// No usable OperatorGroup: OLM's reason (`NoOperatorGroup`, `TooManyOperatorGroups`,
     /// `InvalidOperatorGroup`) and what to do.
@@ -127,6 +129,8 @@ pub enum GroupLookup {
         name: String,
         /// The label selector of the namespaces to list.
         selector: String,
+        /// The namespace selector of its members' admission webhooks ([`webhook_selector`]).
+        webhook_selector: Option<serde_json::Value>,
     },
 }
 
@@ -157,7 +161,14 @@ pub fn group_targets(namespace: &str, groups: &[OperatorGroup]) -> GroupLookup {
             });
         }
     };
-    let found = |targets: Vec<String>| GroupLookup::Decided(GroupTargets::Found { name: og.name_any(), targets });
+    let webhook_selector = webhook_selector(og);
+    let found = |targets: Vec<String>| {
+        GroupLookup::Decided(GroupTargets::Found {
+            name: og.name_any(),
+            targets,
+            webhook_selector: webhook_selector.clone(),
+        })
+    };
     match (&og.spec.target_namespaces, &og.spec.selector) {
         (Some(t), _) if !t.is_empty() => found(t.clone()),
         (_, Some(sel))
@@ -165,7 +176,7 @@ pub fn group_targets(namespace: &str, groups: &[OperatorGroup]) -> GroupLookup {
                 || sel.match_expressions.as_ref().is_some_and(|m| !m.is_empty()) =>
         {
             match label_selector(sel) {
-                Ok(selector) => GroupLookup::Select { name: og.name_any(), selector },
+                Ok(selector) => GroupLookup::Select { name: og.name_any(), selector, webhook_selector },
                 Err(e) => GroupLookup::Decided(GroupTargets::Unfit {
                     reason: "InvalidOperatorGroup",
                     message: format!("OperatorGroup {namespace}/{}: spec.selector: {e}", og.name_any()),
@@ -174,6 +185,47 @@ pub fn group_targets(namespace: &str, groups: &[OperatorGroup]) -> GroupLookup {
         }
         _ => found(vec![String::new()]),
     }
+}
+
+/// The namespace selector OLM gives the admission webhooks of the CSVs in `og` (OLM
+/// `OperatorGroup.NamespaceLabelSelector`, operator-framework/api
+/// `pkg/operators/v1/operatorgroup_types.go`, used by `pkg/controller/install/webhook.go`): with
+/// `spec.targetNamespaces`, `{matchLabels: {olm.operatorgroup.uid/<uid>: ""}}`, the label the
+/// OperatorGroup reconciler puts on each target namespace; else the group's `spec.selector`
+/// when it has one; else none (all namespaces). Pure.
+pub fn webhook_selector(og: &OperatorGroup) -> Option<serde_json::Value> {
+    if og.spec.target_namespaces.as_ref().is_some_and(|t| !t.is_empty()) {
+        let label = aggregation::namespace_label(og.uid().as_deref().unwrap_or_default());
+        return Some(serde_json::json!({"matchLabels": {label: ""}}));
+    }
+    og.spec.selector.as_ref().and_then(|s| serde_json::to_value(s).ok())
+}
+
+/// The annotations a member CSV of OperatorGroup `namespace/og` with target namespaces `targets`
+/// (`[""]` = all namespaces) carries — `olm.operatorGroup`, `olm.operatorNamespace` and
+/// `olm.targetNamespaces` (sorted, comma-joined; `""` for all namespaces) — when any of
+/// `current` (the CSV's annotations) differs from them, else `None`. OLM's olm-operator writes
+/// them on every CSV of the group, made by an InstallPlan or by hand (`operatorGroupForCSV`,
+/// `annotateCSVs`, `operatorGroupAnnotationsDiffer` in
+/// `pkg/controller/operators/olm/operatorgroup.go`). Pure.
+pub fn member_annotations(
+    current: &std::collections::BTreeMap<String, String>,
+    namespace: &str,
+    og: &str,
+    targets: &[String],
+) -> Option<std::collections::BTreeMap<String, String>> {
+    let mut sorted: Vec<&str> = targets.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let want: std::collections::BTreeMap<String, String> = [
+        (super::ANNOTATION_OPERATOR_GROUP, og.to_string()),
+        (super::ANNOTATION_OPERATOR_NAMESPACE, namespace.to_string()),
+        (super::ANNOTATION_TARGET_NAMESPACES, sorted.join(",")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    want.iter().any(|(k, v)| current.get(k) != Some(v)).then_some(want)
 }
 
 /// The APIs `spec` provides as the [`aggregation::gvk_string`]s `olm.providedAPIs` lists.
@@ -225,6 +277,25 @@ pub fn api_ownership(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn member_csvs_carry_their_groups_annotations_as_olm_writes_them() {
+        use std::collections::BTreeMap;
+        let m = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        let want = m(&[("olm.operatorGroup", "og"), ("olm.operatorNamespace", "ns"), ("olm.targetNamespaces", "a,b")]);
+        // A CSV made by hand has none: all three are written, targets sorted and deduplicated.
+        let targets = ["b".to_string(), "a".to_string(), "b".to_string()];
+        assert_eq!(member_annotations(&m(&[("x", "y")]), "ns", "og", &targets), Some(want.clone()));
+        // One that has them (and others) needs nothing.
+        let mut has = want.clone();
+        has.insert("x".into(), "y".into());
+        assert_eq!(member_annotations(&has, "ns", "og", &targets), None);
+        // A group whose targets changed, or an all-namespaces group (""), rewrites them.
+        assert_eq!(member_annotations(&has, "ns", "og", &[String::new()]).unwrap()["olm.targetNamespaces"], "");
+        assert!(member_annotations(&has, "ns", "other", &targets).is_some());
+    }
+
     use super::*;
 
     fn modes(list: &[&str]) -> Vec<(String, bool)> {
@@ -301,19 +372,31 @@ mod tests {
         assert_eq!(unfit(group_targets("ns", &[])), "NoOperatorGroup");
         let two = [group("a", serde_json::json!({})), group("b", serde_json::json!({}))];
         assert_eq!(unfit(group_targets("ns", &two)), "TooManyOperatorGroups");
-        let found = |targets: &[&str]| {
+        let found = |targets: &[&str], webhook_selector: Option<serde_json::Value>| {
             GroupLookup::Decided(GroupTargets::Found {
                 name: "og".into(),
                 targets: targets.iter().map(|t| t.to_string()).collect(),
+                webhook_selector,
             })
         };
-        assert_eq!(group_targets("ns", &[group("og", serde_json::json!({}))]), found(&[""]));
+        // Webhooks of an all-namespaces group select nothing (every namespace), as OLM's.
+        assert_eq!(group_targets("ns", &[group("og", serde_json::json!({}))]), found(&[""], None));
         let named = serde_json::json!({"targetNamespaces": ["a"], "selector": {"matchLabels": {"x": "y"}}});
-        assert_eq!(group_targets("ns", &[group("og", named)]), found(&["a"]), "targetNamespaces win");
+        let mut og = group("og", named);
+        og.metadata.uid = Some("u-1".into());
+        assert_eq!(
+            group_targets("ns", &[og]),
+            found(&["a"], Some(serde_json::json!({"matchLabels": {"olm.operatorgroup.uid/u-1": ""}}))),
+            "targetNamespaces win; webhooks select the group's namespace label"
+        );
         let selected = serde_json::json!({"selector": {"matchLabels": {"x": "y"}}});
         assert_eq!(
             group_targets("ns", &[group("og", selected)]),
-            GroupLookup::Select { name: "og".into(), selector: "x=y".into() }
+            GroupLookup::Select {
+                name: "og".into(),
+                selector: "x=y".into(),
+                webhook_selector: Some(serde_json::json!({"matchLabels": {"x": "y"}}))
+            }
         );
         let bad = serde_json::json!({"selector": {"matchExpressions": [{"key": "x", "operator": "Near"}]}});
         assert_eq!(unfit(group_targets("ns", &[group("og", bad)])), "InvalidOperatorGroup");

@@ -51,9 +51,10 @@
 //!   over without a moment where no webhook is configured;
 //! - `olm.webhook-description-hash` is capstan's hash of the description (OLM's is Go's
 //!   `DeepHashObject`, only compared with values OLM wrote);
-//! - the namespace selector names the target namespaces by `kubernetes.io/metadata.name`
-//!   (OLM matches the label `olm.operatorgroup.uid/<uid>` it puts on them; same namespaces, no
-//!   label needed); all namespaces: no selector, as OLM.
+//!
+//! The namespace selector is OLM's ([`super::operator_group::webhook_selector`]): the label
+//! `olm.operatorgroup.uid/<uid>` the OperatorGroup reconciler puts on each target namespace, the
+//! group's own selector, or none for all namespaces.
 
 use std::collections::BTreeMap;
 
@@ -344,15 +345,10 @@ pub fn configuration_name(desc: &WebhookDescription, target: &InstallTarget) -> 
     format!("{base}-{suffix}")
 }
 
-/// The namespace selector of admission webhooks: none for all namespaces, else the target
-/// namespaces by `kubernetes.io/metadata.name`.
+/// The namespace selector of admission webhooks: the OperatorGroup's, as OLM gives it
+/// ([`InstallTarget::webhook_selector`]; none for all namespaces).
 pub fn namespace_selector(target: &InstallTarget) -> Option<Value> {
-    if target.all_namespaces() {
-        return None;
-    }
-    Some(
-        json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": target.effective_targets()}]}),
-    )
+    target.webhook_selector.clone()
 }
 
 fn client_config(desc: &WebhookDescription, ns: &str, default_path: Option<&str>) -> Value {

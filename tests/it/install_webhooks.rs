@@ -27,6 +27,8 @@ fn target(b: &Bundle, all: bool) -> InstallTarget {
     InstallTarget {
         namespace: "operators".into(),
         target_namespaces: if all { vec!["".into()] } else { vec!["operators".into()] },
+        // What the OperatorGroup reconcilers give (`install::operator_group::webhook_selector`).
+        webhook_selector: (!all).then(|| json!({"matchLabels": {"olm.operatorgroup.uid/u-1": ""}})),
         package: b.package().into(),
         csv_name: b.name().into(),
         owner: Some(InstallTarget { csv_name: b.name().into(), ..Default::default() }.csv_owner_reference()),
@@ -66,15 +68,15 @@ fn test_operator_plans_olms_objects() {
     assert!(pos("ValidatingWebhookConfiguration") > pos("Deployment"));
 }
 
-/// Named targets: the webhook selects the namespaces by name.
+/// Named targets: the webhook selects the OperatorGroup's namespace label, as OLM's.
 #[test]
-fn test_operator_for_named_targets_selects_them_by_name() {
+fn test_operator_for_named_targets_selects_the_groups_namespace_label() {
     let b = fixture();
     let own = install::steps(&b, &target(&b, false)).unwrap();
     let vwc = own.iter().find(|s| s.kind == "ValidatingWebhookConfiguration").unwrap();
     assert_eq!(
         vwc.manifest["webhooks"][0]["namespaceSelector"],
-        json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["operators"]}]})
+        json!({"matchLabels": {"olm.operatorgroup.uid/u-1": ""}})
     );
 }
 

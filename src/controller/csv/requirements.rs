@@ -63,6 +63,31 @@ pub(super) async fn requirement_status(
     Ok((entries, missing))
 }
 
+/// The CRDs a Succeeded CSV owns or requires that are gone (not found, or being deleted), by
+/// name: OLM checks a Succeeded CSV's requirements at each sync and fails it with
+/// `RequirementsNotMet` "requirements no longer met" when one is lost (`transitionCSVState`,
+/// `pkg/controller/operators/olm/operator.go`). Read from the API server's watch cache (one GET
+/// per CRD, `resourceVersion=0`): a Succeeded CSV is looked at every 30 s.
+pub(super) async fn crds_lost(client: &Client, csv: &ClusterServiceVersion) -> Result<Vec<String>, Error> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let names: Vec<&str> = csv.all_crd_descriptions().iter().map(|d| d.name.as_str()).collect();
+    let found = futures::future::try_join_all(names.iter().map(|n| {
+        let api = api.clone();
+        async move {
+            api.get_metadata_opt_with(n, &kube::api::GetParams::any())
+                .await
+                .map_err(kube_err(format!("reading CustomResourceDefinition {n}")))
+        }
+    }))
+    .await?;
+    Ok(names
+        .iter()
+        .zip(found)
+        .filter(|(_, crd)| crd.as_ref().is_none_or(|c| c.metadata.deletion_timestamp.is_some()))
+        .map(|(n, _)| n.to_string())
+        .collect())
+}
+
 /// The CRD entries of [`requirement_status`]: each owned or required CRD once, owned first.
 async fn crd_requirements(
     client: &Client,

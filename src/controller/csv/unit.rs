@@ -556,8 +556,8 @@ pub(super) async fn planned(
     ns: &str,
 ) -> Result<Option<Result<Vec<Step>, String>>, Error> {
     let csv_name = csv.name_any();
-    let (og, targets) = match super::operator_group_targets(&ctx.client, ns).await? {
-        GroupTargets::Found { name, targets } => (name, targets),
+    let (og, targets, webhook_selector) = match super::operator_group_targets(&ctx.client, ns).await? {
+        GroupTargets::Found { name, targets, webhook_selector } => (name, targets, webhook_selector),
         GroupTargets::Unfit { .. } => return Ok(None),
     };
     let package = package_of(csv, ns).unwrap_or_default();
@@ -579,6 +579,7 @@ pub(super) async fn planned(
                 csv_name: csv_name.clone(),
                 config,
                 operator_group: Some(og),
+                webhook_selector,
                 ..Default::default()
             };
             let mut owner = target.csv_owner_reference();

@@ -30,7 +30,7 @@ pub(super) async fn execute_listed(pass: &mut PlanPass<'_>) -> Result<Ending, Er
         Err(hold) => return Ok(pass.hold(hold, Vec::new())),
     };
     let (operator_group, targets) = match operator_group_targets(&pass.ctx.client, &pass.ns).await? {
-        GroupTargets::Found { name, targets } => (name, targets),
+        GroupTargets::Found { name, targets, .. } => (name, targets),
         // Without an OperatorGroup OLM applies with its own permissions; so does capstan.
         GroupTargets::Unfit { .. } => (String::new(), Vec::new()),
     };
