@@ -367,7 +367,8 @@ async fn load_config_map(
     cs: &CatalogSource,
     name: &str,
 ) -> Result<LoadedIndex, CatalogLoadError> {
-    let read = super::configmap_catalogs::read(&ctx.client, &key.0, name, now_time()).await?;
+    let owner = super::configmap_catalogs::source_owner(cs);
+    let read = super::configmap_catalogs::read(&ctx.client, &key.0, name, &owner, now_time()).await?;
     // `lastConnect` (now, when the status is written) must come after the ConfigMap's change in
     // the status' whole seconds, as clients compare them (OLM's e2e suite waits for
     // `lastConnect` after `configMapReference.lastUpdateTime`): a change seen within its own

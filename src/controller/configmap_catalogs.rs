@@ -8,8 +8,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use sha2::{Digest, Sha256};
 
@@ -72,23 +73,62 @@ pub fn config_map_name(cs: &CatalogSource) -> Option<&str> {
         .flatten()
 }
 
-/// Reads ConfigMap `namespace/name` into a catalog ([`ReadConfigMap`]), at `now`.
+/// The ownerReferences ConfigMap `cm` gets so that CatalogSource `owner` (a reference with its
+/// UID) owns it, as OLM's catalog operator makes every ConfigMap catalog's source its owner
+/// (`syncConfigMap`, `ownerutil.EnsureOwner`, `pkg/controller/operators/catalog/operator.go`):
+/// non-blocking and not the controller, so deleting the CatalogSource deletes the ConfigMap
+/// (the garbage collector), and a source made again with the same name starts from a new one.
+/// `None` when it is owned already. Pure.
+pub fn owner_references_with(cm: &ConfigMap, owner: &OwnerReference) -> Option<Vec<OwnerReference>> {
+    let mut refs = cm.metadata.owner_references.clone().unwrap_or_default();
+    if refs.iter().any(|r| r.uid == owner.uid) {
+        return None;
+    }
+    refs.push(owner.clone());
+    Some(refs)
+}
+
+/// The ownerReference of CatalogSource `cs` that [`owner_references_with`] adds. Pure.
+pub fn source_owner(cs: &CatalogSource) -> OwnerReference {
+    OwnerReference {
+        api_version: "operators.coreos.com/v1alpha1".into(),
+        kind: "CatalogSource".into(),
+        name: cs.metadata.name.clone().unwrap_or_default(),
+        uid: cs.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(false),
+        block_owner_deletion: Some(false),
+    }
+}
+
+/// Reads ConfigMap `namespace/name` into a catalog ([`ReadConfigMap`]), at `now`, first making
+/// `owner` (the CatalogSource) its owner when it is not ([`owner_references_with`]; a merge patch
+/// with the read resourceVersion as precondition).
 ///
 /// # Errors
-/// [`ConfigMapLoadError`]: the ConfigMap is missing, unreadable, or not a catalog.
+/// [`ConfigMapLoadError`]: the ConfigMap is missing, unreadable (or the owner could not be
+/// written), or not a catalog.
 pub async fn read(
     client: &kube::Client,
     namespace: &str,
     name: &str,
+    owner: &OwnerReference,
     now: Time,
 ) -> Result<ReadConfigMap, ConfigMapLoadError> {
     let (namespace, name) = (namespace.to_string(), name.to_string());
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-    let cm = match api.get_opt(&name).await {
+    let mut cm = match api.get_opt(&name).await {
         Ok(Some(cm)) => cm,
         Ok(None) => return Err(ConfigMapLoadError::Missing { namespace, name }),
         Err(source) => return Err(ConfigMapLoadError::Read { namespace, name, source }),
     };
+    if let Some(refs) = owner_references_with(&cm, owner) {
+        let patch =
+            serde_json::json!({"metadata": {"ownerReferences": refs, "resourceVersion": cm.metadata.resource_version}});
+        cm = match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(cm) => cm,
+            Err(source) => return Err(ConfigMapLoadError::Read { namespace, name, source }),
+        };
+    }
     let data: BTreeMap<String, String> = cm.data.unwrap_or_default();
     let config = match from_config_map(&data) {
         Ok(c) => c,
@@ -154,6 +194,27 @@ mod tests {
         let created = ObjectMeta { creation_timestamp: Some(t("2026-12-05T10:00:00Z")), ..Default::default() };
         assert_eq!(last_changed(&created), Some(t("2026-12-05T10:00:00Z")), "no managed fields: its creation");
         assert_eq!(last_changed(&ObjectMeta::default()), None);
+    }
+
+    #[test]
+    fn the_catalog_source_owns_its_config_map_once() {
+        let cs: CatalogSource = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": "cs", "namespace": "ns", "uid": "u-cs"},
+            "spec": {"sourceType": "internal", "configMap": "cm"},
+        }))
+        .unwrap();
+        let owner = source_owner(&cs);
+        assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("CatalogSource", "u-cs"));
+        assert_eq!((owner.controller, owner.block_owner_deletion), (Some(false), Some(false)));
+        let mut cm = ConfigMap::default();
+        let other = OwnerReference { uid: "u-other".into(), ..owner.clone() };
+        cm.metadata.owner_references = Some(vec![other.clone()]);
+        // Added beside the owners it has; nothing to write once it is there.
+        let refs = owner_references_with(&cm, &owner).unwrap();
+        assert_eq!(refs, vec![other, owner.clone()]);
+        cm.metadata.owner_references = Some(refs);
+        assert_eq!(owner_references_with(&cm, &owner), None);
     }
 
     #[test]
