@@ -424,6 +424,66 @@ pub(crate) fn plan_progress(
     Duration::from_secs(if phase == InstallPlanPhase::Complete { 1 } else { 10 })
 }
 
+/// The InstallPlan conditions of a Subscription with nothing left to install, from the plan its
+/// `status.installPlanRef` names (`plan`; `None`: it is gone), as OLM writes them whatever the
+/// Subscription's state (`CheckInstallPlanStatus`,
+/// `pkg/controller/operators/catalog/subscription/state.go`): a plan with no phase is
+/// `InstallPlanPending` reason `InstallPlanNotYetReconciled`, one Planning, RequiresApproval or
+/// Installing is `InstallPlanPending` with its phase as reason, a Failed one `InstallPlanFailed`
+/// with the reason of its `Installed=False` condition (else `InstallPlanFailed`), a Complete one
+/// none; a missing one `InstallPlanMissing`. So a plan edited or deleted after the install shows
+/// on its Subscription. Pure.
+pub(crate) fn referenced_plan_conditions(
+    status: &mut SubscriptionStatus,
+    ns: &str,
+    name: &str,
+    plan: Option<&InstallPlan>,
+    now: &Time,
+) {
+    for c in [C::InstallPlanPending, C::InstallPlanMissing, C::InstallPlanFailed] {
+        status.remove_condition(&c);
+    }
+    let Some(plan) = plan else {
+        let message = format!(
+            "InstallPlan {ns}/{name} referenced by status.installPlanRef was not found; the operator stays installed (status.installedCSV)"
+        );
+        status.fail(C::InstallPlanMissing, reason::REFERENCED_INSTALL_PLAN_NOT_FOUND, &message, now);
+        return;
+    };
+    let Some(st) = plan.status.as_ref() else {
+        status.set_condition(
+            C::InstallPlanPending,
+            ConditionStatus::True,
+            reason::INSTALL_PLAN_NOT_YET_RECONCILED,
+            "",
+            now,
+        );
+        return;
+    };
+    let installed =
+        st.conditions.iter().find(|c| c.type_ == Some(crate::api::installplan::InstallPlanConditionType::Installed));
+    let message = installed.and_then(|c| c.message.clone()).or_else(|| st.message.clone()).unwrap_or_default();
+    match &st.phase {
+        InstallPlanPhase::Complete => {}
+        InstallPlanPhase::Failed => {
+            let reason = installed
+                .filter(|c| c.status == Some(ConditionStatus::False))
+                .and_then(|c| c.reason.as_ref().map(|r| r.as_str().to_string()))
+                .filter(|r| !r.is_empty())
+                .unwrap_or_else(|| reason::INSTALL_PLAN_FAILED.to_string());
+            status.set_condition(C::InstallPlanFailed, ConditionStatus::True, &reason, &message, now);
+        }
+        p @ (InstallPlanPhase::Planning | InstallPlanPhase::RequiresApproval | InstallPlanPhase::Installing) => {
+            status.set_condition(C::InstallPlanPending, ConditionStatus::True, p.as_str(), &message, now);
+        }
+        p if p.as_str().is_empty() => {
+            let r = reason::INSTALL_PLAN_NOT_YET_RECONCILED;
+            status.set_condition(C::InstallPlanPending, ConditionStatus::True, r, &message, now);
+        }
+        _ => {}
+    }
+}
+
 /// The InstallPlan of one resolution, before it is created (§1.4): named by
 /// [`install_plan_name`], owned by the Subscription, approved when approval is Automatic, with the
 /// bundle lookups in annotation [`ANNOTATION_BUNDLE_LOOKUPS`]. Pure.
@@ -877,6 +937,13 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
             Ok(Action::requeue(Duration::from_secs(60)))
         }
         Resolution::AtLatestKnown => {
+            if let Some(p) = status.install_plan_ref.as_ref().and_then(|r| r.name.clone()) {
+                let plan = Api::<InstallPlan>::namespaced(ctx.client.clone(), &ns)
+                    .get_opt(&p)
+                    .await
+                    .map_err(kube_err(format!("reading InstallPlan {ns}/{p}")))?;
+                referenced_plan_conditions(&mut status, &ns, &p, plan.as_ref(), &now);
+            }
             write(&ctx, &sub, &status).await?;
             prune_plans(&ctx, &ns, &name).await?;
             Ok(Action::requeue(Duration::from_secs(300)))
@@ -1601,6 +1668,35 @@ mod tests {
             v["status"] = json!({"phase": p, "catalogSources": []});
         }
         serde_json::from_value(v).unwrap()
+    }
+
+    /// An installed Subscription follows its referenced plan as OLM's does: edited to no phase,
+    /// RequiresApproval, Installing, Failed (with and without an `Installed=False` reason),
+    /// Complete, deleted.
+    #[test]
+    fn an_installed_subscription_shows_what_became_of_its_referenced_plan() {
+        let mut st = SubscriptionStatus::new(now());
+        let mut p = plan("p", Some(""), true);
+        let mut see = |p: Option<&InstallPlan>| {
+            referenced_plan_conditions(&mut st, "ns", "p", p, &now());
+            [C::InstallPlanPending, C::InstallPlanFailed, C::InstallPlanMissing]
+                .iter()
+                .filter_map(|c| st.condition(c).map(|x| (format!("{c:?}"), x.reason.clone().unwrap_or_default())))
+                .collect::<Vec<_>>()
+        };
+        let one = |c: &str, r: &str| vec![(c.to_string(), r.to_string())];
+        assert_eq!(see(Some(&p)), one("InstallPlanPending", "InstallPlanNotYetReconciled"));
+        for phase in ["RequiresApproval", "Installing"] {
+            p.status.as_mut().unwrap().phase = InstallPlanPhase::from(phase);
+            assert_eq!(see(Some(&p)), one("InstallPlanPending", phase));
+        }
+        p.status.as_mut().unwrap().phase = InstallPlanPhase::Failed;
+        assert_eq!(see(Some(&p)), one("InstallPlanFailed", "InstallPlanFailed"));
+        p.status.as_mut().unwrap().fail("InstallComponentFailed", "step 3 failed", &now());
+        assert_eq!(see(Some(&p)), one("InstallPlanFailed", "InstallComponentFailed"));
+        p.status.as_mut().unwrap().complete(&now());
+        assert!(see(Some(&p)).is_empty());
+        assert_eq!(see(None), one("InstallPlanMissing", "ReferencedInstallPlanNotFound"));
     }
 
     /// A plan held because its bundle image cannot be pulled: `currentCSV` stays the installed
