@@ -941,9 +941,10 @@ async fn run_inner(
     let operators = futures::future::join(operator::run(ctx.clone(), operator_rx), operator_labels::run(ctx.clone()));
     let subscription_deletions = removal::watch_subscription_deletions(ctx.clone());
     let group_deletions = crate::install::aggregation::watch_operator_group_deletions(client.clone());
+    let orphaned_api_services = removal::watch_orphaned_api_services(ctx.clone());
     let all = futures::future::join4(
         futures::future::join5(catalogs, subscriptions, plans, csvs, groups),
-        subscription_deletions,
+        futures::future::join(subscription_deletions, orphaned_api_services),
         group_deletions,
         operators,
     );

@@ -1188,9 +1188,73 @@ pub(super) async fn watch_subscription_deletions(ctx: Arc<Context>) {
     }
 }
 
+/// The CSV an object names as its owner by OLM's owner labels (`olm.owner`,
+/// `olm.owner.namespace`, `olm.owner.kind: ClusterServiceVersion`), as `(namespace, name)`;
+/// `None` for another owner kind or incomplete labels. Pure.
+pub(crate) fn csv_owner_of(labels: &BTreeMap<String, String>) -> Option<(String, String)> {
+    if labels.get(LABEL_OWNER_KIND).map(String::as_str) != Some("ClusterServiceVersion") {
+        return None;
+    }
+    let ns = labels.get(LABEL_OWNER_NAMESPACE).filter(|n| !n.is_empty())?;
+    let name = labels.get(LABEL_OWNER).filter(|n| !n.is_empty())?;
+    Some((ns.clone(), name.clone()))
+}
+
+/// Deletes each APIService whose owner CSV (by OLM's owner labels, [`csv_owner_of`]) does not
+/// exist — its namespace gone, or the CSV — as OLM's `syncAPIService`
+/// (`pkg/controller/operators/olm/operator.go`): an APIService left by an operator removed while
+/// capstan was down, or labelled by hand, would keep an API group served by nothing, which breaks
+/// discovery for every client. Follows a metadata watch of the APIServices that carry
+/// `olm.owner.kind=ClusterServiceVersion`; each delete has the UID seen as precondition. Errors
+/// are logged; the next event or relist tries again.
+pub(super) async fn watch_orphaned_api_services(ctx: Arc<Context>) {
+    use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+    let api: Api<APIService> = Api::all(ctx.client.clone());
+    let meta: Api<kube::core::PartialObjectMeta<APIService>> = Api::all(ctx.client.clone());
+    let config = watcher::Config::default().labels(&format!("{LABEL_OWNER_KIND}=ClusterServiceVersion"));
+    let stream = watcher(meta, config).backoff(super::watch_backoff());
+    futures::pin_mut!(stream);
+    while let Some(ev) = stream.next().await {
+        let Ok(watcher::Event::Apply(m) | watcher::Event::InitApply(m)) = ev else { continue };
+        let Some((ns, csv)) = csv_owner_of(m.labels()) else { continue };
+        let found = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), &ns).get_metadata_opt(&csv).await;
+        if !matches!(found, Ok(None)) {
+            continue;
+        }
+        let name = m.name_any();
+        let preconditions = m.uid().map(|uid| kube::api::Preconditions { uid: Some(uid), resource_version: None });
+        let params = DeleteParams { preconditions, ..Default::default() };
+        match api.delete(&name, &params).await {
+            Ok(_) => {
+                tracing::info!(apiservice = %name, owner = %format!("{ns}/{csv}"), "deleted an APIService whose owner CSV does not exist")
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Err(e) => {
+                tracing::warn!(apiservice = %name, error = %e, "deleting an APIService whose owner CSV does not exist")
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_object_names_its_owner_csv_by_olms_labels() {
+        let l = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        let owned = l(&[
+            ("olm.owner", "hat-server"),
+            ("olm.owner.kind", "ClusterServiceVersion"),
+            ("olm.owner.namespace", "ns"),
+        ]);
+        assert_eq!(csv_owner_of(&owned), Some(("ns".into(), "hat-server".into())));
+        let group = l(&[("olm.owner", "og"), ("olm.owner.kind", "OperatorGroup"), ("olm.owner.namespace", "ns")]);
+        assert_eq!(csv_owner_of(&group), None, "another owner kind is not a CSV's");
+        assert_eq!(csv_owner_of(&l(&[("olm.owner.kind", "ClusterServiceVersion"), ("olm.owner", "x")])), None);
+    }
 
     #[test]
     fn durations_in_go_style() {
