@@ -92,11 +92,20 @@ fn config_map_catalog_is_ready_and_follows_an_edit() {
         let client = crate::support::cluster().await;
         let ns = TestNamespace::new(&client, "cm-ready").await;
         let cm = config_map_catalog(&client, &ns.name, "catalog", catalog_data(&["0.1.0"])).await;
-        let rv = cm.metadata.resource_version.clone().expect("resourceVersion");
         let st = catalog_status(&client, &ns.name, "catalog", "READY", |st| {
             st["connectionState"]["lastObservedState"] == "READY"
         })
         .await;
+        // The CatalogSource owns its ConfigMap, as OLM's catalog operator makes it (non-blocking,
+        // not the controller): the reference is to the ConfigMap as it is after that write.
+        let cm_now =
+            Api::<ConfigMap>::namespaced(client.clone(), &ns.name).get("catalog").await.expect("read the ConfigMap");
+        let owners = cm_now.metadata.owner_references.clone().unwrap_or_default();
+        assert!(
+            owners.iter().any(|o| o.kind == "CatalogSource" && o.name == "catalog" && o.controller == Some(false)),
+            "{owners:?}"
+        );
+        let rv = cm_now.metadata.resource_version.clone().expect("resourceVersion");
         assert_eq!(st["configMapReference"]["name"], "catalog", "{st}");
         assert_eq!(st["configMapReference"]["namespace"], ns.name.as_str(), "{st}");
         assert_eq!(st["configMapReference"]["resourceVersion"], rv.as_str(), "{st}");
