@@ -715,8 +715,14 @@ def normalise(o, names):
 IDS = {"uid": "<uid>", "uuid": "<uid>", "resourceVersion": "<rv>"}
 
 
+# OperatorGroup label keys carry the group's UID (`olm.operatorgroup.uid/<uid>`: on target
+# namespaces, and as the namespace selector of webhooks), which differs between the two clusters.
+OG_UID_KEY = re.compile(r"^olm\.operatorgroup\.uid/.+$")
+
+
 def walk(v, names, key):
     if isinstance(v, dict):
+        v = {OG_UID_KEY.sub("olm.operatorgroup.uid/<uid>", k): x for k, x in v.items()}
         v = {k: (IDS[k] if k in IDS and isinstance(x, str) else x) for k, x in v.items()}
         return {k: walk(x, names, k) for k, x in v.items() if not (k in BYTES_KEYS and isinstance(x, str))} | \
                {k: "<bytes>" for k, x in v.items() if k in BYTES_KEYS and isinstance(x, str)}
