@@ -5,7 +5,8 @@
 //! → Succeeded (`InstallSucceeded`) once every Deployment of the install strategy is Available;
 //! a Succeeded CSV whose Deployment is no longer Available goes back to Failed
 //! (`ComponentUnhealthy`), one that lost a CRD it owns or requires to Failed
-//! (`RequirementsNotMet`) and from there to Pending until the CRD is back. A Succeeded CSV deletes the CSV named in its `spec.replaces`.
+//! (`RequirementsNotMet`) and from there to Pending until the CRD is back. A Succeeded CSV
+//! deletes the CSV named in its `spec.replaces`.
 //! In Pending the requirements are checked and written to `status.requirementStatus`
 //! ([`requirements::requirement_status`]); the CSV stays Pending (`RequirementsNotMet`) until
 //! all are met. What the CSV's workload needs from InstallReady on — its Deployments, webhooks,

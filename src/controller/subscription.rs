@@ -938,10 +938,16 @@ pub(super) async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Resu
         }
         Resolution::AtLatestKnown => {
             if let Some(p) = status.install_plan_ref.as_ref().and_then(|r| r.name.clone()) {
-                let plan = Api::<InstallPlan>::namespaced(ctx.client.clone(), &ns)
-                    .get_opt(&p)
+                // From the watch cache: an installed Subscription is looked at on every CSV
+                // change of its namespace, and a plan seen a moment late is seen next time.
+                let plan = match Api::<InstallPlan>::namespaced(ctx.client.clone(), &ns)
+                    .get_with(&p, &kube::api::GetParams::any())
                     .await
-                    .map_err(kube_err(format!("reading InstallPlan {ns}/{p}")))?;
+                {
+                    Ok(plan) => Some(plan),
+                    Err(kube::Error::Api(e)) if e.code == 404 => None,
+                    Err(e) => return Err(kube_err(format!("reading InstallPlan {ns}/{p}"))(e)),
+                };
                 referenced_plan_conditions(&mut status, &ns, &p, plan.as_ref(), &now);
             }
             write(&ctx, &sub, &status).await?;

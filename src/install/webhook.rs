@@ -345,12 +345,6 @@ pub fn configuration_name(desc: &WebhookDescription, target: &InstallTarget) -> 
     format!("{base}-{suffix}")
 }
 
-/// The namespace selector of admission webhooks: the OperatorGroup's, as OLM gives it
-/// ([`InstallTarget::webhook_selector`]; none for all namespaces).
-pub fn namespace_selector(target: &InstallTarget) -> Option<Value> {
-    target.webhook_selector.clone()
-}
-
 fn client_config(desc: &WebhookDescription, ns: &str, default_path: Option<&str>) -> Value {
     let mut service = json!({"namespace": ns, "name": webhook_service_name(desc), "port": desc.container_port.filter(|p| *p > 0).unwrap_or(DEFAULT_PORT)});
     if let Some(p) = desc.webhook_path.as_deref().or(default_path) {
@@ -375,7 +369,7 @@ pub fn configuration(desc: &WebhookDescription, target: &InstallTarget) -> Optio
         ("rules", opt(desc.rules.as_ref().map(|r| json!(r)))),
         ("failurePolicy", opt(desc.failure_policy.as_ref().map(|v| json!(v)))),
         ("matchPolicy", opt(desc.match_policy.as_ref().map(|v| json!(v)))),
-        ("namespaceSelector", namespace_selector(target)),
+        ("namespaceSelector", target.webhook_selector.clone()),
         ("objectSelector", opt(desc.object_selector.as_ref().map(|v| json!(v)))),
         ("sideEffects", Some(json!(desc.side_effects))),
         ("timeoutSeconds", desc.timeout_seconds.map(|v| json!(v))),
