@@ -301,12 +301,19 @@ echo "$api_host" > "$dir/api-host"
 wait_for kube-apiserver 120 "${api[@]}" "$apiurl/readyz"
 
 # ---------------------------------------------------------------- controller manager, scheduler, kwok
+# --node-monitor-grace-period: the node-lifecycle controller times node heartbeats by when it saw
+# them. After an API server outage longer than the grace period (controller_outage_e2e stops it
+# for 90 s) it saw none, marks every node Unknown and every pod on them NotReady ("all Nodes are
+# not-Ready. Entering master disruption mode") before kwok and the kubelet have renewed their
+# leases; kwok never makes a Running pod Ready again, so the Deployments on the fake node stayed
+# unavailable. 5 minutes outlasts the outages the tests make.
 start kube-controller-manager "$bin/kube-controller-manager" \
   --kubeconfig="$kubeconfig" --authentication-kubeconfig="$kubeconfig" --authorization-kubeconfig="$kubeconfig" \
   --bind-address=127.0.0.1 --secure-port="$KCM_PORT" --leader-elect=false \
   --controllers=garbage-collector-controller,deployment-controller,replicaset-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,statefulset-controller,job-controller,endpointslice-controller,clusterrole-aggregation-controller,root-ca-certificate-publisher-controller,pod-garbage-collector-controller,ttl-after-finished-controller,node-lifecycle-controller \
   --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
   --use-service-account-credentials=false \
+  --node-monitor-grace-period=5m \
   --concurrent-gc-syncs=5 --v=1
 start kube-scheduler "$bin/kube-scheduler" \
   --kubeconfig="$kubeconfig" --authentication-kubeconfig="$kubeconfig" --authorization-kubeconfig="$kubeconfig" \

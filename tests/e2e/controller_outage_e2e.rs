@@ -86,6 +86,8 @@ fn an_api_outage_is_quiet_and_work_resumes_within_seconds() {
         // with their own (client-go) backoff; the CSV then follows within a poll.
         csv_succeeded_and_deployment_available(&client, &after.name).await;
         println!("Subscription created after recovery: CSV Succeeded after {:?}", start.elapsed());
+        // The install made before the outage runs on as it did.
+        csv_succeeded_and_deployment_available(&client, &before.name).await;
 
         drop(controller);
         cleanup_cluster_rbac(&client, &[&before.name, &after.name]).await;
