@@ -7,7 +7,8 @@
 //!   version (a v1beta1 CRD's `spec.version` counts as its one version); an owned CRD that is not
 //!   in the list is an error;
 //! - every package's channel starts at its `currentCSV` and takes in each CSV reached through
-//!   `replaces` and `spec.skips`; its `defaultChannel` must be one of its channels;
+//!   `replaces` and `spec.skips`; its `defaultChannel` must be one of its channels, except that a
+//!   package of one channel has that channel as its default whatever it says;
 //! - a CSV that no channel reaches belongs to no package and is left out (nothing can install it).
 //!
 //! The result is a file-based catalog whose bundles have no image and carry their objects as
@@ -97,6 +98,27 @@ struct PackageChannel {
 /// A CRD of the list, by the API keys it serves: `(group, version, plural)` → index in the list.
 type CrdIndex = BTreeMap<(String, String, String), usize>;
 
+/// The default channel of `pkg`, whose channels that load are `channel_names`, and what is wrong
+/// with it: a package of one channel has that channel as its default whatever `defaultChannel`
+/// says (operator-registry v1.74.0 `PackageChannel.IsDefaultChannel`, which its SQLite loader
+/// reads); otherwise `defaultChannel` must name a channel, and may be left out only with one.
+fn default_channel(pkg: &PackageManifest, channel_names: &[String]) -> (Option<String>, Option<String>) {
+    let default = match pkg.channels.as_slice() {
+        [only] => Some(only.name.clone()),
+        _ => pkg.default_channel.clone().filter(|d| !d.is_empty()),
+    };
+    let problem = match &default {
+        Some(d) if !channel_names.contains(d) => {
+            Some(format!("defaultChannel {d:?} is not one of its channels ({})", channel_names.join(", ")))
+        }
+        None if channel_names.len() > 1 => {
+            Some("defaultChannel is not set and the package has several channels; set it".to_string())
+        }
+        _ => None,
+    };
+    (default, problem)
+}
+
 /// The file-based catalog of a ConfigMap catalog's `data` ([`crate::bundle::configmap`]).
 ///
 /// # Errors
@@ -148,21 +170,9 @@ pub fn from_config_map(data: &BTreeMap<String, String>) -> Result<DeclarativeCon
                 ..Default::default()
             });
         }
-        let default = pkg.default_channel.clone().filter(|d| !d.is_empty());
-        match &default {
-            Some(d) if !channel_names.contains(d) => errors.push(entry_err(
-                KEY_PACKAGES,
-                index,
-                &pkg.package_name,
-                format!("defaultChannel {d:?} is not one of its channels ({})", channel_names.join(", ")),
-            )),
-            None if channel_names.len() > 1 => errors.push(entry_err(
-                KEY_PACKAGES,
-                index,
-                &pkg.package_name,
-                "defaultChannel is not set and the package has several channels; set it".into(),
-            )),
-            _ => {}
+        let (default, problem) = default_channel(&pkg, &channel_names);
+        if let Some(problem) = problem {
+            errors.push(entry_err(KEY_PACKAGES, index, &pkg.package_name, problem));
         }
         cfg.packages.push(Package {
             schema: model::SCHEMA_PACKAGE.into(),
@@ -494,6 +504,16 @@ mod tests {
         let bundle = Bundle::from_blob(v2).expect("the blob's objects make a bundle");
         assert_eq!((bundle.name(), bundle.package()), ("widget.v2.0.0", "widget"));
         assert_eq!(bundle.crds().map(|c| c.name()).collect::<Vec<_>>(), ["widgets.example.com"]);
+    }
+
+    /// operator-registry's `IsDefaultChannel`: the one channel of a package is its default, even
+    /// where `defaultChannel` names another (OLM's e2e "creation with dependencies required and
+    /// provided in different versions" has such a package).
+    #[test]
+    fn the_one_channel_of_a_package_is_its_default() {
+        let packages = "- {packageName: widget, defaultChannel: stable, channels: [{name: myapp-stable, currentCSV: widget.v1.0.0}]}";
+        let cfg = from_config_map(&data(CRDS, &csv("widget.v1.0.0", "1.0.0", None, &[]), packages)).expect("loads");
+        assert_eq!(cfg.packages[0].default_channel.as_deref(), Some("myapp-stable"));
     }
 
     #[test]

@@ -497,7 +497,7 @@ fn validate_checked_with(
     let mut pkg_names: Vec<&str> = blobs.packages.keys().copied().collect();
     pkg_names.sort_unstable();
     for pkg in pkg_names {
-        check_package(cfg, &blobs, pkg, &checks, &mut c);
+        check_package(cfg, &blobs, pkg, &checks, names, &mut c);
     }
 
     check_deprecations(cfg, &blobs, &mut c);
@@ -673,12 +673,15 @@ fn check_in_channel(
 }
 
 /// The rules of one package: it has channels and a default channel among them, each channel's
-/// entries and graph, and no version twice.
+/// entries and graph, and no version twice — the last not for a catalog served from SQLite
+/// (`names` [`PackageNames::NonEmpty`]): operator-registry's SQLite loader has no such rule
+/// (v1.74.0 `pkg/sqlite/load.go`), and OLM resolves such a catalog's bundles of one version.
 fn check_package<'a>(
     cfg: &DeclarativeConfig,
     blobs: &Blobs<'a>,
     pkg: &'a str,
     checks: &BundleChecks,
+    names: PackageNames,
     c: &mut Collector,
 ) {
     let p = &cfg.packages[blobs.packages[pkg]];
@@ -699,7 +702,9 @@ fn check_package<'a>(
     for ch_name in &chan_names {
         check_channel(pkg, chans[ch_name], &blobs.bundles, checks, c);
     }
-    check_unique_versions(pkg, chans, &blobs.bundles, checks, c);
+    if names == PackageNames::Dns1123Label {
+        check_unique_versions(pkg, chans, &blobs.bundles, checks, c);
+    }
 }
 
 /// `defaultChannel` is set and names one of `chan_names` (sorted).
@@ -1561,6 +1566,17 @@ mod tests {
         let nameless = "---\nschema: olm.package\ndefaultChannel: alpha\n";
         let e = validate_with(&cfg(nameless), PackageNames::NonEmpty).expect_err("a name is needed");
         assert_eq!(e.errors[0].kind, ErrorKind::Name, "{e}");
+    }
+
+    /// Two bundles of one version: an error for a file-based catalog (opm), accepted from a
+    /// catalog served from SQLite, whose loader has no such rule.
+    #[test]
+    fn duplicate_versions_are_refused_only_where_opm_refuses_them() {
+        let chan = "---\nschema: olm.channel\npackage: p\nname: stable\nentries:\n- name: p.v1\n- name: p.v2\n  replaces: p.v1\n";
+        let y = format!("{PKG}{chan}{}{}", bundle("p", "p.v1", "1.0.0"), bundle("p", "p.v2", "1.0.0"));
+        let e = validate_with(&cfg(&y), PackageNames::Dns1123Label).expect_err("duplicate version");
+        assert_eq!(e.errors.iter().map(|e| e.kind).collect::<Vec<_>>(), [ErrorKind::Version], "{e}");
+        validate_with(&cfg(&y), PackageNames::NonEmpty).expect("a SQLite-backed registry serves it");
     }
 
     /// Errors that involve several bundle blobs name each by its image, so that the
