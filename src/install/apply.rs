@@ -1148,7 +1148,9 @@ const LABEL_BOOTSTRAPPING: &str = "kubernetes.io/bootstrapping";
 /// install, `reference/olm-v0.md` §5.5), or — cluster-scoped objects only, such as a CRD shared
 /// by two installs of one package — the component label of the same package in another
 /// namespace (the label's name is `<package>.<namespace>` and a namespace has no dot); the same
-/// holds for the auth bindings such installs share ([`super::webhook::is_shared_binding`]).
+/// holds for the auth bindings such installs share ([`super::webhook::is_shared_binding`]). A CRD
+/// whose component labels all name operators of the step's own namespace passes to this one (an
+/// API moved between two packages of one namespace by the resolver).
 /// Objects the API server bootstraps (label `kubernetes.io/bootstrapping`) are never this
 /// operator's. A step without a component label (not planned by [`super::plan::steps`]) is not
 /// checked.
@@ -1181,6 +1183,21 @@ pub fn takeover_refused(
     if (step.namespace.is_none() || super::webhook::is_shared_binding(step))
         && let Some(pkg) = package_of(&own)
         && labels.keys().any(|k| package_of(k).as_deref() == Some(pkg.as_str()))
+    {
+        return None;
+    }
+    // A CRD passed from one operator of the namespace to another: OLM's resolver moves an API to
+    // the package whose new bundle owns it when the old provider's new bundle no longer does
+    // (operator-lifecycle-manager `TestSolveOperators_TransferApiOwnership`); the resolver plans it
+    // only then, since a namespace has one provider per API.
+    let namespace_of = |key: &str| {
+        key.strip_prefix(COMPONENT_LABEL_PREFIX).and_then(|rest| rest.rsplit_once('.')).map(|(_, ns)| ns.to_string())
+    };
+    let components: Vec<&String> = labels.keys().filter(|k| k.starts_with(COMPONENT_LABEL_PREFIX)).collect();
+    if step.is_crd()
+        && let Some(ns) = namespace_of(&own)
+        && !components.is_empty()
+        && components.iter().all(|k| namespace_of(k).as_deref() == Some(ns.as_str()))
     {
         return None;
     }
@@ -1317,7 +1334,7 @@ mod tests {
     fn only_this_operators_objects_are_taken_over() {
         let own = "operators.coreos.com/op.ns1";
         let ns_step = step("ConfigMap", Some("ns1"), own);
-        let crd_step = step("CustomResourceDefinition", None, own);
+        let crd_step = Step { group: "apiextensions.k8s.io".into(), ..step("CustomResourceDefinition", None, own) };
         // Its own component label: updated, in any scope.
         assert_eq!(takeover_refused(&ns_step, Some(&labels(&[(own, "")]))), None);
         assert_eq!(takeover_refused(&crd_step, Some(&labels(&[(own, "")]))), None);
@@ -1328,11 +1345,19 @@ mod tests {
             takeover_refused(&ns_step, Some(&other_ns)),
             Some(("belongs to operator op.ns2".into(), own.into()))
         );
-        // Another package's object, a bootstrap object, an object nobody labelled: refused.
+        // A CRD of another operator of the same namespace passes over (the resolver moved its
+        // API to this one); of another package elsewhere, or any other object of another
+        // package, a bootstrap object, an object nobody labelled: refused.
         let other_pkg = labels(&[("operators.coreos.com/opx.ns1", "")]);
+        assert_eq!(takeover_refused(&crd_step, Some(&other_pkg)), None);
         assert_eq!(
-            takeover_refused(&crd_step, Some(&other_pkg)),
+            takeover_refused(&ns_step, Some(&other_pkg)),
             Some(("belongs to operator opx.ns1".into(), own.into()))
+        );
+        let elsewhere = labels(&[("operators.coreos.com/opx.ns1", ""), ("operators.coreos.com/opx.ns2", "")]);
+        assert_eq!(
+            takeover_refused(&crd_step, Some(&elsewhere)),
+            Some(("belongs to operator opx.ns1, opx.ns2".into(), own.into()))
         );
         let boot = labels(&[("kubernetes.io/bootstrapping", "rbac-defaults")]);
         assert!(takeover_refused(&crd_step, Some(&boot)).is_some_and(|(o, _)| o.contains("bootstrap")));
