@@ -909,7 +909,9 @@ fn new_csv_world(condition: Reply) -> (ApiServer, Arc<super::Context>, Value, St
             &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"),
             Reply::Ok(deployment.clone()),
         )
-        // Installing (InstallReady): the Deployment applied, orphans looked for, an Event.
+        // Installing (InstallReady): who installs (the group names no ServiceAccount: capstan),
+        // the Deployment applied, orphans looked for, an Event.
+        .expect("GET", &olm_path("v1", NS, "operatorgroups", "og"), Reply::Ok(og.clone()))
         .expect(
             "GET",
             &format!("/apis/apps/v1/namespaces/{NS}/deployments/etcd-operator"),

@@ -283,7 +283,10 @@ pub(super) async fn install(
             (planned.into_iter().filter(keep).collect(), Some(names))
         }
     };
-    let results = crate::install::apply::apply(&ctx.client, &steps, &ctx.apply_options()).await;
+    let results = match installing_client(ctx, csv, ns).await? {
+        Ok(client) => crate::install::apply::apply(&client, &steps, &ctx.apply_options()).await,
+        Err(failure) => return Ok(Some(failure)),
+    };
     if let Some(failed) = results.iter().find(|r| matches!(r.status, crate::install::apply::StepStatus::Failed(_))) {
         return Ok(Some((CsvReason::InstallComponentFailed, format!("install strategy failed: {failed}"))));
     }
@@ -292,6 +295,27 @@ pub(super) async fn install(
     announce(ctx, csv, ns, what, &results).await;
     remember();
     Ok(None)
+}
+
+/// Who applies the CSV's objects, as OLM's olm-operator: the identity of its group's
+/// ServiceAccount when the group names one (`parseStrategiesAndUpdateStatus`,
+/// `AttenuateToServiceAccount`), so that an operator is installed only with what its
+/// administrator granted, else capstan's own. `Err` is the CSV's failure when nobody can (the
+/// ServiceAccount is missing); that, or a refusal of the API server, fails the CSV, which starts over from Pending
+/// after 30 s (OLM: when the namespace's RBAC changes).
+async fn installing_client(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    ns: &str,
+) -> Result<Result<kube::Client, (CsvReason, String)>, Error> {
+    use crate::controller::scoped::{InstallerCheck, installer};
+    let og = csv.annotations().get(crate::install::ANNOTATION_OPERATOR_GROUP).cloned().unwrap_or_default();
+    Ok(match installer(ctx, ns, &og).await? {
+        InstallerCheck::Ready(installer) => Ok(installer.appliers(&ctx.client).steps.clone()),
+        InstallerCheck::Blocked(message) => {
+            Err((CsvReason::InstallComponentFailed, format!("install strategy failed: {message}")))
+        }
+    })
 }
 
 /// Whether the CSV reconciler makes `csv`'s workload: it has Deployments in its strategy and is
