@@ -1,4 +1,4 @@
-//! The CustomResourceDefinitions of the seven kinds, as objects and as YAML.
+//! The CustomResourceDefinitions of the eight kinds, as objects and as YAML.
 
 use std::path::{Path, PathBuf};
 
@@ -6,8 +6,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{CustomR
 use kube::CustomResourceExt;
 
 use super::{
-    CatalogSource, ClusterServiceVersion, InstallPlan, Operator, OperatorCondition, OperatorGroup, Subscription,
-    operatorcondition, operatorgroup,
+    CatalogSource, ClusterServiceVersion, InstallPlan, OlmConfig, Operator, OperatorCondition, OperatorGroup,
+    Subscription, operatorcondition, operatorgroup,
 };
 
 /// First line of every generated CRD file.
@@ -34,7 +34,7 @@ pub enum CrdError {
     },
 }
 
-/// The seven CRDs (CatalogSource, ClusterServiceVersion, InstallPlan, Operator,
+/// The eight CRDs (CatalogSource, ClusterServiceVersion, InstallPlan, OLMConfig, Operator,
 /// OperatorCondition, OperatorGroup, Subscription), sorted by name (`catalogsources.operators.coreos.com`, …). Deterministic.
 ///
 /// Differences from the derive's output, to match OLM's CRDs: OperatorGroup's `spec` is optional
@@ -57,8 +57,18 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     oc.spec.versions.extend(oc_v2.spec.versions);
     let mut op = Operator::crd();
     optional_spec(&mut op, None);
-    let mut all =
-        vec![CatalogSource::crd(), ClusterServiceVersion::crd(), InstallPlan::crd(), op, oc, og, Subscription::crd()];
+    let mut olm_config = OlmConfig::crd();
+    optional_spec(&mut olm_config, None);
+    let mut all = vec![
+        CatalogSource::crd(),
+        ClusterServiceVersion::crd(),
+        InstallPlan::crd(),
+        olm_config,
+        op,
+        oc,
+        og,
+        Subscription::crd(),
+    ];
     all.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     all
 }
@@ -145,7 +155,7 @@ pub fn openapi_schema(kind: &str, version: &str) -> Option<serde_json::Value> {
 }
 
 /// [`openapi_schema`] without the copy: every schema of [`crds`], made once per process (making
-/// them generates all seven CRDs, ~30 ms; `resolve -f` looks one up per Subscription).
+/// them generates all eight CRDs, ~30 ms; `resolve -f` looks one up per Subscription).
 fn schema_of(kind: &str, version: &str) -> Option<&'static serde_json::Value> {
     static SCHEMAS: std::sync::OnceLock<Vec<(String, String, serde_json::Value)>> = std::sync::OnceLock::new();
     SCHEMAS
@@ -419,6 +429,7 @@ mod tests {
             ("catalogsources.operators.coreos.com", "CatalogSource", vec!["catsrc"], "v1alpha1"),
             ("clusterserviceversions.operators.coreos.com", "ClusterServiceVersion", vec!["csv", "csvs"], "v1alpha1"),
             ("installplans.operators.coreos.com", "InstallPlan", vec!["ip"], "v1alpha1"),
+            ("olmconfigs.operators.coreos.com", "OLMConfig", Vec::<&str>::new(), "v1"),
             ("operatorconditions.operators.coreos.com", "OperatorCondition", vec!["condition"], "v1,v2"),
             ("operatorgroups.operators.coreos.com", "OperatorGroup", vec!["og"], "v1,v1alpha2"),
             ("operators.operators.coreos.com", "Operator", Vec::<&str>::new(), "v1"),
@@ -432,8 +443,9 @@ mod tests {
             assert_eq!(g.3, w.3);
         }
         for c in crds() {
-            // As in OLM's CRDs: only Operator is cluster-scoped.
-            let scope = if c.spec.names.kind == "Operator" { "Cluster" } else { "Namespaced" };
+            // As in OLM's CRDs: only Operator and OLMConfig are cluster-scoped.
+            let scope =
+                if ["Operator", "OLMConfig"].contains(&c.spec.names.kind.as_str()) { "Cluster" } else { "Namespaced" };
             assert_eq!(c.spec.scope, scope);
             assert_eq!(c.spec.names.categories.as_deref(), Some(&["olm".to_string()][..]));
             assert!(c.spec.versions[0].subresources.as_ref().unwrap().status.is_some());
@@ -527,11 +539,11 @@ mod tests {
     }
 
     #[test]
-    fn yaml_stream_is_deterministic_and_has_seven_documents() {
+    fn yaml_stream_is_deterministic_and_has_eight_documents() {
         let a = crds_yaml_stream().unwrap();
         let b = crds_yaml_stream().unwrap();
         assert_eq!(a, b);
-        assert_eq!(a.matches("\n---\n").count() + usize::from(a.starts_with("---\n")), 7);
+        assert_eq!(a.matches("\n---\n").count() + usize::from(a.starts_with("---\n")), 8);
         assert_eq!(crd_file_name(&by_plural("subscriptions")), "operators.coreos.com_subscriptions.yaml");
     }
 }

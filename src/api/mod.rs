@@ -1,7 +1,7 @@
 //! The `operators.coreos.com` API as kube-rs custom resources: CatalogSource, Subscription,
 //! InstallPlan, ClusterServiceVersion (`v1alpha1`) and OperatorGroup (`v1`; its CRD also serves
 //! `v1alpha2`, see [`operatorgroup::v1alpha2`]), OperatorCondition (`v2`, also served as
-//! [`operatorcondition::v1`]) and Operator (`v1`, cluster-scoped).
+//! [`operatorcondition::v1`]), Operator and OLMConfig (`v1`, cluster-scoped).
 //!
 //! Field names, enum values, condition types, short names, categories and printer columns are
 //! OLM v0's (`../shared/reference/olm-v0.md` §1; upstream `operator-framework/api`
@@ -24,7 +24,7 @@
 //! `securityContextConfig`, webhook type, upgrade strategy) are plain enums with the same
 //! `enum:` in capstan's CRDs.
 //!
-//! [`crds`] returns the seven CustomResourceDefinitions (sorted by name, deterministic);
+//! [`crds`] returns the eight CustomResourceDefinitions (sorted by name, deterministic);
 //! `capstan crds` prints them and `manifests/crds/` holds them, one file per CRD named like
 //! OLM's ([`crd_file_name`]).
 
@@ -119,6 +119,7 @@ pub mod catalogsource;
 pub mod clusterserviceversion;
 pub mod common;
 pub mod installplan;
+pub mod olmconfig;
 pub mod operator;
 pub mod operatorcondition;
 pub mod operatorgroup;
@@ -134,6 +135,7 @@ pub use crds::{
     declared_fields, openapi_schema, unknown_fields, unknown_fields_at, write_crd_dir,
 };
 pub use installplan::{InstallPlan, InstallPlanSpec, InstallPlanStatus};
+pub use olmconfig::OlmConfig;
 pub use operator::{Operator, OperatorSpec, OperatorStatus};
 pub use operatorcondition::{OperatorCondition, OperatorConditionSpec, OperatorConditionStatus};
 pub use operatorgroup::{OperatorGroup, OperatorGroupSpec, OperatorGroupStatus};

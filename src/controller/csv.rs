@@ -29,11 +29,13 @@ use kube::{Client, ResourceExt};
 
 use self::requirements::requirement_status;
 use self::workload::{deployments_waiting, remove_refused, webhooks_and_certificates};
+use super::copied_csvs;
 use super::events::EventType;
 use super::operator_groups::{api_ownership, operator_group_targets};
 use super::{Context, Error, apply_typed_status, fresh, kube_err, now_time};
 use crate::api::clusterserviceversion::{ClusterServiceVersionStatus, CsvPhase, CsvReason, RequirementStatus};
 use crate::api::{ClusterServiceVersion, OperatorGroup};
+use crate::install::copied_csv::is_copy;
 use crate::install::from_watch_cache;
 use crate::install::operator_group::{GroupTargets, check_install_mode, member_annotations};
 
@@ -103,7 +105,7 @@ async fn operator_group_fit(
         GroupTargets::Unfit { reason, message } => return Ok((Some((CsvReason::from(reason), message)), None)),
         GroupTargets::Found { name, targets, .. } => (name, targets),
     };
-    let copied = csv.labels().contains_key(crate::install::LABEL_COPIED_FROM);
+    let copied = is_copy(csv);
     if !copied && let Some(want) = member_annotations(csv.annotations(), ns, &og, &targets) {
         annotate_member(client, csv, ns, &want).await?;
     }
@@ -517,13 +519,19 @@ async fn ensure_aggregation(ctx: &Context, csv: &ClusterServiceVersion, ns: &str
 
 pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = csv.namespace().unwrap_or_default();
-    // A deleted CSV: the CSV watch's Delete event makes the context forget it (`track_csvs`).
+    // A deleted CSV: the CSV watch's Delete event makes the context forget it and takes its
+    // copies with it (`track_csvs`).
     let Some(csv) = fresh(&ctx.client, csv.as_ref()).await? else {
         return Ok(Action::await_change());
     };
     // Finalizer and removal of a deleted CSV (`removal.rs`).
     if let Some(action) = super::removal::reconcile_csv(&csv, &ctx).await? {
         return Ok(action);
+    }
+    // A copy is not installed: it follows its original (OLM skips copies' transitions).
+    if is_copy(&csv) {
+        copied_csvs::reconcile_copy(&ctx, &csv).await?;
+        return Ok(Action::await_change());
     }
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
     let (fit, claim) = operator_group_fit(&ctx.client, &csv, &ns).await?;
@@ -568,6 +576,12 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     if pass.delete_replaced {
         delete_replaced(&api, &csv, &ns).await?;
     }
+    // The copies show the status just written.
+    let mut shown = csv.clone();
+    if let Some(status) = pass.phases.last() {
+        shown.status = Some(status.clone());
+    }
+    copied_csvs::sync(&ctx, &shown).await?;
     Ok(Action::requeue(pass.requeue))
 }
 

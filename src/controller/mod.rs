@@ -16,6 +16,7 @@
 mod catalogs;
 mod catalogsource;
 mod configmap_catalogs;
+mod copied_csvs;
 mod csv;
 pub mod events;
 #[cfg(test)]
@@ -23,6 +24,7 @@ mod fixtures;
 mod handoff;
 mod installplan;
 pub mod leader;
+mod olmconfig;
 mod operator;
 mod operator_groups;
 mod operator_labels;
@@ -45,7 +47,7 @@ use futures::StreamExt;
 use futures::channel::mpsc;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
@@ -621,6 +623,30 @@ fn wake_on_catalog_deletion(ctx: Arc<Context>) -> impl FnMut(&Result<watcher::Ev
     }
 }
 
+/// What wakes the CSVs whose group targets all namespaces for their copies (`copied_csvs.rs`):
+/// a namespace created or changed (it may need copies), an edit of the OLMConfig (copies turned
+/// on or off); and the OLMConfig watch's store, which says whether copies are made.
+#[allow(clippy::type_complexity)] // two watch streams and a store, named once here
+fn copy_triggers(
+    client: &Client,
+) -> (
+    impl futures::Stream<Item = Result<PartialObjectMeta<Namespace>, watcher::Error>> + Send + 'static,
+    impl futures::Stream<Item = Result<crate::api::OlmConfig, watcher::Error>> + Send + 'static,
+    reflector::Store<crate::api::OlmConfig>,
+) {
+    let namespaces = watcher(Api::<PartialObjectMeta<Namespace>>::all(client.clone()), watcher::Config::default())
+        .backoff(watch_backoff())
+        .applied_objects()
+        .predicate_filter(kube::runtime::predicates::resource_version, PredicateConfig::default());
+    let (olm_config, olm_config_writer) = reflector::store();
+    let olm_configs = watcher(Api::<crate::api::OlmConfig>::all(client.clone()), watcher::Config::default())
+        .backoff(watch_backoff())
+        .reflect(olm_config_writer)
+        .applied_objects()
+        .predicate_filter(kube::runtime::predicates::generation, PredicateConfig::default());
+    (namespaces, olm_configs, olm_config)
+}
+
 /// The CSV controller: [`filtered`], with what the CSV watch's events tell `ctx` ([`track_csvs`]).
 fn csv_controller(api: Api<ClusterServiceVersion>, ctx: Arc<Context>) -> Controller<ClusterServiceVersion> {
     let (reader, writer) = reflector::store();
@@ -645,7 +671,17 @@ fn track_csvs(
 ) -> impl FnMut(&Result<watcher::Event<ClusterServiceVersion>, watcher::Error>) {
     move |event| {
         match event {
-            Ok(watcher::Event::Delete(csv)) => ctx.forget_csv(csv),
+            Ok(watcher::Event::Delete(csv)) => {
+                ctx.forget_csv(csv);
+                let (ctx, csv) = (ctx.clone(), csv.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = copied_csvs::sync_after_delete(&ctx, &csv).await {
+                        let name = kube::ResourceExt::name_any(&csv);
+                        let ns = kube::ResourceExt::namespace(&csv).unwrap_or_default();
+                        tracing::warn!(csv = %format!("{ns}/{name}"), "copied CSVs after a deletion: {e}");
+                    }
+                });
+            }
             Ok(watcher::Event::InitDone) => ctx.keep_marks_of(&listed.state()),
             Ok(watcher::Event::Apply(_)) => {}
             _ => return,
@@ -936,6 +972,10 @@ async fn run_inner(
     let groups = filtered(Api::<OperatorGroup>::all(client.clone()))
         .run(operatorgroup::reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
+    olmconfig::ensure_exists(&client).await;
+    let olm_configs = filtered(Api::<crate::api::OlmConfig>::all(client.clone()))
+        .run(olmconfig::reconcile, error_policy, ctx.clone())
+        .for_each(|_| async {});
     let (operator_tx, operator_rx) = mpsc::unbounded();
     *ctx.operator_syncs.lock().unwrap_or_else(|e| e.into_inner()) = Some(operator_tx);
     let operators = futures::future::join(operator::run(ctx.clone(), operator_rx), operator_labels::run(ctx.clone()));
@@ -944,7 +984,7 @@ async fn run_inner(
     let orphaned_api_services = removal::watch_orphaned_api_services(ctx.clone());
     let all = futures::future::join4(
         futures::future::join5(catalogs, subscriptions, plans, csvs, groups),
-        futures::future::join(subscription_deletions, orphaned_api_services),
+        futures::future::join3(subscription_deletions, orphaned_api_services, olm_configs),
         group_deletions,
         operators,
     );
@@ -1034,6 +1074,8 @@ fn run_csvs(ctx: Arc<Context>) -> impl std::future::Future<Output = ()> {
     let csvs = csv_controller(Api::<ClusterServiceVersion>::all(client.clone()), ctx.clone());
     let csv_store = csvs.store();
     let _ = ctx.csv_store.set(csv_store.clone());
+    let csvs_of_all = csv_store.clone();
+    let (namespaces, olm_configs, olm_config) = copy_triggers(&client);
     csvs.owns_stream(
         watcher(Api::<PartialObjectMeta<Deployment>>::all(client.clone()), owned())
             .backoff(watch_backoff())
@@ -1052,6 +1094,14 @@ fn run_csvs(ctx: Arc<Context>) -> impl std::future::Future<Output = ()> {
             move |sub| installed_csv_of(&ctx, &sub)
         },
     )
+    .watches_stream(namespaces, {
+        let (store, config) = (csvs_of_all.clone(), olm_config.clone());
+        move |ns| match ns.metadata.deletion_timestamp {
+            None => copied_csvs::global_originals(&store, &config, false),
+            Some(_) => Vec::new(),
+        }
+    })
+    .watches_stream(olm_configs, move |_| copied_csvs::global_originals(&csvs_of_all, &olm_config, true))
     .watches_stream(crds, move |crd| {
         // CRDs carry no owner labels: the CSVs whose conversion webhooks list it.
         let name = crd.metadata.name.clone().unwrap_or_default();

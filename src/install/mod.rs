@@ -16,6 +16,7 @@ pub mod aggregation;
 pub mod apply;
 pub mod certs;
 pub mod config;
+pub mod copied_csv;
 pub mod crd_safety;
 pub mod hash;
 pub mod operator_condition;

@@ -148,6 +148,18 @@ EOF
 else
   log "WARNING: no real node in this environment: the magic catalog's opm pods cannot serve (their specs fail)"
 fi
+# OLM's default, which the suite assumes: the CSVs of AllNamespaces groups copied into every
+# namespace (capstan creates the OLMConfig with them off, docs/olm-differences.md `copied-csvs`).
+# Back to capstan's default on exit: later tests share this environment.
+olm_config() {
+  kubectl apply --server-side --force-conflicts --field-manager=capstan-conformance -f - >/dev/null <<EOF
+apiVersion: operators.coreos.com/v1
+kind: OLMConfig
+metadata: {name: cluster}
+spec: {features: {disableCopiedCSVs: $1}}
+EOF
+}
+olm_config false
 log "capstan controller (global catalog namespace $olm_ns, registries served on $host, packages API on $host:$packages_port, mirrors $state/registries.conf)"
 "$capstan" controller --kubeconfig "$dir/kubeconfig" --global-catalog-namespace "$olm_ns" \
   --metrics-addr 0 --registry-listen "$host" --packages-api "$host:$packages_port" \
@@ -157,6 +169,7 @@ controller=$!
 # An aggregated API left registered without its server stalls namespace deletion in the whole
 # cluster: it goes with the controller.
 stop() {
+  olm_config true || true
   kubectl delete apiservice v1.packages.operators.coreos.com --ignore-not-found >/dev/null 2>&1 || true
   kubectl delete mutatingadmissionpolicybinding,mutatingadmissionpolicy capstan-conformance-registry-pods \
     --ignore-not-found >/dev/null 2>&1 || true
@@ -202,15 +215,13 @@ set +e
 status=$?
 set -e
 log "suite exit status $status; controller log: $state/controller.log"
-if [ -n "${SUBSET:-}" ]; then
-  # CI goes on with other tests on this environment: the suite's namespaces go, while capstan
-  # still runs to finalize what is in them.
-  kubectl delete namespace "$olm_ns" "$test_ns" --wait --timeout=180s >/dev/null 2>&1 \
-    || log "WARNING: the suite's namespaces were not deleted within 180 s"
-  kubectl delete -f "$root/manifests/packages-api.yaml" --ignore-not-found >/dev/null 2>&1 || true
-  kubectl delete endpointslice -n capstan-system capstan-packages-conformance --ignore-not-found >/dev/null 2>&1 || true
-  # (the namespace too when this run made it: later tests deploy capstan there from nothing)
-  [ -n "$had_capstan_system" ] || kubectl delete namespace capstan-system --wait --timeout=120s >/dev/null 2>&1 || true
-fi
+# Other tests go on on this environment (CI's, or one's own after a full run): the suite's
+# namespaces go, while capstan still runs to finalize what is in them.
+kubectl delete namespace "$olm_ns" "$test_ns" --wait --timeout=180s >/dev/null 2>&1 \
+  || log "WARNING: the suite's namespaces were not deleted within 180 s"
+kubectl delete -f "$root/manifests/packages-api.yaml" --ignore-not-found >/dev/null 2>&1 || true
+kubectl delete endpointslice -n capstan-system capstan-packages-conformance --ignore-not-found >/dev/null 2>&1 || true
+# (the namespace too when this run made it: later tests deploy capstan there from nothing)
+[ -n "$had_capstan_system" ] || kubectl delete namespace capstan-system --wait --timeout=120s >/dev/null 2>&1 || true
 # With SUBSET (CI), a failed or unfinished spec fails the run; a full run's numbers are the verdict.
 python3 "$here/report.py" ${SUBSET:+--strict} "$state/report.json"

@@ -123,6 +123,113 @@ fn csv_applied_by_hand_is_installed_from_its_install_strategy() {
     })
 }
 
+/// A CSV whose group targets another namespace is copied there as OLM copies it (label
+/// `olm.copiedFrom`, reason `Copied`, OLM's message, the original's phase); a change of the copy's
+/// status is put back, a deleted copy is made again, the copy goes when the group stops targeting
+/// its namespace, and the copies go with the original. (The OLMConfig switch for AllNamespaces
+/// groups is cluster-wide, so it is left to the conformance suite's `Disabling copied CSVs` specs,
+/// which run alone.)
+#[test]
+fn a_csv_is_copied_into_the_other_namespaces_its_group_targets() {
+    crate::support::run(GROUP, 4, async {
+        let f = fixture().await;
+        let client = crate::support::cluster().await;
+        let ns = f.hold(TestNamespace::new(&client, "copied-csv").await);
+        let target = f.hold(TestNamespace::new(&client, "copied-csv-target").await);
+        create::<capstan::api::OperatorGroup>(
+            &client,
+            &ns.name,
+            json!({
+                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+                "metadata": {"name": "og", "namespace": ns.name}, "spec": {"targetNamespaces": [target.name]}
+            }),
+        )
+        .await;
+        let labels = json!({"app": "copied"});
+        create::<ClusterServiceVersion>(&client, &ns.name, json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+            "metadata": {"name": "copied.v1.0.0", "namespace": ns.name, "labels": {"team": "a"}},
+            "spec": {
+                "displayName": "Copied", "version": "1.0.0",
+                "installModes": [{"type": "OwnNamespace", "supported": true}, {"type": "SingleNamespace", "supported": true},
+                                 {"type": "MultiNamespace", "supported": true}, {"type": "AllNamespaces", "supported": false}],
+                "install": {"strategy": "deployment", "spec": {"deployments": [{
+                    "name": "copied",
+                    "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                             "template": {"metadata": {"labels": labels},
+                                          "spec": {"containers": [{"name": "c", "image": "registry.example/copied:1"}]}}}
+                }]}}
+            }
+        }))
+        .await;
+        csv_version_succeeded(&client, &ns.name, "copied.v1.0.0").await;
+        let copies: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &target.name);
+        let copied = |want: &'static str| {
+            let copies = copies.clone();
+            async move {
+                let c = copies.get_opt("copied.v1.0.0").await.ok()??;
+                let st = serde_json::to_value(c.status.as_ref()?).ok()?;
+                (st["phase"] == "Succeeded" && st["reason"] == want).then_some(c)
+            }
+        };
+        let copy = eventually("the copy in the target namespace", Duration::from_secs(30), || copied("Copied")).await;
+        let labels = copy.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels.get("olm.copiedFrom"), Some(&ns.name), "{labels:?}");
+        assert_eq!(labels.get("team").map(String::as_str), Some("a"), "{labels:?}");
+        let st = serde_json::to_value(copy.status.as_ref().unwrap()).unwrap();
+        assert_eq!(st["message"], format!("The operator is running in {} but is managing this namespace", ns.name));
+        let annotations = copy.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(annotations.get("olm.operatorNamespace"), Some(&ns.name), "{annotations:?}");
+        assert!(!annotations.contains_key("olm.targetNamespaces"), "{annotations:?}");
+        // Settled, the copy is written no more (no write loop between a copy and its original).
+        let settled = copies.get("copied.v1.0.0").await.expect("the copy").metadata.resource_version;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let later = copies.get("copied.v1.0.0").await.expect("the copy").metadata.resource_version;
+        assert_eq!(settled, later, "the copy was written again while nothing changed");
+
+        // A change of the copy's status is put back.
+        let patch = json!({"status": {"reason": "Edited", "message": "by hand"}});
+        copies
+            .patch_status("copied.v1.0.0", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("edit the copy");
+        eventually("the copy's status put back", Duration::from_secs(30), || copied("Copied")).await;
+        // A deleted copy is made again.
+        let uid = copy.metadata.uid.clone();
+        copies.delete("copied.v1.0.0", &Default::default()).await.expect("delete the copy");
+        eventually("the copy made again", Duration::from_secs(30), || async {
+            let c = copied("Copied").await?;
+            (c.metadata.uid != uid).then_some(())
+        })
+        .await;
+        // The group no longer targets the namespace: the copy goes.
+        let og_patch = json!({"spec": {"targetNamespaces": [ns.name]}});
+        Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &ns.name)
+            .patch("og", &PatchParams::default(), &Patch::Merge(&og_patch))
+            .await
+            .expect("retarget the group");
+        eventually("the copy removed", Duration::from_secs(60), || async {
+            copies.get_opt("copied.v1.0.0").await.ok()?.is_none().then_some(())
+        })
+        .await;
+        // Targeted again, then the original deleted: the copy goes with it.
+        let og_patch = json!({"spec": {"targetNamespaces": [target.name]}});
+        Api::<capstan::api::OperatorGroup>::namespaced(client.clone(), &ns.name)
+            .patch("og", &PatchParams::default(), &Patch::Merge(&og_patch))
+            .await
+            .expect("retarget the group");
+        eventually("the copy back", Duration::from_secs(60), || copied("Copied")).await;
+        Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns.name)
+            .delete("copied.v1.0.0", &Default::default())
+            .await
+            .expect("delete the original");
+        eventually("the copy gone with its original", Duration::from_secs(60), || async {
+            copies.get_opt("copied.v1.0.0").await.ok()?.is_none().then_some(())
+        })
+        .await;
+    })
+}
+
 /// An Operator created by hand (OLM's e2e "should surface components in its status"): its status
 /// gets the component label selector and lists what bears its label, a label removed drops the
 /// reference, the Operator deleted while a labelled object remains is made again, and deleted

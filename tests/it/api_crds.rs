@@ -37,7 +37,7 @@ fn committed_crd_files_match_the_generated_ones() {
 }
 
 #[test]
-fn crds_command_prints_the_seven_crds_and_writes_the_same_files() {
+fn crds_command_prints_the_eight_crds_and_writes_the_same_files() {
     let bin = env!("CARGO_BIN_EXE_capstan");
     let out = Command::new(bin).arg("crds").output().expect("run capstan crds");
     assert!(out.status.success(), "capstan crds failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -52,6 +52,7 @@ fn crds_command_prints_the_seven_crds_and_writes_the_same_files() {
             "catalogsources.operators.coreos.com",
             "clusterserviceversions.operators.coreos.com",
             "installplans.operators.coreos.com",
+            "olmconfigs.operators.coreos.com",
             "operatorconditions.operators.coreos.com",
             "operatorgroups.operators.coreos.com",
             "operators.operators.coreos.com",

@@ -429,7 +429,8 @@ fn no_two_files_import_each_other() {
 /// `Context` in `mod.rs`) may be used by any. `removal` is the finalizer half of the CSV and
 /// Subscription reconciles (their `reconcile` calls its hooks first): they may call it, and it
 /// calls no reconciler.
-const RECONCILERS: [&str; 6] = ["catalogsource", "csv", "installplan", "operator", "operatorgroup", "subscription"];
+const RECONCILERS: [&str; 7] =
+    ["catalogsource", "csv", "installplan", "olmconfig", "operator", "operatorgroup", "subscription"];
 
 #[test]
 fn no_reconciler_imports_another() {
