@@ -582,6 +582,7 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
         shown.status = Some(status.clone());
     }
     copied_csvs::sync(&ctx, &shown).await?;
+    unit::lift_owned_rbac(&ctx, &csv, &ns).await?;
     Ok(Action::requeue(pass.requeue))
 }
 

@@ -309,13 +309,120 @@ async fn installing_client(
     ns: &str,
 ) -> Result<Result<kube::Client, (CsvReason, String)>, Error> {
     use crate::controller::scoped::{InstallerCheck, installer};
-    let og = csv.annotations().get(crate::install::ANNOTATION_OPERATOR_GROUP).cloned().unwrap_or_default();
+    // The CSV's group annotation, or, on the pass that writes it, the namespace's one group.
+    let og = match csv.annotations().get(crate::install::ANNOTATION_OPERATOR_GROUP) {
+        Some(og) => og.clone(),
+        None => Api::<crate::api::OperatorGroup>::namespaced(ctx.client.clone(), ns)
+            .list(&crate::install::from_watch_cache())
+            .await
+            .map_err(kube_err(format!("listing OperatorGroups in {ns}")))?
+            .items
+            .first()
+            .map(|g| g.name_any())
+            .unwrap_or_default(),
+    };
     Ok(match installer(ctx, ns, &og).await? {
         InstallerCheck::Ready(installer) => Ok(installer.appliers(&ctx.client).steps.clone()),
         InstallerCheck::Blocked(message) => {
             Err((CsvReason::InstallComponentFailed, format!("install strategy failed: {message}")))
         }
     })
+}
+
+/// For a CSV whose group targets all namespaces: each Role and RoleBinding of its namespace it
+/// owns (owner labels) lifted to a ClusterRole / ClusterRoleBinding of the same name, created when
+/// missing and never changed after, as OLM's olm-operator does at each look of such a CSV
+/// (`ensureSingletonRBAC`, `pkg/controller/operators/olm/operatorgroup.go`): Roles a CSV applied by
+/// hand came with, besides those its InstallPlan made (which the plan lifts under the same names).
+pub(super) async fn lift_owned_rbac(ctx: &Context, csv: &ClusterServiceVersion, ns: &str) -> Result<(), Error> {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    let all = csv.annotations().get(crate::install::ANNOTATION_TARGET_NAMESPACES).is_some_and(|t| t.is_empty());
+    if !all || csv.metadata.deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    let owned =
+        crate::install::from_watch_cache().labels(&crate::controller::removal::owner_selector(ns, &csv.name_any()));
+    let roles = Api::<Role>::namespaced(ctx.client.clone(), ns)
+        .list(&owned)
+        .await
+        .map_err(kube_err(format!("listing the Roles of ClusterServiceVersion {ns}/{}", csv.name_any())))?;
+    for role in &roles.items {
+        create_missing::<ClusterRole>(&ctx.client, &lifted_role(role)).await?;
+    }
+    let bindings = Api::<RoleBinding>::namespaced(ctx.client.clone(), ns)
+        .list(&owned)
+        .await
+        .map_err(kube_err(format!("listing the RoleBindings of ClusterServiceVersion {ns}/{}", csv.name_any())))?;
+    for binding in &bindings.items {
+        create_missing::<ClusterRoleBinding>(&ctx.client, &lifted_binding(binding)).await?;
+    }
+    Ok(())
+}
+
+/// Creates cluster-scoped `obj` unless an object of its name exists (OLM creates the lifted RBAC
+/// once and leaves it).
+async fn create_missing<K>(client: &kube::Client, obj: &K) -> Result<(), Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let name = obj.name_any();
+    let what = format!("{} {name}", K::kind(&()));
+    if api.get_metadata_opt(&name).await.map_err(kube_err(format!("reading {what}")))?.is_some() {
+        return Ok(());
+    }
+    match api.create(&kube::api::PostParams::default(), obj).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(kube_err(format!("creating {what}"))(e)),
+    }
+}
+
+/// The ClusterRole a Role is lifted to: its name and labels, its rules and `get`/`list`/`watch` of
+/// namespaces (OLM `ensureSingletonRBAC`). Pure.
+pub(crate) fn lifted_role(role: &k8s_openapi::api::rbac::v1::Role) -> k8s_openapi::api::rbac::v1::ClusterRole {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+    let mut rules = role.rules.clone().unwrap_or_default();
+    rules.push(PolicyRule {
+        verbs: vec!["get".into(), "list".into(), "watch".into()],
+        api_groups: Some(vec![String::new()]),
+        resources: Some(vec!["namespaces".into()]),
+        ..Default::default()
+    });
+    ClusterRole {
+        metadata: kube::api::ObjectMeta {
+            name: role.metadata.name.clone(),
+            labels: role.metadata.labels.clone(),
+            ..Default::default()
+        },
+        rules: Some(rules),
+        ..Default::default()
+    }
+}
+
+/// The ClusterRoleBinding a RoleBinding is lifted to: its name, labels and subjects, bound to the
+/// ClusterRole of its Role's name (OLM `ensureSingletonRBAC`). Pure.
+pub(crate) fn lifted_binding(
+    binding: &k8s_openapi::api::rbac::v1::RoleBinding,
+) -> k8s_openapi::api::rbac::v1::ClusterRoleBinding {
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef};
+    ClusterRoleBinding {
+        metadata: kube::api::ObjectMeta {
+            name: binding.metadata.name.clone(),
+            labels: binding.metadata.labels.clone(),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: binding.role_ref.api_group.clone(),
+            kind: "ClusterRole".into(),
+            name: binding.role_ref.name.clone(),
+        },
+        subjects: binding.subjects.clone(),
+    }
 }
 
 /// Whether the CSV reconciler makes `csv`'s workload: it has Deployments in its strategy and is

@@ -298,3 +298,38 @@ fn a_deployment_renamed_in_the_strategy_leaves_the_old_one_orphaned() {
     assert_eq!(orphaned_deployments(&steps, &found), ["widgets-old"]);
     assert!(orphaned_deployments(&steps, &found[..1]).is_empty());
 }
+
+/// OLM's `ensureSingletonRBAC`: a Role the CSV owns becomes a ClusterRole of its name, labels and
+/// rules plus the namespaces it may now read; its binding binds that ClusterRole.
+#[test]
+fn owned_rbac_is_lifted_under_its_own_name() {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let labels = serde_json::json!({"olm.owner": "a.v1", "olm.owner.namespace": "ops", "olm.owner.kind": "ClusterServiceVersion"});
+    let role: Role = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "sa-role", "namespace": "ops", "labels": labels},
+        "rules": [{"verbs": ["*"], "apiGroups": ["cluster.com"], "resources": ["opgroups"]}]
+    }))
+    .unwrap();
+    let cr = serde_json::to_value(super::lifted_role(&role)).unwrap();
+    assert_eq!(cr["metadata"], serde_json::json!({"name": "sa-role", "labels": labels}));
+    assert_eq!(
+        cr["rules"],
+        serde_json::json!([
+            {"verbs": ["*"], "apiGroups": ["cluster.com"], "resources": ["opgroups"]},
+            {"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["namespaces"]}
+        ])
+    );
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "sa-rb", "namespace": "ops", "labels": labels},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "sa-role"},
+        "subjects": [{"kind": "ServiceAccount", "name": "sa", "namespace": "ops"}]
+    }))
+    .unwrap();
+    let crb = serde_json::to_value(super::lifted_binding(&binding)).unwrap();
+    assert_eq!(crb["metadata"]["name"], "sa-rb");
+    assert_eq!(
+        crb["roleRef"],
+        serde_json::json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "sa-role"})
+    );
+    assert_eq!(crb["subjects"], serde_json::json!([{"kind": "ServiceAccount", "name": "sa", "namespace": "ops"}]));
+}
