@@ -25,12 +25,15 @@ use crate::install::copied_csv::{copy_namespaces, differences, is_copiable, prot
 use crate::install::{ANNOTATION_OPERATOR_NAMESPACE, ANNOTATION_TARGET_NAMESPACES, LABEL_COPIED_FROM};
 
 /// Whether CSVs of AllNamespaces groups are copied: the OLMConfig `cluster` as the API server's
-/// watch cache has it ([`olmconfig::copied_csvs_are_enabled`]; none, or no OLMConfig CRD: yes).
+/// watch cache has it ([`olmconfig::copied_csvs_are_enabled`], OLM's meaning). Where it cannot be
+/// read — none (capstan creates it at start, `olmconfig::ensure_exists`), no OLMConfig CRD, or no
+/// right to read it (an install whose RBAC predates it) — capstan's default: no. So copies of
+/// every global operator are never made into every namespace by accident.
 pub(crate) async fn all_namespaces_enabled(client: &Client) -> Result<bool, Error> {
     let api: Api<OlmConfig> = Api::all(client.clone());
     match api.get_with(olmconfig::NAME, &kube::api::GetParams::any()).await {
         Ok(c) => Ok(c.copied_csvs_are_enabled()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(true),
+        Err(kube::Error::Api(s)) if matches!(s.code, 403 | 404) => Ok(false),
         Err(e) => Err(kube_err(format!("reading OLMConfig {}", olmconfig::NAME))(e)),
     }
 }
@@ -44,7 +47,7 @@ pub(super) fn global_originals(
     any: bool,
 ) -> Vec<ObjectRef<ClusterServiceVersion>> {
     let cluster = config.get(&ObjectRef::new(olmconfig::NAME));
-    if !any && !olmconfig::copied_csvs_are_enabled(cluster.as_deref()) {
+    if !any && !cluster.is_some_and(|c| c.copied_csvs_are_enabled()) {
         return Vec::new();
     }
     store
@@ -79,22 +82,11 @@ pub(super) async fn sync(ctx: &Context, csv: &ClusterServiceVersion) -> Result<(
     let ns = csv.namespace().unwrap_or_default();
     let have = copies_in(store, &csv.name_any(), &ns);
     let targets = annotated_targets(csv).unwrap_or_default();
-    let all = targets.iter().any(String::is_empty);
     let own_only = targets.iter().all(|t| *t == ns);
     if have.is_empty() && (own_only || !is_copiable(csv)) {
         return Ok(());
     }
-    let want = if !is_copiable(csv) || csv.metadata.deletion_timestamp.is_some() {
-        BTreeSet::new()
-    } else if all {
-        if all_namespaces_enabled(&ctx.client).await? {
-            copy_namespaces(&ns, &targets, &active_namespaces(&ctx.client).await?, true)
-        } else {
-            BTreeSet::new()
-        }
-    } else {
-        copy_namespaces(&ns, &targets, &targets, false)
-    };
+    let want = wanted(ctx, csv).await?;
     let proto = prototype(csv);
     for to in &want {
         let existing = have.iter().find(|c| c.namespace().as_deref() == Some(to.as_str()));
@@ -104,6 +96,23 @@ pub(super) async fn sync(ctx: &Context, csv: &ClusterServiceVersion) -> Result<(
         delete_copy(&ctx.client, copy, "its original no longer targets this namespace").await?;
     }
     Ok(())
+}
+
+/// The namespaces that should hold a copy of the installed `csv` ([`copy_namespaces`]; none while
+/// it is not [`is_copiable`] or is being deleted).
+async fn wanted(ctx: &Context, csv: &ClusterServiceVersion) -> Result<BTreeSet<String>, Error> {
+    let ns = csv.namespace().unwrap_or_default();
+    let targets = annotated_targets(csv).unwrap_or_default();
+    if !is_copiable(csv) || csv.metadata.deletion_timestamp.is_some() {
+        return Ok(BTreeSet::new());
+    }
+    if !targets.iter().any(String::is_empty) {
+        return Ok(copy_namespaces(&ns, &targets, &targets, false));
+    }
+    if !all_namespaces_enabled(&ctx.client).await? {
+        return Ok(BTreeSet::new());
+    }
+    Ok(copy_namespaces(&ns, &targets, &active_namespaces(&ctx.client).await?, true))
 }
 
 /// A copy: deleted when [`stale_copy`] says so, else brought back to its original's
@@ -128,10 +137,14 @@ pub(super) async fn reconcile_copy(ctx: &Context, copy: &ClusterServiceVersion) 
 pub(super) async fn sync_after_delete(ctx: &Context, gone: &ClusterServiceVersion) -> Result<(), Error> {
     let Some(store) = ctx.csv_store.get() else { return Ok(()) };
     if gone.labels().contains_key(LABEL_COPIED_FROM) {
-        return match parent_of(ctx, gone).await? {
-            Some(parent) => sync(ctx, &parent).await,
-            None => Ok(()),
-        };
+        // Only this copy, when its original still wants it (a sync of the original would, for
+        // every copy deleted at once, delete all the others again).
+        let Some(parent) = parent_of(ctx, gone).await? else { return Ok(()) };
+        let to = gone.namespace().unwrap_or_default();
+        if wanted(ctx, &parent).await?.contains(&to) {
+            put_copy(&ctx.client, &prototype(&parent), &to, None).await?;
+        }
+        return Ok(());
     }
     let ns = gone.namespace().unwrap_or_default();
     for copy in copies_in(store, &gone.name_any(), &ns) {

@@ -100,9 +100,9 @@ async fn operator_group_fit(
     client: &Client,
     csv: &ClusterServiceVersion,
     ns: &str,
-) -> Result<(Option<(CsvReason, String)>, Option<Beside>), Error> {
+) -> Result<(Option<(CsvReason, String)>, Option<Beside>, Option<Vec<String>>), Error> {
     let (og, targets) = match operator_group_targets(client, ns).await? {
-        GroupTargets::Unfit { reason, message } => return Ok((Some((CsvReason::from(reason), message)), None)),
+        GroupTargets::Unfit { reason, message } => return Ok((Some((CsvReason::from(reason), message)), None, None)),
         GroupTargets::Found { name, targets, .. } => (name, targets),
     };
     let copied = is_copy(csv);
@@ -123,19 +123,19 @@ async fn operator_group_fit(
         .collect();
     if let Err(e) = check_install_mode(ns, &targets, &modes) {
         let message = format!("CSV {ns}/{}: {}", csv.name_any(), e.message);
-        return Ok((Some((CsvReason::from(e.reason), message)), None));
+        return Ok((Some((CsvReason::from(e.reason), message)), None, Some(targets)));
     }
     use crate::install::aggregation::{self, ApiOwnership};
     let agg = |e: aggregation::AggregationError| Error::Kube { context: e.what, source: e.source };
     let (ownership, read_at) = api_ownership(client, ns, &og, &targets, &csv.name_any(), &csv.spec, copied).await?;
     match ownership {
-        ApiOwnership::Free => Ok((None, None)),
+        ApiOwnership::Free => Ok((None, None, Some(targets))),
         ApiOwnership::Claim(value) => {
             let (client, ns) = (client.clone(), ns.to_string());
             let claim = Beside::spawn(async move {
                 aggregation::write_provided_apis(&client, &ns, &og, &value, read_at.as_deref()).await.map_err(agg)
             });
-            Ok((None, Some(claim)))
+            Ok((None, Some(claim), Some(targets)))
         }
         ApiOwnership::Refused { reason, message, release } => {
             if let Some(value) = release {
@@ -148,9 +148,9 @@ async fn operator_group_fit(
                 && status.is_some_and(|s| failed_with(s, &conflict))
             {
                 let message = status.and_then(|s| s.message.clone()).unwrap_or_default();
-                return Ok((Some((conflict, message)), None));
+                return Ok((Some((conflict, message)), None, Some(targets)));
             }
-            Ok((Some((reason, message)), None))
+            Ok((Some((reason, message)), None, Some(targets)))
         }
     }
 }
@@ -534,7 +534,7 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
         return Ok(Action::await_change());
     }
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &ns);
-    let (fit, claim) = operator_group_fit(&ctx.client, &csv, &ns).await?;
+    let (fit, claim, group_targets) = operator_group_fit(&ctx.client, &csv, &ns).await?;
     // OLM fails a CSV whose webhook definitions it refuses before installing anything.
     let fit = fit.or_else(|| unit::invalid_webhooks(&csv).map(|m| (CsvReason::InvalidWebhookDescription, m)));
     // The phase steps whose next one needs no wait (None → Pending → InstallReady →
@@ -576,14 +576,40 @@ pub(super) async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>
     if pass.delete_replaced {
         delete_replaced(&api, &csv, &ns).await?;
     }
-    // The copies show the status just written.
+    group_work(&ctx, &csv, &ns, &pass, fit.is_none(), group_targets).await?;
+    Ok(Action::requeue(pass.requeue))
+}
+
+/// What a member CSV brings to its group's other namespaces: its copies ([`copied_csvs::sync`]),
+/// with the status just written, and for an AllNamespaces group its owned RBAC lifted
+/// ([`unit::lift_owned_rbac`]) while it fits (`fits`). Both follow the group's targets as this
+/// reconcile read them (`targets`; `None`: no usable group), never the CSV's own
+/// `olm.targetNamespaces`, which anyone who may edit the CSV can write. A copy that cannot be
+/// written is logged and tried again at the next look, without failing the CSV's reconcile.
+async fn group_work(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    ns: &str,
+    pass: &Pass,
+    fits: bool,
+    targets: Option<Vec<String>>,
+) -> Result<(), Error> {
     let mut shown = csv.clone();
     if let Some(status) = pass.phases.last() {
         shown.status = Some(status.clone());
     }
-    copied_csvs::sync(&ctx, &shown).await?;
-    unit::lift_owned_rbac(&ctx, &csv, &ns).await?;
-    Ok(Action::requeue(pass.requeue))
+    let annotations = shown.annotations_mut();
+    match &targets {
+        Some(t) => annotations.insert(crate::install::ANNOTATION_TARGET_NAMESPACES.into(), t.join(",")),
+        None => annotations.remove(crate::install::ANNOTATION_TARGET_NAMESPACES),
+    };
+    if let Err(e) = copied_csvs::sync(ctx, &shown).await {
+        tracing::warn!(csv = %format!("{ns}/{}", csv.name_any()), "copied CSVs: {e}");
+    }
+    if fits && targets.is_some() {
+        unit::lift_owned_rbac(ctx, &shown, ns).await?;
+    }
+    Ok(())
 }
 
 /// What a CSV from InstallReady on has of its workload: the objects OLM's olm-operator makes for

@@ -847,9 +847,12 @@ async fn observe_resolution(
         .list(&from_watch_cache())
         .await
         .map_err(kube_err(format!("listing ClusterServiceVersions in {ns}")))?;
+    // A copy of a CSV installed elsewhere is not an install here (OLM's resolver leaves copies
+    // out: `resolver/source_csvs.go`, `IsCopied`).
     let installed: Vec<InstalledBundle> = csvs
         .items
         .iter()
+        .filter(|c| !crate::install::copied_csv::is_copy(c))
         .map(|c| {
             InstalledBundle::from_csv(
                 ns,
@@ -1186,7 +1189,9 @@ async fn existing_csv(ctx: &Context, ns: &str, csv_names: &[String]) -> Result<O
     let found = futures::future::try_join_all(csv_names.iter().map(|c| csvs.get_opt(c)))
         .await
         .map_err(kube_err(format!("reading the ClusterServiceVersions {} in {ns}", csv_names.join(", "))))?;
-    Ok(csv_names.iter().zip(found).find(|(_, f)| f.is_some()).map(|(c, _)| c.clone()))
+    let installed =
+        |f: &Option<ClusterServiceVersion>| f.as_ref().is_some_and(|c| !crate::install::copied_csv::is_copy(c));
+    Ok(csv_names.iter().zip(found).find(|(_, f)| installed(f)).map(|(c, _)| c.clone()))
 }
 
 /// Marks `prior` superseded (annotation [`ANNOTATION_SUPERSEDED_BY`] with `message`, on the
