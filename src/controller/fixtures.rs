@@ -911,6 +911,7 @@ fn new_csv_world(condition: Reply) -> (ApiServer, Arc<super::Context>, Value, St
         )
         // Installing (InstallReady): who installs (the group names no ServiceAccount: capstan),
         // the Deployment applied, orphans looked for, an Event.
+        .expect("GET", &olm_path("v1", NS, "operatorgroups", ""), og_list(vec![og.clone()]))
         .expect("GET", &olm_path("v1", NS, "operatorgroups", "og"), Reply::Ok(og.clone()))
         .expect(
             "GET",

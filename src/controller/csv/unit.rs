@@ -283,8 +283,8 @@ pub(super) async fn install(
             (planned.into_iter().filter(keep).collect(), Some(names))
         }
     };
-    let results = match installing_client(ctx, csv, ns).await? {
-        Ok(client) => crate::install::apply::apply(&client, &steps, &ctx.apply_options()).await,
+    let results = match apply_as_installer(ctx, ns, steps).await? {
+        Ok(results) => results,
         Err(failure) => return Ok(Some(failure)),
     };
     if let Some(failed) = results.iter().find(|r| matches!(r.status, crate::install::apply::StepStatus::Failed(_))) {
@@ -297,29 +297,46 @@ pub(super) async fn install(
     Ok(None)
 }
 
+/// Applies `steps`: the RBAC copied into other target namespaces or lifted to cluster scope with
+/// capstan's own identity (OLM's `ensureTenantRBAC` / `ensureSingletonRBAC` use its own client),
+/// the rest as [`installing_client`] says. `Err` is the CSV's failure when nobody may install.
+async fn apply_as_installer(
+    ctx: &Context,
+    ns: &str,
+    steps: Vec<Step>,
+) -> Result<Result<Vec<crate::install::apply::StepResult>, (CsvReason, String)>, Error> {
+    let client = match installing_client(ctx, ns).await? {
+        Ok(client) => client,
+        Err(failure) => return Ok(Err(failure)),
+    };
+    let rbac = |s: &Step| matches!(s.kind.as_str(), "Role" | "RoleBinding" | "ClusterRole" | "ClusterRoleBinding");
+    let (tenant, rest): (Vec<Step>, Vec<Step>) = steps.into_iter().partition(rbac);
+    let opts = ctx.apply_options();
+    let mut results = crate::install::apply::apply(&ctx.client, &tenant, &opts).await;
+    results.extend(crate::install::apply::apply(&client, &rest, &opts).await);
+    Ok(Ok(results))
+}
+
 /// Who applies the CSV's objects, as OLM's olm-operator: the identity of its group's
 /// ServiceAccount when the group names one (`parseStrategiesAndUpdateStatus`,
 /// `AttenuateToServiceAccount`), so that an operator is installed only with what its
 /// administrator granted, else capstan's own. `Err` is the CSV's failure when nobody can (the
 /// ServiceAccount is missing); that, or a refusal of the API server, fails the CSV, which starts over from Pending
 /// after 30 s (OLM: when the namespace's RBAC changes).
-async fn installing_client(
-    ctx: &Context,
-    csv: &ClusterServiceVersion,
-    ns: &str,
-) -> Result<Result<kube::Client, (CsvReason, String)>, Error> {
+async fn installing_client(ctx: &Context, ns: &str) -> Result<Result<kube::Client, (CsvReason, String)>, Error> {
     use crate::controller::scoped::{InstallerCheck, installer};
-    // The CSV's group annotation, or, on the pass that writes it, the namespace's one group.
-    let og = match csv.annotations().get(crate::install::ANNOTATION_OPERATOR_GROUP) {
-        Some(og) => og.clone(),
-        None => Api::<crate::api::OperatorGroup>::namespaced(ctx.client.clone(), ns)
-            .list(&crate::install::from_watch_cache())
-            .await
-            .map_err(kube_err(format!("listing OperatorGroups in {ns}")))?
-            .items
-            .first()
-            .map(|g| g.name_any())
-            .unwrap_or_default(),
+    // The namespace's group (the CSV reconciler has checked there is exactly one), never the
+    // CSV's own annotation, which anyone who may edit the CSV can write.
+    let groups = Api::<crate::api::OperatorGroup>::namespaced(ctx.client.clone(), ns)
+        .list(&crate::install::from_watch_cache())
+        .await
+        .map_err(kube_err(format!("listing OperatorGroups in {ns}")))?;
+    let og = match groups.items.as_slice() {
+        [og] => og.name_any(),
+        _ => {
+            let message = format!("namespace {ns} has not exactly one OperatorGroup");
+            return Ok(Err((CsvReason::InstallComponentFailed, format!("install strategy failed: {message}"))));
+        }
     };
     Ok(match installer(ctx, ns, &og).await? {
         InstallerCheck::Ready(installer) => Ok(installer.appliers(&ctx.client).steps.clone()),
