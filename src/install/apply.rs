@@ -581,7 +581,8 @@ impl Applier<'_> {
                 }
             };
             if let Some(obj) = &found
-                && let Some((owner, label)) = takeover_refused(step, obj.metadata.labels.as_ref())
+                && let Some((owner, label)) =
+                    takeover_refused(step, obj.metadata.labels.as_ref(), declared_owned(step, steps))
             {
                 conflicts.push((i, StepError::Conflict { object: step.describe(), owner, label }));
             }
@@ -1149,8 +1150,9 @@ const LABEL_BOOTSTRAPPING: &str = "kubernetes.io/bootstrapping";
 /// by two installs of one package — the component label of the same package in another
 /// namespace (the label's name is `<package>.<namespace>` and a namespace has no dot); the same
 /// holds for the auth bindings such installs share ([`super::webhook::is_shared_binding`]). A CRD
-/// whose component labels all name operators of the step's own namespace passes to this one (an
-/// API moved between two packages of one namespace by the resolver).
+/// the plan's CSV declares owned (`declared_owned`, [`declared_owned`]) whose component labels
+/// all name operators of the step's own namespace passes to this one (an API moved between two
+/// packages of one namespace by the resolver).
 /// Objects the API server bootstraps (label `kubernetes.io/bootstrapping`) are never this
 /// operator's. A step without a component label (not planned by [`super::plan::steps`]) is not
 /// checked.
@@ -1161,6 +1163,7 @@ const LABEL_BOOTSTRAPPING: &str = "kubernetes.io/bootstrapping";
 pub fn takeover_refused(
     step: &Step,
     existing: Option<&std::collections::BTreeMap<String, String>>,
+    declared_owned: bool,
 ) -> Option<(String, String)> {
     use super::COMPONENT_LABEL_PREFIX;
     let own = step
@@ -1188,13 +1191,15 @@ pub fn takeover_refused(
     }
     // A CRD passed from one operator of the namespace to another: OLM's resolver moves an API to
     // the package whose new bundle owns it when the old provider's new bundle no longer does
-    // (operator-lifecycle-manager `TestSolveOperators_TransferApiOwnership`); the resolver plans it
-    // only then, since a namespace has one provider per API.
+    // (operator-lifecycle-manager `TestSolveOperators_TransferApiOwnership`). Only a CRD the
+    // plan's CSV declares owned (`declared_owned`): its API is one the resolver weighed, with one
+    // provider per API in a namespace; a CRD a bundle merely ships is not.
     let namespace_of = |key: &str| {
         key.strip_prefix(COMPONENT_LABEL_PREFIX).and_then(|rest| rest.rsplit_once('.')).map(|(_, ns)| ns.to_string())
     };
     let components: Vec<&String> = labels.keys().filter(|k| k.starts_with(COMPONENT_LABEL_PREFIX)).collect();
     if step.is_crd()
+        && declared_owned
         && let Some(ns) = namespace_of(&own)
         && !components.is_empty()
         && components.iter().all(|k| namespace_of(k).as_deref() == Some(ns.as_str()))
@@ -1210,6 +1215,18 @@ pub fn takeover_refused(
         "was not created by capstan or OLM".into()
     };
     Some((owner, own))
+}
+
+/// Whether CRD step `step` is one the CSV it is planned for declares in
+/// `spec.customresourcedefinitions.owned` (the CSV step of `steps` named `step.resolving`). Pure.
+pub fn declared_owned(step: &Step, steps: &[Step]) -> bool {
+    step.is_crd()
+        && steps.iter().filter(|s| s.kind == "ClusterServiceVersion" && s.name == step.resolving).any(|csv| {
+            csv.manifest
+                .pointer("/spec/customresourcedefinitions/owned")
+                .and_then(Value::as_array)
+                .is_some_and(|owned| owned.iter().any(|d| d.get("name").and_then(Value::as_str) == Some(&step.name)))
+        })
 }
 
 /// Errors the API server reports as a 500 (or 413) that no retry changes, as the reason capstan
@@ -1330,47 +1347,69 @@ mod tests {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
+    /// Only a CRD the plan's CSV lists in `spec.customresourcedefinitions.owned` counts as owned.
+    #[test]
+    fn a_crd_is_declared_owned_by_its_csv_step() {
+        let own = "operators.coreos.com/op.ns1";
+        let crd = Step { group: "apiextensions.k8s.io".into(), ..step("CustomResourceDefinition", None, own) };
+        let mut csv = step("ClusterServiceVersion", Some("ns1"), own);
+        csv.name = "op.v1".into();
+        assert!(!declared_owned(&crd, &[crd.clone(), csv.clone()]), "the CSV owns nothing");
+        csv.manifest = serde_json::json!({"spec": {"customresourcedefinitions": {"owned": [{"name": "x"}]}}});
+        assert!(declared_owned(&crd, &[crd.clone(), csv.clone()]));
+        csv.name = "other.v1".into();
+        assert!(!declared_owned(&crd, &[crd.clone(), csv]), "another CSV's");
+    }
+
     #[test]
     fn only_this_operators_objects_are_taken_over() {
         let own = "operators.coreos.com/op.ns1";
         let ns_step = step("ConfigMap", Some("ns1"), own);
         let crd_step = Step { group: "apiextensions.k8s.io".into(), ..step("CustomResourceDefinition", None, own) };
         // Its own component label: updated, in any scope.
-        assert_eq!(takeover_refused(&ns_step, Some(&labels(&[(own, "")]))), None);
-        assert_eq!(takeover_refused(&crd_step, Some(&labels(&[(own, "")]))), None);
+        assert_eq!(takeover_refused(&ns_step, Some(&labels(&[(own, "")])), false), None);
+        assert_eq!(takeover_refused(&crd_step, Some(&labels(&[(own, "")])), true), None);
         // The same package installed in another namespace shares its cluster-scoped objects only.
         let other_ns = labels(&[("operators.coreos.com/op.ns2", "")]);
-        assert_eq!(takeover_refused(&crd_step, Some(&other_ns)), None);
+        assert_eq!(takeover_refused(&crd_step, Some(&other_ns), true), None);
         assert_eq!(
-            takeover_refused(&ns_step, Some(&other_ns)),
+            takeover_refused(&ns_step, Some(&other_ns), false),
             Some(("belongs to operator op.ns2".into(), own.into()))
         );
         // A CRD of another operator of the same namespace passes over (the resolver moved its
         // API to this one); of another package elsewhere, or any other object of another
         // package, a bootstrap object, an object nobody labelled: refused.
         let other_pkg = labels(&[("operators.coreos.com/opx.ns1", "")]);
-        assert_eq!(takeover_refused(&crd_step, Some(&other_pkg)), None);
+        assert_eq!(takeover_refused(&crd_step, Some(&other_pkg), true), None);
         assert_eq!(
-            takeover_refused(&ns_step, Some(&other_pkg)),
+            takeover_refused(&crd_step, Some(&other_pkg), false),
+            Some(("belongs to operator opx.ns1".into(), own.into())),
+            "a CRD the bundle ships without declaring it owned"
+        );
+        assert_eq!(
+            takeover_refused(&ns_step, Some(&other_pkg), false),
             Some(("belongs to operator opx.ns1".into(), own.into()))
         );
         let elsewhere = labels(&[("operators.coreos.com/opx.ns1", ""), ("operators.coreos.com/opx.ns2", "")]);
         assert_eq!(
-            takeover_refused(&crd_step, Some(&elsewhere)),
+            takeover_refused(&crd_step, Some(&elsewhere), true),
             Some(("belongs to operator opx.ns1, opx.ns2".into(), own.into()))
         );
         let boot = labels(&[("kubernetes.io/bootstrapping", "rbac-defaults")]);
-        assert!(takeover_refused(&crd_step, Some(&boot)).is_some_and(|(o, _)| o.contains("bootstrap")));
-        assert_eq!(takeover_refused(&crd_step, None), Some(("was not created by capstan or OLM".into(), own.into())));
+        assert!(takeover_refused(&crd_step, Some(&boot), true).is_some_and(|(o, _)| o.contains("bootstrap")));
+        assert_eq!(
+            takeover_refused(&crd_step, None, true),
+            Some(("was not created by capstan or OLM".into(), own.into()))
+        );
         let csv_owned = labels(&[("olm.owner", "other.v2")]);
         assert_eq!(
-            takeover_refused(&ns_step, Some(&csv_owned)).map(|o| o.0),
+            takeover_refused(&ns_step, Some(&csv_owned), false).map(|o| o.0),
             Some("belongs to ClusterServiceVersion other.v2".into())
         );
         // A step that capstan did not plan (no component label) is not checked.
         let mut raw = step("ConfigMap", Some("ns1"), own);
         raw.manifest = serde_json::json!({"metadata": {"name": "x"}});
-        assert_eq!(takeover_refused(&raw, None), None);
+        assert_eq!(takeover_refused(&raw, None, false), None);
         let e = StepError::Conflict {
             object: "ClusterRole system:basic-user".into(),
             owner: "is a Kubernetes bootstrap object (label kubernetes.io/bootstrapping)".into(),
