@@ -17,7 +17,8 @@
 //! - bundle: known package, unique name, listed in some channel, image set and a valid
 //!   reference, exactly one `olm.package` property matching the package with a semver version,
 //!   valid `release` (and then no build metadata and name `<package>-v<version>-<release>`),
-//!   no two bundles of a package with the same version;
+//!   no two bundles of a package with the same version (not for a catalog served from SQLite,
+//!   [`PackageNames::NonEmpty`], whose loader has no such rule);
 //! - properties: every property has a type and a value; `olm.package`, `olm.gvk`,
 //!   `olm.gvk.required`, `olm.package.required` (range parses), `olm.constraint` (shape,
 //!   exactly one constraint per level, size limit, [`crate::catalog::property::MAX_CONSTRAINT_SIZE`]),
@@ -277,8 +278,9 @@ pub fn validate(cfg: &DeclarativeConfig) -> Result<(), ValidationErrors> {
     validate_with(cfg, PackageNames::Dns1123Label)
 }
 
-/// Which package names a catalog may have: the one rule of [`validate`] that depends on which
-/// operator-registry server OLM runs for the catalog (v1.74.0).
+/// Which operator-registry server OLM runs for the catalog (v1.74.0), and so which package names
+/// it may have — and, served from SQLite ([`PackageNames::NonEmpty`]), that two bundles of a
+/// package may share a version: the rules of [`validate`] that depend on it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum PackageNames {
     /// DNS-1123 labels, opm's rule for a file-based catalog (`alpha/declcfg/declcfg_to_model.go`

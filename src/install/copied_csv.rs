@@ -85,8 +85,8 @@ pub fn prototype(csv: &ClusterServiceVersion) -> ClusterServiceVersion {
 /// The namespaces that should hold a copy of a CSV installed in `own`, of a group whose
 /// `status.namespaces` is `targets` (`[""]`: all namespaces), on a cluster with namespaces
 /// `cluster` (OLM `ensureCSVsInNamespaces` walks the cluster's namespaces): every other
-/// namespace for an AllNamespaces group while `all_namespaces_enabled`, else none; the other
-/// targets that exist for a group with a list.
+/// namespace for an AllNamespaces group while `all_namespaces_enabled`, else none; for a group with
+/// a list, the other targets that are among `cluster`.
 pub fn copy_namespaces(
     own: &str,
     targets: &[String],
