@@ -256,6 +256,8 @@ const NEEDED: &[(&str, &str, &str, Option<&str>)] = &[
     ("create", "apiextensions.k8s.io", "customresourcedefinitions", None),
     ("update", "apiextensions.k8s.io", "customresourcedefinitions", None),
     ("create", "rbac.authorization.k8s.io", "clusterroles", None),
+    // A deleted OperatorGroup's ClusterRoles (`install::aggregation::delete_for_operator_group`).
+    ("deletecollection", "rbac.authorization.k8s.io", "clusterroles", None),
     ("escalate", "rbac.authorization.k8s.io", "clusterroles", None),
     ("bind", "rbac.authorization.k8s.io", "clusterroles", None),
     ("create", "rbac.authorization.k8s.io", "clusterrolebindings", None),
@@ -330,6 +332,7 @@ async fn missing_grants(sa: &kube::Client) -> Vec<String> {
         "operatorgroups",
         "operatorconditions",
         "operators",
+        "olmconfigs",
     ] {
         for verb in ["get", "list", "watch", "create", "update", "patch", "delete"] {
             if !can(sa, verb, "operators.coreos.com", r, Some("default")).await {
