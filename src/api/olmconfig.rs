@@ -70,12 +70,6 @@ impl OlmConfig {
     }
 }
 
-/// Whether copies are made when the cluster has OLMConfig `config` (`None`: no `cluster` object,
-/// copies made, as OLM's `copiedCSVsAreEnabled` on NotFound).
-pub fn copied_csvs_are_enabled(config: Option<&OlmConfig>) -> bool {
-    config.is_none_or(OlmConfig::copied_csvs_are_enabled)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,10 +79,9 @@ mod tests {
         let with = |v: serde_json::Value| -> OlmConfig {
             serde_json::from_value(serde_json::json!({"metadata": {"name": "cluster"}, "spec": v})).unwrap()
         };
-        assert!(copied_csvs_are_enabled(None));
-        assert!(copied_csvs_are_enabled(Some(&with(serde_json::json!({})))));
-        assert!(copied_csvs_are_enabled(Some(&with(serde_json::json!({"features": {}})))));
-        assert!(copied_csvs_are_enabled(Some(&with(serde_json::json!({"features": {"disableCopiedCSVs": false}})))));
-        assert!(!copied_csvs_are_enabled(Some(&with(serde_json::json!({"features": {"disableCopiedCSVs": true}})))));
+        assert!(with(serde_json::json!({})).copied_csvs_are_enabled());
+        assert!(with(serde_json::json!({"features": {}})).copied_csvs_are_enabled());
+        assert!(with(serde_json::json!({"features": {"disableCopiedCSVs": false}})).copied_csvs_are_enabled());
+        assert!(!with(serde_json::json!({"features": {"disableCopiedCSVs": true}})).copied_csvs_are_enabled());
     }
 }
