@@ -25,7 +25,7 @@ use crate::install::copied_csv::{copy_namespaces, differences, is_copiable, prot
 use crate::install::{ANNOTATION_OPERATOR_NAMESPACE, ANNOTATION_TARGET_NAMESPACES, LABEL_COPIED_FROM};
 
 /// Whether CSVs of AllNamespaces groups are copied: the OLMConfig `cluster` as the API server's
-/// watch cache has it ([`olmconfig::copied_csvs_are_enabled`], OLM's meaning). Where it cannot be
+/// watch cache has it ([`OlmConfig::copied_csvs_are_enabled`], OLM's meaning). Where it cannot be
 /// read — none (capstan creates it at start, `olmconfig::ensure_exists`), no OLMConfig CRD, or no
 /// right to read it (an install whose RBAC predates it) — capstan's default: no. So copies of
 /// every global operator are never made into every namespace by accident.

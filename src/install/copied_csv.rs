@@ -6,7 +6,7 @@
 //! `copied_csvs.rs` reads and writes.
 //!
 //! A group that targets all namespaces gets copies only while the OLMConfig allows them
-//! (`api::olmconfig::copied_csvs_are_enabled`); a group with a list of targets always does, as in
+//! (`api::OlmConfig::copied_csvs_are_enabled`); a group with a list of targets always does, as in
 //! OLM (its flag applies to AllNamespaces groups only).
 
 use std::collections::{BTreeMap, BTreeSet};
